@@ -1,0 +1,298 @@
+"""Convolution layers: forward and backward passes (numpy only).
+
+"Convolution" here is cross-correlation, as in the tutorial, PyTorch and
+TensorFlow: the kernel is slid over the image *without* being flipped, so
+``Z[i, h, w, c] = sum(A_pad[i, h*s:h*s+f, w*s:w*s+f, :] * W[:, :, :, c]) + b[c]``.
+(scipy.ndimage.correlate computes the same thing; scipy.ndimage.convolve and
+ImageMagick's ``Convolve`` flip the kernel first.)
+
+Two layers are provided:
+
+- ``conv_forward`` / ``conv_backward``: the tutorial's layer. Every filter
+  spans all input channels and their responses are summed.
+- ``depthwise_conv_forward`` / ``depthwise_conv_backward``: each input
+  channel is filtered separately (PyTorch's ``groups=n_C_prev``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import (
+    as_real_array,
+    check_ndim,
+    compute_dtype,
+    hparameter,
+    output_size,
+)
+from .padding import zero_pad
+
+_LAYOUT = "(m, n_H, n_W, n_C)"
+
+
+def conv_single_step(a_slice_prev, W, b):
+    """Apply one filter to one slice of the input: one output value.
+
+    Parameters
+    ----------
+    a_slice_prev : (f, f, n_C_prev) ndarray
+        Slice of the input.
+    W : (f, f, n_C_prev) ndarray
+        Weights of one filter.
+    b : (1, 1, 1) ndarray or scalar
+        Bias of that filter, added once.
+
+    Returns
+    -------
+    Z : numpy floating scalar
+        ``sum(a_slice_prev * W) + b``; np.float64 for float64 (or integer)
+        input, np.float32 for float32 input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> conv_single_step(np.ones((2, 2, 1)), np.full((2, 2, 1), 0.5), np.array([[[1.0]]]))
+    np.float64(3.0)
+    """
+    a = as_real_array(a_slice_prev, "a_slice_prev")
+    W = as_real_array(W, "W")
+    b = as_real_array(b, "b")
+    if a.shape != W.shape:
+        raise ValueError(
+            f"a_slice_prev and W must have the same shape, got {a.shape} and {W.shape}"
+        )
+    if b.size != 1:
+        raise ValueError(f"b must hold exactly one value, got shape {b.shape}")
+    dtype = compute_dtype(a, W, b)
+    total = np.sum(np.multiply(a, W, dtype=dtype), dtype=dtype)
+    return dtype.type(total + dtype.type(b.reshape(())))
+
+
+def _conv_shapes(A_prev, W, b, hparameters, *, depthwise: bool):
+    """Validate conv inputs; return arrays, dtype, stride, pad and output size."""
+    A_prev = as_real_array(A_prev, "A_prev")
+    W = as_real_array(W, "W")
+    b = as_real_array(b, "b")
+    check_ndim(A_prev, "A_prev", 4, "(m, n_H_prev, n_W_prev, n_C_prev)")
+    check_ndim(W, "W", 4, "(f, f, n_C_prev, n_C)")
+    stride = hparameter(hparameters, "stride", minimum=1)
+    pad = hparameter(hparameters, "pad", minimum=0)
+    m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
+    f_h, f_w, w_channels, n_filters = W.shape
+    if w_channels != n_C_prev:
+        raise ValueError(
+            f"W has {w_channels} input channels (W.shape[2]) but A_prev has "
+            f"{n_C_prev} (A_prev.shape[3])"
+        )
+    if f_h < 1 or f_w < 1 or n_filters < 1:
+        raise ValueError(f"W must have a non-empty kernel and filter axis, got shape {W.shape}")
+    n_out = n_filters * n_C_prev if depthwise else n_filters
+    if b.shape != (1, 1, 1, n_out):
+        raise ValueError(f"b must have shape (1, 1, 1, {n_out}), got {b.shape}")
+    n_H = output_size(n_H_prev + 2 * pad, f_h, stride, "W's kernel height f =")
+    n_W = output_size(n_W_prev + 2 * pad, f_w, stride, "W's kernel width f =")
+    dtype = compute_dtype(A_prev, W, b)
+    return A_prev, W, b, dtype, stride, pad, (m, n_H, n_W, n_out)
+
+
+def _window_view(A_pad, di, dj, stride, n_H, n_W):
+    """The input values under kernel offset (di, dj) for every output position."""
+    return A_pad[
+        :,
+        di : di + stride * (n_H - 1) + 1 : stride,
+        dj : dj + stride * (n_W - 1) + 1 : stride,
+        :,
+    ]
+
+
+def conv_forward(A_prev, W, b, hparameters):
+    """Forward pass of a convolution layer (cross-correlation, no kernel flip).
+
+    Parameters
+    ----------
+    A_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
+        Batch of inputs.
+    W : (f, f, n_C_prev, n_C) ndarray
+        Filters; ``W[:, :, k, c]`` is applied to input channel k for output
+        channel c. Rectangular kernels ``(f_h, f_w, ...)`` also work.
+    b : (1, 1, 1, n_C) ndarray
+        One bias per filter, added once to each output value.
+    hparameters : dict
+        ``{"stride": int >= 1, "pad": int >= 0}``; the input is zero-padded.
+
+    Returns
+    -------
+    Z : (m, n_H, n_W, n_C) ndarray
+        ``n_H = (n_H_prev - f + 2 * pad) // stride + 1``, likewise n_W. float32
+        for float32 input, float64 for float64 or integer input.
+    cache : tuple
+        ``(A_prev, W, b, hparameters)``, the objects passed in, for conv_backward.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.arange(9.0).reshape(1, 3, 3, 1)
+    >>> W = np.ones((2, 2, 1, 1))
+    >>> Z, _ = conv_forward(A, W, np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    >>> Z[0, :, :, 0]
+    array([[ 8., 12.],
+           [20., 24.]])
+    """
+    A, Wa, ba, dtype, stride, pad, out_shape = _conv_shapes(
+        A_prev, W, b, hparameters, depthwise=False
+    )
+    _, n_H, n_W, _ = out_shape
+    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    Wc = Wa.astype(dtype, copy=False)
+    Z = np.zeros(out_shape, dtype)
+    for di in range(Wc.shape[0]):
+        for dj in range(Wc.shape[1]):
+            Z += _window_view(A_pad, di, dj, stride, n_H, n_W) @ Wc[di, dj]
+    Z += ba.astype(dtype, copy=False)
+    return Z, (A_prev, W, b, hparameters)
+
+
+def _check_dZ(dZ, out_shape, dtype):
+    dZ = as_real_array(dZ, "dZ")
+    if dZ.shape != out_shape:
+        raise ValueError(
+            f"dZ must have the forward output's shape {out_shape}, got {dZ.shape}"
+        )
+    return dZ.astype(compute_dtype(dZ, np.empty(0, dtype)), copy=False)
+
+
+def _unpack_cache(cache, name="cache"):
+    if not isinstance(cache, tuple) or len(cache) != 4:
+        raise TypeError(
+            f"{name} must be the tuple (A_prev, W, b, hparameters) returned by the forward pass"
+        )
+    return cache
+
+
+def conv_backward(dZ, cache):
+    """Backward pass of a convolution layer.
+
+    Parameters
+    ----------
+    dZ : (m, n_H, n_W, n_C) ndarray
+        Gradient of the cost with respect to the output Z of conv_forward.
+    cache : tuple
+        ``(A_prev, W, b, hparameters)`` as returned by conv_forward.
+
+    Returns
+    -------
+    dA_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
+        Gradient with respect to A_prev. Works with pad 0, and input rows or
+        columns that no window covers (stride > 1) get zero gradient.
+    dW : (f, f, n_C_prev, n_C) ndarray
+        Gradient with respect to W.
+    db : (1, 1, 1, n_C) ndarray
+        Gradient with respect to b (dZ summed over batch, height and width).
+    """
+    A_prev, W, b, hparameters = _unpack_cache(cache)
+    A, Wa, _, dtype, stride, pad, out_shape = _conv_shapes(
+        A_prev, W, b, hparameters, depthwise=False
+    )
+    dZ = _check_dZ(dZ, out_shape, dtype)
+    dtype = dZ.dtype
+    _, n_H, n_W, n_C = out_shape
+    m, n_H_prev, n_W_prev, n_C_prev = A.shape
+    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    Wc = Wa.astype(dtype, copy=False)
+    dA_pad = np.zeros(A_pad.shape, dtype)
+    dW = np.zeros(Wc.shape, dtype)
+    dZ_rows = dZ.reshape(-1, n_C)
+    for di in range(Wc.shape[0]):
+        for dj in range(Wc.shape[1]):
+            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+            dW[di, dj] = window.reshape(-1, n_C_prev).T @ dZ_rows
+            _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
+    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_C)
+    dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
+    return dA_prev, dW, db
+
+
+def depthwise_conv_forward(A_prev, W, b, hparameters):
+    """Forward pass of a depthwise convolution (each channel filtered alone).
+
+    Parameters
+    ----------
+    A_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
+        Batch of inputs.
+    W : (f, f, n_C_prev, n_K) ndarray
+        ``W[:, :, c, k]`` is the k-th 2-D kernel for input channel c. To
+        apply the same kernels to every channel, repeat them along axis 2.
+    b : (1, 1, 1, n_K * n_C_prev) ndarray
+        One bias per output channel.
+    hparameters : dict
+        ``{"stride": int >= 1, "pad": int >= 0}``.
+
+    Returns
+    -------
+    Z : (m, n_H, n_W, n_K * n_C_prev) ndarray
+        Kernel-major: output channel ``k * n_C_prev + c`` is kernel k applied
+        to input channel c (so ``Z.reshape(m, n_H, n_W, n_K, n_C_prev)``
+        separates them). PyTorch's ``groups=n_C_prev`` orders the same
+        channels channel-major (``c * n_K + k``).
+    cache : tuple
+        ``(A_prev, W, b, hparameters)``, for depthwise_conv_backward.
+    """
+    A, Wa, ba, dtype, stride, pad, out_shape = _conv_shapes(
+        A_prev, W, b, hparameters, depthwise=True
+    )
+    m, n_H, n_W, _ = out_shape
+    n_C_prev, n_K = Wa.shape[2], Wa.shape[3]
+    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    # (f, f, n_K, n_C_prev): kernel-major weights, broadcast over positions.
+    Wk = np.ascontiguousarray(np.swapaxes(Wa.astype(dtype, copy=False), 2, 3))
+    Z = np.zeros((m, n_H, n_W, n_K, n_C_prev), dtype)
+    for di in range(Wk.shape[0]):
+        for dj in range(Wk.shape[1]):
+            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+            Z += window[:, :, :, None, :] * Wk[di, dj]
+    Z = Z.reshape(out_shape)
+    Z += ba.astype(dtype, copy=False)
+    return Z, (A_prev, W, b, hparameters)
+
+
+def depthwise_conv_backward(dZ, cache):
+    """Backward pass of depthwise_conv_forward.
+
+    Parameters
+    ----------
+    dZ : (m, n_H, n_W, n_K * n_C_prev) ndarray
+        Gradient with respect to the output of depthwise_conv_forward.
+    cache : tuple
+        ``(A_prev, W, b, hparameters)`` as returned by depthwise_conv_forward.
+
+    Returns
+    -------
+    dA_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
+    dW : (f, f, n_C_prev, n_K) ndarray
+    db : (1, 1, 1, n_K * n_C_prev) ndarray
+    """
+    A_prev, W, b, hparameters = _unpack_cache(cache)
+    A, Wa, _, dtype, stride, pad, out_shape = _conv_shapes(
+        A_prev, W, b, hparameters, depthwise=True
+    )
+    dZ = _check_dZ(dZ, out_shape, dtype)
+    dtype = dZ.dtype
+    m, n_H, n_W, n_out = out_shape
+    _, n_H_prev, n_W_prev, n_C_prev = A.shape
+    n_K = Wa.shape[3]
+    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    Wk = np.swapaxes(Wa.astype(dtype, copy=False), 2, 3)
+    dZ5 = dZ.reshape(m, n_H, n_W, n_K, n_C_prev)
+    dA_pad = np.zeros(A_pad.shape, dtype)
+    dWk = np.zeros(Wk.shape, dtype)
+    for di in range(Wk.shape[0]):
+        for dj in range(Wk.shape[1]):
+            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+            dWk[di, dj] = np.einsum("ihwkc,ihwc->kc", dZ5, window)
+            _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += np.einsum(
+                "ihwkc,kc->ihwc", dZ5, Wk[di, dj]
+            )
+    dW = np.ascontiguousarray(np.swapaxes(dWk, 2, 3))
+    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_out)
+    dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
+    return dA_prev, dW, db
