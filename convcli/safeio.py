@@ -1,0 +1,72 @@
+"""Writing output files safely: whole files or nothing, never a silent replace."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+TEMP_PREFIX = ".convcli-"
+TEMP_SUFFIX = ".part"
+
+
+def temp_path_for(path: Path) -> Path:
+    """A fresh hidden temporary name beside `path`, keeping its extension.
+
+    The extension is kept in the middle (``.convcli-<name>.<random>.part``)
+    so leftovers are easy to recognise and clean up.
+    """
+    return path.with_name(f"{TEMP_PREFIX}{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False) -> bool:
+    """Write a file through a temporary file in the same folder, then rename it.
+
+    Parameters
+    ----------
+    path : path-like
+        The final file name.
+    write : callable
+        ``write(temp_path)`` writes the whole content to `temp_path`.
+    overwrite : bool
+        Replace an existing `path`. Without it an existing file is left as it
+        is and nothing is written.
+
+    Returns
+    -------
+    bool
+        True if `path` was written, False if it existed and was kept.
+
+    Notes
+    -----
+    Readers never see a half-written file: the content appears under its
+    final name in one rename. Without `overwrite`, the final step is a hard
+    link, which fails if the name appeared meanwhile (another process), so
+    an existing file is never replaced. On any error, or an interrupt, the
+    temporary file is removed.
+    """
+    path = Path(path)
+    if not overwrite and path.exists():
+        return False
+    tmp = temp_path_for(path)
+    try:
+        write(tmp)
+        if overwrite:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            # File systems without hard links: a plain rename after the check.
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
