@@ -1,0 +1,245 @@
+"""Plain nested-loop versions of the layers, used as oracles by the tests.
+
+They follow the tutorial's loops, with its known mistakes corrected:
+
+- the bias is added once per output value, not once per multiplied element;
+- conv_backward unpads with ``dA_pad[pad:pad + n_H_prev]`` (``X[pad:-pad]`` is
+  empty when pad is 0), and input rows or columns that no window covers get
+  zero gradient;
+- pool_backward reads ``dA[i, h, w, c]``, the gradient of the output position;
+- a max-pool window with tied maxima sends its gradient to exactly one
+  position, the first maximum in row-major window order (``np.argmax``).
+
+Everything is computed in float64, one output value at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_f64(*arrays):
+    return [np.asarray(a, dtype=np.float64) for a in arrays]
+
+
+def pad_loop(X, top, bottom, left, right, mode="constant", value=0.0):
+    """Pad the height and width of `X` by looking up every output pixel.
+
+    Index rules for a source axis of length n and an out-of-range index j:
+    ``edge`` clips j, ``wrap`` takes j mod n, ``symmetric`` folds j with
+    period 2n (edge repeated), ``reflect`` with period 2(n - 1) (edge not
+    repeated).
+    """
+    X = np.asarray(X)
+    m, n_H, n_W, n_C = X.shape
+    out = np.empty((m, n_H + top + bottom, n_W + left + right, n_C), dtype=X.dtype)
+
+    def source(j, n):
+        if 0 <= j < n:
+            return j
+        if mode == "constant":
+            return None
+        if mode == "edge":
+            return min(max(j, 0), n - 1)
+        if mode == "wrap":
+            return j % n
+        if mode == "symmetric":
+            k = j % (2 * n)
+            return k if k < n else 2 * n - 1 - k
+        if mode == "reflect":
+            if n == 1:
+                return 0
+            period = 2 * (n - 1)
+            k = j % period
+            return k if k < n else period - k
+        raise ValueError(mode)
+
+    for h in range(out.shape[1]):
+        for w in range(out.shape[2]):
+            sh, sw = source(h - top, n_H), source(w - left, n_W)
+            if sh is None or sw is None:
+                out[:, h, w, :] = value
+            else:
+                out[:, h, w, :] = X[:, sh, sw, :]
+    return out
+
+
+def conv_output_size(size, f, stride, pad):
+    """``(size + 2 * pad - f) // stride + 1``."""
+    return (size + 2 * pad - f) // stride + 1
+
+
+def conv_forward_loop(A_prev, W, b, hparameters):
+    """Convolution (cross-correlation) forward pass, one output value at a time."""
+    A_prev, W, b = _as_f64(A_prev, W, b)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    m, n_H_prev, n_W_prev, _ = A_prev.shape
+    f_h, f_w, _, n_C = W.shape
+    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    A_pad = pad_loop(A_prev, pad, pad, pad, pad)
+    Z = np.zeros((m, n_H, n_W, n_C))
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                a_slice = A_pad[i, h * stride : h * stride + f_h, w * stride : w * stride + f_w, :]
+                for c in range(n_C):
+                    Z[i, h, w, c] = np.sum(a_slice * W[:, :, :, c]) + b[0, 0, 0, c]
+    return Z
+
+
+def conv_backward_loop(dZ, A_prev, W, hparameters):
+    """Convolution backward pass: (dA_prev, dW, db)."""
+    dZ, A_prev, W = _as_f64(dZ, A_prev, W)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    m, n_H_prev, n_W_prev, _ = A_prev.shape
+    f_h, f_w, _, n_C = W.shape
+    _, n_H, n_W, _ = dZ.shape
+    A_pad = pad_loop(A_prev, pad, pad, pad, pad)
+    dA_pad = np.zeros_like(A_pad)
+    dW = np.zeros_like(W)
+    db = np.zeros((1, 1, 1, n_C))
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                rows = slice(h * stride, h * stride + f_h)
+                cols = slice(w * stride, w * stride + f_w)
+                for c in range(n_C):
+                    dA_pad[i, rows, cols, :] += W[:, :, :, c] * dZ[i, h, w, c]
+                    dW[:, :, :, c] += A_pad[i, rows, cols, :] * dZ[i, h, w, c]
+                    db[0, 0, 0, c] += dZ[i, h, w, c]
+    dA_prev = dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :]
+    return dA_prev, dW, db
+
+
+def depthwise_conv_forward_loop(A_prev, W, b, hparameters):
+    """Depthwise forward pass: output channel ``k * n_C_prev + c`` is W[:, :, c, k] on channel c."""
+    A_prev, W, b = _as_f64(A_prev, W, b)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
+    f_h, f_w, _, n_K = W.shape
+    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    A_pad = pad_loop(A_prev, pad, pad, pad, pad)
+    Z = np.zeros((m, n_H, n_W, n_K * n_C_prev))
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                rows = slice(h * stride, h * stride + f_h)
+                cols = slice(w * stride, w * stride + f_w)
+                for k in range(n_K):
+                    for c in range(n_C_prev):
+                        out = k * n_C_prev + c
+                        Z[i, h, w, out] = (
+                            np.sum(A_pad[i, rows, cols, c] * W[:, :, c, k]) + b[0, 0, 0, out]
+                        )
+    return Z
+
+
+def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
+    """Depthwise backward pass: (dA_prev, dW, db)."""
+    dZ, A_prev, W = _as_f64(dZ, A_prev, W)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
+    f_h, f_w, _, n_K = W.shape
+    _, n_H, n_W, n_out = dZ.shape
+    A_pad = pad_loop(A_prev, pad, pad, pad, pad)
+    dA_pad = np.zeros_like(A_pad)
+    dW = np.zeros_like(W)
+    db = np.zeros((1, 1, 1, n_out))
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                rows = slice(h * stride, h * stride + f_h)
+                cols = slice(w * stride, w * stride + f_w)
+                for k in range(n_K):
+                    for c in range(n_C_prev):
+                        g = dZ[i, h, w, k * n_C_prev + c]
+                        dA_pad[i, rows, cols, c] += W[:, :, c, k] * g
+                        dW[:, :, c, k] += A_pad[i, rows, cols, c] * g
+                        db[0, 0, 0, k * n_C_prev + c] += g
+    dA_prev = dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :]
+    return dA_prev, dW, db
+
+
+def pool_output_size(size, f, stride):
+    """``(size - f) // stride + 1``."""
+    return (size - f) // stride + 1
+
+
+def pool_forward_loop(A_prev, hparameters, mode="max"):
+    """Max or average pooling, one window at a time."""
+    (A_prev,) = _as_f64(A_prev)
+    f, stride = hparameters["f"], hparameters["stride"]
+    m, n_H_prev, n_W_prev, n_C = A_prev.shape
+    n_H = pool_output_size(n_H_prev, f, stride)
+    n_W = pool_output_size(n_W_prev, f, stride)
+    A = np.zeros((m, n_H, n_W, n_C))
+    reduce = {"max": np.max, "average": np.mean, "avg": np.mean}[mode]
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                for c in range(n_C):
+                    window = A_prev[i, h * stride : h * stride + f, w * stride : w * stride + f, c]
+                    A[i, h, w, c] = reduce(window)
+    return A
+
+
+def first_max_mask(window):
+    """Boolean mask marking the first maximum of `window` in row-major order."""
+    mask = np.zeros(window.shape, dtype=bool)
+    mask.flat[np.argmax(window)] = True
+    return mask
+
+
+def pool_backward_loop(dA, A_prev, hparameters, mode="max"):
+    """Pooling backward pass; max mode sends each gradient to the window's first maximum."""
+    dA, A_prev = _as_f64(dA, A_prev)
+    f, stride = hparameters["f"], hparameters["stride"]
+    m, n_H, n_W, n_C = dA.shape
+    dA_prev = np.zeros_like(A_prev)
+    for i in range(m):
+        for h in range(n_H):
+            for w in range(n_W):
+                rows = slice(h * stride, h * stride + f)
+                cols = slice(w * stride, w * stride + f)
+                for c in range(n_C):
+                    if mode == "max":
+                        mask = first_max_mask(A_prev[i, rows, cols, c])
+                        dA_prev[i, rows, cols, c] += mask * dA[i, h, w, c]
+                    else:
+                        dA_prev[i, rows, cols, c] += dA[i, h, w, c] / (f * f)
+    return dA_prev
+
+
+def numerical_gradient(func, x, eps=1e-6):
+    """Centred-difference gradient of the scalar function `func` at float64 array `x`.
+
+    `x` is perturbed in place one entry at a time and restored afterwards.
+    """
+    grad = np.zeros_like(x, dtype=np.float64)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        idx = it.multi_index
+        old = x[idx]
+        x[idx] = old + eps
+        plus = func()
+        x[idx] = old - eps
+        minus = func()
+        x[idx] = old
+        grad[idx] = (plus - minus) / (2 * eps)
+    return grad
+
+
+def assert_matches(actual, expected, dtype):
+    """Assert `actual` has `dtype` and equals the float64 `expected` within that dtype's rounding.
+
+    The tolerance is relative to the largest magnitude in `expected`, since sums of
+    products of mixed-sign values lose relative precision near zero.
+    """
+    actual = np.asarray(actual)
+    assert actual.dtype == np.dtype(dtype), f"dtype {actual.dtype}, expected {np.dtype(dtype)}"
+    assert actual.shape == expected.shape, f"shape {actual.shape}, expected {expected.shape}"
+    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    tol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-11
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)

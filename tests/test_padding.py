@@ -1,0 +1,318 @@
+"""Tests for convcli.padding: zero_pad and pad_images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import pad_loop
+
+from convcli import PAD_MODES, pad_images, zero_pad
+
+# The row "a b c d" (here 1 2 3 4) padded by 2 on each side, by hand.
+ROW_PADDED_BY_2 = {
+    "constant": [0, 0, 1, 2, 3, 4, 0, 0],
+    "edge": [1, 1, 1, 2, 3, 4, 4, 4],
+    "reflect": [3, 2, 1, 2, 3, 4, 3, 2],
+    "symmetric": [2, 1, 1, 2, 3, 4, 4, 3],
+    "wrap": [3, 4, 1, 2, 3, 4, 1, 2],
+}
+
+
+def batch(seed, shape=(2, 4, 5, 3), dtype=np.float64):
+    """A seeded random batch."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * 10).astype(dtype)
+
+
+# --- zero_pad: the tutorial's published cases ---------------------------------------------
+
+
+def test_zero_pad_published_pad_2():
+    np.random.seed(1)
+    x = np.random.randn(4, 3, 3, 2)
+    x_pad = zero_pad(x, 2)
+    assert type(x_pad) is np.ndarray
+    assert x.shape == (4, 3, 3, 2)
+    assert x_pad.shape == (4, 7, 7, 2)
+    np.testing.assert_allclose(
+        x[1, 1],
+        [[0.90085595, -0.68372786], [-0.12289023, -0.93576943], [-0.26788808, 0.53035547]],
+        atol=5e-9,
+    )
+    np.testing.assert_array_equal(x_pad[1, 1], np.zeros((7, 2)))
+
+
+def test_zero_pad_published_pad_3():
+    np.random.seed(1)
+    x = np.random.randn(4, 3, 3, 2)
+    x_pad = zero_pad(x, 3)
+    assert x_pad.shape == (4, 9, 9, 2)
+    np.testing.assert_array_equal(x_pad[0, 0:2, :, 0], np.zeros((2, 9)))
+    np.testing.assert_array_equal(x_pad[0, :, 7:9, 1].T, np.zeros((2, 9)))
+    np.testing.assert_array_equal(x_pad[:, 3:6, 3:6, :], x)
+
+
+def test_zero_pad_docstring_example():
+    expected = [[0, 0, 0, 0], [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 0]]
+    np.testing.assert_array_equal(zero_pad(np.ones((1, 2, 2, 1)), 1)[0, :, :, 0], expected)
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8, np.uint16, np.int32])
+def test_zero_pad_matches_np_pad_and_keeps_dtype(pad, dtype):
+    x = np.abs(batch(pad, dtype=np.float64)).astype(dtype)
+    out = zero_pad(x, pad)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0))))
+
+
+def test_zero_pad_accepts_numpy_integer_pad():
+    x = batch(0)
+    np.testing.assert_array_equal(zero_pad(x, np.int64(2)), zero_pad(x, 2))
+
+
+# --- pad_images: hand-written tiny cases ----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_row_abcd_padded_by_2(mode):
+    row = np.arange(1, 5).reshape(1, 1, 4, 1)
+    out = pad_images(row, (0, 0, 2, 2), mode=mode)
+    np.testing.assert_array_equal(out[0, 0, :, 0], ROW_PADDED_BY_2[mode])
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_column_abcd_padded_by_2(mode):
+    column = np.arange(1, 5).reshape(1, 4, 1, 1)
+    out = pad_images(column, (2, 2, 0, 0), mode=mode)
+    np.testing.assert_array_equal(out[0, :, 0, 0], ROW_PADDED_BY_2[mode])
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_int_width_pads_all_four_sides(mode):
+    row = np.arange(1, 5).reshape(1, 1, 4, 1)
+    out = pad_images(row, 2, mode=mode)
+    assert out.shape == (1, 5, 8, 1)
+    expected_row = ROW_PADDED_BY_2[mode]
+    if mode == "constant":
+        np.testing.assert_array_equal(out[0, 2, :, 0], expected_row)
+        np.testing.assert_array_equal(np.delete(out[0, :, :, 0], 2, axis=0), 0)
+    else:
+        # A single-row image repeats that row vertically in every non-constant mode.
+        for h in range(5):
+            np.testing.assert_array_equal(out[0, h, :, 0], expected_row)
+
+
+def test_asymmetric_edge_pad_by_hand():
+    image = np.array([[1, 2, 3], [4, 5, 6]]).reshape(1, 2, 3, 1)
+    out = pad_images(image, (1, 0, 2, 1), mode="edge")[0, :, :, 0]
+    expected = [
+        [1, 1, 1, 2, 3, 3],
+        [1, 1, 1, 2, 3, 3],
+        [4, 4, 4, 5, 6, 6],
+    ]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_asymmetric_wrap_pad_by_hand():
+    image = np.array([[1, 2, 3], [4, 5, 6]]).reshape(1, 2, 3, 1)
+    out = pad_images(image, (0, 1, 1, 0), mode="wrap")[0, :, :, 0]
+    expected = [
+        [3, 1, 2, 3],
+        [6, 4, 5, 6],
+        [3, 1, 2, 3],
+    ]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_constant_fill_value():
+    image = np.full((1, 2, 2, 3), 7, dtype=np.uint8)
+    out = pad_images(image, 1, mode="constant", value=50)
+    assert out.dtype == np.uint8
+    assert out.shape == (1, 4, 4, 3)
+    np.testing.assert_array_equal(out[0, 1:3, 1:3], 7)
+    border = np.ones((4, 4), bool)
+    border[1:3, 1:3] = False
+    np.testing.assert_array_equal(out[0][border], 50)
+
+
+def test_constant_fill_nan_in_float_image():
+    out = pad_images(np.zeros((1, 1, 1, 1)), 1, value=np.nan)
+    assert np.isnan(out).sum() == 8
+    assert out[0, 1, 1, 0] == 0
+
+
+def test_reflect_on_single_pixel_repeats_it():
+    out = pad_images(np.full((1, 1, 1, 2), 5.0), 3, mode="reflect")
+    np.testing.assert_array_equal(out, np.full((1, 7, 7, 2), 5.0))
+
+
+def test_channels_and_batch_are_padded_independently():
+    x = batch(3, shape=(3, 2, 2, 4))
+    out = pad_images(x, 1, mode="edge")
+    for i in range(3):
+        for c in range(4):
+            np.testing.assert_array_equal(out[i, :, :, c], np.pad(x[i, :, :, c], 1, mode="edge"))
+
+
+def test_empty_image_constant_mode():
+    out = pad_images(np.zeros((1, 0, 3, 1)), 1)
+    np.testing.assert_array_equal(out, np.zeros((1, 2, 5, 1)))
+
+
+# --- pad_images against np.pad and the loop oracle ------------------------------------------
+
+WIDTHS = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 2, 3, 0), (1, 2, 3, 4), (3, 1, 0, 2), (6, 0, 1, 7)]
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pad_images_matches_np_pad(mode, width):
+    x = batch(sum(width))
+    top, bottom, left, right = width
+    expected = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), mode=mode)
+    np.testing.assert_array_equal(pad_images(x, width, mode=mode), expected)
+    np.testing.assert_array_equal(pad_images(x, width, mode=mode), pad_loop(x, *width, mode=mode))
+
+
+@pytest.mark.parametrize(
+    "width", [[1, 2, 3, 4], ((1, 2), (3, 4)), np.array([1, 2, 3, 4]), np.array([[1, 2], [3, 4]])]
+)
+def test_width_forms_are_equivalent(width):
+    x = batch(5)
+    np.testing.assert_array_equal(
+        pad_images(x, width, mode="symmetric"), pad_images(x, (1, 2, 3, 4), mode="symmetric")
+    )
+
+
+@given(
+    mode=st.sampled_from(PAD_MODES),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 5), st.integers(1, 5), st.integers(1, 2)),
+    width=st.tuples(*[st.integers(0, 9)] * 4),
+    dtype=st.sampled_from([np.float32, np.float64, np.uint8, np.int16]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pad_images_property(mode, shape, width, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 100, size=shape).astype(dtype)
+    x_copy = x.copy()
+    out = pad_images(x, width, mode=mode)
+    top, bottom, left, right = width
+    assert out.dtype == dtype
+    assert out.shape == (shape[0], shape[1] + top + bottom, shape[2] + left + right, shape[3])
+    np.testing.assert_array_equal(out[:, top : top + shape[1], left : left + shape[2]], x)
+    np.testing.assert_array_equal(out, pad_loop(x, *width, mode=mode))
+    np.testing.assert_array_equal(x, x_copy)
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+@pytest.mark.parametrize("width", [0, 2])
+def test_input_not_modified_and_not_shared(mode, width):
+    x = batch(11)
+    x_copy = x.copy()
+    x.flags.writeable = False
+    out = pad_images(x, width, mode=mode)
+    np.testing.assert_array_equal(x, x_copy)
+    assert not np.shares_memory(out, x)
+    out_zero = zero_pad(x, width)
+    np.testing.assert_array_equal(x, x_copy)
+    assert not np.shares_memory(out_zero, x)
+
+
+def test_non_contiguous_input():
+    x = batch(12, shape=(2, 8, 10, 3))
+    view = x[:, ::2, ::-3, 1:]
+    np.testing.assert_array_equal(
+        pad_images(view, (1, 2, 2, 1), mode="reflect"),
+        np.pad(view, ((0, 0), (1, 2), (2, 1), (0, 0)), mode="reflect"),
+    )
+
+
+def test_accepts_nested_lists():
+    out = zero_pad([[[[1.0]]]], 1)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == (1, 3, 3, 1)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3), (1, 2, 3, 3, 1)])
+def test_wrong_ndim(shape):
+    with pytest.raises(ValueError, match="X"):
+        zero_pad(np.zeros(shape), 1)
+    with pytest.raises(ValueError, match="X"):
+        pad_images(np.zeros(shape), 1)
+
+
+@pytest.mark.parametrize("pad", [-1, -3])
+def test_negative_pad(pad):
+    with pytest.raises(ValueError, match="pad"):
+        zero_pad(np.zeros((1, 2, 2, 1)), pad)
+
+
+@pytest.mark.parametrize("pad", [1.5, "1", None, True, [1]])
+def test_non_integer_pad(pad):
+    with pytest.raises(TypeError, match="pad"):
+        zero_pad(np.zeros((1, 2, 2, 1)), pad)
+
+
+@pytest.mark.parametrize("width", [(1, 2), (1, 2, 3), (1, 2, 3, 4, 5), ((1, 2, 3), (4, 5, 6))])
+def test_width_of_wrong_length(width):
+    with pytest.raises(ValueError, match="width"):
+        pad_images(np.zeros((1, 2, 2, 1)), width)
+
+
+def test_negative_width_entry():
+    with pytest.raises(ValueError, match="width"):
+        pad_images(np.zeros((1, 2, 2, 1)), (1, -1, 0, 0))
+
+
+@pytest.mark.parametrize("width", [(1, 0.5, 0, 0), (1, "2", 0, 0)])
+def test_non_integer_width_entry(width):
+    with pytest.raises(TypeError, match="width"):
+        pad_images(np.zeros((1, 2, 2, 1)), width)
+
+
+@pytest.mark.parametrize("mode", ["zeros", "mirror", "", None, "REFLECT"])
+def test_unknown_mode(mode):
+    with pytest.raises(ValueError, match="mode"):
+        pad_images(np.zeros((1, 2, 2, 1)), 1, mode=mode)
+
+
+def test_mode_is_keyword_only():
+    with pytest.raises(TypeError):
+        pad_images(np.zeros((1, 2, 2, 1)), 1, "edge")
+
+
+@pytest.mark.parametrize("value", ["0", None, [0], True])
+def test_non_numeric_value(value):
+    with pytest.raises(TypeError, match="value"):
+        pad_images(np.zeros((1, 2, 2, 1)), 1, value=value)
+
+
+@pytest.mark.parametrize("value", [256, -1, 0.5, np.nan, np.inf])
+def test_value_that_does_not_fit_uint8(value):
+    with pytest.raises(ValueError, match="value"):
+        pad_images(np.zeros((1, 2, 2, 1), np.uint8), 1, value=value)
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
+def test_empty_image_non_constant_mode(mode):
+    with pytest.raises(ValueError, match="empty"):
+        pad_images(np.zeros((1, 0, 3, 1)), 1, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "X", [np.full((1, 2, 2, 1), "a"), np.zeros((1, 2, 2, 1), complex), [[[["x"]]]], None]
+)
+def test_non_numeric_array(X):
+    with pytest.raises(TypeError, match="X"):
+        pad_images(X, 1)
+    with pytest.raises(TypeError, match="X"):
+        zero_pad(X, 1)
