@@ -53,7 +53,7 @@ def zero_pad(X, pad):
            [0., 1., 1., 0.],
            [0., 0., 0., 0.]])
     """
-    return pad_images(X, pad, mode="constant", value=0)
+    return pad_images(X, as_int(pad, "pad", minimum=0), mode="constant", value=0)
 
 
 def _pad_widths(width) -> tuple[int, int, int, int]:
