@@ -205,7 +205,7 @@ def conv_backward(dZ, cache):
     for di in range(Wc.shape[0]):
         for dj in range(Wc.shape[1]):
             window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-            dW[di, dj] = window.reshape(-1, n_C_prev).T @ dZ_rows
+            dW[di, dj] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
             _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
     db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_C)
     dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
