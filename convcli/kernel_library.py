@@ -1,0 +1,674 @@
+"""Named convolution kernels, kept as data: one readable file per kernel (numpy only).
+
+The kernels that ship with convcli live in the project's ``kernels/`` folder, one
+TOML file each, installed as the package ``convcli.kernel_files``. A kernel file
+looks like this::
+
+    # Sobel x-gradient.
+    name = "sobel-x"
+    description = "Sobel x-gradient (vertical edges); + where brighter on the left"
+    aliases = ["sobel"]            # optional
+    scale = 1                      # optional: a number, or a fraction such as "1/16"
+    weights = [
+        [1, 0, -1],
+        [2, 0, -2],
+        [1, 0, -1],
+    ]
+
+A kernel file given by path may also be a plain text grid: one row per line,
+numbers separated by whitespace and/or commas, ``#`` starting a comment. Its
+name is the file's stem.
+
+Sign conventions
+----------------
+convcli's "convolution" is cross-correlation (the kernel is not flipped; see
+:mod:`convcli.conv`), so a kernel's grid is laid over the image as written. A
+kernel with positive weights on its left and negative on its right, such as the
+tutorial's ``vertical`` ``[[1, 0, -1]] * 3``, responds *positively* where the
+image is brighter on the left than on the right. Every directional kernel's
+description says which side must be brighter for a positive response.
+
+Rotation
+--------
+A spec ``NAME:ANGLE`` rotates a kernel *clockwise* as the grid is printed
+(rows downward), by ``ANGLE`` degrees: a multiple of 90 for any kernel, or of
+45 for a 3x3 kernel, whose 8 outer cells then move one place clockwise around
+the centre per 45 degrees. This is ImageMagick's convention for
+``-morphology Convolve Sobel:90`` (``RotateKernelInfo`` in MagickCore's
+morphology.c), and convcli's ``sobel:90`` prints the same grid as ImageMagick's
+``Sobel:90``: ``[[1, 2, 1], [0, 0, 0], [-1, -2, -1]]``, which is ``sobel-y``.
+Rotating a kernel clockwise rotates its bright side clockwise too
+(``vertical:90`` is ``horizontal``, ``kirsch-n:45`` is ``kirsch-ne``), and
+``:180`` negates an antisymmetric kernel (``sobel-x:180`` responds where the
+image is brighter on the *right*).
+
+Examples
+--------
+>>> k = parse_kernel_spec("Sobel-X:90")
+>>> print(format_kernel_grid(k))
+ 1   2   1
+ 0   0   0
+-1  -2  -1
+>>> k.label
+'sobel-x_rot90'
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import os
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "Kernel",
+    "KernelError",
+    "check_centred",
+    "format_kernel_grid",
+    "get_kernel",
+    "list_kernels",
+    "load_kernel_file",
+    "parse_kernel_spec",
+    "rotate_kernel",
+]
+
+# The package the shipped kernel files are installed as (the project's kernels/ folder).
+_PACKAGE = "convcli.kernel_files"
+_BUILTIN = "builtin"
+
+# Names and aliases declared in TOML files: lower-case, no ':' (it starts an angle)
+# and no '.' or '/' (they mark a path in a kernel spec).
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_LABEL_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+_ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
+_TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
+_TEXT_SEPARATORS = re.compile(r"[\s,]+")
+
+# The 8 outer cells of a 3x3 grid, in clockwise order from the top-left corner.
+_RING = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+
+
+class KernelError(ValueError):
+    """A kernel name, spec or file that cannot be used.
+
+    The message is one line naming the file or the kernel name and the problem,
+    ready to be shown to a user as it is.
+    """
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """A named 2-D kernel.
+
+    Parameters
+    ----------
+    name : str
+        The kernel's name (``"sobel-x"``; ``"sobel-x:90"`` once rotated).
+    description : str
+        One line, including the sign convention of a directional kernel.
+    weights : (f_h, f_w) array_like
+        The weights, scale already applied; stored as a read-only float64 copy.
+    aliases : tuple of str
+        Other names that look the kernel up.
+    source : str
+        The path of the file it was read from, or ``"builtin"`` for a shipped kernel.
+
+    Two kernels are equal when all their fields are, weights compared exactly.
+    """
+
+    name: str
+    description: str
+    weights: np.ndarray
+    aliases: tuple[str, ...] = ()
+    source: str = _BUILTIN
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise KernelError(f"a kernel needs a non-empty name, got {self.name!r}")
+        where = f"kernel {self.name!r}"
+        if not isinstance(self.description, str) or "\n" in self.description:
+            raise KernelError(f"{where}: the description must be one line of text")
+        aliases = tuple(self.aliases)
+        if not all(isinstance(a, str) for a in aliases):
+            raise KernelError(f"{where}: aliases must be strings, got {aliases!r}")
+        weights = _checked_weights(self.weights, where)
+        weights.flags.writeable = False
+        object.__setattr__(self, "aliases", aliases)
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "source", str(self.source))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(height, width)`` of the grid."""
+        return self.weights.shape
+
+    @property
+    def label(self) -> str:
+        """The name made safe for file names: only ``[a-z0-9._-]``.
+
+        A rotation ``:90`` becomes ``_rot90``, so ``"sobel-x:90"`` gives ``"sobel-x_rot90"``.
+        """
+        text = self.name.strip().lower().replace(":", "_rot")
+        return _LABEL_UNSAFE.sub("-", text).strip("-.") or "kernel"
+
+    def __eq__(self, other):
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return (
+            (self.name, self.description, self.aliases, self.source)
+            == (other.name, other.description, other.aliases, other.source)
+            and self.weights.shape == other.weights.shape
+            and bool(np.array_equal(self.weights, other.weights))
+        )
+
+    def __hash__(self):
+        return hash((self.name, self.source, self.weights.shape, self.weights.tobytes()))
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def _checked_weights(weights, where: str) -> np.ndarray:
+    """Return `weights` as a new 2-D finite float64 array, or raise KernelError."""
+    if isinstance(weights, np.ndarray):
+        arr = weights
+    else:
+        if isinstance(weights, (list, tuple)) and weights:
+            if all(isinstance(row, (list, tuple)) for row in weights):
+                _check_row_lengths([len(row) for row in weights], where, "row")
+        try:
+            arr = np.array(weights, dtype=object)
+        except ValueError as exc:  # ragged nesting numpy cannot even hold
+            raise KernelError(f"{where}: the rows have different lengths") from exc
+    if arr.size == 0:
+        raise KernelError(f"{where}: the kernel is empty (no weights)")
+    if arr.ndim != 2:
+        raise KernelError(
+            f"{where}: the weights must be a 2-D grid of rows, got {arr.ndim} dimension(s)"
+        )
+    if arr.dtype.kind not in "biuf":
+        for (i, j), value in np.ndenumerate(arr):
+            if not _is_number(value):
+                raise KernelError(
+                    f"{where}: row {i + 1}, column {j + 1}: {value!r} is not a number"
+                )
+    out = np.array(arr, dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(out))
+    if bad.size:
+        i, j = bad[0]
+        raise KernelError(
+            f"{where}: row {i + 1}, column {j + 1} is {out[i, j]}; weights must be finite numbers"
+        )
+    return out
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_toml_rows(rows, where: str) -> list:
+    """Check a TOML ``weights`` value row by row (clear messages for ragged or flat grids)."""
+    if not isinstance(rows, list):
+        raise KernelError(f"{where}: 'weights' must be a list of rows, got {type(rows).__name__}")
+    if not rows:
+        raise KernelError(f"{where}: the kernel is empty ('weights' has no rows)")
+    if not all(isinstance(row, list) for row in rows):
+        raise KernelError(
+            f"{where}: 'weights' must be a list of rows such as [[1, 0, -1], [1, 0, -1]]"
+        )
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if not _is_number(value):
+                raise KernelError(
+                    f"{where}: row {i + 1}, column {j + 1}: {value!r} is not a number"
+                )
+    _check_row_lengths([len(row) for row in rows], where, "row")
+    return rows
+
+
+def _check_row_lengths(lengths: list[int], where: str, unit: str, numbers_=None) -> None:
+    """Raise unless every row has as many values as the first (ragged rows)."""
+    numbers_ = numbers_ or list(range(1, len(lengths) + 1))
+    if not any(lengths):
+        raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
+    for n, length in zip(numbers_, lengths, strict=True):
+        if length != lengths[0]:
+            raise KernelError(
+                f"{where}: ragged rows: {unit} {n} has {length} value(s) "
+                f"but {unit} {numbers_[0]} has {lengths[0]}"
+            )
+
+
+def _checked_name(value, where: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise KernelError(f"{where}: {what} must be a string, got {value!r}")
+    name = value.strip().lower()
+    if not _NAME_RE.fullmatch(name):
+        raise KernelError(f"{where}: {what} {value!r} may only use letters, digits, '-' and '_'")
+    return name
+
+
+def _checked_scale(value, where: str) -> float:
+    if isinstance(value, str):
+        try:
+            scale = float(Fraction(value.strip()))
+        except (ValueError, ZeroDivisionError):
+            raise KernelError(
+                f'{where}: scale {value!r} is not a number or a fraction such as "1/16"'
+            ) from None
+    elif _is_number(value):
+        scale = float(value)
+    else:
+        raise KernelError(f"{where}: scale must be a number, got {value!r}")
+    if not math.isfinite(scale) or scale == 0:
+        raise KernelError(f"{where}: scale must be a finite non-zero number, got {value!r}")
+    return scale
+
+
+def check_centred(kernel: Kernel) -> Kernel:
+    """Raise KernelError unless `kernel` has odd height and width (a centre cell).
+
+    ``--pad same`` and any operation that anchors a kernel at its centre need
+    this; 2x2 kernels such as ``roberts-nw`` are fine with ``--pad 0``.
+
+    Returns
+    -------
+    kernel : Kernel
+        The same kernel, for chaining.
+    """
+    h, w = kernel.size
+    if h % 2 == 0 or w % 2 == 0:
+        where = f"kernel {kernel.name!r}"
+        if kernel.source != _BUILTIN:
+            where += f" ({kernel.source})"
+        raise KernelError(f"{where} is {h}x{w}: --pad same needs an odd size (a centre cell)")
+    return kernel
+
+
+# --- reading files --------------------------------------------------------------------------
+
+
+def _read_text(path: Path, shown: str) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise KernelError(f"{shown}: no such kernel file") from None
+    except IsADirectoryError:
+        raise KernelError(f"{shown}: is a directory, not a kernel file") from None
+    except OSError as exc:
+        raise KernelError(f"{shown}: cannot read the file ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise KernelError(f"{shown}: not a text file (kernel files are UTF-8 text)") from None
+
+
+def _looks_like_toml(text: str) -> bool:
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            return "=" in line
+    return False
+
+
+def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Kernel:
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise KernelError(f"{shown}: invalid TOML: {exc}") from None
+    unknown = sorted(set(table) - set(_TOML_KEYS))
+    if unknown:
+        raise KernelError(
+            f"{shown}: unknown key {unknown[0]!r} (a kernel file may have: {', '.join(_TOML_KEYS)})"
+        )
+    if "weights" not in table:
+        raise KernelError(f"{shown}: no 'weights' (the kernel's grid of rows)")
+    if "name" in table:
+        name = _checked_name(table["name"], shown, "name")
+    elif strict:
+        raise KernelError(f"{shown}: no 'name'")
+    else:
+        name = default_name
+    description = table.get("description", "")
+    if not isinstance(description, str) or "\n" in description.strip():
+        raise KernelError(f"{shown}: 'description' must be one line of text")
+    if strict and not description.strip():
+        raise KernelError(f"{shown}: no 'description'")
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list):
+        raise KernelError(f"{shown}: 'aliases' must be a list of names, got {aliases!r}")
+    aliases = tuple(_checked_name(a, shown, "alias") for a in aliases)
+    rows = _check_toml_rows(table["weights"], shown)
+    weights = _checked_weights(rows, shown)
+    if "scale" in table:
+        with np.errstate(over="ignore"):
+            weights = weights * _checked_scale(table["scale"], shown)
+        weights = _checked_weights(weights, shown)  # an overflow to inf is an error
+    return Kernel(name, description.strip(), weights, aliases, _BUILTIN if strict else shown)
+
+
+def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
+    rows, line_numbers = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip().strip(",")
+        if not line:
+            continue
+        row = []
+        for token in _TEXT_SEPARATORS.split(line):
+            if not token:
+                continue
+            try:
+                value = float(token)
+            except ValueError:
+                raise KernelError(f"{shown}: line {number}: {token!r} is not a number") from None
+            if not math.isfinite(value):
+                raise KernelError(
+                    f"{shown}: line {number}: {token!r}; weights must be finite numbers"
+                )
+            row.append(value)
+        rows.append(row)
+        line_numbers.append(number)
+    if not rows:
+        raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
+    _check_row_lengths([len(r) for r in rows], shown, "line", line_numbers)
+    return Kernel(name, "", np.array(rows), (), shown)
+
+
+def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
+    """Read one kernel file: TOML, or a plain text grid of numbers.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.toml`` file (or any file whose first statement is ``key = value``)
+        in the format of the shipped kernels, where only ``weights`` is required;
+        otherwise a text grid, one row per line, numbers separated by whitespace
+        and/or commas, ``#`` comments allowed.
+    require_odd : bool, default False
+        Also require an odd height and width (see :func:`check_centred`).
+
+    Returns
+    -------
+    Kernel
+        Named by the file's ``name``, else its stem; ``source`` is `path`.
+
+    Raises
+    ------
+    KernelError
+        Naming the file and the problem: missing, unreadable or binary file,
+        invalid TOML, unknown keys, empty grid, ragged rows, a value that is not
+        a number, NaN or infinity, a zero scale; an even size if `require_odd`.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "diff.txt"
+    >>> _ = p.write_text("1, -1\\n")
+    >>> load_kernel_file(p).weights
+    array([[ 1., -1.]])
+    """
+    shown = os.fspath(path)
+    if not isinstance(shown, str):
+        shown = os.fsdecode(shown)
+    file = Path(shown)
+    text = _read_text(file, shown)
+    if not text.strip():
+        raise KernelError(f"{shown}: the file is empty (no kernel weights)")
+    if file.suffix.lower() == ".toml" or _looks_like_toml(text):
+        kernel = _parse_toml(text, shown, file.stem, strict=False)
+    else:
+        kernel = _parse_text_grid(text, shown, file.stem)
+    if require_odd:
+        check_centred(kernel)
+    return kernel
+
+
+# --- the shipped kernels ---------------------------------------------------------------------
+
+
+def _build_registry(files: Iterable) -> tuple[tuple[Kernel, ...], dict[str, Kernel]]:
+    """Load kernel files (Paths or importlib.resources Traversables) into a lookup table.
+
+    Each must be a TOML file with a name equal to its stem and a description;
+    names and aliases must be unique across the files.
+    """
+    kernels, lookup, owner = [], {}, {}
+    for file in sorted(files, key=lambda f: f.name):
+        shown = f"kernels/{file.name}"
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KernelError(f"{shown}: cannot read the shipped kernel file ({exc})") from None
+        stem = file.name.rsplit(".", 1)[0]
+        kernel = _parse_toml(text, shown, stem, strict=True)
+        if kernel.name != stem:
+            raise KernelError(f"{shown}: name {kernel.name!r} differs from the file name")
+        for key in (kernel.name, *kernel.aliases):
+            if key in lookup:
+                raise KernelError(f"{shown}: the name {key!r} is already used by {owner[key]}")
+            lookup[key], owner[key] = kernel, shown
+        kernels.append(kernel)
+    return tuple(sorted(kernels, key=lambda k: k.name)), lookup
+
+
+@lru_cache(maxsize=1)
+def _registry() -> tuple[tuple[Kernel, ...], dict[str, Kernel]]:
+    folder = resources.files(_PACKAGE)
+    files = [f for f in folder.iterdir() if f.name.endswith(".toml") and f.is_file()]
+    return _build_registry(files)
+
+
+def list_kernels() -> list[Kernel]:
+    """All shipped kernels, sorted by name.
+
+    Examples
+    --------
+    >>> [k.name for k in list_kernels()][:3]
+    ['box-blur', 'edge', 'emboss']
+    """
+    return list(_registry()[0])
+
+
+def get_kernel(name: str) -> Kernel:
+    """Look up a shipped kernel by name or alias, ignoring case.
+
+    Raises
+    ------
+    KernelError
+        For an unknown name, listing close matches.
+
+    Examples
+    --------
+    >>> get_kernel("Laplacian8").name
+    'edge'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    key = name.strip().lower()
+    kernels, lookup = _registry()
+    if key in lookup:
+        return lookup[key]
+    close = difflib.get_close_matches(key, lookup, n=4, cutoff=0.6)
+    close += [k for k in sorted(lookup) if key and k.startswith(key) and k not in close]
+    if close:
+        hint = f"did you mean {', '.join(close[:5])}?"
+    else:
+        hint = f"known kernels: {', '.join(k.name for k in kernels)}"
+    raise KernelError(f"unknown kernel {name!r}; {hint}")
+
+
+# --- rotation and specs ---------------------------------------------------------------------
+
+
+def rotate_kernel(weights, angle) -> np.ndarray:
+    """Rotate a kernel grid clockwise by `angle` degrees, as ImageMagick does.
+
+    Parameters
+    ----------
+    weights : (f_h, f_w) array_like
+        The grid, rows downward as printed.
+    angle : int or float
+        Degrees clockwise (negative: anticlockwise): a multiple of 90 for any
+        kernel, or of 45 for a 3x3 kernel, whose 8 outer cells move one place
+        clockwise around the centre per 45 degrees.
+
+    Returns
+    -------
+    (f_h, f_w) or (f_w, f_h) ndarray
+        A new float64 array.
+
+    Examples
+    --------
+    >>> rotate_kernel([[1, 0, -1]] * 3, 90)
+    array([[ 1.,  1.,  1.],
+           [ 0.,  0.,  0.],
+           [-1., -1., -1.]])
+    >>> rotate_kernel([[1, 0, -1]] * 3, 45)
+    array([[ 1.,  1.,  0.],
+           [ 1.,  0., -1.],
+           [ 0., -1., -1.]])
+    """
+    w = _checked_weights(weights, "weights")
+    if not _is_number(angle) or not math.isfinite(angle) or not float(angle).is_integer():
+        raise KernelError(
+            f"cannot rotate by {angle!r} degrees: use a multiple of 90 (or of 45 for a 3x3 kernel)"
+        )
+    degrees = int(angle) % 360
+    if degrees % 90 == 0:
+        return np.ascontiguousarray(np.rot90(w, k=-(degrees // 90)))
+    if degrees % 45 != 0:
+        raise KernelError(
+            f"cannot rotate by {angle} degrees: use a multiple of 90 (or of 45 for a 3x3 kernel)"
+        )
+    if w.shape != (3, 3):
+        h, wd = w.shape
+        raise KernelError(
+            f"cannot rotate a {h}x{wd} kernel by {angle} degrees: "
+            "45-degree steps need a 3x3 kernel (use a multiple of 90)"
+        )
+    rows, cols = zip(*_RING, strict=True)
+    out = w.copy()
+    out[rows, cols] = np.roll(w[rows, cols], degrees // 45)
+    return out
+
+
+def _rotated(kernel: Kernel, angle_text: str) -> Kernel:
+    angle = int(float(angle_text))
+    degrees = angle % 360
+    weights = rotate_kernel(kernel.weights, angle)
+    if degrees == 0:
+        return kernel
+    description = f"{kernel.description} (rotated {degrees} degrees clockwise)".strip()
+    return Kernel(f"{kernel.name}:{degrees}", description, weights, (), kernel.source)
+
+
+def _looks_like_path(text: str) -> bool:
+    return "/" in text or os.sep in text or "." in Path(text).name
+
+
+def _load_named(text: str) -> Kernel:
+    """A kernel name or an existing file (no angle)."""
+    path = Path(text)
+    if path.is_file() or path.is_dir():
+        return load_kernel_file(path)
+    if _looks_like_path(text):
+        raise KernelError(f"{text}: no such kernel file")
+    return get_kernel(text)
+
+
+def parse_kernel_spec(spec, *, require_odd: bool = False) -> Kernel:
+    """Resolve a ``--kernel`` value: a name, ``NAME:ANGLE``, or a kernel file's path.
+
+    Parameters
+    ----------
+    spec : str or os.PathLike
+        A shipped kernel's name or alias (any case); ``NAME:ANGLE`` for that
+        kernel rotated clockwise by ANGLE degrees (see :func:`rotate_kernel`);
+        or the path of a kernel file, optionally followed by ``:ANGLE``. An
+        existing file wins over a name or an angle.
+    require_odd : bool, default False
+        Also require an odd height and width (see :func:`check_centred`).
+
+    Returns
+    -------
+    Kernel
+        A rotated kernel is named ``"NAME:DEGREES"`` with DEGREES in 0..359.
+
+    Examples
+    --------
+    >>> parse_kernel_spec("vertical:90").weights.tolist()
+    [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [-1.0, -1.0, -1.0]]
+    """
+    text = os.fspath(spec)
+    if not isinstance(text, str):
+        raise TypeError(f"spec must be a string or a path, got {type(spec).__name__}")
+    if not text.strip():
+        raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
+    path = Path(text)
+    if path.is_file() or path.is_dir():
+        kernel = load_kernel_file(path)
+    else:
+        base, sep, angle_text = text.rpartition(":")
+        if sep and base.strip():
+            if not _ANGLE_RE.fullmatch(angle_text.strip()):
+                raise KernelError(
+                    f"kernel spec {text!r}: the angle {angle_text!r} is not a whole number of "
+                    "degrees (write NAME:90, for example)"
+                )
+            kernel = _rotated(_load_named(base.strip()), angle_text.strip())
+        else:
+            kernel = _load_named(text.strip())
+    if require_odd:
+        check_centred(kernel)
+    return kernel
+
+
+# --- display --------------------------------------------------------------------------------
+
+
+def _format_value(x: float) -> str:
+    if x == 0:
+        return "0"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def format_kernel_grid(kernel) -> str:
+    """The kernel's grid as right-aligned text, one row per line.
+
+    Whole numbers are shown without ``.0``, other values with 6 significant
+    digits; the text is itself a valid plain-text kernel file.
+
+    Parameters
+    ----------
+    kernel : Kernel or (f_h, f_w) array_like
+
+    Examples
+    --------
+    >>> print(format_kernel_grid(get_kernel("gaussian-3x3")))
+    0.0625  0.125  0.0625
+     0.125   0.25   0.125
+    0.0625  0.125  0.0625
+    """
+    weights = kernel.weights if isinstance(kernel, Kernel) else _checked_weights(kernel, "kernel")
+    cells = [[_format_value(x) for x in row] for row in weights]
+    widths = [max(len(row[j]) for row in cells) for j in range(len(cells[0]))]
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells
+    )
