@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# CI: the kernel files ship inside the package. Builds a wheel from a copy of this work tree,
+# checks that every kernels/*.toml is inside it, installs it (not editable) into a fresh
+# virtual environment and lists the kernels from a directory outside the project.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+python=${PYTHON:-python}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Build from a copy without build/, dist/ or *.egg-info, so stale build output (a deleted
+# kernel file, say) cannot end up in the wheel.
+"$python" - "$repo" "$work/src" <<'EOF'
+import shutil, sys
+shutil.copytree(sys.argv[1], sys.argv[2], ignore=shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", ".venv", ".pytest_cache",
+    ".hypothesis", "convcli-out"))
+EOF
+"$python" -m pip wheel --quiet --no-deps -w "$work/dist" "$work/src"
+
+"$python" - "$repo/kernels" "$work/dist" <<'EOF'
+import pathlib, sys, zipfile
+kernels, dist = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+wheels = sorted(dist.glob("convcli-*.whl"))
+if len(wheels) != 1:
+    sys.exit(f"check_wheel: expected one convcli wheel in {dist}, found {wheels}")
+names = set(zipfile.ZipFile(wheels[0]).namelist())
+expected = {f"convcli/kernel_files/{p.name}" for p in kernels.glob("*.toml")}
+expected.add("convcli/kernel_files/__init__.py")
+missing = sorted(expected - names)
+if not kernels.glob("*.toml") or missing:
+    sys.exit(f"check_wheel: {wheels[0].name} lacks {missing}")
+print(f"check_wheel: {wheels[0].name} holds all {len(expected) - 1} kernel files")
+EOF
+
+"$python" -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install --quiet "$work"/dist/convcli-*.whl
+
+# Run from outside the project, so the installed copy is used, not the source tree.
+cd "$work"
+"$work/venv/bin/python" - <<'EOF'
+import sys
+import convcli
+from convcli.kernel_library import get_kernel, list_kernels, parse_kernel_spec
+if "/site-packages/" not in convcli.__file__:
+    sys.exit(f"check_wheel: convcli imported from {convcli.__file__}, not the installed wheel")
+names = [k.name for k in list_kernels()]
+if "vertical" not in names:
+    sys.exit(f"check_wheel: the installed package does not list vertical: {names}")
+if (parse_kernel_spec("sobel:90").weights != get_kernel("sobel-y").weights).any():
+    sys.exit("check_wheel: sobel:90 is not sobel-y in the installed package")
+print(f"check_wheel: the installed package lists {len(names)} kernels")
+EOF
+if "$work/venv/bin/convcli" kernels --help >/dev/null 2>&1; then
+    "$work/venv/bin/convcli" kernels | grep -qw vertical \
+        || { echo "check_wheel: 'convcli kernels' does not list vertical" >&2; exit 1; }
+    echo "check_wheel: 'convcli kernels' lists vertical"
+fi
+echo "check_wheel: ok"
