@@ -1,0 +1,242 @@
+"""Reading images into float arrays, mapping values to levels, writing files."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from imagefiles import (
+    HEIGHT,
+    MODES,
+    WIDTH,
+    make_bomb_png,
+    make_exif_rotated_jpeg,
+    make_gif,
+    make_image,
+    make_multipage_tiff,
+    make_truncated_png,
+)
+from PIL import Image, ImageOps
+
+from convcli import images
+from convcli.images import ImageError, open_image, read_image, save_levels, save_npy, to_levels
+
+
+def _pillow(path, mode=None):
+    with Image.open(path) as im:
+        im = im.convert(mode) if mode else im.copy()
+    return np.asarray(im).astype(np.float32)
+
+
+EXPECTED_CHANNELS = {
+    "1": ("L",),
+    "L": ("L",),
+    "LA": ("L", "A"),
+    "P": ("R", "G", "B"),
+    "P+transparency": ("R", "G", "B", "A"),
+    "RGB": ("R", "G", "B"),
+    "RGBA": ("R", "G", "B", "A"),
+    "CMYK": ("R", "G", "B"),
+    "I;16": ("L",),
+    "I": ("L",),
+    "F": ("L",),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_mode_reads_as_float32_hwc_in_the_files_scale(tmp_path, mode):
+    path = make_image(tmp_path / f"img.{MODES[mode]}", mode)
+    pic = read_image(path)
+    assert pic.channels == EXPECTED_CHANNELS[mode]
+    assert pic.pixels.dtype == np.float32
+    assert pic.pixels.shape == (HEIGHT, WIDTH, len(pic.channels))
+    pillow_mode = {"1": "L", "P": "RGB", "P+transparency": "RGBA", "CMYK": "RGB"}.get(mode)
+    expected = _pillow(path, pillow_mode)
+    if expected.ndim == 2:
+        expected = expected[:, :, None]
+    np.testing.assert_array_equal(pic.pixels, expected)
+
+
+def test_bilevel_is_0_or_255(tmp_path):
+    pic = read_image(make_image(tmp_path / "b.png", "1"))
+    assert set(np.unique(pic.pixels)) == {0.0, 255.0}
+    assert (pic.white, pic.depth) == (255.0, 8)
+
+
+def test_palette_transparency_becomes_alpha(tmp_path):
+    path = make_image(tmp_path / "p.png", "P+transparency")
+    with Image.open(path) as im:
+        index = np.asarray(im)
+    pic = read_image(path)
+    assert pic.has_alpha and pic.colour_channels == 3
+    np.testing.assert_array_equal(pic.pixels[:, :, 3] == 0, index == 0)
+
+
+def test_sixteen_bit_keeps_its_scale(tmp_path):
+    path = make_image(tmp_path / "deep.png", "I;16")
+    pic = read_image(path)
+    assert (pic.white, pic.depth) == (65535.0, 16)
+    assert pic.pixels.max() > 255
+
+
+def test_int32_and_float_scales(tmp_path):
+    pic = read_image(make_image(tmp_path / "i.tiff", "I"))
+    assert pic.white == pic.pixels.max() > 65535 and pic.depth == 16
+    pic = read_image(make_image(tmp_path / "f.tiff", "F"))
+    assert pic.white == 1.0 and pic.pixels.max() <= 1.0
+
+
+def test_exif_orientation_6_is_applied(tmp_path):
+    make_exif_rotated_jpeg(tmp_path / "rot.jpg", orientation=6)
+    pic = read_image(tmp_path / "rot.jpg")
+    # Stored 40 wide x 30 high, white block top-left; shown rotated 90 degrees clockwise.
+    assert pic.pixels.shape == (WIDTH, HEIGHT, 3)
+    assert pic.pixels[:10, -10:].mean() > 240
+    assert pic.pixels[:10, :10].mean() < 40
+    with Image.open(tmp_path / "rot.jpg") as im:
+        upright = np.asarray(ImageOps.exif_transpose(im)).astype(np.float32)
+    np.testing.assert_array_equal(pic.pixels, upright)
+
+
+def test_gif_first_frame_with_a_note(tmp_path):
+    pic = read_image(make_gif(tmp_path / "anim.gif", frames=3))
+    assert np.all(pic.pixels == 60)
+    assert pic.notes == ("used the first of 3 frames",)
+
+
+def test_multipage_tiff_first_page(tmp_path):
+    path = make_multipage_tiff(tmp_path / "pages.tiff", pages=2)
+    pic = read_image(path)
+    with Image.open(path) as im:
+        first = np.asarray(im.convert("RGB")).astype(np.float32)
+    np.testing.assert_array_equal(pic.pixels, first)
+    assert pic.notes == ("used the first of 2 frames",)
+
+
+def test_header_is_checked_before_decoding(tmp_path):
+    path = make_bomb_png(tmp_path / "bomb.png")
+    with pytest.raises(ImageError, match=r"100000x100000 = 10,000,000,000 pixels, over the limit"):
+        read_image(path)
+    # The limit can be raised; the header is still read lazily.
+    with open_image(path, max_pixels=0) as source:
+        assert source.size == (100_000, 100_000)
+
+
+def test_max_pixels_small_limit(tmp_path):
+    path = make_image(tmp_path / "a.png", "RGB")
+    with pytest.raises(ImageError, match="over the limit of 100"):
+        read_image(path, max_pixels=100)
+    assert read_image(path, max_pixels=WIDTH * HEIGHT).pixels.shape[:2] == (HEIGHT, WIDTH)
+
+
+def test_pillow_limit_is_restored(tmp_path):
+    before = Image.MAX_IMAGE_PIXELS
+    read_image(make_image(tmp_path / "a.png"), max_pixels=5000)
+    with pytest.raises(ImageError):
+        read_image(make_bomb_png(tmp_path / "bomb.png"))
+    assert Image.MAX_IMAGE_PIXELS == before
+
+
+def test_pillow_decompression_bomb_warning_becomes_image_error():
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # as outside pytest: the handler must not rely on it
+        with pytest.raises(ImageError, match="decompression-bomb"):
+            with images._pillow_errors():
+                raise Image.DecompressionBombWarning("Image size (9 pixels) exceeds limit")
+
+
+def test_corrupt_and_non_image_files(tmp_path):
+    with pytest.raises(ImageError, match="truncated"):
+        read_image(make_truncated_png(tmp_path / "half.png"))
+    (tmp_path / "notes.png").write_text("not a picture")
+    with pytest.raises(ImageError, match="not an image file"):
+        read_image(tmp_path / "notes.png")
+    with pytest.raises(FileNotFoundError):
+        read_image(tmp_path / "missing.png")
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("a.png", True), ("A.JPG", True), ("b.Jpeg", True), ("c.tif", True), ("d.webp", True),
+     ("e.bmp", True), ("f.gif", True), ("notes.txt", False), ("data.npy", False),
+     ("noext", False), ("stub.h5", False)],
+)
+def test_is_image_name(name, expected):
+    assert images.is_image_name(name) is expected
+
+
+def test_luminance_matches_pillow_convert_l():
+    rgb = np.random.default_rng(1).integers(0, 256, size=(5, 6, 3), dtype=np.uint8)
+    ours = images.luminance(rgb.astype(np.float32))
+    pillow = np.asarray(Image.fromarray(rgb).convert("L")).astype(np.float32)
+    assert ours.shape == (5, 6, 1)
+    assert np.abs(ours[:, :, 0] - pillow).max() <= 1.0
+
+
+# --- value mapping ---------------------------------------------------------------------------
+
+
+def test_to_levels_methods():
+    x = np.array([[-510.0, 0.0, 255.0]])
+    assert to_levels(x, "abs", white=255, depth=8).tolist() == [[255, 0, 128]]
+    assert to_levels(x, "minmax", white=255, depth=8).tolist() == [[0, 170, 255]]
+    assert to_levels(x, "clip", white=255, depth=8).tolist() == [[0, 0, 255]]
+    assert to_levels(x, "offset", white=255, depth=8).tolist() == [[0, 128, 191]]
+    sixteen = to_levels(x, "abs", white=65535, depth=16)
+    assert sixteen.dtype == np.uint16 and sixteen.tolist() == [[65535, 0, 32768]]
+
+
+def test_to_levels_constant_and_nan_input():
+    zeros = np.zeros((2, 2))
+    for method in images.NORMALIZE_METHODS:
+        levels = to_levels(zeros, method, white=255, depth=8)
+        assert levels.dtype == np.uint8
+    assert to_levels(zeros, "offset", white=255, depth=8)[0, 0] == 128
+    assert to_levels(np.array([np.nan, 10.0]), "clip", white=255, depth=8).tolist() == [0, 10]
+    with pytest.raises(ValueError, match="method"):
+        to_levels(zeros, "gamma", white=255, depth=8)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt, ext", [("png", "png"), ("tiff", "tiff")])
+def test_save_levels_lossless_round_trip_8_and_16_bit(tmp_path, fmt, ext):
+    g = np.random.default_rng(2)
+    for dtype, top in ((np.uint8, 255), (np.uint16, 65535)):
+        levels = g.integers(0, top + 1, size=(7, 9)).astype(dtype)
+        path = tmp_path / f"{dtype.__name__}.{ext}"
+        assert save_levels(path, levels, fmt=fmt)
+        with Image.open(path) as im:
+            assert im.mode == ("L" if dtype == np.uint8 else "I;16")
+            np.testing.assert_array_equal(np.asarray(im), levels)
+
+
+def test_save_levels_colour_and_jpeg(tmp_path):
+    rgba = np.random.default_rng(3).integers(0, 256, size=(8, 8, 4), dtype=np.uint8)
+    save_levels(tmp_path / "c.png", rgba, fmt="png")
+    with Image.open(tmp_path / "c.png") as im:
+        assert im.mode == "RGBA"
+    save_levels(tmp_path / "c.jpg", rgba, fmt="jpg")
+    with Image.open(tmp_path / "c.jpg") as im:
+        assert im.mode == "RGB"  # JPEG has no alpha
+    deep = np.full((4, 4), 65535, np.uint16)
+    save_levels(tmp_path / "d.jpg", deep, fmt="jpg")
+    with Image.open(tmp_path / "d.jpg") as im:
+        assert im.mode == "L" and np.asarray(im).min() >= 254
+
+
+def test_writers_keep_existing_files_unless_overwrite(tmp_path):
+    path = tmp_path / "x.png"
+    assert save_levels(path, np.zeros((2, 2), np.uint8), fmt="png")
+    assert not save_levels(path, np.full((2, 2), 255, np.uint8), fmt="png")
+    with Image.open(path) as im:
+        assert np.asarray(im).max() == 0
+    assert save_levels(path, np.full((2, 2), 255, np.uint8), fmt="png", overwrite=True)
+    arr = np.arange(6, dtype=np.float64).reshape(1, 2, 3)
+    assert save_npy(tmp_path / "r.npy", arr)
+    back = np.load(tmp_path / "r.npy")
+    assert back.dtype == np.float32 and np.array_equal(back, arr)
+    assert not save_npy(tmp_path / "r.npy", arr + 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.npy", "x.png"]  # no temp files
