@@ -466,9 +466,22 @@ def _build_registry(files: Iterable) -> tuple[tuple[Kernel, ...], dict[str, Kern
     return tuple(sorted(kernels, key=lambda k: k.name)), lookup
 
 
+def _kernel_folder():
+    """The folder of the shipped kernel files (an importlib.resources Traversable)."""
+    try:
+        return resources.files(_PACKAGE)
+    except ModuleNotFoundError:
+        # convcli imported straight from a source tree (not installed, or shadowing a
+        # non-editable install): there the files are in the project's kernels/ folder.
+        folder = Path(__file__).resolve().parent.parent / "kernels"
+        if folder.is_dir():
+            return folder
+        raise
+
+
 @lru_cache(maxsize=1)
 def _registry() -> tuple[tuple[Kernel, ...], dict[str, Kernel]]:
-    folder = resources.files(_PACKAGE)
+    folder = _kernel_folder()
     files = [f for f in folder.iterdir() if f.name.endswith(".toml") and f.is_file()]
     return _build_registry(files)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from convcli.kernel_library import (
     Kernel,
     KernelError,
     _build_registry,
+    _kernel_folder,
     check_centred,
     format_kernel_grid,
     get_kernel,
@@ -206,9 +206,7 @@ def test_grid_text_round_trips_through_a_kernel_file(name, tmp_path):
 
 
 def test_shipped_files_are_named_after_their_kernel():
-    files = [
-        f for f in resources.files("convcli.kernel_files").iterdir() if f.name.endswith(".toml")
-    ]
+    files = [f for f in _kernel_folder().iterdir() if f.name.endswith(".toml")]
     assert sorted(f.name[: -len(".toml")] for f in files) == NAMES
 
 
