@@ -1,16 +1,277 @@
-"""The ``convcli`` command line (click only; the work is done by the library)."""
+"""The ``convcli`` command line (click only; the work is done by :mod:`convcli.pipeline`).
+
+Errors are one line on stderr: ``convcli: <file>: <reason>`` for a file that
+cannot be processed (the run goes on, exit status 1 at the end), and
+``convcli: <reason>`` naming the option for a usage error (exit status 2).
+"""
 
 from __future__ import annotations
+
+import math
+import sys
 
 import click
 
 from . import __version__
+from .batch import iter_results
+from .images import DEFAULT_MAX_PIXELS, OUTPUT_FORMATS
+from .kernel_library import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
+from .padding import PAD_MODES
+from .pipeline import (
+    CHANNEL_MODES,
+    NORMALIZE_CHOICES,
+    ConvOp,
+    PadOp,
+    PoolOp,
+    find_inputs,
+    plan_tasks,
+    process_file,
+)
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
+# click >= 8.2 raises this for a group called without a command (it prints the help).
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="convcli")
+def _say(message: str) -> None:
+    click.echo(f"convcli: {message}", err=True)
+
+
+class _Group(click.Group):
+    """A group whose errors are one line on stderr, never a traceback or usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                message += f" (see '{exc.ctx.command_path} --help')"
+            _say(message)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _say("interrupted")
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="convcli")
 def main():
-    """Convolution and pooling on image files."""
+    """Convolution and pooling on image files: pad, conv, pool, and the kernel list.
+
+    \b
+    Examples:
+      convcli conv --kernel vertical sample_images
+      convcli pool --mode average --size 4 photo.jpg -o small
+      convcli kernels sobel-x
+    """
+
+
+# --- options shared by pad, conv and pool ----------------------------------------------------
+
+
+def common_options(command):
+    """INPUT... and the options every image command takes."""
+    decorators = [
+        click.argument("inputs", metavar="INPUT...", nargs=-1, required=True,
+                       type=click.Path(path_type=str)),
+        click.option("-o", "--out-dir", default="convcli-out", show_default=True,
+                     type=click.Path(file_okay=False, path_type=str),
+                     help="Folder for the results (created if needed)."),
+        click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
+                     default="png", show_default=True,
+                     help="Per-channel images, or one raw float32 .npy per input."),
+        click.option("--figure", is_flag=True,
+                     help="Also draw <stem>_<op>_grid.png: the original beside every channel."),
+        click.option("-r", "--recursive", is_flag=True,
+                     help="Also take images in subfolders (mirrored under --out-dir)."),
+        click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
+        click.option("--overwrite", is_flag=True,
+                     help="Replace existing outputs (otherwise a done file is skipped)."),
+        click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
+                     show_default=True, help="Refuse larger images (0: no limit)."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def _finite(ctx, param, value):
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
+class PadParam(click.ParamType):
+    """``same``, ``valid`` or an integer >= 0."""
+
+    name = "N|same|valid"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text in ("same", "valid"):
+            return text
+        try:
+            number = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not same, valid or a whole number", param, ctx)
+        if number < 0:
+            self.fail(f"must be >= 0, got {number}", param, ctx)
+        return number
+
+
+def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels) -> None:
+    """Plan the batch, run it file by file, report; exit 1 if any file failed."""
+    found = find_inputs(inputs, out_dir=out_dir, recursive=recursive)
+    if not quiet:
+        for note in found.notes:
+            _say(note)
+    tasks = plan_tasks(found.files, op, fmt=fmt.lower(), figure=figure, overwrite=overwrite,
+                       max_pixels=max_pixels)
+    counts = {"done": 0, "skipped": 0, "failed": 0}
+    for result in iter_results(tasks, process_file, jobs=1):
+        counts[result.status] += 1
+        if result.status == "failed" or (result.message and not quiet):
+            _say(f"{result.source}: {result.message}")
+    if not quiet:
+        _say(f"{counts['done']} processed, {counts['skipped']} skipped, "
+             f"{counts['failed']} failed; outputs in {out_dir}")
+    if counts["failed"]:
+        click.get_current_context().exit(1)
+
+
+# --- commands --------------------------------------------------------------------------------
+
+
+@main.command("pad")
+@click.option("--pad", "pad", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Pixels added on every side.")
+@click.option("--value", type=float, default=0.0, show_default=True, callback=_finite,
+              help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).")
+@click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False), default="constant",
+              show_default=True, help="How the border is filled.")
+@common_options
+def pad_cmd(pad, value, mode, inputs, **common):
+    """Pad images: add a border of N pixels to every channel (pad_images).
+
+    Writes each channel as a grey image, and colour images whole as well.
+    Alpha is padded with the same mode (opaque in constant mode).
+
+    \b
+    Examples:
+      convcli pad photo.jpg --pad 30 --value 50
+      convcli pad --mode reflect --pad 8 -o padded sample_images
+    """
+    _run(PadOp(pad=pad, value=value, mode=mode.lower()), inputs, **common)
+
+
+def _kernels(ctx, param, values):
+    kernels = []
+    for spec in values or DEFAULT_KERNELS:
+        try:
+            kernels.append(parse_kernel_spec(spec))
+        except KernelError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return tuple(kernels)
+
+
+@main.command("conv")
+@click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels, metavar="SPEC",
+              help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file; "
+                   "repeatable. Default: vertical, horizontal and edge.")
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
+              help="same: keep the size (odd kernels, stride 1); valid: 0; or N pixels of zeros.")
+@click.option("--bias", type=float, default=0.0, show_default=True, callback=_finite,
+              help="Added to every output value.")
+@click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
+              default="sum", show_default=True,
+              help="sum: each kernel over all channels, summed; each: every channel "
+                   "separately; gray: luminance first.")
+@click.option("--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
+              default="auto", show_default=True,
+              help="Values to image levels. auto: abs for zero-sum (edge) kernels, clip when "
+                   "the result stays in the pixel range, minmax otherwise.")
+@common_options
+def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
+    """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
+
+    Alpha is dropped: only colour channels are convolved. Each output channel
+    is written as a grey image, or all of them as one .npy with --format npy.
+
+    \b
+    Examples:
+      convcli conv --kernel vertical sample_images
+      convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
+      convcli conv -k edge --format npy --figure photo.png
+    """
+    try:
+        op = ConvOp(kernels, stride=stride, pad=pad, bias=bias, channels=channels.lower(),
+                    normalize=normalize.lower())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--kernel' / '--pad'") from None
+    _run(op, inputs, **common)
+
+
+@main.command("pool")
+@click.option("--mode", type=click.Choice(["max", "average", "avg"], case_sensitive=False),
+              default="max", show_default=True, help="Max or average pooling.")
+@click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Window size F (F x F).")
+@click.option("--stride", type=click.IntRange(min=1), default=None,
+              help="Step between windows  [default: the size]")
+@common_options
+def pool_cmd(mode, size, stride, inputs, **common):
+    """Pool images: max or average over F x F windows, channel by channel (pool_forward).
+
+    Alpha is pooled like the other channels. Each channel is written as a
+    grey image, and colour images whole as well.
+
+    \b
+    Examples:
+      convcli pool photo.jpg
+      convcli pool --mode average --size 5 --stride 3 sample_images
+    """
+    _run(PoolOp(mode=mode.lower(), size=size, stride=stride), inputs, **common)
+
+
+@main.command("kernels")
+@click.argument("name", required=False)
+def kernels_cmd(name):
+    """List the named kernels, or print one kernel's grid.
+
+    The grid of 'convcli kernels NAME' is itself a valid kernel file. NAME may
+    also be NAME:ANGLE or a kernel file.
+
+    \b
+    Examples:
+      convcli kernels
+      convcli kernels sobel-x:90 > my-kernel.txt
+    """
+    if name is None:
+        kernels = list_kernels()
+        width = max(len(k.name) for k in kernels)
+        for k in kernels:
+            size = f"{k.size[0]}x{k.size[1]}"
+            aliases = f" (also: {', '.join(k.aliases)})" if k.aliases else ""
+            click.echo(f"{k.name:<{width}}  {size:>5}  {k.description}{aliases}")
+        return
+    try:
+        kernel = parse_kernel_spec(name)
+    except KernelError as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    size = f"{kernel.size[0]}x{kernel.size[1]}"
+    click.echo(f"# {kernel.name} ({size}): {kernel.description}".rstrip(": "))
+    click.echo(format_kernel_grid(kernel))
 
 
 if __name__ == "__main__":

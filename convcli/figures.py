@@ -1,0 +1,104 @@
+"""Figure grids: the only module that imports matplotlib.
+
+It is imported only when a figure is drawn (``--figure``), and selects the
+non-interactive Agg backend before anything else of matplotlib's is loaded,
+so no display is needed. Figures are drawn on a :class:`matplotlib.figure.Figure`
+directly (no pyplot state) and written through :func:`convcli.safeio.write_atomic`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .safeio import write_atomic  # noqa: E402
+
+PANEL_INCHES = 3.2
+DPI = 100
+SIGNED_CMAP = "RdBu_r"  # zero white, positive red, negative blue
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One picture of a grid.
+
+    Attributes
+    ----------
+    title : str
+    image : (H, W) or (H, W, 3 | 4) ndarray
+        A colour image with values in 0..1, or one channel.
+    signed : bool
+        Show a channel on a symmetric scale -vmax..vmax, zero white, with a diverging colour map.
+    vmax : float
+        Top of the scale (a grey channel is shown from 0 to vmax).
+    colorbar : bool
+        Draw a colour bar beside it.
+    """
+
+    title: str
+    image: np.ndarray
+    signed: bool = False
+    vmax: float = 1.0
+    colorbar: bool = False
+
+
+def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int,
+              title: str | None = None, overwrite: bool = False) -> bool:
+    """Draw `panels` row by row, `ncols` per row, and write a PNG atomically.
+
+    ``None`` leaves a cell empty. Returns False if `path` existed and was kept
+    (without `overwrite`).
+    """
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    first = next(p for p in panels if p is not None)
+    h, w = first.image.shape[:2]
+    aspect = h / w if w else 1.0
+    fig = Figure(figsize=(PANEL_INCHES * ncols, PANEL_INCHES * aspect * nrows + 0.6),
+                 layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    cells = panels + [None] * (nrows * ncols - len(panels))
+    for ax, panel in zip(axes.flat, cells, strict=True):
+        ax.set_axis_off()
+        if panel is None:
+            continue
+        _draw(fig, ax, panel)
+    if title:
+        fig.suptitle(title)
+
+    def write(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=DPI)
+
+    return write_atomic(path, write, overwrite=overwrite)
+
+
+def _draw(fig: Figure, ax, panel: Panel) -> None:
+    image = np.asarray(panel.image)
+    ax.set_title(panel.title, fontsize=10)
+    if image.ndim == 3:
+        shown = ax.imshow(np.clip(image, 0.0, 1.0), interpolation="antialiased")
+    elif panel.signed:
+        limit = panel.vmax if panel.vmax > 0 else 1.0
+        shown = ax.imshow(image, cmap=SIGNED_CMAP, vmin=-limit, vmax=limit,
+                          interpolation="antialiased")
+    else:
+        shown = ax.imshow(image, cmap="gray", vmin=0.0, vmax=panel.vmax or 1.0,
+                          interpolation="antialiased")
+    if panel.colorbar and image.ndim == 2:
+        finite = image[np.isfinite(image)]
+        over = bool(finite.size and finite.max() > panel.vmax)
+        under = bool(panel.signed and finite.size and finite.min() < -panel.vmax)
+        # Arrows on the colour bar mark values beyond the scale (shown saturated).
+        extend = {(True, True): "both", (True, False): "max", (False, True): "min"}.get(
+            (over, under), "neither"
+        )
+        fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02, extend=extend)
