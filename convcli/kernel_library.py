@@ -177,7 +177,8 @@ class Kernel:
         )
 
     def __hash__(self):
-        return hash((self.name, self.source, self.weights.shape, self.weights.tobytes()))
+        # + 0.0 turns -0.0 into 0.0, which np.array_equal counts as equal.
+        return hash((self.name, self.source, self.weights.shape, (self.weights + 0.0).tobytes()))
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -586,7 +587,9 @@ def _rotated(kernel: Kernel, angle_text: str) -> Kernel:
     weights = rotate_kernel(kernel.weights, angle)
     if degrees == 0:
         return kernel
-    description = f"{kernel.description} (rotated {degrees} degrees clockwise)".strip()
+    description = f"{kernel.name} rotated {degrees} degrees clockwise"
+    if kernel.description:
+        description += f"; unrotated: {kernel.description}"
     return Kernel(f"{kernel.name}:{degrees}", description, weights, (), kernel.source)
 
 

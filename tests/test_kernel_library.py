@@ -241,11 +241,14 @@ def test_registry_requires_a_description(tmp_path):
 
 
 def test_docs_table_lists_every_kernel():
-    rows = re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]*) \| (\d+x\d+) \|", DOCS.read_text(), re.M)
-    assert sorted(name for name, _, _ in rows) == NAMES
-    for name, aliases, size in rows:
+    rows = re.findall(
+        r"^\| `([a-z0-9-]+)` \| ([^|]*) \| (\d+x\d+) \| ([^|]*) \|$", DOCS.read_text(), re.M
+    )
+    assert sorted(name for name, *_ in rows) == NAMES
+    for name, aliases, size, description in rows:
         k = get_kernel(name)
         assert size == "{}x{}".format(*k.size)
+        assert description == k.description
         assert sorted(re.findall(r"`([a-z0-9-]+)`", aliases)) == sorted(k.aliases)
 
 
@@ -484,7 +487,9 @@ def test_rotated_spec_name_and_label():
     k = parse_kernel_spec("Sobel-X:90")
     assert k.name == "sobel-x:90" and k.label == "sobel-x_rot90"
     assert k.source == "builtin" and k.aliases == ()
-    assert "rotated 90 degrees clockwise" in k.description
+    assert k.description == (
+        "sobel-x rotated 90 degrees clockwise; unrotated: " + get_kernel("sobel-x").description
+    )
     assert parse_kernel_spec("sobel-x:-90").name == "sobel-x:270"
     assert parse_kernel_spec("sobel-x:360") is get_kernel("sobel-x")
     assert parse_kernel_spec("kirsch-n:+45").label == "kirsch-n_rot45"
@@ -657,6 +662,7 @@ def test_kernel_equality_and_hash():
     assert a == b and hash(a) == hash(b)
     assert a != Kernel("d", "x", [[1, 1]]) and a != Kernel("d", "x", [[1], [-1]])
     assert len({a, b}) == 1
+    assert hash(Kernel("z", "", [[-0.0]])) == hash(Kernel("z", "", [[0.0]]))
 
 
 @pytest.mark.parametrize(
