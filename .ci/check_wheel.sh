@@ -28,9 +28,11 @@ if len(wheels) != 1:
     sys.exit(f"check_wheel: expected one convcli wheel in {dist}, found {wheels}")
 names = set(zipfile.ZipFile(wheels[0]).namelist())
 expected = {f"convcli/kernel_files/{p.name}" for p in kernels.glob("*.toml")}
+if not expected:
+    sys.exit(f"check_wheel: no kernel files in {kernels}")
 expected.add("convcli/kernel_files/__init__.py")
 missing = sorted(expected - names)
-if not kernels.glob("*.toml") or missing:
+if missing:
     sys.exit(f"check_wheel: {wheels[0].name} lacks {missing}")
 print(f"check_wheel: {wheels[0].name} holds all {len(expected) - 1} kernel files")
 EOF
@@ -54,7 +56,9 @@ if (parse_kernel_spec("sobel:90").weights != get_kernel("sobel-y").weights).any(
 print(f"check_wheel: the installed package lists {len(names)} kernels")
 EOF
 if "$work/venv/bin/convcli" kernels --help >/dev/null 2>&1; then
-    "$work/venv/bin/convcli" kernels | grep -qw vertical \
+    # Capture first: 'cmd | grep -q' can fail under pipefail when grep exits early (SIGPIPE).
+    listing=$("$work/venv/bin/convcli" kernels)
+    grep -qw '^vertical' <<<"$listing" \
         || { echo "check_wheel: 'convcli kernels' does not list vertical" >&2; exit 1; }
     echo "check_wheel: 'convcli kernels' lists vertical"
 fi
