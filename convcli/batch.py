@@ -8,8 +8,11 @@ Workers report a bad file as a ``"failed"`` result rather than raising.
 
 from __future__ import annotations
 
+import itertools
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 
 
@@ -54,7 +57,7 @@ def iter_results(
     Parameters
     ----------
     tasks : iterable
-        Picklable task objects.
+        Picklable task objects; consumed lazily, a few ahead of the workers.
     worker : callable
         A module-level function (so worker processes can import it).
     jobs : int
@@ -64,19 +67,39 @@ def iter_results(
     ------
     FileResult
         In task order with ``jobs=1``, in completion order otherwise.
+
+    Notes
+    -----
+    Worker processes ignore SIGINT: on Ctrl-C (or when the caller stops
+    iterating, as ``--fail-fast`` does) the tasks not yet started are
+    cancelled and the ones running finish their current file, so no file is
+    left half-written. Each worker handles one image at a time, so memory
+    stays bounded by about ``jobs`` images whatever the number of tasks.
     """
     if jobs <= 1:
         for task in tasks:
             yield worker(task)
         return
-    yield from _iter_parallel(list(tasks), worker, jobs)
+    yield from _iter_parallel(iter(tasks), worker, jobs)
 
 
-def _iter_parallel(tasks: list, worker: Callable, jobs: int) -> Iterator[FileResult]:
-    """Process-pool version of iter_results."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(worker, task) for task in tasks]
-        for future in as_completed(futures):
-            yield future.result()
+
+def _iter_parallel(tasks: Iterator, worker: Callable, jobs: int) -> Iterator[FileResult]:
+    """Process-pool version of iter_results with a bounded queue of tasks."""
+    max_pending = 2 * jobs
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    pending = set()
+    try:
+        for task in itertools.islice(tasks, max_pending):
+            pending.add(pool.submit(worker, task))
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for task in itertools.islice(tasks, len(done)):
+                pending.add(pool.submit(worker, task))
+            for future in done:
+                yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
