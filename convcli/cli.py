@@ -21,6 +21,7 @@ from .pipeline import (
     CHANNEL_MODES,
     NORMALIZE_CHOICES,
     ConvOp,
+    OptionError,
     PadOp,
     PoolOp,
     find_inputs,
@@ -217,8 +218,8 @@ def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
     try:
         op = ConvOp(kernels, stride=stride, pad=pad, bias=bias, channels=channels.lower(),
                     normalize=normalize.lower())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--kernel' / '--pad'") from None
+    except OptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
     _run(op, inputs, **common)
 
 

@@ -68,6 +68,14 @@ NORMALIZE_CHOICES = ("auto", "abs", "minmax", "clip", "offset")
 EXPECTED_ERRORS = (OSError, ValueError, TypeError, MemoryError)
 
 
+class OptionError(ValueError):
+    """An operation's parameters that cannot work together; `option` names the option."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
+
+
 def _number(value: float) -> str:
     """A number for a file name: 50 -> "50", 0.5 -> "0.5"."""
     return format(value, "g")
@@ -230,9 +238,11 @@ class ConvOp:
         seen: dict[str, Kernel] = {}
         for k in self.kernels:
             if k.label in seen:
-                raise ValueError(
-                    f"two kernels would both be written as {k.label!r} "
-                    f"({seen[k.label].name!r} and {k.name!r})"
+                other = seen[k.label]
+                raise OptionError(
+                    f"{k.name!r} is given twice" if other.name == k.name else
+                    f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
+                    "--kernel",
                 )
             seen[k.label] = k
         # All kernels must give outputs of the same size, whatever the image size.
@@ -240,9 +250,10 @@ class ConvOp:
                    for k in self.kernels}
         if len(margins) > 1:
             sizes = ", ".join(f"{k.name} {k.size[0]}x{k.size[1]}" for k in self.kernels)
-            raise ValueError(
+            raise OptionError(
                 f"the kernels give results of different sizes with --pad {self.pad} ({sizes}); "
-                "use --pad same with odd kernels, or run them separately"
+                "use --pad same with odd kernels, or run them separately",
+                "--pad",
             )
 
     def pad_for(self, kernel: Kernel) -> int:

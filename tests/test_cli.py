@@ -1,0 +1,424 @@
+"""The commands pad, conv, pool and kernels: outputs re-read and checked against the library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from imagefiles import (
+    HEIGHT,
+    MODES,
+    WIDTH,
+    make_exif_rotated_jpeg,
+    make_gif,
+    make_image,
+    make_multipage_tiff,
+)
+from PIL import Image, ImageOps
+
+from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
+from convcli.cli import main
+from convcli.kernel_library import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
+
+
+def run(*args):
+    """Invoke convcli in-process; arguments are converted to strings."""
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args):
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert result.stdout == ""  # messages go to stderr
+    return result
+
+
+def pixels(path, mode="RGB"):
+    """The picture as Pillow reads it, upright, as float32 (H, W, C)."""
+    with Image.open(path) as im:
+        im = ImageOps.exif_transpose(im)
+        arr = np.asarray(im.convert(mode) if mode else im).astype(np.float32)
+    return arr if arr.ndim == 3 else arr[:, :, None]
+
+
+def read(path):
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
+def levels(x, method, top=255, white=255.0):
+    """The documented value mappings, written out independently."""
+    x = np.asarray(x, np.float64)
+    if method == "abs":
+        frac = np.abs(x) / np.abs(x).max()
+    elif method == "minmax":
+        frac = (x - x.min()) / (x.max() - x.min())
+    elif method == "clip":
+        frac = x / white
+    else:
+        frac = 0.5 + x / (2 * np.abs(x).max())
+    return np.rint(np.clip(frac, 0, 1) * top)
+
+
+def weights(names, n_in):
+    """W with W[:, :, k, c] = kernel c for every input channel k, as float32."""
+    stack = np.stack([get_kernel(n).weights for n in names], axis=-1)
+    return np.repeat(stack[:, :, None, :], n_in, axis=2).astype(np.float32)
+
+
+@pytest.fixture
+def photo(tmp_path):
+    return make_image(tmp_path / "photo.png", "RGB")
+
+
+@pytest.fixture
+def out(tmp_path):
+    return tmp_path / "out"
+
+
+# --- pad -------------------------------------------------------------------------------------
+
+
+def test_pad_defaults_write_channels_and_the_whole_image(photo, out):
+    ok("pad", photo, "-o", out)
+    names = {p.name for p in out.iterdir()}
+    assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
+    A = pixels(photo)
+    expected = pad_images(A[None], 2, mode="constant", value=0)[0]
+    np.testing.assert_array_equal(read(out / "photo_pad-constant-2.png"), expected)
+    for c, name in enumerate("RGB"):
+        np.testing.assert_array_equal(read(out / f"photo_pad-constant-2-{name}.png"),
+                                      expected[:, :, c])
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+def test_pad_modes_npy_equals_library(photo, out, mode):
+    ok("pad", photo, "-o", out, "--pad", 3, "--value", 50, "--mode", mode, "--format", "npy")
+    tag = f"{mode}-3-v50" if mode == "constant" else f"{mode}-3"
+    result = np.load(out / f"photo_pad-{tag}.npy")
+    assert result.dtype == np.float32
+    np.testing.assert_array_equal(result, pad_images(pixels(photo)[None], 3, mode=mode,
+                                                     value=50)[0])
+
+
+def test_pad_value_outside_the_range_is_clipped_in_images_kept_in_npy(photo, out):
+    ok("pad", photo, "-o", out, "--value", 300, "--format", "png")
+    ok("pad", photo, "-o", out, "--value", 300, "--format", "npy")
+    assert read(out / "photo_pad-constant-2-v300-R.png")[0, 0] == 255
+    assert np.load(out / "photo_pad-constant-2-v300.npy")[0, 0, 0] == 300
+
+
+def test_pad_alpha_border_is_opaque_in_constant_mode(tmp_path, out):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("pad", src, "-o", out, "--format", "npy", "--value", 7)
+    result = np.load(out / "a_pad-constant-2-v7.npy")
+    A = pixels(src, "RGBA")
+    np.testing.assert_array_equal(result[:, :, :3], pad_images(A[None, :, :, :3], 2, value=7)[0])
+    assert np.all(result[:2, :, 3] == 255) and np.all(result[:, :2, 3] == 255)
+    np.testing.assert_array_equal(result[2:-2, 2:-2, 3], A[:, :, 3])
+    ok("pad", src, "-o", out, "--value", 7)
+    assert read(out / "a_pad-constant-2-v7.png").shape == (HEIGHT + 4, WIDTH + 4, 4)
+    ok("pad", src, "-o", out, "--mode", "edge", "--format", "npy")
+    edge = np.load(out / "a_pad-edge-2.npy")
+    np.testing.assert_array_equal(edge, pad_images(A[None], 2, mode="edge")[0])
+
+
+# --- conv ------------------------------------------------------------------------------------
+
+
+def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
+    ok("conv", photo, "-o", out, "--format", "npy")
+    assert [p.name for p in out.iterdir()] == ["photo_conv-vertical+horizontal+edge-sum.npy"]
+    Z = np.load(out / "photo_conv-vertical+horizontal+edge-sum.npy")
+    A = pixels(photo)[None]
+    expected, _ = conv_forward(A, weights(["vertical", "horizontal", "edge"], 3),
+                               np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 1})
+    assert Z.dtype == np.float32 and Z.shape == (HEIGHT, WIDTH, 3)
+    np.testing.assert_array_equal(Z, expected[0])
+
+
+def test_conv_png_default_mapping_is_abs_for_edge_kernels(photo, out):
+    ok("conv", photo, "-o", out, "-k", "vertical")
+    assert [p.name for p in out.iterdir()] == ["photo_conv-vertical-sum.png"]
+    Z, _ = conv_forward(pixels(photo)[None], weights(["vertical"], 3),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
+    got = read(out / "photo_conv-vertical-sum.png")
+    assert got.dtype == np.uint8 and got.shape == (HEIGHT, WIDTH)
+    np.testing.assert_array_equal(got, levels(Z[0, :, :, 0], "abs"))
+
+
+@pytest.mark.parametrize("method", ["abs", "minmax", "clip", "offset"])
+def test_conv_normalize_methods(photo, out, method):
+    ok("conv", photo, "-o", out, "-k", "sobel-x", "--normalize", method)
+    Z, _ = conv_forward(pixels(photo)[None], weights(["sobel-x"], 3), np.zeros((1, 1, 1, 1)),
+                        {"stride": 1, "pad": 1})
+    got = read(out / "photo_conv-sobel-x-sum.png")
+    assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], method)).max() <= 1
+
+
+def test_conv_auto_mapping_clip_for_identity_on_grey_minmax_for_a_colour_blur(tmp_path, out):
+    grey = make_image(tmp_path / "g.png", "L")
+    ok("conv", grey, "-o", out, "-k", "identity")
+    np.testing.assert_array_equal(read(out / "g_conv-identity-sum.png"), read(grey))
+    colour = make_image(tmp_path / "c.png", "RGB")
+    ok("conv", colour, "-o", out, "-k", "box-blur")
+    Z, _ = conv_forward(pixels(colour)[None], weights(["box-blur"], 3), np.zeros((1, 1, 1, 1)),
+                        {"stride": 1, "pad": 1})
+    got = read(out / "c_conv-box-blur-sum.png").astype(int)
+    assert got.min() == 0 and got.max() == 255
+    assert np.abs(got - levels(Z[0, :, :, 0], "minmax")).max() <= 1
+
+
+def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
+    kfile = tmp_path / "diag.txt"
+    kfile.write_text("1 0 0\n0 0 0\n0 0 -1\n")
+    ok("conv", photo, "-o", out, "-k", "SOBEL-X:90", "-k", kfile, "-k", "Vertical",
+       "--format", "npy")
+    (npy,) = out.iterdir()
+    assert npy.name == "photo_conv-sobel-x_rot90+diag+vertical-sum.npy"
+    Z = np.load(npy)
+    A = pixels(photo)[None]
+    stack = np.stack([get_kernel("sobel-y").weights, load_kernel_file(kfile).weights,
+                      get_kernel("vertical").weights], axis=-1)
+    W = np.repeat(stack[:, :, None, :], 3, axis=2).astype(np.float32)
+    expected, _ = conv_forward(A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(Z, expected[0])
+
+
+def test_conv_stride_pad_and_bias(photo, out):
+    ok("conv", photo, "-o", out, "-k", "edge", "--stride", 2, "--pad", "valid", "--bias", 10,
+       "--format", "npy")
+    Z = np.load(out / "photo_conv-edge-s2-p0-sum.npy")
+    expected, _ = conv_forward(pixels(photo)[None], weights(["edge"], 3),
+                               np.full((1, 1, 1, 1), 10, np.float32), {"stride": 2, "pad": 0})
+    assert Z.shape == ((HEIGHT - 3) // 2 + 1, (WIDTH - 3) // 2 + 1, 1)
+    np.testing.assert_array_equal(Z, expected[0])
+    ok("conv", photo, "-o", out, "-k", "edge", "--pad", 4)
+    assert read(out / "photo_conv-edge-p4-sum.png").shape == (HEIGHT + 6, WIDTH + 6)
+
+
+def test_conv_even_kernel_with_pad_same(photo, out):
+    ok("conv", photo, "-o", out, "-k", "roberts-nw", "--format", "npy")
+    Z = np.load(out / "photo_conv-roberts-nw-sum.npy")
+    assert Z.shape == (HEIGHT - 1, WIDTH - 1, 1)  # same = (f - 1) // 2 = 0 for f = 2
+
+
+def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
+    ok("conv", photo, "-o", out, "-k", "vertical", "-k", "horizontal", "--channels", "each",
+       "--format", "npy")
+    Z = np.load(out / "photo_conv-vertical+horizontal-each.npy")
+    A = pixels(photo)[None]
+    expected, _ = depthwise_conv_forward(A, weights(["vertical", "horizontal"], 3),
+                                         np.zeros((1, 1, 1, 6), np.float32),
+                                         {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(Z, expected[0])
+    # Kernel-major: channel k * 3 + c is kernel k on input channel c alone.
+    for k, name in enumerate(["vertical", "horizontal"]):
+        for c in range(3):
+            alone, _ = conv_forward(A[:, :, :, c:c + 1], weights([name], 1),
+                                    np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
+            np.testing.assert_allclose(Z[:, :, k * 3 + c], alone[0, :, :, 0], atol=1e-3)
+    ok("conv", photo, "-o", out, "-k", "vertical", "--channels", "each")
+    assert {p.name for p in out.glob("*.png")} == {f"photo_conv-vertical-{c}.png" for c in "RGB"}
+
+
+def test_conv_channels_gray_uses_luminance(photo, out):
+    ok("conv", photo, "-o", out, "-k", "laplacian", "--channels", "gray", "--format", "npy")
+    Z = np.load(out / "photo_conv-laplacian-gray.npy")
+    rgb = pixels(photo)
+    grey = (0.299 * rgb[:, :, 0] + 0.587 * rgb[:, :, 1] + 0.114 * rgb[:, :, 2])[None, :, :, None]
+    expected, _ = conv_forward(grey, weights(["laplacian"], 1), np.zeros((1, 1, 1, 1)),
+                               {"stride": 1, "pad": 1})
+    np.testing.assert_allclose(Z, expected[0], atol=1e-3)
+
+
+def test_conv_drops_alpha(tmp_path, out):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("conv", src, "-o", out, "-k", "vertical", "--format", "npy")
+    Z = np.load(out / "a_conv-vertical-sum.npy")
+    A = pixels(src, "RGBA")[None, :, :, :3]
+    expected, _ = conv_forward(A, weights(["vertical"], 3), np.zeros((1, 1, 1, 1), np.float32),
+                               {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(Z, expected[0])
+    ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
+    assert {p.name for p in out.glob("*.png")} == {f"a_conv-vertical-{c}.png" for c in "RGB"}
+
+
+def test_conv_16_bit_in_16_bit_out(tmp_path, out):
+    src = make_image(tmp_path / "deep.png", "I;16")
+    ok("conv", src, "-o", out, "-k", "vertical")
+    with Image.open(out / "deep_conv-vertical-sum.png") as im:
+        assert im.mode == "I;16"
+        got = np.asarray(im)
+    Z, _ = conv_forward(pixels(src, None)[None], weights(["vertical"], 1),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(got, levels(Z[0, :, :, 0], "abs", top=65535))
+    ok("conv", src, "-o", out, "-k", "vertical", "--format", "tiff")
+    with Image.open(out / "deep_conv-vertical-sum.tiff") as im:
+        assert im.mode == "I;16"
+    ok("conv", src, "-o", out, "-k", "vertical", "--format", "jpg")
+    with Image.open(out / "deep_conv-vertical-sum.jpg") as im:
+        assert im.mode == "L"  # JPEG is 8-bit
+
+
+# --- pool ------------------------------------------------------------------------------------
+
+
+def test_pool_defaults_max_2x2(photo, out):
+    ok("pool", photo, "-o", out)
+    expected, _ = pool_forward(pixels(photo)[None], {"f": 2, "stride": 2}, mode="max")
+    np.testing.assert_array_equal(read(out / "photo_pool-max-f2-s2.png"), expected[0])
+    for c, name in enumerate("RGB"):
+        np.testing.assert_array_equal(read(out / f"photo_pool-max-f2-s2-{name}.png"),
+                                      expected[0, :, :, c])
+
+
+@pytest.mark.parametrize("mode", ["average", "avg", "AVG"])
+def test_pool_average_size_stride(photo, out, mode):
+    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3, "--format", "npy")
+    A = np.load(out / "photo_pool-average-f5-s3.npy")
+    expected, _ = pool_forward(pixels(photo)[None], {"f": 5, "stride": 3}, mode="average")
+    np.testing.assert_array_equal(A, expected[0])
+    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3)
+    got = read(out / "photo_pool-average-f5-s3-G.png")
+    np.testing.assert_array_equal(got, np.rint(expected[0, :, :, 1]))
+
+
+def test_pool_pools_alpha(tmp_path, out):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("pool", src, "-o", out, "--size", 3, "--format", "npy")
+    expected, _ = pool_forward(pixels(src, "RGBA")[None], {"f": 3, "stride": 3})
+    np.testing.assert_array_equal(np.load(out / "a_pool-max-f3-s3.npy"), expected[0])
+    ok("pool", src, "-o", out, "--size", 3)
+    assert read(out / "a_pool-max-f3-s3.png").shape[2] == 4
+    np.testing.assert_array_equal(read(out / "a_pool-max-f3-s3-A.png"), expected[0, :, :, 3])
+
+
+def test_pool_16_bit(tmp_path, out):
+    src = make_image(tmp_path / "deep.png", "I;16")
+    ok("pool", src, "-o", out, "--format", "tiff")
+    with Image.open(out / "deep_pool-max-f2-s2-L.tiff") as im:
+        assert im.mode == "I;16"
+        expected, _ = pool_forward(pixels(src, None)[None], {"f": 2, "stride": 2})
+        np.testing.assert_array_equal(np.asarray(im), expected[0, :, :, 0])
+
+
+# --- images in -------------------------------------------------------------------------------
+
+
+EXPECTED_CHANNELS = {"1": "L", "L": "L", "LA": "LA", "P": "RGB", "P+transparency": "RGBA",
+                     "RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB", "I;16": "L", "I": "L", "F": "L"}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_mode_through_pool_and_conv(tmp_path, out, mode):
+    src = make_image(tmp_path / f"m.{MODES[mode]}", mode)
+    ok("pool", src, "-o", out, "--format", "npy")
+    pillow_mode = {"1": "L", "P": "RGB", "P+transparency": "RGBA", "CMYK": "RGB"}.get(mode)
+    A = pixels(src, pillow_mode)
+    expected, _ = pool_forward(A[None], {"f": 2, "stride": 2})
+    np.testing.assert_array_equal(np.load(out / "m_pool-max-f2-s2.npy"), expected[0])
+    ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
+    colour = EXPECTED_CHANNELS[mode].replace("A", "")
+    assert {p.name for p in out.glob("*.png")} == {f"m_conv-vertical-{c}.png" for c in colour}
+
+
+def test_exif_orientation_is_applied(tmp_path, out):
+    make_exif_rotated_jpeg(tmp_path / "rot.jpg", orientation=6)
+    ok("pool", tmp_path / "rot.jpg", "-o", out, "--format", "npy")
+    result = np.load(out / "rot_pool-max-f2-s2.npy")
+    assert result.shape == (WIDTH // 2, HEIGHT // 2, 3)  # upright: 30 wide, 40 high
+    assert result[:5, -5:].mean() > 240  # the stored top-left block is now top-right
+
+
+def test_gif_and_multipage_tiff_use_the_first_frame_and_say_so(tmp_path, out):
+    gif = make_gif(tmp_path / "anim.gif", frames=3)
+    tif = make_multipage_tiff(tmp_path / "pages.tiff", pages=2)
+    result = ok("pool", gif, tif, "-o", out, "--format", "npy")
+    assert f"{gif}: used the first of 3 frames" in result.stderr
+    assert f"{tif}: used the first of 2 frames" in result.stderr
+    assert np.all(np.load(out / "anim_pool-max-f2-s2.npy") == 60)
+    quiet = ok("pool", gif, "-o", tmp_path / "q", "-q")
+    assert quiet.stderr == ""
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["conv"], ["conv", "--channels", "each"], ["pool"], ["pad"]])
+def test_figure_grid_is_written_beside_the_outputs(photo, out, command):
+    ok(*command, photo, "-o", out, "--figure")
+    grid = out / f"photo_{command[0]}_grid.png"
+    with Image.open(grid) as im:
+        assert im.format == "PNG" and im.width > 300 and im.height > 100
+
+
+def test_figure_with_npy_output(photo, out):
+    ok("conv", photo, "-o", out, "--figure", "--format", "npy", "-k", "vertical")
+    assert sorted(p.name for p in out.iterdir()) == ["photo_conv-vertical-sum.npy",
+                                                      "photo_conv_grid.png"]
+
+
+def test_importing_the_cli_does_not_import_matplotlib():
+    code = "import sys, convcli.cli; sys.exit('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# --- kernels ---------------------------------------------------------------------------------
+
+
+def test_kernels_lists_every_kernel_on_stdout():
+    result = run("kernels")
+    assert result.exit_code == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(list_kernels())
+    for line, kernel in zip(lines, list_kernels(), strict=True):
+        assert line.split()[:2] == [kernel.name, f"{kernel.size[0]}x{kernel.size[1]}"]
+        assert kernel.description in line
+
+
+@pytest.mark.parametrize("spec", ["sobel-x", "Vertical", "sobel-x:90", "edge"])
+def test_kernels_name_prints_a_grid_that_is_a_kernel_file(tmp_path, spec):
+    result = run("kernels", spec)
+    assert result.exit_code == 0 and result.stderr == ""
+    kernel = parse_kernel_spec(spec)
+    assert result.stdout.startswith(f"# {kernel.name} (3x3): ")
+    saved = tmp_path / "k.txt"
+    saved.write_text(result.stdout)
+    np.testing.assert_array_equal(load_kernel_file(saved).weights, kernel.weights)
+
+
+# --- help ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["pad", "conv", "pool", "kernels"])
+def test_help_has_examples(command):
+    result = run(command, "--help")
+    assert result.exit_code == 0
+    assert "Examples:" in result.stdout and f"convcli {command}" in result.stdout
+
+
+def test_command_functions_and_common_options():
+    assert {name: cmd.callback.__name__ for name, cmd in main.commands.items()} == {
+        "pad": "pad_cmd", "conv": "conv_cmd", "pool": "pool_cmd", "kernels": "kernels_cmd"}
+    common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels"}
+    for name in ("pad", "conv", "pool"):
+        assert common <= {p.name for p in main.commands[name].params}
+
+
+def test_python_dash_m_and_version():
+    result = subprocess.run([sys.executable, "-m", "convcli", "--version"], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0 and "convcli" in result.stdout
+
+
+def test_readme_setup_command_runs_on_the_sample_images(tmp_path):
+    samples = Path(__file__).resolve().parent.parent / "sample_images"
+    result = ok("conv", "--kernel", "vertical", samples, "-o", tmp_path, "-q")
+    assert result.stderr == ""
+    assert len(list(tmp_path.glob("*_conv-vertical-sum.png"))) == 4

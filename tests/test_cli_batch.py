@@ -1,0 +1,272 @@
+"""Folders, output names, nothing lost, and error reporting of the image commands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from imagefiles import make_bomb_png, make_image, make_truncated_png
+from PIL import Image
+
+from convcli import pool_forward
+from convcli.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def assert_one_line_error(result, code, *needles):
+    """Exit `code`, exactly one line on stderr containing every needle, no traceback."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("convcli: ")
+    for needle in needles:
+        assert needle in lines[0]
+    assert result.stdout == ""
+
+
+def names(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """in/ with two images, a text file, a hidden image and a subfolder with one image."""
+    d = tmp_path / "in"
+    (d / "sub" / "deeper").mkdir(parents=True)
+    make_image(d / "a.png", "RGB", seed=1)
+    make_image(d / "B.JPG", "RGB", seed=2)
+    (d / "notes.txt").write_text("not an image")
+    make_image(d / ".hidden.png", "RGB")
+    make_image(d / "sub" / "c.png", "L", seed=3)
+    make_image(d / "sub" / "deeper" / "d.tif", "L", seed=4)
+    return d
+
+
+# --- folders ---------------------------------------------------------------------------------
+
+
+def test_folder_takes_its_images_only_and_passes_over_other_files(folder, tmp_path):
+    out = tmp_path / "out"
+    result = run("pool", folder, "-o", out, "--format", "npy")
+    assert result.exit_code == 0, result.output
+    assert names(out) == ["B_pool-max-f2-s2.npy", "a_pool-max-f2-s2.npy"]
+    assert "notes.txt" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("convcli: 2 processed, 0 skipped, 0 failed")
+
+
+def test_recursive_mirrors_subfolders(folder, tmp_path):
+    out = tmp_path / "out"
+    result = run("pool", "-r", folder, "-o", out, "--format", "npy")
+    assert result.exit_code == 0, result.output
+    assert names(out) == ["B_pool-max-f2-s2.npy", "a_pool-max-f2-s2.npy",
+                          "sub/c_pool-max-f2-s2.npy", "sub/deeper/d_pool-max-f2-s2.npy"]
+    with Image.open(folder / "sub" / "c.png") as im:
+        A = np.asarray(im).astype(np.float32)[None, :, :, None]
+    np.testing.assert_array_equal(np.load(out / "sub" / "c_pool-max-f2-s2.npy"),
+                                  pool_forward(A, {"f": 2, "stride": 2})[0][0])
+
+
+def test_folder_without_images_is_reported(tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    result = run("pool", empty, "-o", tmp_path / "out")
+    assert result.exit_code == 0
+    assert f"{empty}: no image files in this folder (use -r to include its subfolders)" \
+        in result.stderr
+    assert "0 processed, 0 skipped, 0 failed" in result.stderr
+
+
+def test_output_folder_inside_the_input_folder_is_not_an_input(folder):
+    out = folder / "results"
+    assert run("pool", "-r", folder, "-o", out, "--format", "npy").exit_code == 0
+    again = run("pool", "-r", folder, "-o", out, "--format", "npy")
+    assert again.exit_code == 0
+    assert "0 processed, 4 skipped, 0 failed" in again.stderr  # results/ was not read
+
+
+def test_mixed_files_and_folders_and_duplicates(folder, tmp_path):
+    out = tmp_path / "out"
+    result = run("pool", folder / "a.png", folder, folder / "a.png", "-o", out, "--format", "npy")
+    assert result.exit_code == 0, result.output
+    assert names(out) == ["B_pool-max-f2-s2.npy", "a_pool-max-f2-s2.npy"]
+    assert "2 processed" in result.stderr
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def test_same_stem_inputs_get_their_extension_appended(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    make_image(d / "photo.png", "RGB", seed=1)
+    make_image(d / "photo.webp", "RGB", seed=2)
+    make_image(d / "other.png", "RGB", seed=3)
+    out = tmp_path / "out"
+    result = run("pool", d, "-o", out, "--format", "npy")
+    assert result.exit_code == 0, result.output
+    assert names(out) == ["other_pool-max-f2-s2.npy", "photo-png_pool-max-f2-s2.npy",
+                          "photo-webp_pool-max-f2-s2.npy"]
+    png = np.load(out / "photo-png_pool-max-f2-s2.npy")
+    webp = np.load(out / "photo-webp_pool-max-f2-s2.npy")
+    assert not np.array_equal(png, webp)
+
+
+def test_same_name_in_two_folders_is_numbered(tmp_path):
+    for sub, seed in (("x", 1), ("y", 2)):
+        (tmp_path / sub).mkdir()
+        make_image(tmp_path / sub / "p.png", "RGB", seed=seed)
+    out = tmp_path / "out"
+    assert run("pool", tmp_path / "x", tmp_path / "y", "-o", out, "--format", "npy").exit_code == 0
+    assert names(out) == ["p-png-2_pool-max-f2-s2.npy", "p-png_pool-max-f2-s2.npy"]
+
+
+# --- nothing lost ----------------------------------------------------------------------------
+
+
+def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
+    src = make_image(tmp_path / "p.png", "RGB")
+    out = tmp_path / "out"
+    assert run("pool", src, "-o", out).exit_code == 0
+    target = out / "p_pool-max-f2-s2-R.png"
+    Image.new("L", (3, 3), 7).save(target)  # a file the user changed
+    result = run("pool", src, "-o", out, "--format", "png")
+    assert result.exit_code == 0
+    assert f"convcli: {src}: outputs exist (use --overwrite to replace them)" in result.stderr
+    assert "0 processed, 1 skipped, 0 failed" in result.stderr
+    with Image.open(target) as im:
+        assert im.size == (3, 3)
+    result = run("pool", src, "-o", out, "--overwrite")
+    assert result.exit_code == 0 and "1 processed" in result.stderr
+    with Image.open(target) as im:
+        assert im.size == (20, 15)
+
+
+def test_a_half_done_file_is_completed_and_existing_outputs_kept(tmp_path):
+    src = make_image(tmp_path / "p.png", "RGB")
+    out = tmp_path / "out"
+    assert run("pool", src, "-o", out).exit_code == 0
+    (out / "p_pool-max-f2-s2-G.png").unlink()
+    before = (out / "p_pool-max-f2-s2-R.png").stat().st_mtime_ns
+    result = run("pool", src, "-o", out)
+    assert result.exit_code == 0
+    assert "kept 3 existing output(s)" in result.stderr
+    assert (out / "p_pool-max-f2-s2-G.png").exists()
+    assert (out / "p_pool-max-f2-s2-R.png").stat().st_mtime_ns == before
+
+
+def test_output_folder_equal_to_the_input_folder(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    src = make_image(d / "p.png", "RGB")
+    original = src.read_bytes()
+    assert run("pool", d, "-o", d).exit_code == 0
+    assert src.read_bytes() == original
+    # The outputs are now images in the input folder: a second run must not write over them.
+    produced = (d / "p_pool-max-f2-s2-R.png").read_bytes()
+    result = run("pool", d, "-o", d, "--overwrite", "-q")
+    assert result.exit_code == 1
+    assert f"convcli: {src}: output p_pool-max-f2-s2-R.png would replace an input file" \
+        in result.stderr
+    assert (d / "p_pool-max-f2-s2-R.png").read_bytes() == produced
+    assert src.read_bytes() == original
+
+
+def test_no_temporary_files_are_left(folder, tmp_path):
+    out = tmp_path / "out"
+    run("conv", "-r", folder, "-o", out, "-k", "vertical", "--figure")
+    assert not [p for p in out.rglob(".convcli-*")]
+
+
+# --- per-file failures -----------------------------------------------------------------------
+
+
+def test_named_non_image_fails_and_the_others_go_on(folder, tmp_path):
+    out = tmp_path / "out"
+    result = run("pool", folder / "notes.txt", folder / "a.png", "-o", out)
+    assert result.exit_code == 1
+    assert f"convcli: {folder / 'notes.txt'}: not an image file" in result.stderr
+    assert "1 processed, 0 skipped, 1 failed" in result.stderr
+    assert (out / "a_pool-max-f2-s2-R.png").exists()
+
+
+@pytest.mark.parametrize(
+    "setup, needles",
+    [
+        (lambda d: d / "missing.png", ["missing.png", "No such file or directory"]),
+        (lambda d: (d / "t.txt").write_text("x") and d / "t.txt", ["t.txt", "not an image file"]),
+        (lambda d: make_truncated_png(d / "half.png"), ["half.png", "truncated"]),
+        (lambda d: make_bomb_png(d / "bomb.png"),
+         ["bomb.png", "100000x100000", "over the limit of 89,478,485", "--max-pixels"]),
+        (lambda d: make_image(d / "tiny.png", "RGB", size=(1, 1)),
+         ["tiny.png", "too small for the 2x2 pooling window"]),
+    ],
+    ids=["missing", "not-an-image", "truncated", "pixel-limit", "too-small"],
+)
+def test_per_file_failures_are_one_line(tmp_path, setup, needles):
+    path = setup(tmp_path)
+    result = run("pool", path, "-o", tmp_path / "out", "-q")
+    assert_one_line_error(result, 1, *needles)
+
+
+def test_max_pixels_option(tmp_path):
+    src = make_image(tmp_path / "p.png", "RGB")
+    result = run("pool", src, "-o", tmp_path / "out", "--max-pixels", 100, "-q")
+    assert_one_line_error(result, 1, "p.png", "40x30 = 1,200 pixels, over the limit of 100")
+    assert run("pool", src, "-o", tmp_path / "out", "--max-pixels", 0).exit_code == 0
+
+
+def test_conv_too_small_for_the_kernel(tmp_path):
+    src = make_image(tmp_path / "p.png", "L", size=(4, 4))
+    result = run("conv", src, "-k", "gaussian-5x5", "--pad", "valid", "-o", tmp_path / "o", "-q")
+    assert_one_line_error(result, 1, "p.png", "too small for the 5x5 kernel 'gaussian-5x5'")
+
+
+# --- usage errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["conv", "IMG", "-k", "nope"], ["--kernel", "unknown kernel 'nope'"]),
+        (["conv", "IMG", "-k", "vertical:30"], ["--kernel", "30"]),
+        (["conv", "IMG", "-k", "missing/k.txt"], ["--kernel", "missing/k.txt"]),
+        (["conv", "IMG", "-k", "vertical", "-k", "vertical"], ["--kernel", "vertical"]),
+        (["conv", "IMG", "-k", "vertical", "-k", "gaussian-5x5", "--pad", "1"],
+         ["--pad", "different sizes"]),
+        (["conv", "IMG", "--pad", "wide"], ["--pad", "wide"]),
+        (["conv", "IMG", "--pad", "-1"], ["--pad"]),
+        (["conv", "IMG", "--stride", "0"], ["--stride"]),
+        (["conv", "IMG", "--bias", "nan"], ["--bias", "finite"]),
+        (["conv", "IMG", "--channels", "rgb"], ["--channels"]),
+        (["conv", "IMG", "--normalize", "gamma"], ["--normalize"]),
+        (["pool", "IMG", "--mode", "min"], ["--mode"]),
+        (["pool", "IMG", "--size", "0"], ["--size"]),
+        (["pad", "IMG", "--pad", "-2"], ["--pad"]),
+        (["pad", "IMG", "--value", "inf"], ["--value"]),
+        (["pad", "IMG", "--mode", "mirror"], ["--mode"]),
+        (["pad", "IMG", "--format", "gif"], ["--format"]),
+        (["pad", "IMG", "--max-pixels", "-1"], ["--max-pixels"]),
+        (["pad", "IMG", "-o", "FILE"], ["FILE"]),
+        (["pad"], ["INPUT"]),
+        (["kernels", "nope"], ["NAME", "unknown kernel 'nope'"]),
+        (["nonsense"], ["nonsense"]),
+    ],
+)
+def test_usage_errors_are_one_line_with_status_2(tmp_path, args, needles):
+    image = make_image(tmp_path / "p.png", "RGB")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    args = [str(image) if a == "IMG" else str(a_file) if a == "FILE" else a for a in args]
+    needles = [str(a_file) if n == "FILE" else n for n in needles]
+    assert_one_line_error(run(*args), 2, *needles)
+
+
+def test_quiet_run_prints_nothing(folder, tmp_path):
+    result = run("conv", folder, "-o", tmp_path / "out", "-q", "-k", "vertical")
+    assert result.exit_code == 0
+    assert result.stderr == "" and result.stdout == ""
