@@ -22,8 +22,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from .safeio import write_atomic  # noqa: E402
 
-PANEL_INCHES = 3.2
 DPI = 100
+# A panel is as wide as its image at DPI (drawn pixel for pixel), within these bounds.
+PANEL_INCHES = 3.2
+MIN_PANEL_INCHES = 2.4
 SIGNED_CMAP = "RdBu_r"  # zero white, positive red, negative blue
 
 
@@ -63,8 +65,8 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
     first = next(p for p in panels if p is not None)
     h, w = first.image.shape[:2]
     aspect = h / w if w else 1.0
-    fig = Figure(figsize=(PANEL_INCHES * ncols, PANEL_INCHES * aspect * nrows + 0.6),
-                 layout="constrained")
+    panel = min(max(w / DPI, MIN_PANEL_INCHES), PANEL_INCHES)
+    fig = Figure(figsize=(panel * ncols, panel * aspect * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     cells = panels + [None] * (nrows * ncols - len(panels))
     for ax, panel in zip(axes.flat, cells, strict=True):
@@ -73,7 +75,7 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
             continue
         _draw(fig, ax, panel)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=11)
 
     def write(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=DPI)
@@ -101,4 +103,5 @@ def _draw(fig: Figure, ax, panel: Panel) -> None:
         extend = {(True, True): "both", (True, False): "max", (False, True): "min"}.get(
             (over, under), "neither"
         )
-        fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02, extend=extend)
+        bar = fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02, extend=extend)
+        bar.ax.tick_params(labelsize=8)

@@ -42,7 +42,7 @@ def test_save_grid_writes_a_png_with_empty_cells(tmp_path):
     assert figures.save_grid(path, panels, ncols=2, title="test")
     with Image.open(path) as im:
         assert im.format == "PNG"
-        assert im.width == 2 * figures.PANEL_INCHES * figures.DPI
+        assert im.width == 2 * figures.MIN_PANEL_INCHES * figures.DPI  # small images
     before = path.read_bytes()
     assert not figures.save_grid(path, panels[:1], ncols=1)  # kept without overwrite
     assert path.read_bytes() == before

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Makes the README's tour pictures with convcli itself. Run from the project root:
+#     sh docs/tour/make-pictures.sh
+set -e
+out=docs/tour
+# A half-size copy of the cat photo (226x150): 2x2 average pooling.
+convcli pool --mode average --size 2 sample_images/chelsea.png -o "$out" --overwrite -q
+photo="$out/chelsea_pool-average-f2-s2.png"
+# Its vertical, horizontal and edge maps, and the figure grid.
+convcli conv -k vertical -k horizontal -k edge --figure "$photo" -o "$out" --overwrite -q
+# A max-pooled version, f=5, stride 3, as in the blog write-up.
+convcli pool --size 5 --stride 3 "$photo" -o "$out" --overwrite -q
+# Keep only the pictures the README shows (not the per-channel files of the pooling).
+rm -f "$out"/chelsea_pool-average-f2-s2-[RGB].png "$out"/chelsea_pool-average-f2-s2_pool-max-f5-s3-[RGB].png
