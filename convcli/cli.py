@@ -189,7 +189,8 @@ def _kernels(ctx, param, values):
 @click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels, metavar="SPEC",
               help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file; "
                    "repeatable. Default: vertical, horizontal and edge.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Step between kernel positions.")
 @click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
               help="same: keep the size (odd kernels, stride 1); valid: 0; or N pixels of zeros.")
 @click.option("--bias", type=float, default=0.0, show_default=True, callback=_finite,
