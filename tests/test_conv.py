@@ -15,6 +15,7 @@ from reference import (
     numerical_gradient,
 )
 
+import convcli
 from convcli import (
     conv_backward,
     conv_forward,
@@ -50,6 +51,24 @@ def frozen(*arrays):
         a.flags.writeable = False
         ro.append(a)
     return ro, [a.copy() for a in ro]
+
+
+TUTORIAL_NAMES = [
+    "zero_pad",
+    "conv_single_step",
+    "conv_forward",
+    "pool_forward",
+    "conv_backward",
+    "create_mask_from_window",
+    "distribute_value",
+    "pool_backward",
+]
+
+
+def test_tutorial_functions_exported_from_top_level():
+    for name in TUTORIAL_NAMES:
+        assert name in convcli.__all__
+        assert callable(getattr(convcli, name))
 
 
 # --- published values ------------------------------------------------------------------------
