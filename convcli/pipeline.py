@@ -582,14 +582,14 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     start = time.perf_counter()
     with open_image(task.source, max_pixels=task.max_pixels) as source:
         outputs = planned_outputs(task, source.channels)
+        todo = outputs if task.overwrite else [o for o in outputs if not o.path.exists()]
         protected = {_key(Path(p)) for p in task.protected}
-        for out in outputs:
+        for out in todo:
             if _key(out.path) in protected:
                 raise ValueError(
                     f"output {out.path.name} would replace an input file of this run; "
                     "choose another --out-dir"
                 )
-        todo = outputs if task.overwrite else [o for o in outputs if not o.path.exists()]
         if not todo:
             return FileResult(task.source, "skipped",
                               "outputs exist (use --overwrite to replace them)")

@@ -168,6 +168,8 @@ def test_output_folder_equal_to_the_input_folder(tmp_path):
     assert src.read_bytes() == original
     # The outputs are now images in the input folder: a second run must not write over them.
     produced = (d / "p_pool-max-f2-s2-R.png").read_bytes()
+    again = run("pool", d, "-o", d)
+    assert again.exit_code == 0 and f"convcli: {src}: outputs exist" in again.stderr
     result = run("pool", d, "-o", d, "--overwrite", "-q")
     assert result.exit_code == 1
     assert f"convcli: {src}: output p_pool-max-f2-s2-R.png would replace an input file" \
