@@ -243,3 +243,82 @@ def assert_matches(actual, expected, dtype):
     scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
     tol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-11
     np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
+
+
+# --- Window-view references ------------------------------------------------------------------
+# The same definitions computed over ``sliding_window_view``: fast enough for inputs large
+# enough to span many of an optimised engine's tiles, and checked against the loops above on
+# small inputs.
+
+
+def _windows(A_pad, f_h, f_w, stride):
+    """(m, n_H, n_W, C, f_h, f_w) view of every window."""
+    view = np.lib.stride_tricks.sliding_window_view(A_pad, (f_h, f_w), axis=(1, 2))
+    return view[:, ::stride, ::stride]
+
+
+def conv_forward_windows(A_prev, W, b, hparameters):
+    """Convolution forward pass with one einsum over all windows."""
+    A_prev, W, b = _as_f64(A_prev, W, b)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    A_pad = np.pad(A_prev, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    windows = _windows(A_pad, W.shape[0], W.shape[1], stride)
+    return np.einsum("ihwcpq,pqck->ihwk", windows, W) + b
+
+
+def conv_backward_windows(dZ, A_prev, W, hparameters):
+    """Convolution backward pass, one einsum per kernel offset."""
+    dZ, A_prev, W = _as_f64(dZ, A_prev, W)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    m, n_H_prev, n_W_prev, _ = A_prev.shape
+    f_h, f_w = W.shape[:2]
+    _, n_H, n_W, n_C = dZ.shape
+    A_pad = np.pad(A_prev, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    dA_pad = np.zeros_like(A_pad)
+    dW = np.zeros_like(W)
+    for di in range(f_h):
+        for dj in range(f_w):
+            rows = slice(di, di + stride * (n_H - 1) + 1, stride)
+            cols = slice(dj, dj + stride * (n_W - 1) + 1, stride)
+            dW[di, dj] = np.einsum("ihwc,ihwk->ck", A_pad[:, rows, cols], dZ)
+            dA_pad[:, rows, cols] += np.einsum("ihwk,ck->ihwc", dZ, W[di, dj])
+    db = dZ.sum(axis=(0, 1, 2)).reshape(1, 1, 1, n_C)
+    return dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev], dW, db
+
+
+def depthwise_conv_forward_windows(A_prev, W, b, hparameters):
+    """Depthwise forward pass with one einsum over all windows."""
+    A_prev, W, b = _as_f64(A_prev, W, b)
+    stride, pad = hparameters["stride"], hparameters["pad"]
+    A_pad = np.pad(A_prev, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    windows = _windows(A_pad, W.shape[0], W.shape[1], stride)
+    Z = np.einsum("ihwcpq,pqck->ihwkc", windows, W)
+    return Z.reshape(*Z.shape[:3], -1) + b
+
+
+def pool_forward_windows(A_prev, hparameters, mode="max"):
+    """Pooling forward pass: max or mean over the window axes of the view."""
+    (A_prev,) = _as_f64(A_prev)
+    f, stride = hparameters["f"], hparameters["stride"]
+    windows = _windows(A_prev, f, f, stride)
+    return windows.max(axis=(4, 5)) if mode == "max" else windows.mean(axis=(4, 5))
+
+
+def pool_backward_windows(dA, A_prev, hparameters, mode="max"):
+    """Pooling backward pass: a scatter-add of each window's gradient."""
+    dA, A_prev = _as_f64(dA, A_prev)
+    f, stride = hparameters["f"], hparameters["stride"]
+    m, n_H, n_W, n_C = dA.shape
+    dA_prev = np.zeros_like(A_prev)
+    if mode != "max":
+        for di in range(f):
+            for dj in range(f):
+                rows = slice(di, di + stride * (n_H - 1) + 1, stride)
+                cols = slice(dj, dj + stride * (n_W - 1) + 1, stride)
+                dA_prev[:, rows, cols] += dA / (f * f)
+        return dA_prev
+    windows = _windows(A_prev, f, f, stride).reshape(m, n_H, n_W, n_C, f * f)
+    first = np.argmax(windows, axis=-1)  # first maximum in row-major window order
+    i, h, w, c = np.indices(dA.shape)
+    np.add.at(dA_prev, (i, h * stride + first // f, w * stride + first % f, c), dA)
+    return dA_prev

@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 from reference import (
     assert_matches,
     conv_backward_loop,
+    conv_backward_windows,
     conv_forward_loop,
+    conv_forward_windows,
     depthwise_conv_backward_loop,
     depthwise_conv_forward_loop,
+    depthwise_conv_forward_windows,
     numerical_gradient,
 )
 
@@ -323,6 +326,132 @@ def test_conv_stride_is_subsampled_stride_1(params):
     Z, _ = conv_forward(A, W, b, hparameters)
     Z1, _ = conv_forward(A, W, b, hp(1, hparameters["pad"]))
     assert_matches(Z, Z1[:, ::stride, ::stride, :].astype(np.float64), dtype)
+
+
+@given(conv_params())
+def test_window_references_agree_with_the_loops(params):
+    A, W, b, hparameters, _, seed = params
+    Z = conv_forward_loop(A, W, b, hparameters)
+    np.testing.assert_allclose(conv_forward_windows(A, W, b, hparameters), Z, atol=1e-12)
+    dZ = np.random.default_rng(seed).standard_normal(Z.shape)
+    loops = conv_backward_loop(dZ, A, W, hparameters)
+    windows = conv_backward_windows(dZ, A, W, hparameters)
+    for got, want in zip(windows, loops, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    bd = np.random.default_rng(seed).standard_normal((1, 1, 1, W.shape[3] * A.shape[3]))
+    np.testing.assert_allclose(
+        depthwise_conv_forward_windows(A, W, bd, hparameters),
+        depthwise_conv_forward_loop(A, W, bd, hparameters),
+        atol=1e-12,
+    )
+
+
+# Inputs large enough to span many row tiles or image groups of a tiled engine.
+LARGE_CASES = [
+    # (m, n_H, n_W, n_C_prev, f, n_C, stride, pad, dtype)
+    (1, 200, 190, 1, 3, 1, 1, 1, np.float64),
+    (1, 181, 203, 3, 5, 4, 2, 2, np.float64),
+    (2, 150, 97, 2, 4, 3, 3, 0, np.float64),
+    (150, 9, 11, 1, 3, 2, 1, 1, np.float64),
+    (3, 64, 300, 1, (3, 7), 1, 1, 3, np.float64),
+    (1, 70, 80, 16, 3, 8, 1, 1, np.float64),
+    (2, 120, 130, 3, 5, 8, 2, 1, np.float32),
+    (3, 200, 201, 4, 1, 3, 3, 0, np.float64),
+    (1, 97, 250, 3, (7, 2), 2, 2, 3, np.float32),
+]
+
+
+@pytest.mark.parametrize("m, n_H, n_W, n_C_prev, f, n_C, stride, pad, dtype", LARGE_CASES)
+def test_conv_large_inputs_match_window_reference(
+    m, n_H, n_W, n_C_prev, f, n_C, stride, pad, dtype
+):
+    A, W, b = conv_case(n_H * n_W, m, n_H, n_W, n_C_prev, f, n_C, dtype)
+    hparameters = hp(stride, pad)
+    Z, cache = conv_forward(A, W, b, hparameters)
+    assert_matches(Z, conv_forward_windows(A, W, b, hparameters), dtype)
+    dZ = np.random.default_rng(m).standard_normal(Z.shape).astype(dtype)
+    grads = conv_backward(dZ, cache)
+    for got, want in zip(grads, conv_backward_windows(dZ, A, W, hparameters), strict=True):
+        assert_matches(got, want, dtype)
+
+
+@pytest.mark.parametrize("m, n_H, n_W, n_C_prev, f, n_C, stride, pad, dtype", LARGE_CASES[:4])
+def test_depthwise_large_inputs_match_window_reference(
+    m, n_H, n_W, n_C_prev, f, n_C, stride, pad, dtype
+):
+    A, W, b = conv_case(n_H + n_W, m, n_H, n_W, n_C_prev, f, n_C, dtype, depthwise=True)
+    Z, _ = depthwise_conv_forward(A, W, b, hp(stride, pad))
+    assert_matches(Z, depthwise_conv_forward_windows(A, W, b, hp(stride, pad)), dtype)
+
+
+# --- non-finite and extreme values -----------------------------------------------------------
+
+
+def _assert_same_with_nan(got, want):
+    got = np.asarray(got)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# 0 * inf is NaN (padding zeros meeting an inf weight): numpy warns about it.
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["A", "W", "dZ"])
+@pytest.mark.parametrize("stride, pad, f", [(1, 0, 3), (1, 1, 3), (2, 2, 3), (3, 1, 2)])
+def test_conv_non_finite_values_match_the_loop(value, where, stride, pad, f):
+    A, W, b = conv_case(60, 2, 8, 9, 2, f, 3)
+    if where == "A":
+        A[0, 3, 4, 1] = value
+        A[1, 0, 0, 0] = value
+    elif where == "W":
+        W[1, 0, 1, 2] = value
+    hparameters = hp(stride, pad)
+    Z, cache = conv_forward(A, W, b, hparameters)
+    _assert_same_with_nan(Z, conv_forward_loop(A, W, b, hparameters))
+    dZ = np.random.default_rng(1).standard_normal(Z.shape)
+    if where == "dZ":
+        dZ[0, 1, 1, 0] = value
+    grads = conv_backward(dZ, cache)
+    for got, want in zip(grads, conv_backward_loop(dZ, A, W, hparameters), strict=True):
+        _assert_same_with_nan(got, want)
+    Zd, cached = depthwise_conv_forward(A, W, np.zeros((1, 1, 1, 6)), hparameters)
+    _assert_same_with_nan(
+        Zd, depthwise_conv_forward_loop(A, W, np.zeros((1, 1, 1, 6)), hparameters)
+    )
+    dZd = np.random.default_rng(2).standard_normal(Zd.shape)
+    if where == "dZ":
+        dZd[0, 1, 1, 0] = value
+    grads = depthwise_conv_backward(dZd, cached)
+    expected = depthwise_conv_backward_loop(dZd, A, W, hparameters)
+    for got, want in zip(grads, expected, strict=True):
+        _assert_same_with_nan(got, want)
+
+
+def test_nan_pixel_reaches_exactly_the_windows_that_hold_it():
+    A = np.zeros((1, 40, 50, 1))
+    A[0, 20, 30, 0] = np.nan
+    W = np.ones((3, 3, 1, 2))
+    Z, _ = conv_forward(A, W, np.zeros((1, 1, 1, 2)), hp(1, 1))
+    expected = np.zeros(Z.shape, bool)
+    expected[0, 19:22, 29:32, :] = True
+    np.testing.assert_array_equal(np.isnan(Z), expected)
+    np.testing.assert_array_equal(Z[~expected], 0)
+
+
+def test_large_finite_values():
+    # Sums of the raw input overflow float64; the layer's own sums do not.
+    A, W, b = conv_case(61, 2, 30, 40, 3, 3, 2)
+    A = A * 1e306
+    W = W * 1e-10
+    Z, cache = conv_forward(A, W, b, hp(1, 1))
+    assert np.isfinite(Z).all()
+    np.testing.assert_allclose(Z, conv_forward_windows(A, W, b, hp(1, 1)), rtol=1e-9)
+    dZ = np.random.default_rng(3).standard_normal(Z.shape)
+    _, dW, _ = conv_backward(dZ, cache)
+    np.testing.assert_allclose(dW, conv_backward_windows(dZ, A, W, hp(1, 1))[1], rtol=1e-9)
 
 
 # --- numerical gradients ---------------------------------------------------------------------
