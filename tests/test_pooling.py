@@ -11,7 +11,9 @@ from reference import (
     first_max_mask,
     numerical_gradient,
     pool_backward_loop,
+    pool_backward_windows,
     pool_forward_loop,
+    pool_forward_windows,
 )
 
 from convcli import (
@@ -364,6 +366,75 @@ def test_pool_stride_is_subsampled_stride_1_and_max_bounds_average(params):
     A_avg, _ = pool_forward(A_prev, hparameters, "average")
     tol = 1e-5 if dtype == np.float32 else 1e-12
     assert np.all(A_max >= A_avg - tol * np.maximum(1, np.abs(A_avg)))
+
+
+@given(pool_params())
+def test_window_references_agree_with_the_loops(params):
+    A_prev, hparameters, mode, _, seed = params
+    A = pool_forward_loop(A_prev, hparameters, mode)
+    np.testing.assert_allclose(pool_forward_windows(A_prev, hparameters, mode), A, atol=1e-12)
+    dA = normal(seed, A.shape)
+    np.testing.assert_allclose(
+        pool_backward_windows(dA, A_prev, hparameters, mode),
+        pool_backward_loop(dA, A_prev, hparameters, mode),
+        atol=1e-12,
+    )
+
+
+LARGE_CASES = [
+    # (shape, f, stride, data)
+    ((1, 300, 310, 3), 2, 2, "uint8"),
+    ((4, 101, 99, 2), 3, 1, "quantised"),
+    ((200, 8, 9, 1), 3, 2, "normal64"),
+    ((1, 256, 250, 4), 5, 3, "uint8"),
+    ((2, 180, 170, 3), 4, 4, "normal32"),
+    ((3, 64, 333, 1), 3, 2, "quantised"),
+]
+
+
+def _data(kind, seed, shape):
+    if kind == "uint8":
+        return flat_uint8_image(seed, shape), np.float64
+    if kind == "quantised":
+        return quantised(seed, shape), np.float64
+    dtype = np.float32 if kind == "normal32" else np.float64
+    return normal(seed, shape, dtype), dtype
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, f, stride, kind", LARGE_CASES)
+def test_pool_large_inputs_match_window_reference(shape, f, stride, kind, mode):
+    A_prev, dtype = _data(kind, f * stride, shape)
+    hparameters = hp(f, stride)
+    A, cache = pool_forward(A_prev, hparameters, mode)
+    assert_matches(A, pool_forward_windows(A_prev, hparameters, mode), dtype)
+    dA = normal(f, A.shape, dtype)
+    dA_prev = pool_backward(dA, cache, mode)
+    assert_matches(dA_prev, pool_backward_windows(dA, A_prev, hparameters, mode), dtype)
+
+
+# inf - inf and inf / n in the average are NaN or inf: numpy warns about the former.
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("f, stride", [(2, 2), (3, 1), (3, 2)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pool_non_finite_values_match_the_loop(seed, f, stride, mode):
+    rng = np.random.default_rng(seed)
+    A_prev = quantised(seed, (2, 9, 8, 3))
+    specials = rng.choice([np.nan, np.inf, -np.inf], size=12)
+    flat = A_prev.reshape(-1)
+    flat[rng.choice(flat.size, size=12, replace=False)] = specials
+    A, cache = pool_forward(A_prev, hp(f, stride), mode)
+    expected = pool_forward_loop(A_prev, hp(f, stride), mode)
+    # NaN matches NaN and inf matches inf of the same sign here.
+    np.testing.assert_allclose(A, expected, rtol=1e-12, atol=1e-12)
+    dA = normal(seed, A.shape)
+    np.testing.assert_allclose(
+        pool_backward(dA, cache, mode),
+        pool_backward_loop(dA, A_prev, hp(f, stride), mode),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 # --- numerical gradients ---------------------------------------------------------------------
