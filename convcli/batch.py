@@ -11,9 +11,15 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+
+
+class BatchAborted(RuntimeError):
+    """The batch cannot go on (a worker process died)."""
 
 
 @dataclass(frozen=True)
@@ -27,11 +33,13 @@ class FileResult:
     status : {"done", "skipped", "failed"}
         ``skipped``: every output already existed and ``--overwrite`` was not given.
     message : str
-        One line: the reason for a failure or skip; empty when done.
+        One line: the reason for a failure or skip, or notes on a done file.
     outputs : tuple of str
         Files written.
     timings : dict
         Seconds spent per stage: ``{"decode": ..., "compute": ..., "encode": ...}``.
+    detail : str
+        For an unexpected error: its traceback, shown by ``--debug``.
     """
 
     source: str
@@ -39,6 +47,7 @@ class FileResult:
     message: str = ""
     outputs: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
+    detail: str = ""
 
 
 def default_jobs() -> int:
@@ -78,28 +87,52 @@ def iter_results(
     """
     if jobs <= 1:
         for task in tasks:
-            yield worker(task)
+            yield run_guarded(worker, task)
         return
     yield from _iter_parallel(iter(tasks), worker, jobs)
 
 
-def _ignore_sigint() -> None:
+def run_guarded(worker: Callable, task) -> FileResult:
+    """``worker(task)``, with an unexpected exception turned into a failed result.
+
+    Workers report the errors they expect (a bad file) themselves; anything
+    else is a bug, reported for that file with its traceback in ``detail``
+    so the batch goes on and ``--debug`` can show it.
+    """
+    try:
+        return worker(task)
+    except Exception as exc:  # noqa: BLE001 - reported to the user, never swallowed
+        source = str(getattr(task, "source", task))
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return FileResult(source, "failed", " ".join(message.split()),
+                          detail=traceback.format_exc())
+
+
+def _worker_init() -> None:
+    # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _iter_parallel(tasks: Iterator, worker: Callable, jobs: int) -> Iterator[FileResult]:
     """Process-pool version of iter_results with a bounded queue of tasks."""
     max_pending = 2 * jobs
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
     pending = set()
     try:
         for task in itertools.islice(tasks, max_pending):
-            pending.add(pool.submit(worker, task))
+            pending.add(pool.submit(run_guarded, worker, task))
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for task in itertools.islice(tasks, len(done)):
-                pending.add(pool.submit(worker, task))
+                pending.add(pool.submit(run_guarded, worker, task))
             for future in done:
-                yield future.result()
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    raise BatchAborted(
+                        "a worker process ended unexpectedly (out of memory?)"
+                    ) from None
+                yield result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

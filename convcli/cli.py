@@ -8,12 +8,14 @@ cannot be processed (the run goes on, exit status 1 at the end), and
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import time
 
 import click
 
 from . import __version__
-from .batch import iter_results
+from .batch import BatchAborted, default_jobs, iter_results
 from .images import DEFAULT_MAX_PIXELS, OUTPUT_FORMATS
 from .kernel_library import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
@@ -98,6 +100,13 @@ def common_options(command):
                      help="Replace existing outputs (otherwise a done file is skipped)."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
                      show_default=True, help="Refuse larger images (0: no limit)."),
+        click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+                     help="Files processed in parallel, each in its own process  "
+                          "[default: the number of CPUs]"),
+        click.option("-v", "--verbose", is_flag=True, help="One line per file."),
+        click.option("--fail-fast", is_flag=True, help="Stop at the first file that fails."),
+        click.option("--debug", is_flag=True,
+                     help="Show the traceback of an unexpected error."),
     ]
     for decorator in reversed(decorators):
         command = decorator(command)
@@ -130,24 +139,102 @@ class PadParam(click.ParamType):
         return number
 
 
-def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels) -> None:
-    """Plan the batch, run it file by file, report; exit 1 if any file failed."""
+class _Report:
+    """Counts results and reports them on stderr: errors always, the rest unless quiet."""
+
+    def __init__(self, total: int, *, quiet: bool, verbose: bool, debug: bool):
+        self.total, self.quiet, self.verbose, self.debug = total, quiet, verbose, debug
+        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        self.start = time.monotonic()
+        self.bar = None
+        if not quiet and not verbose and total > 1 and click.get_text_stream("stderr").isatty():
+            self.bar = click.progressbar(
+                length=total, label="convcli", file=sys.stderr, show_pos=True,
+                show_eta=True, item_show_func=self._rate,
+            )
+            self.bar.__enter__()
+
+    def _rate(self, _item) -> str:
+        done = sum(self.counts.values())
+        elapsed = time.monotonic() - self.start
+        return f"{done / elapsed:.1f} files/s" if done and elapsed > 0 else ""
+
+    def add(self, result) -> None:
+        self.counts[result.status] += 1
+        if result.status == "failed":
+            self._say(f"{result.source}: {result.message}")
+            if self.debug and result.detail:
+                self._say(result.detail.rstrip())
+        elif self.verbose:
+            note = f" ({result.message})" if result.message else ""
+            self._say(f"{result.source}: {result.status}, {len(result.outputs)} written{note}")
+        elif result.message and not self.quiet:
+            self._say(f"{result.source}: {result.message}")
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def _say(self, message: str) -> None:
+        if self.bar is not None:  # start the message on a line of its own
+            click.echo("\r\x1b[K", nl=False, err=True)
+        _say(message)
+
+    def close(self, out_dir: str, *, interrupted: bool = False) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+        c = self.counts
+        line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
+                f"in {time.monotonic() - self.start:.1f} s; outputs in {out_dir}")
+        if interrupted:
+            left = self.total - sum(c.values())
+            _say(f"interrupted: {line}; {left} not started or not finished")
+        elif not self.quiet:
+            _say(line)
+
+
+class _Terminated(Exception):
+    """SIGTERM, handled like Ctrl-C so that the run stops cleanly."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
+def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
+         jobs, verbose, fail_fast, debug) -> None:
+    """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
     found = find_inputs(inputs, out_dir=out_dir, recursive=recursive)
     if not quiet:
         for note in found.notes:
             _say(note)
     tasks = plan_tasks(found.files, op, fmt=fmt.lower(), figure=figure, overwrite=overwrite,
                        max_pixels=max_pixels)
-    counts = {"done": 0, "skipped": 0, "failed": 0}
-    for result in iter_results(tasks, process_file, jobs=1):
-        counts[result.status] += 1
-        if result.status == "failed" or (result.message and not quiet):
-            _say(f"{result.source}: {result.message}")
-    if not quiet:
-        _say(f"{counts['done']} processed, {counts['skipped']} skipped, "
-             f"{counts['failed']} failed; outputs in {out_dir}")
-    if counts["failed"]:
-        click.get_current_context().exit(1)
+    jobs = min(jobs or default_jobs(), max(1, len(tasks)))
+    report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
+    results = iter_results(tasks, process_file, jobs=jobs)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    status = None
+    try:
+        for result in results:
+            report.add(result)
+            if fail_fast and result.status == "failed":
+                break
+    except (KeyboardInterrupt, _Terminated) as exc:
+        status = 143 if isinstance(exc, _Terminated) else 130
+    except BatchAborted as exc:
+        _say(str(exc))
+        status = 1
+    finally:
+        # Stops the workers: files not started are cancelled, running ones finish.
+        try:
+            results.close()
+        except (KeyboardInterrupt, _Terminated):
+            status = status or 130
+        signal.signal(signal.SIGTERM, previous)
+    report.close(out_dir, interrupted=status in (130, 143))
+    if status is None and report.counts["failed"]:
+        status = 1
+    if status:
+        click.get_current_context().exit(status)
 
 
 # --- commands --------------------------------------------------------------------------------

@@ -1,0 +1,257 @@
+"""Batch runs of a folder: parallel jobs, progress and summary, failures, nothing lost."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from imagefiles import make_bomb_png, make_image, make_truncated_png
+from PIL import Image
+
+from convcli import batch, conv_forward, pipeline
+from convcli.batch import FileResult, iter_results, run_guarded
+from convcli.cli import main
+from convcli.safeio import TEMP_SUFFIX
+
+VERTICAL = np.array([[1, 0, -1]] * 3, dtype=np.float32)
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """Good images in nested subfolders, and broken files beside them."""
+    d = tmp_path / "in"
+    (d / "sub" / "deeper").mkdir(parents=True)
+    make_image(d / "a.png", "RGB", seed=1)
+    make_image(d / "photo.png", "RGB", seed=2)
+    make_image(d / "photo.webp", "RGB", seed=3)
+    make_image(d / "sub" / "b.png", "L", seed=4)
+    make_image(d / "sub" / "deeper" / "c.tif", "RGB", seed=5)
+    (d / "empty.png").write_bytes(b"")
+    (d / "text.jpg").write_text("this is not a JPEG")
+    make_truncated_png(d / "sub" / "half.png")
+    make_bomb_png(d / "sub" / "bomb.png")
+    make_image(d / "sub" / "deeper" / "tiny.png", "RGB", size=(2, 2))
+    jpeg = d / "sub" / "corrupt.jpg"
+    make_image(jpeg, "RGB", seed=6)
+    data = bytearray(jpeg.read_bytes())
+    data[200:260] = bytes(60)  # garbage in the scan data
+    jpeg.write_bytes(bytes(data[: len(data) * 2 // 3]))
+    return d
+
+
+GOOD = ["a.png", "photo.png", "photo.webp", "sub/b.png", "sub/deeper/c.tif"]
+BAD = ["empty.png", "text.jpg", "sub/half.png", "sub/bomb.png", "sub/deeper/tiny.png",
+       "sub/corrupt.jpg"]
+
+
+def test_every_good_file_processed_every_bad_one_named(mixed, tmp_path):
+    out = tmp_path / "out"
+    before = digests(mixed)
+    result = run("conv", "-k", "vertical", "--pad", "valid", "-r", mixed, "-o", out,
+                 "--jobs", 2)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    *failed, summary = result.stderr.splitlines()
+    assert all(line.startswith("convcli: ") for line in failed)
+    for name in BAD:
+        assert sum(str(mixed / name) in line for line in failed) == 1, (name, result.stderr)
+    assert len(failed) == len(BAD), result.stderr
+    assert f"{len(GOOD)} processed, 0 skipped, {len(BAD)} failed" in summary
+    for name in GOOD:
+        src = mixed / name
+        stem = {"photo.png": "photo-png", "photo.webp": "photo-webp"}.get(src.name, src.stem)
+        written = out / Path(name).parent / f"{stem}_conv-vertical-p0-sum.png"
+        with Image.open(src) as im, Image.open(written) as res:
+            assert res.size == (im.width - 2, im.height - 2)
+    assert digests(mixed) == before  # inputs untouched
+
+
+def test_npy_values_in_a_parallel_run(mixed, tmp_path):
+    out = tmp_path / "out"
+    run("conv", "-k", "vertical", mixed / "a.png", mixed / "photo.png", "-o", out,
+        "--format", "npy", "-j", 2)
+    for stem, name in (("a", "a.png"), ("photo", "photo.png")):
+        with Image.open(mixed / name) as im:
+            pixels = np.asarray(im, dtype=np.float32)[None]
+        expected, _ = conv_forward(pixels, np.repeat(VERTICAL[:, :, None, None], 3, 2),
+                                   np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
+        np.testing.assert_array_equal(np.load(out / f"{stem}_conv-vertical-sum.npy"),
+                                      expected[0])
+
+
+def test_rerun_skips_and_overwrite_replaces(mixed, tmp_path):
+    out = tmp_path / "out"
+    args = ["conv", "-k", "vertical", "--pad", "valid", "-r", mixed, "-o", out]
+    first = run(*args)
+    assert first.exit_code == 1
+    target = out / "a_conv-vertical-p0-sum.png"
+    good_bytes = target.read_bytes()
+    target.write_bytes(b"stale")  # a result from some earlier, different run
+    again = run(*args)
+    assert f"0 processed, {len(GOOD)} skipped, {len(BAD)} failed" in again.stderr
+    assert target.read_bytes() == b"stale"
+    forced = run(*args, "--overwrite")
+    assert f"{len(GOOD)} processed, 0 skipped, {len(BAD)} failed" in forced.stderr
+    assert target.read_bytes() == good_bytes
+
+
+def test_jobs_2_writes_byte_identical_outputs_to_jobs_1(mixed, tmp_path):
+    args = ["conv", "-k", "sobel-x", "-k", "edge", "--channels", "each", "-r", mixed,
+            "--figure", "-q"]
+    run(*args, "-o", tmp_path / "one", "--jobs", 1)
+    run(*args, "-o", tmp_path / "two", "--jobs", 2)
+    one, two = digests(tmp_path / "one"), digests(tmp_path / "two")
+    # Five colour images (with tiny.png, which pad "same" handles) give 2 kernels x 3
+    # channels + a grid each; the grey b.png gives 2 + 1.
+    assert len(one) == 5 * 7 + 3
+    assert one == two
+
+
+def test_same_stem_inputs_both_keep_their_results(mixed, tmp_path):
+    out = tmp_path / "out"
+    run("pool", mixed / "photo.png", mixed / "photo.webp", "-o", out, "--format", "npy")
+    a = np.load(out / "photo-png_pool-max-f2-s2.npy")
+    b = np.load(out / "photo-webp_pool-max-f2-s2.npy")
+    assert not np.array_equal(a, b)
+
+
+def test_fail_fast_stops_at_the_first_failure(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    make_image(d / "a.png", "RGB")
+    (d / "b.png").write_bytes(b"")
+    make_image(d / "c.png", "RGB")
+    result = run("pool", d, "-o", tmp_path / "out", "--jobs", 1, "--fail-fast")
+    assert result.exit_code == 1
+    assert "1 processed, 0 skipped, 1 failed" in result.stderr
+    assert (tmp_path / "out" / "a_pool-max-f2-s2.png").exists()
+    assert not (tmp_path / "out" / "c_pool-max-f2-s2.png").exists()
+
+
+def test_verbose_quiet_and_summary(mixed, tmp_path):
+    verbose = run("pool", mixed / "a.png", mixed / "empty.png", "-o", tmp_path / "v", "-v")
+    lines = verbose.stderr.splitlines()
+    assert any(str(mixed / "a.png") in line and "done" in line for line in lines)
+    assert any(str(mixed / "empty.png") in line for line in lines)
+    assert lines[-1].startswith("convcli: 1 processed, 0 skipped, 1 failed in ")
+    assert " s; outputs in " in lines[-1]
+    quiet = run("pool", mixed / "a.png", mixed / "empty.png", "-o", tmp_path / "q", "-q")
+    assert quiet.exit_code == 1
+    assert quiet.stderr.splitlines() == [f"convcli: {mixed / 'empty.png'}: "
+                                         + quiet.stderr.split(": ", 2)[2].strip()]
+    assert quiet.stdout == ""
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(mixed, tmp_path):
+    result = run("pool", mixed, "-o", tmp_path / "out")
+    assert "[#" not in result.stderr and "files/s" not in result.stderr
+
+
+def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(tmp_path, monkeypatch):
+    src = make_image(tmp_path / "a.png", "RGB")
+
+    def broken(task):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("convcli.cli.process_file", broken)
+    plain = run("pool", src, "-o", tmp_path / "out", "-q", "-j", 1)
+    assert plain.exit_code == 1
+    assert plain.stderr.splitlines() == [
+        f"convcli: {src}: internal error: RuntimeError: boom"
+    ]
+    debug = run("pool", src, "-o", tmp_path / "out", "-q", "-j", 1, "--debug")
+    assert "Traceback" in debug.stderr and "RuntimeError: boom" in debug.stderr
+
+
+def test_run_guarded_and_iter_results_in_both_modes(tmp_path):
+    tasks = [f"t{i}" for i in range(6)]
+    sequential = list(iter_results(tasks, _echo, jobs=1))
+    parallel = list(iter_results(tasks, _echo, jobs=2))
+    assert [r.source for r in sequential] == tasks
+    assert sorted(r.source for r in parallel) == tasks
+    failed = run_guarded(_explode, "x")
+    assert failed.status == "failed" and "ValueError: no" in failed.message
+    assert "Traceback" in failed.detail
+
+
+def _echo(task):
+    return FileResult(task, "done")
+
+
+def _explode(task):
+    raise ValueError("no")
+
+
+def test_bomb_is_refused_from_the_header(tmp_path):
+    # The file holds a header only: decoding would fail differently (truncated).
+    bomb = make_bomb_png(tmp_path / "bomb.png", 200_000, 200_000)
+    task = pipeline.plan_tasks([pipeline.InputFile(str(bomb), str(tmp_path / "out"))],
+                               pipeline.PoolOp())[0]
+    result = pipeline.process_file(task)
+    assert result.status == "failed"
+    assert "200000x200000" in result.message and "limit" in result.message
+    assert "decode" not in result.timings
+
+
+def test_default_jobs_is_the_cpu_count():
+    assert batch.default_jobs() == len(os.sched_getaffinity(0))
+
+
+# --- interruption --------------------------------------------------------------------------
+
+
+def _readable(path: Path) -> bool:
+    try:
+        with Image.open(path) as im:
+            im.load()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(40):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(400, 300))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
+         "--channels", "each", str(src), "-o", str(out), "--jobs", str(jobs)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("*.png"))) < 3:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stopped = time.monotonic()
+    _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - stopped < 10
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted:" in stderr.splitlines()[-1]
+    files = list(out.iterdir())
+    assert files and not any(f.name.endswith(TEMP_SUFFIX) for f in files)
+    assert all(_readable(f) for f in files)
+    assert len(files) < 40 * 6  # it really stopped early
