@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._correlate import correlate, correlate_weights_grad
 from ._validate import (
     as_real_array,
     check_ndim,
@@ -141,15 +142,28 @@ def conv_forward(A_prev, W, b, hparameters):
     A, Wa, ba, dtype, stride, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=False
     )
+    bias = ba.astype(dtype, copy=False).reshape(-1)
+    Z = correlate(A, Wa, stride, (pad,) * 4, dtype, bias)
+    if Z is None:
+        Z = _conv_forward_plain(A, Wa.astype(dtype, copy=False), stride, pad, out_shape)
+        Z += bias
+    return Z, (A_prev, W, b, hparameters)
+
+
+def _conv_forward_plain(A, Wc, stride, pad, out_shape):
+    """One matmul per kernel offset; the path for non-finite input.
+
+    Only values under a window are multiplied, so NaN and inf reach exactly
+    the outputs whose windows hold them (the engine's banded blocks would
+    also multiply neighbours by zero, and ``0 * inf`` is NaN).
+    """
     _, n_H, n_W, _ = out_shape
-    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
-    Wc = Wa.astype(dtype, copy=False)
-    Z = np.zeros(out_shape, dtype)
+    A_pad = zero_pad(A.astype(Wc.dtype, copy=False), pad)
+    Z = np.zeros(out_shape, Wc.dtype)
     for di in range(Wc.shape[0]):
         for dj in range(Wc.shape[1]):
             Z += _window_view(A_pad, di, dj, stride, n_H, n_W) @ Wc[di, dj]
-    Z += ba.astype(dtype, copy=False)
-    return Z, (A_prev, W, b, hparameters)
+    return Z
 
 
 def _check_dZ(dZ, out_shape, dtype):
@@ -195,21 +209,56 @@ def conv_backward(dZ, cache):
     )
     dZ = _check_dZ(dZ, out_shape, dtype)
     dtype = dZ.dtype
-    _, n_H, n_W, n_C = out_shape
-    m, n_H_prev, n_W_prev, n_C_prev = A.shape
-    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
     Wc = Wa.astype(dtype, copy=False)
-    dA_pad = np.zeros(A_pad.shape, dtype)
-    dW = np.zeros(Wc.shape, dtype)
+    n_C = out_shape[3]
+    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_C)
+    dW = correlate_weights_grad(A, dZ, Wc.shape[:2], stride, (pad,) * 4, dtype)
+    dA_prev = _conv_input_grad(dZ, Wc, A.shape, stride, pad) if dW is not None else None
+    if dA_prev is None:
+        dA_prev, dW = _conv_backward_plain(A, dZ, Wc, stride, pad)
+    return dA_prev, dW, db
+
+
+def _conv_input_grad(dZ, Wc, A_shape, stride, pad):
+    """dA_prev as a correlation of dZ with the flipped, transposed kernel (or None).
+
+    For stride s > 1, dZ is first spread out with s - 1 zeros between
+    values. Input rows and columns that no window covers get zero.
+    """
+    if not np.isfinite(Wc).all():
+        return None  # the padding zeros would meet inf weights: 0 * inf
+    m, n_H_prev, n_W_prev, _ = A_shape
+    f_h, f_w = Wc.shape[:2]
+    if stride > 1:
+        n_H, n_W, n_C = dZ.shape[1:]
+        spread = np.zeros((m, (n_H - 1) * stride + 1, (n_W - 1) * stride + 1, n_C), dZ.dtype)
+        spread[:, ::stride, ::stride] = dZ
+        dZ = spread
+    pads = (
+        f_h - 1 - pad,
+        n_H_prev - dZ.shape[1] + pad,
+        f_w - 1 - pad,
+        n_W_prev - dZ.shape[2] + pad,
+    )
+    flipped = Wc[::-1, ::-1].transpose(0, 1, 3, 2)
+    return correlate(dZ, flipped, 1, pads, dZ.dtype)
+
+
+def _conv_backward_plain(A, dZ, Wc, stride, pad):
+    """(dA_prev, dW) with one matmul per kernel offset; the path for non-finite values."""
+    _, n_H, n_W, n_C = dZ.shape
+    m, n_H_prev, n_W_prev, n_C_prev = A.shape
+    A_pad = zero_pad(A.astype(Wc.dtype, copy=False), pad)
+    dA_pad = np.zeros(A_pad.shape, Wc.dtype)
+    dW = np.zeros(Wc.shape, Wc.dtype)
     dZ_rows = dZ.reshape(-1, n_C)
     for di in range(Wc.shape[0]):
         for dj in range(Wc.shape[1]):
             window = _window_view(A_pad, di, dj, stride, n_H, n_W)
             dW[di, dj] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
             _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
-    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_C)
     dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
-    return dA_prev, dW, db
+    return dA_prev, dW
 
 
 def depthwise_conv_forward(A_prev, W, b, hparameters):

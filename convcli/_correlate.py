@@ -1,0 +1,234 @@
+"""Tiled cross-correlation engine behind the convolution layers (numpy only).
+
+The layers work on NHWC arrays with few channels (images: 1 to 4), where a
+plain ``window @ W[di, dj]`` per kernel offset multiplies tiny matrices and
+copies a lot. This engine feeds BLAS fewer, larger matrices instead:
+
+- **Blocks.** Each output row is cut into blocks of B neighbouring outputs.
+  Their inputs under kernel row di are ``span = (B-1)*stride + f_w``
+  consecutive pixels, one contiguous run of ``span*C`` values in NHWC. Side
+  by side for all kernel rows, these runs make one row of a matrix X, and
+  ``X @ T`` gives the B outputs of every block at once, T holding the kernel
+  as banded (Toeplitz) blocks. This is im2col along rows: X has about
+  ``f_h * span / B`` values per input value instead of ``f_h * f_w``.
+- **Row tiles.** The padded input is never built whole: a cache-sized tile
+  of rows (several whole images when they are small) is copied into a
+  reused buffer, its X built, multiplied in chunks that BLAS runs on the
+  calling thread, and its outputs written straight into the result. For
+  stride s > 1 the buffer stores rows by phase (row index mod s), so that
+  a kernel row reads equally spaced rows again.
+- Outputs past the right or bottom edge of each image are computed and
+  dropped (a few percent of the work).
+
+The banded blocks multiply some inputs by structural zeros, and ``0 * inf``
+is NaN: with a non-finite input a result could hold NaN where the
+definition has a finite value. The engine returns None whenever a result
+is not finite, and the callers use their plain path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+# Rows of one matmul: each stays under ~2.6e5 multiply-adds, which OpenBLAS
+# runs on the calling thread (its hand-off to a second thread cost more than
+# it saved at these sizes, and stalls when the other core is busy).
+MATMUL_WORK = 1 << 18
+# Values of X per row tile: a tile, its X and its outputs stay in L2 cache.
+TILE_VALUES = 1 << 16
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _block_width(n_C_prev: int, stride: int) -> int:
+    """Outputs per block, B: about 12 input values per block.
+
+    Larger blocks make larger matmuls but waste more multiplications on the
+    zeros of the banded matrices; with many channels B = 1 (plain im2col).
+    """
+    return max(1, min(8, 12 // max(1, stride * n_C_prev)))
+
+
+def _records(X, offset, shape, strides, nbytes):
+    """View the bytes of X from `offset` as `shape` records of `nbytes` bytes.
+
+    Copying whole records moves a run of values at once, about twice as
+    fast in numpy as copying the same values one float at a time.
+    """
+    raw = X.reshape(-1).view(np.uint8)[offset:]
+    return as_strided(raw, shape + (nbytes,), strides + (1,)).view(f"V{nbytes}")[..., 0]
+
+
+class _Plan:
+    """Geometry of the tiled correlation of A (m, H, W, C) with an (f_h, f_w) kernel."""
+
+    def __init__(self, shape, kernel, stride, pads, n_C, dtype):
+        m, H, W, C = shape
+        f_h, f_w = kernel
+        top, bottom, left, right = pads
+        s = stride
+        self.shape, self.kernel, self.s = shape, kernel, s
+        self.top, self.left, self.itemsize = top, left, dtype.itemsize
+        self.n_H = (H + top + bottom - f_h) // s + 1
+        self.n_W = (W + left + right - f_w) // s + 1
+        self.B = B = _block_width(C, s)
+        self.N = B * n_C  # outputs per block
+        self.nbw = _ceil_div(self.n_W, B)  # blocks per row
+        self.span = (B - 1) * s + f_w  # input pixels under one block's outputs
+        self.K = f_h * self.span * C  # values per row of X
+        self.row_px = (self.nbw - 1) * B * s + self.span  # staged pixels per row
+        self.extra = (f_h - 1) // s  # phase rows read below the last output row
+        self.chunk = max(16, MATMUL_WORK // max(1, self.K * self.N))
+        # Tile: whole images when they fit, else rows of one image.
+        rows_fit = max(1, TILE_VALUES // max(1, self.nbw * self.K))
+        if self.n_H <= rows_fit:
+            self.images, self.rows = max(1, min(m, rows_fit // self.n_H)), self.n_H
+        else:
+            self.images, self.rows = 1, rows_fit
+        self.tile_rows = self.images * (self.rows + self.extra)  # staged rows per phase
+        self.max_chunks = _ceil_div(self.tile_rows * self.nbw, self.chunk)
+
+    def tiles(self):
+        """(i0, i1, h0, h1): images and output rows of each tile."""
+        m, n_H = self.shape[0], self.n_H
+        for i0 in range(0, m, self.images):
+            for h0 in range(0, n_H, self.rows):
+                yield i0, min(m, i0 + self.images), h0, min(n_H, h0 + self.rows)
+
+    def buffers(self, dtype):
+        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
+        C = self.shape[3]
+        staged = np.zeros((self.s, self.tile_rows + self.extra, self.row_px * C), dtype)
+        return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
+
+    def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
+        """Copy the padded input of a tile into `staged`, build X; return its row count."""
+        _, H, W, C = self.shape
+        s, nbw, top, left = self.s, self.nbw, self.top, self.left
+        k, n_rows = i1 - i0, h1 - h0 + self.extra
+        W_in = max(0, min(W, self.row_px - left))  # image columns any block reads
+        rows = staged[:, : k * n_rows].reshape(s, k, n_rows, self.row_px, C)
+        for ph in range(s):
+            # Phase row r holds padded row s*(h0 + r) + ph, image row y = that - top.
+            r_lo = min(n_rows, max(0, _ceil_div(top - ph, s) - h0))
+            r_hi = min(n_rows, max(r_lo, _ceil_div(H + top - ph, s) - h0))
+            dst = rows[ph]
+            dst[:, :r_lo] = 0
+            dst[:, r_hi:] = 0
+            if r_hi > r_lo:
+                y0 = s * (h0 + r_lo) + ph - top
+                src = A[i0:i1, y0 : y0 + s * (r_hi - r_lo - 1) + 1 : s, :W_in]
+                dst[:, r_lo:r_hi, left : left + W_in] = src
+        # X: row (t, b) holds, for each kernel row di, the `span` pixels of
+        # block b in staged row t + di // s of phase di % s.
+        n_out = (k - 1) * n_rows + h1 - h0  # output rows (with dropped ones)
+        size = self.itemsize
+        run = self.span * C * size
+        row_bytes, block_bytes = staged.strides[1], self.B * s * C * size
+        for di in range(self.kernel[0]):
+            offset = (di % s) * staged.strides[0] + (di // s) * row_bytes
+            src = _records(staged, offset, (n_out, nbw), (row_bytes, block_bytes), run)
+            dst = _records(X, di * run, (n_out, nbw), (nbw * X.strides[0], X.strides[0]), run)
+            dst[...] = src
+        return n_out * nbw
+
+    def outputs(self, Y, i0, i1, h0, h1):
+        """The valid outputs of a tile inside its block results Y."""
+        k, n_rows = i1 - i0, h1 - h0 + self.extra
+        n_C = self.N // self.B
+        return Y[: k * n_rows * self.nbw].reshape(k, n_rows, -1, n_C)[:, : h1 - h0, : self.n_W]
+
+    def toeplitz(self, W):
+        """(K, N): the kernel as banded blocks, row (di, pixel, c), column (b, n)."""
+        f_h, f_w, C, n_C = W.shape
+        B, s = self.B, self.s
+        T = np.zeros((f_h, self.span, C, B, n_C), W.dtype)
+        for b in range(B):
+            T[:, b * s : b * s + f_w, :, b, :] = W
+        return T.reshape(self.K, self.N)
+
+
+def _finite(x) -> bool:
+    # min and max carry NaN and inf, need no temporary array and cannot overflow.
+    return bool(np.isfinite(np.min(x)) and np.isfinite(np.max(x)))
+
+
+def correlate(A, W, stride, pads, dtype, bias=None):
+    """Cross-correlate A (m, H, W, C) with W (f_h, f_w, C, n_C), zero padding `pads`.
+
+    `pads` is (top, bottom, left, right); negative values crop. Returns Z
+    (m, n_H, n_W, n_C) in `dtype` (plus `bias`, shape (n_C,)), or None when
+    a result is not finite (see the module docstring).
+    """
+    A, pads = _crop(A, pads)
+    W = W.astype(dtype, copy=False)
+    f_h, f_w, C, n_C = W.shape
+    plan = _Plan(A.shape, (f_h, f_w), stride, pads, n_C, dtype)
+    Z = np.empty((A.shape[0], plan.n_H, plan.n_W, n_C), dtype)
+    if Z.size == 0 or C == 0:
+        Z[...] = 0 if bias is None else bias
+        return Z
+    if bias is not None:  # one whole output row, so that adding it runs along rows
+        bias = np.tile(np.asarray(bias, dtype), (plan.n_W, 1))
+    T = plan.toeplitz(W)
+    staged, X = plan.buffers(dtype)
+    Y = np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
+    for i0, i1, h0, h1 in plan.tiles():
+        nq = plan.fill(staged, X, A, i0, i1, h0, h1)
+        n = _ceil_div(nq, plan.chunk)
+        np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
+        y = Y.reshape(-1, plan.N)
+        if not _finite(y[:nq]):
+            return None
+        out = Z[i0:i1, h0:h1]
+        if bias is None:
+            out[...] = plan.outputs(y, i0, i1, h0, h1)
+        else:
+            np.add(plan.outputs(y, i0, i1, h0, h1), bias, out=out)
+    return Z
+
+
+def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
+    """Gradient of ``correlate`` with respect to W: (f_h, f_w, C, n_C), or None.
+
+    ``dW[di, dj] = sum over outputs of (input under kernel offset (di, dj)).T @ dZ``,
+    computed with the tiles and the matrix X of the forward pass: ``X.T @ dZ``
+    gives the gradient of the banded matrix T, whose bands add up to dW.
+    """
+    f_h, f_w = kernel
+    m, _, _, C = A.shape
+    n_C = dZ.shape[3]
+    plan = _Plan(A.shape, kernel, stride, pads, n_C, dtype)
+    if m == 0 or C == 0 or n_C == 0:
+        return np.zeros((f_h, f_w, C, n_C), dtype)
+    staged, X = plan.buffers(dtype)
+    # Outputs past the edges stay zero, so they add nothing to dW.
+    Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
+    part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
+    dT = np.zeros((plan.K, plan.N), dtype)
+    for i0, i1, h0, h1 in plan.tiles():
+        nq = plan.fill(staged, X, A, i0, i1, h0, h1)
+        n = _ceil_div(nq, plan.chunk)
+        Y[nq : n * plan.chunk] = 0
+        plan.outputs(Y, i0, i1, h0, h1)[...] = dZ[i0:i1, h0:h1]
+        x = X[: n * plan.chunk].reshape(n, plan.chunk, -1)
+        np.matmul(x.swapaxes(1, 2), Y[: n * plan.chunk].reshape(n, plan.chunk, -1), out=part[:n])
+        dT += part[:n].sum(axis=0)
+    # Collect the bands: pixel b*s + dj of block b, output b.
+    B, s = plan.B, plan.s
+    dT = dT.reshape(f_h, plan.span, C, B, n_C)
+    dW = np.zeros((f_h, f_w, C, n_C), dtype)
+    for b in range(B):
+        dW += dT[:, b * s : b * s + f_w, :, b, :]
+    return dW if _finite(dW) else None
+
+
+def _crop(A, pads):
+    """Apply negative pads by slicing A; return A and the non-negative pads."""
+    top, bottom, left, right = pads
+    H, W = A.shape[1:3]
+    A = A[:, max(0, -top) : H - max(0, -bottom), max(0, -left) : W - max(0, -right)]
+    return A, (max(0, top), max(0, bottom), max(0, left), max(0, right))
