@@ -29,37 +29,38 @@ is not finite, and the callers use their plain path.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+
+from ._parallel import run_tiles
 
 # Rows of one matmul: each stays under ~2.6e5 multiply-adds, which OpenBLAS
 # runs on the calling thread (its hand-off to a second thread cost more than
 # it saved at these sizes, and stalls when the other core is busy).
 MATMUL_WORK = 1 << 18
 # Values of X per row tile: a tile, its X and its outputs stay in L2 cache.
-TILE_VALUES = 1 << 16
+TILE_VALUES = 1 << 19
 
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _block_width(n_C_prev: int, stride: int) -> int:
-    """Outputs per block, B: about 12 input values per block.
+def _block_width(n_C_prev: int) -> int:
+    """Outputs per block, B: 4 for RGB images, 1 from 12 channels on.
 
     Larger blocks make larger matmuls but waste more multiplications on the
-    zeros of the banded matrices; with many channels B = 1 (plain im2col).
+    zeros of the banded matrices; with many channels the matmuls are large
+    anyway and B = 1 is plain im2col.
     """
-    return max(1, min(8, 12 // max(1, stride * n_C_prev)))
+    return max(1, min(8, 12 // max(1, n_C_prev)))
 
 
 def _records(X, offset, shape, strides, nbytes):
-    """View the bytes of X from `offset` as `shape` records of `nbytes` bytes.
+    """View the bytes of the contiguous array X from `offset` as records of `nbytes` bytes.
 
     Copying whole records moves a run of values at once, about twice as
     fast in numpy as copying the same values one float at a time.
     """
-    raw = X.reshape(-1).view(np.uint8)[offset:]
-    return as_strided(raw, shape + (nbytes,), strides + (1,)).view(f"V{nbytes}")[..., 0]
+    return np.ndarray(shape, f"V{nbytes}", buffer=X, offset=offset, strides=strides)
 
 
 class _Plan:
@@ -74,7 +75,7 @@ class _Plan:
         self.top, self.left, self.itemsize = top, left, dtype.itemsize
         self.n_H = (H + top + bottom - f_h) // s + 1
         self.n_W = (W + left + right - f_w) // s + 1
-        self.B = B = _block_width(C, s)
+        self.B = B = _block_width(C)
         self.N = B * n_C  # outputs per block
         self.nbw = _ceil_div(self.n_W, B)  # blocks per row
         self.span = (B - 1) * s + f_w  # input pixels under one block's outputs
@@ -156,6 +157,10 @@ def _finite(x) -> bool:
     return bool(np.isfinite(np.min(x)) and np.isfinite(np.max(x)))
 
 
+class _NotFinite(Exception):
+    """A tile's result holds NaN or inf."""
+
+
 def correlate(A, W, stride, pads, dtype, bias=None):
     """Cross-correlate A (m, H, W, C) with W (f_h, f_w, C, n_C), zero padding `pads`.
 
@@ -174,20 +179,29 @@ def correlate(A, W, stride, pads, dtype, bias=None):
     if bias is not None:  # one whole output row, so that adding it runs along rows
         bias = np.tile(np.asarray(bias, dtype), (plan.n_W, 1))
     T = plan.toeplitz(W)
-    staged, X = plan.buffers(dtype)
-    Y = np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
-    for i0, i1, h0, h1 in plan.tiles():
-        nq = plan.fill(staged, X, A, i0, i1, h0, h1)
+
+    def new_state():
+        staged, X = plan.buffers(dtype)
+        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
+
+    def work(state, tile):
+        staged, X, Y = state
+        nq = plan.fill(staged, X, A, *tile)
         n = _ceil_div(nq, plan.chunk)
         np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
         y = Y.reshape(-1, plan.N)
         if not _finite(y[:nq]):
-            return None
-        out = Z[i0:i1, h0:h1]
+            raise _NotFinite
+        i0, i1, h0, h1 = tile
         if bias is None:
-            out[...] = plan.outputs(y, i0, i1, h0, h1)
+            Z[i0:i1, h0:h1] = plan.outputs(y, *tile)
         else:
-            np.add(plan.outputs(y, i0, i1, h0, h1), bias, out=out)
+            np.add(plan.outputs(y, *tile), bias, out=Z[i0:i1, h0:h1])
+
+    try:
+        run_tiles(plan.tiles(), work, new_state)
+    except _NotFinite:
+        return None
     return Z
 
 
@@ -204,19 +218,27 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
     plan = _Plan(A.shape, kernel, stride, pads, n_C, dtype)
     if m == 0 or C == 0 or n_C == 0:
         return np.zeros((f_h, f_w, C, n_C), dtype)
-    staged, X = plan.buffers(dtype)
-    # Outputs past the edges stay zero, so they add nothing to dW.
-    Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
-    part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
-    dT = np.zeros((plan.K, plan.N), dtype)
-    for i0, i1, h0, h1 in plan.tiles():
-        nq = plan.fill(staged, X, A, i0, i1, h0, h1)
+
+    def new_state():
+        staged, X = plan.buffers(dtype)
+        # Outputs past the edges stay zero, so they add nothing to dW.
+        Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
+        part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
+        return staged, X, Y, part, np.zeros((plan.K, plan.N), dtype)
+
+    def work(state, tile):
+        staged, X, Y, part, dT = state
+        nq = plan.fill(staged, X, A, *tile)
         n = _ceil_div(nq, plan.chunk)
         Y[nq : n * plan.chunk] = 0
-        plan.outputs(Y, i0, i1, h0, h1)[...] = dZ[i0:i1, h0:h1]
+        i0, i1, h0, h1 = tile
+        plan.outputs(Y, *tile)[...] = dZ[i0:i1, h0:h1]
         x = X[: n * plan.chunk].reshape(n, plan.chunk, -1)
         np.matmul(x.swapaxes(1, 2), Y[: n * plan.chunk].reshape(n, plan.chunk, -1), out=part[:n])
         dT += part[:n].sum(axis=0)
+
+    states = run_tiles(plan.tiles(), work, new_state)
+    dT = sum(state[4] for state in states)
     # Collect the bands: pixel b*s + dj of block b, output b.
     B, s = plan.B, plan.s
     dT = dT.reshape(f_h, plan.span, C, B, n_C)

@@ -41,19 +41,80 @@ def _pool_shapes(A_prev, hparameters):
     return A, f, stride, (m, n_H, n_W, n_C)
 
 
-def _strided(X, axis, start, stride, count):
-    """Slice `count` positions of axis 1 or 2 from `start`, `stride` apart."""
-    index = [slice(None)] * 4
-    index[axis] = slice(start, start + stride * (count - 1) + 1, stride)
-    return X[tuple(index)]
+# Values per row tile: a tile's input, scratch and results stay in L2 cache.
+# Scratch buffers are reused from tile to tile: fresh pages cost more than
+# the arithmetic on them.
+TILE_VALUES = 1 << 16
 
 
-def _window_reduce(X, axis, f, stride, count, reduce):
-    """Reduce every window of f along `axis` with the binary ufunc `reduce`."""
-    out = _strided(X, axis, 0, stride, count).copy()
-    for d in range(1, f):
-        reduce(out, _strided(X, axis, d, stride, count), out=out)
-    return out
+def _row_tiles(m, n_H, rows_fit):
+    """(i0, i1, h0, h1): output rows of a tile; several whole images when they fit."""
+    images, rows = (max(1, rows_fit // n_H), n_H) if n_H <= rows_fit else (1, rows_fit)
+    for i0 in range(0, m, images):
+        for h0 in range(0, n_H, rows):
+            yield i0, min(m, i0 + images), h0, min(n_H, h0 + rows)
+
+
+class _Scratch:
+    """Flat buffers reused across tiles; ``take(name, shape)`` views their start."""
+
+    def __init__(self, dtype):
+        self.dtype, self.buffers = dtype, {}
+
+    def take(self, name, shape, dtype=None):
+        size = int(np.prod(shape))
+        buf = self.buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self.buffers[name] = np.empty(size, dtype or self.dtype)
+        return buf[:size].reshape(shape)
+
+
+def _pixels(X):
+    """View each pixel's n_C values as one record: copies then move whole pixels.
+
+    numpy copies a strided run of 3 floats value by value; as one 12-byte
+    record it moves about twice as fast.
+    """
+    return X.view(np.dtype((np.void, X.shape[-1] * X.itemsize)))[..., 0]
+
+
+def _window_rows(X, d, stride, count):
+    """Rows d, d + stride, ... (`count` of them): the rows under window row d."""
+    return X[:, d : d + stride * (count - 1) + 1 : stride]
+
+
+def _used(n_out, f, stride):
+    """Input rows (or columns) that windows cover."""
+    return stride * (n_out - 1) + f
+
+
+def _reduce_windows(X, f, stride, out, scratch, reduce):
+    """Reduce every f x f window of the tile X into `out` with the binary ufunc `reduce`.
+
+    Separable: first along the height, every op running along whole
+    contiguous rows; then along the width at stride 1 (contiguous again),
+    keeping every stride-th result.
+    """
+    k, n_H, n_W, n_C = out.shape
+    if f == 1:
+        out[...] = _window_rows(X, 0, stride, n_H)[:, :, : _used(n_W, f, stride) : stride]
+        return
+    rows = scratch.take("rows", (k, n_H, X.shape[2], n_C))
+    reduce(_window_rows(X, 0, stride, n_H), _window_rows(X, 1, stride, n_H), out=rows)
+    for d in range(2, f):
+        reduce(rows, _window_rows(X, d, stride, n_H), out=rows)
+    width = stride * (n_W - 1) + 1  # window starts 0 .. width - 1
+    full = out if stride == 1 else scratch.take("full", (k, n_H, width, n_C))
+    reduce(rows[:, :, :width], rows[:, :, 1 : width + 1], out=full)
+    for d in range(2, f):
+        reduce(full, rows[:, :, d : d + width], out=full)
+    if stride > 1:
+        _pixels(out)[...] = _pixels(full)[:, :, ::stride]
+
+
+def _tile_rows_fit(X, stride):
+    """Output rows per tile."""
+    return max(1, TILE_VALUES // max(1, stride * X.shape[2] * X.shape[3]))
 
 
 def pool_forward(A_prev, hparameters, mode="max"):
@@ -88,10 +149,13 @@ def pool_forward(A_prev, hparameters, mode="max"):
     A, f, stride, (m, n_H, n_W, n_C) = _pool_shapes(A_prev, hparameters)
     dtype = compute_dtype(A)
     X = A.astype(dtype, copy=False)
-    reduce = np.maximum if mode == "max" else np.add
-    # Separable: reduce the window along the width, then along the height.
-    rows = _window_reduce(X, 2, f, stride, n_W, reduce)
-    out = _window_reduce(rows, 1, f, stride, n_H, reduce)
+    out = np.empty((m, n_H, n_W, n_C), dtype)
+    if out.size:
+        reduce = np.maximum if mode == "max" else np.add
+        scratch = _Scratch(dtype)
+        for i0, i1, h0, h1 in _row_tiles(m, n_H, _tile_rows_fit(X, stride)):
+            tile = X[i0:i1, stride * h0 : stride * (h1 - 1) + f]
+            _reduce_windows(tile, f, stride, out[i0:i1, h0:h1], scratch, reduce)
     if mode == "average":
         out /= dtype.type(f * f)
     return out, (A_prev, hparameters)
@@ -136,35 +200,110 @@ def pool_backward(dA, cache, mode="max"):
     dtype = compute_dtype(A, dA)
     dA = dA.astype(dtype, copy=False)
     dA_prev = np.zeros(A.shape, dtype)
-    _, n_H, n_W, _ = out_shape
-
-    def region(X, di, dj):
-        return _strided(_strided(X, 1, di, stride, n_H), 2, dj, stride, n_W)
-
-    if mode == "average":
-        share = dA / dtype.type(f * f)
-        for di in range(f):
-            for dj in range(f):
-                region(dA_prev, di, dj)[...] += share
+    if dA_prev.size == 0:
         return dA_prev
+    X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
+    m, n_H, n_W, n_C = out_shape
+    # Tiles must not share input rows, unless the gradient goes straight into
+    # dA_prev (stride 1): windows that overlap across strides use one tile.
+    rows_fit = _tile_rows_fit(X, stride) if stride == 1 or stride >= f else n_H
+    scratch = _Scratch(dtype)
+    for i0, i1, h0, h1 in _row_tiles(m, n_H, rows_fit):
+        rows = slice(stride * h0, stride * (h1 - 1) + f)
+        G = _gradient_columns(dA_prev[i0:i1, rows], f, stride, n_W, scratch)
+        if mode == "average":
+            _average_tile(dA[i0:i1, h0:h1], G, f, stride, scratch)
+        else:
+            _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], G, f, stride, scratch)
+        if stride > 1:
+            _merge_columns(G, dA_prev[i0:i1, rows, : _used(n_W, f, stride)])
+    return dA_prev
 
-    X = A.astype(dtype, copy=False)
-    maxima = _window_reduce(
-        _window_reduce(X, 2, f, stride, n_W, np.maximum), 1, f, stride, n_H, np.maximum
-    )
-    has_nan = bool(np.isnan(maxima).any())
-    unclaimed = np.ones(out_shape, bool)
-    hit = np.empty(out_shape, bool)
+
+# The backward passes work on columns split by phase (column index mod
+# stride): there, the pixels under window offset (di, dj) of all windows are
+# rows of contiguous runs, so every op runs along rows.
+
+
+def _split_columns(X, stride, n_cols, out):
+    """Phase p of `out` holds columns p, p + stride, ... of X[:, :, :n_cols]."""
+    for p in range(stride):
+        cols = _pixels(X[:, :, p:n_cols:stride])
+        _pixels(out[p])[:, :, : cols.shape[2]] = cols
+
+
+def _merge_columns(P, out):
+    """Write column phases P back into `out` (the inverse of _split_columns)."""
+    stride = len(P)
+    for p in range(stride):
+        dst = _pixels(out[:, :, p::stride])
+        dst[...] = _pixels(P[p])[:, :, : dst.shape[2]]
+
+
+def _gradient_columns(dA_prev, f, stride, n_W, scratch):
+    """Zeroed column phases for a tile's gradient (for stride 1, dA_prev itself)."""
+    cols = _used(n_W, f, stride)
+    if stride == 1:
+        return dA_prev[None, :, :, :cols]
+    k, n_rows, _, n_C = dA_prev.shape
+    G = scratch.take("grad", (stride, k, n_rows, -(-cols // stride), n_C))
+    G[...] = 0
+    return G
+
+
+def _region(P, di, dj, stride, n_H, n_W):
+    """In column phases P, the pixels under window offset (di, dj) of every window."""
+    return P[dj % stride][:, di : di + stride * (n_H - 1) + 1 : stride, dj // stride :][:, :, :n_W]
+
+
+def _average_tile(dA, G, f, stride, scratch):
+    """Add ``dA[i, h, w] / f**2`` to every position of window (h, w).
+
+    Separable too: spread along the width, then along the height.
+    """
+    k, n_H, n_W, n_C = dA.shape
+    share = scratch.take("share", dA.shape)
+    np.divide(dA, share.dtype.type(f * f), out=share)
+    along_width = scratch.take("width", (stride, k, n_H, G.shape[3], n_C))
+    along_width[...] = 0
+    for dj in range(f):
+        along_width[dj % stride][:, :, dj // stride :][:, :, :n_W] += share
+    for di in range(f):
+        G[:, :, di : di + stride * (n_H - 1) + 1 : stride] += along_width
+
+
+def _max_tile(X, dA, G, f, stride, scratch):
+    """Add ``dA[i, h, w]`` at the first maximum of window (h, w).
+
+    Window offsets are visited in row-major order; each window is claimed
+    by the first offset whose value equals its maximum (or is NaN when the
+    maximum is NaN). Like the tutorial's ``mask * dA``, every other position
+    of the window gets ``0 * dA``.
+    """
+    k, n_H, n_W, n_C = dA.shape
+    maxima = scratch.take("maxima", dA.shape)
+    _reduce_windows(X, f, stride, maxima, scratch, np.maximum)
+    nan_maxima = np.isnan(maxima)
+    has_nan = bool(nan_maxima.any())
+    if stride == 1:
+        P = X[None]
+    else:
+        P = scratch.take("phases", G.shape)
+        _split_columns(X, stride, _used(n_W, f, stride), P)
+    unclaimed = scratch.take("unclaimed", dA.shape, bool)
+    unclaimed[...] = True
+    hit = scratch.take("hit", dA.shape, bool)
+    share = scratch.take("share", dA.shape)
     for di in range(f):
         for dj in range(f):
-            window = region(X, di, dj)
+            window = _region(P, di, dj, stride, n_H, n_W)
             np.equal(window, maxima, out=hit)
             if has_nan:
-                hit |= np.isnan(window) & np.isnan(maxima)
+                hit |= np.isnan(window) & nan_maxima
             hit &= unclaimed
-            unclaimed &= ~hit
-            region(dA_prev, di, dj)[...] += np.where(hit, dA, dtype.type(0))
-    return dA_prev
+            unclaimed ^= hit
+            target = _region(G, di, dj, stride, n_H, n_W)
+            target += np.multiply(dA, hit, out=share)
 
 
 def create_mask_from_window(x):
