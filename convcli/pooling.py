@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._parallel import run_tiles
 from ._validate import as_int, as_real_array, check_ndim, compute_dtype, hparameter, output_size
 
 POOL_MODES = ("max", "average")
@@ -44,7 +45,7 @@ def _pool_shapes(A_prev, hparameters):
 # Values per row tile: a tile's input, scratch and results stay in L2 cache.
 # Scratch buffers are reused from tile to tile: fresh pages cost more than
 # the arithmetic on them.
-TILE_VALUES = 1 << 16
+TILE_VALUES = 1 << 18
 
 
 def _row_tiles(m, n_H, rows_fit):
@@ -112,9 +113,9 @@ def _reduce_windows(X, f, stride, out, scratch, reduce):
         _pixels(out)[...] = _pixels(full)[:, :, ::stride]
 
 
-def _tile_rows_fit(X, stride):
-    """Output rows per tile."""
-    return max(1, TILE_VALUES // max(1, stride * X.shape[2] * X.shape[3]))
+def _tile_rows_fit(X, f, stride):
+    """Output rows per tile: at least f, so that only neighbouring tiles share input rows."""
+    return max(f, TILE_VALUES // max(1, stride * X.shape[2] * X.shape[3]))
 
 
 def pool_forward(A_prev, hparameters, mode="max"):
@@ -150,12 +151,16 @@ def pool_forward(A_prev, hparameters, mode="max"):
     dtype = compute_dtype(A)
     X = A.astype(dtype, copy=False)
     out = np.empty((m, n_H, n_W, n_C), dtype)
+    reduce = np.maximum if mode == "max" else np.add
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        rows = X[i0:i1, stride * h0 : stride * (h1 - 1) + f]
+        _reduce_windows(rows, f, stride, out[i0:i1, h0:h1], scratch, reduce)
+
     if out.size:
-        reduce = np.maximum if mode == "max" else np.add
-        scratch = _Scratch(dtype)
-        for i0, i1, h0, h1 in _row_tiles(m, n_H, _tile_rows_fit(X, stride)):
-            tile = X[i0:i1, stride * h0 : stride * (h1 - 1) + f]
-            _reduce_windows(tile, f, stride, out[i0:i1, h0:h1], scratch, reduce)
+        tiles = _row_tiles(m, n_H, _tile_rows_fit(X, f, stride))
+        run_tiles(tiles, work, lambda: _Scratch(dtype))
     if mode == "average":
         out /= dtype.type(f * f)
     return out, (A_prev, hparameters)
@@ -204,19 +209,23 @@ def pool_backward(dA, cache, mode="max"):
         return dA_prev
     X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
     m, n_H, n_W, n_C = out_shape
-    # Tiles must not share input rows, unless the gradient goes straight into
-    # dA_prev (stride 1): windows that overlap across strides use one tile.
-    rows_fit = _tile_rows_fit(X, stride) if stride == 1 or stride >= f else n_H
-    scratch = _Scratch(dtype)
-    for i0, i1, h0, h1 in _row_tiles(m, n_H, rows_fit):
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
         rows = slice(stride * h0, stride * (h1 - 1) + f)
-        G = _gradient_columns(dA_prev[i0:i1, rows], f, stride, n_W, scratch)
+        target = _Gradient(dA_prev[i0:i1, rows], f, stride, n_H=h1 - h0, n_W=n_W, scratch=scratch)
         if mode == "average":
-            _average_tile(dA[i0:i1, h0:h1], G, f, stride, scratch)
+            _average_tile(dA[i0:i1, h0:h1], target, scratch)
         else:
-            _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], G, f, stride, scratch)
-        if stride > 1:
-            _merge_columns(G, dA_prev[i0:i1, rows, : _used(n_W, f, stride)])
+            _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], target, scratch)
+        target.finish()
+
+    # Tiles of windows that overlap share input rows. With stride 1 each
+    # tile adds its gradient straight into dA_prev, and only neighbouring
+    # tiles overlap; other overlapping strides run as one tile.
+    rows_fit = _tile_rows_fit(X, f, stride) if stride == 1 or stride >= f else n_H
+    tiles = _row_tiles(m, n_H, rows_fit)
+    run_tiles(tiles, work, lambda: _Scratch(dtype), neighbours_overlap=f > stride)
     return dA_prev
 
 
@@ -227,28 +236,9 @@ def pool_backward(dA, cache, mode="max"):
 
 def _split_columns(X, stride, n_cols, out):
     """Phase p of `out` holds columns p, p + stride, ... of X[:, :, :n_cols]."""
-    for p in range(stride):
+    for p in range(len(out)):
         cols = _pixels(X[:, :, p:n_cols:stride])
         _pixels(out[p])[:, :, : cols.shape[2]] = cols
-
-
-def _merge_columns(P, out):
-    """Write column phases P back into `out` (the inverse of _split_columns)."""
-    stride = len(P)
-    for p in range(stride):
-        dst = _pixels(out[:, :, p::stride])
-        dst[...] = _pixels(P[p])[:, :, : dst.shape[2]]
-
-
-def _gradient_columns(dA_prev, f, stride, n_W, scratch):
-    """Zeroed column phases for a tile's gradient (for stride 1, dA_prev itself)."""
-    cols = _used(n_W, f, stride)
-    if stride == 1:
-        return dA_prev[None, :, :, :cols]
-    k, n_rows, _, n_C = dA_prev.shape
-    G = scratch.take("grad", (stride, k, n_rows, -(-cols // stride), n_C))
-    G[...] = 0
-    return G
 
 
 def _region(P, di, dj, stride, n_H, n_W):
@@ -256,54 +246,88 @@ def _region(P, di, dj, stride, n_H, n_W):
     return P[dj % stride][:, di : di + stride * (n_H - 1) + 1 : stride, dj // stride :][:, :, :n_W]
 
 
-def _average_tile(dA, G, f, stride, scratch):
-    """Add ``dA[i, h, w] / f**2`` to every position of window (h, w).
+class _Gradient:
+    """Where a tile's windows send their gradient: ``add(di, dj, values)``.
 
-    Separable too: spread along the width, then along the height.
+    With stride 1, straight into dA_prev; when windows do not overlap
+    (stride >= f), each position gets one value, copied into place as whole
+    pixels; otherwise into column phases, merged back by ``finish()``.
     """
-    k, n_H, n_W, n_C = dA.shape
+
+    def __init__(self, dA_prev, f, stride, *, n_H, n_W, scratch):
+        self.dA_prev, self.f, self.stride, self.n_H, self.n_W = dA_prev, f, stride, n_H, n_W
+        self.phases = None
+        if 1 < stride < f:
+            k, n_rows, _, n_C = dA_prev.shape
+            n_cols = -(-_used(n_W, f, stride) // stride)
+            self.phases = scratch.take("grad", (stride, k, n_rows, n_cols, n_C))
+            self.phases[...] = 0
+
+    def add(self, di, dj, values):
+        s, n_H, n_W = self.stride, self.n_H, self.n_W
+        if self.phases is not None:
+            _region(self.phases, di, dj, s, n_H, n_W)[...] += values
+        elif s == 1:
+            self.dA_prev[:, di : di + n_H, dj : dj + n_W] += values
+        else:
+            dst = self.dA_prev[:, di : di + s * (n_H - 1) + 1 : s, dj : dj + s * (n_W - 1) + 1 : s]
+            _pixels(dst)[...] = _pixels(values)
+
+    def finish(self):
+        if self.phases is not None:
+            s = self.stride
+            out = self.dA_prev[:, :, : _used(self.n_W, self.f, s)]
+            for p in range(s):
+                dst = _pixels(out[:, :, p::s])
+                dst[...] = _pixels(self.phases[p])[:, :, : dst.shape[2]]
+
+
+def _average_tile(dA, target, scratch):
+    """Send ``dA[i, h, w] / f**2`` to every position of window (h, w)."""
+    f = target.f
     share = scratch.take("share", dA.shape)
     np.divide(dA, share.dtype.type(f * f), out=share)
-    along_width = scratch.take("width", (stride, k, n_H, G.shape[3], n_C))
-    along_width[...] = 0
-    for dj in range(f):
-        along_width[dj % stride][:, :, dj // stride :][:, :, :n_W] += share
     for di in range(f):
-        G[:, :, di : di + stride * (n_H - 1) + 1 : stride] += along_width
+        for dj in range(f):
+            target.add(di, dj, share)
 
 
-def _max_tile(X, dA, G, f, stride, scratch):
-    """Add ``dA[i, h, w]`` at the first maximum of window (h, w).
+def _max_tile(X, dA, target, scratch):
+    """Send ``dA[i, h, w]`` to the first maximum of window (h, w).
 
     Window offsets are visited in row-major order; each window is claimed
     by the first offset whose value equals its maximum (or is NaN when the
-    maximum is NaN). Like the tutorial's ``mask * dA``, every other position
-    of the window gets ``0 * dA``.
+    maximum is NaN). Like the tutorial's ``mask * dA``, the other positions
+    of the window get ``0 * dA``.
     """
-    k, n_H, n_W, n_C = dA.shape
+    f, s, n_H, n_W = target.f, target.stride, target.n_H, target.n_W
     maxima = scratch.take("maxima", dA.shape)
-    _reduce_windows(X, f, stride, maxima, scratch, np.maximum)
-    nan_maxima = np.isnan(maxima)
-    has_nan = bool(nan_maxima.any())
-    if stride == 1:
+    if s == 1:
         P = X[None]
+        _reduce_windows(X, f, s, maxima, scratch, np.maximum)
     else:
-        P = scratch.take("phases", G.shape)
-        _split_columns(X, stride, _used(n_W, f, stride), P)
+        P = scratch.take("phases", (min(f, s),) + X.shape[:2] + (n_W + (f - 1) // s,) + X.shape[3:])
+        _split_columns(X, s, _used(n_W, f, s), P)
+        if s >= f:  # windows do not overlap: reduce the f*f offsets directly
+            maxima[...] = _region(P, 0, 0, s, n_H, n_W)
+            for d in range(1, f * f):
+                np.maximum(maxima, _region(P, d // f, d % f, s, n_H, n_W), out=maxima)
+        else:
+            _reduce_windows(X, f, s, maxima, scratch, np.maximum)
+    nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
     unclaimed = scratch.take("unclaimed", dA.shape, bool)
     unclaimed[...] = True
     hit = scratch.take("hit", dA.shape, bool)
     share = scratch.take("share", dA.shape)
     for di in range(f):
         for dj in range(f):
-            window = _region(P, di, dj, stride, n_H, n_W)
+            window = _region(P, di, dj, s, n_H, n_W)
             np.equal(window, maxima, out=hit)
-            if has_nan:
+            if nan_maxima is not None:
                 hit |= np.isnan(window) & nan_maxima
             hit &= unclaimed
             unclaimed ^= hit
-            target = _region(G, di, dj, stride, n_H, n_W)
-            target += np.multiply(dA, hit, out=share)
+            target.add(di, dj, np.multiply(dA, hit, out=share))
 
 
 def create_mask_from_window(x):
