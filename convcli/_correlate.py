@@ -44,14 +44,14 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _block_width(n_C_prev: int) -> int:
-    """Outputs per block, B: 4 for RGB images, 1 from 12 channels on.
+def _block_width(n_C_prev: int, n_C: int) -> int:
+    """Outputs per block, B: 4 for RGB images, 1 when both channel counts reach 12.
 
     Larger blocks make larger matmuls but waste more multiplications on the
-    zeros of the banded matrices; with many channels the matmuls are large
-    anyway and B = 1 is plain im2col.
+    zeros of the banded matrices; with many channels in and out the matmuls
+    are large anyway and B = 1 is plain im2col.
     """
-    return max(1, min(8, 12 // max(1, n_C_prev)))
+    return max(1, min(8, 12 // max(1, min(n_C_prev, n_C))))
 
 
 def _records(X, offset, shape, strides, nbytes):
@@ -75,7 +75,7 @@ class _Plan:
         self.top, self.left, self.itemsize = top, left, dtype.itemsize
         self.n_H = (H + top + bottom - f_h) // s + 1
         self.n_W = (W + left + right - f_w) // s + 1
-        self.B = B = _block_width(C)
+        self.B = B = _block_width(C, n_C)
         self.N = B * n_C  # outputs per block
         self.nbw = _ceil_div(self.n_W, B)  # blocks per row
         self.span = (B - 1) * s + f_w  # input pixels under one block's outputs

@@ -211,12 +211,20 @@ def conv_backward(dZ, cache):
     dtype = dZ.dtype
     Wc = Wa.astype(dtype, copy=False)
     n_C = out_shape[3]
-    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_C)
+    db = _sum_pixels(dZ).reshape(1, 1, 1, n_C)
     dW = correlate_weights_grad(A, dZ, Wc.shape[:2], stride, (pad,) * 4, dtype)
     dA_prev = _conv_input_grad(dZ, Wc, A.shape, stride, pad) if dW is not None else None
     if dA_prev is None:
         dA_prev, dW = _conv_backward_plain(A, dZ, Wc, stride, pad)
     return dA_prev, dW, db
+
+
+def _sum_pixels(dZ):
+    """dZ summed over batch, height and width: whole rows first (long, fast loops)."""
+    n_C = dZ.shape[3]
+    if dZ.size == 0:
+        return np.zeros(n_C, dZ.dtype)
+    return dZ.reshape(-1, dZ.shape[2] * n_C).sum(axis=0).reshape(-1, n_C).sum(axis=0)
 
 
 def _conv_input_grad(dZ, Wc, A_shape, stride, pad):
