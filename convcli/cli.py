@@ -147,7 +147,7 @@ class _Report:
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.start = time.monotonic()
         self.bar = None
-        if not quiet and not verbose and total > 1 and click.get_text_stream("stderr").isatty():
+        if not quiet and not verbose and total > 1 and sys.stderr.isatty():
             self.bar = click.progressbar(
                 length=total, label="convcli", file=sys.stderr, show_pos=True,
                 show_eta=True, item_show_func=self._rate,
