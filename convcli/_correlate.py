@@ -188,7 +188,8 @@ def correlate(A, W, stride, pads, dtype, bias=None):
         staged, X, Y = state
         nq = plan.fill(staged, X, A, *tile)
         n = _ceil_div(nq, plan.chunk)
-        np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
+        with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
+            np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
         y = Y.reshape(-1, plan.N)
         if not _finite(y[:nq]):
             raise _NotFinite
@@ -234,8 +235,10 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
         i0, i1, h0, h1 = tile
         plan.outputs(Y, *tile)[...] = dZ[i0:i1, h0:h1]
         x = X[: n * plan.chunk].reshape(n, plan.chunk, -1)
-        np.matmul(x.swapaxes(1, 2), Y[: n * plan.chunk].reshape(n, plan.chunk, -1), out=part[:n])
-        dT += part[:n].sum(axis=0)
+        y = Y[: n * plan.chunk].reshape(n, plan.chunk, -1)
+        with np.errstate(invalid="ignore", over="ignore"):  # dW is checked at the end
+            np.matmul(x.swapaxes(1, 2), y, out=part[:n])
+            dT += part[:n].sum(axis=0)
 
     states = run_tiles(plan.tiles(), work, new_state)
     dT = sum(state[4] for state in states)

@@ -1,0 +1,198 @@
+"""The tiled engines on tiny tiles: every tile boundary, image group and thread path.
+
+convcli's convolution and pooling engines work through cache-sized row tiles,
+on one or more threads. With the real tile sizes the inputs of the other test
+modules fit in one or a few tiles; here the tiles are shrunk so that small
+inputs cross many of them: rows of one image split into tiles with a short last
+tile, groups of whole images with a partial last group, matmul chunks, stride
+phases, neighbouring pooling tiles that share input rows, and two threads.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import (
+    assert_matches,
+    conv_backward_windows,
+    conv_forward_loop,
+    conv_forward_windows,
+    pool_backward_windows,
+    pool_forward_windows,
+)
+
+from convcli import _correlate, _parallel, conv_backward, conv_forward, pool_backward, pool_forward
+from convcli import pooling as pooling_module
+
+# Values per tile: one row per tile, a few rows, one image, a few images, all.
+TILE_SIZES = [1, 60, 400, 3000, 10**7]
+
+
+@contextmanager
+def engine(tile_values, threads):
+    """Run the engines with `tile_values` per tile, 16-row matmuls and `threads` threads."""
+    saved = (
+        _correlate.TILE_VALUES,
+        _correlate.MATMUL_WORK,
+        pooling_module.TILE_VALUES,
+        _parallel.THREADS,
+    )
+    _correlate.TILE_VALUES = pooling_module.TILE_VALUES = tile_values
+    _correlate.MATMUL_WORK = 1
+    _parallel.THREADS = threads
+    try:
+        yield
+    finally:
+        (
+            _correlate.TILE_VALUES,
+            _correlate.MATMUL_WORK,
+            pooling_module.TILE_VALUES,
+            _parallel.THREADS,
+        ) = saved
+
+
+@st.composite
+def conv_cases(draw):
+    f_h, f_w = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    stride, pad = draw(st.integers(1, 3)), draw(st.integers(0, 2))
+    n_H = draw(st.integers(max(1, f_h - 2 * pad), 19))
+    n_W = draw(st.integers(max(1, f_w - 2 * pad), 19))
+    shape = (draw(st.integers(1, 5)), n_H, n_W, draw(st.integers(1, 4)))
+    n_C = draw(st.integers(1, 5))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    A = rng.standard_normal(shape).astype(dtype)
+    W = rng.standard_normal((f_h, f_w, shape[3], n_C)).astype(dtype)
+    b = rng.standard_normal((1, 1, 1, n_C)).astype(dtype)
+    return A, W, b, {"stride": stride, "pad": pad}, rng
+
+
+@given(
+    case=conv_cases(),
+    tile_values=st.sampled_from(TILE_SIZES),
+    threads=st.sampled_from([1, 2]),
+)
+def test_conv_on_tiny_tiles_matches_window_reference(case, tile_values, threads):
+    A, W, b, hparameters, rng = case
+    with engine(tile_values, threads):
+        Z, cache = conv_forward(A, W, b, hparameters)
+        dZ = rng.standard_normal(Z.shape).astype(A.dtype)
+        grads = conv_backward(dZ, cache)
+    assert_matches(Z, conv_forward_windows(A, W, b, hparameters), A.dtype)
+    for got, want in zip(grads, conv_backward_windows(dZ, A, W, hparameters), strict=True):
+        assert_matches(got, want, A.dtype)
+
+
+@st.composite
+def pool_cases(draw):
+    f, stride = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    shape = (
+        draw(st.integers(1, 5)),
+        draw(st.integers(f, 21)),
+        draw(st.integers(f, 21)),
+        draw(st.integers(1, 4)),
+    )
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    # Few distinct values, so that windows hold tied maxima.
+    A = rng.integers(0, 4, shape).astype(dtype)
+    return A, {"f": f, "stride": stride}, draw(st.sampled_from(["max", "average"])), rng
+
+
+@given(
+    case=pool_cases(),
+    tile_values=st.sampled_from(TILE_SIZES),
+    threads=st.sampled_from([1, 2]),
+)
+def test_pool_on_tiny_tiles_matches_window_reference(case, tile_values, threads):
+    A, hparameters, mode, rng = case
+    with engine(tile_values, threads):
+        out, cache = pool_forward(A, hparameters, mode)
+        dA = rng.standard_normal(out.shape).astype(A.dtype)
+        dA_prev = pool_backward(dA, cache, mode)
+    assert_matches(out, pool_forward_windows(A, hparameters, mode), A.dtype)
+    assert_matches(dA_prev, pool_backward_windows(dA, A, hparameters, mode), A.dtype)
+
+
+# inf - inf in a window is NaN: numpy warns about it, in the plain path as in the loops.
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_non_finite_input_in_a_late_tile_takes_the_plain_path(threads, value):
+    # The engine meets the NaN only in its last tiles, after writing others.
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((3, 12, 10, 2))
+    A[2, 11, 9, 1] = value
+    W, b = rng.standard_normal((3, 3, 2, 3)), rng.standard_normal((1, 1, 1, 3))
+    hparameters = {"stride": 1, "pad": 1}
+    with engine(60, threads):
+        Z, _ = conv_forward(A, W, b, hparameters)
+    want = conv_forward_loop(A, W, b, hparameters)
+    np.testing.assert_array_equal(np.isnan(Z), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(Z), np.isinf(want))
+    np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
+
+
+def test_large_odd_image_across_many_tiles():
+    # Real tile sizes: an odd-sized image much larger than one tile.
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((1, 613, 487, 3)).astype(np.float32)
+    W = rng.standard_normal((3, 3, 3, 5)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, 5)).astype(np.float32)
+    for hparameters in ({"stride": 1, "pad": 1}, {"stride": 2, "pad": 2}):
+        Z, _ = conv_forward(A, W, b, hparameters)
+        assert_matches(Z, conv_forward_windows(A, W, b, hparameters), np.float32)
+    for f, stride in ((2, 2), (3, 1), (3, 2)):
+        out, cache = pool_forward(A, {"f": f, "stride": stride}, "max")
+        assert_matches(out, pool_forward_windows(A, {"f": f, "stride": stride}), np.float32)
+
+
+# --- the thread helper -------------------------------------------------------------------------
+
+
+def test_run_tiles_gives_each_thread_its_own_state_and_covers_every_tile(monkeypatch):
+    monkeypatch.setattr(_parallel, "THREADS", 2)
+    states = _parallel.run_tiles(range(7), lambda state, tile: state.append(tile), list)
+    assert len(states) == 2
+    assert sorted(t for state in states for t in state) == list(range(7))
+
+
+def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
+    monkeypatch.setattr(_parallel, "THREADS", 2)
+    order = []
+    _parallel.run_tiles(
+        range(6), lambda state, tile: order.append(tile), list, neighbours_overlap=True
+    )
+    assert sorted(order[:3]) == [0, 2, 4]
+    assert sorted(order[3:]) == [1, 3, 5]
+
+
+def test_run_tiles_raises_a_worker_exception(monkeypatch):
+    monkeypatch.setattr(_parallel, "THREADS", 2)
+
+    def work(state, tile):
+        if tile == 3:
+            raise ZeroDivisionError("tile 3")
+
+    with pytest.raises(ZeroDivisionError, match="tile 3"):
+        _parallel.run_tiles(range(6), work, list)
+
+
+@pytest.mark.parametrize("value, expected", [("3", 3), (" 1 ", 1), ("0", 1), ("", None)])
+def test_threads_from_the_environment(monkeypatch, value, expected):
+    monkeypatch.setenv("CONVCLI_THREADS", value)
+    if expected is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        expected = max(1, min(4, cores or os.cpu_count() or 1))
+    assert _parallel._default_threads() == expected
+
+
+def test_threads_from_the_environment_must_be_a_number(monkeypatch):
+    monkeypatch.setenv("CONVCLI_THREADS", "two")
+    with pytest.raises(ValueError, match="CONVCLI_THREADS"):
+        _parallel._default_threads()
