@@ -204,11 +204,18 @@ def pool_backward(dA, cache, mode="max"):
         )
     dtype = compute_dtype(A, dA)
     dA = dA.astype(dtype, copy=False)
-    dA_prev = np.zeros(A.shape, dtype)
+    m, n_H, n_W, n_C = out_shape
+    if stride == f > 1 and dA.size:
+        # The windows tile the covered rows and columns, which the tiles
+        # write in full: only the uncovered margins need zeros.
+        dA_prev = np.empty(A.shape, dtype)
+        dA_prev[:, _used(n_H, f, stride) :] = 0
+        dA_prev[:, :, _used(n_W, f, stride) :] = 0
+    else:
+        dA_prev = np.zeros(A.shape, dtype)
     if dA_prev.size == 0:
         return dA_prev
     X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
-    m, n_H, n_W, n_C = out_shape
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
