@@ -9,8 +9,9 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   consecutive pixels, one contiguous run of ``span*C`` values in NHWC. Side
   by side for all kernel rows, these runs make one row of a matrix X, and
   ``X @ T`` gives the B outputs of every block at once, T holding the kernel
-  as banded (Toeplitz) blocks. This is im2col along rows: X has about
-  ``f_h * span / B`` values per input value instead of ``f_h * f_w``.
+  as banded (Toeplitz) blocks. This is im2col along rows: X holds
+  ``f_h * span / B`` values per output pixel and input channel instead of
+  im2col's ``f_h * f_w``, at the price of multiplying some zeros.
 - **Row tiles.** The padded input is never built whole: a cache-sized tile
   of rows (several whole images when they are small) is copied into a
   reused buffer, its X built, multiplied in chunks that BLAS runs on the
@@ -36,7 +37,8 @@ from ._parallel import run_tiles
 # runs on the calling thread (its hand-off to a second thread cost more than
 # it saved at these sizes, and stalls when the other core is busy).
 MATMUL_WORK = 1 << 18
-# Values of X per row tile: a tile, its X and its outputs stay in L2 cache.
+# Values of X per row tile (2 MB in float32): a tile stays in cache while it
+# is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
 
 
@@ -241,7 +243,7 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
             dT += part[:n].sum(axis=0)
 
     states = run_tiles(plan.tiles(), work, new_state)
-    dT = sum(state[4] for state in states)
+    dT = sum(dT for *_, dT in states)
     # Collect the bands: pixel b*s + dj of block b, output b.
     B, s = plan.B, plan.s
     dT = dT.reshape(f_h, plan.span, C, B, n_C)
