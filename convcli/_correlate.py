@@ -35,8 +35,10 @@ from ._parallel import run_tiles
 
 # Rows of one matmul: each stays under ~2.6e5 multiply-adds, which OpenBLAS
 # runs on the calling thread (its hand-off to a second thread cost more than
-# it saved at these sizes, and stalls when the other core is busy).
+# it saved at these sizes, and stalls when the other core is busy), but has
+# at least MIN_CHUNK rows: with many channels, thinner matmuls run slowly.
 MATMUL_WORK = 1 << 18
+MIN_CHUNK = 128
 # Values of X per row tile (2 MB in float32): a tile stays in cache while it
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
@@ -84,7 +86,7 @@ class _Plan:
         self.K = f_h * self.span * C  # values per row of X
         self.row_px = (self.nbw - 1) * B * s + self.span  # staged pixels per row
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
-        self.chunk = max(16, MATMUL_WORK // max(1, self.K * self.N))
+        self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
         # Tile: whole images when they fit, else rows of one image.
         rows_fit = max(1, TILE_VALUES // max(1, self.nbw * self.K))
         if self.n_H <= rows_fit:

@@ -39,11 +39,13 @@ def engine(tile_values, threads):
     saved = (
         _correlate.TILE_VALUES,
         _correlate.MATMUL_WORK,
+        _correlate.MIN_CHUNK,
         pooling_module.TILE_VALUES,
         _parallel.THREADS,
     )
     _correlate.TILE_VALUES = pooling_module.TILE_VALUES = tile_values
     _correlate.MATMUL_WORK = 1
+    _correlate.MIN_CHUNK = 16
     _parallel.THREADS = threads
     try:
         yield
@@ -51,6 +53,7 @@ def engine(tile_values, threads):
         (
             _correlate.TILE_VALUES,
             _correlate.MATMUL_WORK,
+            _correlate.MIN_CHUNK,
             pooling_module.TILE_VALUES,
             _parallel.THREADS,
         ) = saved
