@@ -38,6 +38,14 @@ _executor_pid = None
 _lock = threading.Lock()
 
 
+def set_threads(count: int) -> None:
+    """Use `count` tile threads from now on in this process (1: none)."""
+    global THREADS, _executor
+    with _lock:
+        THREADS = max(1, int(count))
+        _executor = None
+
+
 def _pool() -> ThreadPoolExecutor:
     """The shared executor, created on first use (and again in a forked child)."""
     global _executor, _executor_pid

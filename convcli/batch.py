@@ -17,6 +17,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
+from ._parallel import set_threads
+
 
 class BatchAborted(RuntimeError):
     """The batch cannot go on (a worker process died)."""
@@ -108,16 +110,20 @@ def run_guarded(worker: Callable, task) -> FileResult:
                           detail=traceback.format_exc())
 
 
-def _worker_init() -> None:
+def _worker_init(threads: int) -> None:
     # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # One process per core already: the layers' row-tile threads would compete.
+    if not os.environ.get("CONVCLI_THREADS"):
+        set_threads(threads)
 
 
 def _iter_parallel(tasks: Iterator, worker: Callable, jobs: int) -> Iterator[FileResult]:
     """Process-pool version of iter_results with a bounded queue of tasks."""
     max_pending = 2 * jobs
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+    threads = max(1, default_jobs() // jobs)
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(threads,))
     pending = set()
     try:
         for task in itertools.islice(tasks, max_pending):
