@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shutil
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import EpsImagePlugin, Image, ImageFile, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from .safeio import write_atomic
 
@@ -80,7 +81,7 @@ def _readable_extensions() -> frozenset[str]:
     """Lower-case extensions (with the dot) of the formats Pillow can decode here."""
     Image.init()
     skip = set(_UNDECODABLE)
-    if not EpsImagePlugin.has_ghostscript():
+    if shutil.which("gs") is None:  # what EpsImagePlugin needs, without running it
         skip.add("EPS")
     exts = set()
     for ext, fmt in Image.registered_extensions().items():
@@ -183,7 +184,7 @@ class ImageSource:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
             im.load()
-            im = ImageOps.exif_transpose(im)
+            ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
             pixels, white, depth = _to_array(im, self.channels)
         return Picture(pixels, self.channels, white, depth, tuple(notes))
 
