@@ -220,6 +220,9 @@ def pool_backward(dA, cache, mode="max"):
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         rows = slice(stride * h0, stride * (h1 - 1) + f)
+        if mode == "max" and stride == f > 1:
+            _max_tile_tiled(X[i0:i1, rows], dA[i0:i1, h0:h1], dA_prev[i0:i1, rows], scratch)
+            return
         target = _Gradient(dA_prev[i0:i1, rows], f, stride, n_H=h1 - h0, n_W=n_W, scratch=scratch)
         if mode == "average":
             _average_tile(dA[i0:i1, h0:h1], target, scratch)
@@ -335,6 +338,114 @@ def _max_tile(X, dA, target, scratch):
             hit &= unclaimed
             unclaimed ^= hit
             target.add(di, dj, np.multiply(dA, hit, out=share))
+
+
+def _copy_channels(dst, src):
+    """``dst[...] = src`` for (..., n_C) views; channel by channel when n_C is small.
+
+    numpy runs a strided copy along the last axis: with 3 channels that is
+    a loop of 3 values per pixel, while one channel at a time runs along
+    the whole row.
+    """
+    if dst.shape[-1] >= 16:
+        dst[...] = src
+    else:
+        for c in range(dst.shape[-1]):
+            dst[..., c] = src[..., c]
+
+
+def _phase_masks(scratch, f, n_C, size):
+    """Masks over `size` flat values of rows of whole windows (f pixels of n_C values each).
+
+    ``after[d]``: the pixel is at least d pixels into its window;
+    ``before[d]``: it is at least d pixels before its window's end.
+    """
+    key = ("phase masks", f, n_C)
+    masks = scratch.buffers.get(key)
+    if masks is None or masks[0] < size:
+        phase = (np.arange(size) // n_C) % f
+        after = [None] + [phase >= d for d in range(1, f)]
+        before = [None] + [phase < f - d for d in range(1, f)]
+        masks = scratch.buffers[key] = (size, after, before)
+    return [m if m is None else m[:size] for m in masks[1]], [
+        m if m is None else m[:size] for m in masks[2]
+    ]
+
+
+def _max_tile_tiled(X, dA, dA_prev, scratch):
+    """Max-pool backward of a tile when windows tile the input (f == stride).
+
+    X and dA_prev hold the tile's f * n_H input rows, dA its n_H output
+    rows. Each window row r of every window, for all windows at once, is a
+    view of whole rows, n_W * f pixels long: ``X[:, r::f, :n_W * f]``. Every
+    step runs along these rows as flat runs of values, with shifts by whole
+    pixels (n_C values) and masks of the pixel's place in its window:
+
+    - the maxima: rows reduced, then each window's first pixel gets the
+      maximum of its f pixels (shifts), copied to the window's other pixels;
+    - for window row r, ``E`` marks the values equal to their window's
+      maximum (or NaN when it is NaN); a value is claimed if it is in E,
+      no earlier pixel of its window row is, and no earlier window row was;
+    - ``dA_prev = dA * claimed``, dA spread over each window's pixels. As
+      in the tutorial's ``mask * dA``, the others get ``0 * dA``.
+    """
+    k, n_H, n_W, n_C = dA.shape
+    f = X.shape[1] // n_H
+    shape = (k, n_H, n_W * f * n_C)
+    size, step = int(np.prod(shape)), n_C
+
+    def window_row(Y, r):
+        return Y[:, r::f, : n_W * f].reshape(shape)
+
+    after, before = _phase_masks(scratch, f, n_C, size)
+    rows = scratch.take("rows", shape)
+    np.maximum(window_row(X, 0), window_row(X, 1), out=rows)
+    for r in range(2, f):
+        np.maximum(rows, window_row(X, r), out=rows)
+    maxima = scratch.take("maxima", shape)
+    flat_rows, flat_max = rows.reshape(-1), maxima.reshape(-1)
+    end = size - (f - 1) * step
+    np.maximum(flat_rows[:end], flat_rows[step : end + step], out=flat_max[:end])
+    for d in range(2, f):
+        np.maximum(flat_max[:end], flat_rows[d * step : end + d * step], out=flat_max[:end])
+    by_pixel = maxima.reshape(k, n_H, n_W, f, n_C)
+    for p in range(1, f):
+        _copy_channels(by_pixel[:, :, :, p], by_pixel[:, :, :, 0])
+    nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
+    share = scratch.take("share", (k, n_H, n_W, f, n_C))
+    for p in range(f):
+        _copy_channels(share[:, :, :, p], dA)
+    share = share.reshape(shape)
+
+    hit, earlier, seen, tmp = (
+        scratch.take(name, (size,), bool) for name in ("hit", "earlier", "seen", "tmp")
+    )
+    for r in range(f):
+        X_r = window_row(X, r)
+        np.equal(X_r, maxima, out=hit.reshape(shape))
+        if nan_maxima is not None:
+            hit.reshape(shape)[...] |= np.isnan(X_r) & nan_maxima
+        # earlier: some earlier pixel of the same window row is a hit.
+        earlier[:step] = False
+        np.logical_and(hit[:-step], after[1][step:], out=earlier[step:])
+        for d in range(2, f):
+            np.logical_and(hit[: -d * step], after[d][d * step :], out=tmp[d * step :])
+            np.logical_or(earlier[d * step :], tmp[d * step :], out=earlier[d * step :])
+        claimed = tmp
+        np.greater(hit, earlier, out=claimed)  # hit and not earlier
+        if r:
+            np.greater(claimed, seen, out=claimed)
+        np.multiply(share, claimed.reshape(shape), out=window_row(dA_prev, r))
+        if r < f - 1:
+            # seen |= every pixel of a window with a hit in this row
+            if r:
+                np.logical_or(seen, hit, out=seen)
+            else:
+                np.copyto(seen, hit)
+            np.logical_or(seen, earlier, out=seen)
+            for d in range(1, f):
+                np.logical_and(hit[d * step :], before[d][: -d * step], out=tmp[: -d * step])
+                np.logical_or(seen[: -d * step], tmp[: -d * step], out=seen[: -d * step])
 
 
 def create_mask_from_window(x):

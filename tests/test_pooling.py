@@ -530,6 +530,28 @@ def test_max_pool_ties_conserve_the_gradient_and_match_the_loop(kind, f, stride)
     assert ones.sum() == A.size
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("f", [2, 3, 4])
+@pytest.mark.parametrize("n_C", [1, 3, 17])
+@pytest.mark.parametrize("kind", ["quantised", "uint8", "non-finite"])
+def test_max_pool_backward_when_windows_tile_the_input(f, n_C, kind):
+    # f == stride, with rows and columns left over that no window covers.
+    shape = (2, 3 * f + 1, 4 * f + f - 1, n_C)
+    A_prev = flat_uint8_image(f, shape) if kind == "uint8" else quantised(f + n_C, shape)
+    dA_shape = (2, 3, 4, n_C)
+    dA = normal(n_C, dA_shape)
+    if kind == "non-finite":
+        rng = np.random.default_rng(f * n_C)
+        flat = A_prev.reshape(-1)
+        flat[rng.choice(flat.size, size=flat.size // 10, replace=False)] = np.nan
+        flat[rng.choice(flat.size, size=flat.size // 10, replace=False)] = np.inf
+        dA.reshape(-1)[rng.choice(dA.size, size=3, replace=False)] = [np.inf, -np.inf, np.nan]
+    A, cache = pool_forward(A_prev, hp(f, f), "max")
+    assert A.shape == dA_shape
+    dA_prev = pool_backward(dA, cache, "max")
+    np.testing.assert_array_equal(dA_prev, pool_backward_loop(dA, A_prev, hp(f, f), "max"))
+
+
 def test_constant_image_gradient_goes_to_each_windows_top_left_corner():
     A_prev = np.full((1, 3, 3, 1), 4.0)
     A, cache = pool_forward(A_prev, hp(2, 1), "max")
