@@ -82,6 +82,7 @@ def imagemagick() -> list[str] | None:
 def stage_split(photos: list[Path], out_dir: Path) -> dict[str, float]:
     """Seconds per stage summed over the photos, from the command line's worker."""
     from convcli import pipeline
+    from convcli.batch import iter_results
     from convcli.kernel_library import parse_kernel_spec
 
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -89,8 +90,8 @@ def stage_split(photos: list[Path], out_dir: Path) -> dict[str, float]:
     totals = {"decode": 0.0, "compute": 0.0, "encode": 0.0}
     op = pipeline.ConvOp((parse_kernel_spec("vertical"),))
     inputs = [pipeline.InputFile(str(p), str(out_dir)) for p in photos]
-    for task in pipeline.plan_tasks(inputs, op):
-        result = pipeline.process_file(task)
+    # jobs=1: this process, set up as the command line sets up its own.
+    for result in iter_results(pipeline.plan_tasks(inputs, op), pipeline.process_file, jobs=1):
         if result.status != "done":
             raise RuntimeError(f"{result.source}: {result.message}")
         for stage in totals:

@@ -67,7 +67,7 @@ def _pad_widths(width) -> tuple[int, int, int, int]:
             )
         names = ("top", "bottom", "left", "right")
         return tuple(
-            as_int(v, f"width ({n})", minimum=0) for v, n in zip(flat, names)
+            as_int(v, f"width ({n})", minimum=0) for v, n in zip(flat, names, strict=True)
         )
     w = as_int(width, "pad", minimum=0)
     return (w, w, w, w)

@@ -938,3 +938,22 @@ def test_backward_bad_cache(layer):
 def test_conv_single_step_bad_input(a, W, b, exc, match):
     with pytest.raises(exc, match=match):
         conv_single_step(a, W, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8])
+@pytest.mark.parametrize("stride, pad, f", [(1, 1, 3), (2, 0, 2), (3, 2, 5)])
+def test_filters_equal_across_input_channels_match_the_loops(dtype, stride, pad, f):
+    # The path for filters that weigh every input channel alike (the CLI's --channels sum).
+    rng = np.random.default_rng(7)
+    A = (rng.random((2, 11, 9, 3)) * 255).astype(dtype)
+    kernels = rng.standard_normal((f, f, 1, 2))
+    W = np.repeat(kernels, 3, axis=2)
+    b = rng.standard_normal((1, 1, 1, 2))
+    hparameters = {"stride": stride, "pad": pad}
+    if dtype == np.float32:
+        W, b = W.astype(np.float32), b.astype(np.float32)
+    Z, _ = conv_forward(A, W, b, hparameters)
+    expected = conv_forward_loop(A, W, b, hparameters)
+    assert Z.dtype == (np.float32 if dtype == np.float32 else np.float64)
+    np.testing.assert_allclose(Z, expected, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-3 if dtype == np.float32 else 1e-9)
