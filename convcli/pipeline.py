@@ -84,8 +84,25 @@ def _number(value: float) -> str:
 # --- operations ----------------------------------------------------------------------------
 
 
+class _ChannelwiseNames:
+    """Output names of an operation that keeps the channels (pad, pool).
+
+    One file per channel, one for the whole colour image, and the ``.npy``,
+    all named by the operation's ``details``.
+    """
+
+    def channel_tags(self, channels: tuple[str, ...]) -> list[str]:
+        return [f"{self.details}-{c}" for c in channels]
+
+    def npy_tag(self, channels: tuple[str, ...]) -> str:
+        return self.details
+
+    def whole_tag(self, channels: tuple[str, ...]) -> str | None:
+        return self.details if len(channels) > 1 else None
+
+
 @dataclass(frozen=True)
-class PadOp:
+class PadOp(_ChannelwiseNames):
     """``convcli pad``: :func:`convcli.pad_images` on every channel.
 
     Alpha is padded with the same mode; in ``constant`` mode its border is
@@ -110,15 +127,6 @@ class PadOp:
             text += f"-v{_number(self.value)}"
         return text
 
-    def channel_tags(self, channels: tuple[str, ...]) -> list[str]:
-        return [f"{self.details}-{c}" for c in channels]
-
-    def npy_tag(self, channels: tuple[str, ...]) -> str:
-        return self.details
-
-    def whole_tag(self, channels: tuple[str, ...]) -> str | None:
-        return self.details if len(channels) > 1 else None
-
     def check_size(self, pic: Picture) -> None:
         pass
 
@@ -138,7 +146,7 @@ class PadOp:
 
 
 @dataclass(frozen=True)
-class PoolOp:
+class PoolOp(_ChannelwiseNames):
     """``convcli pool``: :func:`convcli.pool_forward` on every channel, alpha included."""
 
     mode: str = "max"
@@ -159,15 +167,6 @@ class PoolOp:
     @property
     def details(self) -> str:
         return f"{self.mode}-f{self.size}-s{self.stride}"
-
-    def channel_tags(self, channels: tuple[str, ...]) -> list[str]:
-        return [f"{self.details}-{c}" for c in channels]
-
-    def npy_tag(self, channels: tuple[str, ...]) -> str:
-        return self.details
-
-    def whole_tag(self, channels: tuple[str, ...]) -> str | None:
-        return self.details if len(channels) > 1 else None
 
     def check_size(self, pic: Picture) -> None:
         h, w = pic.pixels.shape[:2]
