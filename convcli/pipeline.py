@@ -76,9 +76,17 @@ class OptionError(ValueError):
         self.option = option
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _number(value: float) -> str:
-    """A number for a file name: 50 -> "50", 0.5 -> "0.5"."""
-    return format(value, "g")
+    """A number for a file name, in the fewest digits that give it back exactly.
+
+    >>> _number(50.0), _number(0.5), _number(-1e-07), _number(0.1234567)
+    ('50', '0.5', '-1e-07', '0.1234567')
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 # --- operations ----------------------------------------------------------------------------
@@ -119,6 +127,12 @@ class PadOp(_ChannelwiseNames):
             raise ValueError(f"mode must be one of {', '.join(PAD_MODES)}; got {self.mode!r}")
         if not math.isfinite(self.value):
             raise ValueError(f"value must be a finite number, got {self.value!r}")
+        if abs(self.value) > _FLOAT32_MAX:
+            raise OptionError(
+                f"{_number(self.value)} is beyond the float32 range of the results "
+                f"(at most {_FLOAT32_MAX:.7g} in magnitude)",
+                "--value",
+            )
 
     @property
     def details(self) -> str:
@@ -570,7 +584,9 @@ def process_file(task: Task) -> FileResult:
     timings: dict[str, float] = {}
     written: list[str] = []
     try:
-        return _process(task, timings, written)
+        # Overflow and NaN are reported once per file (below), not as numpy warnings.
+        with np.errstate(all="ignore"):
+            return _process(task, timings, written)
     except EXPECTED_ERRORS as exc:
         return FileResult(
             task.source, "failed", describe_error(exc, task.source), tuple(written), timings
@@ -624,6 +640,10 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     notes = list(pic.notes)
+    not_finite = data.size - int(np.count_nonzero(np.isfinite(data)))
+    if not_finite:
+        notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "
+                     "the input)")
     kept += len(outputs) - len(todo)
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
