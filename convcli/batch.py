@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from ._parallel import set_threads
+from .safeio import remove_temporaries
 
 
 class BatchAborted(RuntimeError):
@@ -61,10 +62,8 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def iter_results(
-    tasks: Iterable, worker: Callable, *, jobs: int = 1
-) -> Iterator[FileResult]:
-    """Run ``worker(task)`` for every task and yield the results.
+class BatchRun:
+    """Run ``worker(task)`` for every task; iterate to get the results.
 
     Parameters
     ----------
@@ -75,25 +74,121 @@ def iter_results(
     jobs : int
         Number of processes; 1 runs everything in this process.
 
-    Yields
-    ------
-    FileResult
-        In task order with ``jobs=1``, in completion order otherwise.
-
     Notes
     -----
-    Worker processes ignore SIGINT: on Ctrl-C (or when the caller stops
-    iterating, as ``--fail-fast`` does) the tasks not yet started are
-    cancelled and the ones running finish their current file, so no file is
-    left half-written. Each worker handles one image at a time, so memory
+    Iterating yields a :class:`FileResult` per task, in task order with
+    ``jobs=1`` and in completion order otherwise. To end early (Ctrl-C,
+    ``--fail-fast``), call :meth:`stop`: tasks not yet started are cancelled
+    and the files being processed are finished, so none is left half-written;
+    their results are returned. Worker processes ignore SIGINT and SIGTERM:
+    the parent decides. Each worker handles one image at a time, so memory
     stays bounded by about ``jobs`` images whatever the number of tasks.
     """
-    if jobs <= 1:
-        keep_freed_memory()
-        for task in tasks:
-            yield run_guarded(worker, task)
-        return
-    yield from _iter_parallel(iter(tasks), worker, jobs)
+
+    def __init__(self, tasks: Iterable, worker: Callable, *, jobs: int = 1):
+        self._tasks = iter(tasks)
+        self._worker = worker
+        self.jobs = max(1, jobs)
+        self._pool = None
+        self._pending: set = set()
+        self._unreported: list = []
+        self._task_of: dict = {}
+
+    def __iter__(self) -> Iterator[FileResult]:
+        if self.jobs == 1:
+            keep_freed_memory()
+            for task in self._tasks:
+                yield run_guarded(self._worker, task)
+            return
+        threads = max(1, default_jobs() // self.jobs)
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.jobs, initializer=_worker_init, initargs=(threads,)
+        )
+        self._submit(2 * self.jobs)
+        while self._pending:
+            done, self._pending = wait(self._pending, return_when=FIRST_COMPLETED)
+            self._submit(len(done))
+            self._unreported = list(done)
+            while self._unreported:
+                future = self._unreported.pop()
+                del self._task_of[future]
+                yield _result(future)
+        self._pool.shutdown()
+
+    def _submit(self, count: int) -> None:
+        for task in itertools.islice(self._tasks, count):
+            future = self._pool.submit(run_guarded, self._worker, task)
+            self._task_of[future] = task
+            self._pending.add(future)
+
+    @property
+    def running(self) -> int:
+        """Number of tasks submitted and not finished."""
+        return sum(not f.done() for f in self._pending)
+
+    def stop(self, *, force: bool = False) -> list[FileResult]:
+        """End the run: cancel what has not started, finish what is running.
+
+        Parameters
+        ----------
+        force : bool
+            Terminate the worker processes instead of waiting for their
+            files; the temporary files of those files are removed.
+
+        Returns
+        -------
+        list of FileResult
+            The results that finished and were not yielded yet.
+        """
+        if self._pool is None:
+            return []
+        for future in self._pending:
+            future.cancel()
+        if force:
+            unfinished = [f for f in self._pending if not f.done()]
+            pids = self._terminate()
+            for future in unfinished:
+                folder = getattr(self._task_of[future], "out_dir", None)
+                if folder is not None:
+                    remove_temporaries(folder, pids)
+        else:
+            wait(self._pending)
+        finished = [f for f in self._unreported + list(self._pending)
+                    if f.done() and not f.cancelled() and f.exception() is None]
+        self._pending, self._unreported = set(), []
+        self._pool.shutdown(wait=not force, cancel_futures=True)
+        return [f.result() for f in finished]
+
+    def _terminate(self) -> list[int]:
+        """Kill the worker processes; return their process ids."""
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(5)
+        return [process.pid for process in processes]
+
+
+def _result(future) -> FileResult:
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise BatchAborted("a worker process ended unexpectedly (out of memory?)") from None
+
+
+def iter_results(
+    tasks: Iterable, worker: Callable, *, jobs: int = 1
+) -> Iterator[FileResult]:
+    """Yield ``worker(task)`` for every task (see :class:`BatchRun`).
+
+    Stopping the iteration early stops the run: tasks not yet started are
+    cancelled and the running ones finish.
+    """
+    run = BatchRun(tasks, worker, jobs=jobs)
+    try:
+        yield from run
+    finally:
+        run.stop()
 
 
 def run_guarded(worker: Callable, task) -> FileResult:
@@ -142,28 +237,3 @@ def _worker_init(threads: int) -> None:
     if not os.environ.get("CONVCLI_THREADS"):
         set_threads(threads)
     keep_freed_memory()
-
-
-def _iter_parallel(tasks: Iterator, worker: Callable, jobs: int) -> Iterator[FileResult]:
-    """Process-pool version of iter_results with a bounded queue of tasks."""
-    max_pending = 2 * jobs
-    threads = max(1, default_jobs() // jobs)
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(threads,))
-    pending = set()
-    try:
-        for task in itertools.islice(tasks, max_pending):
-            pending.add(pool.submit(run_guarded, worker, task))
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for task in itertools.islice(tasks, len(done)):
-                pending.add(pool.submit(run_guarded, worker, task))
-            for future in done:
-                try:
-                    result = future.result()
-                except BrokenProcessPool:
-                    raise BatchAborted(
-                        "a worker process ended unexpectedly (out of memory?)"
-                    ) from None
-                yield result
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)

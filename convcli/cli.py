@@ -11,11 +11,12 @@ import math
 import signal
 import sys
 import time
+from pathlib import Path
 
 import click
 
 from . import __version__
-from .batch import BatchAborted, default_jobs, iter_results
+from .batch import BatchAborted, BatchRun, default_jobs
 from .images import DEFAULT_MAX_PIXELS, OUTPUT_FORMATS
 from .kernel_library import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
@@ -199,9 +200,23 @@ def _on_sigterm(signum, frame):
     raise _Terminated
 
 
+def _operation(kind, *args, **options):
+    """The operation, or a usage error naming the option that cannot work."""
+    try:
+        return kind(*args, **options)
+    except OptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+
+
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
          jobs, verbose, fail_fast, debug) -> None:
     """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot create the folder {out_dir}: {exc.strerror or exc}", param_hint="'-o'"
+        ) from None
     found = find_inputs(inputs, out_dir=out_dir, recursive=recursive)
     if not quiet:
         for note in found.notes:
@@ -210,11 +225,11 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                        max_pixels=max_pixels)
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
     report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
-    results = iter_results(tasks, process_file, jobs=jobs)
+    run = BatchRun(tasks, process_file, jobs=jobs)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     status = None
     try:
-        for result in results:
+        for result in run:
             report.add(result)
             if fail_fast and result.status == "failed":
                 break
@@ -223,13 +238,20 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     except BatchAborted as exc:
         _say(str(exc))
         status = 1
+    try:
+        # Files not started are cancelled; the ones running are finished,
+        # unless a second Ctrl-C (or kill) asks to stop at once.
+        if status in (130, 143) and run.running and not quiet:
+            _say(f"stopping: finishing {run.running} file(s) being written "
+                 "(Ctrl-C again to stop at once)")
+        late = run.stop()
+    except (KeyboardInterrupt, _Terminated):
+        late = run.stop(force=True)
+        status = status or 130
     finally:
-        # Stops the workers: files not started are cancelled, running ones finish.
-        try:
-            results.close()
-        except (KeyboardInterrupt, _Terminated):
-            status = status or 130
         signal.signal(signal.SIGTERM, previous)
+    for result in late:
+        report.add(result)
     report.close(out_dir, interrupted=status in (130, 143))
     if status is None and report.counts["failed"]:
         status = 1
@@ -259,7 +281,7 @@ def pad_cmd(pad, value, mode, inputs, **common):
       convcli pad photo.jpg --pad 30 --value 50
       convcli pad --mode reflect --pad 8 -o padded sample_images
     """
-    _run(PadOp(pad=pad, value=value, mode=mode.lower()), inputs, **common)
+    _run(_operation(PadOp, pad=pad, value=value, mode=mode.lower()), inputs, **common)
 
 
 def _kernels(ctx, param, values):
@@ -303,11 +325,8 @@ def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
       convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
       convcli conv -k edge --format npy --figure photo.png
     """
-    try:
-        op = ConvOp(kernels, stride=stride, pad=pad, bias=bias, channels=channels.lower(),
-                    normalize=normalize.lower())
-    except OptionError as exc:
-        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+    op = _operation(ConvOp, kernels, stride=stride, pad=pad, bias=bias,
+                    channels=channels.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
 
 
@@ -330,7 +349,7 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool photo.jpg
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
-    _run(PoolOp(mode=mode.lower(), size=size, stride=stride), inputs, **common)
+    _run(_operation(PoolOp, mode=mode.lower(), size=size, stride=stride), inputs, **common)
 
 
 @main.command("kernels")

@@ -36,6 +36,7 @@ from __future__ import annotations
 import inspect
 import os
 import shutil
+import stat
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -183,10 +184,21 @@ class ImageSource:
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
+            if _is_deep_colour(im):  # before load(), which forgets the file's layout
+                notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits)")
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
             pixels, white, depth = _to_array(im, self.channels)
         return Picture(pixels, self.channels, white, depth, tuple(notes))
+
+
+def _is_deep_colour(im: Image.Image) -> bool:
+    """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
+    if im.mode in _SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
+        return False
+    raw_modes = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    bits = im.info.get("bits") or getattr(im, "bits", 8)
+    return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
 
 def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, float, int]:
@@ -253,6 +265,11 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         The file cannot be opened (missing, no permission, a folder).
     """
     shown = os.fspath(path)
+    info = os.stat(shown)  # FileNotFoundError and friends name the file themselves
+    if not stat.S_ISREG(info.st_mode):
+        raise ImageError("not a regular file (a folder, pipe or device)")
+    if info.st_size == 0:
+        raise ImageError("empty file (0 bytes)")
     saved = Image.MAX_IMAGE_PIXELS
     try:
         with warnings.catch_warnings():

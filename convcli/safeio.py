@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Callable
@@ -12,12 +13,25 @@ TEMP_SUFFIX = ".part"
 
 
 def temp_path_for(path: Path) -> Path:
-    """A fresh hidden temporary name beside `path`, keeping its extension.
+    """A fresh hidden temporary name beside `path`.
 
-    The extension is kept in the middle (``.convcli-<name>.<random>.part``)
-    so leftovers are easy to recognise and clean up.
+    ``.convcli-<name>.<pid>-<random>.part``: easy to recognise, and tied to
+    the process writing it, so that :func:`remove_temporaries` can clean up
+    after a process that was stopped by force.
     """
-    return path.with_name(f"{TEMP_PREFIX}{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    token = f"{os.getpid()}-{secrets.token_hex(4)}"
+    return path.with_name(f"{TEMP_PREFIX}{path.name}.{token}{TEMP_SUFFIX}")
+
+
+def remove_temporaries(folder, pids) -> None:
+    """Remove the temporary files that processes `pids` left in `folder`."""
+    folder = Path(folder)
+    for pid in pids:
+        for leftover in folder.glob(f"{TEMP_PREFIX}*.{pid}-*{TEMP_SUFFIX}"):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
 
 
 def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False) -> bool:
@@ -47,6 +61,8 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     temporary file is removed.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
     if not overwrite and path.exists():
         return False
     tmp = temp_path_for(path)

@@ -255,3 +255,109 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     assert files and not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
     assert len(files) < 40 * 6  # it really stopped early
+
+
+# --- review fixes: odd files, output folder errors, stopping ---------------------------------
+
+
+def test_pipes_empty_files_and_deep_colour_are_named(tmp_path):
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)  # opening it would block for ever
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    deep = tmp_path / "rgb16.png"
+    deep.write_bytes(_png_rgb16(8, 6))
+    result = run("pool", fifo, empty, deep, "-o", tmp_path / "out", "-j", 1)
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert f"convcli: {fifo}: not a regular file (a folder, pipe or device)" in lines
+    assert f"convcli: {empty}: empty file (0 bytes)" in lines
+    assert any(str(deep) in line and "16-bit colour read as 8-bit" in line for line in lines)
+
+
+def _png_rgb16(width, height):
+    """A 16-bit RGB PNG (Pillow cannot write one), written with zlib."""
+    import struct
+    import zlib
+
+    rows = np.arange(width * height * 3, dtype=">u2").reshape(height, width * 3) * 1000
+    raw = b"".join(b"\x00" + row.tobytes() for row in rows)
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+            + chunk(b"IEND", b""))
+
+
+def test_output_folder_that_cannot_be_made_is_one_usage_error(tmp_path):
+    src = make_image(tmp_path / "a.png", "RGB")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run("pool", src, "-o", blocker / "out")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "'-o'" in result.stderr
+
+
+def test_a_folder_in_the_way_of_an_output_is_named(tmp_path):
+    src = make_image(tmp_path / "a.png", "L")
+    (tmp_path / "out" / "a_pool-max-f2-s2-L.png").mkdir(parents=True)
+    result = run("pool", src, "-o", tmp_path / "out", "-q", "--overwrite")
+    assert result.exit_code == 1
+    assert "a_pool-max-f2-s2-L.png: a folder has the output's name" in result.stderr
+    assert ".part" not in result.stderr
+
+
+def test_overflow_is_a_note_not_a_numpy_warning(tmp_path):
+    src = make_image(tmp_path / "a.png", "L")
+    kernel = tmp_path / "big.txt"
+    kernel.write_text("3e38 3e38 3e38\n3e38 3e38 3e38\n3e38 3e38 3e38\n")
+    result = run("conv", "-k", kernel, src, "-o", tmp_path / "out", "--format", "npy")
+    assert result.exit_code == 0, result.output
+    assert "Warning" not in result.stderr
+    assert "result values are not finite" in result.stderr
+
+
+def _start_batch(tmp_path, count, size, *extra):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(count):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=size)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convcli", "pool", "--figure", str(src), "-o", str(out),
+         "--jobs", "2", *extra],
+        stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("*_grid.png"))) < 2:
+        time.sleep(0.02)
+    return proc, out
+
+
+def test_interrupted_summary_counts_every_finished_file(tmp_path):
+    proc, out = _start_batch(tmp_path, 30, (400, 300))
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    summary = stderr.splitlines()[-1]
+    done = int(summary.split("interrupted: ")[1].split(" processed")[0])
+    # Every input whose four outputs (3 channels + the whole image) and grid exist is counted.
+    complete = [p for p in (tmp_path / "in").iterdir()
+                if len(list(out.glob(f"{p.stem}_*"))) == 5]
+    assert done == len(complete)
+
+
+def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
+    proc, out = _start_batch(tmp_path, 30, (1600, 1200))
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    files = list(out.iterdir())
+    assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
+    assert all(_readable(f) for f in files)
