@@ -99,6 +99,9 @@ _ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
 _TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
 _TEXT_SEPARATORS = re.compile(r"[\s,]+")
 
+# Images are convolved in float32: larger weights would overflow to infinity.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 # The 8 outer cells of a 3x3 grid, in clockwise order from the top-left corner.
 _RING = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
 
@@ -214,6 +217,13 @@ def _checked_weights(weights, where: str) -> np.ndarray:
         i, j = bad[0]
         raise KernelError(
             f"{where}: row {i + 1}, column {j + 1} is {out[i, j]}; weights must be finite numbers"
+        )
+    big = np.argwhere(np.abs(out) > _FLOAT32_MAX)
+    if big.size:
+        i, j = big[0]
+        raise KernelError(
+            f"{where}: row {i + 1}, column {j + 1} is {float(out[i, j])!r}: weights beyond "
+            f"the float32 range (magnitude at most about 3.4e38) cannot be applied"
         )
     return out
 
@@ -387,7 +397,7 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
     if not rows:
         raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
     _check_row_lengths([len(r) for r in rows], shown, "line", line_numbers)
-    return Kernel(name, "", np.array(rows), (), shown)
+    return Kernel(name, "", _checked_weights(rows, shown), (), shown)
 
 
 def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
@@ -413,7 +423,8 @@ def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
     KernelError
         Naming the file and the problem: missing, unreadable or binary file,
         invalid TOML, unknown keys, empty grid, ragged rows, a value that is not
-        a number, NaN or infinity, a zero scale; an even size if `require_odd`.
+        a number, NaN or infinity, a weight beyond the float32 range (after the
+        scale), a zero scale; an even size if `require_odd`.
 
     Examples
     --------
@@ -658,18 +669,19 @@ def parse_kernel_spec(spec, *, require_odd: bool = False) -> Kernel:
 
 
 def _format_value(x: float) -> str:
+    """The fewest digits that read back as exactly `x`, whole numbers without ``.0``."""
     if x == 0:
         return "0"
-    if float(x).is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.6g}"
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def format_kernel_grid(kernel) -> str:
     """The kernel's grid as right-aligned text, one row per line.
 
-    Whole numbers are shown without ``.0``, other values with 6 significant
-    digits; the text is itself a valid plain-text kernel file.
+    Every weight is written in the fewest digits that read back exactly
+    (``0.1111111111111111`` for 1/9), whole numbers without ``.0``; the text
+    is itself a valid plain-text kernel file that gives the same weights.
 
     Parameters
     ----------

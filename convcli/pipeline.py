@@ -20,24 +20,36 @@ with ``<details>``
 - pad: ``<mode>-<N>``, plus ``-v<V>`` for a non-zero constant value
   (``photo_pad-constant-30-v50-R.png``);
 - pool: ``<mode>-f<F>-s<S>`` (``photo_pool-max-f2-s2-G.png``);
-- conv: ``<kernel>[-s<S>][-p<N>]`` per channel, where the stride and pad appear
-  only when they are not the defaults (1 and ``same``), and the channel is
-  ``sum``, ``gray`` or the input channel (``R``, ``G``, ``B``, ``L``) for
-  ``--channels each`` (``photo_conv-vertical-sum.png``,
-  ``photo_conv-sobel-x_rot90-R.png``); the ``.npy`` joins the kernels with ``+``
-  and ends with the channel mode (``photo_conv-vertical+horizontal-sum.npy``).
+- conv: ``<kernel>[-s<S>][-p<N>][-b<B>][-<normalize>]-<channel>`` per channel,
+  where the stride, pad and bias appear only when they are not the defaults (1,
+  ``same`` and 0), the ``--normalize`` mapping only when it is given and is not
+  ``auto``, and the channel is ``sum``, ``gray`` or the input channel (``R``,
+  ``G``, ``B``, ``L``) for ``--channels each`` (``photo_conv-vertical-sum.png``,
+  ``photo_conv-sobel-x_rot90-R.png``, ``photo_conv-edge-b100-offset-sum.png``);
+  the ``.npy`` joins the kernels with ``+``, has no mapping (its values are raw)
+  and ends with the channel mode (``photo_conv-vertical+horizontal-b100-sum.npy``).
+
+Numbers are written in the fewest digits that give them back exactly
+(``-v0.1234567``, ``-b-0.5``). The figure grid is named after the operation only.
 
 Inputs whose stems clash in one output folder (``photo.png`` and ``photo.webp``;
 compared ignoring case) get their extension appended to the stem
 (``photo-png_conv-...``, ``photo-webp_conv-...``); if names still clash (the
-same file name in two input folders), ``-2``, ``-3``, ... are appended in input
-order after the first.
+same file name in two input folders), ``-2``, ``-3``, ... are appended after the
+first in the order of the files' resolved full paths compared ignoring case, so
+the names do not depend on the order of the INPUT arguments.
+
+In a folder that is also the output folder of its images, :func:`find_inputs`
+passes over the outputs of earlier runs (``<stem>_<op>-...`` and
+``<stem>_<op>_grid.png`` after one of its images' output stems), so a command
+run again skips what is done instead of taking its outputs as inputs.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -130,7 +142,7 @@ class PadOp(_ChannelwiseNames):
         if abs(self.value) > _FLOAT32_MAX:
             raise OptionError(
                 f"{_number(self.value)} is beyond the float32 range of the results "
-                f"(at most {_FLOAT32_MAX:.7g} in magnitude)",
+                "(magnitude at most about 3.4e38)",
                 "--value",
             )
 
@@ -211,17 +223,21 @@ class ConvOp:
         Applied in order; their labels must differ.
     stride : int
     pad : int or {"same", "valid"}
-        ``same`` is ``(f - 1) // 2`` for an f x f kernel (the larger side of a
-        rectangular one), so odd kernels keep the size at stride 1; ``valid`` is 0.
+        ``same`` is ``(f - 1) // 2`` for an f x f kernel, which keeps the size at
+        stride 1; it needs odd square kernels (an even or rectangular kernel has no
+        centre cell with the same margin on every side: :class:`OptionError`).
+        ``valid`` is 0.
     bias : float
-        Added once to every output value (``b`` filled with it).
+        Added once to every output value (``b`` filled with it); named in the
+        outputs as ``-b<B>`` when it is not 0.
     channels : {"sum", "each", "gray"}
         ``sum``: conv_forward with ``W[:, :, k, c]`` = kernel c for every input
         channel k, one output channel per kernel. ``each``: depthwise, kernel-major
         (k0 on R, G, B, then k1 ...). ``gray``: luminance first, then conv_forward.
         Alpha is dropped in all three (it is not a colour).
     normalize : {"auto", "abs", "minmax", "clip", "offset"}
-        Mapping of each output channel to image levels, see :meth:`methods`.
+        Mapping of each output channel to image levels, see :meth:`methods`;
+        named in the image outputs (not the ``.npy``) unless it is ``auto``.
     """
 
     kernels: tuple[Kernel, ...]
@@ -258,6 +274,18 @@ class ConvOp:
                     "--kernel",
                 )
             seen[k.label] = k
+        if self.pad == "same":
+            for k in self.kernels:
+                h, w = k.size
+                if h != w or h % 2 == 0:
+                    where = f"kernel {k.name!r}"
+                    if k.source != "builtin":
+                        where += f" ({k.source})"
+                    raise OptionError(
+                        f"{where} is {h}x{w}: --pad same needs an odd square size (a centre "
+                        "cell); use --pad valid or --pad N",
+                        "--pad",
+                    )
         # All kernels must give outputs of the same size, whatever the image size.
         margins = {(2 * self.pad_for(k) - k.size[0], 2 * self.pad_for(k) - k.size[1])
                    for k in self.kernels}
@@ -272,16 +300,19 @@ class ConvOp:
     def pad_for(self, kernel: Kernel) -> int:
         """The integer pad passed to conv_forward for `kernel`."""
         if self.pad == "same":
-            return (max(kernel.size) - 1) // 2
+            return (kernel.size[0] - 1) // 2
         if self.pad == "valid":
             return 0
         return int(self.pad)
 
     @property
     def _suffix(self) -> str:
+        """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
         text = f"-s{self.stride}" if self.stride != 1 else ""
         if self.pad != "same":
             text += f"-p{0 if self.pad == 'valid' else self.pad}"
+        if self.bias != 0:
+            text += f"-b{_number(self.bias)}"
         return text
 
     def _channel_names(self, channels: tuple[str, ...]) -> list[str]:
@@ -290,7 +321,10 @@ class ConvOp:
 
     def channel_tags(self, channels: tuple[str, ...]) -> list[str]:
         names = self._channel_names(channels)
-        return [f"{k.label}{self._suffix}-{c}" for k in self.kernels for c in names]
+        suffix = self._suffix
+        if self.normalize != "auto":  # the mapping changes the image files, not the .npy
+            suffix += f"-{self.normalize}"
+        return [f"{k.label}{suffix}-{c}" for k in self.kernels for c in names]
 
     def npy_tag(self, channels: tuple[str, ...]) -> str:
         return "+".join(k.label for k in self.kernels) + f"{self._suffix}-{self.channels}"
@@ -403,6 +437,38 @@ def _same_path(a: Path, b: Path) -> bool:
         return False
 
 
+# The end of an output name after its stem: ``_<op>-<details>.<fmt>`` or ``_<op>_grid.png``.
+_OUTPUT_TAIL = re.compile(r"_(?:pad|conv|pool)(?:-.+\.(?:png|jpg|tiff|npy)|_grid\.png)", re.I)
+_NUMBERED = re.compile(r"(.+)-[1-9][0-9]*")
+
+
+def _earlier_outputs(names: list[str]) -> set[str]:
+    """The names among `names` (files of one folder) that are convcli outputs of another.
+
+    An output's name is ``<stem>_<op>-...<.fmt>`` or ``<stem>_<op>_grid.png``
+    where ``<stem>`` is the output stem (see :func:`output_stems`) of one of
+    `names`: its plain stem, ``<stem>-<ext>``, or either numbered ``-2``, ``-3`` ...
+    Compared ignoring case.
+    """
+    stems = set()
+    for name in names:
+        p = Path(name)
+        stems.add(p.stem.casefold())
+        if p.suffix:
+            stems.add(f"{p.stem}-{p.suffix[1:]}".casefold())
+    found = set()
+    for name in names:
+        for i, char in enumerate(name):
+            if char != "_" or i == 0 or not _OUTPUT_TAIL.fullmatch(name, i):
+                continue
+            prefix = name[:i].casefold()
+            numbered = _NUMBERED.fullmatch(prefix)
+            if prefix in stems or (numbered and numbered.group(1) in stems):
+                found.add(name)
+                break
+    return found
+
+
 def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) -> Inputs:
     """Expand the command line's INPUT arguments into image files.
 
@@ -411,7 +477,11 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
     name, recognised by extension ignoring case; with `recursive` also those
     in its subfolders, whose outputs go to the same subfolders under `out_dir`.
     Hidden files and folders (name starting with ``.``) and the output folder
-    itself are passed over.
+    itself are passed over. In a folder that is also the output folder of its
+    own images, the outputs of earlier runs are passed over too: files named
+    ``<stem>_<op>-...`` or ``<stem>_<op>_grid.png`` after one of its images
+    (see :func:`_earlier_outputs`), so that running a command again does not
+    take its own outputs as inputs.
     """
     out_root = Path(out_dir)
     found = Inputs()
@@ -433,9 +503,11 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
             skipped_dirs = skipped_dirs or bool(kept and not recursive)
             dirs[:] = kept if recursive else []
             rel = folder_path.relative_to(top)
-            for name in sorted(files):
-                if _is_hidden(name) or not is_image_name(name):
-                    continue
+            names = [n for n in sorted(files) if not _is_hidden(n) and is_image_name(n)]
+            if _same_path(out_root / rel, folder_path):
+                outputs = _earlier_outputs(names)
+                names = [n for n in names if n not in outputs]
+            for name in names:
                 found.files.append(InputFile(str(folder_path / name), str(out_root / rel)))
                 count += 1
         if count == 0:
@@ -471,6 +543,11 @@ def _key(path: Path) -> str:
 def output_stems(paths: list[Path]) -> list[str]:
     """The stems used in output names for files that share one output folder.
 
+    Stems that clash (ignoring case) get the file's extension appended; names
+    that still clash are numbered ``-2``, ``-3`` ... in the order of the files'
+    full paths (resolved, compared ignoring case), so the same files get the
+    same names whatever order they are given in.
+
     Examples
     --------
     >>> output_stems([Path("a/photo.png"), Path("a/photo.webp"), Path("a/cat.png")])
@@ -485,12 +562,22 @@ def output_stems(paths: list[Path]) -> list[str]:
         for p, s in zip(paths, stems, strict=True)
     ]
     seen: dict[str, int] = defaultdict(int)
-    result = []
-    for s in stems:
+    result = list(stems)
+    for i in sorted(range(len(paths)), key=lambda i: _order_key(paths[i])):
+        s = stems[i]
         seen[s.casefold()] += 1
         n = seen[s.casefold()]
-        result.append(s if n == 1 else f"{s}-{n}")
+        result[i] = s if n == 1 else f"{s}-{n}"
     return result
+
+
+def _order_key(path: Path) -> tuple[str, str]:
+    """Sorts paths by their resolved full path ignoring case, then with case."""
+    try:
+        full = str(path.resolve())
+    except OSError:
+        full = str(path.absolute())
+    return _key(path), full
 
 
 def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",

@@ -157,8 +157,31 @@ def test_conv_normalize_methods(photo, out, method):
     ok("conv", photo, "-o", out, "-k", "sobel-x", "--normalize", method)
     Z, _ = conv_forward(pixels(photo)[None], weights(["sobel-x"], 3), np.zeros((1, 1, 1, 1)),
                         {"stride": 1, "pad": 1})
-    got = read(out / "photo_conv-sobel-x-sum.png")
+    # An explicit mapping is part of the image names (but not of the .npy's: raw values).
+    got = read(out / f"photo_conv-sobel-x-{method}-sum.png")
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], method)).max() <= 1
+
+
+def test_conv_names_differ_by_bias_and_normalize_so_a_rerun_does_not_keep_stale_files(photo, out):
+    ok("conv", photo, "-o", out, "-k", "vertical")
+    result = ok("conv", photo, "-o", out, "-k", "vertical", "--bias", 100)
+    assert "outputs exist" not in result.stderr
+    result = ok("conv", photo, "-o", out, "-k", "vertical", "--normalize", "offset")
+    assert "outputs exist" not in result.stderr
+    ok("conv", photo, "-o", out, "-k", "vertical", "--normalize", "auto")  # the default: skipped
+    ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--format", "npy")
+    ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--normalize", "minmax",
+       "--format", "npy")  # the .npy is the same raw result: skipped
+    assert sorted(p.name for p in out.iterdir()) == [
+        "photo_conv-vertical-b-0.5-sum.npy",
+        "photo_conv-vertical-b100-sum.png",
+        "photo_conv-vertical-offset-sum.png",
+        "photo_conv-vertical-sum.png",
+    ]
+    Z = np.load(out / "photo_conv-vertical-b-0.5-sum.npy")
+    expected, _ = conv_forward(pixels(photo)[None], weights(["vertical"], 3),
+                               np.full((1, 1, 1, 1), -0.5, np.float32), {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(Z, expected[0])
 
 
 def test_conv_auto_mapping_clip_for_identity_on_grey_minmax_for_a_colour_blur(tmp_path, out):
@@ -193,7 +216,7 @@ def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
 def test_conv_stride_pad_and_bias(photo, out):
     ok("conv", photo, "-o", out, "-k", "edge", "--stride", 2, "--pad", "valid", "--bias", 10,
        "--format", "npy")
-    Z = np.load(out / "photo_conv-edge-s2-p0-sum.npy")
+    Z = np.load(out / "photo_conv-edge-s2-p0-b10-sum.npy")
     expected, _ = conv_forward(pixels(photo)[None], weights(["edge"], 3),
                                np.full((1, 1, 1, 1), 10, np.float32), {"stride": 2, "pad": 0})
     assert Z.shape == ((HEIGHT - 3) // 2 + 1, (WIDTH - 3) // 2 + 1, 1)
@@ -202,10 +225,46 @@ def test_conv_stride_pad_and_bias(photo, out):
     assert read(out / "photo_conv-edge-p4-sum.png").shape == (HEIGHT + 6, WIDTH + 6)
 
 
+def usage_error(result, *needles):
+    """Exit 2 with one line on stderr holding every needle, and nothing written."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
 def test_conv_even_kernel_with_pad_same(photo, out):
-    ok("conv", photo, "-o", out, "-k", "roberts-nw", "--format", "npy")
-    Z = np.load(out / "photo_conv-roberts-nw-sum.npy")
-    assert Z.shape == (HEIGHT - 1, WIDTH - 1, 1)  # same = (f - 1) // 2 = 0 for f = 2
+    # --pad same (the default) needs a centre cell: a 2x2 kernel is a usage error.
+    usage_error(run("conv", photo, "-o", out, "-k", "roberts-nw"),
+                "--pad", "kernel 'roberts-nw' is 2x2", "--pad valid")
+    usage_error(run("conv", photo, "-o", out, "-k", "vertical", "-k", "roberts-nw:90",
+                    "--pad", "same"), "kernel 'roberts-nw:90' is 2x2")
+    assert not out.exists()
+
+
+def test_conv_even_kernel_with_pad_valid_or_n(photo, out):
+    ok("conv", photo, "-o", out, "-k", "roberts-nw", "--pad", "valid", "--format", "npy")
+    Z = np.load(out / "photo_conv-roberts-nw-p0-sum.npy")
+    expected, _ = conv_forward(pixels(photo)[None], weights(["roberts-nw"], 3),
+                               np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    assert Z.shape == (HEIGHT - 1, WIDTH - 1, 1)
+    np.testing.assert_array_equal(Z, expected[0])
+    ok("conv", photo, "-o", out, "-k", "roberts-ne", "--pad", 1, "--format", "npy")
+    assert np.load(out / "photo_conv-roberts-ne-p1-sum.npy").shape == (HEIGHT + 1, WIDTH + 1, 1)
+
+
+@pytest.mark.parametrize("grid, size", [("1 0\n0 -1\n", "2x2"), ("1 2 0 -2 -1\n", "1x5")])
+def test_conv_even_or_rectangular_kernel_file_with_pad_same_names_the_file(
+        photo, out, tmp_path, grid, size):
+    kfile = tmp_path / "k.txt"
+    kfile.write_text(grid)
+    usage_error(run("conv", photo, "-o", out, "-k", kfile),
+                f"kernel 'k' ({kfile}) is {size}", "--pad same", "--pad valid")
+    ok("conv", photo, "-o", out, "-k", kfile, "--pad", "valid", "--format", "npy")
+    h, w = load_kernel_file(kfile).size
+    assert np.load(out / "photo_conv-k-p0-sum.npy").shape == (HEIGHT - h + 1, WIDTH - w + 1, 1)
 
 
 def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
@@ -382,15 +441,21 @@ def test_kernels_lists_every_kernel_on_stdout():
         assert kernel.description in line
 
 
-@pytest.mark.parametrize("spec", ["sobel-x", "Vertical", "sobel-x:90", "edge"])
+def test_pad_value_beyond_float32_is_a_usage_error(photo, out):
+    # Needs the CLI to turn PadOp's OptionError into a usage error.
+    usage_error(run("pad", photo, "-o", out, "--value", "1e40"), "--value", "float32")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("spec", ["sobel-x", "Vertical", "sobel-x:90", "edge", "box", "gaussian5"])
 def test_kernels_name_prints_a_grid_that_is_a_kernel_file(tmp_path, spec):
     result = run("kernels", spec)
     assert result.exit_code == 0 and result.stderr == ""
     kernel = parse_kernel_spec(spec)
-    assert result.stdout.startswith(f"# {kernel.name} (3x3): ")
+    assert result.stdout.startswith(f"# {kernel.name} ({kernel.size[0]}x{kernel.size[1]}): ")
     saved = tmp_path / "k.txt"
     saved.write_text(result.stdout)
-    np.testing.assert_array_equal(load_kernel_file(saved).weights, kernel.weights)
+    np.testing.assert_array_equal(load_kernel_file(saved).weights, kernel.weights)  # exactly
 
 
 # --- help ------------------------------------------------------------------------------------

@@ -125,6 +125,23 @@ def test_same_name_in_two_folders_is_numbered(tmp_path):
     assert names(out) == ["p-png-2_pool-max-f2-s2.npy", "p-png_pool-max-f2-s2.npy"]
 
 
+def test_numbering_does_not_depend_on_the_order_of_the_inputs(tmp_path):
+    for sub, seed in (("a", 1), ("b", 2)):
+        (tmp_path / "ss" / sub).mkdir(parents=True)
+        make_image(tmp_path / "ss" / sub / "photo.png", "RGB", seed=seed)
+    a, b = tmp_path / "ss" / "a", tmp_path / "ss" / "b"
+    expected = {"photo-png_pool-max-f2-s2.npy": a, "photo-png-2_pool-max-f2-s2.npy": b}
+    for order in ((a, b), (b, a)):
+        out = tmp_path / f"out-{order[0].name}"
+        assert run("pool", *order, "-o", out, "--format", "npy", "-q").exit_code == 0
+        assert names(out) == sorted(expected)
+        for name, folder in expected.items():
+            source, _ = pool_forward(
+                np.asarray(Image.open(folder / "photo.png"), np.float32)[None],
+                {"f": 2, "stride": 2}, "max")
+            np.testing.assert_array_equal(np.load(out / name), source[0])
+
+
 # --- nothing lost ----------------------------------------------------------------------------
 
 
@@ -166,16 +183,34 @@ def test_output_folder_equal_to_the_input_folder(tmp_path):
     original = src.read_bytes()
     assert run("pool", d, "-o", d).exit_code == 0
     assert src.read_bytes() == original
-    # The outputs are now images in the input folder: a second run must not write over them.
-    produced = (d / "p_pool-max-f2-s2-R.png").read_bytes()
+    # The outputs are now images in the input folder; a second run passes over them
+    # (they are outputs of p.png) and finds its own outputs done.
+    produced = names(d)
     again = run("pool", d, "-o", d)
     assert again.exit_code == 0 and f"convcli: {src}: outputs exist" in again.stderr
+    assert "0 processed, 1 skipped, 0 failed" in again.stderr
+    assert names(d) == produced
     result = run("pool", d, "-o", d, "--overwrite", "-q")
-    assert result.exit_code == 1
-    assert f"convcli: {src}: output p_pool-max-f2-s2-R.png would replace an input file" \
-        in result.stderr
-    assert (d / "p_pool-max-f2-s2-R.png").read_bytes() == produced
+    assert result.exit_code == 0, result.output
+    assert names(d) == produced
     assert src.read_bytes() == original
+
+
+def test_output_folder_equal_to_the_input_folder_when_run_again(tmp_path):
+    d = tmp_path / "sc3"
+    d.mkdir()
+    make_image(d / "a.png", "RGB", seed=1)
+    make_image(d / "b.JPG", "RGB", seed=2)
+    expected = ["a.png", "a_conv-vertical-sum.png", "a_conv_grid.png", "b.JPG",
+                "b_conv-vertical-sum.png", "b_conv_grid.png"]
+    for _ in range(3):
+        result = run("conv", "-k", "vertical", d, "-o", d, "-q", "--figure")
+        assert result.exit_code == 0, result.output
+        assert names(d) == expected
+    result = run("conv", "-k", "vertical", d, "-o", d, "--figure", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert "2 processed, 0 skipped, 0 failed" in result.stderr
+    assert names(d) == expected
 
 
 def test_no_temporary_files_are_left(folder, tmp_path):

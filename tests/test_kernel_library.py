@@ -202,7 +202,11 @@ def test_grid_text_round_trips_through_a_kernel_file(name, tmp_path):
     k = get_kernel(name)
     path = tmp_path / f"{name}.txt"
     path.write_text(format_kernel_grid(k) + "\n")
-    np.testing.assert_allclose(load_kernel_file(path).weights, k.weights, rtol=1e-6)
+    np.testing.assert_array_equal(load_kernel_file(path).weights, k.weights)  # exactly
+    for angle in (45, 90) if k.size == (3, 3) else (90,):
+        rotated = parse_kernel_spec(f"{name}:{angle}")
+        path.write_text(format_kernel_grid(rotated) + "\n")
+        np.testing.assert_array_equal(load_kernel_file(path).weights, rotated.weights)
 
 
 def test_shipped_files_are_named_after_their_kernel():
@@ -601,7 +605,12 @@ MALFORMED = [
     ("badname.toml", 'name = "a:b"\nweights = [[1]]\n', "name 'a:b' may only use"),
     ("zero.toml", "scale = 0\nweights = [[1]]\n", "scale must be a finite non-zero number"),
     ("scale.toml", 'scale = "a/b"\nweights = [[1]]\n', "scale 'a/b' is not a number"),
-    ("huge.toml", "scale = 1e308\nweights = [[1e308]]\n", "is inf; weights must be finite"),
+    ("huge.toml", "scale = 1e300\nweights = [[1e10]]\n", "is inf; weights must be finite"),
+    ("big.toml", "weights = [[1, 1e308]]\n",
+     "row 1, column 2 is 1e+308: weights beyond the float32 range"),
+    ("scaled.toml", "scale = 1e30\nweights = [[1e10]]\n",
+     "row 1, column 1 is 1e+40: weights beyond the float32 range"),
+    ("big.txt", "1 2\n3 -1e308\n", "row 2, column 2 is -1e+308: weights beyond the float32 range"),
     ("desc.toml", "description = 3\nweights = [[1]]\n", "'description' must be one line"),
 ]
 
@@ -673,6 +682,7 @@ def test_kernel_equality_and_hash():
         ([[1, "a"]], "'a' is not a number"),
         ([[np.inf]], "must be finite"),
         ([1, 2], "2-D grid"),
+        ([[1e39]], "beyond the float32 range"),
     ],
 )
 def test_kernel_validates_its_weights(weights, message):
@@ -688,6 +698,11 @@ def test_format_kernel_grid():
         "0.0625  0.125  0.0625",
     ]
     assert format_kernel_grid(get_kernel("box-blur")).splitlines()[0] == (
-        "0.111111  0.111111  0.111111"
+        "0.1111111111111111  0.1111111111111111  0.1111111111111111"
     )
     assert format_kernel_grid([[-0.0, 2.5e-7]]) == "0  2.5e-07"
+    # The fewest digits that read back exactly; whole numbers without .0; columns aligned.
+    assert format_kernel_grid([[0.1, 1 / 3, 1e16, -7.0], [1.5, 2.0, 0.0, 1e-20]]).splitlines() == [
+        "0.1  0.3333333333333333  1e+16     -7",
+        "1.5                   2      0  1e-20",
+    ]

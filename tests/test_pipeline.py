@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +47,36 @@ def test_pad_and_pool_details():
         PadOp(value=float("nan"))
 
 
+@pytest.mark.parametrize("value", [1e40, -1e39, 3.5e38])
+def test_pad_value_beyond_float32_is_an_option_error(value):
+    with pytest.raises(OptionError, match="beyond the float32 range") as info:
+        PadOp(value=value)
+    assert info.value.option == "--value"
+    assert PadOp(value=-3.4e38).value == -3.4e38  # within the range
+
+
+def test_pad_value_in_names_is_exact():
+    assert PadOp(pad=1, value=0.1234567).details == "constant-1-v0.1234567"
+    assert PadOp(pad=1, value=-1e-7).details == "constant-1-v-1e-07"
+
+
 def test_conv_pad_for():
     op = ConvOp(kernels("vertical", "gaussian-5x5"))
     assert [op.pad_for(k) for k in op.kernels] == [1, 2]
-    assert ConvOp(kernels("roberts-nw")).pad_for(get_kernel("roberts-nw")) == 0
+    assert ConvOp(kernels("roberts-nw"), pad="valid").pad_for(get_kernel("roberts-nw")) == 0
+    assert ConvOp(kernels("roberts-nw"), pad=1).pad_for(get_kernel("roberts-nw")) == 1
+
+
+def test_conv_pad_same_needs_odd_square_kernels(tmp_path):
+    with pytest.raises(OptionError, match=r"kernel 'roberts-nw' is 2x2: --pad same .*--pad valid"
+                       ) as info:
+        ConvOp(kernels("roberts-nw"))
+    assert info.value.option == "--pad"
+    line = tmp_path / "line.txt"
+    line.write_text("1 2 0 -2 -1\n")
+    with pytest.raises(OptionError, match=re.escape(f"kernel 'line' ({line}) is 1x5")):
+        ConvOp(kernels("vertical", str(line)), pad="same")
+    assert ConvOp(kernels(str(line)), pad="valid").pad_for(parse_kernel_spec(str(line))) == 0
     assert ConvOp(kernels("vertical"), pad="valid").pad_for(get_kernel("vertical")) == 0
     assert ConvOp(kernels("vertical"), pad=4).pad_for(get_kernel("vertical")) == 4
 
@@ -99,6 +126,18 @@ def test_conv_names_per_channel_mode():
     assert ConvOp(kernels("edge"), channels="gray").channel_tags(rgb) == ["edge-gray"]
 
 
+def test_conv_names_bias_and_explicit_normalize():
+    op = ConvOp(kernels("vertical", "edge"), stride=2, bias=100, normalize="offset")
+    assert op.channel_tags(("L",)) == ["vertical-s2-b100-offset-sum", "edge-s2-b100-offset-sum"]
+    assert op.npy_tag(("L",)) == "vertical+edge-s2-b100-sum"  # raw values: no mapping
+    op = ConvOp(kernels("vertical"), bias=-0.25, channels="each")
+    assert op.channel_tags(("R", "G", "B")) == [f"vertical-b-0.25-{c}" for c in "RGB"]
+    assert ConvOp(kernels("vertical"), bias=0.0, normalize="auto").channel_tags(("L",)) == [
+        "vertical-sum"]
+    assert ConvOp(kernels("vertical"), normalize="abs").channel_tags(("L",)) == [
+        "vertical-abs-sum"]
+
+
 def test_planned_outputs(tmp_path):
     task = Task("in/p.png", str(tmp_path), "p", PoolOp(), figure=True)
     assert [o.path.name for o in planned_outputs(task, ("R", "G", "B"))] == [
@@ -118,6 +157,22 @@ def test_output_stems():
     assert output_stems([Path("Photo.PNG"), Path("photo.png")]) == ["Photo-PNG", "photo-png-2"]
     assert output_stems([Path("a/x.png"), Path("b/x.png"), Path("c/x.png")]) == [
         "x-png", "x-png-2", "x-png-3"]
+    # Numbered in the order of the full paths, not of the arguments.
+    assert output_stems([Path("c/x.png"), Path("a/x.png"), Path("B/x.png")]) == [
+        "x-png-3", "x-png", "x-png-2"]
+
+
+def test_plan_tasks_numbering_does_not_depend_on_the_input_order(tmp_path):
+    for sub in ("a", "b", "C"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "photo.png").write_bytes(b"")
+    mappings = set()
+    for order in (["a", "b", "C"], ["C", "b", "a"], ["b", "a", "C"]):
+        found = find_inputs([tmp_path / d for d in order], out_dir=tmp_path / "out")
+        tasks = plan_tasks(found.files, PoolOp())
+        mappings.add(frozenset((t.stem, Path(t.source).parent.name) for t in tasks))
+    assert mappings == {frozenset({("photo-png", "a"), ("photo-png-2", "b"),
+                                   ("photo-png-3", "C")})}
 
 
 def test_find_inputs(tmp_path):
@@ -138,10 +193,41 @@ def test_find_inputs(tmp_path):
     assert [Path(f.path).name for f in named.files] == ["x.txt"]  # named files are always tried
 
 
+def test_find_inputs_passes_over_earlier_outputs_in_the_output_folder(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    outputs = [
+        "a_conv-vertical-sum.png", "A_CONV-vertical-sum.png",
+        "a_conv-vertical-sum_conv-vertical-sum.png", "a_pool-max-f2-s2.tiff",
+        "a_pad-constant-2-R.jpg", "a_conv_grid.png", "photo-png_conv-edge-sum.png",
+        "photo-webp-2_pool-max-f2-s2-R.png", "photo_pool_grid.png",
+    ]
+    kept = [
+        "a.png", "a_convolved.png", "a_conv-x.gif", "a_blur-1.png", "b_conv-vertical-sum.png",
+        "photo.png", "photo.webp", "photo-jpg_conv-edge-sum.png", "x_pool_grid.png",
+    ]
+    for name in outputs + kept:
+        (d / name).write_bytes(b"")
+    same = find_inputs([d], out_dir=d)
+    assert sorted(Path(f.path).name for f in same.files) == sorted(kept)
+    elsewhere = find_inputs([d], out_dir=tmp_path / "out")  # not its own output folder
+    assert len(elsewhere.files) == len(outputs + kept)
+    # With -r, each subfolder that is its own output folder.
+    (d / "sub").mkdir()
+    for name in ("c.png", "c_pool-max-f2-s2.png"):
+        (d / "sub" / name).write_bytes(b"")
+    deep = find_inputs([d], out_dir=d, recursive=True)
+    assert [Path(f.path).name for f in deep.files if "sub" in f.path] == ["c.png"]
+    # A file named on the command line is always taken.
+    named = find_inputs([d / "a_conv-vertical-sum.png"], out_dir=d)
+    assert [Path(f.path).name for f in named.files] == ["a_conv-vertical-sum.png"]
+
+
 def test_plan_tasks_protects_inputs_in_the_output_folder(tmp_path):
     for name in ("p.png", "p_pool-max-f2-s2-R.png", "q.png"):
         (tmp_path / name).write_bytes(b"")
-    found = find_inputs([tmp_path], out_dir=tmp_path)
+    # Named as files: taken, even where they look like outputs of p.png.
+    found = find_inputs(sorted(tmp_path.iterdir()), out_dir=tmp_path)
     tasks = plan_tasks(found.files, PoolOp())
     by_stem = {t.stem: t for t in tasks}
     assert [Path(p).name for p in by_stem["p"].protected] == ["p_pool-max-f2-s2-R.png"]
