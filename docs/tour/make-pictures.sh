@@ -3,7 +3,7 @@
 #     sh docs/tour/make-pictures.sh
 set -e
 out=docs/tour
-# A half-size copy of the cat photo (226x150): 2x2 average pooling.
+# A half-size copy of the cat photo (225x150): 2x2 average pooling.
 convcli pool --mode average --size 2 sample_images/chelsea.png -o "$out" --overwrite -q
 photo="$out/chelsea_pool-average-f2-s2.png"
 # Its vertical, horizontal and edge maps, and the figure grid.
