@@ -62,6 +62,10 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# How often a parallel run looks at its stop requests, in seconds.
+_POLL_SECONDS = 0.1
+
+
 class BatchRun:
     """Run ``worker(task)`` for every task; iterate to get the results.
 
@@ -81,11 +85,16 @@ class BatchRun:
     ``--fail-fast``), call :meth:`stop`: tasks not yet started are cancelled
     and the files being processed are finished, so none is left half-written;
     their results are returned. Worker processes ignore SIGINT and SIGTERM:
-    the parent decides. Each worker handles one image at a time, so memory
+    the parent decides. With several jobs, `stop_requests` (the number of
+    times the user asked to stop, e.g. counted by a signal handler) is polled:
+    one ends the iteration, a second one makes :meth:`stop` terminate the
+    workers at once. Each worker handles one image at a time, so memory
     stays bounded by about ``jobs`` images whatever the number of tasks.
     """
 
-    def __init__(self, tasks: Iterable, worker: Callable, *, jobs: int = 1):
+    def __init__(self, tasks: Iterable, worker: Callable, *, jobs: int = 1,
+                 stop_requests: Callable[[], int] = lambda: 0):
+        self._stop_requests = stop_requests
         self._tasks = iter(tasks)
         self._worker = worker
         self.jobs = max(1, jobs)
@@ -106,7 +115,12 @@ class BatchRun:
         )
         self._submit(2 * self.jobs)
         while self._pending:
-            done, self._pending = wait(self._pending, return_when=FIRST_COMPLETED)
+            done, self._pending = wait(
+                self._pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED
+            )
+            if self._stop_requests():
+                self._unreported = list(done)
+                return
             self._submit(len(done))
             self._unreported = list(done)
             while self._unreported:
@@ -144,6 +158,10 @@ class BatchRun:
             return []
         for future in self._pending:
             future.cancel()
+        # Wait for the running files, unless a second request (or `force`) comes.
+        while not force and not all(f.done() for f in self._pending):
+            wait(self._pending, timeout=_POLL_SECONDS)
+            force = self._stop_requests() >= 2
         if force:
             unfinished = [f for f in self._pending if not f.done()]
             pids = self._terminate()
@@ -151,8 +169,6 @@ class BatchRun:
                 folder = getattr(self._task_of[future], "out_dir", None)
                 if folder is not None:
                     remove_temporaries(folder, pids)
-        else:
-            wait(self._pending)
         finished = [f for f in self._unreported + list(self._pending)
                     if f.done() and not f.cancelled() and f.exception() is None]
         self._pending, self._unreported = set(), []
@@ -163,7 +179,7 @@ class BatchRun:
         """Kill the worker processes; return their process ids."""
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
         for process in processes:
-            process.terminate()
+            process.kill()  # they ignore SIGTERM (see _worker_init)
         for process in processes:
             process.join(5)
         return [process.pid for process in processes]

@@ -196,8 +196,32 @@ class _Terminated(Exception):
     """SIGTERM, handled like Ctrl-C so that the run stops cleanly."""
 
 
-def _on_sigterm(signum, frame):
-    raise _Terminated
+class _StopRequests:
+    """Counts Ctrl-C and kill during a run.
+
+    With one job the work runs in this process, so the first request raises
+    (KeyboardInterrupt or _Terminated) to abandon the file at once. With
+    worker processes the handler only counts, and the run polls the count:
+    nothing is raised in the middle of the bookkeeping.
+    """
+
+    def __init__(self, *, raise_first: bool):
+        self.signals: list[int] = []
+        self.raise_first = raise_first
+
+    def __call__(self) -> int:
+        return len(self.signals)
+
+    def handle(self, signum, frame):
+        self.signals.append(signum)
+        if self.raise_first and len(self.signals) == 1:
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+    @property
+    def status(self) -> int | None:
+        if not self.signals:
+            return None
+        return 130 if self.signals[0] == signal.SIGINT else 143
 
 
 def _operation(kind, *args, **options):
@@ -225,33 +249,34 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                        max_pixels=max_pixels)
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
     report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
-    run = BatchRun(tasks, process_file, jobs=jobs)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    requests = _StopRequests(raise_first=jobs == 1)
+    run = BatchRun(tasks, process_file, jobs=jobs, stop_requests=requests)
+    previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = None
+    late = []
     try:
-        for result in run:
-            report.add(result)
-            if fail_fast and result.status == "failed":
-                break
-    except (KeyboardInterrupt, _Terminated) as exc:
-        status = 143 if isinstance(exc, _Terminated) else 130
-    except BatchAborted as exc:
-        _say(str(exc))
-        status = 1
-    try:
+        try:
+            for result in run:
+                report.add(result)
+                if fail_fast and result.status == "failed":
+                    break
+        except (KeyboardInterrupt, _Terminated):
+            pass  # counted in `requests`
+        except BatchAborted as exc:
+            _say(str(exc))
+            status = 1
         # Files not started are cancelled; the ones running are finished,
         # unless a second Ctrl-C (or kill) asks to stop at once.
-        if status in (130, 143) and run.running and not quiet:
+        if requests() and run.running and not quiet:
             _say(f"stopping: finishing {run.running} file(s) being written "
                  "(Ctrl-C again to stop at once)")
         late = run.stop()
-    except (KeyboardInterrupt, _Terminated):
-        late = run.stop(force=True)
-        status = status or 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     for result in late:
         report.add(result)
+    status = requests.status or status
     report.close(out_dir, interrupted=status in (130, 143))
     if status is None and report.counts["failed"]:
         status = 1
