@@ -45,7 +45,7 @@ cd "$work"
 "$work/venv/bin/python" - <<'EOF'
 import sys
 import convcli
-from convcli.kernel_library import get_kernel, list_kernels, parse_kernel_spec
+from convcli.kernels import get_kernel, list_kernels, parse_kernel_spec
 if "/site-packages/" not in convcli.__file__:
     sys.exit(f"check_wheel: convcli imported from {convcli.__file__}, not the installed wheel")
 names = [k.name for k in list_kernels()]

@@ -83,7 +83,7 @@ def stage_split(photos: list[Path], out_dir: Path) -> dict[str, float]:
     """Seconds per stage summed over the photos, from the command line's worker."""
     from convcli import pipeline
     from convcli.batch import iter_results
-    from convcli.kernel_library import parse_kernel_spec
+    from convcli.kernels import parse_kernel_spec
 
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)

@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .batch import BatchAborted, BatchRun, default_jobs
 from .images import DEFAULT_MAX_PIXELS, OUTPUT_FORMATS
-from .kernel_library import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
+from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
 from .pipeline import (
     CHANNEL_MODES,

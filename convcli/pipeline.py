@@ -69,7 +69,7 @@ from .images import (
     save_npy,
     to_levels,
 )
-from .kernel_library import Kernel
+from .kernels import Kernel
 from .padding import PAD_MODES, pad_images
 from .pooling import pool_forward
 

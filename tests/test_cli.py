@@ -22,7 +22,7 @@ from PIL import Image, ImageOps
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.cli import main
-from convcli.kernel_library import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
+from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
 
 
 def run(*args):

@@ -12,7 +12,7 @@ from imagefiles import make_image
 
 from convcli import pool_forward
 from convcli.batch import FileResult, iter_results
-from convcli.kernel_library import get_kernel, parse_kernel_spec
+from convcli.kernels import get_kernel, parse_kernel_spec
 from convcli.pipeline import (
     ConvOp,
     OptionError,

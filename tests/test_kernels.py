@@ -1,4 +1,4 @@
-"""Tests for convcli.kernel_library: the shipped kernels, kernel files, specs and rotation."""
+"""Tests for convcli.kernels: the shipped kernels, kernel files, specs and rotation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli import conv_forward
-from convcli.kernel_library import (
+from convcli.kernels import (
     Kernel,
     KernelError,
     _build_registry,
