@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ._engine.tiles import window_count
+
 
 def as_real_array(x, name: str) -> np.ndarray:
     """Return `x` as an ndarray of real numbers, without copying."""
@@ -81,4 +83,4 @@ def output_size(size: int, window: int, stride: int, what: str) -> int:
     """Number of window positions along one axis; ValueError if none fit."""
     if window > size:
         raise ValueError(f"{what} {window} is larger than the input size {size}")
-    return (size - window) // stride + 1
+    return window_count(size, window, stride)

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
-from ._parallel import set_threads
+from ._engine.tiles import set_threads, usable_cores
 from .safeio import remove_temporaries
 
 
@@ -56,10 +56,7 @@ class FileResult:
 
 def default_jobs() -> int:
     """The number of CPUs this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 # How often a parallel run looks at its stop requests, in seconds.

@@ -1,5 +1,8 @@
 """Convolution layers: forward and backward passes (numpy only).
 
+The public functions validate their arguments and return the tutorial's
+outputs and caches; the tiled work is done by ``convcli._engine.correlate``.
+
 "Convolution" here is cross-correlation, as in the tutorial, PyTorch and
 TensorFlow: the kernel is slid over the image *without* being flipped, so
 ``Z[i, h, w, c] = sum(A_pad[i, h*s:h*s+f, w*s:w*s+f, :] * W[:, :, :, c]) + b[c]``.
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._correlate import correlate, correlate_weights_grad
+from ._engine.correlate import correlate, correlate_weights_grad
+from ._engine.tiles import covered, window_slice
 from ._validate import (
     as_real_array,
     check_ndim,
@@ -98,12 +102,7 @@ def _conv_shapes(A_prev, W, b, hparameters, *, depthwise: bool):
 
 def _window_view(A_pad, di, dj, stride, n_H, n_W):
     """The input values under kernel offset (di, dj) for every output position."""
-    return A_pad[
-        :,
-        di : di + stride * (n_H - 1) + 1 : stride,
-        dj : dj + stride * (n_W - 1) + 1 : stride,
-        :,
-    ]
+    return A_pad[:, window_slice(di, n_H, stride), window_slice(dj, n_W, stride), :]
 
 
 def conv_forward(A_prev, W, b, hparameters):
@@ -246,7 +245,7 @@ def _conv_input_grad(dZ, Wc, A_shape, stride, pad):
     f_h, f_w = Wc.shape[:2]
     if stride > 1:
         n_H, n_W, n_C = dZ.shape[1:]
-        spread = np.zeros((m, (n_H - 1) * stride + 1, (n_W - 1) * stride + 1, n_C), dZ.dtype)
+        spread = np.zeros((m, covered(n_H, 1, stride), covered(n_W, 1, stride), n_C), dZ.dtype)
         spread[:, ::stride, ::stride] = dZ
         dZ = spread
     pads = (

@@ -1,7 +1,9 @@
-"""Pooling layers: max and average, forward and backward (numpy only).
+"""Pooling layers: max and average, forward and backward, and the pool modes (numpy only).
 
 Pooling slides an f x f window with the given stride over each channel
-separately, with no padding: ``n_H = (n_H_prev - f) // stride + 1``.
+separately, with no padding: ``n_H = (n_H_prev - f) // stride + 1``. The
+functions here validate their arguments and return the tutorial's outputs
+and caches; the tiled work is done by ``convcli._engine.pool``.
 
 Max-pool ties: when several positions of a window hold its maximum (flat
 regions and saturated highlights in photos do this all the time), the
@@ -15,20 +17,45 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._parallel import run_tiles
+from ._engine.pool import pool_backward_tiles, pool_forward_tiles
 from ._validate import as_int, as_real_array, check_ndim, compute_dtype, hparameter, output_size
 
 POOL_MODES = ("max", "average")
-_MODE_ALIASES = {"max": "max", "average": "average", "avg": "average"}
+# Other names accepted for the modes (PyTorch's avg_pool2d).
+POOL_MODE_ALIASES = {"avg": "average"}
 
 
-def _pool_mode(mode) -> str:
-    try:
-        return _MODE_ALIASES[mode]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"mode must be 'max' or 'average' (or 'avg'), got {mode!r}"
-        ) from None
+def pool_mode(mode) -> str:
+    """The pooling mode named by `mode`: one of POOL_MODES, or an alias of one.
+
+    Parameters
+    ----------
+    mode : str
+        ``"max"``, ``"average"``, or a key of POOL_MODE_ALIASES (``"avg"``).
+        Names are case-sensitive.
+
+    Returns
+    -------
+    mode : str
+        The name in POOL_MODES.
+
+    Raises
+    ------
+    ValueError
+        If `mode` names no pooling mode.
+
+    Examples
+    --------
+    >>> pool_mode("avg")
+    'average'
+    """
+    if isinstance(mode, str):
+        mode = POOL_MODE_ALIASES.get(mode, mode)
+        if mode in POOL_MODES:
+            return mode
+    aliases = ", ".join(f"{alias!r} for {name!r}" for alias, name in POOL_MODE_ALIASES.items())
+    modes = " or ".join(map(repr, POOL_MODES))
+    raise ValueError(f"mode must be {modes} (or {aliases}), got {mode!r}")
 
 
 def _pool_shapes(A_prev, hparameters):
@@ -40,82 +67,6 @@ def _pool_shapes(A_prev, hparameters):
     n_H = output_size(n_H_prev, f, stride, 'hparameters["f"] =')
     n_W = output_size(n_W_prev, f, stride, 'hparameters["f"] =')
     return A, f, stride, (m, n_H, n_W, n_C)
-
-
-# Values per row tile: a tile's input, scratch and results stay in L2 cache.
-# Scratch buffers are reused from tile to tile: fresh pages cost more than
-# the arithmetic on them.
-TILE_VALUES = 1 << 18
-
-
-def _row_tiles(m, n_H, rows_fit):
-    """(i0, i1, h0, h1): output rows of a tile; several whole images when they fit."""
-    images, rows = (max(1, rows_fit // n_H), n_H) if n_H <= rows_fit else (1, rows_fit)
-    for i0 in range(0, m, images):
-        for h0 in range(0, n_H, rows):
-            yield i0, min(m, i0 + images), h0, min(n_H, h0 + rows)
-
-
-class _Scratch:
-    """Flat buffers reused across tiles; ``take(name, shape)`` views their start."""
-
-    def __init__(self, dtype):
-        self.dtype, self.buffers = dtype, {}
-
-    def take(self, name, shape, dtype=None):
-        size = int(np.prod(shape))
-        buf = self.buffers.get(name)
-        if buf is None or buf.size < size:
-            buf = self.buffers[name] = np.empty(size, dtype or self.dtype)
-        return buf[:size].reshape(shape)
-
-
-def _pixels(X):
-    """View each pixel's n_C values as one record: copies then move whole pixels.
-
-    numpy copies a strided run of 3 floats value by value; as one 12-byte
-    record it moves about twice as fast.
-    """
-    return X.view(np.dtype((np.void, X.shape[-1] * X.itemsize)))[..., 0]
-
-
-def _window_rows(X, d, stride, count):
-    """Rows d, d + stride, ... (`count` of them): the rows under window row d."""
-    return X[:, d : d + stride * (count - 1) + 1 : stride]
-
-
-def _used(n_out, f, stride):
-    """Input rows (or columns) that windows cover."""
-    return stride * (n_out - 1) + f
-
-
-def _reduce_windows(X, f, stride, out, scratch, reduce):
-    """Reduce every f x f window of the tile X into `out` with the binary ufunc `reduce`.
-
-    Separable: first along the height, every op running along whole
-    contiguous rows; then along the width at stride 1 (contiguous again),
-    keeping every stride-th result.
-    """
-    k, n_H, n_W, n_C = out.shape
-    if f == 1:
-        out[...] = _window_rows(X, 0, stride, n_H)[:, :, : _used(n_W, f, stride) : stride]
-        return
-    rows = scratch.take("rows", (k, n_H, X.shape[2], n_C))
-    reduce(_window_rows(X, 0, stride, n_H), _window_rows(X, 1, stride, n_H), out=rows)
-    for d in range(2, f):
-        reduce(rows, _window_rows(X, d, stride, n_H), out=rows)
-    width = stride * (n_W - 1) + 1  # window starts 0 .. width - 1
-    full = out if stride == 1 else scratch.take("full", (k, n_H, width, n_C))
-    reduce(rows[:, :, :width], rows[:, :, 1 : width + 1], out=full)
-    for d in range(2, f):
-        reduce(full, rows[:, :, d : d + width], out=full)
-    if stride > 1:
-        _pixels(out)[...] = _pixels(full)[:, :, ::stride]
-
-
-def _tile_rows_fit(X, f, stride):
-    """Output rows per tile: at least f, so that only neighbouring tiles share input rows."""
-    return max(f, TILE_VALUES // max(1, stride * X.shape[2] * X.shape[3]))
 
 
 def pool_forward(A_prev, hparameters, mode="max"):
@@ -146,24 +97,10 @@ def pool_forward(A_prev, hparameters, mode="max"):
     array([[ 5.,  7.],
            [13., 15.]])
     """
-    mode = _pool_mode(mode)
-    A, f, stride, (m, n_H, n_W, n_C) = _pool_shapes(A_prev, hparameters)
-    dtype = compute_dtype(A)
-    X = A.astype(dtype, copy=False)
-    out = np.empty((m, n_H, n_W, n_C), dtype)
-    reduce = np.maximum if mode == "max" else np.add
-
-    def work(scratch, tile):
-        i0, i1, h0, h1 = tile
-        rows = X[i0:i1, stride * h0 : stride * (h1 - 1) + f]
-        _reduce_windows(rows, f, stride, out[i0:i1, h0:h1], scratch, reduce)
-
-    if out.size:
-        tiles = _row_tiles(m, n_H, _tile_rows_fit(X, f, stride))
-        run_tiles(tiles, work, lambda: _Scratch(dtype))
-    if mode == "average":
-        out /= dtype.type(f * f)
-    return out, (A_prev, hparameters)
+    mode = pool_mode(mode)
+    A, f, stride, _ = _pool_shapes(A_prev, hparameters)
+    X = A.astype(compute_dtype(A), copy=False)
+    return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
 
 
 def _unpack_pool_cache(cache):
@@ -193,8 +130,17 @@ def pool_backward(dA, cache, mode="max"):
         ``dA[i, h, w, c]`` back to its own window: all of it to the window's
         first maximum (max mode), or an equal share to every position
         (average mode). Positions no window covers get zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.array([[1.0, 3.0], [3.0, 2.0]]).reshape(1, 2, 2, 1)
+    >>> _, cache = pool_forward(A, {"f": 2, "stride": 2})
+    >>> pool_backward(np.ones((1, 1, 1, 1)), cache)[0, :, :, 0]  # the first of the tied 3s
+    array([[0., 1.],
+           [0., 0.]])
     """
-    mode = _pool_mode(mode)
+    mode = pool_mode(mode)
     A_prev, hparameters = _unpack_pool_cache(cache)
     A, f, stride, out_shape = _pool_shapes(A_prev, hparameters)
     dA = as_real_array(dA, "dA")
@@ -202,250 +148,8 @@ def pool_backward(dA, cache, mode="max"):
         raise ValueError(
             f"dA must have the forward output's shape {out_shape}, got {dA.shape}"
         )
-    dtype = compute_dtype(A, dA)
-    dA = dA.astype(dtype, copy=False)
-    m, n_H, n_W, n_C = out_shape
-    if stride == f > 1 and dA.size:
-        # The windows tile the covered rows and columns, which the tiles
-        # write in full: only the uncovered margins need zeros.
-        dA_prev = np.empty(A.shape, dtype)
-        dA_prev[:, _used(n_H, f, stride) :] = 0
-        dA_prev[:, :, _used(n_W, f, stride) :] = 0
-    else:
-        dA_prev = np.zeros(A.shape, dtype)
-    if dA_prev.size == 0:
-        return dA_prev
-    X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
-
-    def work(scratch, tile):
-        i0, i1, h0, h1 = tile
-        rows = slice(stride * h0, stride * (h1 - 1) + f)
-        if mode == "max" and stride == f > 1:
-            _max_tile_tiled(X[i0:i1, rows], dA[i0:i1, h0:h1], dA_prev[i0:i1, rows], scratch)
-            return
-        target = _Gradient(dA_prev[i0:i1, rows], f, stride, n_H=h1 - h0, n_W=n_W, scratch=scratch)
-        if mode == "average":
-            _average_tile(dA[i0:i1, h0:h1], target, scratch)
-        else:
-            _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], target, scratch)
-        target.finish()
-
-    # Tiles of windows that overlap share input rows. With stride 1 each
-    # tile adds its gradient straight into dA_prev, and only neighbouring
-    # tiles overlap; other overlapping strides run as one tile.
-    rows_fit = _tile_rows_fit(X, f, stride) if stride == 1 or stride >= f else n_H
-    tiles = _row_tiles(m, n_H, rows_fit)
-    run_tiles(tiles, work, lambda: _Scratch(dtype), neighbours_overlap=f > stride)
-    return dA_prev
-
-
-# The backward passes work on columns split by phase (column index mod
-# stride): there, the pixels under window offset (di, dj) of all windows are
-# rows of contiguous runs, so every op runs along rows.
-
-
-def _split_columns(X, stride, n_cols, out):
-    """Phase p of `out` holds columns p, p + stride, ... of X[:, :, :n_cols]."""
-    for p in range(len(out)):
-        cols = _pixels(X[:, :, p:n_cols:stride])
-        _pixels(out[p])[:, :, : cols.shape[2]] = cols
-
-
-def _region(P, di, dj, stride, n_H, n_W):
-    """In column phases P, the pixels under window offset (di, dj) of every window."""
-    return P[dj % stride][:, di : di + stride * (n_H - 1) + 1 : stride, dj // stride :][:, :, :n_W]
-
-
-class _Gradient:
-    """Where a tile's windows send their gradient: ``add(di, dj, values)``.
-
-    With stride 1, straight into dA_prev; when windows do not overlap
-    (stride >= f), each position gets one value, copied into place as whole
-    pixels; otherwise into column phases, merged back by ``finish()``.
-    """
-
-    def __init__(self, dA_prev, f, stride, *, n_H, n_W, scratch):
-        self.dA_prev, self.f, self.stride, self.n_H, self.n_W = dA_prev, f, stride, n_H, n_W
-        self.phases = None
-        if 1 < stride < f:
-            k, n_rows, _, n_C = dA_prev.shape
-            n_cols = -(-_used(n_W, f, stride) // stride)
-            self.phases = scratch.take("grad", (stride, k, n_rows, n_cols, n_C))
-            self.phases[...] = 0
-
-    def add(self, di, dj, values):
-        s, n_H, n_W = self.stride, self.n_H, self.n_W
-        if self.phases is not None:
-            _region(self.phases, di, dj, s, n_H, n_W)[...] += values
-        elif s == 1:
-            self.dA_prev[:, di : di + n_H, dj : dj + n_W] += values
-        else:
-            dst = self.dA_prev[:, di : di + s * (n_H - 1) + 1 : s, dj : dj + s * (n_W - 1) + 1 : s]
-            _pixels(dst)[...] = _pixels(values)
-
-    def finish(self):
-        if self.phases is not None:
-            s = self.stride
-            out = self.dA_prev[:, :, : _used(self.n_W, self.f, s)]
-            for p in range(s):
-                dst = _pixels(out[:, :, p::s])
-                dst[...] = _pixels(self.phases[p])[:, :, : dst.shape[2]]
-
-
-def _average_tile(dA, target, scratch):
-    """Send ``dA[i, h, w] / f**2`` to every position of window (h, w)."""
-    f = target.f
-    share = scratch.take("share", dA.shape)
-    np.divide(dA, share.dtype.type(f * f), out=share)
-    for di in range(f):
-        for dj in range(f):
-            target.add(di, dj, share)
-
-
-def _max_tile(X, dA, target, scratch):
-    """Send ``dA[i, h, w]`` to the first maximum of window (h, w).
-
-    Window offsets are visited in row-major order; each window is claimed
-    by the first offset whose value equals its maximum (or is NaN when the
-    maximum is NaN). Like the tutorial's ``mask * dA``, the other positions
-    of the window get ``0 * dA``.
-    """
-    f, s, n_H, n_W = target.f, target.stride, target.n_H, target.n_W
-    maxima = scratch.take("maxima", dA.shape)
-    if s == 1:
-        P = X[None]
-        _reduce_windows(X, f, s, maxima, scratch, np.maximum)
-    else:
-        P = scratch.take("phases", (min(f, s),) + X.shape[:2] + (n_W + (f - 1) // s,) + X.shape[3:])
-        _split_columns(X, s, _used(n_W, f, s), P)
-        if s >= f:  # windows do not overlap: reduce the f*f offsets directly
-            maxima[...] = _region(P, 0, 0, s, n_H, n_W)
-            for d in range(1, f * f):
-                np.maximum(maxima, _region(P, d // f, d % f, s, n_H, n_W), out=maxima)
-        else:
-            _reduce_windows(X, f, s, maxima, scratch, np.maximum)
-    nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
-    unclaimed = scratch.take("unclaimed", dA.shape, bool)
-    unclaimed[...] = True
-    hit = scratch.take("hit", dA.shape, bool)
-    share = scratch.take("share", dA.shape)
-    for di in range(f):
-        for dj in range(f):
-            window = _region(P, di, dj, s, n_H, n_W)
-            np.equal(window, maxima, out=hit)
-            if nan_maxima is not None:
-                hit |= np.isnan(window) & nan_maxima
-            hit &= unclaimed
-            unclaimed ^= hit
-            target.add(di, dj, np.multiply(dA, hit, out=share))
-
-
-def _copy_channels(dst, src):
-    """``dst[...] = src`` for (..., n_C) views; channel by channel when n_C is small.
-
-    numpy runs a strided copy along the last axis: with 3 channels that is
-    a loop of 3 values per pixel, while one channel at a time runs along
-    the whole row.
-    """
-    if dst.shape[-1] >= 16:
-        dst[...] = src
-    else:
-        for c in range(dst.shape[-1]):
-            dst[..., c] = src[..., c]
-
-
-def _phase_masks(scratch, f, n_C, size):
-    """Masks over `size` flat values of rows of whole windows (f pixels of n_C values each).
-
-    ``after[d]``: the pixel is at least d pixels into its window;
-    ``before[d]``: it is at least d pixels before its window's end.
-    """
-    key = ("phase masks", f, n_C)
-    masks = scratch.buffers.get(key)
-    if masks is None or masks[0] < size:
-        phase = (np.arange(size) // n_C) % f
-        after = [None] + [phase >= d for d in range(1, f)]
-        before = [None] + [phase < f - d for d in range(1, f)]
-        masks = scratch.buffers[key] = (size, after, before)
-    return [m if m is None else m[:size] for m in masks[1]], [
-        m if m is None else m[:size] for m in masks[2]
-    ]
-
-
-def _max_tile_tiled(X, dA, dA_prev, scratch):
-    """Max-pool backward of a tile when windows tile the input (f == stride).
-
-    X and dA_prev hold the tile's f * n_H input rows, dA its n_H output
-    rows. Each window row r of every window, for all windows at once, is a
-    view of whole rows, n_W * f pixels long: ``X[:, r::f, :n_W * f]``. Every
-    step runs along these rows as flat runs of values, with shifts by whole
-    pixels (n_C values) and masks of the pixel's place in its window:
-
-    - the maxima: rows reduced, then each window's first pixel gets the
-      maximum of its f pixels (shifts), copied to the window's other pixels;
-    - for window row r, ``E`` marks the values equal to their window's
-      maximum (or NaN when it is NaN); a value is claimed if it is in E,
-      no earlier pixel of its window row is, and no earlier window row was;
-    - ``dA_prev = dA * claimed``, dA spread over each window's pixels. As
-      in the tutorial's ``mask * dA``, the others get ``0 * dA``.
-    """
-    k, n_H, n_W, n_C = dA.shape
-    f = X.shape[1] // n_H
-    shape = (k, n_H, n_W * f * n_C)
-    size, step = int(np.prod(shape)), n_C
-
-    def window_row(Y, r):
-        return Y[:, r::f, : n_W * f].reshape(shape)
-
-    after, before = _phase_masks(scratch, f, n_C, size)
-    rows = scratch.take("rows", shape)
-    np.maximum(window_row(X, 0), window_row(X, 1), out=rows)
-    for r in range(2, f):
-        np.maximum(rows, window_row(X, r), out=rows)
-    maxima = scratch.take("maxima", shape)
-    flat_rows, flat_max = rows.reshape(-1), maxima.reshape(-1)
-    end = size - (f - 1) * step
-    np.maximum(flat_rows[:end], flat_rows[step : end + step], out=flat_max[:end])
-    for d in range(2, f):
-        np.maximum(flat_max[:end], flat_rows[d * step : end + d * step], out=flat_max[:end])
-    by_pixel = maxima.reshape(k, n_H, n_W, f, n_C)
-    for p in range(1, f):
-        _copy_channels(by_pixel[:, :, :, p], by_pixel[:, :, :, 0])
-    nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
-    share = scratch.take("share", (k, n_H, n_W, f, n_C))
-    for p in range(f):
-        _copy_channels(share[:, :, :, p], dA)
-    share = share.reshape(shape)
-
-    hit, earlier, seen, tmp = (
-        scratch.take(name, (size,), bool) for name in ("hit", "earlier", "seen", "tmp")
-    )
-    for r in range(f):
-        X_r = window_row(X, r)
-        np.equal(X_r, maxima, out=hit.reshape(shape))
-        if nan_maxima is not None:
-            hit.reshape(shape)[...] |= np.isnan(X_r) & nan_maxima
-        # earlier: some earlier pixel of the same window row is a hit.
-        earlier[:step] = False
-        np.logical_and(hit[:-step], after[1][step:], out=earlier[step:])
-        for d in range(2, f):
-            np.logical_and(hit[: -d * step], after[d][d * step :], out=tmp[d * step :])
-            np.logical_or(earlier[d * step :], tmp[d * step :], out=earlier[d * step :])
-        claimed = tmp
-        np.greater(hit, earlier, out=claimed)  # hit and not earlier
-        if r:
-            np.greater(claimed, seen, out=claimed)
-        np.multiply(share, claimed.reshape(shape), out=window_row(dA_prev, r))
-        if r < f - 1:
-            # seen |= every pixel of a window with a hit in this row
-            if r:
-                np.logical_or(seen, hit, out=seen)
-            else:
-                np.copyto(seen, hit)
-            np.logical_or(seen, earlier, out=seen)
-            for d in range(1, f):
-                np.logical_and(hit[d * step :], before[d][: -d * step], out=tmp[: -d * step])
-                np.logical_or(seen[: -d * step], tmp[: -d * step], out=seen[: -d * step])
+    dA = dA.astype(compute_dtype(A, dA), copy=False)
+    return pool_backward_tiles(dA, A, f, stride, mode)
 
 
 def create_mask_from_window(x):

@@ -26,8 +26,10 @@ from reference import (
     pool_forward_windows,
 )
 
-from convcli import _correlate, _parallel, conv_backward, conv_forward, pool_backward, pool_forward
-from convcli import pooling as pooling_module
+from convcli import conv_backward, conv_forward, pool_backward, pool_forward
+from convcli._engine import correlate as correlate_engine
+from convcli._engine import pool as pool_engine
+from convcli._engine import tiles
 
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
 TILE_SIZES = [1, 60, 400, 3000, 10**7]
@@ -37,25 +39,25 @@ TILE_SIZES = [1, 60, 400, 3000, 10**7]
 def engine(tile_values, threads):
     """Run the engines with `tile_values` per tile, 16-row matmuls and `threads` threads."""
     saved = (
-        _correlate.TILE_VALUES,
-        _correlate.MATMUL_WORK,
-        _correlate.MIN_CHUNK,
-        pooling_module.TILE_VALUES,
-        _parallel.THREADS,
+        correlate_engine.TILE_VALUES,
+        correlate_engine.MATMUL_WORK,
+        correlate_engine.MIN_CHUNK,
+        pool_engine.TILE_VALUES,
+        tiles.THREADS,
     )
-    _correlate.TILE_VALUES = pooling_module.TILE_VALUES = tile_values
-    _correlate.MATMUL_WORK = 1
-    _correlate.MIN_CHUNK = 16
-    _parallel.THREADS = threads
+    correlate_engine.TILE_VALUES = pool_engine.TILE_VALUES = tile_values
+    correlate_engine.MATMUL_WORK = 1
+    correlate_engine.MIN_CHUNK = 16
+    tiles.THREADS = threads
     try:
         yield
     finally:
         (
-            _correlate.TILE_VALUES,
-            _correlate.MATMUL_WORK,
-            _correlate.MIN_CHUNK,
-            pooling_module.TILE_VALUES,
-            _parallel.THREADS,
+            correlate_engine.TILE_VALUES,
+            correlate_engine.MATMUL_WORK,
+            correlate_engine.MIN_CHUNK,
+            pool_engine.TILE_VALUES,
+            tiles.THREADS,
         ) = saved
 
 
@@ -155,20 +157,48 @@ def test_large_odd_image_across_many_tiles():
         assert_matches(out, pool_forward_windows(A, {"f": f, "stride": stride}), np.float32)
 
 
+# --- tiling and window geometry ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "m, n_H, rows_fit", [(1, 1, 1), (3, 4, 9), (5, 4, 4), (2, 7, 3), (4, 9, 1)]
+)
+def test_row_tiles_cover_every_output_row_once(m, n_H, rows_fit):
+    tiling = tiles.RowTiles(m, n_H, rows_fit)
+    seen = np.zeros((m, n_H), int)
+    for i0, i1, h0, h1 in tiling:
+        assert (i1 - i0) * (h1 - h0) <= max(rows_fit, n_H)
+        assert i1 - i0 == 1 or (h0, h1) == (0, n_H)  # several images only when whole
+        seen[i0:i1, h0:h1] += 1
+    assert (seen == 1).all()
+
+
+@pytest.mark.parametrize("size, window, stride", [(7, 3, 2), (5, 5, 1), (10, 1, 3), (9, 2, 4)])
+def test_window_geometry_matches_the_positions(size, window, stride):
+    starts = range(0, size - window + 1, stride)
+    count = tiles.window_count(size, window, stride)
+    assert count == len(starts)
+    assert tiles.covered(count, window, stride) == starts[-1] + window
+    last = window - 1  # the last offset in each window
+    assert list(range(size))[tiles.window_slice(last, count, stride)] == [
+        start + last for start in starts
+    ]
+
+
 # --- the thread helper -------------------------------------------------------------------------
 
 
 def test_run_tiles_gives_each_thread_its_own_state_and_covers_every_tile(monkeypatch):
-    monkeypatch.setattr(_parallel, "THREADS", 2)
-    states = _parallel.run_tiles(range(7), lambda state, tile: state.append(tile), list)
+    monkeypatch.setattr(tiles, "THREADS", 2)
+    states = tiles.run_tiles(range(7), lambda state, tile: state.append(tile), list)
     assert len(states) == 2
     assert sorted(t for state in states for t in state) == list(range(7))
 
 
 def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
-    monkeypatch.setattr(_parallel, "THREADS", 2)
+    monkeypatch.setattr(tiles, "THREADS", 2)
     order = []
-    _parallel.run_tiles(
+    tiles.run_tiles(
         range(6), lambda state, tile: order.append(tile), list, neighbours_overlap=True
     )
     assert sorted(order[:3]) == [0, 2, 4]
@@ -176,14 +206,14 @@ def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
 
 
 def test_run_tiles_raises_a_worker_exception(monkeypatch):
-    monkeypatch.setattr(_parallel, "THREADS", 2)
+    monkeypatch.setattr(tiles, "THREADS", 2)
 
     def work(state, tile):
         if tile == 3:
             raise ZeroDivisionError("tile 3")
 
     with pytest.raises(ZeroDivisionError, match="tile 3"):
-        _parallel.run_tiles(range(6), work, list)
+        tiles.run_tiles(range(6), work, list)
 
 
 @pytest.mark.parametrize("value, expected", [("3", 3), (" 1 ", 1), ("0", 1), ("", None)])
@@ -192,10 +222,10 @@ def test_threads_from_the_environment(monkeypatch, value, expected):
     if expected is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         expected = max(1, min(4, cores or os.cpu_count() or 1))
-    assert _parallel._default_threads() == expected
+    assert tiles._default_threads() == expected
 
 
 def test_threads_from_the_environment_must_be_a_number(monkeypatch):
     monkeypatch.setenv("CONVCLI_THREADS", "two")
     with pytest.raises(ValueError, match="CONVCLI_THREADS"):
-        _parallel._default_threads()
+        tiles._default_threads()

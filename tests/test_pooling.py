@@ -23,6 +23,7 @@ from convcli import (
     pool_backward,
     pool_forward,
 )
+from convcli.pooling import POOL_MODE_ALIASES, pool_mode
 
 FLOATS = [np.float32, np.float64]
 MODES = ["max", "average"]
@@ -164,6 +165,16 @@ def test_modes_and_avg_alias():
     A_default, _ = pool_forward(A_prev, hp(2, 1))
     np.testing.assert_array_equal(A_default, pool_forward(A_prev, hp(2, 1), "max")[0])
     np.testing.assert_array_equal(pool_backward(dA, cache), pool_backward(dA, cache, "max"))
+
+
+def test_pool_mode_names_every_mode_and_alias():
+    assert [pool_mode(mode) for mode in POOL_MODES] == list(POOL_MODES)
+    assert POOL_MODE_ALIASES == {"avg": "average"}
+    for alias, mode in POOL_MODE_ALIASES.items():
+        assert pool_mode(alias) == mode
+    for bad in ("min", "Max", "", None, 1, ["max"]):
+        with pytest.raises(ValueError, match=r"mode must be 'max' or 'average'.*'avg'"):
+            pool_mode(bad)
 
 
 # --- create_mask_from_window and distribute_value ------------------------------------------------

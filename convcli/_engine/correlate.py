@@ -1,4 +1,4 @@
-"""Tiled cross-correlation engine behind the convolution layers (numpy only).
+"""The tiled cross-correlation engine behind conv_forward and conv_backward (numpy only).
 
 The layers work on NHWC arrays with few channels (images: 1 to 4), where a
 plain ``window @ W[di, dj]`` per kernel offset multiplies tiny matrices and
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._parallel import run_tiles
+from .tiles import RowTiles, ceil_div, covered, run_tiles, window_count
 
 # Rows of one matmul: each stays under ~2.6e5 multiply-adds, which OpenBLAS
 # runs on the calling thread (its hand-off to a second thread cost more than
@@ -42,10 +42,6 @@ MIN_CHUNK = 128
 # Values of X per row tile (2 MB in float32): a tile stays in cache while it
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _block_width(n_C_prev: int, n_C: int) -> int:
@@ -77,31 +73,19 @@ class _Plan:
         s = stride
         self.shape, self.kernel, self.s = shape, kernel, s
         self.top, self.left, self.itemsize = top, left, dtype.itemsize
-        self.n_H = (H + top + bottom - f_h) // s + 1
-        self.n_W = (W + left + right - f_w) // s + 1
+        self.n_H = window_count(H + top + bottom, f_h, s)
+        self.n_W = window_count(W + left + right, f_w, s)
         self.B = B = _block_width(C, n_C)
         self.N = B * n_C  # outputs per block
-        self.nbw = _ceil_div(self.n_W, B)  # blocks per row
-        self.span = (B - 1) * s + f_w  # input pixels under one block's outputs
+        self.nbw = ceil_div(self.n_W, B)  # blocks per row
+        self.span = covered(B, f_w, s)  # input pixels under one block's outputs
         self.K = f_h * self.span * C  # values per row of X
-        self.row_px = (self.nbw - 1) * B * s + self.span  # staged pixels per row
+        self.row_px = covered(self.nbw, self.span, B * s)  # staged pixels per row
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
         self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
-        # Tile: whole images when they fit, else rows of one image.
-        rows_fit = max(1, TILE_VALUES // max(1, self.nbw * self.K))
-        if self.n_H <= rows_fit:
-            self.images, self.rows = max(1, min(m, rows_fit // self.n_H)), self.n_H
-        else:
-            self.images, self.rows = 1, rows_fit
-        self.tile_rows = self.images * (self.rows + self.extra)  # staged rows per phase
-        self.max_chunks = _ceil_div(self.tile_rows * self.nbw, self.chunk)
-
-    def tiles(self):
-        """(i0, i1, h0, h1): images and output rows of each tile."""
-        m, n_H = self.shape[0], self.n_H
-        for i0 in range(0, m, self.images):
-            for h0 in range(0, n_H, self.rows):
-                yield i0, min(m, i0 + self.images), h0, min(n_H, h0 + self.rows)
+        self.tiles = RowTiles(m, self.n_H, max(1, TILE_VALUES // max(1, self.nbw * self.K)))
+        self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
+        self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
 
     def buffers(self, dtype):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
@@ -118,8 +102,8 @@ class _Plan:
         rows = staged[:, : k * n_rows].reshape(s, k, n_rows, self.row_px, C)
         for ph in range(s):
             # Phase row r holds padded row s*(h0 + r) + ph, image row y = that - top.
-            r_lo = min(n_rows, max(0, _ceil_div(top - ph, s) - h0))
-            r_hi = min(n_rows, max(r_lo, _ceil_div(H + top - ph, s) - h0))
+            r_lo = min(n_rows, max(0, ceil_div(top - ph, s) - h0))
+            r_hi = min(n_rows, max(r_lo, ceil_div(H + top - ph, s) - h0))
             dst = rows[ph]
             dst[:, :r_lo] = 0
             dst[:, r_hi:] = 0
@@ -191,7 +175,7 @@ def correlate(A, W, stride, pads, dtype, bias=None):
     def work(state, tile):
         staged, X, Y = state
         nq = plan.fill(staged, X, A, *tile)
-        n = _ceil_div(nq, plan.chunk)
+        n = ceil_div(nq, plan.chunk)
         with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
             np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
         y = Y.reshape(-1, plan.N)
@@ -204,7 +188,7 @@ def correlate(A, W, stride, pads, dtype, bias=None):
             np.add(plan.outputs(y, *tile), bias, out=Z[i0:i1, h0:h1])
 
     try:
-        run_tiles(plan.tiles(), work, new_state)
+        run_tiles(plan.tiles, work, new_state)
     except _NotFinite:
         return None
     return Z
@@ -234,7 +218,7 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
     def work(state, tile):
         staged, X, Y, part, dT = state
         nq = plan.fill(staged, X, A, *tile)
-        n = _ceil_div(nq, plan.chunk)
+        n = ceil_div(nq, plan.chunk)
         Y[nq : n * plan.chunk] = 0
         i0, i1, h0, h1 = tile
         plan.outputs(Y, *tile)[...] = dZ[i0:i1, h0:h1]
@@ -244,7 +228,7 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
             np.matmul(x.swapaxes(1, 2), y, out=part[:n])
             dT += part[:n].sum(axis=0)
 
-    states = run_tiles(plan.tiles(), work, new_state)
+    states = run_tiles(plan.tiles, work, new_state)
     dT = sum(dT for *_, dT in states)
     # Collect the bands: pixel b*s + dj of block b, output b.
     B, s = plan.B, plan.s

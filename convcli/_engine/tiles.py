@@ -1,0 +1,188 @@
+"""Threads, row tiles, scratch buffers and window geometry: shared by both engines and the layers.
+
+numpy and the standard library only. numpy releases the GIL inside its
+copies, ufuncs and matmuls, so the row tiles of one layer call, handed to a
+few threads, run on that many cores. The matmuls inside a tile are kept
+small enough for OpenBLAS to run them on the calling thread, so BLAS threads
+and these threads do not compete.
+
+The number of threads is ``CONVCLI_THREADS`` from the environment, else the
+number of usable cores, at most 4 (beyond that memory bandwidth, not
+arithmetic, limits these layers). ``CONVCLI_THREADS=1`` runs everything on
+the calling thread; processes that already run one per core should set it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+# --- window geometry ---------------------------------------------------------------------------
+
+
+def window_count(size: int, window: int, stride: int) -> int:
+    """Number of positions of a `window` sliding by `stride` along `size` values.
+
+    Examples
+    --------
+    >>> window_count(7, 3, 2)
+    3
+    """
+    return (size - window) // stride + 1
+
+
+def covered(count: int, window: int, stride: int) -> int:
+    """Values covered by the first `count` windows: ``stride * (count - 1) + window``.
+
+    Examples
+    --------
+    >>> covered(3, 3, 2)  # windows at 0, 2, 4 cover values 0 to 6
+    7
+    """
+    return stride * (count - 1) + window
+
+
+def window_slice(start: int, count: int, stride: int) -> slice:
+    """Indices ``start, start + stride, ...``, `count` of them: one offset of every window.
+
+    Examples
+    --------
+    >>> list(range(10))[window_slice(1, 3, 3)]
+    [1, 4, 7]
+    """
+    return slice(start, start + stride * (count - 1) + 1, stride)
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``a / b`` rounded up, for integers."""
+    return -(-a // b)
+
+
+# --- row tiles -----------------------------------------------------------------------------
+
+
+class RowTiles:
+    """The tiles of m images of n_H output rows, at most `rows_fit` rows a tile.
+
+    Whole images when they fit (``images`` of them a tile, the last group
+    possibly shorter), else ``rows`` rows of one image. Iterating gives
+    ``(i0, i1, h0, h1)``: the images and output rows of each tile.
+
+    Examples
+    --------
+    >>> list(RowTiles(3, 4, 9))
+    [(0, 2, 0, 4), (2, 3, 0, 4)]
+    >>> list(RowTiles(1, 5, 2))
+    [(0, 1, 0, 2), (0, 1, 2, 4), (0, 1, 4, 5)]
+    """
+
+    def __init__(self, m: int, n_H: int, rows_fit: int):
+        self.m, self.n_H = m, n_H
+        if n_H <= rows_fit:
+            self.images, self.rows = max(1, min(m, rows_fit // n_H)), n_H
+        else:
+            self.images, self.rows = 1, rows_fit
+
+    def __iter__(self):
+        m, n_H = self.m, self.n_H
+        for i0 in range(0, m, self.images):
+            for h0 in range(0, n_H, self.rows):
+                yield i0, min(m, i0 + self.images), h0, min(n_H, h0 + self.rows)
+
+
+class Scratch:
+    """Flat buffers reused across tiles; ``take(name, shape)`` views their start.
+
+    Fresh pages cost more than the arithmetic on them, so each thread keeps
+    its buffers from tile to tile. The values taken are left over from
+    earlier tiles: callers overwrite them.
+    """
+
+    def __init__(self, dtype):
+        self.dtype, self.buffers = dtype, {}
+
+    def take(self, name, shape, dtype=None):
+        size = int(np.prod(shape))
+        buf = self.buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self.buffers[name] = np.empty(size, dtype or self.dtype)
+        return buf[:size].reshape(shape)
+
+
+# --- threads -----------------------------------------------------------------------------------
+
+
+def usable_cores() -> int:
+    """The number of CPUs this process may use (its affinity mask where known)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _default_threads() -> int:
+    value = os.environ.get("CONVCLI_THREADS", "").strip()
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ValueError(f"CONVCLI_THREADS must be a whole number, got {value!r}") from None
+    return min(4, usable_cores())
+
+
+THREADS = _default_threads()
+_executor = None
+_executor_pid = None
+_lock = threading.Lock()
+
+
+def set_threads(count: int) -> None:
+    """Use `count` tile threads from now on in this process (1: none)."""
+    global THREADS, _executor
+    with _lock:
+        THREADS = max(1, int(count))
+        _executor = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The shared executor, created on first use (and again in a forked child)."""
+    global _executor, _executor_pid
+    with _lock:
+        if _executor is None or _executor_pid != os.getpid():
+            _executor = ThreadPoolExecutor(THREADS, thread_name_prefix="convcli")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def run_tiles(tiles, work, new_state, *, neighbours_overlap=False):
+    """Call ``work(state, tile)`` for every tile, on up to THREADS threads.
+
+    Each thread has its own `state` from ``new_state()`` (scratch buffers,
+    partial sums); the states are returned. Tiles must write disjoint
+    outputs; with ``neighbours_overlap`` a tile may share outputs with the
+    tiles next to it, and even and odd tiles run in two rounds.
+    An exception in `work` is raised here, after all threads stop.
+    """
+    tiles = list(tiles)
+    n = max(1, min(THREADS, len(tiles)))
+    states = [new_state() for _ in range(n)]
+    if n == 1:
+        for tile in tiles:
+            work(states[0], tile)
+        return states
+    rounds = [tiles[0::2], tiles[1::2]] if neighbours_overlap else [tiles]
+    for group in rounds:
+
+        def worker(w, group=group):
+            for tile in group[w::n]:
+                work(states[w], tile)
+
+        futures = [_pool().submit(worker, w) for w in range(n)]
+        for future in futures:
+            future.exception()  # wait for every thread before raising
+        for future in futures:
+            future.result()
+    return states
