@@ -142,14 +142,7 @@ def conv_forward(A_prev, W, b, hparameters):
         A_prev, W, b, hparameters, depthwise=False
     )
     bias = ba.astype(dtype, copy=False).reshape(-1)
-    if A.shape[3] > 1 and (Wa == Wa[:, :, :1, :]).all():
-        # Every filter weighs all input channels alike (the command line's
-        # default): correlating the channel sum once is the same sum, with
-        # 1/n_C_prev of the work.
-        A_sum = A.astype(dtype, copy=False) @ np.ones((A.shape[3], 1), dtype)
-        Z = correlate(A_sum, Wa[:, :, :1, :], stride, (pad,) * 4, dtype, bias)
-    else:
-        Z = correlate(A, Wa, stride, (pad,) * 4, dtype, bias)
+    Z = correlate(A, Wa, stride, (pad,) * 4, dtype, bias)
     if Z is None:
         Z = _conv_forward_plain(A, Wa.astype(dtype, copy=False), stride, pad, out_shape)
         Z += bias

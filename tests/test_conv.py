@@ -943,7 +943,7 @@ def test_conv_single_step_bad_input(a, W, b, exc, match):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8])
 @pytest.mark.parametrize("stride, pad, f", [(1, 1, 3), (2, 0, 2), (3, 2, 5)])
 def test_filters_equal_across_input_channels_match_the_loops(dtype, stride, pad, f):
-    # The path for filters that weigh every input channel alike (the CLI's --channels sum).
+    # Filters that weigh every input channel alike, as the CLI's --channels sum builds them.
     rng = np.random.default_rng(7)
     A = (rng.random((2, 11, 9, 3)) * 255).astype(dtype)
     kernels = rng.standard_normal((f, f, 1, 2))
