@@ -1,20 +1,23 @@
-"""Running one job per input file, in this process or in worker processes.
+"""Running one task per input file over any ``concurrent.futures.Executor``.
 
-The command line builds a list of picklable tasks and a top-level worker
-function ``worker(task) -> FileResult``; :func:`iter_results` runs them and
-yields each result as it completes, so the caller can report progress.
-Workers report a bad file as a ``"failed"`` result rather than raising.
+The command line builds picklable tasks and a top-level worker function
+``worker(task) -> FileResult``; :class:`BatchRun` runs them in this process or
+on an executor (:class:`LocalProcessPool` here, or any other, such as Dask's
+``Client.get_executor()``) and yields each result as it completes, so the
+caller can report progress. Workers report a bad file as a ``"failed"``
+result rather than raising.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import multiprocessing
 import os
 import signal
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
@@ -59,7 +62,51 @@ def default_jobs() -> int:
     return usable_cores()
 
 
-# How often a parallel run looks at its stop requests, in seconds.
+class LocalProcessPool(ProcessPoolExecutor):
+    """`jobs` worker processes on this machine, which can be killed at once.
+
+    Workers ignore SIGINT and SIGTERM (the parent decides when to stop), run
+    ``CPUs // jobs`` layer threads each (unless ``CONVCLI_THREADS`` is set),
+    and keep freed image buffers for the next file (:func:`keep_freed_memory`).
+    """
+
+    def __init__(self, jobs: int):
+        context = multiprocessing.get_context()
+        self._pid_queue = context.SimpleQueue()
+        self._pids: list[int] = []
+        threads = max(1, default_jobs() // jobs)
+        super().__init__(max_workers=jobs, mp_context=context, initializer=_worker_init,
+                         initargs=(threads, self._pid_queue))
+
+    def terminate(self) -> list[int]:
+        """Kill the worker processes; return their process ids.
+
+        Their temporary files can then be removed
+        (:func:`convcli.safeio.remove_temporaries`).
+        """
+        while not self._pid_queue.empty():
+            self._pids.append(self._pid_queue.get())
+        for pid in self._pids:
+            try:
+                os.kill(pid, signal.SIGKILL)  # they ignore SIGTERM
+            except ProcessLookupError:
+                pass
+        self.shutdown(wait=True, cancel_futures=True)  # joins the killed workers
+        return list(self._pids)
+
+
+def _worker_init(threads: int, pid_queue) -> None:
+    # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pid_queue.put(os.getpid())
+    # One process per core already: the layers' row-tile threads would compete.
+    if not os.environ.get("CONVCLI_THREADS"):
+        set_threads(threads)
+    keep_freed_memory()
+
+
+# How often a run on an executor looks at its stop requests, in seconds.
 _POLL_SECONDS = 0.1
 
 
@@ -69,48 +116,49 @@ class BatchRun:
     Parameters
     ----------
     tasks : iterable
-        Picklable task objects; consumed lazily, a few ahead of the workers.
+        Picklable task objects; consumed lazily, `in_flight` ahead at most.
     worker : callable
-        A module-level function (so worker processes can import it).
-    jobs : int
-        Number of processes; 1 runs everything in this process.
+        A module-level function (so that other processes can import it).
+    executor : concurrent.futures.Executor, optional
+        Where the tasks run; None runs them one by one in this process. The
+        run shuts the executor down when it ends.
+    in_flight : int
+        Tasks submitted and not finished, at most (about twice the workers).
+    stop_requests : callable
+        The number of times the user asked to stop (e.g. counted by a signal
+        handler), polled during a run on an executor.
 
     Notes
     -----
-    Iterating yields a :class:`FileResult` per task, in task order with
-    ``jobs=1`` and in completion order otherwise. To end early (Ctrl-C,
+    Iterating yields a :class:`FileResult` per task, in task order in this
+    process and in completion order on an executor. To end early (Ctrl-C,
     ``--fail-fast``), call :meth:`stop`: tasks not yet started are cancelled
     and the files being processed are finished, so none is left half-written;
-    their results are returned. Worker processes ignore SIGINT and SIGTERM:
-    the parent decides. With several jobs, `stop_requests` (the number of
-    times the user asked to stop, e.g. counted by a signal handler) is polled:
-    one ends the iteration, a second one makes :meth:`stop` terminate the
-    workers at once. Each worker handles one image at a time, so memory
-    stays bounded by about ``jobs`` images whatever the number of tasks.
+    their results are returned. One stop request ends the iteration; a second
+    one makes :meth:`stop` stop at once: an executor with a ``terminate()``
+    method returning process ids (:class:`LocalProcessPool`) has its workers
+    killed and their temporary files removed. Each worker handles one image
+    at a time, so memory stays bounded whatever the number of tasks.
     """
 
-    def __init__(self, tasks: Iterable, worker: Callable, *, jobs: int = 1,
-                 stop_requests: Callable[[], int] = lambda: 0):
-        self._stop_requests = stop_requests
+    def __init__(self, tasks: Iterable, worker: Callable, *, executor: Executor | None = None,
+                 in_flight: int = 2, stop_requests: Callable[[], int] = lambda: 0):
         self._tasks = iter(tasks)
         self._worker = worker
-        self.jobs = max(1, jobs)
-        self._pool = None
+        self._executor = executor
+        self._in_flight = max(1, in_flight)
+        self._stop_requests = stop_requests
         self._pending: set = set()
         self._unreported: list = []
         self._task_of: dict = {}
 
     def __iter__(self) -> Iterator[FileResult]:
-        if self.jobs == 1:
+        if self._executor is None:
             keep_freed_memory()
             for task in self._tasks:
                 yield run_guarded(self._worker, task)
             return
-        threads = max(1, default_jobs() // self.jobs)
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.jobs, initializer=_worker_init, initargs=(threads,)
-        )
-        self._submit(2 * self.jobs)
+        self._submit(self._in_flight)
         while self._pending:
             done, self._pending = wait(
                 self._pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED
@@ -124,11 +172,11 @@ class BatchRun:
                 future = self._unreported.pop()
                 del self._task_of[future]
                 yield _result(future)
-        self._pool.shutdown()
+        self._executor.shutdown()
 
     def _submit(self, count: int) -> None:
         for task in itertools.islice(self._tasks, count):
-            future = self._pool.submit(run_guarded, self._worker, task)
+            future = self._executor.submit(run_guarded, self._worker, task)
             self._task_of[future] = task
             self._pending.add(future)
 
@@ -143,15 +191,14 @@ class BatchRun:
         Parameters
         ----------
         force : bool
-            Terminate the worker processes instead of waiting for their
-            files; the temporary files of those files are removed.
+            Stop the running tasks too (see the class notes).
 
         Returns
         -------
         list of FileResult
             The results that finished and were not yielded yet.
         """
-        if self._pool is None:
+        if self._executor is None:
             return []
         for future in self._pending:
             future.cancel()
@@ -159,9 +206,10 @@ class BatchRun:
         while not force and not all(f.done() for f in self._pending):
             wait(self._pending, timeout=_POLL_SECONDS)
             force = self._stop_requests() >= 2
-        if force:
+        terminate = getattr(self._executor, "terminate", None)
+        if force and callable(terminate):
             unfinished = [f for f in self._pending if not f.done()]
-            pids = self._terminate()
+            pids = terminate()
             for future in unfinished:
                 folder = getattr(self._task_of[future], "out_dir", None)
                 if folder is not None:
@@ -169,17 +217,8 @@ class BatchRun:
         finished = [f for f in self._unreported + list(self._pending)
                     if f.done() and not f.cancelled() and f.exception() is None]
         self._pending, self._unreported = set(), []
-        self._pool.shutdown(wait=not force, cancel_futures=True)
+        self._executor.shutdown(wait=not force, cancel_futures=True)
         return [f.result() for f in finished]
-
-    def _terminate(self) -> list[int]:
-        """Kill the worker processes; return their process ids."""
-        processes = list((getattr(self._pool, "_processes", None) or {}).values())
-        for process in processes:
-            process.kill()  # they ignore SIGTERM (see _worker_init)
-        for process in processes:
-            process.join(5)
-        return [process.pid for process in processes]
 
 
 def _result(future) -> FileResult:
@@ -192,12 +231,13 @@ def _result(future) -> FileResult:
 def iter_results(
     tasks: Iterable, worker: Callable, *, jobs: int = 1
 ) -> Iterator[FileResult]:
-    """Yield ``worker(task)`` for every task (see :class:`BatchRun`).
+    """Yield ``worker(task)`` for every task, on `jobs` local processes (see :class:`BatchRun`).
 
     Stopping the iteration early stops the run: tasks not yet started are
     cancelled and the running ones finish.
     """
-    run = BatchRun(tasks, worker, jobs=jobs)
+    executor = LocalProcessPool(jobs) if jobs > 1 else None
+    run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs)
     try:
         yield from run
     finally:
@@ -240,13 +280,3 @@ def keep_freed_memory() -> None:
         return
     mallopt(_M_MMAP_MAX, 0)
     mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024)
-
-
-def _worker_init(threads: int) -> None:
-    # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # One process per core already: the layers' row-tile threads would compete.
-    if not os.environ.get("CONVCLI_THREADS"):
-        set_threads(threads)
-    keep_freed_memory()

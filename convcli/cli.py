@@ -1,4 +1,4 @@
-"""The ``convcli`` command line (click only; the work is done by :mod:`convcli.pipeline`).
+"""The ``convcli`` command line (click only; the work is done by :mod:`convcli.app`).
 
 Errors are one line on stderr: ``convcli: <file>: <reason>`` for a file that
 cannot be processed (the run goes on, exit status 1 at the end), and
@@ -7,7 +7,6 @@ cannot be processed (the run goes on, exit status 1 at the end), and
 
 from __future__ import annotations
 
-import math
 import signal
 import sys
 import time
@@ -16,21 +15,15 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .batch import BatchAborted, BatchRun, default_jobs
-from .images import DEFAULT_MAX_PIXELS, OUTPUT_FORMATS
+from .app.names import FORMATS
+from .app.ops import CHANNEL_MODES, NORMALIZE_CHOICES, ConvOp, OptionError, PadOp, PoolOp
+from .app.plan import find_inputs, plan_tasks
+from .app.process import process_file
+from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
+from .images import DEFAULT_MAX_PIXELS
 from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
-from .pipeline import (
-    CHANNEL_MODES,
-    NORMALIZE_CHOICES,
-    ConvOp,
-    OptionError,
-    PadOp,
-    PoolOp,
-    find_inputs,
-    plan_tasks,
-    process_file,
-)
+from .pooling import POOL_MODE_ALIASES, POOL_MODES
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
@@ -81,15 +74,21 @@ def main():
 # --- options shared by pad, conv and pool ----------------------------------------------------
 
 
+def _apply(decorators, command):
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
 def common_options(command):
-    """INPUT... and the options every image command takes."""
+    """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
         click.argument("inputs", metavar="INPUT...", nargs=-1, required=True,
                        type=click.Path(path_type=str)),
         click.option("-o", "--out-dir", default="convcli-out", show_default=True,
                      type=click.Path(file_okay=False, path_type=str),
                      help="Folder for the results (created if needed)."),
-        click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
+        click.option("--format", "fmt", type=click.Choice(list(FORMATS), case_sensitive=False),
                      default="png", show_default=True,
                      help="Per-channel images, or one raw float32 .npy per input."),
         click.option("--figure", is_flag=True,
@@ -109,15 +108,7 @@ def common_options(command):
         click.option("--debug", is_flag=True,
                      help="Show the traceback of an unexpected error."),
     ]
-    for decorator in reversed(decorators):
-        command = decorator(command)
-    return command
-
-
-def _finite(ctx, param, value):
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"must be a finite number, got {value}")
-    return value
+    return _apply(decorators, command)
 
 
 class PadParam(click.ParamType):
@@ -250,7 +241,9 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
     report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
     requests = _StopRequests(raise_first=jobs == 1)
-    run = BatchRun(tasks, process_file, jobs=jobs, stop_requests=requests)
+    executor = LocalProcessPool(jobs) if jobs > 1 else None
+    run = BatchRun(tasks, process_file, executor=executor, in_flight=2 * jobs,
+                   stop_requests=requests)
     previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = None
     late = []
@@ -290,7 +283,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
 @main.command("pad")
 @click.option("--pad", "pad", type=click.IntRange(min=0), default=2, show_default=True,
               help="Pixels added on every side.")
-@click.option("--value", type=float, default=0.0, show_default=True, callback=_finite,
+@click.option("--value", type=float, default=0.0, show_default=True,
               help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).")
 @click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False), default="constant",
               show_default=True, help="How the border is filled.")
@@ -319,20 +312,30 @@ def _kernels(ctx, param, values):
     return tuple(kernels)
 
 
+def conv_options(command):
+    """The kernels and conv_forward's options: for conv, and any command that convolves."""
+    decorators = [
+        click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels,
+                     metavar="SPEC",
+                     help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file; "
+                          "repeatable. Default: vertical, horizontal and edge."),
+        click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Step between kernel positions."),
+        click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
+                     help="same: keep the size (odd kernels, stride 1); valid: 0; "
+                          "or N pixels of zeros."),
+        click.option("--bias", type=float, default=0.0, show_default=True,
+                     help="Added to every output value."),
+        click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
+                     default="sum", show_default=True,
+                     help="sum: each kernel over all channels, summed; each: every channel "
+                          "separately; gray: luminance first."),
+    ]
+    return _apply(decorators, command)
+
+
 @main.command("conv")
-@click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels, metavar="SPEC",
-              help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file; "
-                   "repeatable. Default: vertical, horizontal and edge.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Step between kernel positions.")
-@click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
-              help="same: keep the size (odd kernels, stride 1); valid: 0; or N pixels of zeros.")
-@click.option("--bias", type=float, default=0.0, show_default=True, callback=_finite,
-              help="Added to every output value.")
-@click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
-              default="sum", show_default=True,
-              help="sum: each kernel over all channels, summed; each: every channel "
-                   "separately; gray: luminance first.")
+@conv_options
 @click.option("--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
               default="auto", show_default=True,
               help="Values to image levels. auto: abs for zero-sum (edge) kernels, clip when "
@@ -356,7 +359,7 @@ def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
 
 
 @main.command("pool")
-@click.option("--mode", type=click.Choice(["max", "average", "avg"], case_sensitive=False),
+@click.option("--mode", type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
               default="max", show_default=True, help="Max or average pooling.")
 @click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
               help="Window size F (F x F).")

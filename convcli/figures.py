@@ -1,9 +1,11 @@
 """Figure grids: the only module that imports matplotlib.
 
-It is imported only when a figure is drawn (``--figure``), and selects the
-non-interactive Agg backend before anything else of matplotlib's is loaded,
-so no display is needed. Figures are drawn on a :class:`matplotlib.figure.Figure`
-directly (no pyplot state) and written through :func:`convcli.safeio.write_atomic`.
+:class:`Panel` and :class:`Grid` describe a figure and cost nothing to import;
+matplotlib is imported by :func:`save_grid` only, when a figure is drawn
+(``--figure``), with the non-interactive Agg backend selected before anything
+else of matplotlib's is loaded, so no display is needed. Figures are drawn on a
+:class:`matplotlib.figure.Figure` directly (no pyplot state) and written through
+:func:`convcli.safeio.write_atomic`.
 """
 
 from __future__ import annotations
@@ -13,14 +15,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from .safeio import write_atomic  # noqa: E402
+from .safeio import write_atomic
 
 DPI = 100
 # A panel is as wide as its image at DPI (drawn pixel for pixel), within these bounds.
@@ -53,6 +50,25 @@ class Panel:
     colorbar: bool = False
 
 
+@dataclass(frozen=True)
+class Grid:
+    """A figure: `panels` row by row, `ncols` per row (``None`` leaves a cell empty)."""
+
+    panels: list[Panel | None]
+    ncols: int
+    title: str = ""
+
+
+def _figure_class():
+    """matplotlib's Figure, with the Agg backend (imported on first use)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure
+
+
 def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int,
               title: str | None = None, overwrite: bool = False) -> bool:
     """Draw `panels` row by row, `ncols` per row, and write a PNG atomically.
@@ -66,7 +82,8 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
     h, w = first.image.shape[:2]
     aspect = h / w if w else 1.0
     panel = min(max(w / DPI, MIN_PANEL_INCHES), PANEL_INCHES)
-    fig = Figure(figsize=(panel * ncols, panel * aspect * nrows + 0.6), layout="constrained")
+    figure = _figure_class()
+    fig = figure(figsize=(panel * ncols, panel * aspect * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     cells = panels + [None] * (nrows * ncols - len(panels))
     for ax, panel in zip(axes.flat, cells, strict=True):
@@ -83,7 +100,7 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
     return write_atomic(path, write, overwrite=overwrite)
 
 
-def _draw(fig: Figure, ax, panel: Panel) -> None:
+def _draw(fig, ax, panel: Panel) -> None:
     image = np.asarray(panel.image)
     ax.set_title(panel.title, fontsize=10)
     if image.ndim == 3:

@@ -26,9 +26,9 @@ used and :attr:`Picture.notes` says so.
 
 Writing
 -------
-:func:`to_levels` maps result values to integer levels (see :data:`NORMALIZE_METHODS`),
-:func:`save_levels` writes them as PNG, JPEG or TIFF and :func:`save_npy` writes
-raw float32 arrays; every file goes through :func:`convcli.safeio.write_atomic`.
+:func:`save_levels` writes integer levels (made by :func:`convcli.levels.to_levels`)
+as PNG, JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
+goes through :func:`convcli.safeio.write_atomic`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ from .safeio import write_atomic
 DEFAULT_MAX_PIXELS = 89_478_485
 """Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)."""
 
-OUTPUT_FORMATS = ("png", "jpg", "tiff", "npy")
-NORMALIZE_METHODS = ("abs", "minmax", "clip", "offset")
 
 # PNG zlib level: speed matters in batch runs. On a 512x512 grey channel of
 # sample_images/astronaut.png, level 1 takes 12 ms and 153 KB, Pillow's
@@ -76,6 +74,10 @@ _UNDECODABLE = {"MPEG"}
 
 class ImageError(ValueError):
     """A file that cannot be used as an image; the message is one line for the user."""
+
+
+class PixelLimitError(ImageError):
+    """An image whose header claims more pixels than the limit; nothing was decoded."""
 
 
 def _readable_extensions() -> frozenset[str]:
@@ -260,7 +262,7 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     Raises
     ------
     ImageError
-        Not an image, corrupt, or over the pixel limit.
+        Not an image, or corrupt; :class:`PixelLimitError` over the pixel limit.
     OSError
         The file cannot be opened (missing, no permission, a folder).
     """
@@ -284,9 +286,9 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
             with im:
                 width, height = im.size
                 if max_pixels > 0 and width * height > max_pixels:
-                    raise ImageError(
+                    raise PixelLimitError(
                         f"image is {width}x{height} = {width * height:,} pixels, over the "
-                        f"limit of {max_pixels:,} (raise it with --max-pixels)"
+                        f"limit of {max_pixels:,}"
                     )
                 Image.MAX_IMAGE_PIXELS = max_pixels if max_pixels > 0 else None
                 yield ImageSource(im, shown)
@@ -300,76 +302,7 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         return source.read()
 
 
-# --- values out ----------------------------------------------------------------------------
-
-
-def luminance(pixels: np.ndarray) -> np.ndarray:
-    """Grey levels of an (H, W, 3) RGB array: ITU-R 601-2 luma, as Pillow's ``convert("L")``.
-
-    Returns an (H, W, 1) float32 array in the same scale, not rounded.
-    """
-    weights = np.array([0.299, 0.587, 0.114], dtype=np.float32)
-    return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
-
-
-def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> np.ndarray:
-    """Map result values to the integer levels of an 8- or 16-bit image.
-
-    Parameters
-    ----------
-    values : ndarray
-        One channel (H, W), or several (H, W, C) mapped together.
-    method : {"abs", "minmax", "clip", "offset"}
-        ``abs``: |x| scaled so the largest is white (edge strength, sign dropped).
-        ``minmax``: the smallest value black, the largest white.
-        ``clip``: values kept in the input's scale (0..`white`), the rest clipped.
-        ``offset``: zero at mid-grey, the largest |x| at black or white (ImageMagick's
-        50% bias, scaled symmetrically so nothing clips).
-    white : float
-        Full intensity in the input's scale (used by ``clip``).
-    depth : {8, 16}
-        Bits per sample of the result.
-
-    Returns
-    -------
-    ndarray of uint8 or uint16
-        NaN is mapped to 0 before anything else.
-
-    Examples
-    --------
-    >>> to_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
-    array([  0, 128, 191], dtype=uint8)
-    """
-    if method not in NORMALIZE_METHODS:
-        raise ValueError(f"method must be one of {', '.join(NORMALIZE_METHODS)}; got {method!r}")
-    top = 255 if depth == 8 else 65535
-    x = np.asarray(values)
-    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        x = np.nan_to_num(x.astype(np.float64), nan=0.0)
-        lo, hi = (float(x.min()), float(x.max()))
-    # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
-    # spends its time here and in the encoder, not in the layers.
-    real = np.dtype(np.float32 if depth == 8 else np.float64).type
-    x = x.astype(real, copy=False)
-    if method == "clip":
-        levels = x * real(top / white if white > 0 else top)
-    elif method == "abs":
-        peak = max(-lo, hi)
-        levels = np.abs(x)
-        levels *= real(top / peak if np.isfinite(peak) and peak > 0 else 0.0)
-    elif method == "minmax":
-        span = hi - lo
-        levels = x - real(lo)
-        levels *= real(top / span if np.isfinite(span) and span > 0 else 0.0)
-    else:  # offset
-        peak = max(-lo, hi)
-        scale = 2.0 * peak if np.isfinite(peak) and peak > 0 else 1.0
-        levels = x * real(top / scale)
-        levels += real(top / 2)
-    np.clip(levels, 0, top, out=levels)
-    np.rint(levels, out=levels)
-    return levels.astype(np.uint8 if depth == 8 else np.uint16)
+# --- files out ----------------------------------------------------------------------------
 
 
 def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,

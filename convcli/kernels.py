@@ -161,6 +161,12 @@ class Kernel:
         return self.weights.shape
 
     @property
+    def centred(self) -> bool:
+        """Whether the grid has a centre cell with the same margin on every side (odd, square)."""
+        h, w = self.size
+        return h == w and h % 2 == 1
+
+    @property
     def label(self) -> str:
         """The name made safe for file names: only ``[a-z0-9._-]``.
 

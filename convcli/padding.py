@@ -29,6 +29,19 @@ PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 _LAYOUT = "(m, n_H, n_W, n_C)"
 
 
+def pad_mode(mode) -> str:
+    """`mode` itself if it is one of :data:`PAD_MODES`, else a ValueError naming them.
+
+    Examples
+    --------
+    >>> pad_mode("reflect")
+    'reflect'
+    """
+    if isinstance(mode, str) and mode in PAD_MODES:
+        return mode
+    raise ValueError(f"mode must be one of {', '.join(PAD_MODES)}; got {mode!r}")
+
+
 def zero_pad(X, pad):
     """Pad with zeros all images of the batch `X`, on height and width.
 
@@ -104,8 +117,7 @@ def pad_images(X, width, *, mode="constant", value=0):
     X = as_real_array(X, "X")
     check_ndim(X, "X", 4, _LAYOUT)
     top, bottom, left, right = _pad_widths(width)
-    if mode not in PAD_MODES:
-        raise ValueError(f"mode must be one of {', '.join(PAD_MODES)}; got {mode!r}")
+    mode = pad_mode(mode)
     pad_width = ((0, 0), (top, bottom), (left, right), (0, 0))
     if mode == "constant":
         value = _check_fill_value(value, X.dtype)

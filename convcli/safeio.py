@@ -1,4 +1,7 @@
-"""Writing output files safely: whole files or nothing, never a silent replace."""
+"""Writing output files safely: whole files or nothing, never a silent replace.
+
+Also how paths are compared, so that no output is ever written over an input.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,30 @@ from pathlib import Path
 
 TEMP_PREFIX = ".convcli-"
 TEMP_SUFFIX = ".part"
+
+
+def path_key(path) -> str:
+    """A path compared the way a case-insensitive file system would: resolved, case folded.
+
+    Two inputs with the same key are one file; an output whose key is an
+    input's would replace it.
+    """
+    path = Path(path)
+    try:
+        path = path.resolve()
+    except OSError:
+        path = path.absolute()
+    return os.path.normcase(str(path)).casefold()
+
+
+def path_order(path) -> tuple[str, str]:
+    """Sorts paths by their resolved full path ignoring case, then with case."""
+    path = Path(path)
+    try:
+        full = str(path.resolve())
+    except OSError:
+        full = str(path.absolute())
+    return path_key(path), full
 
 
 def temp_path_for(path: Path) -> Path:

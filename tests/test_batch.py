@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from imagefiles import make_bomb_png, make_image, make_truncated_png
 from PIL import Image
 
-from convcli import batch, conv_forward, pipeline
+from convcli import batch, conv_forward
+from convcli.app import ops, plan, process
 from convcli.batch import FileResult, iter_results, run_guarded
 from convcli.cli import main
 from convcli.safeio import TEMP_SUFFIX
@@ -205,9 +206,9 @@ def _explode(task):
 def test_bomb_is_refused_from_the_header(tmp_path):
     # The file holds a header only: decoding would fail differently (truncated).
     bomb = make_bomb_png(tmp_path / "bomb.png", 200_000, 200_000)
-    task = pipeline.plan_tasks([pipeline.InputFile(str(bomb), str(tmp_path / "out"))],
-                               pipeline.PoolOp())[0]
-    result = pipeline.process_file(task)
+    task = plan.plan_tasks([plan.InputFile(str(bomb), str(tmp_path / "out"))],
+                               ops.PoolOp())[0]
+    result = process.process_file(task)
     assert result.status == "failed"
     assert "200000x200000" in result.message and "limit" in result.message
     assert "decode" not in result.timings

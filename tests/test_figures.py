@@ -9,22 +9,26 @@ import numpy as np
 from PIL import Image
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           check=False)
 
 
-def test_only_the_figure_module_imports_matplotlib_with_agg_and_no_pyplot():
+def test_only_drawing_a_figure_imports_matplotlib_with_agg_and_no_pyplot(tmp_path):
     code = (
         "import sys\n"
-        "import convcli, convcli.cli, convcli.pipeline, convcli.images\n"
+        "import convcli, convcli.cli, convcli.app.process, convcli.images, convcli.figures\n"
         "assert 'matplotlib' not in sys.modules\n"
-        "import convcli.figures, matplotlib\n"
+        "import numpy as np\n"
+        "from convcli.figures import Panel, save_grid\n"
+        "save_grid(sys.argv[1], [Panel('x', np.zeros((4, 4)))], ncols=1)\n"
+        "import matplotlib\n"
         "assert matplotlib.get_backend().lower() == 'agg', matplotlib.get_backend()\n"
         "assert 'matplotlib.pyplot' not in sys.modules\n"
     )
-    result = _run(code)
+    result = _run(code, str(tmp_path / "grid.png"))
     assert result.returncode == 0, result.stderr
+    assert (tmp_path / "grid.png").stat().st_size > 0
 
 
 def test_save_grid_writes_a_png_with_empty_cells(tmp_path):

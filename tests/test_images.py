@@ -1,4 +1,4 @@
-"""Reading images into float arrays, mapping values to levels, writing files."""
+"""Reading images into float arrays, writing files."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from imagefiles import (
 from PIL import Image, ImageOps
 
 from convcli import images
-from convcli.images import ImageError, open_image, read_image, save_levels, save_npy, to_levels
+from convcli.images import ImageError, open_image, read_image, save_levels, save_npy
 
 
 def _pillow(path, mode=None):
@@ -164,38 +164,6 @@ def test_corrupt_and_non_image_files(tmp_path):
 )
 def test_is_image_name(name, expected):
     assert images.is_image_name(name) is expected
-
-
-def test_luminance_matches_pillow_convert_l():
-    rgb = np.random.default_rng(1).integers(0, 256, size=(5, 6, 3), dtype=np.uint8)
-    ours = images.luminance(rgb.astype(np.float32))
-    pillow = np.asarray(Image.fromarray(rgb).convert("L")).astype(np.float32)
-    assert ours.shape == (5, 6, 1)
-    assert np.abs(ours[:, :, 0] - pillow).max() <= 1.0
-
-
-# --- value mapping ---------------------------------------------------------------------------
-
-
-def test_to_levels_methods():
-    x = np.array([[-510.0, 0.0, 255.0]])
-    assert to_levels(x, "abs", white=255, depth=8).tolist() == [[255, 0, 128]]
-    assert to_levels(x, "minmax", white=255, depth=8).tolist() == [[0, 170, 255]]
-    assert to_levels(x, "clip", white=255, depth=8).tolist() == [[0, 0, 255]]
-    assert to_levels(x, "offset", white=255, depth=8).tolist() == [[0, 128, 191]]
-    sixteen = to_levels(x, "abs", white=65535, depth=16)
-    assert sixteen.dtype == np.uint16 and sixteen.tolist() == [[65535, 0, 32768]]
-
-
-def test_to_levels_constant_and_nan_input():
-    zeros = np.zeros((2, 2))
-    for method in images.NORMALIZE_METHODS:
-        levels = to_levels(zeros, method, white=255, depth=8)
-        assert levels.dtype == np.uint8
-    assert to_levels(zeros, "offset", white=255, depth=8)[0, 0] == 128
-    assert to_levels(np.array([np.nan, 10.0]), "clip", white=255, depth=8).tolist() == [0, 10]
-    with pytest.raises(ValueError, match="method"):
-        to_levels(zeros, "gamma", white=255, depth=8)
 
 
 # --- writing -------------------------------------------------------------------------------

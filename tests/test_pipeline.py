@@ -1,4 +1,4 @@
-"""Planning and per-file work behind the commands (no click)."""
+"""The application layer behind the commands (no click): operations, names, plans, one file."""
 
 from __future__ import annotations
 
@@ -11,20 +11,12 @@ import pytest
 from imagefiles import make_image
 
 from convcli import pool_forward
+from convcli.app.names import output_stems, planned_outputs
+from convcli.app.ops import ConvOp, OptionError, PadOp, PoolOp
+from convcli.app.plan import Task, find_inputs, plan_tasks
+from convcli.app.process import process_file
 from convcli.batch import FileResult, iter_results
 from convcli.kernels import get_kernel, parse_kernel_spec
-from convcli.pipeline import (
-    ConvOp,
-    OptionError,
-    PadOp,
-    PoolOp,
-    Task,
-    find_inputs,
-    output_stems,
-    plan_tasks,
-    planned_outputs,
-    process_file,
-)
 
 
 def kernels(*names):
@@ -110,31 +102,31 @@ def test_conv_rejects_parameters_that_cannot_work():
 def test_auto_normalize(name, channels, n_colour, expected):
     op = ConvOp(kernels(name), channels=channels)
     n_summed = n_colour if channels == "sum" else 1
-    assert op.method_for(get_kernel(name), n_summed, 255.0) == expected
+    assert op.mapping_for(get_kernel(name), n_summed, 255.0) == expected
     forced = ConvOp(kernels(name), channels=channels, normalize="offset")
-    assert forced.method_for(get_kernel(name), n_summed, 255.0) == "offset"
+    assert forced.mapping_for(get_kernel(name), n_summed, 255.0) == "offset"
 
 
 def test_conv_names_per_channel_mode():
     rgb = ("R", "G", "B", "A")
     op = ConvOp(kernels("vertical", "sobel-x:90"), stride=2, pad="valid", channels="each")
-    assert op.channel_tags(rgb) == [
+    assert op.tags(rgb).channels == [
         f"{k}-s2-p0-{c}" for k in ("vertical", "sobel-x_rot90") for c in "RGB"
     ]
-    assert op.npy_tag(rgb) == "vertical+sobel-x_rot90-s2-p0-each"
-    assert ConvOp(kernels("edge")).channel_tags(("L",)) == ["edge-sum"]
-    assert ConvOp(kernels("edge"), channels="gray").channel_tags(rgb) == ["edge-gray"]
+    assert op.tags(rgb).raw == "vertical+sobel-x_rot90-s2-p0-each"
+    assert ConvOp(kernels("edge")).tags(("L",)).channels == ["edge-sum"]
+    assert ConvOp(kernels("edge"), channels="gray").tags(rgb).channels == ["edge-gray"]
 
 
 def test_conv_names_bias_and_explicit_normalize():
     op = ConvOp(kernels("vertical", "edge"), stride=2, bias=100, normalize="offset")
-    assert op.channel_tags(("L",)) == ["vertical-s2-b100-offset-sum", "edge-s2-b100-offset-sum"]
-    assert op.npy_tag(("L",)) == "vertical+edge-s2-b100-sum"  # raw values: no mapping
+    assert op.tags(("L",)).channels == ["vertical-s2-b100-offset-sum", "edge-s2-b100-offset-sum"]
+    assert op.tags(("L",)).raw == "vertical+edge-s2-b100-sum"  # raw values: no mapping
     op = ConvOp(kernels("vertical"), bias=-0.25, channels="each")
-    assert op.channel_tags(("R", "G", "B")) == [f"vertical-b-0.25-{c}" for c in "RGB"]
-    assert ConvOp(kernels("vertical"), bias=0.0, normalize="auto").channel_tags(("L",)) == [
+    assert op.tags(("R", "G", "B")).channels == [f"vertical-b-0.25-{c}" for c in "RGB"]
+    assert ConvOp(kernels("vertical"), bias=0.0, normalize="auto").tags(("L",)).channels == [
         "vertical-sum"]
-    assert ConvOp(kernels("vertical"), normalize="abs").channel_tags(("L",)) == [
+    assert ConvOp(kernels("vertical"), normalize="abs").tags(("L",)).channels == [
         "vertical-abs-sum"]
 
 

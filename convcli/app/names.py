@@ -1,0 +1,193 @@
+"""Output file names: one grammar that both builds and recognises them.
+
+For an input ``<stem>.<ext>`` and operation ``<op>``, in the output folder::
+
+    <stem>_<op>-<tag>.<fmt>      a channel, the whole image, or the raw .npy
+    <stem>_<op>_grid.png         --figure: the figure grid
+
+Each operation writes its own tags (:meth:`convcli.app.ops.Operation.tags`),
+with numbers in :func:`number`; this module puts the names together
+(:func:`planned_outputs`), gives clashing inputs distinct stems
+(:func:`output_stems`) and recognises the outputs of earlier runs
+(:func:`earlier_outputs`) from the same tables: the operations' names and
+:data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..safeio import path_order
+
+
+@dataclass(frozen=True)
+class Format:
+    """An output format (``--format``).
+
+    Attributes
+    ----------
+    extension : str
+        The file extension, without the dot.
+    raw : bool
+        One file of raw float32 values per input, instead of image levels per channel.
+    max_depth : int
+        The deepest samples the format holds: 16, or 8 (JPEG).
+    """
+
+    extension: str
+    raw: bool = False
+    max_depth: int = 16
+
+
+FORMATS = {
+    "png": Format("png"),
+    "jpg": Format("jpg", max_depth=8),
+    "tiff": Format("tiff"),
+    "npy": Format("npy", raw=True),
+}
+"""The output formats by ``--format`` name; the image formats are written by
+:func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""
+
+GRID_FORMAT = "png"
+
+
+def number(value: float) -> str:
+    """A number for a file name, in the fewest digits that give it back exactly.
+
+    >>> number(50.0), number(0.5), number(-1e-07), number(0.1234567)
+    ('50', '0.5', '-1e-07', '0.1234567')
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+@dataclass(frozen=True)
+class Tags:
+    """What an operation writes after ``<stem>_<op>-`` for an input's channels.
+
+    Attributes
+    ----------
+    channels : list of str
+        One tag per output channel, in the order of the result's channels.
+    whole : str or None
+        The tag of the whole result as one colour image, or None.
+    raw : str
+        The tag of the raw ``.npy``.
+    """
+
+    channels: list[str]
+    whole: str | None
+    raw: str
+
+
+@dataclass(frozen=True)
+class Output:
+    """One planned output file."""
+
+    path: Path
+    kind: str  # "channel", "whole", "raw" or "grid"
+    index: int = -1  # the result's channel, for kind "channel"
+
+
+def grid_name(stem: str, op_name: str) -> str:
+    return f"{stem}_{op_name}{_GRID_TAIL}"
+
+
+_GRID_TAIL = f"_grid.{GRID_FORMAT}"
+
+
+def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
+    """The files `task` writes for an input with these channels, in writing order.
+
+    `task` has ``out_dir``, ``stem``, ``op``, ``fmt`` and ``figure``
+    (a :class:`convcli.app.plan.Task`).
+    """
+    op, out, fmt = task.op, Path(task.out_dir), FORMATS[task.fmt]
+    tags = op.tags(channels)
+    base = f"{task.stem}_{op.name}-"
+    if fmt.raw:
+        outputs = [Output(out / f"{base}{tags.raw}.{fmt.extension}", "raw")]
+    else:
+        outputs = [Output(out / f"{base}{tag}.{fmt.extension}", "channel", i)
+                   for i, tag in enumerate(tags.channels)]
+        if tags.whole is not None:
+            outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
+    if task.figure:
+        outputs.append(Output(out / grid_name(task.stem, op.name), "grid"))
+    return outputs
+
+
+def output_stems(paths: list[Path]) -> list[str]:
+    """The stems used in output names for files that share one output folder.
+
+    Stems that clash (ignoring case) get the file's extension appended; names
+    that still clash are numbered ``-2``, ``-3`` ... in the order of the files'
+    full paths (resolved, compared ignoring case), so the same files get the
+    same names whatever order they are given in.
+
+    Examples
+    --------
+    >>> output_stems([Path("a/photo.png"), Path("a/photo.webp"), Path("a/cat.png")])
+    ['photo-png', 'photo-webp', 'cat']
+    """
+    counts: dict[str, int] = defaultdict(int)
+    for p in paths:
+        counts[p.stem.casefold()] += 1
+    stems = [
+        f"{p.stem}-{p.suffix.lstrip('.')}" if counts[p.stem.casefold()] > 1 and p.suffix else p.stem
+        for p in paths
+    ]
+    seen: dict[str, int] = defaultdict(int)
+    result = list(stems)
+    for i in sorted(range(len(paths)), key=lambda i: path_order(paths[i])):
+        seen[stems[i].casefold()] += 1
+        n = seen[stems[i].casefold()]
+        result[i] = stems[i] if n == 1 else f"{stems[i]}-{n}"
+    return result
+
+
+@lru_cache(maxsize=8)
+def _output_tail(op_names: tuple[str, ...]) -> re.Pattern:
+    """The end of an output name after its stem: ``_<op>-<tag>.<fmt>`` or the grid's."""
+    ops = "|".join(map(re.escape, op_names))
+    extensions = "|".join(re.escape(f.extension) for f in FORMATS.values())
+    grid = re.escape(_GRID_TAIL)
+    return re.compile(rf"_(?:{ops})(?:-.+\.(?:{extensions})|{grid})", re.I)
+
+
+_NUMBERED = re.compile(r"(.+)-[1-9][0-9]*")
+
+
+def earlier_outputs(names: list[str], op_names: Iterable[str]) -> set[str]:
+    """The names among `names` (files of one folder) that are outputs of another.
+
+    An output's name is ``<stem>_<op>-<tag>.<fmt>`` or ``<stem>_<op>_grid.png``,
+    with ``<op>`` one of `op_names` and ``<fmt>`` a format of :data:`FORMATS`,
+    where ``<stem>`` is the output stem (see :func:`output_stems`) of one of
+    `names`: its plain stem, ``<stem>-<ext>``, or either numbered ``-2``,
+    ``-3`` ... Compared ignoring case.
+    """
+    tail = _output_tail(tuple(sorted(op_names)))
+    stems = set()
+    for name in names:
+        p = Path(name)
+        stems.add(p.stem.casefold())
+        if p.suffix:
+            stems.add(f"{p.stem}-{p.suffix[1:]}".casefold())
+    found = set()
+    for name in names:
+        for i, char in enumerate(name):
+            if char != "_" or i == 0 or not tail.fullmatch(name, i):
+                continue
+            prefix = name[:i].casefold()
+            numbered = _NUMBERED.fullmatch(prefix)
+            if prefix in stems or (numbered and numbered.group(1) in stems):
+                found.add(name)
+                break
+    return found
+

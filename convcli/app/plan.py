@@ -1,0 +1,162 @@
+"""Planning a run: the command line's INPUT arguments to picklable :class:`Task` objects.
+
+:func:`find_inputs` expands files and folders into image files, each with
+the folder its outputs go to; :func:`plan_tasks` makes one task per distinct
+file, with output stems that cannot clash (:func:`convcli.app.names.output_stems`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..images import DEFAULT_MAX_PIXELS, is_image_name
+from ..safeio import path_key
+from .names import earlier_outputs, output_stems
+from .ops import OPERATION_NAMES, Operation
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input and the folder its outputs go to."""
+
+    path: str
+    out_dir: str
+
+
+@dataclass
+class Inputs:
+    """What :func:`find_inputs` found: files in order, and notes for the user."""
+
+    files: list[InputFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _is_hidden(name: str) -> bool:
+    return name.startswith(".")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) -> Inputs:
+    """Expand the command line's INPUT arguments into image files.
+
+    A file is taken as it is (whatever its extension: if it is not an image,
+    that file fails). A folder gives the image files directly in it, sorted by
+    name, recognised by extension ignoring case; with `recursive` also those
+    in its subfolders, whose outputs go to the same subfolders under `out_dir`.
+    Hidden files and folders (name starting with ``.``) and the output folder
+    itself are passed over. In a folder that is also the output folder of its
+    own images, the outputs of earlier runs are passed over too (see
+    :func:`convcli.app.names.earlier_outputs`), so that running a command again
+    does not take its own outputs as inputs.
+    """
+    out_root = Path(out_dir)
+    found = Inputs()
+    for arg in args:
+        top = Path(arg)
+        if not top.is_dir():
+            found.files.append(InputFile(str(arg), str(out_root)))
+            continue
+        count = 0
+        skipped_dirs = False
+        for folder, dirs, files in os.walk(top):
+            folder_path = Path(folder)
+            dirs.sort()
+            kept = [d for d in dirs
+                    if not _is_hidden(d) and not _same_path(folder_path / d, out_root)]
+            skipped_dirs = skipped_dirs or bool(kept and not recursive)
+            dirs[:] = kept if recursive else []
+            rel = folder_path.relative_to(top)
+            names = [n for n in sorted(files) if not _is_hidden(n) and is_image_name(n)]
+            if _same_path(out_root / rel, folder_path):
+                outputs = earlier_outputs(names, OPERATION_NAMES)
+                names = [n for n in names if n not in outputs]
+            for name in names:
+                found.files.append(InputFile(str(folder_path / name), str(out_root / rel)))
+                count += 1
+        if count == 0:
+            hint = " (use -r to include its subfolders)" if skipped_dirs else ""
+            found.notes.append(f"{arg}: no image files in this folder{hint}")
+    return found
+
+
+@dataclass(frozen=True)
+class Task:
+    """Everything :func:`convcli.app.process.process_file` needs for one input (picklable).
+
+    Attributes
+    ----------
+    source : str
+        The input file.
+    out_dir : str
+        Its output folder.
+    stem : str
+        The start of its output names.
+    op : Operation
+    fmt : str
+        A key of :data:`convcli.app.names.FORMATS`.
+    figure, overwrite : bool
+    max_pixels : int
+        Refuse larger images (0: no limit).
+    protected : tuple of str
+        Inputs of the run in the output folder whose names start with the stem:
+        no output may replace them.
+    """
+
+    source: str
+    out_dir: str
+    stem: str
+    op: Operation
+    fmt: str = "png"
+    figure: bool = False
+    overwrite: bool = False
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    protected: tuple[str, ...] = ()
+
+
+def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
+               figure: bool = False, overwrite: bool = False,
+               max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Task]:
+    """One task per distinct input file, with output stems that cannot clash.
+
+    The same file named twice (or named and found in a folder) is processed
+    once. Inputs that live in an output folder are recorded in the tasks as
+    protected, so that no output is ever written over an input.
+    """
+    unique: list[InputFile] = []
+    seen = set()
+    for item in inputs:
+        key = path_key(item.path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    by_dir: dict[str, list[int]] = defaultdict(list)
+    for i, item in enumerate(unique):
+        by_dir[path_key(item.out_dir)].append(i)
+    inputs_in_dir: dict[str, list[str]] = defaultdict(list)
+    for item in unique:
+        inputs_in_dir[path_key(Path(item.path).parent)].append(item.path)
+    stems = [""] * len(unique)
+    for indices in by_dir.values():
+        for i, stem in zip(
+            indices, output_stems([Path(unique[i].path) for i in indices]), strict=True
+        ):
+            stems[i] = stem
+    tasks = []
+    for item, stem in zip(unique, stems, strict=True):
+        prefix = (stem + "_").casefold()
+        protected = tuple(
+            p for p in inputs_in_dir.get(path_key(item.out_dir), ())
+            if Path(p).name.casefold().startswith(prefix)
+        )
+        tasks.append(Task(item.path, item.out_dir, stem, op, fmt, figure, overwrite,
+                          max_pixels, protected))
+    return tasks

@@ -1,0 +1,81 @@
+"""Result values to image levels, and colour to grey (numpy only).
+
+:func:`to_levels` maps float results to the integer levels of an 8- or 16-bit
+image by one of :data:`MAPPINGS`; :func:`luminance` turns RGB into grey.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAPPINGS = ("abs", "minmax", "clip", "offset")
+"""The value mappings of :func:`to_levels` (``--normalize``)."""
+
+
+def luminance(pixels: np.ndarray) -> np.ndarray:
+    """Grey levels of an (H, W, 3) RGB array: ITU-R 601-2 luma, as Pillow's ``convert("L")``.
+
+    Returns an (H, W, 1) float32 array in the same scale, not rounded.
+    """
+    weights = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
+
+
+def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> np.ndarray:
+    """Map result values to the integer levels of an 8- or 16-bit image.
+
+    Parameters
+    ----------
+    values : ndarray
+        One channel (H, W), or several (H, W, C) mapped together.
+    method : {"abs", "minmax", "clip", "offset"}
+        ``abs``: |x| scaled so the largest is white (edge strength, sign dropped).
+        ``minmax``: the smallest value black, the largest white.
+        ``clip``: values kept in the input's scale (0..`white`), the rest clipped.
+        ``offset``: zero at mid-grey, the largest |x| at black or white (ImageMagick's
+        50% bias, scaled symmetrically so nothing clips).
+    white : float
+        Full intensity in the input's scale (used by ``clip``).
+    depth : {8, 16}
+        Bits per sample of the result.
+
+    Returns
+    -------
+    ndarray of uint8 or uint16
+        NaN is mapped to 0 before anything else.
+
+    Examples
+    --------
+    >>> to_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
+    array([  0, 128, 191], dtype=uint8)
+    """
+    if method not in MAPPINGS:
+        raise ValueError(f"method must be one of {', '.join(MAPPINGS)}; got {method!r}")
+    top = 255 if depth == 8 else 65535
+    x = np.asarray(values)
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        x = np.nan_to_num(x.astype(np.float64), nan=0.0)
+        lo, hi = (float(x.min()), float(x.max()))
+    # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
+    # spends its time here and in the encoder, not in the layers.
+    real = np.dtype(np.float32 if depth == 8 else np.float64).type
+    x = x.astype(real, copy=False)
+    if method == "clip":
+        levels = x * real(top / white if white > 0 else top)
+    elif method == "abs":
+        peak = max(-lo, hi)
+        levels = np.abs(x)
+        levels *= real(top / peak if np.isfinite(peak) and peak > 0 else 0.0)
+    elif method == "minmax":
+        span = hi - lo
+        levels = x - real(lo)
+        levels *= real(top / span if np.isfinite(span) and span > 0 else 0.0)
+    else:  # offset
+        peak = max(-lo, hi)
+        scale = 2.0 * peak if np.isfinite(peak) and peak > 0 else 1.0
+        levels = x * real(top / scale)
+        levels += real(top / 2)
+    np.clip(levels, 0, top, out=levels)
+    np.rint(levels, out=levels)
+    return levels.astype(np.uint8 if depth == 8 else np.uint16)
