@@ -1,3 +1,6 @@
+"""``python -m convcli``: the command line."""
+
 from .cli import main
 
-main()
+if __name__ == "__main__":
+    main()

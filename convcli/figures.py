@@ -69,12 +69,11 @@ def _figure_class():
     return Figure
 
 
-def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int,
-              title: str | None = None, overwrite: bool = False) -> bool:
-    """Draw `panels` row by row, `ncols` per row, and write a PNG atomically.
+def draw_grid(panels: list[Panel | None], *, ncols: int, title: str | None = None):
+    """A matplotlib Figure of `panels` row by row, `ncols` per row (``None``: an empty cell).
 
-    ``None`` leaves a cell empty. Returns False if `path` existed and was kept
-    (without `overwrite`).
+    Each panel is drawn about as many pixels wide as its image at :data:`DPI`,
+    within :data:`MIN_PANEL_INCHES` and :data:`PANEL_INCHES`.
     """
     ncols = max(1, min(ncols, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
@@ -93,6 +92,16 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
         _draw(fig, ax, panel)
     if title:
         fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int,
+              title: str | None = None, overwrite: bool = False) -> bool:
+    """Draw `panels` (see :func:`draw_grid`) and write a PNG at :data:`DPI`, atomically.
+
+    Returns False if `path` existed and was kept (without `overwrite`).
+    """
+    fig = draw_grid(panels, ncols=ncols, title=title)
 
     def write(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=DPI)

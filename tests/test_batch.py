@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -12,29 +11,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from imagefiles import make_bomb_png, make_image, make_truncated_png
+from helpers import (
+    digests,
+    make_bomb_png,
+    make_image,
+    make_truncated_png,
+    run,
+)
 from PIL import Image
 
 from convcli import batch, conv_forward
 from convcli.app import ops, plan, process
 from convcli.batch import FileResult, iter_results, run_guarded
-from convcli.cli import main
 from convcli.safeio import TEMP_SUFFIX
 
 VERTICAL = np.array([[1, 0, -1]] * 3, dtype=np.float32)
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture
@@ -230,6 +221,7 @@ def _readable(path: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     src = tmp_path / "in"
@@ -338,6 +330,7 @@ def _start_batch(tmp_path, count, size, *extra):
     return proc, out
 
 
+@pytest.mark.slow
 def test_interrupted_summary_counts_every_finished_file(tmp_path):
     proc, out = _start_batch(tmp_path, 30, (400, 300))
     proc.send_signal(signal.SIGINT)
@@ -351,6 +344,7 @@ def test_interrupted_summary_counts_every_finished_file(tmp_path):
     assert done == len(complete)
 
 
+@pytest.mark.slow
 def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     proc, out = _start_batch(tmp_path, 30, (1600, 1200))
     proc.send_signal(signal.SIGINT)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from imagefiles import (
+from helpers import (
     HEIGHT,
     MODES,
     WIDTH,
@@ -17,38 +16,16 @@ from imagefiles import (
     make_gif,
     make_image,
     make_multipage_tiff,
+    ok,
+    pixels,
+    read,
+    run,
 )
-from PIL import Image, ImageOps
+from PIL import Image
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.cli import main
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
-
-
-def run(*args):
-    """Invoke convcli in-process; arguments are converted to strings."""
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    assert "Traceback" not in result.output
-    assert result.stdout == ""  # messages go to stderr
-    return result
-
-
-def pixels(path, mode="RGB"):
-    """The picture as Pillow reads it, upright, as float32 (H, W, C)."""
-    with Image.open(path) as im:
-        im = ImageOps.exif_transpose(im)
-        arr = np.asarray(im.convert(mode) if mode else im).astype(np.float32)
-    return arr if arr.ndim == 3 else arr[:, :, None]
-
-
-def read(path):
-    with Image.open(path) as im:
-        return np.asarray(im)
 
 
 def levels(x, method, top=255, white=255.0):

@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from imagefiles import make_bomb_png, make_image, make_truncated_png
+from helpers import (
+    assert_one_line_error,
+    make_bomb_png,
+    make_image,
+    make_truncated_png,
+    names,
+    run,
+)
 from PIL import Image
 
 from convcli import pool_forward
-from convcli.cli import main
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def assert_one_line_error(result, code, *needles):
-    """Exit `code`, exactly one line on stderr containing every needle, no traceback."""
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("convcli: ")
-    for needle in needles:
-        assert needle in lines[0]
-    assert result.stdout == ""
-
-
-def names(folder):
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
 @pytest.fixture

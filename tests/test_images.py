@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from imagefiles import (
+from helpers import (
     HEIGHT,
     MODES,
     WIDTH,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from imagefiles import make_image
+from helpers import make_image
 
 from convcli import pool_forward
 from convcli.app.names import output_stems, planned_outputs

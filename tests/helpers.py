@@ -1,13 +1,21 @@
-"""Small image files for the image, pipeline and CLI tests (made with Pillow, seeded)."""
+"""Shared test helpers: small seeded image files (made with Pillow), and running the CLI.
+
+The command line is run in-process with click's CliRunner (:func:`run`); the
+subprocess tests that need real signals build their own command lines.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from click.testing import CliRunner
+from PIL import Image, ImageOps
+
+from convcli.cli import main
 
 WIDTH, HEIGHT = 40, 30
 
@@ -120,3 +128,64 @@ def make_truncated_png(path: Path) -> Path:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     return path
+
+
+# --- running the command line ----------------------------------------------------------------
+
+
+def run(*args):
+    """Invoke convcli in-process; arguments are converted to strings."""
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args):
+    """:func:`run`, asserting success, no traceback and nothing on stdout."""
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert result.stdout == ""  # messages go to stderr
+    return result
+
+
+def assert_one_line_error(result, code, *needles):
+    """Exit `code`, exactly one line on stderr containing every needle, no traceback."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("convcli: ")
+    for needle in needles:
+        assert needle in lines[0]
+    assert result.stdout == ""
+
+
+# --- reading what was written ----------------------------------------------------------------
+
+
+def names(folder: Path) -> list[str]:
+    """Every file under `folder`, as sorted relative paths."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder`, by relative path."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def pixels(path, mode="RGB"):
+    """The picture as Pillow reads it, upright, as float32 (H, W, C)."""
+    with Image.open(path) as im:
+        im = ImageOps.exif_transpose(im)
+        arr = np.asarray(im.convert(mode) if mode else im).astype(np.float32)
+    return arr if arr.ndim == 3 else arr[:, :, None]
+
+
+def read(path) -> np.ndarray:
+    """The file's pixels as Pillow stores them."""
+    with Image.open(path) as im:
+        return np.asarray(im)
