@@ -81,17 +81,19 @@ def imagemagick() -> list[str] | None:
 
 def stage_split(photos: list[Path], out_dir: Path) -> dict[str, float]:
     """Seconds per stage summed over the photos, from the command line's worker."""
-    from convcli import pipeline
+    from convcli.app.ops import ConvOp
+    from convcli.app.plan import InputFile, plan_tasks
+    from convcli.app.process import process_file
     from convcli.batch import iter_results
     from convcli.kernels import parse_kernel_spec
 
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     totals = {"decode": 0.0, "compute": 0.0, "encode": 0.0}
-    op = pipeline.ConvOp((parse_kernel_spec("vertical"),))
-    inputs = [pipeline.InputFile(str(p), str(out_dir)) for p in photos]
+    op = ConvOp((parse_kernel_spec("vertical"),))
+    inputs = [InputFile(str(p), str(out_dir)) for p in photos]
     # jobs=1: this process, set up as the command line sets up its own.
-    for result in iter_results(pipeline.plan_tasks(inputs, op), pipeline.process_file, jobs=1):
+    for result in iter_results(plan_tasks(inputs, op), process_file, jobs=1):
         if result.status != "done":
             raise RuntimeError(f"{result.source}: {result.message}")
         for stage in totals:

@@ -274,7 +274,7 @@ def depthwise_conv_forward(A_prev, W, b, hparameters):
     Parameters
     ----------
     A_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
-        Batch of inputs.
+        Batch of inputs; every channel is filtered on its own.
     W : (f, f, n_C_prev, n_K) ndarray
         ``W[:, :, c, k]`` is the k-th 2-D kernel for input channel c. To
         apply the same kernels to every channel, repeat them along axis 2.
