@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CI: the kernel files ship inside the package. Builds a wheel from a copy of this work tree,
-# checks that every kernels/*.toml is inside it, installs it (not editable) into a fresh
-# virtual environment and lists the kernels from a directory outside the project.
+# CI: the package ships whole. Builds a wheel from a copy of this work tree, checks that every
+# module of convcli/ and every kernels/*.toml is inside it, installs it (not editable) into a
+# fresh virtual environment and runs the command line from a directory outside the project.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -20,9 +20,9 @@ shutil.copytree(sys.argv[1], sys.argv[2], ignore=shutil.ignore_patterns(
 EOF
 "$python" -m pip wheel --quiet --no-deps -w "$work/dist" "$work/src"
 
-"$python" - "$repo/kernels" "$work/dist" <<'EOF'
+"$python" - "$repo/kernels" "$work/dist" "$repo" <<'EOF'
 import pathlib, sys, zipfile
-kernels, dist = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+kernels, dist, repo = (pathlib.Path(a) for a in sys.argv[1:4])
 wheels = sorted(dist.glob("convcli-*.whl"))
 if len(wheels) != 1:
     sys.exit(f"check_wheel: expected one convcli wheel in {dist}, found {wheels}")
@@ -31,10 +31,11 @@ expected = {f"convcli/kernel_files/{p.name}" for p in kernels.glob("*.toml")}
 if not expected:
     sys.exit(f"check_wheel: no kernel files in {kernels}")
 expected.add("convcli/kernel_files/__init__.py")
+expected |= {p.relative_to(repo).as_posix() for p in (repo / "convcli").rglob("*.py")}
 missing = sorted(expected - names)
 if missing:
     sys.exit(f"check_wheel: {wheels[0].name} lacks {missing}")
-print(f"check_wheel: {wheels[0].name} holds all {len(expected) - 1} kernel files")
+print(f"check_wheel: {wheels[0].name} holds every module and kernel file ({len(expected)})")
 EOF
 
 "$python" -m venv "$work/venv"
@@ -55,11 +56,13 @@ if (parse_kernel_spec("sobel:90").weights != get_kernel("sobel-y").weights).any(
     sys.exit("check_wheel: sobel:90 is not sobel-y in the installed package")
 print(f"check_wheel: the installed package lists {len(names)} kernels")
 EOF
-if "$work/venv/bin/convcli" kernels --help >/dev/null 2>&1; then
-    # Capture first: 'cmd | grep -q' can fail under pipefail when grep exits early (SIGPIPE).
-    listing=$("$work/venv/bin/convcli" kernels)
-    grep -qw '^vertical' <<<"$listing" \
-        || { echo "check_wheel: 'convcli kernels' does not list vertical" >&2; exit 1; }
-    echo "check_wheel: 'convcli kernels' lists vertical"
-fi
+# Capture first: 'cmd | grep -q' can fail under pipefail when grep exits early (SIGPIPE).
+listing=$("$work/venv/bin/convcli" kernels)
+grep -qw '^vertical' <<<"$listing" \
+    || { echo "check_wheel: 'convcli kernels' does not list vertical" >&2; exit 1; }
+echo "check_wheel: 'convcli kernels' lists vertical"
+"$work/venv/bin/convcli" pool -q "$repo/sample_images/camera.png" -o "$work/out"
+test -s "$work/out/camera_pool-max-f2-s2-L.png" \
+    || { echo "check_wheel: 'convcli pool' wrote no output" >&2; exit 1; }
+echo "check_wheel: 'convcli pool' ran from the installed package"
 echo "check_wheel: ok"
