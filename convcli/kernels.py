@@ -62,7 +62,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -78,7 +78,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "Kernel",
     "KernelError",
-    "check_centred",
     "format_kernel_grid",
     "get_kernel",
     "list_kernels",
@@ -97,7 +96,6 @@ _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _LABEL_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 _ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
 _TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
-_TEXT_SEPARATORS = re.compile(r"[\s,]+")
 
 # Images are convolved in float32: larger weights would overflow to infinity.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -114,9 +112,9 @@ class KernelError(ValueError):
     """
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Kernel:
-    """A named 2-D kernel.
+    """A named 2-D kernel, compared and hashed by value.
 
     Parameters
     ----------
@@ -130,15 +128,15 @@ class Kernel:
         Other names that look the kernel up.
     source : str
         The path of the file it was read from, or ``"builtin"`` for a shipped kernel.
-
-    Two kernels are equal when all their fields are, weights compared exactly.
     """
 
     name: str
     description: str
-    weights: np.ndarray
+    weights: np.ndarray = field(compare=False)
     aliases: tuple[str, ...] = ()
     source: str = _BUILTIN
+    # The weights as rows of floats: what equality and hashing compare.
+    _rows: tuple[tuple[float, ...], ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -154,6 +152,7 @@ class Kernel:
         object.__setattr__(self, "aliases", aliases)
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "source", str(self.source))
+        object.__setattr__(self, "_rows", tuple(map(tuple, weights.tolist())))
 
     @property
     def size(self) -> tuple[int, int]:
@@ -162,7 +161,10 @@ class Kernel:
 
     @property
     def centred(self) -> bool:
-        """Whether the grid has a centre cell with the same margin on every side (odd, square)."""
+        """Whether the grid has a centre cell with the same margin on every side (odd, square).
+
+        ``--pad same`` needs this; 2x2 kernels such as ``roberts-nw`` run with ``--pad 0``.
+        """
         h, w = self.size
         return h == w and h % 2 == 1
 
@@ -175,60 +177,70 @@ class Kernel:
         text = self.name.strip().lower().replace(":", "_rot")
         return _LABEL_UNSAFE.sub("-", text).strip("-.") or "kernel"
 
-    def __eq__(self, other):
-        if not isinstance(other, Kernel):
-            return NotImplemented
-        return (
-            (self.name, self.description, self.aliases, self.source)
-            == (other.name, other.description, other.aliases, other.source)
-            and self.weights.shape == other.weights.shape
-            and bool(np.array_equal(self.weights, other.weights))
-        )
-
-    def __hash__(self):
-        # + 0.0 turns -0.0 into 0.0, which np.array_equal counts as equal.
-        return hash((self.name, self.source, self.weights.shape, (self.weights + 0.0).tobytes()))
-
 
 # --- validation -----------------------------------------------------------------------------
 
 
-def _checked_weights(weights, where: str) -> np.ndarray:
-    """Return `weights` as a new 2-D finite float64 array, or raise KernelError."""
-    if isinstance(weights, np.ndarray):
-        arr = weights
+def _row_column(i: int, j: int) -> str:
+    return f"row {i + 1}, column {j + 1}"
+
+
+def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
+    """Return `weights` as a new 2-D finite float64 array, or raise KernelError.
+
+    `weights` is a list of rows (a TOML ``weights`` value, a Python grid) or an
+    array. Messages name the cell ``row i, column j``; `rows_named` (file line
+    numbers of a text grid) names rows as ``line N`` instead.
+    """
+    if rows_named is not None:
+        def cell(i, j):
+            return f"line {rows_named[i]}"
     else:
-        if isinstance(weights, (list, tuple)) and weights:
-            if all(isinstance(row, (list, tuple)) for row in weights):
-                _check_row_lengths([len(row) for row in weights], where, "row")
-        try:
-            arr = np.array(weights, dtype=object)
-        except ValueError as exc:  # ragged nesting numpy cannot even hold
-            raise KernelError(f"{where}: the rows have different lengths") from exc
-    if arr.size == 0:
+        cell = _row_column
+    if not isinstance(weights, np.ndarray):
+        if not isinstance(weights, (list, tuple)):
+            raise KernelError(f"{where}: 'weights' must be a list of rows, "
+                              f"got {type(weights).__name__}")
+        if not weights:
+            raise KernelError(f"{where}: the kernel is empty (no weights)")
+        if not all(isinstance(row, (list, tuple)) for row in weights):
+            raise KernelError(f"{where}: 'weights' must be a list of rows (a 2-D grid) "
+                              "such as [[1, 0, -1], [1, 0, -1]]")
+        for i, row in enumerate(weights):
+            for j, value in enumerate(row):
+                if not _is_number(value):
+                    raise KernelError(f"{where}: {cell(i, j)}: {value!r} is not a number")
+        lengths = [len(row) for row in weights]
+        if not any(lengths):
+            raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
+        for i, length in enumerate(lengths):
+            if length != lengths[0]:
+                unit = "line" if rows_named is not None else "row"
+                first = rows_named[0] if rows_named is not None else 1
+                number = rows_named[i] if rows_named is not None else i + 1
+                raise KernelError(f"{where}: ragged rows: {unit} {number} has {length} "
+                                  f"value(s) but {unit} {first} has {lengths[0]}")
+    elif weights.dtype.kind not in "biuf":
+        raise KernelError(f"{where}: the weights must be numbers, got dtype {weights.dtype}")
+    out = np.array(weights, dtype=np.float64)
+    if out.size == 0:
         raise KernelError(f"{where}: the kernel is empty (no weights)")
-    if arr.ndim != 2:
+    if out.ndim != 2:
         raise KernelError(
-            f"{where}: the weights must be a 2-D grid of rows, got {arr.ndim} dimension(s)"
+            f"{where}: the weights must be a 2-D grid of rows, got {out.ndim} dimension(s)"
         )
-    if arr.dtype.kind not in "biuf":
-        for (i, j), value in np.ndenumerate(arr):
-            if not _is_number(value):
-                raise KernelError(
-                    f"{where}: row {i + 1}, column {j + 1}: {value!r} is not a number"
-                )
-    out = np.array(arr, dtype=np.float64)
     bad = np.argwhere(~np.isfinite(out))
     if bad.size:
         i, j = bad[0]
-        raise KernelError(
-            f"{where}: row {i + 1}, column {j + 1} is {out[i, j]}; weights must be finite numbers"
-        )
+        if rows_named is not None:
+            raise KernelError(f"{where}: {cell(i, j)}: {str(out[i, j])!r}; "
+                              "weights must be finite numbers")
+        raise KernelError(f"{where}: {cell(i, j)} is {out[i, j]}; weights must be finite numbers")
     big = np.argwhere(np.abs(out) > _FLOAT32_MAX)
     if big.size:
         i, j = big[0]
         raise KernelError(
-            f"{where}: row {i + 1}, column {j + 1} is {float(out[i, j])!r}: weights beyond "
+            f"{where}: {_row_column(i, j)} is {float(out[i, j])!r}: weights beyond "
             f"the float32 range (magnitude at most about 3.4e38) cannot be applied"
         )
     return out
@@ -236,39 +248,6 @@ def _checked_weights(weights, where: str) -> np.ndarray:
 
 def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_toml_rows(rows, where: str) -> list:
-    """Check a TOML ``weights`` value row by row (clear messages for ragged or flat grids)."""
-    if not isinstance(rows, list):
-        raise KernelError(f"{where}: 'weights' must be a list of rows, got {type(rows).__name__}")
-    if not rows:
-        raise KernelError(f"{where}: the kernel is empty ('weights' has no rows)")
-    if not all(isinstance(row, list) for row in rows):
-        raise KernelError(
-            f"{where}: 'weights' must be a list of rows such as [[1, 0, -1], [1, 0, -1]]"
-        )
-    for i, row in enumerate(rows):
-        for j, value in enumerate(row):
-            if not _is_number(value):
-                raise KernelError(
-                    f"{where}: row {i + 1}, column {j + 1}: {value!r} is not a number"
-                )
-    _check_row_lengths([len(row) for row in rows], where, "row")
-    return rows
-
-
-def _check_row_lengths(lengths: list[int], where: str, unit: str, numbers_=None) -> None:
-    """Raise unless every row has as many values as the first (ragged rows)."""
-    numbers_ = numbers_ or list(range(1, len(lengths) + 1))
-    if not any(lengths):
-        raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
-    for n, length in zip(numbers_, lengths, strict=True):
-        if length != lengths[0]:
-            raise KernelError(
-                f"{where}: ragged rows: {unit} {n} has {length} value(s) "
-                f"but {unit} {numbers_[0]} has {lengths[0]}"
-            )
 
 
 def _checked_name(value, where: str, what: str) -> str:
@@ -295,26 +274,6 @@ def _checked_scale(value, where: str) -> float:
     if not math.isfinite(scale) or scale == 0:
         raise KernelError(f"{where}: scale must be a finite non-zero number, got {value!r}")
     return scale
-
-
-def check_centred(kernel: Kernel) -> Kernel:
-    """Raise KernelError unless `kernel` has odd height and width (a centre cell).
-
-    ``--pad same`` and any operation that anchors a kernel at its centre need
-    this; 2x2 kernels such as ``roberts-nw`` are fine with ``--pad 0``.
-
-    Returns
-    -------
-    kernel : Kernel
-        The same kernel, for chaining.
-    """
-    h, w = kernel.size
-    if h % 2 == 0 or w % 2 == 0:
-        where = f"kernel {kernel.name!r}"
-        if kernel.source != _BUILTIN:
-            where += f" ({kernel.source})"
-        raise KernelError(f"{where} is {h}x{w}: --pad same needs an odd size (a centre cell)")
-    return kernel
 
 
 # --- reading files --------------------------------------------------------------------------
@@ -370,8 +329,7 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
     if not isinstance(aliases, list):
         raise KernelError(f"{shown}: 'aliases' must be a list of names, got {aliases!r}")
     aliases = tuple(_checked_name(a, shown, "alias") for a in aliases)
-    rows = _check_toml_rows(table["weights"], shown)
-    weights = _checked_weights(rows, shown)
+    weights = _checked_weights(table["weights"], shown)
     if "scale" in table:
         with np.errstate(over="ignore"):
             weights = weights * _checked_scale(table["scale"], shown)
@@ -379,34 +337,41 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
     return Kernel(name, description.strip(), weights, aliases, _BUILTIN if strict else shown)
 
 
+# numpy.loadtxt's messages: a value that is not a number (row counted from 0 among the
+# rows read), and a row of another length (counted from 1).
+_LOADTXT_NOT_A_NUMBER = re.compile(r"could not convert string '(.*)' to \w+ at row (\d+)")
+_LOADTXT_RAGGED = re.compile(r"number of columns changed from (\d+) to (\d+) at row (\d+)")
+
+
 def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
+    """A plain text grid: one row per line, numbers split by whitespace and/or commas."""
     rows, line_numbers = [], []
     for number, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].strip().strip(",")
-        if not line:
-            continue
-        row = []
-        for token in _TEXT_SEPARATORS.split(line):
-            if not token:
-                continue
-            try:
-                value = float(token)
-            except ValueError:
-                raise KernelError(f"{shown}: line {number}: {token!r} is not a number") from None
-            if not math.isfinite(value):
-                raise KernelError(
-                    f"{shown}: line {number}: {token!r}; weights must be finite numbers"
-                )
-            row.append(value)
-        rows.append(row)
-        line_numbers.append(number)
+        line = line.split("#", 1)[0].replace(",", " ").strip()
+        if line:
+            rows.append(line)
+            line_numbers.append(number)
     if not rows:
         raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
-    _check_row_lengths([len(r) for r in rows], shown, "line", line_numbers)
-    return Kernel(name, "", _checked_weights(rows, shown), (), shown)
+    try:
+        weights = np.loadtxt(rows, dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        message = str(exc)
+        if match := _LOADTXT_NOT_A_NUMBER.search(message):
+            line = line_numbers[int(match.group(2))]
+            raise KernelError(f"{shown}: line {line}: {match.group(1)!r} is not a number"
+                              ) from None
+        if match := _LOADTXT_RAGGED.search(message):
+            first, count, row = (int(g) for g in match.groups())
+            raise KernelError(
+                f"{shown}: ragged rows: line {line_numbers[row - 1]} has {count} value(s) "
+                f"but line {line_numbers[0]} has {first}"
+            ) from None
+        raise KernelError(f"{shown}: {message}") from None
+    return Kernel(name, "", _checked_weights(weights, shown, rows_named=line_numbers), (), shown)
 
 
-def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
+def load_kernel_file(path) -> Kernel:
     """Read one kernel file: TOML, or a plain text grid of numbers.
 
     Parameters
@@ -416,8 +381,6 @@ def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
         in the format of the shipped kernels, where only ``weights`` is required;
         otherwise a text grid, one row per line, numbers separated by whitespace
         and/or commas, ``#`` comments allowed.
-    require_odd : bool, default False
-        Also require an odd height and width (see :func:`check_centred`).
 
     Returns
     -------
@@ -430,7 +393,7 @@ def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
         Naming the file and the problem: missing, unreadable or binary file,
         invalid TOML, unknown keys, empty grid, ragged rows, a value that is not
         a number, NaN or infinity, a weight beyond the float32 range (after the
-        scale), a zero scale; an even size if `require_odd`.
+        scale), a zero scale.
 
     Examples
     --------
@@ -448,12 +411,8 @@ def load_kernel_file(path, *, require_odd: bool = False) -> Kernel:
     if not text.strip():
         raise KernelError(f"{shown}: the file is empty (no kernel weights)")
     if file.suffix.lower() == ".toml" or _looks_like_toml(text):
-        kernel = _parse_toml(text, shown, file.stem, strict=False)
-    else:
-        kernel = _parse_text_grid(text, shown, file.stem)
-    if require_odd:
-        check_centred(kernel)
-    return kernel
+        return _parse_toml(text, shown, file.stem, strict=False)
+    return _parse_text_grid(text, shown, file.stem)
 
 
 # --- the shipped kernels ---------------------------------------------------------------------
@@ -624,7 +583,7 @@ def _load_named(text: str) -> Kernel:
     return get_kernel(text)
 
 
-def parse_kernel_spec(spec, *, require_odd: bool = False) -> Kernel:
+def parse_kernel_spec(spec) -> Kernel:
     """Resolve a ``--kernel`` value: a name, ``NAME:ANGLE``, or a kernel file's path.
 
     Parameters
@@ -634,8 +593,6 @@ def parse_kernel_spec(spec, *, require_odd: bool = False) -> Kernel:
         kernel rotated clockwise by ANGLE degrees (see :func:`rotate_kernel`);
         or the path of a kernel file, optionally followed by ``:ANGLE``. An
         existing file wins over a name or an angle.
-    require_odd : bool, default False
-        Also require an odd height and width (see :func:`check_centred`).
 
     Returns
     -------
@@ -654,21 +611,16 @@ def parse_kernel_spec(spec, *, require_odd: bool = False) -> Kernel:
         raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
     path = Path(text)
     if path.is_file() or path.is_dir():
-        kernel = load_kernel_file(path)
-    else:
-        base, sep, angle_text = text.rpartition(":")
-        if sep and base.strip():
-            if not _ANGLE_RE.fullmatch(angle_text.strip()):
-                raise KernelError(
-                    f"kernel spec {text!r}: the angle {angle_text!r} is not a whole number of "
-                    "degrees (write NAME:90, for example)"
-                )
-            kernel = _rotated(_load_named(base.strip()), angle_text.strip())
-        else:
-            kernel = _load_named(text.strip())
-    if require_odd:
-        check_centred(kernel)
-    return kernel
+        return load_kernel_file(path)
+    base, sep, angle_text = text.rpartition(":")
+    if not (sep and base.strip()):
+        return _load_named(text.strip())
+    if not _ANGLE_RE.fullmatch(angle_text.strip()):
+        raise KernelError(
+            f"kernel spec {text!r}: the angle {angle_text!r} is not a whole number of "
+            "degrees (write NAME:90, for example)"
+        )
+    return _rotated(_load_named(base.strip()), angle_text.strip())
 
 
 # --- display --------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ from convcli.kernels import (
     KernelError,
     _build_registry,
     _kernel_folder,
-    check_centred,
     format_kernel_grid,
     get_kernel,
     list_kernels,
@@ -542,12 +541,12 @@ def test_spec_path_with_angle(tmp_path):
     assert parse_kernel_spec(path).source == str(path)
 
 
-def test_check_centred():
-    with pytest.raises(KernelError, match=r"kernel 'roberts-nw' is 2x2: --pad same needs an odd"):
-        check_centred(get_kernel("roberts-nw"))
-    with pytest.raises(KernelError, match="is 2x2"):
-        parse_kernel_spec("roberts-ne:90", require_odd=True)
-    assert check_centred(get_kernel("sobel-x")) is get_kernel("sobel-x")
+def test_centred_means_odd_and_square():
+    assert get_kernel("sobel-x").centred and get_kernel("log-5x5").centred
+    assert not get_kernel("roberts-nw").centred
+    assert not parse_kernel_spec("roberts-ne:90").centred
+    assert not Kernel("line", "", [[1, 2, 0, -2, -1]]).centred  # odd, not square
+    assert Kernel("one", "", [[1]]).centred
     assert parse_kernel_spec("roberts-nw").size == (2, 2)
 
 
@@ -569,7 +568,8 @@ def test_toml_file_by_path(tmp_path):
         '# mine\nname = "My-Blur"\ndescription = "A blur"\naliases = ["mb"]\n'
         'scale = "1/4"\nweights = [[0, 1, 0], [1, 0, 1], [0, 1, 0]]\n'
     )
-    k = load_kernel_file(path, require_odd=True)
+    k = load_kernel_file(path)
+    assert k.centred
     assert (k.name, k.description, k.aliases, k.source) == ("my-blur", "A blur", ("mb",), str(path))
     assert k.weights.sum() == 1 and k.weights[0, 1] == 0.25
 
@@ -629,15 +629,29 @@ def test_malformed_file_error_names_the_file_and_the_problem(tmp_path, filename,
         parse_kernel_spec(str(path))
 
 
-def test_even_size_error_names_the_file(tmp_path):
+def test_even_size_file_loads(tmp_path):
     path = tmp_path / "even.txt"
     path.write_text("1 0\n0 -1\n")
     for call in (load_kernel_file, parse_kernel_spec):
-        with pytest.raises(
-            KernelError, match=re.escape(f"kernel 'even' ({path}) is 2x2: --pad same")
-        ):
-            call(path, require_odd=True)
-    assert load_kernel_file(path).size == (2, 2)
+        kernel = call(path)
+        assert kernel.size == (2, 2) and not kernel.centred and kernel.source == str(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("# a comment\n\n1 2\n\n3 x\n", "line 5: 'x' is not a number"),
+        ("1, 2, 3,\n# gap\n\n4 5\n", "ragged rows: line 4 has 2 value(s) but line 1 has 3"),
+        ("\n\n1 2 3\n4 5 6\n# end\n7 8\n", "ragged rows: line 6 has 2 value(s) but line 3 has 3"),
+        ("# x\n1 2\n3 inf # hot\n", "line 3: 'inf'; weights must be finite"),
+        ("x 2\n", "line 1: 'x' is not a number"),
+    ],
+)
+def test_text_grid_errors_name_the_line_of_the_file(tmp_path, content, message):
+    path = tmp_path / "grid.txt"
+    path.write_text(content)
+    with pytest.raises(KernelError, match=re.escape(f"{path}: {message}")):
+        load_kernel_file(path)
 
 
 def test_binary_missing_and_directory_files(tmp_path):
