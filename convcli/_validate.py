@@ -9,6 +9,7 @@ from deep inside the arithmetic.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,9 +31,7 @@ def as_real_array(x, name: str) -> np.ndarray:
 def check_ndim(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
     """Raise ValueError unless `arr` has `ndim` dimensions."""
     if arr.ndim != ndim:
-        raise ValueError(
-            f"{name} must be a {ndim}-D array {layout}, got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must be a {ndim}-D array {layout}, got shape {arr.shape}")
 
 
 def compute_dtype(*arrays: np.ndarray) -> np.dtype:
@@ -69,9 +68,7 @@ def as_int(value, name: str, *, minimum: int) -> int:
 def hparameter(hparameters, key: str, *, minimum: int) -> int:
     """Read integer hyperparameter `key` from the `hparameters` dict."""
     if not isinstance(hparameters, Mapping):
-        raise TypeError(
-            f"hparameters must be a dict, got {type(hparameters).__name__}"
-        )
+        raise TypeError(f"hparameters must be a dict, got {type(hparameters).__name__}")
     if key not in hparameters:
         raise ValueError(
             f"hparameters is missing the key {key!r} (got keys {sorted(map(str, hparameters))})"
@@ -84,3 +81,38 @@ def output_size(size: int, window: int, stride: int, what: str) -> int:
     if window > size:
         raise ValueError(f"{what} {window} is larger than the input size {size}")
     return window_count(size, window, stride)
+
+
+# The largest length of one axis of a result, and the largest result in bytes:
+# beyond them numpy fails with "array is too big" or a MemoryError (or takes
+# the machine's memory); they are refused first, naming the argument.
+MAX_AXIS = 2**31 - 1
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on Linux
+        return 2**40
+
+
+MAX_BYTES = _memory_bytes()
+
+
+def check_result_size(shape, dtype, cause: str, what: str = "the result") -> None:
+    """Raise ValueError when an array of `shape` could not be allocated.
+
+    `cause` names the argument responsible (``'hparameters["pad"] = 5'``);
+    `what` the array (``"the padded input"``).
+    """
+    dims = " x ".join(map(str, shape))
+    if any(n > MAX_AXIS for n in shape):
+        raise ValueError(f"{cause} makes {what} {dims}, too large (at most {MAX_AXIS} per axis)")
+    nbytes = np.dtype(dtype).itemsize
+    for n in shape:
+        nbytes *= n
+    if nbytes > MAX_BYTES:
+        raise ValueError(
+            f"{cause} makes {what} {dims} ({nbytes / 2**30:.3g} GiB), "
+            f"more than this machine's memory"
+        )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_int, as_real_array, check_ndim
+from ._validate import as_int, as_real_array, check_ndim, check_result_size
 
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
@@ -55,7 +55,16 @@ def zero_pad(X, pad):
     Returns
     -------
     X_pad : (m, n_H + 2 * pad, n_W + 2 * pad, n_C) ndarray
-        Padded batch, same dtype as `X`.
+        Padded batch, same dtype as `X`. An empty `X` (an axis of length 0)
+        is padded like any other: ``zero_pad(np.zeros((1, 0, 2, 1)), 1)``
+        has shape (1, 2, 4, 1), all zeros.
+
+    Raises
+    ------
+    ValueError
+        If `pad` is negative, or makes the result too large to allocate
+        (more than 2**31 - 1 rows or columns, or more than the machine's
+        memory).
 
     Examples
     --------
@@ -66,7 +75,8 @@ def zero_pad(X, pad):
            [0., 1., 1., 0.],
            [0., 0., 0., 0.]])
     """
-    return pad_images(X, as_int(pad, "pad", minimum=0), mode="constant", value=0)
+    pad = as_int(pad, "pad", minimum=0)
+    return _pad(X, (pad,) * 4, "constant", 0, f"pad = {pad}")
 
 
 def _pad_widths(width) -> tuple[int, int, int, int]:
@@ -75,14 +85,11 @@ def _pad_widths(width) -> tuple[int, int, int, int]:
         flat = list(np.asarray(width, dtype=object).ravel())
         if len(flat) != 4:
             raise ValueError(
-                "width must be an int or 4 values (top, bottom, left, right), "
-                f"got {width!r}"
+                f"width must be an int or 4 values (top, bottom, left, right), got {width!r}"
             )
         names = ("top", "bottom", "left", "right")
-        return tuple(
-            as_int(v, f"width ({n})", minimum=0) for v, n in zip(flat, names, strict=True)
-        )
-    w = as_int(width, "pad", minimum=0)
+        return tuple(as_int(v, f"width ({n})", minimum=0) for v, n in zip(flat, names, strict=True))
+    w = as_int(width, "width", minimum=0)
     return (w, w, w, w)
 
 
@@ -105,7 +112,17 @@ def pad_images(X, width, *, mode="constant", value=0):
     Returns
     -------
     X_pad : (m, n_H + top + bottom, n_W + left + right, n_C) ndarray
-        Padded batch with the dtype of `X`; `X` is not modified.
+        Padded batch with the dtype of `X`; `X` is not modified. An empty
+        `X` is padded with `value` by ``mode="constant"``; the other modes
+        repeat values and refuse an empty `X` (ValueError).
+
+    Raises
+    ------
+    ValueError
+        If a width is negative or makes the result too large to allocate
+        (more than 2**31 - 1 rows or columns, or more than the machine's
+        memory), or if `value` does not fit the dtype of `X` (70000 in
+        float16, 300 in uint8, 0.5 in an integer array, 2 in a bool array).
 
     Examples
     --------
@@ -114,30 +131,46 @@ def pad_images(X, width, *, mode="constant", value=0):
     >>> pad_images(row, (0, 0, 2, 2), mode="reflect")[0, 0, :, 0]
     array([3, 2, 1, 2, 3, 4, 3, 2])
     """
+    return _pad(X, _pad_widths(width), pad_mode(mode), value, f"width = {width!r}")
+
+
+def _pad(X, widths, mode, value, cause):
     X = as_real_array(X, "X")
     check_ndim(X, "X", 4, _LAYOUT)
-    top, bottom, left, right = _pad_widths(width)
-    mode = pad_mode(mode)
+    top, bottom, left, right = widths
+    m, n_H, n_W, n_C = X.shape
+    shape = (m, n_H + top + bottom, n_W + left + right, n_C)
+    check_result_size(shape, X.dtype, cause, "the padded input")
     pad_width = ((0, 0), (top, bottom), (left, right), (0, 0))
     if mode == "constant":
         value = _check_fill_value(value, X.dtype)
         return np.pad(X, pad_width, mode="constant", constant_values=value)
     if X.size == 0:
-        raise ValueError(f"mode {mode!r} cannot pad an empty image, got shape {X.shape}")
+        raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
     return np.pad(X, pad_width, mode=mode)
 
 
 def _check_fill_value(value, dtype: np.dtype):
     """The constant fill value, checked to fit the dtype of the array."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"value must be a number, got {value!r}")
-    if not np.isfinite(value) and dtype.kind != "f":
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"value must be a real number, got {value!r}")
+    try:
+        real = float(value)
+    except OverflowError:  # a Python int beyond float64
+        real = float("inf") if value > 0 else float("-inf")
+    if not np.isfinite(real) and dtype.kind != "f":
         raise ValueError(f"value {value!r} cannot be stored in a {dtype} array")
+    if dtype.kind == "b" and real not in (0.0, 1.0):
+        raise ValueError(f"value {value!r} does not fit the input dtype bool (0 or 1)")
+    largest = float(np.finfo(dtype).max) if dtype.kind == "f" else None
+    if largest is not None and np.isfinite(real) and abs(real) > largest:
+        raise ValueError(
+            f"value {value!r} does not fit the input dtype {dtype} (largest {largest:g})"
+        )
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        if not float(value).is_integer() or not info.min <= value <= info.max:
+        if not real.is_integer() or not info.min <= value <= info.max:
             raise ValueError(
-                f"value {value!r} does not fit the input dtype {dtype} "
-                f"({info.min}..{info.max})"
+                f"value {value!r} does not fit the input dtype {dtype} ({info.min}..{info.max})"
             )
     return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -316,3 +318,37 @@ def test_non_numeric_array(X):
         pad_images(X, 1)
     with pytest.raises(TypeError, match="X"):
         zero_pad(X, 1)
+
+
+# --- absurd widths and fill values -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pad", [2**31, 2**63, 10**6])
+def test_zero_pad_refuses_results_too_large_naming_pad(pad):
+    with pytest.raises(
+        ValueError, match=rf"pad = {pad} makes the padded input .*(too large|more than)"
+    ):
+        zero_pad(np.zeros((1, 1, 1, 1)), pad)
+
+
+def test_pad_images_refuses_results_too_large_naming_width():
+    with pytest.raises(ValueError, match=r"width = \(0, 0, 0, 2147483648\) makes the padded input"):
+        pad_images(np.zeros((1, 1, 1, 1)), (0, 0, 0, 2**31))
+    with pytest.raises(ValueError, match=r"width = 536870912 .* more than this machine"):
+        pad_images(np.zeros((1, 1, 1, 1)), 2**29)
+
+
+@pytest.mark.parametrize(
+    "dtype, value",
+    [(np.float16, 70000), (np.float16, -1e10), (np.float32, 1e39), (bool, 2), (bool, 0.5)],
+)
+def test_pad_images_refuses_a_value_the_dtype_cannot_hold(dtype, value):
+    X = np.ones((1, 1, 1, 1), dtype)
+    with pytest.raises(ValueError, match=rf"value {re.escape(repr(value))} does not fit"):
+        pad_images(X, 1, value=value)
+
+
+def test_pad_images_float16_largest_value_and_infinity_are_kept():
+    X = np.ones((1, 1, 1, 1), np.float16)
+    assert pad_images(X, 1, value=65504)[0, 0, 0, 0] == 65504
+    assert pad_images(X, 1, value=-np.inf)[0, 0, 0, 0] == -np.inf
