@@ -22,15 +22,15 @@ from __future__ import annotations
 import numpy as np
 
 from ._engine.correlate import correlate, correlate_weights_grad
-from ._engine.tiles import covered, window_slice
+from ._engine.tiles import ceil_div, covered, window_slice
 from ._validate import (
     as_real_array,
     check_ndim,
+    check_result_size,
     compute_dtype,
     hparameter,
     output_size,
 )
-from .padding import zero_pad
 
 _LAYOUT = "(m, n_H, n_W, n_C)"
 
@@ -51,7 +51,8 @@ def conv_single_step(a_slice_prev, W, b):
     -------
     Z : numpy floating scalar
         ``sum(a_slice_prev * W) + b``; np.float64 for float64 (or integer)
-        input, np.float32 for float32 input.
+        input, np.float32 for float32 input. Empty slices give ``b``; NaN
+        and inf follow IEEE arithmetic, without warnings.
 
     Examples
     --------
@@ -69,8 +70,9 @@ def conv_single_step(a_slice_prev, W, b):
     if b.size != 1:
         raise ValueError(f"b must hold exactly one value, got shape {b.shape}")
     dtype = compute_dtype(a, W, b)
-    total = np.sum(np.multiply(a, W, dtype=dtype), dtype=dtype)
-    return dtype.type(total + dtype.type(b.reshape(())))
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
+        total = np.sum(np.multiply(a, W, dtype=dtype), dtype=dtype)
+        return dtype.type(total + dtype.type(b.reshape(())))
 
 
 def _conv_shapes(A_prev, W, b, hparameters, *, depthwise: bool):
@@ -97,7 +99,84 @@ def _conv_shapes(A_prev, W, b, hparameters, *, depthwise: bool):
     n_H = output_size(n_H_prev + 2 * pad, f_h, stride, "W's kernel height f =")
     n_W = output_size(n_W_prev + 2 * pad, f_w, stride, "W's kernel width f =")
     dtype = compute_dtype(A_prev, W, b)
-    return A_prev, W, b, dtype, stride, pad, (m, n_H, n_W, n_out)
+    out_shape = (m, n_H, n_W, n_out)
+    cause = f'hparameters = {{"stride": {stride}, "pad": {pad}}}'
+    check_result_size(out_shape, dtype, cause, "the output")
+    geometry = _Windows(A_prev.shape, (f_h, f_w), stride, pad, (n_H, n_W))
+    check_result_size(geometry.shape, dtype, cause, "the padded input")
+    return A_prev, W, b, dtype, geometry, pad, out_shape
+
+
+def _axis_windows(n_out, f, s, s2, size, pad):
+    """One axis of :class:`_Windows`: (compact length, compact positions, image positions)."""
+    if s2 == s:  # the padded axis up to the end of the last window
+        length = covered(n_out, f, s)
+        lo, hi = min(length, pad), min(length, pad + size)
+        return length, slice(lo, max(lo, hi)), slice(lo - pad, max(lo, hi) - pad)
+    # s > s2 >= f: window h reads padded values h*s .. h*s + f - 1, kept at h*s2 ..
+    length = n_out * s2
+    h_lo = max(0, ceil_div(pad - f + 1, s))  # the windows that reach the image
+    h_hi = min(n_out, (size - 1 + pad) // s + 1)
+    if size == 0 or h_hi <= h_lo:
+        return length, np.zeros(0, np.intp), np.zeros(0, np.intp)
+    h = np.arange(h_lo, h_hi)
+    step = s if h_hi - h_lo > 1 else 0  # then s is small: (h_hi - h_lo - 1) * s < size + f
+    image = ((h - h_lo) * step + (h_lo * s - pad))[:, None] + np.arange(s2)
+    compact = (h * s2)[:, None] + np.arange(s2)
+    inside = (image >= 0) & (image < size)
+    return length, compact[inside], image[inside]
+
+
+# Strides up to this keep the padded input whole (as far as the last window
+# reaches); the rows and columns between windows then cost at most this many
+# times the ones read. Larger strides (beyond the kernel) keep only the rows
+# and columns that windows read.
+COMPACT_STRIDE = 8
+
+
+class _Windows:
+    """The zero-padded input restricted to the values some window reads.
+
+    With stride s <= max(F, COMPACT_STRIDE), F the larger kernel side, that
+    is the padded input up to the last window's end. With a larger stride
+    most padded rows and columns lie between windows and are never read:
+    only the F rows and columns from each window's start are kept, and the
+    windows move by F over them. So memory follows the input and the
+    output, whatever the stride and pad.
+    """
+
+    def __init__(self, shape, kernel, stride, pad, out_hw):
+        m, H, W, C = shape
+        F = max(kernel)
+        self.stride_in = stride
+        self.stride = stride if stride <= max(F, COMPACT_STRIDE) else F
+        self.rows = _axis_windows(out_hw[0], kernel[0], stride, self.stride, H, pad)
+        self.cols = _axis_windows(out_hw[1], kernel[1], stride, self.stride, W, pad)
+        self.shape = (m, self.rows[0], self.cols[0], C)
+
+    def _index(self):
+        (_, r_dst, r_src), (_, c_dst, c_src) = self.rows, self.cols
+        if isinstance(r_dst, slice) and isinstance(c_dst, slice):
+            return (slice(None), r_dst, c_dst), (slice(None), r_src, c_src)
+        r_dst, r_src, c_dst, c_src = (
+            np.arange(x.start, x.stop) if isinstance(x, slice) else x
+            for x in (r_dst, r_src, c_dst, c_src)
+        )
+        return (slice(None), r_dst[:, None], c_dst), (slice(None), r_src[:, None], c_src)
+
+    def gather(self, A, dtype):
+        """The compact padded input, in `dtype`."""
+        A_c = np.zeros(self.shape, dtype)
+        dst, src = self._index()
+        A_c[dst] = A[src]
+        return A_c
+
+    def scatter(self, dA_c, shape):
+        """The gradient of the compact input, back on the input's `shape`."""
+        dA = np.zeros(shape, dA_c.dtype)
+        dst, src = self._index()
+        dA[src] = dA_c[dst]
+        return dA
 
 
 def _window_view(A_pad, di, dj, stride, n_H, n_W):
@@ -128,6 +207,21 @@ def conv_forward(A_prev, W, b, hparameters):
     cache : tuple
         ``(A_prev, W, b, hparameters)``, the objects passed in, for conv_backward.
 
+    Raises
+    ------
+    ValueError
+        If the kernel is larger than the padded input (no window fits), or
+        the stride and pad make the output too large to allocate (more than
+        2**31 - 1 rows or columns, or more than the machine's memory); the
+        message names `hparameters`. Any stride is fine otherwise: memory
+        follows the input and the output, not the stride.
+
+    Notes
+    -----
+    Empty inputs: an empty batch (m = 0) gives an empty Z; an input with no
+    rows, columns or channels, padded, gives Z = b wherever a window fits.
+    NaN and inf follow IEEE arithmetic, without warnings.
+
     Examples
     --------
     >>> import numpy as np
@@ -138,15 +232,39 @@ def conv_forward(A_prev, W, b, hparameters):
     array([[ 8., 12.],
            [20., 24.]])
     """
-    A, Wa, ba, dtype, stride, pad, out_shape = _conv_shapes(
+    A, Wa, ba, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=False
     )
     bias = ba.astype(dtype, copy=False).reshape(-1)
-    Z = correlate(A, Wa, stride, (pad,) * 4, dtype, bias)
+    A, pads = _engine_input(A, geometry, pad, dtype)
+    Z = correlate(A, Wa, geometry.stride, pads, dtype, bias)
     if Z is None:
-        Z = _conv_forward_plain(A, Wa.astype(dtype, copy=False), stride, pad, out_shape)
+        Z = _conv_forward_plain(
+            A, Wa.astype(dtype, copy=False), geometry.stride, pads[0], out_shape
+        )
         Z += bias
     return Z, (A_prev, W, b, hparameters)
+
+
+def _engine_input(A, geometry, pad, dtype):
+    """What the engine correlates: A and its pads, or the compact padded input (large strides)."""
+    if geometry.stride == geometry.stride_in:
+        return A, (pad,) * 4
+    return geometry.gather(A, dtype), (0,) * 4
+
+
+def _padded(A, geometry, pad, dtype):
+    """The zero-padded input as far as windows read (all of it for ordinary strides)."""
+    if geometry.stride == geometry.stride_in:
+        return _zero_padded(A, pad, dtype)
+    return geometry.gather(A, dtype)
+
+
+def _zero_padded(A, pad, dtype):
+    m, H, W, C = A.shape
+    A_pad = np.zeros((m, H + 2 * pad, W + 2 * pad, C), dtype)
+    A_pad[:, pad : pad + H, pad : pad + W] = A
+    return A_pad
 
 
 def _conv_forward_plain(A, Wc, stride, pad, out_shape):
@@ -157,20 +275,19 @@ def _conv_forward_plain(A, Wc, stride, pad, out_shape):
     also multiply neighbours by zero, and ``0 * inf`` is NaN).
     """
     _, n_H, n_W, _ = out_shape
-    A_pad = zero_pad(A.astype(Wc.dtype, copy=False), pad)
+    A_pad = _zero_padded(A, pad, Wc.dtype)
     Z = np.zeros(out_shape, Wc.dtype)
-    for di in range(Wc.shape[0]):
-        for dj in range(Wc.shape[1]):
-            Z += _window_view(A_pad, di, dj, stride, n_H, n_W) @ Wc[di, dj]
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
+        for di in range(Wc.shape[0]):
+            for dj in range(Wc.shape[1]):
+                Z += _window_view(A_pad, di, dj, stride, n_H, n_W) @ Wc[di, dj]
     return Z
 
 
 def _check_dZ(dZ, out_shape, dtype):
     dZ = as_real_array(dZ, "dZ")
     if dZ.shape != out_shape:
-        raise ValueError(
-            f"dZ must have the forward output's shape {out_shape}, got {dZ.shape}"
-        )
+        raise ValueError(f"dZ must have the forward output's shape {out_shape}, got {dZ.shape}")
     return dZ.astype(compute_dtype(dZ, np.empty(0, dtype)), copy=False)
 
 
@@ -201,9 +318,14 @@ def conv_backward(dZ, cache):
         Gradient with respect to W.
     db : (1, 1, 1, n_C) ndarray
         Gradient with respect to b (dZ summed over batch, height and width).
+
+    Notes
+    -----
+    dA_prev always has A_prev's shape, also when A_prev is empty and when
+    every window lies in the padding (then it is all zeros).
     """
     A_prev, W, b, hparameters = _unpack_cache(cache)
-    A, Wa, _, dtype, stride, pad, out_shape = _conv_shapes(
+    A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=False
     )
     dZ = _check_dZ(dZ, out_shape, dtype)
@@ -211,11 +333,17 @@ def conv_backward(dZ, cache):
     Wc = Wa.astype(dtype, copy=False)
     n_C = out_shape[3]
     db = _sum_pixels(dZ).reshape(1, 1, 1, n_C)
-    dW = correlate_weights_grad(A, dZ, Wc.shape[:2], stride, (pad,) * 4, dtype)
-    dA_prev = _conv_input_grad(dZ, Wc, A.shape, stride, pad) if dW is not None else None
-    if dA_prev is None:
-        dA_prev, dW = _conv_backward_plain(A, dZ, Wc, stride, pad)
-    return dA_prev, dW, db
+    if A.size == 0:  # no input values: nothing to correlate
+        return np.zeros(A.shape, dtype), np.zeros(Wc.shape, dtype), db
+    X, pads = _engine_input(A, geometry, pad, dtype)
+    stride, pad_x = geometry.stride, pads[0]
+    dW = correlate_weights_grad(X, dZ, Wc.shape[:2], stride, pads, dtype)
+    dX = _conv_input_grad(dZ, Wc, X.shape, stride, pad_x) if dW is not None else None
+    if dX is None:
+        dX, dW = _conv_backward_plain(X, dZ, Wc, stride, pad_x)
+    if X is A:
+        return dX, dW, db
+    return geometry.scatter(dX, A.shape), dW, db
 
 
 def _sum_pixels(dZ):
@@ -236,34 +364,47 @@ def _conv_input_grad(dZ, Wc, A_shape, stride, pad):
         return None  # the padding zeros would meet inf weights: 0 * inf
     m, n_H_prev, n_W_prev, _ = A_shape
     f_h, f_w = Wc.shape[:2]
+    # Only the outputs whose windows reach the input send it gradient.
+    h0, h1 = _reaching(dZ.shape[1], f_h, stride, n_H_prev, pad)
+    w0, w1 = _reaching(dZ.shape[2], f_w, stride, n_W_prev, pad)
+    if h1 <= h0 or w1 <= w0:
+        return np.zeros((m, n_H_prev, n_W_prev, Wc.shape[2]), dZ.dtype)
+    dZ = dZ[:, h0:h1, w0:w1]
     if stride > 1:
         n_H, n_W, n_C = dZ.shape[1:]
         spread = np.zeros((m, covered(n_H, 1, stride), covered(n_W, 1, stride), n_C), dZ.dtype)
         spread[:, ::stride, ::stride] = dZ
         dZ = spread
+    top, left = f_h - 1 - pad + h0 * stride, f_w - 1 - pad + w0 * stride  # both >= 0
     pads = (
-        f_h - 1 - pad,
-        n_H_prev - dZ.shape[1] + pad,
-        f_w - 1 - pad,
-        n_W_prev - dZ.shape[2] + pad,
+        top,
+        n_H_prev - dZ.shape[1] - top + f_h - 1,
+        left,
+        n_W_prev - dZ.shape[2] - left + f_w - 1,
     )
     flipped = Wc[::-1, ::-1].transpose(0, 1, 3, 2)
     return correlate(dZ, flipped, 1, pads, dZ.dtype)
+
+
+def _reaching(n_out, f, stride, size, pad):
+    """The outputs lo .. hi - 1 along one axis whose windows overlap the input's `size` values."""
+    return max(0, ceil_div(pad - f + 1, stride)), min(n_out, (size - 1 + pad) // stride + 1)
 
 
 def _conv_backward_plain(A, dZ, Wc, stride, pad):
     """(dA_prev, dW) with one matmul per kernel offset; the path for non-finite values."""
     _, n_H, n_W, n_C = dZ.shape
     m, n_H_prev, n_W_prev, n_C_prev = A.shape
-    A_pad = zero_pad(A.astype(Wc.dtype, copy=False), pad)
+    A_pad = _zero_padded(A, pad, Wc.dtype)
     dA_pad = np.zeros(A_pad.shape, Wc.dtype)
     dW = np.zeros(Wc.shape, Wc.dtype)
     dZ_rows = dZ.reshape(-1, n_C)
-    for di in range(Wc.shape[0]):
-        for dj in range(Wc.shape[1]):
-            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-            dW[di, dj] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
-            _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
+        for di in range(Wc.shape[0]):
+            for dj in range(Wc.shape[1]):
+                window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+                dW[di, dj] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
+                _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
     dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
     return dA_prev, dW
 
@@ -292,20 +433,24 @@ def depthwise_conv_forward(A_prev, W, b, hparameters):
         channels channel-major (``c * n_K + k``).
     cache : tuple
         ``(A_prev, W, b, hparameters)``, for depthwise_conv_backward.
+
+    Empty inputs, absurd strides and pads, and NaN and inf are treated as by
+    conv_forward.
     """
-    A, Wa, ba, dtype, stride, pad, out_shape = _conv_shapes(
+    A, Wa, ba, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=True
     )
     m, n_H, n_W, _ = out_shape
     n_C_prev, n_K = Wa.shape[2], Wa.shape[3]
-    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    A_pad, stride = _padded(A, geometry, pad, dtype), geometry.stride
     # (f, f, n_K, n_C_prev): kernel-major weights, broadcast over positions.
     Wk = np.ascontiguousarray(np.swapaxes(Wa.astype(dtype, copy=False), 2, 3))
     Z = np.zeros((m, n_H, n_W, n_K, n_C_prev), dtype)
-    for di in range(Wk.shape[0]):
-        for dj in range(Wk.shape[1]):
-            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-            Z += window[:, :, :, None, :] * Wk[di, dj]
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
+        for di in range(Wk.shape[0]):
+            for dj in range(Wk.shape[1]):
+                window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+                Z += window[:, :, :, None, :] * Wk[di, dj]
     Z = Z.reshape(out_shape)
     Z += ba.astype(dtype, copy=False)
     return Z, (A_prev, W, b, hparameters)
@@ -324,11 +469,12 @@ def depthwise_conv_backward(dZ, cache):
     Returns
     -------
     dA_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
+        Always A_prev's shape (zeros where no window reads).
     dW : (f, f, n_C_prev, n_K) ndarray
     db : (1, 1, 1, n_K * n_C_prev) ndarray
     """
     A_prev, W, b, hparameters = _unpack_cache(cache)
-    A, Wa, _, dtype, stride, pad, out_shape = _conv_shapes(
+    A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=True
     )
     dZ = _check_dZ(dZ, out_shape, dtype)
@@ -336,19 +482,22 @@ def depthwise_conv_backward(dZ, cache):
     m, n_H, n_W, n_out = out_shape
     _, n_H_prev, n_W_prev, n_C_prev = A.shape
     n_K = Wa.shape[3]
-    A_pad = zero_pad(A.astype(dtype, copy=False), pad)
+    A_pad, stride = _padded(A, geometry, pad, dtype), geometry.stride
     Wk = np.swapaxes(Wa.astype(dtype, copy=False), 2, 3)
     dZ5 = dZ.reshape(m, n_H, n_W, n_K, n_C_prev)
     dA_pad = np.zeros(A_pad.shape, dtype)
     dWk = np.zeros(Wk.shape, dtype)
-    for di in range(Wk.shape[0]):
-        for dj in range(Wk.shape[1]):
-            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-            dWk[di, dj] = np.einsum("ihwkc,ihwc->kc", dZ5, window)
-            _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += np.einsum(
-                "ihwkc,kc->ihwc", dZ5, Wk[di, dj]
-            )
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
+        for di in range(Wk.shape[0]):
+            for dj in range(Wk.shape[1]):
+                window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+                dWk[di, dj] = np.einsum("ihwkc,ihwc->kc", dZ5, window)
+                _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += np.einsum(
+                    "ihwkc,kc->ihwc", dZ5, Wk[di, dj]
+                )
+        db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_out)
     dW = np.ascontiguousarray(np.swapaxes(dWk, 2, 3))
-    db = dZ.sum(axis=(0, 1, 2), dtype=dtype).reshape(1, 1, 1, n_out)
+    if stride != geometry.stride_in:
+        return geometry.scatter(dA_pad, A.shape), dW, db
     dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
     return dA_prev, dW, db

@@ -18,7 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from ._engine.pool import pool_backward_tiles, pool_forward_tiles
-from ._validate import as_int, as_real_array, check_ndim, compute_dtype, hparameter, output_size
+from ._validate import (
+    as_int,
+    as_real_array,
+    check_ndim,
+    check_result_size,
+    compute_dtype,
+    hparameter,
+    output_size,
+)
 
 POOL_MODES = ("max", "average")
 # Other names accepted for the modes (PyTorch's avg_pool2d).
@@ -89,6 +97,13 @@ def pool_forward(A_prev, hparameters, mode="max"):
     cache : tuple
         ``(A_prev, hparameters)``, the objects passed in, for pool_backward.
 
+    Raises
+    ------
+    ValueError
+        If the window is larger than the input (so an input with no rows or
+        columns is refused, naming ``hparameters["f"]``). An empty batch or
+        zero channels give an empty result; any stride is fine.
+
     Examples
     --------
     >>> import numpy as np
@@ -100,14 +115,13 @@ def pool_forward(A_prev, hparameters, mode="max"):
     mode = pool_mode(mode)
     A, f, stride, _ = _pool_shapes(A_prev, hparameters)
     X = A.astype(compute_dtype(A), copy=False)
-    return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
+        return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
 
 
 def _unpack_pool_cache(cache):
     if not isinstance(cache, tuple) or len(cache) != 2:
-        raise TypeError(
-            "cache must be the tuple (A_prev, hparameters) returned by pool_forward"
-        )
+        raise TypeError("cache must be the tuple (A_prev, hparameters) returned by pool_forward")
     return cache
 
 
@@ -129,7 +143,8 @@ def pool_backward(dA, cache, mode="max"):
         Gradient with respect to A_prev. Each output position (h, w) sends
         ``dA[i, h, w, c]`` back to its own window: all of it to the window's
         first maximum (max mode), or an equal share to every position
-        (average mode). Positions no window covers get zero.
+        (average mode). Positions no window covers get zero. Always
+        A_prev's shape.
 
     Examples
     --------
@@ -145,11 +160,10 @@ def pool_backward(dA, cache, mode="max"):
     A, f, stride, out_shape = _pool_shapes(A_prev, hparameters)
     dA = as_real_array(dA, "dA")
     if dA.shape != out_shape:
-        raise ValueError(
-            f"dA must have the forward output's shape {out_shape}, got {dA.shape}"
-        )
+        raise ValueError(f"dA must have the forward output's shape {out_shape}, got {dA.shape}")
     dA = dA.astype(compute_dtype(A, dA), copy=False)
-    return pool_backward_tiles(dA, A, f, stride, mode)
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
+        return pool_backward_tiles(dA, A, f, stride, mode)
 
 
 def create_mask_from_window(x):
@@ -212,5 +226,6 @@ def distribute_value(dz, shape):
     n_H = as_int(shape[0], "shape[0]", minimum=1)
     n_W = as_int(shape[1], "shape[1]", minimum=1)
     dtype = compute_dtype(dz_arr)
+    check_result_size((n_H, n_W), dtype, f"shape = {shape!r}", "the window")
     average = dtype.type(dz_arr.reshape(())) / dtype.type(n_H * n_W)
     return np.full((n_H, n_W), average, dtype=dtype)

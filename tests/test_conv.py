@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -27,6 +29,10 @@ from convcli import (
     depthwise_conv_forward,
 )
 
+LAYERS = {
+    "conv": (conv_forward, conv_backward),
+    "depthwise": (depthwise_conv_forward, depthwise_conv_backward),
+}
 VERTICAL_EDGE = np.array([[1.0, 0.0, -1.0]] * 3)
 FLOATS = [np.float32, np.float64]
 
@@ -955,5 +961,141 @@ def test_filters_equal_across_input_channels_match_the_loops(dtype, stride, pad,
     Z, _ = conv_forward(A, W, b, hparameters)
     expected = conv_forward_loop(A, W, b, hparameters)
     assert Z.dtype == (np.float32 if dtype == np.float32 else np.float64)
-    np.testing.assert_allclose(Z, expected, rtol=1e-5 if dtype == np.float32 else 1e-12,
-                               atol=1e-3 if dtype == np.float32 else 1e-9)
+    np.testing.assert_allclose(
+        Z,
+        expected,
+        rtol=1e-5 if dtype == np.float32 else 1e-12,
+        atol=1e-3 if dtype == np.float32 else 1e-9,
+    )
+
+
+# --- large strides, empty inputs, windows in the padding, absurd sizes ----------------------
+
+
+def _peak_bytes(fn, *args):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = fn(*args)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("stride", [10**4, 10**5, 2**40])
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+def test_memory_does_not_grow_with_the_stride(stride, layer):
+    forward, backward = LAYERS[layer]
+    A, W, b = conv_case(40, 1, 4, 4, 3, 3, 2, depthwise=layer == "depthwise")
+    (Z, cache), peak = _peak_bytes(forward, A, W, b, hp(stride, 1))
+    assert Z.shape[1:3] == (1, 1)
+    assert peak < 2 << 20  # the engine's scratch, not stride**2 rows
+    grads, peak = _peak_bytes(backward, np.ones_like(Z), cache)
+    assert peak < 2 << 20
+    assert [g.shape for g in grads] == [A.shape, W.shape, b.shape]
+
+
+@pytest.mark.parametrize("stride", [9, 10, 13])
+@pytest.mark.parametrize("pad", [0, 1, 4])
+@pytest.mark.parametrize("f", [1, 2, 3])
+def test_large_strides_match_the_loops(stride, pad, f):
+    A, W, b = conv_case(41 + stride, 2, 25, 30, 3, f, 2)
+    Z, cache = conv_forward(A, W, b, hp(stride, pad))
+    assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
+    dZ = np.random.default_rng(stride).standard_normal(Z.shape)
+    for got, want in zip(
+        conv_backward(dZ, cache), conv_backward_loop(dZ, A, W, hp(stride, pad)), strict=True
+    ):
+        assert_matches(got, want, np.float64)
+    Ad, Wd, bd = conv_case(43 + pad, 1, 25, 30, 2, f, 2, depthwise=True)
+    Zd, cached = depthwise_conv_forward(Ad, Wd, bd, hp(stride, pad))
+    assert_matches(Zd, depthwise_conv_forward_loop(Ad, Wd, bd, hp(stride, pad)), np.float64)
+    dZd = np.random.default_rng(pad).standard_normal(Zd.shape)
+    want = depthwise_conv_backward_loop(dZd, Ad, Wd, hp(stride, pad))
+    for got, w in zip(depthwise_conv_backward(dZd, cached), want, strict=True):
+        assert_matches(got, w, np.float64)
+
+
+def test_windows_entirely_in_the_padding_give_dA_prev_the_input_shape():
+    # 1x1 input, stride 5, pad 2: the only window lies in the padding.
+    A, W, b = np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1)), np.zeros((1, 1, 1, 1))
+    Z, cache = conv_forward(A, W, b, hp(5, 2))
+    np.testing.assert_array_equal(Z, np.zeros((1, 1, 1, 1)))
+    dA, dW, db = conv_backward(np.full_like(Z, 3.0), cache)
+    assert dA.shape == (1, 1, 1, 1)
+    np.testing.assert_array_equal(dA, 0.0)
+    np.testing.assert_array_equal(db, 3.0)
+
+
+def test_small_configurations_match_the_loops():
+    """Every small geometry, windows in the padding and empty inputs included."""
+    rng = np.random.default_rng(44)
+    for n_H, n_W, f, stride, pad in itertools.product(
+        range(4), range(0, 4, 2), range(1, 4), range(1, 6), range(3)
+    ):
+        if n_H + 2 * pad < f or n_W + 2 * pad < f:
+            continue
+        A = rng.standard_normal((2, n_H, n_W, 2))
+        W = rng.standard_normal((f, f, 2, 3))
+        b = rng.standard_normal((1, 1, 1, 3))
+        Z, cache = conv_forward(A, W, b, hp(stride, pad))
+        assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
+        dZ = rng.standard_normal(Z.shape)
+        want = conv_backward_loop(dZ, A, W, hp(stride, pad))
+        for got, w in zip(conv_backward(dZ, cache), want, strict=True):
+            assert got.shape == w.shape
+            assert_matches(got, w, np.float64)
+
+
+def test_empty_input_with_padding():
+    A = np.zeros((1, 0, 5, 1))
+    W, b = np.ones((1, 1, 1, 1)), np.full((1, 1, 1, 1), 2.0)
+    Z, cache = conv_forward(A, W, b, hp(1, 2))
+    np.testing.assert_array_equal(Z, np.full((1, 4, 9, 1), 2.0))  # the bias alone
+    dA, dW, db = conv_backward(np.ones_like(Z), cache)
+    assert dA.shape == (1, 0, 5, 1)
+    np.testing.assert_array_equal(dW, 0.0)
+    np.testing.assert_array_equal(db, 36.0)
+
+
+def test_zero_input_channels_gradient_of_b_is_the_sum_of_dZ():
+    b = np.zeros((1, 1, 1, 2))
+    Z, cache = conv_forward(np.zeros((1, 2, 2, 0)), np.ones((1, 1, 0, 2)), b, hp(1, 0))
+    _, _, db = conv_backward(np.full_like(Z, 3.0), cache)
+    np.testing.assert_array_equal(db, np.full((1, 1, 1, 2), 12.0))
+
+
+@pytest.mark.parametrize(
+    "hparameters",
+    [hp(1, 2**63), hp(1, 2**31), hp(1, 10**6), hp(2**63, 2**63 - 1)],
+)
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+def test_absurd_sizes_are_refused_naming_hparameters(hparameters, layer):
+    forward, _ = LAYERS[layer]
+    A, W, b = conv_case(45, 1, 1, 1, 1, 1, 1)
+    if hparameters["stride"] > 1:  # the output is 2 x 2: computed, all bias
+        Z, _ = forward(A, W, b, hparameters)
+        np.testing.assert_array_equal(Z, np.broadcast_to(b, (1, 2, 2, 1)))
+        return
+    with pytest.raises(ValueError, match=r"hparameters = .* too large|more than this machine"):
+        forward(A, W, b, hparameters)
+
+
+@pytest.mark.parametrize("stride", [2**63, 10**6])
+def test_huge_stride_on_a_small_input(stride):
+    A, W, b = conv_case(46, 1, 3, 3, 1, 3, 1)
+    Z, cache = conv_forward(A, W, b, hp(stride, 0))
+    assert_matches(Z, conv_forward_loop(A, W, b, hp(1, 0)), np.float64)
+    dA, dW, db = conv_backward(np.ones_like(Z), cache)
+    np.testing.assert_allclose(dA[0, :, :, 0], W[:, :, 0, 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+def test_non_finite_input_emits_no_warnings(layer):
+    forward, backward = LAYERS[layer]
+    A, W, b = conv_case(47, 1, 4, 4, 2, 3, 2, depthwise=layer == "depthwise")
+    A[0, 1, 1, 0], A[0, 2, 2, 1], W[0, 0, 0, 0] = np.inf, -np.inf, np.inf  # warnings are errors
+    Z, cache = forward(A, W, b, hp(1, 1))
+    backward(np.ones_like(Z), cache)
+    assert np.isnan(conv_single_step(A[0, :3, :3], np.zeros((3, 3, 2)), 0.0))

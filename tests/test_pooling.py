@@ -826,3 +826,31 @@ def test_create_mask_bad_input(x, exc):
 def test_distribute_value_bad_input(dz, shape, exc, match):
     with pytest.raises(exc, match=match):
         distribute_value(dz, shape)
+
+
+# --- empty inputs, absurd strides, non-finite values --------------------------------------------
+
+
+def test_pool_input_without_rows_is_refused_naming_f():
+    with pytest.raises(ValueError, match=r'hparameters\["f"\] = 1 is larger than the input size 0'):
+        pool_forward(np.zeros((1, 0, 5, 1)), {"f": 1, "stride": 1})
+
+
+@pytest.mark.parametrize("stride", [10**6, 2**63])
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pool_huge_stride_takes_the_first_window(stride, mode):
+    A = np.arange(16.0).reshape(1, 4, 4, 1)
+    P, cache = pool_forward(A, {"f": 2, "stride": stride}, mode)
+    assert P.shape == (1, 1, 1, 1)
+    assert P[0, 0, 0, 0] == (5.0 if mode == "max" else 2.5)
+    dA = pool_backward(np.ones_like(P), cache, mode)
+    assert dA.shape == A.shape and dA.sum() == 1.0
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pool_non_finite_input_emits_no_warnings(mode):
+    A = np.zeros((1, 4, 4, 2))
+    A[0, 0, 0, 0], A[0, 1, 1, 1], A[0, 3, 3, 0] = np.inf, -np.inf, np.nan  # warnings are errors
+    P, cache = pool_forward(A, {"f": 2, "stride": 1}, mode)
+    dA = pool_backward(np.full_like(P, np.inf), cache, mode)
+    assert dA.shape == A.shape
