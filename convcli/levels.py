@@ -6,7 +6,11 @@ image by one of :data:`MAPPINGS`; :func:`luminance` turns RGB into grey.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+from ._validate import as_real_array
 
 MAPPINGS = ("abs", "minmax", "clip", "offset")
 """The value mappings of :func:`to_levels` (``--normalize``)."""
@@ -15,10 +19,15 @@ MAPPINGS = ("abs", "minmax", "clip", "offset")
 def luminance(pixels: np.ndarray) -> np.ndarray:
     """Grey levels of an (H, W, 3) RGB array: ITU-R 601-2 luma, as Pillow's ``convert("L")``.
 
-    Returns an (H, W, 1) float32 array in the same scale, not rounded.
+    Returns an (H, W, 1) float32 array in the same scale, not rounded (any
+    leading axes, a batch say, are kept).
     """
+    pixels = as_real_array(pixels, "pixels")
+    if pixels.ndim == 0 or pixels.shape[-1] < 3:
+        raise ValueError(f"pixels must have 3 channels (RGB) last, got shape {pixels.shape}")
     weights = np.array([0.299, 0.587, 0.114], dtype=np.float32)
-    return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE results for huge values
+        return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 
 
 def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> np.ndarray:
@@ -42,40 +51,47 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> n
     Returns
     -------
     ndarray of uint8 or uint16
-        NaN is mapped to 0 before anything else.
+        NaN is mapped to 0 before anything else, +inf and -inf to the largest
+        and smallest values (so ``abs`` maps them to white).
 
     Examples
     --------
     >>> to_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
     array([  0, 128, 191], dtype=uint8)
     """
-    if method not in MAPPINGS:
+    if not isinstance(method, str) or method not in MAPPINGS:
         raise ValueError(f"method must be one of {', '.join(MAPPINGS)}; got {method!r}")
+    if isinstance(depth, bool) or depth not in (8, 16):
+        raise ValueError(f"depth must be 8 or 16, got {depth!r}")
+    if isinstance(white, bool) or not isinstance(white, numbers.Real):
+        raise TypeError(f"white must be a real number, got {white!r}")
     top = 255 if depth == 8 else 65535
-    x = np.asarray(values)
+    x = as_real_array(values, "values")
     lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        x = np.nan_to_num(x.astype(np.float64), nan=0.0)
-        lo, hi = (float(x.min()), float(x.max()))
     # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
     # spends its time here and in the encoder, not in the layers.
     real = np.dtype(np.float32 if depth == 8 else np.float64).type
+    big = float(np.finfo(real).max) / 4  # differences of values within +-big stay finite
+    if not (np.isfinite(lo) and np.isfinite(hi)) or max(-lo, hi) > big:
+        x = np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), -big, big)
+        lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
     x = x.astype(real, copy=False)
-    if method == "clip":
-        levels = x * real(top / white if white > 0 else top)
-    elif method == "abs":
-        peak = max(-lo, hi)
-        levels = np.abs(x)
-        levels *= real(top / peak if np.isfinite(peak) and peak > 0 else 0.0)
-    elif method == "minmax":
-        span = hi - lo
-        levels = x - real(lo)
-        levels *= real(top / span if np.isfinite(span) and span > 0 else 0.0)
-    else:  # offset
-        peak = max(-lo, hi)
-        scale = 2.0 * peak if np.isfinite(peak) and peak > 0 else 1.0
-        levels = x * real(top / scale)
-        levels += real(top / 2)
+    with np.errstate(over="ignore"):  # tiny ranges scale values past the top: clipped below
+        if method == "clip":
+            scale = top / white if np.isfinite(white) and white > 0 else top
+            levels = x * real(min(scale, big))
+        elif method == "abs":
+            peak = max(-lo, hi)
+            levels = np.abs(x)
+            levels *= real(min(top / peak, big) if peak > 0 else 0.0)
+        elif method == "minmax":
+            span = hi - lo
+            levels = x - real(lo)
+            levels *= real(min(top / span, big) if span > 0 else 0.0)
+        else:  # offset
+            peak = max(-lo, hi)
+            levels = x * real(min(top / (2.0 * peak), big) if peak > 0 else top)
+            levels += real(top / 2)
     np.clip(levels, 0, top, out=levels)
     np.rint(levels, out=levels)
     return levels.astype(np.uint8 if depth == 8 else np.uint16)

@@ -36,3 +36,32 @@ def test_to_levels_constant_and_nan_input():
     assert to_levels(np.array([np.nan, 10.0]), "clip", white=255, depth=8).tolist() == [0, 10]
     with pytest.raises(ValueError, match="method"):
         to_levels(zeros, "gamma", white=255, depth=8)
+
+
+@pytest.mark.parametrize("method", MAPPINGS)
+@pytest.mark.parametrize("depth", [8, 16])
+def test_to_levels_infinite_and_huge_values_emit_no_warnings(method, depth):
+    x = np.array([[-np.inf, 0.0, np.inf, 1e300, np.nan]])  # warnings are errors here
+    levels = to_levels(x, method, white=1e-300, depth=depth)
+    top = 255 if depth == 8 else 65535
+    assert levels.shape == x.shape
+    assert levels[0, 4] == levels[0, 1]  # NaN is mapped to 0
+    if method in ("abs", "minmax"):
+        assert levels[0, 2] == top
+
+
+def test_to_levels_and_luminance_refuse_bad_arguments():
+    with pytest.raises(TypeError, match="values"):
+        to_levels(np.array([1j]), "abs", white=255, depth=8)
+    with pytest.raises(ValueError, match="depth"):
+        to_levels(np.zeros(2), "abs", white=255, depth=12)
+    with pytest.raises(TypeError, match="white"):
+        to_levels(np.zeros(2), "clip", white="255", depth=8)
+    with pytest.raises(ValueError, match="pixels"):
+        luminance(np.zeros((2, 2, 0)))
+    with pytest.raises(TypeError, match="pixels"):
+        luminance(np.zeros((2, 2, 3), object))
+
+
+def test_luminance_of_huge_values_is_inf_without_warnings():
+    assert luminance(np.full((1, 1, 3), 1e300))[0, 0, 0] == np.inf
