@@ -232,6 +232,11 @@ def conv_forward(A_prev, W, b, hparameters):
     array([[ 8., 12.],
            [20., 24.]])
     """
+    with _ieee():  # NaN and inf follow IEEE arithmetic, without numpy warnings
+        return _conv_forward(A_prev, W, b, hparameters)
+
+
+def _conv_forward(A_prev, W, b, hparameters):
     A, Wa, ba, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=False
     )
@@ -242,8 +247,13 @@ def conv_forward(A_prev, W, b, hparameters):
         Z = _conv_forward_plain(
             A, Wa.astype(dtype, copy=False), geometry.stride, pads[0], out_shape
         )
-        Z += bias
+        with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
+            Z += bias
     return Z, (A_prev, W, b, hparameters)
+
+
+def _ieee():
+    return np.errstate(invalid="ignore", over="ignore", divide="ignore")
 
 
 def _engine_input(A, geometry, pad, dtype):
@@ -324,6 +334,11 @@ def conv_backward(dZ, cache):
     dA_prev always has A_prev's shape, also when A_prev is empty and when
     every window lies in the padding (then it is all zeros).
     """
+    with _ieee():  # NaN and inf follow IEEE arithmetic, without numpy warnings
+        return _conv_backward(dZ, cache)
+
+
+def _conv_backward(dZ, cache):
     A_prev, W, b, hparameters = _unpack_cache(cache)
     A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=False
@@ -351,7 +366,8 @@ def _sum_pixels(dZ):
     n_C = dZ.shape[3]
     if dZ.size == 0:
         return np.zeros(n_C, dZ.dtype)
-    return dZ.reshape(-1, dZ.shape[2] * n_C).sum(axis=0).reshape(-1, n_C).sum(axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE sums of NaN and inf
+        return dZ.reshape(-1, dZ.shape[2] * n_C).sum(axis=0).reshape(-1, n_C).sum(axis=0)
 
 
 def _conv_input_grad(dZ, Wc, A_shape, stride, pad):
@@ -437,6 +453,11 @@ def depthwise_conv_forward(A_prev, W, b, hparameters):
     Empty inputs, absurd strides and pads, and NaN and inf are treated as by
     conv_forward.
     """
+    with _ieee():  # NaN and inf follow IEEE arithmetic, without numpy warnings
+        return _depthwise_conv_forward(A_prev, W, b, hparameters)
+
+
+def _depthwise_conv_forward(A_prev, W, b, hparameters):
     A, Wa, ba, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=True
     )
@@ -452,7 +473,8 @@ def depthwise_conv_forward(A_prev, W, b, hparameters):
                 window = _window_view(A_pad, di, dj, stride, n_H, n_W)
                 Z += window[:, :, :, None, :] * Wk[di, dj]
     Z = Z.reshape(out_shape)
-    Z += ba.astype(dtype, copy=False)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
+        Z += ba.astype(dtype, copy=False)
     return Z, (A_prev, W, b, hparameters)
 
 
@@ -473,6 +495,11 @@ def depthwise_conv_backward(dZ, cache):
     dW : (f, f, n_C_prev, n_K) ndarray
     db : (1, 1, 1, n_K * n_C_prev) ndarray
     """
+    with _ieee():  # NaN and inf follow IEEE arithmetic, without numpy warnings
+        return _depthwise_conv_backward(dZ, cache)
+
+
+def _depthwise_conv_backward(dZ, cache):
     A_prev, W, b, hparameters = _unpack_cache(cache)
     A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=True

@@ -174,11 +174,13 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False):
             work(states[0], tile)
         return states
     rounds = [tiles[0::2], tiles[1::2]] if neighbours_overlap else [tiles]
+    errors = np.geterr()  # the caller's floating-point error handling, in every thread
     for group in rounds:
 
         def worker(w, group=group):
-            for tile in group[w::n]:
-                work(states[w], tile)
+            with np.errstate(**errors):
+                for tile in group[w::n]:
+                    work(states[w], tile)
 
         futures = [_pool().submit(worker, w) for w in range(n)]
         for future in futures:
