@@ -198,9 +198,7 @@ def test_run_tiles_gives_each_thread_its_own_state_and_covers_every_tile(monkeyp
 def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
     monkeypatch.setattr(tiles, "THREADS", 2)
     order = []
-    tiles.run_tiles(
-        range(6), lambda state, tile: order.append(tile), list, neighbours_overlap=True
-    )
+    tiles.run_tiles(range(6), lambda state, tile: order.append(tile), list, neighbours_overlap=True)
     assert sorted(order[:3]) == [0, 2, 4]
     assert sorted(order[3:]) == [1, 3, 5]
 
@@ -229,3 +227,39 @@ def test_threads_from_the_environment_must_be_a_number(monkeypatch):
     monkeypatch.setenv("CONVCLI_THREADS", "two")
     with pytest.raises(ValueError, match="CONVCLI_THREADS"):
         tiles._default_threads()
+
+
+def test_run_tiles_threads_take_the_callers_error_handling(monkeypatch):
+    monkeypatch.setattr(tiles, "THREADS", 2)
+    inf = np.array([np.inf])
+
+    def work(state, tile):
+        state.append(
+            float((inf - inf)[0])
+        )  # invalid: a RuntimeWarning (an error here) unless ignored
+
+    with np.errstate(invalid="ignore"):
+        states = tiles.run_tiles(range(4), work, list)
+    assert all(np.isnan(v) for state in states for v in state) and len(states) == 2
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pooling_non_finite_input_across_threads_emits_no_warnings(mode):
+    A = np.zeros((2, 40, 40, 3))
+    A[:, ::7, ::5, 0], A[:, 3::11, ::3, 1], A[:, 1::9, 2::4, 2] = np.inf, -np.inf, np.nan
+    with engine(400, 2):
+        P, cache = pool_forward(A, {"f": 3, "stride": 2}, mode)
+        dA = pool_backward(np.full_like(P, np.inf), cache, mode)
+    assert dA.shape == A.shape
+
+
+def test_conv_infinite_bias_and_input_give_nan_without_warnings():
+    A = np.full((1, 3, 3, 1), -np.inf)
+    Z, cache = conv_forward(
+        A, np.ones((1, 1, 1, 1)), np.full((1, 1, 1, 1), np.inf), {"stride": 1, "pad": 0}
+    )
+    assert np.isnan(Z).all()
+    dZ = np.zeros_like(Z)
+    dZ[0, 0, 0, 0], dZ[0, 1, 1, 0] = np.inf, -np.inf
+    _, _, db = conv_backward(dZ, cache)
+    assert np.isnan(db).all()
