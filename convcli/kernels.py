@@ -60,6 +60,7 @@ import math
 import numbers
 import os
 import re
+import reprlib
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -99,6 +100,18 @@ _TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
 
 # Images are convolved in float32: larger weights would overflow to infinity.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+# Values from a file shown in messages: short, and never recursing into nested lists or
+# tables (TOML dotted keys a.a.a... = 1 make dicts thousands of levels deep with no
+# recursion in the parser; repr() of one raises RecursionError).
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlevel = 3
+
+
+def _short(value) -> str:
+    return _SHORT.repr(value)
+
 
 # The 8 outer cells of a 3x3 grid, in clockwise order from the top-left corner.
 _RING = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
@@ -140,13 +153,13 @@ class Kernel:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
-            raise KernelError(f"a kernel needs a non-empty name, got {self.name!r}")
+            raise KernelError(f"a kernel needs a non-empty name, got {_short(self.name)}")
         where = f"kernel {self.name!r}"
         if not isinstance(self.description, str) or "\n" in self.description:
             raise KernelError(f"{where}: the description must be one line of text")
         aliases = tuple(self.aliases)
         if not all(isinstance(a, str) for a in aliases):
-            raise KernelError(f"{where}: aliases must be strings, got {aliases!r}")
+            raise KernelError(f"{where}: aliases must be strings, got {_short(aliases)}")
         weights = _checked_weights(self.weights, where)
         weights.flags.writeable = False
         object.__setattr__(self, "aliases", aliases)
@@ -209,7 +222,9 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
         for i, row in enumerate(weights):
             for j, value in enumerate(row):
                 if not _is_number(value):
-                    raise KernelError(f"{where}: {cell(i, j)}: {value!r} is not a number")
+                    raise KernelError(
+                        f"{where}: {cell(i, j)}: {_short(value)} is not a number"
+                    )
         lengths = [len(row) for row in weights]
         if not any(lengths):
             raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
@@ -252,10 +267,12 @@ def _is_number(value) -> bool:
 
 def _checked_name(value, where: str, what: str) -> str:
     if not isinstance(value, str):
-        raise KernelError(f"{where}: {what} must be a string, got {value!r}")
+        raise KernelError(f"{where}: {what} must be a string, got {_short(value)}")
     name = value.strip().lower()
     if not _NAME_RE.fullmatch(name):
-        raise KernelError(f"{where}: {what} {value!r} may only use letters, digits, '-' and '_'")
+        raise KernelError(
+            f"{where}: {what} {_short(value)} may only use letters, digits, '-' and '_'"
+        )
     return name
 
 
@@ -265,14 +282,14 @@ def _checked_scale(value, where: str) -> float:
             scale = float(Fraction(value.strip()))
         except (ValueError, ZeroDivisionError):
             raise KernelError(
-                f'{where}: scale {value!r} is not a number or a fraction such as "1/16"'
+                f'{where}: scale {_short(value)} is not a number or a fraction such as "1/16"'
             ) from None
     elif _is_number(value):
         scale = float(value)
     else:
-        raise KernelError(f"{where}: scale must be a number, got {value!r}")
+        raise KernelError(f"{where}: scale must be a number, got {_short(value)}")
     if not math.isfinite(scale) or scale == 0:
-        raise KernelError(f"{where}: scale must be a finite non-zero number, got {value!r}")
+        raise KernelError(f"{where}: scale must be a finite non-zero number, got {_short(value)}")
     return scale
 
 
@@ -307,6 +324,12 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise KernelError(f"{shown}: invalid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively: a few hundred
+        # levels of [[[...]]] exhaust Python's stack before any rule of ours applies.
+        raise KernelError(
+            f"{shown}: invalid TOML: arrays or inline tables nested too deeply"
+        ) from None
     unknown = sorted(set(table) - set(_TOML_KEYS))
     if unknown:
         raise KernelError(
@@ -327,7 +350,7 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
         raise KernelError(f"{shown}: no 'description'")
     aliases = table.get("aliases", [])
     if not isinstance(aliases, list):
-        raise KernelError(f"{shown}: 'aliases' must be a list of names, got {aliases!r}")
+        raise KernelError(f"{shown}: 'aliases' must be a list of names, got {_short(aliases)}")
     aliases = tuple(_checked_name(a, shown, "alias") for a in aliases)
     weights = _checked_weights(table["weights"], shown)
     if "scale" in table:
@@ -359,7 +382,7 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
         message = str(exc)
         if match := _LOADTXT_NOT_A_NUMBER.search(message):
             line = line_numbers[int(match.group(2))]
-            raise KernelError(f"{shown}: line {line}: {match.group(1)!r} is not a number"
+            raise KernelError(f"{shown}: line {line}: {_short(match.group(1))} is not a number"
                               ) from None
         if match := _LOADTXT_RAGGED.search(message):
             first, count, row = (int(g) for g in match.groups())
@@ -391,7 +414,8 @@ def load_kernel_file(path) -> Kernel:
     ------
     KernelError
         Naming the file and the problem: missing, unreadable or binary file,
-        invalid TOML, unknown keys, empty grid, ragged rows, a value that is not
+        invalid TOML (arrays or inline tables nested hundreds deep included),
+        unknown keys, empty grid, ragged rows, a value that is not
         a number, NaN or infinity, a weight beyond the float32 range (after the
         scale), a zero scale.
 
