@@ -19,6 +19,12 @@ A kernel file given by path may also be a plain text grid: one row per line,
 numbers separated by whitespace and/or commas, ``#`` starting a comment. Its
 name is the file's stem.
 
+A kernel file holds at most :data:`MAX_KERNEL_SIDE` (255) rows and as many
+columns, in at most :data:`MAX_KERNEL_FILE_BYTES` (2 MiB), enough for a
+255 x 255 grid of 17-digit weights. The size is checked before the file is
+parsed, so a larger file is refused at once (a 10000 x 10000 grid took minutes
+and gigabytes to parse).
+
 Sign conventions
 ----------------
 convcli's "convolution" is cross-correlation (the kernel is not flipped; see
@@ -77,6 +83,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "MAX_KERNEL_FILE_BYTES",
+    "MAX_KERNEL_SIDE",
     "Kernel",
     "KernelError",
     "format_kernel_grid",
@@ -97,6 +105,11 @@ _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _LABEL_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 _ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
 _TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
+
+# Limits on kernel files (see the module docstring): rows and columns of the grid, and
+# bytes read before parsing.
+MAX_KERNEL_SIDE = 255
+MAX_KERNEL_FILE_BYTES = 2 * 1024 * 1024
 
 # Images are convolved in float32: larger weights would overflow to infinity.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -298,17 +311,32 @@ def _checked_scale(value, where: str) -> float:
 
 def _read_text(path: Path, shown: str) -> str:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(MAX_KERNEL_FILE_BYTES + 1)
     except FileNotFoundError:
         raise KernelError(f"{shown}: no such kernel file") from None
     except IsADirectoryError:
         raise KernelError(f"{shown}: is a directory, not a kernel file") from None
     except OSError as exc:
         raise KernelError(f"{shown}: cannot read the file ({exc.strerror or exc})") from None
+    if len(data) > MAX_KERNEL_FILE_BYTES:
+        raise KernelError(
+            f"{shown}: the file is larger than {MAX_KERNEL_FILE_BYTES // 2**20} MiB, the limit "
+            f"for a kernel file (at most {MAX_KERNEL_SIDE} x {MAX_KERNEL_SIDE} weights)"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise KernelError(f"{shown}: not a text file (kernel files are UTF-8 text)") from None
+
+
+def _check_side(count: int, what: str, unit: str, shown: str) -> None:
+    """Refuse a grid with more than MAX_KERNEL_SIDE rows or columns: "<what> has N <unit>"."""
+    if count > MAX_KERNEL_SIDE:
+        raise KernelError(
+            f"{shown}: {what} has {count} {unit}: a kernel file holds at most "
+            f"{MAX_KERNEL_SIDE} x {MAX_KERNEL_SIDE} weights"
+        )
 
 
 def _looks_like_toml(text: str) -> bool:
@@ -352,7 +380,13 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
     if not isinstance(aliases, list):
         raise KernelError(f"{shown}: 'aliases' must be a list of names, got {_short(aliases)}")
     aliases = tuple(_checked_name(a, shown, "alias") for a in aliases)
-    weights = _checked_weights(table["weights"], shown)
+    weights = table["weights"]
+    if isinstance(weights, list):
+        _check_side(len(weights), "'weights'", "rows", shown)
+        for i, row in enumerate(weights):
+            if isinstance(row, list):
+                _check_side(len(row), f"row {i + 1}", "values", shown)
+    weights = _checked_weights(weights, shown)
     if "scale" in table:
         with np.errstate(over="ignore"):
             weights = weights * _checked_scale(table["scale"], shown)
@@ -376,6 +410,9 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
             line_numbers.append(number)
     if not rows:
         raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
+    _check_side(len(rows), "the grid", "rows", shown)
+    for row, number in zip(rows, line_numbers, strict=True):
+        _check_side(len(row.split()), f"line {number}", "values", shown)
     try:
         weights = np.loadtxt(rows, dtype=np.float64, ndmin=2)
     except ValueError as exc:
@@ -414,6 +451,8 @@ def load_kernel_file(path) -> Kernel:
     ------
     KernelError
         Naming the file and the problem: missing, unreadable or binary file,
+        a file over :data:`MAX_KERNEL_FILE_BYTES` (checked before parsing) or a
+        grid over :data:`MAX_KERNEL_SIDE` rows or columns,
         invalid TOML (arrays or inline tables nested hundreds deep included),
         unknown keys, empty grid, ragged rows, a value that is not
         a number, NaN or infinity, a weight beyond the float32 range (after the
