@@ -73,7 +73,8 @@ def _finite(value: float, option: str) -> float:
 def _original_panel(pic) -> Panel:
     """The input as the first panel of a figure: colour, or grey (alpha left out)."""
     white = pic.white if pic.white > 0 else 1.0
-    original = np.clip(pic.pixels / white, 0.0, 1.0)
+    original = pic.pixels / white
+    np.clip(original, 0.0, 1.0, out=original)  # in place: one copy of the picture, not two
     if original.shape[2] == 2:  # grey + alpha: show the grey
         original = original[:, :, :1]
     return Panel("original", original[:, :, 0] if original.shape[2] == 1 else original)
@@ -103,7 +104,9 @@ class _Channelwise:
         white = pic.white if pic.white > 0 else 1.0
         panels = [_original_panel(pic)]
         if data.shape[2] in (3, 4):
-            panels.append(Panel(f"{self.name} {self.details}", np.clip(data / white, 0.0, 1.0)))
+            colour = data / white
+            np.clip(colour, 0.0, 1.0, out=colour)
+            panels.append(Panel(f"{self.name} {self.details}", colour))
         panels += [Panel(t, data[:, :, c], vmax=white, colorbar=True)
                    for c, t in enumerate(self.titles(pic.channels))]
         return Grid(panels, min(len(panels), 5), f"{self.name} {self.details}")
@@ -189,11 +192,14 @@ class PoolOp(_Channelwise):
 
 
 def _robust_peak(values: np.ndarray) -> float:
-    """The 99.5th percentile of |values|, or their maximum if that is 0; 1.0 if empty."""
+    """The 99.5th percentile of |values|, or their maximum if that is 0; 1.0 if empty.
+
+    `values` (a temporary array) is overwritten: no copies of a picture's size are made.
+    """
     if not values.size:
         return 1.0
-    a = np.abs(values)
-    peak = float(np.percentile(a, 99.5))
+    a = np.abs(values, out=values)
+    peak = float(np.percentile(a, 99.5, overwrite_input=True))
     return peak if peak > 0 else float(a.max()) or 1.0
 
 
