@@ -23,6 +23,11 @@ DPI = 100
 # A panel is as wide as its image at DPI (drawn pixel for pixel), within these bounds.
 PANEL_INCHES = 3.2
 MIN_PANEL_INCHES = 2.4
+# Bounds that keep a figure's size, memory and time independent of the image's size and
+# shape (a 1 x 5000 strip once made a figure 500,000 pixels tall):
+MAX_FIGURE_PIXELS = 4000  # the longest side of a whole figure
+MAX_CELL_ASPECT = 2.0  # a grid cell is at most twice as tall as it is wide
+MAX_DRAWN_ASPECT = 8.0  # an image longer than 8 times its thickness is stretched across
 SIGNED_CMAP = "RdBu_r"  # zero white, positive red, negative blue
 
 
@@ -72,24 +77,36 @@ def _figure_class():
 def draw_grid(panels: list[Panel | None], *, ncols: int, title: str | None = None):
     """A matplotlib Figure of `panels` row by row, `ncols` per row (``None``: an empty cell).
 
-    Each panel is drawn about as many pixels wide as its image at :data:`DPI`,
-    within :data:`MIN_PANEL_INCHES` and :data:`PANEL_INCHES`.
+    Each cell is about as many pixels wide as the first panel's image at
+    :data:`DPI`, within :data:`MIN_PANEL_INCHES` and :data:`PANEL_INCHES`, and
+    as tall as that image's aspect makes it, within ``1 / MAX_DRAWN_ASPECT`` and
+    :data:`MAX_CELL_ASPECT` times its width. An image longer than
+    :data:`MAX_DRAWN_ASPECT` times its thickness (a 1 x 5000 strip) is drawn as
+    a strip that long, stretched across. The whole figure is scaled down to at
+    most :data:`MAX_FIGURE_PIXELS` on its longest side, and an image much larger
+    than its cell is averaged over blocks of pixels before it is drawn, so time
+    and memory do not grow with the image (photos of ordinary shapes are drawn
+    as they always were).
     """
     ncols = max(1, min(ncols, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     first = next(p for p in panels if p is not None)
     h, w = first.image.shape[:2]
-    aspect = h / w if w else 1.0
+    aspect = h / w if w and h else 1.0
     panel = min(max(w / DPI, MIN_PANEL_INCHES), PANEL_INCHES)
+    cell_aspect = min(max(aspect, 1 / MAX_DRAWN_ASPECT), MAX_CELL_ASPECT)
+    size = (panel * ncols, panel * cell_aspect * nrows + 0.6)
+    scale = min(1.0, MAX_FIGURE_PIXELS / (DPI * max(size)))
     figure = _figure_class()
-    fig = figure(figsize=(panel * ncols, panel * aspect * nrows + 0.6), layout="constrained")
+    fig = figure(figsize=(size[0] * scale, size[1] * scale), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     cells = panels + [None] * (nrows * ncols - len(panels))
+    cell_pixels = (panel * cell_aspect * scale * DPI, panel * scale * DPI)
     for ax, panel in zip(axes.flat, cells, strict=True):
         ax.set_axis_off()
         if panel is None:
             continue
-        _draw(fig, ax, panel)
+        _draw(fig, ax, panel, cell_pixels)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -109,22 +126,62 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
     return write_atomic(path, write, overwrite=overwrite)
 
 
-def _draw(fig, ax, panel: Panel) -> None:
+_CHUNK_VALUES = 1 << 22  # values cast to float64 at a time by _block_means
+
+
+def _block_means(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndarray:
+    """`image` averaged over blocks of k x l pixels where it is over 4 times its cell's size.
+
+    Each axis keeps at least twice the cell's pixels (matplotlib's antialiasing
+    does the rest); an axis under 4 times its cell's size is left alone, and so
+    is the whole image (the same object is returned) when neither axis is reduced.
+    """
+    out = image
+    for axis, cell in enumerate(cell_pixels):
+        n = image.shape[axis]
+        cell = max(int(cell), 1)
+        if n < 4 * cell:
+            continue
+        block = n // (2 * cell)
+        starts = np.arange(0, n, block)
+        counts = np.diff(np.append(starts, n)).reshape((-1,) + (1,) * (image.ndim - 1 - axis))
+        # Summed in float64 a few blocks at a time: reduceat casts all its input at once.
+        step = max(1, _CHUNK_VALUES // max(1, out.size // n * block))
+        before = (slice(None),) * axis
+        sums = [
+            np.add.reduceat(out[(*before, slice(starts[i], starts[i] + step * block))],
+                            starts[i:i + step] - starts[i], axis=axis, dtype=np.float64)
+            for i in range(0, len(starts), step)
+        ]
+        out = np.concatenate(sums, axis=axis) / counts
+    return out
+
+
+def _draw(fig, ax, panel: Panel, cell_pixels: tuple[float, float]) -> None:
     image = np.asarray(panel.image)
     ax.set_title(panel.title, fontsize=10)
+    h, w = image.shape[:2]
+    placing = {}
+    if h and w and not 1 / MAX_DRAWN_ASPECT <= h / w <= MAX_DRAWN_ASPECT:
+        # A strip: drawn MAX_DRAWN_ASPECT times longer than thick, stretched across.
+        placing["aspect"] = (MAX_DRAWN_ASPECT if h > w else 1 / MAX_DRAWN_ASPECT) * w / h
+    shown_image = _block_means(image, cell_pixels)
+    if shown_image is not image:  # fewer pixels, over the same place
+        placing["extent"] = (-0.5, w - 0.5, h - 0.5, -0.5)
     if image.ndim == 3:
-        shown = ax.imshow(np.clip(image, 0.0, 1.0), interpolation="antialiased")
+        shown = ax.imshow(np.clip(shown_image, 0.0, 1.0), interpolation="antialiased",
+                          **placing)
     elif panel.signed:
         limit = panel.vmax if panel.vmax > 0 else 1.0
-        shown = ax.imshow(image, cmap=SIGNED_CMAP, vmin=-limit, vmax=limit,
-                          interpolation="antialiased")
+        shown = ax.imshow(shown_image, cmap=SIGNED_CMAP, vmin=-limit, vmax=limit,
+                          interpolation="antialiased", **placing)
     else:
-        shown = ax.imshow(image, cmap="gray", vmin=0.0, vmax=panel.vmax or 1.0,
-                          interpolation="antialiased")
+        shown = ax.imshow(shown_image, cmap="gray", vmin=0.0, vmax=panel.vmax or 1.0,
+                          interpolation="antialiased", **placing)
     if panel.colorbar and image.ndim == 2:
-        finite = image[np.isfinite(image)]
-        over = bool(finite.size and finite.max() > panel.vmax)
-        under = bool(panel.signed and finite.size and finite.min() < -panel.vmax)
+        finite = np.isfinite(image)  # a mask, not a copy of the values
+        over = bool(np.max(image, where=finite, initial=-np.inf) > panel.vmax)
+        under = bool(panel.signed and np.min(image, where=finite, initial=np.inf) < -panel.vmax)
         # Arrows on the colour bar mark values beyond the scale (shown saturated).
         extend = {(True, True): "both", (True, False): "max", (False, True): "min"}.get(
             (over, under), "neither"

@@ -19,6 +19,12 @@ A kernel file given by path may also be a plain text grid: one row per line,
 numbers separated by whitespace and/or commas, ``#`` starting a comment. Its
 name is the file's stem.
 
+A kernel file holds at most :data:`MAX_KERNEL_SIDE` (255) rows and as many
+columns, in at most :data:`MAX_KERNEL_FILE_BYTES` (2 MiB), enough for a
+255 x 255 grid of 17-digit weights. The size is checked before the file is
+parsed, so a larger file is refused at once (a 10000 x 10000 grid took minutes
+and gigabytes to parse).
+
 Sign conventions
 ----------------
 convcli's "convolution" is cross-correlation (the kernel is not flipped; see
@@ -60,6 +66,7 @@ import math
 import numbers
 import os
 import re
+import reprlib
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -76,6 +83,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "MAX_KERNEL_FILE_BYTES",
+    "MAX_KERNEL_SIDE",
     "Kernel",
     "KernelError",
     "format_kernel_grid",
@@ -97,8 +106,25 @@ _LABEL_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 _ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
 _TOML_KEYS = ("name", "description", "aliases", "scale", "weights")
 
+# Limits on kernel files (see the module docstring): rows and columns of the grid, and
+# bytes read before parsing.
+MAX_KERNEL_SIDE = 255
+MAX_KERNEL_FILE_BYTES = 2 * 1024 * 1024
+
 # Images are convolved in float32: larger weights would overflow to infinity.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+# Values from a file shown in messages: short, and never recursing into nested lists or
+# tables (TOML dotted keys a.a.a... = 1 make dicts thousands of levels deep with no
+# recursion in the parser; repr() of one raises RecursionError).
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlevel = 3
+
+
+def _short(value) -> str:
+    return _SHORT.repr(value)
+
 
 # The 8 outer cells of a 3x3 grid, in clockwise order from the top-left corner.
 _RING = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
@@ -140,13 +166,13 @@ class Kernel:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
-            raise KernelError(f"a kernel needs a non-empty name, got {self.name!r}")
+            raise KernelError(f"a kernel needs a non-empty name, got {_short(self.name)}")
         where = f"kernel {self.name!r}"
         if not isinstance(self.description, str) or "\n" in self.description:
             raise KernelError(f"{where}: the description must be one line of text")
         aliases = tuple(self.aliases)
         if not all(isinstance(a, str) for a in aliases):
-            raise KernelError(f"{where}: aliases must be strings, got {aliases!r}")
+            raise KernelError(f"{where}: aliases must be strings, got {_short(aliases)}")
         weights = _checked_weights(self.weights, where)
         weights.flags.writeable = False
         object.__setattr__(self, "aliases", aliases)
@@ -209,7 +235,9 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
         for i, row in enumerate(weights):
             for j, value in enumerate(row):
                 if not _is_number(value):
-                    raise KernelError(f"{where}: {cell(i, j)}: {value!r} is not a number")
+                    raise KernelError(
+                        f"{where}: {cell(i, j)}: {_short(value)} is not a number"
+                    )
         lengths = [len(row) for row in weights]
         if not any(lengths):
             raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
@@ -252,10 +280,12 @@ def _is_number(value) -> bool:
 
 def _checked_name(value, where: str, what: str) -> str:
     if not isinstance(value, str):
-        raise KernelError(f"{where}: {what} must be a string, got {value!r}")
+        raise KernelError(f"{where}: {what} must be a string, got {_short(value)}")
     name = value.strip().lower()
     if not _NAME_RE.fullmatch(name):
-        raise KernelError(f"{where}: {what} {value!r} may only use letters, digits, '-' and '_'")
+        raise KernelError(
+            f"{where}: {what} {_short(value)} may only use letters, digits, '-' and '_'"
+        )
     return name
 
 
@@ -265,14 +295,14 @@ def _checked_scale(value, where: str) -> float:
             scale = float(Fraction(value.strip()))
         except (ValueError, ZeroDivisionError):
             raise KernelError(
-                f'{where}: scale {value!r} is not a number or a fraction such as "1/16"'
+                f'{where}: scale {_short(value)} is not a number or a fraction such as "1/16"'
             ) from None
     elif _is_number(value):
         scale = float(value)
     else:
-        raise KernelError(f"{where}: scale must be a number, got {value!r}")
+        raise KernelError(f"{where}: scale must be a number, got {_short(value)}")
     if not math.isfinite(scale) or scale == 0:
-        raise KernelError(f"{where}: scale must be a finite non-zero number, got {value!r}")
+        raise KernelError(f"{where}: scale must be a finite non-zero number, got {_short(value)}")
     return scale
 
 
@@ -281,17 +311,32 @@ def _checked_scale(value, where: str) -> float:
 
 def _read_text(path: Path, shown: str) -> str:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(MAX_KERNEL_FILE_BYTES + 1)
     except FileNotFoundError:
         raise KernelError(f"{shown}: no such kernel file") from None
     except IsADirectoryError:
         raise KernelError(f"{shown}: is a directory, not a kernel file") from None
     except OSError as exc:
         raise KernelError(f"{shown}: cannot read the file ({exc.strerror or exc})") from None
+    if len(data) > MAX_KERNEL_FILE_BYTES:
+        raise KernelError(
+            f"{shown}: the file is larger than {MAX_KERNEL_FILE_BYTES // 2**20} MiB, the limit "
+            f"for a kernel file (at most {MAX_KERNEL_SIDE} x {MAX_KERNEL_SIDE} weights)"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise KernelError(f"{shown}: not a text file (kernel files are UTF-8 text)") from None
+
+
+def _check_side(count: int, what: str, unit: str, shown: str) -> None:
+    """Refuse a grid with more than MAX_KERNEL_SIDE rows or columns: "<what> has N <unit>"."""
+    if count > MAX_KERNEL_SIDE:
+        raise KernelError(
+            f"{shown}: {what} has {count} {unit}: a kernel file holds at most "
+            f"{MAX_KERNEL_SIDE} x {MAX_KERNEL_SIDE} weights"
+        )
 
 
 def _looks_like_toml(text: str) -> bool:
@@ -307,6 +352,12 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise KernelError(f"{shown}: invalid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively: a few hundred
+        # levels of [[[...]]] exhaust Python's stack before any rule of ours applies.
+        raise KernelError(
+            f"{shown}: invalid TOML: arrays or inline tables nested too deeply"
+        ) from None
     unknown = sorted(set(table) - set(_TOML_KEYS))
     if unknown:
         raise KernelError(
@@ -327,9 +378,15 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
         raise KernelError(f"{shown}: no 'description'")
     aliases = table.get("aliases", [])
     if not isinstance(aliases, list):
-        raise KernelError(f"{shown}: 'aliases' must be a list of names, got {aliases!r}")
+        raise KernelError(f"{shown}: 'aliases' must be a list of names, got {_short(aliases)}")
     aliases = tuple(_checked_name(a, shown, "alias") for a in aliases)
-    weights = _checked_weights(table["weights"], shown)
+    weights = table["weights"]
+    if isinstance(weights, list):
+        _check_side(len(weights), "'weights'", "rows", shown)
+        for i, row in enumerate(weights):
+            if isinstance(row, list):
+                _check_side(len(row), f"row {i + 1}", "values", shown)
+    weights = _checked_weights(weights, shown)
     if "scale" in table:
         with np.errstate(over="ignore"):
             weights = weights * _checked_scale(table["scale"], shown)
@@ -353,13 +410,16 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
             line_numbers.append(number)
     if not rows:
         raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
+    _check_side(len(rows), "the grid", "rows", shown)
+    for row, number in zip(rows, line_numbers, strict=True):
+        _check_side(len(row.split()), f"line {number}", "values", shown)
     try:
         weights = np.loadtxt(rows, dtype=np.float64, ndmin=2)
     except ValueError as exc:
         message = str(exc)
         if match := _LOADTXT_NOT_A_NUMBER.search(message):
             line = line_numbers[int(match.group(2))]
-            raise KernelError(f"{shown}: line {line}: {match.group(1)!r} is not a number"
+            raise KernelError(f"{shown}: line {line}: {_short(match.group(1))} is not a number"
                               ) from None
         if match := _LOADTXT_RAGGED.search(message):
             first, count, row = (int(g) for g in match.groups())
@@ -391,7 +451,10 @@ def load_kernel_file(path) -> Kernel:
     ------
     KernelError
         Naming the file and the problem: missing, unreadable or binary file,
-        invalid TOML, unknown keys, empty grid, ragged rows, a value that is not
+        a file over :data:`MAX_KERNEL_FILE_BYTES` (checked before parsing) or a
+        grid over :data:`MAX_KERNEL_SIDE` rows or columns,
+        invalid TOML (arrays or inline tables nested hundreds deep included),
+        unknown keys, empty grid, ragged rows, a value that is not
         a number, NaN or infinity, a weight beyond the float32 range (after the
         scale), a zero scale.
 
