@@ -26,7 +26,7 @@ from ._engine.tiles import ceil_div, covered, window_slice
 from ._validate import (
     as_real_array,
     check_ndim,
-    check_result_size,
+    check_result_size,  # sizes are checked before anything is allocated
     compute_dtype,
     hparameter,
     output_size,
@@ -294,11 +294,17 @@ def _conv_forward_plain(A, Wc, stride, pad, out_shape):
     return Z
 
 
-def _check_dZ(dZ, out_shape, dtype):
+def _backward_inputs(dZ, cache, *, depthwise: bool):
+    """Checked (A, W, dZ, geometry, pad, out_shape) of a backward pass, in dZ's dtype."""
+    A_prev, W, b, hparameters = _unpack_cache(cache)
+    A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
+        A_prev, W, b, hparameters, depthwise=depthwise
+    )
     dZ = as_real_array(dZ, "dZ")
     if dZ.shape != out_shape:
         raise ValueError(f"dZ must have the forward output's shape {out_shape}, got {dZ.shape}")
-    return dZ.astype(compute_dtype(dZ, np.empty(0, dtype)), copy=False)
+    dZ = dZ.astype(compute_dtype(dZ, np.empty(0, dtype)), copy=False)
+    return A, Wa.astype(dZ.dtype, copy=False), dZ, geometry, pad, out_shape
 
 
 def _unpack_cache(cache, name="cache"):
@@ -339,13 +345,8 @@ def conv_backward(dZ, cache):
 
 
 def _conv_backward(dZ, cache):
-    A_prev, W, b, hparameters = _unpack_cache(cache)
-    A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
-        A_prev, W, b, hparameters, depthwise=False
-    )
-    dZ = _check_dZ(dZ, out_shape, dtype)
+    A, Wc, dZ, geometry, pad, out_shape = _backward_inputs(dZ, cache, depthwise=False)
     dtype = dZ.dtype
-    Wc = Wa.astype(dtype, copy=False)
     n_C = out_shape[3]
     db = _sum_pixels(dZ).reshape(1, 1, 1, n_C)
     if A.size == 0:  # no input values: nothing to correlate
@@ -500,11 +501,7 @@ def depthwise_conv_backward(dZ, cache):
 
 
 def _depthwise_conv_backward(dZ, cache):
-    A_prev, W, b, hparameters = _unpack_cache(cache)
-    A, Wa, _, dtype, geometry, pad, out_shape = _conv_shapes(
-        A_prev, W, b, hparameters, depthwise=True
-    )
-    dZ = _check_dZ(dZ, out_shape, dtype)
+    A, Wa, dZ, geometry, pad, out_shape = _backward_inputs(dZ, cache, depthwise=True)
     dtype = dZ.dtype
     m, n_H, n_W, n_out = out_shape
     _, n_H_prev, n_W_prev, n_C_prev = A.shape
