@@ -183,8 +183,12 @@ class _Report:
             _say(line)
 
 
-class _Terminated(Exception):
-    """SIGTERM, handled like Ctrl-C so that the run stops cleanly."""
+class _Terminated(BaseException):
+    """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
+
+    A BaseException, as KeyboardInterrupt is, so that the per-file guard
+    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
+    """
 
 
 class _StopRequests:

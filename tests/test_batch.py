@@ -250,6 +250,42 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     assert len(files) < 40 * 6  # it really stopped early
 
 
+def test_sigterm_is_not_caught_by_the_per_file_guard():
+    from convcli.cli import _Terminated
+
+    def terminated(task):
+        raise _Terminated
+
+    with pytest.raises(_Terminated):
+        run_guarded(terminated, "x")
+
+
+@pytest.mark.slow
+def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(40):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(400, 300))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
+         "--channels", "each", str(src), "-o", str(out), "--jobs", "1"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("*.png"))) < 3:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr
+    assert "interrupted:" in stderr.splitlines()[-1]
+    files = list(out.iterdir())
+    assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
+    assert all(_readable(f) for f in files)
+    assert len(files) < 40 * 6
+
+
 # --- review fixes: odd files, output folder errors, stopping ---------------------------------
 
 
