@@ -247,7 +247,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     requests = _StopRequests(raise_first=jobs == 1)
     executor = LocalProcessPool(jobs) if jobs > 1 else None
     run = BatchRun(tasks, process_file, executor=executor, in_flight=2 * jobs,
-                   stop_requests=requests)
+                   stop_requests=requests, new_executor=lambda: LocalProcessPool(jobs))
     previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = None
     late = []

@@ -392,3 +392,93 @@ def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     files = list(out.iterdir())
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
+
+
+# --- a worker process that dies ------------------------------------------------------------
+
+
+def _dies_on_b(task):
+    """Kills its own process (as the out-of-memory killer would) on task "b"."""
+    if task in ("b", "g"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(task, "done", outputs=(task,))
+
+
+def _new_pool():
+    return batch.LocalProcessPool(2)
+
+
+def test_a_worker_that_dies_fails_its_file_once_and_the_batch_goes_on():
+    tasks = list("abcdefghij")
+    run = batch.BatchRun(tasks, _dies_on_b, executor=_new_pool(), in_flight=4,
+                         new_executor=_new_pool)
+    results = list(run)
+    assert sorted(r.source for r in results) == tasks  # each reported exactly once
+    failed = {r.source: r.message for r in results if r.status == "failed"}
+    assert failed == {"b": "the worker processing it died (signal 9)",
+                      "g": "the worker processing it died (signal 9)"}
+    assert all(r.outputs == (r.source,) for r in results if r.status == "done")
+
+
+def test_a_worker_that_dies_without_a_replacement_aborts_the_run():
+    run = batch.BatchRun(list("abc"), _dies_on_b, executor=_new_pool(), in_flight=4)
+    with pytest.raises(batch.BatchAborted):
+        list(run)
+    run.stop()
+
+
+def _dies_on_victim(task):
+    if Path(task.source).name == "p03.png":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return process.process_file(task)
+
+
+def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path, monkeypatch):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(8):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(60, 40))
+    reference = run("pool", src, "-o", tmp_path / "one", "-j", 1, "-q")
+    assert reference.exit_code == 0, reference.output
+    monkeypatch.setattr("convcli.cli.process_file", _dies_on_victim)
+    result = run("pool", src, "-o", tmp_path / "two", "-j", 2, "-q")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"convcli: {src / 'p03.png'}: the worker processing it died (signal 9)"]
+    expected = {k: v for k, v in digests(tmp_path / "one").items() if not k.startswith("p03_")}
+    assert digests(tmp_path / "two") == expected  # byte-identical, no temporaries
+
+
+# --- stopping: the pool's own thread, the count of files being processed ----------------------
+
+
+def _nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_killing_a_pool_with_cancelled_tasks_leaves_its_thread_quiet(monkeypatch):
+    errors = []
+    monkeypatch.setattr("threading.excepthook", errors.append)
+    pool = batch.LocalProcessPool(1)
+    futures = [pool.submit(_nap, 30)] + [pool.submit(_nap, 0) for _ in range(5)]
+    deadline = time.monotonic() + 10
+    while pool.busy() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Two wait in the pool's call queue; the last three are cancelled before they get there.
+    assert [f.cancel() for f in futures[3:]] == [True] * 3
+    pool.terminate()
+    assert errors == []
+    assert all(f.done() for f in futures)
+
+
+def test_running_counts_the_files_being_processed_not_the_queued_ones():
+    pool = batch.LocalProcessPool(2)
+    run = batch.BatchRun([30, 30, 0, 0, 0, 0], _nap, executor=pool, in_flight=6)
+    run._fill()
+    deadline = time.monotonic() + 10
+    while pool.busy() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert run.running == 2
+    assert run.stop(force=True) == []
