@@ -243,7 +243,10 @@ class BatchRun:
     signal or exit status given by the executor's ``worker_deaths()`` when
     it has one) and not tried again; the others complete as usual (a file
     that only died beside others, memory being short, is then processed).
-    Once they are done the run goes on in parallel. So every task runs at
+    Once they are done the run goes on in parallel; if none of them was to
+    blame (a worker killed from outside, or memory short only with several
+    files at once), the death is listed in :attr:`recovered_deaths` (how it
+    died: ``"signal 9"``) so that the caller can say so. So every task runs at
     most twice, a file that kills its worker every time fails once and
     cannot stop the batch, and every result is yielded exactly once.
     Outputs stay whole: files are written under a temporary name and renamed,
@@ -266,6 +269,8 @@ class BatchRun:
         self._suspects: deque = deque()
         self._alone = False  # the one task in flight runs alone (a suspect)
         self._unsent: set = set()  # futures of tasks that a broken executor refused
+        self._unexplained: str | None = None  # how a worker died, no suspect blamed yet
+        self.recovered_deaths: list[str] = []
 
     def __iter__(self) -> Iterator[FileResult]:
         if self._executor is None:
@@ -328,9 +333,12 @@ class BatchRun:
             raise BatchAborted("a worker process ended unexpectedly (out of memory?)")
         self._executor = self._new_executor()
         if blame:  # it ran alone: it killed the worker
+            self._unexplained = None
             culprit = broken.pop(0)
             source = str(getattr(culprit, "source", culprit))
             results.append(FileResult(source, "failed", f"{WORKER_DIED}{how}"))
+        elif not self._alone:
+            self._unexplained = how.strip(" ()") or "cause unknown"
         self._suspects.extend(broken)
         return results
 
@@ -345,6 +353,9 @@ class BatchRun:
             if self._pending:
                 return  # the last suspect is running
             self._alone = False
+            if self._unexplained is not None:  # every suspect finished when alone
+                self.recovered_deaths.append(self._unexplained)
+                self._unexplained = None
         for task in itertools.islice(self._tasks, self._in_flight - len(self._pending)):
             self._submit(task)
 

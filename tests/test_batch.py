@@ -427,6 +427,26 @@ def test_a_worker_that_dies_without_a_replacement_aborts_the_run():
     run.stop()
 
 
+def _dies_once(task):
+    """Kills its own process the first time it sees task "c" (a marker file remembers)."""
+    name, marker = task
+    if name == "c" and not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(name, "done")
+
+
+def test_a_worker_killed_once_is_replaced_and_its_files_done(tmp_path):
+    marker = str(tmp_path / "died")
+    tasks = [(name, marker) for name in "abcdef"]
+    run = batch.BatchRun(tasks, _dies_once, executor=_new_pool(), in_flight=4,
+                         new_executor=_new_pool)
+    results = list(run)
+    assert sorted(r.source for r in results) == list("abcdef")
+    assert all(r.status == "done" for r in results)
+    assert run.recovered_deaths == ["signal 9"]
+
+
 def _dies_on_victim(task):
     if Path(task.source).name == "p03.png":
         os.kill(os.getpid(), signal.SIGKILL)
