@@ -24,6 +24,7 @@ from .images import DEFAULT_MAX_PIXELS
 from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
 from .pooling import POOL_MODE_ALIASES, POOL_MODES
+from .safeio import remove_stale_temporaries
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
@@ -242,6 +243,9 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             _say(note)
     tasks = plan_tasks(found.files, op, fmt=fmt.lower(), figure=figure, overwrite=overwrite,
                        max_pixels=max_pixels)
+    # Temporary files that killed runs left where this one writes.
+    for folder in sorted({task.out_dir for task in tasks}):
+        remove_stale_temporaries(folder)
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
     report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
     requests = _StopRequests(raise_first=jobs == 1)
