@@ -5,7 +5,8 @@ The command line builds picklable tasks and a top-level worker function
 on an executor (:class:`LocalProcessPool` here, or any other, such as Dask's
 ``Client.get_executor()``) and yields each result as it completes, so the
 caller can report progress. Workers report a bad file as a ``"failed"``
-result rather than raising.
+result rather than raising; a worker process that dies fails its file and is
+replaced (see :class:`BatchRun`).
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ class LocalProcessPool(ProcessPoolExecutor):
         """Process id -> exit code (negative: the signal) of the workers that died.
 
         Workers that ended cleanly (exit status 0), and those that the pool
-        itself stopped with SIGTERM before they could ignore it (a fresh
-        pool breaking), are left out. Once the pool
-        is broken, waits up to a second for the dead worker's status: the pool
-        notices the death a moment before the status can be read.
+        itself stopped with SIGTERM before they could ignore it (a fresh pool
+        breaking), are left out. Once the pool is broken, waits up to a
+        second for the dead worker's status: the pool notices the death a
+        moment before the status can be read.
         """
         processes = dict(getattr(self, "_processes", None) or {})
         for _ in range(100):
