@@ -12,28 +12,66 @@ the tutorial and in PyTorch.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
 
-from .conv import (
-    conv_backward,
-    conv_forward,
-    conv_single_step,
-    depthwise_conv_backward,
-    depthwise_conv_forward,
-)
-from .padding import PAD_MODES, pad_images, zero_pad
-from .pooling import (
-    POOL_MODES,
-    create_mask_from_window,
-    distribute_value,
-    pool_backward,
-    pool_forward,
-)
+# The names below are imported on first use (PEP 562), so that the command
+# line starts by importing nothing heavy: a Ctrl-C while numpy, Pillow and
+# click load is then caught by convcli.__main__.main (no traceback).
+_EXPORTS = {
+    "conv_backward": "conv",
+    "conv_forward": "conv",
+    "conv_single_step": "conv",
+    "depthwise_conv_backward": "conv",
+    "depthwise_conv_forward": "conv",
+    "PAD_MODES": "padding",
+    "pad_images": "padding",
+    "zero_pad": "padding",
+    "POOL_MODES": "pooling",
+    "create_mask_from_window": "pooling",
+    "distribute_value": "pooling",
+    "pool_backward": "pooling",
+    "pool_forward": "pooling",
+}
 
-try:
-    __version__ = version("convcli")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from .conv import (
+        conv_backward,
+        conv_forward,
+        conv_single_step,
+        depthwise_conv_backward,
+        depthwise_conv_forward,
+    )
+    from .padding import PAD_MODES, pad_images, zero_pad
+    from .pooling import (
+        POOL_MODES,
+        create_mask_from_window,
+        distribute_value,
+        pool_backward,
+        pool_forward,
+    )
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        from importlib import import_module
+
+        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("convcli")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            value = "0+unknown"
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, "__version__"})
+
 
 __all__ = [
     "PAD_MODES",

@@ -5,7 +5,8 @@ The command line builds picklable tasks and a top-level worker function
 on an executor (:class:`LocalProcessPool` here, or any other, such as Dask's
 ``Client.get_executor()``) and yields each result as it completes, so the
 caller can report progress. Workers report a bad file as a ``"failed"``
-result rather than raising.
+result rather than raising; a worker process that dies fails its file and is
+replaced (see :class:`BatchRun`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,19 @@ import itertools
 import multiprocessing
 import os
 import signal
+import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    BrokenExecutor,
+    CancelledError,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass, field
 
 from ._engine.tiles import set_threads, usable_cores
@@ -68,15 +78,58 @@ class LocalProcessPool(ProcessPoolExecutor):
     Workers ignore SIGINT and SIGTERM (the parent decides when to stop), run
     ``CPUs // jobs`` layer threads each (unless ``CONVCLI_THREADS`` is set),
     and keep freed image buffers for the next file (:func:`keep_freed_memory`).
+
+    Besides the ``Executor`` interface it offers the hooks that
+    :class:`BatchRun` looks for: :meth:`busy` (tasks being processed now),
+    :meth:`stop_starting` (tasks already queued are not started),
+    :meth:`terminate` (kill the workers) and :meth:`worker_deaths` (how
+    workers that died ended).
     """
 
     def __init__(self, jobs: int):
         context = multiprocessing.get_context()
+        self.jobs = jobs
         self._pid_queue = context.SimpleQueue()
         self._pids: list[int] = []
+        self._busy = context.Value("i", 0)
+        self._stopping = context.Event()
         threads = max(1, default_jobs() // jobs)
         super().__init__(max_workers=jobs, mp_context=context, initializer=_worker_init,
-                         initargs=(threads, self._pid_queue))
+                         initargs=(threads, self._pid_queue, self._busy, self._stopping))
+
+    def submit(self, fn, /, *args, **kwargs):
+        """Run ``fn(*args, **kwargs)`` in a worker, unless :meth:`stop_starting` was called.
+
+        A task that was queued but not started when :meth:`stop_starting` was
+        called raises ``concurrent.futures.CancelledError``.
+        """
+        return super().submit(_tracked_call, fn, *args, **kwargs)
+
+    def busy(self) -> int:
+        """The number of tasks that workers are processing now."""
+        return max(0, min(self._busy.value, self.jobs))
+
+    def stop_starting(self) -> None:
+        """Start no more tasks: those queued in the workers end with CancelledError."""
+        self._stopping.set()
+
+    def worker_deaths(self) -> dict[int, int]:
+        """Process id -> exit code (negative: the signal) of the workers that died.
+
+        Workers that ended cleanly (exit status 0), and those that the pool
+        itself stopped with SIGTERM before they could ignore it (a fresh pool
+        breaking), are left out. Once the pool is broken, waits up to a
+        second for the dead worker's status: the pool notices the death a
+        moment before the status can be read.
+        """
+        processes = dict(getattr(self, "_processes", None) or {})
+        for _ in range(100):
+            deaths = {pid: p.exitcode for pid, p in processes.items()
+                      if p.exitcode and p.exitcode != -signal.SIGTERM}
+            if deaths or not self._broken:
+                return deaths
+            time.sleep(0.01)
+        return {}
 
     def terminate(self) -> list[int]:
         """Kill the worker processes; return their process ids.
@@ -84,6 +137,17 @@ class LocalProcessPool(ProcessPoolExecutor):
         Their temporary files can then be removed
         (:func:`convcli.safeio.remove_temporaries`).
         """
+        # Let the pool's manager thread drop the cancelled tasks first: if it
+        # saw a worker die while holding one, it would try to set an error on
+        # a cancelled future and fail with InvalidStateError ("Exception in
+        # thread ...").
+        manager = getattr(self, "_executor_manager_thread", None)
+        self.shutdown(wait=False, cancel_futures=True)
+        for _ in range(100):
+            if (not getattr(self, "_cancel_pending_futures", False) or self._broken
+                    or manager is None or not manager.is_alive()):
+                break
+            time.sleep(0.01)
         while not self._pid_queue.empty():
             self._pids.append(self._pid_queue.get())
         for pid in self._pids:
@@ -91,14 +155,23 @@ class LocalProcessPool(ProcessPoolExecutor):
                 os.kill(pid, signal.SIGKILL)  # they ignore SIGTERM
             except ProcessLookupError:
                 pass
-        self.shutdown(wait=True, cancel_futures=True)  # joins the killed workers
+        if manager is not None:
+            manager.join()  # it joins the killed workers
         return list(self._pids)
 
 
-def _worker_init(threads: int, pid_queue) -> None:
+# In a worker process of a LocalProcessPool: the shared count of busy workers
+# and the event that says not to start queued tasks.
+_busy = None
+_stopping = None
+
+
+def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
+    global _busy, _stopping
     # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _busy, _stopping = busy, stopping
     pid_queue.put(os.getpid())
     # One process per core already: the layers' row-tile threads would compete.
     if not os.environ.get("CONVCLI_THREADS"):
@@ -106,8 +179,24 @@ def _worker_init(threads: int, pid_queue) -> None:
     keep_freed_memory()
 
 
+def _tracked_call(fn, *args, **kwargs):
+    if _stopping is not None and _stopping.is_set():
+        raise CancelledError("not started: the run is stopping")
+    if _busy is None:
+        return fn(*args, **kwargs)
+    with _busy.get_lock():
+        _busy.value += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        with _busy.get_lock():
+            _busy.value -= 1
+
+
 # How often a run on an executor looks at its stop requests, in seconds.
 _POLL_SECONDS = 0.1
+
+WORKER_DIED = "the worker processing it died"
 
 
 class BatchRun:
@@ -127,6 +216,10 @@ class BatchRun:
     stop_requests : callable
         The number of times the user asked to stop (e.g. counted by a signal
         handler), polled during a run on an executor.
+    new_executor : callable, optional
+        ``new_executor()`` returns a fresh executor to replace one that broke
+        (a worker process died: ``concurrent.futures.BrokenExecutor``).
+        Without it, a broken executor ends the run with :class:`BatchAborted`.
 
     Notes
     -----
@@ -139,18 +232,46 @@ class BatchRun:
     method returning process ids (:class:`LocalProcessPool`) has its workers
     killed and their temporary files removed. Each worker handles one image
     at a time, so memory stays bounded whatever the number of tasks.
+
+    **A worker that dies** (killed by the out-of-memory killer, a crashing
+    decoder) breaks a process pool: every task in flight on it fails with
+    ``BrokenExecutor``, and which of them killed the worker is unknown. The
+    run then kills what is left of the pool (``terminate()``, removing the
+    temporary files of its workers), takes a fresh executor from
+    `new_executor`, and runs those tasks again **one at a time**. A task
+    that breaks the executor while running alone is the cause: it is
+    reported failed (``"the worker processing it died (signal 9)"``, the
+    signal or exit status given by the executor's ``worker_deaths()`` when
+    it has one) and not tried again; the others complete as usual (a file
+    that only died beside others, memory being short, is then processed).
+    Once they are done the run goes on in parallel; if none of them was to
+    blame (a worker killed from outside, or memory short only with several
+    files at once), the death is listed in :attr:`recovered_deaths` (how it
+    died: ``"signal 9"``) so that the caller can say so. So every task runs at
+    most twice, a file that kills its worker every time fails once and
+    cannot stop the batch, and every result is yielded exactly once.
+    Outputs stay whole: files are written under a temporary name and renamed,
+    and a task run again keeps the outputs its first run completed.
     """
 
     def __init__(self, tasks: Iterable, worker: Callable, *, executor: Executor | None = None,
-                 in_flight: int = 2, stop_requests: Callable[[], int] = lambda: 0):
+                 in_flight: int = 2, stop_requests: Callable[[], int] = lambda: 0,
+                 new_executor: Callable[[], Executor] | None = None):
         self._tasks = iter(tasks)
         self._worker = worker
         self._executor = executor
+        self._new_executor = new_executor
         self._in_flight = max(1, in_flight)
         self._stop_requests = stop_requests
         self._pending: set = set()
-        self._unreported: list = []
+        self._unreported: list[FileResult] = []
         self._task_of: dict = {}
+        # Tasks in flight on an executor that broke, to be run again one at a time.
+        self._suspects: deque = deque()
+        self._alone = False  # the one task in flight runs alone (a suspect)
+        self._unsent: set = set()  # futures of tasks that a broken executor refused
+        self._unexplained: str | None = None  # how a worker died, no suspect blamed yet
+        self.recovered_deaths: list[str] = []
 
     def __iter__(self) -> Iterator[FileResult]:
         if self._executor is None:
@@ -158,32 +279,111 @@ class BatchRun:
             for task in self._tasks:
                 yield run_guarded(self._worker, task)
             return
-        self._submit(self._in_flight)
+        self._fill()
         while self._pending:
             done, self._pending = wait(
                 self._pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED
             )
+            results = self._collect(done)
             if self._stop_requests():
-                self._unreported = list(done)
+                self._unreported = results
                 return
-            self._submit(len(done))
-            self._unreported = list(done)
+            self._fill()
+            self._unreported = results
             while self._unreported:
-                future = self._unreported.pop()
-                del self._task_of[future]
-                yield _result(future)
+                yield self._unreported.pop(0)
         self._executor.shutdown()
 
-    def _submit(self, count: int) -> None:
-        for task in itertools.islice(self._tasks, count):
+    def _collect(self, done) -> list[FileResult]:
+        """The results of finished futures; recovers from a broken executor."""
+        results, broken = [], []
+        blame = self._alone and not (set(done) & self._unsent)
+        self._unsent -= set(done)
+        for future in done:
+            task = self._task_of.pop(future)
+            if isinstance(future.exception(), BrokenExecutor):
+                broken.append(task)
+            else:
+                results.append(future.result())
+        if broken:
+            results.extend(self._replace_executor(broken, blame=blame))
+        return results
+
+    def _replace_executor(self, broken: list, *, blame: bool) -> list[FileResult]:
+        """Replace the broken executor; return the failure of the task that broke it, if known."""
+        # The other tasks in flight fail (or finish) too: the executor is broken.
+        wait(self._pending)
+        results = []
+        for future in self._pending:
+            task = self._task_of.pop(future)
+            if isinstance(future.exception(), BrokenExecutor):
+                broken.append(task)
+            else:
+                results.append(future.result())
+        self._pending, self._unsent = set(), set()
+        deaths = getattr(self._executor, "worker_deaths", None)
+        how = _death(deaths() if callable(deaths) else {})
+        terminate = getattr(self._executor, "terminate", None)
+        if callable(terminate):
+            pids = terminate()
+            for folder in {getattr(task, "out_dir", None) for task in broken} - {None}:
+                remove_temporaries(folder, pids)
+        else:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._new_executor is None:
+            raise BatchAborted("a worker process ended unexpectedly (out of memory?)")
+        self._executor = self._new_executor()
+        if blame:  # it ran alone: it killed the worker
+            self._unexplained = None
+            culprit = broken.pop(0)
+            source = str(getattr(culprit, "source", culprit))
+            results.append(FileResult(source, "failed", f"{WORKER_DIED}{how}"))
+        elif not self._alone:
+            self._unexplained = how.strip(" ()") or "cause unknown"
+        self._suspects.extend(broken)
+        return results
+
+    def _fill(self) -> None:
+        """Submit tasks: suspects of a broken executor one at a time, then new ones."""
+        if self._suspects:
+            if not self._pending:
+                self._alone = True
+                self._submit(self._suspects.popleft())
+            return
+        if self._alone:
+            if self._pending:
+                return  # the last suspect is running
+            self._alone = False
+            if self._unexplained is not None:  # every suspect finished when alone
+                self.recovered_deaths.append(self._unexplained)
+                self._unexplained = None
+        for task in itertools.islice(self._tasks, self._in_flight - len(self._pending)):
+            self._submit(task)
+
+    def _submit(self, task) -> None:
+        try:
             future = self._executor.submit(run_guarded, self._worker, task)
-            self._task_of[future] = task
-            self._pending.add(future)
+        except BrokenExecutor as exc:
+            # It broke before this task reached it: the task is not to blame.
+            future = Future()
+            future.set_exception(exc)
+            self._unsent.add(future)
+        self._task_of[future] = task
+        self._pending.add(future)
 
     @property
     def running(self) -> int:
-        """Number of tasks submitted and not finished."""
-        return sum(not f.done() for f in self._pending)
+        """Number of tasks being processed now (at most the number of workers).
+
+        Asks the executor's ``busy()`` if it has one; otherwise counts the
+        futures that have started, at most the executor's worker count.
+        """
+        busy = getattr(self._executor, "busy", None)
+        if callable(busy):
+            return busy()
+        started = sum(f.running() for f in self._pending)
+        workers = getattr(self._executor, "_max_workers", None)
+        return min(started, workers) if isinstance(workers, int) else started
 
     def stop(self, *, force: bool = False) -> list[FileResult]:
         """End the run: cancel what has not started, finish what is running.
@@ -202,6 +402,9 @@ class BatchRun:
             return []
         for future in self._pending:
             future.cancel()
+        stop_starting = getattr(self._executor, "stop_starting", None)
+        if callable(stop_starting):
+            stop_starting()
         # Wait for the running files, unless a second request (or `force`) comes.
         while not force and not all(f.done() for f in self._pending):
             wait(self._pending, timeout=_POLL_SECONDS)
@@ -214,18 +417,20 @@ class BatchRun:
                 folder = getattr(self._task_of[future], "out_dir", None)
                 if folder is not None:
                     remove_temporaries(folder, pids)
-        finished = [f for f in self._unreported + list(self._pending)
+        finished = [f.result() for f in self._pending
                     if f.done() and not f.cancelled() and f.exception() is None]
+        late = self._unreported + finished
         self._pending, self._unreported = set(), []
         self._executor.shutdown(wait=not force, cancel_futures=True)
-        return [f.result() for f in finished]
+        return late
 
 
-def _result(future) -> FileResult:
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        raise BatchAborted("a worker process ended unexpectedly (out of memory?)") from None
+def _death(codes: dict[int, int]) -> str:
+    """`` (signal 9)`` for the one worker that died, if the executor said how."""
+    if len(codes) != 1:
+        return ""
+    (code,) = codes.values()
+    return f" (signal {-code})" if code < 0 else f" (exit status {code})"
 
 
 def iter_results(
@@ -234,10 +439,12 @@ def iter_results(
     """Yield ``worker(task)`` for every task, on `jobs` local processes (see :class:`BatchRun`).
 
     Stopping the iteration early stops the run: tasks not yet started are
-    cancelled and the running ones finish.
+    cancelled and the running ones finish. A worker process that dies is
+    replaced (its file fails).
     """
     executor = LocalProcessPool(jobs) if jobs > 1 else None
-    run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs)
+    run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
+                   new_executor=lambda: LocalProcessPool(jobs))
     try:
         yield from run
     finally:

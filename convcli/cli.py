@@ -24,6 +24,7 @@ from .images import DEFAULT_MAX_PIXELS
 from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 from .padding import PAD_MODES
 from .pooling import POOL_MODE_ALIASES, POOL_MODES
+from .safeio import remove_stale_temporaries
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
@@ -183,8 +184,12 @@ class _Report:
             _say(line)
 
 
-class _Terminated(Exception):
-    """SIGTERM, handled like Ctrl-C so that the run stops cleanly."""
+class _Terminated(BaseException):
+    """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
+
+    A BaseException, as KeyboardInterrupt is, so that the per-file guard
+    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
+    """
 
 
 class _StopRequests:
@@ -238,12 +243,15 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             _say(note)
     tasks = plan_tasks(found.files, op, fmt=fmt.lower(), figure=figure, overwrite=overwrite,
                        max_pixels=max_pixels)
+    # Temporary files that killed runs left where this one writes.
+    for folder in sorted({task.out_dir for task in tasks}):
+        remove_stale_temporaries(folder)
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
     report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
     requests = _StopRequests(raise_first=jobs == 1)
     executor = LocalProcessPool(jobs) if jobs > 1 else None
     run = BatchRun(tasks, process_file, executor=executor, in_flight=2 * jobs,
-                   stop_requests=requests)
+                   stop_requests=requests, new_executor=lambda: LocalProcessPool(jobs))
     previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = None
     late = []
@@ -269,6 +277,10 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             signal.signal(sig, handler)
     for result in late:
         report.add(result)
+    if run.recovered_deaths and not quiet:
+        how = ", ".join(run.recovered_deaths)
+        _say(f"{len(run.recovered_deaths)} worker process(es) died ({how}) and were replaced; "
+             "the files they had in hand were processed again, one at a time")
     status = requests.status or status
     report.close(out_dir, interrupted=status in (130, 143))
     if status is None and report.counts["failed"]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,6 +61,73 @@ def remove_temporaries(folder, pids) -> None:
                 leftover.unlink()
             except OSError:
                 pass
+
+
+# How old a temporary file of a process that is gone must be before it is removed.
+STALE_SECONDS = 60.0
+
+
+def remove_stale_temporaries(folder, *, min_age: float = STALE_SECONDS) -> int:
+    """Remove the temporary files that killed writers left in `folder`; return how many.
+
+    Only convcli's own temporaries (``.convcli-...<pid>-<hex>.part``, regular
+    files) are considered, and one is removed only if it was last changed
+    more than `min_age` seconds ago and the process that wrote it is gone:
+    no process has its id on this machine, or the process that has it now
+    started after the file was last changed (the id was reused). A writer
+    still at work keeps changing its file, and one on another machine
+    sharing the folder keeps it recent, so neither loses it.
+    """
+    pattern = re.compile(re.escape(TEMP_PREFIX) + r".*[.-](\d+)-[0-9a-f]+"
+                         + re.escape(TEMP_SUFFIX) + "$", re.DOTALL)
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            changed = entry.stat(follow_symlinks=False).st_mtime
+            if now - changed <= min_age or _writer_may_live(int(match.group(1)), changed):
+                continue
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _writer_may_live(pid: int, changed: float) -> bool:
+    """Whether process `pid` may be the one that last changed a file at time `changed`."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        pass  # it exists (another user's process) or cannot be asked: keep the file
+    started = _process_start_time(pid)
+    return started is None or started <= changed + 2  # /proc's boot time is in whole seconds
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), where Linux's /proc says."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        ticks = int(stat.rsplit(b")", 1)[1].split()[19])  # field 22: starttime
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False) -> bool:

@@ -250,6 +250,42 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     assert len(files) < 40 * 6  # it really stopped early
 
 
+def test_sigterm_is_not_caught_by_the_per_file_guard():
+    from convcli.cli import _Terminated
+
+    def terminated(task):
+        raise _Terminated
+
+    with pytest.raises(_Terminated):
+        run_guarded(terminated, "x")
+
+
+@pytest.mark.slow
+def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(40):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(400, 300))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
+         "--channels", "each", str(src), "-o", str(out), "--jobs", "1"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("*.png"))) < 3:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr
+    assert "interrupted:" in stderr.splitlines()[-1]
+    files = list(out.iterdir())
+    assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
+    assert all(_readable(f) for f in files)
+    assert len(files) < 40 * 6
+
+
 # --- review fixes: odd files, output folder errors, stopping ---------------------------------
 
 
@@ -356,3 +392,113 @@ def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     files = list(out.iterdir())
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
+
+
+# --- a worker process that dies ------------------------------------------------------------
+
+
+def _dies_on_b(task):
+    """Kills its own process (as the out-of-memory killer would) on task "b"."""
+    if task in ("b", "g"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(task, "done", outputs=(task,))
+
+
+def _new_pool():
+    return batch.LocalProcessPool(2)
+
+
+def test_a_worker_that_dies_fails_its_file_once_and_the_batch_goes_on():
+    tasks = list("abcdefghij")
+    run = batch.BatchRun(tasks, _dies_on_b, executor=_new_pool(), in_flight=4,
+                         new_executor=_new_pool)
+    results = list(run)
+    assert sorted(r.source for r in results) == tasks  # each reported exactly once
+    failed = {r.source: r.message for r in results if r.status == "failed"}
+    assert failed == {"b": "the worker processing it died (signal 9)",
+                      "g": "the worker processing it died (signal 9)"}
+    assert all(r.outputs == (r.source,) for r in results if r.status == "done")
+
+
+def test_a_worker_that_dies_without_a_replacement_aborts_the_run():
+    run = batch.BatchRun(list("abc"), _dies_on_b, executor=_new_pool(), in_flight=4)
+    with pytest.raises(batch.BatchAborted):
+        list(run)
+    run.stop()
+
+
+def _dies_once(task):
+    """Kills its own process the first time it sees task "c" (a marker file remembers)."""
+    name, marker = task
+    if name == "c" and not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(name, "done")
+
+
+def test_a_worker_killed_once_is_replaced_and_its_files_done(tmp_path):
+    marker = str(tmp_path / "died")
+    tasks = [(name, marker) for name in "abcdef"]
+    run = batch.BatchRun(tasks, _dies_once, executor=_new_pool(), in_flight=4,
+                         new_executor=_new_pool)
+    results = list(run)
+    assert sorted(r.source for r in results) == list("abcdef")
+    assert all(r.status == "done" for r in results)
+    assert run.recovered_deaths == ["signal 9"]
+
+
+def _dies_on_victim(task):
+    if Path(task.source).name == "p03.png":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return process.process_file(task)
+
+
+def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path, monkeypatch):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(8):
+        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(60, 40))
+    reference = run("pool", src, "-o", tmp_path / "one", "-j", 1, "-q")
+    assert reference.exit_code == 0, reference.output
+    monkeypatch.setattr("convcli.cli.process_file", _dies_on_victim)
+    result = run("pool", src, "-o", tmp_path / "two", "-j", 2, "-q")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"convcli: {src / 'p03.png'}: the worker processing it died (signal 9)"]
+    expected = {k: v for k, v in digests(tmp_path / "one").items() if not k.startswith("p03_")}
+    assert digests(tmp_path / "two") == expected  # byte-identical, no temporaries
+
+
+# --- stopping: the pool's own thread, the count of files being processed ----------------------
+
+
+def _nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_killing_a_pool_with_cancelled_tasks_leaves_its_thread_quiet(monkeypatch):
+    errors = []
+    monkeypatch.setattr("threading.excepthook", errors.append)
+    pool = batch.LocalProcessPool(1)
+    futures = [pool.submit(_nap, 30)] + [pool.submit(_nap, 0) for _ in range(5)]
+    deadline = time.monotonic() + 10
+    while pool.busy() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Two wait in the pool's call queue; the last three are cancelled before they get there.
+    assert [f.cancel() for f in futures[3:]] == [True] * 3
+    pool.terminate()
+    assert errors == []
+    assert all(f.done() for f in futures)
+
+
+def test_running_counts_the_files_being_processed_not_the_queued_ones():
+    pool = batch.LocalProcessPool(2)
+    run = batch.BatchRun([30, 30, 0, 0, 0, 0], _nap, executor=pool, in_flight=6)
+    run._fill()
+    deadline = time.monotonic() + 10
+    while pool.busy() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert run.running == 2
+    assert run.stop(force=True) == []

@@ -6,7 +6,16 @@ for every :class:`convcli.app.plan.Task`, in this process or in another.
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import sys
+import tempfile
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +32,30 @@ from .plan import Task
 EXPECTED_ERRORS = (OSError, ValueError, TypeError, MemoryError)
 
 
-def describe_error(exc: BaseException, source: str = "") -> str:
-    """One line for the user from an expected exception about the file `source`."""
+# numpy's message for a write cut short (np.save to a full disk), which carries no errno.
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
+
+NO_SPACE = "no space left on the device"
+
+
+def describe_error(exc: BaseException, source: str = "", out_dir: str | None = None) -> str:
+    """One line for the user from an expected exception about the file `source`.
+
+    `out_dir`, where the outputs go, tells a write cut short by a full disk
+    (which numpy reports without an errno) from other short writes.
+    """
     if isinstance(exc, MemoryError):
         return "not enough memory for this image"
     if isinstance(exc, PixelLimitError):
         return f"{exc} (raise it with --max-pixels)"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
+        return NO_SPACE if exc.errno == errno.ENOSPC else "disk quota exceeded"
+    short = _SHORT_WRITE.fullmatch(str(exc).strip()) if isinstance(exc, OSError) else None
+    if short:
+        requested, written = (int(n) for n in short.groups())
+        if out_dir is not None and _free_bytes(out_dir) < requested - written:
+            return NO_SPACE
+        return f"an output was cut short ({written:,} of {requested:,} bytes written)"
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror
         if exc.filename is not None and str(exc.filename) != source:
@@ -38,22 +65,111 @@ def describe_error(exc: BaseException, source: str = "") -> str:
     return " ".join(text.split())
 
 
+def _free_bytes(folder) -> float:
+    try:
+        stat = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return float("inf")
+    return stat.f_bavail * stat.f_frsize
+
+
 def process_file(task: Task) -> FileResult:
     """Read one image, apply the task's operation, write its outputs.
 
     A file that cannot be processed gives a ``"failed"`` result whose message
-    is one line; unexpected exceptions (bugs) propagate.
+    is one line; unexpected exceptions (bugs) propagate. What the image
+    libraries say while the file is read and written, Python warnings
+    (Pillow's "Corrupt EXIF data") and text that C libraries (libjpeg,
+    libtiff) write straight to the standard error, is gathered into the
+    result's message (a note, or part of the failure) instead of reaching the
+    terminal, where it would carry source paths and split the run's lines.
     """
     timings: dict[str, float] = {}
     written: list[str] = []
+    said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
-        with np.errstate(all="ignore"):
-            return _process(task, timings, written)
+        with np.errstate(all="ignore"), _library_messages(said):
+            result = _process(task, timings, written)
     except EXPECTED_ERRORS as exc:
-        return FileResult(
-            task.source, "failed", describe_error(exc, task.source), tuple(written), timings
-        )
+        message = describe_error(exc, task.source, task.out_dir)
+        return FileResult(task.source, "failed", _with(message, said), tuple(written), timings)
+    if said and result.status == "done":
+        result = replace(result, message=_with(result.message, said))
+    return result
+
+
+def _with(message: str, said: list[str]) -> str:
+    if not said:
+        return message
+    libraries = "libraries said: " + "; ".join(said)
+    return f"{message}; {libraries}" if message else libraries
+
+
+# At most this much of what C libraries write to the standard error is kept per file.
+_STDERR_LIMIT = 4096
+
+
+@contextmanager
+def _library_messages(said: list[str]) -> Iterator[None]:
+    """Gather warnings and C-library text on fd 2 into `said`, one line each, once each.
+
+    Deprecation warnings are for developers: they are issued again as usual.
+    """
+    caught: list = []
+    text: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as log, _fd2_text(text):
+            warnings.simplefilter("always")
+            caught = log
+            yield
+    finally:
+        for line in text:
+            _add(said, line)
+        for w in caught:
+            if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            else:
+                _add(said, str(w.message))
+
+
+def _add(said: list[str], line: str) -> None:
+    line = " ".join(line.split())
+    if line and line not in said:
+        said.append(line)
+
+
+@contextmanager
+def _fd2_text(lines: list[str]) -> Iterator[None]:
+    """Send file descriptor 2 to a temporary file inside the block; its lines go to `lines`.
+
+    Only this process's fd 2 is redirected: one file at a time is processed
+    in a process, so what appears there belongs to this file. If the
+    redirection cannot be set up, the text goes to the standard error as
+    before.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        capture = tempfile.TemporaryFile()
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    with capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read(_STDERR_LIMIT).decode("utf-8", "replace")
+            lines.extend(text.splitlines())
 
 
 def _process(task: Task, timings: dict, written: list[str]) -> FileResult:

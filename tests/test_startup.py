@@ -1,0 +1,38 @@
+"""The command line starting: Ctrl-C while its modules load ends it quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+# Raises KeyboardInterrupt in the middle of loading the modules, as a Ctrl-C in
+# the first few tenths of a second does, then starts the command line.
+_INTERRUPTED_IMPORT = """
+import builtins, sys
+real_import = builtins.__import__
+def interrupting(name, *args, **kwargs):
+    if name == "click":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupting
+sys.argv = ["convcli", "kernels"]
+import convcli.__main__
+convcli.__main__.main()
+"""
+
+
+def test_ctrl_c_while_modules_load_is_one_line_and_status_130():
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "convcli: interrupted\n"
+    assert proc.stdout == ""
+
+
+def test_the_package_loads_nothing_heavy_until_used():
+    code = ("import sys, convcli; heavy = {'numpy', 'PIL', 'click'} & set(sys.modules); "
+            "print(sorted(heavy)); print(convcli.zero_pad.__module__, convcli.__version__ != '')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "convcli.padding True"]
