@@ -16,6 +16,7 @@ import itertools
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -26,9 +27,11 @@ from concurrent.futures import (
     CancelledError,
     Executor,
     Future,
+    InvalidStateError,
     ProcessPoolExecutor,
     wait,
 )
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._engine.tiles import set_threads, usable_cores
@@ -91,6 +94,8 @@ class LocalProcessPool(ProcessPoolExecutor):
         self.jobs = jobs
         self._pid_queue = context.SimpleQueue()
         self._pids: list[int] = []
+        self._workers: dict = {}  # pid -> multiprocessing.Process
+        self._other_children = {p.pid for p in multiprocessing.active_children()}
         self._busy = context.Value("i", 0)
         self._stopping = context.Event()
         threads = max(1, default_jobs() // jobs)
@@ -103,7 +108,11 @@ class LocalProcessPool(ProcessPoolExecutor):
         A task that was queued but not started when :meth:`stop_starting` was
         called raises ``concurrent.futures.CancelledError``.
         """
-        return super().submit(_tracked_call, fn, *args, **kwargs)
+        future = super().submit(_tracked_call, fn, *args, **kwargs)
+        if not self._workers:  # the pool starts its processes on the first submit
+            self._workers = {p.pid: p for p in multiprocessing.active_children()
+                             if p.pid not in self._other_children}
+        return future
 
     def busy(self) -> int:
         """The number of tasks that workers are processing now."""
@@ -113,20 +122,24 @@ class LocalProcessPool(ProcessPoolExecutor):
         """Start no more tasks: those queued in the workers end with CancelledError."""
         self._stopping.set()
 
+    def _worker_pids(self) -> list[int]:
+        while not self._pid_queue.empty():
+            self._pids.append(self._pid_queue.get())
+        return sorted(set(self._pids) | set(self._workers))
+
     def worker_deaths(self) -> dict[int, int]:
         """Process id -> exit code (negative: the signal) of the workers that died.
 
-        Workers that ended cleanly (exit status 0), and those that the pool
-        itself stopped with SIGTERM before they could ignore it (a fresh pool
-        breaking), are left out. Once the pool is broken, waits up to a
-        second for the dead worker's status: the pool notices the death a
-        moment before the status can be read.
+        Read from the workers' ``multiprocessing.Process`` objects, kept when
+        they started (``multiprocessing.active_children()``). Workers that
+        ended cleanly, and those the pool stopped itself with SIGTERM, are left
+        out. Waits up to a second for a status: the pool notices a death a
+        moment before it can be read.
         """
-        processes = dict(getattr(self, "_processes", None) or {})
         for _ in range(100):
-            deaths = {pid: p.exitcode for pid, p in processes.items()
+            deaths = {pid: p.exitcode for pid, p in self._workers.items()
                       if p.exitcode and p.exitcode != -signal.SIGTERM}
-            if deaths or not self._broken:
+            if deaths:
                 return deaths
             time.sleep(0.01)
         return {}
@@ -137,27 +150,37 @@ class LocalProcessPool(ProcessPoolExecutor):
         Their temporary files can then be removed
         (:func:`convcli.safeio.remove_temporaries`).
         """
-        # Let the pool's manager thread drop the cancelled tasks first: if it
-        # saw a worker die while holding one, it would try to set an error on
-        # a cancelled future and fail with InvalidStateError ("Exception in
-        # thread ...").
-        manager = getattr(self, "_executor_manager_thread", None)
-        self.shutdown(wait=False, cancel_futures=True)
-        for _ in range(100):
-            if (not getattr(self, "_cancel_pending_futures", False) or self._broken
-                    or manager is None or not manager.is_alive()):
-                break
-            time.sleep(0.01)
-        while not self._pid_queue.empty():
-            self._pids.append(self._pid_queue.get())
-        for pid in self._pids:
-            try:
-                os.kill(pid, signal.SIGKILL)  # they ignore SIGTERM
-            except ProcessLookupError:
-                pass
-        if manager is not None:
-            manager.join()  # it joins the killed workers
-        return list(self._pids)
+        pids = self._worker_pids()
+        with _quiet_pool_thread():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)  # they ignore SIGTERM
+                except ProcessLookupError:
+                    pass
+            self.shutdown(wait=True, cancel_futures=True)  # joins the killed workers
+        return pids
+
+
+@contextmanager
+def _quiet_pool_thread():
+    """Silence the pool thread's InvalidStateError while a killed pool winds down.
+
+    Python 3.11's pool thread tries to set an error on futures that were
+    cancelled when it sees its workers die, and prints "Exception in thread
+    ... InvalidStateError: CANCELLED"; the futures are already settled, so
+    there is nothing to report.
+    """
+    previous = threading.excepthook
+
+    def hook(args):
+        if not issubclass(args.exc_type, InvalidStateError):
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 # In a worker process of a LocalProcessPool: the shared count of busy workers
@@ -376,14 +399,12 @@ class BatchRun:
         """Number of tasks being processed now (at most the number of workers).
 
         Asks the executor's ``busy()`` if it has one; otherwise counts the
-        futures that have started, at most the executor's worker count.
+        futures that have started.
         """
         busy = getattr(self._executor, "busy", None)
         if callable(busy):
             return busy()
-        started = sum(f.running() for f in self._pending)
-        workers = getattr(self._executor, "_max_workers", None)
-        return min(started, workers) if isinstance(workers, int) else started
+        return sum(f.running() for f in self._pending)
 
     def stop(self, *, force: bool = False) -> list[FileResult]:
         """End the run: cancel what has not started, finish what is running.
