@@ -1,0 +1,102 @@
+"""A corpus of corrupt image files, made at test time from the sample images, run as batches.
+
+Every format convcli reads often (PNG, JPEG, GIF, TIFF, BMP, WebP) is written
+from a sample photo, then truncated, bit-flipped and given edited headers
+(seeded). Whole batches of the corpus must end without a traceback or a hang,
+name every file that fails on one line, and write for every other file exactly
+what a run on that file alone writes, with one process or two.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import digests, run
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMATS = {"png": "PNG", "jpg": "JPEG", "gif": "GIF", "tiff": "TIFF", "bmp": "BMP", "webp": "WEBP"}
+
+
+def _mutations(data: bytes, rng: np.random.Generator) -> dict[str, bytes]:
+    """Named corruptions of a file's bytes: truncations, bit flips, header edits."""
+    out = {}
+    for fraction in (0.1, 0.5, 0.9):
+        out[f"cut{int(fraction * 100)}"] = data[: int(len(data) * fraction)]
+    for name, (lo, hi) in {"flip-head": (0, 64), "flip-body": (64, len(data))}.items():
+        flipped = bytearray(data)
+        for pos in rng.integers(lo, max(lo + 1, hi), size=8):
+            flipped[pos] ^= 1 << int(rng.integers(0, 8))
+        out[name] = bytes(flipped)
+    zeroed = bytearray(data)
+    zeroed[12:28] = bytes(16)  # where PNG, BMP and WebP keep their sizes
+    out["zero-head"] = bytes(zeroed)
+    big = bytearray(data)
+    big[16:24] = b"\x7f\xff\xff\xff" * 2
+    out["huge-head"] = bytes(big)
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(8)
+    with Image.open(ROOT / "sample_images" / "chelsea.png") as im:
+        photo = im.convert("RGB").resize((48, 32))
+    for ext, fmt in FORMATS.items():
+        good = folder / f"{ext}-good.{ext}"
+        photo.save(good, format=fmt)
+        for name, data in _mutations(good.read_bytes(), rng).items():
+            (folder / f"{ext}-{name}.{ext}").write_bytes(data)
+    return folder
+
+
+def _failed(stderr: str) -> dict[str, str]:
+    """File name -> the one line that names it, from convcli's stderr."""
+    lines = {}
+    for line in stderr.splitlines():
+        assert line.startswith("convcli: "), line
+        assert "internal error" not in line and "Traceback" not in line, line
+        head = line.removeprefix("convcli: ").split(": ", 1)[0]
+        if Path(head).suffix:
+            name = Path(head).name
+            assert name not in lines, f"{name} named twice:\n{stderr}"
+            lines[name] = line
+    return lines
+
+
+@pytest.mark.parametrize("command", [["conv", "-k", "vertical"], ["pool", "--size", "3"]])
+def test_corrupt_corpus_in_one_batch(corpus, tmp_path, command):
+    files = sorted(p.name for p in corpus.iterdir())
+    assert len(files) == len(FORMATS) * 8
+    before = digests(corpus)
+    # Each file alone: what it writes, or its one-line failure.
+    alone = tmp_path / "alone"
+    failing = set()
+    for name in files:
+        result = run(*command, corpus / name, "-o", alone, "-q")
+        assert "Traceback" not in result.output
+        assert result.exit_code in (0, 1), result.output
+        if result.exit_code:
+            failing.add(name)
+            assert _failed(result.stderr).keys() == {name}
+    for ext in FORMATS:
+        assert f"{ext}-good.{ext}" not in failing
+    assert failing, "no mutation broke any file"
+    # The whole corpus in one batch, with one and with two worker processes.
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "convcli", *command, str(corpus), "-o", str(out), "-q",
+             "--jobs", str(jobs)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert set(_failed(proc.stderr)) == failing
+        assert digests(out) == digests(alone)
+    assert digests(corpus) == before  # inputs untouched
