@@ -15,28 +15,33 @@ TEMP_PREFIX = ".convcli-"
 TEMP_SUFFIX = ".part"
 
 
+def resolved(path) -> str:
+    """`path` made absolute with its symbolic links followed as far as they go.
+
+    Never raises for a path that cannot be resolved: a symbolic link that
+    points to itself, or round a loop (which :meth:`pathlib.Path.resolve`
+    reports with ``RuntimeError`` before Python 3.13), a missing file or a
+    folder that cannot be read is left as far as it was resolved, so that the
+    file itself fails later, on its own line, when it is opened.
+    """
+    try:
+        return os.path.realpath(path)
+    except (OSError, RuntimeError, ValueError):
+        return os.path.abspath(path)
+
+
 def path_key(path) -> str:
     """A path compared the way a case-insensitive file system would: resolved, case folded.
 
     Two inputs with the same key are one file; an output whose key is an
     input's would replace it.
     """
-    path = Path(path)
-    try:
-        path = path.resolve()
-    except OSError:
-        path = path.absolute()
-    return os.path.normcase(str(path)).casefold()
+    return os.path.normcase(resolved(path)).casefold()
 
 
 def path_order(path) -> tuple[str, str]:
     """Sorts paths by their resolved full path ignoring case, then with case."""
-    path = Path(path)
-    try:
-        full = str(path.resolve())
-    except OSError:
-        full = str(path.absolute())
-    return path_key(path), full
+    return path_key(path), resolved(path)
 
 
 def temp_path_for(path: Path) -> Path:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..images import DEFAULT_MAX_PIXELS, is_image_name
-from ..safeio import path_key
+from ..safeio import path_key, resolved
 from .names import earlier_outputs, output_stems
 from .ops import OPERATION_NAMES, Operation
 
@@ -39,10 +39,7 @@ def _is_hidden(name: str) -> bool:
 
 
 def _same_path(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
+    return resolved(a) == resolved(b)
 
 
 def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) -> Inputs:
