@@ -37,6 +37,7 @@ import inspect
 import os
 import shutil
 import stat
+import struct
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -181,8 +182,10 @@ class ImageSource:
         """
         im = self._im
         notes = []
-        frames = getattr(im, "n_frames", 1)
-        with _pillow_errors():
+        # Everything that makes Pillow parse the file is guarded: counting the
+        # frames reads every frame header (a truncated GIF or TIFF fails there).
+        with _pillow_errors(parsing=True):
+            frames = getattr(im, "n_frames", 1)
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
@@ -190,6 +193,7 @@ class ImageSource:
                 notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits)")
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
+        with _pillow_errors():
             pixels, white, depth = _to_array(im, self.channels)
         return Picture(pixels, self.channels, white, depth, tuple(notes))
 
@@ -224,9 +228,19 @@ def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, f
     return arr, 255.0, 8
 
 
+# What Pillow's plugins raise, besides OSError and friends, when they parse a
+# corrupt or truncated header (a GIF's frame blocks, a TIFF's tags): only
+# caught around Pillow's parsing, where they cannot come from convcli's own code.
+_PARSING_ERRORS = (IndexError, KeyError, TypeError, struct.error)
+
+
 @contextmanager
-def _pillow_errors() -> Iterator[None]:
-    """Turn Pillow's errors about bad files into ImageError (one line each)."""
+def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
+    """Turn Pillow's errors about bad files into ImageError (one line each).
+
+    With `parsing`, also the errors in :data:`_PARSING_ERRORS` that Pillow's
+    plugins let through from a corrupt header.
+    """
     try:
         yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -237,8 +251,17 @@ def _pillow_errors() -> Iterator[None]:
         raise
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
         # Pillow reports truncated and corrupt data with these.
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ImageError(f"cannot decode the image: {reason}") from None
+        raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+    except _PARSING_ERRORS as exc:
+        if not parsing:
+            raise
+        raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextmanager

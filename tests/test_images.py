@@ -16,6 +16,7 @@ from helpers import (
     make_image,
     make_multipage_tiff,
     make_truncated_png,
+    run,
 )
 from PIL import Image, ImageOps
 
@@ -154,6 +155,35 @@ def test_corrupt_and_non_image_files(tmp_path):
         read_image(tmp_path / "notes.png")
     with pytest.raises(FileNotFoundError):
         read_image(tmp_path / "missing.png")
+
+
+@pytest.mark.parametrize("make, ext", [(make_gif, "gif"), (make_multipage_tiff, "tiff")])
+def test_every_truncation_of_a_multi_frame_file_is_an_image_error(tmp_path, make, ext):
+    """Counting the frames parses every frame header: a truncated one is a decode error."""
+    data = make(tmp_path / f"full.{ext}").read_bytes()
+    path = tmp_path / f"cut.{ext}"
+    failures = set()
+    for n in range(16, len(data), max(1, len(data) // 200)):
+        path.write_bytes(data[:n])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow warns about some corrupt TIFF tags
+            try:
+                read_image(path)
+            except ImageError as exc:
+                failures.add(str(exc).split(":")[0])
+    assert failures <= {"cannot decode the image", "not an image file (Pillow cannot identify "
+                        "its format)"}
+    assert "cannot decode the image" in failures
+
+
+def test_truncated_gif_is_one_line_on_the_command_line(tmp_path):
+    data = make_gif(tmp_path / "full.gif").read_bytes()
+    cut = tmp_path / "cut.gif"
+    cut.write_bytes(data[:100])  # inside the second frame's header
+    result = run("pool", cut, "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output
+    assert f"{cut}: cannot decode the image" in result.stderr
 
 
 @pytest.mark.parametrize(
