@@ -44,15 +44,35 @@ def path_order(path) -> tuple[str, str]:
     return path_key(path), resolved(path)
 
 
+DEFAULT_NAME_MAX = 255
+"""Bytes in a file name where the file system does not say (``PC_NAME_MAX``)."""
+
+
+def name_max(folder) -> int:
+    """The longest file name, in bytes, that the file system of `folder` takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_NAME_MAX
+
+
 def temp_path_for(path: Path) -> Path:
     """A fresh hidden temporary name beside `path`.
 
     ``.convcli-<name>.<pid>-<random>.part``: easy to recognise, and tied to
     the process writing it, so that :func:`remove_temporaries` can clean up
-    after a process that was stopped by force.
+    after a process that was stopped by force. Where that would be longer than
+    the file system's limit (:func:`name_max`), ``<name>`` is cut short: the
+    prefix, the ``.<pid>-<random>`` and the suffix are always kept.
     """
-    token = f"{os.getpid()}-{secrets.token_hex(4)}"
-    return path.with_name(f"{TEMP_PREFIX}{path.name}.{token}{TEMP_SUFFIX}")
+    token = f".{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    room = name_max(path.parent if str(path.parent) else ".") - len(
+        os.fsencode(TEMP_PREFIX + token)
+    )
+    name = path.name
+    while name and len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return path.with_name(f"{TEMP_PREFIX}{name}{token}")
 
 
 def remove_temporaries(folder, pids) -> None:
@@ -86,6 +106,9 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
 
     Notes
     -----
+    A final name longer than the file system takes (:func:`name_max`) raises
+    ``OSError`` (``ENAMETOOLONG``) before anything is written.
+
     Readers never see a half-written file: the content appears under its
     final name in one rename. Without `overwrite`, the final step is a hard
     link, which fails if the name appeared meanwhile (another process), so
@@ -93,6 +116,8 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     temporary file is removed.
     """
     path = Path(path)
+    if len(os.fsencode(path.name)) > name_max(path.parent):
+        raise OSError(errno.ENAMETOOLONG, "output name too long for the file system", str(path))
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
     if not overwrite and path.exists():

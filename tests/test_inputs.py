@@ -70,3 +70,51 @@ def test_plan_tasks_keeps_a_symlink_loop_as_a_task(tmp_path):
     found = find_inputs([tmp_path], out_dir=tmp_path / "out")
     tasks = plan_tasks(found.files, PoolOp())
     assert [Path(t.source).name for t in tasks] == ["a.png", "self.png"]
+
+
+# --- names too long for the file system ------------------------------------------------------
+
+
+def test_temporary_name_fits_whenever_the_final_name_fits(tmp_path):
+    limit = safeio.name_max(tmp_path)
+    for length in (1, 200, 220, limit):
+        final = tmp_path / ("é" * (length // 2) + "x" * (length % 2))
+        assert len(os.fsencode(final.name)) <= limit
+        tmp = safeio.temp_path_for(final)
+        assert len(os.fsencode(tmp.name)) <= limit
+        assert tmp.name.startswith(safeio.TEMP_PREFIX)
+        # The pattern that finds a dead writer's temporaries still matches.
+        assert tmp.match(f"{safeio.TEMP_PREFIX}*.{os.getpid()}-*{safeio.TEMP_SUFFIX}")
+        assert safeio.write_atomic(final, lambda p: p.write_bytes(b"x"))
+        assert final.read_bytes() == b"x"
+        final.unlink()
+
+
+def test_an_output_name_too_long_fails_before_anything_is_written(tmp_path):
+    final = tmp_path / ("x" * (safeio.name_max(tmp_path) + 1))
+    with pytest.raises(OSError, match="output name too long for the file system"):
+        safeio.write_atomic(final, lambda p: p.write_bytes(b"x"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_long_stems_are_written_and_too_long_inputs_fail_on_their_own_line(tmp_path):
+    limit = safeio.name_max(tmp_path)
+    long_stem = "b" * (limit - len("_pool-max-f2-s2-L.png"))  # the longest output name that fits
+    source = make_image(tmp_path / f"{long_stem}.png", "L")
+    small = make_image(tmp_path / "a.png", "L")
+    too_long = tmp_path / ("a" * (limit + 45) + ".png")
+    out = tmp_path / "out"
+    result = run("pool", small, too_long, source, "-o", out)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = error_lines(result)
+    assert len(lines) == 1 and lines[0].startswith(f"convcli: {too_long}: ")
+    assert names(out) == ["a_pool-max-f2-s2-L.png", f"{long_stem}_pool-max-f2-s2-L.png"]
+    assert pixels(out / f"{long_stem}_pool-max-f2-s2-L.png", "L").shape == (15, 20, 1)
+
+
+def test_kernels_with_a_name_too_long_is_a_usage_error():
+    result = run("kernels", "k" * 300)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert len(result.stderr.splitlines()) == 1 and "unknown kernel" in result.stderr

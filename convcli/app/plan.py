@@ -59,7 +59,7 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
     found = Inputs()
     for arg in args:
         top = Path(arg)
-        if not top.is_dir():
+        if not os.path.isdir(top):  # False for a name too long, or a link loop
             found.files.append(InputFile(str(arg), str(out_root)))
             continue
         count = 0
