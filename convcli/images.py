@@ -287,10 +287,16 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     ImageError
         Not an image, or corrupt; :class:`PixelLimitError` over the pixel limit.
     OSError
-        The file cannot be opened (missing, no permission, a folder).
+        The file cannot be opened (missing, no permission), or it is a folder
+        that cannot be listed.
     """
     shown = os.fspath(path)
     info = os.stat(shown)  # FileNotFoundError and friends name the file themselves
+    if stat.S_ISDIR(info.st_mode):
+        # A folder named as an image is one that could not be listed: say why.
+        with os.scandir(shown):
+            pass
+        raise ImageError("not a regular file (a folder)")
     if not stat.S_ISREG(info.st_mode):
         raise ImageError("not a regular file (a folder, pipe or device)")
     if info.st_size == 0:

@@ -118,3 +118,70 @@ def test_kernels_with_a_name_too_long_is_a_usage_error():
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert len(result.stderr.splitlines()) == 1 and "unknown kernel" in result.stderr
+
+
+# --- files and folders that cannot be read ---------------------------------------------------
+# Simulated (CI runs as root, where chmod 000 does not stop reading): listing the
+# folder, or opening the file, raises PermissionError, and os.access says no.
+
+
+@pytest.fixture
+def unreadable(monkeypatch):
+    """Make the paths added to the returned set unreadable to convcli."""
+    import PIL.Image
+
+    paths: set[str] = set()
+    real_scandir, real_access, real_open = os.scandir, os.access, PIL.Image.open
+
+    def denied(path):
+        return os.path.abspath(os.fspath(path)) in paths
+
+    def scandir(path="."):
+        if denied(path):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    def access(path, mode, **kwargs):
+        return not denied(path) and real_access(path, mode, **kwargs)
+
+    def open_(fp, *args, **kwargs):
+        if isinstance(fp, (str, os.PathLike)) and denied(fp):
+            raise PermissionError(13, "Permission denied", os.fspath(fp))
+        return real_open(fp, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(PIL.Image, "open", open_)
+    return paths
+
+
+def test_an_unreadable_named_file_fails_on_its_own_line(tmp_path, unreadable):
+    good = make_image(tmp_path / "a.png", "L")
+    locked = make_image(tmp_path / "locked.png", "L")
+    unreadable.add(str(locked))
+    out = tmp_path / "out"
+    result = run("pool", "-j", "1", locked, good, "-o", out)
+    assert result.exit_code == 1, result.output
+    assert error_lines(result) == [f"convcli: {locked}: Permission denied"]
+    assert names(out) == ["a_pool-max-f2-s2-L.png"]
+
+
+@pytest.mark.parametrize("recursive", [False, True])
+def test_an_unreadable_folder_fails_on_its_own_line(tmp_path, unreadable, recursive):
+    top = tmp_path / "top"
+    (top / "sub").mkdir(parents=True)
+    make_image(top / "a.png", "L")
+    make_image(top / "sub" / "b.png", "L")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    make_image(locked / "c.png", "L")
+    unreadable.update({str(locked), str(top / "sub")})
+    out = tmp_path / "out"
+    result = run("pool", "-j", "1", *(["-r"] if recursive else []), locked, top, "-o", out)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    expected = [f"convcli: {locked}: Permission denied"]
+    if recursive:
+        expected.append(f"convcli: {top / 'sub'}: Permission denied")
+    assert error_lines(result) == expected
+    assert names(out) == ["a_pool-max-f2-s2-L.png"]

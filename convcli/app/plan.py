@@ -53,7 +53,10 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
     itself are passed over. In a folder that is also the output folder of its
     own images, the outputs of earlier runs are passed over too (see
     :func:`convcli.app.names.earlier_outputs`), so that running a command again
-    does not take its own outputs as inputs.
+    does not take its own outputs as inputs. A folder that cannot be listed
+    (the named one, or a subfolder met with `recursive`) is returned as an
+    input itself, so that it fails on its own line when it is opened
+    (:func:`convcli.images.open_image` raises the listing's error).
     """
     out_root = Path(out_dir)
     found = Inputs()
@@ -64,7 +67,8 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
             continue
         count = 0
         skipped_dirs = False
-        for folder, dirs, files in os.walk(top):
+        unreadable: list[OSError] = []
+        for folder, dirs, files in os.walk(top, onerror=unreadable.append):
             folder_path = Path(folder)
             dirs.sort()
             kept = [d for d in dirs
@@ -79,6 +83,13 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
             for name in names:
                 found.files.append(InputFile(str(folder_path / name), str(out_root / rel)))
                 count += 1
+        for error in unreadable:
+            # A folder that cannot be listed fails on its own line (opening it
+            # as an image repeats the error), as a file that cannot be read does.
+            folder = Path(error.filename) if error.filename is not None else top
+            rel = folder.parent.relative_to(top) if folder != top else Path()
+            found.files.append(InputFile(str(folder), str(out_root / rel)))
+            count += 1
         if count == 0:
             hint = " (use -r to include its subfolders)" if skipped_dirs else ""
             found.notes.append(f"{arg}: no image files in this folder{hint}")
