@@ -86,7 +86,8 @@ def remove_temporaries(folder, pids) -> None:
                 pass
 
 
-def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False) -> bool:
+def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False,
+                 replaceable: Callable[[Path], bool] | None = None) -> bool:
     """Write a file through a temporary file in the same folder, then rename it.
 
     Parameters
@@ -98,6 +99,10 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     overwrite : bool
         Replace an existing `path`. Without it an existing file is left as it
         is and nothing is written.
+    replaceable : callable, optional
+        ``replaceable(path)`` tells whether an existing `path` may be replaced
+        with `overwrite` (a file convcli wrote itself); if it says no,
+        ``FileExistsError`` is raised and the file is kept.
 
     Returns
     -------
@@ -122,6 +127,11 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
     if not overwrite and path.exists():
         return False
+    if overwrite and replaceable is not None and path.exists() and not replaceable(path):
+        raise FileExistsError(
+            errno.EEXIST, "the existing file was not written by convcli and is kept "
+            "(choose another -o)", str(path)
+        )
     tmp = temp_path_for(path)
     try:
         write(tmp)

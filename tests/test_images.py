@@ -238,3 +238,34 @@ def test_writers_keep_existing_files_unless_overwrite(tmp_path):
     assert back.dtype == np.float32 and np.array_equal(back, arr)
     assert not save_npy(tmp_path / "r.npy", arr + 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.npy", "x.png"]  # no temp files
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpg", "tiff"])
+def test_written_images_carry_the_marker_and_only_marked_files_are_replaced(tmp_path, fmt):
+    arr = np.arange(12 * 10, dtype=np.uint8).reshape(12, 10)
+    path = tmp_path / f"a.{fmt}"
+    assert save_levels(path, arr, fmt=fmt)
+    assert images.written_by_convcli(path)
+    if fmt != "jpg":  # the marker is metadata: the pixels are the levels given
+        assert np.array_equal(np.asarray(Image.open(path)), arr)
+    assert save_levels(path, arr[::-1], fmt=fmt, overwrite=True)  # convcli's own: replaced
+    foreign = tmp_path / f"foreign.{fmt}"
+    Image.fromarray(arr).save(foreign)
+    before = foreign.read_bytes()
+    assert not images.written_by_convcli(foreign)
+    with pytest.raises(FileExistsError, match="not written by convcli and is kept"):
+        save_levels(foreign, arr, fmt=fmt, overwrite=True)
+    assert foreign.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_npy_is_replaced_only_over_a_valid_npy(tmp_path):
+    path = tmp_path / "a.npy"
+    assert save_npy(path, np.ones((2, 3)))
+    assert save_npy(path, np.zeros((2, 3)), overwrite=True)
+    assert np.array_equal(np.load(path), np.zeros((2, 3), np.float32))
+    other = tmp_path / "other.npy"
+    other.write_bytes(b"not an array")
+    with pytest.raises(FileExistsError, match="not written by convcli"):
+        save_npy(other, np.zeros(2), overwrite=True)
+    assert other.read_bytes() == b"not an array"
