@@ -84,8 +84,10 @@ def _apply(decorators, command):
 def common_options(command):
     """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
+        # Not checked for reading here: an unreadable file or folder fails on its own
+        # line in the batch, and the rest runs.
         click.argument("inputs", metavar="INPUT...", nargs=-1, required=True,
-                       type=click.Path(path_type=str)),
+                       type=click.Path(path_type=str, readable=False)),
         click.option("-o", "--out-dir", default="convcli-out", show_default=True,
                      type=click.Path(file_okay=False, path_type=str),
                      help="Folder for the results (created if needed)."),

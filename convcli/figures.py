@@ -116,14 +116,18 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
               title: str | None = None, overwrite: bool = False) -> bool:
     """Draw `panels` (see :func:`draw_grid`) and write a PNG at :data:`DPI`, atomically.
 
-    Returns False if `path` existed and was kept (without `overwrite`).
+    Returns False if `path` existed and was kept (without `overwrite`). The PNG
+    carries convcli's marker (:data:`convcli.images.MARKER`); with `overwrite`
+    only a file that carries it is replaced.
     """
+    from .images import MARKER, written_by_convcli
+
     fig = draw_grid(panels, ncols=ncols, title=title)
 
     def write(tmp: Path) -> None:
-        fig.savefig(tmp, format="png", dpi=DPI)
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": MARKER})
 
-    return write_atomic(path, write, overwrite=overwrite)
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
 
 _CHUNK_VALUES = 1 << 22  # values cast to float64 at a time by _block_means

@@ -37,6 +37,7 @@ import inspect
 import os
 import shutil
 import stat
+import struct
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -45,7 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+from PIL import (
+    Image,
+    ImageFile,
+    ImageOps,
+    PngImagePlugin,
+    TiffImagePlugin,
+    UnidentifiedImageError,
+)
 
 from .safeio import write_atomic
 
@@ -181,8 +189,10 @@ class ImageSource:
         """
         im = self._im
         notes = []
-        frames = getattr(im, "n_frames", 1)
-        with _pillow_errors():
+        # Everything that makes Pillow parse the file is guarded: counting the
+        # frames reads every frame header (a truncated GIF or TIFF fails there).
+        with _pillow_errors(parsing=True):
+            frames = getattr(im, "n_frames", 1)
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
@@ -190,6 +200,7 @@ class ImageSource:
                 notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits)")
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
+        with _pillow_errors():
             pixels, white, depth = _to_array(im, self.channels)
         return Picture(pixels, self.channels, white, depth, tuple(notes))
 
@@ -224,9 +235,19 @@ def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, f
     return arr, 255.0, 8
 
 
+# What Pillow's plugins raise, besides OSError and friends, when they parse a
+# corrupt or truncated header (a GIF's frame blocks, a TIFF's tags): only
+# caught around Pillow's parsing, where they cannot come from convcli's own code.
+_PARSING_ERRORS = (IndexError, KeyError, TypeError, struct.error)
+
+
 @contextmanager
-def _pillow_errors() -> Iterator[None]:
-    """Turn Pillow's errors about bad files into ImageError (one line each)."""
+def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
+    """Turn Pillow's errors about bad files into ImageError (one line each).
+
+    With `parsing`, also the errors in :data:`_PARSING_ERRORS` that Pillow's
+    plugins let through from a corrupt header.
+    """
     try:
         yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -237,8 +258,17 @@ def _pillow_errors() -> Iterator[None]:
         raise
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
         # Pillow reports truncated and corrupt data with these.
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ImageError(f"cannot decode the image: {reason}") from None
+        raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+    except _PARSING_ERRORS as exc:
+        if not parsing:
+            raise
+        raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextmanager
@@ -264,10 +294,16 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     ImageError
         Not an image, or corrupt; :class:`PixelLimitError` over the pixel limit.
     OSError
-        The file cannot be opened (missing, no permission, a folder).
+        The file cannot be opened (missing, no permission), or it is a folder
+        that cannot be listed.
     """
     shown = os.fspath(path)
     info = os.stat(shown)  # FileNotFoundError and friends name the file themselves
+    if stat.S_ISDIR(info.st_mode):
+        # A folder named as an image is one that could not be listed: say why.
+        with os.scandir(shown):
+            pass
+        raise ImageError("not a regular file (a folder)")
     if not stat.S_ISREG(info.st_mode):
         raise ImageError("not a regular file (a folder, pipe or device)")
     if info.st_size == 0:
@@ -305,6 +341,44 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
 # --- files out ----------------------------------------------------------------------------
 
 
+MARKER = "convcli"
+"""What every image convcli writes carries in its metadata, so that ``--overwrite``
+replaces only convcli's own files: the PNG text chunk ``Software``, the TIFF tag
+Software (305), the JPEG comment. Metadata only: the pixels are not touched."""
+
+_TIFF_SOFTWARE = 305
+
+
+def written_by_convcli(path: str | os.PathLike) -> bool:
+    """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``.
+
+    Only the header is read, never the pixels. A ``.npy`` is never an image
+    input, so any file with a valid ``.npy`` header (``numpy.lib.format``) may
+    be replaced by an ``.npy`` output.
+    """
+    path = os.fspath(path)
+    if path.lower().endswith(".npy"):
+        try:
+            with open(path, "rb") as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    np.lib.format.read_array_header_1_0(fh)
+                else:
+                    np.lib.format.read_array_header_2_0(fh)
+        except (OSError, ValueError):
+            return False
+        return True
+    try:
+        with Image.open(path) as im:
+            if im.format == "TIFF":
+                return im.tag_v2.get(_TIFF_SOFTWARE) == MARKER
+            if im.format == "JPEG":
+                return im.info.get("comment") in (MARKER.encode(), MARKER)
+            return im.info.get("Software") == MARKER
+    except Exception:  # anything Pillow raises on a file it cannot parse: not ours
+        return False
+
+
 def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
                 overwrite: bool = False) -> bool:
     """Write integer levels as an image file, atomically.
@@ -320,7 +394,8 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         :data:`PNG_GREY_STRATEGY` for one channel); JPEG at quality
         :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF uncompressed.
     overwrite : bool
-        Replace an existing file; without it an existing file is kept.
+        Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
+        otherwise ``FileExistsError``); without it an existing file is kept.
 
     Returns
     -------
@@ -338,23 +413,31 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         if arr.ndim == 3 and arr.shape[2] == 1:
             arr = arr[:, :, 0]
     im = Image.fromarray(arr)
-    png_options = {"compress_level": PNG_COMPRESS_LEVEL}
+    png_info = PngImagePlugin.PngInfo()
+    png_info.add_text("Software", MARKER)
+    png_options = {"compress_level": PNG_COMPRESS_LEVEL, "pnginfo": png_info}
     if arr.ndim == 2:
         png_options["compress_type"] = PNG_GREY_STRATEGY
+    tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
+    tiff_info[_TIFF_SOFTWARE] = MARKER
     options = {
         "png": png_options,
-        "jpg": {"quality": JPEG_QUALITY},
-        "tiff": {},
+        "jpg": {"quality": JPEG_QUALITY, "comment": MARKER},
+        "tiff": {"tiffinfo": tiff_info},
     }[fmt]
 
     def write(tmp: Path) -> None:
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
 
-    return write_atomic(path, write, overwrite=overwrite)
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
-    """Write `array` as float32 ``.npy``, atomically (see :func:`save_levels`)."""
+    """Write `array` as float32 ``.npy``, atomically (see :func:`save_levels`).
+
+    With `overwrite`, an existing file is replaced only if it is a valid ``.npy``
+    (see :func:`written_by_convcli`).
+    """
     data = np.asarray(array, dtype=np.float32)
 
     def write(tmp: Path) -> None:
@@ -362,4 +445,4 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = Fa
         with open(tmp, "wb") as fh:
             np.save(fh, data, allow_pickle=False)
 
-    return write_atomic(path, write, overwrite=overwrite)
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)

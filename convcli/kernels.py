@@ -639,7 +639,7 @@ def _looks_like_path(text: str) -> bool:
 def _load_named(text: str) -> Kernel:
     """A kernel name or an existing file (no angle)."""
     path = Path(text)
-    if path.is_file() or path.is_dir():
+    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
         return load_kernel_file(path)
     if _looks_like_path(text):
         raise KernelError(f"{text}: no such kernel file")
@@ -673,7 +673,7 @@ def parse_kernel_spec(spec) -> Kernel:
     if not text.strip():
         raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
     path = Path(text)
-    if path.is_file() or path.is_dir():
+    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
         return load_kernel_file(path)
     base, sep, angle_text = text.rpartition(":")
     if not (sep and base.strip()):

@@ -17,28 +17,45 @@ TEMP_PREFIX = ".convcli-"
 TEMP_SUFFIX = ".part"
 
 
+def resolved(path) -> str:
+    """`path` made absolute with its symbolic links followed as far as they go.
+
+    Never raises for a path that cannot be resolved: a symbolic link that
+    points to itself, or round a loop (which :meth:`pathlib.Path.resolve`
+    reports with ``RuntimeError`` before Python 3.13), a missing file or a
+    folder that cannot be read is left as far as it was resolved, so that the
+    file itself fails later, on its own line, when it is opened.
+    """
+    try:
+        return os.path.realpath(path)
+    except (OSError, RuntimeError, ValueError):
+        return os.path.abspath(path)
+
+
 def path_key(path) -> str:
     """A path compared the way a case-insensitive file system would: resolved, case folded.
 
     Two inputs with the same key are one file; an output whose key is an
     input's would replace it.
     """
-    path = Path(path)
-    try:
-        path = path.resolve()
-    except OSError:
-        path = path.absolute()
-    return os.path.normcase(str(path)).casefold()
+    return os.path.normcase(resolved(path)).casefold()
 
 
 def path_order(path) -> tuple[str, str]:
     """Sorts paths by their resolved full path ignoring case, then with case."""
-    path = Path(path)
+    return path_key(path), resolved(path)
+
+
+DEFAULT_NAME_MAX = 255
+"""Bytes in a file name where the file system does not say (``PC_NAME_MAX``)."""
+
+
+def name_max(folder) -> int:
+    """The longest file name, in bytes, that the file system of `folder` takes."""
     try:
-        full = str(path.resolve())
-    except OSError:
-        full = str(path.absolute())
-    return path_key(path), full
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_NAME_MAX
 
 
 def temp_path_for(path: Path) -> Path:
@@ -46,10 +63,18 @@ def temp_path_for(path: Path) -> Path:
 
     ``.convcli-<name>.<pid>-<random>.part``: easy to recognise, and tied to
     the process writing it, so that :func:`remove_temporaries` can clean up
-    after a process that was stopped by force.
+    after a process that was stopped by force. Where that would be longer than
+    the file system's limit (:func:`name_max`), ``<name>`` is cut short: the
+    prefix, the ``.<pid>-<random>`` and the suffix are always kept.
     """
-    token = f"{os.getpid()}-{secrets.token_hex(4)}"
-    return path.with_name(f"{TEMP_PREFIX}{path.name}.{token}{TEMP_SUFFIX}")
+    token = f".{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    room = name_max(path.parent if str(path.parent) else ".") - len(
+        os.fsencode(TEMP_PREFIX + token)
+    )
+    name = path.name
+    while name and len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return path.with_name(f"{TEMP_PREFIX}{name}{token}")
 
 
 def remove_temporaries(folder, pids) -> None:
@@ -130,7 +155,8 @@ def _process_start_time(pid: int) -> float | None:
         return None
 
 
-def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False) -> bool:
+def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False,
+                 replaceable: Callable[[Path], bool] | None = None) -> bool:
     """Write a file through a temporary file in the same folder, then rename it.
 
     Parameters
@@ -142,6 +168,10 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     overwrite : bool
         Replace an existing `path`. Without it an existing file is left as it
         is and nothing is written.
+    replaceable : callable, optional
+        ``replaceable(path)`` tells whether an existing `path` may be replaced
+        with `overwrite` (a file convcli wrote itself); if it says no,
+        ``FileExistsError`` is raised and the file is kept.
 
     Returns
     -------
@@ -150,6 +180,9 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
 
     Notes
     -----
+    A final name longer than the file system takes (:func:`name_max`) raises
+    ``OSError`` (``ENAMETOOLONG``) before anything is written.
+
     Readers never see a half-written file: the content appears under its
     final name in one rename. Without `overwrite`, the final step is a hard
     link, which fails if the name appeared meanwhile (another process), so
@@ -157,10 +190,17 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     temporary file is removed.
     """
     path = Path(path)
+    if len(os.fsencode(path.name)) > name_max(path.parent):
+        raise OSError(errno.ENAMETOOLONG, "output name too long for the file system", str(path))
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
     if not overwrite and path.exists():
         return False
+    if overwrite and replaceable is not None and path.exists() and not replaceable(path):
+        raise FileExistsError(
+            errno.EEXIST, "the existing file was not written by convcli and is kept "
+            "(choose another -o)", str(path)
+        )
     tmp = temp_path_for(path)
     try:
         write(tmp)

@@ -23,6 +23,7 @@ from PIL import Image
 from convcli import batch, conv_forward
 from convcli.app import ops, plan, process
 from convcli.batch import FileResult, iter_results, run_guarded
+from convcli.images import save_levels
 from convcli.safeio import TEMP_SUFFIX
 
 VERTICAL = np.array([[1, 0, -1]] * 3, dtype=np.float32)
@@ -98,10 +99,12 @@ def test_rerun_skips_and_overwrite_replaces(mixed, tmp_path):
     assert first.exit_code == 1
     target = out / "a_conv-vertical-p0-sum.png"
     good_bytes = target.read_bytes()
-    target.write_bytes(b"stale")  # a result from some earlier, different run
+    # A result from some earlier, different run (convcli's: --overwrite may replace it).
+    save_levels(target, np.zeros((2, 2), np.uint8), fmt="png", overwrite=True)
+    stale = target.read_bytes()
     again = run(*args)
     assert f"0 processed, {len(GOOD)} skipped, {len(BAD)} failed" in again.stderr
-    assert target.read_bytes() == b"stale"
+    assert target.read_bytes() == stale
     forced = run(*args, "--overwrite")
     assert f"{len(GOOD)} processed, 0 skipped, {len(BAD)} failed" in forced.stderr
     assert target.read_bytes() == good_bytes

@@ -25,6 +25,7 @@ from PIL import Image
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.cli import main
+from convcli.images import save_levels
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
 
 
@@ -464,3 +465,26 @@ def test_readme_setup_command_runs_on_the_sample_images(tmp_path):
     result = ok("conv", "--kernel", "vertical", samples, "-o", tmp_path, "-q")
     assert result.stderr == ""
     assert len(list(tmp_path.glob("*_conv-vertical-sum.png"))) == 4
+
+
+def test_overwrite_in_the_input_folder_keeps_a_real_image_with_an_output_name(tmp_path):
+    folder = tmp_path / "pics"
+    folder.mkdir()
+    make_image(folder / "a.png", "RGB")
+    real = make_image(folder / "a_conv-vertical-sum.png", "L", seed=3)
+    before = real.read_bytes()
+    result = run("conv", "-k", "vertical", "-k", "edge", "-j", "1", "--overwrite", "--figure",
+                 folder / "a.png", "-o", folder)
+    assert result.exit_code == 1, result.output
+    assert f"{real}: the existing file was not written by convcli and is kept" in result.stderr
+    assert real.read_bytes() == before
+    # convcli's own outputs are replaced by a re-run with --overwrite.
+    ok("conv", "-k", "edge", "--overwrite", "--figure", folder / "a.png", "-o", folder)
+    edge = folder / "a_conv-edge-sum.png"
+    good = pixels(edge, "L")
+    assert good.any()
+    save_levels(edge, np.zeros((2, 2), np.uint8), fmt="png", overwrite=True)  # a stale output
+    ok("conv", "-k", "edge", "--overwrite", "--figure", folder / "a.png", "-o", folder)
+    assert np.array_equal(pixels(edge, "L"), good)
+    assert real.read_bytes() == before
+    assert pixels(edge, "L").shape == (HEIGHT, WIDTH, 1)

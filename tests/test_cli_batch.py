@@ -15,6 +15,7 @@ from helpers import (
 from PIL import Image
 
 from convcli import pool_forward
+from convcli.images import save_levels
 
 
 @pytest.fixture
@@ -134,7 +135,8 @@ def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
     out = tmp_path / "out"
     assert run("pool", src, "-o", out).exit_code == 0
     target = out / "p_pool-max-f2-s2-R.png"
-    Image.new("L", (3, 3), 7).save(target)  # a file the user changed
+    # An earlier output of convcli's (only those are replaced with --overwrite).
+    save_levels(target, np.full((3, 3), 7, np.uint8), fmt="png", overwrite=True)
     result = run("pool", src, "-o", out, "--format", "png")
     assert result.exit_code == 0
     assert f"convcli: {src}: outputs exist (use --overwrite to replace them)" in result.stderr

@@ -16,6 +16,7 @@ from helpers import (
     make_image,
     make_multipage_tiff,
     make_truncated_png,
+    run,
 )
 from PIL import Image, ImageOps
 
@@ -156,6 +157,35 @@ def test_corrupt_and_non_image_files(tmp_path):
         read_image(tmp_path / "missing.png")
 
 
+@pytest.mark.parametrize("make, ext", [(make_gif, "gif"), (make_multipage_tiff, "tiff")])
+def test_every_truncation_of_a_multi_frame_file_is_an_image_error(tmp_path, make, ext):
+    """Counting the frames parses every frame header: a truncated one is a decode error."""
+    data = make(tmp_path / f"full.{ext}").read_bytes()
+    path = tmp_path / f"cut.{ext}"
+    failures = set()
+    for n in range(16, len(data), max(1, len(data) // 200)):
+        path.write_bytes(data[:n])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow warns about some corrupt TIFF tags
+            try:
+                read_image(path)
+            except ImageError as exc:
+                failures.add(str(exc).split(":")[0])
+    assert failures <= {"cannot decode the image", "not an image file (Pillow cannot identify "
+                        "its format)"}
+    assert "cannot decode the image" in failures
+
+
+def test_truncated_gif_is_one_line_on_the_command_line(tmp_path):
+    data = make_gif(tmp_path / "full.gif").read_bytes()
+    cut = tmp_path / "cut.gif"
+    cut.write_bytes(data[:100])  # inside the second frame's header
+    result = run("pool", cut, "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output
+    assert f"{cut}: cannot decode the image" in result.stderr
+
+
 @pytest.mark.parametrize(
     "name, expected",
     [("a.png", True), ("A.JPG", True), ("b.Jpeg", True), ("c.tif", True), ("d.webp", True),
@@ -208,3 +238,34 @@ def test_writers_keep_existing_files_unless_overwrite(tmp_path):
     assert back.dtype == np.float32 and np.array_equal(back, arr)
     assert not save_npy(tmp_path / "r.npy", arr + 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.npy", "x.png"]  # no temp files
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpg", "tiff"])
+def test_written_images_carry_the_marker_and_only_marked_files_are_replaced(tmp_path, fmt):
+    arr = np.arange(12 * 10, dtype=np.uint8).reshape(12, 10)
+    path = tmp_path / f"a.{fmt}"
+    assert save_levels(path, arr, fmt=fmt)
+    assert images.written_by_convcli(path)
+    if fmt != "jpg":  # the marker is metadata: the pixels are the levels given
+        assert np.array_equal(np.asarray(Image.open(path)), arr)
+    assert save_levels(path, arr[::-1], fmt=fmt, overwrite=True)  # convcli's own: replaced
+    foreign = tmp_path / f"foreign.{fmt}"
+    Image.fromarray(arr).save(foreign)
+    before = foreign.read_bytes()
+    assert not images.written_by_convcli(foreign)
+    with pytest.raises(FileExistsError, match="not written by convcli and is kept"):
+        save_levels(foreign, arr, fmt=fmt, overwrite=True)
+    assert foreign.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_npy_is_replaced_only_over_a_valid_npy(tmp_path):
+    path = tmp_path / "a.npy"
+    assert save_npy(path, np.ones((2, 3)))
+    assert save_npy(path, np.zeros((2, 3)), overwrite=True)
+    assert np.array_equal(np.load(path), np.zeros((2, 3), np.float32))
+    other = tmp_path / "other.npy"
+    other.write_bytes(b"not an array")
+    with pytest.raises(FileExistsError, match="not written by convcli"):
+        save_npy(other, np.zeros(2), overwrite=True)
+    assert other.read_bytes() == b"not an array"

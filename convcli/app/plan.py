@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..images import DEFAULT_MAX_PIXELS, is_image_name
-from ..safeio import path_key
+from ..safeio import path_key, resolved
 from .names import earlier_outputs, output_stems
 from .ops import OPERATION_NAMES, Operation
 
@@ -39,10 +39,7 @@ def _is_hidden(name: str) -> bool:
 
 
 def _same_path(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
+    return resolved(a) == resolved(b)
 
 
 def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) -> Inputs:
@@ -56,18 +53,22 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
     itself are passed over. In a folder that is also the output folder of its
     own images, the outputs of earlier runs are passed over too (see
     :func:`convcli.app.names.earlier_outputs`), so that running a command again
-    does not take its own outputs as inputs.
+    does not take its own outputs as inputs. A folder that cannot be listed
+    (the named one, or a subfolder met with `recursive`) is returned as an
+    input itself, so that it fails on its own line when it is opened
+    (:func:`convcli.images.open_image` raises the listing's error).
     """
     out_root = Path(out_dir)
     found = Inputs()
     for arg in args:
         top = Path(arg)
-        if not top.is_dir():
+        if not os.path.isdir(top):  # False for a name too long, or a link loop
             found.files.append(InputFile(str(arg), str(out_root)))
             continue
         count = 0
         skipped_dirs = False
-        for folder, dirs, files in os.walk(top):
+        unreadable: list[OSError] = []
+        for folder, dirs, files in os.walk(top, onerror=unreadable.append):
             folder_path = Path(folder)
             dirs.sort()
             kept = [d for d in dirs
@@ -82,6 +83,13 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
             for name in names:
                 found.files.append(InputFile(str(folder_path / name), str(out_root / rel)))
                 count += 1
+        for error in unreadable:
+            # A folder that cannot be listed fails on its own line (opening it
+            # as an image repeats the error), as a file that cannot be read does.
+            folder = Path(error.filename) if error.filename is not None else top
+            rel = folder.parent.relative_to(top) if folder != top else Path()
+            found.files.append(InputFile(str(folder), str(out_root / rel)))
+            count += 1
         if count == 0:
             hint = " (use -r to include its subfolders)" if skipped_dirs else ""
             found.notes.append(f"{arg}: no image files in this folder{hint}")
