@@ -185,3 +185,13 @@ def test_an_unreadable_folder_fails_on_its_own_line(tmp_path, unreadable, recurs
         expected.append(f"convcli: {top / 'sub'}: Permission denied")
     assert error_lines(result) == expected
     assert names(out) == ["a_pool-max-f2-s2-L.png"]
+
+
+def test_an_output_name_too_long_fails_on_one_line_without_overwrite(tmp_path):
+    src = tmp_path / ("a" * 240 + ".png")  # fits; its outputs' names do not
+    make_image(src, "RGB")
+    result = run("conv", "-k", "vertical", src, "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    failed = [line for line in result.stderr.splitlines() if "failed in" not in line]
+    assert len(failed) == 1 and failed[0].endswith("output name too long for the file system")
+    assert "Traceback" not in result.output

@@ -177,7 +177,7 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     start = time.perf_counter()
     with open_image(task.source, max_pixels=task.max_pixels) as source:
         outputs = planned_outputs(task, source.channels)
-        todo = outputs if task.overwrite else [o for o in outputs if not o.path.exists()]
+        todo = outputs if task.overwrite else [o for o in outputs if not os.path.exists(o.path)]
         protected = {path_key(p) for p in task.protected}
         for out in todo:
             if path_key(out.path) in protected:
