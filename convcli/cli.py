@@ -279,13 +279,13 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             signal.signal(sig, handler)
     for result in late:
         report.add(result)
-    if run.recovered_deaths and not quiet:
+    if run.recovered_deaths:  # an error, even though every file was then processed
         how = ", ".join(run.recovered_deaths)
         _say(f"{len(run.recovered_deaths)} worker process(es) died ({how}) and were replaced; "
              "the files they had in hand were processed again, one at a time")
     status = requests.status or status
     report.close(out_dir, interrupted=status in (130, 143))
-    if status is None and report.counts["failed"]:
+    if status is None and (report.counts["failed"] or run.recovered_deaths):
         status = 1
     if status:
         click.get_current_context().exit(status)

@@ -505,3 +505,22 @@ def test_running_counts_the_files_being_processed_not_the_queued_ones():
         time.sleep(0.01)
     assert run.running == 2
     assert run.stop(force=True) == []
+
+
+@pytest.mark.slow
+def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
+    proc, out = _start_batch(tmp_path, 16, (400, 300))
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
+                              check=False).stdout.split()
+    workers = [pid for pid in children  # not multiprocessing's resource tracker
+               if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert workers, "no worker processes found"
+    os.kill(int(workers[0]), signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    assert "worker process(es) died (signal 9) and were replaced" in stderr
+    assert "16 processed, 0 skipped, 0 failed" in stderr.splitlines()[-1]
+    reference = run("pool", "--figure", tmp_path / "in", "-o", tmp_path / "one", "-j", 1, "-q")
+    assert reference.exit_code == 0, reference.output
+    assert digests(out) == digests(tmp_path / "one")  # every file whole, no temporaries
