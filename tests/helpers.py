@@ -84,6 +84,14 @@ def make_image(path: Path, mode: str = "RGB", *, seed: int = 0, size=(WIDTH, HEI
     return path
 
 
+def make_folder(folder: Path, count: int, size=(WIDTH, HEIGHT)) -> Path:
+    """`count` RGB images p00.png, p01.png ... of `size` in a new `folder`."""
+    folder.mkdir(parents=True)
+    for i in range(count):
+        make_image(folder / f"p{i:02d}.png", "RGB", seed=i, size=size)
+    return folder
+
+
 def make_gif(path: Path, frames: int = 3) -> Path:
     """An animated GIF whose frames differ (frame i is filled with grey 60 * (i + 1))."""
     ims = [Image.new("L", (WIDTH, HEIGHT), 60 * (i + 1)) for i in range(frames)]

@@ -14,6 +14,7 @@ import pytest
 from helpers import (
     digests,
     make_bomb_png,
+    make_folder,
     make_image,
     make_truncated_png,
     run,
@@ -227,10 +228,7 @@ def _readable(path: Path) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
-    src = tmp_path / "in"
-    src.mkdir()
-    for i in range(40):
-        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(400, 300))
+    src = make_folder(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
@@ -265,10 +263,7 @@ def test_sigterm_is_not_caught_by_the_per_file_guard():
 
 @pytest.mark.slow
 def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
-    src = tmp_path / "in"
-    src.mkdir()
-    for i in range(40):
-        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(400, 300))
+    src = make_folder(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
@@ -353,10 +348,7 @@ def test_overflow_is_a_note_not_a_numpy_warning(tmp_path):
 
 
 def _start_batch(tmp_path, count, size, *extra):
-    src = tmp_path / "in"
-    src.mkdir()
-    for i in range(count):
-        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=size)
+    src = make_folder(tmp_path / "in", count, size)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "convcli", "pool", "--figure", str(src), "-o", str(out),
@@ -457,10 +449,7 @@ def _dies_on_victim(task):
 
 
 def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path, monkeypatch):
-    src = tmp_path / "in"
-    src.mkdir()
-    for i in range(8):
-        make_image(src / f"p{i:02d}.png", "RGB", seed=i, size=(60, 40))
+    src = make_folder(tmp_path / "in", 8, (60, 40))
     reference = run("pool", src, "-o", tmp_path / "one", "-j", 1, "-q")
     assert reference.exit_code == 0, reference.output
     monkeypatch.setattr("convcli.cli.process_file", _dies_on_victim)
