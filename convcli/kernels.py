@@ -238,6 +238,13 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
                     raise KernelError(
                         f"{where}: {cell(i, j)}: {_short(value)} is not a number"
                     )
+                if isinstance(value, numbers.Integral) and abs(value) > _FLOAT32_MAX:
+                    # Too large even for float64 conversion, possibly.
+                    raise KernelError(
+                        f"{where}: {_row_column(i, j)} is an integer of "
+                        f"{len(str(abs(int(value))))} digits: weights beyond the float32 "
+                        "range (magnitude at most about 3.4e38) cannot be applied"
+                    )
         lengths = [len(row) for row in weights]
         if not any(lengths):
             raise KernelError(f"{where}: the kernel is empty (its rows have no values)")

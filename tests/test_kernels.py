@@ -606,6 +606,8 @@ MALFORMED = [
     ("zero.toml", "scale = 0\nweights = [[1]]\n", "scale must be a finite non-zero number"),
     ("scale.toml", 'scale = "a/b"\nweights = [[1]]\n', "scale 'a/b' is not a number"),
     ("huge.toml", "scale = 1e300\nweights = [[1e10]]\n", "is inf; weights must be finite"),
+    ("bigint.toml", f"weights = [[1], [{'9' * 400}]]\n",
+     "row 2, column 1 is an integer of 400 digits: weights beyond the float32 range"),
     ("big.toml", "weights = [[1, 1e308]]\n",
      "row 1, column 2 is 1e+308: weights beyond the float32 range"),
     ("scaled.toml", "scale = 1e30\nweights = [[1e10]]\n",
