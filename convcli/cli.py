@@ -16,7 +16,17 @@ import click
 
 from . import __version__
 from .app.names import FORMATS
-from .app.ops import CHANNEL_MODES, NORMALIZE_CHOICES, ConvOp, OptionError, PadOp, PoolOp
+from .app.ops import (
+    BORDER_MODES,
+    CHANNEL_MODES,
+    COMBINE_MODES,
+    DEFAULT_BORDER,
+    NORMALIZE_CHOICES,
+    ConvOp,
+    OptionError,
+    PadOp,
+    PoolOp,
+)
 from .app.plan import find_inputs, plan_tasks
 from .app.process import process_file
 from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
@@ -343,7 +353,15 @@ def conv_options(command):
         click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
                      default="sum", show_default=True,
                      help="sum: each kernel over all channels, summed; each: every channel "
-                          "separately; gray: luminance first."),
+                          "separately (and each kernel's result in colour); gray: luminance "
+                          "first."),
+        click.option("--border", type=click.Choice(BORDER_MODES, case_sensitive=False),
+                     default=DEFAULT_BORDER, show_default=True,
+                     help="How the pad is filled (as pad --mode); constant is zeros."),
+        click.option("--combine", type=click.Choice(COMBINE_MODES, case_sensitive=False),
+                     default=None,
+                     help="One map of all kernels: magnitude (sqrt of the sum of squares), "
+                          "max or sum."),
     ]
     return _apply(decorators, command)
 
@@ -352,10 +370,12 @@ def conv_options(command):
 @conv_options
 @click.option("--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
               default="auto", show_default=True,
-              help="Values to image levels. auto: abs for zero-sum (edge) kernels, clip when "
-                   "the result stays in the pixel range, minmax otherwise.")
+              help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
+                   "99.5th percentile of |x| is white), clip for kernels that keep the level "
+                   "(blur, sharpen; a channel sum shown as the mean), minmax otherwise.")
 @common_options
-def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
+def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, inputs,
+             **common):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
     Alpha is dropped: only colour channels are convolved. Each output channel
@@ -368,7 +388,8 @@ def conv_cmd(kernels, stride, pad, bias, channels, normalize, inputs, **common):
       convcli conv -k edge --format npy --figure photo.png
     """
     op = _operation(ConvOp, kernels, stride=stride, pad=pad, bias=bias,
-                    channels=channels.lower(), normalize=normalize.lower())
+                    channels=channels.lower(), normalize=normalize.lower(),
+                    border=border.lower(), combine=combine.lower() if combine else None)
     _run(op, inputs, **common)
 
 

@@ -7,13 +7,62 @@ image by one of :data:`MAPPINGS`; :func:`luminance` turns RGB into grey.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
 from ._validate import as_real_array
 
-MAPPINGS = ("abs", "minmax", "clip", "offset")
+MAPPINGS = ("abs", "minmax", "clip", "offset", "robust")
 """The value mappings of :func:`to_levels` (``--normalize``)."""
+
+class Mapping(NamedTuple):
+    """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth."""
+
+    method: str
+    white: float
+    margin: int = 0
+
+
+ROBUST_PERCENTILE = 99.5
+"""The percentile of |x| that ``robust`` maps to white (:func:`robust_top`)."""
+
+
+def robust_top(values: np.ndarray, *, margin: int = 0, percentile: float = ROBUST_PERCENTILE
+               ) -> float:
+    """A high percentile of |values| counted away from the border: the top of a robust scale.
+
+    Parameters
+    ----------
+    values : (H, W) or (H, W, C) ndarray
+        Results; non-finite values are left out.
+    margin : int
+        Rows and columns left out on every side (where padding shapes the
+        results), unless that leaves nothing.
+    percentile : float
+        Of |values|; a few extreme values (a bright frame, specular
+        highlights) then no longer decide the scale.
+
+    Returns
+    -------
+    float
+        The percentile, or the largest |value| where that is 0 (sparse maps);
+        1.0 where there are no finite values or all are 0.
+
+    Examples
+    --------
+    >>> x = np.zeros((20, 20)); x[10, :] = 4.0; x[0, :] = 100.0
+    >>> robust_top(x, margin=2)
+    4.0
+    """
+    x = np.asarray(values)
+    if margin > 0 and x.ndim >= 2 and min(x.shape[:2]) > 2 * margin:
+        x = x[margin:-margin, margin:-margin]
+    a = np.abs(x[np.isfinite(x)])
+    if not a.size:
+        return 1.0
+    top = float(np.percentile(a, percentile, overwrite_input=True))
+    return top if top > 0 else float(a.max()) or 1.0
 
 
 def luminance(pixels: np.ndarray) -> np.ndarray:
@@ -30,15 +79,19 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
         return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 
 
-def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> np.ndarray:
+def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
+              margin: int = 0) -> np.ndarray:
     """Map result values to the integer levels of an 8- or 16-bit image.
 
     Parameters
     ----------
     values : ndarray
         One channel (H, W), or several (H, W, C) mapped together.
-    method : {"abs", "minmax", "clip", "offset"}
+    method : {"abs", "minmax", "clip", "offset", "robust"}
         ``abs``: |x| scaled so the largest is white (edge strength, sign dropped).
+        ``robust``: |x| scaled so that :func:`robust_top` (the 99.5th percentile,
+        counted `margin` pixels away from the border) is white; larger values
+        saturate (edge maps: sparse edges stay visible).
         ``minmax``: the smallest value black, the largest white.
         ``clip``: values kept in the input's scale (0..`white`), the rest clipped.
         ``offset``: zero at mid-grey, the largest |x| at black or white (ImageMagick's
@@ -47,6 +100,8 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> n
         Full intensity in the input's scale (used by ``clip``).
     depth : {8, 16}
         Bits per sample of the result.
+    margin : int
+        For ``robust``: rows and columns on every side left out of the percentile.
 
     Returns
     -------
@@ -67,6 +122,7 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> n
         raise TypeError(f"white must be a real number, got {white!r}")
     top = 255 if depth == 8 else 65535
     x = as_real_array(values, "values")
+    robust = robust_top(x, margin=margin) if method == "robust" else None
     lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
     # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
     # spends its time here and in the encoder, not in the layers.
@@ -84,6 +140,9 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int) -> n
             peak = max(-lo, hi)
             levels = np.abs(x)
             levels *= real(min(top / peak, big) if peak > 0 else 0.0)
+        elif method == "robust":
+            levels = np.abs(x)
+            levels *= real(min(top / robust, big))
         elif method == "minmax":
             span = hi - lo
             levels = x - real(lo)

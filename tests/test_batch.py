@@ -82,14 +82,14 @@ def test_every_good_file_processed_every_bad_one_named(mixed, tmp_path):
 
 def test_npy_values_in_a_parallel_run(mixed, tmp_path):
     out = tmp_path / "out"
-    run("conv", "-k", "vertical", mixed / "a.png", mixed / "photo.png", "-o", out,
-        "--format", "npy", "-j", 2)
+    run("conv", "-k", "vertical", "--border", "constant", mixed / "a.png", mixed / "photo.png",
+        "-o", out, "--format", "npy", "-j", 2)
     for stem, name in (("a", "a.png"), ("photo", "photo.png")):
         with Image.open(mixed / name) as im:
             pixels = np.asarray(im, dtype=np.float32)[None]
         expected, _ = conv_forward(pixels, np.repeat(VERTICAL[:, :, None, None], 3, 2),
                                    np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
-        np.testing.assert_array_equal(np.load(out / f"{stem}_conv-vertical-sum.npy"),
+        np.testing.assert_array_equal(np.load(out / f"{stem}_conv-vertical-Bconstant-sum.npy"),
                                       expected[0])
 
 
@@ -117,9 +117,9 @@ def test_jobs_2_writes_byte_identical_outputs_to_jobs_1(mixed, tmp_path):
     run(*args, "-o", tmp_path / "one", "--jobs", 1)
     run(*args, "-o", tmp_path / "two", "--jobs", 2)
     one, two = digests(tmp_path / "one"), digests(tmp_path / "two")
-    # Five colour images (with tiny.png, which pad "same" handles) give 2 kernels x 3
-    # channels + a grid each; the grey b.png gives 2 + 1.
-    assert len(one) == 5 * 7 + 3
+    # Five colour images (with tiny.png, which pad "same" handles) give 2 kernels x
+    # (3 channels + the colour image) + a grid each; the grey b.png gives 2 + 1.
+    assert len(one) == 5 * 9 + 3
     assert one == two
 
 

@@ -29,11 +29,13 @@ from convcli.images import save_levels
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
 
 
-def levels(x, method, top=255, white=255.0):
+def levels(x, method, top=255, white=255.0, margin=4):
     """The documented value mappings, written out independently."""
     x = np.asarray(x, np.float64)
     if method == "abs":
         frac = np.abs(x) / np.abs(x).max()
+    elif method == "robust":  # the 99.5th percentile of |x| away from the border is white
+        frac = np.abs(x) / np.percentile(np.abs(x[margin:-margin, margin:-margin]), 99.5)
     elif method == "minmax":
         frac = (x - x.min()) / (x.max() - x.min())
     elif method == "clip":
@@ -41,6 +43,11 @@ def levels(x, method, top=255, white=255.0):
     else:
         frac = 0.5 + x / (2 * np.abs(x).max())
     return np.rint(np.clip(frac, 0, 1) * top)
+
+
+def reflected(A, pad=1):
+    """A padded as conv's default --border (reflect) pads it before conv_forward with pad 0."""
+    return pad_images(A, pad, mode="reflect")
 
 
 def weights(names, n_in):
@@ -114,27 +121,27 @@ def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
     assert [p.name for p in out.iterdir()] == ["photo_conv-vertical+horizontal+edge-sum.npy"]
     Z = np.load(out / "photo_conv-vertical+horizontal+edge-sum.npy")
     A = pixels(photo)[None]
-    expected, _ = conv_forward(A, weights(["vertical", "horizontal", "edge"], 3),
-                               np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(reflected(A), weights(["vertical", "horizontal", "edge"], 3),
+                               np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 0})
     assert Z.dtype == np.float32 and Z.shape == (HEIGHT, WIDTH, 3)
     np.testing.assert_array_equal(Z, expected[0])
 
 
-def test_conv_png_default_mapping_is_abs_for_edge_kernels(photo, out):
+def test_conv_png_default_mapping_is_robust_for_edge_kernels(photo, out):
     ok("conv", photo, "-o", out, "-k", "vertical")
     assert [p.name for p in out.iterdir()] == ["photo_conv-vertical-sum.png"]
-    Z, _ = conv_forward(pixels(photo)[None], weights(["vertical"], 3),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
+    Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["vertical"], 3),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
     got = read(out / "photo_conv-vertical-sum.png")
     assert got.dtype == np.uint8 and got.shape == (HEIGHT, WIDTH)
-    np.testing.assert_array_equal(got, levels(Z[0, :, :, 0], "abs"))
+    assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], "robust")).max() <= 1
 
 
 @pytest.mark.parametrize("method", ["abs", "minmax", "clip", "offset"])
 def test_conv_normalize_methods(photo, out, method):
     ok("conv", photo, "-o", out, "-k", "sobel-x", "--normalize", method)
-    Z, _ = conv_forward(pixels(photo)[None], weights(["sobel-x"], 3), np.zeros((1, 1, 1, 1)),
-                        {"stride": 1, "pad": 1})
+    Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["sobel-x"], 3),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
     # An explicit mapping is part of the image names (but not of the .npy's: raw values).
     got = read(out / f"photo_conv-sobel-x-{method}-sum.png")
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], method)).max() <= 1
@@ -157,22 +164,22 @@ def test_conv_names_differ_by_bias_and_normalize_so_a_rerun_does_not_keep_stale_
         "photo_conv-vertical-sum.png",
     ]
     Z = np.load(out / "photo_conv-vertical-b-0.5-sum.npy")
-    expected, _ = conv_forward(pixels(photo)[None], weights(["vertical"], 3),
-                               np.full((1, 1, 1, 1), -0.5, np.float32), {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(reflected(pixels(photo)[None]), weights(["vertical"], 3),
+                               np.full((1, 1, 1, 1), -0.5, np.float32), {"stride": 1, "pad": 0})
     np.testing.assert_array_equal(Z, expected[0])
 
 
-def test_conv_auto_mapping_clip_for_identity_on_grey_minmax_for_a_colour_blur(tmp_path, out):
+def test_conv_auto_mapping_clip_for_identity_on_grey_mean_for_a_colour_blur(tmp_path, out):
     grey = make_image(tmp_path / "g.png", "L")
     ok("conv", grey, "-o", out, "-k", "identity")
     np.testing.assert_array_equal(read(out / "g_conv-identity-sum.png"), read(grey))
     colour = make_image(tmp_path / "c.png", "RGB")
     ok("conv", colour, "-o", out, "-k", "box-blur")
-    Z, _ = conv_forward(pixels(colour)[None], weights(["box-blur"], 3), np.zeros((1, 1, 1, 1)),
-                        {"stride": 1, "pad": 1})
+    Z, _ = conv_forward(reflected(pixels(colour)[None]), weights(["box-blur"], 3),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
     got = read(out / "c_conv-box-blur-sum.png").astype(int)
-    assert got.min() == 0 and got.max() == 255
-    assert np.abs(got - levels(Z[0, :, :, 0], "minmax")).max() <= 1
+    # R + G + B of the blurred picture, shown as their mean: the blurred photo in grey.
+    assert np.abs(got - levels(Z[0, :, :, 0], "clip", white=3 * 255.0)).max() <= 1
 
 
 def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
@@ -187,7 +194,8 @@ def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
     stack = np.stack([get_kernel("sobel-y").weights, load_kernel_file(kfile).weights,
                       get_kernel("vertical").weights], axis=-1)
     W = np.repeat(stack[:, :, None, :], 3, axis=2).astype(np.float32)
-    expected, _ = conv_forward(A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(reflected(A), W, np.zeros((1, 1, 1, 3), np.float32),
+                               {"stride": 1, "pad": 0})
     np.testing.assert_array_equal(Z, expected[0])
 
 
@@ -250,18 +258,19 @@ def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
        "--format", "npy")
     Z = np.load(out / "photo_conv-vertical+horizontal-each.npy")
     A = pixels(photo)[None]
-    expected, _ = depthwise_conv_forward(A, weights(["vertical", "horizontal"], 3),
+    expected, _ = depthwise_conv_forward(reflected(A), weights(["vertical", "horizontal"], 3),
                                          np.zeros((1, 1, 1, 6), np.float32),
-                                         {"stride": 1, "pad": 1})
+                                         {"stride": 1, "pad": 0})
     np.testing.assert_array_equal(Z, expected[0])
     # Kernel-major: channel k * 3 + c is kernel k on input channel c alone.
     for k, name in enumerate(["vertical", "horizontal"]):
         for c in range(3):
-            alone, _ = conv_forward(A[:, :, :, c:c + 1], weights([name], 1),
-                                    np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
+            alone, _ = conv_forward(reflected(A[:, :, :, c:c + 1]), weights([name], 1),
+                                    np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
             np.testing.assert_allclose(Z[:, :, k * 3 + c], alone[0, :, :, 0], atol=1e-3)
     ok("conv", photo, "-o", out, "-k", "vertical", "--channels", "each")
-    assert {p.name for p in out.glob("*.png")} == {f"photo_conv-vertical-{c}.png" for c in "RGB"}
+    assert {p.name for p in out.glob("*.png")} == {
+        f"photo_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
 
 
 def test_conv_channels_gray_uses_luminance(photo, out):
@@ -269,8 +278,8 @@ def test_conv_channels_gray_uses_luminance(photo, out):
     Z = np.load(out / "photo_conv-laplacian-gray.npy")
     rgb = pixels(photo)
     grey = (0.299 * rgb[:, :, 0] + 0.587 * rgb[:, :, 1] + 0.114 * rgb[:, :, 2])[None, :, :, None]
-    expected, _ = conv_forward(grey, weights(["laplacian"], 1), np.zeros((1, 1, 1, 1)),
-                               {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(reflected(grey), weights(["laplacian"], 1),
+                               np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
     np.testing.assert_allclose(Z, expected[0], atol=1e-3)
 
 
@@ -279,11 +288,12 @@ def test_conv_drops_alpha(tmp_path, out):
     ok("conv", src, "-o", out, "-k", "vertical", "--format", "npy")
     Z = np.load(out / "a_conv-vertical-sum.npy")
     A = pixels(src, "RGBA")[None, :, :, :3]
-    expected, _ = conv_forward(A, weights(["vertical"], 3), np.zeros((1, 1, 1, 1), np.float32),
-                               {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(reflected(A), weights(["vertical"], 3),
+                               np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 0})
     np.testing.assert_array_equal(Z, expected[0])
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
-    assert {p.name for p in out.glob("*.png")} == {f"a_conv-vertical-{c}.png" for c in "RGB"}
+    assert {p.name for p in out.glob("*.png")} == {
+        f"a_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
 
 
 def test_conv_16_bit_in_16_bit_out(tmp_path, out):
@@ -292,9 +302,9 @@ def test_conv_16_bit_in_16_bit_out(tmp_path, out):
     with Image.open(out / "deep_conv-vertical-sum.png") as im:
         assert im.mode == "I;16"
         got = np.asarray(im)
-    Z, _ = conv_forward(pixels(src, None)[None], weights(["vertical"], 1),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1})
-    np.testing.assert_array_equal(got, levels(Z[0, :, :, 0], "abs", top=65535))
+    Z, _ = conv_forward(reflected(pixels(src, None)[None]), weights(["vertical"], 1),
+                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], "robust", top=65535)).max() <= 1
     ok("conv", src, "-o", out, "-k", "vertical", "--format", "tiff")
     with Image.open(out / "deep_conv-vertical-sum.tiff") as im:
         assert im.mode == "I;16"
@@ -362,7 +372,9 @@ def test_every_mode_through_pool_and_conv(tmp_path, out, mode):
     np.testing.assert_array_equal(np.load(out / "m_pool-max-f2-s2.npy"), expected[0])
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
     colour = EXPECTED_CHANNELS[mode].replace("A", "")
-    assert {p.name for p in out.glob("*.png")} == {f"m_conv-vertical-{c}.png" for c in colour}
+    colour_image = {"m_conv-vertical-each.png"} if len(colour) > 1 else set()
+    assert {p.name for p in out.glob("*.png")} == {
+        f"m_conv-vertical-{c}.png" for c in colour} | colour_image
 
 
 def test_exif_orientation_is_applied(tmp_path, out):
@@ -488,3 +500,48 @@ def test_overwrite_in_the_input_folder_keeps_a_real_image_with_an_output_name(tm
     assert np.array_equal(pixels(edge, "L"), good)
     assert real.read_bytes() == before
     assert pixels(edge, "L").shape == (HEIGHT, WIDTH, 1)
+
+
+# --- borders, colour results and combined maps (issue 9) -------------------------------------
+
+
+def test_conv_border_constant_is_conv_forwards_zero_padding(photo, out):
+    ok("conv", photo, "-o", out, "-k", "edge", "--border", "constant", "--format", "npy")
+    Z = np.load(out / "photo_conv-edge-Bconstant-sum.npy")
+    expected, _ = conv_forward(pixels(photo)[None], weights(["edge"], 3),
+                               np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
+    np.testing.assert_array_equal(Z, expected[0])
+    ok("conv", photo, "-o", out, "-k", "edge", "--border", "WRAP", "--format", "npy")
+    Z = np.load(out / "photo_conv-edge-Bwrap-sum.npy")
+    expected, _ = conv_forward(pad_images(pixels(photo)[None], 1, mode="wrap"),
+                               weights(["edge"], 3), np.zeros((1, 1, 1, 1), np.float32),
+                               {"stride": 1, "pad": 0})
+    np.testing.assert_array_equal(Z, expected[0])
+    usage_error(run("conv", photo, "-o", out, "--border", "mirror"), "--border")
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-3x3", "sobel-x"])
+def test_conv_channels_each_also_writes_the_colour_image(photo, out, kernel):
+    ok("conv", photo, "-o", out, "-k", kernel, "--channels", "each")
+    with Image.open(out / f"photo_conv-{kernel}-each.png") as im:
+        assert im.mode == "RGB"
+        colour = np.asarray(im)
+    for c, name in enumerate("RGB"):
+        per_channel = read(out / f"photo_conv-{kernel}-{name}.png")
+        np.testing.assert_array_equal(colour[:, :, c], per_channel)
+
+
+def test_conv_combine_magnitude_max_and_sum_from_the_separate_results(photo, out):
+    ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--format", "npy")
+    separate = np.load(out / "photo_conv-sobel-x+sobel-y-sum.npy")
+    x, y = separate[:, :, 0], separate[:, :, 1]
+    for combine, expected in [("magnitude", np.sqrt(x ** 2 + y ** 2)),
+                              ("max", np.maximum(x, y)), ("sum", x + y)]:
+        ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", combine,
+           "--format", "npy")
+        Z = np.load(out / f"photo_conv-sobel-x+sobel-y-{combine}-sum.npy")
+        assert Z.shape == (HEIGHT, WIDTH, 1)
+        np.testing.assert_allclose(Z[:, :, 0], expected, rtol=1e-6)
+    ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude")
+    got = read(out / "photo_conv-sobel-x+sobel-y-magnitude-sum.png").astype(int)
+    assert np.abs(got - levels(np.sqrt(x ** 2 + y ** 2), "robust")).max() <= 1

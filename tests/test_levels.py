@@ -65,3 +65,21 @@ def test_to_levels_and_luminance_refuse_bad_arguments():
 
 def test_luminance_of_huge_values_is_inf_without_warnings():
     assert luminance(np.full((1, 1, 3), 1e300))[0, 0, 0] == np.inf
+
+
+def test_robust_mapping_scales_by_a_percentile_away_from_the_border():
+    from convcli.levels import robust_top
+
+    x = np.zeros((50, 50))
+    x[10:40, 25] = 10.0  # a sparse edge: 30 of 2500 pixels
+    x[20, 30] = 1000.0  # one outlier
+    x[0, :] = 500.0  # a bright frame row (2% of the pixels)
+    assert robust_top(x) == 500.0  # counted over everything, the frame decides
+    assert robust_top(x, margin=3) == 10.0
+    levels = to_levels(x, "robust", white=255, depth=8, margin=3)
+    assert levels[15, 25] == 255 and levels[20, 30] == 255 and levels[5, 5] == 0
+    assert to_levels(-x, "robust", white=255, depth=8, margin=3)[15, 25] == 255  # |x|
+    # Too small for the margin: counted over everything; all zeros: black.
+    assert robust_top(np.array([[3.0, -4.0]]), margin=3) == pytest.approx(3.995)
+    assert to_levels(np.zeros((3, 3)), "robust", white=255, depth=8).max() == 0
+    assert robust_top(np.array([np.nan, np.inf])) == 1.0

@@ -89,14 +89,14 @@ def test_conv_rejects_parameters_that_cannot_work():
 @pytest.mark.parametrize(
     "name, channels, n_colour, expected",
     [
-        ("vertical", "sum", 3, "abs"),
-        ("edge", "gray", 1, "abs"),
+        ("vertical", "sum", 3, "robust"),
+        ("edge", "gray", 1, "robust"),
         ("identity", "gray", 1, "clip"),
         ("box-blur", "each", 3, "clip"),
         ("gaussian-5x5", "sum", 1, "clip"),
-        ("identity", "sum", 3, "minmax"),  # R + G + B can reach 3 x 255
-        ("sharpen", "gray", 1, "minmax"),
-        ("emboss", "each", 3, "minmax"),
+        ("identity", "sum", 3, "clip"),  # R + G + B, shown as their mean
+        ("sharpen", "gray", 1, "clip"),  # weights summing to 1 keep the level
+        ("emboss", "each", 3, "clip"),
     ],
 )
 def test_auto_normalize(name, channels, n_colour, expected):
@@ -269,3 +269,111 @@ def test_tasks_pickle_and_run_in_worker_processes(tmp_path):
         A = np.asarray(im).astype(np.float32)[None]
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "p0_pool-max-f2-s2.npy"),
                                   pool_forward(A, {"f": 2, "stride": 2})[0][0])
+
+
+# --- borders, mappings, colour results and combined maps (issue 9) ---------------------------
+
+
+def _pic(seed=0, shape=(23, 31, 3)):
+    from convcli.images import Picture
+
+    pixels = np.random.default_rng(seed).integers(0, 256, shape).astype(np.float32)
+    return Picture(pixels, ("R", "G", "B", "A")[: shape[2]], 255.0, 8)
+
+
+@pytest.mark.parametrize("border", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("channels", ["sum", "each"])
+def test_conv_border_pads_with_pad_images_then_conv_forward_with_pad_0(border, channels):
+    from convcli import conv_forward, depthwise_conv_forward, pad_images
+
+    pic = _pic()
+    ks = kernels("vertical", "gaussian-5x5")
+    op = ConvOp(ks, channels=channels, border=border)
+    got = op.compute(pic)
+    A = op.conv_input(pic)
+    expected = []
+    for k in ks:
+        p = op.pad_for(k)
+        b = np.zeros((1, 1, 1, A.shape[3] if channels == "each" else 1), np.float32)
+        W = k.weights.astype(np.float32)[:, :, None, None]
+        if border == "constant":  # conv_forward's own zero padding, as before
+            A_in, hp = A, {"stride": 1, "pad": p}
+        else:
+            A_in, hp = pad_images(A, p, mode=border), {"stride": 1, "pad": 0}
+        if channels == "each":
+            Z, _ = depthwise_conv_forward(A_in, np.repeat(W, 3, axis=2), b, hp)
+        else:
+            Z, _ = conv_forward(A_in, W, b, hp)
+        expected.append(Z[0])
+    np.testing.assert_array_equal(got, np.concatenate(expected, axis=2))
+
+
+def test_conv_default_border_is_reflect_and_named_only_when_not_default():
+    assert ConvOp(kernels("vertical")).border == "reflect"
+    assert ConvOp(kernels("vertical")).tags(("L",)).channels == ["vertical-sum"]
+    op = ConvOp(kernels("vertical"), border="constant", stride=2, bias=1)
+    assert op.tags(("L",)).channels == ["vertical-s2-b1-Bconstant-sum"]
+    assert op.tags(("L",)).raw == "vertical-s2-b1-Bconstant-sum"
+    # No padding, no border: the names of --pad valid do not depend on it.
+    assert ConvOp(kernels("vertical"), pad="valid", border="wrap").tags(("L",)).raw == (
+        "vertical-p0-sum")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ConvOp(kernels("vertical"), border="mirror")
+
+
+def test_conv_each_names_a_colour_image_per_kernel():
+    tags = ConvOp(kernels("vertical", "gaussian-3x3"), channels="each").tags(("R", "G", "B", "A"))
+    assert tags.groups == (("vertical-each", (0, 1, 2)), ("gaussian-3x3-each", (3, 4, 5)))
+    assert ConvOp(kernels("vertical"), channels="each").tags(("L",)).groups == ()
+    assert ConvOp(kernels("vertical")).tags(("R", "G", "B")).groups == ()
+
+
+def test_conv_combine_names_and_values():
+    pic = _pic()
+    ks = kernels("sobel-x", "sobel-y")
+    separate = ConvOp(ks).compute(pic)
+    for combine, expected in [
+        ("magnitude", np.sqrt(separate[:, :, 0] ** 2 + separate[:, :, 1] ** 2)),
+        ("max", np.maximum(separate[:, :, 0], separate[:, :, 1])),
+        ("sum", separate[:, :, 0] + separate[:, :, 1]),
+    ]:
+        op = ConvOp(ks, combine=combine)
+        assert op.tags(("R", "G", "B")).channels == [f"sobel-x+sobel-y-{combine}-sum"]
+        assert op.tags(("R", "G", "B")).raw == f"sobel-x+sobel-y-{combine}-sum"
+        got = op.compute(pic)
+        assert got.shape == separate.shape[:2] + (1,)
+        np.testing.assert_allclose(got[:, :, 0], expected, rtol=1e-6)
+        assert [m.method for m in op.mappings(pic)] == ["robust"]
+    each = ConvOp(ks, channels="each", combine="magnitude")
+    assert each.tags(("R", "G", "B")).channels == [
+        f"sobel-x+sobel-y-magnitude-{c}" for c in "RGB"]
+    assert each.tags(("R", "G", "B")).groups == (("sobel-x+sobel-y-magnitude-each", (0, 1, 2)),)
+    assert each.compute(pic).shape[2] == 3
+    with pytest.raises(ValueError, match="combine"):
+        ConvOp(ks, combine="mean")
+
+
+def test_conv_mappings_show_a_level_keeping_channel_sum_as_the_mean():
+    pic = _pic()
+    (mapping,) = ConvOp(kernels("gaussian-3x3")).mappings(pic)
+    assert mapping.method == "clip" and mapping.white == 3 * 255.0
+    (mapping,) = ConvOp(kernels("gaussian-3x3"), normalize="clip").mappings(pic)
+    assert mapping.white == 255.0  # an explicit clip keeps the input's scale
+    (mapping,) = ConvOp(kernels("vertical")).mappings(pic)
+    assert mapping.method == "robust" and mapping.margin == 4
+
+
+def test_conv_figure_scale_is_counted_away_from_the_border():
+    from convcli.levels import robust_top
+
+    # A flat picture with zero padding: the only responses are the frame's.
+    pic = _pic(shape=(40, 40, 1))
+    pic.pixels[:] = 250.0
+    pic.pixels[20, :] = 200.0  # one darker line: the edges inside
+    op = ConvOp(kernels("horizontal"), border="constant")
+    data = op.compute(pic)
+    grid = op.figure(pic, data)
+    limit = grid.panels[1].vmax
+    assert limit == robust_top(data, margin=op.margin())
+    # The line's edges (150), not the zero-padded frame (750 on rows 0 and -1, 5% of the map).
+    assert limit == pytest.approx(150.0)

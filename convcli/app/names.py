@@ -78,11 +78,15 @@ class Tags:
         The tag of the whole result as one colour image, or None.
     raw : str
         The tag of the raw ``.npy``.
+    groups : tuple of (str, tuple of int)
+        More colour images: the tag of each, and the result channels it holds
+        (conv's per-kernel colour results with ``--channels each``).
     """
 
     channels: list[str]
     whole: str | None
     raw: str
+    groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ class Output:
     """One planned output file."""
 
     path: Path
-    kind: str  # "channel", "whole", "raw" or "grid"
+    kind: str  # "channel", "whole", "group", "raw" or "grid"
     index: int = -1  # the result's channel, for kind "channel"
+    group: tuple[int, ...] = ()  # the result's channels, for kind "group"
 
 
 def grid_name(stem: str, op_name: str) -> str:
@@ -117,6 +122,8 @@ def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
                    for i, tag in enumerate(tags.channels)]
         if tags.whole is not None:
             outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
+        outputs += [Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)
+                    for tag, group in tags.groups]
     if task.figure:
         outputs.append(Output(out / grid_name(task.stem, op.name), "grid"))
     return outputs

@@ -18,13 +18,18 @@ import numpy as np
 from ..conv import conv_forward, depthwise_conv_forward
 from ..figures import Grid, Panel
 from ..kernels import Kernel
-from ..levels import MAPPINGS, luminance
-from ..padding import pad_images, pad_mode
+from ..levels import MAPPINGS, Mapping, luminance, robust_top
+from ..padding import PAD_MODES, pad_images, pad_mode
 from ..pooling import pool_forward, pool_mode
 from .names import Tags, number
 
 CHANNEL_MODES = ("sum", "each", "gray")
 NORMALIZE_CHOICES = ("auto", *MAPPINGS)
+BORDER_MODES = PAD_MODES
+DEFAULT_BORDER = "reflect"
+"""How ``conv`` fills the border (``--border``): one of :data:`convcli.padding.PAD_MODES`."""
+COMBINE_MODES = ("magnitude", "max", "sum")
+"""How ``--combine`` makes one map of several kernels' results."""
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -57,8 +62,8 @@ class Operation(Protocol):
     def compute(self, pic) -> np.ndarray:
         """The (H', W', C') result, one channel per entry of ``tags(...).channels``."""
 
-    def mappings(self, pic) -> list[str]:
-        """The value mapping (:data:`convcli.levels.MAPPINGS`) of each result channel."""
+    def mappings(self, pic) -> list[Mapping]:
+        """The value mapping (:class:`convcli.levels.Mapping`) of each result channel."""
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         """The figure grid of the picture and its result (``--figure``)."""
@@ -97,8 +102,8 @@ class _Channelwise:
             raw=self.details,
         )
 
-    def mappings(self, pic) -> list[str]:
-        return ["clip"] * len(pic.channels)
+    def mappings(self, pic) -> list[Mapping]:
+        return [Mapping("clip", pic.white)] * len(pic.channels)
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         white = pic.white if pic.white > 0 else 1.0
@@ -191,18 +196,6 @@ class PoolOp(_Channelwise):
         return [f"{self.mode} pool f={self.size} s={self.stride}: {c}" for c in channels]
 
 
-def _robust_peak(values: np.ndarray) -> float:
-    """The 99.5th percentile of |values|, or their maximum if that is 0; 1.0 if empty.
-
-    `values` (a temporary array) is overwritten: no copies of a picture's size are made.
-    """
-    if not values.size:
-        return 1.0
-    a = np.abs(values, out=values)
-    peak = float(np.percentile(a, 99.5, overwrite_input=True))
-    return peak if peak > 0 else float(a.max()) or 1.0
-
-
 @dataclass(frozen=True)
 class ConvOp:
     """``convcli conv``: :func:`convcli.conv_forward` (or its depthwise sibling) per image.
@@ -226,15 +219,29 @@ class ConvOp:
         channels), one output channel per kernel. ``each``: depthwise, kernel-major
         (k0 on R, G, B, then k1 ...). ``gray``: luminance first, then conv_forward.
         Alpha is dropped in all three (it is not a colour).
-    normalize : {"auto", "abs", "minmax", "clip", "offset"}
+    normalize : {"auto", "abs", "minmax", "clip", "offset", "robust"}
         Mapping of each output channel to image levels, see :meth:`mapping_for`;
         named in the image outputs (not the ``.npy``) unless it is ``auto``.
+    border : {"reflect", "constant", "edge", "symmetric", "wrap"}
+        How the pad is filled (:func:`convcli.pad_images` modes). ``constant`` is
+        zeros: conv_forward's own padding. The others pad with
+        :func:`convcli.pad_images` first, then call conv_forward with pad 0.
+        ``reflect`` (the default, as in scipy, scikit-image and OpenCV) continues
+        the picture past its edge, so the border gives no false edges.
+    combine : {None, "magnitude", "max", "sum"}
+        Make one map of the kernels' results (per channel for ``each``):
+        ``magnitude`` the square root of the sum of their squares, ``max`` the
+        largest response, ``sum`` their sum.
 
-    Output tags are ``<kernel>[-s<S>][-p<N>][-b<B>][-<normalize>]-<channel>`` per
-    channel (the stride, pad and bias only when they are not 1, ``same`` and 0;
-    the channel ``sum``, ``gray`` or the input channel for ``each``), and for the
-    ``.npy`` the kernels joined by ``+``, the same options but no mapping, and
-    the channel mode: ``vertical+horizontal-b100-sum``.
+    Output tags are ``<kernel>[-s<S>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
+    per channel (the stride, pad, bias and border only when they are not 1,
+    ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
+    ``gray`` or the input channel for ``each``), and for the ``.npy`` the
+    kernels joined by ``+``, the same options but no mapping, and the channel
+    mode: ``vertical+horizontal-b100-sum``. With ``each``, each kernel's
+    channels are also written as one colour image, ``<kernel>...-each``. With
+    `combine`, the kernels joined by ``+`` and the combination take the
+    kernel's place: ``sobel-x+sobel-y-magnitude-sum``.
     """
 
     kernels: tuple[Kernel, ...]
@@ -243,6 +250,8 @@ class ConvOp:
     bias: float = 0.0
     channels: str = "sum"
     normalize: str = "auto"
+    border: str = DEFAULT_BORDER
+    combine: str | None = None
     name: ClassVar[str] = "conv"
 
     def __post_init__(self):
@@ -254,6 +263,9 @@ class ConvOp:
         if self.normalize not in NORMALIZE_CHOICES:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZE_CHOICES)}")
         _finite(self.bias, "--bias")
+        object.__setattr__(self, "border", pad_mode(self.border))
+        if self.combine is not None and self.combine not in COMBINE_MODES:
+            raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
         if isinstance(self.pad, str) and self.pad not in ("same", "valid"):
             raise ValueError(f"pad must be same, valid or an integer >= 0, got {self.pad!r}")
         seen: dict[str, Kernel] = {}
@@ -305,20 +317,38 @@ class ConvOp:
             text += f"-p{0 if self.pad == 'valid' else self.pad}"
         if self.bias != 0:
             text += f"-b{number(self.bias)}"
+        if self.border != DEFAULT_BORDER and self.pad not in ("valid", 0):
+            text += f"-B{self.border}"
         return text
 
     def _channel_names(self, channels: tuple[str, ...]) -> list[str]:
         colour = [c for c in channels if c != "A"]
         return colour if self.channels == "each" else [self.channels]
 
+    def _maps(self) -> list[str]:
+        """What each map is named after: every kernel, or all of them combined."""
+        if self.combine is None:
+            return [k.label for k in self.kernels]
+        return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
+
     def tags(self, channels: tuple[str, ...]) -> Tags:
         options = self._options_tag()
         mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
+        names = self._channel_names(channels)
+        maps = self._maps()
+        groups = ()
+        if self.channels == "each" and len(names) > 1:
+            n = len(names)
+            groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
+                           for i, m in enumerate(maps))
+        raw = "+".join(k.label for k in self.kernels) + options
+        if self.combine is not None:
+            raw += f"-{self.combine}"
         return Tags(
-            channels=[f"{k.label}{options}{mapping}-{c}"
-                      for k in self.kernels for c in self._channel_names(channels)],
+            channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
             whole=None,
-            raw="+".join(k.label for k in self.kernels) + f"{options}-{self.channels}",
+            raw=f"{raw}-{self.channels}",
+            groups=groups,
         )
 
     # --- pixels ---
@@ -343,10 +373,27 @@ class ConvOp:
             return colour @ np.ones((colour.shape[3], 1), np.float32)
         return colour
 
+    def _padded(self, A: np.ndarray, pad: int) -> tuple[np.ndarray, int]:
+        """The layer's input and the pad conv_forward adds: zeros are its own, the rest ours."""
+        if self.border == "constant" or pad == 0:
+            return A, pad
+        return pad_images(A, pad, mode=self.border), 0
+
     def compute(self, pic) -> np.ndarray:
         A = self.conv_input(pic)
-        if self.channels == "each":
-            return self._depthwise(A)
+        Z = self._depthwise(A) if self.channels == "each" else self._summed(A)
+        if self.combine is None:
+            return Z
+        n = A.shape[3] if self.channels == "each" else 1
+        stack = Z.reshape(Z.shape[:2] + (len(self.kernels), n))
+        if self.combine == "magnitude":
+            return np.sqrt(np.square(stack).sum(axis=2))
+        if self.combine == "max":
+            return stack.max(axis=2)
+        return stack.sum(axis=2)
+
+    def _summed(self, A: np.ndarray) -> np.ndarray:
+        """One conv_forward call per run of kernels of one shape."""
         results = []
         # Consecutive kernels of one shape go through the library in one call.
         start = 0
@@ -356,10 +403,12 @@ class ConvOp:
             while stop < len(self.kernels) and self.kernels[stop].size == shape:
                 stop += 1
             group = self.kernels[start:stop]
-            hp = {"stride": self.stride, "pad": self.pad_for(group[0])}
+            A_in, pad = self._padded(A, self.pad_for(group[0]))
+            hp = {"stride": self.stride, "pad": pad}
             W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
             b = np.full((1, 1, 1, len(group)), self.bias, np.float32)
-            Z, _ = conv_forward(A, W, b, hp)
+            Z, _ = conv_forward(A_in, W, b, hp)
+            del A_in
             results.append(Z[0])
             start = stop
         return np.concatenate(results, axis=2) if len(results) > 1 else results[0]
@@ -377,10 +426,13 @@ class ConvOp:
         out = None
         b = np.full((1, 1, 1, 1), self.bias, np.float32)
         for k, kernel in enumerate(self.kernels):
-            hp = {"stride": self.stride, "pad": self.pad_for(kernel)}
+            pad = self.pad_for(kernel)
             W = kernel.weights.astype(np.float32)[:, :, None, None]
             for c in range(n_in):
-                Z, _ = depthwise_conv_forward(A[:, :, :, c:c + 1], W, b, hp)
+                A_in, p = self._padded(A[:, :, :, c:c + 1], pad)
+                hp = {"stride": self.stride, "pad": p}
+                Z, _ = depthwise_conv_forward(A_in, W, b, hp)
+                del A_in
                 if out is None:
                     out = np.empty(Z.shape[1:3] + (len(self.kernels) * n_in,), Z.dtype)
                 out[:, :, k * n_in + c] = Z[0, :, :, 0]
@@ -392,42 +444,73 @@ class ConvOp:
     def mapping_for(self, kernel: Kernel, n_summed: int, white: float) -> str:
         """The value mapping ``--normalize auto`` picks for one kernel.
 
-        ``clip`` when the result cannot leave 0..white (blur and identity
-        kernels on one channel: values are shown as they are); ``abs`` for a
-        zero-sum kernel (edge detectors: edge strength, bright on black); otherwise
-        ``minmax`` (sharpen, emboss, or a sum over several channels).
+        ``robust`` for a zero-sum kernel (edge detectors: edge strength, bright
+        on black, scaled by a high percentile so that sparse edges show);
+        ``clip`` for a kernel that keeps the level (weights summing to 1: blur,
+        sharpen, identity), or whose results cannot leave 0..white: the picture
+        as it is (a sum over `n_summed` channels is shown as their mean, see
+        :meth:`mappings`); otherwise ``minmax`` (emboss, a bias ...).
         """
         if self.normalize != "auto":
             return self.normalize
         w = kernel.weights
-        lo = n_summed * white * float(w[w < 0].sum()) + self.bias
-        hi = n_summed * white * float(w[w > 0].sum()) + self.bias
+        total, size = float(w.sum()), float(np.abs(w).sum())
+        if abs(total) <= 1e-9 * size:
+            return "robust"
+        lo = white * float(w[w < 0].sum()) + self.bias / n_summed
+        hi = white * float(w[w > 0].sum()) + self.bias / n_summed
         if lo >= 0 and hi <= white * (1 + 1e-6):
             return "clip"
-        if abs(float(w.sum())) <= 1e-9 * float(np.abs(w).sum()):
-            return "abs"
+        if abs(total - 1) <= 1e-6 * size:
+            return "clip"
         return "minmax"
 
-    def mappings(self, pic) -> list[str]:
+    def margin(self) -> int:
+        """Pixels on every side of a map left out of its robust scale: half the kernel, and 3."""
+        half = max(max(k.size) // 2 for k in self.kernels)
+        return -(-(half + 3) // self.stride)
+
+    def mappings(self, pic) -> list[Mapping]:
+        """Each result channel's mapping; a channel sum keeping the level is shown as the mean.
+
+        With ``--channels sum`` the result of a kernel whose weights sum to 1 is
+        R + G + B of the blurred (sharpened ...) picture: ``clip`` at
+        n_channels x white shows their mean, the picture as a grey photo.
+        """
         names = self._channel_names(pic.channels)
         n_summed = pic.colour_channels if self.channels == "sum" else 1
-        return [self.mapping_for(k, n_summed, pic.white) for k in self.kernels for _ in names]
+        if self.combine is None:
+            methods = [self.mapping_for(k, n_summed, pic.white) for k in self.kernels]
+        elif self.normalize != "auto":
+            methods = [self.normalize]
+        else:
+            edges = all(self.mapping_for(k, n_summed, pic.white) == "robust" for k in self.kernels)
+            methods = ["robust" if edges else "minmax"]
+        # The auto clip of a channel sum shows the mean; an explicit one, the values.
+        mean = pic.white * n_summed if self.normalize == "auto" else pic.white
+        margin = self.margin()
+        return [Mapping(m, mean if m == "clip" else pic.white, margin)
+                for m in methods for _ in names]
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         names = self._channel_names(pic.channels)
         per_kernel = len(names)
+        titles = ([k.name for k in self.kernels] if self.combine is None
+                  else [" + ".join(k.name for k in self.kernels) + f" ({self.combine})"])
         rows = []
-        for k, kernel in enumerate(self.kernels):
+        for k, title in enumerate(titles):
             first = k * per_kernel
             chans = data[:, :, first:first + per_kernel]
             finite = chans[np.isfinite(chans)]
             signed = bool(finite.size and finite.min() < 0)
+            del finite
             # One symmetric scale per kernel, so that its channels can be compared;
-            # its top is the 99.5th percentile of |x|, so a few extreme values (the
-            # zero-padded border, specular highlights) do not wash the map out.
-            limit = _robust_peak(finite)
+            # its top is the robust top of the image outputs (the 99.5th percentile
+            # of |x| away from the border), so that a few extreme values (a
+            # zero-padded frame, specular highlights) do not wash the map out.
+            limit = robust_top(chans, margin=self.margin())
             rows.append([
-                Panel(f"{kernel.name}: {c}", data[:, :, first + i], signed=signed,
+                Panel(f"{title}: {c}", data[:, :, first + i], signed=signed,
                       vmax=limit or 1.0, colorbar=True)
                 for i, c in enumerate(names)
             ])

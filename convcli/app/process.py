@@ -206,8 +206,10 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
         if out.kind == "raw":
             ok = save_npy(out.path, data, overwrite=task.overwrite)
         elif out.kind == "channel":
-            levels = to_levels(data[:, :, out.index], mappings[out.index],
-                               white=pic.white, depth=depth)
+            levels = _levels(data, out.index, mappings[out.index], depth)
+            ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
+        elif out.kind == "group":  # the channels of one colour image, each mapped as its file
+            levels = np.stack([_levels(data, i, mappings[i], depth) for i in out.group], axis=2)
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "whole":
             levels = to_levels(data, "clip", white=pic.white, depth=depth)
@@ -229,6 +231,11 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
     return FileResult(task.source, "done", "; ".join(notes), tuple(written), timings)
+
+
+def _levels(data: np.ndarray, index: int, mapping, depth: int) -> np.ndarray:
+    return to_levels(data[:, :, index], mapping.method, white=mapping.white, depth=depth,
+                     margin=mapping.margin)
 
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:
