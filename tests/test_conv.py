@@ -41,6 +41,17 @@ def hp(stride, pad):
     return {"stride": stride, "pad": pad}
 
 
+def assert_conv_matches_the_loops(A, W, b, stride, pad, *, seed):
+    """conv_forward and conv_backward (with a seeded random dZ) equal the nested loops."""
+    Z, cache = conv_forward(A, W, b, hp(stride, pad))
+    assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
+    dZ = np.random.default_rng(seed).standard_normal(Z.shape)
+    for got, want in zip(
+        conv_backward(dZ, cache), conv_backward_loop(dZ, A, W, hp(stride, pad)), strict=True
+    ):
+        assert_matches(got, want, np.float64)
+
+
 def conv_case(seed, m, n_H, n_W, n_C_prev, f, n_C, dtype=np.float64, *, depthwise=False):
     """Seeded random (A_prev, W, b); `f` is an int or (f_h, f_w)."""
     rng = np.random.default_rng(seed)
@@ -239,26 +250,14 @@ def test_conv_backward_matches_loop(stride, pad, f, dtype):
 @pytest.mark.parametrize("stride, pad", [(1, 0), (2, 1), (3, 2)])
 def test_conv_batch_and_channel_counts(m, n_C_prev, n_C, stride, pad):
     A, W, b = conv_case(m * 7 + n_C, m, 6, 8, n_C_prev, 3, n_C)
-    Z, cache = conv_forward(A, W, b, hp(stride, pad))
-    assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
-    dZ = np.random.default_rng(m).standard_normal(Z.shape)
-    for got, want in zip(
-        conv_backward(dZ, cache), conv_backward_loop(dZ, A, W, hp(stride, pad)), strict=True
-    ):
-        assert_matches(got, want, np.float64)
+    assert_conv_matches_the_loops(A, W, b, stride, pad, seed=m)
 
 
 @pytest.mark.parametrize("f", [(1, 3), (3, 1), (2, 5), (4, 2)])
 @pytest.mark.parametrize("stride, pad", [(1, 0), (2, 1)])
 def test_conv_rectangular_kernels(f, stride, pad):
     A, W, b = conv_case(sum(f), 2, 6, 7, 2, f, 3)
-    Z, cache = conv_forward(A, W, b, hp(stride, pad))
-    assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
-    dZ = np.random.default_rng(1).standard_normal(Z.shape)
-    for got, want in zip(
-        conv_backward(dZ, cache), conv_backward_loop(dZ, A, W, hp(stride, pad)), strict=True
-    ):
-        assert_matches(got, want, np.float64)
+    assert_conv_matches_the_loops(A, W, b, stride, pad, seed=1)
 
 
 def _layouts(x):
@@ -1001,13 +1000,7 @@ def test_memory_does_not_grow_with_the_stride(stride, layer):
 @pytest.mark.parametrize("f", [1, 2, 3])
 def test_large_strides_match_the_loops(stride, pad, f):
     A, W, b = conv_case(41 + stride, 2, 25, 30, 3, f, 2)
-    Z, cache = conv_forward(A, W, b, hp(stride, pad))
-    assert_matches(Z, conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
-    dZ = np.random.default_rng(stride).standard_normal(Z.shape)
-    for got, want in zip(
-        conv_backward(dZ, cache), conv_backward_loop(dZ, A, W, hp(stride, pad)), strict=True
-    ):
-        assert_matches(got, want, np.float64)
+    assert_conv_matches_the_loops(A, W, b, stride, pad, seed=stride)
     Ad, Wd, bd = conv_case(43 + pad, 1, 25, 30, 2, f, 2, depthwise=True)
     Zd, cached = depthwise_conv_forward(Ad, Wd, bd, hp(stride, pad))
     assert_matches(Zd, depthwise_conv_forward_loop(Ad, Wd, bd, hp(stride, pad)), np.float64)
