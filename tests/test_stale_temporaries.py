@@ -32,7 +32,6 @@ def test_only_old_temporaries_of_gone_writers_are_removed(tmp_path):
     # This process started after the file was last changed: its id was reused.
     reused = _part(tmp_path, f".convcli-b.png.{os.getpid()}-00ff00ff.part", age=600)
     recent = _part(tmp_path, f".convcli-c.png.{dead}-12345678.part", age=0)
-    alive = _part(tmp_path, ".convcli-d.png.1-deadbeef.part", age=600)  # init: still there
     others = [_part(tmp_path, name, age=600) for name in (
         f"photo.{dead}-0a1b2c3d.part", f".convcli-e.png.{dead}-0a1b2c3d.partial",
         ".convcli-notes.txt", f"x.convcli-f.png.{dead}-0a1b2c3d.part")]
@@ -41,8 +40,21 @@ def test_only_old_temporaries_of_gone_writers_are_removed(tmp_path):
     os.utime(folder, (time.time() - 600,) * 2)
     assert remove_stale_temporaries(tmp_path) == 2
     assert not stale.exists() and not reused.exists()
-    assert recent.exists() and alive.exists() and folder.is_dir()
+    assert recent.exists() and folder.is_dir()
     assert all(p.read_bytes() == b"half a file" for p in others)
+
+
+def test_the_temporary_of_a_writer_still_at_work_is_kept(tmp_path):
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.1)
+        alive = _part(tmp_path, f".convcli-d.png.{writer.pid}-deadbeef.part", age=0)
+        # Old enough to be considered at all, but its writer is alive and started before it.
+        assert remove_stale_temporaries(tmp_path, min_age=-1) == 0
+        assert alive.read_bytes() == b"half a file"
+    finally:
+        writer.kill()
+        writer.wait()
 
 
 def test_a_run_cleans_the_folders_it_writes_to(tmp_path):
