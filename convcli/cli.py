@@ -3,38 +3,37 @@
 Errors are one line on stderr: ``convcli: <file>: <reason>`` for a file that
 cannot be processed (the run goes on, exit status 1 at the end), and
 ``convcli: <reason>`` naming the option for a usage error (exit status 2).
+
+Only click and numpy-free modules are imported here; numpy, Pillow and the
+rest load when a command runs, so that ``--help`` and ``--version`` start as
+fast as click itself.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from . import __version__
-from .app.names import FORMATS
-from .app.ops import (
+from .app.names import FORMAT_ALIASES, FORMATS, file_format, format_name
+from .choices import (
     BORDER_MODES,
     CHANNEL_MODES,
     COMBINE_MODES,
     DEFAULT_BORDER,
+    DEFAULT_MAX_PIXELS,
     NORMALIZE_CHOICES,
-    ConvOp,
-    OptionError,
-    PadOp,
-    PoolOp,
+    PAD_MODES,
+    POOL_MODE_ALIASES,
+    POOL_MODES,
 )
-from .app.plan import find_inputs, plan_tasks
-from .app.process import process_file
-from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
-from .images import DEFAULT_MAX_PIXELS
-from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
-from .padding import PAD_MODES
-from .pooling import POOL_MODE_ALIASES, POOL_MODES
-from .safeio import remove_stale_temporaries
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
@@ -69,8 +68,18 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def _print_version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from . import __version__
+
+    click.echo(f"convcli, version {__version__}")
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
-@click.version_option(__version__, "-V", "--version", prog_name="convcli")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 def main():
     """Convolution and pooling on image files: pad, conv, pool, and the kernel list.
 
@@ -99,13 +108,17 @@ def common_options(command):
         click.argument("inputs", metavar="INPUT...", nargs=-1, required=True,
                        type=click.Path(path_type=str, readable=False)),
         click.option("-o", "--out-dir", default="convcli-out", show_default=True,
-                     type=click.Path(file_okay=False, path_type=str),
-                     help="Folder for the results (created if needed)."),
-        click.option("--format", "fmt", type=click.Choice(list(FORMATS), case_sensitive=False),
+                     metavar="DIR|FILE|-",
+                     help="Folder for the results (created if needed); or, for one input "
+                          "giving one image, a file named with its format's extension, or "
+                          "- for standard output."),
+        click.option("--format", "fmt",
+                     type=click.Choice([*FORMATS, *FORMAT_ALIASES], case_sensitive=False),
                      default="png", show_default=True,
                      help="Per-channel images, or one raw float32 .npy per input."),
         click.option("--figure", is_flag=True,
-                     help="Also draw <stem>_<op>_grid.png: the original beside every channel."),
+                     help="Also draw <stem>_<op>-<options>_grid.png: the original beside "
+                          "every channel."),
         click.option("-r", "--recursive", is_flag=True,
                      help="Also take images in subfolders (mirrored under --out-dir)."),
         click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
@@ -145,10 +158,17 @@ class PadParam(click.ParamType):
 
 
 class _Report:
-    """Counts results and reports them on stderr: errors always, the rest unless quiet."""
+    """Counts results and reports them on stderr: errors always, the rest unless quiet.
 
-    def __init__(self, total: int, *, quiet: bool, verbose: bool, debug: bool):
+    A skipped file (its outputs exist) is counted, and listed only with
+    `verbose`. `shown` gives the names to show for some sources (``-`` for
+    standard input).
+    """
+
+    def __init__(self, total: int, *, quiet: bool, verbose: bool, debug: bool,
+                 shown: dict[str, str] | None = None):
         self.total, self.quiet, self.verbose, self.debug = total, quiet, verbose, debug
+        self.shown = shown or {}
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.start = time.monotonic()
         self.bar = None
@@ -166,15 +186,16 @@ class _Report:
 
     def add(self, result) -> None:
         self.counts[result.status] += 1
+        source = self.shown.get(result.source, result.source)
         if result.status == "failed":
-            self._say(f"{result.source}: {result.message}")
+            self._say(f"{source}: {result.message}")
             if self.debug and result.detail:
                 self._say(result.detail.rstrip())
         elif self.verbose:
             note = f" ({result.message})" if result.message else ""
-            self._say(f"{result.source}: {result.status}, {len(result.outputs)} written{note}")
-        elif result.message and not self.quiet:
-            self._say(f"{result.source}: {result.message}")
+            self._say(f"{source}: {result.status}, {len(result.outputs)} written{note}")
+        elif result.message and not self.quiet and result.status != "skipped":
+            self._say(f"{source}: {result.message}")
         if self.bar is not None:
             self.bar.update(1)
 
@@ -189,6 +210,8 @@ class _Report:
         c = self.counts
         line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
                 f"in {time.monotonic() - self.start:.1f} s; outputs in {out_dir}")
+        if c["skipped"] and not self.verbose:
+            line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
             left = self.total - sum(c.values())
             _say(f"interrupted: {line}; {left} not started or not finished")
@@ -232,34 +255,130 @@ class _StopRequests:
         return 130 if self.signals[0] == signal.SIGINT else 143
 
 
-def _operation(kind, *args, **options):
-    """The operation, or a usage error naming the option that cannot work."""
+def _operation(kind: str, *args, **options):
+    """The operation ``convcli.app.ops.<kind>``; a usage error names the option that cannot work."""
+    from .app import ops
+
     try:
-        return kind(*args, **options)
-    except OptionError as exc:
+        return getattr(ops, kind)(*args, **options)
+    except ops.OptionError as exc:
         raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+
+
+class _Target:
+    """Where a run writes: a folder, one file (``-o FILE``), or standard output (``-o -``)."""
+
+    def __init__(self, folder: str, out_file: str = "", *, fmt: str, stdout: bool = False):
+        self.folder, self.out_file, self.fmt, self.stdout = folder, out_file, fmt, stdout
+
+
+def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Target:
+    """The run's :class:`_Target` from ``-o`` and ``--format``; usage errors name ``-o``."""
+    source = click.get_current_context().get_parameter_source("fmt")
+    fmt_given = source is not None and source.name != "DEFAULT"
+    named = "" if out_dir == "-" else file_format(out_dir)
+    if out_dir != "-" and (not named or os.path.isdir(out_dir)):
+        return _Target(out_dir, fmt=fmt)
+    if figure:
+        raise click.BadParameter(f"{out_dir!r} is one image: --figure needs a folder",
+                                 param_hint="'-o'")
+    if out_dir == "-":
+        if sys.stdout.isatty():
+            raise click.BadParameter("standard output is a terminal: redirect it to a file "
+                                     "(> out.png) or a pipe", param_hint="'-o -'")
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+        return _Target(folder, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
+                       fmt=fmt, stdout=True)
+    if fmt_given and named != fmt:
+        raise click.BadParameter(f"{out_dir!r} names a {named} file, but --format is {fmt}",
+                                 param_hint="'-o'")
+    return _Target(os.path.dirname(out_dir) or ".", out_dir, fmt=named)
+
+
+def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
+    """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
+    if "-" not in inputs:
+        return list(inputs), {}
+    if inputs.count("-") > 1:
+        raise click.BadParameter("- (standard input) is given more than once",
+                                 param_hint="INPUT")
+    if sys.stdin.isatty():
+        raise click.BadParameter("- reads an image from standard input, which is a terminal: "
+                                 "pipe an image into it", param_hint="INPUT")
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+    path = os.path.join(folder, "stdin")
+    with open(path, "wb") as f:
+        shutil.copyfileobj(sys.stdin.buffer, f)
+    return [path if arg == "-" else arg for arg in inputs], {path: "-"}
+
+
+def _check_one_image(tasks, target: _Target, out_dir: str) -> None:
+    """A usage error unless the run makes one image, for ``-o FILE`` and ``-o -``."""
+    from dataclasses import replace
+
+    from .app.names import planned_outputs, single_output
+
+    if len(tasks) > 1:
+        raise click.BadParameter(f"{out_dir!r} is one image, but there are {len(tasks)} "
+                                 "input images: give a folder", param_hint="'-o'")
+    probe = replace(tasks[0], out_file="")
+    if all(single_output(planned_outputs(probe, channels)) is None
+           for channels in (("L",), ("R", "G", "B"))):
+        raise click.BadParameter(
+            f"{out_dir!r} is one image, but this run makes an image per kernel: give a folder, "
+            "or one map with --combine", param_hint="'-o'")
 
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
          jobs, verbose, fail_fast, debug) -> None:
     """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
-    try:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot create the folder {out_dir}: {exc.strerror or exc}", param_hint="'-o'"
-        ) from None
-    found = find_inputs(inputs, out_dir=out_dir, recursive=recursive)
-    if not quiet:
-        for note in found.notes:
-            _say(note)
-    tasks = plan_tasks(found.files, op, fmt=fmt.lower(), figure=figure, overwrite=overwrite,
-                       max_pixels=max_pixels)
+    if quiet and verbose:
+        raise click.UsageError("-q (errors only) and -v (a line per file) cannot be used together")
+    with ExitStack() as stack:
+        target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
+        paths, shown = _read_stdin(inputs, stack)
+        from .app.plan import find_inputs, plan_tasks
+
+        found = find_inputs(paths, out_dir=target.folder, recursive=recursive)
+        if not quiet:
+            for note in found.notes:
+                _say(note)
+        if not found.files:
+            _say("no input images: nothing done")
+            click.get_current_context().exit(1)
+        tasks = plan_tasks(found.files, op, fmt=target.fmt, figure=figure, overwrite=overwrite,
+                           max_pixels=max_pixels, out_file=target.out_file)
+        if target.out_file:
+            _check_one_image(tasks, target, out_dir)
+        try:
+            Path(target.folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot create the folder {target.folder}: {exc.strerror or exc}",
+                param_hint="'-o'") from None
+        quiet = quiet or (target.stdout and not verbose)
+        report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug, shown=shown)
+        status = _run_tasks(tasks, report, jobs=jobs, fail_fast=fail_fast, quiet=quiet)
+        report.close("standard output" if target.stdout else out_dir,
+                     interrupted=status in (130, 143))
+        if target.stdout and report.counts["done"]:
+            with open(target.out_file, "rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+    if status:
+        click.get_current_context().exit(status)
+
+
+def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet) -> int | None:
+    """Run the tasks in a batch, reporting each result; the exit status, or None for 0."""
+    from .app.process import process_file
+    from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
+    from .safeio import remove_stale_temporaries
+
     # Temporary files that killed runs left where this one writes.
     for folder in sorted({task.out_dir for task in tasks}):
         remove_stale_temporaries(folder)
     jobs = min(jobs or default_jobs(), max(1, len(tasks)))
-    report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug)
     requests = _StopRequests(raise_first=jobs == 1)
     executor = LocalProcessPool(jobs) if jobs > 1 else None
     run = BatchRun(tasks, process_file, executor=executor, in_flight=2 * jobs,
@@ -294,11 +413,9 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         _say(f"{len(run.recovered_deaths)} worker process(es) died ({how}) and were replaced; "
              "the files they had in hand were processed again, one at a time")
     status = requests.status or status
-    report.close(out_dir, interrupted=status in (130, 143))
     if status is None and (report.counts["failed"] or run.recovered_deaths):
         status = 1
-    if status:
-        click.get_current_context().exit(status)
+    return status
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -323,10 +440,12 @@ def pad_cmd(pad, value, mode, inputs, **common):
       convcli pad photo.jpg --pad 30 --value 50
       convcli pad --mode reflect --pad 8 -o padded sample_images
     """
-    _run(_operation(PadOp, pad=pad, value=value, mode=mode.lower()), inputs, **common)
+    _run(_operation("PadOp", pad=pad, value=value, mode=mode.lower()), inputs, **common)
 
 
 def _kernels(ctx, param, values):
+    from .kernels import KernelError, parse_kernel_spec
+
     kernels = []
     for spec in values or DEFAULT_KERNELS:
         try:
@@ -387,7 +506,7 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
       convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
       convcli conv -k edge --format npy --figure photo.png
     """
-    op = _operation(ConvOp, kernels, stride=stride, pad=pad, bias=bias,
+    op = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
                     channels=channels.lower(), normalize=normalize.lower(),
                     border=border.lower(), combine=combine.lower() if combine else None)
     _run(op, inputs, **common)
@@ -412,7 +531,7 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool photo.jpg
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
-    _run(_operation(PoolOp, mode=mode.lower(), size=size, stride=stride), inputs, **common)
+    _run(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), inputs, **common)
 
 
 @main.command("kernels")
@@ -428,6 +547,8 @@ def kernels_cmd(name):
       convcli kernels
       convcli kernels sobel-x:90 > my-kernel.txt
     """
+    from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
+
     if name is None:
         kernels = list_kernels()
         width = max(len(k.name) for k in kernels)

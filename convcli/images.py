@@ -55,11 +55,8 @@ from PIL import (
     UnidentifiedImageError,
 )
 
+from .choices import DEFAULT_MAX_PIXELS
 from .safeio import write_atomic
-
-DEFAULT_MAX_PIXELS = 89_478_485
-"""Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)."""
-
 
 # PNG zlib level: speed matters in batch runs. On a 512x512 grey channel of
 # sample_images/astronaut.png, level 1 takes 12 ms and 153 KB, Pillow's

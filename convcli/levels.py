@@ -12,9 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._validate import as_real_array
+from .choices import MAPPINGS
 
-MAPPINGS = ("abs", "minmax", "clip", "offset", "robust")
-"""The value mappings of :func:`to_levels` (``--normalize``)."""
 
 class Mapping(NamedTuple):
     """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth."""

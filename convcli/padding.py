@@ -23,8 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import as_int, as_real_array, check_ndim, check_result_size
-
-PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+from .choices import PAD_MODES
 
 _LAYOUT = "(m, n_H, n_W, n_C)"
 

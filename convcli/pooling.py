@@ -27,10 +27,7 @@ from ._validate import (
     hparameter,
     output_size,
 )
-
-POOL_MODES = ("max", "average")
-# Other names accepted for the modes (PyTorch's avg_pool2d).
-POOL_MODE_ALIASES = {"avg": "average"}
+from .choices import POOL_MODE_ALIASES, POOL_MODES
 
 
 def pool_mode(mode) -> str:

@@ -169,7 +169,7 @@ def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(tmp_path, mo
     def broken(task):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("convcli.cli.process_file", broken)
+    monkeypatch.setattr("convcli.app.process.process_file", broken)
     plain = run("pool", src, "-o", tmp_path / "out", "-q", "-j", 1)
     assert plain.exit_code == 1
     assert plain.stderr.splitlines() == [
@@ -442,17 +442,20 @@ def test_a_worker_killed_once_is_replaced_and_its_files_done(tmp_path):
     assert run.recovered_deaths == ["signal 9"]
 
 
+_process_file = process.process_file
+
+
 def _dies_on_victim(task):
     if Path(task.source).name == "p03.png":
         os.kill(os.getpid(), signal.SIGKILL)
-    return process.process_file(task)
+    return _process_file(task)
 
 
 def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path, monkeypatch):
     src = make_folder(tmp_path / "in", 8, (60, 40))
     reference = run("pool", src, "-o", tmp_path / "one", "-j", 1, "-q")
     assert reference.exit_code == 0, reference.output
-    monkeypatch.setattr("convcli.cli.process_file", _dies_on_victim)
+    monkeypatch.setattr("convcli.app.process.process_file", _dies_on_victim)
     result = run("pool", src, "-o", tmp_path / "two", "-j", 2, "-q")
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output

@@ -399,10 +399,15 @@ def test_gif_and_multipage_tiff_use_the_first_frame_and_say_so(tmp_path, out):
 # --- figures ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["conv"], ["conv", "--channels", "each"], ["pool"], ["pad"]])
-def test_figure_grid_is_written_beside_the_outputs(photo, out, command):
+@pytest.mark.parametrize("command, grid_name", [
+    (["conv"], "photo_conv-vertical+horizontal+edge-sum_grid.png"),
+    (["conv", "--channels", "each"], "photo_conv-vertical+horizontal+edge-each_grid.png"),
+    (["pool"], "photo_pool-max-f2-s2_grid.png"),
+    (["pad"], "photo_pad-constant-2_grid.png"),
+])
+def test_figure_grid_is_written_beside_the_outputs(photo, out, command, grid_name):
     ok(*command, photo, "-o", out, "--figure")
-    grid = out / f"photo_{command[0]}_grid.png"
+    grid = out / grid_name
     with Image.open(grid) as im:
         assert im.format == "PNG" and im.width > 300 and im.height > 100
 
@@ -410,7 +415,7 @@ def test_figure_grid_is_written_beside_the_outputs(photo, out, command):
 def test_figure_with_npy_output(photo, out):
     ok("conv", photo, "-o", out, "--figure", "--format", "npy", "-k", "vertical")
     assert sorted(p.name for p in out.iterdir()) == ["photo_conv-vertical-sum.npy",
-                                                      "photo_conv_grid.png"]
+                                                      "photo_conv-vertical-sum_grid.png"]
 
 
 def test_importing_the_cli_does_not_import_matplotlib():

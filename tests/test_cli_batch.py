@@ -60,10 +60,11 @@ def test_folder_without_images_is_reported(tmp_path):
     empty = tmp_path / "empty"
     (empty / "sub").mkdir(parents=True)
     result = run("pool", empty, "-o", tmp_path / "out")
-    assert result.exit_code == 0
-    assert f"{empty}: no image files in this folder (use -r to include its subfolders)" \
-        in result.stderr
-    assert "0 processed, 0 skipped, 0 failed" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"convcli: {empty}: no image files in this folder (use -r to include its subfolders)",
+        "convcli: no input images: nothing done"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_output_folder_inside_the_input_folder_is_not_an_input(folder):
@@ -139,8 +140,12 @@ def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
     save_levels(target, np.full((3, 3), 7, np.uint8), fmt="png", overwrite=True)
     result = run("pool", src, "-o", out, "--format", "png")
     assert result.exit_code == 0
-    assert f"convcli: {src}: outputs exist (use --overwrite to replace them)" in result.stderr
-    assert "0 processed, 1 skipped, 0 failed" in result.stderr
+    assert result.stderr.startswith("convcli: 0 processed, 1 skipped, 0 failed in ")
+    assert result.stderr.endswith(
+        "; skipped: outputs exist (--overwrite replaces them, -v lists them)\n")
+    listed = run("pool", src, "-o", out, "-v")
+    assert listed.stderr.splitlines()[0] == (
+        f"convcli: {src}: skipped, 0 written (outputs exist (use --overwrite to replace them))")
     with Image.open(target) as im:
         assert im.size == (3, 3)
     result = run("pool", src, "-o", out, "--overwrite")
@@ -173,7 +178,7 @@ def test_output_folder_equal_to_the_input_folder(tmp_path):
     # (they are outputs of p.png) and finds its own outputs done.
     produced = names(d)
     again = run("pool", d, "-o", d)
-    assert again.exit_code == 0 and f"convcli: {src}: outputs exist" in again.stderr
+    assert again.exit_code == 0 and len(again.stderr.splitlines()) == 1
     assert "0 processed, 1 skipped, 0 failed" in again.stderr
     assert names(d) == produced
     result = run("pool", d, "-o", d, "--overwrite", "-q")
@@ -187,8 +192,8 @@ def test_output_folder_equal_to_the_input_folder_when_run_again(tmp_path):
     d.mkdir()
     make_image(d / "a.png", "RGB", seed=1)
     make_image(d / "b.JPG", "RGB", seed=2)
-    expected = ["a.png", "a_conv-vertical-sum.png", "a_conv_grid.png", "b.JPG",
-                "b_conv-vertical-sum.png", "b_conv_grid.png"]
+    expected = ["a.png", "a_conv-vertical-sum.png", "a_conv-vertical-sum_grid.png", "b.JPG",
+                "b_conv-vertical-sum.png", "b_conv-vertical-sum_grid.png"]
     for _ in range(3):
         result = run("conv", "-k", "vertical", d, "-o", d, "-q", "--figure")
         assert result.exit_code == 0, result.output

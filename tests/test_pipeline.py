@@ -134,7 +134,7 @@ def test_planned_outputs(tmp_path):
     task = Task("in/p.png", str(tmp_path), "p", PoolOp(), figure=True)
     assert [o.path.name for o in planned_outputs(task, ("R", "G", "B"))] == [
         "p_pool-max-f2-s2-R.png", "p_pool-max-f2-s2-G.png", "p_pool-max-f2-s2-B.png",
-        "p_pool-max-f2-s2.png", "p_pool_grid.png",
+        "p_pool-max-f2-s2.png", "p_pool-max-f2-s2_grid.png",
     ]
     task = Task("in/p.png", str(tmp_path), "p", PadOp(), fmt="npy")
     assert [o.path.name for o in planned_outputs(task, ("L",))] == ["p_pad-constant-2.npy"]
@@ -193,6 +193,7 @@ def test_find_inputs_passes_over_earlier_outputs_in_the_output_folder(tmp_path):
         "a_conv-vertical-sum_conv-vertical-sum.png", "a_pool-max-f2-s2.tiff",
         "a_pad-constant-2-R.jpg", "a_conv_grid.png", "photo-png_conv-edge-sum.png",
         "photo-webp-2_pool-max-f2-s2-R.png", "photo_pool_grid.png",
+        "a_conv-vertical+edge-s2-sum_grid.png", "photo-webp_pool-max-f2-s2_grid.png",
     ]
     kept = [
         "a.png", "a_convolved.png", "a_conv-x.gif", "a_blur-1.png", "b_conv-vertical-sum.png",

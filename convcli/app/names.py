@@ -3,7 +3,9 @@
 For an input ``<stem>.<ext>`` and operation ``<op>``, in the output folder::
 
     <stem>_<op>-<tag>.<fmt>      a channel, the whole image, or the raw .npy
-    <stem>_<op>_grid.png         --figure: the figure grid
+    <stem>_<op>-<raw>_grid.png   --figure: the figure grid, named as the .npy
+
+(Grids of earlier versions, ``<stem>_<op>_grid.png``, are still recognised.)
 
 Each operation writes its own tags (:meth:`convcli.app.ops.Operation.tags`),
 with numbers in :func:`number`; this module puts the names together
@@ -53,6 +55,34 @@ FORMATS = {
 """The output formats by ``--format`` name; the image formats are written by
 :func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""
 
+FORMAT_ALIASES = {"jpeg": "jpg", "tif": "tiff"}
+"""Other names and extensions accepted for the formats."""
+
+
+def format_name(name: str) -> str:
+    """The key of :data:`FORMATS` for a format name, alias or extension (any case, dot or not).
+
+    >>> format_name("JPEG"), format_name(".tif"), format_name("npy")
+    ('jpg', 'tiff', 'npy')
+    """
+    key = name.lower().lstrip(".")
+    key = FORMAT_ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise ValueError(f"{name!r} is not an output format ({', '.join(FORMATS)})")
+    return key
+
+
+def file_format(path: str) -> str | None:
+    """The format that the extension of `path` names, or None.
+
+    >>> file_format("edges.PNG"), file_format("out/photo.jpeg"), file_format("results")
+    ('png', 'jpg', None)
+    """
+    try:
+        return format_name(Path(path).suffix) if Path(path).suffix else None
+    except ValueError:
+        return None
+
 GRID_FORMAT = "png"
 
 
@@ -77,7 +107,7 @@ class Tags:
     whole : str or None
         The tag of the whole result as one colour image, or None.
     raw : str
-        The tag of the raw ``.npy``.
+        The tag of the raw ``.npy``, and of the figure grid.
     groups : tuple of (str, tuple of int)
         More colour images: the tag of each, and the result channels it holds
         (conv's per-kernel colour results with ``--channels each``).
@@ -99,18 +129,29 @@ class Output:
     group: tuple[int, ...] = ()  # the result's channels, for kind "group"
 
 
-def grid_name(stem: str, op_name: str) -> str:
-    return f"{stem}_{op_name}{_GRID_TAIL}"
-
-
 _GRID_TAIL = f"_grid.{GRID_FORMAT}"
+
+
+def single_output(outputs: list[Output]) -> Output | None:
+    """The one image that stands for a run's result, or None if it has several.
+
+    The raw ``.npy``; else the whole image, or the one colour group (a
+    kernel's result in colour), or the one channel: what ``-o FILE`` writes.
+    """
+    for kind in ("raw", "whole", "group", "channel"):
+        found = [o for o in outputs if o.kind == kind]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
     """The files `task` writes for an input with these channels, in writing order.
 
-    `task` has ``out_dir``, ``stem``, ``op``, ``fmt`` and ``figure``
-    (a :class:`convcli.app.plan.Task`).
+    `task` has ``out_dir``, ``stem``, ``op``, ``fmt``, ``figure`` and
+    ``out_file`` (a :class:`convcli.app.plan.Task`). With ``out_file``, the
+    one output of :func:`single_output`, written to that path; a ValueError
+    if the run makes several images.
     """
     op, out, fmt = task.op, Path(task.out_dir), FORMATS[task.fmt]
     tags = op.tags(channels)
@@ -124,8 +165,15 @@ def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
             outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
         outputs += [Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)
                     for tag, group in tags.groups]
+    if task.out_file:
+        single = single_output(outputs)
+        if single is None:
+            count = sum(o.kind != "whole" for o in outputs)
+            raise ValueError(f"the result is {count} images, and -o names one file: "
+                             "give a folder instead")
+        return [Output(Path(task.out_file), single.kind, single.index, single.group)]
     if task.figure:
-        outputs.append(Output(out / grid_name(task.stem, op.name), "grid"))
+        outputs.append(Output(out / f"{base}{tags.raw}{_GRID_TAIL}", "grid"))
     return outputs
 
 

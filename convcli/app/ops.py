@@ -15,21 +15,14 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
+from ..choices import CHANNEL_MODES, COMBINE_MODES, DEFAULT_BORDER, NORMALIZE_CHOICES
 from ..conv import conv_forward, depthwise_conv_forward
 from ..figures import Grid, Panel
 from ..kernels import Kernel
-from ..levels import MAPPINGS, Mapping, luminance, robust_top
-from ..padding import PAD_MODES, pad_images, pad_mode
+from ..levels import Mapping, luminance, robust_top
+from ..padding import pad_images, pad_mode
 from ..pooling import pool_forward, pool_mode
 from .names import Tags, number
-
-CHANNEL_MODES = ("sum", "each", "gray")
-NORMALIZE_CHOICES = ("auto", *MAPPINGS)
-BORDER_MODES = PAD_MODES
-DEFAULT_BORDER = "reflect"
-"""How ``conv`` fills the border (``--border``): one of :data:`convcli.padding.PAD_MODES`."""
-COMBINE_MODES = ("magnitude", "max", "sum")
-"""How ``--combine`` makes one map of several kernels' results."""
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 

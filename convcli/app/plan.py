@@ -117,6 +117,9 @@ class Task:
     protected : tuple of str
         Inputs of the run in the output folder whose names start with the stem:
         no output may replace them.
+    out_file : str
+        Write only the one image that stands for the result to this path
+        (``-o FILE``, see :func:`convcli.app.names.single_output`); "" for a folder.
     """
 
     source: str
@@ -128,16 +131,18 @@ class Task:
     overwrite: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
     protected: tuple[str, ...] = ()
+    out_file: str = ""
 
 
 def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
                figure: bool = False, overwrite: bool = False,
-               max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Task]:
+               max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "") -> list[Task]:
     """One task per distinct input file, with output stems that cannot clash.
 
     The same file named twice (or named and found in a folder) is processed
     once. Inputs that live in an output folder are recorded in the tasks as
-    protected, so that no output is ever written over an input.
+    protected, so that no output is ever written over an input. With
+    `out_file` (one input), its output is that file, which must not be the input.
     """
     unique: list[InputFile] = []
     seen = set()
@@ -165,6 +170,8 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
             p for p in inputs_in_dir.get(path_key(item.out_dir), ())
             if Path(p).name.casefold().startswith(prefix)
         )
+        if out_file:
+            protected = (item.path,)
         tasks.append(Task(item.path, item.out_dir, stem, op, fmt, figure, overwrite,
-                          max_pixels, protected))
+                          max_pixels, protected, out_file))
     return tasks

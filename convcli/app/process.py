@@ -183,7 +183,7 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
             if path_key(out.path) in protected:
                 raise ValueError(
                     f"output {out.path.name} would replace an input file of this run; "
-                    "choose another --out-dir"
+                    "choose another -o"
                 )
         if not todo:
             return FileResult(task.source, "skipped",

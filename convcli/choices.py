@@ -1,0 +1,37 @@
+"""The named choices of the library and the command line, in one numpy-free module.
+
+The command line builds its options from these names without importing
+numpy or Pillow, so ``convcli --help`` starts as fast as click does. The
+library modules take their constants from here: :data:`PAD_MODES` is also
+:data:`convcli.padding.PAD_MODES`, and so on.
+"""
+
+from __future__ import annotations
+
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+"""Border modes of :func:`convcli.pad_images` (``pad --mode``, ``conv --border``)."""
+
+POOL_MODES = ("max", "average")
+"""Modes of :func:`convcli.pool_forward`."""
+
+POOL_MODE_ALIASES = {"avg": "average"}
+"""Other names accepted for the pool modes (PyTorch's avg_pool2d)."""
+
+MAPPINGS = ("abs", "minmax", "clip", "offset", "robust")
+"""The value mappings of :func:`convcli.levels.to_levels` (``--normalize``)."""
+
+CHANNEL_MODES = ("sum", "each", "gray")
+"""How ``conv`` treats colour channels (``--channels``)."""
+
+NORMALIZE_CHOICES = ("auto", *MAPPINGS)
+"""``--normalize``: a mapping, or ``auto`` to pick one per kernel."""
+
+BORDER_MODES = PAD_MODES
+DEFAULT_BORDER = "reflect"
+"""How ``conv`` fills the border (``--border``): one of :data:`PAD_MODES`."""
+
+COMBINE_MODES = ("magnitude", "max", "sum")
+"""How ``--combine`` makes one map of several kernels' results."""
+
+DEFAULT_MAX_PIXELS = 89_478_485
+"""Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)."""
