@@ -204,12 +204,13 @@ class _Report:
             click.echo("\r\x1b[K", nl=False, err=True)
         _say(message)
 
-    def close(self, out_dir: str, *, interrupted: bool = False) -> None:
+    def close(self, where: str, *, interrupted: bool = False) -> None:
+        """The summary line; `where` says where the outputs are ("outputs in DIR" ...)."""
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
         c = self.counts
         line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
-                f"in {time.monotonic() - self.start:.1f} s; outputs in {out_dir}")
+                f"in {time.monotonic() - self.start:.1f} s; {where}")
         if c["skipped"] and not self.verbose:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
@@ -359,8 +360,9 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         quiet = quiet or (target.stdout and not verbose)
         report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug, shown=shown)
         status = _run_tasks(tasks, report, jobs=jobs, fail_fast=fail_fast, quiet=quiet)
-        report.close("standard output" if target.stdout else out_dir,
-                     interrupted=status in (130, 143))
+        where = ("output to standard output" if target.stdout else
+                 f"output in {out_dir}" if target.out_file else f"outputs in {out_dir}")
+        report.close(where, interrupted=status in (130, 143))
         if target.stdout and report.counts["done"]:
             with open(target.out_file, "rb") as f:
                 shutil.copyfileobj(f, sys.stdout.buffer)

@@ -28,6 +28,10 @@ MIN_PANEL_INCHES = 2.4
 MAX_FIGURE_PIXELS = 4000  # the longest side of a whole figure
 MAX_CELL_ASPECT = 2.0  # a grid cell is at most twice as tall as it is wide
 MAX_DRAWN_ASPECT = 8.0  # an image longer than 8 times its thickness is stretched across
+# An image at least this many times longer than thick is a strip: wide strips are laid out
+# one per row and tall ones all in one row, drawn up to STRIP_INCHES long.
+STRIP_RATIO = 3.0
+STRIP_INCHES = 10.0
 SIGNED_CMAP = "RdBu_r"  # zero white, positive red, negative blue
 
 
@@ -82,26 +86,39 @@ def draw_grid(panels: list[Panel | None], *, ncols: int, title: str | None = Non
     as tall as that image's aspect makes it, within ``1 / MAX_DRAWN_ASPECT`` and
     :data:`MAX_CELL_ASPECT` times its width. An image longer than
     :data:`MAX_DRAWN_ASPECT` times its thickness (a 1 x 5000 strip) is drawn as
-    a strip that long, stretched across. The whole figure is scaled down to at
-    most :data:`MAX_FIGURE_PIXELS` on its longest side, and an image much larger
-    than its cell is averaged over blocks of pixels before it is drawn, so time
-    and memory do not grow with the image (photos of ordinary shapes are drawn
-    as they always were).
+    a strip that long, stretched across. A strip at least :data:`STRIP_RATIO`
+    times longer than thick is laid out so that it reads: wide strips one per
+    row, tall ones all in one row, up to :data:`STRIP_INCHES` long. The whole
+    figure is scaled down to at most :data:`MAX_FIGURE_PIXELS` on its longest
+    side, and an image much larger than its cell is reduced over blocks of
+    pixels before it is drawn (colour averaged; a channel keeps each block's
+    value of largest magnitude, so that thin edges stay visible), so time and
+    memory do not grow with the image (photos of ordinary shapes are drawn as
+    they always were).
     """
-    ncols = max(1, min(ncols, len(panels)))
-    nrows = math.ceil(len(panels) / ncols)
     first = next(p for p in panels if p is not None)
     h, w = first.image.shape[:2]
     aspect = h / w if w and h else 1.0
-    panel = min(max(w / DPI, MIN_PANEL_INCHES), PANEL_INCHES)
-    cell_aspect = min(max(aspect, 1 / MAX_DRAWN_ASPECT), MAX_CELL_ASPECT)
-    size = (panel * ncols, panel * cell_aspect * nrows + 0.6)
+    cell_w = min(max(w / DPI, MIN_PANEL_INCHES), PANEL_INCHES)
+    cell_h = cell_w * min(max(aspect, 1 / MAX_DRAWN_ASPECT), MAX_CELL_ASPECT)
+    if aspect <= 1 / STRIP_RATIO:  # a wide strip: one panel per row, as long as fits
+        panels, ncols = [p for p in panels if p is not None], 1
+        cell_w = min(max(w / DPI, MIN_PANEL_INCHES), STRIP_INCHES)
+        cell_h = cell_w * max(aspect, 1 / MAX_DRAWN_ASPECT) + 0.4  # and its title
+    elif aspect >= STRIP_RATIO:  # a tall strip: every panel in one row
+        panels = [p for p in panels if p is not None]
+        ncols = len(panels)
+        cell_h = min(max(h / DPI, MIN_PANEL_INCHES), STRIP_INCHES)
+        cell_w = cell_h / min(aspect, MAX_DRAWN_ASPECT) + 1.0  # and a colour bar
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    size = (cell_w * ncols, cell_h * nrows + 0.6)
     scale = min(1.0, MAX_FIGURE_PIXELS / (DPI * max(size)))
     figure = _figure_class()
     fig = figure(figsize=(size[0] * scale, size[1] * scale), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     cells = panels + [None] * (nrows * ncols - len(panels))
-    cell_pixels = (panel * cell_aspect * scale * DPI, panel * scale * DPI)
+    cell_pixels = (cell_h * scale * DPI, cell_w * scale * DPI)
     for ax, panel in zip(axes.flat, cells, strict=True):
         ax.set_axis_off()
         if panel is None:
@@ -133,21 +150,46 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
 _CHUNK_VALUES = 1 << 22  # values cast to float64 at a time by _block_means
 
 
-def _block_means(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndarray:
-    """`image` averaged over blocks of k x l pixels where it is over 4 times its cell's size.
+def _blocks(n: int, cell: float) -> np.ndarray | None:
+    """Start of each block along an axis of `n` pixels drawn in `cell` pixels, or None.
 
-    Each axis keeps at least twice the cell's pixels (matplotlib's antialiasing
-    does the rest); an axis under 4 times its cell's size is left alone, and so
-    is the whole image (the same object is returned) when neither axis is reduced.
+    An axis over 4 times its cell's size is cut into blocks that leave at least
+    twice the cell's pixels (matplotlib's antialiasing does the rest).
+    """
+    cell = max(int(cell), 1)
+    return None if n < 4 * cell else np.arange(0, n, n // (2 * cell))
+
+
+def _block_peaks(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndarray:
+    """A channel reduced over blocks (see :func:`_blocks`) to each block's value of largest |x|.
+
+    Averaging would wash out an edge map: its thin lines, positive beside
+    negative, cancel. The same object is returned when no axis is reduced.
+    """
+    out = image
+    for axis, cell in enumerate(cell_pixels):
+        starts = _blocks(image.shape[axis], cell)
+        if starts is None:
+            continue
+        top = np.maximum.reduceat(out, starts, axis=axis)
+        bottom = np.minimum.reduceat(out, starts, axis=axis)
+        out = np.where(-bottom > top, bottom, top)
+    return out
+
+
+def _block_means(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndarray:
+    """`image` averaged over blocks (see :func:`_blocks`) where it is over 4 times its cell.
+
+    An axis under 4 times its cell's size is left alone, and so is the whole
+    image (the same object is returned) when neither axis is reduced.
     """
     out = image
     for axis, cell in enumerate(cell_pixels):
         n = image.shape[axis]
-        cell = max(int(cell), 1)
-        if n < 4 * cell:
+        starts = _blocks(n, cell)
+        if starts is None:
             continue
-        block = n // (2 * cell)
-        starts = np.arange(0, n, block)
+        block = int(starts[1] - starts[0]) if len(starts) > 1 else n
         counts = np.diff(np.append(starts, n)).reshape((-1,) + (1,) * (image.ndim - 1 - axis))
         # Summed in float64 a few blocks at a time: reduceat casts all its input at once.
         step = max(1, _CHUNK_VALUES // max(1, out.size // n * block))
@@ -169,7 +211,8 @@ def _draw(fig, ax, panel: Panel, cell_pixels: tuple[float, float]) -> None:
     if h and w and not 1 / MAX_DRAWN_ASPECT <= h / w <= MAX_DRAWN_ASPECT:
         # A strip: drawn MAX_DRAWN_ASPECT times longer than thick, stretched across.
         placing["aspect"] = (MAX_DRAWN_ASPECT if h > w else 1 / MAX_DRAWN_ASPECT) * w / h
-    shown_image = _block_means(image, cell_pixels)
+    shown_image = (_block_means(image, cell_pixels) if image.ndim == 3
+                   else _block_peaks(image, cell_pixels))
     if shown_image is not image:  # fewer pixels, over the same place
         placing["extent"] = (-0.5, w - 0.5, h - 0.5, -0.5)
     if image.ndim == 3:

@@ -496,6 +496,9 @@ class ConvOp:
             chans = data[:, :, first:first + per_kernel]
             finite = chans[np.isfinite(chans)]
             signed = bool(finite.size and finite.min() < 0)
+            # A constant map has no scale to show: its value goes in the title instead.
+            constant = bool(finite.size and finite.min() == finite.max())
+            note = f" (all {number(float(finite[0]))})" if constant else ""
             del finite
             # One symmetric scale per kernel, so that its channels can be compared;
             # its top is the robust top of the image outputs (the 99.5th percentile
@@ -503,8 +506,8 @@ class ConvOp:
             # zero-padded frame, specular highlights) do not wash the map out.
             limit = robust_top(chans, margin=self.margin())
             rows.append([
-                Panel(f"{title}: {c}", data[:, :, first + i], signed=signed,
-                      vmax=limit or 1.0, colorbar=True)
+                Panel(f"{title}: {c}{note}", data[:, :, first + i], signed=signed,
+                      vmax=limit or 1.0, colorbar=not constant)
                 for i, c in enumerate(names)
             ])
         original = _original_panel(pic)
