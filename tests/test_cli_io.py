@@ -1,0 +1,245 @@
+"""Where a run reads and writes: -o FILE, standard input and output, usage errors before any folder."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from helpers import assert_one_line_error, make_image, names, ok, read, run
+from PIL import Image
+
+from convcli.cli import main
+
+
+@pytest.fixture
+def photo(tmp_path):
+    return make_image(tmp_path / "photo.png", "RGB")
+
+
+def _folder_run(photo, folder, *args):
+    ok(*args, photo, "-o", folder)
+    return folder
+
+
+# --- -o FILE -----------------------------------------------------------------------------------
+
+
+def test_o_file_writes_the_one_image_of_a_single_kernel(photo, tmp_path):
+    target = tmp_path / "edges.png"
+    result = ok("conv", "-k", "vertical", photo, "-o", target)
+    assert result.stderr.rstrip().endswith(f"output in {target}")
+    assert target.is_file()
+    folder = _folder_run(photo, tmp_path / "ref", "conv", "-k", "vertical")
+    np.testing.assert_array_equal(read(target), read(folder / "photo_conv-vertical-sum.png"))
+    assert names(tmp_path) == sorted(["edges.png", "photo.png", "ref/photo_conv-vertical-sum.png"])
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["pool"], "photo_pool-max-f2-s2.png"),  # the whole colour image, not a channel
+    (["pad", "--pad", "3"], "photo_pad-constant-3.png"),
+    (["conv", "-k", "gaussian", "--channels", "each"], "photo_conv-gaussian-3x3-each.png"),
+    (["conv", "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude"],
+     "photo_conv-sobel-x+sobel-y-magnitude-sum.png"),
+])
+def test_o_file_writes_the_image_that_stands_for_the_result(photo, tmp_path, args, expected):
+    target = tmp_path / "result.png"
+    ok(*args, photo, "-o", target)
+    folder = _folder_run(photo, tmp_path / "ref", *args)
+    np.testing.assert_array_equal(read(target), read(folder / expected))
+
+
+@pytest.mark.parametrize(("name", "fmt", "extra"), [
+    ("small.jpeg", "JPEG", []), ("small.TIF", "TIFF", []), ("small.jpg", "JPEG", ["--format", "jpeg"]),
+])
+def test_o_file_takes_its_format_from_the_extension(photo, tmp_path, name, fmt, extra):
+    target = tmp_path / name
+    ok("pool", photo, "-o", target, *extra)
+    with Image.open(target) as im:
+        assert im.format == fmt and im.size == (20, 15) and im.mode == "RGB"
+
+
+def test_o_file_npy_holds_the_raw_values(photo, tmp_path):
+    target = tmp_path / "values.npy"
+    ok("conv", "-k", "edge", photo, "-o", target)
+    folder = _folder_run(photo, tmp_path / "ref", "conv", "-k", "edge", "--format", "npy")
+    np.testing.assert_array_equal(np.load(target), np.load(folder / "photo_conv-edge-sum.npy"))
+
+
+def test_o_file_in_a_new_folder_creates_the_folder(photo, tmp_path):
+    target = tmp_path / "a" / "b" / "edges.png"
+    ok("conv", "-k", "vertical", photo, "-o", target)
+    assert target.is_file() and names(tmp_path / "a") == ["b/edges.png"]
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["conv"], ["'-o'", "an image per kernel", "--combine"]),
+    (["conv", "-k", "vertical", "--figure"], ["'-o'", "--figure needs a folder"]),
+    (["conv", "-k", "vertical", "--format", "jpg"], ["'-o'", "names a png file", "jpg"]),
+])
+def test_o_file_that_cannot_hold_the_result_is_a_usage_error(photo, tmp_path, args, needles):
+    result = run(*args, photo, "-o", tmp_path / "out.png")
+    assert_one_line_error(result, 2, *needles)
+    assert names(tmp_path) == ["photo.png"]  # no folder named out.png, nothing written
+
+
+def test_o_file_with_several_inputs_is_a_usage_error(photo, tmp_path):
+    other = make_image(tmp_path / "other.png", "L")
+    result = run("conv", "-k", "vertical", photo, other, "-o", tmp_path / "out.png")
+    assert_one_line_error(result, 2, "'-o'", "2 input images", "give a folder")
+    assert names(tmp_path) == ["other.png", "photo.png"]
+
+
+def test_o_file_is_kept_unless_overwrite(photo, tmp_path):
+    target = tmp_path / "edges.png"
+    ok("conv", "-k", "vertical", photo, "-o", target)
+    before = target.read_bytes()
+    again = ok("conv", "-k", "horizontal", photo, "-o", target)
+    assert "1 skipped" in again.stderr and target.read_bytes() == before
+    ok("conv", "-k", "horizontal", photo, "-o", target, "--overwrite")
+    assert target.read_bytes() != before
+
+
+def test_o_file_never_replaces_the_input(photo):
+    original = photo.read_bytes()
+    result = run("pool", photo, "-o", photo, "--overwrite")
+    assert result.exit_code == 1
+    assert "would replace an input file" in result.stderr
+    assert photo.read_bytes() == original
+
+
+def test_o_naming_an_existing_folder_with_an_extension_is_a_folder(photo, tmp_path):
+    folder = tmp_path / "results.png"
+    folder.mkdir()
+    ok("conv", "-k", "vertical", photo, "-o", folder)
+    assert names(folder) == ["photo_conv-vertical-sum.png"]
+
+
+# --- standard input and output ---------------------------------------------------------------
+
+
+def test_stdin_to_stdout_in_a_pipe(photo, tmp_path):
+    """``cat photo.png | convcli conv -k vertical - -o - > edges.png``, as a shell runs it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "convcli", "conv", "-k", "vertical", "-", "-o", "-"],
+        input=photo.read_bytes(), capture_output=True, timeout=120, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""  # a filter: quiet unless something goes wrong
+    folder = _folder_run(photo, tmp_path / "ref", "conv", "-k", "vertical")
+    with Image.open(io.BytesIO(proc.stdout)) as im:
+        assert im.format == "PNG"
+        np.testing.assert_array_equal(np.asarray(im),
+                                      read(folder / "photo_conv-vertical-sum.png"))
+    assert names(tmp_path) == ["photo.png", "ref/photo_conv-vertical-sum.png"]  # nothing else
+
+
+def test_stdout_takes_the_format_option(photo):
+    result = CliRunner().invoke(main, ["pool", str(photo), "-o", "-", "--format", "tif"])
+    assert result.exit_code == 0, result.stderr
+    with Image.open(io.BytesIO(result.stdout_bytes)) as im:
+        assert im.format == "TIFF" and im.size == (20, 15)
+
+
+def test_stdin_to_a_folder_is_named_stdin(photo, tmp_path):
+    result = CliRunner().invoke(main, ["conv", "-k", "edge", "-", "-o", str(tmp_path / "out")],
+                                input=photo.read_bytes())
+    assert result.exit_code == 0, result.stderr
+    assert names(tmp_path / "out") == ["stdin_conv-edge-sum.png"]
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"", "empty file"), (b"not an image\n", "not an image file"),
+])
+def test_bad_stdin_fails_as_a_file_named_dash(tmp_path, data, reason):
+    result = CliRunner().invoke(main, ["pool", "-", "-o", str(tmp_path / "out")], input=data)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == f"convcli: -: {reason}" or \
+        result.stderr.splitlines()[0].startswith(f"convcli: -: {reason}")
+
+
+def test_stdout_with_several_images_is_a_usage_error(photo, tmp_path):
+    result = CliRunner().invoke(main, ["conv", str(photo), "-o", "-"])
+    assert_one_line_error(result, 2, "'-o'", "an image per kernel")
+    assert result.stdout_bytes == b""
+
+
+def test_dash_twice_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(main, ["pool", "-", "-", "-o", str(tmp_path / "out")], input=b"")
+    assert_one_line_error(result, 2, "INPUT", "more than once")
+    assert not (tmp_path / "out").exists()
+
+
+# --- usage errors and empty runs make no folder ----------------------------------------------
+
+
+def test_verbose_with_quiet_is_a_usage_error(photo, tmp_path):
+    result = run("pool", photo, "-o", tmp_path / "out", "-v", "-q")
+    assert_one_line_error(result, 2, "-q", "-v")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [["--stride", "0"], ["-k", "no-such-kernel"], ["--pad", "x"]])
+def test_a_usage_error_makes_no_output_folder(photo, tmp_path, args):
+    result = run("conv", *args, photo, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("alias", "extension", "fmt"), [("jpeg", "jpg", "JPEG"),
+                                                          ("tif", "tiff", "TIFF")])
+def test_format_aliases(photo, tmp_path, alias, extension, fmt):
+    ok("pool", photo, "-o", tmp_path / "out", "--format", alias.upper())
+    written = tmp_path / "out" / f"photo_pool-max-f2-s2.{extension}"
+    with Image.open(written) as im:
+        assert im.format == fmt and im.size == (20, 15)
+
+
+# --- figures named after what they show ------------------------------------------------------
+
+
+def test_each_kernel_tried_gets_its_own_grid(photo, tmp_path):
+    out = tmp_path / "out"
+    ok("conv", "-k", "sobel-x", photo, "-o", out, "--figure")
+    first = (out / "photo_conv-sobel-x-sum_grid.png").read_bytes()
+    again = ok("conv", "-k", "sobel-y", photo, "-o", out, "--figure")
+    assert "skipped" not in again.stderr.replace("0 skipped", "")
+    assert (out / "photo_conv-sobel-x-sum_grid.png").read_bytes() == first
+    with Image.open(out / "photo_conv-sobel-y-sum_grid.png") as im:
+        assert im.format == "PNG" and im.width > 300
+
+
+# --- start-up ---------------------------------------------------------------------------------
+
+_IMPORTS_OF = """
+import sys
+from convcli.__main__ import main
+sys.argv = ["convcli", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+heavy = sorted(m for m in ("numpy", "PIL", "matplotlib") if m in sys.modules)
+print("heavy:", ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["conv", "--help"],
+                                  ["pool", "--help"], ["pad", "-h"], ["kernels", "--help"]])
+def test_help_and_version_import_neither_numpy_nor_pillow(args):
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS_OF, *args], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "heavy: "
+    assert "Usage" in proc.stdout or "version" in proc.stdout
+
+
+def test_version_is_the_package_version():
+    from convcli import __version__
+
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"convcli, version {__version__}\n"
