@@ -544,6 +544,11 @@ def list_kernels() -> list[Kernel]:
     return list(_registry()[0])
 
 
+def _registered(name: str) -> Kernel | None:
+    """The shipped kernel named or aliased `name` (any case), or None."""
+    return _registry()[1].get(name.strip().lower())
+
+
 def get_kernel(name: str) -> Kernel:
     """Look up a shipped kernel by name or alias, ignoring case.
 
@@ -559,10 +564,11 @@ def get_kernel(name: str) -> Kernel:
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
+    kernel = _registered(name)
+    if kernel is not None:
+        return kernel
     key = name.strip().lower()
     kernels, lookup = _registry()
-    if key in lookup:
-        return lookup[key]
     close = difflib.get_close_matches(key, lookup, n=4, cutoff=0.6)
     close += [k for k in sorted(lookup) if key and k.startswith(key) and k not in close]
     if close:
@@ -640,17 +646,37 @@ def _rotated(kernel: Kernel, angle_text: str) -> Kernel:
 
 
 def _looks_like_path(text: str) -> bool:
-    return "/" in text or os.sep in text or "." in Path(text).name
+    """Whether a spec is written as a path: a separator, or a '.' in its last component.
+
+    Shipped names never contain ``/``, ``.`` or a separator, so such a spec is never a name.
+    """
+    separators = {"/", os.sep, os.altsep} - {None}
+    return any(s in text for s in separators) or "." in Path(text).name
+
+
+def _exists(text: str) -> bool:
+    return os.path.isfile(text) or os.path.isdir(text)  # False for a name too long
 
 
 def _load_named(text: str) -> Kernel:
-    """A kernel name or an existing file (no angle)."""
-    path = Path(text)
-    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
-        return load_kernel_file(path)
+    """A kernel name, else a kernel file (no angle): a shipped name always wins."""
+    kernel = _registered(text)
+    if kernel is not None:
+        return kernel
+    if _exists(text):
+        return load_kernel_file(text)
     if _looks_like_path(text):
         raise KernelError(f"{text}: no such kernel file")
-    return get_kernel(text)
+    return get_kernel(text)  # unknown: the message suggests close names
+
+
+def _spec_text(spec) -> str:
+    text = os.fspath(spec)
+    if not isinstance(text, str):
+        raise TypeError(f"spec must be a string or a path, got {type(spec).__name__}")
+    if not text.strip():
+        raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
+    return text
 
 
 def parse_kernel_spec(spec) -> Kernel:
@@ -661,29 +687,37 @@ def parse_kernel_spec(spec) -> Kernel:
     spec : str or os.PathLike
         A shipped kernel's name or alias (any case); ``NAME:ANGLE`` for that
         kernel rotated clockwise by ANGLE degrees (see :func:`rotate_kernel`);
-        or the path of a kernel file, optionally followed by ``:ANGLE``. An
-        existing file wins over a name or an angle.
+        or the path of a kernel file, optionally followed by ``:ANGLE``.
+
+        A shipped name, with or without an angle, always wins: files and
+        folders in the working directory never hide it. A spec is a file's path
+        when it contains a path separator (``./sobel-y``, ``dir/k``) or a ``.``
+        in its last component (``my.txt``), or when it is no shipped name but
+        an existing file has that name (an extension-less ``mykernel``). A
+        path that exists is taken whole, even with a ``:`` in its name.
 
     Returns
     -------
     Kernel
         A rotated kernel is named ``"NAME:DEGREES"`` with DEGREES in 0..359.
 
+    Raises
+    ------
+    KernelError
+        One line: an unknown name (with close matches), ``"<spec>: no such
+        kernel file"`` for a missing path, a bad angle, or the file's problem.
+
     Examples
     --------
     >>> parse_kernel_spec("vertical:90").weights.tolist()
     [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [-1.0, -1.0, -1.0]]
     """
-    text = os.fspath(spec)
-    if not isinstance(text, str):
-        raise TypeError(f"spec must be a string or a path, got {type(spec).__name__}")
-    if not text.strip():
-        raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
-    path = Path(text)
-    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
-        return load_kernel_file(path)
+    text = _spec_text(spec)
     base, sep, angle_text = text.rpartition(":")
-    if not (sep and base.strip()):
+    rotated = bool(sep and base.strip())
+    if _registered(base if rotated else text) is None and _exists(text):
+        return load_kernel_file(text)
+    if not rotated:
         return _load_named(text.strip())
     if not _ANGLE_RE.fullmatch(angle_text.strip()):
         raise KernelError(
