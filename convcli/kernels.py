@@ -92,6 +92,7 @@ __all__ = [
     "list_kernels",
     "load_kernel_file",
     "parse_kernel_spec",
+    "parse_kernel_specs",
     "rotate_kernel",
 ]
 
@@ -725,6 +726,49 @@ def parse_kernel_spec(spec) -> Kernel:
             "degrees (write NAME:90, for example)"
         )
     return _rotated(_load_named(base.strip()), angle_text.strip())
+
+
+def parse_kernel_specs(spec) -> list[Kernel]:
+    """Resolve a comma-separated list of ``--kernel`` specs, in order.
+
+    Parameters
+    ----------
+    spec : str or os.PathLike
+        Specs as :func:`parse_kernel_spec` reads them, separated by commas
+        (``"sobel-x:90, edge"``); whitespace around each is ignored. An
+        existing file written as a path (see :func:`parse_kernel_spec`),
+        optionally followed by ``:ANGLE``, is taken whole even when its name
+        holds a comma.
+
+    Returns
+    -------
+    list of Kernel
+        One per spec, in the order given.
+
+    Raises
+    ------
+    KernelError
+        For an empty item (``"a,,b"``, a trailing comma), naming the whole
+        spec, or the first spec that cannot be resolved.
+
+    Examples
+    --------
+    >>> [k.name for k in parse_kernel_specs("sobel-x, sobel-x:90")]
+    ['sobel-x', 'sobel-x:90']
+    """
+    text = _spec_text(spec)
+    base, sep, angle_text = text.rpartition(":")
+    whole = [text, base] if sep and _ANGLE_RE.fullmatch(angle_text.strip()) else [text]
+    if "," not in text or any(_looks_like_path(t) and _exists(t) for t in whole):
+        return [parse_kernel_spec(text)]
+    items = [item.strip() for item in text.split(",")]
+    for number, item in enumerate(items, start=1):
+        if not item:
+            raise KernelError(
+                f"kernel spec {text!r}: item {number} of {len(items)} is empty "
+                "(separate kernels with single commas, no trailing comma)"
+            )
+    return [parse_kernel_spec(item) for item in items]
 
 
 # --- display --------------------------------------------------------------------------------

@@ -7,7 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convcli.kernels import KernelError, get_kernel, list_kernels, parse_kernel_spec
+from convcli.kernels import (
+    KernelError,
+    get_kernel,
+    list_kernels,
+    parse_kernel_spec,
+    parse_kernel_specs,
+)
 
 # A grid unlike every shipped kernel, written into files named like kernels.
 OTHER_GRID = "9 8 7\n6 5 4\n3 2 1\n"
@@ -109,3 +115,81 @@ def test_every_name_and_alias_resolves_to_itself_among_files_of_those_names(tmp_
             Path(name).write_text(OTHER_GRID)
             assert parse_kernel_spec(name) is kernel, name
             assert parse_kernel_spec(f"./{name}").weights.tolist() == OTHER_WEIGHTS
+
+
+# --- comma lists -----------------------------------------------------------------------------
+
+
+def _weights(kernels):
+    return [k.weights.tolist() for k in kernels]
+
+
+def test_a_comma_list_gives_kernels_in_order():
+    kernels = parse_kernel_specs("sobel-x,sobel-y")
+    assert [k.name for k in kernels] == ["sobel-x", "sobel-y"]
+    assert _weights(kernels) == _weights([get_kernel("sobel-x"), get_kernel("sobel-y")])
+    reverse = parse_kernel_specs("sobel-y,sobel-x")
+    assert _weights(reverse) == _weights(kernels[::-1])
+
+
+def test_a_comma_list_takes_angles_and_ignores_whitespace():
+    kernels = parse_kernel_specs("  sobel-x:90 ,\tEdge , vertical:-90 ")
+    assert [k.name for k in kernels] == ["sobel-x:90", "edge", "vertical:270"]
+    np.testing.assert_array_equal(kernels[0].weights, get_kernel("sobel-y").weights)
+    np.testing.assert_array_equal(kernels[1].weights, get_kernel("edge").weights)
+    np.testing.assert_array_equal(kernels[2].weights, -get_kernel("horizontal").weights)
+
+
+def test_a_single_spec_is_a_list_of_one(tmp_path):
+    assert parse_kernel_specs("sobel-x") == [get_kernel("sobel-x")]
+    path = tmp_path / "k.txt"
+    path.write_text("1 -1\n")
+    assert _weights(parse_kernel_specs(path)) == [[[1, -1]]]
+    assert _weights(parse_kernel_specs(f"{path}:90")) == [[[1], [-1]]]
+
+
+def test_a_comma_list_mixes_files_and_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("a.txt").write_text("1 -1\n")
+    kernels = parse_kernel_specs("a.txt:90, box, ./a.txt")
+    assert _weights(kernels) == [[[1], [-1]], get_kernel("box-blur").weights.tolist(), [[1, -1]]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "item"),
+    [("sobel-x,,edge", "item 2 of 3"), ("sobel-x,", "item 2 of 2"), (",edge", "item 1 of 2"),
+     ("edge, ,edge", "item 2 of 3"), (",", "item 1 of 2")],
+)
+def test_an_empty_item_is_refused_naming_the_spec(spec, item):
+    with pytest.raises(KernelError) as info:
+        parse_kernel_specs(spec)
+    message = str(info.value)
+    assert message.startswith(f"kernel spec {spec!r}: {item} is empty") and "\n" not in message
+
+
+def test_a_bad_item_names_itself():
+    with pytest.raises(KernelError, match="unknown kernel 'nope'"):
+        parse_kernel_specs("sobel-x,nope")
+    with pytest.raises(KernelError, match="empty kernel spec"):
+        parse_kernel_specs("  ")
+
+
+@pytest.mark.parametrize("name", ["a,b.txt", "dir/x,y", "sobel-x,sobel-y.txt"])
+def test_an_existing_file_with_a_comma_in_its_name_is_taken_whole(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    Path("dir").mkdir()
+    Path(name).write_text(OTHER_GRID)
+    for spec in (name, f"./{name}", str(tmp_path / name)):
+        (kernel,) = parse_kernel_specs(spec)
+        assert kernel.source == spec and kernel.weights.tolist() == OTHER_WEIGHTS
+    (rotated,) = parse_kernel_specs(f"{name}:90")
+    np.testing.assert_array_equal(rotated.weights, np.rot90(OTHER_WEIGHTS, -1))
+
+
+def test_a_comma_list_that_names_no_existing_file_is_split(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("sobel-x,sobel-y").write_text(OTHER_GRID)  # no separator, no extension: not a path
+    kernels = parse_kernel_specs("sobel-x,sobel-y")
+    assert _weights(kernels) == _weights([get_kernel("sobel-x"), get_kernel("sobel-y")])
+    with pytest.raises(KernelError, match="a.txt: no such kernel file"):
+        parse_kernel_specs("a.txt,b.txt")
