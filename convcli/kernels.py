@@ -16,8 +16,9 @@ looks like this::
     ]
 
 A kernel file given by path may also be a plain text grid: one row per line,
-numbers separated by whitespace and/or commas, ``#`` starting a comment. Its
-name is the file's stem.
+numbers separated by whitespace and/or commas, ``#`` starting a comment. A
+value may be a fraction such as ``1/9`` or ``-1/8``, read as
+``float(NUM) / float(DEN)``. Its name is the file's stem.
 
 A kernel file holds at most :data:`MAX_KERNEL_SIDE` (255) rows and as many
 columns, in at most :data:`MAX_KERNEL_FILE_BYTES` (2 MiB), enough for a
@@ -408,21 +409,45 @@ _LOADTXT_NOT_A_NUMBER = re.compile(r"could not convert string '(.*)' to \w+ at r
 _LOADTXT_RAGGED = re.compile(r"number of columns changed from (\d+) to (\d+) at row (\d+)")
 
 
-def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
-    """A plain text grid: one row per line, numbers split by whitespace and/or commas."""
-    rows, line_numbers = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].replace(",", " ").strip()
-        if line:
-            rows.append(line)
-            line_numbers.append(number)
-    if not rows:
-        raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
-    _check_side(len(rows), "the grid", "rows", shown)
-    for row, number in zip(rows, line_numbers, strict=True):
-        _check_side(len(row.split()), f"line {number}", "values", shown)
+# One number as numpy.loadtxt reads it (ASCII digits, no '_'), or one side of a fraction.
+_NUMBER_RE = re.compile(
+    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)", re.ASCII | re.IGNORECASE
+)
+
+
+def _grid_value(token: str, where: str) -> float:
+    """One cell of a text grid: a number, or a fraction NUM/DEN as float(NUM) / float(DEN)."""
+    parts = token.split("/")
+    if len(parts) > 2 or not all(_NUMBER_RE.fullmatch(part) for part in parts):
+        reason = "is not a number or a fraction such as 1/9" if "/" in token else "is not a number"
+        raise KernelError(f"{where}: {_short(token)} {reason}")
+    if len(parts) == 1:
+        return float(token)
+    numerator, denominator = (float(part) for part in parts)
+    if denominator == 0:
+        raise KernelError(f"{where}: {_short(token)} divides by zero")
+    value = numerator / denominator
+    if math.isinf(value) and math.isfinite(numerator):
+        raise KernelError(f"{where}: {_short(token)} is too large for a float64 weight")
+    return value
+
+
+def _parse_fraction_rows(rows: list[str], line_numbers: list[int], shown: str) -> list:
+    """Rows of a text grid holding fractions such as ``1/9``, cell by cell.
+
+    Only grids with a ``/`` come here (numpy.loadtxt reads the others); the
+    size limit checked before keeps this at most 255 x 255 cells.
+    """
+    return [
+        [_grid_value(token, f"{shown}: line {number}") for token in row.split()]
+        for row, number in zip(rows, line_numbers, strict=True)
+    ]
+
+
+def _loadtxt_rows(rows: list[str], line_numbers: list[int], shown: str) -> np.ndarray:
+    """Rows of plain numbers, read by numpy.loadtxt; errors name the file's line."""
     try:
-        weights = np.loadtxt(rows, dtype=np.float64, ndmin=2)
+        return np.loadtxt(rows, dtype=np.float64, ndmin=2)
     except ValueError as exc:
         message = str(exc)
         if match := _LOADTXT_NOT_A_NUMBER.search(message):
@@ -436,6 +461,25 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
                 f"but line {line_numbers[0]} has {first}"
             ) from None
         raise KernelError(f"{shown}: {message}") from None
+
+
+def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
+    """A plain text grid: one row per line, numbers split by whitespace and/or commas."""
+    rows, line_numbers = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].replace(",", " ").strip()
+        if line:
+            rows.append(line)
+            line_numbers.append(number)
+    if not rows:
+        raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
+    _check_side(len(rows), "the grid", "rows", shown)
+    for row, number in zip(rows, line_numbers, strict=True):
+        _check_side(len(row.split()), f"line {number}", "values", shown)
+    if any("/" in row for row in rows):
+        weights = _parse_fraction_rows(rows, line_numbers, shown)
+    else:
+        weights = _loadtxt_rows(rows, line_numbers, shown)
     return Kernel(name, "", _checked_weights(weights, shown, rows_named=line_numbers), (), shown)
 
 
@@ -447,8 +491,8 @@ def load_kernel_file(path) -> Kernel:
     path : str or os.PathLike
         A ``.toml`` file (or any file whose first statement is ``key = value``)
         in the format of the shipped kernels, where only ``weights`` is required;
-        otherwise a text grid, one row per line, numbers separated by whitespace
-        and/or commas, ``#`` comments allowed.
+        otherwise a text grid, one row per line, numbers (or fractions such as
+        ``1/9``) separated by whitespace and/or commas, ``#`` comments allowed.
 
     Returns
     -------
@@ -463,8 +507,8 @@ def load_kernel_file(path) -> Kernel:
         grid over :data:`MAX_KERNEL_SIDE` rows or columns,
         invalid TOML (arrays or inline tables nested hundreds deep included),
         unknown keys, empty grid, ragged rows, a value that is not
-        a number, NaN or infinity, a weight beyond the float32 range (after the
-        scale), a zero scale.
+        a number or a fraction, a zero denominator, NaN or infinity, a
+        weight beyond the float32 range (after the scale), a zero scale.
 
     Examples
     --------
