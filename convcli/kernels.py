@@ -16,8 +16,9 @@ looks like this::
     ]
 
 A kernel file given by path may also be a plain text grid: one row per line,
-numbers separated by whitespace and/or commas, ``#`` starting a comment. Its
-name is the file's stem.
+numbers separated by whitespace and/or commas, ``#`` starting a comment. A
+value may be a fraction such as ``1/9`` or ``-1/8``, read as
+``float(NUM) / float(DEN)``. Its name is the file's stem.
 
 A kernel file holds at most :data:`MAX_KERNEL_SIDE` (255) rows and as many
 columns, in at most :data:`MAX_KERNEL_FILE_BYTES` (2 MiB), enough for a
@@ -92,6 +93,7 @@ __all__ = [
     "list_kernels",
     "load_kernel_file",
     "parse_kernel_spec",
+    "parse_kernel_specs",
     "rotate_kernel",
 ]
 
@@ -407,21 +409,45 @@ _LOADTXT_NOT_A_NUMBER = re.compile(r"could not convert string '(.*)' to \w+ at r
 _LOADTXT_RAGGED = re.compile(r"number of columns changed from (\d+) to (\d+) at row (\d+)")
 
 
-def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
-    """A plain text grid: one row per line, numbers split by whitespace and/or commas."""
-    rows, line_numbers = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].replace(",", " ").strip()
-        if line:
-            rows.append(line)
-            line_numbers.append(number)
-    if not rows:
-        raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
-    _check_side(len(rows), "the grid", "rows", shown)
-    for row, number in zip(rows, line_numbers, strict=True):
-        _check_side(len(row.split()), f"line {number}", "values", shown)
+# One number as numpy.loadtxt reads it (ASCII digits, no '_'), or one side of a fraction.
+_NUMBER_RE = re.compile(
+    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)", re.ASCII | re.IGNORECASE
+)
+
+
+def _grid_value(token: str, where: str) -> float:
+    """One cell of a text grid: a number, or a fraction NUM/DEN as float(NUM) / float(DEN)."""
+    parts = token.split("/")
+    if len(parts) > 2 or not all(_NUMBER_RE.fullmatch(part) for part in parts):
+        reason = "is not a number or a fraction such as 1/9" if "/" in token else "is not a number"
+        raise KernelError(f"{where}: {_short(token)} {reason}")
+    if len(parts) == 1:
+        return float(token)
+    numerator, denominator = (float(part) for part in parts)
+    if denominator == 0:
+        raise KernelError(f"{where}: {_short(token)} divides by zero")
+    value = numerator / denominator
+    if math.isinf(value) and math.isfinite(numerator):
+        raise KernelError(f"{where}: {_short(token)} is too large for a float64 weight")
+    return value
+
+
+def _parse_fraction_rows(rows: list[str], line_numbers: list[int], shown: str) -> list:
+    """Rows of a text grid holding fractions such as ``1/9``, cell by cell.
+
+    Only grids with a ``/`` come here (numpy.loadtxt reads the others); the
+    size limit checked before keeps this at most 255 x 255 cells.
+    """
+    return [
+        [_grid_value(token, f"{shown}: line {number}") for token in row.split()]
+        for row, number in zip(rows, line_numbers, strict=True)
+    ]
+
+
+def _loadtxt_rows(rows: list[str], line_numbers: list[int], shown: str) -> np.ndarray:
+    """Rows of plain numbers, read by numpy.loadtxt; errors name the file's line."""
     try:
-        weights = np.loadtxt(rows, dtype=np.float64, ndmin=2)
+        return np.loadtxt(rows, dtype=np.float64, ndmin=2)
     except ValueError as exc:
         message = str(exc)
         if match := _LOADTXT_NOT_A_NUMBER.search(message):
@@ -435,6 +461,25 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
                 f"but line {line_numbers[0]} has {first}"
             ) from None
         raise KernelError(f"{shown}: {message}") from None
+
+
+def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
+    """A plain text grid: one row per line, numbers split by whitespace and/or commas."""
+    rows, line_numbers = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].replace(",", " ").strip()
+        if line:
+            rows.append(line)
+            line_numbers.append(number)
+    if not rows:
+        raise KernelError(f"{shown}: the kernel is empty (no rows of numbers)")
+    _check_side(len(rows), "the grid", "rows", shown)
+    for row, number in zip(rows, line_numbers, strict=True):
+        _check_side(len(row.split()), f"line {number}", "values", shown)
+    if any("/" in row for row in rows):
+        weights = _parse_fraction_rows(rows, line_numbers, shown)
+    else:
+        weights = _loadtxt_rows(rows, line_numbers, shown)
     return Kernel(name, "", _checked_weights(weights, shown, rows_named=line_numbers), (), shown)
 
 
@@ -446,8 +491,8 @@ def load_kernel_file(path) -> Kernel:
     path : str or os.PathLike
         A ``.toml`` file (or any file whose first statement is ``key = value``)
         in the format of the shipped kernels, where only ``weights`` is required;
-        otherwise a text grid, one row per line, numbers separated by whitespace
-        and/or commas, ``#`` comments allowed.
+        otherwise a text grid, one row per line, numbers (or fractions such as
+        ``1/9``) separated by whitespace and/or commas, ``#`` comments allowed.
 
     Returns
     -------
@@ -462,8 +507,8 @@ def load_kernel_file(path) -> Kernel:
         grid over :data:`MAX_KERNEL_SIDE` rows or columns,
         invalid TOML (arrays or inline tables nested hundreds deep included),
         unknown keys, empty grid, ragged rows, a value that is not
-        a number, NaN or infinity, a weight beyond the float32 range (after the
-        scale), a zero scale.
+        a number or a fraction, a zero denominator, NaN or infinity, a
+        weight beyond the float32 range (after the scale), a zero scale.
 
     Examples
     --------
@@ -544,6 +589,11 @@ def list_kernels() -> list[Kernel]:
     return list(_registry()[0])
 
 
+def _registered(name: str) -> Kernel | None:
+    """The shipped kernel named or aliased `name` (any case), or None."""
+    return _registry()[1].get(name.strip().lower())
+
+
 def get_kernel(name: str) -> Kernel:
     """Look up a shipped kernel by name or alias, ignoring case.
 
@@ -559,10 +609,11 @@ def get_kernel(name: str) -> Kernel:
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
+    kernel = _registered(name)
+    if kernel is not None:
+        return kernel
     key = name.strip().lower()
     kernels, lookup = _registry()
-    if key in lookup:
-        return lookup[key]
     close = difflib.get_close_matches(key, lookup, n=4, cutoff=0.6)
     close += [k for k in sorted(lookup) if key and k.startswith(key) and k not in close]
     if close:
@@ -640,17 +691,37 @@ def _rotated(kernel: Kernel, angle_text: str) -> Kernel:
 
 
 def _looks_like_path(text: str) -> bool:
-    return "/" in text or os.sep in text or "." in Path(text).name
+    """Whether a spec is written as a path: a separator, or a '.' in its last component.
+
+    Shipped names never contain ``/``, ``.`` or a separator, so such a spec is never a name.
+    """
+    separators = {"/", os.sep, os.altsep} - {None}
+    return any(s in text for s in separators) or "." in Path(text).name
+
+
+def _exists(text: str) -> bool:
+    return os.path.isfile(text) or os.path.isdir(text)  # False for a name too long
 
 
 def _load_named(text: str) -> Kernel:
-    """A kernel name or an existing file (no angle)."""
-    path = Path(text)
-    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
-        return load_kernel_file(path)
+    """A kernel name, else a kernel file (no angle): a shipped name always wins."""
+    kernel = _registered(text)
+    if kernel is not None:
+        return kernel
+    if _exists(text):
+        return load_kernel_file(text)
     if _looks_like_path(text):
         raise KernelError(f"{text}: no such kernel file")
-    return get_kernel(text)
+    return get_kernel(text)  # unknown: the message suggests close names
+
+
+def _spec_text(spec) -> str:
+    text = os.fspath(spec)
+    if not isinstance(text, str):
+        raise TypeError(f"spec must be a string or a path, got {type(spec).__name__}")
+    if not text.strip():
+        raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
+    return text
 
 
 def parse_kernel_spec(spec) -> Kernel:
@@ -661,29 +732,37 @@ def parse_kernel_spec(spec) -> Kernel:
     spec : str or os.PathLike
         A shipped kernel's name or alias (any case); ``NAME:ANGLE`` for that
         kernel rotated clockwise by ANGLE degrees (see :func:`rotate_kernel`);
-        or the path of a kernel file, optionally followed by ``:ANGLE``. An
-        existing file wins over a name or an angle.
+        or the path of a kernel file, optionally followed by ``:ANGLE``.
+
+        A shipped name, with or without an angle, always wins: files and
+        folders in the working directory never hide it. A spec is a file's path
+        when it contains a path separator (``./sobel-y``, ``dir/k``) or a ``.``
+        in its last component (``my.txt``), or when it is no shipped name but
+        an existing file has that name (an extension-less ``mykernel``). A
+        path that exists is taken whole, even with a ``:`` in its name.
 
     Returns
     -------
     Kernel
         A rotated kernel is named ``"NAME:DEGREES"`` with DEGREES in 0..359.
 
+    Raises
+    ------
+    KernelError
+        One line: an unknown name (with close matches), ``"<spec>: no such
+        kernel file"`` for a missing path, a bad angle, or the file's problem.
+
     Examples
     --------
     >>> parse_kernel_spec("vertical:90").weights.tolist()
     [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [-1.0, -1.0, -1.0]]
     """
-    text = os.fspath(spec)
-    if not isinstance(text, str):
-        raise TypeError(f"spec must be a string or a path, got {type(spec).__name__}")
-    if not text.strip():
-        raise KernelError("empty kernel spec: give a kernel name, NAME:ANGLE or a file path")
-    path = Path(text)
-    if os.path.isfile(path) or os.path.isdir(path):  # False for a name too long
-        return load_kernel_file(path)
+    text = _spec_text(spec)
     base, sep, angle_text = text.rpartition(":")
-    if not (sep and base.strip()):
+    rotated = bool(sep and base.strip())
+    if _registered(base if rotated else text) is None and _exists(text):
+        return load_kernel_file(text)
+    if not rotated:
         return _load_named(text.strip())
     if not _ANGLE_RE.fullmatch(angle_text.strip()):
         raise KernelError(
@@ -691,6 +770,49 @@ def parse_kernel_spec(spec) -> Kernel:
             "degrees (write NAME:90, for example)"
         )
     return _rotated(_load_named(base.strip()), angle_text.strip())
+
+
+def parse_kernel_specs(spec) -> list[Kernel]:
+    """Resolve a comma-separated list of ``--kernel`` specs, in order.
+
+    Parameters
+    ----------
+    spec : str or os.PathLike
+        Specs as :func:`parse_kernel_spec` reads them, separated by commas
+        (``"sobel-x:90, edge"``); whitespace around each is ignored. An
+        existing file written as a path (see :func:`parse_kernel_spec`),
+        optionally followed by ``:ANGLE``, is taken whole even when its name
+        holds a comma.
+
+    Returns
+    -------
+    list of Kernel
+        One per spec, in the order given.
+
+    Raises
+    ------
+    KernelError
+        For an empty item (``"a,,b"``, a trailing comma), naming the whole
+        spec, or the first spec that cannot be resolved.
+
+    Examples
+    --------
+    >>> [k.name for k in parse_kernel_specs("sobel-x, sobel-x:90")]
+    ['sobel-x', 'sobel-x:90']
+    """
+    text = _spec_text(spec)
+    base, sep, angle_text = text.rpartition(":")
+    whole = [text, base] if sep and _ANGLE_RE.fullmatch(angle_text.strip()) else [text]
+    if "," not in text or any(_looks_like_path(t) and _exists(t) for t in whole):
+        return [parse_kernel_spec(text)]
+    items = [item.strip() for item in text.split(",")]
+    for number, item in enumerate(items, start=1):
+        if not item:
+            raise KernelError(
+                f"kernel spec {text!r}: item {number} of {len(items)} is empty "
+                "(separate kernels with single commas, no trailing comma)"
+            )
+    return [parse_kernel_spec(item) for item in items]
 
 
 # --- display --------------------------------------------------------------------------------

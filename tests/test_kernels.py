@@ -525,11 +525,13 @@ def test_bad_specs(spec, message):
         parse_kernel_spec(spec)
 
 
-def test_spec_path_wins_over_a_name(tmp_path, monkeypatch):
+def test_spec_name_wins_over_a_file_and_a_path_reaches_the_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("vertical").write_text("0 1 0\n")
-    k = parse_kernel_spec("vertical")
-    assert k.source == "vertical" and k.size == (1, 3)
+    assert parse_kernel_spec("vertical") is get_kernel("vertical")
+    k = parse_kernel_spec("./vertical")
+    assert k.source == "./vertical" and k.size == (1, 3)
+    np.testing.assert_array_equal(k.weights, [[0, 1, 0]])
 
 
 def test_spec_path_with_angle(tmp_path):
