@@ -446,12 +446,12 @@ def pad_cmd(pad, value, mode, inputs, **common):
 
 
 def _kernels(ctx, param, values):
-    from .kernels import KernelError, parse_kernel_spec
+    from .kernels import KernelError, parse_kernel_specs
 
     kernels = []
     for spec in values or DEFAULT_KERNELS:
         try:
-            kernels.append(parse_kernel_spec(spec))
+            kernels.extend(parse_kernel_specs(spec))
         except KernelError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
     return tuple(kernels)
@@ -462,8 +462,9 @@ def conv_options(command):
     decorators = [
         click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels,
                      metavar="SPEC",
-                     help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file; "
-                          "repeatable. Default: vertical, horizontal and edge."),
+                     help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file "
+                          "(a path with / or an extension); repeatable, or a comma list. "
+                          "Default: vertical, horizontal and edge."),
         click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Step between kernel positions."),
         click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,

@@ -1,4 +1,4 @@
-"""Where a run reads and writes: -o FILE, standard input and output, usage errors before any folder."""
+"""Where a run reads and writes: -o FILE, standard input and output, no folder on usage errors."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def test_o_file_writes_the_image_that_stands_for_the_result(photo, tmp_path, arg
 
 
 @pytest.mark.parametrize(("name", "fmt", "extra"), [
-    ("small.jpeg", "JPEG", []), ("small.TIF", "TIFF", []), ("small.jpg", "JPEG", ["--format", "jpeg"]),
+    ("small.jpeg", "JPEG", []), ("small.TIF", "TIFF", []),
+    ("small.jpg", "JPEG", ["--format", "jpeg"]),
 ])
 def test_o_file_takes_its_format_from_the_extension(photo, tmp_path, name, fmt, extra):
     target = tmp_path / name
@@ -243,3 +244,37 @@ def test_version_is_the_package_version():
     result = run("--version")
     assert result.exit_code == 0
     assert result.stdout == f"convcli, version {__version__}\n"
+
+
+# --- kernel names before paths ---------------------------------------------------------------
+
+
+def test_a_folder_or_file_named_like_a_kernel_does_not_hide_it(photo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "edge").mkdir()  # the default kernels include edge
+    (tmp_path / "sobel-y").write_text("0 0 0\n0 5 0\n0 0 0\n")  # convcli kernels X > X, edited
+    ok("conv", photo, "-o", "out")
+    assert names(tmp_path / "out") == [f"photo_conv-{k}-sum.png"
+                                       for k in ("edge", "horizontal", "vertical")]
+    for _ in range(2):  # an output folder named like the kernel, then run again
+        ok("conv", "-k", "sobel-x", photo, "-o", "sobel-x", "--overwrite")
+    ok("conv", "-k", "sobel-y", photo, "-o", "ref")
+    ok("conv", "-k", "./sobel-y", photo, "-o", "file")
+    assert not np.array_equal(read(tmp_path / "ref" / "photo_conv-sobel-y-sum.png"),
+                              read(next((tmp_path / "file").iterdir())))
+
+
+def test_comma_list_of_kernels_is_the_same_as_repeating_k(photo, tmp_path):
+    ok("conv", "-k", "sobel-x, sobel-y:90", photo, "-o", tmp_path / "list", "--format", "npy")
+    ok("conv", "-k", "sobel-x", "-k", "sobel-y:90", photo, "-o", tmp_path / "repeated",
+       "--format", "npy")
+    name = "photo_conv-sobel-x+sobel-y_rot90-sum.npy"
+    assert names(tmp_path / "list") == [name]
+    np.testing.assert_array_equal(np.load(tmp_path / "list" / name),
+                                  np.load(tmp_path / "repeated" / name))
+
+
+def test_an_empty_item_in_a_kernel_list_is_a_usage_error(photo, tmp_path):
+    result = run("conv", "-k", "sobel-x,,edge", photo, "-o", tmp_path / "out")
+    assert_one_line_error(result, 2, "'-k'", "empty")
+    assert not (tmp_path / "out").exists()
