@@ -57,12 +57,7 @@ def __getattr__(name: str):
 
         value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
     elif name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            value = version("convcli")
-        except PackageNotFoundError:  # running from a source tree that is not installed
-            value = "0+unknown"
+        from ._version import __version__ as value
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

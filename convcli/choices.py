@@ -33,5 +33,11 @@ DEFAULT_BORDER = "reflect"
 COMBINE_MODES = ("magnitude", "max", "sum")
 """How ``--combine`` makes one map of several kernels' results."""
 
+FORMAT_NAMES = ("png", "jpg", "tiff", "npy")
+"""The output formats (``--format``); :data:`convcli.app.names.FORMATS` describes each."""
+
+FORMAT_ALIASES = {"jpeg": "jpg", "tif": "tiff"}
+"""Other names and extensions accepted for the formats."""
+
 DEFAULT_MAX_PIXELS = 89_478_485
 """Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)."""

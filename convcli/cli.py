@@ -22,13 +22,14 @@ from pathlib import Path
 
 import click
 
-from .app.names import FORMAT_ALIASES, FORMATS, file_format, format_name
 from .choices import (
     BORDER_MODES,
     CHANNEL_MODES,
     COMBINE_MODES,
     DEFAULT_BORDER,
     DEFAULT_MAX_PIXELS,
+    FORMAT_ALIASES,
+    FORMAT_NAMES,
     NORMALIZE_CHOICES,
     PAD_MODES,
     POOL_MODE_ALIASES,
@@ -113,7 +114,7 @@ def common_options(command):
                           "giving one image, a file named with its format's extension, or "
                           "- for standard output."),
         click.option("--format", "fmt",
-                     type=click.Choice([*FORMATS, *FORMAT_ALIASES], case_sensitive=False),
+                     type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
                      default="png", show_default=True,
                      help="Per-channel images, or one raw float32 .npy per input."),
         click.option("--figure", is_flag=True,
@@ -275,6 +276,7 @@ class _Target:
 
 def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Target:
     """The run's :class:`_Target` from ``-o`` and ``--format``; usage errors name ``-o``."""
+    from .app.names import FORMATS, file_format
     source = click.get_current_context().get_parameter_source("fmt")
     fmt_given = source is not None and source.name != "DEFAULT"
     named = "" if out_dir == "-" else file_format(out_dir)
@@ -335,6 +337,8 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
     if quiet and verbose:
         raise click.UsageError("-q (errors only) and -v (a line per file) cannot be used together")
+    from .app.names import format_name
+
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
         paths, shown = _read_stdin(inputs, stack)

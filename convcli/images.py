@@ -33,6 +33,7 @@ goes through :func:`convcli.safeio.write_atomic`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import shutil
@@ -85,8 +86,13 @@ class PixelLimitError(ImageError):
     """An image whose header claims more pixels than the limit; nothing was decoded."""
 
 
-def _readable_extensions() -> frozenset[str]:
-    """Lower-case extensions (with the dot) of the formats Pillow can decode here."""
+@functools.cache
+def image_extensions() -> frozenset[str]:
+    """Lower-case extensions (with the dot) of the formats Pillow can decode here.
+
+    Found on first use: loading every Pillow plugin takes time that a run on
+    named files does not need (``Image.open`` loads the plugin it needs).
+    """
     Image.init()
     skip = set(_UNDECODABLE)
     if shutil.which("gs") is None:  # what EpsImagePlugin needs, without running it
@@ -102,9 +108,6 @@ def _readable_extensions() -> frozenset[str]:
     return frozenset(exts)
 
 
-IMAGE_EXTENSIONS = _readable_extensions()
-
-
 def is_image_name(path: str | os.PathLike) -> bool:
     """Whether `path` has the extension of an image format Pillow reads (any case).
 
@@ -113,7 +116,7 @@ def is_image_name(path: str | os.PathLike) -> bool:
     >>> is_image_name("holiday/IMG_0001.JPG"), is_image_name("notes.txt")
     (True, False)
     """
-    return Path(path).suffix.lower() in IMAGE_EXTENSIONS
+    return Path(path).suffix.lower() in image_extensions()
 
 
 @dataclass(frozen=True)

@@ -278,3 +278,12 @@ def test_an_empty_item_in_a_kernel_list_is_a_usage_error(photo, tmp_path):
     result = run("conv", "-k", "sobel-x,,edge", photo, "-o", tmp_path / "out")
     assert_one_line_error(result, 2, "'-k'", "empty")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_choices_are_the_library_names():
+    from convcli import choices, levels, padding, pooling
+    from convcli.app.names import FORMATS
+
+    assert tuple(FORMATS) == choices.FORMAT_NAMES
+    assert padding.PAD_MODES is choices.PAD_MODES and pooling.POOL_MODES is choices.POOL_MODES
+    assert levels.MAPPINGS is choices.MAPPINGS

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..choices import FORMAT_ALIASES
 from ..safeio import path_order
 
 
@@ -55,8 +56,6 @@ FORMATS = {
 """The output formats by ``--format`` name; the image formats are written by
 :func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""
 
-FORMAT_ALIASES = {"jpeg": "jpg", "tif": "tiff"}
-"""Other names and extensions accepted for the formats."""
 
 
 def format_name(name: str) -> str:
