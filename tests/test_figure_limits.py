@@ -100,3 +100,57 @@ def test_figures_of_long_strips_take_bounded_memory(tmp_path):
     for grid in grids:
         with Image.open(grid) as im:
             assert max(im.size) <= MAX_FIGURE_PIXELS and im.height > im.width / 3  # drawn tall
+
+
+def test_block_peaks_keep_each_blocks_value_of_largest_magnitude():
+    g = np.random.default_rng(6)
+    edges = g.normal(size=(1000, 40)).astype(np.float32)
+    out = figures._block_peaks(edges, (100.0, 100.0))  # rows: blocks of 5; columns untouched
+    blocks = edges.reshape(200, 5, 40)
+    strongest = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1)[:, None], axis=1)[:, 0]
+    np.testing.assert_array_equal(out, strongest)
+    # A one-pixel line, positive beside negative, survives where a mean would cancel it.
+    line = np.zeros((2000, 8), np.float32)
+    line[1000], line[1001] = 9.0, -9.0
+    assert np.abs(figures._block_peaks(line, (100.0, 100.0))).max() == 9.0
+    assert np.abs(figures._block_means(line, (100.0, 100.0))).max() == 0.0
+
+
+def _image_boxes(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    return [ax.images[0].get_window_extent() for ax in fig.axes if ax.images]
+
+
+def test_a_wide_strip_figure_has_one_long_panel_per_row():
+    g = np.random.default_rng(7)
+    panels = [Panel("original", g.random((100, 10_000, 3)))] + [
+        Panel(f"k{i}", g.normal(size=(100, 10_000)), signed=True, colorbar=True) for i in range(3)]
+    boxes = _image_boxes(figures.draw_grid(panels, ncols=4))
+    assert len(boxes) == 4
+    tops = [b.y0 for b in boxes]
+    assert len({round(t) for t in tops}) == 4  # four rows
+    assert all(b.width >= 700 for b in boxes)  # each strip as long as the figure allows
+
+
+def test_a_tall_strip_figure_has_every_panel_in_one_row():
+    g = np.random.default_rng(8)
+    panels = [Panel("original", g.random((10_000, 100, 3))), None] + [
+        Panel(f"k{i}", g.normal(size=(10_000, 100)), signed=True, colorbar=True) for i in range(3)]
+    boxes = _image_boxes(figures.draw_grid(panels, ncols=2))
+    assert len(boxes) == 4 and len({round(b.y0) for b in boxes}) == 1
+    assert all(b.height >= 600 for b in boxes)
+
+
+def test_a_constant_map_is_titled_with_its_value_without_a_colour_bar():
+    from convcli.app.ops import ConvOp
+    from convcli.images import Picture
+    from convcli.kernels import get_kernel
+
+    pic = Picture(np.zeros((1, 1, 3), np.float32), ("R", "G", "B"), 255.0, 8)
+    op = ConvOp((get_kernel("vertical"), get_kernel("edge")))
+    grid = op.figure(pic, op.compute(pic))
+    maps = grid.panels[1:]
+    assert [p.title for p in maps] == ["vertical: sum (all 0)", "edge: sum (all 0)"]
+    assert not any(p.colorbar for p in maps)
