@@ -6,7 +6,7 @@ out=docs/tour
 # A half-size copy of the cat photo (225x150): 2x2 average pooling.
 convcli pool --mode average --size 2 sample_images/chelsea.png -o "$out" --overwrite -q
 photo="$out/chelsea_pool-average-f2-s2.png"
-# Its vertical, horizontal and edge maps, and the figure grid.
+# Its vertical, horizontal and edge maps, and the figure grid (named after the three kernels).
 convcli conv -k vertical -k horizontal -k edge --figure "$photo" -o "$out" --overwrite -q
 # A max-pooled version, f=5, stride 3, as in the blog write-up.
 convcli pool --size 5 --stride 3 "$photo" -o "$out" --overwrite -q
