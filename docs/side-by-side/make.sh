@@ -29,14 +29,14 @@ command -v montage >/dev/null || { echo "make.sh: ImageMagick's montage is neede
 # The three maps.
 convcli conv -k edge --channels gray "$photo" -o "$out" --overwrite -q
 convcli conv -k edge --channels gray --border constant --normalize abs "$photo" -o "$out" --overwrite -q
-convert "$photo" -colorspace gray -morphology Correlate Laplacian:0 -depth 8 "$magick"
+convert "$photo" -colorspace gray -morphology Correlate Laplacian:0 -depth 8 -strip "$magick"
 
 # Side by side, a caption under each (3 x 512 px wide, plus spacing).
 montage \
     -label 'convcli conv -k edge (default: reflect border, robust scale)' "$ours" \
     -label 'ImageMagick -morphology Correlate Laplacian:0' "$magick" \
     -label 'convcli --border constant --normalize abs (zeros, largest white)' "$old" \
-    -tile 3x1 -geometry +6+6 -pointsize 15 -background white -depth 8 \
+    -tile 3x1 -geometry +6+6 -pointsize 15 -background white -depth 8 -strip \
     "$out/edge-maps.png"
 
 # convcli's ImageMagick-like map, kept only for the check below.
@@ -56,8 +56,11 @@ rows = [
     ("ImageMagick Laplacian:0", magick),
     ("convcli --border constant --normalize abs", old),
 ]
-print("| map | mean level /255 | 99th percentile | brightest: frame / interior | in the frame? |")
-print("|---|---|---|---|---|")
+print(
+    "| map | mean level /255 | 99th percentile | mean /255, frame / interior "
+    "| brightest level, frame / interior | brightest in the frame? | black / white pixels |"
+)
+print("|---|---|---|---|---|---|---|")
 for name, path in rows:
     levels = np.asarray(Image.open(path).convert("L"), dtype=np.float64)
     frame = np.ones(levels.shape, dtype=bool)
@@ -66,7 +69,9 @@ for name, path in rows:
     where = "only there" if top_frame > top_inside else ("also inside" if top_frame == top_inside else "no")
     print(
         f"| {name} | {levels.mean() / 255:.3f} | {np.percentile(levels, 99):.0f} "
-        f"| {top_frame:.0f} / {top_inside:.0f} | {where} |"
+        f"| {levels[frame].mean() / 255:.3f} / {levels[~frame].mean() / 255:.3f} "
+        f"| {top_frame:.0f} / {top_inside:.0f} | {where} "
+        f"| {np.mean(levels == 0):.1%} / {np.mean(levels == 255):.1%} |"
     )
 a = np.asarray(Image.open(magick).convert("L"), dtype=np.int16)
 b = np.asarray(Image.open(like_magick).convert("L"), dtype=np.int16)
