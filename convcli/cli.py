@@ -134,6 +134,13 @@ def common_options(command):
         click.option("--fail-fast", is_flag=True, help="Stop at the first file that fails."),
         click.option("--debug", is_flag=True,
                      help="Show the traceback of an unexpected error."),
+        click.option("--scheduler", metavar="ADDRESS|local",
+                     help="Run the batch on a Dask cluster (tcp://HOST:PORT), or on a local one "
+                          "of --jobs worker processes (needs convcli[dask])."),
+        click.option("--scheduler-file", type=click.Path(dir_okay=False, path_type=str),
+                     help="Run the batch on the Dask cluster that this scheduler file names."),
+        click.option("--files-per-task", type=click.IntRange(min=1), default=None,
+                     help="Files in each Dask task  [default: 8]"),
     ]
     return _apply(decorators, command)
 
@@ -332,11 +339,39 @@ def _check_one_image(tasks, target: _Target, out_dir: str) -> None:
             "or one map with --combine", param_hint="'-o'")
 
 
+def _connect(scheduler, scheduler_file, jobs, stack: ExitStack):
+    """A Dask client for ``--scheduler``/``--scheduler-file``, closed with `stack`; or None."""
+    if scheduler is None and scheduler_file is None:
+        return None
+    from .cluster import ClusterError, MissingExtra, close, connect
+
+    try:
+        client = connect(scheduler, scheduler_file, jobs=jobs or _default_jobs())
+    except MissingExtra as exc:
+        raise click.UsageError(str(exc)) from None
+    except ClusterError as exc:
+        _say(str(exc))
+        click.get_current_context().exit(1)
+    stack.callback(close, client)
+    return client
+
+
+def _default_jobs() -> int:
+    from .batch import default_jobs
+
+    return default_jobs()
+
+
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         jobs, verbose, fail_fast, debug) -> None:
+         jobs, verbose, fail_fast, debug, scheduler, scheduler_file, files_per_task) -> None:
     """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
     if quiet and verbose:
         raise click.UsageError("-q (errors only) and -v (a line per file) cannot be used together")
+    if scheduler is not None and scheduler_file is not None:
+        raise click.UsageError("--scheduler and --scheduler-file name the same thing: give one")
+    if files_per_task is not None and scheduler is None and scheduler_file is None:
+        raise click.BadParameter("only applies with --scheduler or --scheduler-file",
+                                 param_hint="'--files-per-task'")
     from .app.names import format_name
 
     with ExitStack() as stack:
@@ -355,6 +390,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                            max_pixels=max_pixels, out_file=target.out_file)
         if target.out_file:
             _check_one_image(tasks, target, out_dir)
+        client = _connect(scheduler, scheduler_file, jobs, stack)
         try:
             Path(target.folder).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -363,7 +399,8 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                 param_hint="'-o'") from None
         quiet = quiet or (target.stdout and not verbose)
         report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug, shown=shown)
-        status = _run_tasks(tasks, report, jobs=jobs, fail_fast=fail_fast, quiet=quiet)
+        status = _run_tasks(tasks, report, jobs=jobs, fail_fast=fail_fast, quiet=quiet,
+                            client=client, files_per_task=files_per_task)
         where = ("output to standard output" if target.stdout else
                  f"output in {out_dir}" if target.out_file else f"outputs in {out_dir}")
         report.close(where, interrupted=status in (130, 143))
@@ -375,20 +412,34 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         click.get_current_context().exit(status)
 
 
-def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet) -> int | None:
-    """Run the tasks in a batch, reporting each result; the exit status, or None for 0."""
-    from .app.process import process_file
+def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
+               files_per_task=None) -> int | None:
+    """Run the tasks in a batch, reporting each result; the exit status, or None for 0.
+
+    On a Dask `client` when one is given, else in local processes.
+    """
+    from .app import process
     from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
     from .safeio import remove_stale_temporaries
 
     # Temporary files that killed runs left where this one writes.
     for folder in sorted({task.out_dir for task in tasks}):
         remove_stale_temporaries(folder)
-    jobs = min(jobs or default_jobs(), max(1, len(tasks)))
-    requests = _StopRequests(raise_first=jobs == 1)
-    executor = LocalProcessPool(jobs) if jobs > 1 else None
-    run = BatchRun(tasks, process_file, executor=executor, in_flight=2 * jobs,
-                   stop_requests=requests, new_executor=lambda: LocalProcessPool(jobs))
+    if client is not None:
+        from .cluster import DEFAULT_FILES_PER_TASK, ClusterRun
+
+        threads = sum(w.get("nthreads", 1)
+                      for w in client.scheduler_info().get("workers", {}).values())
+        requests = _StopRequests(raise_first=False)
+        run = ClusterRun(client, tasks, process.process_file,
+                         files_per_task=files_per_task or DEFAULT_FILES_PER_TASK,
+                         in_flight=2 * max(1, threads), stop_requests=requests)
+    else:
+        jobs = min(jobs or default_jobs(), max(1, len(tasks)))
+        requests = _StopRequests(raise_first=jobs == 1)
+        executor = LocalProcessPool(jobs) if jobs > 1 else None
+        run = BatchRun(tasks, process.process_file, executor=executor, in_flight=2 * jobs,
+                       stop_requests=requests, new_executor=lambda: LocalProcessPool(jobs))
     previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = None
     late = []
@@ -405,7 +456,7 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet) -> int | None:
             status = 1
         # Files not started are cancelled; the ones running are finished,
         # unless a second Ctrl-C (or kill) asks to stop at once.
-        if requests() and run.running and not quiet:
+        if requests() and run.running and not quiet and client is None:
             _say(f"stopping: finishing {run.running} file(s) being written "
                  "(Ctrl-C again to stop at once)")
         late = run.stop()

@@ -1,0 +1,240 @@
+"""Running a batch on a Dask cluster (the ``dask`` extra): ``--scheduler``.
+
+Dask distributed is imported when a cluster is asked for, never before.
+:func:`connect` opens a client (to a scheduler's address, a scheduler file,
+or a LocalCluster of worker processes started here), checks that every worker
+runs this version of convcli, and :class:`ClusterRun` streams the tasks
+through it: files grouped `files_per_task` to a Dask task, a bounded number of
+tasks in flight, each result released as soon as it has been counted. Tasks
+return small :class:`convcli.batch.FileResult` records, never pixels.
+
+Dask runs a task again when the worker running it dies (at-least-once), and
+gives up after its ``allowed-failures`` with ``KilledWorker``. Outputs are
+written under temporary names and renamed, and a task run again keeps what
+its first run completed, so a second run is harmless. A group that keeps
+killing its workers is split into one task per file, so that only the file
+to blame fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from .batch import WORKER_DIED, FileResult, run_guarded
+
+DEFAULT_FILES_PER_TASK = 8
+"""Files per Dask task: enough to make the scheduler's cost per file small
+(about a millisecond a task), few enough to spread a folder over many workers."""
+
+_POLL_SECONDS = 0.05
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be used (unreachable, other versions); the message is one line."""
+
+
+class MissingExtra(ClusterError):
+    """An optional dependency is not installed; the message names the extra."""
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise MissingExtra(
+            "--scheduler needs Dask distributed: pip install 'convcli[dask]'") from None
+    return distributed
+
+
+def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
+            jobs: int = 1, timeout: float = 10.0):
+    """A ``distributed.Client`` for `scheduler` (an address or ``"local"``) or `scheduler_file`.
+
+    ``"local"`` starts a LocalCluster of `jobs` worker processes of one
+    thread each on this machine, closed with the client. Every worker is
+    checked to run this version of convcli (:func:`check_versions`).
+
+    Raises
+    ------
+    MissingExtra
+        Dask distributed is not installed.
+    ClusterError
+        The scheduler cannot be reached, or a worker runs another convcli.
+    """
+    distributed = _import_distributed()
+    import logging
+
+    # Dask logs connection chatter at INFO and WARNING; the command line reports on its own.
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    try:
+        if scheduler == "local":
+            # The scheduler's HTTP server on a free loopback port: with the dashboard
+            # off it would still take 8787, and warn when another cluster holds it.
+            cluster = distributed.LocalCluster(
+                n_workers=jobs, threads_per_worker=1, processes=True,
+                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+            client = distributed.Client(cluster, set_as_default=False)
+            client._convcli_cluster = cluster  # closed with the client, see close()
+        elif scheduler_file is not None:
+            client = distributed.Client(scheduler_file=scheduler_file, timeout=timeout,
+                                        set_as_default=False)
+        else:
+            client = distributed.Client(scheduler, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        where = scheduler_file or scheduler
+        raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
+                           f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    try:
+        check_versions(client)
+    except BaseException:
+        close(client)
+        raise
+    return client
+
+
+def close(client) -> None:
+    """Close `client`, and the LocalCluster it started, if any."""
+    cluster = getattr(client, "_convcli_cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def worker_version() -> str:
+    """convcli's version where this runs (called on the workers)."""
+    from . import __version__
+
+    return __version__
+
+
+def check_versions(client, *, wait_seconds: float = 10.0) -> None:
+    """Raise ClusterError unless every worker of `client` runs this version of convcli.
+
+    Waits up to `wait_seconds` for a first worker to join.
+    """
+    deadline = time.monotonic() + wait_seconds
+    while not client.scheduler_info().get("workers") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not client.scheduler_info().get("workers"):
+        raise ClusterError("the Dask cluster has no workers")
+    ours = worker_version()
+    try:
+        theirs = client.run(worker_version)
+    except (ImportError, AttributeError) as exc:
+        raise ClusterError(f"convcli cannot be imported on the Dask workers ({exc}); "
+                           f"install convcli {ours} there") from None
+    other = {address: version for address, version in theirs.items() if version != ours}
+    if other:
+        listed = ", ".join(f"{address} has {version}" for address, version in sorted(other.items()))
+        raise ClusterError(f"the Dask workers must run convcli {ours}, as this machine does: "
+                           f"{listed}")
+
+
+def run_group(worker: Callable, tasks: tuple) -> list[FileResult]:
+    """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker."""
+    return [run_guarded(worker, task) for task in tasks]
+
+
+class ClusterRun:
+    """Run ``worker(task)`` for every task on a Dask client; iterate to get the results.
+
+    The same interface as :class:`convcli.batch.BatchRun` (iteration in
+    completion order, :meth:`stop`, :attr:`running`, :attr:`recovered_deaths`).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    tasks : iterable
+        Consumed lazily: at most `in_flight` groups are submitted and not done.
+    worker : callable
+        A module-level function, importable on the workers.
+    files_per_task : int
+        Tasks grouped into one Dask task.
+    in_flight : int
+        Dask tasks submitted and not finished, at most (about twice the
+        cluster's threads).
+    stop_requests : callable
+        The number of times the user asked to stop, polled while waiting.
+    """
+
+    def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
+                 in_flight: int, stop_requests: Callable[[], int] = lambda: 0):
+        self._client = client
+        self._tasks = iter(tasks)
+        self._worker = worker
+        self._per_task = max(1, files_per_task)
+        self._in_flight = max(1, in_flight)
+        self._stop_requests = stop_requests
+        self._distributed = _import_distributed()
+        self._pending = self._distributed.as_completed(loop=client.loop)
+        self._group_of: dict = {}
+        self._singles: list = []  # tasks of groups split after killing workers
+        self.recovered_deaths: list[str] = []
+
+    def _submit(self, group: tuple) -> None:
+        future = self._client.submit(run_group, self._worker, group, pure=False)
+        self._group_of[future] = group
+        self._pending.add(future)
+
+    def _fill(self) -> None:
+        while len(self._group_of) < self._in_flight:
+            if self._singles:
+                self._submit((self._singles.pop(0),))
+                continue
+            group = tuple(itertools.islice(self._tasks, self._per_task))
+            if not group:
+                return
+            self._submit(group)
+
+    def __iter__(self) -> Iterator[FileResult]:
+        killed = self._distributed.KilledWorker
+        self._fill()
+        while not self._pending.is_empty():
+            if self._stop_requests():
+                return
+            done = self._pending.next_batch(block=False)
+            if not done:
+                time.sleep(_POLL_SECONDS)
+                continue
+            for future in done:
+                group = self._group_of.pop(future)
+                try:
+                    results = future.result()
+                except killed as exc:
+                    results = self._killed(group, exc)
+                except self._distributed.client.FutureCancelledError:
+                    results = []
+                future.release()
+                self._fill()
+                yield from results
+
+    def _killed(self, group: tuple, exc: BaseException) -> list[FileResult]:
+        """Results for a group whose workers kept dying: split it, or fail its one file."""
+        if len(group) > 1:
+            self._singles.extend(group)
+            return []
+        task = group[0]
+        source = str(getattr(task, "source", task))
+        return [FileResult(source, "failed",
+                           f"{WORKER_DIED} (each time it was tried: {type(exc).__name__})")]
+
+    @property
+    def running(self) -> int:
+        """Files in Dask tasks that were submitted and have not finished."""
+        return sum(len(group) for group in self._group_of.values())
+
+    def stop(self, *, force: bool = False) -> list[FileResult]:
+        """Cancel the tasks not finished; return nothing (their files are not reported).
+
+        Outputs stay whole either way: a cancelled task that was running
+        finishes the file it is writing, under a temporary name, or leaves a
+        temporary file that the next run removes.
+        """
+        futures = list(self._group_of)
+        self._group_of.clear()
+        if futures:
+            self._client.cancel(futures, force=force)
+        self._pending.clear()
+        return []

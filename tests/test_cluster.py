@@ -1,0 +1,240 @@
+"""Batches on a real Dask cluster on 127.0.0.1: the same outputs, messages and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from helpers import digests, make_folder, make_image, run
+
+distributed = pytest.importorskip("distributed")
+
+from convcli.batch import WORKER_DIED, FileResult  # noqa: E402
+from convcli.cluster import ClusterRun  # noqa: E402
+
+pytestmark = pytest.mark.cluster
+
+CONVCLI = [sys.executable, "-m", "convcli"]
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.1)
+
+
+class _Cluster:
+    """A ``dask scheduler`` and `workers` ``dask worker`` processes, each of one thread."""
+
+    def __init__(self, folder: Path, workers: int, *, preload: Path | None = None):
+        self.file = folder / "scheduler.json"
+        dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+        self.procs = [subprocess.Popen(
+            [*dask, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", str(self.file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        _wait_for(self.file.exists, 60, "the scheduler did not start")
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                  str(self.file), "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]
+        if preload is not None:
+            worker += ["--preload", str(preload)]
+        self.procs += [subprocess.Popen(worker, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL) for _ in range(workers)]
+        with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
+            client.wait_for_workers(workers, timeout=60)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = _Cluster(tmp_path_factory.mktemp("cluster"), 2)
+    yield c
+    c.close()
+
+
+def _convcli(*args, timeout=180):
+    return subprocess.run([*CONVCLI, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    folder = make_folder(tmp_path_factory.mktemp("photos") / "in", 10, (64, 48))
+    (folder / "broken.png").write_bytes(b"not an image")
+    return folder
+
+
+def test_a_cluster_run_writes_what_a_local_run_writes(cluster, photos, tmp_path):
+    local = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "local",
+                     "-j", "2")
+    remote = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "remote",
+                      "--scheduler", cluster.address, "--files-per-task", "3")
+    assert local.returncode == remote.returncode == 1, remote.stderr
+    assert digests(tmp_path / "remote") == digests(tmp_path / "local")  # byte for byte
+    assert len(digests(tmp_path / "remote")) == 20
+    failure = f"convcli: {photos / 'broken.png'}: not an image file"
+    for result in (local, remote):
+        lines = result.stderr.splitlines()
+        assert [line for line in lines if line.startswith(failure)] == [lines[0]]
+        assert lines[-1].startswith("convcli: 10 processed, 0 skipped, 1 failed in ")
+    again = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "remote",
+                     "--scheduler-file", cluster.file)
+    assert again.returncode == 1
+    assert "0 processed, 10 skipped, 1 failed" in again.stderr
+
+
+def test_pool_on_the_cluster_with_overwrite(cluster, photos, tmp_path):
+    out = tmp_path / "out"
+    args = ["pool", "--mode", "average", photos, "-o", out, "--scheduler", cluster.address]
+    first = _convcli(*args)
+    assert first.returncode == 1, first.stderr
+    before = digests(out)
+    forced = _convcli(*args, "--overwrite")
+    assert forced.returncode == 1 and "10 processed, 0 skipped, 1 failed" in forced.stderr
+    assert digests(out) == before
+
+
+def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
+    result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:9",
+                      timeout=120)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "convcli: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert not (tmp_path / "out").exists()
+
+
+def test_workers_with_another_version_are_named(photos, tmp_path):
+    preload = tmp_path / "other_version.py"
+    preload.write_text("import convcli._version\nconvcli._version.__version__ = '0.0.1'\n")
+    other = _Cluster(tmp_path, 1, preload=preload)
+    try:
+        result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
+    finally:
+        other.close()
+    from convcli import __version__
+
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"convcli: the Dask workers must run convcli {__version__}, ")
+    assert lines[0].endswith(" has 0.0.1")
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_stops_a_cluster_run_within_seconds(cluster, tmp_path):
+    src = make_folder(tmp_path / "many", 300, (320, 240))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
+                             cluster.address, "--files-per-task", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: out.exists() and any(out.glob("*.png")), 120, "no output appeared")
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("convcli: interrupted: ")
+    done = len(list(out.glob("*.png")))
+    assert 0 < done < 900
+
+
+# --- ClusterRun in this process, on a LocalCluster: deaths and retries -----------------------
+
+
+class _Job(NamedTuple):
+    source: str
+    marker: str = ""
+
+
+def _dies_once(job):
+    """Kills its worker the first time it sees job "c" (a marker file remembers)."""
+    if job.source == "c" and not os.path.exists(job.marker):
+        Path(job.marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(job.source, "done")
+
+
+def _always_dies_on_c(job):
+    if job.source == "c":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return FileResult(job.source, "done")
+
+
+@pytest.fixture(scope="module")
+def local_client():
+    import cloudpickle
+    import dask
+
+    # The workers cannot import this test module: its functions travel by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address="127.0.0.1:0")
+        client = distributed.Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def test_a_worker_killed_once_loses_nothing(local_client, tmp_path):
+    tasks = [_Job(name, str(tmp_path / "died")) for name in "abcdefgh"]
+    results = list(ClusterRun(local_client, tasks, _dies_once, files_per_task=3, in_flight=4))
+    assert sorted(r.source for r in results) == list("abcdefgh")  # each exactly once
+    assert all(r.status == "done" for r in results)
+
+
+def test_a_file_that_kills_every_worker_fails_alone(local_client, tmp_path):
+    tasks = [_Job(name) for name in "abcdef"]
+    results = list(ClusterRun(local_client, tasks, _always_dies_on_c, files_per_task=3,
+                              in_flight=2))
+    assert sorted(r.source for r in results) == list("abcdef")
+    failed = [r for r in results if r.status == "failed"]
+    assert [r.source for r in failed] == ["c"]
+    assert failed[0].message.startswith(WORKER_DIED)
+
+
+# --- without the extra -------------------------------------------------------------------------
+
+
+def test_without_dask_the_option_names_the_extra(tmp_path):
+    src = make_image(tmp_path / "a.png", "RGB")
+    code = ("import sys; sys.modules['distributed'] = None; from convcli.__main__ import main; "
+            f"sys.argv = ['convcli', 'pool', {str(src)!r}, '-o', {str(tmp_path / 'out')!r}, "
+            "'--scheduler', 'local']; main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "convcli: --scheduler needs Dask distributed: pip install 'convcli[dask]'")
+    assert len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_files_per_task_needs_a_scheduler(tmp_path):
+    src = make_image(tmp_path / "a.png", "RGB")
+    result = run("pool", src, "-o", tmp_path / "out", "--files-per-task", "4")
+    assert result.exit_code == 2 and "--files-per-task" in result.stderr
+    assert not (tmp_path / "out").exists()
