@@ -1,4 +1,4 @@
-"""Whole-process start-up: help, version and one small file, against ``import click`` and ImageMagick.
+"""Whole-process start-up: help, version and one small file, against import click and ImageMagick.
 
 Run from the repository root, with convcli installed::
 

@@ -19,10 +19,12 @@ to blame fails.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from .batch import WORKER_DIED, FileResult, run_guarded
+from ._engine.tiles import set_threads, usable_cores
+from .batch import WORKER_DIED, FileResult, keep_freed_memory, run_guarded
 
 DEFAULT_FILES_PER_TASK = 8
 """Files per Dask task: enough to make the scheduler's cost per file small
@@ -132,8 +134,47 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
                            f"{listed}")
 
 
-def run_group(worker: Callable, tasks: tuple) -> list[FileResult]:
-    """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker."""
+def layer_threads(client) -> dict[str, int]:
+    """Layer threads for each worker of `client`: its host's cores shared among the host's threads.
+
+    A worker process runs one file per Dask thread, as a local pool runs one
+    per process; the layers' own threads would otherwise compete for the cores.
+    """
+    workers = client.scheduler_info().get("workers", {})
+    cores = client.run(usable_cores)
+    on_host: dict[str, int] = {}
+    for info in workers.values():
+        on_host[info.get("host")] = on_host.get(info.get("host"), 0) + info.get("nthreads", 1)
+    return {address: max(1, cores.get(address, 1) // on_host[info.get("host")])
+            for address, info in workers.items()}
+
+
+_prepared = False
+
+
+def _prepare_worker(threads: dict[str, int]) -> None:
+    """Once per worker process: its layer threads, and freed image buffers kept for reuse."""
+    global _prepared
+    if _prepared:
+        return
+    _prepared = True
+    try:
+        from distributed import get_worker
+
+        count = threads.get(get_worker().address)
+    except (ImportError, ValueError):
+        count = None
+    if count and not os.environ.get("CONVCLI_THREADS"):
+        set_threads(count)
+    keep_freed_memory()
+
+
+def run_group(worker: Callable, tasks: tuple, threads: dict | None = None) -> list[FileResult]:
+    """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker.
+
+    `threads` maps worker addresses to layer threads (:func:`layer_threads`).
+    """
+    _prepare_worker(threads or {})
     return [run_guarded(worker, task) for task in tasks]
 
 
@@ -169,12 +210,13 @@ class ClusterRun:
         self._stop_requests = stop_requests
         self._distributed = _import_distributed()
         self._pending = self._distributed.as_completed(loop=client.loop)
+        self._threads = layer_threads(client)
         self._group_of: dict = {}
         self._singles: list = []  # tasks of groups split after killing workers
         self.recovered_deaths: list[str] = []
 
     def _submit(self, group: tuple) -> None:
-        future = self._client.submit(run_group, self._worker, group, pure=False)
+        future = self._client.submit(run_group, self._worker, group, self._threads, pure=False)
         self._group_of[future] = group
         self._pending.add(future)
 
@@ -196,7 +238,7 @@ class ClusterRun:
                 return
             done = self._pending.next_batch(block=False)
             if not done:
-                time.sleep(_POLL_SECONDS)
+                self._wait_for_results()
                 continue
             for future in done:
                 group = self._group_of.pop(future)
@@ -209,6 +251,20 @@ class ClusterRun:
                 future.release()
                 self._fill()
                 yield from results
+
+    def _wait_for_results(self) -> None:
+        """Wait until a result is ready, or :data:`_POLL_SECONDS` pass (to look at stop requests).
+
+        as_completed wakes its own iterator through its ``thread_condition``;
+        waiting on it here lets a request to stop be seen between results.
+        """
+        condition = getattr(self._pending, "thread_condition", None)
+        if condition is None:
+            time.sleep(_POLL_SECONDS)
+            return
+        with condition:
+            if not self._pending.has_ready():
+                condition.wait(timeout=_POLL_SECONDS)
 
     def _killed(self, group: tuple, exc: BaseException) -> list[FileResult]:
         """Results for a group whose workers kept dying: split it, or fail its one file."""

@@ -1,0 +1,163 @@
+"""Batches on a Dask cluster: overhead against local processes, and the client at scale.
+
+Run from the repository root, with ``convcli[dask]`` installed::
+
+    python benchmarks/bench_scale.py                 # 16 photos; 1,000,000 no-op tasks
+    python benchmarks/bench_scale.py --tasks 200000  # a shorter client test
+
+It measures, on this machine:
+
+1. The same ``convcli conv -k vertical`` job on 16 photos of 2400x1800 (the
+   folder of ``bench_batch.py``), whole-process medians: ``--jobs 2``; on a
+   running cluster of 2 one-thread workers (``--scheduler tcp://...``); and
+   ``--scheduler local -j 2``, which also starts and stops its cluster.
+2. The client streaming N synthetic tasks through :class:`convcli.cluster.ClusterRun`
+   with a no-op worker function, in a fresh process: its time, its peak
+   memory, and the tasks per second through the scheduler. The tasks are made
+   lazily; the client holds at most twice the cluster's threads of Dask tasks.
+3. The command line's planning of N inputs (``plan_tasks``), whose task list is
+   held in the client: its time and peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_batch import make_photos, time_command  # noqa: E402
+
+# This process's peak resident memory. (ru_maxrss would count the parent's, kept across exec.)
+_PEAK = """
+def peak_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+"""
+
+_STREAM = _PEAK + """
+import json, sys, time
+import distributed
+from convcli.batch import FileResult
+from convcli.cluster import ClusterRun
+
+def no_op(task):
+    return FileResult(task, "done")
+
+n, per_task = int(sys.argv[1]), int(sys.argv[2])
+with distributed.Client(scheduler_file=sys.argv[3], set_as_default=False) as client:
+    threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+    start = time.perf_counter()
+    run = ClusterRun(client, (str(i) for i in range(n)), no_op, files_per_task=per_task,
+                     in_flight=2 * threads)
+    count = sum(1 for _ in run)
+    seconds = time.perf_counter() - start
+print(json.dumps({"count": count, "seconds": seconds, "peak_mib": peak_mib()}))
+"""
+
+_PLAN = _PEAK + """
+import json, sys, time
+from convcli.app.ops import ConvOp
+from convcli.app.plan import InputFile, plan_tasks
+from convcli.kernels import get_kernel
+
+n = int(sys.argv[1])
+base = peak_mib()
+start = time.perf_counter()
+inputs = [InputFile(f"/data/photos/{i // 1000:04d}/IMG_{i:07d}.jpg", f"/data/edges/{i // 1000:04d}")
+          for i in range(n)]
+tasks = plan_tasks(inputs, ConvOp((get_kernel("vertical"),)))
+seconds = time.perf_counter() - start
+print(json.dumps({"count": len(tasks), "seconds": seconds, "peak_mib": peak_mib(),
+                  "base_mib": base}))
+"""
+
+
+class Cluster:
+    """A ``dask scheduler`` and two one-thread workers on 127.0.0.1."""
+
+    def __init__(self, folder: Path, workers: int = 2):
+        import distributed
+
+        self.file = folder / "scheduler.json"
+        self.procs = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", str(self.file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        while not self.file.exists():
+            time.sleep(0.1)
+        self.procs += [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(self.file), "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
+            client.wait_for_workers(workers, timeout=60)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(timeout=30)
+
+
+def _json_run(code: str, *args) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=16, help="photos")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=1_000_000, help="synthetic tasks")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "convcli-bench")
+    args = parser.parse_args(argv)
+
+    photos = args.data / "photos"
+    make_photos(photos, args.count)
+    out = args.data / "out-scale"
+    work = Path(tempfile.mkdtemp(prefix="convcli-scale-"))
+    cluster = Cluster(work)
+    try:
+        job = [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(photos), "-o",
+               str(out), "-q"]
+        rows = [
+            ("--jobs 2", time_command([*job, "--jobs", "2"], out, args.repeat)),
+            ("--scheduler (2 workers running)",
+             time_command([*job, "--scheduler", cluster.address], out, args.repeat)),
+            ("--scheduler local -j 2 (starts it)",
+             time_command([*job, "--scheduler", "local", "-j", "2"], out, args.repeat)),
+        ]
+        print(f"{args.count} photos of 2400x1800, median of {args.repeat} whole-process runs")
+        local = rows[0][1]
+        for label, seconds in rows:
+            print(f"  {label:36s} {seconds:6.2f} s  {args.count / seconds:5.1f} photos/s  "
+                  f"{seconds / local:5.2f}x --jobs 2")
+
+        for per_task in (8, 100):
+            stream = _json_run(_STREAM, args.tasks, per_task, cluster.file)
+            dask_tasks = -(-stream["count"] // per_task)
+            print(f"client streaming {stream['count']:,} no-op tasks, {per_task} per Dask task: "
+                  f"{stream['seconds']:.1f} s, peak {stream['peak_mib']:.0f} MiB, "
+                  f"{stream['count'] / stream['seconds']:,.0f} files/s, "
+                  f"{dask_tasks / stream['seconds']:,.0f} Dask tasks/s")
+    finally:
+        cluster.close()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+    plan = _json_run(_PLAN, args.tasks)
+    print(f"planning {plan['count']:,} inputs (plan_tasks): {plan['seconds']:.1f} s, peak "
+          f"{plan['peak_mib']:.0f} MiB ({plan['base_mib']:.0f} MiB before)")
+
+
+if __name__ == "__main__":
+    main()
