@@ -15,6 +15,7 @@ It measures, on this machine:
    with a no-op worker function, in a fresh process: its time, its peak
    memory, and the tasks per second through the scheduler. The tasks are made
    lazily; the client holds at most twice the cluster's threads of Dask tasks.
+   N tasks go 100 to a Dask task, and N / 10 at the default 8 to a task.
 3. The command line's planning of N inputs (``plan_tasks``), whose task list is
    held in the client: its time and peak memory.
 """
@@ -142,8 +143,10 @@ def main(argv=None) -> None:
             print(f"  {label:36s} {seconds:6.2f} s  {args.count / seconds:5.1f} photos/s  "
                   f"{seconds / local:5.2f}x --jobs 2")
 
-        for per_task in (8, 100):
-            stream = _json_run(_STREAM, args.tasks, per_task, cluster.file)
+        # The default grouping on a tenth of the tasks (the scheduler's rate bounds it),
+        # and all of them in groups of 100.
+        for count, per_task in ((args.tasks // 10, 8), (args.tasks, 100)):
+            stream = _json_run(_STREAM, count, per_task, cluster.file)
             dask_tasks = -(-stream["count"] // per_task)
             print(f"client streaming {stream['count']:,} no-op tasks, {per_task} per Dask task: "
                   f"{stream['seconds']:.1f} s, peak {stream['peak_mib']:.0f} MiB, "
