@@ -176,13 +176,14 @@ def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
     return outputs
 
 
-def output_stems(paths: list[Path]) -> list[str]:
+def output_stems(paths: list[Path], *, orders: list | None = None) -> list[str]:
     """The stems used in output names for files that share one output folder.
 
     Stems that clash (ignoring case) get the file's extension appended; names
     that still clash are numbered ``-2``, ``-3`` ... in the order of the files'
     full paths (resolved, compared ignoring case), so the same files get the
-    same names whatever order they are given in.
+    same names whatever order they are given in. `orders`, if given, holds
+    :func:`convcli.safeio.path_order` of each path, already computed.
 
     Examples
     --------
@@ -198,7 +199,9 @@ def output_stems(paths: list[Path]) -> list[str]:
     ]
     seen: dict[str, int] = defaultdict(int)
     result = list(stems)
-    for i in sorted(range(len(paths)), key=lambda i: path_order(paths[i])):
+    if orders is None:
+        orders = [path_order(p) for p in paths]
+    for i in sorted(range(len(paths)), key=orders.__getitem__):
         seen[stems[i].casefold()] += 1
         n = seen[stems[i].casefold()]
         result[i] = stems[i] if n == 1 else f"{stems[i]}-{n}"

@@ -96,7 +96,7 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False) ->
     return found
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Task:
     """Everything :func:`convcli.app.process.process_file` needs for one input (picklable).
 
@@ -144,31 +144,45 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     protected, so that no output is ever written over an input. With
     `out_file` (one input), its output is that file, which must not be the input.
     """
+    # Each input resolved once, each folder once: resolving follows every link
+    # of every component, and a batch can hold a million files in a few folders.
+    folder_keys: dict[str, str] = {}
+
+    def folder_key(folder: str) -> str:
+        if folder not in folder_keys:
+            folder_keys[folder] = path_key(folder)
+        return folder_keys[folder]
+
     unique: list[InputFile] = []
+    orders: list[tuple[str, str]] = []
     seen = set()
     for item in inputs:
-        key = path_key(item.path)
+        real = resolved(item.path)
+        key = os.path.normcase(real).casefold()
         if key not in seen:
             seen.add(key)
             unique.append(item)
+            orders.append((key, real))
+    del seen
     by_dir: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(unique):
-        by_dir[path_key(item.out_dir)].append(i)
+        by_dir[folder_key(item.out_dir)].append(i)
     inputs_in_dir: dict[str, list[str]] = defaultdict(list)
     for item in unique:
-        inputs_in_dir[path_key(Path(item.path).parent)].append(item.path)
+        inputs_in_dir[folder_key(os.path.dirname(item.path) or ".")].append(item.path)
     stems = [""] * len(unique)
     for indices in by_dir.values():
+        paths = [Path(unique[i].path) for i in indices]
         for i, stem in zip(
-            indices, output_stems([Path(unique[i].path) for i in indices]), strict=True
+            indices, output_stems(paths, orders=[orders[i] for i in indices]), strict=True
         ):
             stems[i] = stem
     tasks = []
     for item, stem in zip(unique, stems, strict=True):
         prefix = (stem + "_").casefold()
         protected = tuple(
-            p for p in inputs_in_dir.get(path_key(item.out_dir), ())
-            if Path(p).name.casefold().startswith(prefix)
+            p for p in inputs_in_dir.get(folder_key(item.out_dir), ())
+            if os.path.basename(p).casefold().startswith(prefix)
         )
         if out_file:
             protected = (item.path,)
