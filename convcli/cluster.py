@@ -11,9 +11,10 @@ return small :class:`convcli.batch.FileResult` records, never pixels.
 Dask runs a task again when the worker running it dies (at-least-once), and
 gives up after its ``allowed-failures`` with ``KilledWorker``. Outputs are
 written under temporary names and renamed, and a task run again keeps what
-its first run completed, so a second run is harmless. A group that keeps
-killing its workers is split into one task per file, so that only the file
-to blame fails.
+its first run completed, so a second run is harmless (its files are counted
+as skipped). A group that keeps killing its workers is split into one task
+per file, run one at a time with nothing else in flight, so that only the
+file to blame fails.
 """
 
 from __future__ import annotations
@@ -221,10 +222,17 @@ class ClusterRun:
         self._pending.add(future)
 
     def _fill(self) -> None:
-        while len(self._group_of) < self._in_flight:
-            if self._singles:
+        """Submit groups up to `in_flight`; the files of a split group one at a time, alone.
+
+        A file of a split group runs with nothing else on the cluster: Dask
+        counts a worker's death against every task assigned to that worker, so
+        a file queued beside the one to blame could otherwise fail with it.
+        """
+        if self._singles:
+            if not self._group_of:
                 self._submit((self._singles.pop(0),))
-                continue
+            return
+        while len(self._group_of) < self._in_flight:
             group = tuple(itertools.islice(self._tasks, self._per_task))
             if not group:
                 return

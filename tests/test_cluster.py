@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +159,30 @@ def test_ctrl_c_stops_a_cluster_run_within_seconds(cluster, tmp_path):
     assert stderr.splitlines()[-1].startswith("convcli: interrupted: ")
     done = len(list(out.glob("*.png")))
     assert 0 < done < 900
+
+
+def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
+    src = make_folder(tmp_path / "in", 40, (320, 240))
+    reference = _convcli("conv", "-k", "edge", src, "-o", tmp_path / "local", "-j", "2")
+    assert reference.returncode == 0, reference.stderr
+    with distributed.Client(scheduler_file=str(cluster.file), set_as_default=False) as client:
+        victim = next(iter(client.run(os.getpid).values()))
+        out = tmp_path / "remote"
+        proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", str(src), "-o", str(out),
+                                 "--scheduler", cluster.address, "--files-per-task", "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: out.exists() and len(list(out.glob("*.png"))) >= 4, 120,
+                  "no output appeared")
+        os.kill(victim, signal.SIGKILL)  # its nanny starts another
+        _, stderr = proc.communicate(timeout=180)
+        client.wait_for_workers(2, timeout=60)
+    assert proc.returncode == 0, stderr
+    # Files whose outputs the killed worker had written whole are skipped when Dask runs
+    # their task again; every file is counted once.
+    counts = re.search(r"(\d+) processed, (\d+) skipped, 0 failed", stderr)
+    assert counts and int(counts[1]) + int(counts[2]) == 40, stderr
+    finished = {k: v for k, v in digests(out).items() if not k.startswith(".convcli-")}
+    assert finished == digests(tmp_path / "local")  # every output whole, byte for byte
 
 
 # --- ClusterRun in this process, on a LocalCluster: deaths and retries -----------------------
