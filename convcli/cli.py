@@ -101,6 +101,19 @@ def _apply(decorators, command):
     return command
 
 
+def _storage_options(ctx, param, values):
+    from .storage import parse_option
+
+    options = {}
+    for text in values:
+        try:
+            key, value = parse_option(text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+        options[key] = value
+    return options or None
+
+
 def common_options(command):
     """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
@@ -141,6 +154,10 @@ def common_options(command):
                      help="Run the batch on the Dask cluster that this scheduler file names."),
         click.option("--files-per-task", type=click.IntRange(min=1), default=None,
                      help="Files in each Dask task  [default: 8]"),
+        click.option("--storage-option", "storage_options", multiple=True,
+                     metavar="KEY=VALUE", callback=_storage_options,
+                     help="An fsspec option for s3://, gs:// ... inputs and outputs "
+                          "(endpoint_url=..., anon=true); repeatable."),
     ]
     return _apply(decorators, command)
 
@@ -286,6 +303,8 @@ def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Targe
     from .app.names import FORMATS, file_format
     source = click.get_current_context().get_parameter_source("fmt")
     fmt_given = source is not None and source.name != "DEFAULT"
+    from .storage import dirname, is_url
+
     named = "" if out_dir == "-" else file_format(out_dir)
     if out_dir != "-" and (not named or os.path.isdir(out_dir)):
         return _Target(out_dir, fmt=fmt)
@@ -302,7 +321,8 @@ def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Targe
     if fmt_given and named != fmt:
         raise click.BadParameter(f"{out_dir!r} names a {named} file, but --format is {fmt}",
                                  param_hint="'-o'")
-    return _Target(os.path.dirname(out_dir) or ".", out_dir, fmt=named)
+    folder = dirname(out_dir) if is_url(out_dir) else os.path.dirname(out_dir) or "."
+    return _Target(folder, out_dir, fmt=named)
 
 
 def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
@@ -362,8 +382,20 @@ def _default_jobs() -> int:
     return default_jobs()
 
 
+def _check_urls(inputs, out_dir: str, cluster: bool) -> None:
+    """Usage errors for URLs that cannot work: in-process memory:// on a cluster."""
+    from .storage import protocol
+
+    for path in (*inputs, out_dir):
+        if cluster and protocol(path) == "memory":
+            raise click.BadParameter(f"{path}: memory:// lives in this process only, "
+                                     "where the cluster's workers cannot see it",
+                                     param_hint="'--scheduler'")
+
+
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         jobs, verbose, fail_fast, debug, scheduler, scheduler_file, files_per_task) -> None:
+         jobs, verbose, fail_fast, debug, scheduler, scheduler_file, files_per_task,
+         storage_options) -> None:
     """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
     if quiet and verbose:
         raise click.UsageError("-q (errors only) and -v (a line per file) cannot be used together")
@@ -373,26 +405,39 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         raise click.BadParameter("only applies with --scheduler or --scheduler-file",
                                  param_hint="'--files-per-task'")
     from .app.names import format_name
+    from .storage import MissingBackend, is_url, local_path
 
+    inputs = tuple(local_path(str(path)) for path in inputs)
+    out_dir = local_path(out_dir)
+    _check_urls(inputs, out_dir, scheduler is not None or scheduler_file is not None)
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
         paths, shown = _read_stdin(inputs, stack)
         from .app.plan import find_inputs, plan_tasks
 
-        found = find_inputs(paths, out_dir=target.folder, recursive=recursive)
+        try:
+            found = find_inputs(paths, out_dir=target.folder, recursive=recursive,
+                                storage_options=storage_options)
+        except MissingBackend as exc:
+            raise click.UsageError(str(exc)) from None
         if not quiet:
             for note in found.notes:
                 _say(note)
         if not found.files:
             _say("no input images: nothing done")
             click.get_current_context().exit(1)
-        tasks = plan_tasks(found.files, op, fmt=target.fmt, figure=figure, overwrite=overwrite,
-                           max_pixels=max_pixels, out_file=target.out_file)
+        try:
+            tasks = plan_tasks(found.files, op, fmt=target.fmt, figure=figure,
+                               overwrite=overwrite, max_pixels=max_pixels,
+                               out_file=target.out_file, storage_options=storage_options)
+        except MissingBackend as exc:
+            raise click.UsageError(str(exc)) from None
         if target.out_file:
             _check_one_image(tasks, target, out_dir)
         client = _connect(scheduler, scheduler_file, jobs, stack)
         try:
-            Path(target.folder).mkdir(parents=True, exist_ok=True)
+            if not is_url(target.folder):  # object storage has no folders to make
+                Path(target.folder).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise click.BadParameter(
                 f"cannot create the folder {target.folder}: {exc.strerror or exc}",
@@ -421,10 +466,12 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
     from .app import process
     from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
     from .safeio import remove_stale_temporaries
+    from .storage import is_url, protocol
 
     # Temporary files that killed runs left where this one writes.
     for folder in sorted({task.out_dir for task in tasks}):
-        remove_stale_temporaries(folder)
+        if not is_url(folder):
+            remove_stale_temporaries(folder)
     if client is not None:
         from .cluster import DEFAULT_FILES_PER_TASK, ClusterRun
 
@@ -436,6 +483,8 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
                          in_flight=2 * max(1, threads), stop_requests=requests)
     else:
         jobs = min(jobs or default_jobs(), max(1, len(tasks)))
+        if any(protocol(t.source) == "memory" or protocol(t.out_dir) == "memory" for t in tasks):
+            jobs = 1  # memory:// is this process's own: other processes cannot see it
         requests = _StopRequests(raise_first=jobs == 1)
         executor = LocalProcessPool(jobs) if jobs > 1 else None
         run = BatchRun(tasks, process.process_file, executor=executor, in_flight=2 * jobs,

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import storage
 from ..batch import FileResult
 from ..figures import save_grid
 from ..images import PixelLimitError, open_image, save_levels, save_npy
 from ..levels import to_levels
 from ..safeio import path_key
+from ..storage import is_url
 from .names import FORMATS, planned_outputs
 from .plan import Task
 
@@ -90,7 +92,10 @@ def process_file(task: Task) -> FileResult:
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
         with np.errstate(all="ignore"), _library_messages(said):
-            result = _process(task, timings, written)
+            if is_url(task.source) or is_url(task.out_dir):
+                result = _process_staged(task, timings, written)
+            else:
+                result = _process(task, timings, written)
     except EXPECTED_ERRORS as exc:
         message = describe_error(exc, task.source, task.out_dir)
         return FileResult(task.source, "failed", _with(message, said), tuple(written), timings)
@@ -231,6 +236,70 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
     return FileResult(task.source, "done", "; ".join(notes), tuple(written), timings)
+
+
+def _fetch(url: str, local: str, options) -> None:
+    """Download `url` to `local`; a failure is an OSError with a reason for the user."""
+    try:
+        storage.download(url, local, options)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory") from None
+    except OSError as exc:
+        if exc.strerror:
+            raise
+        raise OSError(errno.EIO, f"cannot be read: {exc}") from None
+
+
+def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult:
+    """:func:`_process` for a task with URLs: through a local staging folder.
+
+    An input on object storage is downloaded first. For an output folder on
+    object storage, the staging folder stands for it: the outputs already
+    there (``task.existing``, listed once for the run) are empty placeholders,
+    so that they are kept as on disk, or with ``--overwrite`` copies, whose
+    marker says whether convcli wrote them. Each output written is then
+    uploaded in one put, so an object appears whole or not at all.
+    """
+    options = task.storage_options
+    with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
+        source = task.source
+        if is_url(source):
+            source = os.path.join(staging, "input", storage.basename(source))
+            os.makedirs(os.path.dirname(source))
+            start = time.perf_counter()
+            _fetch(task.source, source, options)
+            timings["download"] = time.perf_counter() - start
+        if not is_url(task.out_dir):
+            result = _process(replace(task, source=source), timings, written)
+            return replace(result, source=task.source)
+        out = os.path.join(staging, "output")
+        os.makedirs(out)
+        existing = task.existing
+        if existing is None:
+            prefix = (task.stem + "_").casefold()
+            existing = [n for n in storage.list_names(task.out_dir, options)
+                        if n.casefold().startswith(prefix)]
+        for name in existing:
+            if task.overwrite:
+                _fetch(storage.join(task.out_dir, name), os.path.join(out, name), options)
+            else:
+                open(os.path.join(out, name), "wb").close()
+        folder = task.out_dir.rstrip("/")
+        staged_task = replace(
+            task, source=source, out_dir=out, existing=None,
+            out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
+            protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
+                            if is_url(p) and storage.dirname(p) == folder),
+        )
+        staged: list[str] = []
+        result = _process(staged_task, timings, staged)
+        start = time.perf_counter()
+        for path in staged:
+            url = storage.join(task.out_dir, os.path.basename(path))
+            storage.upload(path, url, options)
+            written.append(url)
+        timings["upload"] = time.perf_counter() - start
+        return replace(result, source=task.source, outputs=tuple(written))
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int) -> np.ndarray:

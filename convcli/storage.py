@@ -1,0 +1,161 @@
+"""Inputs and outputs on object storage (``s3://``, ``gs://``, ``memory://`` ...) through fsspec.
+
+fsspec and its backends are imported when a URL is met, never before; a
+missing one is a one-line :class:`MissingBackend` naming the extra to
+install. ``file://`` URLs are local paths (:func:`local_path`), written with
+the local atomic rename. Credentials and endpoints come from the usual
+environment (``AWS_*``, ``FSSPEC_S3_ENDPOINT_URL`` ...) and ``--storage-option``.
+
+On object storage an object appears whole or not at all: each output is
+written to a local staging folder first, then uploaded in one put
+(:func:`upload`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+# The package to install for each protocol, and the extra that brings it.
+_BACKENDS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"),
+             "gcs": ("gcsfs", "gcs")}
+
+
+class MissingBackend(ImportError):
+    """fsspec, or the backend of a protocol, is not installed; the message names the extra."""
+
+
+def protocol(path) -> str | None:
+    """The protocol of a URL (``"s3"``), or None for a local path.
+
+    >>> protocol("s3://bucket/photos"), protocol("photos/a.png"), protocol("C:/x")
+    ('s3', None, None)
+    """
+    match = _URL.match(str(path))
+    return match.group(1).lower() if match else None
+
+
+def is_url(path) -> bool:
+    """Whether `path` is a URL other than ``file://`` (which is a local path)."""
+    return protocol(path) not in (None, "file")
+
+
+def local_path(path: str) -> str:
+    """`path` with a ``file://`` prefix removed; other paths unchanged.
+
+    >>> local_path("file:///data/photos"), local_path("s3://b/k")
+    ('/data/photos', 's3://b/k')
+    """
+    return path[len("file://"):] if protocol(path) == "file" else path
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` from ``--storage-option``; JSON values (true, 3, {...}) are decoded.
+
+    >>> parse_option("anon=true"), parse_option("endpoint_url=http://127.0.0.1:9000")
+    (('anon', True), ('endpoint_url', 'http://127.0.0.1:9000'))
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"{text!r} is not KEY=VALUE")
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        decoded = value
+    return key.strip(), decoded
+
+
+def filesystem(url: str, options: dict | None = None):
+    """``(fs, path)`` for `url`: the fsspec file system and the path within it.
+
+    Raises
+    ------
+    MissingBackend
+        fsspec or the protocol's backend is not installed.
+    """
+    name = protocol(url) or "file"
+    package, extra = _BACKENDS.get(name, ("fsspec", "s3"))
+    try:
+        import fsspec.core
+    except ImportError:
+        raise MissingBackend(f"{url}: {name}:// needs fsspec: pip install 'convcli[{extra}]'"
+                             ) from None
+    try:
+        return fsspec.core.url_to_fs(url, **(options or {}))
+    except ImportError:
+        raise MissingBackend(f"{url}: {name}:// needs {package}: pip install 'convcli[{extra}]'"
+                             ) from None
+    except ValueError as exc:  # an unknown protocol
+        raise MissingBackend(f"{url}: {exc}") from None
+
+
+def join(folder: str, *names: str) -> str:
+    """A URL folder joined with names by ``/``.
+
+    >>> join("s3://b/out", "sub", "a.png"), join("s3://b/out/", "a.png")
+    ('s3://b/out/sub/a.png', 's3://b/out/a.png')
+    """
+    parts = [folder.rstrip("/"), *(n.strip("/") for n in names if n and n != ".")]
+    return "/".join(parts)
+
+
+def basename(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def dirname(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[0]
+
+
+def list_names(folder: str, options: dict | None = None) -> set[str]:
+    """The names of the objects directly in `folder` (one listing request); empty if none."""
+    fs, path = filesystem(folder, options)
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return set()
+    return {basename(e["name"]) for e in entries if e.get("type") != "directory"}
+
+
+def download(url: str, local: str, options: dict | None = None) -> None:
+    """Copy the object `url` to the local file `local`."""
+    fs, path = filesystem(url, options)
+    fs.get_file(path, local)
+
+
+def upload(local: str, url: str, options: dict | None = None) -> None:
+    """Copy the local file `local` to the object `url`, in one put (a whole object or none)."""
+    fs, path = filesystem(url, options)
+    fs.put_file(local, path)
+
+
+def walk_images(top: str, *, recursive: bool, options: dict | None = None):
+    """Yield ``(relative folder, [names])`` for the folder `top` and, if `recursive`, below it.
+
+    Names are sorted; hidden names (starting with ``.``) and hidden folders are
+    passed over, as on disk. A `top` that is an object rather than a folder
+    yields nothing; :func:`is_folder` tells them apart.
+    """
+    fs, root = filesystem(top, options)
+    root = root.rstrip("/")
+    for folder, dirs, files in fs.walk(root, maxdepth=None if recursive else 1):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = folder.rstrip("/")[len(root):].strip("/") or "."
+        if any(part.startswith(".") for part in rel.split("/") if part != "."):
+            continue
+        yield rel, sorted(n for n in files if not n.startswith("."))
+
+
+def is_folder(url: str, options: dict | None = None) -> bool:
+    fs, path = filesystem(url, options)
+    try:
+        return bool(fs.isdir(path))
+    except FileNotFoundError:
+        return False
+
+
+def makedirs(url: str, options: dict | None = None) -> None:
+    fs, path = filesystem(url, options)
+    fs.makedirs(path, exist_ok=True)

@@ -1,0 +1,218 @@
+"""Inputs and outputs on object storage: an S3 server (moto) on 127.0.0.1, and memory://."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from helpers import digests, make_folder, make_image, run
+
+from convcli.cli import main
+
+moto_server = pytest.importorskip("moto.server")
+s3fs = pytest.importorskip("s3fs")
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """An S3 endpoint on 127.0.0.1, the environment that points convcli at it, and a client."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+               AWS_DEFAULT_REGION="us-east-1", FSSPEC_S3_ENDPOINT_URL=endpoint)
+    env.pop("AWS_PROFILE", None)
+    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
+    yield env, fs
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3, request):
+    """A fresh bucket holding in/ (four photos and a broken file) and in/sub/ (one photo)."""
+    env, fs = s3
+    name = "b-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:12]
+    fs.mkdir(name)
+    return name
+
+
+def _photos(tmp_path):
+    folder = make_folder(tmp_path / "photos", 4, (48, 36))
+    (folder / "sub").mkdir()
+    make_image(folder / "sub" / "deep.png", "L", seed=9)
+    (folder / "broken.png").write_bytes(b"not an image")
+    return folder
+
+
+def _upload(fs, folder, url):
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            fs.put_file(str(path), f"{url}/{path.relative_to(folder).as_posix()}")
+
+
+def _download(fs, url, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    for key in fs.find(url):
+        rel = key[len(url.split("://", 1)[-1]):].lstrip("/")
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(key, str(target))
+    return folder
+
+
+def _convcli(env, *args):
+    return subprocess.run([sys.executable, "-m", "convcli", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_a_bucket_to_a_bucket_as_on_disk(s3, bucket, tmp_path):
+    env, fs = s3
+    photos = _photos(tmp_path)
+    _upload(fs, photos, f"{bucket}/in")
+    local = _convcli(env, "conv", "-k", "vertical", "-r", photos, "-o", tmp_path / "local")
+    remote = _convcli(env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o",
+                      f"s3://{bucket}/out")
+    assert local.returncode == remote.returncode == 1, remote.stderr
+    assert remote.stderr.splitlines()[0] == (
+        f"convcli: s3://{bucket}/in/broken.png: not an image file "
+        "(Pillow cannot identify its format)")
+    assert remote.stderr.splitlines()[-1].startswith("convcli: 5 processed, 0 skipped, 1 failed")
+    got = digests(_download(fs, f"s3://{bucket}/out", tmp_path / "got"))
+    assert got == digests(tmp_path / "local")  # byte for byte, sub/ mirrored
+    assert "sub/deep_conv-vertical-sum.png" in got
+    again = _convcli(env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o",
+                     f"s3://{bucket}/out")
+    assert "0 processed, 5 skipped, 1 failed" in again.stderr
+
+
+def test_overwrite_replaces_only_what_convcli_wrote(s3, bucket, tmp_path):
+    env, fs = s3
+    make_image(tmp_path / "a.png", "RGB")
+    fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
+    out = f"s3://{bucket}/out"
+    assert _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out).returncode == 0
+    mine = f"{bucket}/out/a_pool-max-f2-s2-R.png"
+    first = fs.cat_file(mine)
+    fs.pipe_file(f"{bucket}/out/a_pool-max-f2-s2-G.png", b"somebody else's file")
+    forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite")
+    assert forced.returncode == 1
+    assert "a_pool-max-f2-s2-G.png" in forced.stderr and "not written by convcli" in forced.stderr
+    assert fs.cat_file(f"{bucket}/out/a_pool-max-f2-s2-G.png") == b"somebody else's file"
+    assert fs.cat_file(mine) == first  # replaced by the same bytes
+
+
+def test_output_prefix_equal_to_the_input_prefix(s3, bucket, tmp_path):
+    env, fs = s3
+    make_image(tmp_path / "p.png", "RGB")
+    fs.put_file(str(tmp_path / "p.png"), f"{bucket}/photos/p.png")
+    url = f"s3://{bucket}/photos"
+    assert _convcli(env, "pool", url, "-o", url).returncode == 0
+    listed = sorted(fs.ls(f"{bucket}/photos"))
+    again = _convcli(env, "pool", url, "-o", url)
+    assert again.returncode == 0
+    assert "0 processed, 1 skipped, 0 failed" in again.stderr  # its outputs are not inputs
+    assert sorted(fs.ls(f"{bucket}/photos")) == listed
+
+
+def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
+    pytest.importorskip("distributed")
+    env, fs = s3
+    photos = make_folder(tmp_path / "photos", 6, (48, 36))
+    ok_local = _convcli(env, "conv", "-k", "edge", photos, "-o", tmp_path / "local")
+    assert ok_local.returncode == 0, ok_local.stderr
+    remote = _convcli(env, "conv", "-k", "edge", photos, "-o", f"s3://{bucket}/edges",
+                      "--scheduler", "local", "-j", "2", "--files-per-task", "2")
+    assert remote.returncode == 0, remote.stderr
+    got = digests(_download(fs, f"s3://{bucket}/edges", tmp_path / "got"))
+    assert got == digests(tmp_path / "local")
+
+
+def test_one_object_to_one_object(s3, bucket, tmp_path):
+    env, fs = s3
+    make_image(tmp_path / "a.png", "RGB")
+    fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
+    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.rstrip().endswith(f"output in s3://{bucket}/small.png")
+    local = _convcli(env, "pool", tmp_path / "a.png", "-o", tmp_path / "small.png")
+    assert local.returncode == 0
+    assert fs.cat_file(f"{bucket}/small.png") == (tmp_path / "small.png").read_bytes()
+
+
+def test_missing_objects_fail_on_one_line(s3, bucket, tmp_path):
+    env, _ = s3
+    result = _convcli(env, "pool", f"s3://{bucket}/none.png", "-o", f"s3://{bucket}/out")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == (
+        f"convcli: s3://{bucket}/none.png: No such file or directory")
+
+
+# --- without a cluster or a server ------------------------------------------------------------
+
+
+def test_memory_urls_in_this_process(tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for i in range(3):
+        make_image(tmp_path / f"p{i}.png", "RGB", seed=i)
+        fs.put_file(str(tmp_path / f"p{i}.png"), f"/convcli-test/in/p{i}.png")
+    try:
+        result = CliRunner().invoke(main, ["pool", "memory://convcli-test/in", "-o",
+                                           "memory://convcli-test/out", "-j", "2"])
+        assert result.exit_code == 0, result.stderr
+        names = sorted(p.rsplit("/", 1)[1] for p in fs.find("/convcli-test/out"))
+        assert names == sorted(f"p{i}_pool-max-f2-s2{tag}.png" for i in range(3)
+                               for tag in ("", "-R", "-G", "-B"))
+    finally:
+        fs.rm("/convcli-test", recursive=True)
+
+
+def test_an_output_folder_on_object_storage_is_listed_once(tmp_path, monkeypatch):
+    import fsspec
+
+    from convcli.app import plan
+    from convcli.app.ops import PoolOp
+
+    fs = fsspec.filesystem("memory")
+    for i in range(5):
+        fs.pipe_file(f"/convcli-list/out/p{i}_pool-max-f2-s2.png", b"x")
+    calls = []
+    real = plan.list_names
+    monkeypatch.setattr(plan, "list_names", lambda *a: calls.append(a) or real(*a))
+    try:
+        inputs = [plan.InputFile(f"memory://convcli-list/in/p{i}.png", "memory://convcli-list/out")
+                  for i in range(5)]
+        tasks = plan.plan_tasks(inputs, PoolOp())
+    finally:
+        fs.rm("/convcli-list", recursive=True)
+    assert len(calls) == 1
+    assert [t.existing for t in tasks] == [(f"p{i}_pool-max-f2-s2.png",) for i in range(5)]
+
+
+def test_memory_with_a_scheduler_is_a_usage_error(tmp_path):
+    result = run("pool", "memory://x/in", "-o", tmp_path / "out", "--scheduler", "local")
+    assert result.exit_code == 2 and "memory://" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_backend_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['s3fs'] = None; from convcli.__main__ import main; "
+            f"sys.argv = ['convcli', 'pool', 's3://b/in', '-o', {str(tmp_path / 'out')!r}]; "
+            "main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("convcli: s3://b/in: s3:// needs s3fs: pip install 'convcli[s3]'")
+    assert len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_storage_option_must_be_key_value(tmp_path):
+    result = run("pool", "s3://b/in", "-o", tmp_path / "out", "--storage-option", "anon")
+    assert result.exit_code == 2 and "--storage-option" in result.stderr
