@@ -52,10 +52,8 @@ def no_op(task):
 
 n, per_task = int(sys.argv[1]), int(sys.argv[2])
 with distributed.Client(scheduler_file=sys.argv[3], set_as_default=False) as client:
-    threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
     start = time.perf_counter()
-    run = ClusterRun(client, (str(i) for i in range(n)), no_op, files_per_task=per_task,
-                     in_flight=2 * threads)
+    run = ClusterRun(client, (str(i) for i in range(n)), no_op, files_per_task=per_task)
     count = sum(1 for _ in run)
     seconds = time.perf_counter() - start
 print(json.dumps({"count": count, "seconds": seconds, "peak_mib": peak_mib()}))

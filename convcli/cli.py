@@ -301,10 +301,10 @@ class _Target:
 def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Target:
     """The run's :class:`_Target` from ``-o`` and ``--format``; usage errors name ``-o``."""
     from .app.names import FORMATS, file_format
-    source = click.get_current_context().get_parameter_source("fmt")
-    fmt_given = source is not None and source.name != "DEFAULT"
     from .storage import dirname, is_url
 
+    source = click.get_current_context().get_parameter_source("fmt")
+    fmt_given = source is not None and source.name != "DEFAULT"
     named = "" if out_dir == "-" else file_format(out_dir)
     if out_dir != "-" and (not named or os.path.isdir(out_dir)):
         return _Target(out_dir, fmt=fmt)
@@ -342,7 +342,7 @@ def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], d
     return [path if arg == "-" else arg for arg in inputs], {path: "-"}
 
 
-def _check_one_image(tasks, target: _Target, out_dir: str) -> None:
+def _check_one_image(tasks, out_dir: str) -> None:
     """A usage error unless the run makes one image, for ``-o FILE`` and ``-o -``."""
     from dataclasses import replace
 
@@ -363,10 +363,11 @@ def _connect(scheduler, scheduler_file, jobs, stack: ExitStack):
     """A Dask client for ``--scheduler``/``--scheduler-file``, closed with `stack`; or None."""
     if scheduler is None and scheduler_file is None:
         return None
+    from .batch import default_jobs
     from .cluster import ClusterError, MissingExtra, close, connect
 
     try:
-        client = connect(scheduler, scheduler_file, jobs=jobs or _default_jobs())
+        client = connect(scheduler, scheduler_file, jobs=jobs or default_jobs())
     except MissingExtra as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -376,21 +377,18 @@ def _connect(scheduler, scheduler_file, jobs, stack: ExitStack):
     return client
 
 
-def _default_jobs() -> int:
-    from .batch import default_jobs
-
-    return default_jobs()
-
-
-def _check_urls(inputs, out_dir: str, cluster: bool) -> None:
-    """Usage errors for URLs that cannot work: in-process memory:// on a cluster."""
+def _in_memory(inputs, out_dir: str, *, cluster: bool) -> bool:
+    """Whether the run uses memory:// (this process's own); on a cluster, a usage error."""
     from .storage import protocol
 
     for path in (*inputs, out_dir):
-        if cluster and protocol(path) == "memory":
-            raise click.BadParameter(f"{path}: memory:// lives in this process only, "
-                                     "where the cluster's workers cannot see it",
-                                     param_hint="'--scheduler'")
+        if protocol(path) == "memory":
+            if cluster:
+                raise click.BadParameter(f"{path}: memory:// lives in this process only, "
+                                         "where the cluster's workers cannot see it",
+                                         param_hint="'--scheduler'")
+            return True
+    return False
 
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
@@ -409,7 +407,8 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
 
     inputs = tuple(local_path(str(path)) for path in inputs)
     out_dir = local_path(out_dir)
-    _check_urls(inputs, out_dir, scheduler is not None or scheduler_file is not None)
+    if _in_memory(inputs, out_dir, cluster=scheduler is not None or scheduler_file is not None):
+        jobs = 1  # other processes cannot see this one's memory://
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
         paths, shown = _read_stdin(inputs, stack)
@@ -418,22 +417,19 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         try:
             found = find_inputs(paths, out_dir=target.folder, recursive=recursive,
                                 storage_options=storage_options)
-        except MissingBackend as exc:
-            raise click.UsageError(str(exc)) from None
-        if not quiet:
-            for note in found.notes:
-                _say(note)
-        if not found.files:
-            _say("no input images: nothing done")
-            click.get_current_context().exit(1)
-        try:
+            if not quiet:
+                for note in found.notes:
+                    _say(note)
+            if not found.files:
+                _say("no input images: nothing done")
+                click.get_current_context().exit(1)
             tasks = plan_tasks(found.files, op, fmt=target.fmt, figure=figure,
                                overwrite=overwrite, max_pixels=max_pixels,
                                out_file=target.out_file, storage_options=storage_options)
         except MissingBackend as exc:
             raise click.UsageError(str(exc)) from None
         if target.out_file:
-            _check_one_image(tasks, target, out_dir)
+            _check_one_image(tasks, out_dir)
         client = _connect(scheduler, scheduler_file, jobs, stack)
         try:
             if not is_url(target.folder):  # object storage has no folders to make
@@ -466,7 +462,7 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
     from .app import process
     from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
     from .safeio import remove_stale_temporaries
-    from .storage import is_url, protocol
+    from .storage import is_url
 
     # Temporary files that killed runs left where this one writes.
     for folder in sorted({task.out_dir for task in tasks}):
@@ -475,16 +471,12 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
     if client is not None:
         from .cluster import DEFAULT_FILES_PER_TASK, ClusterRun
 
-        threads = sum(w.get("nthreads", 1)
-                      for w in client.scheduler_info().get("workers", {}).values())
         requests = _StopRequests(raise_first=False)
         run = ClusterRun(client, tasks, process.process_file,
                          files_per_task=files_per_task or DEFAULT_FILES_PER_TASK,
-                         in_flight=2 * max(1, threads), stop_requests=requests)
+                         stop_requests=requests)
     else:
         jobs = min(jobs or default_jobs(), max(1, len(tasks)))
-        if any(protocol(t.source) == "memory" or protocol(t.out_dir) == "memory" for t in tasks):
-            jobs = 1  # memory:// is this process's own: other processes cannot see it
         requests = _StopRequests(raise_first=jobs == 1)
         executor = LocalProcessPool(jobs) if jobs > 1 else None
         run = BatchRun(tasks, process.process_file, executor=executor, in_flight=2 * jobs,

@@ -135,13 +135,13 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
                            f"{listed}")
 
 
-def layer_threads(client) -> dict[str, int]:
-    """Layer threads for each worker of `client`: its host's cores shared among the host's threads.
+def layer_threads(client, workers: dict) -> dict[str, int]:
+    """Layer threads for each of `workers` (the scheduler's information on them, by address).
 
-    A worker process runs one file per Dask thread, as a local pool runs one
-    per process; the layers' own threads would otherwise compete for the cores.
+    Each gets its host's cores shared among the host's Dask threads: a worker
+    process runs one file per Dask thread, as a local pool runs one per
+    process, and the layers' own threads would otherwise compete for the cores.
     """
-    workers = client.scheduler_info().get("workers", {})
     cores = client.run(usable_cores)
     on_host: dict[str, int] = {}
     for info in workers.values():
@@ -194,24 +194,27 @@ class ClusterRun:
         A module-level function, importable on the workers.
     files_per_task : int
         Tasks grouped into one Dask task.
-    in_flight : int
-        Dask tasks submitted and not finished, at most (about twice the
-        cluster's threads).
+    in_flight : int, optional
+        Dask tasks submitted and not finished, at most; by default twice the
+        cluster's threads.
     stop_requests : callable
         The number of times the user asked to stop, polled while waiting.
     """
 
     def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
-                 in_flight: int, stop_requests: Callable[[], int] = lambda: 0):
+                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0):
         self._client = client
         self._tasks = iter(tasks)
         self._worker = worker
         self._per_task = max(1, files_per_task)
-        self._in_flight = max(1, in_flight)
+        workers = client.scheduler_info().get("workers", {})
+        if in_flight is None:
+            in_flight = 2 * sum(w.get("nthreads", 1) for w in workers.values())
         self._stop_requests = stop_requests
         self._distributed = _import_distributed()
         self._pending = self._distributed.as_completed(loop=client.loop)
-        self._threads = layer_threads(client)
+        self._in_flight = max(1, in_flight)
+        self._threads = layer_threads(client, workers)
         self._group_of: dict = {}
         self._singles: list = []  # tasks of groups split after killing workers
         self.recovered_deaths: list[str] = []
