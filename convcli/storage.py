@@ -131,8 +131,8 @@ def upload(local: str, url: str, options: dict | None = None) -> None:
     fs.put_file(local, path)
 
 
-def walk_images(top: str, *, recursive: bool, options: dict | None = None):
-    """Yield ``(relative folder, [names])`` for the folder `top` and, if `recursive`, below it.
+def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
+    """Yield ``(relative folder, [file names])`` for the folder `top` and, if `recursive`, below it.
 
     Names are sorted; hidden names (starting with ``.``) and hidden folders are
     passed over, as on disk. A `top` that is an object rather than a folder

@@ -57,7 +57,6 @@ FORMATS = {
 :func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""
 
 
-
 def format_name(name: str) -> str:
     """The key of :data:`FORMATS` for a format name, alias or extension (any case, dot or not).
 
@@ -81,6 +80,7 @@ def file_format(path: str) -> str | None:
         return format_name(Path(path).suffix) if Path(path).suffix else None
     except ValueError:
         return None
+
 
 GRID_FORMAT = "png"
 
@@ -129,6 +129,17 @@ class Output:
 
 
 _GRID_TAIL = f"_grid.{GRID_FORMAT}"
+
+
+def named_for_stem(name: str, stem: str) -> bool:
+    """Whether the file `name` could be an output of the input with output stem `stem`.
+
+    Every output is named ``<stem>_...`` (compared ignoring case).
+
+    >>> named_for_stem("Photo_conv-edge-sum.png", "photo"), named_for_stem("photo.png", "photo")
+    (True, False)
+    """
+    return name.casefold().startswith((stem + "_").casefold())
 
 
 def single_output(outputs: list[Output]) -> Output | None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..images import DEFAULT_MAX_PIXELS, is_image_name
 from ..safeio import path_key, resolved
-from ..storage import basename, is_folder, is_url, join, list_names, walk_images
-from .names import earlier_outputs, output_stems
+from ..storage import basename, is_folder, is_url, join, list_names, walk_visible
+from .names import earlier_outputs, named_for_stem, output_stems
 from .ops import OPERATION_NAMES, Operation
 
 
@@ -57,9 +57,7 @@ def _find_in_url(arg: str, out_dir: str, found: Inputs, *, recursive: bool,
         found.files.append(InputFile(arg, out_dir))
         return
     count = 0
-    folders = 0
-    for rel, names in walk_images(arg, recursive=recursive, options=options):
-        folders += 1
+    for rel, names in walk_visible(arg, recursive=recursive, options=options):
         images = [n for n in names if is_image_name(n)]
         out_folder = _out_folder(out_dir, rel)
         if out_folder.rstrip("/") == join(arg, rel).rstrip("/"):
@@ -91,6 +89,8 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
     (:func:`convcli.images.open_image` raises the listing's error).
     """
     out_root = Path(out_dir)
+    # An output folder on object storage is never one of the local folders walked here.
+    local_out = not is_url(out_dir)
     found = Inputs()
     for arg in args:
         if is_url(arg):
@@ -99,8 +99,7 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
             continue
         top = Path(arg)
         if not os.path.isdir(top):  # False for a name too long, or a link loop
-            found.files.append(InputFile(str(arg), str(out_dir) if is_url(out_dir)
-                                         else str(out_root)))
+            found.files.append(InputFile(str(arg), _out_folder(str(out_dir), ".")))
             continue
         count = 0
         skipped_dirs = False
@@ -109,12 +108,12 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
             folder_path = Path(folder)
             dirs.sort()
             kept = [d for d in dirs if not _is_hidden(d) and
-                    (is_url(out_dir) or not _same_path(folder_path / d, out_root))]
+                    not (local_out and _same_path(folder_path / d, out_root))]
             skipped_dirs = skipped_dirs or bool(kept and not recursive)
             dirs[:] = kept if recursive else []
             rel = folder_path.relative_to(top)
             names = [n for n in sorted(files) if not _is_hidden(n) and is_image_name(n)]
-            if not is_url(out_dir) and _same_path(out_root / rel, folder_path):
+            if local_out and _same_path(out_root / rel, folder_path):
                 outputs = earlier_outputs(names, OPERATION_NAMES)
                 names = [n for n in names if n not in outputs]
             for name in names:
@@ -229,10 +228,9 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     tasks = []
     listed: dict[str, set[str]] = {}
     for item, stem in zip(unique, stems, strict=True):
-        prefix = (stem + "_").casefold()
         protected = tuple(
             p for p in inputs_in_dir.get(folder_key(item.out_dir), ())
-            if os.path.basename(p).casefold().startswith(prefix)
+            if named_for_stem(os.path.basename(p), stem)
         )
         if out_file:
             protected = (item.path,)
@@ -241,7 +239,7 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
             names = listed.get(item.out_dir)
             if names is None:
                 names = listed[item.out_dir] = list_names(item.out_dir, storage_options)
-            existing = tuple(n for n in names if n.casefold().startswith(prefix)
+            existing = tuple(n for n in names if named_for_stem(n, stem)
                              or (out_file and n == basename(out_file)))
         tasks.append(Task(item.path, item.out_dir, stem, op, fmt, figure, overwrite,
                           max_pixels, protected, out_file, storage_options, existing))

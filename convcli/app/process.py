@@ -27,7 +27,7 @@ from ..images import PixelLimitError, open_image, save_levels, save_npy
 from ..levels import to_levels
 from ..safeio import path_key
 from ..storage import is_url
-from .names import FORMATS, planned_outputs
+from .names import FORMATS, named_for_stem, planned_outputs
 from .plan import Task
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
@@ -276,9 +276,8 @@ def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult
         os.makedirs(out)
         existing = task.existing
         if existing is None:
-            prefix = (task.stem + "_").casefold()
             existing = [n for n in storage.list_names(task.out_dir, options)
-                        if n.casefold().startswith(prefix)]
+                        if named_for_stem(n, task.stem)]
         for name in existing:
             if task.overwrite:
                 _fetch(storage.join(task.out_dir, name), os.path.join(out, name), options)
