@@ -28,11 +28,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+_HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(_HERE), str(_HERE.parent / "tests")]
 from bench_batch import make_photos, time_command  # noqa: E402
+from helpers import DaskProcesses  # noqa: E402  (the cluster the tests start, too)
 
 # This process's peak resident memory. (ru_maxrss would count the parent's, kept across exec.)
 _PEAK = """
@@ -77,35 +78,6 @@ print(json.dumps({"count": len(tasks), "seconds": seconds, "peak_mib": peak_mib(
 """
 
 
-class Cluster:
-    """A ``dask scheduler`` and two one-thread workers on 127.0.0.1."""
-
-    def __init__(self, folder: Path, workers: int = 2):
-        import distributed
-
-        self.file = folder / "scheduler.json"
-        self.procs = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-             "--scheduler-file", str(self.file)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        while not self.file.exists():
-            time.sleep(0.1)
-        self.procs += [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(self.file), "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
-        with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
-            client.wait_for_workers(workers, timeout=60)
-        self.address = json.loads(self.file.read_text())["address"]
-
-    def close(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-        for proc in self.procs:
-            proc.wait(timeout=30)
-
-
 def _json_run(code: str, *args) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True,
                          capture_output=True, text=True)
@@ -124,7 +96,7 @@ def main(argv=None) -> None:
     make_photos(photos, args.count)
     out = args.data / "out-scale"
     work = Path(tempfile.mkdtemp(prefix="convcli-scale-"))
-    cluster = Cluster(work)
+    cluster = DaskProcesses(work, 2)
     try:
         job = [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(photos), "-o",
                str(out), "-q"]

@@ -1,13 +1,19 @@
 """Shared test helpers: small seeded image files (made with Pillow), and running the CLI.
 
 The command line is run in-process with click's CliRunner (:func:`run`); the
-subprocess tests that need real signals build their own command lines.
+subprocess tests that need real signals build their own command lines, and
+share :func:`interrupt`, :func:`run_without` and :class:`DaskProcesses`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import signal
 import struct
+import subprocess
+import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -197,3 +203,79 @@ def read(path) -> np.ndarray:
     """The file's pixels as Pillow stores them."""
     with Image.open(path) as im:
         return np.asarray(im)
+
+
+# --- processes: Ctrl-C, a missing optional module, a Dask cluster ------------------------------
+
+
+def wait_until(condition, seconds: float) -> bool:
+    """Poll `condition` every 20 ms for up to `seconds`; whether it came true."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def interrupt(proc: subprocess.Popen, ready, *, seconds: float = 60) -> str:
+    """Ctrl-C `proc` once `ready()` (or after `seconds`); check it stopped as Ctrl-C should.
+
+    Within 10 s, with exit status 130 and no traceback. Returns its stderr.
+    """
+    wait_until(ready, seconds)
+    proc.send_signal(signal.SIGINT)
+    stopped = time.monotonic()
+    _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - stopped < 10
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    return stderr
+
+
+def run_without(module: str, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The command line in a fresh interpreter where `module` cannot be imported."""
+    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['convcli', *sys.argv[1:]]; "
+            "from convcli.__main__ import main; main()")
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class DaskProcesses:
+    """A ``dask scheduler`` and `workers` ``dask worker`` processes of one thread, on 127.0.0.1.
+
+    `preload` is a Python file each worker runs when it starts. :attr:`file` is
+    the scheduler file, :attr:`address` the scheduler's address.
+    """
+
+    def __init__(self, folder: Path, workers: int, *, preload: Path | None = None):
+        import distributed
+
+        self.file = folder / "scheduler.json"
+        self.procs = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", str(self.file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        if not wait_until(self.file.exists, 60):
+            self.close()
+            raise TimeoutError("the Dask scheduler did not start")
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                  str(self.file), "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]
+        if preload is not None:
+            worker += ["--preload", str(preload)]
+        self.procs += [subprocess.Popen(worker, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL) for _ in range(workers)]
+        with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
+            client.wait_for_workers(workers, timeout=60)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from helpers import digests, make_folder, make_image, run
+from helpers import digests, make_folder, make_image, run, run_without
 
 from convcli.cli import main
 
@@ -202,11 +202,7 @@ def test_memory_with_a_scheduler_is_a_usage_error(tmp_path):
 
 
 def test_a_missing_backend_names_the_extra(tmp_path):
-    code = ("import sys; sys.modules['s3fs'] = None; from convcli.__main__ import main; "
-            f"sys.argv = ['convcli', 'pool', 's3://b/in', '-o', {str(tmp_path / 'out')!r}]; "
-            "main()")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = run_without("s3fs", "pool", "s3://b/in", "-o", tmp_path / "out")
     assert proc.returncode == 2
     assert proc.stderr.startswith("convcli: s3://b/in: s3:// needs s3fs: pip install 'convcli[s3]'")
     assert len(proc.stderr.splitlines()) == 1
