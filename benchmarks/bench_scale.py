@@ -16,8 +16,11 @@ It measures, on this machine:
    memory, and the tasks per second through the scheduler. The tasks are made
    lazily; the client holds at most twice the cluster's threads of Dask tasks.
    N tasks go 100 to a Dask task, and N / 10 at the default 8 to a task.
-3. The command line's planning of N inputs (``plan_tasks``), whose task list is
-   held in the client: its time and peak memory.
+3. The command line's planning of a folder of N empty ``.jpg`` files in folders
+   of 1,000 (``convcli conv -r``): streamed a folder at a time
+   (:func:`convcli.app.plan.stream_tasks`) through the cluster to a no-op
+   worker function, against listing every input and planning the whole batch
+   first (``find_inputs`` and ``plan_tasks``): time and peak memory.
 """
 
 from __future__ import annotations
@@ -42,40 +45,62 @@ def peak_mib():
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 """
 
+# argv: N, files per Dask task, scheduler file, and a folder to plan (or "" for
+# N synthetic tasks, the names of files).
 _STREAM = _PEAK + """
 import json, sys, time
 import distributed
+from convcli.app.ops import ConvOp
+from convcli.app.plan import stream_tasks
 from convcli.batch import FileResult
 from convcli.cluster import ClusterRun
+from convcli.kernels import get_kernel
 
 def no_op(task):
-    return FileResult(task, "done")
+    return FileResult(getattr(task, "source", task), "done")
 
-n, per_task = int(sys.argv[1]), int(sys.argv[2])
+n, per_task, folder = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4]
+if folder:
+    tasks = stream_tasks([folder], ConvOp((get_kernel("vertical"),)), out_dir=folder + "-out",
+                         recursive=True, notes=[])
+else:
+    tasks = (str(i) for i in range(n))
 with distributed.Client(scheduler_file=sys.argv[3], set_as_default=False) as client:
     start = time.perf_counter()
-    run = ClusterRun(client, (str(i) for i in range(n)), no_op, files_per_task=per_task)
-    count = sum(1 for _ in run)
+    count = sum(1 for _ in ClusterRun(client, tasks, no_op, files_per_task=per_task))
     seconds = time.perf_counter() - start
 print(json.dumps({"count": count, "seconds": seconds, "peak_mib": peak_mib()}))
 """
 
-_PLAN = _PEAK + """
+_PLAN_WHOLE = _PEAK + """
 import json, sys, time
 from convcli.app.ops import ConvOp
-from convcli.app.plan import InputFile, plan_tasks
+from convcli.app.plan import find_inputs, plan_tasks
 from convcli.kernels import get_kernel
 
-n = int(sys.argv[1])
+folder = sys.argv[1]
 base = peak_mib()
 start = time.perf_counter()
-inputs = [InputFile(f"/data/photos/{i // 1000:04d}/IMG_{i:07d}.jpg", f"/data/edges/{i // 1000:04d}")
-          for i in range(n)]
-tasks = plan_tasks(inputs, ConvOp((get_kernel("vertical"),)))
+found = find_inputs([folder], out_dir=folder + "-out", recursive=True)
+tasks = plan_tasks(found.files, ConvOp((get_kernel("vertical"),)))
 seconds = time.perf_counter() - start
 print(json.dumps({"count": len(tasks), "seconds": seconds, "peak_mib": peak_mib(),
                   "base_mib": base}))
 """
+
+
+def make_tree(root: Path, count: int, per_folder: int = 1000) -> None:
+    """`count` empty ``.jpg`` files in folders of `per_folder` under `root` (kept between runs)."""
+    marker = root / f".complete-{count}"
+    if marker.exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    for start in range(0, count, per_folder):
+        folder = root / f"{start // per_folder:04d}"
+        folder.mkdir(parents=True)
+        for i in range(start, min(count, start + per_folder)):
+            (folder / f"IMG_{i:07d}.jpg").touch()
+    marker.touch()
 
 
 def _json_run(code: str, *args) -> dict:
@@ -116,20 +141,28 @@ def main(argv=None) -> None:
         # The default grouping on a tenth of the tasks (the scheduler's rate bounds it),
         # and all of them in groups of 100.
         for count, per_task in ((args.tasks // 10, 8), (args.tasks, 100)):
-            stream = _json_run(_STREAM, count, per_task, cluster.file)
+            stream = _json_run(_STREAM, count, per_task, cluster.file, "")
             dask_tasks = -(-stream["count"] // per_task)
             print(f"client streaming {stream['count']:,} no-op tasks, {per_task} per Dask task: "
                   f"{stream['seconds']:.1f} s, peak {stream['peak_mib']:.0f} MiB, "
                   f"{stream['count'] / stream['seconds']:,.0f} files/s, "
                   f"{dask_tasks / stream['seconds']:,.0f} Dask tasks/s")
+
+        tree = args.data / f"tree-{args.tasks}"
+        make_tree(tree, args.tasks)
+        stream = _json_run(_STREAM, args.tasks, 100, cluster.file, tree)
+        print(f"planning a folder of {stream['count']:,} files, -r, streamed through the "
+              f"cluster (100 per Dask task): {stream['seconds']:.1f} s, "
+              f"peak {stream['peak_mib']:.0f} MiB")
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
 
-    plan = _json_run(_PLAN, args.tasks)
-    print(f"planning {plan['count']:,} inputs (plan_tasks): {plan['seconds']:.1f} s, peak "
-          f"{plan['peak_mib']:.0f} MiB ({plan['base_mib']:.0f} MiB before)")
+    whole = _json_run(_PLAN_WHOLE, tree)
+    print(f"planning the same folder whole first (find_inputs, plan_tasks): "
+          f"{whole['seconds']:.1f} s, peak {whole['peak_mib']:.0f} MiB "
+          f"({whole['base_mib']:.0f} MiB before)")
 
 
 if __name__ == "__main__":

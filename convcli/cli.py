@@ -11,6 +11,7 @@ fast as click itself.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -190,19 +191,30 @@ class _Report:
     standard input).
     """
 
-    def __init__(self, total: int, *, quiet: bool, verbose: bool, debug: bool,
-                 shown: dict[str, str] | None = None):
+    def __init__(self, total: int | None, *, quiet: bool, verbose: bool, debug: bool,
+                 shown: dict[str, str] | None = None, count=None):
         self.total, self.quiet, self.verbose, self.debug = total, quiet, verbose, debug
         self.shown = shown or {}
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.start = time.monotonic()
         self.bar = None
-        if not quiet and not verbose and total > 1 and sys.stderr.isatty():
-            self.bar = click.progressbar(
-                length=total, label="convcli", file=sys.stderr, show_pos=True,
-                show_eta=True, item_show_func=self._rate,
-            )
-            self.bar.__enter__()
+        # `count()` gives the total once a listing in the background has it.
+        self._count = count
+        self._wants_bar = not quiet and not verbose and sys.stderr.isatty()
+        self._start_bar()
+
+    def _start_bar(self) -> None:
+        """Show the progress bar once the total is known, if there is more than one file."""
+        if self.total is None and self._count is not None:
+            self.total = self._count()
+        if not self._wants_bar or self.total is None or self.total <= 1:
+            return
+        self.bar = click.progressbar(
+            length=self.total, label="convcli", file=sys.stderr, show_pos=True,
+            show_eta=True, item_show_func=self._rate,
+        )
+        self.bar.__enter__()
+        self.bar.update(sum(self.counts.values()))
 
     def _rate(self, _item) -> str:
         done = sum(self.counts.values())
@@ -223,6 +235,8 @@ class _Report:
             self._say(f"{source}: {result.message}")
         if self.bar is not None:
             self.bar.update(1)
+        elif self.total is None:
+            self._start_bar()
 
     def _say(self, message: str) -> None:
         if self.bar is not None:  # start the message on a line of its own
@@ -239,7 +253,9 @@ class _Report:
         if c["skipped"] and not self.verbose:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
-            left = self.total - sum(c.values())
+            if self.total is None and self._count is not None:
+                self.total = self._count()
+            left = "the rest" if self.total is None else self.total - sum(c.values())
             _say(f"interrupted: {line}; {left} not started or not finished")
         elif not self.quiet:
             _say(line)
@@ -403,7 +419,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         raise click.BadParameter("only applies with --scheduler or --scheduler-file",
                                  param_hint="'--files-per-task'")
     from .app.names import format_name
-    from .storage import MissingBackend, is_url, local_path
+    from .storage import is_url, local_path
 
     inputs = tuple(local_path(str(path)) for path in inputs)
     out_dir = local_path(out_dir)
@@ -412,24 +428,29 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
         paths, shown = _read_stdin(inputs, stack)
-        from .app.plan import find_inputs, plan_tasks
+        from .app import plan
+        from .safeio import remove_stale_temporaries
 
-        try:
-            found = find_inputs(paths, out_dir=target.folder, recursive=recursive,
-                                storage_options=storage_options)
-            if not quiet:
-                for note in found.notes:
-                    _say(note)
-            if not found.files:
-                _say("no input images: nothing done")
-                click.get_current_context().exit(1)
-            tasks = plan_tasks(found.files, op, fmt=target.fmt, figure=figure,
-                               overwrite=overwrite, max_pixels=max_pixels,
-                               out_file=target.out_file, storage_options=storage_options)
-        except MissingBackend as exc:
-            raise click.UsageError(str(exc)) from None
+        notes: list[str] = []
+        listing = dict(out_dir=target.folder, recursive=recursive,
+                       storage_options=storage_options)
+        tasks = plan.TaskStream(
+            plan.stream_tasks(paths, op, notes=notes, fmt=target.fmt, figure=figure,
+                              overwrite=overwrite, max_pixels=max_pixels,
+                              out_file=target.out_file, **listing),
+            # Temporary files that killed runs left where this one writes.
+            on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
+        # The first tasks, or all of them for -o FILE: enough to know whether there are any.
+        first = list(itertools.islice(tasks, None if target.out_file else _FIRST_TASKS))
+        _planning_error(tasks.error, stop=not first)
+        if not quiet:
+            for note in notes:
+                _say(note)
+        if not first:
+            _say("no input images: nothing done")
+            click.get_current_context().exit(1)
         if target.out_file:
-            _check_one_image(tasks, out_dir)
+            _check_one_image(first, out_dir)
         client = _connect(scheduler, scheduler_file, jobs, stack)
         try:
             if not is_url(target.folder):  # object storage has no folders to make
@@ -439,9 +460,18 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                 f"cannot create the folder {target.folder}: {exc.strerror or exc}",
                 param_hint="'-o'") from None
         quiet = quiet or (target.stdout and not verbose)
-        report = _Report(len(tasks), quiet=quiet, verbose=verbose, debug=debug, shown=shown)
-        status = _run_tasks(tasks, report, jobs=jobs, fail_fast=fail_fast, quiet=quiet,
-                            client=client, files_per_task=files_per_task)
+        total = len(first) if tasks.finished else None
+        count = None
+        if total is None and not quiet and not verbose and sys.stderr.isatty():
+            count = plan.count_in_background(paths, **listing)
+        report = _Report(total, quiet=quiet, verbose=verbose, debug=debug, shown=shown,
+                         count=count)
+        status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
+                            fail_fast=fail_fast, quiet=quiet, client=client,
+                            files_per_task=files_per_task)
+        if tasks.error is not None and status not in (130, 143):
+            _planning_error(tasks.error, stop=False)
+            status = status or 1
         where = ("output to standard output" if target.stdout else
                  f"output in {out_dir}" if target.out_file else f"outputs in {out_dir}")
         report.close(where, interrupted=status in (130, 143))
@@ -453,21 +483,38 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         click.get_current_context().exit(status)
 
 
-def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
+_FIRST_TASKS = 256
+
+
+def _planning_error(error: BaseException | None, *, stop: bool) -> None:
+    """Report an error met listing the inputs: a missing extra is a usage error (exit 2).
+
+    Other errors (a bucket that cannot be listed) are one line; with `stop`,
+    nothing was done and the run ends with exit status 1.
+    """
+    from .storage import MissingBackend
+
+    if error is None:
+        return
+    if isinstance(error, MissingBackend):
+        raise click.UsageError(str(error))
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    where = getattr(error, "filename", None)
+    _say(f"{where}: cannot list: {reason}" if where else f"cannot list the inputs: {reason}")
+    if stop:
+        click.get_current_context().exit(1)
+
+
+def _run_tasks(tasks, report: _Report, *, jobs, total, fail_fast, quiet, client=None,
                files_per_task=None) -> int | None:
     """Run the tasks in a batch, reporting each result; the exit status, or None for 0.
 
-    On a Dask `client` when one is given, else in local processes.
+    On a Dask `client` when one is given, else in local processes. `total`
+    is the number of tasks, if known.
     """
     from .app import process
     from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
-    from .safeio import remove_stale_temporaries
-    from .storage import is_url
 
-    # Temporary files that killed runs left where this one writes.
-    for folder in sorted({task.out_dir for task in tasks}):
-        if not is_url(folder):
-            remove_stale_temporaries(folder)
     if client is not None:
         from .cluster import DEFAULT_FILES_PER_TASK, ClusterRun
 
@@ -476,7 +523,7 @@ def _run_tasks(tasks, report: _Report, *, jobs, fail_fast, quiet, client=None,
                          files_per_task=files_per_task or DEFAULT_FILES_PER_TASK,
                          stop_requests=requests)
     else:
-        jobs = min(jobs or default_jobs(), max(1, len(tasks)))
+        jobs = min(jobs or default_jobs(), max(1, total or _FIRST_TASKS))
         requests = _StopRequests(raise_first=jobs == 1)
         executor = LocalProcessPool(jobs) if jobs > 1 else None
         run = BatchRun(tasks, process.process_file, executor=executor, in_flight=2 * jobs,

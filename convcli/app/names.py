@@ -187,14 +187,13 @@ def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
     return outputs
 
 
-def output_stems(paths: list[Path], *, orders: list | None = None) -> list[str]:
+def output_stems(paths: list[Path]) -> list[str]:
     """The stems used in output names for files that share one output folder.
 
     Stems that clash (ignoring case) get the file's extension appended; names
     that still clash are numbered ``-2``, ``-3`` ... in the order of the files'
     full paths (resolved, compared ignoring case), so the same files get the
-    same names whatever order they are given in. `orders`, if given, holds
-    :func:`convcli.safeio.path_order` of each path, already computed.
+    same names whatever order they are given in.
 
     Examples
     --------
@@ -208,14 +207,15 @@ def output_stems(paths: list[Path], *, orders: list | None = None) -> list[str]:
         f"{p.stem}-{p.suffix.lstrip('.')}" if counts[p.stem.casefold()] > 1 and p.suffix else p.stem
         for p in paths
     ]
-    seen: dict[str, int] = defaultdict(int)
+    sharing: dict[str, list[int]] = defaultdict(list)
+    for i, stem in enumerate(stems):
+        sharing[stem.casefold()].append(i)
     result = list(stems)
-    if orders is None:
-        orders = [path_order(p) for p in paths]
-    for i in sorted(range(len(paths)), key=orders.__getitem__):
-        seen[stems[i].casefold()] += 1
-        n = seen[stems[i].casefold()]
-        result[i] = stems[i] if n == 1 else f"{stems[i]}-{n}"
+    for indices in sharing.values():
+        if len(indices) > 1:  # resolved only here: following links costs a call per component
+            indices.sort(key=lambda i: path_order(paths[i]))
+            for n, i in enumerate(indices[1:], start=2):
+                result[i] = f"{stems[i]}-{n}"
     return result
 
 
