@@ -146,6 +146,8 @@ def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
         if any(part.startswith(".") for part in rel.split("/") if part != "."):
             continue
         yield rel, sorted(n for n in files if not n.startswith("."))
+        # Listings are cached by the file system object: a bucket of millions would stay in memory.
+        fs.invalidate_cache(folder)
 
 
 def is_folder(url: str, options: dict | None = None) -> bool:
