@@ -20,6 +20,9 @@ import numpy as np
 from ..conv import conv_backward, conv_forward
 from ..padding import pad_images
 
+GRADIENT_TOLERANCE = 1e-14
+"""Converged when the (preconditioned) gradient is this fraction of the first one."""
+
 UNEXPLAINED = 0.05
 """A relative error above this: the pair is not one kernel of that size (and a bias) apart."""
 
@@ -125,7 +128,7 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
     for step in range(1, steps + 1):
         Q = response(d_W, d_b)
         qq = float(np.vdot(Q, Q))
-        if qq == 0.0 or gMg <= 1e-30 * first:
+        if qq == 0.0 or gMg <= GRADIENT_TOLERANCE**2 * first:
             step -= 1
             stopped = "converged"
             break
@@ -150,7 +153,7 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
     return Fit(W, b - mean * float(W.sum()), losses, step, stopped)
 
 
-def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-6) -> bool:
+def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-13) -> bool:
     """Whether the last `window` steps improved the loss by less than `gain` of itself."""
     if losses[-1] <= 1e-12:  # float64 rounding: nothing left to learn
         return True
