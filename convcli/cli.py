@@ -777,7 +777,8 @@ _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
 @click.option("--stride", type=click.IntRange(min=1), default=None,
               help="Step between windows  [default: the size]")
 @click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-              default="abs", show_default=True, help="Values to image levels.")
+              default="robust", show_default=True,
+              help="Values to image levels (robust: the 99.5th percentile white).")
 @common_options
 def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
     """Where pooling sends its gradient: dA_prev for an upstream gradient of ones.
@@ -798,8 +799,10 @@ def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
 @grad_cmd.command("conv")
 @conv_options
 @click.option("--loss", type=click.Choice(["sum", "energy"], case_sensitive=False),
-              default="sum", show_default=True,
-              help="sum: L = sum(Z); energy: L = sum(Z^2)/2.")
+              default="energy", show_default=True,
+              help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
+                   "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
+                   "image for a zero-sum kernel).")
 @click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
               default="offset", show_default=True,
               help="Values to image levels (offset: zero mid-grey).")

@@ -244,7 +244,7 @@ def _draw_kernel(fig, ax, weights: np.ndarray, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    size = 8 if max(weights.shape) <= 3 else 6
+    size = 8 if max(weights.shape) <= 3 else 7
     for (i, j), value in np.ndenumerate(weights):
         text = f"{value:.3g}" if abs(value) > 1e-6 * top else "0"  # rounding noise shown as 0
         ax.text(j, i, text, ha="center", va="center", fontsize=size,

@@ -40,7 +40,8 @@ class Fit:
     steps : int
         Steps taken.
     stopped : str
-        Why it stopped: ``"converged"`` (the loss stopped improving) or ``"steps"``.
+        Why it stopped: ``"converged"`` (the gradient vanished, or the loss stopped
+        improving) or ``"steps"``.
     """
 
     weights: np.ndarray
@@ -364,7 +365,7 @@ def describe(fit: Fit, run: FitRun) -> list[str]:
     """The lines ``convcli fit`` prints about a fit: how well, and the closest named kernel."""
     from ..kernels import list_kernels
 
-    why = "the loss stopped improving" if fit.stopped == "converged" else "--steps reached"
+    why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
     lines = [f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
              f"bias {fit.bias!r}"]
     if fit.relative_error > UNEXPLAINED:

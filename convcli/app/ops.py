@@ -533,9 +533,12 @@ class ConvOp:
 
 
 def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> list[Panel]:
-    """One panel per gradient map, on one scale for all (signed: symmetric about zero)."""
-    finite = data[np.isfinite(data)]
-    top = float(np.abs(finite).max()) if finite.size else 0.0
+    """One panel per gradient map, on one robust scale for all (signed: symmetric about zero).
+
+    The top is the 99.5th percentile of |x|, as for conv's figures: the few
+    pixels that many overlapping windows route to do not leave the rest dark.
+    """
+    top = robust_top(data)
     return [Panel(t, data[:, :, c], signed=signed, vmax=top or 1.0, colorbar=True)
             for c, t in enumerate(titles)]
 
@@ -547,14 +550,15 @@ class GradPoolOp:
     Max pooling gives each window's routing (1 at its first maximum, more where
     overlapping windows share one); average pooling the windows covering each
     pixel over ``f * f``. Every channel on its own, alpha included; written as
-    ``<stem>_grad-pool-<mode>-f<F>-s<S>-<channel>``, mapped ``abs`` (the largest
-    value white) unless `normalize` says otherwise.
+    ``<stem>_grad-pool-<mode>-f<F>-s<S>-<channel>``, mapped ``robust`` (the
+    99.5th percentile white: 1 for windows that do not overlap) unless
+    `normalize` says otherwise.
     """
 
     mode: str = "max"
     size: int = 2
     stride: int | None = None
-    normalize: str = "abs"
+    normalize: str = "robust"
     name: ClassVar[str] = "grad"
 
     def __post_init__(self):
@@ -569,7 +573,7 @@ class GradPoolOp:
         return f"pool-{self.mode}-f{self.size}-s{self.stride}"
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
-        mapping = f"-{self.normalize}" if self.normalize != "abs" else ""
+        mapping = f"-{self.normalize}" if self.normalize != "robust" else ""
         return Tags(channels=[f"{self.details}{mapping}-{c}" for c in channels], whole=None,
                     raw=self.details)
 
@@ -586,10 +590,10 @@ class GradPoolOp:
         return [Mapping(self.normalize, pic.white)] * len(pic.channels)
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        titles = [f"dA_prev, {self.mode} pool f={self.size} s={self.stride}: {c}"
-                  for c in pic.channels]
+        titles = [f"dA_prev: {c}" for c in pic.channels]
         panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=False)
-        return Grid(panels, min(len(panels), 4), f"grad {self.details}")
+        return Grid(panels, min(len(panels), 4),
+                    f"grad {self.mode} pool f={self.size} s={self.stride}, upstream ones")
 
 
 @dataclass(frozen=True)
@@ -607,7 +611,7 @@ class GradConvOp:
     """
 
     conv: ConvOp
-    loss: str = "sum"
+    loss: str = "energy"
     normalize: str = "offset"
     name: ClassVar[str] = "grad"
 
@@ -684,10 +688,10 @@ class GradConvOp:
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         names = self.conv._channel_names(pic.channels)
-        titles = [f"dA_prev, {k.name}, L = {self._loss_text()}: {c}"
-                  for k in self.conv.kernels for c in names]
+        titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
         panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=True)
-        return Grid(panels, min(len(panels), 4), f"grad conv, --channels {self.conv.channels}")
+        return Grid(panels, min(len(panels), 4),
+                    f"grad conv, L = {self._loss_text()}, --channels {self.conv.channels}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (PadOp, ConvOp, PoolOp, GradPoolOp, GradConvOp)
