@@ -83,7 +83,7 @@ def _print_version(ctx, param, value):
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def main():
-    """Convolution and pooling on image files: pad, conv, pool, and the kernel list.
+    """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad and fit.
 
     \b
     Examples:
@@ -708,7 +708,7 @@ def pool_cmd(mode, size, stride, inputs, **common):
 @click.option("-q", "--quiet", is_flag=True, help="Only report errors.")
 def fit_cmd(before, after, size, channels, pad, border, stride, steps, out, figure, overwrite,
             max_pixels, quiet):
-    """Learn the F x F kernel and bias that turn BEFORE into AFTER (conv_backward, descent).
+    """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
 
     AFTER is an image, or a .npy of raw values as 'conv --format npy' writes
     it. Writes a kernel file that 'conv -k FILE' reads, and says how well it
@@ -781,7 +781,7 @@ _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
               help="Values to image levels (robust: the 99.5th percentile white).")
 @common_options
 def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
-    """Where pooling sends its gradient: dA_prev for an upstream gradient of ones.
+    """Where pooling sends its gradient (pool_backward's dA_prev for ones).
 
     max: 1 at each window's first maximum, 0 elsewhere (the routing map);
     average: the windows covering each pixel, over F x F. Every channel on its own.
@@ -809,7 +809,7 @@ def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
 @common_options
 def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, loss, normalize,
                   inputs, **common):
-    """Which input pixels would most change the response: conv_backward's dA_prev.
+    """Which pixels would most change the response (conv_backward's dA_prev).
 
     Writes dA_prev of L = sum(Z) or sum(Z^2)/2 per kernel, and prints dW, the
     gradient with respect to the kernel, as a grid (not with -q).

@@ -243,6 +243,18 @@ def test_grad_outputs_are_earlier_outputs(tmp_path):
     assert "1 skipped" in again.stderr
 
 
+def test_grad_commands_take_the_common_options():
+    from convcli.cli import main
+
+    common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels",
+              "jobs", "scheduler"}
+    grad = main.commands["grad"]
+    assert {name: cmd.callback.__name__ for name, cmd in grad.commands.items()} == {
+        "pool": "grad_pool_cmd", "conv": "grad_conv_cmd"}
+    for cmd in grad.commands.values():
+        assert common <= {p.name for p in cmd.params}
+
+
 def test_grad_usage_errors(tmp_path):
     src = make_image(tmp_path / "photo.png", "L", seed=6)
     result = run("grad", "conv", "-k", "vertical,horizontal", "--combine", "max", src,

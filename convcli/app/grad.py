@@ -90,9 +90,11 @@ def unpad_grad(dA_padded: np.ndarray, pad: int, *, mode: str) -> np.ndarray:
 
     Examples
     --------
-    >>> g = np.ones((1, 1, 5, 1))
-    >>> unpad_grad(g, 1, mode="reflect")[0, 0, :, 0]  # the border copies columns 1 and 1
-    array([1., 3., 1.])
+    >>> g = np.ones((1, 5, 5, 1))  # a 3x3 image padded by 1: its middle row and column
+    >>> unpad_grad(g, 1, mode="reflect")[0, :, :, 0]  # are copied to both sides
+    array([[1., 3., 1.],
+           [3., 9., 3.],
+           [1., 3., 1.]])
     """
     if pad == 0:
         return dA_padded
