@@ -67,7 +67,7 @@ def with_numpy(A, Y, f):
 
 def with_torch(A, Y, f):
     x = torch.from_numpy(A[:, :, :, 0])[None]
-    cols = torch.nn.functional.unfold(x, f).T  # (n, f * f)
+    cols = torch.nn.functional.unfold(x, f)[0].T  # (n, f * f)
     X = torch.cat([cols, torch.ones(len(cols), 1, dtype=cols.dtype)], dim=1)
     solution = torch.linalg.lstsq(X, torch.from_numpy(Y.reshape(-1, 1))).solution
     return solution[:-1, 0].numpy().reshape(f, f), None

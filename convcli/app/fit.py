@@ -12,8 +12,10 @@ nearly the same direction. No click, no Pillow.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -274,28 +276,23 @@ class FitRun:
         from ..kernels import Kernel
         from .ops import ConvOp
 
-        placeholder = Kernel("fit", "", np.ones((self.size, self.size)))
+        placeholder = Kernel("learned", "", np.ones((self.size, self.size)))
         return ConvOp((placeholder,), stride=self.stride, pad=self.pad, channels=self.channels,
                       border=self.border)
 
     def out_path(self) -> str:
         """``-o``, or ``convcli-out/<stem of BEFORE>_fit-<f>x<f>.toml``."""
-        import os
-
         if self.out:
             return self.out
         stem = os.path.splitext(os.path.basename(self.before))[0] or "stdin"
         return os.path.join("convcli-out", f"{stem}_fit-{self.size}x{self.size}.toml")
 
     def figure_path(self) -> str:
-        import os
-
         return os.path.splitext(self.out_path())[0] + "_grid.png"
 
 
 def _read_after(path: str, max_pixels: int) -> np.ndarray:
     """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an image."""
-
     if path.lower().endswith(".npy"):
         try:
             Y = np.load(path, allow_pickle=False)
@@ -341,6 +338,8 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
     except ValueError as exc:
         raise FitError(f"{run.before}: {exc}") from None
     A = conv.conv_input(pic)
+    if not np.isfinite(A).all():
+        raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
     A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
     A_in, pad = conv.layer_input(A, conv.kernels[0])
     A_in = zero_padded(A_in, pad)
@@ -386,9 +385,6 @@ def describe(fit: Fit, run: FitRun) -> list[str]:
 
 def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
     """Write the kernel file (and the figure); the paths written."""
-    import os
-    from pathlib import Path
-
     from ..safeio import write_atomic
 
     path = run.out_path()
@@ -448,8 +444,6 @@ def _written_by_fit(path) -> bool:
 
 def check_outputs(run: FitRun) -> None:
     """Refuse, before any work, outputs that are in the way (see :func:`write_results`)."""
-    import os
-
     from ..images import written_by_convcli
 
     paths = [(run.out_path(), _written_by_fit)]
