@@ -83,7 +83,7 @@ def _print_version(ctx, param, value):
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def main():
-    """Convolution and pooling on image files: pad, conv, pool, and the kernel list.
+    """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad and fit.
 
     \b
     Examples:
@@ -678,6 +678,152 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
     _run(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), inputs, **common)
+
+
+@main.command("fit")
+@click.argument("before", type=click.Path(path_type=str, readable=False))
+@click.argument("after", type=click.Path(path_type=str, readable=False))
+@click.option("--size", type=click.IntRange(min=1, max=31), default=3, show_default=True,
+              help="Kernel size F (F x F).")
+@click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
+              default="sum", show_default=True,
+              help="As conv: sum (the channel sum), each (one kernel on every colour channel) "
+                   "or gray.")
+@click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
+              help="As conv: same, valid or N.")
+@click.option("--border", type=click.Choice(BORDER_MODES, case_sensitive=False),
+              default=DEFAULT_BORDER, show_default=True, help="As conv: how the pad is filled.")
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
+              help="As conv.")
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True,
+              help="At most this many gradient steps.")
+@click.option("-o", "--out", default="", metavar="FILE",
+              help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]")
+@click.option("--figure", is_flag=True,
+              help="Also draw FILE's stem + _grid.png: the kernel, the closest named one, "
+                   "the loss curve.")
+@click.option("--overwrite", is_flag=True, help="Replace a kernel file (and figure) fit wrote.")
+@click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
+              show_default=True, help="Refuse larger images (0: no limit).")
+@click.option("-q", "--quiet", is_flag=True, help="Only report errors.")
+def fit_cmd(before, after, size, channels, pad, border, stride, steps, out, figure, overwrite,
+            max_pixels, quiet):
+    """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
+
+    AFTER is an image, or a .npy of raw values as 'conv --format npy' writes
+    it. Writes a kernel file that 'conv -k FILE' reads, and says how well it
+    fits and which named kernel it is closest to.
+
+    \b
+    Examples:
+      convcli conv -k sobel-x --format npy -o edges.npy photo.png
+      convcli fit photo.png edges.npy -o learned.toml --figure
+    """
+    from .app.fit import FitError, FitRun, run_fit
+
+    if out and os.path.isdir(out):
+        raise click.BadParameter(f"{out!r} is a folder: -o names the kernel file",
+                                 param_hint="'-o'")
+    run = FitRun(before, after, size=size, channels=channels.lower(), pad=pad,
+                 border=border.lower(), stride=stride, steps=steps, out=out, figure=figure,
+                 overwrite=overwrite, max_pixels=max_pixels)
+    from .app.ops import OptionError
+
+    try:
+        run.conv_op()  # options that cannot work together are usage errors, as in conv
+    except OptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+    live = not quiet and sys.stderr.isatty()
+
+    def progress(step, error):
+        if live:
+            click.echo(f"\rconvcli: step {step}: relative error {error:.3e}\x1b[K", nl=False,
+                       err=True)
+
+    try:
+        lines, written = run_fit(run, progress=progress)
+    except FitError as exc:
+        if live:
+            click.echo("\r\x1b[K", nl=False, err=True)
+        _say(str(exc))
+        sys.exit(1)
+    if live:
+        click.echo("\r\x1b[K", nl=False, err=True)
+    if not quiet:
+        for line in lines:
+            _say(line)
+        _say(f"wrote {', '.join(written)}")
+
+
+@main.group("grad", context_settings=CONTEXT_SETTINGS)
+def grad_cmd():
+    """The backward passes as pictures: dA_prev of pool or conv (pool_backward, conv_backward).
+
+    \b
+    Examples:
+      convcli grad pool --mode max --size 2 photo.png
+      convcli grad conv -k vertical --loss energy --figure photo.png
+    """
+
+
+_GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
+
+
+@grad_cmd.command("pool")
+@click.option("--mode", type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
+              default="max", show_default=True, help="Max or average pooling.")
+@click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Window size F (F x F).")
+@click.option("--stride", type=click.IntRange(min=1), default=None,
+              help="Step between windows  [default: the size]")
+@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+              default="robust", show_default=True,
+              help="Values to image levels (robust: the 99.5th percentile white).")
+@common_options
+def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
+    """Where pooling sends its gradient (pool_backward's dA_prev for ones).
+
+    max: 1 at each window's first maximum, 0 elsewhere (the routing map);
+    average: the windows covering each pixel, over F x F. Every channel on its own.
+
+    \b
+    Examples:
+      convcli grad pool photo.png
+      convcli grad pool --mode average --size 3 --stride 2 --format npy photo.png
+    """
+    op = _operation("GradPoolOp", mode=mode.lower(), size=size, stride=stride,
+                    normalize=normalize.lower())
+    _run(op, inputs, **common)
+
+
+@grad_cmd.command("conv")
+@conv_options
+@click.option("--loss", type=click.Choice(["sum", "energy"], case_sensitive=False),
+              default="energy", show_default=True,
+              help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
+                   "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
+                   "image for a zero-sum kernel).")
+@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+              default="offset", show_default=True,
+              help="Values to image levels (offset: zero mid-grey).")
+@common_options
+def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, loss, normalize,
+                  inputs, **common):
+    """Which pixels would most change the response (conv_backward's dA_prev).
+
+    Writes dA_prev of L = sum(Z) or sum(Z^2)/2 per kernel, and prints dW, the
+    gradient with respect to the kernel, as a grid (not with -q).
+
+    \b
+    Examples:
+      convcli grad conv -k vertical photo.png
+      convcli grad conv -k edge --loss energy --figure photo.png
+    """
+    conv = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
+                      channels=channels.lower(), border=border.lower(),
+                      combine=combine.lower() if combine else None)
+    op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
+    _run(op, inputs, **common)
 
 
 @main.command("kernels")

@@ -235,3 +235,59 @@ def _draw(fig, ax, panel: Panel, cell_pixels: tuple[float, float]) -> None:
         )
         bar = fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02, extend=extend)
         bar.ax.tick_params(labelsize=8)
+
+
+def _draw_kernel(fig, ax, weights: np.ndarray, title: str) -> None:
+    """A kernel's grid as signed colours (zero white), each weight written in its cell."""
+    top = float(np.abs(weights).max()) or 1.0
+    image = ax.imshow(weights, cmap=SIGNED_CMAP, vmin=-top, vmax=top)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    size = 8 if max(weights.shape) <= 3 else 7
+    for (i, j), value in np.ndenumerate(weights):
+        text = f"{value:.3g}" if abs(value) > 1e-6 * top else "0"  # rounding noise shown as 0
+        ax.text(j, i, text, ha="center", va="center", fontsize=size,
+                color="white" if abs(value) > 0.6 * top else "black")
+    fig.colorbar(image, ax=ax, shrink=0.8)
+
+
+def save_fit_figure(path: str | os.PathLike, weights: np.ndarray, losses: list[float], *,
+                    named: tuple[str, np.ndarray] | None, title: str,
+                    overwrite: bool = False) -> bool:
+    """The learned kernel beside the closest named one, and the loss curve, as a PNG.
+
+    Parameters
+    ----------
+    weights : (f_h, f_w) ndarray
+        The learned grid.
+    losses : list of float
+        Relative error before the first step and after each (drawn on a log scale).
+    named : (str, (f_h, f_w) ndarray) or None
+        The closest named kernel's title and its grid, scaled to the learned one.
+    title : str
+
+    Returns False if `path` existed and was kept (without `overwrite`).
+    """
+    from .images import MARKER, written_by_convcli
+
+    figure = _figure_class()
+    ncols = 3 if named is not None else 2
+    fig = figure(figsize=(3.4 * ncols, 3.2), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=True)
+    _draw_kernel(fig, axes[0], np.asarray(weights, np.float64), "learned kernel")
+    if named is not None:
+        _draw_kernel(fig, axes[1], np.asarray(named[1], np.float64), named[0])
+    ax = axes[-1]
+    steps = np.arange(len(losses))
+    ax.semilogy(steps, np.maximum(losses, 1e-17), marker=".", markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("relative error ||Z - Y|| / ||Y||")
+    ax.set_title("loss", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+
+    def write(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": MARKER})
+
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)

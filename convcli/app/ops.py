@@ -366,6 +366,10 @@ class ConvOp:
             return colour @ np.ones((colour.shape[3], 1), np.float32)
         return colour
 
+    def layer_input(self, A: np.ndarray, kernel: Kernel) -> tuple[np.ndarray, int]:
+        """`A` as the layer takes it for `kernel` (bordered unless zeros) and conv_forward's pad."""
+        return self._padded(A, self.pad_for(kernel))
+
     def _padded(self, A: np.ndarray, pad: int) -> tuple[np.ndarray, int]:
         """The layer's input and the pad conv_forward adds: zeros are its own, the rest ours."""
         if self.border == "constant" or pad == 0:
@@ -523,5 +527,173 @@ class ConvOp:
         return Grid(panels, ncols, title)
 
 
-OPERATIONS: tuple[type[Operation], ...] = (PadOp, ConvOp, PoolOp)
-OPERATION_NAMES = tuple(op.name for op in OPERATIONS)
+
+
+# --- grad: the backward passes as pictures ---------------------------------------------------
+
+
+def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> list[Panel]:
+    """One panel per gradient map, on one robust scale for all (signed: symmetric about zero).
+
+    The top is the 99.5th percentile of |x|, as for conv's figures: the few
+    pixels that many overlapping windows route to do not leave the rest dark.
+    """
+    top = robust_top(data)
+    return [Panel(t, data[:, :, c], signed=signed, vmax=top or 1.0, colorbar=True)
+            for c, t in enumerate(titles)]
+
+
+@dataclass(frozen=True)
+class GradPoolOp:
+    """``convcli grad pool``: pool_backward's dA_prev for an upstream gradient of ones.
+
+    Max pooling gives each window's routing (1 at its first maximum, more where
+    overlapping windows share one); average pooling the windows covering each
+    pixel over ``f * f``. Every channel on its own, alpha included; written as
+    ``<stem>_grad-pool-<mode>-f<F>-s<S>-<channel>``, mapped ``robust`` (the
+    99.5th percentile white: 1 for windows that do not overlap) unless
+    `normalize` says otherwise.
+    """
+
+    mode: str = "max"
+    size: int = 2
+    stride: int | None = None
+    normalize: str = "robust"
+    name: ClassVar[str] = "grad"
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", pool_mode(self.mode))
+        if self.stride is None:
+            object.__setattr__(self, "stride", self.size)
+        if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
+            raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
+
+    @property
+    def details(self) -> str:
+        return f"pool-{self.mode}-f{self.size}-s{self.stride}"
+
+    def tags(self, channels: tuple[str, ...]) -> Tags:
+        mapping = f"-{self.normalize}" if self.normalize != "robust" else ""
+        return Tags(channels=[f"{self.details}{mapping}-{c}" for c in channels], whole=None,
+                    raw=self.details)
+
+    def check(self, pic) -> None:
+        PoolOp(self.mode, self.size, self.stride).check(pic)
+
+    def compute(self, pic) -> np.ndarray:
+        from .grad import pool_input_grad
+
+        return pool_input_grad(pic.pixels[None], f=self.size, stride=self.stride,
+                               mode=self.mode)[0]
+
+    def mappings(self, pic) -> list[Mapping]:
+        return [Mapping(self.normalize, pic.white)] * len(pic.channels)
+
+    def figure(self, pic, data: np.ndarray) -> Grid:
+        titles = [f"dA_prev: {c}" for c in pic.channels]
+        panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=False)
+        return Grid(panels, min(len(panels), 4),
+                    f"grad {self.mode} pool f={self.size} s={self.stride}, upstream ones")
+
+
+@dataclass(frozen=True)
+class GradConvOp:
+    """``convcli grad conv``: conv_backward's dA_prev for L = sum(Z) or L = sum(Z**2) / 2.
+
+    The input and the layer are those of `conv` (:class:`ConvOp`, without
+    ``combine``): with ``--channels sum`` the gradient with respect to the
+    channel sum, which is that of every colour channel; with ``each`` one map
+    per channel; a border other than zeros is folded back onto the pixels it
+    copies. One map per kernel, written as
+    ``<stem>_grad-conv-<kernel><options>-<loss>-<channel>``, mapped ``offset``
+    (zero mid-grey) unless `normalize` says otherwise. Each file's message
+    gives dW, the gradient of L with respect to the kernel, as a grid.
+    """
+
+    conv: ConvOp
+    loss: str = "energy"
+    normalize: str = "offset"
+    name: ClassVar[str] = "grad"
+
+    def __post_init__(self):
+        from .grad import LOSSES
+
+        if self.loss not in LOSSES:
+            raise OptionError(f"must be one of {', '.join(LOSSES)}", "--loss")
+        if self.conv.combine is not None:
+            raise OptionError("combines results; grad conv makes one map per kernel",
+                              "--combine")
+        if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
+            raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
+
+    def _options(self) -> str:
+        return f"{self.conv._options_tag()}-{self.loss}"
+
+    def tags(self, channels: tuple[str, ...]) -> Tags:
+        options = self._options()
+        mapping = f"-{self.normalize}" if self.normalize != "offset" else ""
+        names = self.conv._channel_names(channels)
+        kernels = "+".join(k.label for k in self.conv.kernels)
+        return Tags(
+            channels=[f"conv-{k.label}{options}{mapping}-{c}"
+                      for k in self.conv.kernels for c in names],
+            whole=None,
+            raw=f"conv-{kernels}{options}-{self.conv.channels}",
+        )
+
+    def check(self, pic) -> None:
+        self.conv.check(pic)
+
+    def gradients(self, pic) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The (H, W, n_kernels * n_maps) dA_prev maps, and each kernel's (f_h, f_w) dW."""
+        from .grad import conv_grads, unpad_grad
+
+        A = self.conv.conv_input(pic)
+        A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None])  # a channel per image
+        maps, dWs = [], []
+        b = np.full((1, 1, 1, 1), self.conv.bias, np.float32)
+        for kernel in self.conv.kernels:
+            A_in, pad = self.conv.layer_input(A, kernel)
+            W = kernel.weights.astype(np.float32)[:, :, None, None]
+            hp = {"stride": self.conv.stride, "pad": pad}
+            dA, dW = conv_grads(A_in, W, b, hp, loss=self.loss)
+            del A_in
+            if pad == 0:  # bordered by us: fold the border's gradient back onto its pixels
+                dA = unpad_grad(dA, self.conv.pad_for(kernel), mode=self.conv.border)
+            maps.append(np.moveaxis(dA[:, :, :, 0], 0, 2))
+            dWs.append(dW[:, :, 0, 0])
+        return np.concatenate(maps, axis=2), dWs
+
+    def compute(self, pic) -> np.ndarray:
+        data, dWs = self.gradients(pic)
+        # Kept for summary(): this process's last result, asked for right after compute.
+        object.__setattr__(self, "_last_dW", dWs)
+        return data
+
+    def summary(self) -> str:
+        """dW of the last picture computed, kernel by kernel, as grids in full digits."""
+        from ..kernels import format_kernel_grid
+
+        dWs = self.__dict__.pop("_last_dW", [])
+        blocks = [f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
+                  for k, dW in zip(self.conv.kernels, dWs, strict=True)]
+        return "\n".join(blocks)
+
+    def _loss_text(self) -> str:
+        return "sum(Z)" if self.loss == "sum" else "sum(Z^2)/2"
+
+    def mappings(self, pic) -> list[Mapping]:
+        n = len(self.conv._channel_names(pic.channels)) * len(self.conv.kernels)
+        return [Mapping(self.normalize, pic.white)] * n
+
+    def figure(self, pic, data: np.ndarray) -> Grid:
+        names = self.conv._channel_names(pic.channels)
+        titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
+        panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=True)
+        return Grid(panels, min(len(panels), 4),
+                    f"grad conv, L = {self._loss_text()}, --channels {self.conv.channels}")
+
+
+OPERATIONS: tuple[type[Operation], ...] = (PadOp, ConvOp, PoolOp, GradPoolOp, GradConvOp)
+# One name per command: both grad operations write <stem>_grad-...
+OPERATION_NAMES = tuple(dict.fromkeys(op.name for op in OPERATIONS))

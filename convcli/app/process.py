@@ -228,6 +228,9 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     notes = list(pic.notes)
+    summary = getattr(op, "summary", None)  # what an operation reports beside its files
+    if summary is not None:
+        notes.append(summary())
     not_finite = data.size - int(np.count_nonzero(np.isfinite(data)))
     if not_finite:
         notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "

@@ -1,0 +1,472 @@
+"""Learning a kernel: the f x f weights and bias whose convolution turns one image into another.
+
+The loss ``L = sum((conv(A, W) + b - Y) ** 2) / 2`` is quadratic in (W, b), so
+:func:`fit_kernel` minimises it by conjugate gradients with an exact line
+search, preconditioned by the diagonal of the normal equations: each step
+costs one :func:`convcli.conv_forward` (the response to the search
+direction) and one :func:`convcli.conv_backward` (the gradient), the way a
+convolution layer learns its kernel. The input is centred first (its mean
+moved into the bias), which keeps the weights' sum and the bias from being
+nearly the same direction. No click, no Pillow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..conv import conv_backward, conv_forward
+from ..padding import pad_images
+
+GRADIENT_TOLERANCE = 1e-14
+"""Converged when the (preconditioned) gradient is this fraction of the first one."""
+
+UNEXPLAINED = 0.05
+"""A relative error above this: the pair is not one kernel of that size (and a bias) apart."""
+
+
+@dataclass
+class Fit:
+    """A learned kernel.
+
+    Attributes
+    ----------
+    weights : (f_h, f_w) float64 ndarray
+    bias : float
+    losses : list of float
+        The relative error ``||Z - Y|| / ||Y||`` before the first step and after each.
+    steps : int
+        Steps taken.
+    stopped : str
+        Why it stopped: ``"converged"`` (the gradient vanished, or the loss stopped
+        improving) or ``"steps"``.
+    """
+
+    weights: np.ndarray
+    bias: float
+    losses: list[float] = field(default_factory=list)
+    steps: int = 0
+    stopped: str = "converged"
+
+    @property
+    def relative_error(self) -> float:
+        return self.losses[-1]
+
+
+def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stride: int = 1,
+               steps: int = 200, progress: Callable[[int, float], None] | None = None) -> Fit:
+    """The kernel W and bias b whose conv_forward of `A_prev` (pad 0) is closest to `Y`.
+
+    Parameters
+    ----------
+    A_prev : (m, n_H_prev, n_W_prev, 1) ndarray
+        The layer's input, already padded (the pad is part of the input).
+    Y : (m, n_H, n_W, 1) ndarray
+        The wanted output: conv_forward's output shape for an f_h x f_w kernel.
+    size : (f_h, f_w)
+    stride : int
+    steps : int
+        At most this many conjugate-gradient steps.
+    progress : callable, optional
+        ``progress(step, relative_error)`` after each step.
+
+    Returns
+    -------
+    Fit
+        Least squares to float64 precision once converged (at most about
+        ``f_h * f_w + 1`` steps in exact arithmetic; a few more in practice).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> A = rng.random((1, 20, 20, 1))
+    >>> W = np.array([[1.0, 0, -1], [2, 0, -2], [1, 0, -1]])[:, :, None, None]
+    >>> Y, _ = conv_forward(A, W, np.full((1, 1, 1, 1), 0.5), {"stride": 1, "pad": 0})
+    >>> fit = fit_kernel(A, Y, (3, 3))
+    >>> bool(np.allclose(fit.weights, W[:, :, 0, 0])), round(fit.bias, 6)
+    (True, 0.5)
+    """
+    A = np.asarray(A_prev, np.float64)
+    Y = np.asarray(Y, np.float64)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    mean = float(A.mean()) if A.size else 0.0
+    A = A - mean
+    hp = {"stride": stride, "pad": 0}
+    zero_b = np.zeros((1, 1, 1, 1))
+
+    def response(W: np.ndarray, b: float) -> np.ndarray:
+        Z, _ = conv_forward(A, W[:, :, None, None], zero_b, hp)
+        Z += b
+        return Z
+
+    def gradient(R: np.ndarray, cache) -> tuple[np.ndarray, float]:
+        _, dW, db = conv_backward(R, cache)
+        return dW[:, :, 0, 0], float(db.sum())
+
+    _, cache = conv_forward(A, np.zeros(size + (1, 1)), zero_b, hp)
+    if Y.shape != _out_shape(A.shape, size, stride):
+        raise ValueError(f"Y has shape {Y.shape}, conv_forward gives "
+                         f"{_out_shape(A.shape, size, stride)}")
+    # The diagonal of the normal equations: each weight's input values squared, summed.
+    squares_cache = (np.square(A),) + cache[1:]
+    diag_W, _ = gradient(np.ones_like(Y), squares_cache)
+    diag_b = float(Y.size)
+    diag_W = np.where(diag_W > 0, diag_W, 1.0)
+
+    norm_Y = float(np.linalg.norm(Y)) or 1.0
+    W, b = np.zeros(size), 0.0
+    R = -Y  # the residual Z - Y
+    losses = [float(np.linalg.norm(R)) / norm_Y]
+    g_W, g_b = gradient(R, cache)
+    d_W, d_b = -g_W / diag_W, -g_b / diag_b
+    gMg = float(np.sum(g_W * g_W / diag_W) + g_b * g_b / diag_b)
+    first = gMg
+    restart = W.size + 1
+    stopped, step = "steps", 0
+    for step in range(1, steps + 1):
+        Q = response(d_W, d_b)
+        qq = float(np.vdot(Q, Q))
+        if qq == 0.0 or gMg <= GRADIENT_TOLERANCE**2 * first:
+            step -= 1
+            stopped = "converged"
+            break
+        alpha = -float(np.sum(g_W * d_W) + g_b * d_b) / qq
+        W, b = W + alpha * d_W, b + alpha * d_b
+        if step % restart == 0:  # start afresh from the exact residual, as rounding builds up
+            R = response(W, b) - Y
+        else:
+            R += alpha * Q
+        losses.append(float(np.linalg.norm(R)) / norm_Y)
+        if progress is not None:
+            progress(step, losses[-1])
+        g_W, g_b = gradient(R, cache)
+        new_gMg = float(np.sum(g_W * g_W / diag_W) + g_b * g_b / diag_b)
+        beta = 0.0 if step % restart == 0 else new_gMg / gMg
+        gMg = new_gMg
+        d_W, d_b = -g_W / diag_W + beta * d_W, -g_b / diag_b + beta * d_b
+        if _stalled(losses):
+            stopped = "converged"
+            break
+    # The bias of the input as given: conv(A - mean, W) + b = conv(A, W) + b - mean * sum(W).
+    return Fit(W, b - mean * float(W.sum()), losses, step, stopped)
+
+
+def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-13) -> bool:
+    """Whether the last `window` steps improved the loss by less than `gain` of itself."""
+    if losses[-1] <= 1e-12:  # float64 rounding: nothing left to learn
+        return True
+    if len(losses) <= window:
+        return False
+    return losses[-window - 1] - losses[-1] <= gain * losses[-window - 1]
+
+
+def _out_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int) -> tuple[int, ...]:
+    m, h, w, c = shape
+    return (m, (h - size[0]) // stride + 1, (w - size[1]) // stride + 1, c)
+
+
+def zero_padded(A: np.ndarray, pad: int) -> np.ndarray:
+    """`A` with conv_forward's own zero padding made part of it (so the input can be centred)."""
+    return pad_images(A, pad) if pad else A
+
+
+@dataclass(frozen=True)
+class Match:
+    """How close a learned kernel is to a named one: ``weights ~ scale * named``."""
+
+    name: str
+    cosine: float
+    scale: float
+
+
+def closest_kernel(weights: np.ndarray, kernels) -> Match | None:
+    """The kernel among `kernels` (same size only) most parallel to `weights`, sign and scale aside.
+
+    Parameters
+    ----------
+    weights : (f_h, f_w) ndarray
+    kernels : iterable of :class:`convcli.kernels.Kernel`
+
+    Returns
+    -------
+    Match or None
+        The best ``|cosine|`` between the flattened grids, and the least-squares
+        ``scale`` (negative when the signs are opposite); None if no kernel
+        fits, or `weights` is all zeros. A smaller kernel is compared as the
+        centre of the grid (a 3x3 kernel is a 5x5 one with a border of zeros).
+    """
+    weights = np.asarray(weights, np.float64)
+    w = weights.ravel()
+    norm_w = float(np.linalg.norm(w))
+    best = None
+    for kernel in kernels:
+        k = _centred_in(kernel.weights, weights.shape)
+        if k is None or norm_w == 0:
+            continue
+        k = k.ravel()
+        norm_k = float(np.linalg.norm(k))
+        cosine = float(w @ k) / (norm_w * norm_k)
+        if best is None or abs(cosine) > abs(best.cosine):
+            best = Match(kernel.name, cosine, float(w @ k) / norm_k**2)
+    return best
+
+
+def _centred_in(weights: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
+    """`weights` in the middle of a zero grid of `shape`, or None if it does not sit centred."""
+    extra = (shape[0] - weights.shape[0], shape[1] - weights.shape[1])
+    if min(extra) < 0 or extra[0] % 2 or extra[1] % 2:
+        return None
+    return np.pad(weights, ((extra[0] // 2,) * 2, (extra[1] // 2,) * 2))
+
+
+CLOSE = 0.5
+"""The |cosine| from which a named kernel is reported as close to a learned one."""
+
+
+def kernel_toml(weights: np.ndarray, *, description: str, comments: list[str]) -> str:
+    """A kernel file (see docs/kernels.md) with every weight in full digits.
+
+    The weights are written as Python's ``repr``, the shortest text that reads
+    back as exactly the same float64, so the file gives back `weights` exactly.
+    """
+    lines = [f"# {c}" for c in comments]
+    lines.append(f"description = {_toml_string(description)}")
+    lines.append("weights = [")
+    for row in np.asarray(weights, np.float64):
+        lines.append("    [" + ", ".join(repr(float(x)) for x in row) + "],")
+    lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --- the command: files in, kernel file (and figure) out -------------------------------------
+
+
+class FitError(ValueError):
+    """A file that cannot be used; the message starts with the file's name."""
+
+
+@dataclass(frozen=True)
+class FitRun:
+    """What ``convcli fit`` does: the inputs, the layer's options and where the results go."""
+
+    before: str
+    after: str
+    size: int = 3
+    channels: str = "sum"
+    pad: int | str = "same"
+    border: str = "reflect"
+    stride: int = 1
+    steps: int = 200
+    out: str = ""
+    figure: bool = False
+    overwrite: bool = False
+    max_pixels: int = 0
+
+    def conv_op(self):
+        """The :class:`ConvOp` whose input and layer the fit uses (options checked there)."""
+        from ..kernels import Kernel
+        from .ops import ConvOp
+
+        placeholder = Kernel("learned", "", np.ones((self.size, self.size)))
+        return ConvOp((placeholder,), stride=self.stride, pad=self.pad, channels=self.channels,
+                      border=self.border)
+
+    def out_path(self) -> str:
+        """``-o``, or ``convcli-out/<stem of BEFORE>_fit-<f>x<f>.toml``."""
+        if self.out:
+            return self.out
+        stem = os.path.splitext(os.path.basename(self.before))[0] or "stdin"
+        return os.path.join("convcli-out", f"{stem}_fit-{self.size}x{self.size}.toml")
+
+    def figure_path(self) -> str:
+        return os.path.splitext(self.out_path())[0] + "_grid.png"
+
+
+def _read_after(path: str, max_pixels: int) -> np.ndarray:
+    """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an image."""
+    if path.lower().endswith(".npy"):
+        try:
+            Y = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise FitError(f"{path}: cannot read the .npy: {getattr(exc, 'strerror', None) or exc}"
+                           ) from None
+        if Y.ndim == 2:
+            Y = Y[:, :, None]
+        if Y.ndim != 3 or not np.issubdtype(Y.dtype, np.number) or np.iscomplexobj(Y):
+            raise FitError(f"{path}: expected a real (H, W, C) array, got {Y.dtype} {Y.shape}")
+    else:
+        pic = _read_picture(path, max_pixels)
+        Y = pic.pixels[:, :, :pic.colour_channels]
+    if not np.isfinite(Y).all():
+        raise FitError(f"{path}: holds values that are not finite (NaN or inf)")
+    return Y
+
+
+def _read_picture(path: str, max_pixels: int):
+    from ..images import read_image
+    from .process import describe_error
+
+    try:
+        return read_image(path, max_pixels=max_pixels)
+    except (OSError, ValueError) as exc:
+        raise FitError(f"{path}: {describe_error(exc, path)}") from None
+
+
+def _shape_text(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
+    """The layer input (m, H, W, 1), zero pad included, and the target (m, H', W', 1).
+
+    Channels become the batch: ``sum`` and ``gray`` give one image, ``each``
+    one per colour channel, all learning the same kernel.
+    """
+    conv = run.conv_op()
+    pic = _read_picture(run.before, run.max_pixels)
+    try:
+        conv.check(pic)
+    except ValueError as exc:
+        raise FitError(f"{run.before}: {exc}") from None
+    A = conv.conv_input(pic)
+    if not np.isfinite(A).all():
+        raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
+    A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
+    A_in, pad = conv.layer_input(A, conv.kernels[0])
+    A_in = zero_padded(A_in, pad)
+    Y = _read_after(run.after, run.max_pixels)
+    m = A_in.shape[0]
+    expected = _out_shape(A_in.shape, (run.size, run.size), run.stride)
+    wanted = (expected[1], expected[2], m)
+    if Y.shape != wanted:
+        hint = ""
+        colour = pic.colour_channels
+        if Y.shape[:2] == wanted[:2] and run.channels != "each" and Y.shape[2] == colour:
+            hint = "; --channels each learns one kernel for every colour channel"
+        raise FitError(
+            f"{run.after}: is {_shape_text(Y.shape)} (H x W x channels), but a "
+            f"{run.size}x{run.size} kernel with --pad {run.pad}, --stride {run.stride} and "
+            f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
+        )
+    return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64)
+
+
+def describe(fit: Fit, run: FitRun) -> list[str]:
+    """The lines ``convcli fit`` prints about a fit: how well, and the closest named kernel."""
+    from ..kernels import list_kernels
+
+    why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
+    lines = [f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
+             f"bias {fit.bias!r}"]
+    if fit.relative_error > UNEXPLAINED:
+        lines.append(
+            f"{run.after} is not {run.before} convolved with one {run.size}x{run.size} kernel: "
+            f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
+            f"{UNEXPLAINED}); try another --size, --pad or --border, or the pair differs by more "
+            "than a convolution")
+    match = closest_kernel(fit.weights, list_kernels())
+    if match is not None and abs(match.cosine) >= CLOSE:
+        lines.append(f"closest named kernel: {match.name} x {match.scale:.6g} "
+                     f"(cosine {abs(match.cosine):.4f})")
+    elif match is not None:
+        lines.append(f"no named kernel is close (the closest, {match.name}, has cosine "
+                     f"{abs(match.cosine):.2f})")
+    return lines
+
+
+def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
+    """Write the kernel file (and the figure); the paths written."""
+    from ..safeio import write_atomic
+
+    path = run.out_path()
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    text = kernel_toml(
+        fit.weights,
+        description=f"learned by convcli fit from {os.path.basename(run.before)} and "
+                    f"{os.path.basename(run.after)}; bias {fit.bias!r}",
+        comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
+                  f"convcli conv -k {os.path.basename(path)} --bias {fit.bias!r} "
+                  f"--stride {run.stride} --pad {run.pad} --border {run.border} "
+                  f"--channels {run.channels} gives the refit"],
+    )
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    written = []
+    if not write_atomic(path, write, overwrite=run.overwrite, replaceable=_written_by_fit):
+        raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
+    written.append(path)
+    if run.figure:
+        from ..figures import save_fit_figure
+        from ..kernels import list_kernels
+
+        match = closest_kernel(fit.weights, list_kernels())
+        named = None
+        if match is not None and abs(match.cosine) >= CLOSE:
+            from ..kernels import get_kernel
+
+            grid = _centred_in(get_kernel(match.name).weights, fit.weights.shape)
+            named = (f"{match.name} x {match.scale:.3g} (cosine {abs(match.cosine):.3f})",
+                     grid * match.scale)
+        figure = run.figure_path()
+        if not save_fit_figure(figure, fit.weights, fit.losses, named=named,
+                               title=f"convcli fit: {os.path.basename(run.before)} -> "
+                                     f"{os.path.basename(run.after)}",
+                               overwrite=run.overwrite):
+            raise FitError(f"{figure}: exists (--overwrite replaces it, or choose another -o)")
+        written.append(figure)
+    return written
+
+
+_MARK = "convcli fit:"
+
+
+def _written_by_fit(path) -> bool:
+    """Whether a kernel file was written by ``convcli fit`` (its first line says so)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith(f"# {_MARK}")
+    except OSError:
+        return False
+
+
+def check_outputs(run: FitRun) -> None:
+    """Refuse, before any work, outputs that are in the way (see :func:`write_results`)."""
+    from ..images import written_by_convcli
+
+    paths = [(run.out_path(), _written_by_fit)]
+    if run.figure:
+        paths.append((run.figure_path(), written_by_convcli))
+    for path, ours in paths:
+        if os.path.isdir(path):
+            raise FitError(f"{path}: is a folder")
+        if os.path.exists(path):
+            if not run.overwrite:
+                raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
+            if not ours(path):
+                raise FitError(f"{path}: exists and was not written by convcli; it is kept "
+                               "(choose another -o)")
+
+
+def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
+    """Check, read, fit, write: the lines to print and the paths written."""
+    check_outputs(run)
+    A_in, Y = prepare(run)
+    with np.errstate(all="ignore"):
+        fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride, steps=run.steps,
+                         progress=progress)
+    lines = describe(fit, run)
+    written = write_results(fit, run, lines)
+    return lines, written

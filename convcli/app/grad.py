@@ -1,0 +1,126 @@
+"""The backward passes as pictures: input gradients of pooling and convolution (numpy only).
+
+Each function runs a layer's forward pass, feeds its backward pass an upstream
+gradient, and returns the gradient with respect to the layer's input, the
+``dA_prev`` of the tutorial: where a pooling layer routes its gradient, and
+which input pixels would most change a convolution's response.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..conv import conv_backward, conv_forward
+from ..padding import pad_images
+from ..pooling import pool_backward, pool_forward
+
+LOSSES = ("sum", "energy")
+"""``sum``: L = sum(Z), upstream gradient ones; ``energy``: L = sum(Z**2) / 2, upstream Z."""
+
+
+def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str) -> np.ndarray:
+    """dA_prev of :func:`convcli.pool_forward` for an upstream gradient of ones.
+
+    Parameters
+    ----------
+    A_prev : (m, n_H_prev, n_W_prev, n_C) ndarray
+    f, stride : int
+        The pooling window and its step.
+    mode : {"max", "average"}
+
+    Returns
+    -------
+    dA_prev : (m, n_H_prev, n_W_prev, n_C) ndarray
+        ``max``: 1 at the first maximum of each window (more where windows
+        overlap and share it), 0 elsewhere. ``average``: the number of windows
+        covering each pixel, divided by ``f * f``.
+
+    Examples
+    --------
+    >>> A = np.array([[1.0, 3.0], [3.0, 2.0]]).reshape(1, 2, 2, 1)
+    >>> pool_input_grad(A, f=2, stride=2, mode="max")[0, :, :, 0]
+    array([[0., 1.],
+           [0., 0.]])
+    """
+    Z, cache = pool_forward(A_prev, {"f": f, "stride": stride}, mode)
+    return pool_backward(np.ones_like(Z), cache, mode)
+
+
+def conv_grads(A_prev: np.ndarray, W: np.ndarray, b: np.ndarray, hparameters: dict, *,
+               loss: str = "sum") -> tuple[np.ndarray, np.ndarray]:
+    """dA_prev and dW of :func:`convcli.conv_forward` for L = sum(Z) or L = sum(Z**2) / 2.
+
+    Parameters
+    ----------
+    A_prev, W, b, hparameters
+        As for :func:`convcli.conv_forward`.
+    loss : {"sum", "energy"}
+        ``sum``: dZ = 1, so dA_prev counts how much each pixel adds to all
+        responses; ``energy``: dZ = Z, the pixels that would most change the
+        response where it is strong.
+
+    Returns
+    -------
+    dA_prev : ndarray, the shape of `A_prev`
+    dW : ndarray, the shape of `W`
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    Z, cache = conv_forward(A_prev, W, b, hparameters)
+    dZ = np.ones_like(Z) if loss == "sum" else Z
+    dA_prev, dW, _ = conv_backward(dZ, cache)
+    return dA_prev, dW
+
+
+def unpad_grad(dA_padded: np.ndarray, pad: int, *, mode: str) -> np.ndarray:
+    """The gradient through :func:`convcli.pad_images`: each border value adds to its source.
+
+    Parameters
+    ----------
+    dA_padded : (m, n_H + 2 pad, n_W + 2 pad, n_C) ndarray
+        Gradient with respect to the padded images.
+    pad : int
+    mode : {"constant", "edge", "reflect", "symmetric", "wrap"}
+        The mode the images were padded with; ``constant`` border values come
+        from no pixel and are dropped.
+
+    Returns
+    -------
+    dA : (m, n_H, n_W, n_C) ndarray
+
+    Examples
+    --------
+    >>> g = np.ones((1, 5, 5, 1))  # a 3x3 image padded by 1: its middle row and column
+    >>> unpad_grad(g, 1, mode="reflect")[0, :, :, 0]  # are copied to both sides
+    array([[1., 3., 1.],
+           [3., 9., 3.],
+           [1., 3., 1.]])
+    """
+    if pad == 0:
+        return dA_padded
+    if mode == "constant":
+        return dA_padded[:, pad:-pad, pad:-pad].copy()
+    return _fold(_fold(dA_padded, pad, mode, axis=1), pad, mode, axis=2)
+
+
+def _fold(grad: np.ndarray, pad: int, mode: str, *, axis: int) -> np.ndarray:
+    """Add the `pad` border values on both ends of `axis` to the positions they copy."""
+    n = grad.shape[axis] - 2 * pad
+    source = _source_index(n, pad, mode)
+    inner = [slice(None)] * grad.ndim
+    inner[axis] = slice(pad, pad + n)
+    out = grad[tuple(inner)].copy()
+    for border in (slice(0, pad), slice(pad + n, None)):
+        where = [slice(None)] * grad.ndim
+        where[axis] = source[border]
+        values = [slice(None)] * grad.ndim
+        values[axis] = border
+        # np.add.at: one position may receive several border values (wrap, narrow images).
+        np.add.at(out, tuple(where), grad[tuple(values)])
+    return out
+
+
+def _source_index(n: int, pad: int, mode: str) -> np.ndarray:
+    """For each of the ``n + 2 pad`` padded positions, the position it copies."""
+    index = np.arange(n, dtype=np.int64).reshape(1, n, 1, 1)
+    return pad_images(index, (pad, pad, 0, 0), mode=mode)[0, :, 0, 0]

@@ -1,0 +1,219 @@
+"""convcli fit: kernels recovered from a photo and its convolution, against least squares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomllib
+from helpers import assert_one_line_error, make_image, ok, pixels, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convcli import conv_forward
+from convcli.app.fit import closest_kernel, fit_kernel, kernel_toml
+from convcli.kernels import get_kernel, list_kernels, load_kernel_file
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
+
+
+def photo(name="camera.png", size=96):
+    """A grey crop of a sample photo, float64 (1, size, size, 1)."""
+    A = pixels(SAMPLES / name, "L").astype(np.float64)
+    return A[100:100 + size, 150:150 + size][None]
+
+
+def convolved(A, W, bias=0.0, stride=1):
+    Z, _ = conv_forward(A, W[:, :, None, None], np.full((1, 1, 1, 1), bias),
+                        {"stride": stride, "pad": 0})
+    return Z
+
+
+def im2col(A, f, stride=1):
+    """Every f x f window of A (m, H, W, 1) as a row, with a 1 for the bias: a plain loop."""
+    m, h, w, _ = A.shape
+    rows = []
+    for i in range(m):
+        for r in range(0, h - f + 1, stride):
+            for c in range(0, w - f + 1, stride):
+                rows.append(np.append(A[i, r:r + f, c:c + f, 0].ravel(), 1.0))
+    return np.array(rows)
+
+
+def random_kernel(f, seed):
+    return np.random.default_rng(seed).normal(size=(f, f))
+
+
+KERNELS = [("sobel-x", None), ("gaussian-5x5", None), ("log-5x5", None), ("sharpen", None),
+           ("random", 3), ("random", 5)]
+
+
+# --- the solver ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, f", KERNELS)
+def test_fit_recovers_a_kernel_exactly(name, f):
+    W = random_kernel(f, seed=11) if name == "random" else get_kernel(name).weights
+    A = photo()
+    Y = convolved(A, W, bias=7.5)
+    fit = fit_kernel(A, Y, W.shape)
+    assert fit.relative_error < 1e-9
+    np.testing.assert_allclose(fit.weights, W, atol=1e-6 * np.abs(W).max())
+    assert fit.bias == pytest.approx(7.5, abs=1e-4)
+    assert fit.stopped == "converged"
+    assert fit.losses[0] == pytest.approx(1.0)
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(fit.losses, fit.losses[1:], strict=False))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_fit_equals_least_squares_when_no_kernel_explains_the_pair(stride):
+    """A pair no kernel explains: the fit is numpy's least-squares solution on im2col."""
+    A = photo(size=48)
+    rng = np.random.default_rng(12)
+    Y = convolved(A, get_kernel("emboss").weights, stride=stride)
+    Y = Y + rng.normal(scale=20.0, size=Y.shape)
+    fit = fit_kernel(A, Y, (3, 3), stride=stride)
+    X = im2col(A, 3, stride)
+    solution, *_ = np.linalg.lstsq(X, Y.ravel(), rcond=None)
+    np.testing.assert_allclose(fit.weights.ravel(), solution[:9], rtol=1e-6, atol=1e-6)
+    assert fit.bias == pytest.approx(solution[9], rel=1e-6, abs=1e-4)
+    best = np.linalg.norm(X @ solution - Y.ravel()) / np.linalg.norm(Y)
+    assert fit.relative_error == pytest.approx(best, rel=1e-9)
+
+
+def test_fit_learns_one_kernel_over_a_batch():
+    A = np.concatenate([photo("camera.png", 40), photo("astronaut.png", 40)])
+    W = random_kernel(3, seed=13)
+    fit = fit_kernel(A, convolved(A, W), (3, 3))
+    np.testing.assert_allclose(fit.weights, W, atol=1e-7)
+
+
+def test_fit_stops_at_steps_and_reports_progress():
+    A = photo(size=32)
+    seen = []
+    fit = fit_kernel(A, convolved(A, random_kernel(5, 14)), (5, 5), steps=3,
+                     progress=lambda step, error: seen.append((step, error)))
+    assert fit.stopped == "steps" and fit.steps == 3
+    assert [s for s, _ in seen] == [1, 2, 3]
+    assert [e for _, e in seen] == fit.losses[1:]
+
+
+def test_fit_refuses_a_target_of_the_wrong_shape():
+    with pytest.raises(ValueError, match="shape"):
+        fit_kernel(np.ones((1, 8, 8, 1)), np.ones((1, 8, 8, 1)), (3, 3))
+
+
+def test_closest_kernel_ignores_sign_and_scale():
+    match = closest_kernel(-2.5 * get_kernel("sobel-y").weights, list_kernels())
+    assert match.name == "sobel-y"
+    assert match.scale == pytest.approx(-2.5)
+    assert abs(match.cosine) == pytest.approx(1.0)
+    # a 3x3 kernel inside a 5x5 grid is found too
+    grid = np.pad(get_kernel("laplacian").weights, 1)
+    assert closest_kernel(grid, list_kernels()).name == "laplacian"
+    assert closest_kernel(np.zeros((3, 3)), list_kernels()) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=-1e30, max_value=1e30, width=64), min_size=9,
+                max_size=9))
+def test_kernel_file_gives_the_weights_back_exactly(tmp_path_factory, values):
+    weights = np.array(values).reshape(3, 3)
+    text = kernel_toml(weights, description='learned "here"', comments=["a note"])
+    assert np.array(tomllib.loads(text)["weights"]).tobytes() == weights.tobytes()
+    path = tmp_path_factory.mktemp("k") / "learned.toml"
+    path.write_text(text)
+    kernel = load_kernel_file(path)  # what conv -k reads
+    assert kernel.weights.tobytes() == weights.tobytes()  # bit for bit, -0.0 included
+    assert kernel.description == 'learned "here"'
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_fit_command_recovers_a_random_kernel_from_a_512_photo(tmp_path):
+    """conv --format npy with a random 5x5 kernel file, then fit, then conv with the result."""
+    src = SAMPLES / "astronaut.png"
+    W = random_kernel(5, seed=15)
+    kernel = tmp_path / "k.toml"
+    kernel.write_text(kernel_toml(W, description="random", comments=[]))
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", kernel, "--bias", "3", "--format", "npy", "-o", after, src)
+    out = tmp_path / "learned.toml"
+    result = ok("fit", src, after, "--size", "5", "-o", out)
+    assert "relative error" in result.stderr
+    assert "not" not in result.stderr.split("\n")[0]
+    learned = load_kernel_file(out)
+    np.testing.assert_allclose(learned.weights, W, atol=1e-4)
+    bias = result.stderr.split("bias ")[1].split()[0]
+    refit = tmp_path / "refit.npy"
+    ok("conv", "-k", out, "--bias", bias, "--format", "npy", "-o", refit, src)
+    Y, Z = np.load(after), np.load(refit)
+    assert np.linalg.norm(Z - Y) / np.linalg.norm(Y) < 1e-3
+
+
+@pytest.mark.parametrize("options, kernel", [
+    (["--channels", "each", "--border", "constant"], "gaussian-3x3"),
+    (["--stride", "2", "--pad", "valid"], "kirsch-ne"),
+    (["--channels", "gray", "--border", "wrap"], "emboss"),
+])
+def test_fit_command_takes_convs_options(tmp_path, options, kernel):
+    src = make_image(tmp_path / "photo.png", "RGB", seed=16, size=(48, 40))
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", kernel, *options, "--format", "npy", "-o", after, src)
+    out = tmp_path / "k.toml"
+    result = ok("fit", src, after, *options, "-o", out)
+    np.testing.assert_allclose(load_kernel_file(out).weights, get_kernel(kernel).weights,
+                               atol=1e-4)
+    assert f"closest named kernel: {kernel} x 1 " in result.stderr
+
+
+def test_fit_default_name_figure_and_overwrite_rules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = make_image(tmp_path / "photo.png", "L", seed=17)
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    ok("fit", src, after, "--figure")
+    kernel = tmp_path / "convcli-out" / "photo_fit-3x3.toml"
+    figure = tmp_path / "convcli-out" / "photo_fit-3x3_grid.png"
+    assert kernel.exists() and figure.exists()
+    before = kernel.read_bytes()
+    # never silently replaced; --overwrite replaces what fit wrote, never another file
+    assert_one_line_error(run("fit", src, after), 1, "exists", "--overwrite")
+    ok("fit", src, after, "--overwrite")
+    assert kernel.read_bytes() == before
+    mine = tmp_path / "mine.toml"
+    mine.write_text("weights = [[1]]\n")
+    assert_one_line_error(run("fit", src, after, "-o", mine, "--overwrite"), 1,
+                          "not written by convcli")
+    assert mine.read_text() == "weights = [[1]]\n"
+
+
+def test_fit_says_when_no_kernel_explains_the_pair(tmp_path):
+    src = make_image(tmp_path / "photo.png", "L", seed=18)
+    other = make_image(tmp_path / "other.png", "L", seed=19)
+    result = ok("fit", src, other, "-o", tmp_path / "k.toml", "-q")
+    assert result.stderr == ""
+    result = ok("fit", src, other, "-o", tmp_path / "k2.toml")
+    assert "is not" in result.stderr and "one 3x3 kernel" in result.stderr
+    assert "step 1:" not in result.stderr  # no progress when stderr is not a terminal
+
+
+def test_fit_errors_are_one_line(tmp_path):
+    src = make_image(tmp_path / "photo.png", "RGB", seed=20)
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "vertical", "--format", "npy", "-o", after, src)
+    result = run("fit", src, after, "--pad", "valid", "-o", tmp_path / "k.toml")
+    assert_one_line_error(result, 1, str(after), "30x40x1", "28x38x1")
+    result = run("fit", src, src, "-o", tmp_path / "k.toml")
+    assert_one_line_error(result, 1, "30x40x3", "--channels each")
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.full((30, 40, 1), np.nan, np.float32))
+    assert_one_line_error(run("fit", src, bad, "-o", tmp_path / "k.toml"), 1, "not finite")
+    assert_one_line_error(run("fit", src, tmp_path / "missing.png", "-o", tmp_path / "k.toml"),
+                          1, "missing.png")
+    assert_one_line_error(run("fit", src, after, "--size", "4"), 2, "--pad")
+    assert not (tmp_path / "k.toml").exists()
+    # the inputs are left as they were
+    assert np.load(after).shape == (30, 40, 1)
