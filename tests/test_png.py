@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,14 +116,13 @@ def test_the_switch_turns_the_fast_deflate_off(monkeypatch):
         png.deflate_backend.cache_clear()
 
 
-def _imagemagick() -> str | None:
-    for name in ("magick", "convert"):
-        path = shutil.which(name)
-        if path:
-            proc = subprocess.run([path, "-version"], capture_output=True, text=True)
-            if proc.returncode == 0 and "ImageMagick" in proc.stdout:
-                return path
-    return None
+def _imagemagick() -> list[str] | None:
+    """ImageMagick 7's ``magick``, or 6's ``convert`` beside its ``identify``."""
+    if shutil.which("magick"):
+        return ["magick"]
+    identify = shutil.which("identify")  # a "convert" alone may be another program
+    convert = Path(identify).with_name("convert") if identify else None
+    return [str(convert)] if convert and convert.exists() else None
 
 
 @pytest.mark.skipif(_imagemagick() is None, reason="ImageMagick is not installed")
@@ -134,7 +134,7 @@ def test_imagemagick_reads_back_pixel_for_pixel(tmp_path, channels, dtype, backe
     path = tmp_path / "a.png"
     path.write_bytes(encode(levels, backend))
     # PAM keeps the channels and the depth: a text header, then big-endian samples.
-    pam = subprocess.run([_imagemagick(), str(path), "PAM:-"], capture_output=True,
+    pam = subprocess.run([*_imagemagick(), str(path), "PAM:-"], capture_output=True,
                          check=True).stdout
     header, body = pam.split(b"ENDHDR\n", 1)
     fields = dict(line.split(b" ", 1) for line in header.splitlines()[1:] if b" " in line)
