@@ -16,24 +16,30 @@ file mode (Pillow)                     channels            scale ("white")
 ``P`` with transparency, ``PA``        ``R G B A``         255
 ``RGB``, ``CMYK``, ``YCbCr``, ...      ``R G B``           255
 ``RGBA``                               ``R G B A``         255
+16-bit RGB, RGBA (PNG, TIFF)           ``R G B (A)``       65535 (``deep`` extra), else 255
 ``I;16`` (16-bit grey)                 ``L``               65535
 ``I`` (32-bit integer)                 ``L``               65535, or the maximum if larger
 ``F`` (32-bit float)                   ``L``               1.0, or the maximum if larger
 =====================================  ==================  ================
 
 Animated GIFs, multi-page TIFFs and other multi-frame files: the first frame is
-used and :attr:`Picture.notes` says so.
+used and :attr:`Picture.notes` says so. Where the optional libraries are
+installed, plain JPEGs are decoded by simplejpeg (the ``fast`` extra) and 16-bit
+colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
+as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
+environment leaves every file to Pillow.
 
 Writing
 -------
 :func:`save_levels` writes integer levels (made by :func:`convcli.levels.to_levels`)
-as PNG, JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
+as PNG (:mod:`convcli.png`), JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
 goes through :func:`convcli.safeio.write_atomic`.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import os
 import shutil
@@ -184,13 +190,18 @@ class ImageSource:
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
+            decoded, white, depth = None, 255.0, 8
             if _is_deep_colour(im):  # before load(), which forgets the file's layout
-                notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits)")
-            decoded = _fast_jpeg(im, self.path) if frames == 1 else None
+                decoded, white, depth = _deep_colour(im, self.path, self.channels), 65535.0, 16
+                if decoded is None:
+                    notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+                                 "install convcli[deep] for 16)")
+            elif frames == 1:
+                decoded = _fast_jpeg(im, self.path)
             if decoded is not None:
                 upright = _exif_upright(decoded, im.getexif().get(_ORIENTATION, 1))
                 pixels = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
-                return Picture(pixels, self.channels, 255.0, 8, tuple(notes))
+                return Picture(pixels, self.channels, white, depth, tuple(notes))
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
@@ -210,21 +221,51 @@ def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
     photo. Anything else, and any file libjpeg-turbo warns about (``strict``),
     goes to Pillow, which then reads and reports it as it always has.
     """
-    if im.format != "JPEG" or im.mode not in ("RGB", "L") or not fast_codecs_allowed():
+    if im.format != "JPEG" or im.mode not in ("RGB", "L"):
+        return None
+    colorspace = "RGB" if im.mode == "RGB" else "GRAY"
+    pixels = _decoded_by("simplejpeg", path, lambda simplejpeg, data: simplejpeg.decode_jpeg(
+        data, colorspace=colorspace, strict=True))
+    width, height = im.size
+    return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
+
+
+def _deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
+    """The 16-bit RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs, or None.
+
+    imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
+    depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
+    Pillow would use. Anything that does not come out as the header says
+    (the channels, the size) is left to Pillow.
+    """
+    if im.format not in ("PNG", "TIFF"):
+        return None
+    name = "png_decode" if im.format == "PNG" else "tiff_decode"
+    pixels = _decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
+    width, height = im.size
+    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != (height, width,
+                                                                          len(channels)):
+        return None
+    return pixels
+
+
+def _decoded_by(module: str, path: str, decode) -> np.ndarray | None:
+    """``decode(module, file bytes)``, or None where the module is missing, off or fails.
+
+    A failure leaves the file to Pillow, which then reads it, or reports
+    why it cannot, as it always has.
+    """
+    if not fast_codecs_allowed():
         return None
     try:
-        import simplejpeg
+        library = importlib.import_module(module)
     except ImportError:
         return None
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
-        pixels = simplejpeg.decode_jpeg(data, colorspace="RGB" if im.mode == "RGB" else "GRAY",
-                                        strict=True)
-    except (ValueError, RuntimeError, OSError, MemoryError):
+            return decode(library, fh.read())
+    except Exception:  # the library's own error types too: Pillow decides
         return None
-    width, height = im.size
-    return pixels if pixels.shape[:2] == (height, width) else None
 
 
 def _exif_upright(pixels: np.ndarray, orientation) -> np.ndarray:
@@ -245,7 +286,9 @@ def _is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
     if im.mode in _SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
-    raw_modes = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
+    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
     bits = im.info.get("bits") or getattr(im, "bits", 8)
     return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
@@ -423,8 +466,9 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     ----------
     path : str or path-like
         Final file name.
-    levels : (H, W) uint8 or uint16, or (H, W, C) uint8 with C in 2, 3, 4 ndarray
-        Grey (8- or 16-bit), grey + alpha, RGB or RGBA.
+    levels : (H, W) or (H, W, C) uint8 or uint16 ndarray, C in 2, 3, 4
+        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit. 16-bit colour TIFF
+        needs imagecodecs (the ``deep`` extra).
     fmt : {"png", "jpg", "tiff"}
         PNG through :func:`convcli.png.write_png` (Up-filtered rows, a fast
         deflate at level 1); JPEG at quality
@@ -454,6 +498,10 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
                 write_png(fh, arr, text={"Software": MARKER})
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] > 1:
+        encoded = _deep_tiff(arr)
+        return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
+                            replaceable=written_by_convcli)
     im = Image.fromarray(arr)
     tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
     tiff_info[_TIFF_SOFTWARE] = MARKER
@@ -466,6 +514,24 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _deep_tiff(levels: np.ndarray) -> bytes:
+    """16-bit grey + alpha, RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
+
+    Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
+    reads such files) does, with the Software tag that marks convcli's files.
+    """
+    try:
+        import imagecodecs
+    except ImportError:
+        raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
+                         "'convcli[deep]'") from None
+    grey = levels.shape[2] == 2
+    alpha = levels.shape[2] in (2, 4)
+    return bytes(imagecodecs.tiff_encode(
+        levels, photometric="minisblack" if grey else "rgb", planarconfig="contig",
+        extrasample="unassalpha" if alpha else None, software=MARKER))
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:

@@ -22,8 +22,8 @@ from typing import BinaryIO
 import numpy as np
 
 FAST_CODECS_VARIABLE = "CONVCLI_FAST_CODECS"
-"""Set to ``0`` to use only Pillow, numpy and Python's zlib, even where the fast
-libraries of the ``fast`` extra are installed."""
+"""Set to ``0`` to use only Pillow, numpy and Python's zlib, even where the optional
+libraries of the ``fast`` and ``deep`` extras are installed."""
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _UP = 2  # the PNG filter type "Up"
