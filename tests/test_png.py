@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import make_image, ok, read, run_without
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -154,3 +155,17 @@ def test_save_levels_writes_the_stream_with_the_marker(tmp_path, monkeypatch, ba
     assert images.save_levels(path, levels, fmt="png")
     assert path.read_bytes() == encode(levels, backend, {"Software": images.MARKER})
     assert images.written_by_convcli(path)
+
+
+@pytest.mark.parametrize("missing", ["isal", "simplejpeg"])
+def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path, missing):
+    photo = make_image(tmp_path / "photo.jpg", "RGB")
+    ok("pool", photo, "-o", tmp_path / "fast", "-j", 1)
+    proc = run_without(missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in (tmp_path / "fast").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "plain").iterdir()) and len(names) == 4
+    for name in names:
+        np.testing.assert_array_equal(read(tmp_path / "fast" / name),
+                                      read(tmp_path / "plain" / name))
+        assert images.written_by_convcli(tmp_path / "plain" / name)
