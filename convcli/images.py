@@ -238,7 +238,7 @@ def _deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nd
     Pillow would use. Anything that does not come out as the header says
     (the channels, the size) is left to Pillow.
     """
-    if im.format not in ("PNG", "TIFF"):
+    if im.format not in ("PNG", "TIFF") or channels[:3] != ("R", "G", "B"):
         return None
     name = "png_decode" if im.format == "PNG" else "tiff_decode"
     pixels = _decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
@@ -467,8 +467,8 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     path : str or path-like
         Final file name.
     levels : (H, W) or (H, W, C) uint8 or uint16 ndarray, C in 2, 3, 4
-        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit. 16-bit colour TIFF
-        needs imagecodecs (the ``deep`` extra).
+        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit (16-bit grey + alpha: PNG
+        only). 16-bit colour TIFF needs imagecodecs (the ``deep`` extra).
     fmt : {"png", "jpg", "tiff"}
         PNG through :func:`convcli.png.write_png` (Up-filtered rows, a fast
         deflate at level 1); JPEG at quality
@@ -498,7 +498,7 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
                 write_png(fh, arr, text={"Software": MARKER})
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] > 1:
+    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] in (3, 4):
         encoded = _deep_tiff(arr)
         return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
                             replaceable=written_by_convcli)
@@ -517,21 +517,20 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
 
 
 def _deep_tiff(levels: np.ndarray) -> bytes:
-    """16-bit grey + alpha, RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
+    """16-bit RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
 
     Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
-    reads such files) does, with the Software tag that marks convcli's files.
+    reads such files) does, with the Software tag that marks convcli's files
+    (Pillow reads the tag back, see :func:`written_by_convcli`).
     """
     try:
         import imagecodecs
     except ImportError:
         raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
                          "'convcli[deep]'") from None
-    grey = levels.shape[2] == 2
-    alpha = levels.shape[2] in (2, 4)
     return bytes(imagecodecs.tiff_encode(
-        levels, photometric="minisblack" if grey else "rgb", planarconfig="contig",
-        extrasample="unassalpha" if alpha else None, software=MARKER))
+        levels, photometric="rgb", planarconfig="contig",
+        extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:

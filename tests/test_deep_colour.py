@@ -132,3 +132,12 @@ def test_run_helper_reads_deep_colour(tmp_path):
     result = run("pool", path, "-o", tmp_path / "out", "-j", 1, "-v")
     assert result.exit_code == 0, result.output
     assert "8-bit" not in result.stderr
+
+
+def test_16_bit_grey_and_alpha_stays_with_pillow(tmp_path):
+    """Not colour: Pillow's reading (8 bits, with the note) as before."""
+    arr = deep_pixels(2)
+    path = tmp_path / "la.png"
+    path.write_bytes(imagecodecs.png_encode(arr))
+    pic = read_image(path)
+    assert pic.depth == 8 and pic.notes[0].startswith("16-bit colour read as 8-bit")
