@@ -16,31 +16,36 @@ file mode (Pillow)                     channels            scale ("white")
 ``P`` with transparency, ``PA``        ``R G B A``         255
 ``RGB``, ``CMYK``, ``YCbCr``, ...      ``R G B``           255
 ``RGBA``                               ``R G B A``         255
+16-bit RGB, RGBA (PNG, TIFF)           ``R G B (A)``       65535 (``deep`` extra), else 255
 ``I;16`` (16-bit grey)                 ``L``               65535
 ``I`` (32-bit integer)                 ``L``               65535, or the maximum if larger
 ``F`` (32-bit float)                   ``L``               1.0, or the maximum if larger
 =====================================  ==================  ================
 
 Animated GIFs, multi-page TIFFs and other multi-frame files: the first frame is
-used and :attr:`Picture.notes` says so.
+used and :attr:`Picture.notes` says so. Where the optional libraries are
+installed, plain JPEGs are decoded by simplejpeg (the ``fast`` extra) and 16-bit
+colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
+as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
+environment leaves every file to Pillow.
 
 Writing
 -------
 :func:`save_levels` writes integer levels (made by :func:`convcli.levels.to_levels`)
-as PNG, JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
+as PNG (:mod:`convcli.png`), JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
 goes through :func:`convcli.safeio.write_atomic`.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import os
 import shutil
 import stat
 import struct
 import warnings
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,25 +56,14 @@ from PIL import (
     Image,
     ImageFile,
     ImageOps,
-    PngImagePlugin,
     TiffImagePlugin,
     UnidentifiedImageError,
 )
 
 from .choices import DEFAULT_MAX_PIXELS
+from .png import fast_codecs_allowed, write_png
 from .safeio import write_atomic
 
-# PNG zlib level: speed matters in batch runs. On a 512x512 grey channel of
-# sample_images/astronaut.png, level 1 takes 12 ms and 153 KB, Pillow's
-# default 6 takes 35 ms and 136 KB (RGB: 23 ms / 455 KB against 66 ms / 414 KB):
-# about 3x faster for files about 10% larger.
-PNG_COMPRESS_LEVEL = 1
-# zlib strategy for one-channel PNGs (every per-channel output): run-length
-# matching suits filtered grey rows. On a 2400x1800 grey edge map, level 1
-# with Z_RLE took 119 ms for 1247 KB against 130 ms for 1592 KB with the default
-# strategy (a grey photo: 112 ms / 1407 KB against 122 ms / 1738 KB). On RGB
-# the default strategy gives smaller files, so it is kept there.
-PNG_GREY_STRATEGY = zlib.Z_RLE
 JPEG_QUALITY = 95
 
 _PIL_FORMATS = {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
@@ -196,8 +190,18 @@ class ImageSource:
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
+            decoded, white, depth = None, 255.0, 8
             if _is_deep_colour(im):  # before load(), which forgets the file's layout
-                notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits)")
+                decoded, white, depth = _deep_colour(im, self.path, self.channels), 65535.0, 16
+                if decoded is None:
+                    notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+                                 "install convcli[deep] for 16)")
+            elif frames == 1:
+                decoded = _fast_jpeg(im, self.path)
+            if decoded is not None:
+                upright = _exif_upright(decoded, im.getexif().get(_ORIENTATION, 1))
+                pixels = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
+                return Picture(pixels, self.channels, white, depth, tuple(notes))
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
@@ -205,11 +209,86 @@ class ImageSource:
         return Picture(pixels, self.channels, white, depth, tuple(notes))
 
 
+_ORIENTATION = 0x0112  # the EXIF tag
+
+
+def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
+    """The pixels of a plain RGB or grey JPEG decoded by simplejpeg, or None for Pillow.
+
+    simplejpeg (the ``fast`` extra) calls libjpeg-turbo with the settings
+    Pillow uses (accurate DCT, smooth upsampling), so the pixels are the same
+    (tests compare them), in 10 ms instead of Pillow's 16 for a 2400x1800
+    photo. Anything else, and any file libjpeg-turbo warns about (``strict``),
+    goes to Pillow, which then reads and reports it as it always has.
+    """
+    if im.format != "JPEG" or im.mode not in ("RGB", "L"):
+        return None
+    colorspace = "RGB" if im.mode == "RGB" else "GRAY"
+    pixels = _decoded_by("simplejpeg", path, lambda simplejpeg, data: simplejpeg.decode_jpeg(
+        data, colorspace=colorspace, strict=True))
+    width, height = im.size
+    return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
+
+
+def _deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
+    """The 16-bit RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs, or None.
+
+    imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
+    depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
+    Pillow would use. Anything that does not come out as the header says
+    (the channels, the size) is left to Pillow.
+    """
+    if im.format not in ("PNG", "TIFF") or channels[:3] != ("R", "G", "B"):
+        return None
+    name = "png_decode" if im.format == "PNG" else "tiff_decode"
+    pixels = _decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
+    width, height = im.size
+    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != (height, width,
+                                                                          len(channels)):
+        return None
+    return pixels
+
+
+def _decoded_by(module: str, path: str, decode) -> np.ndarray | None:
+    """``decode(module, file bytes)``, or None where the module is missing, off or fails.
+
+    A failure leaves the file to Pillow, which then reads it, or reports
+    why it cannot, as it always has.
+    """
+    if not fast_codecs_allowed():
+        return None
+    try:
+        library = importlib.import_module(module)
+    except ImportError:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return decode(library, fh.read())
+    except Exception:  # the library's own error types too: Pillow decides
+        return None
+
+
+def _exif_upright(pixels: np.ndarray, orientation) -> np.ndarray:
+    """`pixels` (H, W, ...) turned upright from the EXIF orientation, as Pillow's exif_transpose."""
+    if orientation in (5, 6, 7, 8):  # the ones that swap width and height
+        pixels = np.swapaxes(pixels, 0, 1)  # orientation 5 (transpose)
+        orientation = {5: 1, 6: 2, 7: 3, 8: 4}[orientation]
+    if orientation == 2:
+        return pixels[:, ::-1]
+    if orientation == 3:
+        return pixels[::-1, ::-1]
+    if orientation == 4:
+        return pixels[::-1]
+    return pixels
+
+
 def _is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
     if im.mode in _SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
-    raw_modes = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
+    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
     bits = im.info.get("bits") or getattr(im, "bits", 8)
     return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
@@ -387,11 +466,12 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     ----------
     path : str or path-like
         Final file name.
-    levels : (H, W) uint8 or uint16, or (H, W, C) uint8 with C in 2, 3, 4 ndarray
-        Grey (8- or 16-bit), grey + alpha, RGB or RGBA.
+    levels : (H, W) or (H, W, C) uint8 or uint16 ndarray, C in 2, 3, 4
+        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit (16-bit grey + alpha: PNG
+        only). 16-bit colour TIFF needs imagecodecs (the ``deep`` extra).
     fmt : {"png", "jpg", "tiff"}
-        PNG with zlib level :data:`PNG_COMPRESS_LEVEL` (and strategy
-        :data:`PNG_GREY_STRATEGY` for one channel); JPEG at quality
+        PNG through :func:`convcli.png.write_png` (Up-filtered rows, a fast
+        deflate at level 1); JPEG at quality
         :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF uncompressed.
     overwrite : bool
         Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
@@ -412,16 +492,20 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
             arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
         if arr.ndim == 3 and arr.shape[2] == 1:
             arr = arr[:, :, 0]
+    if fmt == "png":
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                write_png(fh, arr, text={"Software": MARKER})
+
+        return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        encoded = _deep_tiff(arr)
+        return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
+                            replaceable=written_by_convcli)
     im = Image.fromarray(arr)
-    png_info = PngImagePlugin.PngInfo()
-    png_info.add_text("Software", MARKER)
-    png_options = {"compress_level": PNG_COMPRESS_LEVEL, "pnginfo": png_info}
-    if arr.ndim == 2:
-        png_options["compress_type"] = PNG_GREY_STRATEGY
     tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
     tiff_info[_TIFF_SOFTWARE] = MARKER
     options = {
-        "png": png_options,
         "jpg": {"quality": JPEG_QUALITY, "comment": MARKER},
         "tiff": {"tiffinfo": tiff_info},
     }[fmt]
@@ -430,6 +514,23 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _deep_tiff(levels: np.ndarray) -> bytes:
+    """16-bit RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
+
+    Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
+    reads such files) does, with the Software tag that marks convcli's files
+    (Pillow reads the tag back, see :func:`written_by_convcli`).
+    """
+    try:
+        import imagecodecs
+    except ImportError:
+        raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
+                         "'convcli[deep]'") from None
+    return bytes(imagecodecs.tiff_encode(
+        levels, photometric="rgb", planarconfig="contig",
+        extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:

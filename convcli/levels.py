@@ -57,11 +57,42 @@ def robust_top(values: np.ndarray, *, margin: int = 0, percentile: float = ROBUS
     x = np.asarray(values)
     if margin > 0 and x.ndim >= 2 and min(x.shape[:2]) > 2 * margin:
         x = x[margin:-margin, margin:-margin]
-    a = np.abs(x[np.isfinite(x)])
+    if x.size and np.isfinite(x.min()) and np.isfinite(x.max()):  # no mask to build
+        a = np.abs(x).ravel()
+    else:
+        a = np.abs(x[np.isfinite(x)])
     if not a.size:
         return 1.0
-    top = float(np.percentile(a, percentile, overwrite_input=True))
+    top = _high_percentile(a, percentile)
     return top if top > 0 else float(a.max()) or 1.0
+
+
+def _high_percentile(a: np.ndarray, percentile: float) -> float:
+    """``np.percentile(a, percentile)`` of a 1-D array of finite values (may reorder `a`).
+
+    The same number, from the largest values only when the percentile is high:
+    a strided sample gives a threshold below the two values numpy interpolates
+    between, and only the values above it are partitioned (4 ms instead of
+    42 ms for the 99.5th percentile of a 2400x1800 edge map).
+    """
+    n = a.size
+    position = (n - 1) * (percentile / 100)  # numpy's "linear" method
+    below = int(position)
+    wanted = n - below  # the values from the lower of the two up
+    if n < 1 << 16 or 16 * wanted > n:
+        return float(np.percentile(a, percentile, overwrite_input=True))
+    sample = a[::64]
+    rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
+    top = a[a >= np.partition(sample, rank)[rank]]
+    if top.size < wanted:  # an unlucky sample: the whole array then
+        return float(np.percentile(a, percentile, overwrite_input=True))
+    first = top.size - wanted
+    pair = top[first:first + 2]
+    top.partition([first, first + 1] if pair.size == 2 else first)
+    if pair.size == 1:
+        return float(pair[0])
+    # numpy's interpolation between the same two values, with the same weight.
+    return float(np.quantile(pair, position - below))
 
 
 def luminance(pixels: np.ndarray) -> np.ndarray:

@@ -269,3 +269,69 @@ def test_npy_is_replaced_only_over_a_valid_npy(tmp_path):
     with pytest.raises(FileExistsError, match="not written by convcli"):
         save_npy(other, np.zeros(2), overwrite=True)
     assert other.read_bytes() == b"not an array"
+
+
+# --- the fast JPEG path (simplejpeg) and its fallback, Pillow ---------------------------------
+
+def _jpeg_variants(folder):
+    """JPEGs of every kind the fast path must read as Pillow does, or leave to Pillow."""
+    g = np.random.default_rng(11)
+    rgb = g.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8)
+    paths = []
+    for name, options in [("plain", {}), ("progressive", {"progressive": True}),
+                          ("subsampled", {"subsampling": 2}), ("full", {"subsampling": 0})]:
+        paths.append(folder / f"{name}.jpg")
+        Image.fromarray(rgb).save(paths[-1], quality=90, **options)
+    paths.append(folder / "grey.jpg")
+    Image.fromarray(rgb[:, :, 0]).save(paths[-1], quality=90)
+    paths.append(folder / "cmyk.jpg")
+    Image.fromarray(rgb).convert("CMYK").save(paths[-1], quality=90)
+    paths.append(folder / "icc.jpg")
+    Image.fromarray(rgb).save(paths[-1], quality=90, icc_profile=b"\0" * 128)
+    for orientation in range(1, 9):
+        paths.append(folder / f"orientation{orientation}.jpg")
+        make_exif_rotated_jpeg(paths[-1], orientation=orientation)
+    return paths
+
+
+def _as_pillow_reads(path) -> np.ndarray:
+    with Image.open(path) as im:
+        upright = ImageOps.exif_transpose(im)
+        mode = "L" if upright.mode == "L" else "RGB"
+        arr = np.asarray(upright.convert(mode)).astype(np.float32)
+    return arr[:, :, None] if arr.ndim == 2 else arr
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_jpeg_reads_as_pillow_with_and_without_the_fast_decoder(tmp_path, monkeypatch, fast):
+    decoder = pytest.importorskip("simplejpeg") if fast else None
+    calls = []
+    if fast:
+        decode = decoder.decode_jpeg
+        monkeypatch.setattr(decoder, "decode_jpeg",
+                            lambda *a, **k: calls.append(1) or decode(*a, **k))
+    else:
+        monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
+    paths = _jpeg_variants(tmp_path)
+    for path in paths:
+        pic = read_image(path)
+        np.testing.assert_array_equal(pic.pixels, _as_pillow_reads(path), err_msg=path.name)
+        assert (pic.white, pic.depth, pic.notes) == (255.0, 8, ())
+    # Every plain RGB or grey JPEG went through the fast decoder (CMYK did not).
+    assert len(calls) == (len(paths) - 1 if fast else 0)
+
+
+def test_jpeg_the_fast_decoder_refuses_goes_to_pillow(tmp_path, monkeypatch):
+    decoder = pytest.importorskip("simplejpeg")
+
+    def refuse(*args, **kwargs):
+        raise ValueError("libjpeg-turbo warning")
+
+    monkeypatch.setattr(decoder, "decode_jpeg", refuse)
+    path = tmp_path / "r.jpg"
+    make_exif_rotated_jpeg(path, orientation=6)
+    np.testing.assert_array_equal(read_image(path).pixels, _as_pillow_reads(path))
+    data = path.read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageError, match="cannot decode the image"):
+        read_image(tmp_path / "cut.jpg")

@@ -206,15 +206,25 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     fmt = FORMATS[task.fmt]
     depth = min(pic.depth, fmt.max_depth)
     mappings = op.mappings(pic)
+    # A channel that is written both on its own and in a colour image (--channels
+    # each, whose colour images come first) is mapped once, kept until its own file.
+    single = {out.index for out in todo if out.kind == "channel"}
+    mapped: dict[int, np.ndarray] = {}
     kept = 0
     for out in todo:
         if out.kind == "raw":
             ok = save_npy(out.path, data, overwrite=task.overwrite)
         elif out.kind == "channel":
-            levels = _levels(data, out.index, mappings[out.index], depth)
+            levels = mapped.pop(out.index, None)
+            if levels is None:
+                levels = _levels(data, out.index, mappings[out.index], depth)
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "group":  # the channels of one colour image, each mapped as its file
-            levels = np.stack([_levels(data, i, mappings[i], depth) for i in out.group], axis=2)
+            planes = [_levels(data, i, mappings[i], depth) for i in out.group]
+            mapped.update((i, p) for i, p in zip(out.group, planes, strict=True)
+                          if i in single)
+            levels = np.stack(planes, axis=2)
+            del planes
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "whole":
             levels = to_levels(data, "clip", white=pic.white, depth=depth)
@@ -305,7 +315,10 @@ def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int) -> np.ndarray:
-    return to_levels(data[:, :, index], mapping.method, white=mapping.white, depth=depth,
+    # A contiguous copy of the channel first: the mapping's passes over a strided
+    # channel of 9 took 55 ms on a 2400x1800 map, 33 ms with the copy (8 ms of it).
+    channel = np.ascontiguousarray(data[:, :, index])
+    return to_levels(channel, mapping.method, white=mapping.white, depth=depth,
                      margin=mapping.margin)
 
 

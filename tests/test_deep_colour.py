@@ -1,0 +1,143 @@
+"""16-bit colour PNG and TIFF in and out at full depth (imagecodecs), and without it (Pillow)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import ok, run, run_without
+from PIL import Image
+
+from convcli import images
+from convcli.images import read_image, save_levels
+
+imagecodecs = pytest.importorskip("imagecodecs")
+
+H, W = 6, 10
+
+
+def deep_pixels(channels: int, seed: int = 0) -> np.ndarray:
+    """16-bit values above 255 in every channel (and a few of the extremes)."""
+    g = np.random.default_rng(seed)
+    arr = g.integers(256, 65536, (H, W, channels)).astype(np.uint16)
+    arr[0, 0] = 65535
+    arr[-1, -1] = 256
+    return arr
+
+
+def write_deep(path, arr) -> None:
+    """A 16-bit colour file written by libpng or libtiff (Pillow writes none)."""
+    if path.suffix == ".png":
+        path.write_bytes(imagecodecs.png_encode(arr))
+    else:
+        path.write_bytes(imagecodecs.tiff_encode(
+            arr, photometric="rgb", extrasample="unassalpha" if arr.shape[2] == 4 else None))
+
+
+def decode(path) -> np.ndarray:
+    data = path.read_bytes()
+    return imagecodecs.png_decode(data) if path.suffix == ".png" else imagecodecs.tiff_decode(data)
+
+
+CASES = [(ext, channels) for ext in ("png", "tiff") for channels in (3, 4)]
+
+
+@pytest.mark.parametrize("ext, channels", CASES)
+def test_deep_colour_is_read_at_full_depth(tmp_path, ext, channels):
+    arr = deep_pixels(channels)
+    path = tmp_path / f"deep.{ext}"
+    write_deep(path, arr)
+    with Image.open(path) as im:  # Pillow alone: 8 bits
+        assert np.asarray(im).dtype == np.uint8
+    pic = read_image(path)
+    assert (pic.white, pic.depth, pic.notes) == (65535.0, 16, ())
+    assert pic.channels == ("R", "G", "B", "A")[:channels]
+    np.testing.assert_array_equal(pic.pixels, arr.astype(np.float32))
+
+
+def _max_pool(arr: np.ndarray, f: int) -> np.ndarray:
+    h, w = arr.shape[0] // f * f, arr.shape[1] // f * f
+    return arr[:h, :w].reshape(h // f, f, w // f, f, -1).max(axis=(1, 3))
+
+
+@pytest.mark.parametrize("ext, channels", CASES)
+def test_pool_and_pad_write_16_bit_colour_with_the_exact_values(tmp_path, ext, channels):
+    arr = deep_pixels(channels, seed=channels)
+    src = tmp_path / f"deep.{ext}"
+    write_deep(src, arr)
+    out = tmp_path / "out"
+    ok("pool", "--size", 2, src, "-o", out, "--format", ext)
+    pooled = decode(out / f"deep_pool-max-f2-s2.{ext}")
+    assert pooled.dtype == np.uint16
+    np.testing.assert_array_equal(pooled, _max_pool(arr, 2))
+    # Each channel on its own: 16-bit grey.
+    with Image.open(out / f"deep_pool-max-f2-s2-G.{ext}") as im:
+        assert im.mode == "I;16"
+        np.testing.assert_array_equal(np.asarray(im), _max_pool(arr, 2)[:, :, 1])
+
+    ok("pad", "--pad", 2, "--value", 300, src, "-o", out, "--format", ext)
+    padded = decode(out / f"deep_pad-constant-2-v300.{ext}")
+    assert padded.dtype == np.uint16
+    expected = np.pad(arr[:, :, :3], ((2, 2), (2, 2), (0, 0)), constant_values=300)
+    if channels == 4:  # alpha is padded opaque
+        alpha = np.pad(arr[:, :, 3:], ((2, 2), (2, 2), (0, 0)), constant_values=65535)
+        expected = np.concatenate([expected, alpha], axis=2)
+    np.testing.assert_array_equal(padded, expected)
+    assert images.written_by_convcli(out / f"deep_pad-constant-2-v300.{ext}")
+
+
+def test_16_bit_colour_outputs_are_replaced_only_with_overwrite(tmp_path):
+    arr = deep_pixels(3)
+    path = tmp_path / "a.tiff"
+    assert save_levels(path, arr, fmt="tiff")
+    assert not save_levels(path, arr[::-1], fmt="tiff")
+    assert save_levels(path, arr[::-1], fmt="tiff", overwrite=True)  # convcli's own
+    np.testing.assert_array_equal(decode(path), arr[::-1])
+
+
+def test_without_the_fast_codecs_deep_colour_is_read_at_8_bits_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
+    arr = deep_pixels(3)
+    path = tmp_path / "deep.png"
+    write_deep(path, arr)
+    pic = read_image(path)
+    assert (pic.white, pic.depth) == (255.0, 8)
+    assert pic.notes[0].startswith("16-bit colour read as 8-bit")
+    np.testing.assert_array_equal(pic.pixels, (arr >> 8).astype(np.float32))
+
+
+def test_the_command_line_without_imagecodecs_says_8_bits(tmp_path):
+    arr = deep_pixels(4)
+    path = tmp_path / "deep.tiff"
+    write_deep(path, arr)
+    proc = run_without("imagecodecs", "pool", path, "-o", tmp_path / "out", "-j", 1)
+    assert proc.returncode == 0, proc.stderr
+    assert "16-bit colour read as 8-bit" in proc.stderr and "convcli[deep]" in proc.stderr
+    with Image.open(tmp_path / "out" / "deep_pool-max-f2-s2.png") as im:
+        assert im.mode == "RGBA"
+        np.testing.assert_array_equal(np.asarray(im), (_max_pool(arr, 2) >> 8).astype(np.uint8))
+
+
+def test_16_bit_colour_tiff_output_names_the_extra_when_it_is_missing(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "imagecodecs", None)
+    with pytest.raises(ValueError, match=r"convcli\[deep\]"):
+        images._deep_tiff(deep_pixels(3))
+
+
+def test_run_helper_reads_deep_colour(tmp_path):
+    """The in-process command line (one job) notes nothing for a 16-bit colour file."""
+    path = tmp_path / "deep.png"
+    write_deep(path, deep_pixels(3))
+    result = run("pool", path, "-o", tmp_path / "out", "-j", 1, "-v")
+    assert result.exit_code == 0, result.output
+    assert "8-bit" not in result.stderr
+
+
+def test_16_bit_grey_and_alpha_stays_with_pillow(tmp_path):
+    """Not colour: Pillow's reading (8 bits, with the note) as before."""
+    arr = deep_pixels(2)
+    path = tmp_path / "la.png"
+    path.write_bytes(imagecodecs.png_encode(arr))
+    pic = read_image(path)
+    assert pic.depth == 8 and pic.notes[0].startswith("16-bit colour read as 8-bit")
