@@ -35,6 +35,7 @@ from .choices import (
     PAD_MODES,
     POOL_MODE_ALIASES,
     POOL_MODES,
+    RAW_VALUES,
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -163,21 +164,41 @@ def common_options(command):
     return _apply(decorators, command)
 
 
-class PadParam(click.ParamType):
-    """``same``, ``valid`` or an integer >= 0."""
+def _side_widths(text: str):
+    """``T,B,L,R``: four whole numbers >= 0; None when `text` has no comma."""
+    if "," not in text:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{text!r} is not T,B,L,R: four whole numbers >= 0 "
+                         "(top, bottom, left, right)")
+    return tuple(int(p) for p in parts)
 
-    name = "N|same|valid"
+
+class PadParam(click.ParamType):
+    """``same``, ``valid``, an integer >= 0, or ``T,B,L,R`` (with `words`: ``same``, ``valid``)."""
+
+    def __init__(self, words: bool = True):
+        self.words = words
+        self.name = "N|T,B,L,R|same|valid" if words else "N|T,B,L,R"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, (int, tuple)):
             return value
         text = str(value).strip().lower()
-        if text in ("same", "valid"):
+        if self.words and text in ("same", "valid"):
             return text
+        try:
+            sides = _side_widths(text)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if sides is not None:
+            return sides
         try:
             number = int(text)
         except ValueError:
-            self.fail(f"{value!r} is not same, valid or a whole number", param, ctx)
+            words = "same, valid, " if self.words else ""
+            self.fail(f"{value!r} is not {words}a whole number or T,B,L,R", param, ctx)
         if number < 0:
             self.fail(f"must be >= 0, got {number}", param, ctx)
         return number
@@ -198,6 +219,7 @@ class _Report:
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.start = time.monotonic()
         self.bar = None
+        self.manifest = None  # a convcli.app.manifest.Manifest, given the results written
         # `count()` gives the total once a listing in the background has it.
         self._count = count
         self._wants_bar = not quiet and not verbose and sys.stderr.isatty()
@@ -223,6 +245,8 @@ class _Report:
 
     def add(self, result) -> None:
         self.counts[result.status] += 1
+        if self.manifest is not None and result.records:
+            self.manifest.add(result)
         source = self.shown.get(result.source, result.source)
         if result.status == "failed":
             self._say(f"{source}: {result.message}")
@@ -341,6 +365,16 @@ def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Targe
     return _Target(folder, out_dir, fmt=named)
 
 
+def _check_raw_values(op, fmt: str) -> None:
+    """``--normalize none`` needs a format that holds float32 values: a usage error otherwise."""
+    from .app.names import FORMATS
+
+    if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
+        holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
+        raise click.BadParameter(f"none writes float32 values, which {fmt} cannot hold: "
+                                 f"use --format {holding}", param_hint="'--normalize'")
+
+
 def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
     """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
     if "-" not in inputs:
@@ -427,6 +461,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         jobs = 1  # other processes cannot see this one's memory://
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
+        _check_raw_values(op, target.fmt)
         paths, shown = _read_stdin(inputs, stack)
         from .app import plan
         from .safeio import remove_stale_temporaries
@@ -466,9 +501,18 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             count = plan.count_in_background(paths, **listing)
         report = _Report(total, quiet=quiet, verbose=verbose, debug=debug, shown=shown,
                          count=count)
-        status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
-                            fail_fast=fail_fast, quiet=quiet, client=client,
-                            files_per_task=files_per_task)
+        if not target.out_file:  # -o FILE and -o - write that one file only
+            from .app.manifest import Manifest
+
+            report.manifest = Manifest(op, fmt=target.fmt, shown=shown,
+                                       storage_options=storage_options)
+        try:
+            status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
+                                fail_fast=fail_fast, quiet=quiet, client=client,
+                                files_per_task=files_per_task)
+        finally:
+            for line in report.manifest.close() if report.manifest else ():
+                _say(line)
         if tasks.error is not None and status not in (130, 143):
             _planning_error(tasks.error, stop=False)
             status = status or 1
@@ -567,8 +611,9 @@ def _run_tasks(tasks, report: _Report, *, jobs, total, fail_fast, quiet, client=
 
 
 @main.command("pad")
-@click.option("--pad", "pad", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Pixels added on every side.")
+@click.option("--pad", "pad", type=PadParam(words=False), default="2", show_default=True,
+              help="Pixels added on every side, or T,B,L,R: on the top, bottom, left and "
+                   "right.")
 @click.option("--value", type=float, default=0.0, show_default=True,
               help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).")
 @click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False), default="constant",
@@ -612,7 +657,8 @@ def conv_options(command):
                      help="Step between kernel positions."),
         click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
                      help="same: keep the size (odd kernels, stride 1); valid: 0; "
-                          "or N pixels of zeros."),
+                          "N pixels on every side, or T,B,L,R (top, bottom, left, right), "
+                          "filled as --border says."),
         click.option("--bias", type=float, default=0.0, show_default=True,
                      help="Added to every output value."),
         click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
