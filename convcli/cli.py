@@ -29,6 +29,7 @@ from .choices import (
     COMBINE_MODES,
     DEFAULT_BORDER,
     DEFAULT_MAX_PIXELS,
+    EXPLAIN_TARGETS,
     FORMAT_ALIASES,
     FORMAT_NAMES,
     NORMALIZE_CHOICES,
@@ -610,14 +611,23 @@ def _run_tasks(tasks, report: _Report, *, jobs, total, fail_fast, quiet, client=
 # --- commands --------------------------------------------------------------------------------
 
 
+def pad_options(command):
+    """pad's options: for pad, and explain pad."""
+    decorators = [
+        click.option("--pad", "pad", type=PadParam(words=False), default="2", show_default=True,
+                     help="Pixels added on every side, or T,B,L,R: on the top, bottom, left "
+                          "and right."),
+        click.option("--value", type=float, default=0.0, show_default=True,
+                     help="Fill value for --mode constant, in the image's scale (0-255 for "
+                          "8-bit)."),
+        click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False),
+                     default="constant", show_default=True, help="How the border is filled."),
+    ]
+    return _apply(decorators, command)
+
+
 @main.command("pad")
-@click.option("--pad", "pad", type=PadParam(words=False), default="2", show_default=True,
-              help="Pixels added on every side, or T,B,L,R: on the top, bottom, left and "
-                   "right.")
-@click.option("--value", type=float, default=0.0, show_default=True,
-              help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).")
-@click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False), default="constant",
-              show_default=True, help="How the border is filled.")
+@pad_options
 @common_options
 def pad_cmd(pad, value, mode, inputs, **common):
     """Pad images: add a border of N pixels to every channel (pad_images).
@@ -677,13 +687,24 @@ def conv_options(command):
     return _apply(decorators, command)
 
 
+normalize_option = click.option(
+    "--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
+    default="auto", show_default=True,
+    help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
+         "99.5th percentile of |x| is white), clip for kernels that keep the level "
+         "(blur, sharpen; a channel sum shown as the mean), minmax otherwise; "
+         "none: the float32 values (--format tiff or npy).")
+
+
+def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize):
+    return _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
+                      channels=channels.lower(), normalize=normalize.lower(),
+                      border=border.lower(), combine=combine.lower() if combine else None)
+
+
 @main.command("conv")
 @conv_options
-@click.option("--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
-              default="auto", show_default=True,
-              help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
-                   "99.5th percentile of |x| is white), clip for kernels that keep the level "
-                   "(blur, sharpen; a channel sum shown as the mean), minmax otherwise.")
+@normalize_option
 @common_options
 def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, inputs,
              **common):
@@ -698,19 +719,26 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
       convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
       convcli conv -k edge --format npy --figure photo.png
     """
-    op = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                    channels=channels.lower(), normalize=normalize.lower(),
-                    border=border.lower(), combine=combine.lower() if combine else None)
+    op = _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize)
     _run(op, inputs, **common)
 
 
+def pool_options(command):
+    """pool's options: for pool, and explain pool."""
+    decorators = [
+        click.option("--mode",
+                     type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
+                     default="max", show_default=True, help="Max or average pooling."),
+        click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
+                     help="Window size F (F x F)."),
+        click.option("--stride", type=click.IntRange(min=1), default=None,
+                     help="Step between windows  [default: the size]"),
+    ]
+    return _apply(decorators, command)
+
+
 @main.command("pool")
-@click.option("--mode", type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
-              default="max", show_default=True, help="Max or average pooling.")
-@click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Window size F (F x F).")
-@click.option("--stride", type=click.IntRange(min=1), default=None,
-              help="Step between windows  [default: the size]")
+@pool_options
 @common_options
 def pool_cmd(mode, size, stride, inputs, **common):
     """Pool images: max or average over F x F windows, channel by channel (pool_forward).
@@ -724,6 +752,61 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
     _run(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), inputs, **common)
+
+
+# --- explain ---------------------------------------------------------------------------------
+
+
+@main.group("explain", context_settings=CONTEXT_SETTINGS)
+def explain_group():
+    """Print an operation as scipy, OpenCV, PyTorch, scikit-image or ImageMagick code.
+
+    With --as, a runnable script (IMAGE in, OUT.npy out, the values of
+    --format npy) or ImageMagick's command line; without, the conventions side
+    by side.
+
+    \b
+    Examples:
+      convcli explain conv -k sobel-x --border constant --as opencv > sobel.py
+      python sobel.py photo.png sobel.npy
+      convcli explain pool --size 3 --stride 2
+    """
+
+
+target_option = click.option(
+    "--as", "target", type=click.Choice(EXPLAIN_TARGETS, case_sensitive=False), default=None,
+    help="The tool to write the operation for; without it, a table of conventions.")
+
+
+def _explain(op, target) -> None:
+    from .app.explain import conventions, explain
+
+    click.echo(explain(op, target.lower()) if target else conventions(op), nl=False)
+
+
+@explain_group.command("conv")
+@conv_options
+@normalize_option
+@target_option
+def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, target):
+    """conv's options (the values of --format npy: --normalize does not change them)."""
+    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize), target)
+
+
+@explain_group.command("pool")
+@pool_options
+@target_option
+def explain_pool_cmd(mode, size, stride, target):
+    """pool's options."""
+    _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), target)
+
+
+@explain_group.command("pad")
+@pad_options
+@target_option
+def explain_pad_cmd(pad, value, mode, target):
+    """pad's options."""
+    _explain(_operation("PadOp", pad=pad, value=value, mode=mode.lower()), target)
 
 
 @main.command("kernels")
