@@ -758,7 +758,7 @@ def pool_cmd(mode, size, stride, inputs, **common):
 
 
 @main.group("explain", context_settings=CONTEXT_SETTINGS)
-def explain_group():
+def explain_cmd():
     """Print an operation as scipy, OpenCV, PyTorch, scikit-image or ImageMagick code.
 
     With --as, a runnable script (IMAGE in, OUT.npy out, the values of
@@ -784,7 +784,7 @@ def _explain(op, target) -> None:
     click.echo(explain(op, target.lower()) if target else conventions(op), nl=False)
 
 
-@explain_group.command("conv")
+@explain_cmd.command("conv")
 @conv_options
 @normalize_option
 @target_option
@@ -793,7 +793,7 @@ def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, norm
     _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize), target)
 
 
-@explain_group.command("pool")
+@explain_cmd.command("pool")
 @pool_options
 @target_option
 def explain_pool_cmd(mode, size, stride, target):
@@ -801,7 +801,7 @@ def explain_pool_cmd(mode, size, stride, target):
     _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), target)
 
 
-@explain_group.command("pad")
+@explain_cmd.command("pad")
 @pad_options
 @target_option
 def explain_pad_cmd(pad, value, mode, target):

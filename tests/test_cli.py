@@ -466,7 +466,8 @@ def test_help_has_examples(command):
 
 def test_command_functions_and_common_options():
     assert {name: cmd.callback.__name__ for name, cmd in main.commands.items()} == {
-        "pad": "pad_cmd", "conv": "conv_cmd", "pool": "pool_cmd", "kernels": "kernels_cmd"}
+        "pad": "pad_cmd", "conv": "conv_cmd", "pool": "pool_cmd", "kernels": "kernels_cmd",
+        "explain": "explain_cmd"}
     common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels"}
     for name in ("pad", "conv", "pool"):
         assert common <= {p.name for p in main.commands[name].params}
