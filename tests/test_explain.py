@@ -9,11 +9,15 @@ installed is skipped (``pip install -e ".[interop,bench]"`` installs them all).
 from __future__ import annotations
 
 import runpy
+import shlex
+import shutil
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 from helpers import assert_one_line_error, make_image, ok, outputs_in, run
+from PIL import Image
 
 PYTHON_TARGETS = {"scipy": "scipy.ndimage", "opencv": "cv2", "torch": "torch"}
 
@@ -153,3 +157,34 @@ def test_without_as_a_table_of_conventions():
 def test_explain_refuses_an_unknown_tool_on_one_line():
     assert_one_line_error(run("explain", "conv", "--as", "matlab"), 2, "--as")
     assert_one_line_error(run("explain", "conv", "--pad", "1,2"), 2, "--pad")
+
+
+def _run_magick(text: str, image, out) -> np.ndarray:
+    """Run the one command line of `text` on `image`, as ImageMagick 7 or 6 is installed."""
+    program = shutil.which("magick") or shutil.which("convert")
+    if program is None:
+        pytest.skip("ImageMagick is not installed")
+    (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
+    words = shlex.split(line)
+    words = [str(image) if w == "IN.png" else str(out) if w.startswith("OUT") else w
+             for w in words[1:]]
+    subprocess.run([program, *words], check=True, capture_output=True)
+    with Image.open(out) as im:
+        return np.asarray(im).astype(np.float32)
+
+
+def test_the_magick_pad_command_gives_the_pad_values(tmp_path, images):
+    for args in (["--pad", "1,2,3,4", "--value", "9"], ["--mode", "symmetric", "--pad", "0,2,1,3"],
+                 ["--mode", "wrap", "--pad", "2"], ["--mode", "edge", "--pad", "3,1,0,2"]):
+        theirs = _run_magick(explained("pad", *args, "--as", "magick"), images["RGB"],
+                             tmp_path / "magick.tiff")
+        ours = _convcli_values(tmp_path, ["pad", *args], images["RGB"])
+        np.testing.assert_array_equal(theirs, ours)
+
+
+def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path, images):
+    args = ["-k", "gaussian-3x3", "--channels", "each", "--border", "symmetric"]
+    theirs = _run_magick(explained("conv", *args, "--as", "magick"), images["RGB"],
+                         tmp_path / "magick.tiff")
+    ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
+    assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here

@@ -188,13 +188,13 @@ def _correlate(op: ConvOp, target: str) -> str:
 
 def _conv_script(op: ConvOp, target: str) -> str:
     kernels = "\n".join(
-        f"    ({_array(k.weights)}, {op.pad_widths(k)}),  # {k.name}" for k in op.kernels)
+        f"    # {k.name}\n    ({_array(k.weights)},\n     {op.pad_widths(k)})," for k in op.kernels)
     channels = _GRAY_OPENCV if target == "opencv" and op.channels == "gray" else \
         _CHANNELS[op.channels]
     body = [f"convcli conv {_conv_args(op)} --format npy, with {_TOOL_NAMES[target]}.",
             _COLOUR + channels,
             "# Each kernel, and its pad (top, bottom, left, right).",
-            "KERNELS = [\n" + kernels + "\n]", "", _correlate(op, target),
+            "KERNELS = [\n" + kernels + "\n]", "", "", _correlate(op, target),
             "# One map per kernel and plane, kernel-major (k0 on R, G, B, then k1 ...).",
             "maps = [correlate(plane, weights, widths) for weights, widths in KERNELS "
             "for plane in planes]",
@@ -359,9 +359,12 @@ def _magick(op, kind: str) -> str:
     else:
         t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
         name = BORDERS["magick"][op.mode]
-        colour = f" -background 'gray({op.value / 2.55:g}%)'" if op.mode == "constant" else ""
+        if op.mode == "constant":  # the fill value, in the 0-255 scale of an 8-bit image
+            name = f"Background -background 'gray({op.value:g})'"
         lines += [
-            f"magick IN.png{colour} -virtual-pixel {name or 'Mirror'} "
+            "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
+            "# copies the pixels exactly.",
+            f"magick IN.png -virtual-pixel {name or 'Mirror'} -filter point -interpolate integer "
             f"-set option:distort:viewport '%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}' "
             "-distort SRT 0 +repage OUT.tiff"]
         if name is None:
@@ -404,12 +407,13 @@ def conventions(op) -> str:
             ("PyTorch", "F.conv2d", "as written", BORDERS["torch"][border] or "np.pad",
              "stride="),
             ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4",
-             BORDERS["skimage"][border] + " (default 'reflect')", "slice [::s]"),
+             BORDERS["skimage"][border], "slice [::s]"),
             ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)",
              (BORDERS["magick"][border] or "(none; Mirror nearest)"), "none"),
         ]
         notes = ["OpenCV's default border is BORDER_REFLECT_101, convcli's 'reflect'; scipy's "
-                 "and scikit-image's 'reflect' is convcli's 'symmetric'.",
+                 "and scikit-image's 'reflect' (skimage.filters' default) is convcli's "
+                 "'symmetric'.",
                  "Values: convcli, scipy, OpenCV and PyTorch keep floats; ImageMagick clips to "
                  "the image's range; skimage.color.rgb2gray is 0-1 with other weights."]
     elif kind == "pool":
