@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,3 +189,13 @@ def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path,
                          tmp_path / "magick.tiff")
     ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
     assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here
+
+
+def test_the_readme_table_is_what_explain_prints():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2")
+    assert "```text\n" + table + "```" in readme
+    script = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2",
+                       "--as", "scipy")
+    assert "out = ndimage.correlate(plane, weights, mode='constant', cval=0.0)\n" \
+        "    return out[::2, ::2] + np.float32(0.0)" in script
