@@ -194,3 +194,10 @@ def test_map_levels_scale_gives_back_the_values(values, method, depth):
     inside = (exact > 0.5) & (exact < top - 0.5)
     assert np.all(np.abs(levels[inside] - exact[inside]) <= 0.5 + 1e-3 * max(1.0, used.scale))
     assert np.all(levels[exact >= top - 0.5 + 1e-3] == top)
+
+
+def test_values_that_are_not_finite_are_null_in_strict_json():
+    from convcli.app.manifest import _json_line
+
+    line = _json_line({"output": "a.png", "scale": float("inf"), "offset": [1.0, float("nan")]})
+    assert json.loads(line) == {"output": "a.png", "scale": None, "offset": [1.0, None]}

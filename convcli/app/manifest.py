@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shlex
 import sys
@@ -40,6 +41,24 @@ def operation_record(op) -> dict:
             value = list(value)
         options[field.name] = value
     return {"operation": op.name, "options": options}
+
+
+def _json_line(entry: dict) -> str:
+    """One line of strict JSON: a value that is not finite is written as null."""
+    try:
+        return json.dumps(entry, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(_finite(entry), allow_nan=False) + "\n"
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 class Manifest:
@@ -82,7 +101,7 @@ class Manifest:
             folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
             entry = {"output": record["output"], "input": source, **self.run,
                      **{k: v for k, v in record.items() if k != "output"}}
-            lines.setdefault(folder, []).append(json.dumps(entry, allow_nan=False) + "\n")
+            lines.setdefault(folder, []).append(_json_line(entry))
         for folder, new in lines.items():
             if storage.is_url(folder):
                 self.pending.setdefault(folder, []).extend(new)
