@@ -76,10 +76,12 @@ def side_widths(pad) -> tuple[int, int, int, int] | int:
     >>> side_widths((1, 1, 1, 1)), side_widths([0, 2, 1, 1])
     (1, (0, 2, 1, 1))
     """
-    widths = tuple(int(w) for w in pad)
-    if len(widths) != 4 or min(widths) < 0:
+    widths = tuple(pad)
+    whole = all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) for w in widths)
+    if len(widths) != 4 or not whole or min(widths) < 0:
         raise OptionError(f"needs 4 whole numbers >= 0 (top, bottom, left, right), got {pad!r}",
                           "--pad")
+    widths = tuple(int(w) for w in widths)
     return widths[0] if len(set(widths)) == 1 else widths
 
 
@@ -334,9 +336,10 @@ class ConvOp:
         return (self.pad_for(kernel),) * 4
 
     def pad_for(self, kernel: Kernel) -> int:
-        """The integer pad of `kernel` on every side (for four widths, the largest)."""
-        if isinstance(self.pad, tuple):
-            return max(self.pad)
+        """The integer pad of `kernel` on every side, for a pad that is one number or a word.
+
+        Four widths (``--pad T,B,L,R``) are :meth:`pad_widths`.
+        """
         if self.pad == "same":
             return (kernel.size[0] - 1) // 2
         if self.pad == "valid":
