@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_line_error, make_image, ok, outputs_in, run
+from helpers import MODES, assert_one_line_error, make_image, ok, outputs_in, run
 from PIL import Image
 
 PYTHON_TARGETS = {"scipy": "scipy.ndimage", "opencv": "cv2", "torch": "torch"}
@@ -50,8 +50,9 @@ def explained(*args) -> str:
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     folder = tmp_path_factory.mktemp("explain")
-    return {mode: make_image(folder / f"{mode}.png", mode, seed=3, size=(23, 17))
-            for mode in ("RGB", "L", "RGBA")}
+    return {mode: make_image(folder / f"{mode.replace(';', '')}.{MODES[mode]}", mode, seed=3,
+                             size=(23, 17))
+            for mode in ("RGB", "L", "RGBA", "P", "P+transparency", "I;16", "1", "CMYK")}
 
 
 def _script_values(tmp_path, monkeypatch, command: list[str], image) -> np.ndarray:
@@ -102,6 +103,16 @@ def test_pool_scripts_give_convcli_values(tmp_path, monkeypatch, images, target,
 @pytest.mark.parametrize("mode", ["RGB", "RGBA"])
 def test_pad_scripts_give_convcli_values(tmp_path, monkeypatch, images, target, args, mode):
     _check(tmp_path, monkeypatch, "pad", args, target, images[mode])
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+@pytest.mark.parametrize("mode", ["P", "P+transparency", "I;16", "1", "CMYK"])
+def test_scripts_read_other_modes_as_convcli(tmp_path, monkeypatch, images, target, mode):
+    if target == "opencv" and mode == "CMYK":
+        pytest.skip("OpenCV reads a CMYK TIFF as four channels")
+    _check(tmp_path, monkeypatch, "conv", ["-k", "sobel-x", "--channels", "each"], target,
+           images[mode])
+    _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, images[mode])
 
 
 def test_skimage_script_gives_convcli_values(tmp_path, monkeypatch, images):

@@ -36,7 +36,12 @@ BORDERS["skimage"] = BORDERS["scipy"]  # scikit-image's filters take scipy.ndima
 
 _READ_PILLOW = '''\
 with Image.open(sys.argv[1]) as im:
+    im.seek(0)  # the first frame of an animation or a multi-page TIFF
     im = ImageOps.exif_transpose(im)  # upright, as convcli reads it
+    if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
+        # Palette, bilevel, CMYK ...: grey or colour samples, as convcli reads them.
+        alpha = im.mode in ("PA", "RGBa", "La") or "transparency" in im.info
+        im = im.convert("RGBA" if alpha else "L" if im.mode == "1" else "RGB")
     raw = np.asarray(im)
 pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
 if pixels.ndim == 2:
