@@ -85,13 +85,14 @@ def _print_version(ctx, param, value):
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def main():
-    """Convolution and pooling on image files: pad, conv, pool, and the kernel list.
+    """Convolution and pooling on image files: pad, conv, pool, the kernel list, and explain.
 
     \b
     Examples:
       convcli conv --kernel vertical sample_images
       convcli pool --mode average --size 4 photo.jpg -o small
       convcli kernels sobel-x
+      convcli explain conv -k sobel-x --as opencv > sobel.py
     """
 
 
@@ -789,7 +790,7 @@ def _explain(op, target) -> None:
 @normalize_option
 @target_option
 def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, target):
-    """conv's options (the values of --format npy: --normalize does not change them)."""
+    """Explain conv with these options (the values of --format npy; --normalize is ignored)."""
     _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize), target)
 
 
@@ -797,7 +798,7 @@ def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, norm
 @pool_options
 @target_option
 def explain_pool_cmd(mode, size, stride, target):
-    """pool's options."""
+    """Explain pool with these options."""
     _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), target)
 
 
@@ -805,7 +806,7 @@ def explain_pool_cmd(mode, size, stride, target):
 @pad_options
 @target_option
 def explain_pad_cmd(pad, value, mode, target):
-    """pad's options."""
+    """Explain pad with these options."""
     _explain(_operation("PadOp", pad=pad, value=value, mode=mode.lower()), target)
 
 

@@ -49,7 +49,8 @@ if pixels.ndim == 2:
 '''
 
 _READ_OPENCV = '''\
-# IMREAD_UNCHANGED keeps 16-bit samples and alpha (it does not apply EXIF orientation).
+# IMREAD_UNCHANGED keeps 16-bit samples and alpha (it does not apply EXIF orientation,
+# and gives a CMYK TIFF's four channels: convert such files to RGB first).
 raw = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
 if raw is None:
     sys.exit(f"cannot read {sys.argv[1]}")
