@@ -60,6 +60,9 @@ class FileResult:
         Seconds spent per stage: ``{"decode": ..., "compute": ..., "encode": ...}``.
     detail : str
         For an unexpected error: its traceback, shown by ``--debug``.
+    records : tuple of dict
+        What the manifest says of each output written (its name, and for an
+        image how values became levels): see :mod:`convcli.app.manifest`.
     """
 
     source: str
@@ -68,6 +71,7 @@ class FileResult:
     outputs: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
     detail: str = ""
+    records: tuple[dict, ...] = ()
 
 
 def default_jobs() -> int:

@@ -23,8 +23,14 @@ MAPPINGS = ("abs", "minmax", "clip", "offset", "robust")
 CHANNEL_MODES = ("sum", "each", "gray")
 """How ``conv`` treats colour channels (``--channels``)."""
 
-NORMALIZE_CHOICES = ("auto", *MAPPINGS)
-"""``--normalize``: a mapping, or ``auto`` to pick one per kernel."""
+RAW_VALUES = "none"
+"""``--normalize none``: the float32 values themselves, in formats that hold them."""
+
+NORMALIZE_CHOICES = ("auto", *MAPPINGS, RAW_VALUES)
+"""``--normalize``: a mapping, ``auto`` to pick one per kernel, or ``none`` (raw values)."""
+
+EXPLAIN_TARGETS = ("scipy", "opencv", "torch", "skimage", "magick")
+"""The tools ``convcli explain --as`` translates an operation for."""
 
 BORDER_MODES = PAD_MODES
 DEFAULT_BORDER = "reflect"

@@ -29,12 +29,14 @@ from .choices import (
     COMBINE_MODES,
     DEFAULT_BORDER,
     DEFAULT_MAX_PIXELS,
+    EXPLAIN_TARGETS,
     FORMAT_ALIASES,
     FORMAT_NAMES,
     NORMALIZE_CHOICES,
     PAD_MODES,
     POOL_MODE_ALIASES,
     POOL_MODES,
+    RAW_VALUES,
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -83,13 +85,15 @@ def _print_version(ctx, param, value):
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
 def main():
-    """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad and fit.
+    """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad, fit
+    and explain.
 
     \b
     Examples:
       convcli conv --kernel vertical sample_images
       convcli pool --mode average --size 4 photo.jpg -o small
       convcli kernels sobel-x
+      convcli explain conv -k sobel-x --as opencv > sobel.py
     """
 
 
@@ -163,21 +167,41 @@ def common_options(command):
     return _apply(decorators, command)
 
 
-class PadParam(click.ParamType):
-    """``same``, ``valid`` or an integer >= 0."""
+def _side_widths(text: str):
+    """``T,B,L,R``: four whole numbers >= 0; None when `text` has no comma."""
+    if "," not in text:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{text!r} is not T,B,L,R: four whole numbers >= 0 "
+                         "(top, bottom, left, right)")
+    return tuple(int(p) for p in parts)
 
-    name = "N|same|valid"
+
+class PadParam(click.ParamType):
+    """``same``, ``valid``, an integer >= 0, or ``T,B,L,R`` (with `words`: ``same``, ``valid``)."""
+
+    def __init__(self, words: bool = True):
+        self.words = words
+        self.name = "N|T,B,L,R|same|valid" if words else "N|T,B,L,R"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, (int, tuple)):
             return value
         text = str(value).strip().lower()
-        if text in ("same", "valid"):
+        if self.words and text in ("same", "valid"):
             return text
+        try:
+            sides = _side_widths(text)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if sides is not None:
+            return sides
         try:
             number = int(text)
         except ValueError:
-            self.fail(f"{value!r} is not same, valid or a whole number", param, ctx)
+            words = "same, valid, " if self.words else ""
+            self.fail(f"{value!r} is not {words}a whole number or T,B,L,R", param, ctx)
         if number < 0:
             self.fail(f"must be >= 0, got {number}", param, ctx)
         return number
@@ -198,6 +222,7 @@ class _Report:
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.start = time.monotonic()
         self.bar = None
+        self.manifest = None  # a convcli.app.manifest.Manifest, given the results written
         # `count()` gives the total once a listing in the background has it.
         self._count = count
         self._wants_bar = not quiet and not verbose and sys.stderr.isatty()
@@ -223,6 +248,8 @@ class _Report:
 
     def add(self, result) -> None:
         self.counts[result.status] += 1
+        if self.manifest is not None and result.records:
+            self.manifest.add(result)
         source = self.shown.get(result.source, result.source)
         if result.status == "failed":
             self._say(f"{source}: {result.message}")
@@ -341,6 +368,16 @@ def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Targe
     return _Target(folder, out_dir, fmt=named)
 
 
+def _check_raw_values(op, fmt: str) -> None:
+    """``--normalize none`` needs a format that holds float32 values: a usage error otherwise."""
+    from .app.names import FORMATS
+
+    if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
+        holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
+        raise click.BadParameter(f"none writes float32 values, which {fmt} cannot hold: "
+                                 f"use --format {holding}", param_hint="'--normalize'")
+
+
 def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
     """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
     if "-" not in inputs:
@@ -427,6 +464,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         jobs = 1  # other processes cannot see this one's memory://
     with ExitStack() as stack:
         target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
+        _check_raw_values(op, target.fmt)
         paths, shown = _read_stdin(inputs, stack)
         from .app import plan
         from .safeio import remove_stale_temporaries
@@ -466,9 +504,18 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
             count = plan.count_in_background(paths, **listing)
         report = _Report(total, quiet=quiet, verbose=verbose, debug=debug, shown=shown,
                          count=count)
-        status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
-                            fail_fast=fail_fast, quiet=quiet, client=client,
-                            files_per_task=files_per_task)
+        if not target.out_file:  # -o FILE and -o - write that one file only
+            from .app.manifest import Manifest
+
+            report.manifest = Manifest(op, fmt=target.fmt, shown=shown,
+                                       storage_options=storage_options)
+        try:
+            status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
+                                fail_fast=fail_fast, quiet=quiet, client=client,
+                                files_per_task=files_per_task)
+        finally:
+            for line in report.manifest.close() if report.manifest else ():
+                _say(line)
         if tasks.error is not None and status not in (130, 143):
             _planning_error(tasks.error, stop=False)
             status = status or 1
@@ -566,13 +613,23 @@ def _run_tasks(tasks, report: _Report, *, jobs, total, fail_fast, quiet, client=
 # --- commands --------------------------------------------------------------------------------
 
 
+def pad_options(command):
+    """pad's options: for pad, and explain pad."""
+    decorators = [
+        click.option("--pad", "pad", type=PadParam(words=False), default="2", show_default=True,
+                     help="Pixels added on every side, or T,B,L,R: on the top, bottom, left "
+                          "and right."),
+        click.option("--value", type=float, default=0.0, show_default=True,
+                     help="Fill value for --mode constant, in the image's scale (0-255 for "
+                          "8-bit)."),
+        click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False),
+                     default="constant", show_default=True, help="How the border is filled."),
+    ]
+    return _apply(decorators, command)
+
+
 @main.command("pad")
-@click.option("--pad", "pad", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Pixels added on every side.")
-@click.option("--value", type=float, default=0.0, show_default=True,
-              help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).")
-@click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False), default="constant",
-              show_default=True, help="How the border is filled.")
+@pad_options
 @common_options
 def pad_cmd(pad, value, mode, inputs, **common):
     """Pad images: add a border of N pixels to every channel (pad_images).
@@ -612,7 +669,8 @@ def conv_options(command):
                      help="Step between kernel positions."),
         click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
                      help="same: keep the size (odd kernels, stride 1); valid: 0; "
-                          "or N pixels of zeros."),
+                          "N pixels on every side, or T,B,L,R (top, bottom, left, right), "
+                          "filled as --border says."),
         click.option("--bias", type=float, default=0.0, show_default=True,
                      help="Added to every output value."),
         click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
@@ -631,13 +689,24 @@ def conv_options(command):
     return _apply(decorators, command)
 
 
+normalize_option = click.option(
+    "--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
+    default="auto", show_default=True,
+    help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
+         "99.5th percentile of |x| is white), clip for kernels that keep the level "
+         "(blur, sharpen; a channel sum shown as the mean), minmax otherwise; "
+         "none: the float32 values (--format tiff or npy).")
+
+
+def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize):
+    return _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
+                      channels=channels.lower(), normalize=normalize.lower(),
+                      border=border.lower(), combine=combine.lower() if combine else None)
+
+
 @main.command("conv")
 @conv_options
-@click.option("--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
-              default="auto", show_default=True,
-              help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
-                   "99.5th percentile of |x| is white), clip for kernels that keep the level "
-                   "(blur, sharpen; a channel sum shown as the mean), minmax otherwise.")
+@normalize_option
 @common_options
 def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, inputs,
              **common):
@@ -652,19 +721,26 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
       convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
       convcli conv -k edge --format npy --figure photo.png
     """
-    op = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                    channels=channels.lower(), normalize=normalize.lower(),
-                    border=border.lower(), combine=combine.lower() if combine else None)
+    op = _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize)
     _run(op, inputs, **common)
 
 
+def pool_options(command):
+    """pool's options: for pool, and explain pool."""
+    decorators = [
+        click.option("--mode",
+                     type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
+                     default="max", show_default=True, help="Max or average pooling."),
+        click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
+                     help="Window size F (F x F)."),
+        click.option("--stride", type=click.IntRange(min=1), default=None,
+                     help="Step between windows  [default: the size]"),
+    ]
+    return _apply(decorators, command)
+
+
 @main.command("pool")
-@click.option("--mode", type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
-              default="max", show_default=True, help="Max or average pooling.")
-@click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Window size F (F x F).")
-@click.option("--stride", type=click.IntRange(min=1), default=None,
-              help="Step between windows  [default: the size]")
+@pool_options
 @common_options
 def pool_cmd(mode, size, stride, inputs, **common):
     """Pool images: max or average over F x F windows, channel by channel (pool_forward).
@@ -824,6 +900,61 @@ def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, loss, n
                       combine=combine.lower() if combine else None)
     op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
+
+
+# --- explain ---------------------------------------------------------------------------------
+
+
+@main.group("explain", context_settings=CONTEXT_SETTINGS)
+def explain_cmd():
+    """Print an operation as scipy, OpenCV, PyTorch, scikit-image or ImageMagick code.
+
+    With --as, a runnable script (IMAGE in, OUT.npy out, the values of
+    --format npy) or ImageMagick's command line; without, the conventions side
+    by side.
+
+    \b
+    Examples:
+      convcli explain conv -k sobel-x --border constant --as opencv > sobel.py
+      python sobel.py photo.png sobel.npy
+      convcli explain pool --size 3 --stride 2
+    """
+
+
+target_option = click.option(
+    "--as", "target", type=click.Choice(EXPLAIN_TARGETS, case_sensitive=False), default=None,
+    help="The tool to write the operation for; without it, a table of conventions.")
+
+
+def _explain(op, target) -> None:
+    from .app.explain import conventions, explain
+
+    click.echo(explain(op, target.lower()) if target else conventions(op), nl=False)
+
+
+@explain_cmd.command("conv")
+@conv_options
+@normalize_option
+@target_option
+def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, target):
+    """Explain conv with these options (the values of --format npy; --normalize is ignored)."""
+    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize), target)
+
+
+@explain_cmd.command("pool")
+@pool_options
+@target_option
+def explain_pool_cmd(mode, size, stride, target):
+    """Explain pool with these options."""
+    _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), target)
+
+
+@explain_cmd.command("pad")
+@pad_options
+@target_option
+def explain_pad_cmd(pad, value, mode, target):
+    """Explain pad with these options."""
+    _explain(_operation("PadOp", pad=pad, value=value, mode=mode.lower()), target)
 
 
 @main.command("kernels")

@@ -547,3 +547,35 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = Fa
             np.save(fh, data, allow_pickle=False)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
+                    overwrite: bool = False) -> bool:
+    """Write one channel of values as a 32-bit float TIFF, atomically (``--normalize none``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Final file name.
+    values : (H, W) ndarray
+        Written as float32 (Pillow's mode ``F``: one sample of 32-bit IEEE float
+        per pixel, uncompressed), readable by Pillow, tifffile and ImageMagick.
+    overwrite : bool
+        As for :func:`save_levels`.
+
+    Returns
+    -------
+    bool
+        True if written, False if the file existed and was kept.
+    """
+    data = np.ascontiguousarray(values, dtype=np.float32)
+    if data.ndim != 2:
+        raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
+    im = Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])
+    tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
+    tiff_info[_TIFF_SOFTWARE] = MARKER
+
+    def write(tmp: Path) -> None:
+        im.save(tmp, format="TIFF", tiffinfo=tiff_info)
+
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)

@@ -1,7 +1,7 @@
 """Result values to image levels, and colour to grey (numpy only).
 
-:func:`to_levels` maps float results to the integer levels of an 8- or 16-bit
-image by one of :data:`MAPPINGS`; :func:`luminance` turns RGB into grey.
+:func:`map_levels` (and :func:`to_levels`) maps float results to the integer levels of an
+8- or 16-bit image by one of :data:`MAPPINGS`; :func:`luminance` turns RGB into grey.
 """
 
 from __future__ import annotations
@@ -13,6 +13,21 @@ import numpy as np
 
 from ._validate import as_real_array
 from .choices import MAPPINGS
+
+
+class LevelScale(NamedTuple):
+    """How values became levels: ``level = scale * x + offset`` (``scale * |x| + offset``
+    when `absolute`), before rounding and clipping to 0..top.
+
+    The values are then ``(level - offset) / scale`` to within half a level
+    (where the level was not clipped). ``none`` (float32 values written as they
+    are) has scale 1 and offset 0.
+    """
+
+    mapping: str
+    scale: float
+    offset: float
+    absolute: bool = False
 
 
 class Mapping(NamedTuple):
@@ -109,8 +124,8 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
         return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 
 
-def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
-              margin: int = 0) -> np.ndarray:
+def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
+               margin: int = 0) -> tuple[np.ndarray, LevelScale]:
     """Map result values to the integer levels of an 8- or 16-bit image.
 
     Parameters
@@ -135,14 +150,17 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
 
     Returns
     -------
-    ndarray of uint8 or uint16
+    levels : ndarray of uint8 or uint16
         NaN is mapped to 0 before anything else, +inf and -inf to the largest
         and smallest values (so ``abs`` maps them to white).
+    scale : LevelScale
+        The scale and offset used, so that the values can be had back.
 
     Examples
     --------
-    >>> to_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
-    array([  0, 128, 191], dtype=uint8)
+    >>> levels, scale = map_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
+    >>> levels, scale.scale, scale.offset
+    (array([  0, 128, 191], dtype=uint8), 63.75, 127.5)
     """
     if not isinstance(method, str) or method not in MAPPINGS:
         raise ValueError(f"method must be one of {', '.join(MAPPINGS)}; got {method!r}")
@@ -163,24 +181,44 @@ def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
         lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
     x = x.astype(real, copy=False)
     with np.errstate(over="ignore"):  # tiny ranges scale values past the top: clipped below
+        offset = 0.0
         if method == "clip":
-            scale = top / white if np.isfinite(white) and white > 0 else top
-            levels = x * real(min(scale, big))
+            scale = real(min(top / white if np.isfinite(white) and white > 0 else top, big))
+            levels = x * scale
         elif method == "abs":
             peak = max(-lo, hi)
+            scale = real(min(top / peak, big) if peak > 0 else 0.0)
             levels = np.abs(x)
-            levels *= real(min(top / peak, big) if peak > 0 else 0.0)
+            levels *= scale
         elif method == "robust":
+            scale = real(min(top / robust, big))
             levels = np.abs(x)
-            levels *= real(min(top / robust, big))
+            levels *= scale
         elif method == "minmax":
             span = hi - lo
+            scale = real(min(top / span, big) if span > 0 else 0.0)
             levels = x - real(lo)
-            levels *= real(min(top / span, big) if span > 0 else 0.0)
+            levels *= scale
+            offset = -float(scale) * lo
         else:  # offset
             peak = max(-lo, hi)
-            levels = x * real(min(top / (2.0 * peak), big) if peak > 0 else top)
-            levels += real(top / 2)
+            scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)
+            levels = x * scale
+            offset = top / 2
+            levels += real(offset)
     np.clip(levels, 0, top, out=levels)
     np.rint(levels, out=levels)
-    return levels.astype(np.uint8 if depth == 8 else np.uint16)
+    used = LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
+    return levels.astype(np.uint8 if depth == 8 else np.uint16), used
+
+
+def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
+              margin: int = 0) -> np.ndarray:
+    """The levels of :func:`map_levels`, without the scale.
+
+    Examples
+    --------
+    >>> to_levels(np.array([-2.0, 0.0, 1.0]), "offset", white=255, depth=8)
+    array([  0, 128, 191], dtype=uint8)
+    """
+    return map_levels(values, method, white=white, depth=depth, margin=margin)[0]

@@ -177,18 +177,28 @@ def assert_one_line_error(result, code, *needles):
 # --- reading what was written ----------------------------------------------------------------
 
 
+MANIFEST = "convcli-manifest.jsonl"
+
+
+def _written(folder: Path) -> list[Path]:
+    """Every file under `folder` but the run manifests (tests/test_manifest.py reads those)."""
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
+
+
+def outputs_in(folder: Path) -> list[Path]:
+    """The files directly in `folder` but the run manifest, sorted."""
+    return [p for p in sorted(folder.iterdir()) if p.name != MANIFEST]
+
+
 def names(folder: Path) -> list[str]:
-    """Every file under `folder`, as sorted relative paths."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    """Every file under `folder` (manifests aside), as sorted relative paths."""
+    return sorted(str(p.relative_to(folder)) for p in _written(folder))
 
 
 def digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`, by relative path."""
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
+    """sha256 of every file under `folder` (manifests aside), by relative path."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in _written(folder)}
 
 
 def pixels(path, mode="RGB"):

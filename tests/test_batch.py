@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,12 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
+    MANIFEST,
     digests,
     interrupt,
     make_bomb_png,
     make_folder,
     make_image,
     make_truncated_png,
+    outputs_in,
     run,
 )
 from PIL import Image
@@ -238,10 +241,16 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     )
     stderr = interrupt(proc, lambda: len(list(out.glob("*.png"))) >= 3)
     assert "interrupted:" in stderr.splitlines()[-1]
-    files = list(out.iterdir())
+    files = outputs_in(out)
     assert files and not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
     assert len(files) < 40 * 6  # it really stopped early
+    # The manifest names files that are there, in whole lines (with one job, the file
+    # abandoned has none, and may be the only one begun).
+    manifest = out / MANIFEST
+    assert manifest.exists() or jobs == 1
+    lines = manifest.read_text().splitlines() if manifest.exists() else []
+    assert {json.loads(line)["output"] for line in lines} <= {f.name for f in files}
 
 
 def test_sigterm_is_not_caught_by_the_per_file_guard():
@@ -271,7 +280,7 @@ def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
     assert proc.returncode == 143, stderr
     assert "internal error" not in stderr and "Traceback" not in stderr
     assert "interrupted:" in stderr.splitlines()[-1]
-    files = list(out.iterdir())
+    files = outputs_in(out)
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
     assert len(files) < 40 * 6
@@ -378,7 +387,7 @@ def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    files = list(out.iterdir())
+    files = outputs_in(out)
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
 

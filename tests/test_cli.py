@@ -17,6 +17,7 @@ from helpers import (
     make_image,
     make_multipage_tiff,
     ok,
+    outputs_in,
     pixels,
     read,
     run,
@@ -71,7 +72,7 @@ def out(tmp_path):
 
 def test_pad_defaults_write_channels_and_the_whole_image(photo, out):
     ok("pad", photo, "-o", out)
-    names = {p.name for p in out.iterdir()}
+    names = {p.name for p in outputs_in(out)}
     assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
     A = pixels(photo)
     expected = pad_images(A[None], 2, mode="constant", value=0)[0]
@@ -118,7 +119,7 @@ def test_pad_alpha_border_is_opaque_in_constant_mode(tmp_path, out):
 
 def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
     ok("conv", photo, "-o", out, "--format", "npy")
-    assert [p.name for p in out.iterdir()] == ["photo_conv-vertical+horizontal+edge-sum.npy"]
+    assert [p.name for p in outputs_in(out)] == ["photo_conv-vertical+horizontal+edge-sum.npy"]
     Z = np.load(out / "photo_conv-vertical+horizontal+edge-sum.npy")
     A = pixels(photo)[None]
     expected, _ = conv_forward(reflected(A), weights(["vertical", "horizontal", "edge"], 3),
@@ -129,7 +130,7 @@ def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
 
 def test_conv_png_default_mapping_is_robust_for_edge_kernels(photo, out):
     ok("conv", photo, "-o", out, "-k", "vertical")
-    assert [p.name for p in out.iterdir()] == ["photo_conv-vertical-sum.png"]
+    assert [p.name for p in outputs_in(out)] == ["photo_conv-vertical-sum.png"]
     Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["vertical"], 3),
                         np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
     got = read(out / "photo_conv-vertical-sum.png")
@@ -157,7 +158,7 @@ def test_conv_names_differ_by_bias_and_normalize_so_a_rerun_does_not_keep_stale_
     ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--format", "npy")
     ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--normalize", "minmax",
        "--format", "npy")  # the .npy is the same raw result: skipped
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in outputs_in(out)) == [
         "photo_conv-vertical-b-0.5-sum.npy",
         "photo_conv-vertical-b100-sum.png",
         "photo_conv-vertical-offset-sum.png",
@@ -187,7 +188,7 @@ def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
     kfile.write_text("1 0 0\n0 0 0\n0 0 -1\n")
     ok("conv", photo, "-o", out, "-k", "SOBEL-X:90", "-k", kfile, "-k", "Vertical",
        "--format", "npy")
-    (npy,) = out.iterdir()
+    (npy,) = outputs_in(out)
     assert npy.name == "photo_conv-sobel-x_rot90+diag+vertical-sum.npy"
     Z = np.load(npy)
     A = pixels(photo)[None]
@@ -414,7 +415,7 @@ def test_figure_grid_is_written_beside_the_outputs(photo, out, command, grid_nam
 
 def test_figure_with_npy_output(photo, out):
     ok("conv", photo, "-o", out, "--figure", "--format", "npy", "-k", "vertical")
-    assert sorted(p.name for p in out.iterdir()) == ["photo_conv-vertical-sum.npy",
+    assert sorted(p.name for p in outputs_in(out)) == ["photo_conv-vertical-sum.npy",
                                                       "photo_conv-vertical-sum_grid.png"]
 
 
@@ -466,7 +467,7 @@ def test_help_has_examples(command):
 def test_command_functions_and_common_options():
     assert {name: cmd.callback.__name__ for name, cmd in main.commands.items()} == {
         "pad": "pad_cmd", "conv": "conv_cmd", "pool": "pool_cmd", "kernels": "kernels_cmd",
-        "grad": "grad_cmd", "fit": "fit_cmd"}
+        "grad": "grad_cmd", "fit": "fit_cmd", "explain": "explain_cmd"}
     common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels"}
     for name in ("pad", "conv", "pool"):
         assert common <= {p.name for p in main.commands[name].params}

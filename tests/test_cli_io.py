@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import assert_one_line_error, make_image, names, ok, read, run
+from helpers import assert_one_line_error, make_image, names, ok, outputs_in, read, run
 from PIL import Image
 
 from convcli.cli import main
@@ -261,7 +261,7 @@ def test_a_folder_or_file_named_like_a_kernel_does_not_hide_it(photo, tmp_path, 
     ok("conv", "-k", "sobel-y", photo, "-o", "ref")
     ok("conv", "-k", "./sobel-y", photo, "-o", "file")
     assert not np.array_equal(read(tmp_path / "ref" / "photo_conv-sobel-y-sum.png"),
-                              read(next((tmp_path / "file").iterdir())))
+                              read(outputs_in(tmp_path / "file")[0]))
 
 
 def test_comma_list_of_kernels_is_the_same_as_repeating_k(photo, tmp_path):

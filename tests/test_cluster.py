@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ from typing import NamedTuple
 
 import pytest
 from helpers import (
+    MANIFEST,
     DaskProcesses,
     digests,
     interrupt,
@@ -59,6 +61,12 @@ def test_a_cluster_run_writes_what_a_local_run_writes(cluster, photos, tmp_path)
     assert local.returncode == remote.returncode == 1, remote.stderr
     assert digests(tmp_path / "remote") == digests(tmp_path / "local")  # byte for byte
     assert len(digests(tmp_path / "remote")) == 20
+    # The manifests hold the same records (the command lines aside), in any order.
+    records = {}
+    for name in ("local", "remote"):
+        lines = (tmp_path / name / MANIFEST).read_text().splitlines()
+        records[name] = sorted(json.dumps({**json.loads(line), "command": ""}) for line in lines)
+    assert records["remote"] == records["local"] and len(records["local"]) == 20
     failure = f"convcli: {photos / 'broken.png'}: not an image file"
     for result in (local, remote):
         lines = result.stderr.splitlines()

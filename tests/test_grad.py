@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_line_error, make_image, ok, pixels, read, run
+from helpers import MANIFEST, assert_one_line_error, make_image, ok, outputs_in, pixels, read, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import (
@@ -100,23 +101,26 @@ def test_conv_grads_refuse_an_unknown_loss():
                    {"stride": 1, "pad": 0}, loss="mean")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(mode=st.sampled_from(BORDERS), h=st.integers(1, 6), w=st.integers(1, 6),
-       pad=st.integers(0, 4), seed=st.integers(0, 2**16))
-def test_unpad_grad_is_the_adjoint_of_padding(mode, h, w, pad, seed):
-    """<pad(A), G> = <A, unpad(G)> for every A and G: the gradient through pad_images."""
-    if mode == "reflect" and pad >= min(h, w) and pad > 0 and min(h, w) == 1:
-        return  # reflect of a single row has nothing to reflect
+       widths=st.one_of(st.integers(0, 4), st.tuples(*[st.integers(0, 4)] * 4)),
+       seed=st.integers(0, 2**16))
+def test_unpad_grad_is_the_adjoint_of_padding(mode, h, w, widths, seed):
+    """<pad(A), G> = <A, unpad(G)> for every A and G: the gradient through pad_images.
+
+    For one width on every side and for four (``--pad T,B,L,R``).
+    """
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(2, h, w, 2))
     try:
-        padded = pad_images(A, pad, mode=mode)
+        padded = pad_images(A, widths, mode=mode)
     except ValueError:
-        return
+        return  # a border the image is too small for
     G = rng.normal(size=padded.shape)
     # The loop oracle pads the same way: the padding itself is checked elsewhere.
-    np.testing.assert_allclose(padded, pad_loop(A, pad, pad, pad, pad, mode), atol=0)
-    back = unpad_grad(G, pad, mode=mode)
+    sides = (widths,) * 4 if isinstance(widths, int) else widths
+    np.testing.assert_allclose(padded, pad_loop(A, *sides, mode), atol=0)
+    back = unpad_grad(G, widths, mode=mode)
     assert back.shape == A.shape
     assert np.isclose(np.sum(padded * G), np.sum(A * back), rtol=1e-10, atol=1e-10)
 
@@ -192,6 +196,30 @@ def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
     np.testing.assert_allclose(printed, dW[:, :, 0, 0], rtol=1e-5)
     quiet = run("grad", "conv", "-k", "vertical", src, "-o", tmp_path / "q", "-q")
     assert quiet.exit_code == 0 and quiet.stderr == ""
+    # The manifest records the convolution inside the gradient's options.
+    line = json.loads((out / MANIFEST).read_text().splitlines()[0])
+    assert line["output"] == "photo_grad-conv-vertical-Bconstant-energy-sum.npy"
+    assert line["options"]["loss"] == "energy"
+    conv = line["options"]["conv"]
+    assert conv["operation"] == "conv" and conv["options"]["border"] == "constant"
+    assert conv["options"]["kernels"][0]["weights"] == W[:, :, 0, 0].tolist()
+
+
+def test_grad_conv_takes_a_pad_per_side(tmp_path):
+    """--pad T,B,L,R: the border's gradient folds back onto the pixels each side copies."""
+    src = make_image(tmp_path / "photo.png", "L", seed=4, size=(11, 8))
+    out = tmp_path / "out"
+    ok("grad", "conv", "-k", "sobel-x", "--pad", "2,0,1,3", "--loss", "energy", src,
+       "-o", out, "--format", "npy")
+    (written,) = [p for p in outputs_in(out) if p.suffix == ".npy"]
+    A = pixels(src, "L").astype(np.float64)[None]
+    W = get_kernel("sobel-x").weights[:, :, None, None]
+    padded = pad_images(A, (2, 0, 1, 3), mode="reflect")
+    dA, _ = conv_grads(padded, W, np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0},
+                       loss="energy")
+    expected = unpad_grad(dA, (2, 0, 1, 3), mode="reflect")[0]
+    np.testing.assert_allclose(np.load(written), expected, rtol=1e-4,
+                               atol=1e-4 * np.abs(expected).max())
 
 
 @pytest.mark.parametrize("border", ["reflect", "wrap", "edge"])

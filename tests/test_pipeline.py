@@ -235,7 +235,8 @@ def test_process_file_writes_and_reports(tmp_path):
     task = Task(str(src), str(tmp_path / "out"), "p", PoolOp(), fmt="npy")
     result = process_file(task)
     written = (str(tmp_path / "out" / "p_pool-max-f2-s2.npy"),)
-    assert result == FileResult(str(src), "done", "", written, result.timings)
+    records = ({"output": "p_pool-max-f2-s2.npy", "kind": "raw"},)
+    assert result == FileResult(str(src), "done", "", written, result.timings, records=records)
     assert set(result.timings) == {"decode", "compute", "encode"}
     assert process_file(task).status == "skipped"
 

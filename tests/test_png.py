@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import make_image, ok, read, run_without
+from helpers import make_image, ok, outputs_in, read, run_without
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -163,8 +163,8 @@ def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path
     ok("pool", photo, "-o", tmp_path / "fast", "-j", 1)
     proc = run_without(missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1)
     assert proc.returncode == 0, proc.stderr
-    names = sorted(p.name for p in (tmp_path / "fast").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "plain").iterdir()) and len(names) == 4
+    names = [p.name for p in outputs_in(tmp_path / "fast")]
+    assert names == [p.name for p in outputs_in(tmp_path / "plain")] and len(names) == 4
     for name in names:
         np.testing.assert_array_equal(read(tmp_path / "fast" / name),
                                       read(tmp_path / "plain" / name))

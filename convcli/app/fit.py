@@ -170,6 +170,11 @@ def _out_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int) -> tu
     return (m, (h - size[0]) // stride + 1, (w - size[1]) // stride + 1, c)
 
 
+def _pad_option(pad) -> str:
+    """`pad` as ``--pad`` takes it: ``same``, ``2`` or ``1,1,2,2`` (top, bottom, left, right)."""
+    return ",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
+
+
 def zero_padded(A: np.ndarray, pad: int) -> np.ndarray:
     """`A` with conv_forward's own zero padding made part of it (so the input can be centred)."""
     return pad_images(A, pad) if pad else A
@@ -354,7 +359,8 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
             hint = "; --channels each learns one kernel for every colour channel"
         raise FitError(
             f"{run.after}: is {_shape_text(Y.shape)} (H x W x channels), but a "
-            f"{run.size}x{run.size} kernel with --pad {run.pad}, --stride {run.stride} and "
+            f"{run.size}x{run.size} kernel with --pad {_pad_option(run.pad)}, "
+            f"--stride {run.stride} and "
             f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
         )
     return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64)
@@ -397,7 +403,7 @@ def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
                     f"{os.path.basename(run.after)}; bias {fit.bias!r}",
         comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
                   f"convcli conv -k {os.path.basename(path)} --bias {fit.bias!r} "
-                  f"--stride {run.stride} --pad {run.pad} --border {run.border} "
+                  f"--stride {run.stride} --pad {_pad_option(run.pad)} --border {run.border} "
                   f"--channels {run.channels} gives the refit"],
     )
 

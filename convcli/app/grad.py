@@ -72,14 +72,14 @@ def conv_grads(A_prev: np.ndarray, W: np.ndarray, b: np.ndarray, hparameters: di
     return dA_prev, dW
 
 
-def unpad_grad(dA_padded: np.ndarray, pad: int, *, mode: str) -> np.ndarray:
+def unpad_grad(dA_padded: np.ndarray, pad, *, mode: str) -> np.ndarray:
     """The gradient through :func:`convcli.pad_images`: each border value adds to its source.
 
     Parameters
     ----------
-    dA_padded : (m, n_H + 2 pad, n_W + 2 pad, n_C) ndarray
+    dA_padded : (m, n_H + top + bottom, n_W + left + right, n_C) ndarray
         Gradient with respect to the padded images.
-    pad : int
+    pad : int or (top, bottom, left, right)
     mode : {"constant", "edge", "reflect", "symmetric", "wrap"}
         The mode the images were padded with; ``constant`` border values come
         from no pixel and are dropped.
@@ -96,21 +96,24 @@ def unpad_grad(dA_padded: np.ndarray, pad: int, *, mode: str) -> np.ndarray:
            [3., 9., 3.],
            [1., 3., 1.]])
     """
-    if pad == 0:
-        return dA_padded
+    top, bottom, left, right = (pad,) * 4 if np.isscalar(pad) else pad
     if mode == "constant":
-        return dA_padded[:, pad:-pad, pad:-pad].copy()
-    return _fold(_fold(dA_padded, pad, mode, axis=1), pad, mode, axis=2)
+        n_H, n_W = dA_padded.shape[1] - top - bottom, dA_padded.shape[2] - left - right
+        return dA_padded[:, top:top + n_H, left:left + n_W].copy()
+    return _fold(_fold(dA_padded, (top, bottom), mode, axis=1), (left, right), mode, axis=2)
 
 
-def _fold(grad: np.ndarray, pad: int, mode: str, *, axis: int) -> np.ndarray:
-    """Add the `pad` border values on both ends of `axis` to the positions they copy."""
-    n = grad.shape[axis] - 2 * pad
-    source = _source_index(n, pad, mode)
+def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) -> np.ndarray:
+    """Add the border values on the ends of `axis` (`widths` before and after) to their sources."""
+    before, after = widths
+    if before == after == 0:
+        return grad
+    n = grad.shape[axis] - before - after
+    source = _source_index(n, widths, mode)
     inner = [slice(None)] * grad.ndim
-    inner[axis] = slice(pad, pad + n)
+    inner[axis] = slice(before, before + n)
     out = grad[tuple(inner)].copy()
-    for border in (slice(0, pad), slice(pad + n, None)):
+    for border in (slice(0, before), slice(before + n, None)):
         where = [slice(None)] * grad.ndim
         where[axis] = source[border]
         values = [slice(None)] * grad.ndim
@@ -120,7 +123,7 @@ def _fold(grad: np.ndarray, pad: int, mode: str, *, axis: int) -> np.ndarray:
     return out
 
 
-def _source_index(n: int, pad: int, mode: str) -> np.ndarray:
-    """For each of the ``n + 2 pad`` padded positions, the position it copies."""
+def _source_index(n: int, widths: tuple[int, int], mode: str) -> np.ndarray:
+    """For each of the ``n + before + after`` padded positions, the position it copies."""
     index = np.arange(n, dtype=np.int64).reshape(1, n, 1, 1)
-    return pad_images(index, (pad, pad, 0, 0), mode=mode)[0, :, 0, 0]
+    return pad_images(index, (*widths, 0, 0), mode=mode)[0, :, 0, 0]

@@ -40,18 +40,21 @@ class Format:
         One file of raw float32 values per input, instead of image levels per channel.
     max_depth : int
         The deepest samples the format holds: 16, or 8 (JPEG).
+    floats : bool
+        Whether it holds float32 values as they are (``--normalize none``).
     """
 
     extension: str
     raw: bool = False
     max_depth: int = 16
+    floats: bool = False
 
 
 FORMATS = {
     "png": Format("png"),
     "jpg": Format("jpg", max_depth=8),
-    "tiff": Format("tiff"),
-    "npy": Format("npy", raw=True),
+    "tiff": Format("tiff", floats=True),
+    "npy": Format("npy", raw=True, floats=True),
 }
 """The output formats by ``--format`` name; the image formats are written by
 :func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""

@@ -15,7 +15,13 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from ..choices import CHANNEL_MODES, COMBINE_MODES, DEFAULT_BORDER, NORMALIZE_CHOICES
+from ..choices import (
+    CHANNEL_MODES,
+    COMBINE_MODES,
+    DEFAULT_BORDER,
+    NORMALIZE_CHOICES,
+    RAW_VALUES,
+)
 from ..conv import conv_forward, depthwise_conv_forward
 from ..figures import Grid, Panel
 from ..kernels import Kernel
@@ -60,6 +66,28 @@ class Operation(Protocol):
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         """The figure grid of the picture and its result (``--figure``)."""
+
+
+def side_widths(pad) -> tuple[int, int, int, int] | int:
+    """A pad of four widths (top, bottom, left, right), or one number when all are equal.
+
+    One number keeps the output names of a single ``--pad N``.
+
+    >>> side_widths((1, 1, 1, 1)), side_widths([0, 2, 1, 1])
+    (1, (0, 2, 1, 1))
+    """
+    widths = tuple(pad)
+    whole = all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) for w in widths)
+    if len(widths) != 4 or not whole or min(widths) < 0:
+        raise OptionError(f"needs 4 whole numbers >= 0 (top, bottom, left, right), got {pad!r}",
+                          "--pad")
+    widths = tuple(int(w) for w in widths)
+    return widths[0] if len(set(widths)) == 1 else widths
+
+
+def pad_text(pad) -> str:
+    """A pad for names and titles: ``2``, or ``0-2-1-1`` for top, bottom, left and right."""
+    return "-".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
 
 
 def _finite(value: float, option: str) -> float:
@@ -118,13 +146,15 @@ class PadOp(_Channelwise):
     opaque, so the padding shows in the fill value.
     """
 
-    pad: int = 2
+    pad: int | tuple[int, int, int, int] = 2
     value: float = 0.0
     mode: str = "constant"
     name: ClassVar[str] = "pad"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", pad_mode(self.mode))
+        if isinstance(self.pad, (tuple, list)):
+            object.__setattr__(self, "pad", side_widths(self.pad))
         _finite(self.value, "--value")
         if abs(self.value) > _FLOAT32_MAX:
             raise OptionError(
@@ -135,7 +165,7 @@ class PadOp(_Channelwise):
 
     @property
     def details(self) -> str:
-        text = f"{self.mode}-{self.pad}"
+        text = f"{self.mode}-{pad_text(self.pad)}"
         if self.mode == "constant" and self.value != 0:
             text += f"-v{number(self.value)}"
         return text
@@ -152,7 +182,7 @@ class PadOp(_Channelwise):
         return np.concatenate([colour, alpha], axis=3)[0]
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
-        return [f"pad {self.mode} {self.pad}: {c}" for c in channels]
+        return [f"pad {self.mode} {pad_text(self.pad)}: {c}" for c in channels]
 
 
 @dataclass(frozen=True)
@@ -198,11 +228,11 @@ class ConvOp:
     kernels : tuple of Kernel
         Applied in order; their labels must differ.
     stride : int
-    pad : int or {"same", "valid"}
+    pad : int, (top, bottom, left, right) or {"same", "valid"}
         ``same`` is ``(f - 1) // 2`` for an f x f kernel, which keeps the size at
         stride 1; it needs odd square kernels (an even or rectangular kernel has no
         centre cell with the same margin on every side: :class:`OptionError`).
-        ``valid`` is 0.
+        ``valid`` is 0. Four widths pad each side on its own (named ``-p<T>-<B>-<L>-<R>``).
     bias : float
         Added once to every output value (``b`` filled with it); named in the
         outputs as ``-b<B>`` when it is not 0.
@@ -212,9 +242,10 @@ class ConvOp:
         channels), one output channel per kernel. ``each``: depthwise, kernel-major
         (k0 on R, G, B, then k1 ...). ``gray``: luminance first, then conv_forward.
         Alpha is dropped in all three (it is not a colour).
-    normalize : {"auto", "abs", "minmax", "clip", "offset", "robust"}
+    normalize : {"auto", "abs", "minmax", "clip", "offset", "robust", "none"}
         Mapping of each output channel to image levels, see :meth:`mapping_for`;
         named in the image outputs (not the ``.npy``) unless it is ``auto``.
+        ``none`` writes the float32 values themselves (TIFF), one file per channel.
     border : {"reflect", "constant", "edge", "symmetric", "wrap"}
         How the pad is filled (:func:`convcli.pad_images` modes). ``constant`` is
         zeros: conv_forward's own padding. The others pad with
@@ -239,7 +270,7 @@ class ConvOp:
 
     kernels: tuple[Kernel, ...]
     stride: int = 1
-    pad: int | str = "same"
+    pad: int | str | tuple[int, int, int, int] = "same"
     bias: float = 0.0
     channels: str = "sum"
     normalize: str = "auto"
@@ -259,6 +290,8 @@ class ConvOp:
         object.__setattr__(self, "border", pad_mode(self.border))
         if self.combine is not None and self.combine not in COMBINE_MODES:
             raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
+        if isinstance(self.pad, (tuple, list)):
+            object.__setattr__(self, "pad", side_widths(self.pad))
         if isinstance(self.pad, str) and self.pad not in ("same", "valid"):
             raise ValueError(f"pad must be same, valid or an integer >= 0, got {self.pad!r}")
         seen: dict[str, Kernel] = {}
@@ -283,18 +316,30 @@ class ConvOp:
                         "--pad",
                     )
         # All kernels must give outputs of the same size, whatever the image size.
-        margins = {(2 * self.pad_for(k) - k.size[0], 2 * self.pad_for(k) - k.size[1])
-                   for k in self.kernels}
+        margins = set()
+        for k in self.kernels:
+            top, bottom, left, right = self.pad_widths(k)
+            margins.add((top + bottom - k.size[0], left + right - k.size[1]))
         if len(margins) > 1:
             sizes = ", ".join(f"{k.name} {k.size[0]}x{k.size[1]}" for k in self.kernels)
             raise OptionError(
-                f"the kernels give results of different sizes with --pad {self.pad} ({sizes}); "
+                f"the kernels give results of different sizes with --pad {pad_text(self.pad)} "
+                f"({sizes}); "
                 "use --pad same with odd kernels, or run them separately",
                 "--pad",
             )
 
+    def pad_widths(self, kernel: Kernel) -> tuple[int, int, int, int]:
+        """The pad of `kernel` on each side: (top, bottom, left, right)."""
+        if isinstance(self.pad, tuple):
+            return self.pad
+        return (self.pad_for(kernel),) * 4
+
     def pad_for(self, kernel: Kernel) -> int:
-        """The integer pad passed to conv_forward for `kernel`."""
+        """The integer pad of `kernel` on every side, for a pad that is one number or a word.
+
+        Four widths (``--pad T,B,L,R``) are :meth:`pad_widths`.
+        """
         if self.pad == "same":
             return (kernel.size[0] - 1) // 2
         if self.pad == "valid":
@@ -307,7 +352,7 @@ class ConvOp:
         """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
         text = f"-s{self.stride}" if self.stride != 1 else ""
         if self.pad != "same":
-            text += f"-p{0 if self.pad == 'valid' else self.pad}"
+            text += f"-p{0 if self.pad == 'valid' else pad_text(self.pad)}"
         if self.bias != 0:
             text += f"-b{number(self.bias)}"
         if self.border != DEFAULT_BORDER and self.pad not in ("valid", 0):
@@ -330,7 +375,7 @@ class ConvOp:
         names = self._channel_names(channels)
         maps = self._maps()
         groups = ()
-        if self.channels == "each" and len(names) > 1:
+        if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
             n = len(names)
             groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
                            for i, m in enumerate(maps))
@@ -349,8 +394,9 @@ class ConvOp:
     def check(self, pic) -> None:
         h, w = pic.pixels.shape[:2]
         for k in self.kernels:
-            p = self.pad_for(k)
-            if h + 2 * p < k.size[0] or w + 2 * p < k.size[1]:
+            top, bottom, left, right = self.pad_widths(k)
+            if h + top + bottom < k.size[0] or w + left + right < k.size[1]:
+                p = top if len({top, bottom, left, right}) == 1 else pad_text(self.pad)
                 raise ValueError(
                     f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
                     f"kernel {k.name!r} with pad {p}"
@@ -368,13 +414,17 @@ class ConvOp:
 
     def layer_input(self, A: np.ndarray, kernel: Kernel) -> tuple[np.ndarray, int]:
         """`A` as the layer takes it for `kernel` (bordered unless zeros) and conv_forward's pad."""
-        return self._padded(A, self.pad_for(kernel))
+        return self._padded(A, self.pad_widths(kernel))
 
-    def _padded(self, A: np.ndarray, pad: int) -> tuple[np.ndarray, int]:
-        """The layer's input and the pad conv_forward adds: zeros are its own, the rest ours."""
-        if self.border == "constant" or pad == 0:
-            return A, pad
-        return pad_images(A, pad, mode=self.border), 0
+    def _padded(self, A: np.ndarray, widths: tuple[int, int, int, int]
+                ) -> tuple[np.ndarray, int]:
+        """The layer's input and the pad conv_forward adds: zeros are its own, the rest ours.
+
+        conv_forward pads every side alike; other widths are padded here first.
+        """
+        if len(set(widths)) == 1 and (self.border == "constant" or widths[0] == 0):
+            return A, widths[0]
+        return pad_images(A, widths, mode=self.border), 0
 
     def compute(self, pic) -> np.ndarray:
         A = self.conv_input(pic)
@@ -400,7 +450,7 @@ class ConvOp:
             while stop < len(self.kernels) and self.kernels[stop].size == shape:
                 stop += 1
             group = self.kernels[start:stop]
-            A_in, pad = self._padded(A, self.pad_for(group[0]))
+            A_in, pad = self._padded(A, self.pad_widths(group[0]))
             hp = {"stride": self.stride, "pad": pad}
             W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
             b = np.full((1, 1, 1, len(group)), self.bias, np.float32)
@@ -423,7 +473,7 @@ class ConvOp:
         out = None
         b = np.full((1, 1, 1, 1), self.bias, np.float32)
         for k, kernel in enumerate(self.kernels):
-            pad = self.pad_for(kernel)
+            pad = self.pad_widths(kernel)
             W = kernel.weights.astype(np.float32)[:, :, None, None]
             for c in range(n_in):
                 A_in, p = self._padded(A[:, :, :, c:c + 1], pad)
@@ -523,7 +573,8 @@ class ConvOp:
             for k, row in enumerate(rows):
                 panels += [original if k == 0 else None] + row
             ncols = 1 + per_kernel
-        title = f"conv, --channels {self.channels}, stride {self.stride}, pad {self.pad}"
+        title = (f"conv, --channels {self.channels}, stride {self.stride}, "
+                 f"pad {pad_text(self.pad)}")
         return Grid(panels, ncols, title)
 
 
@@ -659,7 +710,7 @@ class GradConvOp:
             dA, dW = conv_grads(A_in, W, b, hp, loss=self.loss)
             del A_in
             if pad == 0:  # bordered by us: fold the border's gradient back onto its pixels
-                dA = unpad_grad(dA, self.conv.pad_for(kernel), mode=self.conv.border)
+                dA = unpad_grad(dA, self.conv.pad_widths(kernel), mode=self.conv.border)
             maps.append(np.moveaxis(dA[:, :, :, 0], 0, 2))
             dWs.append(dW[:, :, 0, 0])
         return np.concatenate(maps, axis=2), dWs

@@ -22,9 +22,10 @@ import numpy as np
 
 from .. import storage
 from ..batch import FileResult
+from ..choices import RAW_VALUES
 from ..figures import save_grid
-from ..images import PixelLimitError, open_image, save_levels, save_npy
-from ..levels import to_levels
+from ..images import PixelLimitError, open_image, save_float_tiff, save_levels, save_npy
+from ..levels import LevelScale, map_levels
 from ..safeio import path_key
 from ..storage import is_url
 from .names import FORMATS, named_for_stem, planned_outputs
@@ -209,30 +210,38 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     # A channel that is written both on its own and in a colour image (--channels
     # each, whose colour images come first) is mapped once, kept until its own file.
     single = {out.index for out in todo if out.kind == "channel"}
-    mapped: dict[int, np.ndarray] = {}
+    mapped: dict[int, tuple[np.ndarray, LevelScale]] = {}
     kept = 0
+    records: list[dict] = []
     for out in todo:
+        scales: list[LevelScale] = []
         if out.kind == "raw":
             ok = save_npy(out.path, data, overwrite=task.overwrite)
+        elif out.kind == "channel" and mappings[out.index].method == RAW_VALUES:
+            ok = save_float_tiff(out.path, data[:, :, out.index], overwrite=task.overwrite)
+            scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
         elif out.kind == "channel":
-            levels = mapped.pop(out.index, None)
-            if levels is None:
-                levels = _levels(data, out.index, mappings[out.index], depth)
+            levels, scale = mapped.pop(out.index, None) or _levels(
+                data, out.index, mappings[out.index], depth)
+            scales = [scale]
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "group":  # the channels of one colour image, each mapped as its file
             planes = [_levels(data, i, mappings[i], depth) for i in out.group]
             mapped.update((i, p) for i, p in zip(out.group, planes, strict=True)
                           if i in single)
-            levels = np.stack(planes, axis=2)
+            scales = [scale for _, scale in planes]
+            levels = np.stack([lv for lv, _ in planes], axis=2)
             del planes
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "whole":
-            levels = to_levels(data, "clip", white=pic.white, depth=depth)
+            levels, scale = map_levels(data, "clip", white=pic.white, depth=depth)
+            scales = [scale]
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         else:
             ok = _save_figure(out.path, task, pic, data)
         if ok:
             written.append(str(out.path))
+            records.append(output_record(out, scales, depth))
         else:
             kept += 1
     timings["encode"] = time.perf_counter() - start
@@ -248,7 +257,8 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     kept += len(outputs) - len(todo)
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
-    return FileResult(task.source, "done", "; ".join(notes), tuple(written), timings)
+    return FileResult(task.source, "done", "; ".join(notes), tuple(written), timings,
+                      records=tuple(records))
 
 
 def _fetch(url: str, local: str, options) -> None:
@@ -314,12 +324,33 @@ def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult
         return replace(result, source=task.source, outputs=tuple(written))
 
 
-def _levels(data: np.ndarray, index: int, mapping, depth: int) -> np.ndarray:
+def _levels(data: np.ndarray, index: int, mapping, depth: int
+            ) -> tuple[np.ndarray, LevelScale]:
     # A contiguous copy of the channel first: the mapping's passes over a strided
     # channel of 9 took 55 ms on a 2400x1800 map, 33 ms with the copy (8 ms of it).
     channel = np.ascontiguousarray(data[:, :, index])
-    return to_levels(channel, mapping.method, white=mapping.white, depth=depth,
-                     margin=mapping.margin)
+    return map_levels(channel, mapping.method, white=mapping.white, depth=depth,
+                      margin=mapping.margin)
+
+
+def output_record(out, scales: list[LevelScale], depth: int) -> dict:
+    """What the manifest says of one output file besides the run: its name and levels.
+
+    For an image, "mapping", "scale" and "offset" with ``level = scale * x +
+    offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
+    clipping to 0.."top"; a colour image has lists, one entry per channel.
+    """
+    record: dict = {"output": out.path.name, "kind": out.kind}
+    if not scales:
+        return record
+    fields = {"mapping": [s.mapping for s in scales], "scale": [s.scale for s in scales],
+              "offset": [s.offset for s in scales], "absolute": [s.absolute for s in scales]}
+    if len(scales) == 1 and out.kind != "group":
+        fields = {key: values[0] for key, values in fields.items()}
+    record.update(fields)
+    if scales[0].mapping != RAW_VALUES:
+        record["top"] = 255 if depth == 8 else 65535
+    return record
 
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:

@@ -1,0 +1,212 @@
+"""convcli explain: the scripts for scipy, OpenCV and PyTorch give convcli's --format npy values.
+
+Each script is run in this process (``runpy``, with ``sys.argv`` set as on a
+command line) on a real image file, and its ``.npy`` compared with the one
+``convcli ... --format npy`` writes, to float32 precision. A tool that is not
+installed is skipped (``pip install -e ".[interop,bench]"`` installs them all).
+"""
+
+from __future__ import annotations
+
+import runpy
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import MODES, assert_one_line_error, make_image, ok, outputs_in, run
+from PIL import Image
+
+PYTHON_TARGETS = {"scipy": "scipy.ndimage", "opencv": "cv2", "torch": "torch"}
+
+CONV_CASES = [
+    ["-k", "sobel-x"],
+    ["-k", "edge,vertical", "--stride", "2", "--border", "constant", "--channels", "each"],
+    ["-k", "roberts-ne", "--pad", "1,0,2,1", "--border", "wrap", "--channels", "gray"],
+    ["-k", "sobel-x,sobel-y", "--combine", "magnitude", "--border", "edge", "--stride", "2"],
+    ["-k", "gaussian-5x5", "--border", "symmetric", "--stride", "3", "--bias", "1.5"],
+    ["-k", "edge", "--pad", "valid", "--bias", "-10", "--combine", "max"],
+    ["-k", "laplacian,sharpen", "--pad", "3,0,1,2", "--border", "reflect", "--channels", "each"],
+    ["-k", "emboss", "--pad", "2", "--border", "constant", "--combine", "sum"],
+]
+POOL_CASES = [["--mode", "max"], ["--mode", "average", "--size", "3", "--stride", "2"],
+              ["--mode", "max", "--size", "3", "--stride", "1"]]
+PAD_CASES = [["--pad", "1,2,3,4", "--value", "7"], ["--mode", "reflect", "--pad", "2"],
+             ["--mode", "symmetric", "--pad", "1,0,2,3"], ["--mode", "wrap", "--pad", "0,3,2,1"],
+             ["--mode", "edge", "--pad", "3"]]
+
+
+def explained(*args) -> str:
+    """What `convcli explain ARGS` prints on stdout (nothing on stderr, exit 0)."""
+    result = run("explain", *args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("explain")
+    return {mode: make_image(folder / f"{mode.replace(';', '')}.{MODES[mode]}", mode, seed=3,
+                             size=(23, 17))
+            for mode in ("RGB", "L", "RGBA", "P", "P+transparency", "I;16", "1", "CMYK")}
+
+
+def _script_values(tmp_path, monkeypatch, command: list[str], image) -> np.ndarray:
+    """Write the script of `convcli explain ...` and run it on `image`, as a user would."""
+    script = tmp_path / "translated.py"
+    script.write_text(explained(*command))
+    out = tmp_path / "translated.npy"
+    monkeypatch.setattr(sys, "argv", [str(script), str(image), str(out)])
+    runpy.run_path(str(script), run_name="__main__")
+    return np.load(out)
+
+
+def _convcli_values(tmp_path, command: list[str], image) -> np.ndarray:
+    folder = tmp_path / "convcli"
+    ok(*command, image, "-o", folder, "--format", "npy", "-q", "--overwrite")
+    (npy,) = [p for p in outputs_in(folder) if p.suffix == ".npy"]
+    values = np.load(npy)
+    npy.unlink()
+    return values
+
+
+def _check(tmp_path, monkeypatch, op: str, args: list[str], target: str, image):
+    pytest.importorskip(PYTHON_TARGETS[target])
+    ours = _convcli_values(tmp_path, [op, *args], image)
+    theirs = _script_values(tmp_path, monkeypatch, [op, *args, "--as", target], image)
+    assert theirs.dtype == np.float32
+    assert theirs.shape == ours.shape
+    scale = max(float(np.abs(ours).max()), 1.0)
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=2e-6 * scale * 16)
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+@pytest.mark.parametrize("args", CONV_CASES, ids=" ".join)
+@pytest.mark.parametrize("mode", ["RGB", "L", "RGBA"])
+def test_conv_scripts_give_convcli_values(tmp_path, monkeypatch, images, target, args, mode):
+    _check(tmp_path, monkeypatch, "conv", args, target, images[mode])
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+@pytest.mark.parametrize("args", POOL_CASES, ids=" ".join)
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_pool_scripts_give_convcli_values(tmp_path, monkeypatch, images, target, args, mode):
+    _check(tmp_path, monkeypatch, "pool", args, target, images[mode])
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+@pytest.mark.parametrize("args", PAD_CASES, ids=" ".join)
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_pad_scripts_give_convcli_values(tmp_path, monkeypatch, images, target, args, mode):
+    _check(tmp_path, monkeypatch, "pad", args, target, images[mode])
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+@pytest.mark.parametrize("mode", ["P", "P+transparency", "I;16", "1", "CMYK"])
+def test_scripts_read_other_modes_as_convcli(tmp_path, monkeypatch, images, target, mode):
+    if target == "opencv" and mode == "CMYK":
+        pytest.skip("OpenCV reads a CMYK TIFF as four channels")
+    _check(tmp_path, monkeypatch, "conv", ["-k", "sobel-x", "--channels", "each"], target,
+           images[mode])
+    _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, images[mode])
+
+
+def test_skimage_script_gives_convcli_values(tmp_path, monkeypatch, images):
+    pytest.importorskip("skimage")
+    pytest.importorskip("scipy.ndimage")
+    for op, args in [("conv", CONV_CASES[1]), ("pool", POOL_CASES[1]), ("pad", PAD_CASES[0])]:
+        ours = _convcli_values(tmp_path, [op, *args], images["RGB"])
+        theirs = _script_values(tmp_path, monkeypatch, [op, *args, "--as", "skimage"],
+                                images["RGB"])
+        np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-3)
+
+
+def test_the_skimage_sobel_note_holds():
+    """The script's note: skimage.filters.sobel_v is -1/4 of sobel-x with 'symmetric'."""
+    filters = pytest.importorskip("skimage.filters")
+    from convcli.kernels import parse_kernel_spec
+    from convcli.padding import pad_images
+
+    plane = np.random.default_rng(5).uniform(0, 255, (9, 11)).astype(np.float32)
+    padded = pad_images(plane[None, :, :, None], 1, mode="symmetric")[0, :, :, 0]
+    for name, theirs in (("sobel-x", filters.sobel_v), ("sobel-y", filters.sobel_h)):
+        w = parse_kernel_spec(name).weights
+        ours = sum(w[i, j] * padded[i:i + 9, j:j + 11] for i in range(3) for j in range(3))
+        np.testing.assert_allclose(theirs(plane), -ours / 4, atol=1e-3)
+
+
+def test_a_kernel_is_written_with_every_digit():
+    text = explained("conv", "-k", "box-blur", "--as", "scipy")
+    assert "0.1111111111111111" in text
+
+
+@pytest.mark.parametrize("op", [["conv", "-k", "sobel-x", "--stride", "2", "--pad", "1,2,0,1",
+                                 "--border", "reflect"],
+                                ["pool", "--mode", "average"], ["pad", "--mode", "reflect"]])
+def test_magick_says_what_differs(op):
+    text = explained(*op, "--as", "magick")
+    assert "magick IN.png" in text
+    assert "clips" in text and "no stride" in text
+    if op[0] == "conv":
+        assert "-morphology Correlate '3x3:1,0,-1,2,0,-2,1,0,-1'" in text
+        # reflect (edge pixel not repeated) has no virtual-pixel method.
+        assert "Mirror" in text and "symmetric" in text
+
+
+def test_without_as_a_table_of_conventions():
+    text = explained("conv", "-k", "sobel-x")
+    for needle in ("ndimage.correlate", "mirror", "BORDER_REFLECT_101", "F.conv2d",
+                   "-morphology Correlate", "convolve flips"):
+        assert needle in text
+    assert "cv2.dilate" in explained("pool")
+    assert "copyMakeBorder" in explained("pad", "--mode", "wrap")
+
+
+def test_explain_refuses_an_unknown_tool_on_one_line():
+    assert_one_line_error(run("explain", "conv", "--as", "matlab"), 2, "--as")
+    assert_one_line_error(run("explain", "conv", "--pad", "1,2"), 2, "--pad")
+
+
+def _run_magick(text: str, image, out) -> np.ndarray:
+    """Run the one command line of `text` on `image`, as ImageMagick 7 or 6 is installed."""
+    program = shutil.which("magick") or shutil.which("convert")
+    if program is None:
+        pytest.skip("ImageMagick is not installed")
+    (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
+    words = shlex.split(line)
+    words = [str(image) if w == "IN.png" else str(out) if w.startswith("OUT") else w
+             for w in words[1:]]
+    subprocess.run([program, *words], check=True, capture_output=True)
+    with Image.open(out) as im:
+        return np.asarray(im).astype(np.float32)
+
+
+def test_the_magick_pad_command_gives_the_pad_values(tmp_path, images):
+    for args in (["--pad", "1,2,3,4", "--value", "9"], ["--mode", "symmetric", "--pad", "0,2,1,3"],
+                 ["--mode", "wrap", "--pad", "2"], ["--mode", "edge", "--pad", "3,1,0,2"]):
+        theirs = _run_magick(explained("pad", *args, "--as", "magick"), images["RGB"],
+                             tmp_path / "magick.tiff")
+        ours = _convcli_values(tmp_path, ["pad", *args], images["RGB"])
+        np.testing.assert_array_equal(theirs, ours)
+
+
+def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path, images):
+    args = ["-k", "gaussian-3x3", "--channels", "each", "--border", "symmetric"]
+    theirs = _run_magick(explained("conv", *args, "--as", "magick"), images["RGB"],
+                         tmp_path / "magick.tiff")
+    ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
+    assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here
+
+
+def test_the_readme_table_is_what_explain_prints():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2")
+    assert "```text\n" + table + "```" in readme
+    script = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2",
+                       "--as", "scipy")
+    assert "out = ndimage.correlate(plane, weights, mode='constant', cval=0.0)\n" \
+        "    return out[::2, ::2] + np.float32(0.0)" in script

@@ -1,0 +1,203 @@
+"""The run manifest (convcli-manifest.jsonl): one line per file written, values recoverable.
+
+The key check re-reads real image outputs and turns their levels back into
+values with the manifest's scale and offset: (level - offset) / scale gives
+the ``--format npy`` values to within one level, for every mapping.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from helpers import MANIFEST, make_folder, make_image, names, ok, run
+from hypothesis import given, settings
+from hypothesis.extra.numpy import arrays
+from PIL import Image
+
+from convcli import __version__
+from convcli.levels import map_levels, to_levels
+
+MAPPINGS = ["robust", "abs", "minmax", "clip", "offset", "auto"]
+
+
+def manifest(folder) -> list[dict]:
+    """The manifest's records; every line whole JSON."""
+    lines = (folder / MANIFEST).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def levels_in(path) -> np.ndarray:
+    """The levels of an image file as written: (H, W), or (H, W, C) for colour."""
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
+@pytest.fixture
+def photo(tmp_path):
+    return make_image(tmp_path / "photo.png", "RGB", seed=4)
+
+
+def _values_back(levels: np.ndarray, record: dict, raw: np.ndarray) -> None:
+    """(level - offset) / scale is `raw` (|raw| for absolute mappings) within one level."""
+    scale, offset, top = record["scale"], record["offset"], record["top"]
+    x = np.abs(raw) if record["absolute"] else raw
+    assert scale > 0
+    back = (levels.astype(np.float64) - offset) / scale
+    inside = (levels > 0) & (levels < top)  # clipped levels hold no value
+    assert inside.mean() > 0.05
+    # Rounding moves a level by at most half a level: tighter than the one level promised.
+    error = np.abs(back[inside] - x[inside])
+    assert np.all(error <= 0.501 / scale + 1e-6 * np.abs(x[inside]))
+    level_of_x = scale * x + offset
+    assert np.all(level_of_x[levels == top] >= top - 0.5 - 1e-3)
+    assert np.all(level_of_x[levels == 0] <= 0.5 + 1e-3)
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS)
+@pytest.mark.parametrize("kernel", ["sobel-x", "gaussian-3x3", "emboss"])
+def test_levels_give_back_the_npy_values_for_every_mapping(tmp_path, photo, mapping, kernel):
+    out = tmp_path / "out"
+    ok("conv", "-k", kernel, "--normalize", mapping, photo, "-o", out, "-q")
+    ok("conv", "-k", kernel, photo, "-o", out, "--format", "npy", "-q")
+    raw = np.load(out / f"photo_conv-{kernel}-sum.npy")[:, :, 0]
+    tag = "" if mapping == "auto" else f"-{mapping}"
+    (record,) = [r for r in manifest(out) if r["output"] == f"photo_conv-{kernel}{tag}-sum.png"]
+    if mapping != "auto":
+        assert record["mapping"] == mapping
+    _values_back(levels_in(out / record["output"]), record, raw)
+
+
+def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
+    deep = tmp_path / "deep.png"
+    grey = np.random.default_rng(8).integers(0, 65536, (20, 30), dtype=np.uint16)
+    Image.fromarray(grey).save(deep)
+    photo = make_image(tmp_path / "photo.png", "RGB", seed=2)
+    out = tmp_path / "out"
+    for args in ([deep, "-k", "sobel-y", "--normalize", "offset"],
+                 [photo, "-k", "laplacian", "--channels", "each", "--normalize", "minmax"]):
+        ok("conv", *args, "-o", out, "-q")
+        ok("conv", *args, "-o", out, "-q", "--format", "npy")
+    records = {r["output"]: r for r in manifest(out)}
+    raw = np.load(out / "deep_conv-sobel-y-sum.npy")[:, :, 0]
+    record = records["deep_conv-sobel-y-offset-sum.png"]
+    assert record["top"] == 65535
+    _values_back(levels_in(out / record["output"]), record, raw)
+    # The colour image of one kernel's channels: one scale per channel.
+    raw = np.load(out / "photo_conv-laplacian-each.npy")
+    group = records["photo_conv-laplacian-minmax-each.png"]
+    assert group["kind"] == "group" and len(group["scale"]) == 3
+    levels = levels_in(out / group["output"])
+    for c in range(3):
+        one = {key: group[key][c] for key in ("scale", "offset", "absolute")}
+        _values_back(levels[:, :, c], {**one, "top": 255}, raw[:, :, c])
+        assert records[f"photo_conv-laplacian-minmax-{'RGB'[c]}.png"]["scale"] == one["scale"]
+
+
+def test_pool_whole_image_is_clip_at_the_file_scale(tmp_path, photo):
+    ok("pool", photo, "-o", tmp_path, "-q")
+    records = {r["output"]: r for r in manifest(tmp_path)}
+    assert set(records) == {f"photo_pool-max-f2-s2{t}.png" for t in ("", "-R", "-G", "-B")}
+    whole = records["photo_pool-max-f2-s2.png"]
+    assert (whole["kind"], whole["mapping"], whole["scale"], whole["offset"]) == \
+        ("whole", "clip", 1.0, 0.0)
+
+
+def test_one_line_per_file_written_with_the_run(tmp_path, photo, monkeypatch):
+    out = tmp_path / "out"
+    args = ["conv", "-k", "sobel-x,edge", "--pad", "1,0,2,1", "--figure", str(photo), "-o",
+            str(out), "-q"]
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/convcli", *args])  # as the shell gives it
+    ok(*args)
+    records = manifest(out)
+    assert sorted(r["output"] for r in records) == names(out)
+    first = records[0]
+    assert first["input"] == str(photo)
+    assert first["version"] == __version__
+    assert first["command"] == shlex.join(["convcli", *args])
+    assert first["operation"] == "conv" and first["format"] == "png"
+    options = first["options"]
+    assert options["pad"] == [1, 0, 2, 1] and options["border"] == "reflect"
+    assert [k["name"] for k in options["kernels"]] == ["sobel-x", "edge"]
+    assert options["kernels"][0]["weights"] == [[1, 0, -1], [2, 0, -2], [1, 0, -1]]
+    grid = [r for r in records if r["output"].endswith("_grid.png")]
+    assert len(grid) == 1 and "scale" not in grid[0]
+
+
+def test_jobs_write_whole_lines_and_resume_adds_none(tmp_path):
+    folder = make_folder(tmp_path / "in", 6)
+    out = tmp_path / "out"
+    ok("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2", "-q")
+    first = manifest(out)
+    assert sorted(r["output"] for r in first) == names(out)
+    again = run("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2")
+    assert "0 processed, 6 skipped" in again.stderr
+    assert manifest(out) == first
+    ok("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2", "-q", "--overwrite")
+    assert len(manifest(out)) == 2 * len(first)
+
+
+def test_the_manifest_is_not_an_input_of_the_next_run(tmp_path):
+    folder = make_folder(tmp_path / "in", 2)
+    for _ in range(2):
+        result = ok("pool", folder, "-o", folder)
+    assert "0 processed, 2 skipped, 0 failed" in result.stderr
+    assert (folder / MANIFEST).exists()
+
+
+def test_recursive_runs_write_one_manifest_per_output_folder(tmp_path):
+    make_folder(tmp_path / "in" / "sub", 1)
+    make_image(tmp_path / "in" / "top.png", "L")
+    out = tmp_path / "out"
+    ok("pool", "-r", tmp_path / "in", "-o", out, "-q")
+    assert [r["output"] for r in manifest(out)] == ["top_pool-max-f2-s2-L.png"]
+    assert len(manifest(out / "sub")) == 4  # three channels and the colour image
+
+
+def test_one_file_or_standard_output_write_no_manifest(tmp_path, photo, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ok("conv", "-k", "vertical", photo, "-o", "edges.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.png", "photo.png"]
+    result = run("conv", "-k", "vertical", photo, "-o", "-")
+    assert result.exit_code == 0 and result.stdout_bytes.startswith(b"\x89PNG")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.png", "photo.png"]
+
+
+def test_object_storage_manifest_is_appended_whole(tmp_path, photo):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    try:
+        for kernel in ("vertical", "horizontal"):
+            ok("conv", "-k", kernel, photo, "-o", "memory://convcli-manifest/out", "-q")
+        text = fs.cat_file(f"/convcli-manifest/out/{MANIFEST}").decode()
+        outputs = [json.loads(line)["output"] for line in text.splitlines()]
+        assert outputs == ["photo_conv-vertical-sum.png", "photo_conv-horizontal-sum.png"]
+    finally:
+        fs.rm("/convcli-manifest", recursive=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=arrays(np.float32, st.tuples(st.integers(1, 6), st.integers(1, 6)),
+                     elements=st.floats(-1e4, 1e4, width=32)),
+       method=st.sampled_from(["robust", "abs", "minmax", "clip", "offset"]),
+       depth=st.sampled_from([8, 16]))
+def test_map_levels_scale_gives_back_the_values(values, method, depth):
+    levels, used = map_levels(values, method, white=255.0, depth=depth)
+    np.testing.assert_array_equal(levels, to_levels(values, method, white=255.0, depth=depth))
+    top = 255 if depth == 8 else 65535
+    x = np.abs(values.astype(np.float64)) if used.absolute else values.astype(np.float64)
+    exact = used.scale * x + used.offset
+    inside = (exact > 0.5) & (exact < top - 0.5)
+    assert np.all(np.abs(levels[inside] - exact[inside]) <= 0.5 + 1e-3 * max(1.0, used.scale))
+    assert np.all(levels[exact >= top - 0.5 + 1e-3] == top)
+
+
+def test_values_that_are_not_finite_are_null_in_strict_json():
+    from convcli.app.manifest import _json_line
+
+    line = _json_line({"output": "a.png", "scale": float("inf"), "offset": [1.0, float("nan")]})
+    assert json.loads(line) == {"output": "a.png", "scale": None, "offset": [1.0, None]}
