@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._engine.correlate import correlate, correlate_weights_grad
+from ._engine.depthwise import correlate_depthwise
 from ._engine.tiles import ceil_div, covered, window_slice
 from ._validate import (
     as_real_array,
@@ -462,20 +463,8 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
     A, Wa, ba, dtype, geometry, pad, out_shape = _conv_shapes(
         A_prev, W, b, hparameters, depthwise=True
     )
-    m, n_H, n_W, _ = out_shape
-    n_C_prev, n_K = Wa.shape[2], Wa.shape[3]
-    A_pad, stride = _padded(A, geometry, pad, dtype), geometry.stride
-    # (f, f, n_K, n_C_prev): kernel-major weights, broadcast over positions.
-    Wk = np.ascontiguousarray(np.swapaxes(Wa.astype(dtype, copy=False), 2, 3))
-    Z = np.zeros((m, n_H, n_W, n_K, n_C_prev), dtype)
-    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
-        for di in range(Wk.shape[0]):
-            for dj in range(Wk.shape[1]):
-                window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-                Z += window[:, :, :, None, :] * Wk[di, dj]
-    Z = Z.reshape(out_shape)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
-        Z += ba.astype(dtype, copy=False)
+    A, pads = _engine_input(A, geometry, pad, dtype)
+    Z = correlate_depthwise(A, Wa, geometry.stride, pads[0], dtype, ba.reshape(-1))
     return Z, (A_prev, W, b, hparameters)
 
 

@@ -529,6 +529,26 @@ def test_depthwise_matches_loop(stride, pad, f, dtype):
         assert_matches(got, want, dtype)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_depthwise_zero_taps_are_skipped_only_for_finite_input(value):
+    # A vertical edge kernel: its middle column weighs nothing.
+    A, W, b = conv_case(11, 1, 6, 7, 2, 3, 1, depthwise=True)
+    W[:, 1] = 0
+    Z, _ = depthwise_conv_forward(A, W, b, hp(1, 1))
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(1, 1)), np.float64)
+    A[0, 2, 3, 0] = value  # 0 * inf is NaN: the zero taps count again
+    Z, _ = depthwise_conv_forward(A, W, b, hp(1, 1))
+    _assert_same_with_nan(Z, depthwise_conv_forward_loop(A, W, b, hp(1, 1)))
+    assert np.isnan(Z[0, 2, 3, 0])
+
+
+def test_depthwise_all_zero_weights_give_the_bias():
+    A, W, b = conv_case(12, 2, 5, 4, 3, 3, 2, depthwise=True)
+    Z, _ = depthwise_conv_forward(A, np.zeros_like(W), b, hp(2, 1))
+    np.testing.assert_array_equal(Z, np.broadcast_to(b, Z.shape))
+
+
 @given(conv_params(depthwise=True))
 def test_depthwise_property_matches_loop(params):
     A, W, b, hparameters, dtype, seed = params
