@@ -99,7 +99,10 @@ TARGETS = {
     "pool_backward": 3.0,
     "pool_backward max": 2.0,
 }
-LOOPS_TARGET = 300.0
+# The tutorial's W2 keeps its earlier target.
+ROW_TARGETS = {"conv_forward W2": 3.0}
+LOOPS_TARGET = 300.0  # for the tutorial's workloads: W1 to W3 and pooling
+NO_LOOPS_TARGET = ("W4", "W5", "D1", "D2")
 SCALING_TARGET = 0.7  # share of PyTorch's speed-up from 1 to N threads kept
 
 
@@ -492,10 +495,11 @@ def report(rows, threads):
         torch_times = [r[k] for k in ("NCHW", "channels_last") if r.get(k) is not None]
         best = min(torch_times) if torch_times else None
         ratio = r["ours"] / best if best else None
-        target = TARGETS.get(r["kind"])
+        target = ROW_TARGETS.get(r["name"], TARGETS.get(r["kind"]))
         speedup = r["loops"] / r["ours"]
+        loops_target = not r["name"].endswith(NO_LOOPS_TARGET)
         if target is not None:
-            if (ratio is not None and ratio > target) or speedup < LOOPS_TARGET:
+            if (ratio is not None and ratio > target) or (loops_target and speedup < LOOPS_TARGET):
                 missed.append(r["name"])
         print(
             f"| {r['name']} | {r['what']} | {fmt(r['ours'])} | {fmt(r.get('NCHW'))} "

@@ -69,20 +69,31 @@ def conv_output_size(size, f, stride, pad):
     return (size + 2 * pad - f) // stride + 1
 
 
+def _conv_geometry(hparameters, f_h, f_w):
+    """(stride, pad, dilation, kernel span), PyTorch's dilation: taps `dilation` apart."""
+    d = hparameters.get("dilation", 1)
+    return hparameters["stride"], hparameters["pad"], d, (d * (f_h - 1) + 1, d * (f_w - 1) + 1)
+
+
+def _taps(start, span, dilation):
+    """The input indices of one window's taps along one axis."""
+    return slice(start, start + span, dilation)
+
+
 def conv_forward_loop(A_prev, W, b, hparameters):
     """Convolution (cross-correlation) forward pass, one output value at a time."""
     A_prev, W, b = _as_f64(A_prev, W, b)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, _ = A_prev.shape
     f_h, f_w, _, n_C = W.shape
-    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
-    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
+    n_H = conv_output_size(n_H_prev, s_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, s_w, stride, pad)
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     Z = np.zeros((m, n_H, n_W, n_C))
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                a_slice = A_pad[i, h * stride : h * stride + f_h, w * stride : w * stride + f_w, :]
+                a_slice = A_pad[i, _taps(h * stride, s_h, d), _taps(w * stride, s_w, d), :]
                 for c in range(n_C):
                     Z[i, h, w, c] = np.sum(a_slice * W[:, :, :, c]) + b[0, 0, 0, c]
     return Z
@@ -91,9 +102,9 @@ def conv_forward_loop(A_prev, W, b, hparameters):
 def conv_backward_loop(dZ, A_prev, W, hparameters):
     """Convolution backward pass: (dA_prev, dW, db)."""
     dZ, A_prev, W = _as_f64(dZ, A_prev, W)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, _ = A_prev.shape
     f_h, f_w, _, n_C = W.shape
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
     _, n_H, n_W, _ = dZ.shape
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     dA_pad = np.zeros_like(A_pad)
@@ -102,8 +113,7 @@ def conv_backward_loop(dZ, A_prev, W, hparameters):
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for c in range(n_C):
                     dA_pad[i, rows, cols, :] += W[:, :, :, c] * dZ[i, h, w, c]
                     dW[:, :, :, c] += A_pad[i, rows, cols, :] * dZ[i, h, w, c]
@@ -115,18 +125,17 @@ def conv_backward_loop(dZ, A_prev, W, hparameters):
 def depthwise_conv_forward_loop(A_prev, W, b, hparameters):
     """Depthwise forward pass: output channel ``k * n_C_prev + c`` is W[:, :, c, k] on channel c."""
     A_prev, W, b = _as_f64(A_prev, W, b)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
     f_h, f_w, _, n_K = W.shape
-    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
-    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
+    n_H = conv_output_size(n_H_prev, s_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, s_w, stride, pad)
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     Z = np.zeros((m, n_H, n_W, n_K * n_C_prev))
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for k in range(n_K):
                     for c in range(n_C_prev):
                         out = k * n_C_prev + c
@@ -139,9 +148,9 @@ def depthwise_conv_forward_loop(A_prev, W, b, hparameters):
 def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     """Depthwise backward pass: (dA_prev, dW, db)."""
     dZ, A_prev, W = _as_f64(dZ, A_prev, W)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
     f_h, f_w, _, n_K = W.shape
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
     _, n_H, n_W, n_out = dZ.shape
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     dA_pad = np.zeros_like(A_pad)
@@ -150,8 +159,7 @@ def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for k in range(n_K):
                     for c in range(n_C_prev):
                         g = dZ[i, h, w, k * n_C_prev + c]

@@ -33,19 +33,21 @@ from .tiles import RowTiles, Scratch, ceil_div, covered, run_tiles, window_count
 TILE_VALUES = 1 << 16
 
 
-def correlate_depthwise(A, W, stride, pad, dtype, bias):
+def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     """Depthwise cross-correlation of A (m, H, W, C) with W (f_h, f_w, C, n_K).
 
     Returns Z (m, n_H, n_W, n_K * C) in `dtype`, kernel-major:
     ``Z[..., k * C + c] = sum over taps of A_pad[..., c] * W[di, dj, c, k] + bias[k * C + c]``,
-    with A zero-padded by `pad` on every side. The taps are added in the
-    order (di, dj) as in a loop over them, starting from the first one.
+    with A zero-padded by `pad` on every side and the kernel's taps `dilation`
+    values apart. The taps are added in the order (di, dj) as in a loop over
+    them, starting from the first one.
     """
     m, H, W_in, C = A.shape
     f_h, f_w, _, n_K = W.shape
-    s = stride
-    n_H = window_count(H + 2 * pad, f_h, s)
-    n_W = window_count(W_in + 2 * pad, f_w, s)
+    s, d = stride, dilation
+    span_h, span_w = covered(f_h, 1, d), covered(f_w, 1, d)
+    n_H = window_count(H + 2 * pad, span_h, s)
+    n_W = window_count(W_in + 2 * pad, span_w, s)
     Z = np.empty((m, n_H, n_W, n_K * C), dtype)
     bias = np.asarray(bias, dtype).reshape(n_K, C)
     finite = A.size == 0 or _finite(A)
@@ -59,7 +61,7 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias):
     row_len = n_W * C
     # Each tap's weights along a whole output row: (taps, n_K, n_W * C).
     rows_w = np.stack([np.tile(Wk[di, dj], (1, n_W)) for di, dj in taps])
-    width = covered(n_W, f_w, s)  # padded columns any window reads
+    width = covered(n_W, span_w, s)  # padded columns any window reads
     cols = max(0, min(W_in, width - pad))  # image columns staged
     # Small inputs are cut into a few tiles per thread: the threads share the
     # work, and the scratch buffers stay a fraction of the input.
@@ -69,7 +71,7 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias):
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         k, rows = i1 - i0, h1 - h0
-        n_in = covered(rows, f_h, s)
+        n_in = covered(rows, span_h, s)
         staged = scratch.take("staged", (k, n_in, width, C))
         # Padded row r of the tile is image row h0*s + r - pad.
         y0 = h0 * s - pad
@@ -86,6 +88,7 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias):
             acc = scratch.take("acc", (n_K, k, rows, row_len))
         product = scratch.take("product", (k, rows, row_len))
         for t, (di, dj) in enumerate(taps):
+            di, dj = d * di, d * dj  # the tap's offset in the window
             window = staged[:, di : di + s * (rows - 1) + 1 : s]
             if s == 1:
                 window = window.reshape(k, rows, width * C)[:, :, dj * C : dj * C + row_len]
