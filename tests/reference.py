@@ -170,26 +170,49 @@ def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     return dA_prev, dW, db
 
 
-def pool_output_size(size, f, stride):
-    """``(size - f) // stride + 1``."""
-    return (size - f) // stride + 1
+def pool_output_size(size, f, stride, pad=0, ceil_mode=False):
+    """PyTorch's output size: ``(size + 2 pad - f) / stride + 1``, rounded down or up.
+
+    Rounded up, the last window must start inside the input or its left padding.
+    """
+    span = size + 2 * pad - f
+    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (n - 1) * stride >= size + pad:
+        n -= 1
+    return n
+
+
+def _pool_geometry(hparameters):
+    return (
+        hparameters["f"],
+        hparameters["stride"],
+        hparameters.get("pad", 0),
+        hparameters.get("ceil_mode", False),
+    )
+
+
+def _pool_window(h, size, f, stride, pad):
+    """The input indices (real pixels only) of window h along one axis."""
+    return slice(max(0, h * stride - pad), min(size, h * stride - pad + f))
 
 
 def pool_forward_loop(A_prev, hparameters, mode="max"):
     """Max or average pooling, one window at a time."""
     (A_prev,) = _as_f64(A_prev)
-    f, stride = hparameters["f"], hparameters["stride"]
+    f, stride, pad, ceil_mode = _pool_geometry(hparameters)
     m, n_H_prev, n_W_prev, n_C = A_prev.shape
-    n_H = pool_output_size(n_H_prev, f, stride)
-    n_W = pool_output_size(n_W_prev, f, stride)
+    n_H = pool_output_size(n_H_prev, f, stride, pad, ceil_mode)
+    n_W = pool_output_size(n_W_prev, f, stride, pad, ceil_mode)
     A = np.zeros((m, n_H, n_W, n_C))
+    # Padding is never part of a window: maxima and means of the real pixels.
     reduce = {"max": np.max, "average": np.mean, "avg": np.mean}[mode]
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
+                rows = _pool_window(h, n_H_prev, f, stride, pad)
+                cols = _pool_window(w, n_W_prev, f, stride, pad)
                 for c in range(n_C):
-                    window = A_prev[i, h * stride : h * stride + f, w * stride : w * stride + f, c]
-                    A[i, h, w, c] = reduce(window)
+                    A[i, h, w, c] = reduce(A_prev[i, rows, cols, c])
     return A
 
 
@@ -203,20 +226,21 @@ def first_max_mask(window):
 def pool_backward_loop(dA, A_prev, hparameters, mode="max"):
     """Pooling backward pass; max mode sends each gradient to the window's first maximum."""
     dA, A_prev = _as_f64(dA, A_prev)
-    f, stride = hparameters["f"], hparameters["stride"]
+    f, stride, pad, _ = _pool_geometry(hparameters)
     m, n_H, n_W, n_C = dA.shape
     dA_prev = np.zeros_like(A_prev)
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f)
-                cols = slice(w * stride, w * stride + f)
+                rows = _pool_window(h, A_prev.shape[1], f, stride, pad)
+                cols = _pool_window(w, A_prev.shape[2], f, stride, pad)
+                count = (rows.stop - rows.start) * (cols.stop - cols.start)
                 for c in range(n_C):
                     if mode == "max":
                         mask = first_max_mask(A_prev[i, rows, cols, c])
                         dA_prev[i, rows, cols, c] += mask * dA[i, h, w, c]
                     else:
-                        dA_prev[i, rows, cols, c] += dA[i, h, w, c] / (f * f)
+                        dA_prev[i, rows, cols, c] += dA[i, h, w, c] / count
     return dA_prev
 
 

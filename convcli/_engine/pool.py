@@ -29,8 +29,8 @@ TILE_VALUES = 1 << 18
 def pool_forward_tiles(X, f, stride, mode):
     """Max or average of every f x f window of X (m, H, W, n_C), moved by `stride`.
 
-    X is in the dtype to compute in; `mode` is "max" or "average". Returns
-    the (m, n_H, n_W, n_C) result, a new array.
+    X is in the dtype to compute in; `mode` is "max", "average" or "sum"
+    (the window sums). Returns the (m, n_H, n_W, n_C) result, a new array.
     """
     m, H, W, n_C = X.shape
     n_H, n_W = window_count(H, f, stride), window_count(W, f, stride)
@@ -54,9 +54,9 @@ def pool_backward_tiles(dA, A, f, stride, mode):
     """Gradient of pool_forward_tiles with respect to its input A (m, H, W, n_C).
 
     dA (m, n_H, n_W, n_C) is in the dtype to compute in, which the result
-    has. Each window sends its ``dA`` value to its first maximum (max mode)
-    or an equal share to every position (average mode); positions no window
-    covers get zero.
+    has. Each window sends its ``dA`` value to its first maximum (max mode),
+    an equal share to every position (average mode) or all of it to every
+    position (sum mode); positions no window covers get zero.
     """
     dtype = dA.dtype
     m, n_H, n_W, n_C = dA.shape
@@ -70,7 +70,7 @@ def pool_backward_tiles(dA, A, f, stride, mode):
         dA_prev = np.zeros(A.shape, dtype)
     if dA_prev.size == 0:
         return dA_prev
-    X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
+    X = np.ascontiguousarray(A, dtype=dtype) if mode == "max" else A
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
@@ -79,10 +79,10 @@ def pool_backward_tiles(dA, A, f, stride, mode):
             _max_tile_tiled(X[i0:i1, rows], dA[i0:i1, h0:h1], dA_prev[i0:i1, rows], scratch)
             return
         target = _Gradient(dA_prev[i0:i1, rows], f, stride, n_H=h1 - h0, n_W=n_W, scratch=scratch)
-        if mode == "average":
-            _average_tile(dA[i0:i1, h0:h1], target, scratch)
-        else:
+        if mode == "max":
             _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], target, scratch)
+        else:
+            _average_tile(dA[i0:i1, h0:h1], target, scratch, f * f if mode == "average" else 1)
         target.finish()
 
     # Tiles of windows that overlap share input rows. With stride 1 each
@@ -190,11 +190,11 @@ class _Gradient:
                 dst[...] = _pixels(self.phases[p])[:, :, : dst.shape[2]]
 
 
-def _average_tile(dA, target, scratch):
-    """Send ``dA[i, h, w] / f**2`` to every position of window (h, w)."""
+def _average_tile(dA, target, scratch, divisor):
+    """Send ``dA[i, h, w] / divisor`` to every position of window (h, w)."""
     f = target.f
     share = scratch.take("share", dA.shape)
-    np.divide(dA, share.dtype.type(f * f), out=share)
+    np.divide(dA, share.dtype.type(divisor), out=share)
     for di in range(f):
         for dj in range(f):
             target.add(di, dj, share)
