@@ -256,7 +256,8 @@ def pool_backward(dA, cache, mode="max"):
             dX = pool_backward_tiles(dA, X, f, stride, mode)
         else:  # the sum mode reads no input values, only their shape
             X = np.broadcast_to(np.zeros((), dA.dtype), geometry.padded_shape(A.shape))
-            dX = pool_backward_tiles(dA / geometry.counts(*A.shape[1:3], dA.dtype), X, f, stride, "sum")
+            shares = dA / geometry.counts(*A.shape[1:3], dA.dtype)
+            dX = pool_backward_tiles(shares, X, f, stride, "sum")
         return geometry.crop(dX, A.shape)
 
 
