@@ -638,9 +638,12 @@ def conv_options(command):
               help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
                    "99.5th percentile of |x| is white), clip for kernels that keep the level "
                    "(blur, sharpen; a channel sum shown as the mean), minmax otherwise.")
+@click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Pixels between a kernel's taps (as PyTorch's dilation); --pad same "
+                   "pads for the dilated kernel.")
 @common_options
-def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, inputs,
-             **common):
+def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, dilation,
+             inputs, **common):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
     Alpha is dropped: only colour channels are convolved. Each output channel
@@ -654,7 +657,8 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
     """
     op = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
                     channels=channels.lower(), normalize=normalize.lower(),
-                    border=border.lower(), combine=combine.lower() if combine else None)
+                    border=border.lower(), combine=combine.lower() if combine else None,
+                    dilation=dilation)
     _run(op, inputs, **common)
 
 
@@ -665,8 +669,14 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
               help="Window size F (F x F).")
 @click.option("--stride", type=click.IntRange(min=1), default=None,
               help="Step between windows  [default: the size]")
+@click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Pixels of padding on every side, at most half the size; padding is "
+                   "never part of a window (max of, or mean of, the real pixels).")
+@click.option("--ceil", is_flag=True,
+              help="Round the output size up (PyTorch's ceil_mode): a last, partial "
+                   "window where the image does not divide evenly.")
 @common_options
-def pool_cmd(mode, size, stride, inputs, **common):
+def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
     """Pool images: max or average over F x F windows, channel by channel (pool_forward).
 
     Alpha is pooled like the other channels. Each channel is written as a
@@ -677,7 +687,8 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool photo.jpg
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
-    _run(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), inputs, **common)
+    op = _operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad, ceil=ceil)
+    _run(op, inputs, **common)
 
 
 @main.command("kernels")

@@ -162,31 +162,44 @@ class PoolOp(_Channelwise):
     mode: str = "max"
     size: int = 2
     stride: int | None = None
+    pad: int = 0
+    ceil: bool = False
     name: ClassVar[str] = "pool"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", pool_mode(self.mode))
         if self.stride is None:
             object.__setattr__(self, "stride", self.size)
+        if self.pad > self.size // 2:
+            raise OptionError(
+                f"{self.pad} is more than half the {self.size}x{self.size} window (--size): "
+                f"at most {self.size // 2}",
+                "--pad",
+            )
 
     @property
     def details(self) -> str:
-        return f"{self.mode}-f{self.size}-s{self.stride}"
+        """``<mode>-f<F>-s<S>``, then ``-p<P>`` and ``-ceil`` when not the default."""
+        text = f"{self.mode}-f{self.size}-s{self.stride}"
+        return text + (f"-p{self.pad}" if self.pad else "") + ("-ceil" if self.ceil else "")
 
     def check(self, pic) -> None:
         h, w = pic.pixels.shape[:2]
-        if h < self.size or w < self.size:
+        if min(h, w) + 2 * self.pad < self.size:
+            with_pad = f" with pad {self.pad}" if self.pad else ""
             raise ValueError(
                 f"image is {w}x{h} pixels, too small for the {self.size}x{self.size} "
-                "pooling window (--size)"
+                f"pooling window (--size){with_pad}"
             )
 
     def compute(self, pic) -> np.ndarray:
-        out, _ = pool_forward(pic.pixels[None], {"f": self.size, "stride": self.stride}, self.mode)
+        hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
+        out, _ = pool_forward(pic.pixels[None], hp, self.mode)
         return out[0]
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
-        return [f"{self.mode} pool f={self.size} s={self.stride}: {c}" for c in channels]
+        options = (f" p={self.pad}" if self.pad else "") + (" ceil" if self.ceil else "")
+        return [f"{self.mode} pool f={self.size} s={self.stride}{options}: {c}" for c in channels]
 
 
 @dataclass(frozen=True)
@@ -226,9 +239,9 @@ class ConvOp:
         ``magnitude`` the square root of the sum of their squares, ``max`` the
         largest response, ``sum`` their sum.
 
-    Output tags are ``<kernel>[-s<S>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
-    per channel (the stride, pad, bias and border only when they are not 1,
-    ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
+    Output tags are ``<kernel>[-s<S>][-d<D>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
+    per channel (the stride, dilation, pad, bias and border only when they are not 1,
+    1, ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
     ``gray`` or the input channel for ``each``), and for the ``.npy`` the
     kernels joined by ``+``, the same options but no mapping, and the channel
     mode: ``vertical+horizontal-b100-sum``. With ``each``, each kernel's
@@ -245,6 +258,7 @@ class ConvOp:
     normalize: str = "auto"
     border: str = DEFAULT_BORDER
     combine: str | None = None
+    dilation: int = 1
     name: ClassVar[str] = "conv"
 
     def __post_init__(self):
@@ -256,6 +270,8 @@ class ConvOp:
         if self.normalize not in NORMALIZE_CHOICES:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZE_CHOICES)}")
         _finite(self.bias, "--bias")
+        if not isinstance(self.dilation, int) or self.dilation < 1:
+            raise OptionError(f"must be a whole number >= 1, got {self.dilation!r}", "--dilation")
         object.__setattr__(self, "border", pad_mode(self.border))
         if self.combine is not None and self.combine not in COMBINE_MODES:
             raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
@@ -283,7 +299,7 @@ class ConvOp:
                         "--pad",
                     )
         # All kernels must give outputs of the same size, whatever the image size.
-        margins = {(2 * self.pad_for(k) - k.size[0], 2 * self.pad_for(k) - k.size[1])
+        margins = {(2 * self.pad_for(k) - self.span(k)[0], 2 * self.pad_for(k) - self.span(k)[1])
                    for k in self.kernels}
         if len(margins) > 1:
             sizes = ", ".join(f"{k.name} {k.size[0]}x{k.size[1]}" for k in self.kernels)
@@ -293,10 +309,14 @@ class ConvOp:
                 "--pad",
             )
 
+    def span(self, kernel: Kernel) -> tuple[int, int]:
+        """The pixels `kernel` spans with its taps `dilation` apart."""
+        return tuple(self.dilation * (n - 1) + 1 for n in kernel.size)
+
     def pad_for(self, kernel: Kernel) -> int:
         """The integer pad passed to conv_forward for `kernel`."""
         if self.pad == "same":
-            return (kernel.size[0] - 1) // 2
+            return (self.span(kernel)[0] - 1) // 2
         if self.pad == "valid":
             return 0
         return int(self.pad)
@@ -306,6 +326,7 @@ class ConvOp:
     def _options_tag(self) -> str:
         """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
         text = f"-s{self.stride}" if self.stride != 1 else ""
+        text += f"-d{self.dilation}" if self.dilation != 1 else ""
         if self.pad != "same":
             text += f"-p{0 if self.pad == 'valid' else self.pad}"
         if self.bias != 0:
@@ -350,10 +371,12 @@ class ConvOp:
         h, w = pic.pixels.shape[:2]
         for k in self.kernels:
             p = self.pad_for(k)
-            if h + 2 * p < k.size[0] or w + 2 * p < k.size[1]:
+            span = self.span(k)
+            if h + 2 * p < span[0] or w + 2 * p < span[1]:
+                dilated = f" (dilation {self.dilation}: {span[0]}x{span[1]})"
                 raise ValueError(
                     f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
-                    f"kernel {k.name!r} with pad {p}"
+                    f"kernel {k.name!r}{dilated if self.dilation != 1 else ''} with pad {p}"
                 )
 
     def conv_input(self, pic) -> np.ndarray:
@@ -397,7 +420,7 @@ class ConvOp:
                 stop += 1
             group = self.kernels[start:stop]
             A_in, pad = self._padded(A, self.pad_for(group[0]))
-            hp = {"stride": self.stride, "pad": pad}
+            hp = {"stride": self.stride, "pad": pad, "dilation": self.dilation}
             W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
             b = np.full((1, 1, 1, len(group)), self.bias, np.float32)
             Z, _ = conv_forward(A_in, W, b, hp)
@@ -423,7 +446,7 @@ class ConvOp:
             W = kernel.weights.astype(np.float32)[:, :, None, None]
             for c in range(n_in):
                 A_in, p = self._padded(A[:, :, :, c:c + 1], pad)
-                hp = {"stride": self.stride, "pad": p}
+                hp = {"stride": self.stride, "pad": p, "dilation": self.dilation}
                 Z, _ = depthwise_conv_forward(A_in, W, b, hp)
                 del A_in
                 if out is None:
@@ -460,7 +483,7 @@ class ConvOp:
 
     def margin(self) -> int:
         """Pixels on every side of a map left out of its robust scale: half the kernel, and 3."""
-        half = max(max(k.size) // 2 for k in self.kernels)
+        half = max(max(self.span(k)) // 2 for k in self.kernels)
         return -(-(half + 3) // self.stride)
 
     def mappings(self, pic) -> list[Mapping]:
@@ -520,6 +543,7 @@ class ConvOp:
                 panels += [original if k == 0 else None] + row
             ncols = 1 + per_kernel
         title = f"conv, --channels {self.channels}, stride {self.stride}, pad {self.pad}"
+        title += f", dilation {self.dilation}" if self.dilation != 1 else ""
         return Grid(panels, ncols, title)
 
 
