@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._engine.pool import pool_backward_tiles, pool_forward_tiles
+from ._engine.pool import pool_backward_tiles, pool_forward_tiles, pool_max_claims_tiles
 from ._engine.tiles import covered
 from ._validate import (
     as_int,
@@ -134,6 +134,36 @@ def _real_count(n_out, size, f, stride, pad):
     return np.minimum(start + f, size) - np.maximum(start, 0)
 
 
+class _PoolCache(tuple):
+    """The tutorial's cache ``(A_prev, hparameters)``, which max pooling also uses to keep
+    its claims: ``claimed`` (see pool_max_claims_tiles), found for window f and stride f.
+
+    It is a tuple, equal to and unpacked as the tutorial's; pool_backward uses
+    the claims when the cache's window and stride are still the ones they were
+    found for, and finds them again otherwise (or from a plain tuple).
+    """
+
+    def __new__(cls, A_prev, hparameters, claimed, f):
+        cache = super().__new__(cls, (A_prev, hparameters))
+        cache.claimed, cache.claimed_for = claimed, f
+        return cache
+
+    def __reduce__(self):
+        # Pickled (or copied) as the plain tuple: the claims are found again.
+        return tuple, (tuple(self),)
+
+
+def _claims(cache, shape, geometry, mode):
+    """The claims pool_forward kept in `cache`, if they still hold for this backward pass."""
+    claimed = getattr(cache, "claimed", None)
+    f = geometry.f
+    if claimed is None or mode != "max" or geometry.padded or not geometry.stride == f:
+        return None
+    if cache.claimed_for != f or claimed.shape != geometry.padded_shape(shape):
+        return None
+    return claimed
+
+
 def _pool_shapes(A_prev, hparameters):
     A = as_real_array(A_prev, "A_prev")
     check_ndim(A, "A_prev", 4, "(m, n_H_prev, n_W_prev, n_C_prev)")
@@ -166,6 +196,11 @@ def pool_forward(A_prev, hparameters, mode="max"):
         for float64 or integer input.
     cache : tuple
         ``(A_prev, hparameters)``, the objects passed in, for pool_backward.
+        In max mode, when the windows tile the input (f == stride > 1), the
+        tuple also carries where each window's first maximum is, found here,
+        so that pool_backward only scatters dA (as PyTorch's backward pass
+        does). Changing A_prev in place before pool_backward makes them
+        stale: pass the plain tuple ``(A_prev, hparameters)`` then.
 
     Raises
     ------
@@ -189,6 +224,11 @@ def pool_forward(A_prev, hparameters, mode="max"):
     f, stride = geometry.f, geometry.stride
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
         if not geometry.padded:
+            if mode == "max" and stride == f > 1 and min(geometry.out_shape):
+                # The windows tile the input: finding each window's first maximum
+                # now makes the backward pass a scatter, as PyTorch's is.
+                out, claimed = pool_max_claims_tiles(X, f)
+                return out, _PoolCache(A_prev, hparameters, claimed, f)
             return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
         if mode == "max":  # -inf padding never beats a pixel, -inf ones included
             return pool_forward_tiles(geometry.pad_input(X, -np.inf), f, stride, mode), (
@@ -250,7 +290,8 @@ def pool_backward(dA, cache, mode="max"):
     f, stride = geometry.f, geometry.stride
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
         if not geometry.padded:
-            return pool_backward_tiles(dA, A, f, stride, mode)
+            claimed = _claims(cache, A.shape, geometry, mode)
+            return pool_backward_tiles(dA, A, f, stride, mode, claimed)
         if mode == "max":
             X = geometry.pad_input(A.astype(dA.dtype, copy=False), -np.inf)
             dX = pool_backward_tiles(dA, X, f, stride, mode)

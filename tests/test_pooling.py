@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -987,3 +989,36 @@ def test_pad_and_ceil_mode_numerical_gradient(mode, f, stride, pad, ceil_mode):
 
     numeric = numerical_gradient(loss, A_prev)
     np.testing.assert_allclose(pool_backward(G, cache, mode), numeric, rtol=1e-6, atol=1e-7)
+
+
+# --- max pooling's claims kept in the cache ----------------------------------------------------
+
+
+@pytest.mark.parametrize("f", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_cache_is_the_tutorials_tuple_and_gives_the_same_gradient(f, dtype):
+    rng = np.random.default_rng(f)
+    A = rng.integers(0, 3, (2, 3 * f + 1, 4 * f + 2, 3)).astype(dtype)  # ties everywhere
+    A[0, 1, 1, 0] = A[1, f, 2 * f, 2] = np.nan
+    hparameters = {"f": f, "stride": f}
+    out, cache = pool_forward(A, hparameters, "max")
+    assert cache == (A, hparameters) and isinstance(cache, tuple) and len(cache) == 2
+    A_cached, hp_cached = cache
+    assert A_cached is A and hp_cached is hparameters
+    dA = rng.standard_normal(out.shape).astype(dtype)
+    kept = pool_backward(dA, cache, "max")  # from the claims found by pool_forward
+    found = pool_backward(dA, (A, hparameters), "max")  # finds them again
+    np.testing.assert_array_equal(kept, found)
+    assert_matches(kept, pool_backward_loop(dA, A, hparameters, "max"), dtype)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(cache))[0], A)
+
+
+def test_max_pool_claims_are_not_used_for_other_windows():
+    A = np.random.default_rng(3).standard_normal((1, 8, 8, 2))
+    _, cache = pool_forward(A, {"f": 2, "stride": 2}, "max")
+    cache[1]["f"] = cache[1]["stride"] = 4  # the dict the caller passed, changed since
+    out4, _ = pool_forward(A, cache[1], "max")
+    dA = np.ones(out4.shape)
+    np.testing.assert_array_equal(
+        pool_backward(dA, cache, "max"), pool_backward_loop(dA, A, cache[1], "max")
+    )
