@@ -499,10 +499,40 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
         A_prev, W, b, hparameters, depthwise=True
     )
     A, pads = _engine_input(A, geometry, pad, dtype)
-    Z = correlate_depthwise(
-        A, Wa, geometry.stride, pads[0], dtype, ba.reshape(-1), dilation=geometry.dilation
-    )
+    bias = ba.astype(dtype, copy=False).reshape(-1)
+    Z = None
+    if (
+        Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
+        and geometry.dilation == 1
+        and (A.size >= DENSE_DEPTHWISE_VALUES)
+    ):
+        Z = correlate(
+            A, _block_diagonal(Wa.astype(dtype, copy=False)), geometry.stride, pads, dtype, bias
+        )
+    if Z is None:  # many channels, dilated, or not finite: one multiply and add per tap
+        Z = correlate_depthwise(
+            A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation
+        )
     return Z, (A_prev, W, b, hparameters)
+
+
+# Up to this many input channels, depthwise_conv_forward runs as conv_forward with
+# block-diagonal weights: the matmul engine multiplies zeros for the other channels
+# but, with few channels, still beats a multiply and an add per kernel tap (an
+# 1800x2400 channel: 13 ms against 21 ms; three: 44 ms against 69 ms).
+DENSE_DEPTHWISE_CHANNELS = 4
+# ... for inputs of at least this many values: the matmul engine's tile buffers
+# (a few MB a thread) are then small beside the input and output.
+DENSE_DEPTHWISE_VALUES = 1 << 20
+
+
+def _block_diagonal(W):
+    """(f_h, f_w, C, n_K * C) weights giving depthwise output channel k * C + c."""
+    f_h, f_w, C, n_K = W.shape
+    dense = np.zeros((f_h, f_w, C, n_K, C), W.dtype)
+    for c in range(C):
+        dense[:, :, c, :, c] = W[:, :, c, :]
+    return dense.reshape(f_h, f_w, C, n_K * C)
 
 
 def depthwise_conv_backward(dZ, cache):

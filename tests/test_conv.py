@@ -1255,3 +1255,21 @@ def test_dilation_matches_torch(layer, stride, pad, dilation):
         dW_torch = dW_torch.transpose(2, 3, 1, 0)
     np.testing.assert_allclose(dW_torch, dW, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(bias.grad.numpy()[np.argsort(order)], db.reshape(-1), rtol=1e-10)
+
+
+# --- depthwise through the matmul engine (few channels, large inputs) --------------------------
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("dense_from", [0, 10**12])  # every input dense, or none
+@pytest.mark.parametrize("stride, pad, n_C_prev", [(1, 1, 1), (2, 0, 3), (1, 2, 4), (3, 1, 5)])
+def test_depthwise_dense_and_tap_paths_match_the_loop(
+    monkeypatch, dense_from, stride, pad, n_C_prev
+):
+    monkeypatch.setattr(convcli.conv, "DENSE_DEPTHWISE_VALUES", dense_from)
+    A, W, b = conv_case(stride + n_C_prev, 2, 9, 8, n_C_prev, 3, 2, depthwise=True)
+    Z, cache = depthwise_conv_forward(A, W, b, hp(stride, pad))
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
+    A[1, 4, 4, 0] = np.inf  # the dense path multiplies it by zeros: the tap path takes over
+    Z, _ = depthwise_conv_forward(A, W, b, hp(stride, pad))
+    _assert_same_with_nan(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)))
