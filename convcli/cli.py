@@ -685,6 +685,9 @@ def conv_options(command):
                      default=None,
                      help="One map of all kernels: magnitude (sqrt of the sum of squares), "
                           "max or sum."),
+        click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Pixels between a kernel's taps (as PyTorch's dilation); --pad same "
+                          "pads for the dilated kernel."),
     ]
     return _apply(decorators, command)
 
@@ -698,18 +701,19 @@ normalize_option = click.option(
          "none: the float32 values (--format tiff or npy).")
 
 
-def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize):
+def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation=1):
     return _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
                       channels=channels.lower(), normalize=normalize.lower(),
-                      border=border.lower(), combine=combine.lower() if combine else None)
+                      border=border.lower(), combine=combine.lower() if combine else None,
+                      dilation=dilation)
 
 
 @main.command("conv")
 @conv_options
 @normalize_option
 @common_options
-def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, inputs,
-             **common):
+def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, dilation,
+             inputs, **common):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
     Alpha is dropped: only colour channels are convolved. Each output channel
@@ -721,7 +725,7 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, i
       convcli conv -k sobel-x -k sobel-x:90 --channels each photo.png
       convcli conv -k edge --format npy --figure photo.png
     """
-    op = _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize)
+    op = _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation)
     _run(op, inputs, **common)
 
 
@@ -735,6 +739,12 @@ def pool_options(command):
                      help="Window size F (F x F)."),
         click.option("--stride", type=click.IntRange(min=1), default=None,
                      help="Step between windows  [default: the size]"),
+        click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Pixels of padding on every side, at most half the size; padding is "
+                          "never part of a window (max of, or mean of, the real pixels)."),
+        click.option("--ceil", is_flag=True,
+                     help="Round the output size up (PyTorch's ceil_mode): a last, partial "
+                          "window where the image does not divide evenly."),
     ]
     return _apply(decorators, command)
 
@@ -742,7 +752,7 @@ def pool_options(command):
 @main.command("pool")
 @pool_options
 @common_options
-def pool_cmd(mode, size, stride, inputs, **common):
+def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
     """Pool images: max or average over F x F windows, channel by channel (pool_forward).
 
     Alpha is pooled like the other channels. Each channel is written as a
@@ -753,7 +763,8 @@ def pool_cmd(mode, size, stride, inputs, **common):
       convcli pool photo.jpg
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
-    _run(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), inputs, **common)
+    op = _operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad, ceil=ceil)
+    _run(op, inputs, **common)
 
 
 @main.command("fit")
@@ -771,6 +782,8 @@ def pool_cmd(mode, size, stride, inputs, **common):
               default=DEFAULT_BORDER, show_default=True, help="As conv: how the pad is filled.")
 @click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
               help="As conv.")
+@click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
+              help="As conv: pixels between the kernel's taps.")
 @click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True,
               help="At most this many gradient steps.")
 @click.option("-o", "--out", default="", metavar="FILE",
@@ -782,8 +795,8 @@ def pool_cmd(mode, size, stride, inputs, **common):
 @click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
               show_default=True, help="Refuse larger images (0: no limit).")
 @click.option("-q", "--quiet", is_flag=True, help="Only report errors.")
-def fit_cmd(before, after, size, channels, pad, border, stride, steps, out, figure, overwrite,
-            max_pixels, quiet):
+def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps, out, figure,
+            overwrite, max_pixels, quiet):
     """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
 
     AFTER is an image, or a .npy of raw values as 'conv --format npy' writes
@@ -801,8 +814,8 @@ def fit_cmd(before, after, size, channels, pad, border, stride, steps, out, figu
         raise click.BadParameter(f"{out!r} is a folder: -o names the kernel file",
                                  param_hint="'-o'")
     run = FitRun(before, after, size=size, channels=channels.lower(), pad=pad,
-                 border=border.lower(), stride=stride, steps=steps, out=out, figure=figure,
-                 overwrite=overwrite, max_pixels=max_pixels)
+                 border=border.lower(), stride=stride, dilation=dilation, steps=steps, out=out,
+                 figure=figure, overwrite=overwrite, max_pixels=max_pixels)
     from .app.ops import OptionError
 
     try:
@@ -883,8 +896,8 @@ def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
               default="offset", show_default=True,
               help="Values to image levels (offset: zero mid-grey).")
 @common_options
-def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, loss, normalize,
-                  inputs, **common):
+def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, loss,
+                  normalize, inputs, **common):
     """Which pixels would most change the response (conv_backward's dA_prev).
 
     Writes dA_prev of L = sum(Z) or sum(Z^2)/2 per kernel, and prints dW, the
@@ -897,7 +910,7 @@ def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, loss, n
     """
     conv = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
                       channels=channels.lower(), border=border.lower(),
-                      combine=combine.lower() if combine else None)
+                      combine=combine.lower() if combine else None, dilation=dilation)
     op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
 
@@ -936,17 +949,20 @@ def _explain(op, target) -> None:
 @conv_options
 @normalize_option
 @target_option
-def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, target):
+def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, normalize,
+                     target):
     """Explain conv with these options (the values of --format npy; --normalize is ignored)."""
-    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize), target)
+    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation),
+             target)
 
 
 @explain_cmd.command("pool")
 @pool_options
 @target_option
-def explain_pool_cmd(mode, size, stride, target):
+def explain_pool_cmd(mode, size, stride, pad, ceil, target):
     """Explain pool with these options."""
-    _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride), target)
+    _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad,
+                        ceil=ceil), target)
 
 
 @explain_cmd.command("pad")

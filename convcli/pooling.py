@@ -1,7 +1,8 @@
 """Pooling layers: max and average, forward and backward, and the pool modes (numpy only).
 
 Pooling slides an f x f window with the given stride over each channel
-separately, with no padding: ``n_H = (n_H_prev - f) // stride + 1``. The
+separately, by default with no padding: ``n_H = (n_H_prev - f) // stride + 1``
+(optional padding and ceil mode as in PyTorch: see pool_forward). The
 functions here validate their arguments and return the tutorial's outputs
 and caches; the tiled work is done by ``convcli._engine.pool``.
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._engine.pool import pool_backward_tiles, pool_forward_tiles
+from ._engine.pool import pool_backward_tiles, pool_forward_tiles, pool_max_claims_tiles
+from ._engine.tiles import covered
 from ._validate import (
     as_int,
     as_real_array,
@@ -63,15 +65,109 @@ def pool_mode(mode) -> str:
     raise ValueError(f"mode must be {modes} (or {aliases}), got {mode!r}")
 
 
+class _Geometry:
+    """Window size, stride, pad, and the padded extent the windows read (ceil mode included)."""
+
+    def __init__(self, A, hparameters):
+        self.f = f = hparameter(hparameters, "f", minimum=1)
+        self.stride = stride = hparameter(hparameters, "stride", minimum=1)
+        self.pad = pad = hparameter(hparameters, "pad", minimum=0) if "pad" in hparameters else 0
+        ceil_mode = hparameters.get("ceil_mode", False)
+        if not isinstance(ceil_mode, (bool, np.bool_)):
+            raise TypeError(f'hparameters["ceil_mode"] must be True or False, got {ceil_mode!r}')
+        if pad > f // 2:
+            raise ValueError(
+                f'hparameters["pad"] = {pad} is more than half the window '
+                f'(hparameters["f"] = {f}): at most {f // 2}'
+            )
+        m, H, W, n_C = A.shape
+        self.n_H = _pooled_size(H, f, stride, pad, ceil_mode)
+        self.n_W = _pooled_size(W, f, stride, pad, ceil_mode)
+        self.out_shape = (m, self.n_H, self.n_W, n_C)
+        self.padded = pad > 0 or bool(ceil_mode)
+
+    def padded_shape(self, shape):
+        """The shape of the padded input, as far as the windows read."""
+        m, _, _, n_C = shape
+        f, s = self.f, self.stride
+        return (m, covered(self.n_H, f, s), covered(self.n_W, f, s), n_C)
+
+    def pad_input(self, X, fill):
+        """X with `pad` values `fill` before and as many after as the last windows read."""
+        out = np.full(self.padded_shape(X.shape), fill, X.dtype)
+        p, (h, w) = self.pad, self._read(X.shape)
+        out[:, p : p + h, p : p + w] = X[:, :h, :w]
+        return out
+
+    def _read(self, shape):
+        """Rows and columns of an input of `shape` that some window reads (from the start)."""
+        _, rows, cols, _ = self.padded_shape(shape)
+        return min(shape[1], rows - self.pad), min(shape[2], cols - self.pad)
+
+    def crop(self, dX, shape):
+        """The gradient of the padded input back on the input's `shape` (zero where unread)."""
+        p, (h, w) = self.pad, self._read(shape)
+        dA_prev = np.zeros(shape, dX.dtype)
+        dA_prev[:, :h, :w] = dX[:, p : p + h, p : p + w]
+        return dA_prev
+
+    def counts(self, H, W, dtype):
+        """(n_H, n_W, 1) in `dtype`: the real pixels (not padding) in each window."""
+        rows = _real_count(self.n_H, H, self.f, self.stride, self.pad)
+        cols = _real_count(self.n_W, W, self.f, self.stride, self.pad)
+        return (rows[:, None, None] * cols[None, :, None]).astype(dtype)
+
+
+def _pooled_size(size, f, stride, pad, ceil_mode):
+    """PyTorch's pooled size; in ceil mode the last window starts inside the input or left pad."""
+    n = output_size(size + 2 * pad, f, stride, 'hparameters["f"] =')
+    if ceil_mode and (size + 2 * pad - f) % stride:
+        n += 1
+        if (n - 1) * stride >= size + pad:
+            n -= 1
+    return n
+
+
+def _real_count(n_out, size, f, stride, pad):
+    """Along one axis: the input values, padding excluded, that each of n_out windows covers."""
+    start = np.arange(n_out) * stride - pad
+    return np.minimum(start + f, size) - np.maximum(start, 0)
+
+
+class _PoolCache(tuple):
+    """The tutorial's cache ``(A_prev, hparameters)``, which max pooling also uses to keep
+    its claims: ``claimed`` (see pool_max_claims_tiles), found for window f and stride f.
+
+    It is a tuple, equal to and unpacked as the tutorial's; pool_backward uses
+    the claims when the cache's window and stride are still the ones they were
+    found for, and finds them again otherwise (or from a plain tuple).
+    """
+
+    def __new__(cls, A_prev, hparameters, claimed, f):
+        cache = super().__new__(cls, (A_prev, hparameters))
+        cache.claimed, cache.claimed_for = claimed, f
+        return cache
+
+    def __reduce__(self):
+        # Pickled (or copied) as the plain tuple: the claims are found again.
+        return tuple, (tuple(self),)
+
+
+def _claims(cache, shape, geometry, mode):
+    """The claims pool_forward kept in `cache`, if they still hold for this backward pass."""
+    claimed = getattr(cache, "claimed", None)
+    f = geometry.f
+    if claimed is None or mode != "max" or geometry.padded or not geometry.stride == f:
+        return None
+    if cache.claimed_for != f or claimed.shape != geometry.padded_shape(shape):
+        return None
+    return claimed
+
+
 def _pool_shapes(A_prev, hparameters):
     A = as_real_array(A_prev, "A_prev")
     check_ndim(A, "A_prev", 4, "(m, n_H_prev, n_W_prev, n_C_prev)")
-    f = hparameter(hparameters, "f", minimum=1)
-    stride = hparameter(hparameters, "stride", minimum=1)
-    m, n_H_prev, n_W_prev, n_C = A.shape
-    n_H = output_size(n_H_prev, f, stride, 'hparameters["f"] =')
-    n_W = output_size(n_W_prev, f, stride, 'hparameters["f"] =')
-    return A, f, stride, (m, n_H, n_W, n_C)
+    return A, _Geometry(A, hparameters)
 
 
 def pool_forward(A_prev, hparameters, mode="max"):
@@ -82,24 +178,37 @@ def pool_forward(A_prev, hparameters, mode="max"):
     A_prev : (m, n_H_prev, n_W_prev, n_C_prev) ndarray
         Batch of inputs.
     hparameters : dict
-        ``{"f": window size, "stride": step}``.
+        ``{"f": window size, "stride": step}``, and optionally ``"pad"``
+        (int, 0 to f // 2, default 0) and ``"ceil_mode"`` (bool, default
+        False), as PyTorch's max_pool2d and avg_pool2d define them. Padding
+        is never part of a window: max mode takes the maximum of the real
+        pixels, and average mode their mean (PyTorch's
+        ``count_include_pad=False``).
     mode : {"max", "average"}
         Pooling mode; ``"avg"`` is accepted for ``"average"``.
 
     Returns
     -------
     A : (m, n_H, n_W, n_C_prev) ndarray
-        ``n_H = (n_H_prev - f) // stride + 1``, likewise n_W. float32 for
-        float32 input, float64 for float64 or integer input.
+        ``n_H = (n_H_prev + 2 * pad - f) / stride + 1``, rounded down, or up
+        in ceil mode, where a last window that would start in the right
+        padding is dropped; likewise n_W. float32 for float32 input, float64
+        for float64 or integer input.
     cache : tuple
         ``(A_prev, hparameters)``, the objects passed in, for pool_backward.
+        In max mode, when the windows tile the input (f == stride > 1), the
+        tuple also carries where each window's first maximum is, found here,
+        so that pool_backward only scatters dA (as PyTorch's backward pass
+        does). Changing A_prev in place before pool_backward makes them
+        stale: pass the plain tuple ``(A_prev, hparameters)`` then.
 
     Raises
     ------
     ValueError
-        If the window is larger than the input (so an input with no rows or
-        columns is refused, naming ``hparameters["f"]``). An empty batch or
-        zero channels give an empty result; any stride is fine.
+        If the window is larger than the padded input (so an input with no
+        rows or columns is refused, naming ``hparameters["f"]``), or the pad
+        is more than half the window. An empty batch or zero channels give
+        an empty result; any stride is fine.
 
     Examples
     --------
@@ -110,10 +219,25 @@ def pool_forward(A_prev, hparameters, mode="max"):
            [13., 15.]])
     """
     mode = pool_mode(mode)
-    A, f, stride, _ = _pool_shapes(A_prev, hparameters)
+    A, geometry = _pool_shapes(A_prev, hparameters)
     X = A.astype(compute_dtype(A), copy=False)
+    f, stride = geometry.f, geometry.stride
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
-        return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
+        if not geometry.padded:
+            if mode == "max" and stride == f > 1 and min(geometry.out_shape):
+                # The windows tile the input: finding each window's first maximum
+                # now makes the backward pass a scatter, as PyTorch's is.
+                out, claimed = pool_max_claims_tiles(X, f)
+                return out, _PoolCache(A_prev, hparameters, claimed, f)
+            return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
+        if mode == "max":  # -inf padding never beats a pixel, -inf ones included
+            return pool_forward_tiles(geometry.pad_input(X, -np.inf), f, stride, mode), (
+                A_prev,
+                hparameters,
+            )
+        sums = pool_forward_tiles(geometry.pad_input(X, 0), f, stride, "sum")
+        sums /= geometry.counts(*A.shape[1:3], sums.dtype)
+        return sums, (A_prev, hparameters)
 
 
 def _unpack_pool_cache(cache):
@@ -140,8 +264,11 @@ def pool_backward(dA, cache, mode="max"):
         Gradient with respect to A_prev. Each output position (h, w) sends
         ``dA[i, h, w, c]`` back to its own window: all of it to the window's
         first maximum (max mode), or an equal share to every position
-        (average mode). Positions no window covers get zero. Always
-        A_prev's shape.
+        (average mode: to the window's real pixels, padding excluded).
+        Positions no window covers get zero. Always A_prev's shape. With
+        padding, a max window whose real pixels are all -inf sends its
+        gradient to the padding, that is nowhere (PyTorch: to its first
+        pixel).
 
     Examples
     --------
@@ -154,13 +281,25 @@ def pool_backward(dA, cache, mode="max"):
     """
     mode = pool_mode(mode)
     A_prev, hparameters = _unpack_pool_cache(cache)
-    A, f, stride, out_shape = _pool_shapes(A_prev, hparameters)
+    A, geometry = _pool_shapes(A_prev, hparameters)
+    out_shape = geometry.out_shape
     dA = as_real_array(dA, "dA")
     if dA.shape != out_shape:
         raise ValueError(f"dA must have the forward output's shape {out_shape}, got {dA.shape}")
     dA = dA.astype(compute_dtype(A, dA), copy=False)
+    f, stride = geometry.f, geometry.stride
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
-        return pool_backward_tiles(dA, A, f, stride, mode)
+        if not geometry.padded:
+            claimed = _claims(cache, A.shape, geometry, mode)
+            return pool_backward_tiles(dA, A, f, stride, mode, claimed)
+        if mode == "max":
+            X = geometry.pad_input(A.astype(dA.dtype, copy=False), -np.inf)
+            dX = pool_backward_tiles(dA, X, f, stride, mode)
+        else:  # the sum mode reads no input values, only their shape
+            X = np.broadcast_to(np.zeros((), dA.dtype), geometry.padded_shape(A.shape))
+            shares = dA / geometry.counts(*A.shape[1:3], dA.dtype)
+            dX = pool_backward_tiles(shares, X, f, stride, "sum")
+        return geometry.crop(dX, A.shape)
 
 
 def create_mask_from_window(x):

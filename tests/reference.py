@@ -69,20 +69,31 @@ def conv_output_size(size, f, stride, pad):
     return (size + 2 * pad - f) // stride + 1
 
 
+def _conv_geometry(hparameters, f_h, f_w):
+    """(stride, pad, dilation, kernel span), PyTorch's dilation: taps `dilation` apart."""
+    d = hparameters.get("dilation", 1)
+    return hparameters["stride"], hparameters["pad"], d, (d * (f_h - 1) + 1, d * (f_w - 1) + 1)
+
+
+def _taps(start, span, dilation):
+    """The input indices of one window's taps along one axis."""
+    return slice(start, start + span, dilation)
+
+
 def conv_forward_loop(A_prev, W, b, hparameters):
     """Convolution (cross-correlation) forward pass, one output value at a time."""
     A_prev, W, b = _as_f64(A_prev, W, b)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, _ = A_prev.shape
     f_h, f_w, _, n_C = W.shape
-    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
-    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
+    n_H = conv_output_size(n_H_prev, s_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, s_w, stride, pad)
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     Z = np.zeros((m, n_H, n_W, n_C))
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                a_slice = A_pad[i, h * stride : h * stride + f_h, w * stride : w * stride + f_w, :]
+                a_slice = A_pad[i, _taps(h * stride, s_h, d), _taps(w * stride, s_w, d), :]
                 for c in range(n_C):
                     Z[i, h, w, c] = np.sum(a_slice * W[:, :, :, c]) + b[0, 0, 0, c]
     return Z
@@ -91,9 +102,9 @@ def conv_forward_loop(A_prev, W, b, hparameters):
 def conv_backward_loop(dZ, A_prev, W, hparameters):
     """Convolution backward pass: (dA_prev, dW, db)."""
     dZ, A_prev, W = _as_f64(dZ, A_prev, W)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, _ = A_prev.shape
     f_h, f_w, _, n_C = W.shape
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
     _, n_H, n_W, _ = dZ.shape
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     dA_pad = np.zeros_like(A_pad)
@@ -102,8 +113,7 @@ def conv_backward_loop(dZ, A_prev, W, hparameters):
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for c in range(n_C):
                     dA_pad[i, rows, cols, :] += W[:, :, :, c] * dZ[i, h, w, c]
                     dW[:, :, :, c] += A_pad[i, rows, cols, :] * dZ[i, h, w, c]
@@ -115,18 +125,17 @@ def conv_backward_loop(dZ, A_prev, W, hparameters):
 def depthwise_conv_forward_loop(A_prev, W, b, hparameters):
     """Depthwise forward pass: output channel ``k * n_C_prev + c`` is W[:, :, c, k] on channel c."""
     A_prev, W, b = _as_f64(A_prev, W, b)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
     f_h, f_w, _, n_K = W.shape
-    n_H = conv_output_size(n_H_prev, f_h, stride, pad)
-    n_W = conv_output_size(n_W_prev, f_w, stride, pad)
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
+    n_H = conv_output_size(n_H_prev, s_h, stride, pad)
+    n_W = conv_output_size(n_W_prev, s_w, stride, pad)
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     Z = np.zeros((m, n_H, n_W, n_K * n_C_prev))
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for k in range(n_K):
                     for c in range(n_C_prev):
                         out = k * n_C_prev + c
@@ -139,9 +148,9 @@ def depthwise_conv_forward_loop(A_prev, W, b, hparameters):
 def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     """Depthwise backward pass: (dA_prev, dW, db)."""
     dZ, A_prev, W = _as_f64(dZ, A_prev, W)
-    stride, pad = hparameters["stride"], hparameters["pad"]
     m, n_H_prev, n_W_prev, n_C_prev = A_prev.shape
     f_h, f_w, _, n_K = W.shape
+    stride, pad, d, (s_h, s_w) = _conv_geometry(hparameters, f_h, f_w)
     _, n_H, n_W, n_out = dZ.shape
     A_pad = pad_loop(A_prev, pad, pad, pad, pad)
     dA_pad = np.zeros_like(A_pad)
@@ -150,8 +159,7 @@ def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f_h)
-                cols = slice(w * stride, w * stride + f_w)
+                rows, cols = _taps(h * stride, s_h, d), _taps(w * stride, s_w, d)
                 for k in range(n_K):
                     for c in range(n_C_prev):
                         g = dZ[i, h, w, k * n_C_prev + c]
@@ -162,26 +170,49 @@ def depthwise_conv_backward_loop(dZ, A_prev, W, hparameters):
     return dA_prev, dW, db
 
 
-def pool_output_size(size, f, stride):
-    """``(size - f) // stride + 1``."""
-    return (size - f) // stride + 1
+def pool_output_size(size, f, stride, pad=0, ceil_mode=False):
+    """PyTorch's output size: ``(size + 2 pad - f) / stride + 1``, rounded down or up.
+
+    Rounded up, the last window must start inside the input or its left padding.
+    """
+    span = size + 2 * pad - f
+    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (n - 1) * stride >= size + pad:
+        n -= 1
+    return n
+
+
+def _pool_geometry(hparameters):
+    return (
+        hparameters["f"],
+        hparameters["stride"],
+        hparameters.get("pad", 0),
+        hparameters.get("ceil_mode", False),
+    )
+
+
+def _pool_window(h, size, f, stride, pad):
+    """The input indices (real pixels only) of window h along one axis."""
+    return slice(max(0, h * stride - pad), min(size, h * stride - pad + f))
 
 
 def pool_forward_loop(A_prev, hparameters, mode="max"):
     """Max or average pooling, one window at a time."""
     (A_prev,) = _as_f64(A_prev)
-    f, stride = hparameters["f"], hparameters["stride"]
+    f, stride, pad, ceil_mode = _pool_geometry(hparameters)
     m, n_H_prev, n_W_prev, n_C = A_prev.shape
-    n_H = pool_output_size(n_H_prev, f, stride)
-    n_W = pool_output_size(n_W_prev, f, stride)
+    n_H = pool_output_size(n_H_prev, f, stride, pad, ceil_mode)
+    n_W = pool_output_size(n_W_prev, f, stride, pad, ceil_mode)
     A = np.zeros((m, n_H, n_W, n_C))
+    # Padding is never part of a window: maxima and means of the real pixels.
     reduce = {"max": np.max, "average": np.mean, "avg": np.mean}[mode]
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
+                rows = _pool_window(h, n_H_prev, f, stride, pad)
+                cols = _pool_window(w, n_W_prev, f, stride, pad)
                 for c in range(n_C):
-                    window = A_prev[i, h * stride : h * stride + f, w * stride : w * stride + f, c]
-                    A[i, h, w, c] = reduce(window)
+                    A[i, h, w, c] = reduce(A_prev[i, rows, cols, c])
     return A
 
 
@@ -195,20 +226,21 @@ def first_max_mask(window):
 def pool_backward_loop(dA, A_prev, hparameters, mode="max"):
     """Pooling backward pass; max mode sends each gradient to the window's first maximum."""
     dA, A_prev = _as_f64(dA, A_prev)
-    f, stride = hparameters["f"], hparameters["stride"]
+    f, stride, pad, _ = _pool_geometry(hparameters)
     m, n_H, n_W, n_C = dA.shape
     dA_prev = np.zeros_like(A_prev)
     for i in range(m):
         for h in range(n_H):
             for w in range(n_W):
-                rows = slice(h * stride, h * stride + f)
-                cols = slice(w * stride, w * stride + f)
+                rows = _pool_window(h, A_prev.shape[1], f, stride, pad)
+                cols = _pool_window(w, A_prev.shape[2], f, stride, pad)
+                count = (rows.stop - rows.start) * (cols.stop - cols.start)
                 for c in range(n_C):
                     if mode == "max":
                         mask = first_max_mask(A_prev[i, rows, cols, c])
                         dA_prev[i, rows, cols, c] += mask * dA[i, h, w, c]
                     else:
-                        dA_prev[i, rows, cols, c] += dA[i, h, w, c] / (f * f)
+                        dA_prev[i, rows, cols, c] += dA[i, h, w, c] / count
     return dA_prev
 
 

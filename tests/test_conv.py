@@ -529,6 +529,26 @@ def test_depthwise_matches_loop(stride, pad, f, dtype):
         assert_matches(got, want, dtype)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_depthwise_zero_taps_are_skipped_only_for_finite_input(value):
+    # A vertical edge kernel: its middle column weighs nothing.
+    A, W, b = conv_case(11, 1, 6, 7, 2, 3, 1, depthwise=True)
+    W[:, 1] = 0
+    Z, _ = depthwise_conv_forward(A, W, b, hp(1, 1))
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(1, 1)), np.float64)
+    A[0, 2, 3, 0] = value  # 0 * inf is NaN: the zero taps count again
+    Z, _ = depthwise_conv_forward(A, W, b, hp(1, 1))
+    _assert_same_with_nan(Z, depthwise_conv_forward_loop(A, W, b, hp(1, 1)))
+    assert np.isnan(Z[0, 2, 3, 0])
+
+
+def test_depthwise_all_zero_weights_give_the_bias():
+    A, W, b = conv_case(12, 2, 5, 4, 3, 3, 2, depthwise=True)
+    Z, _ = depthwise_conv_forward(A, np.zeros_like(W), b, hp(2, 1))
+    np.testing.assert_array_equal(Z, np.broadcast_to(b, Z.shape))
+
+
 @given(conv_params(depthwise=True))
 def test_depthwise_property_matches_loop(params):
     A, W, b, hparameters, dtype, seed = params
@@ -1092,3 +1112,164 @@ def test_non_finite_input_emits_no_warnings(layer):
     Z, cache = forward(A, W, b, hp(1, 1))
     backward(np.ones_like(Z), cache)
     assert np.isnan(conv_single_step(A[0, :3, :3], np.zeros((3, 3, 2)), 0.0))
+
+
+# --- dilation ----------------------------------------------------------------------------------
+
+
+def hpd(stride, pad, dilation):
+    return {"stride": stride, "pad": pad, "dilation": dilation}
+
+
+@st.composite
+def dilated_params(draw):
+    f_h, f_w = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dilation, stride, pad = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 3)),
+        draw(st.integers(0, 3)),
+    )
+    span_h, span_w = dilation * (f_h - 1) + 1, dilation * (f_w - 1) + 1
+    n_H = draw(st.integers(max(1, span_h - 2 * pad), 10))
+    n_W = draw(st.integers(max(1, span_w - 2 * pad), 10))
+    m, n_C_prev, n_C = (draw(st.integers(1, 2)) for _ in range(3))
+    dtype = draw(st.sampled_from(FLOATS))
+    seed = draw(st.integers(0, 2**32 - 1))
+    depthwise = draw(st.booleans())
+    case = conv_case(seed, m, n_H, n_W, n_C_prev, (f_h, f_w), n_C, dtype, depthwise=depthwise)
+    return case, hpd(stride, pad, dilation), dtype, seed, depthwise
+
+
+LOOPS = {
+    False: (conv_forward_loop, conv_backward_loop),
+    True: (depthwise_conv_forward_loop, depthwise_conv_backward_loop),
+}
+
+
+@given(dilated_params())
+def test_dilation_property_matches_loop(params):
+    (A, W, b), hparameters, dtype, seed, depthwise = params
+    forward, backward = LAYERS["depthwise" if depthwise else "conv"]
+    forward_loop, backward_loop = LOOPS[depthwise]
+    Z, cache = forward(A, W, b, hparameters)
+    assert_matches(Z, forward_loop(A, W, b, hparameters), dtype)
+    dZ = np.random.default_rng(seed).standard_normal(Z.shape).astype(dtype)
+    for got, want in zip(backward(dZ, cache), backward_loop(dZ, A, W, hparameters), strict=True):
+        assert got.shape == want.shape
+        assert_matches(got, want, dtype)
+
+
+def test_dilation_hand_computed():
+    # A 2x2 kernel with dilation 2 reads the corners of each 3x3 window.
+    A = np.arange(16.0).reshape(1, 4, 4, 1)
+    W = np.ones((2, 2, 1, 1))
+    Z, _ = conv_forward(A, W, np.zeros((1, 1, 1, 1)), hpd(1, 0, 2))
+    assert Z.shape == (1, 2, 2, 1)
+    expected = [[0 + 2 + 8 + 10, 1 + 3 + 9 + 11], [4 + 6 + 12 + 14, 5 + 7 + 13 + 15]]
+    np.testing.assert_array_equal(Z[0, :, :, 0], expected)
+
+
+def test_dilation_one_is_the_default():
+    A, W, b = conv_case(3, 2, 6, 5, 2, 3, 2)
+    for forward, _ in LAYERS.values():
+        bd = b if forward is conv_forward else np.zeros((1, 1, 1, 4))
+        np.testing.assert_array_equal(
+            forward(A, W, bd, hpd(2, 1, 1))[0], forward(A, W, bd, hp(2, 1))[0]
+        )
+
+
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+@pytest.mark.parametrize("stride, pad, dilation", [(1, 0, 2), (1, 2, 2), (2, 1, 3), (3, 3, 2)])
+def test_dilation_numerical_gradient(layer, stride, pad, dilation):
+    A, W, b = conv_case(dilation + pad, 2, 7, 6, 2, 2, 2, depthwise=layer == "depthwise")
+    _check_layer_gradients(*LAYERS[layer], A, W, b, hpd(stride, pad, dilation), stride)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+def test_dilation_skips_the_pixels_between_taps(layer):
+    # inf between the taps of every window meets no weight: the outputs stay finite.
+    A, W, b = conv_case(5, 1, 5, 5, 1, 2, 1, depthwise=layer == "depthwise")
+    A[0, 1::2, :, 0] = np.inf
+    A[0, :, 1::2, 0] = np.inf
+    forward, backward = LAYERS[layer]
+    Z, cache = forward(A, W, b, hpd(1, 0, 2))
+    assert np.isfinite(Z[0, 0::2, 0::2]).all()
+    _assert_same_with_nan(Z, LOOPS[layer == "depthwise"][0](A, W, b, hpd(1, 0, 2)))
+
+
+@pytest.mark.parametrize(
+    "hparameters, message",
+    [
+        (hpd(1, 0, 0), r'hparameters\["dilation"\]'),
+        (hpd(1, 0, -1), r'hparameters\["dilation"\]'),
+        (hpd(1, 0, 3), r'dilation"\] = 3 spans 7 is larger than the input size 6'),
+        (hpd(1, 1, 4), r'dilation"\] = 4 spans 9 is larger than the input size 8'),
+    ],
+)
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+def test_dilation_bad_values_name_the_key(layer, hparameters, message):
+    A, W, b = conv_case(1, 1, 6, 6, 1, 3, 1, depthwise=layer == "depthwise")
+    with pytest.raises(ValueError, match=message):
+        LAYERS[layer][0](A, W, b, hparameters)
+    with pytest.raises(TypeError, match=r'hparameters\["dilation"\] must be an integer'):
+        LAYERS[layer][0](A, W, b, hpd(1, 0, 1.5))
+
+
+try:
+    import torch
+    import torch.nn.functional as torch_functional
+except ImportError:  # torch comes with the bench extra
+    torch = None
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed (the bench extra)")
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+@pytest.mark.parametrize("stride, pad, dilation", [(1, 0, 2), (2, 2, 3), (1, 1, 2)])
+def test_dilation_matches_torch(layer, stride, pad, dilation):
+    depthwise = layer == "depthwise"
+    A, W, b = conv_case(dilation * stride, 2, 11, 9, 3, (3, 2), 2, depthwise=depthwise)
+    forward, backward = LAYERS[layer]
+    Z, cache = forward(A, W, b, hpd(stride, pad, dilation))
+    G = np.random.default_rng(dilation).standard_normal(Z.shape)
+    dA, dW, db = backward(G, cache)
+    C, n_K = W.shape[2], W.shape[3]
+    if depthwise:  # torch's groups=C: channel c * n_K + k; ours kernel-major k * C + c
+        order = np.arange(n_K * C).reshape(n_K, C).T.reshape(-1)
+        wt = W.transpose(2, 3, 0, 1).reshape(C * n_K, 1, *W.shape[:2])
+        groups = C
+    else:
+        order = np.arange(n_K)
+        wt, groups = W.transpose(3, 2, 0, 1), 1
+    x = torch.tensor(A.transpose(0, 3, 1, 2), requires_grad=True)
+    w = torch.tensor(np.ascontiguousarray(wt), requires_grad=True)
+    bias = torch.tensor(b.reshape(-1)[order], requires_grad=True)
+    z = torch_functional.conv2d(x, w, bias, stride, pad, dilation, groups)
+    np.testing.assert_allclose(z.detach().numpy().transpose(0, 2, 3, 1)[..., np.argsort(order)], Z)
+    z.backward(torch.tensor(np.ascontiguousarray(G[..., order].transpose(0, 3, 1, 2))))
+    np.testing.assert_allclose(x.grad.numpy().transpose(0, 2, 3, 1), dA, rtol=1e-10, atol=1e-12)
+    dW_torch = w.grad.numpy()
+    if depthwise:
+        dW_torch = dW_torch.reshape(C, n_K, *W.shape[:2]).transpose(2, 3, 0, 1)
+    else:
+        dW_torch = dW_torch.transpose(2, 3, 1, 0)
+    np.testing.assert_allclose(dW_torch, dW, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(bias.grad.numpy()[np.argsort(order)], db.reshape(-1), rtol=1e-10)
+
+
+# --- depthwise through the matmul engine (few channels, large inputs) --------------------------
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("dense_from", [0, 10**12])  # every input dense, or none
+@pytest.mark.parametrize("stride, pad, n_C_prev", [(1, 1, 1), (2, 0, 3), (1, 2, 4), (3, 1, 5)])
+def test_depthwise_dense_and_tap_paths_match_the_loop(
+    monkeypatch, dense_from, stride, pad, n_C_prev
+):
+    monkeypatch.setattr(convcli.conv, "DENSE_DEPTHWISE_VALUES", dense_from)
+    A, W, b = conv_case(stride + n_C_prev, 2, 9, 8, n_C_prev, 3, 2, depthwise=True)
+    Z, cache = depthwise_conv_forward(A, W, b, hp(stride, pad))
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
+    A[1, 4, 4, 0] = np.inf  # the dense path multiplies it by zeros: the tap path takes over
+    Z, _ = depthwise_conv_forward(A, W, b, hp(stride, pad))
+    _assert_same_with_nan(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)))

@@ -22,14 +22,17 @@ from reference import (
     conv_backward_windows,
     conv_forward_loop,
     conv_forward_windows,
+    depthwise_conv_forward_loop,
     pool_backward_windows,
     pool_forward_windows,
 )
 
 from convcli import conv_backward, conv_forward, pool_backward, pool_forward
 from convcli._engine import correlate as correlate_engine
+from convcli._engine import depthwise as depthwise_engine
 from convcli._engine import pool as pool_engine
 from convcli._engine import tiles
+from convcli.conv import depthwise_conv_forward
 
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
 TILE_SIZES = [1, 60, 400, 3000, 10**7]
@@ -43,9 +46,11 @@ def engine(tile_values, threads):
         correlate_engine.MATMUL_WORK,
         correlate_engine.MIN_CHUNK,
         pool_engine.TILE_VALUES,
+        depthwise_engine.TILE_VALUES,
         tiles.THREADS,
     )
     correlate_engine.TILE_VALUES = pool_engine.TILE_VALUES = tile_values
+    depthwise_engine.TILE_VALUES = tile_values
     correlate_engine.MATMUL_WORK = 1
     correlate_engine.MIN_CHUNK = 16
     tiles.THREADS = threads
@@ -57,6 +62,7 @@ def engine(tile_values, threads):
             correlate_engine.MATMUL_WORK,
             correlate_engine.MIN_CHUNK,
             pool_engine.TILE_VALUES,
+            depthwise_engine.TILE_VALUES,
             tiles.THREADS,
         ) = saved
 
@@ -91,6 +97,22 @@ def test_conv_on_tiny_tiles_matches_window_reference(case, tile_values, threads)
     assert_matches(Z, conv_forward_windows(A, W, b, hparameters), A.dtype)
     for got, want in zip(grads, conv_backward_windows(dZ, A, W, hparameters), strict=True):
         assert_matches(got, want, A.dtype)
+
+
+@given(
+    case=conv_cases(),
+    tile_values=st.sampled_from(TILE_SIZES),
+    threads=st.sampled_from([1, 2]),
+    zero_taps=st.booleans(),
+)
+def test_depthwise_on_tiny_tiles_matches_loop(case, tile_values, threads, zero_taps):
+    A, W, _, hparameters, rng = case
+    if zero_taps:  # some taps weigh nothing: they are skipped
+        W = W * (rng.random(W.shape[:2]) < 0.5)[:, :, None, None]
+    b = rng.standard_normal((1, 1, 1, W.shape[3] * A.shape[3])).astype(A.dtype)
+    with engine(tile_values, threads):
+        Z, _ = depthwise_conv_forward(A, W, b, hparameters)
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hparameters), A.dtype)
 
 
 @st.composite
@@ -219,7 +241,7 @@ def test_threads_from_the_environment(monkeypatch, value, expected):
     monkeypatch.setenv("CONVCLI_THREADS", value)
     if expected is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        expected = max(1, min(4, cores or os.cpu_count() or 1))
+        expected = max(1, cores or os.cpu_count() or 1)
     assert tiles._default_threads() == expected
 
 
@@ -263,3 +285,21 @@ def test_conv_infinite_bias_and_input_give_nan_without_warnings():
     dZ[0, 0, 0, 0], dZ[0, 1, 1, 0] = np.inf, -np.inf
     _, _, db = conv_backward(dZ, cache)
     assert np.isnan(db).all()
+
+
+def blas_threads():
+    return [
+        lib.num_threads for lib in tiles._blas_controller().select(user_api="blas").lib_controllers
+    ]
+
+
+def test_blas_runs_on_the_calling_thread_while_tiles_run():
+    before = blas_threads()
+    if not before:
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    seen = []
+    with tiles.blas_on_calling_thread():  # nested blocks: the outer one restores
+        tiles.run_tiles(range(4), lambda state, tile: seen.append(blas_threads()), list)
+        assert blas_threads() == [1] * len(before)
+    assert seen and all(threads == [1] * len(before) for threads in seen)
+    assert blas_threads() == before

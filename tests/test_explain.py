@@ -31,9 +31,14 @@ CONV_CASES = [
     ["-k", "edge", "--pad", "valid", "--bias", "-10", "--combine", "max"],
     ["-k", "laplacian,sharpen", "--pad", "3,0,1,2", "--border", "reflect", "--channels", "each"],
     ["-k", "emboss", "--pad", "2", "--border", "constant", "--combine", "sum"],
+    ["-k", "sobel-x,log-5x5", "--dilation", "2", "--stride", "2"],
+    ["-k", "vertical", "--dilation", "3", "--pad", "1,2,3,0", "--border", "wrap"],
 ]
 POOL_CASES = [["--mode", "max"], ["--mode", "average", "--size", "3", "--stride", "2"],
-              ["--mode", "max", "--size", "3", "--stride", "1"]]
+              ["--mode", "max", "--size", "3", "--stride", "1"],
+              ["--mode", "max", "--size", "3", "--stride", "2", "--pad", "1", "--ceil"],
+              ["--mode", "average", "--size", "4", "--stride", "3", "--pad", "2", "--ceil"],
+              ["--mode", "average", "--size", "3", "--stride", "2", "--pad", "1"]]
 PAD_CASES = [["--pad", "1,2,3,4", "--value", "7"], ["--mode", "reflect", "--pad", "2"],
              ["--mode", "symmetric", "--pad", "1,0,2,3"], ["--mode", "wrap", "--pad", "0,3,2,1"],
              ["--mode", "edge", "--pad", "3"]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -854,3 +856,169 @@ def test_pool_non_finite_input_emits_no_warnings(mode):
     P, cache = pool_forward(A, {"f": 2, "stride": 1}, mode)
     dA = pool_backward(np.full_like(P, np.inf), cache, mode)
     assert dA.shape == A.shape
+
+
+# --- padding and ceil mode ---------------------------------------------------------------------
+
+
+@st.composite
+def padded_pool_params(draw):
+    f, stride = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    pad, ceil_mode = draw(st.integers(0, f // 2)), draw(st.booleans())
+    shape = (
+        draw(st.integers(1, 2)),
+        draw(st.integers(max(1, f - 2 * pad), 11)),
+        draw(st.integers(max(1, f - 2 * pad), 11)),
+        draw(st.integers(1, 3)),
+    )
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    # Few distinct values, negative ones included: ties, and windows whose real values
+    # are all below the padding's zero.
+    A = rng.integers(-3, 2, shape).astype(dtype)
+    hparameters = {"f": f, "stride": stride, "pad": pad, "ceil_mode": ceil_mode}
+    return A, hparameters, draw(st.sampled_from(["max", "average"])), rng
+
+
+@given(padded_pool_params())
+def test_pad_and_ceil_mode_match_the_loops(params):
+    A, hparameters, mode, rng = params
+    out, cache = pool_forward(A, hparameters, mode)
+    assert_matches(out, pool_forward_loop(A, hparameters, mode), A.dtype)
+    dA = rng.standard_normal(out.shape).astype(A.dtype)
+    dA_prev = pool_backward(dA, cache, mode)
+    assert dA_prev.shape == A.shape
+    assert_matches(dA_prev, pool_backward_loop(dA, A, hparameters, mode), A.dtype)
+    if mode == "max":  # every window's gradient reaches one real pixel
+        np.testing.assert_allclose(dA_prev.sum(), dA.sum(), rtol=1e-5, atol=1e-5)
+
+
+def test_pad_and_ceil_hand_computed():
+    A = np.arange(1.0, 10.0).reshape(1, 3, 3, 1) * -1  # all below the padding's zero
+    hp = {"f": 2, "stride": 2, "pad": 1}
+    out, _ = pool_forward(A, hp, "max")
+    np.testing.assert_array_equal(out[0, :, :, 0], [[-1, -2], [-4, -5]])
+    out, _ = pool_forward(A, hp, "average")  # the real pixels only
+    np.testing.assert_array_equal(out[0, :, :, 0], [[-1, -2.5], [-5.5, -7]])
+    out, _ = pool_forward(A, {"f": 2, "stride": 2, "ceil_mode": True}, "max")
+    np.testing.assert_array_equal(out[0, :, :, 0], [[-1, -3], [-7, -9]])
+
+
+def test_ceil_mode_last_window_starts_inside_the_input_or_left_pad():
+    # 5 values, f 2, stride 3, pad 1: windows at -1, 2 and 5; the one at 5 starts in the
+    # right padding, so ceil mode keeps 2 windows, as floor mode does.
+    A = np.ones((1, 5, 5, 1))
+    hp = {"f": 2, "stride": 3, "pad": 1}
+    assert pool_forward(A, {**hp, "ceil_mode": True})[0].shape == (1, 2, 2, 1)
+    assert pool_forward(A, {"f": 2, "stride": 2, "ceil_mode": True})[0].shape == (1, 3, 3, 1)
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.inf])
+def test_padding_never_wins_a_max(value):
+    A = np.full((1, 2, 2, 1), value)
+    out, cache = pool_forward(A, {"f": 2, "stride": 2, "pad": 1}, "max")
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(value))
+    if np.isnan(value):
+        return
+    np.testing.assert_array_equal(out, -np.inf)
+
+
+@pytest.mark.parametrize(
+    "hparameters, error, message",
+    [
+        (
+            {"f": 3, "stride": 1, "pad": 2},
+            ValueError,
+            r'hparameters\["pad"\] = 2 is more than half',
+        ),
+        ({"f": 2, "stride": 1, "pad": -1}, ValueError, r'hparameters\["pad"\]'),
+        ({"f": 2, "stride": 1, "ceil_mode": "yes"}, TypeError, r'hparameters\["ceil_mode"\]'),
+        ({"f": 9, "stride": 1, "pad": 1}, ValueError, r'hparameters\["f"\] = 9 is larger'),
+    ],
+)
+def test_pad_and_ceil_mode_bad_values_name_the_key(hparameters, error, message):
+    with pytest.raises(error, match=message):
+        pool_forward(np.ones((1, 5, 5, 1)), hparameters)
+
+
+try:
+    import torch
+    import torch.nn.functional as torch_functional
+except ImportError:  # torch comes with the bench extra
+    torch = None
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed (the bench extra)")
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize(
+    "f, stride, pad, ceil_mode",
+    [(2, 2, 1, False), (3, 2, 1, True), (2, 3, 1, True), (3, 3, 0, True)],
+)
+def test_pad_and_ceil_mode_match_torch(mode, f, stride, pad, ceil_mode):
+    A = np.random.default_rng(f * 10 + stride).standard_normal((2, 8, 7, 3))
+    hparameters = {"f": f, "stride": stride, "pad": pad, "ceil_mode": ceil_mode}
+    out, cache = pool_forward(A, hparameters, mode)
+    x = torch.tensor(A.transpose(0, 3, 1, 2), requires_grad=True)
+    if mode == "max":
+        y = torch_functional.max_pool2d(x, f, stride, pad, ceil_mode=ceil_mode)
+    else:
+        y = torch_functional.avg_pool2d(x, f, stride, pad, ceil_mode, count_include_pad=False)
+    np.testing.assert_allclose(y.detach().numpy().transpose(0, 2, 3, 1), out, rtol=1e-12)
+    dA = np.random.default_rng(1).standard_normal(out.shape)
+    y.backward(torch.tensor(dA.transpose(0, 3, 1, 2)))
+    dA_prev = pool_backward(dA, cache, mode)
+    np.testing.assert_allclose(x.grad.numpy().transpose(0, 2, 3, 1), dA_prev, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "f, stride, pad, ceil_mode",
+    [(2, 2, 1, False), (3, 2, 1, True), (2, 3, 0, True), (4, 3, 2, True)],
+)
+def test_pad_and_ceil_mode_numerical_gradient(mode, f, stride, pad, ceil_mode):
+    shape = (2, 7, 6, 2)
+    rng = np.random.default_rng(f * 10 + stride + pad)
+    # Distinct negative values: every window has one maximum, below the padding's zero.
+    A_prev = -1 - rng.permutation(np.prod(shape)).reshape(shape) * 0.1
+    hparameters = {"f": f, "stride": stride, "pad": pad, "ceil_mode": ceil_mode}
+    A, cache = pool_forward(A_prev, hparameters, mode)
+    G = rng.standard_normal(A.shape)
+
+    def loss():
+        return np.sum(pool_forward(A_prev, hparameters, mode)[0] * G)
+
+    numeric = numerical_gradient(loss, A_prev)
+    np.testing.assert_allclose(pool_backward(G, cache, mode), numeric, rtol=1e-6, atol=1e-7)
+
+
+# --- max pooling's claims kept in the cache ----------------------------------------------------
+
+
+@pytest.mark.parametrize("f", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_cache_is_the_tutorials_tuple_and_gives_the_same_gradient(f, dtype):
+    rng = np.random.default_rng(f)
+    A = rng.integers(0, 3, (2, 3 * f + 1, 4 * f + 2, 3)).astype(dtype)  # ties everywhere
+    A[0, 1, 1, 0] = A[1, f, 2 * f, 2] = np.nan
+    hparameters = {"f": f, "stride": f}
+    out, cache = pool_forward(A, hparameters, "max")
+    assert cache == (A, hparameters) and isinstance(cache, tuple) and len(cache) == 2
+    A_cached, hp_cached = cache
+    assert A_cached is A and hp_cached is hparameters
+    dA = rng.standard_normal(out.shape).astype(dtype)
+    kept = pool_backward(dA, cache, "max")  # from the claims found by pool_forward
+    found = pool_backward(dA, (A, hparameters), "max")  # finds them again
+    np.testing.assert_array_equal(kept, found)
+    assert_matches(kept, pool_backward_loop(dA, A, hparameters, "max"), dtype)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(cache))[0], A)
+
+
+def test_max_pool_claims_are_not_used_for_other_windows():
+    A = np.random.default_rng(3).standard_normal((1, 8, 8, 2))
+    _, cache = pool_forward(A, {"f": 2, "stride": 2}, "max")
+    cache[1]["f"] = cache[1]["stride"] = 4  # the dict the caller passed, changed since
+    out4, _ = pool_forward(A, cache[1], "max")
+    dA = np.ones(out4.shape)
+    np.testing.assert_array_equal(
+        pool_backward(dA, cache, "max"), pool_backward_loop(dA, A, cache[1], "max")
+    )

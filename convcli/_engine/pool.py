@@ -13,7 +13,8 @@ along whole contiguous rows where it can:
   contiguous runs. Max mode claims each window for the first offset holding
   its maximum (PyTorch's tie rule). When the windows tile the input
   (f == stride), max mode skips the phases and works on whole rows (see
-  ``_max_tile_tiled``).
+  ``_claims_tiled``); pool_forward then finds the claims once, and the
+  backward pass only spreads dA over them (``_spread_tiled``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ TILE_VALUES = 1 << 18
 def pool_forward_tiles(X, f, stride, mode):
     """Max or average of every f x f window of X (m, H, W, n_C), moved by `stride`.
 
-    X is in the dtype to compute in; `mode` is "max" or "average". Returns
-    the (m, n_H, n_W, n_C) result, a new array.
+    X is in the dtype to compute in; `mode` is "max", "average" or "sum"
+    (the window sums). Returns the (m, n_H, n_W, n_C) result, a new array.
     """
     m, H, W, n_C = X.shape
     n_H, n_W = window_count(H, f, stride), window_count(W, f, stride)
@@ -50,13 +51,37 @@ def pool_forward_tiles(X, f, stride, mode):
     return out
 
 
-def pool_backward_tiles(dA, A, f, stride, mode):
+def pool_max_claims_tiles(X, f):
+    """Max pooling with its claims, when f x f windows tile X (m, H, W, n_C) with stride f > 1.
+
+    Returns the window maxima (m, n_H, n_W, n_C), as pool_forward_tiles, and
+    a boolean (m, f * n_H, f * n_W, n_C) array over the rows and columns that
+    windows cover: True at the first maximum of every window (the first NaN
+    where there is one). pool_backward_tiles then only spreads dA over them.
+    """
+    m, H, W, n_C = X.shape
+    n_H, n_W = H // f, W // f
+    out = np.empty((m, n_H, n_W, n_C), X.dtype)
+    claimed = np.empty((m, f * n_H, f * n_W, n_C), bool)
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        rows = slice(f * h0, f * h1)
+        maxima = _claims_tiled(X[i0:i1, rows], f, claimed[i0:i1, rows], scratch)
+        _copy_channels(out[i0:i1, h0:h1], maxima)
+
+    if claimed.size:
+        run_tiles(RowTiles(m, n_H, _tile_rows_fit(X, f, f)), work, lambda: Scratch(X.dtype))
+    return out, claimed
+
+
+def pool_backward_tiles(dA, A, f, stride, mode, claimed=None):
     """Gradient of pool_forward_tiles with respect to its input A (m, H, W, n_C).
 
     dA (m, n_H, n_W, n_C) is in the dtype to compute in, which the result
-    has. Each window sends its ``dA`` value to its first maximum (max mode)
-    or an equal share to every position (average mode); positions no window
-    covers get zero.
+    has. Each window sends its ``dA`` value to its first maximum (max mode),
+    an equal share to every position (average mode) or all of it to every
+    position (sum mode); positions no window covers get zero.
     """
     dtype = dA.dtype
     m, n_H, n_W, n_C = dA.shape
@@ -70,19 +95,27 @@ def pool_backward_tiles(dA, A, f, stride, mode):
         dA_prev = np.zeros(A.shape, dtype)
     if dA_prev.size == 0:
         return dA_prev
-    X = A if mode == "average" else np.ascontiguousarray(A, dtype=dtype)
+    if claimed is not None:
+        X = A  # not read
+    else:
+        X = np.ascontiguousarray(A, dtype=dtype) if mode == "max" else A
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         rows = _input_rows(h0, h1, f, stride)
         if mode == "max" and stride == f > 1:
-            _max_tile_tiled(X[i0:i1, rows], dA[i0:i1, h0:h1], dA_prev[i0:i1, rows], scratch)
+            if claimed is None:
+                tile_claims = scratch.take("claims", X[i0:i1, rows, : f * n_W].shape, bool)
+                _claims_tiled(X[i0:i1, rows], f, tile_claims, scratch)
+            else:
+                tile_claims = claimed[i0:i1, rows]
+            _spread_tiled(dA[i0:i1, h0:h1], tile_claims, dA_prev[i0:i1, rows], scratch)
             return
         target = _Gradient(dA_prev[i0:i1, rows], f, stride, n_H=h1 - h0, n_W=n_W, scratch=scratch)
-        if mode == "average":
-            _average_tile(dA[i0:i1, h0:h1], target, scratch)
-        else:
+        if mode == "max":
             _max_tile(X[i0:i1, rows], dA[i0:i1, h0:h1], target, scratch)
+        else:
+            _average_tile(dA[i0:i1, h0:h1], target, scratch, f * f if mode == "average" else 1)
         target.finish()
 
     # Tiles of windows that overlap share input rows. With stride 1 each
@@ -190,11 +223,11 @@ class _Gradient:
                 dst[...] = _pixels(self.phases[p])[:, :, : dst.shape[2]]
 
 
-def _average_tile(dA, target, scratch):
-    """Send ``dA[i, h, w] / f**2`` to every position of window (h, w)."""
+def _average_tile(dA, target, scratch, divisor):
+    """Send ``dA[i, h, w] / divisor`` to every position of window (h, w)."""
     f = target.f
     share = scratch.take("share", dA.shape)
-    np.divide(dA, share.dtype.type(f * f), out=share)
+    np.divide(dA, share.dtype.type(divisor), out=share)
     for di in range(f):
         for dj in range(f):
             target.add(di, dj, share)
@@ -270,25 +303,26 @@ def _phase_masks(scratch, f, n_C, size):
     ]
 
 
-def _max_tile_tiled(X, dA, dA_prev, scratch):
-    """Max-pool backward of a tile when windows tile the input (f == stride).
+def _claims_tiled(X, f, claimed, scratch):
+    """Max-pool claims of a tile when windows tile the input (f == stride).
 
-    X and dA_prev hold the tile's f * n_H input rows, dA its n_H output
-    rows. Each window row r of every window, for all windows at once, is a
-    view of whole rows, n_W * f pixels long: ``X[:, r::f, :n_W * f]``. Every
-    step runs along these rows as flat runs of values, with shifts by whole
-    pixels (n_C values) and masks of the pixel's place in its window:
+    X holds the tile's f * n_H input rows; `claimed` (the tile's rows, the
+    f * n_W columns that windows cover) gets True at each window's first
+    maximum. Each window row r of every window, for all windows at once, is
+    a view of whole rows, n_W * f pixels long: ``X[:, r::f, :n_W * f]``.
+    Every step runs along these rows as flat runs of values, with shifts by
+    whole pixels (n_C values) and masks of the pixel's place in its window:
 
     - the maxima: rows reduced, then each window's first pixel gets the
       maximum of its f pixels (shifts), copied to the window's other pixels;
     - for window row r, ``E`` marks the values equal to their window's
       maximum (or NaN when it is NaN); a value is claimed if it is in E,
-      no earlier pixel of its window row is, and no earlier window row was;
-    - ``dA_prev = dA * claimed``, dA spread over each window's pixels. As
-      in the tutorial's ``mask * dA``, the others get ``0 * dA``.
+      no earlier pixel of its window row is, and no earlier window row was.
+
+    Returns the window maxima, a (k, n_H, n_W, n_C) view of scratch memory.
     """
-    k, n_H, n_W, n_C = dA.shape
-    f = X.shape[1] // n_H
+    k, H, W, n_C = X.shape
+    n_H, n_W = H // f, W // f
     shape = (k, n_H, n_W * f * n_C)
     size, step = int(np.prod(shape)), n_C
 
@@ -310,10 +344,6 @@ def _max_tile_tiled(X, dA, dA_prev, scratch):
     for p in range(1, f):
         _copy_channels(by_pixel[:, :, :, p], by_pixel[:, :, :, 0])
     nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
-    share = scratch.take("share", (k, n_H, n_W, f, n_C))
-    for p in range(f):
-        _copy_channels(share[:, :, :, p], dA)
-    share = share.reshape(shape)
 
     hit, earlier, seen, tmp = (
         scratch.take(name, (size,), bool) for name in ("hit", "earlier", "seen", "tmp")
@@ -329,11 +359,12 @@ def _max_tile_tiled(X, dA, dA_prev, scratch):
         for d in range(2, f):
             np.logical_and(hit[: -d * step], after[d][d * step :], out=tmp[d * step :])
             np.logical_or(earlier[d * step :], tmp[d * step :], out=earlier[d * step :])
-        claimed = tmp
-        np.greater(hit, earlier, out=claimed)  # hit and not earlier
+        claimed_r = window_row(claimed, r)
         if r:
-            np.greater(claimed, seen, out=claimed)
-        np.multiply(share, claimed.reshape(shape), out=window_row(dA_prev, r))
+            np.greater(hit, earlier, out=tmp)  # hit and not earlier
+            np.greater(tmp.reshape(shape), seen.reshape(shape), out=claimed_r)
+        else:
+            np.greater(hit.reshape(shape), earlier.reshape(shape), out=claimed_r)
         if r < f - 1:
             # seen |= every pixel of a window with a hit in this row
             if r:
@@ -344,3 +375,24 @@ def _max_tile_tiled(X, dA, dA_prev, scratch):
             for d in range(1, f):
                 np.logical_and(hit[d * step :], before[d][: -d * step], out=tmp[: -d * step])
                 np.logical_or(seen[: -d * step], tmp[: -d * step], out=seen[: -d * step])
+    return by_pixel[:, :, :, 0]
+
+
+def _spread_tiled(dA, claimed, dA_prev, scratch):
+    """``dA_prev = dA * claimed`` over a tile's windows, dA spread over each window's pixels.
+
+    As in the tutorial's ``mask * dA``, the pixels not claimed get ``0 * dA``.
+    """
+    k, n_H, n_W, n_C = dA.shape
+    f = claimed.shape[1] // n_H
+    shape = (k, n_H, n_W * f * n_C)
+    share = scratch.take("share", (k, n_H, n_W, f, n_C))
+    for p in range(f):
+        _copy_channels(share[:, :, :, p], dA)
+    share = share.reshape(shape)
+    for r in range(f):
+        np.multiply(
+            share,
+            claimed[:, r::f, : n_W * f].reshape(shape),
+            out=dA_prev[:, r::f, : n_W * f].reshape(shape),
+        )

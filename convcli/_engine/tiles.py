@@ -1,15 +1,17 @@
 """Threads, row tiles, scratch buffers and window geometry: shared by both engines and the layers.
 
-numpy and the standard library only. numpy releases the GIL inside its
-copies, ufuncs and matmuls, so the row tiles of one layer call, handed to a
-few threads, run on that many cores. The matmuls inside a tile are kept
-small enough for OpenBLAS to run them on the calling thread, so BLAS threads
-and these threads do not compete.
+numpy and the standard library, plus threadpoolctl. numpy releases the GIL
+inside its copies, ufuncs and matmuls, so the row tiles of one layer call,
+handed to a few threads, run on that many cores. While tiles run, the BLAS
+library runs every matmul on the thread that calls it (threadpoolctl sets
+its thread count to 1 and back), so BLAS threads and these threads do not
+compete: a matmul with many channels would otherwise start a BLAS thread per
+core from each tile thread.
 
 The number of threads is ``CONVCLI_THREADS`` from the environment, else the
-number of usable cores, at most 4 (beyond that memory bandwidth, not
-arithmetic, limits these layers). ``CONVCLI_THREADS=1`` runs everything on
-the calling thread; processes that already run one per core should set it.
+number of usable cores. ``CONVCLI_THREADS=1`` runs everything on the calling
+thread; the batch runner gives each of its ``--jobs`` processes its share of
+the cores (``cores // jobs``) instead.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -130,7 +133,7 @@ def _default_threads() -> int:
             return max(1, int(value))
         except ValueError:
             raise ValueError(f"CONVCLI_THREADS must be a whole number, got {value!r}") from None
-    return min(4, usable_cores())
+    return usable_cores()
 
 
 THREADS = _default_threads()
@@ -157,6 +160,46 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limit = None
+
+
+@contextmanager
+def blas_on_calling_thread():
+    """Run BLAS calls on the thread that makes them, for the duration of the block.
+
+    The first of overlapping blocks (from several threads) sets the BLAS
+    libraries' thread count to 1, the last one restores it.
+    """
+    global _blas_users, _blas_limit
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limit = _blas_controller().limit(limits=1, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limit.restore_original_limits()
+                _blas_limit = None
+
+
+_controller = None
+
+
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, found once (about 1 ms)."""
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    return _controller
+
+
 def run_tiles(tiles, work, new_state, *, neighbours_overlap=False):
     """Call ``work(state, tile)`` for every tile, on up to THREADS threads.
 
@@ -164,9 +207,14 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False):
     partial sums); the states are returned. Tiles must write disjoint
     outputs; with ``neighbours_overlap`` a tile may share outputs with the
     tiles next to it, and even and odd tiles run in two rounds.
-    An exception in `work` is raised here, after all threads stop.
+    An exception in `work` is raised here, after all threads stop. BLAS
+    runs on the calling threads meanwhile (:func:`blas_on_calling_thread`).
     """
-    tiles = list(tiles)
+    with blas_on_calling_thread():
+        return _run_tiles(list(tiles), work, new_state, neighbours_overlap)
+
+
+def _run_tiles(tiles, work, new_state, neighbours_overlap):
     n = max(1, min(THREADS, len(tiles)))
     states = [new_state() for _ in range(n)]
     if n == 1:

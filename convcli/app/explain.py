@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import textwrap
 
+import numpy as np
+
 from ..choices import EXPLAIN_TARGETS
 from .ops import ConvOp, PadOp, PoolOp, pad_text
 
@@ -115,9 +117,19 @@ def _script(target: str, body: str) -> str:
 
 def _centred(op: ConvOp) -> bool:
     """Whether every kernel is odd and padded by half its size on each side (``--pad same``)."""
-    return all(k.size[0] % 2 and k.size[1] % 2 and
-               op.pad_widths(k) == ((k.size[0] - 1) // 2,) * 2 + ((k.size[1] - 1) // 2,) * 2
-               for k in op.kernels)
+    spans = [op.span(k) for k in op.kernels]
+    return all(h % 2 and w % 2 and op.pad_widths(k) == ((h - 1) // 2,) * 2 + ((w - 1) // 2,) * 2
+               for k, (h, w) in zip(op.kernels, spans, strict=True))
+
+
+def _weights(op: ConvOp, kernel) -> np.ndarray:
+    """The kernel as the other tools take it: with ``dilation - 1`` zeros between its taps."""
+    d = op.dilation
+    if d == 1:
+        return kernel.weights
+    out = np.zeros(op.span(kernel), kernel.weights.dtype)
+    out[::d, ::d] = kernel.weights
+    return out
 
 
 def _crop(stride: int) -> str:
@@ -193,8 +205,10 @@ def _correlate(op: ConvOp, target: str) -> str:
 
 
 def _conv_script(op: ConvOp, target: str) -> str:
+    dilated = f", its taps {op.dilation} apart (--dilation)" if op.dilation != 1 else ""
     kernels = "\n".join(
-        f"    # {k.name}\n    ({_array(k.weights)},\n     {op.pad_widths(k)})," for k in op.kernels)
+        f"    # {k.name}{dilated}\n    ({_array(_weights(op, k))},\n     {op.pad_widths(k)}),"
+        for k in op.kernels)
     channels = _GRAY_OPENCV if target == "opencv" and op.channels == "gray" else \
         _CHANNELS[op.channels]
     body = [f"convcli conv {_conv_args(op)} --format npy, with {_TOOL_NAMES[target]}.",
@@ -231,6 +245,8 @@ def _conv_args(op: ConvOp) -> str:
     args = ["-k " + ",".join(k.name if k.source == "builtin" else k.source for k in op.kernels)]
     if op.stride != 1:
         args.append(f"--stride {op.stride}")
+    if op.dilation != 1:
+        args.append(f"--dilation {op.dilation}")
     pad = op.pad
     if pad != "same":
         args.append("--pad " + (",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)))
@@ -276,13 +292,46 @@ def _pool_script(op: PoolOp, target: str) -> str:
                 + " for k in range(pixels.shape[2])], axis=2)\n" + count + crop)
     else:
         fn = "F.max_pool2d" if op.mode == "max" else "F.avg_pool2d"
+        extra = ""
+        if op.pad or op.ceil:
+            extra = f", padding={op.pad}, ceil_mode={op.ceil}"
+            extra += ", count_include_pad=False" if op.mode == "average" else ""
         main = ("x = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))[None]\n"
-                f"out = {fn}(x, kernel_size=F_SIZE, stride=STRIDE)[0].numpy().transpose(1, 2, 0)\n")
-    body = [f"convcli pool --mode {op.mode} --size {f} --stride {s} --format npy, with "
+                f"out = {fn}(x, kernel_size=F_SIZE, stride=STRIDE{extra})"
+                "[0].numpy().transpose(1, 2, 0)\n")
+    if (op.pad or op.ceil) and target != "torch":
+        main = _padded_pool(op)
+    options = f" --pad {op.pad}" if op.pad else ""
+    options += " --ceil" if op.ceil else ""
+    body = [f"convcli pool --mode {op.mode} --size {f} --stride {s}{options} --format npy, with "
             f"{_TOOL_NAMES[target]}.",
             "# pool takes every channel, alpha included.",
             f"F_SIZE, STRIDE = {f}, {s}", main.rstrip("\n")]
     return _script(target, "\n".join(body))
+
+
+def _padded_pool(op: PoolOp) -> str:
+    """Pooling with ``--pad`` or ``--ceil`` in numpy: padding (NaN) is never part of a window."""
+    reduce = "np.nanmax" if op.mode == "max" else "np.nanmean"
+    size = ("n = (length + 2 * PAD - F_SIZE + (STRIDE - 1 if CEIL else 0)) // STRIDE + 1\n"
+            "    if CEIL and (n - 1) * STRIDE >= length + PAD:  # the last window starts in the"
+            " right padding\n"
+            "        n -= 1\n"
+            "    return n\n")
+    return ("# None of these tools pools with padding that is never part of a window (as\n"
+            "# PyTorch's max_pool2d, and avg_pool2d with count_include_pad=False): numpy does it,\n"
+            "# the padding NaN, left out of each window's max or mean.\n"
+            f"PAD, CEIL = {op.pad}, {op.ceil}\n\n\n"
+            "def windows(length):\n    " + size + "\n\n"
+            "n_h, n_w = windows(pixels.shape[0]), windows(pixels.shape[1])\n"
+            "bottom = max(0, (n_h - 1) * STRIDE + F_SIZE - pixels.shape[0] - 2 * PAD)\n"
+            "right = max(0, (n_w - 1) * STRIDE + F_SIZE - pixels.shape[1] - 2 * PAD)\n"
+            "padded = np.pad(pixels, ((PAD, PAD + bottom), (PAD, PAD + right), (0, 0)),\n"
+            "                constant_values=np.nan)\n"
+            "views = np.lib.stride_tricks.sliding_window_view(padded, (F_SIZE, F_SIZE), "
+            "axis=(0, 1))\n"
+            "views = views[:(n_h - 1) * STRIDE + 1:STRIDE, :(n_w - 1) * STRIDE + 1:STRIDE]\n"
+            f"out = {reduce}(views, axis=(3, 4)).astype(np.float32)\n")
 
 
 def _pad_script(op: PadOp, target: str) -> str:
@@ -341,8 +390,8 @@ def _magick(op, kind: str) -> str:
                   "-separate -evaluate-sequence Add after)."]
         gray = " -colorspace Gray -grayscale Rec601Luma" if op.channels == "gray" else ""
         for k in op.kernels:
-            h, w = k.size
-            values = ",".join(format(float(v), "g") for v in k.weights.ravel())
+            h, w = op.span(k)
+            values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
             bias = f" -define convolve:bias={op.bias!r}" if op.bias else ""
             lines.append(f"magick IN.png -alpha off{gray} {virtual.split('  #')[0]} "
                          f"-define convolve:scale=1{bias} "

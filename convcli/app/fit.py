@@ -58,7 +58,8 @@ class Fit:
 
 
 def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stride: int = 1,
-               steps: int = 200, progress: Callable[[int, float], None] | None = None) -> Fit:
+               dilation: int = 1, steps: int = 200,
+               progress: Callable[[int, float], None] | None = None) -> Fit:
     """The kernel W and bias b whose conv_forward of `A_prev` (pad 0) is closest to `Y`.
 
     Parameters
@@ -68,7 +69,8 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
     Y : (m, n_H, n_W, 1) ndarray
         The wanted output: conv_forward's output shape for an f_h x f_w kernel.
     size : (f_h, f_w)
-    stride : int
+    stride, dilation : int
+        As conv_forward's hparameters.
     steps : int
         At most this many conjugate-gradient steps.
     progress : callable, optional
@@ -96,7 +98,7 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
         raise ValueError(f"steps must be >= 1, got {steps}")
     mean = float(A.mean()) if A.size else 0.0
     A = A - mean
-    hp = {"stride": stride, "pad": 0}
+    hp = {"stride": stride, "pad": 0, "dilation": dilation}
     zero_b = np.zeros((1, 1, 1, 1))
 
     def response(W: np.ndarray, b: float) -> np.ndarray:
@@ -109,9 +111,9 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
         return dW[:, :, 0, 0], float(db.sum())
 
     _, cache = conv_forward(A, np.zeros(size + (1, 1)), zero_b, hp)
-    if Y.shape != _out_shape(A.shape, size, stride):
+    if Y.shape != _out_shape(A.shape, size, stride, dilation):
         raise ValueError(f"Y has shape {Y.shape}, conv_forward gives "
-                         f"{_out_shape(A.shape, size, stride)}")
+                         f"{_out_shape(A.shape, size, stride, dilation)}")
     # The diagonal of the normal equations: each weight's input values squared, summed.
     squares_cache = (np.square(A),) + cache[1:]
     diag_W, _ = gradient(np.ones_like(Y), squares_cache)
@@ -165,14 +167,21 @@ def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-13) -> bo
     return losses[-window - 1] - losses[-1] <= gain * losses[-window - 1]
 
 
-def _out_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int) -> tuple[int, ...]:
+def _out_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int,
+               dilation: int = 1) -> tuple[int, ...]:
     m, h, w, c = shape
-    return (m, (h - size[0]) // stride + 1, (w - size[1]) // stride + 1, c)
+    span_h, span_w = (dilation * (n - 1) + 1 for n in size)
+    return (m, (h - span_h) // stride + 1, (w - span_w) // stride + 1, c)
 
 
 def _pad_option(pad) -> str:
     """`pad` as ``--pad`` takes it: ``same``, ``2`` or ``1,1,2,2`` (top, bottom, left, right)."""
     return ",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
+
+
+def _dilation_option(dilation: int) -> str:
+    """`` --dilation D`` where it is not the default."""
+    return f" --dilation {dilation}" if dilation != 1 else ""
 
 
 def zero_padded(A: np.ndarray, pad: int) -> np.ndarray:
@@ -270,6 +279,7 @@ class FitRun:
     pad: int | str = "same"
     border: str = "reflect"
     stride: int = 1
+    dilation: int = 1
     steps: int = 200
     out: str = ""
     figure: bool = False
@@ -283,7 +293,7 @@ class FitRun:
 
         placeholder = Kernel("learned", "", np.ones((self.size, self.size)))
         return ConvOp((placeholder,), stride=self.stride, pad=self.pad, channels=self.channels,
-                      border=self.border)
+                      border=self.border, dilation=self.dilation)
 
     def out_path(self) -> str:
         """``-o``, or ``convcli-out/<stem of BEFORE>_fit-<f>x<f>.toml``."""
@@ -350,7 +360,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
     A_in = zero_padded(A_in, pad)
     Y = _read_after(run.after, run.max_pixels)
     m = A_in.shape[0]
-    expected = _out_shape(A_in.shape, (run.size, run.size), run.stride)
+    expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     wanted = (expected[1], expected[2], m)
     if Y.shape != wanted:
         hint = ""
@@ -360,7 +370,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
         raise FitError(
             f"{run.after}: is {_shape_text(Y.shape)} (H x W x channels), but a "
             f"{run.size}x{run.size} kernel with --pad {_pad_option(run.pad)}, "
-            f"--stride {run.stride} and "
+            f"--stride {run.stride}{_dilation_option(run.dilation)} and "
             f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
         )
     return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64)
@@ -403,7 +413,8 @@ def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
                     f"{os.path.basename(run.after)}; bias {fit.bias!r}",
         comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
                   f"convcli conv -k {os.path.basename(path)} --bias {fit.bias!r} "
-                  f"--stride {run.stride} --pad {_pad_option(run.pad)} --border {run.border} "
+                  f"--stride {run.stride}{_dilation_option(run.dilation)} "
+                  f"--pad {_pad_option(run.pad)} --border {run.border} "
                   f"--channels {run.channels} gives the refit"],
     )
 
@@ -471,8 +482,8 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     check_outputs(run)
     A_in, Y = prepare(run)
     with np.errstate(all="ignore"):
-        fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride, steps=run.steps,
-                         progress=progress)
+        fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
+                         dilation=run.dilation, steps=run.steps, progress=progress)
     lines = describe(fit, run)
     written = write_results(fit, run, lines)
     return lines, written

@@ -192,31 +192,44 @@ class PoolOp(_Channelwise):
     mode: str = "max"
     size: int = 2
     stride: int | None = None
+    pad: int = 0
+    ceil: bool = False
     name: ClassVar[str] = "pool"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", pool_mode(self.mode))
         if self.stride is None:
             object.__setattr__(self, "stride", self.size)
+        if self.pad > self.size // 2:
+            raise OptionError(
+                f"{self.pad} is more than half the {self.size}x{self.size} window (--size): "
+                f"at most {self.size // 2}",
+                "--pad",
+            )
 
     @property
     def details(self) -> str:
-        return f"{self.mode}-f{self.size}-s{self.stride}"
+        """``<mode>-f<F>-s<S>``, then ``-p<P>`` and ``-ceil`` when not the default."""
+        text = f"{self.mode}-f{self.size}-s{self.stride}"
+        return text + (f"-p{self.pad}" if self.pad else "") + ("-ceil" if self.ceil else "")
 
     def check(self, pic) -> None:
         h, w = pic.pixels.shape[:2]
-        if h < self.size or w < self.size:
+        if min(h, w) + 2 * self.pad < self.size:
+            with_pad = f" with pad {self.pad}" if self.pad else ""
             raise ValueError(
                 f"image is {w}x{h} pixels, too small for the {self.size}x{self.size} "
-                "pooling window (--size)"
+                f"pooling window (--size){with_pad}"
             )
 
     def compute(self, pic) -> np.ndarray:
-        out, _ = pool_forward(pic.pixels[None], {"f": self.size, "stride": self.stride}, self.mode)
+        hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
+        out, _ = pool_forward(pic.pixels[None], hp, self.mode)
         return out[0]
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
-        return [f"{self.mode} pool f={self.size} s={self.stride}: {c}" for c in channels]
+        options = (f" p={self.pad}" if self.pad else "") + (" ceil" if self.ceil else "")
+        return [f"{self.mode} pool f={self.size} s={self.stride}{options}: {c}" for c in channels]
 
 
 @dataclass(frozen=True)
@@ -257,9 +270,9 @@ class ConvOp:
         ``magnitude`` the square root of the sum of their squares, ``max`` the
         largest response, ``sum`` their sum.
 
-    Output tags are ``<kernel>[-s<S>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
-    per channel (the stride, pad, bias and border only when they are not 1,
-    ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
+    Output tags are ``<kernel>[-s<S>][-d<D>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
+    per channel (the stride, dilation, pad, bias and border only when they are not 1,
+    1, ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
     ``gray`` or the input channel for ``each``), and for the ``.npy`` the
     kernels joined by ``+``, the same options but no mapping, and the channel
     mode: ``vertical+horizontal-b100-sum``. With ``each``, each kernel's
@@ -276,6 +289,7 @@ class ConvOp:
     normalize: str = "auto"
     border: str = DEFAULT_BORDER
     combine: str | None = None
+    dilation: int = 1
     name: ClassVar[str] = "conv"
 
     def __post_init__(self):
@@ -287,6 +301,8 @@ class ConvOp:
         if self.normalize not in NORMALIZE_CHOICES:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZE_CHOICES)}")
         _finite(self.bias, "--bias")
+        if not isinstance(self.dilation, int) or self.dilation < 1:
+            raise OptionError(f"must be a whole number >= 1, got {self.dilation!r}", "--dilation")
         object.__setattr__(self, "border", pad_mode(self.border))
         if self.combine is not None and self.combine not in COMBINE_MODES:
             raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
@@ -319,7 +335,8 @@ class ConvOp:
         margins = set()
         for k in self.kernels:
             top, bottom, left, right = self.pad_widths(k)
-            margins.add((top + bottom - k.size[0], left + right - k.size[1]))
+            span = self.span(k)
+            margins.add((top + bottom - span[0], left + right - span[1]))
         if len(margins) > 1:
             sizes = ", ".join(f"{k.name} {k.size[0]}x{k.size[1]}" for k in self.kernels)
             raise OptionError(
@@ -335,13 +352,17 @@ class ConvOp:
             return self.pad
         return (self.pad_for(kernel),) * 4
 
+    def span(self, kernel: Kernel) -> tuple[int, int]:
+        """The pixels `kernel` spans with its taps `dilation` apart."""
+        return tuple(self.dilation * (n - 1) + 1 for n in kernel.size)
+
     def pad_for(self, kernel: Kernel) -> int:
         """The integer pad of `kernel` on every side, for a pad that is one number or a word.
 
         Four widths (``--pad T,B,L,R``) are :meth:`pad_widths`.
         """
         if self.pad == "same":
-            return (kernel.size[0] - 1) // 2
+            return (self.span(kernel)[0] - 1) // 2
         if self.pad == "valid":
             return 0
         return int(self.pad)
@@ -351,6 +372,7 @@ class ConvOp:
     def _options_tag(self) -> str:
         """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
         text = f"-s{self.stride}" if self.stride != 1 else ""
+        text += f"-d{self.dilation}" if self.dilation != 1 else ""
         if self.pad != "same":
             text += f"-p{0 if self.pad == 'valid' else pad_text(self.pad)}"
         if self.bias != 0:
@@ -395,11 +417,13 @@ class ConvOp:
         h, w = pic.pixels.shape[:2]
         for k in self.kernels:
             top, bottom, left, right = self.pad_widths(k)
-            if h + top + bottom < k.size[0] or w + left + right < k.size[1]:
+            span = self.span(k)
+            if h + top + bottom < span[0] or w + left + right < span[1]:
                 p = top if len({top, bottom, left, right}) == 1 else pad_text(self.pad)
+                dilated = f" (dilation {self.dilation}: {span[0]}x{span[1]})"
                 raise ValueError(
                     f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
-                    f"kernel {k.name!r} with pad {p}"
+                    f"kernel {k.name!r}{dilated if self.dilation != 1 else ''} with pad {p}"
                 )
 
     def conv_input(self, pic) -> np.ndarray:
@@ -451,7 +475,7 @@ class ConvOp:
                 stop += 1
             group = self.kernels[start:stop]
             A_in, pad = self._padded(A, self.pad_widths(group[0]))
-            hp = {"stride": self.stride, "pad": pad}
+            hp = {"stride": self.stride, "pad": pad, "dilation": self.dilation}
             W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
             b = np.full((1, 1, 1, len(group)), self.bias, np.float32)
             Z, _ = conv_forward(A_in, W, b, hp)
@@ -477,7 +501,7 @@ class ConvOp:
             W = kernel.weights.astype(np.float32)[:, :, None, None]
             for c in range(n_in):
                 A_in, p = self._padded(A[:, :, :, c:c + 1], pad)
-                hp = {"stride": self.stride, "pad": p}
+                hp = {"stride": self.stride, "pad": p, "dilation": self.dilation}
                 Z, _ = depthwise_conv_forward(A_in, W, b, hp)
                 del A_in
                 if out is None:
@@ -514,7 +538,7 @@ class ConvOp:
 
     def margin(self) -> int:
         """Pixels on every side of a map left out of its robust scale: half the kernel, and 3."""
-        half = max(max(k.size) // 2 for k in self.kernels)
+        half = max(max(self.span(k)) // 2 for k in self.kernels)
         return -(-(half + 3) // self.stride)
 
     def mappings(self, pic) -> list[Mapping]:
@@ -575,6 +599,7 @@ class ConvOp:
             ncols = 1 + per_kernel
         title = (f"conv, --channels {self.channels}, stride {self.stride}, "
                  f"pad {pad_text(self.pad)}")
+        title += f", dilation {self.dilation}" if self.dilation != 1 else ""
         return Grid(panels, ncols, title)
 
 
@@ -706,7 +731,7 @@ class GradConvOp:
         for kernel in self.conv.kernels:
             A_in, pad = self.conv.layer_input(A, kernel)
             W = kernel.weights.astype(np.float32)[:, :, None, None]
-            hp = {"stride": self.conv.stride, "pad": pad}
+            hp = {"stride": self.conv.stride, "pad": pad, "dilation": self.conv.dilation}
             dA, dW = conv_grads(A_in, W, b, hp, loss=self.loss)
             del A_in
             if pad == 0:  # bordered by us: fold the border's gradient back onto its pixels

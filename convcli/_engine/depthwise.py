@@ -1,0 +1,112 @@
+"""The depthwise correlation engine behind depthwise_conv_forward (numpy only).
+
+Each input channel is correlated with its own kernels, so there is no sum
+over channels for a matmul to do: the work is one multiply and one add per
+kernel tap. To run them at numpy's full speed:
+
+- **Row tiles** of about 256 kB of output per kernel, staged with their
+  zero padding in a reused buffer, so that each tap's multiply and add
+  read and write memory that is in cache (the whole-image version made 9
+  passes through temporaries of the picture's size).
+- **Whole rows.** A tap's inputs for a row of outputs are, at stride 1, one
+  contiguous run of ``n_W * C`` values; the tap's per-channel weights are
+  laid out along a whole row once, so every multiply runs along rows.
+  Larger strides copy the tap's pixels into a contiguous row first.
+- **Zero taps skipped.** A tap whose weights are all zero adds nothing,
+  unless an input is NaN or infinite (``0 * inf`` is NaN): such taps are
+  skipped when the input is finite (edge kernels such as ``1 0 -1`` have a
+  third of their taps zero).
+- Kernels are accumulated kernel-major, one (rows, n_W * C) block each, and
+  written to the output's ``k * C + c`` channels with the bias added.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tiles
+from .correlate import _finite
+from .tiles import RowTiles, Scratch, ceil_div, covered, run_tiles, window_count
+
+# Output values per kernel in one row tile (256 kB in float32): the
+# accumulator and the product of one tap stay in cache.
+TILE_VALUES = 1 << 16
+
+
+def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
+    """Depthwise cross-correlation of A (m, H, W, C) with W (f_h, f_w, C, n_K).
+
+    Returns Z (m, n_H, n_W, n_K * C) in `dtype`, kernel-major:
+    ``Z[..., k * C + c] = sum over taps of A_pad[..., c] * W[di, dj, c, k] + bias[k * C + c]``,
+    with A zero-padded by `pad` on every side and the kernel's taps `dilation`
+    values apart. The taps are added in the order (di, dj) as in a loop over
+    them, starting from the first one.
+    """
+    m, H, W_in, C = A.shape
+    f_h, f_w, _, n_K = W.shape
+    s, d = stride, dilation
+    span_h, span_w = covered(f_h, 1, d), covered(f_w, 1, d)
+    n_H = window_count(H + 2 * pad, span_h, s)
+    n_W = window_count(W_in + 2 * pad, span_w, s)
+    Z = np.empty((m, n_H, n_W, n_K * C), dtype)
+    bias = np.asarray(bias, dtype).reshape(n_K, C)
+    finite = A.size == 0 or _finite(A)
+    Wk = W.astype(dtype, copy=False).transpose(0, 1, 3, 2)  # (f_h, f_w, n_K, C)
+    taps = [
+        (di, dj) for di in range(f_h) for dj in range(f_w) if not finite or np.any(Wk[di, dj] != 0)
+    ]
+    if Z.size == 0 or not taps:  # no values, or every weight zero: the bias alone
+        Z[...] = bias.reshape(-1)
+        return Z
+    row_len = n_W * C
+    # Each tap's weights along a whole output row: (taps, n_K, n_W * C).
+    rows_w = np.stack([np.tile(Wk[di, dj], (1, n_W)) for di, dj in taps])
+    width = covered(n_W, span_w, s)  # padded columns any window reads
+    cols = max(0, min(W_in, width - pad))  # image columns staged
+    # Small inputs are cut into a few tiles per thread: the threads share the
+    # work, and the scratch buffers stay a fraction of the input.
+    rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * tiles.THREADS))
+    row_tiles = RowTiles(m, n_H, max(1, rows_fit))
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        k, rows = i1 - i0, h1 - h0
+        n_in = covered(rows, span_h, s)
+        staged = scratch.take("staged", (k, n_in, width, C))
+        # Padded row r of the tile is image row h0*s + r - pad.
+        y0 = h0 * s - pad
+        lo, hi = max(0, -y0), min(n_in, H - y0)
+        staged[:, :lo] = 0
+        staged[:, max(lo, hi) :] = 0
+        if hi > lo:
+            staged[:, lo:hi, :pad] = 0
+            staged[:, lo:hi, pad + cols :] = 0
+            staged[:, lo:hi, pad : pad + cols] = A[i0:i1, y0 + lo : y0 + hi, :cols]
+        if n_K == 1:
+            acc = Z[i0:i1, h0:h1].reshape(1, k, rows, row_len)
+        else:
+            acc = scratch.take("acc", (n_K, k, rows, row_len))
+        product = scratch.take("product", (k, rows, row_len))
+        for t, (di, dj) in enumerate(taps):
+            di, dj = d * di, d * dj  # the tap's offset in the window
+            window = staged[:, di : di + s * (rows - 1) + 1 : s]
+            if s == 1:
+                window = window.reshape(k, rows, width * C)[:, :, dj * C : dj * C + row_len]
+            else:
+                pixels = scratch.take("pixels", (k, rows, n_W, C))
+                pixels[...] = window[:, :, dj : dj + s * (n_W - 1) + 1 : s]
+                window = pixels.reshape(k, rows, row_len)
+            for kk in range(n_K):
+                if t == 0:
+                    np.multiply(window, rows_w[t, kk], out=acc[kk])
+                else:
+                    np.multiply(window, rows_w[t, kk], out=product)
+                    np.add(acc[kk], product, out=acc[kk])
+        out = Z[i0:i1, h0:h1].reshape(k, rows, n_W, n_K, C)
+        if n_K == 1:
+            np.add(out, bias, out=out)
+        else:
+            np.add(acc.reshape(n_K, k, rows, n_W, C).transpose(1, 2, 3, 0, 4), bias, out=out)
+
+    run_tiles(row_tiles, work, lambda: Scratch(dtype))
+    return Z
