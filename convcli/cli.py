@@ -730,7 +730,7 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, d
 
 
 def pool_options(command):
-    """pool's options: for pool, and explain pool."""
+    """pool's options: for pool, grad pool and explain pool."""
     decorators = [
         click.option("--mode",
                      type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
@@ -859,17 +859,12 @@ _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
 
 
 @grad_cmd.command("pool")
-@click.option("--mode", type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
-              default="max", show_default=True, help="Max or average pooling.")
-@click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Window size F (F x F).")
-@click.option("--stride", type=click.IntRange(min=1), default=None,
-              help="Step between windows  [default: the size]")
+@pool_options
 @click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
               default="robust", show_default=True,
               help="Values to image levels (robust: the 99.5th percentile white).")
 @common_options
-def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
+def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
     """Where pooling sends its gradient (pool_backward's dA_prev for ones).
 
     max: 1 at each window's first maximum, 0 elsewhere (the routing map);
@@ -881,7 +876,7 @@ def grad_pool_cmd(mode, size, stride, normalize, inputs, **common):
       convcli grad pool --mode average --size 3 --stride 2 --format npy photo.png
     """
     op = _operation("GradPoolOp", mode=mode.lower(), size=size, stride=stride,
-                    normalize=normalize.lower())
+                    normalize=normalize.lower(), pad=pad, ceil=ceil)
     _run(op, inputs, **common)
 
 

@@ -132,14 +132,20 @@ def _photo(name="camera.png", mode="L"):
     return pixels(SAMPLES / name, mode).astype(np.float64)
 
 
-@pytest.mark.parametrize("mode, f, stride", [("max", 2, 2), ("max", 3, 2), ("average", 3, 1)])
-def test_pool_grad_equals_torch_on_a_photo(mode, f, stride):
+@pytest.mark.parametrize("mode, f, stride, pad, ceil", [
+    ("max", 2, 2, 0, False), ("max", 3, 2, 0, False), ("average", 3, 1, 0, False),
+    ("max", 3, 2, 1, True), ("average", 4, 3, 2, True), ("average", 3, 2, 1, False)])
+def test_pool_grad_equals_torch_on_a_photo(mode, f, stride, pad, ceil):
     torch = pytest.importorskip("torch")
     A = _photo("chelsea.png", "RGB")[None]
-    got = pool_input_grad(A, f=f, stride=stride, mode=mode)
+    got = pool_input_grad(A, f=f, stride=stride, mode=mode, pad=pad, ceil=ceil)
     x = torch.tensor(A.transpose(0, 3, 1, 2), requires_grad=True)
-    pool = torch.nn.functional.max_pool2d if mode == "max" else torch.nn.functional.avg_pool2d
-    pool(x, f, stride).sum().backward()
+    if mode == "max":
+        Z = torch.nn.functional.max_pool2d(x, f, stride, padding=pad, ceil_mode=ceil)
+    else:
+        Z = torch.nn.functional.avg_pool2d(x, f, stride, padding=pad, ceil_mode=ceil,
+                                           count_include_pad=False)
+    Z.sum().backward()
     expected = x.grad.numpy().transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -203,6 +209,19 @@ def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
     conv = line["options"]["conv"]
     assert conv["operation"] == "conv" and conv["options"]["border"] == "constant"
     assert conv["options"]["kernels"][0]["weights"] == W[:, :, 0, 0].tolist()
+
+
+def test_grad_pool_takes_pool_pad_and_ceil(tmp_path):
+    src = make_image(tmp_path / "photo.png", "L", seed=5, size=(11, 8))
+    out = tmp_path / "out"
+    ok("grad", "pool", "--mode", "average", "--size", "3", "--stride", "2", "--pad", "1",
+       "--ceil", src, "-o", out, "--format", "npy")
+    data = np.load(out / "photo_grad-pool-average-f3-s2-p1-ceil.npy")
+    A = pixels(src, "L").astype(np.float64)[None]
+    expected = pool_input_grad(A, f=3, stride=2, mode="average", pad=1, ceil=True)[0]
+    np.testing.assert_allclose(data, expected, rtol=1e-6)
+    assert_one_line_error(run("grad", "pool", "--size", "3", "--pad", "2", src, "-o", out),
+                          2, "--pad")
 
 
 def test_grad_conv_takes_a_pad_per_side(tmp_path):

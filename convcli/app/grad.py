@@ -18,7 +18,8 @@ LOSSES = ("sum", "energy")
 """``sum``: L = sum(Z), upstream gradient ones; ``energy``: L = sum(Z**2) / 2, upstream Z."""
 
 
-def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str) -> np.ndarray:
+def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: int = 0,
+                    ceil: bool = False) -> np.ndarray:
     """dA_prev of :func:`convcli.pool_forward` for an upstream gradient of ones.
 
     Parameters
@@ -27,13 +28,18 @@ def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str) -> np
     f, stride : int
         The pooling window and its step.
     mode : {"max", "average"}
+    pad : int
+        Padding on every side, never part of a window (``hparameters["pad"]``).
+    ceil : bool
+        A last, partial window (``hparameters["ceil_mode"]``).
 
     Returns
     -------
     dA_prev : (m, n_H_prev, n_W_prev, n_C) ndarray
         ``max``: 1 at the first maximum of each window (more where windows
-        overlap and share it), 0 elsewhere. ``average``: the number of windows
-        covering each pixel, divided by ``f * f``.
+        overlap and share it), 0 elsewhere. ``average``: for each window
+        covering a pixel, one over the window's real pixels (``f * f`` for a
+        window inside the image), summed.
 
     Examples
     --------
@@ -42,7 +48,10 @@ def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str) -> np
     array([[0., 1.],
            [0., 0.]])
     """
-    Z, cache = pool_forward(A_prev, {"f": f, "stride": stride}, mode)
+    hparameters = {"f": f, "stride": stride}
+    if pad or ceil:
+        hparameters.update(pad=pad, ceil_mode=ceil)
+    Z, cache = pool_forward(A_prev, hparameters, mode)
     return pool_backward(np.ones_like(Z), cache, mode)
 
 

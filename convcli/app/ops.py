@@ -635,18 +635,24 @@ class GradPoolOp:
     size: int = 2
     stride: int | None = None
     normalize: str = "robust"
+    pad: int = 0
+    ceil: bool = False
     name: ClassVar[str] = "grad"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", pool_mode(self.mode))
         if self.stride is None:
             object.__setattr__(self, "stride", self.size)
+        self._pool()  # the window's options, checked as pool checks them
         if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
             raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
 
+    def _pool(self) -> PoolOp:
+        return PoolOp(self.mode, self.size, self.stride, pad=self.pad, ceil=self.ceil)
+
     @property
     def details(self) -> str:
-        return f"pool-{self.mode}-f{self.size}-s{self.stride}"
+        return f"pool-{self._pool().details}"
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         mapping = f"-{self.normalize}" if self.normalize != "robust" else ""
@@ -654,13 +660,13 @@ class GradPoolOp:
                     raw=self.details)
 
     def check(self, pic) -> None:
-        PoolOp(self.mode, self.size, self.stride).check(pic)
+        self._pool().check(pic)
 
     def compute(self, pic) -> np.ndarray:
         from .grad import pool_input_grad
 
         return pool_input_grad(pic.pixels[None], f=self.size, stride=self.stride,
-                               mode=self.mode)[0]
+                               mode=self.mode, pad=self.pad, ceil=self.ceil)[0]
 
     def mappings(self, pic) -> list[Mapping]:
         return [Mapping(self.normalize, pic.white)] * len(pic.channels)
