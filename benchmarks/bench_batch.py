@@ -13,7 +13,8 @@ warm-up round that is dropped:
 
 - ``convcli conv -k vertical`` with ``--jobs 1``, with the default jobs, and
   with the default jobs but without the fast codecs (``CONVCLI_FAST_CODECS=0``:
-  Pillow, numpy and Python's zlib only);
+  Pillow, numpy and Python's zlib only); and ``--channels each`` (three maps
+  and an RGB image per photo, to set beside libvips' one RGB PNG);
 - libvips ``vips conv`` with the same 3x3 mask, PNG compression 1, one
   process per photo and as many at a time as there are CPUs (``apt-get install
   libvips-tools``): a 3-band result clipped to 0..255, not convcli's mapping;
@@ -138,6 +139,8 @@ def batch_commands(photos: list[Path], out: Path, args) -> dict[str, callable]:
         "convcli --jobs 1": lambda: run_commands([[*convcli, "--jobs", "1"]], 1),
         "convcli (default jobs)": lambda: run_commands([convcli], 1),
         "convcli, CONVCLI_FAST_CODECS=0": lambda: run_commands([convcli], 1, no_fast),
+        # A colour result: the three channels' maps and one RGB image of them, per photo.
+        "convcli --channels each": lambda: run_commands([[*convcli, "--channels", "each"]], 1),
     }
     if shutil.which("vips"):
         mask = out.parent / "vertical.mat"
@@ -227,7 +230,7 @@ def stage_split(photos: list[Path], out: Path) -> dict[str, float]:
         data = np.asarray(op.compute(pic), dtype=np.float32)
         conv = time.perf_counter() - start
         start = time.perf_counter()
-        levels = _levels(data, 0, op.mappings(pic)[0], 8)
+        levels, _ = _levels(data, 0, op.mappings(pic)[0], 8)
         mapping = time.perf_counter() - start
         start = time.perf_counter()
         save_levels(out / "map.png", levels, fmt="png", overwrite=True)
@@ -374,7 +377,7 @@ def main(argv=None) -> None:
     from convcli.kernels import parse_kernel_spec
 
     op = ConvOp((parse_kernel_spec("vertical"),))
-    edge_map = _levels(np.asarray(op.compute(pic), np.float32), 0, op.mappings(pic)[0], 8)
+    edge_map, _ = _levels(np.asarray(op.compute(pic), np.float32), 0, op.mappings(pic)[0], 8)
     photo = pic.pixels.astype(np.uint8)
     for title, levels in (("the edge map (2400x1800 grey)", edge_map),
                           ("the photo (2400x1800 RGB)", photo)):
