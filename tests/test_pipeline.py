@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import make_image
+from PIL import Image
 
 from convcli import pool_forward
 from convcli.app.names import output_stems, planned_outputs
@@ -379,3 +380,25 @@ def test_conv_figure_scale_is_counted_away_from_the_border():
     assert limit == robust_top(data, margin=op.margin())
     # The line's edges (150), not the zero-padded frame (750 on rows 0 and -1, 5% of the map).
     assert limit == pytest.approx(150.0)
+
+
+def test_each_channel_is_mapped_once_for_its_own_file_and_the_colour_image(tmp_path,
+                                                                            monkeypatch):
+    from convcli.app import process
+
+    calls = []
+    original = process._levels
+    monkeypatch.setattr(process, "_levels",
+                        lambda data, index, *args: calls.append(index) or original(
+                            data, index, *args))
+    src = make_image(tmp_path / "photo.png", "RGB")
+    op = ConvOp((get_kernel("vertical"),), channels="each")
+    (task,) = plan_tasks(find_inputs([src], out_dir=tmp_path / "out").files, op)
+    result = process_file(task)
+    assert result.status == "done" and len(result.outputs) == 4  # R, G, B and the colour image
+    assert sorted(calls) == [0, 1, 2]
+    with Image.open(tmp_path / "out" / "photo_conv-vertical-each.png") as im:
+        colour = np.asarray(im)
+    for i, channel in enumerate("RGB"):
+        with Image.open(tmp_path / "out" / f"photo_conv-vertical-{channel}.png") as im:
+            np.testing.assert_array_equal(np.asarray(im), colour[:, :, i])

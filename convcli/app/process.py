@@ -208,9 +208,19 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     depth = min(pic.depth, fmt.max_depth)
     mappings = op.mappings(pic)
     # A channel that is written both on its own and in a colour image (--channels
-    # each, whose colour images come first) is mapped once, kept until its own file.
+    # each) is mapped once, and kept until its second file is written.
     single = {out.index for out in todo if out.kind == "channel"}
+    twice = single & {i for out in todo if out.kind == "group" for i in out.group}
     mapped: dict[int, tuple[np.ndarray, LevelScale]] = {}
+
+    def channel_levels(index: int) -> tuple[np.ndarray, LevelScale]:
+        if index in mapped:
+            return mapped.pop(index)
+        result = _levels(data, index, mappings[index], depth)
+        if index in twice:
+            mapped[index] = result
+        return result
+
     kept = 0
     records: list[dict] = []
     for out in todo:
@@ -221,14 +231,11 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
             ok = save_float_tiff(out.path, data[:, :, out.index], overwrite=task.overwrite)
             scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
         elif out.kind == "channel":
-            levels, scale = mapped.pop(out.index, None) or _levels(
-                data, out.index, mappings[out.index], depth)
+            levels, scale = channel_levels(out.index)
             scales = [scale]
             ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
         elif out.kind == "group":  # the channels of one colour image, each mapped as its file
-            planes = [_levels(data, i, mappings[i], depth) for i in out.group]
-            mapped.update((i, p) for i, p in zip(out.group, planes, strict=True)
-                          if i in single)
+            planes = [channel_levels(i) for i in out.group]
             scales = [scale for _, scale in planes]
             levels = np.stack([lv for lv, _ in planes], axis=2)
             del planes
