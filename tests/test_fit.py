@@ -157,6 +157,8 @@ def test_fit_command_recovers_a_random_kernel_from_a_512_photo(tmp_path):
     (["--channels", "each", "--border", "constant"], "gaussian-3x3"),
     (["--stride", "2", "--pad", "valid"], "kirsch-ne"),
     (["--channels", "gray", "--border", "wrap"], "emboss"),
+    (["--dilation", "2", "--pad", "1,2,3,0"], "sobel-y"),
+    (["--dilation", "3", "--stride", "2", "--border", "symmetric"], "laplacian"),
 ])
 def test_fit_command_takes_convs_options(tmp_path, options, kernel):
     src = make_image(tmp_path / "photo.png", "RGB", seed=16, size=(48, 40))
