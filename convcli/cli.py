@@ -749,6 +749,10 @@ def pool_options(command):
     return _apply(decorators, command)
 
 
+def _pool_op(mode, size, stride, pad, ceil):
+    return _operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad, ceil=ceil)
+
+
 @main.command("pool")
 @pool_options
 @common_options
@@ -763,8 +767,7 @@ def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
       convcli pool photo.jpg
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
-    op = _operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad, ceil=ceil)
-    _run(op, inputs, **common)
+    _run(_pool_op(mode, size, stride, pad, ceil), inputs, **common)
 
 
 @main.command("fit")
@@ -875,8 +878,8 @@ def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
       convcli grad pool photo.png
       convcli grad pool --mode average --size 3 --stride 2 --format npy photo.png
     """
-    op = _operation("GradPoolOp", mode=mode.lower(), size=size, stride=stride,
-                    normalize=normalize.lower(), pad=pad, ceil=ceil)
+    op = _operation("GradPoolOp", _pool_op(mode, size, stride, pad, ceil),
+                    normalize=normalize.lower())
     _run(op, inputs, **common)
 
 
@@ -956,8 +959,7 @@ def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dila
 @target_option
 def explain_pool_cmd(mode, size, stride, pad, ceil, target):
     """Explain pool with these options."""
-    _explain(_operation("PoolOp", mode=mode.lower(), size=size, stride=stride, pad=pad,
-                        ceil=ceil), target)
+    _explain(_pool_op(mode, size, stride, pad, ceil), target)
 
 
 @explain_cmd.command("pad")

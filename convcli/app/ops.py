@@ -624,36 +624,26 @@ def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> li
 class GradPoolOp:
     """``convcli grad pool``: pool_backward's dA_prev for an upstream gradient of ones.
 
-    Max pooling gives each window's routing (1 at its first maximum, more where
-    overlapping windows share one); average pooling the windows covering each
-    pixel over ``f * f``. Every channel on its own, alpha included; written as
-    ``<stem>_grad-pool-<mode>-f<F>-s<S>-<channel>``, mapped ``robust`` (the
+    The window is that of `pool` (:class:`PoolOp`). Max pooling gives each
+    window's routing (1 at its first maximum, more where overlapping windows
+    share one); average pooling the windows covering each pixel, each over
+    its real pixels. Every channel on its own, alpha included; written as
+    ``<stem>_grad-pool-<pool's details>-<channel>``, mapped ``robust`` (the
     99.5th percentile white: 1 for windows that do not overlap) unless
     `normalize` says otherwise.
     """
 
-    mode: str = "max"
-    size: int = 2
-    stride: int | None = None
+    pool: PoolOp
     normalize: str = "robust"
-    pad: int = 0
-    ceil: bool = False
     name: ClassVar[str] = "grad"
 
     def __post_init__(self):
-        object.__setattr__(self, "mode", pool_mode(self.mode))
-        if self.stride is None:
-            object.__setattr__(self, "stride", self.size)
-        self._pool()  # the window's options, checked as pool checks them
         if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
             raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
 
-    def _pool(self) -> PoolOp:
-        return PoolOp(self.mode, self.size, self.stride, pad=self.pad, ceil=self.ceil)
-
     @property
     def details(self) -> str:
-        return f"pool-{self._pool().details}"
+        return f"pool-{self.pool.details}"
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         mapping = f"-{self.normalize}" if self.normalize != "robust" else ""
@@ -661,13 +651,14 @@ class GradPoolOp:
                     raw=self.details)
 
     def check(self, pic) -> None:
-        self._pool().check(pic)
+        self.pool.check(pic)
 
     def compute(self, pic) -> np.ndarray:
         from .grad import pool_input_grad
 
-        return pool_input_grad(pic.pixels[None], f=self.size, stride=self.stride,
-                               mode=self.mode, pad=self.pad, ceil=self.ceil)[0]
+        pool = self.pool
+        return pool_input_grad(pic.pixels[None], f=pool.size, stride=pool.stride,
+                               mode=pool.mode, pad=pool.pad, ceil=pool.ceil)[0]
 
     def mappings(self, pic) -> list[Mapping]:
         return [Mapping(self.normalize, pic.white)] * len(pic.channels)
@@ -675,8 +666,9 @@ class GradPoolOp:
     def figure(self, pic, data: np.ndarray) -> Grid:
         titles = [f"dA_prev: {c}" for c in pic.channels]
         panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=False)
+        pool = self.pool
         return Grid(panels, min(len(panels), 4),
-                    f"grad {self.mode} pool f={self.size} s={self.stride}, upstream ones")
+                    f"grad {pool.mode} pool f={pool.size} s={pool.stride}, upstream ones")
 
 
 @dataclass(frozen=True)
