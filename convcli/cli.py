@@ -228,11 +228,15 @@ class _Report:
         self._wants_bar = not quiet and not verbose and sys.stderr.isatty()
         self._start_bar()
 
-    def _start_bar(self) -> None:
-        """Show the progress bar once the total is known, if there is more than one file."""
+    def _known_total(self) -> int | None:
+        """The number of files, once known (from the background count, when there is one)."""
         if self.total is None and self._count is not None:
             self.total = self._count()
-        if not self._wants_bar or self.total is None or self.total <= 1:
+        return self.total
+
+    def _start_bar(self) -> None:
+        """Show the progress bar once the total is known, if there is more than one file."""
+        if not self._wants_bar or self._known_total() is None or self.total <= 1:
             return
         self.bar = click.progressbar(
             length=self.total, label="convcli", file=sys.stderr, show_pos=True,
@@ -280,9 +284,8 @@ class _Report:
         if c["skipped"] and not self.verbose:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
-            if self.total is None and self._count is not None:
-                self.total = self._count()
-            left = "the rest" if self.total is None else self.total - sum(c.values())
+            total = self._known_total()
+            left = "the rest" if total is None else total - sum(c.values())
             _say(f"interrupted: {line}; {left} not started or not finished")
         elif not self.quiet:
             _say(line)

@@ -30,6 +30,11 @@ class LevelScale(NamedTuple):
     absolute: bool = False
 
 
+def top_level(depth: int) -> int:
+    """The largest level of a `depth`-bit image (8 or 16)."""
+    return 255 if depth == 8 else 65535
+
+
 class Mapping(NamedTuple):
     """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth."""
 
@@ -168,7 +173,7 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
         raise ValueError(f"depth must be 8 or 16, got {depth!r}")
     if isinstance(white, bool) or not isinstance(white, numbers.Real):
         raise TypeError(f"white must be a real number, got {white!r}")
-    top = 255 if depth == 8 else 65535
+    top = top_level(depth)
     x = as_real_array(values, "values")
     robust = robust_top(x, margin=margin) if method == "robust" else None
     lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)

@@ -25,7 +25,7 @@ from ..batch import FileResult
 from ..choices import RAW_VALUES
 from ..figures import save_grid
 from ..images import PixelLimitError, open_image, save_float_tiff, save_levels, save_npy
-from ..levels import LevelScale, map_levels
+from ..levels import LevelScale, map_levels, top_level
 from ..safeio import path_key
 from ..storage import is_url
 from .names import FORMATS, named_for_stem, planned_outputs
@@ -356,7 +356,7 @@ def output_record(out, scales: list[LevelScale], depth: int) -> dict:
         fields = {key: values[0] for key, values in fields.items()}
     record.update(fields)
     if scales[0].mapping != RAW_VALUES:
-        record["top"] = 255 if depth == 8 else 65535
+        record["top"] = top_level(depth)
     return record
 
 
