@@ -475,14 +475,19 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         notes: list[str] = []
         listing = dict(out_dir=target.folder, recursive=recursive,
                        storage_options=storage_options)
+        try:
+            by_folder = plan.streams_by_folder(paths, out_file=target.out_file, **listing)
+        except (OSError, ImportError) as exc:  # MissingBackend is an ImportError
+            _planning_error(exc, stop=True)
         tasks = plan.TaskStream(
             plan.stream_tasks(paths, op, notes=notes, fmt=target.fmt, figure=figure,
                               overwrite=overwrite, max_pixels=max_pixels,
-                              out_file=target.out_file, **listing),
+                              out_file=target.out_file, by_folder=by_folder, **listing),
             # Temporary files that killed runs left where this one writes.
             on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
-        # The first tasks, or all of them for -o FILE: enough to know whether there are any.
-        first = list(itertools.islice(tasks, None if target.out_file else _FIRST_TASKS))
+        # Planned a folder at a time, the first tasks: enough to know whether there are
+        # any. Otherwise all of them, which planning has listed already.
+        first = list(itertools.islice(tasks, _FIRST_TASKS if by_folder else None))
         _planning_error(tasks.error, stop=not first)
         if not quiet:
             for note in notes:
@@ -501,7 +506,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
                 f"cannot create the folder {target.folder}: {exc.strerror or exc}",
                 param_hint="'-o'") from None
         quiet = quiet or (target.stdout and not verbose)
-        total = len(first) if tasks.finished else None
+        total = len(first) if tasks.finished else None  # else planned a folder at a time
         count = None
         if total is None and not quiet and not verbose and sys.stderr.isatty():
             count = plan.count_in_background(paths, **listing)

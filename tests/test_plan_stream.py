@@ -155,7 +155,10 @@ def test_a_listing_error_ends_the_tasks_and_is_kept():
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="no pseudo-terminals")
-def test_the_progress_bar_counts_a_folder_listed_as_it_goes(tmp_path):
+@pytest.mark.parametrize("twice", [False, True], ids=["one folder", "named twice"])
+def test_the_progress_bar_counts_a_folder_listed_as_it_goes(tmp_path, twice):
+    """A folder at a time, the total comes from a listing in the background; planned whole
+    (the folder named twice), from the plan, each file once."""
     import subprocess
     import sys
 
@@ -166,7 +169,8 @@ def test_the_progress_bar_counts_a_folder_listed_as_it_goes(tmp_path):
         make_image(top / f"{i:03d}.png", "L", seed=i, size=(4, 4))
     main_fd, terminal = os.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "pool", str(top), "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "convcli", "pool", str(top), *[str(top)] * twice, "-o",
+         str(tmp_path / "out")],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal)
     os.close(terminal)
     shown = b""

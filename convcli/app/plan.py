@@ -359,19 +359,22 @@ def _is_folder(arg: str, options: dict | None = None) -> bool:
 def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
                  notes: list[str], fmt: str = "png", figure: bool = False,
                  overwrite: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 out_file: str = "", storage_options: dict | None = None) -> Iterator[Task]:
+                 out_file: str = "", storage_options: dict | None = None,
+                 by_folder: bool | None = None) -> Iterator[Task]:
     """The tasks of :func:`find_inputs` and :func:`plan_tasks`, a folder at a time where it can.
 
-    Where :func:`streams_by_folder` says so, each folder is listed and
-    planned when the tasks before it have been taken, so that memory holds
-    one folder's names, not the batch's. Otherwise every input is listed
-    first. `notes` receives :attr:`Inputs.notes`, once a folder has been
-    listed whole.
+    Where :func:`streams_by_folder` says so (`by_folder`, if the caller has
+    asked it already), each folder is listed and planned when the tasks
+    before it have been taken, so that memory holds one folder's names, not
+    the batch's. Otherwise every input is listed first. `notes` receives
+    :attr:`Inputs.notes`, once a folder has been listed whole.
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
                    out_file=out_file, storage_options=storage_options)
-    if not streams_by_folder(args, out_dir=out_dir, recursive=recursive, out_file=out_file,
-                             storage_options=storage_options):
+    if by_folder is None:
+        by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
+                                      out_file=out_file, storage_options=storage_options)
+    if not by_folder:
         found = find_inputs(args, out_dir=out_dir, recursive=recursive,
                             storage_options=storage_options)
         notes.extend(found.notes)
@@ -419,7 +422,10 @@ def _without_links_to_walked(folder: _Folder, files: list[InputFile], top: str, 
 
 def count_inputs(args, *, out_dir: str, recursive: bool = False,
                  storage_options: dict | None = None) -> int:
-    """The number of tasks that :func:`stream_tasks` makes of `args`, from a listing only."""
+    """The number of tasks that :func:`stream_tasks` makes of `args` a folder at a time.
+
+    From a listing only; for the `args` that :func:`streams_by_folder` accepts.
+    """
     count = 0
     for item in _folders(args, out_dir, recursive=recursive, options=storage_options,
                          notes=[]):
