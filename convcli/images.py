@@ -503,17 +503,20 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
                             replaceable=written_by_convcli)
     im = Image.fromarray(arr)
-    tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
-    tiff_info[_TIFF_SOFTWARE] = MARKER
-    options = {
-        "jpg": {"quality": JPEG_QUALITY, "comment": MARKER},
-        "tiff": {"tiffinfo": tiff_info},
-    }[fmt]
+    options = ({"quality": JPEG_QUALITY, "comment": MARKER} if fmt == "jpg" else
+               {"tiffinfo": _marked_tiff_info()})
 
     def write(tmp: Path) -> None:
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _marked_tiff_info() -> TiffImagePlugin.ImageFileDirectory_v2:
+    """TIFF tags for Pillow's writer: the Software tag that marks convcli's files."""
+    tags = TiffImagePlugin.ImageFileDirectory_v2()
+    tags[_TIFF_SOFTWARE] = MARKER
+    return tags
 
 
 def _deep_tiff(levels: np.ndarray) -> bytes:
@@ -572,10 +575,8 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
     im = Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])
-    tiff_info = TiffImagePlugin.ImageFileDirectory_v2()
-    tiff_info[_TIFF_SOFTWARE] = MARKER
 
     def write(tmp: Path) -> None:
-        im.save(tmp, format="TIFF", tiffinfo=tiff_info)
+        im.save(tmp, format="TIFF", tiffinfo=_marked_tiff_info())
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
