@@ -376,10 +376,9 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
     return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64)
 
 
-def describe(fit: Fit, run: FitRun) -> list[str]:
-    """The lines ``convcli fit`` prints about a fit: how well, and the closest named kernel."""
-    from ..kernels import list_kernels
-
+def describe(fit: Fit, run: FitRun, match: Match | None) -> list[str]:
+    """The lines ``convcli fit`` prints about a fit: how well, and `match`, the closest named
+    kernel."""
     why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
     lines = [f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
              f"bias {fit.bias!r}"]
@@ -389,7 +388,6 @@ def describe(fit: Fit, run: FitRun) -> list[str]:
             f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
             f"{UNEXPLAINED}); try another --size, --pad or --border, or the pair differs by more "
             "than a convolution")
-    match = closest_kernel(fit.weights, list_kernels())
     if match is not None and abs(match.cosine) >= CLOSE:
         lines.append(f"closest named kernel: {match.name} x {match.scale:.6g} "
                      f"(cosine {abs(match.cosine):.4f})")
@@ -399,8 +397,9 @@ def describe(fit: Fit, run: FitRun) -> list[str]:
     return lines
 
 
-def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
-    """Write the kernel file (and the figure); the paths written."""
+def write_results(fit: Fit, run: FitRun, match: Match | None,
+                  match_lines: list[str]) -> list[str]:
+    """Write the kernel file (and the figure, beside the `match`); the paths written."""
     from ..safeio import write_atomic
 
     path = run.out_path()
@@ -427,9 +426,7 @@ def write_results(fit: Fit, run: FitRun, match_lines: list[str]) -> list[str]:
     written.append(path)
     if run.figure:
         from ..figures import save_fit_figure
-        from ..kernels import list_kernels
 
-        match = closest_kernel(fit.weights, list_kernels())
         named = None
         if match is not None and abs(match.cosine) >= CLOSE:
             from ..kernels import get_kernel
@@ -484,6 +481,9 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     with np.errstate(all="ignore"):
         fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
                          dilation=run.dilation, steps=run.steps, progress=progress)
-    lines = describe(fit, run)
-    written = write_results(fit, run, lines)
+    from ..kernels import list_kernels
+
+    match = closest_kernel(fit.weights, list_kernels())
+    lines = describe(fit, run, match)
+    written = write_results(fit, run, match, lines)
     return lines, written
