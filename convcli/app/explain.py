@@ -20,7 +20,7 @@ import textwrap
 import numpy as np
 
 from ..choices import EXPLAIN_TARGETS
-from .ops import ConvOp, PadOp, PoolOp, pad_text
+from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
 
 # Each border of convcli (numpy's names) in the other tools; None: the tool has none.
 BORDERS = {
@@ -249,7 +249,7 @@ def _conv_args(op: ConvOp) -> str:
         args.append(f"--dilation {op.dilation}")
     pad = op.pad
     if pad != "same":
-        args.append("--pad " + (",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)))
+        args.append(f"--pad {pad_option(pad)}")
     if op.bias:
         args.append(f"--bias {op.bias!r}")
     if op.channels != "sum":

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..conv import conv_backward, conv_forward
 from ..padding import pad_images
+from .ops import pad_option
 
 GRADIENT_TOLERANCE = 1e-14
 """Converged when the (preconditioned) gradient is this fraction of the first one."""
@@ -172,11 +173,6 @@ def _out_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int,
     m, h, w, c = shape
     span_h, span_w = (dilation * (n - 1) + 1 for n in size)
     return (m, (h - span_h) // stride + 1, (w - span_w) // stride + 1, c)
-
-
-def _pad_option(pad) -> str:
-    """`pad` as ``--pad`` takes it: ``same``, ``2`` or ``1,1,2,2`` (top, bottom, left, right)."""
-    return ",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
 
 
 def _dilation_option(dilation: int) -> str:
@@ -369,7 +365,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
             hint = "; --channels each learns one kernel for every colour channel"
         raise FitError(
             f"{run.after}: is {_shape_text(Y.shape)} (H x W x channels), but a "
-            f"{run.size}x{run.size} kernel with --pad {_pad_option(run.pad)}, "
+            f"{run.size}x{run.size} kernel with --pad {pad_option(run.pad)}, "
             f"--stride {run.stride}{_dilation_option(run.dilation)} and "
             f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
         )
@@ -413,7 +409,7 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
         comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
                   f"convcli conv -k {os.path.basename(path)} --bias {fit.bias!r} "
                   f"--stride {run.stride}{_dilation_option(run.dilation)} "
-                  f"--pad {_pad_option(run.pad)} --border {run.border} "
+                  f"--pad {pad_option(run.pad)} --border {run.border} "
                   f"--channels {run.channels} gives the refit"],
     )
 

@@ -90,6 +90,11 @@ def pad_text(pad) -> str:
     return "-".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
 
 
+def pad_option(pad) -> str:
+    """A pad as ``--pad`` takes it: ``same``, ``2``, or ``1,1,2,2`` (top, bottom, left, right)."""
+    return ",".join(map(str, pad)) if isinstance(pad, tuple) else str(pad)
+
+
 def _finite(value: float, option: str) -> float:
     if not math.isfinite(value):
         raise OptionError(f"must be a finite number, got {value!r}", option)
