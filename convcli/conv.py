@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._engine.correlate import correlate, correlate_weights_grad
-from ._engine.depthwise import correlate_depthwise
+from ._engine.depthwise import correlate_depthwise, taps_are_cheaper
 from ._engine.tiles import ceil_div, covered, window_slice
 from ._validate import (
     as_real_array,
@@ -272,6 +272,12 @@ def _conv_forward(A_prev, W, b, hparameters):
     )
     bias = ba.astype(dtype, copy=False).reshape(-1)
     A, pads = _engine_input(A, geometry, pad, dtype)
+    if Wa.shape[2:] == (1, 1) and taps_are_cheaper(Wa):
+        # One channel in and out is a depthwise correlation; with unit weights
+        # (edge kernels) the tap engine's adds beat the matmul engine.
+        Z = correlate_depthwise(A, Wa, geometry.stride, pads[0], dtype, bias,
+                                dilation=geometry.dilation)
+        return Z, (A_prev, W, b, hparameters)
     Wd = _dilated(Wa.astype(dtype, copy=False), geometry.dilation)
     Z = correlate(A, Wd, geometry.stride, pads, dtype, bias)
     if Z is None:
@@ -505,6 +511,7 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
         Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
         and geometry.dilation == 1
         and (A.size >= DENSE_DEPTHWISE_VALUES)
+        and not taps_are_cheaper(Wa)
     ):
         Z = correlate(
             A, _block_diagonal(Wa.astype(dtype, copy=False)), geometry.stride, pads, dtype, bias
@@ -519,7 +526,8 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
 # Up to this many input channels, depthwise_conv_forward runs as conv_forward with
 # block-diagonal weights: the matmul engine multiplies zeros for the other channels
 # but, with few channels, still beats a multiply and an add per kernel tap (an
-# 1800x2400 channel: 13 ms against 21 ms; three: 44 ms against 69 ms).
+# 1800x2400 channel: 13 ms against 21 ms; three: 44 ms against 69 ms), unless
+# most taps only add or subtract (taps_are_cheaper).
 DENSE_DEPTHWISE_CHANNELS = 4
 # ... for inputs of at least this many values: the matmul engine's tile buffers
 # (a few MB a thread) are then small beside the input and output.

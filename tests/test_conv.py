@@ -543,6 +543,86 @@ def test_depthwise_zero_taps_are_skipped_only_for_finite_input(value):
     assert np.isnan(Z[0, 2, 3, 0])
 
 
+# Weights of 1 and -1 (edge kernels) take the tap engine, which adds and subtracts
+# instead of multiplying; mixed with other weights, some taps are multiplied.
+UNIT_WEIGHTS = st.sampled_from([1.0, -1.0, 0.0, 1.0, -1.0, 2.0, 0.5])
+
+
+@st.composite
+def unit_weight_params(draw):
+    f_h, f_w = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    pad, stride = draw(st.integers(0, 2)), draw(st.integers(1, 3))
+    dilation = draw(st.integers(1, 2))
+    n_H = draw(st.integers(max(1, dilation * (f_h - 1) + 1 - 2 * pad), 9))
+    n_W = draw(st.integers(max(1, dilation * (f_w - 1) + 1 - 2 * pad), 9))
+    C, n_K = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    # Most often one weight per tap for every channel (a unit tap), sometimes not.
+    same = draw(st.booleans())
+    cells = (f_h, f_w, 1 if same else C, n_K)
+    W = np.array(draw(st.lists(UNIT_WEIGHTS, min_size=int(np.prod(cells)),
+                               max_size=int(np.prod(cells))))).reshape(cells)
+    W = np.broadcast_to(W, (f_h, f_w, C, n_K)).copy()
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    dtype = draw(st.sampled_from(FLOATS))
+    A = rng.standard_normal((draw(st.integers(1, 2)), n_H, n_W, C)).astype(dtype)
+    hparameters = {"stride": stride, "pad": pad, "dilation": dilation}
+    return A, W.astype(dtype), hparameters, dtype, rng
+
+
+@given(unit_weight_params())
+def test_unit_weights_match_the_loops(params):
+    A, W, hparameters, dtype, rng = params
+    C, n_K = W.shape[2:]
+    b = rng.standard_normal((1, 1, 1, n_K * C)).astype(dtype)
+    Z, _ = depthwise_conv_forward(A, W, b, hparameters)
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hparameters), dtype)
+    one = A[..., :1], W[:, :, :1, :1], b[..., :1]  # one channel in and out: conv_forward too
+    Z, _ = conv_forward(*one, hparameters)
+    assert_matches(Z, conv_forward_loop(*one, hparameters), dtype)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_unit_weights_with_non_finite_input_match_the_loop(value):
+    A = np.random.default_rng(5).standard_normal((1, 9, 10, 1))
+    A[0, 4, 5, 0] = value
+    A[0, 0, 9, 0] = -value
+    W = VERTICAL_EDGE[:, :, None, None]
+    for hparameters in (hp(1, 1), hp(2, 0), {"stride": 1, "pad": 2, "dilation": 2}):
+        Z, _ = conv_forward(A, W, np.zeros((1, 1, 1, 1)), hparameters)
+        _assert_same_with_nan(Z, conv_forward_loop(A, W, np.zeros((1, 1, 1, 1)), hparameters))
+        Z, _ = depthwise_conv_forward(A, W, np.ones((1, 1, 1, 1)), hparameters)
+        want = depthwise_conv_forward_loop(A, W, np.ones((1, 1, 1, 1)), hparameters)
+        _assert_same_with_nan(Z, want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unit_weights_on_a_large_channel_match_the_window_reference(dtype):
+    # Many row tiles and, in conv_forward and depthwise, the tap engine.
+    A = np.random.default_rng(6).integers(0, 766, (1, 700, 900, 1)).astype(dtype)
+    for W in (VERTICAL_EDGE, VERTICAL_EDGE.T, np.array([[0.0, 1, 0], [1, -4, 1], [0, 1, 0]])):
+        W4, b = W[:, :, None, None].astype(dtype), np.full((1, 1, 1, 1), 0.5, dtype)
+        Z, _ = conv_forward(A, W4, b, hp(1, 1))
+        assert_matches(Z, conv_forward_windows(A, W4, b, hp(1, 1)), dtype)
+        Z, _ = depthwise_conv_forward(A, W4, b, hp(1, 1))
+        assert_matches(Z, depthwise_conv_forward_windows(A, W4, b, hp(1, 1)), dtype)
+        # Integer pixels and weights: every sum is exact, whatever the order.
+        np.testing.assert_array_equal(Z, conv_forward_windows(A, W4, b, hp(1, 1)))
+
+
+def test_taps_are_cheaper_for_edge_kernels_only():
+    from convcli._engine.depthwise import taps_are_cheaper
+    from convcli.kernels import parse_kernel_spec
+
+    def cheaper(name, channels=1):
+        w = parse_kernel_spec(name).weights[:, :, None, None]
+        return taps_are_cheaper(np.repeat(w, channels, axis=2))
+
+    assert cheaper("vertical") and cheaper("laplacian") and cheaper("vertical", 3)
+    assert not cheaper("gaussian-3x3") and not cheaper("box-blur")
+
+
 def test_depthwise_all_zero_weights_give_the_bias():
     A, W, b = conv_case(12, 2, 5, 4, 3, 3, 2, depthwise=True)
     Z, _ = depthwise_conv_forward(A, np.zeros_like(W), b, hp(2, 1))
