@@ -12,9 +12,10 @@ from convcli.levels import _high_percentile, robust_top
 
 @settings(max_examples=60, deadline=None)
 @given(size=st.integers(1, 300_000), kind=st.sampled_from(["normal", "levels", "sparse", "heavy"]),
-       percentile=st.sampled_from([99.5, 99.9, 99.0, 100.0, 97.0, 50.0, 0.0]),
+       percentile=st.sampled_from([99.5, 99.9, 99.0, 100.0, 97.0, 50.0, 0.0, 99.87, 99.95]),
+       dtype=st.sampled_from([np.float32, np.float64]), inside=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
-def test_equals_numpy_percentile(size, kind, percentile, seed):
+def test_equals_numpy_percentile(size, kind, percentile, dtype, inside, seed):
     g = np.random.default_rng(seed)
     if kind == "normal":
         a = np.abs(g.standard_normal(size))
@@ -25,8 +26,15 @@ def test_equals_numpy_percentile(size, kind, percentile, seed):
         a[g.integers(0, size, 1 + size // 1000)] = g.random(1 + size // 1000)
     else:
         a = np.abs(g.standard_cauchy(size))
-    a = a.astype(np.float32)
-    assert _high_percentile(a.copy(), percentile) == np.percentile(a, percentile)
+    a = a.astype(dtype)
+    if inside and size >= 100:  # the inside of a map: a strided view, as map_levels passes it
+        width = max(1, int(np.sqrt(size)))
+        a = a[: size - size % width].reshape(-1, width)[1:-1, 2:-3]
+    before = a.copy()
+    got = _high_percentile(a, percentile)
+    want = np.percentile(a, percentile)
+    assert got == want and type(got) is float
+    np.testing.assert_array_equal(a, before)  # left unchanged
 
 
 def test_an_unlucky_sample_falls_back_to_the_whole_array():
@@ -40,3 +48,27 @@ def test_robust_top_of_a_large_map():
     x = np.random.default_rng(1).standard_normal((600, 500)).astype(np.float32)
     interior = np.abs(x[5:-5, 5:-5])
     assert robust_top(x, margin=5) == pytest.approx(float(np.percentile(interior, 99.5)), rel=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("percentile", [99.5, 99.9, 99.13, 98.0])
+@pytest.mark.parametrize("kind", ["normal", "levels", "heavy"])
+def test_large_maps_take_the_sample_and_equal_numpy(monkeypatch, dtype, percentile, kind):
+    g = np.random.default_rng(int(percentile * 100))
+    shape = (900, 1100)
+    if kind == "normal":
+        x = g.standard_normal(shape)
+    elif kind == "levels":
+        x = g.integers(-6, 7, shape).astype(np.float64)
+    else:
+        x = g.standard_cauchy(shape)
+    a = np.abs(x.astype(dtype))[4:-4, 4:-4]  # the inside of a map: a view
+    want = np.percentile(a, percentile)
+    real = np.percentile
+
+    def whole_array(*args, **kwargs):  # the fallback: not expected here
+        raise AssertionError("the whole array was taken")
+
+    monkeypatch.setattr(np, "percentile", whole_array)
+    assert _high_percentile(a, percentile) == want
+    monkeypatch.setattr(np, "percentile", real)
