@@ -76,13 +76,20 @@ CONV = {
     "W3": ((1, 2048, 2048, 3), 3, 5, 2, 2),
     "W4": ((32, 224, 224, 16), 32, 3, 1, 1),
     "W5": ((8, 112, 112, 64), 64, 3, 1, 1),
+    # The default `convcli conv -k vertical` on a photo: one channel (R+G+B), 1 0 -1.
+    "E1": ((1, 1800, 2400, 1), 1, 3, 1, 1),
 }
 DEPTHWISE = {
     # name: (input shape, kernels per channel, f, stride, pad); D1 is one channel of a
     # photo, as `convcli conv --channels each` filters it, D2 a whole RGB photo.
     "D1": ((1, 1800, 2400, 1), 1, 3, 1, 1),
     "D2": ((1, 1800, 2400, 3), 1, 3, 1, 1),
+    # D2 with the 1 0 -1 edge kernel on every channel (the tap engine's adds).
+    "E2": ((1, 1800, 2400, 3), 1, 3, 1, 1),
 }
+# Workloads with the 1 0 -1 edge kernel rather than random weights.
+EDGE = {"E1", "E2"}
+EDGE_KERNEL = np.array([[1, 0, -1]] * 3, np.float32)
 # Convolutions of the scaling table: name -> (input shape, n_C, f, stride, pad).
 SCALING = {
     "W1": CONV["W1"],
@@ -102,7 +109,7 @@ TARGETS = {
 # The tutorial's W2 keeps its earlier target.
 ROW_TARGETS = {"conv_forward W2": 3.0}
 LOOPS_TARGET = 300.0  # for the tutorial's workloads: W1 to W3 and pooling
-NO_LOOPS_TARGET = ("W4", "W5", "D1", "D2")
+NO_LOOPS_TARGET = ("W4", "W5", "D1", "D2", "E1", "E2")
 SCALING_TARGET = 0.7  # share of PyTorch's speed-up from 1 to N threads kept
 
 
@@ -285,20 +292,23 @@ def row(name, what, kind, ours, loops):
     return {"name": name, "what": what, "kind": kind, "ours": ours, "loops": loops}
 
 
-def conv_case(rng, shape, n_C, f, depthwise=False):
+def conv_case(rng, shape, n_C, f, depthwise=False, edge=False):
     A = rng.standard_normal(shape, dtype=np.float32)
     W = rng.standard_normal((f, f, shape[3], n_C), dtype=np.float32)
+    if edge:  # the same edge kernel for every channel and filter
+        W[...] = EDGE_KERNEL[:, :, None, None]
     n_out = n_C * shape[3] if depthwise else n_C
     return A, W, rng.standard_normal((1, 1, 1, n_out), dtype=np.float32)
 
 
 def bench_conv(name, rng, repeat, rows):
     shape, n_C, f, stride, pad = CONV[name]
-    A, W, b = conv_case(rng, shape, n_C, f)
+    A, W, b = conv_case(rng, shape, n_C, f, edge=name in EDGE)
     hp = {"stride": stride, "pad": pad}
     Z, cache = conv_forward(A, W, b, hp)
     dZ = rng.standard_normal(Z.shape, dtype=np.float32)
-    what = f"{shape[0]}x{shape[1]}x{shape[2]}x{shape[3]} to {n_C} filters {f}x{f}, s{stride} p{pad}"
+    kernel = "1 0 -1 filter" if name in EDGE else f"filters {f}x{f}"
+    what = f"{shape[0]}x{shape[1]}x{shape[2]}x{shape[3]} to {n_C} {kernel}, s{stride} p{pad}"
     # The loops on a 24x24 crop of the first image, in float64 like the tutorial.
     crop, W64 = A[:1, :24, :24].astype(np.float64), W.astype(np.float64)
     crop_Z = conv_forward(crop, W64, b, hp)[0]
@@ -337,11 +347,12 @@ def bench_conv(name, rng, repeat, rows):
 
 def bench_depthwise(name, rng, repeat, rows):
     shape, n_K, f, stride, pad = DEPTHWISE[name]
-    A, W, b = conv_case(rng, shape, n_K, f, depthwise=True)
+    A, W, b = conv_case(rng, shape, n_K, f, depthwise=True, edge=name in EDGE)
     hp = {"stride": stride, "pad": pad}
     Z, _ = depthwise_conv_forward(A, W, b, hp)
     C = shape[3]
-    what = f"{shape[0]}x{shape[1]}x{shape[2]}x{shape[3]}, {n_K} kernel {f}x{f} a channel"
+    kernel = "1 0 -1" if name in EDGE else f"{f}x{f}"
+    what = f"{shape[0]}x{shape[1]}x{shape[2]}x{shape[3]}, {n_K} kernel {kernel} a channel"
     crop = A[:1, :24, :24].astype(np.float64)
     crop_Z = depthwise_conv_forward(crop, W.astype(np.float64), b, hp)[0]
     # Each channel is a conv_forward with its own kernels: the same loops per value.
