@@ -516,7 +516,7 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
         Z = correlate(
             A, _block_diagonal(Wa.astype(dtype, copy=False)), geometry.stride, pads, dtype, bias
         )
-    if Z is None:  # many channels, dilated, or not finite: one multiply and add per tap
+    if Z is None:  # many channels, dilated, mostly unit taps, or not finite: the tap engine
         Z = correlate_depthwise(
             A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation
         )
