@@ -35,11 +35,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._engine.tiles import set_threads, usable_cores
+from .engines import Engine, EngineError, EngineSettings
+from .errors import OptionError
 from .safeio import remove_temporaries
 
 
-class BatchAborted(RuntimeError):
-    """The batch cannot go on (a worker process died)."""
+class BatchAborted(EngineError):
+    """The batch cannot go on (a worker process died, and no new one can replace it)."""
 
 
 @dataclass(frozen=True)
@@ -474,6 +476,58 @@ def iter_results(
         yield from run
     finally:
         run.stop()
+
+
+class ProcessEngine(Engine):
+    """The ``processes`` engine: `jobs` worker processes here, or this process for one job.
+
+    A :class:`LocalProcessPool` run by :class:`BatchRun`; see there what a
+    worker that dies means. Tasks run in this process (this thread) for one
+    job, and whenever the run uses ``memory://``, which only this process sees.
+    """
+
+    name = "processes"
+
+    def __init__(self, settings: EngineSettings):
+        if settings.files_per_task is not None:
+            raise OptionError("only applies with --scheduler or --scheduler-file",
+                              "--files-per-task")
+        super().__init__(settings)
+        self.jobs = 1 if settings.in_memory else settings.jobs or default_jobs()
+        self._run: BatchRun | None = None
+
+    @property
+    def shares_memory(self) -> bool:
+        return self.jobs == 1
+
+    @property
+    def runs_here(self) -> bool:
+        return self.jobs == 1
+
+    def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
+        if count is not None:  # no more processes than files
+            self.jobs = min(self.jobs, max(1, count))
+        jobs = self.jobs
+        executor = LocalProcessPool(jobs) if jobs > 1 else None
+        self._run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
+                             stop_requests=stop_requests,
+                             new_executor=lambda: LocalProcessPool(jobs))
+        self.recovered_deaths = self._run.recovered_deaths
+        return iter(self._run)
+
+    def stop(self, *, force: bool = False) -> list[FileResult]:
+        return self._run.stop(force=force) if self._run is not None else []
+
+    @property
+    def running(self) -> int:
+        return self._run.running if self._run is not None else 0
+
+    def deaths_note(self) -> str | None:
+        if not self.recovered_deaths:
+            return None
+        return (f"{len(self.recovered_deaths)} worker process(es) died "
+                f"({', '.join(self.recovered_deaths)}) and were replaced; the files they had "
+                "in hand were processed again, one at a time")
 
 
 def run_guarded(worker: Callable, task) -> FileResult:

@@ -11,18 +11,13 @@ fast as click itself.
 
 from __future__ import annotations
 
-import itertools
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from contextlib import ExitStack
-from pathlib import Path
 
 import click
 
+from .app.run import Reporter
 from .choices import (
     BORDER_MODES,
     CHANNEL_MODES,
@@ -36,8 +31,9 @@ from .choices import (
     PAD_MODES,
     POOL_MODE_ALIASES,
     POOL_MODES,
-    RAW_VALUES,
 )
+from .engines import ENGINES
+from .errors import MissingExtra, OptionError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
@@ -152,6 +148,10 @@ def common_options(command):
         click.option("--fail-fast", is_flag=True, help="Stop at the first file that fails."),
         click.option("--debug", is_flag=True,
                      help="Show the traceback of an unexpected error."),
+        click.option("--engine", type=click.Choice(list(ENGINES), case_sensitive=False),
+                     default=None,
+                     help="Where the files are processed: worker processes here, or a Dask "
+                          "cluster  [default: dask with --scheduler, else processes]"),
         click.option("--scheduler", metavar="ADDRESS|local",
                      help="Run the batch on a Dask cluster (tcp://HOST:PORT), or on a local one "
                           "of --jobs worker processes (needs convcli[dask])."),
@@ -207,124 +207,72 @@ class PadParam(click.ParamType):
         return number
 
 
-class _Report:
-    """Counts results and reports them on stderr: errors always, the rest unless quiet.
+class _Report(Reporter):
+    """The run's reporter on a terminal: a progress bar on stderr while files are processed.
 
-    A skipped file (its outputs exist) is counted, and listed only with
-    `verbose`. `shown` gives the names to show for some sources (``-`` for
-    standard input).
+    The bar is shown when stderr is a terminal, unless quiet or verbose, once
+    the number of files is known (from a count in the background when the
+    inputs are planned a folder at a time), and if there is more than one.
     """
 
-    def __init__(self, total: int | None, *, quiet: bool, verbose: bool, debug: bool,
-                 shown: dict[str, str] | None = None, count=None):
-        self.total, self.quiet, self.verbose, self.debug = total, quiet, verbose, debug
-        self.shown = shown or {}
-        self.counts = {"done": 0, "skipped": 0, "failed": 0}
-        self.start = time.monotonic()
+    def __init__(self, *, quiet: bool, verbose: bool, debug: bool):
+        super().__init__(quiet=quiet, verbose=verbose, debug=debug)
         self.bar = None
-        self.manifest = None  # a convcli.app.manifest.Manifest, given the results written
-        # `count()` gives the total once a listing in the background has it.
-        self._count = count
-        self._wants_bar = not quiet and not verbose and sys.stderr.isatty()
-        self._start_bar()
+        self.done = 0
+        self.total: int | None = None
+        self._count = None
+        self.start = time.monotonic()
 
-    def _known_total(self) -> int | None:
-        """The number of files, once known (from the background count, when there is one)."""
-        if self.total is None and self._count is not None:
-            self.total = self._count()
-        return self.total
+    def wants_total(self) -> bool:
+        return not self.quiet and not self.verbose and sys.stderr.isatty()
+
+    def begin(self, total, count=None) -> None:
+        self.total, self._count = total, count
+        self._start_bar()
 
     def _start_bar(self) -> None:
         """Show the progress bar once the total is known, if there is more than one file."""
-        if not self._wants_bar or self._known_total() is None or self.total <= 1:
+        if self.total is None and self._count is not None:
+            self.total = self._count()
+        if not self.wants_total() or self.total is None or self.total <= 1:
             return
         self.bar = click.progressbar(
             length=self.total, label="convcli", file=sys.stderr, show_pos=True,
             show_eta=True, item_show_func=self._rate,
         )
         self.bar.__enter__()
-        self.bar.update(sum(self.counts.values()))
+        self.bar.update(self.done)
 
     def _rate(self, _item) -> str:
-        done = sum(self.counts.values())
         elapsed = time.monotonic() - self.start
-        return f"{done / elapsed:.1f} files/s" if done and elapsed > 0 else ""
+        return f"{self.done / elapsed:.1f} files/s" if self.done and elapsed > 0 else ""
 
-    def add(self, result) -> None:
-        self.counts[result.status] += 1
-        if self.manifest is not None and result.records:
-            self.manifest.add(result)
-        source = self.shown.get(result.source, result.source)
-        if result.status == "failed":
-            self._say(f"{source}: {result.message}")
-            if self.debug and result.detail:
-                self._say(result.detail.rstrip())
-        elif self.verbose:
-            note = f" ({result.message})" if result.message else ""
-            self._say(f"{source}: {result.status}, {len(result.outputs)} written{note}")
-        elif result.message and not self.quiet and result.status != "skipped":
-            self._say(f"{source}: {result.message}")
+    def add(self, result, source: str) -> None:
+        self.done += 1
+        super().add(result, source)
         if self.bar is not None:
             self.bar.update(1)
         elif self.total is None:
             self._start_bar()
 
-    def _say(self, message: str) -> None:
+    def say(self, line: str) -> None:
         if self.bar is not None:  # start the message on a line of its own
             click.echo("\r\x1b[K", nl=False, err=True)
-        _say(message)
+        _say(line)
 
-    def close(self, where: str, *, interrupted: bool = False) -> None:
-        """The summary line; `where` says where the outputs are ("outputs in DIR" ...)."""
+    def end(self, line: str, *, interrupted: bool = False) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
-        c = self.counts
-        line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
-                f"in {time.monotonic() - self.start:.1f} s; {where}")
-        if c["skipped"] and not self.verbose:
-            line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
-        if interrupted:
-            total = self._known_total()
-            left = "the rest" if total is None else total - sum(c.values())
-            _say(f"interrupted: {line}; {left} not started or not finished")
-        elif not self.quiet:
-            _say(line)
+            self.bar = None
+        super().end(line, interrupted=interrupted)
 
 
-class _Terminated(BaseException):
-    """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
-
-    A BaseException, as KeyboardInterrupt is, so that the per-file guard
-    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
-    """
-
-
-class _StopRequests:
-    """Counts Ctrl-C and kill during a run.
-
-    With one job the work runs in this process, so the first request raises
-    (KeyboardInterrupt or _Terminated) to abandon the file at once. With
-    worker processes the handler only counts, and the run polls the count:
-    nothing is raised in the middle of the bookkeeping.
-    """
-
-    def __init__(self, *, raise_first: bool):
-        self.signals: list[int] = []
-        self.raise_first = raise_first
-
-    def __call__(self) -> int:
-        return len(self.signals)
-
-    def handle(self, signum, frame):
-        self.signals.append(signum)
-        if self.raise_first and len(self.signals) == 1:
-            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
-
-    @property
-    def status(self) -> int | None:
-        if not self.signals:
-            return None
-        return 130 if self.signals[0] == signal.SIGINT else 143
+def _usage_error(exc: Exception) -> click.ClickException:
+    """click's usage error for an OptionError (naming its option) or a MissingExtra."""
+    option = getattr(exc, "option", None)
+    if option is None:
+        return click.UsageError(str(exc))
+    return click.BadParameter(str(exc), param_hint=f"'{option}'" if option[0] == "-" else option)
 
 
 def _operation(kind: str, *args, **options):
@@ -333,289 +281,31 @@ def _operation(kind: str, *args, **options):
 
     try:
         return getattr(ops, kind)(*args, **options)
-    except ops.OptionError as exc:
-        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
-
-
-class _Target:
-    """Where a run writes: a folder, one file (``-o FILE``), or standard output (``-o -``)."""
-
-    def __init__(self, folder: str, out_file: str = "", *, fmt: str, stdout: bool = False):
-        self.folder, self.out_file, self.fmt, self.stdout = folder, out_file, fmt, stdout
-
-
-def _target(out_dir: str, fmt: str, *, figure: bool, stack: ExitStack) -> _Target:
-    """The run's :class:`_Target` from ``-o`` and ``--format``; usage errors name ``-o``."""
-    from .app.names import FORMATS, file_format
-    from .storage import dirname, is_url
-
-    source = click.get_current_context().get_parameter_source("fmt")
-    fmt_given = source is not None and source.name != "DEFAULT"
-    named = "" if out_dir == "-" else file_format(out_dir)
-    if out_dir != "-" and (not named or os.path.isdir(out_dir)):
-        return _Target(out_dir, fmt=fmt)
-    if figure:
-        raise click.BadParameter(f"{out_dir!r} is one image: --figure needs a folder",
-                                 param_hint="'-o'")
-    if out_dir == "-":
-        if sys.stdout.isatty():
-            raise click.BadParameter("standard output is a terminal: redirect it to a file "
-                                     "(> out.png) or a pipe", param_hint="'-o -'")
-        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
-        return _Target(folder, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
-                       fmt=fmt, stdout=True)
-    if fmt_given and named != fmt:
-        raise click.BadParameter(f"{out_dir!r} names a {named} file, but --format is {fmt}",
-                                 param_hint="'-o'")
-    folder = dirname(out_dir) if is_url(out_dir) else os.path.dirname(out_dir) or "."
-    return _Target(folder, out_dir, fmt=named)
-
-
-def _check_raw_values(op, fmt: str) -> None:
-    """``--normalize none`` needs a format that holds float32 values: a usage error otherwise."""
-    from .app.names import FORMATS
-
-    if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
-        holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
-        raise click.BadParameter(f"none writes float32 values, which {fmt} cannot hold: "
-                                 f"use --format {holding}", param_hint="'--normalize'")
-
-
-def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
-    """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
-    if "-" not in inputs:
-        return list(inputs), {}
-    if inputs.count("-") > 1:
-        raise click.BadParameter("- (standard input) is given more than once",
-                                 param_hint="INPUT")
-    if sys.stdin.isatty():
-        raise click.BadParameter("- reads an image from standard input, which is a terminal: "
-                                 "pipe an image into it", param_hint="INPUT")
-    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
-    path = os.path.join(folder, "stdin")
-    with open(path, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f)
-    return [path if arg == "-" else arg for arg in inputs], {path: "-"}
-
-
-def _check_one_image(tasks, out_dir: str) -> None:
-    """A usage error unless the run makes one image, for ``-o FILE`` and ``-o -``."""
-    from dataclasses import replace
-
-    from .app.names import planned_outputs, single_output
-
-    if len(tasks) > 1:
-        raise click.BadParameter(f"{out_dir!r} is one image, but there are {len(tasks)} "
-                                 "input images: give a folder", param_hint="'-o'")
-    probe = replace(tasks[0], out_file="")
-    if all(single_output(planned_outputs(probe, channels)) is None
-           for channels in (("L",), ("R", "G", "B"))):
-        raise click.BadParameter(
-            f"{out_dir!r} is one image, but this run makes an image per kernel: give a folder, "
-            "or one map with --combine", param_hint="'-o'")
-
-
-def _connect(scheduler, scheduler_file, jobs, stack: ExitStack):
-    """A Dask client for ``--scheduler``/``--scheduler-file``, closed with `stack`; or None."""
-    if scheduler is None and scheduler_file is None:
-        return None
-    from .batch import default_jobs
-    from .cluster import ClusterError, MissingExtra, close, connect
-
-    try:
-        client = connect(scheduler, scheduler_file, jobs=jobs or default_jobs())
-    except MissingExtra as exc:
-        raise click.UsageError(str(exc)) from None
-    except ClusterError as exc:
-        _say(str(exc))
-        click.get_current_context().exit(1)
-    stack.callback(close, client)
-    return client
-
-
-def _in_memory(inputs, out_dir: str, *, cluster: bool) -> bool:
-    """Whether the run uses memory:// (this process's own); on a cluster, a usage error."""
-    from .storage import protocol
-
-    for path in (*inputs, out_dir):
-        if protocol(path) == "memory":
-            if cluster:
-                raise click.BadParameter(f"{path}: memory:// lives in this process only, "
-                                         "where the cluster's workers cannot see it",
-                                         param_hint="'--scheduler'")
-            return True
-    return False
+    except OptionError as exc:
+        raise _usage_error(exc) from None
 
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         jobs, verbose, fail_fast, debug, scheduler, scheduler_file, files_per_task,
+         jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file, files_per_task,
          storage_options) -> None:
-    """Plan the batch, run it, report; exit 1 if any file failed, 130 on Ctrl-C."""
-    if quiet and verbose:
-        raise click.UsageError("-q (errors only) and -v (a line per file) cannot be used together")
-    if scheduler is not None and scheduler_file is not None:
-        raise click.UsageError("--scheduler and --scheduler-file name the same thing: give one")
-    if files_per_task is not None and scheduler is None and scheduler_file is None:
-        raise click.BadParameter("only applies with --scheduler or --scheduler-file",
-                                 param_hint="'--files-per-task'")
-    from .app.names import format_name
-    from .storage import is_url, local_path
+    """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
+    from .app.run import RunOptions, run_batch
 
-    inputs = tuple(local_path(str(path)) for path in inputs)
-    out_dir = local_path(out_dir)
-    if _in_memory(inputs, out_dir, cluster=scheduler is not None or scheduler_file is not None):
-        jobs = 1  # other processes cannot see this one's memory://
-    with ExitStack() as stack:
-        target = _target(out_dir, format_name(fmt), figure=figure, stack=stack)
-        _check_raw_values(op, target.fmt)
-        paths, shown = _read_stdin(inputs, stack)
-        from .app import plan
-        from .safeio import remove_stale_temporaries
-
-        notes: list[str] = []
-        listing = dict(out_dir=target.folder, recursive=recursive,
-                       storage_options=storage_options)
-        try:
-            by_folder = plan.streams_by_folder(paths, out_file=target.out_file, **listing)
-        except (OSError, ImportError) as exc:  # MissingBackend is an ImportError
-            _planning_error(exc, stop=True)
-        tasks = plan.TaskStream(
-            plan.stream_tasks(paths, op, notes=notes, fmt=target.fmt, figure=figure,
-                              overwrite=overwrite, max_pixels=max_pixels,
-                              out_file=target.out_file, by_folder=by_folder, **listing),
-            # Temporary files that killed runs left where this one writes.
-            on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
-        # Planned a folder at a time, the first tasks: enough to know whether there are
-        # any. Otherwise all of them, which planning has listed already.
-        first = list(itertools.islice(tasks, _FIRST_TASKS if by_folder else None))
-        _planning_error(tasks.error, stop=not first)
-        if not quiet:
-            for note in notes:
-                _say(note)
-        if not first:
-            _say("no input images: nothing done")
-            click.get_current_context().exit(1)
-        if target.out_file:
-            _check_one_image(first, out_dir)
-        client = _connect(scheduler, scheduler_file, jobs, stack)
-        try:
-            if not is_url(target.folder):  # object storage has no folders to make
-                Path(target.folder).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise click.BadParameter(
-                f"cannot create the folder {target.folder}: {exc.strerror or exc}",
-                param_hint="'-o'") from None
-        quiet = quiet or (target.stdout and not verbose)
-        total = len(first) if tasks.finished else None  # else planned a folder at a time
-        count = None
-        if total is None and not quiet and not verbose and sys.stderr.isatty():
-            count = plan.count_in_background(paths, **listing)
-        report = _Report(total, quiet=quiet, verbose=verbose, debug=debug, shown=shown,
-                         count=count)
-        if not target.out_file:  # -o FILE and -o - write that one file only
-            from .app.manifest import Manifest
-
-            report.manifest = Manifest(op, fmt=target.fmt, shown=shown,
-                                       storage_options=storage_options)
-        try:
-            status = _run_tasks(itertools.chain(first, tasks), report, jobs=jobs, total=total,
-                                fail_fast=fail_fast, quiet=quiet, client=client,
-                                files_per_task=files_per_task)
-        finally:
-            for line in report.manifest.close() if report.manifest else ():
-                _say(line)
-        if tasks.error is not None and status not in (130, 143):
-            _planning_error(tasks.error, stop=False)
-            status = status or 1
-        where = ("output to standard output" if target.stdout else
-                 f"output in {out_dir}" if target.out_file else f"outputs in {out_dir}")
-        report.close(where, interrupted=status in (130, 143))
-        if target.stdout and report.counts["done"]:
-            with open(target.out_file, "rb") as f:
-                shutil.copyfileobj(f, sys.stdout.buffer)
-            sys.stdout.buffer.flush()
+    source = click.get_current_context().get_parameter_source("fmt")
+    options = RunOptions(
+        out_dir=out_dir, fmt=None if source is None or source.name == "DEFAULT" else fmt,
+        figure=figure, recursive=recursive, overwrite=overwrite, max_pixels=max_pixels,
+        fail_fast=fail_fast, engine=engine, jobs=jobs, scheduler=scheduler,
+        scheduler_file=scheduler_file, files_per_task=files_per_task,
+        storage_options=storage_options)
+    try:
+        report = _Report(quiet=quiet, verbose=verbose, debug=debug)
+        engine = engine.lower() if engine else None
+        status = run_batch(op, inputs, options, report)
+    except (OptionError, MissingExtra) as exc:
+        raise _usage_error(exc) from None
     if status:
         click.get_current_context().exit(status)
-
-
-_FIRST_TASKS = 256
-
-
-def _planning_error(error: BaseException | None, *, stop: bool) -> None:
-    """Report an error met listing the inputs: a missing extra is a usage error (exit 2).
-
-    Other errors (a bucket that cannot be listed) are one line; with `stop`,
-    nothing was done and the run ends with exit status 1.
-    """
-    from .storage import MissingBackend
-
-    if error is None:
-        return
-    if isinstance(error, MissingBackend):
-        raise click.UsageError(str(error))
-    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
-    where = getattr(error, "filename", None)
-    _say(f"{where}: cannot list: {reason}" if where else f"cannot list the inputs: {reason}")
-    if stop:
-        click.get_current_context().exit(1)
-
-
-def _run_tasks(tasks, report: _Report, *, jobs, total, fail_fast, quiet, client=None,
-               files_per_task=None) -> int | None:
-    """Run the tasks in a batch, reporting each result; the exit status, or None for 0.
-
-    On a Dask `client` when one is given, else in local processes. `total`
-    is the number of tasks, if known.
-    """
-    from .app import process
-    from .batch import BatchAborted, BatchRun, LocalProcessPool, default_jobs
-
-    if client is not None:
-        from .cluster import DEFAULT_FILES_PER_TASK, ClusterRun
-
-        requests = _StopRequests(raise_first=False)
-        run = ClusterRun(client, tasks, process.process_file,
-                         files_per_task=files_per_task or DEFAULT_FILES_PER_TASK,
-                         stop_requests=requests)
-    else:
-        jobs = min(jobs or default_jobs(), max(1, total or _FIRST_TASKS))
-        requests = _StopRequests(raise_first=jobs == 1)
-        executor = LocalProcessPool(jobs) if jobs > 1 else None
-        run = BatchRun(tasks, process.process_file, executor=executor, in_flight=2 * jobs,
-                       stop_requests=requests, new_executor=lambda: LocalProcessPool(jobs))
-    previous = {sig: signal.signal(sig, requests.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    status = None
-    late = []
-    try:
-        try:
-            for result in run:
-                report.add(result)
-                if fail_fast and result.status == "failed":
-                    break
-        except (KeyboardInterrupt, _Terminated):
-            pass  # counted in `requests`
-        except BatchAborted as exc:
-            _say(str(exc))
-            status = 1
-        # Files not started are cancelled; the ones running are finished,
-        # unless a second Ctrl-C (or kill) asks to stop at once.
-        if requests() and run.running and not quiet and client is None:
-            _say(f"stopping: finishing {run.running} file(s) being written "
-                 "(Ctrl-C again to stop at once)")
-        late = run.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    for result in late:
-        report.add(result)
-    if run.recovered_deaths:  # an error, even though every file was then processed
-        how = ", ".join(run.recovered_deaths)
-        _say(f"{len(run.recovered_deaths)} worker process(es) died ({how}) and were replaced; "
-             "the files they had in hand were processed again, one at a time")
-    status = requests.status or status
-    if status is None and (report.counts["failed"] or run.recovered_deaths):
-        status = 1
-    return status
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -827,12 +517,10 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
     run = FitRun(before, after, size=size, channels=channels.lower(), pad=pad,
                  border=border.lower(), stride=stride, dilation=dilation, steps=steps, out=out,
                  figure=figure, overwrite=overwrite, max_pixels=max_pixels)
-    from .app.ops import OptionError
-
     try:
         run.conv_op()  # options that cannot work together are usage errors, as in conv
     except OptionError as exc:
-        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+        raise _usage_error(exc) from None
     live = not quiet and sys.stderr.isatty()
 
     def progress(step, error):

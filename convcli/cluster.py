@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ._engine.tiles import set_threads, usable_cores
 from .batch import WORKER_DIED, FileResult, keep_freed_memory, run_guarded
+from .engines import Engine, EngineError, EngineSettings
+from .errors import MissingExtra, OptionError
 
 DEFAULT_FILES_PER_TASK = 8
 """Files per Dask task: enough to make the scheduler's cost per file small
@@ -34,20 +36,15 @@ DEFAULT_FILES_PER_TASK = 8
 _POLL_SECONDS = 0.05
 
 
-class ClusterError(RuntimeError):
+class ClusterError(EngineError):
     """The cluster cannot be used (unreachable, other versions); the message is one line."""
-
-
-class MissingExtra(ClusterError):
-    """An optional dependency is not installed; the message names the extra."""
 
 
 def _import_distributed():
     try:
         import distributed
     except ImportError:
-        raise MissingExtra(
-            "--scheduler needs Dask distributed: pip install 'convcli[dask]'") from None
+        raise MissingExtra("--scheduler needs Dask distributed", "dask") from None
     return distributed
 
 
@@ -305,3 +302,62 @@ class ClusterRun:
             self._client.cancel(futures, force=force)
         self._pending.clear()
         return []
+
+
+class DaskEngine(Engine):
+    """The ``dask`` engine: a Dask cluster, from ``--scheduler`` or ``--scheduler-file``.
+
+    Without either, a local cluster of ``--jobs`` worker processes
+    (``--scheduler local``). Files go `files_per_task` to a Dask task
+    (:class:`ClusterRun`). Dask runs a task again when its worker dies; a
+    group that keeps killing workers is split, and a file that kills its
+    worker each time fails alone. Stopping cancels the Dask tasks: their
+    results are not waited for.
+    """
+
+    name = "dask"
+    finishes_running = False
+
+    def __init__(self, settings: EngineSettings):
+        if settings.scheduler is not None and settings.scheduler_file is not None:
+            raise OptionError("--scheduler and --scheduler-file name the same thing: give one",
+                              None)
+        if settings.in_memory:
+            raise OptionError(f"{settings.in_memory}: memory:// lives in this process only, "
+                              "where the cluster's workers cannot see it", "--scheduler")
+        super().__init__(settings)
+        self.client = None
+        self._run: ClusterRun | None = None
+
+    @property
+    def shares_memory(self) -> bool:
+        return False
+
+    def open(self) -> None:
+        from .batch import default_jobs
+
+        settings = self.settings
+        scheduler = settings.scheduler
+        if scheduler is None and settings.scheduler_file is None:
+            scheduler = "local"
+        self.client = connect(scheduler, settings.scheduler_file,
+                              jobs=settings.jobs or default_jobs())
+
+    def close(self) -> None:
+        if self.client is not None:
+            client, self.client = self.client, None
+            close(client)
+
+    def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
+        per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK
+        self._run = ClusterRun(self.client, tasks, worker, files_per_task=per_task,
+                               stop_requests=stop_requests)
+        self.recovered_deaths = self._run.recovered_deaths
+        return iter(self._run)
+
+    def stop(self, *, force: bool = False) -> list[FileResult]:
+        return self._run.stop(force=force) if self._run is not None else []
+
+    @property
+    def running(self) -> int:
+        return self._run.running if self._run is not None else 0

@@ -1,7 +1,7 @@
 """Inputs and outputs on object storage (``s3://``, ``gs://``, ``memory://`` ...) through fsspec.
 
 fsspec and its backends are imported when a URL is met, never before; a
-missing one is a one-line :class:`MissingBackend` naming the extra to
+missing one is a one-line :class:`convcli.errors.MissingExtra` naming the extra to
 install. ``file://`` URLs are local paths (:func:`local_path`), written with
 the local atomic rename. Credentials and endpoints come from the usual
 environment (``AWS_*``, ``FSSPEC_S3_ENDPOINT_URL`` ...) and ``--storage-option``.
@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import re
 
+from .errors import MissingExtra
+
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 # The package to install for each protocol, and the extra that brings it.
 _BACKENDS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"),
              "gcs": ("gcsfs", "gcs")}
-
-
-class MissingBackend(ImportError):
-    """fsspec, or the backend of a protocol, is not installed; the message names the extra."""
 
 
 def protocol(path) -> str | None:
@@ -72,23 +70,22 @@ def filesystem(url: str, options: dict | None = None):
 
     Raises
     ------
-    MissingBackend
-        fsspec or the protocol's backend is not installed.
+    MissingExtra
+        fsspec or the protocol's backend is not installed, or fsspec does not
+        know the protocol.
     """
     name = protocol(url) or "file"
     package, extra = _BACKENDS.get(name, ("fsspec", "s3"))
     try:
         import fsspec.core
     except ImportError:
-        raise MissingBackend(f"{url}: {name}:// needs fsspec: pip install 'convcli[{extra}]'"
-                             ) from None
+        raise MissingExtra(f"{url}: {name}:// needs fsspec", extra) from None
     try:
         return fsspec.core.url_to_fs(url, **(options or {}))
     except ImportError:
-        raise MissingBackend(f"{url}: {name}:// needs {package}: pip install 'convcli[{extra}]'"
-                             ) from None
+        raise MissingExtra(f"{url}: {name}:// needs {package}", extra) from None
     except ValueError as exc:  # an unknown protocol
-        raise MissingBackend(f"{url}: {exc}") from None
+        raise MissingExtra(f"{url}: {exc}", None) from None
 
 
 def join(folder: str, *names: str) -> str:

@@ -254,7 +254,7 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
 
 
 def test_sigterm_is_not_caught_by_the_per_file_guard():
-    from convcli.cli import _Terminated
+    from convcli.app.run import _Terminated
 
     def terminated(task):
         raise _Terminated

@@ -179,7 +179,8 @@ def test_explain_refuses_an_unknown_tool_on_one_line():
 def _run_magick(text: str, image, out) -> np.ndarray:
     """Run the one command line of `text` on `image`, as ImageMagick 7 or 6 is installed."""
     program = shutil.which("magick") or shutil.which("convert")
-    if program is None:
+    if program is None or "ImageMagick" not in subprocess.run(
+            [program, "-version"], capture_output=True, text=True).stdout:
         pytest.skip("ImageMagick is not installed")
     (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
     words = shlex.split(line)

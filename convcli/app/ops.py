@@ -23,6 +23,7 @@ from ..choices import (
     RAW_VALUES,
 )
 from ..conv import conv_forward, depthwise_conv_forward
+from ..errors import OptionError
 from ..figures import Grid, Panel
 from ..kernels import Kernel
 from ..levels import Mapping, luminance, robust_top
@@ -31,14 +32,6 @@ from ..pooling import pool_forward, pool_mode
 from .names import Tags, number
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-class OptionError(ValueError):
-    """Options that cannot work together, or a value out of range; `option` names the option."""
-
-    def __init__(self, message: str, option: str):
-        super().__init__(message)
-        self.option = option
 
 
 class Operation(Protocol):

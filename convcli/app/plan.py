@@ -442,7 +442,7 @@ def count_inputs(args, *, out_dir: str, recursive: bool = False,
 class TaskStream:
     """The tasks of a run as they are taken: counted, and stopped by an error in listing.
 
-    An error listing a folder (``OSError``, or a :class:`convcli.storage.MissingBackend`)
+    An error listing a folder (``OSError``, or a :class:`convcli.errors.MissingExtra`)
     ends the tasks and is kept in :attr:`error`, for the caller to report
     once the tasks taken before it are done. `on_folder` is called with each
     output folder before its first task is taken (the tasks of a folder come
@@ -468,7 +468,7 @@ class TaskStream:
         except StopIteration:
             self.finished = True
             raise
-        except (OSError, ImportError) as exc:  # MissingBackend is an ImportError
+        except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
             self.finished = True
             self.error = exc
             raise StopIteration from None

@@ -1,0 +1,490 @@
+"""A batch run from Python: plan the files, run them on an engine, report, exit status.
+
+:func:`run_batch` is what ``convcli pad|conv|pool|grad`` do after parsing
+their options, with the same rules: existing outputs are skipped unless
+``overwrite``, a file that fails is reported and the rest goes on, a
+``convcli-manifest.jsonl`` records what was written. No click here::
+
+    from convcli.app import ops
+    from convcli.app.run import RunOptions, run_batch
+    from convcli.kernels import parse_kernel_spec
+
+    conv = ops.ConvOp((parse_kernel_spec("sobel-x"),))
+    status = run_batch(conv, ["photos"], RunOptions(out_dir="edges", jobs=2))
+
+The exit status is 0 when every file was processed or skipped, 1 when a
+file failed (or nothing could be done), 130 or 143 when the run was stopped
+by Ctrl-C or SIGTERM. Options that cannot work raise
+:class:`convcli.errors.OptionError` (or :class:`convcli.errors.MissingExtra`),
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
+from ..engines import Engine, EngineError, EngineSettings, make_engine
+from ..errors import MissingExtra, OptionError
+from ..storage import dirname, is_url, local_path, protocol
+
+FIRST_TASKS = 256
+"""Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of a batch run (those of ``convcli pad|conv|pool|grad``).
+
+    Attributes
+    ----------
+    out_dir : str
+        A folder for the outputs (made when needed); a file named with a
+        format's extension, for one input giving one image; ``"-"`` for
+        standard output.
+    fmt : str or None
+        The output format (``png``, ``jpg``, ``tiff``, ``npy``, or an alias);
+        None: that of `out_dir`'s extension, else ``png``.
+    figure, recursive, overwrite, fail_fast : bool
+        As ``--figure``, ``-r``, ``--overwrite`` and ``--fail-fast``.
+    max_pixels : int
+        Larger images are refused (0: no limit).
+    engine : str or None
+        Where the files are processed (:data:`convcli.engines.ENGINES`); None:
+        ``dask`` with a scheduler, else ``processes``.
+    jobs, scheduler, scheduler_file, files_per_task
+        The engine's settings (:class:`convcli.engines.EngineSettings`).
+    storage_options : dict or None
+        fsspec options for ``s3://`` ... inputs and outputs.
+    """
+
+    out_dir: str = "convcli-out"
+    fmt: str | None = None
+    figure: bool = False
+    recursive: bool = False
+    overwrite: bool = False
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    fail_fast: bool = False
+    engine: str | None = None
+    jobs: int | None = None
+    scheduler: str | None = None
+    scheduler_file: str | None = None
+    files_per_task: int | None = None
+    storage_options: dict | None = field(default=None, hash=False)
+
+
+class Reporter:
+    """What a run tells its user: one line each on the standard error.
+
+    Errors are always said; notes and the summary unless `quiet`; a line per
+    file with `verbose`; an unexpected error's traceback with `debug`. The
+    command line's reporter adds a progress bar.
+    """
+
+    def __init__(self, *, quiet: bool = False, verbose: bool = False, debug: bool = False):
+        if quiet and verbose:
+            raise OptionError("-q (errors only) and -v (a line per file) cannot be used together",
+                              None)
+        self.quiet, self.verbose, self.debug = quiet, verbose, debug
+
+    def say(self, line: str) -> None:
+        """One line for the user, always."""
+        print(f"convcli: {line}", file=sys.stderr, flush=True)
+
+    def note(self, line: str) -> None:
+        """A line that `quiet` leaves out."""
+        if not self.quiet:
+            self.say(line)
+
+    def wants_total(self) -> bool:
+        """Whether :meth:`begin` should be given a count of the files while the run goes on."""
+        return False
+
+    def begin(self, total: int | None, count=None) -> None:
+        """The run starts: `total` files, or `count()` gives their number once known."""
+
+    def add(self, result, source: str) -> None:
+        """One file's result (a :class:`convcli.batch.FileResult`); `source` as shown."""
+        if result.status == "failed":
+            self.say(f"{source}: {result.message}")
+            if self.debug and result.detail:
+                self.say(result.detail.rstrip())
+        elif self.verbose:
+            note = f" ({result.message})" if result.message else ""
+            self.say(f"{source}: {result.status}, {len(result.outputs)} written{note}")
+        elif result.message and not self.quiet and result.status != "skipped":
+            self.say(f"{source}: {result.message}")
+
+    def end(self, line: str, *, interrupted: bool = False) -> None:
+        """The summary line (said even when `quiet` if the run was interrupted)."""
+        if interrupted:
+            self.say(line)
+        else:
+            self.note(line)
+
+
+@dataclass
+class _Target:
+    """Where a run writes: a folder, one file (``-o FILE``), or standard output (``-o -``)."""
+
+    folder: str
+    fmt: str
+    out_file: str = ""
+    stdout: bool = False
+
+    def where(self, out_dir: str) -> str:
+        if self.stdout:
+            return "output to standard output"
+        return f"output in {out_dir}" if self.out_file else f"outputs in {out_dir}"
+
+
+class _Ended(Exception):
+    """The run ends now with `status` (its reason was said)."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
+def run_batch(operation, inputs, options: RunOptions | None = None,
+              reporter: Reporter | None = None) -> int:
+    """Apply `operation` to every image of `inputs`; return the exit status.
+
+    Parameters
+    ----------
+    operation : Operation
+        What to do to each picture (:mod:`convcli.app.ops`: ``PadOp``,
+        ``ConvOp``, ``PoolOp``, ``GradPoolOp``, ``GradConvOp``).
+    inputs : sequence of str
+        Image files, folders, URLs, or ``"-"`` for standard input.
+    options : RunOptions, optional
+    reporter : Reporter, optional
+        Told of every result; by default lines on the standard error.
+
+    Returns
+    -------
+    int
+        0, 1 (a file failed, or nothing was done), 130 or 143 (stopped).
+
+    Raises
+    ------
+    OptionError, MissingExtra
+        Options that cannot work; nothing was written.
+    """
+    options = options or RunOptions()
+    reporter = reporter or Reporter()
+    try:
+        return _BatchRun(operation, inputs, options, reporter).run()
+    except _Ended as ended:
+        return ended.status
+
+
+class _BatchRun:
+    """One run of :func:`run_batch`: its checks, its plan, its engine and its tally."""
+
+    def __init__(self, operation, inputs, options: RunOptions, reporter: Reporter):
+        self.op, self.options, self.reporter = operation, options, reporter
+        self.inputs = tuple(local_path(str(path)) for path in inputs)
+        self.out_dir = local_path(options.out_dir)
+        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        self.started = time.monotonic()
+        self.total: int | None = None  # the number of tasks, once known
+        self.count = None  # the background count of the files, when there is one
+        self.shown: dict[str, str] = {}  # names to show for some inputs ("-")
+        self.manifest = None
+        self.listing: dict = {}
+        settings = EngineSettings(
+            jobs=options.jobs, scheduler=options.scheduler,
+            scheduler_file=options.scheduler_file, files_per_task=options.files_per_task,
+            in_memory=_in_memory((*self.inputs, self.out_dir)))
+        self.engine: Engine = make_engine(options.engine, settings)
+
+    def run(self) -> int:
+        with ExitStack() as stack:
+            target = _target(self.out_dir, self.options, self.op, stack)
+            paths, shown = _read_stdin(self.inputs, stack)
+            tasks, first = self._plan(paths, target)
+            self._open_engine(stack)
+            _make_folder(target.folder)
+            if target.stdout and not self.reporter.verbose:
+                self.reporter.quiet = True
+            status = self._run_planned(paths, target, shown, tasks, first)
+            if tasks.error is not None and status not in (130, 143):
+                _planning_error(tasks.error, self.reporter, stop=False)
+                status = status or 1
+            self._summarise(target.where(self.out_dir), interrupted=status in (130, 143))
+            if target.stdout and self.counts["done"]:
+                with open(target.out_file, "rb") as f:
+                    shutil.copyfileobj(f, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+        return status or 0
+
+    def _plan(self, paths: list[str], target: _Target):
+        """The run's task stream and its first tasks; ends the run if there are none."""
+        from ..safeio import remove_stale_temporaries
+        from . import plan
+
+        notes: list[str] = []
+        self.listing = dict(out_dir=target.folder, recursive=self.options.recursive,
+                            storage_options=self.options.storage_options)
+        try:
+            by_folder = plan.streams_by_folder(paths, out_file=target.out_file, **self.listing)
+        except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
+            _planning_error(exc, self.reporter, stop=True)
+        options = self.options
+        tasks = plan.TaskStream(
+            plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
+                              overwrite=options.overwrite, max_pixels=options.max_pixels,
+                              out_file=target.out_file, by_folder=by_folder, **self.listing),
+            # Temporary files that killed runs left where this one writes.
+            on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
+        # Planned a folder at a time, the first tasks: enough to know whether there are
+        # any. Otherwise all of them, which planning has listed already.
+        first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
+        _planning_error(tasks.error, self.reporter, stop=not first)
+        for note in notes:
+            self.reporter.note(note)
+        if not first:
+            self.reporter.say("no input images: nothing done")
+            raise _Ended(1)
+        if target.out_file:
+            _check_one_image(first, self.out_dir)
+        self.total = len(first) if tasks.finished else None  # else planned a folder at a time
+        return tasks, first
+
+    def _open_engine(self, stack: ExitStack) -> None:
+        """Open the engine, closed with `stack`; a failure ends the run (exit status 1)."""
+        stack.callback(self.engine.close)
+        try:
+            self.engine.open()
+        except EngineError as exc:
+            self.reporter.say(str(exc))
+            raise _Ended(1) from None
+
+    def _run_planned(self, paths, target: _Target, shown: dict, tasks, first) -> int | None:
+        """Run the tasks with the manifest recording what is written; the exit status."""
+        from . import plan
+        from .manifest import Manifest
+
+        if self.total is None and self.reporter.wants_total():
+            self.count = plan.count_in_background(paths, **self.listing)
+        self.shown = shown
+        if not target.out_file:  # -o FILE and -o - write that one file only
+            self.manifest = Manifest(self.op, fmt=target.fmt, shown=shown,
+                                     storage_options=self.options.storage_options)
+        self.reporter.begin(self.total, self.count)
+        try:
+            return self._run_tasks(itertools.chain(first, tasks))
+        finally:
+            for line in self.manifest.close() if self.manifest else ():
+                self.reporter.say(line)
+
+    def _add(self, result) -> None:
+        self.counts[result.status] += 1
+        if self.manifest is not None and result.records:
+            self.manifest.add(result)
+        self.reporter.add(result, self.shown.get(result.source, result.source))
+
+    def _run_tasks(self, tasks) -> int | None:
+        """Run the tasks on the engine, reporting each result; the exit status, or None for 0."""
+        from .process import process_file
+
+        engine, requests = self.engine, _StopRequests()
+        status, late = None, []
+        with requests.installed():
+            results = engine.start(tasks, process_file, count=self.total,
+                                   stop_requests=requests)
+            requests.raise_first = engine.runs_here
+            try:
+                for result in results:
+                    self._add(result)
+                    if self.options.fail_fast and result.status == "failed":
+                        break
+            except (KeyboardInterrupt, _Terminated):
+                pass  # counted in `requests`
+            except EngineError as exc:
+                self.reporter.say(str(exc))
+                status = 1
+            # Files not started are cancelled; the ones running are finished,
+            # unless a second Ctrl-C (or kill) asks to stop at once.
+            if requests() and engine.running and engine.finishes_running:
+                self.reporter.note(f"stopping: finishing {engine.running} file(s) being "
+                                   "written (Ctrl-C again to stop at once)")
+            late = engine.stop()
+        for result in late:
+            self._add(result)
+        deaths = engine.deaths_note()
+        if deaths:  # an error, even though every file was then processed
+            self.reporter.say(deaths)
+        status = requests.status or status
+        if status is None and (self.counts["failed"] or deaths):
+            status = 1
+        return status
+
+    def _summarise(self, where: str, *, interrupted: bool) -> None:
+        c = self.counts
+        line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
+                f"in {time.monotonic() - self.started:.1f} s; {where}")
+        if c["skipped"] and not self.reporter.verbose:
+            line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
+        if interrupted:
+            total = self.total if self.total is not None or self.count is None else self.count()
+            left = "the rest" if total is None else total - sum(c.values())
+            line = f"interrupted: {line}; {left} not started or not finished"
+        self.reporter.end(line, interrupted=interrupted)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
+
+    A BaseException, as KeyboardInterrupt is, so that the per-file guard
+    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
+    """
+
+
+class _StopRequests:
+    """Counts Ctrl-C and kill during a run.
+
+    Where the work runs in this thread (`raise_first`), the first request
+    raises (KeyboardInterrupt or _Terminated) to abandon the file at once.
+    Otherwise the handler only counts, and the engine polls the count:
+    nothing is raised in the middle of the bookkeeping. Handlers are only
+    installed from the main thread (elsewhere Python refuses them).
+    """
+
+    def __init__(self):
+        self.signals: list[int] = []
+        self.raise_first = False
+
+    def __call__(self) -> int:
+        return len(self.signals)
+
+    def handle(self, signum, frame):
+        self.signals.append(signum)
+        if self.raise_first and len(self.signals) == 1:
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+    def installed(self) -> ExitStack:
+        """A context in which SIGINT and SIGTERM are counted here; the handlers are restored."""
+        stack = ExitStack()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                stack.callback(signal.signal, sig, signal.signal(sig, self.handle))
+        return stack
+
+    @property
+    def status(self) -> int | None:
+        if not self.signals:
+            return None
+        return 130 if self.signals[0] == signal.SIGINT else 143
+
+
+def _in_memory(paths) -> str | None:
+    """The first of `paths` on memory://, which only this process sees; or None."""
+    return next((path for path in paths if protocol(path) == "memory"), None)
+
+
+def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
+    """Where the run writes, from `out_dir` and the format; errors name ``-o``."""
+    from .names import FORMATS, file_format, format_name
+
+    fmt = format_name(options.fmt or "png")
+    named = "" if out_dir == "-" else file_format(out_dir)
+    if out_dir != "-" and (not named or os.path.isdir(out_dir)):
+        target = _Target(out_dir, fmt)
+    elif options.figure:
+        raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
+    elif out_dir == "-":
+        if sys.stdout.isatty():
+            raise OptionError("standard output is a terminal: redirect it to a file "
+                              "(> out.png) or a pipe", "-o -")
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+        target = _Target(folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
+                         stdout=True)
+    elif options.fmt is not None and named != fmt:
+        raise OptionError(f"{out_dir!r} names a {named} file, but --format is {fmt}", "-o")
+    else:
+        folder = dirname(out_dir) if is_url(out_dir) else os.path.dirname(out_dir) or "."
+        target = _Target(folder, named, out_dir)
+    _check_raw_values(op, target.fmt)
+    return target
+
+
+def _check_raw_values(op, fmt: str) -> None:
+    """``--normalize none`` needs a format that holds float32 values."""
+    from .names import FORMATS
+
+    if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
+        holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
+        raise OptionError(f"none writes float32 values, which {fmt} cannot hold: "
+                          f"use --format {holding}", "--normalize")
+
+
+def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
+    """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
+    if "-" not in inputs:
+        return list(inputs), {}
+    if inputs.count("-") > 1:
+        raise OptionError("- (standard input) is given more than once", "INPUT")
+    if sys.stdin.isatty():
+        raise OptionError("- reads an image from standard input, which is a terminal: "
+                          "pipe an image into it", "INPUT")
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+    path = os.path.join(folder, "stdin")
+    with open(path, "wb") as f:
+        shutil.copyfileobj(sys.stdin.buffer, f)
+    return [path if arg == "-" else arg for arg in inputs], {path: "-"}
+
+
+def _check_one_image(tasks, out_dir: str) -> None:
+    """An OptionError unless the run makes one image, for ``-o FILE`` and ``-o -``."""
+    from .names import planned_outputs, single_output
+
+    if len(tasks) > 1:
+        raise OptionError(f"{out_dir!r} is one image, but there are {len(tasks)} "
+                          "input images: give a folder", "-o")
+    probe = replace(tasks[0], out_file="")
+    if all(single_output(planned_outputs(probe, channels)) is None
+           for channels in (("L",), ("R", "G", "B"))):
+        raise OptionError(
+            f"{out_dir!r} is one image, but this run makes an image per kernel: give a folder, "
+            "or one map with --combine", "-o")
+
+
+def _make_folder(folder: str) -> None:
+    """Make the output folder (object storage has none to make)."""
+    if is_url(folder):
+        return
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"cannot create the folder {folder}: {exc.strerror or exc}",
+                          "-o") from None
+
+
+def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:
+    """Report an error met listing the inputs: a missing extra is raised (a usage error).
+
+    Other errors (a bucket that cannot be listed) are one line; with `stop`,
+    nothing was done and the run ends with exit status 1.
+    """
+    if error is None:
+        return
+    if isinstance(error, MissingExtra):
+        raise error
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    where = getattr(error, "filename", None)
+    reporter.say(f"{where}: cannot list: {reason}" if where else
+                 f"cannot list the inputs: {reason}")
+    if stop:
+        raise _Ended(1)
