@@ -490,8 +490,11 @@ class ProcessEngine(Engine):
 
     def __init__(self, settings: EngineSettings):
         if settings.files_per_task is not None:
-            raise OptionError("only applies with --scheduler or --scheduler-file",
+            raise OptionError("only applies to Dask (--scheduler, --scheduler-file, --engine dask)",
                               "--files-per-task")
+        if settings.scheduler is not None or settings.scheduler_file is not None:
+            raise OptionError("names a Dask scheduler, which --engine processes does not use",
+                              "--scheduler")
         super().__init__(settings)
         self.jobs = 1 if settings.in_memory else settings.jobs or default_jobs()
         self._run: BatchRun | None = None

@@ -66,6 +66,9 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
     distributed = _import_distributed()
     import logging
 
+    if scheduler not in (None, "local"):
+        _check_reachable(scheduler, timeout)
+
     # Dask logs connection chatter at INFO and WARNING; the command line reports on its own.
     logging.getLogger("distributed").setLevel(logging.ERROR)
     try:
@@ -92,6 +95,26 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         close(client)
         raise
     return client
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """Raise ClusterError at once if nothing listens at a ``tcp://HOST:PORT`` `address`.
+
+    Dask's client retries a refused connection until its timeout (10 s);
+    a plain connection says at once that no scheduler is there. Other
+    protocols (``tls://`` ...) are left to Dask.
+    """
+    import socket
+
+    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    host, sep, port = rest.rpartition(":")
+    if "://" in rest or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
 
 
 def close(client) -> None:
