@@ -32,7 +32,7 @@ from .names import FORMATS, named_for_stem, planned_outputs
 from .plan import Task
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
-EXPECTED_ERRORS = (OSError, ValueError, TypeError, MemoryError)
+EXPECTED_ERRORS = (OSError, ValueError, MemoryError)
 
 
 # numpy's message for a write cut short (np.save to a full disk), which carries no errno.
