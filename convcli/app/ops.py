@@ -59,13 +59,25 @@ class Operation(Protocol):
         """Raise ValueError, one line for the user, if `pic` cannot be processed."""
 
     def compute(self, pic) -> np.ndarray:
-        """The (H', W', C') result, one channel per entry of ``tags(...).channels``."""
+        """The (H', W', C') result, one channel per entry of ``tags(...).channels``.
+
+        An operation that also reports something beside its files (grad conv:
+        dW) has ``compute_with_summary(pic)``, the result and that text from one
+        computation: see :func:`result_and_summary`.
+        """
 
     def mappings(self, pic) -> list[Mapping]:
         """The value mapping (:class:`convcli.levels.Mapping`) of each result channel."""
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         """The figure grid of the picture and its result (``--figure``)."""
+
+
+def result_and_summary(op: Operation, pic) -> tuple[np.ndarray, str]:
+    """`op`'s float32 result for `pic`, and what it reports beside its files ("" for nothing)."""
+    with_summary = getattr(op, "compute_with_summary", None)
+    data, summary = with_summary(pic) if with_summary is not None else (op.compute(pic), "")
+    return np.asarray(data, dtype=np.float32), summary
 
 
 def side_widths(pad) -> tuple[int, int, int, int] | int:
@@ -374,8 +386,11 @@ class ConvOp:
 
     # --- names ---
 
-    def _options_tag(self) -> str:
-        """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
+    def options_tag(self) -> str:
+        """The options in output names: ``-s<S>``, ``-d<D>``, ``-p<N>``, ``-b<B>``, ``-B<border>``.
+
+        Each only when not the default (no border with no padding).
+        """
         text = f"-s{self.stride}" if self.stride != 1 else ""
         text += f"-d{self.dilation}" if self.dilation != 1 else ""
         if self.pad != "same":
@@ -386,7 +401,11 @@ class ConvOp:
             text += f"-B{self.border}"
         return text
 
-    def _channel_names(self, channels: tuple[str, ...]) -> list[str]:
+    def channel_names(self, channels: tuple[str, ...]) -> list[str]:
+        """What each map of a kernel is named after, for an input with these `channels`.
+
+        The colour channels for ``each`` (alpha left out), else the channel mode.
+        """
         colour = [c for c in channels if c != "A"]
         return colour if self.channels == "each" else [self.channels]
 
@@ -397,9 +416,9 @@ class ConvOp:
         return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
-        options = self._options_tag()
+        options = self.options_tag()
         mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
-        names = self._channel_names(channels)
+        names = self.channel_names(channels)
         maps = self._maps()
         groups = ()
         if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
@@ -554,7 +573,7 @@ class ConvOp:
         R + G + B of the blurred (sharpened ...) picture: ``clip`` at
         n_channels x white shows their mean, the picture as a grey photo.
         """
-        names = self._channel_names(pic.channels)
+        names = self.channel_names(pic.channels)
         n_summed = pic.colour_channels if self.channels == "sum" else 1
         if self.combine is None:
             methods = [self.mapping_for(k, n_summed, pic.white) for k in self.kernels]
@@ -570,7 +589,7 @@ class ConvOp:
                 for m in methods for _ in names]
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        names = self._channel_names(pic.channels)
+        names = self.channel_names(pic.channels)
         per_kernel = len(names)
         titles = ([k.name for k in self.kernels] if self.combine is None
                   else [" + ".join(k.name for k in self.kernels) + f" ({self.combine})"])
@@ -707,12 +726,12 @@ class GradConvOp:
             raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
 
     def _options(self) -> str:
-        return f"{self.conv._options_tag()}-{self.loss}"
+        return f"{self.conv.options_tag()}-{self.loss}"
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         options = self._options()
         mapping = f"-{self.normalize}" if self.normalize != "offset" else ""
-        names = self.conv._channel_names(channels)
+        names = self.conv.channel_names(channels)
         kernels = "+".join(k.label for k in self.conv.kernels)
         return Tags(
             channels=[f"conv-{k.label}{options}{mapping}-{c}"
@@ -745,16 +764,17 @@ class GradConvOp:
         return np.concatenate(maps, axis=2), dWs
 
     def compute(self, pic) -> np.ndarray:
-        data, dWs = self.gradients(pic)
-        # Kept for summary(): this process's last result, asked for right after compute.
-        object.__setattr__(self, "_last_dW", dWs)
-        return data
+        return self.gradients(pic)[0]
 
-    def summary(self) -> str:
-        """dW of the last picture computed, kernel by kernel, as grids in full digits."""
+    def compute_with_summary(self, pic) -> tuple[np.ndarray, str]:
+        """The dA_prev maps of `pic`, and its dW as :meth:`dW_text` writes it."""
+        data, dWs = self.gradients(pic)
+        return data, self.dW_text(dWs)
+
+    def dW_text(self, dWs: list[np.ndarray]) -> str:
+        """Each kernel's dW (from :meth:`gradients`) as a grid in full digits."""
         from ..kernels import format_kernel_grid
 
-        dWs = self.__dict__.pop("_last_dW", [])
         blocks = [f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
                   for k, dW in zip(self.conv.kernels, dWs, strict=True)]
         return "\n".join(blocks)
@@ -763,11 +783,11 @@ class GradConvOp:
         return "sum(Z)" if self.loss == "sum" else "sum(Z^2)/2"
 
     def mappings(self, pic) -> list[Mapping]:
-        n = len(self.conv._channel_names(pic.channels)) * len(self.conv.kernels)
+        n = len(self.conv.channel_names(pic.channels)) * len(self.conv.kernels)
         return [Mapping(self.normalize, pic.white)] * n
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        names = self.conv._channel_names(pic.channels)
+        names = self.conv.channel_names(pic.channels)
         titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
         panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=True)
         return Grid(panels, min(len(panels), 4),
