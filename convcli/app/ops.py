@@ -2,14 +2,14 @@
 
 Every operation follows :class:`Operation`; :data:`OPERATIONS` lists them, and
 output names are built and recognised from their ``name`` (see
-:mod:`convcli.app.names`). An operation checks the rules that span its options
-when it is made (:class:`OptionError` names the option); single values are
-checked by the library functions it calls.
+:mod:`convcli.app.names`). An operation checks its options when it is made,
+each value and the rules that span them: :class:`OptionError` names the option.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -108,9 +108,33 @@ def pad_option(pad) -> str:
 
 
 def _finite(value: float, option: str) -> float:
-    if not math.isfinite(value):
+    """`value` if it is a finite real number; else an OptionError naming `option`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise OptionError(f"must be a finite number, got {value!r}", option)
     return value
+
+
+def _whole(value, option: str, *, minimum: int) -> int:
+    """`value` as an int if it is a whole number >= `minimum`; else an OptionError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise OptionError(f"must be a whole number >= {minimum}, got {value!r}", option)
+    return int(value)
+
+
+def _one_of(names: tuple[str, ...], value, option: str) -> str:
+    """`value` if it is one of `names`; else an OptionError naming `option`."""
+    if not (isinstance(value, str) and value in names):
+        raise OptionError(f"{option.lstrip('-')} must be one of {', '.join(names)}; "
+                          f"got {value!r}", option)
+    return value
+
+
+def _mode(check, value, option: str) -> str:
+    """``check(value)`` (:func:`pad_mode`, :func:`pool_mode`), its ValueError an OptionError."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise OptionError(str(exc), option) from None
 
 
 def _original_panel(pic) -> Panel:
@@ -169,9 +193,11 @@ class PadOp(_Channelwise):
     name: ClassVar[str] = "pad"
 
     def __post_init__(self):
-        object.__setattr__(self, "mode", pad_mode(self.mode))
+        object.__setattr__(self, "mode", _mode(pad_mode, self.mode, "--mode"))
         if isinstance(self.pad, (tuple, list)):
             object.__setattr__(self, "pad", side_widths(self.pad))
+        else:
+            object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
         _finite(self.value, "--value")
         if abs(self.value) > _FLOAT32_MAX:
             raise OptionError(
@@ -214,9 +240,13 @@ class PoolOp(_Channelwise):
     name: ClassVar[str] = "pool"
 
     def __post_init__(self):
-        object.__setattr__(self, "mode", pool_mode(self.mode))
-        if self.stride is None:
-            object.__setattr__(self, "stride", self.size)
+        object.__setattr__(self, "mode", _mode(pool_mode, self.mode, "--mode"))
+        object.__setattr__(self, "size", _whole(self.size, "--size", minimum=1))
+        stride = self.size if self.stride is None else _whole(self.stride, "--stride", minimum=1)
+        object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
+        if not isinstance(self.ceil, (bool, np.bool_)):
+            raise OptionError(f"must be True or False, got {self.ceil!r}", "--ceil")
         if self.pad > self.size // 2:
             raise OptionError(
                 f"{self.pad} is more than half the {self.size}x{self.size} window (--size): "
@@ -310,23 +340,36 @@ class ConvOp:
     name: ClassVar[str] = "conv"
 
     def __post_init__(self):
+        self._check_options()
+        self._check_kernels()
+
+    def _check_options(self) -> None:
+        """Each option on its own: an :class:`OptionError` naming the first that cannot work."""
         object.__setattr__(self, "kernels", tuple(self.kernels))
         if not self.kernels:
-            raise ValueError("no kernel given")
-        if self.channels not in CHANNEL_MODES:
-            raise ValueError(f"channels must be one of {', '.join(CHANNEL_MODES)}")
-        if self.normalize not in NORMALIZE_CHOICES:
-            raise ValueError(f"normalize must be one of {', '.join(NORMALIZE_CHOICES)}")
+            raise OptionError("no kernel given", "--kernel")
+        for k in self.kernels:
+            if not isinstance(k, Kernel):
+                raise OptionError(f"must be a convcli.kernels.Kernel, got {k!r}", "--kernel")
+        object.__setattr__(self, "stride", _whole(self.stride, "--stride", minimum=1))
+        object.__setattr__(self, "dilation", _whole(self.dilation, "--dilation", minimum=1))
+        _one_of(CHANNEL_MODES, self.channels, "--channels")
+        _one_of(NORMALIZE_CHOICES, self.normalize, "--normalize")
         _finite(self.bias, "--bias")
-        if not isinstance(self.dilation, int) or self.dilation < 1:
-            raise OptionError(f"must be a whole number >= 1, got {self.dilation!r}", "--dilation")
-        object.__setattr__(self, "border", pad_mode(self.border))
-        if self.combine is not None and self.combine not in COMBINE_MODES:
-            raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
+        object.__setattr__(self, "border", _mode(pad_mode, self.border, "--border"))
+        if self.combine is not None:
+            _one_of(COMBINE_MODES, self.combine, "--combine")
         if isinstance(self.pad, (tuple, list)):
             object.__setattr__(self, "pad", side_widths(self.pad))
-        if isinstance(self.pad, str) and self.pad not in ("same", "valid"):
-            raise ValueError(f"pad must be same, valid or an integer >= 0, got {self.pad!r}")
+        elif isinstance(self.pad, str):
+            if self.pad not in ("same", "valid"):
+                raise OptionError(f"must be same, valid or an integer >= 0, got {self.pad!r}",
+                                  "--pad")
+        else:
+            object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
+
+    def _check_kernels(self) -> None:
+        """The rules between the kernels and the pad: one name each, results of one size."""
         seen: dict[str, Kernel] = {}
         for k in self.kernels:
             if k.label in seen:
