@@ -47,3 +47,29 @@ FORMAT_ALIASES = {"jpeg": "jpg", "tif": "tiff"}
 
 DEFAULT_MAX_PIXELS = 89_478_485
 """Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)."""
+
+
+def keyed_by(names: tuple[str, ...], table: dict, *, what: str) -> dict:
+    """`table` itself if its keys are exactly `names`; else a LookupError naming the odd one.
+
+    A table of what each choice means elsewhere (its name in another tool,
+    the gradient of a border mode ...) is checked against its choices when
+    it is made: a name added here and not there fails at once, by name.
+
+    Examples
+    --------
+    >>> keyed_by(("max", "average"), {"max": 1, "average": 2}, what="a table")
+    {'max': 1, 'average': 2}
+    >>> keyed_by(("max", "average"), {"max": 1}, what="a table")
+    Traceback (most recent call last):
+    ...
+    LookupError: a table has no entry for 'average' (one of max, average)
+    """
+    for name in names:
+        if name not in table:
+            raise LookupError(f"{what} has no entry for {name!r} (one of {', '.join(names)})")
+    for name in table:
+        if name not in names:
+            raise LookupError(f"{what} has an entry for {name!r}, which is not one of "
+                              f"{', '.join(names)}")
+    return table

@@ -8,6 +8,7 @@ share :func:`interrupt`, :func:`run_without` and :class:`DaskProcesses`.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import signal
 import struct
@@ -289,3 +290,14 @@ class DaskProcesses:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def import_afresh(name: str):
+    """A new copy of module `name`, run from its source now (sys.modules keeps the old one).
+
+    For a check a module makes when imported, under a monkeypatched setting.
+    """
+    spec = importlib.util.find_spec(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -25,6 +25,7 @@ from helpers import (
 from PIL import Image
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
+from convcli.choices import COMBINE_MODES, MAPPINGS, PAD_MODES
 from convcli.cli import main
 from convcli.images import save_levels
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
@@ -82,7 +83,7 @@ def test_pad_defaults_write_channels_and_the_whole_image(photo, out):
                                       expected[:, :, c])
 
 
-@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("mode", PAD_MODES)
 def test_pad_modes_npy_equals_library(photo, out, mode):
     ok("pad", photo, "-o", out, "--pad", 3, "--value", 50, "--mode", mode, "--format", "npy")
     tag = f"{mode}-3-v50" if mode == "constant" else f"{mode}-3"
@@ -138,7 +139,7 @@ def test_conv_png_default_mapping_is_robust_for_edge_kernels(photo, out):
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], "robust")).max() <= 1
 
 
-@pytest.mark.parametrize("method", ["abs", "minmax", "clip", "offset"])
+@pytest.mark.parametrize("method", MAPPINGS)
 def test_conv_normalize_methods(photo, out, method):
     ok("conv", photo, "-o", out, "-k", "sobel-x", "--normalize", method)
     Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["sobel-x"], 3),
@@ -542,8 +543,9 @@ def test_conv_combine_magnitude_max_and_sum_from_the_separate_results(photo, out
     ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--format", "npy")
     separate = np.load(out / "photo_conv-sobel-x+sobel-y-sum.npy")
     x, y = separate[:, :, 0], separate[:, :, 1]
-    for combine, expected in [("magnitude", np.sqrt(x ** 2 + y ** 2)),
-                              ("max", np.maximum(x, y)), ("sum", x + y)]:
+    combined = {"magnitude": np.sqrt(x ** 2 + y ** 2), "max": np.maximum(x, y), "sum": x + y}
+    assert tuple(combined) == COMBINE_MODES
+    for combine, expected in combined.items():
         ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", combine,
            "--format", "npy")
         Z = np.load(out / f"photo_conv-sobel-x+sobel-y-{combine}-sum.npy")

@@ -7,6 +7,7 @@ import pytest
 from helpers import make_image, ok, outputs_in, pixels, run
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
+from convcli.choices import POOL_MODES
 from convcli.kernels import get_kernel
 
 
@@ -78,7 +79,7 @@ def test_conv_dilated_kernel_larger_than_the_image(tmp_path, out):
 # --- pool --pad and --ceil -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 @pytest.mark.parametrize(
     "options, pad, ceil, tag",
     [

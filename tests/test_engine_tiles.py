@@ -32,6 +32,7 @@ from convcli._engine import correlate as correlate_engine
 from convcli._engine import depthwise as depthwise_engine
 from convcli._engine import pool as pool_engine
 from convcli._engine import tiles
+from convcli.choices import POOL_MODES
 from convcli.conv import depthwise_conv_forward
 
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
@@ -128,7 +129,7 @@ def pool_cases(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     # Few distinct values, so that windows hold tied maxima.
     A = rng.integers(0, 4, shape).astype(dtype)
-    return A, {"f": f, "stride": stride}, draw(st.sampled_from(["max", "average"])), rng
+    return A, {"f": f, "stride": stride}, draw(st.sampled_from(POOL_MODES)), rng
 
 
 @given(
@@ -265,7 +266,7 @@ def test_run_tiles_threads_take_the_callers_error_handling(monkeypatch):
     assert all(np.isnan(v) for state in states for v in state) and len(states) == 2
 
 
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 def test_pooling_non_finite_input_across_threads_emits_no_warnings(mode):
     A = np.zeros((2, 40, 40, 3))
     A[:, ::7, ::5, 0], A[:, 3::11, ::3, 1], A[:, 1::9, 2::4, 2] = np.inf, -np.inf, np.nan

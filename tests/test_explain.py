@@ -8,6 +8,7 @@ installed is skipped (``pip install -e ".[interop,bench]"`` installs them all).
 
 from __future__ import annotations
 
+import re
 import runpy
 import shlex
 import shutil
@@ -17,8 +18,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import MODES, assert_one_line_error, make_image, ok, outputs_in, run
+from helpers import (
+    MODES,
+    assert_one_line_error,
+    import_afresh,
+    make_image,
+    ok,
+    outputs_in,
+    run,
+)
 from PIL import Image
+
+from convcli import choices
+from convcli.choices import BORDER_MODES, EXPLAIN_TARGETS
 
 PYTHON_TARGETS = {"scipy": "scipy.ndimage", "opencv": "cv2", "torch": "torch"}
 
@@ -169,6 +181,41 @@ def test_without_as_a_table_of_conventions():
         assert needle in text
     assert "cv2.dilate" in explained("pool")
     assert "copyMakeBorder" in explained("pad", "--mode", "wrap")
+
+
+def test_every_tool_is_tested():
+    assert {*PYTHON_TARGETS, "skimage", "magick"} == set(EXPLAIN_TARGETS)
+
+
+def test_the_border_table_has_a_row_for_each_border_mode_and_no_other():
+    from convcli.app.explain import BORDERS
+
+    assert tuple(BORDERS) == BORDER_MODES
+
+
+@pytest.mark.parametrize("modes", [(*choices.PAD_MODES, "fake"), choices.PAD_MODES[:-1]])
+def test_a_mode_added_or_removed_in_choices_stops_the_import_by_name(monkeypatch, modes):
+    odd = (set(modes) ^ set(choices.PAD_MODES)).pop()
+    monkeypatch.setattr(choices, "PAD_MODES", modes)
+    with pytest.raises(LookupError, match=f"border table .*{odd!r}"):
+        import_afresh("convcli.app.explain")
+
+
+@pytest.mark.parametrize("target", EXPLAIN_TARGETS)
+@pytest.mark.parametrize("border", BORDER_MODES)
+def test_every_tool_has_words_for_every_border(target, border):
+    """Each border mode is named, or said to be missing: never a None in the text."""
+    from convcli.app.explain import conventions, explain
+    from convcli.app.ops import ConvOp, PadOp
+    from convcli.kernels import get_kernel
+
+    ops = [ConvOp((get_kernel("sobel-x"),), border=border),
+           ConvOp((get_kernel("edge"),), pad=(1, 2, 0, 1), border=border),
+           PadOp(pad=(1, 0, 2, 3), mode=border)]
+    for op in ops:
+        for text in (explain(op, target), conventions(op)):
+            # None only where the scripts index (x[None]) or test for it (raw is None)
+            assert "None" not in re.sub(r"\[[^]]*\]|raw is None", "", text)
 
 
 def test_explain_refuses_an_unknown_tool_on_one_line():

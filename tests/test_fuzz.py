@@ -34,6 +34,7 @@ from convcli import (
     pool_forward,
     zero_pad,
 )
+from convcli.choices import MAPPINGS, PAD_MODES, POOL_MODE_ALIASES, POOL_MODES
 from convcli.levels import luminance, to_levels
 
 DTYPES = ["bool", "int8", "uint16", "float16", "float32", "float64", "complex128", "object"]
@@ -179,12 +180,12 @@ def test_pad_images(data):
     if data.draw(st.integers(0, 2)):  # two in three: arguments that make a result
         X = data.draw(arrays(data.draw(shapes(4, 1)), REAL))
         width = data.draw(st.one_of(GOOD_INTS, st.tuples(*[GOOD_INTS] * 4)))
-        mode = data.draw(st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]))
+        mode = data.draw(st.sampled_from(PAD_MODES))
         value = data.draw(st.sampled_from([0, 1, np.int8(1)]))
     else:
         X = data.draw(arrays(data.draw(shapes(4))))
         width = data.draw(st.one_of(HPARAM, st.tuples(*[HPARAM] * 4), st.just((1, 2))))
-        mode = data.draw(st.sampled_from(["constant", "edge", "reflect", "symmetric", "x"]))
+        mode = data.draw(st.sampled_from([*PAD_MODES, "x"]))
         value = data.draw(st.sampled_from([0.5, -3, 300, 70000, 1e300, np.nan, np.inf, "0"]))
     out = call(pad_images, X, width, mode=mode, value=value, names=("X", "width", "mode", "value"))
     if out is not None:
@@ -285,11 +286,11 @@ def test_pool_forward_backward(data):
             )
         )
         hp = {"f": f, "stride": data.draw(st.integers(1, 4))}
-        mode = data.draw(st.sampled_from(["max", "average", "avg"]))
+        mode = data.draw(st.sampled_from([*POOL_MODES, *POOL_MODE_ALIASES]))
     else:
         A = data.draw(arrays(data.draw(shapes(4))))
         hp = hparams(("f", "stride"), data.draw)
-        mode = data.draw(st.sampled_from(["max", "average", "avg", "min", None]))
+        mode = data.draw(st.sampled_from([*POOL_MODES, *POOL_MODE_ALIASES, "min", None]))
     names = ("A_prev", "hparameters", "mode")
     out = call(pool_forward, A, hp, mode, names=names)
     if out is None:
@@ -336,7 +337,7 @@ def test_distribute_value(data):
 @given(st.data())
 def test_to_levels(data):
     values = data.draw(arrays(data.draw(st.one_of(shapes(2), shapes(3)))))
-    method = data.draw(st.sampled_from(["abs", "minmax", "clip", "offset", "x"]))
+    method = data.draw(st.sampled_from([*MAPPINGS, "x"]))
     white = data.draw(st.sampled_from([255, 1.0, 0, -1, np.nan, np.inf]))
     depth = data.draw(st.sampled_from([8, 16, 12]))
     out = call(

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import MANIFEST, assert_one_line_error, make_image, ok, outputs_in, pixels, read, run
+from helpers import (
+    MANIFEST,
+    assert_one_line_error,
+    import_afresh,
+    make_image,
+    ok,
+    outputs_in,
+    pixels,
+    read,
+    run,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import (
@@ -18,20 +28,20 @@ from reference import (
     pool_backward_loop,
 )
 
-from convcli import conv_forward, pad_images
+from convcli import choices, conv_forward, pad_images
 from convcli.app.grad import conv_grads, pool_input_grad, unpad_grad
 from convcli.app.names import earlier_outputs
 from convcli.app.ops import OPERATION_NAMES
+from convcli.choices import PAD_MODES, POOL_MODES
 from convcli.kernels import get_kernel
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
-BORDERS = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
 # --- the library pieces against nested loops ---------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 @pytest.mark.parametrize("f, stride", [(2, 2), (3, 1), (3, 2), (2, 3)])
 def test_pool_grad_equals_the_loop(mode, f, stride):
     rng = np.random.default_rng(3)
@@ -102,7 +112,7 @@ def test_conv_grads_refuse_an_unknown_loss():
 
 
 @settings(max_examples=60, deadline=None)
-@given(mode=st.sampled_from(BORDERS), h=st.integers(1, 6), w=st.integers(1, 6),
+@given(mode=st.sampled_from(PAD_MODES), h=st.integers(1, 6), w=st.integers(1, 6),
        widths=st.one_of(st.integers(0, 4), st.tuples(*[st.integers(0, 4)] * 4)),
        seed=st.integers(0, 2**16))
 def test_unpad_grad_is_the_adjoint_of_padding(mode, h, w, widths, seed):
@@ -123,6 +133,26 @@ def test_unpad_grad_is_the_adjoint_of_padding(mode, h, w, widths, seed):
     back = unpad_grad(G, widths, mode=mode)
     assert back.shape == A.shape
     assert np.isclose(np.sum(padded * G), np.sum(A * back), rtol=1e-10, atol=1e-10)
+
+
+def test_every_border_mode_has_a_fold_and_no_other():
+    from convcli.app.grad import FOLDS
+
+    assert tuple(FOLDS) == PAD_MODES
+
+
+@pytest.mark.parametrize("modes", [(*PAD_MODES, "fake"), PAD_MODES[:-1]])
+def test_a_mode_added_or_removed_in_choices_stops_the_import_by_name(monkeypatch, modes):
+    odd = (set(modes) ^ set(PAD_MODES)).pop()
+    monkeypatch.setattr(choices, "PAD_MODES", modes)
+    with pytest.raises(LookupError, match=f"fold table .*{odd!r}"):
+        import_afresh("convcli.app.grad")
+
+
+@pytest.mark.parametrize("mode", ["fake", None, "Reflect"])
+def test_unpad_grad_refuses_a_mode_it_cannot_fold(mode):
+    with pytest.raises(ValueError, match=f"mode must be one of .*{mode!r}"):
+        unpad_grad(np.ones((1, 4, 4, 1)), 0, mode=mode)
 
 
 # --- PyTorch's input gradients on real photos ------------------------------------------------
@@ -241,7 +271,7 @@ def test_grad_conv_takes_a_pad_per_side(tmp_path):
                                atol=1e-4 * np.abs(expected).max())
 
 
-@pytest.mark.parametrize("border", ["reflect", "wrap", "edge"])
+@pytest.mark.parametrize("border", PAD_MODES)
 def test_grad_conv_folds_the_border_back(tmp_path, border):
     """With a border, each border value's gradient goes to the pixel it copies."""
     src = make_image(tmp_path / "photo.png", "RGB", seed=3, size=(9, 7))

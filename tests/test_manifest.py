@@ -20,9 +20,10 @@ from hypothesis.extra.numpy import arrays
 from PIL import Image
 
 from convcli import __version__
+from convcli.choices import MAPPINGS, NORMALIZE_CHOICES, RAW_VALUES
 from convcli.levels import map_levels, to_levels
 
-MAPPINGS = ["robust", "abs", "minmax", "clip", "offset", "auto"]
+NORMALIZE = [m for m in NORMALIZE_CHOICES if m != RAW_VALUES]  # the mappings to levels
 
 
 def manifest(folder) -> list[dict]:
@@ -58,7 +59,7 @@ def _values_back(levels: np.ndarray, record: dict, raw: np.ndarray) -> None:
     assert np.all(level_of_x[levels == 0] <= 0.5 + 1e-3)
 
 
-@pytest.mark.parametrize("mapping", MAPPINGS)
+@pytest.mark.parametrize("mapping", NORMALIZE)
 @pytest.mark.parametrize("kernel", ["sobel-x", "gaussian-3x3", "emboss"])
 def test_levels_give_back_the_npy_values_for_every_mapping(tmp_path, photo, mapping, kernel):
     out = tmp_path / "out"
@@ -183,7 +184,7 @@ def test_object_storage_manifest_is_appended_whole(tmp_path, photo):
 @settings(max_examples=60, deadline=None)
 @given(values=arrays(np.float32, st.tuples(st.integers(1, 6), st.integers(1, 6)),
                      elements=st.floats(-1e4, 1e4, width=32)),
-       method=st.sampled_from(["robust", "abs", "minmax", "clip", "offset"]),
+       method=st.sampled_from(MAPPINGS),
        depth=st.sampled_from([8, 16]))
 def test_map_levels_scale_gives_back_the_values(values, method, depth):
     levels, used = map_levels(values, method, white=255.0, depth=depth)

@@ -17,6 +17,7 @@ from convcli.app.ops import ConvOp, OptionError, PadOp, PoolOp
 from convcli.app.plan import Task, find_inputs, plan_tasks
 from convcli.app.process import process_file
 from convcli.batch import FileResult, iter_results
+from convcli.choices import BORDER_MODES, CHANNEL_MODES
 from convcli.kernels import get_kernel, parse_kernel_spec
 
 
@@ -284,8 +285,8 @@ def _pic(seed=0, shape=(23, 31, 3)):
     return Picture(pixels, ("R", "G", "B", "A")[: shape[2]], 255.0, 8)
 
 
-@pytest.mark.parametrize("border", ["constant", "edge", "reflect", "symmetric", "wrap"])
-@pytest.mark.parametrize("channels", ["sum", "each"])
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("channels", CHANNEL_MODES)
 def test_conv_border_pads_with_pad_images_then_conv_forward_with_pad_0(border, channels):
     from convcli import conv_forward, depthwise_conv_forward, pad_images
 

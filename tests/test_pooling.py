@@ -28,7 +28,7 @@ from convcli import (
 from convcli.pooling import POOL_MODE_ALIASES, pool_mode
 
 FLOATS = [np.float32, np.float64]
-MODES = ["max", "average"]
+MODES = list(POOL_MODES)
 
 
 def hp(f, stride):
@@ -348,7 +348,7 @@ def pool_params(draw):
     else:
         dtype = np.float64
         A_prev = (quantised(seed, shape) * 21845).astype(np.uint16)
-    mode = draw(st.sampled_from(["max", "average", "avg"]))
+    mode = draw(st.sampled_from([*POOL_MODES, *POOL_MODE_ALIASES]))
     return A_prev, hp(f, stride), mode, dtype, seed
 
 
@@ -839,7 +839,7 @@ def test_pool_input_without_rows_is_refused_naming_f():
 
 
 @pytest.mark.parametrize("stride", [10**6, 2**63])
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 def test_pool_huge_stride_takes_the_first_window(stride, mode):
     A = np.arange(16.0).reshape(1, 4, 4, 1)
     P, cache = pool_forward(A, {"f": 2, "stride": stride}, mode)
@@ -849,7 +849,7 @@ def test_pool_huge_stride_takes_the_first_window(stride, mode):
     assert dA.shape == A.shape and dA.sum() == 1.0
 
 
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 def test_pool_non_finite_input_emits_no_warnings(mode):
     A = np.zeros((1, 4, 4, 2))
     A[0, 0, 0, 0], A[0, 1, 1, 1], A[0, 3, 3, 0] = np.inf, -np.inf, np.nan  # warnings are errors
@@ -877,7 +877,7 @@ def padded_pool_params(draw):
     # are all below the padding's zero.
     A = rng.integers(-3, 2, shape).astype(dtype)
     hparameters = {"f": f, "stride": stride, "pad": pad, "ceil_mode": ceil_mode}
-    return A, hparameters, draw(st.sampled_from(["max", "average"])), rng
+    return A, hparameters, draw(st.sampled_from(POOL_MODES)), rng
 
 
 @given(padded_pool_params())
@@ -949,7 +949,7 @@ except ImportError:  # torch comes with the bench extra
 
 
 @pytest.mark.skipif(torch is None, reason="PyTorch is not installed (the bench extra)")
-@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("mode", POOL_MODES)
 @pytest.mark.parametrize(
     "f, stride, pad, ceil_mode",
     [(2, 2, 1, False), (3, 2, 1, True), (2, 3, 1, True), (3, 3, 0, True)],

@@ -16,25 +16,77 @@ the bias, then ``--combine``.
 from __future__ import annotations
 
 import textwrap
+from typing import NamedTuple
 
 import numpy as np
 
-from ..choices import EXPLAIN_TARGETS
+from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, PAD_MODES, keyed_by
 from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
 
-# Each border of convcli (numpy's names) in the other tools; None: the tool has none.
-BORDERS = {
-    "scipy": {"constant": "constant", "edge": "nearest", "reflect": "mirror",
-              "symmetric": "reflect", "wrap": "grid-wrap"},
-    "opencv": {"constant": "BORDER_CONSTANT", "edge": "BORDER_REPLICATE",
-               "reflect": "BORDER_REFLECT_101", "symmetric": "BORDER_REFLECT",
-               "wrap": "BORDER_WRAP"},
-    "torch": {"constant": "constant", "edge": "replicate", "reflect": "reflect",
-              "symmetric": None, "wrap": "circular"},
-    "magick": {"constant": "Black", "edge": "Edge", "reflect": None, "symmetric": "Mirror",
-               "wrap": "Tile"},
-}
-BORDERS["skimage"] = BORDERS["scipy"]  # scikit-image's filters take scipy.ndimage's modes
+
+class Nearest(NamedTuple):
+    """What a tool without a border mode offers instead: its own mode nearest to it."""
+
+    name: str
+    """The tool's name for it."""
+    mode: str
+    """The convcli mode it is."""
+    how: str
+    """What it does that the missing mode does not."""
+
+
+class Border(NamedTuple):
+    """One border mode of convcli (numpy's name) in the other tools."""
+
+    scipy: str
+    """scipy.ndimage's mode (scikit-image's filters take the same)."""
+    opencv: str
+    """OpenCV's ``cv2.BORDER_*``."""
+    torch: str | None
+    """F.pad's mode; None: F.pad has none, and the scripts pad with numpy."""
+    magick: str | Nearest
+    """ImageMagick's -virtual-pixel method, or the one nearest where it has none."""
+
+    @property
+    def skimage(self) -> str:
+        return self.scipy
+
+
+def _named_everywhere(table: dict[str, Border]) -> dict[str, Border]:
+    """`table` itself if each row names its mode in scipy and OpenCV; else LookupError.
+
+    The scripts have no other way to pad for these two; PyTorch and
+    ImageMagick may lack a mode (numpy pads; the nearest mode is named).
+    """
+    for mode, row in table.items():
+        if not (isinstance(row.scipy, str) and isinstance(row.opencv, str)):
+            raise LookupError(f"explain's border table: {mode!r} needs a scipy and an OpenCV name")
+    return table
+
+
+# Each border mode of convcli in the other tools: a row per mode of convcli.choices.PAD_MODES.
+BORDERS = _named_everywhere(keyed_by(PAD_MODES, {
+    "constant": Border("constant", "BORDER_CONSTANT", "constant", "Black"),
+    "edge": Border("nearest", "BORDER_REPLICATE", "replicate", "Edge"),
+    "reflect": Border("mirror", "BORDER_REFLECT_101", "reflect",
+                      Nearest("Mirror", "symmetric", "repeats the edge pixel")),
+    "symmetric": Border("reflect", "BORDER_REFLECT", None, "Mirror"),
+    "wrap": Border("grid-wrap", "BORDER_WRAP", "circular", "Tile"),
+}, what="explain's border table"))
+
+
+def border_name(mode: str, target: str):
+    """`mode`'s name in `target` (a field of :class:`Border`): a str, None or a Nearest.
+
+    Examples
+    --------
+    >>> border_name("edge", "opencv")
+    'BORDER_REPLICATE'
+    """
+    if mode not in BORDERS:
+        raise ValueError(f"border mode must be one of {', '.join(BORDERS)}; got {mode!r}")
+    return getattr(BORDERS[mode], target)
+
 
 _READ_PILLOW = '''\
 with Image.open(sys.argv[1]) as im:
@@ -63,21 +115,21 @@ if pixels.shape[2] >= 3:  # OpenCV's BGR(A) to convcli's RGB(A)
     pixels = pixels[:, :, [2, 1, 0, *range(3, pixels.shape[2])]]
 '''
 
-_IMPORTS = {
+_IMPORTS = keyed_by(tuple(t for t in EXPLAIN_TARGETS if t != "magick"), {
     "scipy": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n",
     "skimage": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n"
                "from skimage.util import view_as_windows\n",
     "opencv": "import cv2\nimport numpy as np\n",
     "torch": "import numpy as np\nimport torch\nimport torch.nn.functional as F\n"
              "from PIL import Image, ImageOps\n",
-}
+}, what="explain's imports of each Python tool")
 
 _COLOUR = '''\
 # conv drops alpha: it is not a colour.
 colour = pixels[:, :, :3] if pixels.shape[2] >= 3 else pixels[:, :, :1]
 '''
 
-_CHANNELS = {
+_CHANNELS = keyed_by(CHANNEL_MODES, {
     "sum": "# --channels sum: each kernel over all colour channels, summed (a kernel repeated\n"
            "# over the channels gives the correlation of their sum).\n"
            "planes = [colour.sum(axis=2, dtype=np.float32)]\n",
@@ -87,18 +139,18 @@ _CHANNELS = {
             "          else colour[:, :, 0]]\n",
     "each": "# --channels each: every colour channel on its own (depthwise).\n"
             "planes = [colour[:, :, c] for c in range(colour.shape[2])]\n",
-}
+}, what="explain's channel modes")
 
 _GRAY_OPENCV = ("# --channels gray: luminance first; cvtColor on float32 uses ITU-R 601-2 weights\n"
                 "# (0.299, 0.587, 0.114) and does not round.\n"
                 "planes = [cv2.cvtColor(colour, cv2.COLOR_RGB2GRAY) if colour.shape[2] == 3\n"
                 "          else colour[:, :, 0]]\n")
 
-_COMBINE = {
+_COMBINE = keyed_by(COMBINE_MODES, {
     "magnitude": "np.sqrt(np.square(stack).sum(axis=2))",
     "max": "stack.max(axis=2)",
     "sum": "stack.sum(axis=2)",
-}
+}, what="explain's --combine modes")
 
 
 def _array(weights) -> str:
@@ -152,7 +204,7 @@ def _np_pad(widths, border: str) -> str:
 def _correlate(op: ConvOp, target: str) -> str:
     """``def correlate(plane, weights, widths)``: one plane, one kernel, as conv_forward."""
     s, bias, border = op.stride, repr(float(op.bias)), op.border
-    name = BORDERS.get(target, {}).get(border)
+    name = border_name(border, target)
     if target in ("scipy", "skimage"):
         if _centred(op):
             return ("def correlate(plane, weights, widths):\n"
@@ -235,10 +287,11 @@ _SKIMAGE_NOTE = '''\
 # (0.2125, 0.7154, 0.0721) on a 0-1 scale.
 '''
 
-_TOOL_NAMES = {"scipy": "numpy and scipy.ndimage", "opencv": "OpenCV (cv2)",
-               "torch": "PyTorch (torch.nn.functional)",
-               "skimage": "scikit-image's tools (scipy.ndimage underneath)",
-               "magick": "ImageMagick"}
+_TOOL_NAMES = keyed_by(EXPLAIN_TARGETS, {
+    "scipy": "numpy and scipy.ndimage", "opencv": "OpenCV (cv2)",
+    "torch": "PyTorch (torch.nn.functional)",
+    "skimage": "scikit-image's tools (scipy.ndimage underneath)",
+    "magick": "ImageMagick"}, what="explain's tool names")
 
 
 def _conv_args(op: ConvOp) -> str:
@@ -337,7 +390,7 @@ def _padded_pool(op: PoolOp) -> str:
 def _pad_script(op: PadOp, target: str) -> str:
     t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
     mode, value = op.mode, repr(float(op.value))
-    name = BORDERS.get(target, BORDERS["scipy"]).get(mode)
+    name = border_name(mode, target)
     alpha = ("# Alpha is padded as the colour; in constant mode with full opacity (white).\n"
              "white = 255.0 if raw.dtype == np.uint8 else 65535.0\n"
              "n = 3 if pixels.shape[2] >= 3 else 1  # colour channels\n")
@@ -373,6 +426,14 @@ def _pad_script(op: PadOp, target: str) -> str:
     return _script(target, "\n".join(body))
 
 
+def _virtual_pixel(mode: str) -> tuple[str, str]:
+    """ImageMagick's -virtual-pixel method for `mode`; if only the nearest, what differs."""
+    name = border_name(mode, "magick")
+    if isinstance(name, Nearest):
+        return name.name, f"{name.name} {name.how} ({name.mode!r})"
+    return name, ""
+
+
 def _magick(op, kind: str) -> str:
     """The ImageMagick command line for `op`, and what differs in its result."""
     lines = ["# ImageMagick 7 (`magick`; ImageMagick 6: `convert`). It clips every result to",
@@ -380,10 +441,7 @@ def _magick(op, kind: str) -> str:
              "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
              "# values then in 0..1, not the file's 0-255 scale). It has no stride."]
     if kind == "conv":
-        name = BORDERS["magick"][op.border]
-        virtual = (f"-virtual-pixel {name}" if name else
-                   "-virtual-pixel Mirror  # nearest to 'reflect': Mirror repeats the edge "
-                   "pixel ('symmetric')")
+        method, nearest = _virtual_pixel(op.border)
         lines += ["# Correlate lays the kernel as written (Convolve flips it), over each channel "
                   "on its own:",
                   "# --channels each. No channel sum (--channels sum adds them: "
@@ -393,11 +451,11 @@ def _magick(op, kind: str) -> str:
             h, w = op.span(k)
             values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
             bias = f" -define convolve:bias={op.bias!r}" if op.bias else ""
-            lines.append(f"magick IN.png -alpha off{gray} {virtual.split('  #')[0]} "
+            lines.append(f"magick IN.png -alpha off{gray} -virtual-pixel {method} "
                          f"-define convolve:scale=1{bias} "
                          f"-morphology Correlate '{w}x{h}:{values}' OUT_{k.label}.tiff")
-        if "#" in virtual:
-            lines.append("# " + virtual.split("# ")[1])
+        if nearest:
+            lines.append(f"# nearest to {op.border!r}: {nearest}")
         if op.pad not in ("same",) or op.stride != 1:
             lines.append(f"# The size is kept (pad same); --pad {pad_text(op.pad)} and "
                          f"--stride {op.stride} have no equivalent: crop (-crop) and "
@@ -413,18 +471,17 @@ def _magick(op, kind: str) -> str:
                   "once (average: magick IN.png -scale 50% for --size 2)."]
     else:
         t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
-        name = BORDERS["magick"][op.mode]
+        method, nearest = _virtual_pixel(op.mode)
         if op.mode == "constant":  # the fill value, in the 0-255 scale of an 8-bit image
-            name = f"Background -background 'gray({op.value:g})'"
+            method = f"Background -background 'gray({op.value:g})'"
         lines += [
             "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
             "# copies the pixels exactly.",
-            f"magick IN.png -virtual-pixel {name or 'Mirror'} -filter point -interpolate integer "
+            f"magick IN.png -virtual-pixel {method} -filter point -interpolate integer "
             f"-set option:distort:viewport '%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}' "
             "-distort SRT 0 +repage OUT.tiff"]
-        if name is None:
-            lines.append("# 'reflect' has no virtual-pixel method: Mirror repeats the edge "
-                         "pixel ('symmetric').")
+        if nearest:
+            lines.append(f"# {op.mode!r} has no virtual-pixel method: {nearest}.")
     return "\n".join(lines) + "\n"
 
 
@@ -447,58 +504,68 @@ def explain(op, target: str) -> str:
     return build(op, target)
 
 
+def _conv_rows(op: ConvOp) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The rows of :func:`conventions` for conv, and its notes."""
+    border = op.border
+    row = BORDERS[border]
+    magick = row.magick if isinstance(row.magick, str) else f"(none; {row.magick.name} nearest)"
+    rows = [
+        ("tool", "call", "kernel", f"border {border!r}", "stride"),
+        ("convcli", "conv_forward", "as written", border, "--stride"),
+        ("scipy", "ndimage.correlate", "as written (convolve flips)", row.scipy, "slice [::s]"),
+        ("OpenCV", "cv2.filter2D", "as written", row.opencv
+         + (" (copyMakeBorder)" if border == "wrap" else ""), "slice [::s]"),
+        ("PyTorch", "F.conv2d", "as written", row.torch or "np.pad", "stride="),
+        ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4", row.skimage, "slice [::s]"),
+        ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)", magick, "none"),
+    ]
+    notes = ["OpenCV's default border is BORDER_REFLECT_101, convcli's 'reflect'; scipy's "
+             "and scikit-image's 'reflect' (skimage.filters' default) is convcli's "
+             "'symmetric'.",
+             "Values: convcli, scipy, OpenCV and PyTorch keep floats; ImageMagick clips to "
+             "the image's range; skimage.color.rgb2gray is 0-1 with other weights."]
+    return rows, notes
+
+
+def _pool_rows(op: PoolOp) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The rows of :func:`conventions` for pool, and its notes."""
+    fn = {"max": ("maximum_filter", "cv2.dilate", "F.max_pool2d", "block_reduce np.max",
+                  "-statistic Maximum"),
+          "average": ("uniform_filter", "cv2.blur", "F.avg_pool2d", "block_reduce np.mean",
+                      "-statistic Mean / -scale")}[op.mode]
+    rows = [("tool", "call", "windows", "stride"),
+            ("convcli", "pool_forward", "whole windows only", "--stride"),
+            ("scipy", f"ndimage.{fn[0]}", "centred on each pixel", "slice"),
+            ("OpenCV", fn[1], "centred on each pixel", "slice"),
+            ("PyTorch", fn[2], "whole windows only", "stride="),
+            ("skimage", f"measure.{fn[3]}", "blocks (pads the last)", "= size only"),
+            ("ImageMagick", fn[4], "centred on each pixel", "none")]
+    return rows, ["Every channel is pooled, alpha included."]
+
+
+def _pad_rows(op: PadOp) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The rows of :func:`conventions` for pad, and its notes."""
+    mode = op.mode
+    row = BORDERS[mode]
+    magick = (row.magick if isinstance(row.magick, str)
+              else f"none ({row.magick.name} is {row.magick.mode!r})")
+    rows = [("tool", "call", f"mode {mode!r}"),
+            ("convcli", "pad_images", mode),
+            ("numpy/scipy", "np.pad", mode),
+            ("OpenCV", "cv2.copyMakeBorder", row.opencv),
+            ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or "none"),
+            ("skimage", "skimage.util.pad = np.pad", mode),
+            ("ImageMagick", "-virtual-pixel + -distort viewport", magick)]
+    return rows, ["Sides are (top, bottom, left, right) in convcli's --pad T,B,L,R."]
+
+
 def conventions(op) -> str:
-    """A short table: how each tool names and does what `op` does."""
-    kind = op.name
-    if kind == "conv":
-        border = op.border
-        rows = [
-            ("tool", "call", "kernel", f"border {border!r}", "stride"),
-            ("convcli", "conv_forward", "as written", border, "--stride"),
-            ("scipy", "ndimage.correlate", "as written (convolve flips)",
-             BORDERS["scipy"][border], "slice [::s]"),
-            ("OpenCV", "cv2.filter2D", "as written", BORDERS["opencv"][border]
-             + (" (copyMakeBorder)" if border == "wrap" else ""), "slice [::s]"),
-            ("PyTorch", "F.conv2d", "as written", BORDERS["torch"][border] or "np.pad",
-             "stride="),
-            ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4",
-             BORDERS["skimage"][border], "slice [::s]"),
-            ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)",
-             (BORDERS["magick"][border] or "(none; Mirror nearest)"), "none"),
-        ]
-        notes = ["OpenCV's default border is BORDER_REFLECT_101, convcli's 'reflect'; scipy's "
-                 "and scikit-image's 'reflect' (skimage.filters' default) is convcli's "
-                 "'symmetric'.",
-                 "Values: convcli, scipy, OpenCV and PyTorch keep floats; ImageMagick clips to "
-                 "the image's range; skimage.color.rgb2gray is 0-1 with other weights."]
-    elif kind == "pool":
-        fn = {"max": ("maximum_filter", "cv2.dilate", "F.max_pool2d", "block_reduce np.max",
-                      "-statistic Maximum"),
-              "average": ("uniform_filter", "cv2.blur", "F.avg_pool2d", "block_reduce np.mean",
-                          "-statistic Mean / -scale")}[op.mode]
-        rows = [("tool", "call", "windows", "stride"),
-                ("convcli", "pool_forward", "whole windows only", "--stride"),
-                ("scipy", f"ndimage.{fn[0]}", "centred on each pixel", "slice"),
-                ("OpenCV", fn[1], "centred on each pixel", "slice"),
-                ("PyTorch", fn[2], "whole windows only", "stride="),
-                ("skimage", f"measure.{fn[3]}", "blocks (pads the last)", "= size only"),
-                ("ImageMagick", fn[4], "centred on each pixel", "none")]
-        notes = ["Every channel is pooled, alpha included."]
-    else:
-        mode = op.mode
-        rows = [("tool", "call", f"mode {mode!r}"),
-                ("convcli", "pad_images", mode),
-                ("numpy/scipy", "np.pad", mode),
-                ("OpenCV", "cv2.copyMakeBorder", BORDERS["opencv"][mode]),
-                ("PyTorch", "F.pad (left, right, top, bottom)", BORDERS["torch"][mode] or "none"),
-                ("skimage", "skimage.util.pad = np.pad", mode),
-                ("ImageMagick", "-virtual-pixel + -distort viewport",
-                 BORDERS["magick"][mode] or "none (Mirror is 'symmetric')")]
-        notes = ["Sides are (top, bottom, left, right) in convcli's --pad T,B,L,R."]
+    """A short table: how each tool names and does what `op` (a ConvOp, PoolOp or PadOp) does."""
+    rows, notes = {"conv": _conv_rows, "pool": _pool_rows, "pad": _pad_rows}[op.name](op)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes.append("convcli explain ... --as scipy|opencv|torch|skimage|magick prints the "
+    notes.append(f"convcli explain ... --as {'|'.join(EXPLAIN_TARGETS)} prints the "
                  "whole translation.")
     return "\n".join(lines) + "\n\n" + "\n".join(textwrap.fill(n, 100) for n in notes) + "\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..choices import PAD_MODES, keyed_by
 from ..conv import conv_backward, conv_forward
 from ..padding import pad_images
 from ..pooling import pool_backward, pool_forward
@@ -105,15 +106,24 @@ def unpad_grad(dA_padded: np.ndarray, pad, *, mode: str) -> np.ndarray:
            [3., 9., 3.],
            [1., 3., 1.]])
     """
+    fold = _fold_for(mode)
     top, bottom, left, right = (pad,) * 4 if np.isscalar(pad) else pad
-    if mode == "constant":
-        n_H, n_W = dA_padded.shape[1] - top - bottom, dA_padded.shape[2] - left - right
-        return dA_padded[:, top:top + n_H, left:left + n_W].copy()
-    return _fold(_fold(dA_padded, (top, bottom), mode, axis=1), (left, right), mode, axis=2)
+    return fold(fold(dA_padded, (top, bottom), mode, axis=1), (left, right), mode, axis=2)
+
+
+def _drop(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) -> np.ndarray:
+    """Leave out the border on the ends of `axis`: its values come from no pixel."""
+    before, after = widths
+    inner = [slice(None)] * grad.ndim
+    inner[axis] = slice(before, grad.shape[axis] - after)
+    return grad[tuple(inner)].copy()
 
 
 def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) -> np.ndarray:
-    """Add the border values on the ends of `axis` (`widths` before and after) to their sources."""
+    """Add the border values on the ends of `axis` (`widths` before and after) to their sources.
+
+    For a mode whose every border value is a copy of one pixel of the row.
+    """
     before, after = widths
     if before == after == 0:
         return grad
@@ -136,3 +146,21 @@ def _source_index(n: int, widths: tuple[int, int], mode: str) -> np.ndarray:
     """For each of the ``n + before + after`` padded positions, the position it copies."""
     index = np.arange(n, dtype=np.int64).reshape(1, n, 1, 1)
     return pad_images(index, (*widths, 0, 0), mode=mode)[0, :, 0, 0]
+
+
+# How the gradient of each border mode goes back to the pixels: a fill value comes from no
+# pixel (dropped), a copy adds to the pixel it copies. An entry per mode of PAD_MODES.
+FOLDS = keyed_by(PAD_MODES, {
+    "constant": _drop,
+    "edge": _fold,
+    "reflect": _fold,
+    "symmetric": _fold,
+    "wrap": _fold,
+}, what="grad's fold table")
+
+
+def _fold_for(mode: str):
+    """The fold of `mode`'s border (see :data:`FOLDS`); ValueError for a mode it does not know."""
+    if not isinstance(mode, str) or mode not in FOLDS:
+        raise ValueError(f"mode must be one of {', '.join(FOLDS)}; got {mode!r}")
+    return FOLDS[mode]

@@ -2,14 +2,14 @@
 
 Every operation follows :class:`Operation`; :data:`OPERATIONS` lists them, and
 output names are built and recognised from their ``name`` (see
-:mod:`convcli.app.names`). An operation checks the rules that span its options
-when it is made (:class:`OptionError` names the option); single values are
-checked by the library functions it calls.
+:mod:`convcli.app.names`). An operation checks its options when it is made,
+each value and the rules that span them: :class:`OptionError` names the option.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -52,13 +52,25 @@ class Operation(Protocol):
         """Raise ValueError, one line for the user, if `pic` cannot be processed."""
 
     def compute(self, pic) -> np.ndarray:
-        """The (H', W', C') result, one channel per entry of ``tags(...).channels``."""
+        """The (H', W', C') result, one channel per entry of ``tags(...).channels``.
+
+        An operation that also reports something beside its files (grad conv:
+        dW) has ``compute_with_summary(pic)``, the result and that text from one
+        computation: see :func:`result_and_summary`.
+        """
 
     def mappings(self, pic) -> list[Mapping]:
         """The value mapping (:class:`convcli.levels.Mapping`) of each result channel."""
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         """The figure grid of the picture and its result (``--figure``)."""
+
+
+def result_and_summary(op: Operation, pic) -> tuple[np.ndarray, str]:
+    """`op`'s float32 result for `pic`, and what it reports beside its files ("" for nothing)."""
+    with_summary = getattr(op, "compute_with_summary", None)
+    data, summary = with_summary(pic) if with_summary is not None else (op.compute(pic), "")
+    return np.asarray(data, dtype=np.float32), summary
 
 
 def side_widths(pad) -> tuple[int, int, int, int] | int:
@@ -89,9 +101,33 @@ def pad_option(pad) -> str:
 
 
 def _finite(value: float, option: str) -> float:
-    if not math.isfinite(value):
+    """`value` if it is a finite real number; else an OptionError naming `option`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise OptionError(f"must be a finite number, got {value!r}", option)
     return value
+
+
+def _whole(value, option: str, *, minimum: int) -> int:
+    """`value` as an int if it is a whole number >= `minimum`; else an OptionError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise OptionError(f"must be a whole number >= {minimum}, got {value!r}", option)
+    return int(value)
+
+
+def _one_of(names: tuple[str, ...], value, option: str) -> str:
+    """`value` if it is one of `names`; else an OptionError naming `option`."""
+    if not (isinstance(value, str) and value in names):
+        raise OptionError(f"{option.lstrip('-')} must be one of {', '.join(names)}; "
+                          f"got {value!r}", option)
+    return value
+
+
+def _mode(check, value, option: str) -> str:
+    """``check(value)`` (:func:`pad_mode`, :func:`pool_mode`), its ValueError an OptionError."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise OptionError(str(exc), option) from None
 
 
 def _original_panel(pic) -> Panel:
@@ -150,9 +186,11 @@ class PadOp(_Channelwise):
     name: ClassVar[str] = "pad"
 
     def __post_init__(self):
-        object.__setattr__(self, "mode", pad_mode(self.mode))
+        object.__setattr__(self, "mode", _mode(pad_mode, self.mode, "--mode"))
         if isinstance(self.pad, (tuple, list)):
             object.__setattr__(self, "pad", side_widths(self.pad))
+        else:
+            object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
         _finite(self.value, "--value")
         if abs(self.value) > _FLOAT32_MAX:
             raise OptionError(
@@ -195,9 +233,13 @@ class PoolOp(_Channelwise):
     name: ClassVar[str] = "pool"
 
     def __post_init__(self):
-        object.__setattr__(self, "mode", pool_mode(self.mode))
-        if self.stride is None:
-            object.__setattr__(self, "stride", self.size)
+        object.__setattr__(self, "mode", _mode(pool_mode, self.mode, "--mode"))
+        object.__setattr__(self, "size", _whole(self.size, "--size", minimum=1))
+        stride = self.size if self.stride is None else _whole(self.stride, "--stride", minimum=1)
+        object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
+        if not isinstance(self.ceil, (bool, np.bool_)):
+            raise OptionError(f"must be True or False, got {self.ceil!r}", "--ceil")
         if self.pad > self.size // 2:
             raise OptionError(
                 f"{self.pad} is more than half the {self.size}x{self.size} window (--size): "
@@ -291,23 +333,36 @@ class ConvOp:
     name: ClassVar[str] = "conv"
 
     def __post_init__(self):
+        self._check_options()
+        self._check_kernels()
+
+    def _check_options(self) -> None:
+        """Each option on its own: an :class:`OptionError` naming the first that cannot work."""
         object.__setattr__(self, "kernels", tuple(self.kernels))
         if not self.kernels:
-            raise ValueError("no kernel given")
-        if self.channels not in CHANNEL_MODES:
-            raise ValueError(f"channels must be one of {', '.join(CHANNEL_MODES)}")
-        if self.normalize not in NORMALIZE_CHOICES:
-            raise ValueError(f"normalize must be one of {', '.join(NORMALIZE_CHOICES)}")
+            raise OptionError("no kernel given", "--kernel")
+        for k in self.kernels:
+            if not isinstance(k, Kernel):
+                raise OptionError(f"must be a convcli.kernels.Kernel, got {k!r}", "--kernel")
+        object.__setattr__(self, "stride", _whole(self.stride, "--stride", minimum=1))
+        object.__setattr__(self, "dilation", _whole(self.dilation, "--dilation", minimum=1))
+        _one_of(CHANNEL_MODES, self.channels, "--channels")
+        _one_of(NORMALIZE_CHOICES, self.normalize, "--normalize")
         _finite(self.bias, "--bias")
-        if not isinstance(self.dilation, int) or self.dilation < 1:
-            raise OptionError(f"must be a whole number >= 1, got {self.dilation!r}", "--dilation")
-        object.__setattr__(self, "border", pad_mode(self.border))
-        if self.combine is not None and self.combine not in COMBINE_MODES:
-            raise ValueError(f"combine must be one of {', '.join(COMBINE_MODES)}")
+        object.__setattr__(self, "border", _mode(pad_mode, self.border, "--border"))
+        if self.combine is not None:
+            _one_of(COMBINE_MODES, self.combine, "--combine")
         if isinstance(self.pad, (tuple, list)):
             object.__setattr__(self, "pad", side_widths(self.pad))
-        if isinstance(self.pad, str) and self.pad not in ("same", "valid"):
-            raise ValueError(f"pad must be same, valid or an integer >= 0, got {self.pad!r}")
+        elif isinstance(self.pad, str):
+            if self.pad not in ("same", "valid"):
+                raise OptionError(f"must be same, valid or an integer >= 0, got {self.pad!r}",
+                                  "--pad")
+        else:
+            object.__setattr__(self, "pad", _whole(self.pad, "--pad", minimum=0))
+
+    def _check_kernels(self) -> None:
+        """The rules between the kernels and the pad: one name each, results of one size."""
         seen: dict[str, Kernel] = {}
         for k in self.kernels:
             if k.label in seen:
@@ -367,8 +422,11 @@ class ConvOp:
 
     # --- names ---
 
-    def _options_tag(self) -> str:
-        """``-s<S>``, ``-p<N>`` and ``-b<B>``, each only when not the default."""
+    def options_tag(self) -> str:
+        """The options in output names: ``-s<S>``, ``-d<D>``, ``-p<N>``, ``-b<B>``, ``-B<border>``.
+
+        Each only when not the default (no border with no padding).
+        """
         text = f"-s{self.stride}" if self.stride != 1 else ""
         text += f"-d{self.dilation}" if self.dilation != 1 else ""
         if self.pad != "same":
@@ -379,7 +437,11 @@ class ConvOp:
             text += f"-B{self.border}"
         return text
 
-    def _channel_names(self, channels: tuple[str, ...]) -> list[str]:
+    def channel_names(self, channels: tuple[str, ...]) -> list[str]:
+        """What each map of a kernel is named after, for an input with these `channels`.
+
+        The colour channels for ``each`` (alpha left out), else the channel mode.
+        """
         colour = [c for c in channels if c != "A"]
         return colour if self.channels == "each" else [self.channels]
 
@@ -390,9 +452,9 @@ class ConvOp:
         return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
-        options = self._options_tag()
+        options = self.options_tag()
         mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
-        names = self._channel_names(channels)
+        names = self.channel_names(channels)
         maps = self._maps()
         groups = ()
         if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
@@ -547,7 +609,7 @@ class ConvOp:
         R + G + B of the blurred (sharpened ...) picture: ``clip`` at
         n_channels x white shows their mean, the picture as a grey photo.
         """
-        names = self._channel_names(pic.channels)
+        names = self.channel_names(pic.channels)
         n_summed = pic.colour_channels if self.channels == "sum" else 1
         if self.combine is None:
             methods = [self.mapping_for(k, n_summed, pic.white) for k in self.kernels]
@@ -563,7 +625,7 @@ class ConvOp:
                 for m in methods for _ in names]
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        names = self._channel_names(pic.channels)
+        names = self.channel_names(pic.channels)
         per_kernel = len(names)
         titles = ([k.name for k in self.kernels] if self.combine is None
                   else [" + ".join(k.name for k in self.kernels) + f" ({self.combine})"])
@@ -700,12 +762,12 @@ class GradConvOp:
             raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
 
     def _options(self) -> str:
-        return f"{self.conv._options_tag()}-{self.loss}"
+        return f"{self.conv.options_tag()}-{self.loss}"
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         options = self._options()
         mapping = f"-{self.normalize}" if self.normalize != "offset" else ""
-        names = self.conv._channel_names(channels)
+        names = self.conv.channel_names(channels)
         kernels = "+".join(k.label for k in self.conv.kernels)
         return Tags(
             channels=[f"conv-{k.label}{options}{mapping}-{c}"
@@ -738,16 +800,17 @@ class GradConvOp:
         return np.concatenate(maps, axis=2), dWs
 
     def compute(self, pic) -> np.ndarray:
-        data, dWs = self.gradients(pic)
-        # Kept for summary(): this process's last result, asked for right after compute.
-        object.__setattr__(self, "_last_dW", dWs)
-        return data
+        return self.gradients(pic)[0]
 
-    def summary(self) -> str:
-        """dW of the last picture computed, kernel by kernel, as grids in full digits."""
+    def compute_with_summary(self, pic) -> tuple[np.ndarray, str]:
+        """The dA_prev maps of `pic`, and its dW as :meth:`dW_text` writes it."""
+        data, dWs = self.gradients(pic)
+        return data, self.dW_text(dWs)
+
+    def dW_text(self, dWs: list[np.ndarray]) -> str:
+        """Each kernel's dW (from :meth:`gradients`) as a grid in full digits."""
         from ..kernels import format_kernel_grid
 
-        dWs = self.__dict__.pop("_last_dW", [])
         blocks = [f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
                   for k, dW in zip(self.conv.kernels, dWs, strict=True)]
         return "\n".join(blocks)
@@ -756,11 +819,11 @@ class GradConvOp:
         return "sum(Z)" if self.loss == "sum" else "sum(Z^2)/2"
 
     def mappings(self, pic) -> list[Mapping]:
-        n = len(self.conv._channel_names(pic.channels)) * len(self.conv.kernels)
+        n = len(self.conv.channel_names(pic.channels)) * len(self.conv.kernels)
         return [Mapping(self.normalize, pic.white)] * n
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        names = self.conv._channel_names(pic.channels)
+        names = self.conv.channel_names(pic.channels)
         titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
         panels = [_original_panel(pic)] + _gradient_panels(data, titles, signed=True)
         return Grid(panels, min(len(panels), 4),

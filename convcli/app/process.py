@@ -29,6 +29,7 @@ from ..levels import LevelScale, map_levels, top_level
 from ..safeio import path_key
 from ..storage import is_url
 from .names import FORMATS, named_for_stem, planned_outputs
+from .ops import result_and_summary
 from .plan import Task
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
@@ -199,7 +200,7 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
 
     start = time.perf_counter()
     op.check(pic)
-    data = np.asarray(op.compute(pic), dtype=np.float32)
+    data, summary = result_and_summary(op, pic)
     timings["compute"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -254,9 +255,8 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     notes = list(pic.notes)
-    summary = getattr(op, "summary", None)  # what an operation reports beside its files
-    if summary is not None:
-        notes.append(summary())
+    if summary:  # what an operation reports beside its files
+        notes.append(summary)
     not_finite = data.size - int(np.count_nonzero(np.isfinite(data)))
     if not_finite:
         notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "

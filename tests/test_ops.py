@@ -1,0 +1,136 @@
+"""The operations made through the Python API: every bad option is an OptionError naming it.
+
+The command line checks most values before it makes an operation (click's
+choices and ranges); these are the checks an operation makes itself, for
+callers that are not the command line.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from convcli.app.ops import (
+    ConvOp,
+    GradConvOp,
+    GradPoolOp,
+    OptionError,
+    PadOp,
+    PoolOp,
+    result_and_summary,
+)
+from convcli.images import Picture
+from convcli.kernels import get_kernel
+
+SOBEL = (get_kernel("sobel-x"),)
+
+BAD_OPTIONS = [
+    (PadOp, {"mode": "mirror"}, "--mode"),
+    (PadOp, {"mode": None}, "--mode"),
+    (PadOp, {"pad": -1}, "--pad"),
+    (PadOp, {"pad": 1.5}, "--pad"),
+    (PadOp, {"pad": "2"}, "--pad"),
+    (PadOp, {"pad": (1, 2)}, "--pad"),
+    (PadOp, {"value": float("inf")}, "--value"),
+    (PadOp, {"value": "0"}, "--value"),
+    (PadOp, {"value": 1e39}, "--value"),
+    (PoolOp, {"mode": "min"}, "--mode"),
+    (PoolOp, {"size": 0}, "--size"),
+    (PoolOp, {"size": 2.0}, "--size"),
+    (PoolOp, {"stride": 0}, "--stride"),
+    (PoolOp, {"stride": True}, "--stride"),
+    (PoolOp, {"pad": -1}, "--pad"),
+    (PoolOp, {"size": 3, "pad": 2}, "--pad"),
+    (PoolOp, {"ceil": "yes"}, "--ceil"),
+    (ConvOp, {"kernels": ()}, "--kernel"),
+    (ConvOp, {"kernels": ("sobel-x",)}, "--kernel"),
+    (ConvOp, {"kernels": SOBEL * 2}, "--kernel"),
+    (ConvOp, {"stride": 0}, "--stride"),
+    (ConvOp, {"stride": 1.0}, "--stride"),
+    (ConvOp, {"dilation": 0}, "--dilation"),
+    (ConvOp, {"pad": -1}, "--pad"),
+    (ConvOp, {"pad": "full"}, "--pad"),
+    (ConvOp, {"pad": (0, 0, 1)}, "--pad"),
+    (ConvOp, {"kernels": (get_kernel("roberts-nw"),)}, "--pad"),
+    (ConvOp, {"bias": float("nan")}, "--bias"),
+    (ConvOp, {"bias": None}, "--bias"),
+    (ConvOp, {"channels": "rgb"}, "--channels"),
+    (ConvOp, {"normalize": "none-at-all"}, "--normalize"),
+    (ConvOp, {"border": "mirror"}, "--border"),
+    (ConvOp, {"combine": "mean"}, "--combine"),
+]
+
+
+@pytest.mark.parametrize(("op", "options", "option"), BAD_OPTIONS)
+def test_a_bad_option_is_an_option_error_naming_it(op, options, option):
+    if op is ConvOp:
+        options = {"kernels": SOBEL, **options}
+    with pytest.raises(OptionError) as info:
+        op(**options)
+    assert info.value.option == option
+    assert isinstance(info.value, ValueError)  # as the library's own checks
+
+
+@pytest.mark.parametrize(("options", "option"), [
+    ({"loss": "mean"}, "--loss"),
+    ({"normalize": "auto"}, "--normalize"),
+    ({"normalize": "bright"}, "--normalize"),
+])
+def test_grad_conv_options(options, option):
+    with pytest.raises(OptionError) as info:
+        GradConvOp(ConvOp(SOBEL), **options)
+    assert info.value.option == option
+
+
+def test_grad_conv_refuses_a_combined_conv():
+    with pytest.raises(OptionError) as info:
+        GradConvOp(ConvOp(SOBEL + (get_kernel("sobel-y"),), combine="max"))
+    assert info.value.option == "--combine"
+
+
+@pytest.mark.parametrize("normalize", ["auto", "bright", None])
+def test_grad_pool_normalize(normalize):
+    with pytest.raises(OptionError) as info:
+        GradPoolOp(PoolOp(), normalize=normalize)
+    assert info.value.option == "--normalize"
+
+
+def test_good_options_are_kept_as_plain_numbers():
+    op = ConvOp(SOBEL, stride=np.int64(2), pad=np.int64(1), dilation=np.int32(2))
+    assert (op.stride, op.pad, op.dilation) == (2, 1, 2)
+    assert all(type(v) is int for v in (op.stride, op.pad, op.dilation))
+    pool = PoolOp(mode="avg", size=np.int64(3), pad=1, ceil=np.bool_(True))
+    assert (pool.mode, pool.size, pool.stride, pool.pad) == ("average", 3, 3, 1)
+    assert PadOp(pad=np.int16(3)).details == "constant-3"
+
+
+def _picture(seed=0) -> Picture:
+    pixels = np.random.default_rng(seed).integers(0, 256, (9, 11, 3)).astype(np.float32)
+    return Picture(pixels, ("R", "G", "B"), 255.0, 8)
+
+
+def test_grad_conv_returns_its_dw_and_keeps_no_state():
+    op = GradConvOp(ConvOp(SOBEL + (get_kernel("edge"),)), loss="sum")
+    before = pickle.dumps(op)
+    data, summary = result_and_summary(op, _picture())
+    assert pickle.dumps(op) == before  # nothing kept on the (frozen) operation
+    maps, dWs = op.gradients(_picture())
+    np.testing.assert_array_equal(data, maps.astype(np.float32))
+    assert summary == op.dW_text(dWs)
+    assert summary.startswith("dW of sobel-x (L = sum(Z)):\n")
+    assert "\ndW of edge (L = sum(Z)):\n" in summary
+    np.testing.assert_array_equal(op.compute(_picture()), maps)
+
+
+def test_an_operation_without_a_summary_reports_nothing():
+    data, summary = result_and_summary(PoolOp(), _picture())
+    assert summary == "" and data.dtype == np.float32 and data.shape == (4, 5, 3)
+
+
+def test_conv_names_its_options_and_channels_in_public():
+    op = ConvOp(SOBEL, stride=2, bias=1, border="constant", channels="each")
+    assert op.options_tag() == "-s2-b1-Bconstant"
+    assert op.channel_names(("R", "G", "B", "A")) == ["R", "G", "B"]
+    assert ConvOp(SOBEL).channel_names(("R", "G", "B")) == ["sum"]
