@@ -36,6 +36,9 @@ BORDER_MODES = PAD_MODES
 DEFAULT_BORDER = "reflect"
 """How ``conv`` fills the border (``--border``): one of :data:`PAD_MODES`."""
 
+LOSSES = ("sum", "energy")
+"""``grad conv --loss``: L = sum(Z), upstream gradient ones; L = sum(Z**2) / 2, upstream Z."""
+
 COMBINE_MODES = ("magnitude", "max", "sum")
 """How ``--combine`` makes one map of several kernels' results."""
 

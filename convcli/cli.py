@@ -23,6 +23,7 @@ from .choices import (
     CHANNEL_MODES,
     DEFAULT_BORDER,
     DEFAULT_MAX_PIXELS,
+    LOSSES,
     NORMALIZE_CHOICES,
 )
 from .cli_options import (
@@ -379,7 +380,7 @@ def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
 
 @grad_cmd.command("conv")
 @conv_options
-@click.option("--loss", type=click.Choice(["sum", "energy"], case_sensitive=False),
+@click.option("--loss", type=click.Choice(LOSSES, case_sensitive=False),
               default="energy", show_default=True,
               help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
                    "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "

@@ -73,7 +73,7 @@ def test_average_counts_the_windows_sharing_a_pixel():
     np.testing.assert_allclose(got, np.outer(row, row))
 
 
-@pytest.mark.parametrize("loss", ["sum", "energy"])
+@pytest.mark.parametrize("loss", choices.LOSSES)
 @pytest.mark.parametrize("stride, pad", [(1, 0), (1, 1), (2, 1), (2, 0)])
 def test_conv_grads_equal_the_loop(loss, stride, pad):
     rng = np.random.default_rng(4)
@@ -180,7 +180,7 @@ def test_pool_grad_equals_torch_on_a_photo(mode, f, stride, pad, ceil):
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("loss", ["sum", "energy"])
+@pytest.mark.parametrize("loss", choices.LOSSES)
 @pytest.mark.parametrize("kernel, stride, pad", [("sobel-x", 1, 1), ("edge", 2, 1),
                                                  ("log-5x5", 1, 0)])
 def test_conv_grad_equals_torch_on_a_photo(loss, kernel, stride, pad):

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..choices import PAD_MODES, keyed_by
+from ..choices import LOSSES, PAD_MODES, keyed_by
 from ..conv import conv_backward, conv_forward
 from ..padding import pad_images
 from ..pooling import pool_backward, pool_forward
-
-LOSSES = ("sum", "energy")
-"""``sum``: L = sum(Z), upstream gradient ones; ``energy``: L = sum(Z**2) / 2, upstream Z."""
 
 
 def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: int = 0,

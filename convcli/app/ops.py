@@ -19,8 +19,10 @@ from ..choices import (
     CHANNEL_MODES,
     COMBINE_MODES,
     DEFAULT_BORDER,
+    LOSSES,
     NORMALIZE_CHOICES,
     RAW_VALUES,
+    keyed_by,
 )
 from ..conv import conv_forward, depthwise_conv_forward
 from ..errors import OptionError
@@ -32,6 +34,13 @@ from ..pooling import pool_forward, pool_mode
 from .names import Tags, number
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+_COMBINERS = keyed_by(COMBINE_MODES, {
+    "magnitude": lambda stack: np.sqrt(np.square(stack).sum(axis=2)),
+    "max": lambda stack: stack.max(axis=2),
+    "sum": lambda stack: stack.sum(axis=2),
+}, what="conv's --combine table")
+"""``--combine``: one map of the kernels' results, stacked on axis 2 of (H, W, kernels, maps)."""
 
 
 class Operation(Protocol):
@@ -517,11 +526,7 @@ class ConvOp:
             return Z
         n = A.shape[3] if self.channels == "each" else 1
         stack = Z.reshape(Z.shape[:2] + (len(self.kernels), n))
-        if self.combine == "magnitude":
-            return np.sqrt(np.square(stack).sum(axis=2))
-        if self.combine == "max":
-            return stack.max(axis=2)
-        return stack.sum(axis=2)
+        return _COMBINERS[self.combine](stack)
 
     def _summed(self, A: np.ndarray) -> np.ndarray:
         """One conv_forward call per run of kernels of one shape."""
@@ -751,8 +756,6 @@ class GradConvOp:
     name: ClassVar[str] = "grad"
 
     def __post_init__(self):
-        from .grad import LOSSES
-
         if self.loss not in LOSSES:
             raise OptionError(f"must be one of {', '.join(LOSSES)}", "--loss")
         if self.conv.combine is not None:
