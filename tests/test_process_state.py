@@ -183,3 +183,81 @@ def test_sections_exclude_each_other():
         order.append("second in")
     thread.join(10)
     assert order == ["first in", "first out", "second in"]
+
+
+# A worker's decoder that writes to fd 2, as libtiff does, naming the file it reads.
+_CHATTY_DECODER = '''
+import os
+from convcli.app import process
+
+_open_image = getattr(process.open_image, "real", process.open_image)  # Dask may run it twice
+
+
+def _chatty(path, **kwargs):
+    os.write(2, f"decoder: reading {os.path.basename(path)}\\n".encode())
+    return _open_image(path, **kwargs)
+
+
+_chatty.real = _open_image
+process.open_image = _chatty
+'''
+
+# An EXIF block cut short: Pillow warns "Corrupt EXIF data. Expecting to read 12 bytes but
+# only got N." with N the bytes left of its one entry (0 to 10).
+_EXIF_HEAD = b"Exif\x00\x00MM\x00\x2a\x00\x00\x00\x08\x00\x05"
+_EXIF_ENTRY = b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00"
+
+
+def _photos(folder: Path, prefix: str, sizes) -> dict[Path, str]:
+    """JPEGs with EXIF cut short, each by its own amount; each one's EXIF warning."""
+    folder.mkdir()
+    notes = {}
+    for i, size in enumerate(sizes):
+        left = 2 * (i % 6)
+        path = folder / f"{prefix}{i}.jpg"
+        Image.new("RGB", size, (10 * i, 20, 30)).save(path, exif=_EXIF_HEAD + _EXIF_ENTRY[:left])
+        notes[path] = f"Corrupt EXIF data. Expecting to read 12 bytes but only got {left}."
+    return notes
+
+
+@pytest.mark.cluster
+def test_two_runs_on_one_two_thread_worker_keep_their_notes_and_limits(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    # The worker's own log lines go to its fd 2 from another thread; one written while a
+    # file's section is held would be that file's (see convcli._process_state).
+    monkeypatch.setenv("DASK_LOGGING__DISTRIBUTED", "warning")
+    import subprocess
+    import sys
+
+    from helpers import DaskProcesses, names
+
+    preload = tmp_path / "chatty_decoder.py"
+    preload.write_text(_CHATTY_DECODER)
+    sizes = [(16, 12), (120, 120)] * 4  # 14,400 pixels: over 5,000 (and twice it), under 20,000
+    low = _photos(tmp_path / "low", "low", sizes)
+    high = _photos(tmp_path / "high", "high", sizes)
+    cluster = DaskProcesses(tmp_path, 1, preload=preload, nthreads=2)
+    try:
+        runs = {limit: subprocess.Popen(
+            [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(folder), "-o",
+             str(tmp_path / f"out-{limit}"), "--scheduler", cluster.address, "--max-pixels",
+             str(limit), "--files-per-task", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for limit, folder in ((5000, tmp_path / "low"), (20_000, tmp_path / "high"))}
+        stderr = {limit: run.communicate(timeout=120)[1] for limit, run in runs.items()}
+    finally:
+        cluster.close()
+    assert runs[20_000].returncode == 0, stderr[20_000]
+    assert runs[5000].returncode == 1, stderr[5000]
+    refused = ("image is 120x120 = 14,400 pixels, over the limit of 5,000 (raise it with "
+               "--max-pixels); ")
+    expected = [f"convcli: {path}: {refused if run == 'low' and size == (120, 120) else ''}"
+                f"libraries said: decoder: reading {path.name}; {exif}"
+                for run, notes in (("low", low), ("high", high))
+                for (path, exif), size in zip(notes.items(), sizes, strict=True)]
+    assert "8 processed, 0 skipped, 0 failed" in stderr[20_000].splitlines()[-1]
+    assert "4 processed, 0 skipped, 4 failed" in stderr[5000].splitlines()[-1]
+    lines = [line for limit in runs for line in stderr[limit].splitlines()[:-1]]
+    assert sorted(lines) == sorted(expected)
+    assert len(names(tmp_path / "out-20000")) == 8
+    assert names(tmp_path / "out-5000") == [f"low{i}_conv-vertical-sum.png" for i in (0, 2, 4, 6)]
