@@ -45,7 +45,6 @@ import os
 import shutil
 import stat
 import struct
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -164,12 +163,13 @@ class ImageSource:
     """An opened image file whose pixels have not been decoded yet.
 
     Made by :func:`open_image`; :attr:`size` and :attr:`channels` come from the
-    header, :meth:`read` decodes.
+    header, :meth:`read` decodes, if the frame it decodes is within `max_pixels`.
     """
 
-    def __init__(self, im: Image.Image, path: str):
+    def __init__(self, im: Image.Image, path: str, max_pixels: int = DEFAULT_MAX_PIXELS):
         self._im = im
         self.path = path
+        self.max_pixels = max_pixels
         self.channels = _channels_for(im)
         self.size = im.size  # (width, height) before the EXIF orientation
 
@@ -179,7 +179,9 @@ class ImageSource:
         Raises
         ------
         ImageError
-            If the file is truncated or corrupt.
+            If the file is truncated or corrupt; :class:`PixelLimitError` if the
+            frame is over the pixel limit (a GIF's first frame may be larger
+            than its header says).
         """
         im = self._im
         notes = []
@@ -190,6 +192,7 @@ class ImageSource:
             if frames > 1:
                 im.seek(0)
                 notes.append(f"used the first of {frames} frames")
+            check_pixels(im.size, self.max_pixels)  # a GIF's first frame may outgrow its header
             decoded, white, depth = None, 255.0, 8
             if _is_deep_colour(im):  # before load(), which forgets the file's layout
                 decoded, white, depth = _deep_colour(im, self.path, self.channels), 65535.0, 16
@@ -329,6 +332,8 @@ def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
     """
     try:
         yield
+    except ImageError:
+        raise  # convcli's own, such as the pixel limit
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageError(f"image too large (Pillow's decompression-bomb check): {exc}") from None
     except UnidentifiedImageError:
@@ -350,6 +355,38 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+@functools.cache
+def _pillow_limit_off() -> None:
+    """Switch Pillow's decompression-bomb check off, once: :func:`check_pixels` stands for it.
+
+    Pillow's limit is one global for the process; convcli's is each file's
+    own, so that threads (a Dask worker's) may read files with different
+    limits at once.
+    """
+    Image.MAX_IMAGE_PIXELS = None
+
+
+def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
+    """Raise :class:`PixelLimitError` if an image of `size` (width, height) is over `max_pixels`.
+
+    0 means no limit.
+
+    Examples
+    --------
+    >>> check_pixels((640, 480), 0)
+    >>> check_pixels((640, 480), 1000)
+    Traceback (most recent call last):
+    ...
+    convcli.images.PixelLimitError: image is 640x480 = 307,200 pixels, over the limit of 1,000
+    """
+    width, height = size
+    if max_pixels > 0 and width * height > max_pixels:
+        raise PixelLimitError(
+            f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
+            f"{max_pixels:,}"
+        )
+
+
 @contextmanager
 def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     """Open an image file lazily and check its size before anything is decoded.
@@ -360,8 +397,11 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         The file.
     max_pixels : int
         Refuse images with more pixels (width x height from the header);
-        0 means no limit. Pillow's decompression-bomb check uses the same limit
-        while the file is open.
+        0 means no limit. The limit is checked again before decoding, for the
+        frame decoded (its size may differ from the header's). This is the only
+        pixel limit: Pillow's own (``Image.MAX_IMAGE_PIXELS``, one for the
+        process) is switched off by the first call, for good, so that runs with
+        different limits can share a process.
 
     Yields
     ------
@@ -387,28 +427,12 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         raise ImageError("not a regular file (a folder, pipe or device)")
     if info.st_size == 0:
         raise ImageError("empty file (0 bytes)")
-    saved = Image.MAX_IMAGE_PIXELS
-    try:
-        with warnings.catch_warnings():
-            # Pillow's own check warns above its limit and raises above twice the
-            # limit. The header is checked here instead, with a clearer message;
-            # while decoding, Pillow's check runs with the same limit and its
-            # warning is an error, so both end as one ImageError.
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            Image.MAX_IMAGE_PIXELS = None
-            with _pillow_errors():
-                im = Image.open(shown)
-            with im:
-                width, height = im.size
-                if max_pixels > 0 and width * height > max_pixels:
-                    raise PixelLimitError(
-                        f"image is {width}x{height} = {width * height:,} pixels, over the "
-                        f"limit of {max_pixels:,}"
-                    )
-                Image.MAX_IMAGE_PIXELS = max_pixels if max_pixels > 0 else None
-                yield ImageSource(im, shown)
-    finally:
-        Image.MAX_IMAGE_PIXELS = saved
+    _pillow_limit_off()
+    with _pillow_errors():
+        im = Image.open(shown)
+    with im:
+        check_pixels(im.size, max_pixels)
+        yield ImageSource(im, shown, max_pixels)
 
 
 def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:

@@ -253,13 +253,14 @@ def run_without(module: str, *args, timeout: float = 60) -> subprocess.Completed
 
 
 class DaskProcesses:
-    """A ``dask scheduler`` and `workers` ``dask worker`` processes of one thread, on 127.0.0.1.
+    """A ``dask scheduler`` and `workers` ``dask worker`` processes (`nthreads` each), on 127.0.0.1.
 
     `preload` is a Python file each worker runs when it starts. :attr:`file` is
     the scheduler file, :attr:`address` the scheduler's address.
     """
 
-    def __init__(self, folder: Path, workers: int, *, preload: Path | None = None):
+    def __init__(self, folder: Path, workers: int, *, preload: Path | None = None,
+                 nthreads: int = 1):
         import distributed
 
         self.file = folder / "scheduler.json"
@@ -272,7 +273,8 @@ class DaskProcesses:
             self.close()
             raise TimeoutError("the Dask scheduler did not start")
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                  str(self.file), "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]
+                  str(self.file), "--nthreads", str(nthreads), "--no-dashboard", "--host",
+                  "127.0.0.1"]
         if preload is not None:
             worker += ["--preload", str(preload)]
         self.procs += [subprocess.Popen(worker, stdout=subprocess.DEVNULL,

@@ -22,7 +22,14 @@ from PIL import Image, ImageOps
 
 from convcli import images
 from convcli.choices import FORMAT_NAMES
-from convcli.images import ImageError, open_image, read_image, save_levels, save_npy
+from convcli.images import (
+    ImageError,
+    PixelLimitError,
+    open_image,
+    read_image,
+    save_levels,
+    save_npy,
+)
 
 
 def _pillow(path, mode=None):
@@ -132,12 +139,16 @@ def test_max_pixels_small_limit(tmp_path):
     assert read_image(path, max_pixels=WIDTH * HEIGHT).pixels.shape[:2] == (HEIGHT, WIDTH)
 
 
-def test_pillow_limit_is_restored(tmp_path):
-    before = Image.MAX_IMAGE_PIXELS
+def test_pillow_limit_is_off_and_never_set_per_file(tmp_path):
+    """Pillow's limit is one for the process: convcli switches it off once and checks its own."""
     read_image(make_image(tmp_path / "a.png"), max_pixels=5000)
-    with pytest.raises(ImageError):
+    assert Image.MAX_IMAGE_PIXELS is None
+    with pytest.raises(PixelLimitError):
         read_image(make_bomb_png(tmp_path / "bomb.png"))
-    assert Image.MAX_IMAGE_PIXELS == before
+    with open_image(make_image(tmp_path / "b.png"), max_pixels=WIDTH * HEIGHT) as source:
+        assert Image.MAX_IMAGE_PIXELS is None
+        source.read()
+    assert Image.MAX_IMAGE_PIXELS is None
 
 
 def test_pillow_decompression_bomb_warning_becomes_image_error():

@@ -9,26 +9,30 @@ from __future__ import annotations
 import errno
 import os
 import re
-import sys
 import tempfile
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from .. import storage
+from .._process_state import library_messages, library_section
 from ..batch import FileResult
 from ..choices import RAW_VALUES
 from ..figures import save_grid
-from ..images import PixelLimitError, open_image, save_float_tiff, save_levels, save_npy
+from ..images import (
+    Picture,
+    PixelLimitError,
+    open_image,
+    save_float_tiff,
+    save_levels,
+    save_npy,
+)
 from ..levels import LevelScale, map_levels, top_level
 from ..safeio import path_key
 from ..storage import is_url
-from .names import FORMATS, named_for_stem, planned_outputs
+from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
 from .plan import Task
 
@@ -87,13 +91,15 @@ def process_file(task: Task) -> FileResult:
     libtiff) write straight to the standard error, is gathered into the
     result's message (a note, or part of the failure) instead of reaching the
     terminal, where it would carry source paths and split the run's lines.
+    Several threads may process files at once: :mod:`convcli._process_state`
+    keeps each file's messages apart.
     """
     timings: dict[str, float] = {}
     written: list[str] = []
     said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
-        with np.errstate(all="ignore"), _library_messages(said):
+        with np.errstate(all="ignore"), library_messages(said):
             if is_url(task.source) or is_url(task.out_dir):
                 result = _process_staged(task, timings, written)
             else:
@@ -113,147 +119,128 @@ def _with(message: str, said: list[str]) -> str:
     return f"{message}; {libraries}" if message else libraries
 
 
-# At most this much of what C libraries write to the standard error is kept per file.
-_STDERR_LIMIT = 4096
-
-
-@contextmanager
-def _library_messages(said: list[str]) -> Iterator[None]:
-    """Gather warnings and C-library text on fd 2 into `said`, one line each, once each.
-
-    Deprecation warnings are for developers: they are issued again as usual.
-    """
-    caught: list = []
-    text: list[str] = []
-    try:
-        with warnings.catch_warnings(record=True) as log, _fd2_text(text):
-            warnings.simplefilter("always")
-            caught = log
-            yield
-    finally:
-        for line in text:
-            _add(said, line)
-        for w in caught:
-            if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            else:
-                _add(said, str(w.message))
-
-
-def _add(said: list[str], line: str) -> None:
-    line = " ".join(line.split())
-    if line and line not in said:
-        said.append(line)
-
-
-@contextmanager
-def _fd2_text(lines: list[str]) -> Iterator[None]:
-    """Send file descriptor 2 to a temporary file inside the block; its lines go to `lines`.
-
-    Only this process's fd 2 is redirected: one file at a time is processed
-    in a process, so what appears there belongs to this file. If the
-    redirection cannot be set up, the text goes to the standard error as
-    before.
-    """
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    try:
-        capture = tempfile.TemporaryFile()
-    except OSError:
-        os.close(saved)
-        yield
-        return
-    with capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            text = capture.read(_STDERR_LIMIT).decode("utf-8", "replace")
-            lines.extend(text.splitlines())
-
-
 def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
-    op = task.op
     start = time.perf_counter()
-    with open_image(task.source, max_pixels=task.max_pixels) as source:
-        outputs = planned_outputs(task, source.channels)
-        todo = outputs if task.overwrite else [o for o in outputs if not os.path.exists(o.path)]
-        protected = {path_key(p) for p in task.protected}
-        for out in todo:
-            if path_key(out.path) in protected:
-                raise ValueError(
-                    f"output {out.path.name} would replace an input file of this run; "
-                    "choose another -o"
-                )
-        if not todo:
-            return FileResult(task.source, "skipped",
-                              "outputs exist (use --overwrite to replace them)")
-        pic = source.read()
+    pic, outputs, todo = _decode(task)
+    if pic is None:
+        return FileResult(task.source, "skipped",
+                          "outputs exist (use --overwrite to replace them)")
     timings["decode"] = time.perf_counter() - start
 
     start = time.perf_counter()
+    op = task.op
     op.check(pic)
     data, summary = result_and_summary(op, pic)
     timings["compute"] = time.perf_counter() - start
 
     start = time.perf_counter()
     Path(task.out_dir).mkdir(parents=True, exist_ok=True)
-    fmt = FORMATS[task.fmt]
-    depth = min(pic.depth, fmt.max_depth)
-    mappings = op.mappings(pic)
-    # A channel that is written both on its own and in a colour image (--channels
-    # each) is mapped once, and kept until its second file is written.
-    single = {out.index for out in todo if out.kind == "channel"}
-    twice = single & {i for out in todo if out.kind == "group" for i in out.group}
-    mapped: dict[int, tuple[np.ndarray, LevelScale]] = {}
-
-    def channel_levels(index: int) -> tuple[np.ndarray, LevelScale]:
-        if index in mapped:
-            return mapped.pop(index)
-        result = _levels(data, index, mappings[index], depth)
-        if index in twice:
-            mapped[index] = result
-        return result
-
+    levels = _ChannelLevels(task, pic, data, todo)
     kept = 0
     records: list[dict] = []
     for out in todo:
-        scales: list[LevelScale] = []
-        if out.kind == "raw":
-            ok = save_npy(out.path, data, overwrite=task.overwrite)
-        elif out.kind == "channel" and mappings[out.index].method == RAW_VALUES:
-            ok = save_float_tiff(out.path, data[:, :, out.index], overwrite=task.overwrite)
-            scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
-        elif out.kind == "channel":
-            levels, scale = channel_levels(out.index)
-            scales = [scale]
-            ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
-        elif out.kind == "group":  # the channels of one colour image, each mapped as its file
-            planes = [channel_levels(i) for i in out.group]
-            scales = [scale for _, scale in planes]
-            levels = np.stack([lv for lv, _ in planes], axis=2)
-            del planes
-            ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
-        elif out.kind == "whole":
-            levels, scale = map_levels(data, "clip", white=pic.white, depth=depth)
-            scales = [scale]
-            ok = save_levels(out.path, levels, fmt=task.fmt, overwrite=task.overwrite)
-        else:
-            ok = _save_figure(out.path, task, pic, data)
+        ok, scales = _write_output(out, task, pic, data, levels)
         if ok:
             written.append(str(out.path))
-            records.append(output_record(out, scales, depth))
+            records.append(output_record(out, scales, levels.depth))
         else:
             kept += 1
     timings["encode"] = time.perf_counter() - start
 
+    kept += len(outputs) - len(todo)
+    return FileResult(task.source, "done", _notes(pic, summary, data, kept), tuple(written),
+                      timings, records=tuple(records))
+
+
+def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
+    """The file's pixels, its planned outputs and those to write; no pixels if none is to be.
+
+    The file is opened and decoded in the process's library section.
+    """
+    with library_section(), open_image(task.source, max_pixels=task.max_pixels) as source:
+        outputs = planned_outputs(task, source.channels)
+        todo = _to_write(task, outputs)
+        return (source.read() if todo else None), outputs, todo
+
+
+def _to_write(task: Task, outputs: list[Output]) -> list[Output]:
+    """The outputs to write: all with ``--overwrite``, else those that do not exist.
+
+    A ValueError if one of them would replace an input file of the run.
+    """
+    todo = outputs if task.overwrite else [o for o in outputs if not os.path.exists(o.path)]
+    protected = {path_key(p) for p in task.protected}
+    for out in todo:
+        if path_key(out.path) in protected:
+            raise ValueError(
+                f"output {out.path.name} would replace an input file of this run; "
+                "choose another -o"
+            )
+    return todo
+
+
+class _ChannelLevels:
+    """The levels of each channel of a result, for the output format's depth.
+
+    A channel that is written both on its own and in a colour image
+    (``--channels each``) is mapped once, and kept until its second file is
+    written.
+    """
+
+    def __init__(self, task: Task, pic: Picture, data: np.ndarray, todo: list[Output]):
+        self.depth = min(pic.depth, FORMATS[task.fmt].max_depth)
+        self.mappings = task.op.mappings(pic)
+        self._data = data
+        single = {out.index for out in todo if out.kind == "channel"}
+        self._twice = single & {i for out in todo if out.kind == "group" for i in out.group}
+        self._kept: dict[int, tuple[np.ndarray, LevelScale]] = {}
+
+    def __call__(self, index: int) -> tuple[np.ndarray, LevelScale]:
+        if index in self._kept:
+            return self._kept.pop(index)
+        result = _levels(self._data, index, self.mappings[index], self.depth)
+        if index in self._twice:
+            self._kept[index] = result
+        return result
+
+
+def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
+                  levels: _ChannelLevels) -> tuple[bool, list[LevelScale]]:
+    """Write one output; whether it was written (not kept), and the scales of its levels.
+
+    Levels are mapped outside the process's library section, the file is
+    written inside it.
+    """
+    path, overwrite = out.path, task.overwrite
+    if out.kind == "raw":
+        return _in_section(save_npy, path, data, overwrite=overwrite), []
+    if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
+        ok = _in_section(save_float_tiff, path, data[:, :, out.index], overwrite=overwrite)
+        return ok, [LevelScale(RAW_VALUES, 1.0, 0.0)]
+    if out.kind == "channel":
+        image, scale = levels(out.index)
+        scales = [scale]
+    elif out.kind == "group":  # the channels of one colour image, each mapped as its file
+        planes = [levels(i) for i in out.group]
+        scales = [scale for _, scale in planes]
+        image = np.stack([lv for lv, _ in planes], axis=2)
+        del planes
+    elif out.kind == "whole":
+        image, scale = map_levels(data, "clip", white=pic.white, depth=levels.depth)
+        scales = [scale]
+    else:
+        return _save_figure(path, task, pic, data), []
+    return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
+
+
+def _in_section(save, *args, **kwargs) -> bool:
+    """``save(*args, **kwargs)`` in the process's library section."""
+    with library_section():
+        return save(*args, **kwargs)
+
+
+def _notes(pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
+    """The note of a processed file: the picture's notes, the operation's, the result's."""
     notes = list(pic.notes)
     if summary:  # what an operation reports beside its files
         notes.append(summary)
@@ -261,11 +248,9 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     if not_finite:
         notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "
                      "the input)")
-    kept += len(outputs) - len(todo)
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
-    return FileResult(task.source, "done", "; ".join(notes), tuple(written), timings,
-                      records=tuple(records))
+    return "; ".join(notes)
 
 
 def _fetch(url: str, local: str, options) -> None:
@@ -362,6 +347,6 @@ def output_record(out, scales: list[LevelScale], depth: int) -> dict:
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:
     grid = task.op.figure(pic, data)
-    return save_grid(path, grid.panels, ncols=grid.ncols,
-                             title=f"{Path(task.source).name}: {grid.title}",
-                             overwrite=task.overwrite)
+    return _in_section(save_grid, path, grid.panels, ncols=grid.ncols,
+                       title=f"{Path(task.source).name}: {grid.title}",
+                       overwrite=task.overwrite)
