@@ -226,37 +226,7 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
     else:
         cell = _row_column
     if not isinstance(weights, np.ndarray):
-        if not isinstance(weights, (list, tuple)):
-            raise KernelError(f"{where}: 'weights' must be a list of rows, "
-                              f"got {type(weights).__name__}")
-        if not weights:
-            raise KernelError(f"{where}: the kernel is empty (no weights)")
-        if not all(isinstance(row, (list, tuple)) for row in weights):
-            raise KernelError(f"{where}: 'weights' must be a list of rows (a 2-D grid) "
-                              "such as [[1, 0, -1], [1, 0, -1]]")
-        for i, row in enumerate(weights):
-            for j, value in enumerate(row):
-                if not _is_number(value):
-                    raise KernelError(
-                        f"{where}: {cell(i, j)}: {_short(value)} is not a number"
-                    )
-                if isinstance(value, numbers.Integral) and abs(value) > _FLOAT32_MAX:
-                    # Too large even for float64 conversion, possibly.
-                    raise KernelError(
-                        f"{where}: {_row_column(i, j)} is an integer of "
-                        f"{len(str(abs(int(value))))} digits: weights beyond the float32 "
-                        "range (magnitude at most about 3.4e38) cannot be applied"
-                    )
-        lengths = [len(row) for row in weights]
-        if not any(lengths):
-            raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
-        for i, length in enumerate(lengths):
-            if length != lengths[0]:
-                unit = "line" if rows_named is not None else "row"
-                first = rows_named[0] if rows_named is not None else 1
-                number = rows_named[i] if rows_named is not None else i + 1
-                raise KernelError(f"{where}: ragged rows: {unit} {number} has {length} "
-                                  f"value(s) but {unit} {first} has {lengths[0]}")
+        _check_grid(weights, where, cell, rows_named)
     elif weights.dtype.kind not in "biuf":
         raise KernelError(f"{where}: the weights must be numbers, got dtype {weights.dtype}")
     out = np.array(weights, dtype=np.float64)
@@ -281,6 +251,46 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
             f"the float32 range (magnitude at most about 3.4e38) cannot be applied"
         )
     return out
+
+
+def _check_grid(weights, where: str, cell, rows_named) -> None:
+    """Raise KernelError unless `weights`, not an array, is a non-empty grid of rows of numbers.
+
+    Each value must be a real number (not a bool), an integer within the
+    float32 range, and every row as long as the first. `cell(i, j)` names a
+    cell and `rows_named` the rows, as in :func:`_checked_weights`.
+    """
+    if not isinstance(weights, (list, tuple)):
+        raise KernelError(f"{where}: 'weights' must be a list of rows, "
+                          f"got {type(weights).__name__}")
+    if not weights:
+        raise KernelError(f"{where}: the kernel is empty (no weights)")
+    if not all(isinstance(row, (list, tuple)) for row in weights):
+        raise KernelError(f"{where}: 'weights' must be a list of rows (a 2-D grid) "
+                          "such as [[1, 0, -1], [1, 0, -1]]")
+    for i, row in enumerate(weights):
+        for j, value in enumerate(row):
+            if not _is_number(value):
+                raise KernelError(
+                    f"{where}: {cell(i, j)}: {_short(value)} is not a number"
+                )
+            if isinstance(value, numbers.Integral) and abs(value) > _FLOAT32_MAX:
+                # Too large even for float64 conversion, possibly.
+                raise KernelError(
+                    f"{where}: {_row_column(i, j)} is an integer of "
+                    f"{len(str(abs(int(value))))} digits: weights beyond the float32 "
+                    "range (magnitude at most about 3.4e38) cannot be applied"
+                )
+    lengths = [len(row) for row in weights]
+    if not any(lengths):
+        raise KernelError(f"{where}: the kernel is empty (its rows have no values)")
+    for i, length in enumerate(lengths):
+        if length != lengths[0]:
+            unit = "line" if rows_named is not None else "row"
+            first = rows_named[0] if rows_named is not None else 1
+            number = rows_named[i] if rows_named is not None else i + 1
+            raise KernelError(f"{where}: ragged rows: {unit} {number} has {length} "
+                              f"value(s) but {unit} {first} has {lengths[0]}")
 
 
 def _is_number(value) -> bool:

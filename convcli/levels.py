@@ -189,19 +189,46 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
     >>> levels, scale.scale, scale.offset
     (array([  0, 128, 191], dtype=uint8), 63.75, 127.5)
     """
+    _check_mapping_arguments(method, white, depth)
+    top = top_level(depth)
+    x = as_real_array(values, "values")
+    # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
+    # spends its time here and in the encoder, not in the layers.
+    real = np.dtype(np.float32 if depth == 8 else np.float64).type
+    big = float(np.finfo(real).max) / 4  # differences of values within +-big stay finite
+    x, lo, hi, magnitudes, robust = _finite_values(x, method, margin, big)
+    x = x.astype(real, copy=False)
+    with np.errstate(over="ignore"):  # tiny ranges scale values past the top: clipped below
+        scale, offset = _level_scale(method, lo, hi, robust, top=top, white=white, big=big,
+                                     real=real)
+        levels = _scaled_levels(x, method, scale, offset, lo, magnitudes)
+    np.clip(levels, 0, top, out=levels)
+    np.rint(levels, out=levels)
+    used = LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
+    return levels.astype(np.uint8 if depth == 8 else np.uint16), used
+
+
+def _check_mapping_arguments(method, white, depth) -> None:
+    """:func:`map_levels`'s checks of its options, each naming the option and the value."""
     if not isinstance(method, str) or method not in MAPPINGS:
         raise ValueError(f"method must be one of {', '.join(MAPPINGS)}; got {method!r}")
     if isinstance(depth, bool) or depth not in (8, 16):
         raise ValueError(f"depth must be 8 or 16, got {depth!r}")
     if isinstance(white, bool) or not isinstance(white, numbers.Real):
         raise TypeError(f"white must be a real number, got {white!r}")
-    top = top_level(depth)
-    x = as_real_array(values, "values")
+
+
+def _finite_values(x: np.ndarray, method: str, margin: int, big: float):
+    """`x` ready to scale, its range, and for ``robust`` its |x| and :func:`robust_top`.
+
+    Returns ``(x, lo, hi, magnitudes, robust)``. Where `x` holds NaN, inf or
+    values beyond +-`big`, it becomes a float64 copy with NaN as 0 and the
+    rest clipped to +-`big` (``robust`` takes its top from the finite values
+    first); otherwise `x` is returned as it is. `magnitudes` is ``|x|``, kept
+    for ``robust`` to scale in place, or None; `robust` is None for the
+    other methods.
+    """
     lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
-    # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
-    # spends its time here and in the encoder, not in the layers.
-    real = np.dtype(np.float32 if depth == 8 else np.float64).type
-    big = float(np.finfo(real).max) / 4  # differences of values within +-big stay finite
     magnitudes = robust = None
     if not (np.isfinite(lo) and np.isfinite(hi)) or max(-lo, hi) > big:
         if method == "robust":  # of the finite values as they are
@@ -212,39 +239,53 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
         # |x| once, for the percentile and then, scaled in place, the levels.
         magnitudes = np.abs(x)
         robust = _top_of_magnitudes(_inside(magnitudes, margin), ROBUST_PERCENTILE)
-    x = x.astype(real, copy=False)
-    with np.errstate(over="ignore"):  # tiny ranges scale values past the top: clipped below
-        offset = 0.0
-        if method == "clip":
-            scale = real(min(top / white if np.isfinite(white) and white > 0 else top, big))
-            levels = x * scale
-        elif method == "abs":
-            peak = max(-lo, hi)
-            scale = real(min(top / peak, big) if peak > 0 else 0.0)
-            levels = np.abs(x)
-            levels *= scale
-        elif method == "robust":
-            scale = real(min(top / robust, big))
-            if magnitudes is None or magnitudes.dtype != real:
-                magnitudes = np.abs(x)
-            levels = magnitudes
-            levels *= scale
-        elif method == "minmax":
-            span = hi - lo
-            scale = real(min(top / span, big) if span > 0 else 0.0)
-            levels = x - real(lo)
-            levels *= scale
-            offset = -float(scale) * lo
-        else:  # offset
-            peak = max(-lo, hi)
-            scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)
-            levels = x * scale
-            offset = top / 2
+    return x, lo, hi, magnitudes, robust
+
+
+def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top: int,
+                 white: float, big: float, real: type) -> tuple[np.floating, float]:
+    """``(scale, offset)`` of ``level = scale * x + offset`` (|x| for ``abs`` and ``robust``).
+
+    `scale` is in the levels' float type `real`, at most `big`; `offset` is a float.
+    """
+    offset = 0.0
+    if method == "clip":
+        scale = real(min(top / white if np.isfinite(white) and white > 0 else top, big))
+    elif method == "abs":
+        peak = max(-lo, hi)
+        scale = real(min(top / peak, big) if peak > 0 else 0.0)
+    elif method == "robust":
+        scale = real(min(top / robust, big))
+    elif method == "minmax":
+        span = hi - lo
+        scale = real(min(top / span, big) if span > 0 else 0.0)
+        offset = -float(scale) * lo
+    else:  # offset
+        peak = max(-lo, hi)
+        scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)
+        offset = top / 2
+    return scale, offset
+
+
+def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
+                   magnitudes: np.ndarray | None) -> np.ndarray:
+    """``scale * x + offset`` (|x| for ``abs`` and ``robust``) in x's type, before rounding.
+
+    One new array at most: `magnitudes` (``|x|``) is scaled in place where it
+    is in x's type, and the other methods scale a new array in place.
+    """
+    real = x.dtype.type
+    if method in ("abs", "robust"):
+        levels = magnitudes if magnitudes is not None and magnitudes.dtype == real else np.abs(x)
+        levels *= scale
+    elif method == "minmax":
+        levels = x - real(lo)
+        levels *= scale
+    else:  # clip, offset
+        levels = x * scale
+        if method == "offset":
             levels += real(offset)
-    np.clip(levels, 0, top, out=levels)
-    np.rint(levels, out=levels)
-    used = LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
-    return levels.astype(np.uint8 if depth == 8 else np.uint16), used
+    return levels
 
 
 def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,

@@ -93,6 +93,19 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
     >>> buf.getvalue()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
     True
     """
+    arr = _checked_levels(levels)
+    height, width, channels = arr.shape
+    fh.write(_SIGNATURE)
+    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * arr.dtype.itemsize,
+                                    _COLOUR_TYPES[channels], 0, 0, 0))
+    for key, value in (text or {}).items():
+        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+    _write_image_data(fh, arr, backend or deflate_backend())
+    _chunk(fh, b"IEND", b"")
+
+
+def _checked_levels(levels) -> np.ndarray:
+    """`levels` as an (H, W, C) uint8 or uint16 array with C in 1..4 and H, W > 0, or ValueError."""
     arr = np.asarray(levels)
     if arr.ndim == 2:
         arr = arr[:, :, None]
@@ -100,27 +113,26 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
         raise ValueError(f"levels must be (H, W) or (H, W, C) with C in 1..4, got {arr.shape}")
     if arr.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"levels must be uint8 or uint16, got {arr.dtype}")
-    height, width, channels = arr.shape
-    if height == 0 or width == 0:
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"levels must have at least one row and column, got {arr.shape}")
-    depth = 8 * arr.dtype.itemsize
-    fh.write(_SIGNATURE)
-    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, depth,
-                                    _COLOUR_TYPES[channels], 0, 0, 0))
-    for key, value in (text or {}).items():
-        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+    return arr
+
+
+def _write_image_data(fh: BinaryIO, arr: np.ndarray, backend: str) -> None:
+    """The IDAT chunks of (H, W, C) `arr`: rows Up-filtered and deflated a block at a time."""
+    height, width, channels = arr.shape
     # Rows as bytes, 16-bit samples big-endian (converted a block at a time below).
     rows = arr.reshape(height, width * channels)
     row_bytes = rows.shape[1] * arr.dtype.itemsize
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
     big_endian = rows.dtype.newbyteorder(">")
-    compressor = _compressor(backend or deflate_backend())
+    compressor = _compressor(backend)
     filtered = np.empty((min(block_rows, height), 1 + row_bytes), np.uint8)
     filtered[:, 0] = _UP
     previous = np.zeros((1, row_bytes), np.uint8)  # the row above the first: zeros
     for start in range(0, height, block_rows):
         block = rows[start:start + block_rows]
-        if depth == 16:
+        if arr.dtype == np.uint16:
             block = block.astype(big_endian)
         raw = block.view(np.uint8).reshape(len(block), row_bytes)
         out = filtered[:len(raw)]
@@ -132,4 +144,3 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
         if data:
             _chunk(fh, b"IDAT", data)
     _chunk(fh, b"IDAT", compressor.flush())
-    _chunk(fh, b"IEND", b"")

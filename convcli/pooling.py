@@ -220,24 +220,33 @@ def pool_forward(A_prev, hparameters, mode="max"):
     """
     mode = pool_mode(mode)
     A, geometry = _pool_shapes(A_prev, hparameters)
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
+        out, claimed = _pooled(A, geometry, mode)
+    if claimed is None:
+        return out, (A_prev, hparameters)
+    return out, _PoolCache(A_prev, hparameters, claimed, geometry.f)
+
+
+def _pooled(A, geometry, mode):
+    """pool_forward's result, and max mode's claims where the windows tile the input (else None).
+
+    The engine is chosen by the geometry: windows over the input as it is,
+    or over a padded copy (-inf for max mode, 0 for the sums of average mode,
+    divided by each window's count of real pixels).
+    """
     X = A.astype(compute_dtype(A), copy=False)
     f, stride = geometry.f, geometry.stride
-    with np.errstate(invalid="ignore", over="ignore"):  # IEEE results for NaN and inf
-        if not geometry.padded:
-            if mode == "max" and stride == f > 1 and min(geometry.out_shape):
-                # The windows tile the input: finding each window's first maximum
-                # now makes the backward pass a scatter, as PyTorch's is.
-                out, claimed = pool_max_claims_tiles(X, f)
-                return out, _PoolCache(A_prev, hparameters, claimed, f)
-            return pool_forward_tiles(X, f, stride, mode), (A_prev, hparameters)
-        if mode == "max":  # -inf padding never beats a pixel, -inf ones included
-            return pool_forward_tiles(geometry.pad_input(X, -np.inf), f, stride, mode), (
-                A_prev,
-                hparameters,
-            )
-        sums = pool_forward_tiles(geometry.pad_input(X, 0), f, stride, "sum")
-        sums /= geometry.counts(*A.shape[1:3], sums.dtype)
-        return sums, (A_prev, hparameters)
+    if not geometry.padded:
+        if mode == "max" and stride == f > 1 and min(geometry.out_shape):
+            # The windows tile the input: finding each window's first maximum
+            # now makes the backward pass a scatter, as PyTorch's is.
+            return pool_max_claims_tiles(X, f)
+        return pool_forward_tiles(X, f, stride, mode), None
+    if mode == "max":  # -inf padding never beats a pixel, -inf ones included
+        return pool_forward_tiles(geometry.pad_input(X, -np.inf), f, stride, mode), None
+    sums = pool_forward_tiles(geometry.pad_input(X, 0), f, stride, "sum")
+    sums /= geometry.counts(*A.shape[1:3], sums.dtype)
+    return sums, None
 
 
 def _unpack_pool_cache(cache):

@@ -190,6 +190,25 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     temporary file is removed.
     """
     path = Path(path)
+    if not _may_write(path, overwrite, replaceable):
+        return False
+    tmp = temp_path_for(path)
+    try:
+        write(tmp)
+        return _move_into_place(tmp, path, overwrite)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None) -> bool:
+    """:func:`write_atomic`'s checks before writing: False where an existing `path` is kept.
+
+    Raises OSError where the name is too long or a folder has it, and
+    FileExistsError where `replaceable` refuses an existing file.
+    """
     if len(os.fsencode(path.name)) > name_max(path.parent):
         raise OSError(errno.ENAMETOOLONG, "output name too long for the file system", str(path))
     if path.is_dir():
@@ -201,24 +220,26 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
             errno.EEXIST, "the existing file was not written by convcli and is kept "
             "(choose another -o)", str(path)
         )
-    tmp = temp_path_for(path)
-    try:
-        write(tmp)
-        if overwrite:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError:
-            # File systems without hard links: a plain rename after the check.
-            if path.exists():
-                return False
-            os.replace(tmp, path)
+    return True
+
+
+def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
+    """Give the written `tmp` its final name `path`; False where `path` appeared meanwhile.
+
+    With `overwrite` a rename replaces `path`; without it a hard link, which
+    fails if `path` exists (a plain rename after a check where the file
+    system has no hard links). `tmp` is left for the caller to remove.
+    """
+    if overwrite:
+        os.replace(tmp, path)
         return True
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError:
+        # File systems without hard links: a plain rename after the check.
+        if path.exists():
+            return False
+        os.replace(tmp, path)
+    return True

@@ -80,48 +80,16 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         k, rows = i1 - i0, h1 - h0
-        n_in = covered(rows, span_h, s)
-        staged = scratch.take("staged", (k, n_in, width, C))
-        # Padded row r of the tile is image row h0*s + r - pad.
-        y0 = h0 * s - pad
-        lo, hi = max(0, -y0), min(n_in, H - y0)
-        staged[:, :lo] = 0
-        staged[:, max(lo, hi) :] = 0
-        if hi > lo:
-            staged[:, lo:hi, :pad] = 0
-            staged[:, lo:hi, pad + cols :] = 0
-            staged[:, lo:hi, pad : pad + cols] = A[i0:i1, y0 + lo : y0 + hi, :cols]
+        staged = scratch.take("staged", (k, covered(rows, span_h, s), width, C))
+        _stage_rows(staged, A[i0:i1], h0 * s - pad, pad, cols)
         if n_K == 1:
             acc = Z[i0:i1, h0:h1].reshape(1, k, rows, row_len)
         else:
             acc = scratch.take("acc", (n_K, k, rows, row_len))
         product = scratch.take("product", (k, rows, row_len))
         for t, (di, dj) in enumerate(taps):
-            tap_units = units[di, dj]
-            di, dj = d * di, d * dj  # the tap's offset in the window
-            window = staged[:, di : di + s * (rows - 1) + 1 : s]
-            if s == 1:
-                window = window.reshape(k, rows, width * C)[:, :, dj * C : dj * C + row_len]
-            else:
-                pixels = scratch.take("pixels", (k, rows, n_W, C))
-                pixels[...] = window[:, :, dj : dj + s * (n_W - 1) + 1 : s]
-                window = pixels.reshape(k, rows, row_len)
-            for kk in range(n_K):
-                unit = tap_units[kk]
-                if t == 0:
-                    if unit == 1:
-                        acc[kk] = window
-                    elif unit == -1:
-                        np.negative(window, out=acc[kk])
-                    else:
-                        np.multiply(window, rows_w[t, kk], out=acc[kk])
-                elif unit == 1:
-                    np.add(acc[kk], window, out=acc[kk])
-                elif unit == -1:
-                    np.subtract(acc[kk], window, out=acc[kk])
-                else:
-                    np.multiply(window, rows_w[t, kk], out=product)
-                    np.add(acc[kk], product, out=acc[kk])
+            window = _tap_inputs(staged, scratch, d * di, d * dj, s, rows, n_W)
+            _add_tap(acc, window, units[di, dj], rows_w[t], product, first=t == 0)
         out = Z[i0:i1, h0:h1].reshape(k, rows, n_W, n_K, C)
         if n_K == 1:
             np.add(out, bias, out=out)
@@ -130,6 +98,64 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
 
     run_tiles(row_tiles, work, lambda: Scratch(dtype))
     return Z
+
+
+def _stage_rows(staged, A, y0, pad, cols):
+    """Copy the image rows a row tile reads into `staged`, with their zero padding.
+
+    `staged` (k, n_in, width, C) gets padded rows ``y0 .. y0 + n_in`` of the
+    tile's images `A` (k, H, W, C): row r is image row ``y0 + r`` (zeros
+    above and below the image), `pad` zero columns, the first `cols` image
+    columns, then zeros.
+    """
+    n_in, H = staged.shape[1], A.shape[1]
+    lo, hi = max(0, -y0), min(n_in, H - y0)
+    staged[:, :lo] = 0
+    staged[:, max(lo, hi) :] = 0
+    if hi > lo:
+        staged[:, lo:hi, :pad] = 0
+        staged[:, lo:hi, pad + cols :] = 0
+        staged[:, lo:hi, pad : pad + cols] = A[:, y0 + lo : y0 + hi, :cols]
+
+
+def _tap_inputs(staged, scratch, di, dj, s, rows, n_W):
+    """The inputs of the tap at offset (di, dj) of the window, for `rows` rows of outputs.
+
+    A (k, rows, n_W * C) view of `staged` at stride 1; at larger strides the
+    tap's pixels are copied into a contiguous scratch buffer first.
+    """
+    k, _, width, C = staged.shape
+    window = staged[:, di : di + s * (rows - 1) + 1 : s]
+    if s == 1:
+        return window.reshape(k, rows, width * C)[:, :, dj * C : dj * C + n_W * C]
+    pixels = scratch.take("pixels", (k, rows, n_W, C))
+    pixels[...] = window[:, :, dj : dj + s * (n_W - 1) + 1 : s]
+    return pixels.reshape(k, rows, n_W * C)
+
+
+def _add_tap(acc, window, tap_units, tap_weights, product, *, first):
+    """Add one tap's contribution to each kernel's accumulator in `acc` (n_K, k, rows, n_W * C).
+
+    `tap_units` (n_K) says where the tap's weights are all 1 or all -1: its
+    inputs `window` are then added or subtracted; otherwise they are
+    multiplied by `tap_weights` (n_K, n_W * C) in `product` and added. The
+    `first` tap sets the accumulators instead.
+    """
+    for kk, unit in enumerate(tap_units):
+        if first:
+            if unit == 1:
+                acc[kk] = window
+            elif unit == -1:
+                np.negative(window, out=acc[kk])
+            else:
+                np.multiply(window, tap_weights[kk], out=acc[kk])
+        elif unit == 1:
+            np.add(acc[kk], window, out=acc[kk])
+        elif unit == -1:
+            np.subtract(acc[kk], window, out=acc[kk])
+        else:
+            np.multiply(window, tap_weights[kk], out=product)
+            np.add(acc[kk], product, out=acc[kk])
 
 
 def _unit_signs(W) -> np.ndarray:

@@ -325,41 +325,20 @@ def _claims_tiled(X, f, claimed, scratch):
     n_H, n_W = H // f, W // f
     shape = (k, n_H, n_W * f * n_C)
     size, step = int(np.prod(shape)), n_C
-
-    def window_row(Y, r):
-        return Y[:, r::f, : n_W * f].reshape(shape)
-
     after, before = _phase_masks(scratch, f, n_C, size)
-    rows = scratch.take("rows", shape)
-    np.maximum(window_row(X, 0), window_row(X, 1), out=rows)
-    for r in range(2, f):
-        np.maximum(rows, window_row(X, r), out=rows)
-    maxima = scratch.take("maxima", shape)
-    flat_rows, flat_max = rows.reshape(-1), maxima.reshape(-1)
-    end = size - (f - 1) * step
-    np.maximum(flat_rows[:end], flat_rows[step : end + step], out=flat_max[:end])
-    for d in range(2, f):
-        np.maximum(flat_max[:end], flat_rows[d * step : end + d * step], out=flat_max[:end])
-    by_pixel = maxima.reshape(k, n_H, n_W, f, n_C)
-    for p in range(1, f):
-        _copy_channels(by_pixel[:, :, :, p], by_pixel[:, :, :, 0])
+    maxima = _tiled_maxima(X, f, shape, scratch)
     nan_maxima = np.isnan(maxima) if np.isnan(np.max(maxima)) else None
 
     hit, earlier, seen, tmp = (
         scratch.take(name, (size,), bool) for name in ("hit", "earlier", "seen", "tmp")
     )
     for r in range(f):
-        X_r = window_row(X, r)
+        X_r = _window_row(X, r, f, shape)
         np.equal(X_r, maxima, out=hit.reshape(shape))
         if nan_maxima is not None:
             hit.reshape(shape)[...] |= np.isnan(X_r) & nan_maxima
-        # earlier: some earlier pixel of the same window row is a hit.
-        earlier[:step] = False
-        np.logical_and(hit[:-step], after[1][step:], out=earlier[step:])
-        for d in range(2, f):
-            np.logical_and(hit[: -d * step], after[d][d * step :], out=tmp[d * step :])
-            np.logical_or(earlier[d * step :], tmp[d * step :], out=earlier[d * step :])
-        claimed_r = window_row(claimed, r)
+        _mark_earlier_hits(hit, after, step, earlier, tmp)
+        claimed_r = _window_row(claimed, r, f, shape)
         if r:
             np.greater(hit, earlier, out=tmp)  # hit and not earlier
             np.greater(tmp.reshape(shape), seen.reshape(shape), out=claimed_r)
@@ -375,7 +354,57 @@ def _claims_tiled(X, f, claimed, scratch):
             for d in range(1, f):
                 np.logical_and(hit[d * step :], before[d][: -d * step], out=tmp[: -d * step])
                 np.logical_or(seen[: -d * step], tmp[: -d * step], out=seen[: -d * step])
-    return by_pixel[:, :, :, 0]
+    return maxima.reshape(k, n_H, n_W, f, n_C)[:, :, :, 0]
+
+
+def _window_row(Y, r, f, shape):
+    """Row r of every f x f window of Y (k, f * n_H, ..., n_C), as a view of `shape`.
+
+    `shape` is (k, n_H, n_W * f * n_C): whole rows over the columns that
+    windows cover, ``Y[:, r::f, :n_W * f]``.
+    """
+    covered_columns = shape[2] // Y.shape[3]
+    return Y[:, r::f, :covered_columns].reshape(shape)
+
+
+def _tiled_maxima(X, f, shape, scratch):
+    """Each window's maximum at every pixel of its window rows: a scratch array of `shape`.
+
+    For :func:`_claims_tiled`: the window rows are reduced first, then each
+    window's first pixel gets the maximum of its f pixels (shifts by whole
+    pixels, n_C values), copied to the window's other pixels.
+    """
+    k, n_H, _ = shape
+    n_C = step = X.shape[3]
+    n_W = X.shape[2] // f
+    rows = scratch.take("rows", shape)
+    np.maximum(_window_row(X, 0, f, shape), _window_row(X, 1, f, shape), out=rows)
+    for r in range(2, f):
+        np.maximum(rows, _window_row(X, r, f, shape), out=rows)
+    maxima = scratch.take("maxima", shape)
+    flat_rows, flat_max = rows.reshape(-1), maxima.reshape(-1)
+    end = flat_rows.size - (f - 1) * step
+    np.maximum(flat_rows[:end], flat_rows[step : end + step], out=flat_max[:end])
+    for d in range(2, f):
+        np.maximum(flat_max[:end], flat_rows[d * step : end + d * step], out=flat_max[:end])
+    by_pixel = maxima.reshape(k, n_H, n_W, f, n_C)
+    for p in range(1, f):
+        _copy_channels(by_pixel[:, :, :, p], by_pixel[:, :, :, 0])
+    return maxima
+
+
+def _mark_earlier_hits(hit, after, step, earlier, tmp):
+    """``earlier``: some earlier pixel of the same window row is a hit.
+
+    `hit`, `earlier` and `tmp` are flat boolean runs of whole window rows,
+    pixels `step` values long; ``after[d]`` marks the pixels at least d
+    pixels into their window (:func:`_phase_masks`).
+    """
+    earlier[:step] = False
+    np.logical_and(hit[:-step], after[1][step:], out=earlier[step:])
+    for d in range(2, len(after)):
+        np.logical_and(hit[: -d * step], after[d][d * step :], out=tmp[d * step :])
+        np.logical_or(earlier[d * step :], tmp[d * step :], out=earlier[d * step :])
 
 
 def _spread_tiled(dA, claimed, dA_prev, scratch):

@@ -98,41 +98,63 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     mean = float(A.mean()) if A.size else 0.0
-    A = A - mean
-    hp = {"stride": stride, "pad": 0, "dilation": dilation}
-    zero_b = np.zeros((1, 1, 1, 1))
-
-    def response(W: np.ndarray, b: float) -> np.ndarray:
-        Z, _ = conv_forward(A, W[:, :, None, None], zero_b, hp)
-        Z += b
-        return Z
-
-    def gradient(R: np.ndarray, cache) -> tuple[np.ndarray, float]:
-        _, dW, db = conv_backward(R, cache)
-        return dW[:, :, 0, 0], float(db.sum())
-
-    _, cache = conv_forward(A, np.zeros(size + (1, 1)), zero_b, hp)
+    layer = _CentredLayer(A - mean, size, stride, dilation)
     if Y.shape != _out_shape(A.shape, size, stride, dilation):
         raise ValueError(f"Y has shape {Y.shape}, conv_forward gives "
                          f"{_out_shape(A.shape, size, stride, dilation)}")
-    # The diagonal of the normal equations: each weight's input values squared, summed.
-    squares_cache = (np.square(A),) + cache[1:]
-    diag_W, _ = gradient(np.ones_like(Y), squares_cache)
-    diag_b = float(Y.size)
-    diag_W = np.where(diag_W > 0, diag_W, 1.0)
+    fit = _conjugate_gradients(layer, Y, size, steps, progress)
+    # The bias of the input as given: conv(A - mean, W) + b = conv(A, W) + b - mean * sum(W).
+    fit.bias -= mean * float(fit.weights.sum())
+    return fit
 
+
+class _CentredLayer:
+    """The map the fit inverts: a convolution layer (pad 0, one kernel) on the centred input."""
+
+    def __init__(self, A: np.ndarray, size: tuple[int, int], stride: int, dilation: int):
+        self.A = A
+        self.hparameters = {"stride": stride, "pad": 0, "dilation": dilation}
+        self.zero_bias = np.zeros((1, 1, 1, 1))
+        _, self.cache = conv_forward(A, np.zeros(size + (1, 1)), self.zero_bias, self.hparameters)
+
+    def response(self, W: np.ndarray, b: float) -> np.ndarray:
+        """conv_forward's output for the kernel `W` (f_h, f_w) and the bias `b`."""
+        Z, _ = conv_forward(self.A, W[:, :, None, None], self.zero_bias, self.hparameters)
+        Z += b
+        return Z
+
+    def gradient(self, R: np.ndarray, cache=None) -> tuple[np.ndarray, float]:
+        """The loss's gradient (dW, db) for the residual ``R = Z - Y``."""
+        _, dW, db = conv_backward(R, self.cache if cache is None else cache)
+        return dW[:, :, 0, 0], float(db.sum())
+
+    def diagonal(self, Y: np.ndarray) -> tuple[np.ndarray, float]:
+        """The diagonal of the normal equations: each weight's input values squared, summed."""
+        squares_cache = (np.square(self.A),) + self.cache[1:]
+        diag_W, _ = self.gradient(np.ones_like(Y), squares_cache)
+        return np.where(diag_W > 0, diag_W, 1.0), float(Y.size)
+
+
+def _conjugate_gradients(layer: _CentredLayer, Y: np.ndarray, size: tuple[int, int], steps: int,
+                         progress: Callable[[int, float], None] | None) -> Fit:
+    """:func:`fit_kernel` on the centred input, from zero weights and bias.
+
+    Preconditioned by :meth:`_CentredLayer.diagonal`, with an exact line
+    search; the residual is recomputed every ``f_h * f_w + 1`` steps.
+    """
+    diag_W, diag_b = layer.diagonal(Y)
     norm_Y = float(np.linalg.norm(Y)) or 1.0
     W, b = np.zeros(size), 0.0
     R = -Y  # the residual Z - Y
     losses = [float(np.linalg.norm(R)) / norm_Y]
-    g_W, g_b = gradient(R, cache)
+    g_W, g_b = layer.gradient(R)
     d_W, d_b = -g_W / diag_W, -g_b / diag_b
     gMg = float(np.sum(g_W * g_W / diag_W) + g_b * g_b / diag_b)
     first = gMg
     restart = W.size + 1
     stopped, step = "steps", 0
     for step in range(1, steps + 1):
-        Q = response(d_W, d_b)
+        Q = layer.response(d_W, d_b)
         qq = float(np.vdot(Q, Q))
         if qq == 0.0 or gMg <= GRADIENT_TOLERANCE**2 * first:
             step -= 1
@@ -141,13 +163,13 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
         alpha = -float(np.sum(g_W * d_W) + g_b * d_b) / qq
         W, b = W + alpha * d_W, b + alpha * d_b
         if step % restart == 0:  # start afresh from the exact residual, as rounding builds up
-            R = response(W, b) - Y
+            R = layer.response(W, b) - Y
         else:
             R += alpha * Q
         losses.append(float(np.linalg.norm(R)) / norm_Y)
         if progress is not None:
             progress(step, losses[-1])
-        g_W, g_b = gradient(R, cache)
+        g_W, g_b = layer.gradient(R)
         new_gMg = float(np.sum(g_W * g_W / diag_W) + g_b * g_b / diag_b)
         beta = 0.0 if step % restart == 0 else new_gMg / gMg
         gMg = new_gMg
@@ -155,8 +177,7 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
         if _stalled(losses):
             stopped = "converged"
             break
-    # The bias of the input as given: conv(A - mean, W) + b = conv(A, W) + b - mean * sum(W).
-    return Fit(W, b - mean * float(W.sum()), losses, step, stopped)
+    return Fit(W, b, losses, step, stopped)
 
 
 def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-13) -> bool:
