@@ -180,6 +180,12 @@ def assert_one_line_error(result, code, *needles):
 MANIFEST = "convcli-manifest.jsonl"
 
 
+def manifest_records(folder: Path) -> list[dict]:
+    """The records of the run manifest in `folder`, one per line; each line must be whole JSON."""
+    lines = (folder / MANIFEST).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
 def _written(folder: Path) -> list[Path]:
     """Every file under `folder` but the run manifests (tests/test_manifest.py reads those)."""
     return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]

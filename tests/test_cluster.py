@@ -13,12 +13,12 @@ from typing import NamedTuple
 
 import pytest
 from helpers import (
-    MANIFEST,
     DaskProcesses,
     digests,
     interrupt,
     make_folder,
     make_image,
+    manifest_records,
     run,
     run_without,
     wait_until,
@@ -64,8 +64,8 @@ def test_a_cluster_run_writes_what_a_local_run_writes(cluster, photos, tmp_path)
     # The manifests hold the same records (the command lines aside), in any order.
     records = {}
     for name in ("local", "remote"):
-        lines = (tmp_path / name / MANIFEST).read_text().splitlines()
-        records[name] = sorted(json.dumps({**json.loads(line), "command": ""}) for line in lines)
+        records[name] = sorted(json.dumps({**record, "command": ""})
+                               for record in manifest_records(tmp_path / name))
     assert records["remote"] == records["local"] and len(records["local"]) == 20
     failure = f"convcli: {photos / 'broken.png'}: not an image file"
     for result in (local, remote):
