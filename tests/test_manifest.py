@@ -191,3 +191,38 @@ def test_values_that_are_not_finite_are_null_in_strict_json():
 
     line = _json_line({"output": "a.png", "scale": float("inf"), "offset": [1.0, float("nan")]})
     assert json.loads(line) == {"output": "a.png", "scale": None, "offset": [1.0, None]}
+
+
+@pytest.mark.parametrize(("stride", "margin"), [(1, 4), (2, 2), (3, 2), (5, 1)])
+def test_robust_scale_leaves_out_half_the_kernel_and_3_output_pixels_rounded_up(
+        tmp_path, stride, margin):
+    # A 3x3 kernel: 1 + 3 = 4 input pixels on every side, ceil(4 / stride) output pixels.
+    photo = make_image(tmp_path / "photo.png", "RGB", seed=9, size=(90, 70))
+    out = tmp_path / "out"
+    for fmt in ("npy", "png"):
+        ok("conv", "-k", "vertical", "--stride", stride, "--normalize", "robust", photo, "-o", out,
+           "--format", fmt, "-q")
+    (npy,) = out.glob("*.npy")
+    (record,) = [r for r in manifest_records(out) if r["output"].endswith(".png")]
+    magnitudes = np.abs(np.load(npy)[:, :, 0].astype(np.float64))
+
+    def scale(m):
+        inside = magnitudes[m:-m, m:-m] if m else magnitudes
+        return 255 / np.percentile(inside, 99.5)
+
+    assert record["mapping"] == "robust" and record["absolute"]
+    assert record["scale"] == pytest.approx(scale(margin), rel=1e-6)
+    # The picture is such that a margin one pixel narrower gives another scale.
+    assert scale(margin - 1) != pytest.approx(scale(margin), rel=1e-3)
+
+
+def test_the_input_is_recorded_as_an_absolute_path(tmp_path, monkeypatch):
+    make_image(tmp_path / "photo.png", "RGB", seed=10)
+    make_folder(tmp_path / "in" / "sub", 2)
+    monkeypatch.chdir(tmp_path)
+    ok("pool", "photo.png", "-o", "out", "-q")
+    ok("pool", "-r", "in", "-o", "tree", "-q")
+    assert {r["input"] for r in manifest_records(tmp_path / "out")} == {
+        str(tmp_path / "photo.png")}
+    assert {r["input"] for r in manifest_records(tmp_path / "tree" / "sub")} == {
+        str(tmp_path / "in" / "sub" / "p00.png"), str(tmp_path / "in" / "sub" / "p01.png")}
