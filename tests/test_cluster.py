@@ -16,6 +16,7 @@ from helpers import (
     DaskProcesses,
     digests,
     interrupt,
+    make_copies,
     make_folder,
     make_image,
     manifest_records,
@@ -102,7 +103,7 @@ def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
 def test_workers_with_another_version_are_named(photos, tmp_path):
     preload = tmp_path / "other_version.py"
     preload.write_text("import convcli._version\nconvcli._version.__version__ = '0.0.1'\n")
-    other = DaskProcesses(tmp_path, 1, preload=preload)
+    other = DaskProcesses(tmp_path, 1, preload=preload, nanny=False)
     try:
         result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
     finally:
@@ -118,7 +119,7 @@ def test_workers_with_another_version_are_named(photos, tmp_path):
 
 
 def test_ctrl_c_stops_a_cluster_run_within_seconds(cluster, tmp_path):
-    src = make_folder(tmp_path / "many", 300, (320, 240))
+    src = make_copies(tmp_path / "many", 300, (320, 240))
     out = tmp_path / "out"
     proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
                              cluster.address, "--files-per-task", "1"],
