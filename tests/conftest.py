@@ -1,7 +1,11 @@
-"""Shared pytest configuration: a deterministic hypothesis profile.
+"""Shared pytest configuration: a deterministic hypothesis profile, and shared fixtures.
 
 The default profile ``convcli`` runs 50 derandomized examples per property
 test with no deadline; set ``CONVCLI_HYPOTHESIS_PROFILE=thorough`` for 1000.
+
+Fixtures: ``photo`` (an RGB picture written to ``tmp_path``, drawn with
+``photo_seed``, which a module overrides to draw another picture) and ``out``
+(the output folder ``tmp_path / "out"``, not yet made).
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import os
 import warnings
 
+import pytest
+from helpers import make_image
 from hypothesis import settings
 
 settings.register_profile(
@@ -29,3 +35,21 @@ with warnings.catch_warnings():
         import hypothesis.extra._patching  # noqa: F401
     except ImportError:
         pass
+
+
+@pytest.fixture
+def photo_seed() -> int:
+    """The seed of the ``photo`` fixture's picture; override it in a module for another one."""
+    return 0
+
+
+@pytest.fixture
+def photo(tmp_path, photo_seed):
+    """An RGB picture of 40x30 seeded pixels with a bright square: ``tmp_path / "photo.png"``."""
+    return make_image(tmp_path / "photo.png", "RGB", seed=photo_seed)
+
+
+@pytest.fixture
+def out(tmp_path):
+    """The output folder ``tmp_path / "out"`` (not made: the command line makes it)."""
+    return tmp_path / "out"

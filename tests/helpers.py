@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -99,6 +101,18 @@ def make_folder(folder: Path, count: int, size=(WIDTH, HEIGHT)) -> Path:
     return folder
 
 
+def make_copies(folder: Path, count: int, size=(WIDTH, HEIGHT)) -> Path:
+    """`count` copies p00.png, p01.png ... of one RGB image of `size` in a new `folder`.
+
+    Quick at any size: one image is encoded, the others are copies of its bytes.
+    """
+    folder.mkdir(parents=True)
+    first = make_image(folder / "p00.png", "RGB", size=size)
+    for i in range(1, count):
+        shutil.copyfile(first, folder / f"p{i:02d}.png")
+    return folder
+
+
 def make_gif(path: Path, frames: int = 3) -> Path:
     """An animated GIF whose frames differ (frame i is filled with grey 60 * (i + 1))."""
     ims = [Image.new("L", (WIDTH, HEIGHT), 60 * (i + 1)) for i in range(frames)]
@@ -181,6 +195,12 @@ def assert_one_line_error(result, code, *needles):
 MANIFEST = "convcli-manifest.jsonl"
 
 
+def manifest_records(folder: Path) -> list[dict]:
+    """The records of the run manifest in `folder`, one per line; each line must be whole JSON."""
+    lines = (folder / MANIFEST).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
 def _written(folder: Path) -> list[Path]:
     """Every file under `folder` but the run manifests (tests/test_manifest.py reads those)."""
     return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
@@ -255,43 +275,53 @@ def run_without(module: str, *args, timeout: float = 60) -> subprocess.Completed
 class DaskProcesses:
     """A ``dask scheduler`` and `workers` ``dask worker`` processes (`nthreads` each), on 127.0.0.1.
 
-    `preload` is a Python file each worker runs when it starts. :attr:`file` is
-    the scheduler file, :attr:`address` the scheduler's address.
+    `preload` is a Python file each worker runs when it starts; `nanny` False
+    starts workers without a nanny (none restarts a worker that dies, and
+    each worker is one process instead of two). :attr:`file` is the
+    scheduler file, :attr:`address` the scheduler's address.
+
+    The workers start with the scheduler: they wait for its file to appear.
+    :meth:`close` kills every process (and what it started) at once: a Dask
+    worker that shuts down cleanly can wait seconds on a scheduler going away.
     """
 
     def __init__(self, folder: Path, workers: int, *, preload: Path | None = None,
-                 nthreads: int = 1):
+                 nthreads: int = 1, nanny: bool = True):
         import distributed
 
         self.file = folder / "scheduler.json"
-        self.procs = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-             "--scheduler-file", str(self.file)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        if not wait_until(self.file.exists, 60):
-            self.close()
-            raise TimeoutError("the Dask scheduler did not start")
+        scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                     "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+                     "--scheduler-file", str(self.file)]
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
                   str(self.file), "--nthreads", str(nthreads), "--no-dashboard", "--host",
                   "127.0.0.1"]
         if preload is not None:
             worker += ["--preload", str(preload)]
-        self.procs += [subprocess.Popen(worker, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL) for _ in range(workers)]
-        with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
-            client.wait_for_workers(workers, timeout=60)
+        if not nanny:
+            worker += ["--no-nanny"]
+        # Each in its own process group, so that close() also reaches a nanny's worker.
+        self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+                      for command in [scheduler] + [worker] * workers]
+        try:
+            if not wait_until(self.file.exists, 60):
+                raise TimeoutError("the Dask scheduler did not start")
+            with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
+                client.wait_for_workers(workers, timeout=60)
+        except BaseException:
+            self.close()
+            raise
         self.address = json.loads(self.file.read_text())["address"]
 
     def close(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
         for proc in self.procs:
             try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self.procs:
+            proc.wait()
 
 
 def import_afresh(name: str):

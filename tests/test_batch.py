@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +18,11 @@ from helpers import (
     digests,
     interrupt,
     make_bomb_png,
+    make_copies,
     make_folder,
     make_image,
     make_truncated_png,
+    names,
     outputs_in,
     run,
 )
@@ -232,7 +235,7 @@ def _readable(path: Path) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
-    src = make_folder(tmp_path / "in", 40, (400, 300))
+    src = make_copies(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
@@ -265,7 +268,7 @@ def test_sigterm_is_not_caught_by_the_per_file_guard():
 
 @pytest.mark.slow
 def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
-    src = make_folder(tmp_path / "in", 40, (400, 300))
+    src = make_copies(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
@@ -351,43 +354,54 @@ def test_overflow_is_a_note_not_a_numpy_warning(tmp_path):
 
 
 def _start_batch(tmp_path, count, size, *extra):
-    src = make_folder(tmp_path / "in", count, size)
+    """``pool --figure -r`` of in/00/photo.png ... (`count` copies of a picture), 2 jobs.
+
+    Returns once two files are done: a figure takes about a second whatever
+    the picture's size, so the run is still going. Each input's outputs,
+    figure included, are those of a run on in/00/photo.png alone (the
+    figure's title is the file's name).
+    """
+    picture = make_image(tmp_path / "photo.png", "RGB", size=size)
+    src = tmp_path / "in"
+    for i in range(count):
+        (src / f"{i:02d}").mkdir(parents=True)
+        shutil.copyfile(picture, src / f"{i:02d}" / "photo.png")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "pool", "--figure", str(src), "-o", str(out),
+        [sys.executable, "-m", "convcli", "pool", "--figure", "-r", str(src), "-o", str(out),
          "--jobs", "2", *extra],
         stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(out.glob("*_grid.png"))) < 2:
+    while time.monotonic() < deadline and len(list(out.glob("*/*_grid.png"))) < 2:
         time.sleep(0.02)
     return proc, out
 
 
 @pytest.mark.slow
 def test_interrupted_summary_counts_every_finished_file(tmp_path):
-    proc, out = _start_batch(tmp_path, 30, (400, 300))
+    proc, out = _start_batch(tmp_path, 10, (400, 300))
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     summary = stderr.splitlines()[-1]
     done = int(summary.split("interrupted: ")[1].split(" processed")[0])
     # Every input whose four outputs (3 channels + the whole image) and grid exist is counted.
-    complete = [p for p in (tmp_path / "in").iterdir()
-                if len(list(out.glob(f"{p.stem}_*"))) == 5]
+    complete = [d for d in (tmp_path / "in").iterdir()
+                if len(list((out / d.name).glob("photo_*"))) == 5]
     assert done == len(complete)
 
 
 @pytest.mark.slow
 def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
-    proc, out = _start_batch(tmp_path, 30, (1600, 1200))
+    proc, out = _start_batch(tmp_path, 6, (1600, 1200))
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    files = outputs_in(out)
+    files = [out / name for name in names(out)]
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
 
@@ -504,7 +518,7 @@ def test_running_counts_the_files_being_processed_not_the_queued_ones():
 
 @pytest.mark.slow
 def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
-    proc, out = _start_batch(tmp_path, 16, (400, 300))
+    proc, out = _start_batch(tmp_path, 8, (400, 300))
     children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
                               check=False).stdout.split()
     workers = [pid for pid in children  # not multiprocessing's resource tracker
@@ -515,7 +529,12 @@ def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr
     assert "worker process(es) died (signal 9) and were replaced" in stderr
-    assert "16 processed, 0 skipped, 0 failed" in stderr.splitlines()[-1]
-    reference = run("pool", "--figure", tmp_path / "in", "-o", tmp_path / "one", "-j", 1, "-q")
+    assert "8 processed, 0 skipped, 0 failed" in stderr.splitlines()[-1]
+    reference = run("pool", "--figure", tmp_path / "in" / "00" / "photo.png", "-o",
+                    tmp_path / "one", "-q")
     assert reference.exit_code == 0, reference.output
-    assert digests(out) == digests(tmp_path / "one")  # every file whole, no temporaries
+    expected = digests(tmp_path / "one")
+    assert len(expected) == 5  # 3 channels, the whole image, the grid
+    # Every file whole, no temporaries.
+    assert digests(out) == {f"{i:02d}/{name}": digest
+                            for i in range(8) for name, digest in expected.items()}

@@ -58,16 +58,6 @@ def weights(names, n_in):
     return np.repeat(stack[:, :, None, :], n_in, axis=2).astype(np.float32)
 
 
-@pytest.fixture
-def photo(tmp_path):
-    return make_image(tmp_path / "photo.png", "RGB")
-
-
-@pytest.fixture
-def out(tmp_path):
-    return tmp_path / "out"
-
-
 # --- pad -------------------------------------------------------------------------------------
 
 

@@ -15,11 +15,6 @@ from PIL import Image
 from convcli.cli import main
 
 
-@pytest.fixture
-def photo(tmp_path):
-    return make_image(tmp_path / "photo.png", "RGB")
-
-
 def _folder_run(photo, folder, *args):
     ok(*args, photo, "-o", folder)
     return folder

@@ -4,26 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import make_image, ok, outputs_in, pixels, run
+from helpers import make_image, names, ok, pixels, run
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.choices import POOL_MODES
 from convcli.kernels import get_kernel
-
-
-@pytest.fixture
-def photo(tmp_path):
-    """An RGB picture, 40x30; the outputs go to ``tmp_path / "out"``."""
-    return make_image(tmp_path / "photo.png", "RGB")
-
-
-@pytest.fixture
-def out(photo):
-    return photo.parent / "out"
-
-
-def names(folder):
-    return [p.name for p in outputs_in(folder)]
 
 
 def vertical(n_in):

@@ -13,12 +13,13 @@ from typing import NamedTuple
 
 import pytest
 from helpers import (
-    MANIFEST,
     DaskProcesses,
     digests,
     interrupt,
+    make_copies,
     make_folder,
     make_image,
+    manifest_records,
     run,
     run_without,
     wait_until,
@@ -64,8 +65,8 @@ def test_a_cluster_run_writes_what_a_local_run_writes(cluster, photos, tmp_path)
     # The manifests hold the same records (the command lines aside), in any order.
     records = {}
     for name in ("local", "remote"):
-        lines = (tmp_path / name / MANIFEST).read_text().splitlines()
-        records[name] = sorted(json.dumps({**json.loads(line), "command": ""}) for line in lines)
+        records[name] = sorted(json.dumps({**record, "command": ""})
+                               for record in manifest_records(tmp_path / name))
     assert records["remote"] == records["local"] and len(records["local"]) == 20
     failure = f"convcli: {photos / 'broken.png'}: not an image file"
     for result in (local, remote):
@@ -102,7 +103,7 @@ def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
 def test_workers_with_another_version_are_named(photos, tmp_path):
     preload = tmp_path / "other_version.py"
     preload.write_text("import convcli._version\nconvcli._version.__version__ = '0.0.1'\n")
-    other = DaskProcesses(tmp_path, 1, preload=preload)
+    other = DaskProcesses(tmp_path, 1, preload=preload, nanny=False)
     try:
         result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
     finally:
@@ -118,7 +119,7 @@ def test_workers_with_another_version_are_named(photos, tmp_path):
 
 
 def test_ctrl_c_stops_a_cluster_run_within_seconds(cluster, tmp_path):
-    src = make_folder(tmp_path / "many", 300, (320, 240))
+    src = make_copies(tmp_path / "many", 300, (320, 240))
     out = tmp_path / "out"
     proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
                              cluster.address, "--files-per-task", "1"],

@@ -18,7 +18,7 @@ from convcli.kernels import get_kernel, list_kernels, load_kernel_file
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
 
 
-def photo(name="camera.png", size=96):
+def sample_crop(name="camera.png", size=96):
     """A grey crop of a sample photo, float64 (1, size, size, 1)."""
     A = pixels(SAMPLES / name, "L").astype(np.float64)
     return A[100:100 + size, 150:150 + size][None]
@@ -55,7 +55,7 @@ KERNELS = [("sobel-x", None), ("gaussian-5x5", None), ("log-5x5", None), ("sharp
 @pytest.mark.parametrize("name, f", KERNELS)
 def test_fit_recovers_a_kernel_exactly(name, f):
     W = random_kernel(f, seed=11) if name == "random" else get_kernel(name).weights
-    A = photo()
+    A = sample_crop()
     Y = convolved(A, W, bias=7.5)
     fit = fit_kernel(A, Y, W.shape)
     assert fit.relative_error < 1e-9
@@ -69,7 +69,7 @@ def test_fit_recovers_a_kernel_exactly(name, f):
 @pytest.mark.parametrize("stride", [1, 2])
 def test_fit_equals_least_squares_when_no_kernel_explains_the_pair(stride):
     """A pair no kernel explains: the fit is numpy's least-squares solution on im2col."""
-    A = photo(size=48)
+    A = sample_crop(size=48)
     rng = np.random.default_rng(12)
     Y = convolved(A, get_kernel("emboss").weights, stride=stride)
     Y = Y + rng.normal(scale=20.0, size=Y.shape)
@@ -83,14 +83,14 @@ def test_fit_equals_least_squares_when_no_kernel_explains_the_pair(stride):
 
 
 def test_fit_learns_one_kernel_over_a_batch():
-    A = np.concatenate([photo("camera.png", 40), photo("astronaut.png", 40)])
+    A = np.concatenate([sample_crop("camera.png", 40), sample_crop("astronaut.png", 40)])
     W = random_kernel(3, seed=13)
     fit = fit_kernel(A, convolved(A, W), (3, 3))
     np.testing.assert_allclose(fit.weights, W, atol=1e-7)
 
 
 def test_fit_stops_at_steps_and_reports_progress():
-    A = photo(size=32)
+    A = sample_crop(size=32)
     seen = []
     fit = fit_kernel(A, convolved(A, random_kernel(5, 14)), (5, 5), steps=3,
                      progress=lambda step, error: seen.append((step, error)))

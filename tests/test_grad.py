@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import (
-    MANIFEST,
     assert_one_line_error,
     import_afresh,
     make_image,
+    manifest_records,
     ok,
     outputs_in,
     pixels,
@@ -233,7 +232,7 @@ def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
     quiet = run("grad", "conv", "-k", "vertical", src, "-o", tmp_path / "q", "-q")
     assert quiet.exit_code == 0 and quiet.stderr == ""
     # The manifest records the convolution inside the gradient's options.
-    line = json.loads((out / MANIFEST).read_text().splitlines()[0])
+    line = manifest_records(out)[0]
     assert line["output"] == "photo_grad-conv-vertical-Bconstant-energy-sum.npy"
     assert line["options"]["loss"] == "energy"
     conv = line["options"]["conv"]

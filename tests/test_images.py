@@ -347,3 +347,15 @@ def test_jpeg_the_fast_decoder_refuses_goes_to_pillow(tmp_path, monkeypatch):
     (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 2])
     with pytest.raises(ImageError, match="cannot decode the image"):
         read_image(tmp_path / "cut.jpg")
+
+
+@pytest.mark.parametrize("shape", [(24, 32), (24, 32, 3)])
+def test_jpeg_is_written_at_quality_95(tmp_path, shape):
+    levels = np.random.default_rng(30).integers(0, 256, size=shape, dtype=np.uint8)
+    save_levels(tmp_path / "ours.jpg", levels, fmt="jpg")
+    Image.fromarray(levels).save(tmp_path / "q95.jpg", quality=95)
+    Image.fromarray(levels).save(tmp_path / "q94.jpg", quality=94)
+    with (Image.open(tmp_path / "ours.jpg") as ours, Image.open(tmp_path / "q95.jpg") as q95,
+          Image.open(tmp_path / "q94.jpg") as q94):
+        assert ours.quantization == q95.quantization != q94.quantization
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(q95))

@@ -83,3 +83,24 @@ def test_robust_mapping_scales_by_a_percentile_away_from_the_border():
     assert robust_top(np.array([[3.0, -4.0]]), margin=3) == pytest.approx(3.995)
     assert to_levels(np.zeros((3, 3)), "robust", white=255, depth=8).max() == 0
     assert robust_top(np.array([np.nan, np.inf])) == 1.0
+
+
+@pytest.mark.parametrize("margin", [1, 2, 4])
+@pytest.mark.parametrize("extra_columns", [0, 7])  # square maps, and maps wider than high
+def test_robust_percentile_at_twice_the_margin_and_one_pixel_more(margin, extra_columns):
+    from convcli.levels import map_levels, robust_top
+
+    g = np.random.default_rng(20 + margin)
+    rows = 2 * margin  # the margins would leave nothing: the whole map counts
+    whole = g.normal(scale=10.0, size=(rows, rows + extra_columns))
+    rows = 2 * margin + 1  # the margins leave one row: it alone counts
+    one_row = g.normal(scale=10.0, size=(rows, rows + extra_columns))
+    one_row[0, 0] = 1000.0  # a border value, which moves the whole map's percentile
+    cases = [(whole, np.abs(whole)), (one_row, np.abs(one_row[margin, margin:-margin]))]
+    for x, counted in cases:
+        expected = np.percentile(counted, 99.5)
+        assert robust_top(x, margin=margin) == pytest.approx(expected, rel=1e-12)
+        assert robust_top(x[:, :, None], margin=margin) == pytest.approx(expected, rel=1e-12)
+        _, scale = map_levels(x, "robust", white=255.0, depth=8, margin=margin)
+        assert scale.scale == pytest.approx(255 / expected, rel=1e-6)
+    assert np.percentile(np.abs(one_row), 99.5) > 2 * np.percentile(cases[1][1], 99.5)

@@ -14,7 +14,7 @@ import sys
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from helpers import MANIFEST, make_folder, make_image, names, ok, run
+from helpers import MANIFEST, make_folder, make_image, manifest_records, names, ok, read, run
 from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 from PIL import Image
@@ -26,21 +26,10 @@ from convcli.levels import map_levels, to_levels
 NORMALIZE = [m for m in NORMALIZE_CHOICES if m != RAW_VALUES]  # the mappings to levels
 
 
-def manifest(folder) -> list[dict]:
-    """The manifest's records; every line whole JSON."""
-    lines = (folder / MANIFEST).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def levels_in(path) -> np.ndarray:
-    """The levels of an image file as written: (H, W), or (H, W, C) for colour."""
-    with Image.open(path) as im:
-        return np.asarray(im)
-
-
 @pytest.fixture
-def photo(tmp_path):
-    return make_image(tmp_path / "photo.png", "RGB", seed=4)
+def photo_seed():
+    """The ``photo`` fixture (tests/conftest.py) draws its picture with seed 4 here."""
+    return 4
 
 
 def _values_back(levels: np.ndarray, record: dict, raw: np.ndarray) -> None:
@@ -67,10 +56,11 @@ def test_levels_give_back_the_npy_values_for_every_mapping(tmp_path, photo, mapp
     ok("conv", "-k", kernel, photo, "-o", out, "--format", "npy", "-q")
     raw = np.load(out / f"photo_conv-{kernel}-sum.npy")[:, :, 0]
     tag = "" if mapping == "auto" else f"-{mapping}"
-    (record,) = [r for r in manifest(out) if r["output"] == f"photo_conv-{kernel}{tag}-sum.png"]
+    name = f"photo_conv-{kernel}{tag}-sum.png"
+    (record,) = [r for r in manifest_records(out) if r["output"] == name]
     if mapping != "auto":
         assert record["mapping"] == mapping
-    _values_back(levels_in(out / record["output"]), record, raw)
+    _values_back(read(out / record["output"]), record, raw)
 
 
 def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
@@ -83,16 +73,16 @@ def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
                  [photo, "-k", "laplacian", "--channels", "each", "--normalize", "minmax"]):
         ok("conv", *args, "-o", out, "-q")
         ok("conv", *args, "-o", out, "-q", "--format", "npy")
-    records = {r["output"]: r for r in manifest(out)}
+    records = {r["output"]: r for r in manifest_records(out)}
     raw = np.load(out / "deep_conv-sobel-y-sum.npy")[:, :, 0]
     record = records["deep_conv-sobel-y-offset-sum.png"]
     assert record["top"] == 65535
-    _values_back(levels_in(out / record["output"]), record, raw)
+    _values_back(read(out / record["output"]), record, raw)
     # The colour image of one kernel's channels: one scale per channel.
     raw = np.load(out / "photo_conv-laplacian-each.npy")
     group = records["photo_conv-laplacian-minmax-each.png"]
     assert group["kind"] == "group" and len(group["scale"]) == 3
-    levels = levels_in(out / group["output"])
+    levels = read(out / group["output"])
     for c in range(3):
         one = {key: group[key][c] for key in ("scale", "offset", "absolute")}
         _values_back(levels[:, :, c], {**one, "top": 255}, raw[:, :, c])
@@ -101,7 +91,7 @@ def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
 
 def test_pool_whole_image_is_clip_at_the_file_scale(tmp_path, photo):
     ok("pool", photo, "-o", tmp_path, "-q")
-    records = {r["output"]: r for r in manifest(tmp_path)}
+    records = {r["output"]: r for r in manifest_records(tmp_path)}
     assert set(records) == {f"photo_pool-max-f2-s2{t}.png" for t in ("", "-R", "-G", "-B")}
     whole = records["photo_pool-max-f2-s2.png"]
     assert (whole["kind"], whole["mapping"], whole["scale"], whole["offset"]) == \
@@ -114,7 +104,7 @@ def test_one_line_per_file_written_with_the_run(tmp_path, photo, monkeypatch):
             str(out), "-q"]
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/convcli", *args])  # as the shell gives it
     ok(*args)
-    records = manifest(out)
+    records = manifest_records(out)
     assert sorted(r["output"] for r in records) == names(out)
     first = records[0]
     assert first["input"] == str(photo)
@@ -133,13 +123,13 @@ def test_jobs_write_whole_lines_and_resume_adds_none(tmp_path):
     folder = make_folder(tmp_path / "in", 6)
     out = tmp_path / "out"
     ok("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2", "-q")
-    first = manifest(out)
+    first = manifest_records(out)
     assert sorted(r["output"] for r in first) == names(out)
     again = run("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2")
     assert "0 processed, 6 skipped" in again.stderr
-    assert manifest(out) == first
+    assert manifest_records(out) == first
     ok("conv", "-k", "vertical", "-r", folder, "-o", out, "-j", "2", "-q", "--overwrite")
-    assert len(manifest(out)) == 2 * len(first)
+    assert len(manifest_records(out)) == 2 * len(first)
 
 
 def test_the_manifest_is_not_an_input_of_the_next_run(tmp_path):
@@ -155,8 +145,8 @@ def test_recursive_runs_write_one_manifest_per_output_folder(tmp_path):
     make_image(tmp_path / "in" / "top.png", "L")
     out = tmp_path / "out"
     ok("pool", "-r", tmp_path / "in", "-o", out, "-q")
-    assert [r["output"] for r in manifest(out)] == ["top_pool-max-f2-s2-L.png"]
-    assert len(manifest(out / "sub")) == 4  # three channels and the colour image
+    assert [r["output"] for r in manifest_records(out)] == ["top_pool-max-f2-s2-L.png"]
+    assert len(manifest_records(out / "sub")) == 4  # three channels and the colour image
 
 
 def test_one_file_or_standard_output_write_no_manifest(tmp_path, photo, monkeypatch):
@@ -202,3 +192,38 @@ def test_values_that_are_not_finite_are_null_in_strict_json():
 
     line = _json_line({"output": "a.png", "scale": float("inf"), "offset": [1.0, float("nan")]})
     assert json.loads(line) == {"output": "a.png", "scale": None, "offset": [1.0, None]}
+
+
+@pytest.mark.parametrize(("stride", "margin"), [(1, 4), (2, 2), (3, 2), (5, 1)])
+def test_robust_scale_leaves_out_half_the_kernel_and_3_output_pixels_rounded_up(
+        tmp_path, stride, margin):
+    # A 3x3 kernel: 1 + 3 = 4 input pixels on every side, ceil(4 / stride) output pixels.
+    photo = make_image(tmp_path / "photo.png", "RGB", seed=9, size=(90, 70))
+    out = tmp_path / "out"
+    for fmt in ("npy", "png"):
+        ok("conv", "-k", "vertical", "--stride", stride, "--normalize", "robust", photo, "-o", out,
+           "--format", fmt, "-q")
+    (npy,) = out.glob("*.npy")
+    (record,) = [r for r in manifest_records(out) if r["output"].endswith(".png")]
+    magnitudes = np.abs(np.load(npy)[:, :, 0].astype(np.float64))
+
+    def scale(m):
+        inside = magnitudes[m:-m, m:-m] if m else magnitudes
+        return 255 / np.percentile(inside, 99.5)
+
+    assert record["mapping"] == "robust" and record["absolute"]
+    assert record["scale"] == pytest.approx(scale(margin), rel=1e-6)
+    # The picture is such that a margin one pixel narrower gives another scale.
+    assert scale(margin - 1) != pytest.approx(scale(margin), rel=1e-3)
+
+
+def test_the_input_is_recorded_as_an_absolute_path(tmp_path, monkeypatch):
+    make_image(tmp_path / "photo.png", "RGB", seed=10)
+    make_folder(tmp_path / "in" / "sub", 2)
+    monkeypatch.chdir(tmp_path)
+    ok("pool", "photo.png", "-o", "out", "-q")
+    ok("pool", "-r", "in", "-o", "tree", "-q")
+    assert {r["input"] for r in manifest_records(tmp_path / "out")} == {
+        str(tmp_path / "photo.png")}
+    assert {r["input"] for r in manifest_records(tmp_path / "tree" / "sub")} == {
+        str(tmp_path / "in" / "sub" / "p00.png"), str(tmp_path / "in" / "sub" / "p01.png")}

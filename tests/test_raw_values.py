@@ -7,7 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import HEIGHT, WIDTH, assert_one_line_error, make_image, names, ok, pixels, run
+from helpers import HEIGHT, WIDTH, assert_one_line_error, names, ok, pixels, run
 from PIL import Image
 from reference import conv_forward_loop, pad_loop
 
@@ -15,8 +15,9 @@ from convcli.images import save_float_tiff
 
 
 @pytest.fixture
-def photo(tmp_path):
-    return make_image(tmp_path / "photo.png", "RGB", seed=6)
+def photo_seed():
+    """The ``photo`` fixture (tests/conftest.py) draws its picture with seed 6 here."""
+    return 6
 
 
 def _float_tiff(path) -> np.ndarray:

@@ -1,0 +1,140 @@
+"""conv, pool and pad over row strips equal the whole-image results bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convcli.app import ops
+from convcli.app.strips import (
+    PictureRows,
+    plan_strips,
+    row_geometry,
+    source_rows,
+    strip_results,
+)
+from convcli.choices import CHANNEL_MODES, COMBINE_MODES, PAD_MODES, POOL_MODES
+from convcli.images import Picture
+from convcli.kernels import Kernel
+
+CHANNELS = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
+
+
+def _picture(seed: int, height: int, width: int, n_channels: int, *, odd: bool = False):
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (height, width, n_channels)).astype(np.float32)
+    if odd:  # non-integers, a NaN and an infinity
+        pixels += rng.standard_normal(pixels.shape).astype(np.float32)
+        pixels.flat[rng.integers(pixels.size)] = np.nan
+        pixels.flat[rng.integers(pixels.size)] = np.inf
+    return Picture(pixels, CHANNELS[n_channels], 255.0, 8)
+
+
+def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
+    weights = np.random.default_rng(seed).integers(-3, 4, (f_h, f_w)).astype(np.float64) / 2
+    return Kernel(label, "random", weights)
+
+
+def assert_strips_equal_whole(op, pic, rows_per_strip: int) -> None:
+    whole = np.asarray(op.compute(pic), np.float32)
+    parts = [rows for _, rows in strip_results(op, PictureRows.of(pic),
+                                                rows_per_strip=rows_per_strip)]
+    strips = np.concatenate(parts, axis=0)
+    assert strips.shape == whole.shape
+    # Bit for bit, NaN included.
+    np.testing.assert_array_equal(strips.view(np.uint32), whole.view(np.uint32))
+
+
+pads = st.one_of(st.sampled_from(["same", "valid"]), st.integers(0, 4),
+                 st.tuples(*[st.integers(0, 4)] * 4))
+
+
+@st.composite
+def conv_ops(draw):
+    n = draw(st.integers(1, 3))
+    size = draw(st.tuples(st.integers(1, 5), st.integers(1, 5)))
+    odd_square = size[0] == size[1] and size[0] % 2
+    pad = draw(pads.filter(lambda p: p != "same" or odd_square))
+    kernels = tuple(_kernel(draw(st.integers(0, 99)), *size, f"k{i}") for i in range(n))
+    return ops.ConvOp(
+        kernels, stride=draw(st.integers(1, 3)), pad=pad, dilation=draw(st.integers(1, 3)),
+        border=draw(st.sampled_from(PAD_MODES)), channels=draw(st.sampled_from(CHANNEL_MODES)),
+        combine=draw(st.sampled_from((None, *COMBINE_MODES))), bias=draw(st.sampled_from([0, 1.5])))
+
+
+@given(op=conv_ops(), seed=st.integers(0, 2**16), height=st.integers(1, 40),
+       width=st.integers(1, 12), n_channels=st.integers(1, 4), rows=st.integers(1, 20),
+       odd=st.booleans())
+def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows, odd):
+    pic = _picture(seed, height, width, n_channels, odd=odd)
+    try:
+        op.check(pic)
+    except ValueError:
+        return  # too small for the kernel: refused whole as in strips
+    assert_strips_equal_whole(op, pic, rows)
+
+
+@given(mode=st.sampled_from(POOL_MODES), size=st.integers(1, 5), stride=st.integers(1, 4),
+       pad=st.integers(0, 2), ceil=st.booleans(), seed=st.integers(0, 2**16),
+       height=st.integers(1, 40), width=st.integers(1, 12), n_channels=st.integers(1, 4),
+       rows=st.integers(1, 20), odd=st.booleans())
+def test_pool_in_strips_is_the_whole_pool(mode, size, stride, pad, ceil, seed, height, width,
+                                         n_channels, rows, odd):
+    if pad > size // 2:
+        pad = size // 2
+    op = ops.PoolOp(mode=mode, size=size, stride=stride, pad=pad, ceil=ceil)
+    pic = _picture(seed, height, width, n_channels, odd=odd)
+    try:
+        op.check(pic)
+    except ValueError:
+        return
+    assert_strips_equal_whole(op, pic, rows)
+
+
+@given(pad=st.one_of(st.integers(0, 6), st.tuples(*[st.integers(0, 6)] * 4)),
+       mode=st.sampled_from(PAD_MODES), value=st.sampled_from([0.0, 7.5]),
+       seed=st.integers(0, 2**16), height=st.integers(1, 30), width=st.integers(1, 10),
+       n_channels=st.integers(1, 4), rows=st.integers(1, 20))
+def test_pad_in_strips_is_the_whole_pad(pad, mode, value, seed, height, width, n_channels, rows):
+    op = ops.PadOp(pad=pad, mode=mode, value=value)
+    assert_strips_equal_whole(op, _picture(seed, height, width, n_channels), rows)
+
+
+def test_a_photo_in_strips_of_any_height(tmp_path):
+    from helpers import SAMPLE_IMAGES
+
+    from convcli.images import read_image
+    from convcli.kernels import parse_kernel_spec
+
+    pic = read_image(SAMPLE_IMAGES / "chelsea.png")
+    op = ops.ConvOp((parse_kernel_spec("sobel-x"), parse_kernel_spec("log-5x5")),
+                    combine="magnitude", channels="each")
+    for rows in (1, 7, 64, 1000):
+        assert_strips_equal_whole(op, pic, rows)
+
+
+def test_strips_cover_the_result_once_and_read_only_their_band():
+    geometry = row_geometry(ops.PoolOp(size=3, stride=2, pad=1, ceil=True), 101)
+    strips = plan_strips(geometry, 101, 8)
+    assert [s.out0 for s in strips] == list(range(0, geometry.out_rows, 8))
+    assert strips[-1].out1 == geometry.out_rows
+    assert all(0 <= s.in0 < s.in1 <= 101 and s.in1 - s.in0 <= 8 * 2 + 3 for s in strips)
+
+
+def test_border_rows_are_those_np_pad_gives():
+    for mode in PAD_MODES:
+        if mode == "constant":
+            continue
+        expected = np.pad(np.arange(5), (7, 9), mode=mode)
+        assert source_rows(-7, 14, 5, mode).tolist() == expected.tolist()
+    assert source_rows(-2, 3, 3, "constant").tolist() == [-1, -1, 0, 1, 2]
+
+
+def test_the_gradients_have_no_strips():
+    conv = ops.ConvOp((_kernel(0, 3, 3, "k"),))
+    assert row_geometry(ops.GradConvOp(conv), 10) is None
+    with pytest.raises(ValueError, match="computed whole"):
+        next(strip_results(ops.GradConvOp(conv), PictureRows.of(_picture(0, 9, 9, 1)),
+                           rows_per_strip=2))
