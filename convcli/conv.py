@@ -279,12 +279,20 @@ def _conv_forward(A_prev, W, b, hparameters):
                                 dilation=geometry.dilation)
         return Z, (A_prev, W, b, hparameters)
     Wd = _dilated(Wa.astype(dtype, copy=False), geometry.dilation)
-    Z = correlate(A, Wd, geometry.stride, pads, dtype, bias)
-    if Z is None:
-        Z = _conv_forward_plain(A, Wd, geometry.stride, pads[0], out_shape, geometry.dilation)
+    Z, not_finite = correlate(A, Wd, geometry.stride, pads, dtype, bias, partial=True)
+    if not_finite:  # those row tiles by the plain path
+        plain = _conv_forward_plain(A, Wd, geometry.stride, pads[0], out_shape,
+                                    geometry.dilation)
         with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
-            Z += bias
+            plain += bias
+        _replace_tiles(Z, plain, not_finite)
     return Z, (A_prev, W, b, hparameters)
+
+
+def _replace_tiles(Z, other, tiles) -> None:
+    """Z's row tiles ``(i0, i1, h0, h1)`` taken from `other`, a result of Z's shape."""
+    for i0, i1, h0, h1 in tiles:
+        Z[i0:i1, h0:h1] = other[i0:i1, h0:h1]
 
 
 def _ieee():
@@ -506,20 +514,23 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
     )
     A, pads = _engine_input(A, geometry, pad, dtype)
     bias = ba.astype(dtype, copy=False).reshape(-1)
-    Z = None
+    Z, not_finite = None, []
     if (
         Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
         and geometry.dilation == 1
         and (A.size >= DENSE_DEPTHWISE_VALUES)
         and not taps_are_cheaper(Wa)
     ):
-        Z = correlate(
-            A, _block_diagonal(Wa.astype(dtype, copy=False)), geometry.stride, pads, dtype, bias
-        )
-    if Z is None:  # many channels, dilated, mostly unit taps, or not finite: the tap engine
-        Z = correlate_depthwise(
+        Z, not_finite = correlate(A, _block_diagonal(Wa.astype(dtype, copy=False)),
+                                  geometry.stride, pads, dtype, bias, partial=True)
+    if Z is None or not_finite:  # many channels, dilated, mostly unit taps: the tap engine
+        taps = correlate_depthwise(
             A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation
         )
+        if Z is None:
+            Z = taps
+        else:  # the row tiles whose results are not finite
+            _replace_tiles(Z, taps, not_finite)
     return Z, (A_prev, W, b, hparameters)
 
 

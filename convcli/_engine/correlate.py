@@ -44,6 +44,32 @@ MIN_CHUNK = 128
 TILE_VALUES = 1 << 19
 
 
+def tile_rows_fit(values_per_row: int) -> int:
+    """Output rows of a row tile: a power of two, so that tiles start on multiples of it.
+
+    A result row's value depends on where it falls in its tile's matmuls
+    (BLAS's blocks), so rows computed from a tile starting on the same row
+    are equal bit for bit: a band of rows starting on a multiple of every
+    tile size in play (:mod:`convcli.app.strips`) gets the whole image's values.
+
+    >>> tile_rows_fit(3000), tile_rows_fit(1 << 30)
+    (128, 1)
+    """
+    fit = max(1, TILE_VALUES // max(1, values_per_row))
+    return 1 << (fit.bit_length() - 1)
+
+
+def tile_rows(shape, kernel, stride, pads, n_C) -> int:
+    """The output rows of a row tile of :func:`correlate` on A of `shape`: a power of two.
+
+    `kernel` is (f_h, f_w), `pads` (top, bottom, left, right).
+    """
+    A = np.broadcast_to(np.float32(0), shape)
+    A, pads = _crop(A, pads)
+    plan = _Plan(A.shape, kernel, stride, pads, n_C, np.dtype(np.float32))
+    return tile_rows_fit(plan.nbw * plan.K)
+
+
 def _block_width(n_C_prev: int, n_C: int) -> int:
     """Outputs per block, B: 4 for RGB images, 1 when both channel counts reach 12.
 
@@ -83,7 +109,7 @@ class _Plan:
         self.row_px = covered(self.nbw, self.span, B * s)  # staged pixels per row
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
         self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
-        self.tiles = RowTiles(m, self.n_H, max(1, TILE_VALUES // max(1, self.nbw * self.K)))
+        self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
         self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
         self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
 
@@ -149,12 +175,16 @@ class _NotFinite(Exception):
     """A tile's result holds NaN or inf."""
 
 
-def correlate(A, W, stride, pads, dtype, bias=None):
+def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
     """Cross-correlate A (m, H, W, C) with W (f_h, f_w, C, n_C), zero padding `pads`.
 
     `pads` is (top, bottom, left, right); negative values crop. Returns Z
     (m, n_H, n_W, n_C) in `dtype` (plus `bias`, shape (n_C,)), or None when
-    a result is not finite (see the module docstring).
+    a result is not finite (see the module docstring). With `partial`,
+    returns ``(Z, tiles)`` instead: the row tiles ``(i0, i1, h0, h1)`` whose
+    results are not finite, which the caller computes another way (their
+    values in Z are the engine's). A tile's fate then depends on its own
+    values only, as it does in any band of rows aligned on the tiles.
     """
     A, pads = _crop(A, pads)
     W = W.astype(dtype, copy=False)
@@ -163,10 +193,11 @@ def correlate(A, W, stride, pads, dtype, bias=None):
     Z = np.empty((A.shape[0], plan.n_H, plan.n_W, n_C), dtype)
     if Z.size == 0 or C == 0:
         Z[...] = 0 if bias is None else bias
-        return Z
+        return (Z, []) if partial else Z
     if bias is not None:  # one whole output row, so that adding it runs along rows
         bias = np.tile(np.asarray(bias, dtype), (plan.n_W, 1))
     T = plan.toeplitz(W)
+    not_finite = []  # tiles whose results are not finite (list.append is atomic)
 
     def new_state():
         staged, X = plan.buffers(dtype)
@@ -180,7 +211,9 @@ def correlate(A, W, stride, pads, dtype, bias=None):
             np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
         y = Y.reshape(-1, plan.N)
         if not _finite(y[:nq]):
-            raise _NotFinite
+            if not partial:
+                raise _NotFinite
+            not_finite.append(tile)
         i0, i1, h0, h1 = tile
         if bias is None:
             Z[i0:i1, h0:h1] = plan.outputs(y, *tile)
@@ -191,7 +224,7 @@ def correlate(A, W, stride, pads, dtype, bias=None):
         run_tiles(plan.tiles, work, new_state)
     except _NotFinite:
         return None
-    return Z
+    return (Z, not_finite) if partial else Z
 
 
 def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
