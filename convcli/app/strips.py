@@ -1,0 +1,258 @@
+"""An operation over row strips of an image too large to hold: the whole result, strip by strip.
+
+The strips are bands of output rows of the full width. Each is computed by
+the operation itself (:mod:`convcli.app.ops`, unchanged) on the band of input
+rows its windows read, with a halo of rows above and below, and only the
+output rows whose windows lie inside that band are kept. The values are
+therefore those of the whole-image call, bit for bit: every output row is
+computed from the same input values by the same code, and the layers compute
+each row on its own (they run over row tiles themselves).
+
+The halo rows that lie outside the image are the border the whole image
+would get (``--border`` / ``pad --mode``: the rows ``np.pad`` gives, ``wrap``
+included); pooling's padding holds no values (a window's maximum or mean is
+of its real pixels), so its strips stop at the image's edges instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._engine.correlate import tile_rows
+from ..pooling import _pooled_size
+from .ops import ConvOp, PadOp, PoolOp
+
+
+@dataclass(frozen=True)
+class RowGeometry:
+    """How an operation's output rows read its input rows.
+
+    Output row ``i`` of window ``k`` reads the input rows
+    ``i * stride - tops[k]`` to ``i * stride - tops[k] + spans[k] - 1``.
+
+    Attributes
+    ----------
+    stride : int
+    tops, spans : tuple of int
+        Each window's top pad and height (one per kernel of a conv).
+    out_rows : int
+        The number of output rows for the image's height.
+    bordered : bool
+        Rows beyond the image hold values (the border); else they are
+        pooling's padding, which no window counts.
+    align : int
+        Output rows computed together start on a multiple of it: the
+        convolution engine's row tiles (a row's value depends on where it
+        falls in them: :func:`convcli._engine.correlate.tile_rows_fit`).
+    """
+
+    stride: int
+    tops: tuple[int, ...]
+    spans: tuple[int, ...]
+    out_rows: int
+    bordered: bool = True
+    align: int = 1
+
+
+def row_geometry(op, height: int, width: int = 1) -> RowGeometry | None:
+    """The :class:`RowGeometry` of `op` on an image of `height` x `width`; None if it has none.
+
+    ``conv``, ``pool`` and ``pad`` have one; the gradients do not (they are
+    computed whole).
+    """
+    if isinstance(op, ConvOp):
+        pads = [op.pad_widths(k) for k in op.kernels]
+        spans = [op.span(k)[0] for k in op.kernels]
+        (top, bottom), span = pads[0][:2], spans[0]
+        rows = (height + top + bottom - span) // op.stride + 1
+        return RowGeometry(op.stride, tuple(p[0] for p in pads), tuple(spans), rows,
+                           align=_conv_alignment(op, width))
+    if isinstance(op, PoolOp):
+        rows = _pooled_size(height, op.size, op.stride, op.pad, op.ceil)
+        return RowGeometry(op.stride, (op.pad,), (op.size,), rows, bordered=False)
+    if isinstance(op, PadOp):
+        top, bottom = (op.pad, op.pad) if isinstance(op.pad, int) else op.pad[:2]
+        return RowGeometry(1, (top,), (1,), height + top + bottom)
+    return None
+
+
+def _conv_alignment(op: ConvOp, width: int) -> int:
+    """The largest row tile of the convolution engine among `op`'s calls (powers of two)."""
+    tiles = [1]
+    for kernel in op.kernels:
+        span = op.span(kernel)
+        pads = op.pad_widths(kernel)
+        for n_C in {1, len(op.kernels)}:
+            tiles.append(tile_rows((1, max(span[0], 1), width, 1), span, op.stride, pads, n_C))
+    return max(tiles)
+
+
+@dataclass(frozen=True)
+class Strip:
+    """One strip: output rows ``out0`` to ``out1 - 1`` from input rows ``in0`` to ``in1 - 1``.
+
+    The input rows may reach beyond the image (the border, for a bordered
+    geometry); ``skip`` is the first row of the operation's result to keep.
+    """
+
+    out0: int
+    out1: int
+    in0: int
+    in1: int
+    skip: int
+
+
+def plan_strips(geometry: RowGeometry, height: int, rows_per_strip: int) -> list[Strip]:
+    """The strips of `rows_per_strip` output rows (the last may have fewer) covering the result."""
+    if rows_per_strip < 1:
+        raise ValueError(f"rows_per_strip must be >= 1, got {rows_per_strip}")
+    if geometry.out_rows <= geometry.align:  # one engine tile holds the whole result
+        rows_per_strip = max(1, geometry.out_rows)
+    return [_strip(geometry, height, out0, min(out0 + rows_per_strip, geometry.out_rows))
+            for out0 in range(0, geometry.out_rows, rows_per_strip)]
+
+
+def _strip(g: RowGeometry, height: int, out0: int, out1: int) -> Strip:
+    """The input band of output rows `out0` to `out1` - 1.
+
+    The operation's results on the band are computed in whole engine tiles
+    (`align` rows, from a multiple of it). Its own pad above the band only
+    reaches the tiles above the first one that holds `out0`, which are
+    dropped, so every tile kept reads the image's rows (or its border) as
+    the whole image's does, and is computed the same way. The band's end
+    covers the last row of the tile holding `out1` - 1.
+    """
+    top = max(g.tops)
+    above = -(-top // (g.align * g.stride)) * g.align  # the dropped tiles' rows
+    first = out0 // g.align * g.align - above
+    if not g.bordered:  # pooling's padding is the image's own above row 0
+        first = max(0, out0 - -(-top // g.stride))
+    last = min(g.out_rows, -(-out1 // g.align) * g.align) - 1
+    end = max(last * g.stride - t + s for t, s in zip(g.tops, g.spans, strict=True))
+    if not g.bordered:
+        end = height if end >= height or out1 == g.out_rows else end
+    return Strip(out0, out1, first * g.stride, end, out0 - first)
+
+
+def source_rows(in0: int, in1: int, height: int, mode: str) -> np.ndarray:
+    """The image row each row of ``in0 .. in1 - 1`` holds under the border `mode`; -1: a constant.
+
+    >>> source_rows(-2, 6, 4, "reflect").tolist()
+    [2, 1, 0, 1, 2, 3, 2, 1]
+    >>> source_rows(-1, 5, 4, "constant").tolist()
+    [-1, 0, 1, 2, 3, -1]
+    """
+    before, after = max(0, -in0), max(0, in1 - height)
+    if mode == "constant":
+        inside = np.arange(max(0, in0), min(height, in1))
+        return np.concatenate([np.full(before, -1), inside, np.full(after, -1)])
+    rows = np.pad(np.arange(height), (before, after), mode=mode)  # from row -before on
+    return rows[in0 + before: in1 + before]
+
+
+def border_of(op) -> tuple[str | None, float]:
+    """The border `op` fills rows beyond the image with, and its constant; None: no border."""
+    if isinstance(op, ConvOp):
+        return op.border, 0.0  # conv's constant border is zeros
+    if isinstance(op, PadOp):
+        return op.mode, op.value
+    return None, 0.0
+
+
+def strip_results(op, source, *, rows_per_strip: int) -> Iterator[tuple[Strip, np.ndarray]]:
+    """``op.compute`` of the whole image, a strip of output rows at a time.
+
+    Parameters
+    ----------
+    op : ConvOp, PoolOp or PadOp
+    source
+        The image: ``height``, ``width``, ``channels``, ``white``, ``depth``,
+        ``notes`` and ``read_rows(r0, r1)``, the (r1 - r0, width, C) float32
+        rows (a :class:`convcli.regions.RegionSource`, or
+        :class:`PictureRows` over a picture in memory).
+    rows_per_strip : int
+        Output rows in each strip.
+
+    Yields
+    ------
+    strip : Strip
+    rows : (strip.out1 - strip.out0, W_out, C_out) float32 ndarray
+        Those rows of ``op.compute(picture)``, equal to them bit for bit.
+    """
+    from ..images import Picture
+
+    geometry = row_geometry(op, source.height, source.width)
+    if geometry is None:
+        raise ValueError(f"{op.name} has no row geometry: it is computed whole")
+    mode, value = border_of(op)
+    for strip in plan_strips(geometry, source.height, rows_per_strip):
+        pixels = _band(source, strip, mode, _fill(source, value))
+        pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
+        result = op.compute(pic)
+        yield strip, result[strip.skip: strip.skip + strip.out1 - strip.out0]
+
+
+def _fill(source, value: float) -> np.ndarray:
+    """The constant border of each channel: `value`, and full opacity for alpha."""
+    fill = np.full(len(source.channels), value, np.float32)
+    if source.channels[-1] == "A":
+        fill[-1] = source.white
+    return fill
+
+
+def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarray:
+    """The input rows of `strip`, those beyond the image made as the border `mode` makes them."""
+    if mode is None:
+        return source.read_rows(strip.in0, strip.in1)
+    rows = source_rows(strip.in0, strip.in1, source.height, mode)
+    inside = rows[rows >= 0]
+    if inside.size == 0:
+        return np.broadcast_to(fill, (rows.size, source.width, fill.size)).copy()
+    if mode in ("constant", "edge") or np.all(np.diff(inside) == 1):
+        low = int(inside.min())
+        block = source.read_rows(low, int(inside.max()) + 1)
+    else:  # reflected or wrapped rows: read each run of consecutive rows once
+        low = int(inside.min())
+        block = _read_runs(source, np.unique(inside), low)
+    band = np.empty((rows.size, source.width, fill.size), np.float32)
+    band[rows >= 0] = block[inside - low]
+    band[rows < 0] = fill
+    return band
+
+
+def _read_runs(source, needed: np.ndarray, low: int) -> np.ndarray:
+    """Rows ``low ..`` of `source` where `needed` lists them (other rows left unread)."""
+    block = np.empty((int(needed[-1]) - low + 1, source.width, len(source.channels)), np.float32)
+    breaks = np.flatnonzero(np.diff(needed) != 1) + 1
+    for run in np.split(needed, breaks):
+        block[run[0] - low: run[-1] + 1 - low] = source.read_rows(int(run[0]), int(run[-1]) + 1)
+    return block
+
+
+@dataclass(frozen=True)
+class PictureRows:
+    """A picture in memory read as rows, as :func:`strip_results` reads a region source."""
+
+    pixels: np.ndarray
+    channels: tuple[str, ...]
+    white: float
+    depth: int
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pic) -> PictureRows:
+        return cls(pic.pixels, pic.channels, pic.white, pic.depth, pic.notes)
+
+    @property
+    def height(self) -> int:
+        return self.pixels.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.pixels.shape[1]
+
+    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+        return self.pixels[r0:r1]
