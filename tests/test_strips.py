@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convcli import conv
 from convcli._engine import correlate
 from convcli.app import ops
 from convcli.app.strips import (
@@ -40,11 +41,14 @@ def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
     return Kernel(label, "random", weights)
 
 
-def assert_strips_equal_whole(op, pic, rows_per_strip: int) -> None:
-    with np.errstate(all="ignore"):  # as a file is processed: inf - inf is NaN, no warning
+def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: int = 1 << 20) -> None:
+    """Strips equal the whole result; the layers' dense engine from `dense` values."""
+    with np.errstate(all="ignore"), mock.patch.object(conv, "DENSE_DEPTHWISE_VALUES", dense):
+        # As a file is processed: inf - inf is NaN, no warning.
         whole = np.asarray(op.compute(pic), np.float32)
         parts = [rows for _, rows in strip_results(op, PictureRows.of(pic),
-                                                    rows_per_strip=rows_per_strip)]
+                                                    rows_per_strip=rows_per_strip,
+                                                    min_band_values=dense)]
     strips = np.concatenate(parts, axis=0)
     assert strips.shape == whole.shape
     # Bit for bit (-0.0 told from 0.0); NaN where the whole result has NaN, of either sign.
@@ -72,9 +76,10 @@ def conv_ops(draw):
 
 @given(op=conv_ops(), seed=st.integers(0, 2**16), height=st.integers(1, 60),
        width=st.integers(1, 30), n_channels=st.integers(1, 4), rows=st.integers(1, 20),
-       odd=st.booleans(), tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]))
+       odd=st.booleans(), tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]),
+       dense=st.sampled_from([1, 64, 1 << 20]))
 def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows, odd,
-                                         tile_values):
+                                         tile_values, dense):
     # Small engine tiles make a small image several tiles tall, as a wide one is.
     pic = _picture(seed, height, width, n_channels, odd=odd)
     try:
@@ -82,7 +87,7 @@ def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, r
     except ValueError:
         return  # too small for the kernel: refused whole as in strips
     with mock.patch.object(correlate, "TILE_VALUES", tile_values):
-        assert_strips_equal_whole(op, pic, rows)
+        assert_strips_equal_whole(op, pic, rows, dense=dense)
 
 
 @given(mode=st.sampled_from(POOL_MODES), size=st.integers(1, 5), stride=st.integers(1, 4),
@@ -121,19 +126,20 @@ def test_a_photo_in_strips_of_any_height():
     op = ops.ConvOp((parse_kernel_spec("sobel-x"), parse_kernel_spec("log-5x5")),
                     combine="magnitude", channels="each")
     for rows in (1, 7, 64, 1000):
-        assert_strips_equal_whole(op, pic, rows)
+        assert_strips_equal_whole(op, pic, rows, dense=1 << 12)
     gray = ops.ConvOp((parse_kernel_spec("gaussian-5x5"), parse_kernel_spec("box-blur")),
                       channels="gray", border="wrap", stride=2)
     with mock.patch.object(correlate, "TILE_VALUES", 1 << 14):  # tiles of a few rows
-        assert_strips_equal_whole(gray, pic, 5)
+        assert_strips_equal_whole(gray, pic, 5, dense=1 << 12)
 
 
 def test_strips_cover_the_result_once_and_read_only_their_band():
     geometry = row_geometry(ops.PoolOp(size=3, stride=2, pad=1, ceil=True), 101)
     strips = plan_strips(geometry, 101, 8)
-    assert [s.out0 for s in strips] == list(range(0, geometry.out_rows, 8))
-    assert strips[-1].out1 == geometry.out_rows
-    assert all(0 <= s.in0 < s.in1 <= 101 and s.in1 - s.in0 <= 8 * 2 + 3 for s in strips)
+    assert geometry.out_rows == 51
+    assert [(s.out0, s.out1) for s in strips] == [(0, 8), (8, 16), (16, 24), (24, 32),
+                                                   (32, 40), (40, 51)]  # no short strip
+    assert all(0 <= s.in0 < s.in1 <= 101 and s.in1 - s.in0 <= 11 * 2 + 3 for s in strips)
     conv = ops.ConvOp((_kernel(0, 5, 5, "k"),), stride=2)
     geometry = row_geometry(conv, 5000, 3000)
     assert geometry.align > 1  # a wide image's engine tiles are few rows tall

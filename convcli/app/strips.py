@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import conv
 from .._engine.correlate import tile_rows
 from ..pooling import _pooled_size
 from .ops import ConvOp, PadOp, PoolOp
@@ -111,8 +112,11 @@ def plan_strips(geometry: RowGeometry, height: int, rows_per_strip: int) -> list
         raise ValueError(f"rows_per_strip must be >= 1, got {rows_per_strip}")
     if geometry.out_rows <= geometry.align:  # one engine tile holds the whole result
         rows_per_strip = max(1, geometry.out_rows)
-    return [_strip(geometry, height, out0, min(out0 + rows_per_strip, geometry.out_rows))
-            for out0 in range(0, geometry.out_rows, rows_per_strip)]
+    starts = list(range(0, geometry.out_rows, rows_per_strip))
+    if len(starts) > 1 and geometry.out_rows - starts[-1] < rows_per_strip:
+        del starts[-1]  # the last strip takes the rest: none is shorter than the others
+    ends = [*starts[1:], geometry.out_rows]
+    return [_strip(geometry, height, out0, out1) for out0, out1 in zip(starts, ends, strict=True)]
 
 
 def _strip(g: RowGeometry, height: int, out0: int, out1: int) -> Strip:
@@ -162,7 +166,8 @@ def border_of(op) -> tuple[str | None, float]:
     return None, 0.0
 
 
-def strip_results(op, source, *, rows_per_strip: int) -> Iterator[tuple[Strip, np.ndarray]]:
+def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | None = None
+                  ) -> Iterator[tuple[Strip, np.ndarray]]:
     """``op.compute`` of the whole image, a strip of output rows at a time.
 
     Parameters
@@ -174,7 +179,11 @@ def strip_results(op, source, *, rows_per_strip: int) -> Iterator[tuple[Strip, n
         rows (a :class:`convcli.regions.RegionSource`, or
         :class:`PictureRows` over a picture in memory).
     rows_per_strip : int
-        Output rows in each strip.
+        Output rows in each strip, at least.
+    min_band_values : int, optional
+        Values in a band's row block, at least: the size from which the
+        layers take their dense engine (``convcli.conv.DENSE_DEPTHWISE_VALUES``,
+        the default), so that every band takes the engine the whole image takes.
 
     Yields
     ------
@@ -188,6 +197,12 @@ def strip_results(op, source, *, rows_per_strip: int) -> Iterator[tuple[Strip, n
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")
     mode, value = border_of(op)
+    # The layers choose their engine by the input's size: bands as large as the
+    # threshold choose as the whole image does.
+    if isinstance(op, ConvOp):
+        if min_band_values is None:
+            min_band_values = conv.DENSE_DEPTHWISE_VALUES
+        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, source.width)))
     for strip in plan_strips(geometry, source.height, rows_per_strip):
         pixels = _band(source, strip, mode, _fill(source, value))
         pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
