@@ -74,6 +74,10 @@ def common_options(command):
                      help="Replace existing outputs (otherwise a done file is skipped)."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
                      show_default=True, help="Refuse larger images (0: no limit)."),
+        click.option("--memory", type=SizeParam(), default=None,
+                     help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "
+                          "computed and written in strips  [default: half the memory "
+                          "available, shared by --jobs]"),
         click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
                      help="Files processed in parallel, each in its own process  "
                           "[default: the number of CPUs]"),
@@ -109,6 +113,26 @@ def _side_widths(text: str):
         raise ValueError(f"{text!r} is not T,B,L,R: four whole numbers >= 0 "
                          "(top, bottom, left, right)")
     return tuple(int(p) for p in parts)
+
+
+class SizeParam(click.ParamType):
+    """A number of bytes: ``512M``, ``2G``, ``1.5GB``, ``800MiB`` or a plain number."""
+
+    name = "SIZE"
+    _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
+        number, unit = (text[:-1], text[-1]) if text[-1:] in self._UNITS else (text, "")
+        try:
+            size = float(number)
+        except ValueError:
+            self.fail(f"{value!r} is not a size such as 512M or 2G", param, ctx)
+        if not size > 0 or size == float("inf"):
+            self.fail(f"{value!r} is not a size above 0", param, ctx)
+        return max(1, int(size * self._UNITS[unit]))
 
 
 class PadParam(click.ParamType):

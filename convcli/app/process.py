@@ -120,6 +120,9 @@ def _with(message: str, said: list[str]) -> str:
 
 
 def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
+    streamed = _process_streamed(task, timings, written)
+    if streamed is not None:
+        return streamed
     start = time.perf_counter()
     pic, outputs, todo = _decode(task)
     if pic is None:
@@ -150,6 +153,40 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     kept += len(outputs) - len(todo)
     return FileResult(task.source, "done", _notes(pic, summary, data, kept), tuple(written),
                       timings, records=tuple(records))
+
+
+def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResult | None:
+    """A TIFF whose work would not fit the memory budget, in strips; None for the rest.
+
+    See :mod:`convcli.app.streamed`; everything else reads the image whole.
+    """
+    from ..regions import open_regions
+    from .streamed import default_budget, process_in_strips, whole_image_bytes
+    from .strips import row_geometry
+
+    if row_geometry(task.op, 1) is None:
+        return None
+    budget = task.memory or default_budget()
+    source = open_regions(task.source, max_pixels=task.max_pixels)
+    if source is None:
+        return None
+    with source:
+        size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
+        if size <= budget:
+            return None
+        outputs = planned_outputs(task, source.channels)
+        todo = _to_write(task, outputs)
+        if not todo:
+            return FileResult(task.source, "skipped",
+                              "outputs exist (use --overwrite to replace them)")
+        Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+        records, not_finite = process_in_strips(task, source, todo, budget=budget,
+                                                timings=timings, written=written)
+        notes = list(source.notes) + [f"processed in strips (its work would take about "
+                                      f"{size / 2**30:.1f} GiB, over the --memory budget)"]
+    kept = len(outputs) - len(records)
+    return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
+                      tuple(written), timings, records=tuple(records))
 
 
 def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
@@ -241,10 +278,13 @@ def _in_section(save, *args, **kwargs) -> bool:
 
 def _notes(pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
     """The note of a processed file: the picture's notes, the operation's, the result's."""
-    notes = list(pic.notes)
-    if summary:  # what an operation reports beside its files
-        notes.append(summary)
+    notes = list(pic.notes) + ([summary] if summary else [])
     not_finite = data.size - int(np.count_nonzero(np.isfinite(data)))
+    return _file_notes(notes, not_finite, kept)
+
+
+def _file_notes(notes: list[str], not_finite: int, kept: int) -> str:
+    """`notes`, then what the result's values and the outputs kept call for, in one line."""
     if not_finite:
         notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "
                      "the input)")

@@ -66,6 +66,10 @@ class RunOptions:
         The engine's settings (:class:`convcli.engines.EngineSettings`).
     storage_options : dict or None
         fsspec options for ``s3://`` ... inputs and outputs.
+    memory : int or None
+        Bytes one file's work may take: a larger image that can be read by
+        regions (TIFF) is processed in strips; None: half the memory
+        available, shared by the files processed at once.
     """
 
     out_dir: str = "convcli-out"
@@ -81,6 +85,7 @@ class RunOptions:
     scheduler_file: str | None = None
     files_per_task: int | None = None
     storage_options: dict | None = field(default=None, hash=False)
+    memory: int | None = None
 
 
 class Reporter:
@@ -245,7 +250,8 @@ class _BatchRun:
         tasks = plan.TaskStream(
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
                               overwrite=options.overwrite, max_pixels=options.max_pixels,
-                              out_file=target.out_file, by_folder=by_folder, **self.listing),
+                              out_file=target.out_file, by_folder=by_folder,
+                              memory=self._memory(), **self.listing),
             # Temporary files that killed runs left where this one writes.
             on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
         # Planned a folder at a time, the first tasks: enough to know whether there are
@@ -261,6 +267,15 @@ class _BatchRun:
             _check_one_image(first, self.out_dir)
         self.total = len(first) if tasks.finished else None  # else planned a folder at a time
         return tasks, first
+
+    def _memory(self) -> int:
+        """The bytes one file's work may take: ``memory``, or a share of what is available."""
+        if self.options.memory is not None:
+            return self.options.memory
+        from ..batch import default_jobs
+        from .streamed import default_budget
+
+        return default_budget(self.options.jobs or default_jobs())
 
     def _open_engine(self, stack: ExitStack) -> None:
         """Open the engine, closed with `stack`; a failure ends the run (exit status 1)."""

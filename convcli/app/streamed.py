@@ -1,0 +1,226 @@
+"""One image too large for memory: read, computed, mapped and written in row strips.
+
+:func:`process_in_strips` is the path of :mod:`convcli.app.process` for an
+image that :func:`convcli.regions.open_regions` reads by row bands (TIFF,
+BigTIFF, OME-TIFF) when its work would not fit the memory budget
+(``--memory``). The result equals the whole-image path's, value for value:
+
+1. **Statistics.** A mapping that needs the whole map's (``robust``,
+   ``minmax``, ``abs``, ``offset``) takes them in one or two passes over the
+   strips (:class:`convcli.level_stats.StreamedMapping`), computing them again.
+2. **Output.** A last pass computes each strip once more and hands its rows
+   to every output, each written as it comes
+   (:func:`convcli.row_writers.open_row_writer`): ``.npy``, PNG, and a tiled
+   BigTIFF with reduced levels.
+
+Memory is that of a strip (its height from the budget), whatever the image's
+size. Before anything is written, the outputs' size is checked against the
+free disk space.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+
+from ..choices import RAW_VALUES
+from ..images import Picture
+from ..level_stats import StreamedMapping
+from ..levels import LevelScale
+from ..row_writers import free_space_problem, open_row_writer, space_needed
+from .names import FORMATS
+from .strips import row_geometry, strip_results
+
+STREAMED_FORMATS = ("npy", "png", "tiff")
+"""The formats written in strips (JPEG is at most 65535 pixels a side)."""
+
+WORK_COPIES = 6
+"""About how many float32 copies of an image (input and result) its whole-image work holds."""
+
+
+def whole_image_bytes(op, height: int, width: int, channels: int) -> int:
+    """About the memory the whole-image path takes for an image of this size.
+
+    The decoded float32 picture and the result, each held in a few copies
+    while the layers, the mapping and the encoder run (:data:`WORK_COPIES`).
+    """
+    geometry = row_geometry(op, height, width)
+    rows = geometry.out_rows if geometry is not None else height
+    return WORK_COPIES * 4 * (height * width * channels + rows * width * max(channels, 3))
+
+
+def rows_for_budget(op, source, budget: int) -> int:
+    """Output rows of a strip whose work fits `budget` bytes (at least one row)."""
+    geometry = row_geometry(op, source.height, source.width)
+    per_output_row = whole_image_bytes(op, source.height, source.width,
+                                       len(source.channels)) / max(1, geometry.out_rows)
+    return max(1, int(budget // max(1.0, 2 * per_output_row)))
+
+
+def _shape_only(source) -> Picture:
+    """A picture of the source's size and kind whose pixels take no memory."""
+    pixels = np.broadcast_to(np.float32(0), (source.height, source.width, len(source.channels)))
+    return Picture(pixels, source.channels, source.white, source.depth, source.notes)
+
+
+def process_in_strips(task, source, todo, *, budget: int, timings: dict,
+                      written: list[str]) -> tuple[list[dict], int]:
+    """Write the outputs `todo` of `task` from `source`, strip by strip.
+
+    Returns the manifest records of the outputs written and the number of
+    non-finite result values. Raises ValueError (one line) for what cannot be
+    written in strips, or an output that would not fit the free disk space.
+    """
+    op, start = task.op, time.perf_counter()
+    whole = _shape_only(source)
+    op.check(whole)
+    if task.fmt not in STREAMED_FORMATS:
+        raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
+                         f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
+                         f"{task.fmt}: give --format png or tiff")
+    if any(out.kind == "figure" for out in todo):
+        raise ValueError(f"an image this large ({source.width}x{source.height}) has no "
+                         "--figure: leave it out")
+    rows = rows_for_budget(op, source, budget)
+    plans = _Outputs(task, whole, todo, _result_size(op, source))
+    plans.check_space(Path(task.out_dir))
+    for pass_index in range(plans.passes):
+        for strip, result in strip_results(op, source, rows_per_strip=rows):
+            plans.add(pass_index, strip.out0, result)
+    records, not_finite = plans.write(strip_results(op, source, rows_per_strip=rows), written)
+    timings["compute"] = time.perf_counter() - start
+    return records, not_finite
+
+
+def _result_size(op, source) -> tuple[int, int, int]:
+    """The (H', W', C') of `op`'s result on the source, from its first strip's width."""
+    geometry = row_geometry(op, source.height, source.width)
+    small = _shape_only(source)
+    probe = Picture(np.zeros((min(source.height, 64),) + small.pixels.shape[1:], np.float32),
+                    source.channels, source.white, source.depth)
+    width, channels = np.asarray(op.compute(probe)).shape[1:]
+    return geometry.out_rows, width, channels
+
+
+class _Outputs:
+    """The outputs of one file: the mapping of each channel and the writer of each file."""
+
+    def __init__(self, task, whole: Picture, todo, size: tuple[int, int, int]):
+        self.task, self.todo, self.size = task, todo, size
+        self.depth = min(whole.depth, FORMATS[task.fmt].max_depth)
+        self.mappings = task.op.mappings(whole)
+        height, width, _ = size
+        self.maps: dict[int, StreamedMapping] = {}
+        for out in todo:
+            for index in _channels_of(out):
+                mapping = self.mappings[index]
+                if mapping.method != RAW_VALUES and index not in self.maps:
+                    self.maps[index] = StreamedMapping(
+                        mapping.method, white=mapping.white, depth=self.depth, height=height,
+                        width=width, margin=mapping.margin)
+        self.whole = (StreamedMapping("clip", white=whole.white, depth=self.depth,
+                                      height=height, width=width)
+                      if any(out.kind == "whole" for out in todo) else None)
+        self.passes = max([m.passes for m in self.maps.values()], default=0)
+
+    def check_space(self, folder: Path) -> None:
+        """A ValueError naming the size if the outputs would not fit the free disk space."""
+        needed = sum(space_needed(**self._layout(out)) for out in self.todo)
+        problem = free_space_problem(folder if folder.exists() else Path("."), needed)
+        if problem is not None:
+            raise ValueError(problem)
+
+    def add(self, pass_index: int, row0: int, result: np.ndarray) -> None:
+        for index, mapping in self.maps.items():
+            if pass_index < mapping.passes:
+                mapping.add(pass_index, row0, np.ascontiguousarray(result[:, :, index]))
+
+    def _layout(self, out) -> dict:
+        height, width, channels = self.size
+        fmt = self.task.fmt
+        if out.kind == "raw":
+            return dict(fmt=fmt, height=height, width=width, channels=channels,
+                        dtype=np.float32)
+        count = len(_channels_of(out)) if out.kind != "whole" else channels
+        raw = out.kind == "channel" and self.mappings[out.index].method == RAW_VALUES
+        levels = np.uint16 if self.depth > 8 else np.uint8
+        return dict(fmt=fmt, height=height, width=width, channels=count,
+                    dtype=np.float32 if raw else levels)
+
+    def write(self, strips, written: list[str]) -> tuple[list[dict], int]:
+        """Write every output from the strips of the last pass; records and non-finite count."""
+        from .process import output_record
+
+        not_finite = 0
+        with ExitStack() as stack:
+            writers = [stack.enter_context(open_row_writer(
+                out.path, overwrite=self.task.overwrite, **self._layout(out)))
+                for out in self.todo]
+            for _, result in strips:
+                not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
+                for out, writer in zip(self.todo, writers, strict=True):
+                    writer.write(self._rows(out, result))
+        records = []
+        for out, writer in zip(self.todo, writers, strict=True):
+            if writer.written:
+                written.append(str(out.path))
+                records.append(output_record(out, self._scales(out), self.depth))
+        return records, not_finite
+
+    def _rows(self, out, result: np.ndarray) -> np.ndarray:
+        """The rows `out` writes of a strip's result: raw values or levels, (h, W, C)."""
+        if out.kind == "raw":
+            return result
+        if out.kind == "whole":
+            return np.stack([self.whole.levels(np.ascontiguousarray(result[:, :, i]))
+                             for i in range(result.shape[2])], axis=2)
+        planes = []
+        for index in _channels_of(out):
+            plane = np.ascontiguousarray(result[:, :, index])
+            planes.append(plane if index not in self.maps else self.maps[index].levels(plane))
+        return np.stack(planes, axis=2)
+
+    def _scales(self, out) -> list[LevelScale]:
+        if out.kind == "raw":
+            return []
+        if out.kind == "whole":
+            return [self.whole.scale()]
+        return [self.maps[i].scale() if i in self.maps else LevelScale(RAW_VALUES, 1.0, 0.0)
+                for i in _channels_of(out)]
+
+
+def _channels_of(out) -> tuple[int, ...]:
+    """The result channels an output holds."""
+    if out.kind == "channel":
+        return (out.index,)
+    if out.kind == "group":
+        return tuple(out.group)
+    return ()
+
+
+def default_budget(jobs: int = 1) -> int:
+    """Half the memory available now, shared by `jobs` files processed at once (64 MiB at least).
+
+    Available is Linux's ``MemAvailable`` (free memory and what the page cache
+    would give back), else the free pages, else 4 GiB.
+    """
+    available = _available_memory()
+    return max(64 << 20, available // 2 // max(1, jobs))
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
