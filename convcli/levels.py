@@ -316,7 +316,9 @@ def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top
     elif method == "minmax":
         span = hi - lo
         scale = real(min(top / span, big) if span > 0 else 0.0)
-        offset = -float(scale) * lo
+        # 0.0 - ...: +0.0 where lo is 0, whichever zero (numpy's min of 0.0 and
+        # -0.0 is either, by the array's layout).
+        offset = 0.0 - float(scale) * lo
     else:  # offset
         peak = max(-lo, hi)
         scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from convcli.levels import MAPPINGS, luminance, to_levels
+from convcli.levels import MAPPINGS, luminance, map_levels, to_levels
 
 
 def test_luminance_matches_pillow_convert_l():
@@ -83,3 +83,12 @@ def test_robust_mapping_scales_by_a_percentile_away_from_the_border():
     assert robust_top(np.array([[3.0, -4.0]]), margin=3) == pytest.approx(3.995)
     assert to_levels(np.zeros((3, 3)), "robust", white=255, depth=8).max() == 0
     assert robust_top(np.array([np.nan, np.inf])) == 1.0
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_minmax_offset_is_positive_zero_whichever_zero_is_the_minimum(zero):
+    """numpy's min of 0.0 and -0.0 is either, by the layout: the offset does not show it."""
+    x = np.array([[zero, 1.0, 2.0], [0.0, -0.0, 3.0]], np.float32)
+    for values in (x, x.T.copy(), x[::-1].copy()):
+        _, scale = map_levels(values, "minmax", white=255, depth=8)
+        assert scale.offset == 0.0 and not np.signbit(scale.offset)
