@@ -84,17 +84,28 @@ def robust_top(values: np.ndarray, *, margin: int = 0, percentile: float = ROBUS
 
 def _inside(x: np.ndarray, margin: int) -> np.ndarray:
     """`x` without `margin` rows and columns on every side, unless that leaves nothing."""
-    if margin > 0 and x.ndim >= 2 and min(x.shape[:2]) > 2 * margin:
-        return x[margin:-margin, margin:-margin]
-    return x
+    kept = _margin_left_out(x.shape, margin)
+    return x[kept:-kept, kept:-kept] if kept else x
+
+
+def _margin_left_out(shape: tuple[int, ...], margin: int) -> int:
+    """The rows and columns :func:`_inside` leaves out on every side of a map of `shape`."""
+    if margin > 0 and len(shape) >= 2 and min(shape[:2]) > 2 * margin:
+        return margin
+    return 0
 
 
 def _top_of_magnitudes(a: np.ndarray, percentile: float) -> float:
     """:func:`robust_top` of finite magnitudes `a` (any shape, left unchanged)."""
     if not a.size:
         return 1.0
-    top = _high_percentile(a, percentile)
-    return top if top > 0 else float(a.max()) or 1.0
+    return _top_or_largest(_high_percentile(a, percentile), a.max)
+
+
+def _top_or_largest(top: float, largest) -> float:
+    """The robust top from percentile `top`: the largest magnitude (``largest()``) where
+    `top` is 0, and 1.0 where that is 0 too."""
+    return top if top > 0 else float(largest()) or 1.0
 
 
 def _high_percentile(a: np.ndarray, percentile: float) -> float:
@@ -107,19 +118,40 @@ def _high_percentile(a: np.ndarray, percentile: float) -> float:
     view with any strides (the inside of a map): nothing is copied whole.
     """
     n = a.size
-    position = (n - 1) * (percentile / 100)  # numpy's "linear" method
-    below = int(position)
+    below, _ = _linear_rank(n, percentile)
     wanted = n - below  # the values from the lower of the two up
-    if n < 1 << 16 or 16 * wanted > n or position >= n - 1:
+    if n < 1 << 16 or 16 * wanted > n or below >= n - 1:
         return float(np.percentile(a, percentile))
     sample = a[::64] if a.ndim == 1 else a[::8, ::8]
     rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
     top = a[a >= np.partition(sample, rank, axis=None)[rank]]
     if top.size < wanted:  # an unlucky sample: the whole array then
         return float(np.percentile(a, percentile))
-    first = top.size - wanted
-    top.partition([first, first + 1])
-    return _interpolate(top[first], top[first + 1], position - below)
+    return _percentile_of_largest(top, n, percentile)
+
+
+def _linear_rank(n: int, percentile: float) -> tuple[int, float]:
+    """Where ``np.percentile`` of `n` values finds `percentile` ("linear" method).
+
+    Returns ``(below, weight)``: it interpolates with `weight` between the
+    values of ranks `below` and ``below + 1`` (the last rank where that is past it).
+    """
+    position = (n - 1) * (percentile / 100)
+    below = int(position)
+    return below, position - below
+
+
+def _percentile_of_largest(top: np.ndarray, n: int, percentile: float) -> float:
+    """``np.percentile`` of `n` values, from a 1-D array `top` of the largest of them.
+
+    `top` holds at least the ``n - below`` largest (:func:`_linear_rank`); it
+    is reordered in place.
+    """
+    below, weight = _linear_rank(n, percentile)
+    first = top.size - (n - below)
+    upper = min(first + 1, top.size - 1)
+    top.partition([first, upper])
+    return _interpolate(top[first], top[upper], weight)
 
 
 def _interpolate(lower, upper, weight: float) -> float:
@@ -190,22 +222,42 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
     (array([  0, 128, 191], dtype=uint8), 63.75, 127.5)
     """
     _check_mapping_arguments(method, white, depth)
-    top = top_level(depth)
     x = as_real_array(values, "values")
-    # In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
-    # spends its time here and in the encoder, not in the layers.
-    real = np.dtype(np.float32 if depth == 8 else np.float64).type
-    big = float(np.finfo(real).max) / 4  # differences of values within +-big stay finite
+    real, big = _level_arithmetic(depth)
     x, lo, hi, magnitudes, robust = _finite_values(x, method, margin, big)
-    x = x.astype(real, copy=False)
+    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
+                                 big=big, real=real)
+    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
+                             depth=depth)
+    return levels, _scale_record(method, scale, offset)
+
+
+def _level_arithmetic(depth: int) -> tuple[type, float]:
+    """The float type levels are computed in, and the largest magnitude kept (``big``).
+
+    In place, in float32 for 8-bit levels (float64 for 16-bit): a batch run
+    spends its time here and in the encoder, not in the layers. Differences
+    of values within +-big stay finite.
+    """
+    real = np.dtype(np.float32 if depth == 8 else np.float64).type
+    return real, float(np.finfo(real).max) / 4
+
+
+def _scale_record(method: str, scale, offset: float) -> LevelScale:
+    """The :class:`LevelScale` of :func:`_level_scale`'s `scale` and `offset`."""
+    return LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
+
+
+def _rounded_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
+                    magnitudes: np.ndarray | None, *, depth: int) -> np.ndarray:
+    """The integer levels of `x` (in the levels' float type): :func:`_scaled_levels`,
+    clipped to 0..top and rounded."""
+    top = top_level(depth)
     with np.errstate(over="ignore"):  # tiny ranges scale values past the top: clipped below
-        scale, offset = _level_scale(method, lo, hi, robust, top=top, white=white, big=big,
-                                     real=real)
         levels = _scaled_levels(x, method, scale, offset, lo, magnitudes)
     np.clip(levels, 0, top, out=levels)
     np.rint(levels, out=levels)
-    used = LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
-    return levels.astype(np.uint8 if depth == 8 else np.uint16), used
+    return levels.astype(np.uint8 if depth == 8 else np.uint16)
 
 
 def _check_mapping_arguments(method, white, depth) -> None:
@@ -233,13 +285,18 @@ def _finite_values(x: np.ndarray, method: str, margin: int, big: float):
     if not (np.isfinite(lo) and np.isfinite(hi)) or max(-lo, hi) > big:
         if method == "robust":  # of the finite values as they are
             robust = robust_top(x, margin=margin)
-        x = np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), -big, big)
+        x = _cleaned(x, big)
         lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
     elif method == "robust":
         # |x| once, for the percentile and then, scaled in place, the levels.
         magnitudes = np.abs(x)
         robust = _top_of_magnitudes(_inside(magnitudes, margin), ROBUST_PERCENTILE)
     return x, lo, hi, magnitudes, robust
+
+
+def _cleaned(x: np.ndarray, big: float) -> np.ndarray:
+    """A float64 copy of `x` with NaN as 0 and the rest (infinities too) clipped to +-`big`."""
+    return np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), -big, big)
 
 
 def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top: int,
@@ -259,7 +316,9 @@ def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top
     elif method == "minmax":
         span = hi - lo
         scale = real(min(top / span, big) if span > 0 else 0.0)
-        offset = -float(scale) * lo
+        # 0.0 - ...: +0.0 where lo is 0, whichever zero (numpy's min of 0.0 and
+        # -0.0 is either, by the array's layout).
+        offset = 0.0 - float(scale) * lo
     else:  # offset
         peak = max(-lo, hi)
         scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from convcli.levels import MAPPINGS, luminance, to_levels
+from convcli.levels import MAPPINGS, luminance, map_levels, to_levels
 
 
 def test_luminance_matches_pillow_convert_l():
@@ -104,3 +104,12 @@ def test_robust_percentile_at_twice_the_margin_and_one_pixel_more(margin, extra_
         _, scale = map_levels(x, "robust", white=255.0, depth=8, margin=margin)
         assert scale.scale == pytest.approx(255 / expected, rel=1e-6)
     assert np.percentile(np.abs(one_row), 99.5) > 2 * np.percentile(cases[1][1], 99.5)
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_minmax_offset_is_positive_zero_whichever_zero_is_the_minimum(zero):
+    """numpy's min of 0.0 and -0.0 is either, by the layout: the offset does not show it."""
+    x = np.array([[zero, 1.0, 2.0], [0.0, -0.0, 3.0]], np.float32)
+    for values in (x, x.T.copy(), x[::-1].copy()):
+        _, scale = map_levels(values, "minmax", white=255, depth=8)
+        assert scale.offset == 0.0 and not np.signbit(scale.offset)
