@@ -160,13 +160,14 @@ def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResu
 
     See :mod:`convcli.app.streamed`; everything else reads the image whole.
     """
+    from .._engine.tiles import memory_budget
     from ..regions import open_regions
-    from .streamed import default_budget, process_in_strips, whole_image_bytes
+    from .streamed import process_in_strips, whole_image_bytes
     from .strips import row_geometry
 
     if row_geometry(task.op, 1) is None:
         return None
-    budget = task.memory or default_budget()
+    budget = task.memory or memory_budget()
     source = open_regions(task.source, max_pixels=task.max_pixels)
     if source is None:
         return None

@@ -272,10 +272,10 @@ class _BatchRun:
         """The bytes one file's work may take: ``memory``, or a share of what is available."""
         if self.options.memory is not None:
             return self.options.memory
+        from .._engine.tiles import memory_budget
         from ..batch import default_jobs
-        from .streamed import default_budget
 
-        return default_budget(self.options.jobs or default_jobs())
+        return memory_budget(self.options.jobs or default_jobs())
 
     def _open_engine(self, stack: ExitStack) -> None:
         """Open the engine, closed with `stack`; a failure ends the run (exit status 1)."""

@@ -20,7 +20,6 @@ free disk space.
 
 from __future__ import annotations
 
-import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -200,27 +199,3 @@ def _channels_of(out) -> tuple[int, ...]:
     if out.kind == "group":
         return tuple(out.group)
     return ()
-
-
-def default_budget(jobs: int = 1) -> int:
-    """Half the memory available now, shared by `jobs` files processed at once (64 MiB at least).
-
-    Available is Linux's ``MemAvailable`` (free memory and what the page cache
-    would give back), else the free pages, else 4 GiB.
-    """
-    available = _available_memory()
-    return max(64 << 20, available // 2 // max(1, jobs))
-
-
-def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4 << 30
