@@ -471,6 +471,7 @@ def written_by_convcli(path: str | os.PathLike) -> bool:
         except (OSError, ValueError):
             return False
         return True
+    _pillow_limit_off()  # a large output is no bomb: only its header is read
     try:
         with Image.open(path) as im:
             if im.format == "TIFF":
@@ -478,7 +479,18 @@ def written_by_convcli(path: str | os.PathLike) -> bool:
             if im.format == "JPEG":
                 return im.info.get("comment") in (MARKER.encode(), MARKER)
             return im.info.get("Software") == MARKER
-    except Exception:  # anything Pillow raises on a file it cannot parse: not ours
+    except Exception:  # anything Pillow raises on a file it cannot parse
+        return _tiff_marked(path)
+
+
+def _tiff_marked(path: str) -> bool:
+    """Whether `path` is a TIFF Pillow cannot open (16-bit grey + alpha) that carries the marker."""
+    try:
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            return tif.pages[0].tags.valueof(_TIFF_SOFTWARE) == MARKER
+    except Exception:  # not a TIFF, or not one tifffile parses: not ours
         return False
 
 

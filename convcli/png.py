@@ -85,6 +85,10 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
     backend : {"isal", "zlib"}, optional
         The deflate to use; :func:`deflate_backend` by default.
 
+    See Also
+    --------
+    PngRowEncoder : the same stream, byte for byte, from rows that arrive in bands.
+
     Examples
     --------
     >>> import io
@@ -94,14 +98,9 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
     True
     """
     arr = _checked_levels(levels)
-    height, width, channels = arr.shape
-    fh.write(_SIGNATURE)
-    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * arr.dtype.itemsize,
-                                    _COLOUR_TYPES[channels], 0, 0, 0))
-    for key, value in (text or {}).items():
-        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
-    _write_image_data(fh, arr, backend or deflate_backend())
-    _chunk(fh, b"IEND", b"")
+    encoder = PngRowEncoder(fh, shape=arr.shape, dtype=arr.dtype, text=text, backend=backend)
+    encoder.write(arr)
+    encoder.close()
 
 
 def _checked_levels(levels) -> np.ndarray:
@@ -109,38 +108,119 @@ def _checked_levels(levels) -> np.ndarray:
     arr = np.asarray(levels)
     if arr.ndim == 2:
         arr = arr[:, :, None]
-    if arr.ndim != 3 or arr.shape[2] not in _COLOUR_TYPES:
-        raise ValueError(f"levels must be (H, W) or (H, W, C) with C in 1..4, got {arr.shape}")
-    if arr.dtype not in (np.uint8, np.uint16):
-        raise ValueError(f"levels must be uint8 or uint16, got {arr.dtype}")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"levels must have at least one row and column, got {arr.shape}")
+    _check_layout(arr.shape, arr.dtype)
     return arr
 
 
-def _write_image_data(fh: BinaryIO, arr: np.ndarray, backend: str) -> None:
-    """The IDAT chunks of (H, W, C) `arr`: rows Up-filtered and deflated a block at a time."""
-    height, width, channels = arr.shape
-    # Rows as bytes, 16-bit samples big-endian (converted a block at a time below).
-    rows = arr.reshape(height, width * channels)
-    row_bytes = rows.shape[1] * arr.dtype.itemsize
-    block_rows = max(1, _BLOCK_BYTES // row_bytes)
-    big_endian = rows.dtype.newbyteorder(">")
-    compressor = _compressor(backend)
-    filtered = np.empty((min(block_rows, height), 1 + row_bytes), np.uint8)
-    filtered[:, 0] = _UP
-    previous = np.zeros((1, row_bytes), np.uint8)  # the row above the first: zeros
-    for start in range(0, height, block_rows):
-        block = rows[start:start + block_rows]
-        if arr.dtype == np.uint16:
-            block = block.astype(big_endian)
-        raw = block.view(np.uint8).reshape(len(block), row_bytes)
-        out = filtered[:len(raw)]
+def _check_layout(shape: tuple[int, ...], dtype) -> None:
+    """ValueError unless `shape` is (H, W, C) with C in 1..4, H, W > 0, and `dtype` uint8/16."""
+    if len(shape) != 3 or shape[2] not in _COLOUR_TYPES:
+        raise ValueError(f"levels must be (H, W) or (H, W, C) with C in 1..4, got {shape}")
+    if np.dtype(dtype) not in (np.uint8, np.uint16):
+        raise ValueError(f"levels must be uint8 or uint16, got {np.dtype(dtype)}")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"levels must have at least one row and column, got {shape}")
+
+
+class PngRowEncoder:
+    """A PNG stream written to `fh` as its rows arrive, top to bottom, in bands of any height.
+
+    The rows are Up-filtered and deflated in blocks of about ``_BLOCK_BYTES``,
+    the blocks :func:`write_png` uses, so the file is the same, byte for byte,
+    however the rows are cut; memory holds one block, whatever the height.
+
+    Parameters
+    ----------
+    fh : binary file
+        Written from its current position: the header at once, the rest as rows come.
+    shape : (H, W, C) tuple
+        The image's size and channels, C in 1..4.
+    dtype : uint8 or uint16
+    text, backend
+        As for :func:`write_png`.
+
+    Examples
+    --------
+    >>> import io
+    >>> levels = np.arange(24, dtype=np.uint8).reshape(4, 6, 1)
+    >>> whole, banded = io.BytesIO(), io.BytesIO()
+    >>> write_png(whole, levels)
+    >>> encoder = PngRowEncoder(banded, shape=levels.shape, dtype=np.uint8)
+    >>> for band in (levels[:1], levels[1:4]):
+    ...     encoder.write(band)
+    >>> encoder.close()
+    >>> banded.getvalue() == whole.getvalue()
+    True
+    """
+
+    def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype,
+                 text: dict[str, str] | None = None, backend: str | None = None):
+        _check_layout(tuple(shape), dtype)
+        self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
+        height, width, channels = self._shape
+        fh.write(_SIGNATURE)
+        _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * self._dtype.itemsize,
+                                        _COLOUR_TYPES[channels], 0, 0, 0))
+        for key, value in (text or {}).items():
+            _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+        self._row_bytes = width * channels * self._dtype.itemsize
+        self._block_rows = max(1, _BLOCK_BYTES // self._row_bytes)
+        self._compressor = _compressor(backend or deflate_backend())
+        self._filtered = np.empty((min(self._block_rows, height), 1 + self._row_bytes), np.uint8)
+        self._filtered[:, 0] = _UP
+        self._previous = np.zeros((1, self._row_bytes), np.uint8)  # above the first row: zeros
+        self._pending = np.empty((min(self._block_rows, height), width * channels), self._dtype)
+        self._pending_rows = 0
+        self._rows_written = 0
+
+    def write(self, rows: np.ndarray) -> None:
+        """Add the next `rows`: (n, W) or (n, W, C) of the encoder's dtype."""
+        height, width, channels = self._shape
+        band = np.asarray(rows)
+        if band.ndim == 2 and channels == 1:
+            band = band[:, :, None]
+        if band.ndim != 3 or band.shape[1:] != (width, channels) or band.dtype != self._dtype:
+            raise ValueError(f"rows must be (n, {width}, {channels}) {self._dtype}; "
+                             f"got {band.shape} {band.dtype}")
+        if self._rows_written + len(band) > height:
+            raise ValueError(f"{self._rows_written + len(band)} rows for an image of {height}")
+        self._rows_written += len(band)
+        flat = band.reshape(len(band), width * channels)
+        start = 0
+        if self._pending_rows:  # complete the block begun by earlier rows first
+            start = min(len(flat), self._block_rows - self._pending_rows)
+            self._pending[self._pending_rows:self._pending_rows + start] = flat[:start]
+            self._pending_rows += start
+            if self._pending_rows < self._block_rows:
+                return
+            self._encode(self._pending)
+            self._pending_rows = 0
+        while len(flat) - start >= self._block_rows:
+            self._encode(flat[start:start + self._block_rows])
+            start += self._block_rows
+        self._pending_rows = len(flat) - start
+        self._pending[:self._pending_rows] = flat[start:]
+
+    def close(self) -> None:
+        """Write the last rows and the end of the stream; ValueError if rows are missing."""
+        if self._rows_written != self._shape[0]:
+            raise ValueError(f"{self._rows_written} rows written of {self._shape[0]}")
+        if self._pending_rows:
+            self._encode(self._pending[:self._pending_rows])
+            self._pending_rows = 0
+        _chunk(self._fh, b"IDAT", self._compressor.flush())
+        _chunk(self._fh, b"IEND", b"")
+
+    def _encode(self, block: np.ndarray) -> None:
+        """Up-filter and deflate `block` (rows, W * C); an IDAT chunk if the deflate gives bytes."""
+        if self._dtype == np.uint16:  # samples big-endian in the file
+            block = block.astype(self._dtype.newbyteorder(">"))
+        raw = block.view(np.uint8).reshape(len(block), self._row_bytes)
+        out = self._filtered[:len(raw)]
         # Up: each byte minus the byte above it, modulo 256.
-        np.subtract(raw[:1], previous, out=out[:1, 1:])
+        np.subtract(raw[:1], self._previous, out=out[:1, 1:])
         np.subtract(raw[1:], raw[:-1], out=out[1:, 1:])
-        previous = raw[-1:].copy()
-        data = compressor.compress(out)
+        self._previous = raw[-1:].copy()
+        data = self._compressor.compress(out)
         if data:
-            _chunk(fh, b"IDAT", data)
-    _chunk(fh, b"IDAT", compressor.flush())
+            _chunk(self._fh, b"IDAT", data)

@@ -10,7 +10,9 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 TEMP_PREFIX = ".convcli-"
@@ -189,16 +191,51 @@ def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False
     an existing file is never replaced. On any error, or an interrupt, the
     temporary file is removed.
     """
+    with atomic_output(path, overwrite=overwrite, replaceable=replaceable) as output:
+        if output.temporary is not None:
+            write(output.temporary)
+    return output.written
+
+
+@dataclass
+class AtomicOutput:
+    """The file an :func:`atomic_output` block writes: under `temporary`, None if kept."""
+
+    path: Path
+    temporary: Path | None
+    written: bool = False
+
+
+@contextmanager
+def atomic_output(path, *, overwrite: bool = False,
+                  replaceable: Callable[[Path], bool] | None = None) -> Iterator[AtomicOutput]:
+    """:func:`write_atomic` for content written over time: the block writes ``.temporary``.
+
+    The checks come first (an existing file kept without `overwrite`:
+    ``.temporary`` is None, nothing is to be written); a block that ends
+    normally gives the temporary file its final name (``.written`` says
+    whether it did); one that raises leaves no file behind.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with atomic_output(Path(folder) / "out.txt") as output:
+    ...         _ = output.temporary.write_text("rows")
+    ...     output.written, (Path(folder) / "out.txt").read_text()
+    (True, 'rows')
+    """
     path = Path(path)
     if not _may_write(path, overwrite, replaceable):
-        return False
-    tmp = temp_path_for(path)
+        yield AtomicOutput(path, None)
+        return
+    output = AtomicOutput(path, temp_path_for(path))
     try:
-        write(tmp)
-        return _move_into_place(tmp, path, overwrite)
+        yield output
+        output.written = _move_into_place(output.temporary, path, overwrite)
     finally:
         try:
-            os.unlink(tmp)
+            os.unlink(output.temporary)
         except FileNotFoundError:
             pass
 

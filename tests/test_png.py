@@ -169,3 +169,32 @@ def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path
         np.testing.assert_array_equal(read(tmp_path / "fast" / name),
                                       read(tmp_path / "plain" / name))
         assert images.written_by_convcli(tmp_path / "plain" / name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(data=st.data(), channels=st.sampled_from([1, 2, 3, 4]),
+       dtype=st.sampled_from([np.uint8, np.uint16]))
+@settings(max_examples=20)
+def test_rows_streamed_in_bands_give_write_pngs_bytes(backend, data, channels, dtype):
+    height = data.draw(st.integers(1, 40), label="height")
+    levels = levels_of((height, 9, channels), dtype, seed=height)
+    cuts = sorted(data.draw(st.lists(st.integers(0, height), max_size=6), label="cuts"))
+    streamed = io.BytesIO()
+    encoder = png.PngRowEncoder(streamed, shape=levels.shape, dtype=dtype,
+                                text={"Software": "convcli"}, backend=backend)
+    for band in np.split(levels, cuts):
+        encoder.write(band)
+    encoder.close()
+    assert streamed.getvalue() == encode(levels, backend, text={"Software": "convcli"})
+
+
+def test_streamed_rows_are_checked(monkeypatch):
+    monkeypatch.setattr(png, "_BLOCK_BYTES", 9 * 2)  # 2 rows a block: blocks and a remainder
+    encoder = png.PngRowEncoder(io.BytesIO(), shape=(5, 9, 1), dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"rows must be \(n, 9, 1\) uint8"):
+        encoder.write(np.zeros((2, 9, 1), np.uint16))
+    encoder.write(np.zeros((3, 9), np.uint8))
+    with pytest.raises(ValueError, match="6 rows for an image of 5"):
+        encoder.write(np.zeros((3, 9), np.uint8))
+    with pytest.raises(ValueError, match="3 rows written of 5"):
+        encoder.close()

@@ -1,0 +1,388 @@
+"""One TIFF read by regions: row bands decoded from only the tiles or strips that cover them.
+
+An image larger than memory (a BigTIFF of 1 to 100 gigapixels) cannot go
+through :func:`convcli.images.read_image`, which decodes the whole frame.
+:func:`open_regions` opens such a file with tifffile, and
+:meth:`RegionSource.read_rows` returns any band of rows, all columns, with
+exactly the values ``read_image(path).pixels[r0:r1]`` would have: the same
+channels, scale (``white``), output depth and notes. Only the segments (tiles
+or strips) that hold the band are read and decoded, so a band costs about the
+band itself plus one row of segments, whatever the size of the image.
+
+What is read by regions
+-----------------------
+The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
+first series at full resolution), tiled or in strips, TIFF or BigTIFF, either
+byte order, uncompressed or compressed with deflate (both codes), LZW or
+PackBits, with or without a predictor, as far as tifffile decodes them here
+(LZW and the floating-point predictor need imagecodecs), and these layouts:
+
+=========================================  ===========  =========  =====
+samples (PhotometricInterpretation)        channels     white      depth
+=========================================  ===========  =========  =====
+1-bit, 8-bit grey (min-is-black or white)  L            255        8
+8-bit grey + unassociated alpha            L A          255        8
+16-bit unsigned grey                       L            65535      16
+32-bit float grey                          L            max(1, m)  16
+8-bit RGB, RGB + unassociated alpha        R G B (A)    255        8
+16-bit RGB, RGBA                           R G B (A)    65535 [1]  16
+=========================================  ===========  =========  =====
+
+An extra sample marked "unspecified" is dropped, as Pillow drops it. [1] with
+imagecodecs installed and allowed (the ``deep`` extra, as ``read_image``);
+otherwise the high byte, white 255, depth 8, with ``read_image``'s note. For
+float files ``m`` is the largest finite value of the whole image: the first use
+of :attr:`RegionSource.white` reads the image once, band by band.
+
+Everything else returns None, and the caller reads the file whole with
+Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
+(JPEG-compressed or subsampled), CIELab and other colour spaces, JPEG or
+other lossy compression (Pillow's decoder and imagecodecs' may differ),
+associated (premultiplied) alpha, planar configuration "separate", an
+orientation other than top-left, fill order 2, signed integers, 32-bit
+integers, floats other than 32-bit, volumes (SGI ImageDepth), a compression or
+predictor tifffile cannot decode here, and compressed segments of more than
+:data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be
+a whole decode).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import tifffile
+
+from .choices import DEFAULT_MAX_PIXELS
+from .images import ImageError
+from .png import fast_codecs_allowed
+
+TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+"""The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
+
+MAX_SEGMENT_PIXELS = 1 << 24
+"""The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
+
+_LOSSLESS = {1, 5, 8, 32773, 32946}  # none, LZW, deflate, PackBits, deflate (old code)
+_MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
+_UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
+_WHITE_BAND_PIXELS = 1 << 22  # pixels a band holds while the float white is searched
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a page's samples become ``read_image``'s values."""
+
+    channels: tuple[str, ...]
+    white: float | None  # None: from the largest value (float files)
+    depth: int
+    convert: str = "same"  # or "inverted" (255 - value), "high byte" (value >> 8)
+    note: str | None = None
+
+
+def _deep_colour_read() -> bool:
+    """Whether ``read_image`` reads 16-bit colour at full depth here (imagecodecs, allowed)."""
+    if not fast_codecs_allowed():
+        return False
+    try:
+        import imagecodecs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
+    """The layout of an 8- or 16-bit grey or RGB page with its extra sample, or None."""
+    extras = tuple(page.extrasamples)
+    if page.samplesperpixel != len(colour) + len(extras) or len(extras) > 1:
+        return None
+    if extras and extras[0] not in (_UNSPECIFIED, _UNASSOCIATED):
+        return None
+    alpha = ("A",) if extras == (_UNASSOCIATED,) else ()
+    if page.bitspersample == 8:
+        return _Layout(colour + alpha, 255.0, 8)
+    if colour == ("L",):
+        return None if extras else _Layout(("L",), 65535.0, 16)
+    if extras == (_UNSPECIFIED,):
+        return None
+    if _deep_colour_read():
+        return _Layout(colour + alpha, 65535.0, 16)
+    return _Layout(colour + alpha, 255.0, 8, "high byte",
+                   "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+                   "install convcli[deep] for 16)")
+
+
+def _layout(page) -> _Layout | None:
+    """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
+    if (page.planarconfig != 1 or page.fillorder != 1 or page.imagedepth != 1
+            or page.is_subsampled or page.compression not in _LOSSLESS
+            or page.tags.valueof(274, 1) != 1):  # Orientation: top-left only
+        return None
+    bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
+    samples = page.samplesperpixel
+    if bits == 1 and samples == 1 and photometric in (_MINISBLACK, _MINISWHITE):
+        return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
+    if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
+        return _Layout(("L",), 255.0, 8, "inverted")
+    if bits == 32 and kind == 3 and samples == 1 and photometric == _MINISBLACK:
+        return _Layout(("L",), None, 16)
+    if bits not in (8, 16) or kind != 1:
+        return None
+    if photometric == _MINISBLACK:
+        return _colour_layout(page, ("L",))
+    if photometric == _RGB:
+        return _colour_layout(page, ("R", "G", "B"))
+    return None
+
+
+def _decodable(page) -> bool:
+    """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
+    try:
+        if page.compression != 1:
+            tifffile.TIFF.DECOMPRESSORS[page.compression]
+        if page.predictor != 1:
+            tifffile.TIFF.UNPREDICTORS[page.predictor]
+    except KeyError:  # unknown, or needs imagecodecs
+        return False
+    if page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32):
+        return True  # rows are read straight from the file
+    segment = page.chunks[-3:-1] if page.samplesperpixel > 1 else page.chunks[-2:]
+    return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
+
+
+def _is_tiff(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) in TIFF_SIGNATURES
+
+
+def open_regions(path: str | os.PathLike, *,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> RegionSource | None:
+    """Open a TIFF for reading by row bands, or None where it must be read whole.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    max_pixels : int
+        Accepted as :func:`convcli.images.open_image` accepts it, and not
+        applied: the limit guards whole decodes, and a region read never
+        decodes more than a band and one row of tiles or strips, whatever the
+        image's size. Where this returns None the caller reads the file whole
+        through ``open_image``, where the limit applies
+        (:class:`~convcli.images.PixelLimitError`).
+
+    Returns
+    -------
+    RegionSource or None
+        None for a file that is not a TIFF, cannot be parsed by tifffile (the
+        whole-image path then reports why), or has a layout listed in the
+        module docstring as read whole. Close the source after use (it is a
+        context manager).
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened (missing, no permission).
+    """
+    del max_pixels  # see above: region reads are not bounded by it
+    shown = os.fspath(path)
+    if not stat.S_ISREG(os.stat(shown).st_mode) or not _is_tiff(shown):
+        return None
+    try:
+        tif = tifffile.TiffFile(shown)
+    except (tifffile.TiffFileError, ValueError, struct.error, OSError):
+        return None
+    try:
+        page = tif.pages[0]
+        layout = _layout(page)
+        if layout is None or not _decodable(page) or 0 in page.shape:
+            tif.close()
+            return None
+        frames = len(tif.pages)
+    except Exception:  # a corrupt header: the whole-image path reports it
+        tif.close()
+        return None
+    notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
+        [layout.note] if layout.note else [])
+    return RegionSource(tif, page, layout, tuple(notes))
+
+
+class RegionSource:
+    """An open TIFF whose rows are read band by band (made by :func:`open_regions`).
+
+    Attributes
+    ----------
+    height, width : int
+        The image's size in pixels.
+    channels : tuple of str
+        As :attr:`convcli.images.Picture.channels`.
+    depth : int
+        As :attr:`convcli.images.Picture.depth`.
+    notes : tuple of str
+        As :attr:`convcli.images.Picture.notes`.
+    dtype : numpy.dtype
+        The samples as stored (bool for 1-bit files).
+
+    Notes
+    -----
+    The last row of segments decoded is kept, so that bands that overlap (a
+    halo) decode each segment once when read top to bottom. One source serves
+    one thread at a time.
+    """
+
+    def __init__(self, tif, page, layout: _Layout, notes: tuple[str, ...]):
+        self._tif, self._page, self._layout = tif, page, layout
+        self.height, self.width = int(page.imagelength), int(page.imagewidth)
+        self.channels = layout.channels
+        self.depth = layout.depth
+        self.notes = notes
+        self.dtype = np.dtype(page.dtype)
+        self._white = layout.white
+        self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
+        self._segment_rows = min(self._segment_rows or self.height, self.height)
+        self._kept: tuple[int, np.ndarray] | None = None  # (segment row, its samples)
+        self._lock = threading.Lock()
+
+    @property
+    def white(self) -> float:
+        """The value of full intensity, as :attr:`convcli.images.Picture.white`.
+
+        For 32-bit float files, the larger of 1 and the largest finite value:
+        found on first use by reading the whole image once, band by band.
+        """
+        if self._white is None:
+            band = max(1, _WHITE_BAND_PIXELS // self.width)
+            top = 1.0
+            for start in range(0, self.height, band):
+                values = self.read_rows(start, min(start + band, self.height))
+                finite = values[np.isfinite(values)]
+                if finite.size:
+                    top = max(top, float(finite.max()))
+            self._white = top
+        return self._white
+
+    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` (excluded), all columns, as ``read_image(path).pixels[r0:r1]``.
+
+        Parameters
+        ----------
+        r0, r1 : int
+            ``0 <= r0 <= r1 <= height``.
+
+        Returns
+        -------
+        (r1 - r0, width, C) float32 ndarray
+
+        Raises
+        ------
+        ImageError
+            A truncated or corrupt segment.
+        """
+        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
+                and 0 <= r0 <= r1 <= self.height):
+            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
+                             f"got r0={r0!r}, r1={r1!r}")
+        out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
+        with self._lock, _decode_errors():
+            if self._reads_rows_directly():
+                self._convert(self._file_rows(r0, r1), out)
+                return out
+            step = self._segment_rows
+            for k in range(r0 // step, -(-r1 // step)):
+                top = k * step
+                lo, hi = max(r0, top), min(r1, top + step)
+                self._convert(self._decoded_segment_row(k)[lo - top:hi - top],
+                              out[lo - r0:hi - r0])
+        return out
+
+    def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
+        """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale."""
+        kept = samples[:, :, :out.shape[2]]  # an unspecified extra sample is dropped
+        convert = self._layout.convert
+        if convert == "high byte":
+            kept = kept >> 8
+        np.copyto(out, kept, casting="unsafe")
+        if kept.dtype == bool:
+            out *= 255.0
+        if convert == "inverted":
+            np.subtract(255.0, out, out=out)
+
+    def _reads_rows_directly(self) -> bool:
+        page = self._page
+        return page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32)
+
+    def _file_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows of uncompressed strips, read straight from the file: (rows, width, samples)."""
+        page, fh = self._page, self._tif.filehandle
+        samples = page.samplesperpixel
+        dtype = np.dtype(self._tif.byteorder + self.dtype.char)
+        row_bytes = self.width * samples * dtype.itemsize
+        rows = np.empty((r1 - r0, self.width, samples), dtype)
+        step = self._segment_rows
+        for k in range(r0 // step, -(-r1 // step)):
+            top = k * step
+            lo, hi = max(r0, top), min(r1, top + step)
+            with fh.lock:
+                fh.seek(page.dataoffsets[k] + (lo - top) * row_bytes)
+                data = fh.read((hi - lo) * row_bytes)
+            wanted = (hi - lo) * row_bytes
+            if len(data) != wanted or page.databytecounts[k] < (hi - top) * row_bytes:
+                raise ImageError(f"cannot decode the image: strip {k} is truncated")
+            rows[lo - r0:hi - r0] = np.frombuffer(data, dtype).reshape(hi - lo, self.width,
+                                                                       samples)
+        return rows
+
+    def _decoded_segment_row(self, k: int) -> np.ndarray:
+        """Segment row `k` (a row of tiles, or one strip) decoded: (rows, width, samples)."""
+        if self._kept is not None and self._kept[0] == k:
+            return self._kept[1]
+        page = self._page
+        top = k * self._segment_rows
+        rows = np.zeros((min(self._segment_rows, self.height - top), self.width,
+                         page.samplesperpixel), page.dtype)
+        across = -(-self.width // page.tilewidth) if page.is_tiled else 1
+        indices = list(range(k * across, (k + 1) * across))
+        offsets = [page.dataoffsets[i] for i in indices]
+        counts = [page.databytecounts[i] for i in indices]
+        decode = page.decode
+        for data, index in self._tif.filehandle.read_segments(
+                offsets, counts, indices=indices, length=len(indices), sort=True):
+            segment, (_, _, _, left, _), _ = decode(data, index)
+            if segment is None:
+                continue  # a segment the file does not hold: left at 0, as tifffile does
+            block = segment[0, :len(rows), :self.width - left]
+            rows[:, left:left + block.shape[1]] = block
+        self._kept = (k, rows)
+        return rows
+
+    def close(self) -> None:
+        """Close the file (and forget the kept segments)."""
+        self._kept = None
+        self._tif.close()
+
+    def __enter__(self) -> RegionSource:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+@contextmanager
+def _decode_errors() -> Iterator[None]:
+    """Turn tifffile's and the codecs' errors about bad data into one-line :class:`ImageError`."""
+    try:
+        yield
+    except (ImageError, FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (tifffile.TiffFileError, ValueError, OSError, EOFError, zlib.error, struct.error,
+            NotImplementedError, RuntimeError) as exc:
+        lines = str(exc).strip().splitlines()
+        raise ImageError(f"cannot decode the image: {lines[0] if lines else type(exc).__name__}"
+                         ) from None

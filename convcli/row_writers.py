@@ -1,0 +1,516 @@
+"""Output files written row band by row band, never holding the whole image.
+
+A result computed in row bands, top to bottom, is written as it comes:
+:func:`open_row_writer` gives a writer whose ``write(rows)`` takes the next
+rows, and the file appears under its final name only when every row is in
+(through :func:`convcli.safeio.atomic_output`: a temporary name, then a rename;
+an error or an interrupt leaves no file and no temporary behind).
+
+=======  ==============================  =============================================
+format   values                          the file
+=======  ==============================  =============================================
+npy      float32, (H, W, C)              what :func:`convcli.images.save_npy` writes,
+                                         byte for byte
+png      uint8 / uint16 levels, C 1..4   what :func:`convcli.png.write_png` writes
+                                         (and so ``save_levels``), byte for byte
+tiff     uint8 / uint16 levels, C 1..4;  a tiled BigTIFF (256 x 256 tiles, deflate,
+         float32 raw values, C = 1       horizontal predictor for levels) with reduced
+                                         levels as SubIFDs, each half the one above
+=======  ==============================  =============================================
+
+JPEG is not offered: a JPEG is at most 65535 pixels a side, and a streamed
+one would need libjpeg's row API, which Pillow does not expose.
+
+The TIFF's reduced levels (the pyramid viewers such as QuPath, napari and
+OpenSeadragon (through vips) open large images with) are 2 x 2 means of the
+level above, rounded half up for levels, in float32 for raw values; an odd
+last row or column is averaged with itself, so a level of odd size n has
+ceil(n / 2). Levels are made until one fits in a tile. They are accumulated
+while the rows arrive, in temporary files beside the output, and written
+after the full-resolution image; the temporaries are removed at the end.
+Deflate is TIFF's compression code 8 ("Adobe deflate", the one libtiff,
+vips and every viewer read; code 32946 is the obsolete one), done by
+Python's zlib where imagecodecs is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import tifffile
+
+from .images import MARKER, written_by_convcli
+from .png import PngRowEncoder
+from .safeio import atomic_output, temp_path_for
+
+ROW_FORMATS = ("npy", "png", "tiff")
+"""The formats :func:`open_row_writer` writes."""
+
+TILE = 256
+"""The side of a TIFF output's tiles, and the size at which its reduced levels stop."""
+
+_LEVEL_TYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
+_FLOAT = np.dtype(np.float32)
+_DEFLATE = 8  # TIFF's Compression code for Adobe deflate
+
+
+def _checked_layout(fmt: str, height: int, width: int, channels: int, dtype) -> np.dtype:
+    """The output's dtype, after ValueError for a format, size or dtype it cannot take."""
+    if fmt not in ROW_FORMATS:
+        raise ValueError(f"fmt must be one of {', '.join(ROW_FORMATS)}; got {fmt!r}")
+    for name, value in (("height", height), ("width", width)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    if channels not in (1, 2, 3, 4):
+        raise ValueError(f"channels must be 1, 2, 3 or 4; got {channels!r}")
+    dtype = np.dtype(dtype)
+    allowed = {"npy": (_FLOAT,), "png": _LEVEL_TYPES, "tiff": _LEVEL_TYPES + (_FLOAT,)}[fmt]
+    if dtype not in allowed:
+        raise ValueError(f"dtype for {fmt} must be one of "
+                         f"{', '.join(str(d) for d in allowed)}; got {dtype}")
+    if fmt == "tiff" and dtype == _FLOAT and channels != 1:
+        raise ValueError(f"float32 TIFF output has one channel; got channels={channels}")
+    return dtype
+
+
+class RowWriter:
+    """Takes an output's rows in order (made by :func:`open_row_writer`).
+
+    Attributes
+    ----------
+    will_write : bool
+        False where an existing file is kept (no `overwrite`): rows given to
+        :meth:`write` are then checked and dropped, and the caller may skip
+        computing them.
+    written : bool
+        After the ``with`` block: whether the file was written (False if it
+        existed and was kept), as :func:`convcli.images.save_levels` returns.
+    rows_written : int
+    """
+
+    def __init__(self, sink, shape: tuple[int, int, int], dtype: np.dtype):
+        self._sink, self._shape, self._dtype = sink, shape, dtype
+        self.will_write = sink is not None
+        self.written = False
+        self.rows_written = 0
+
+    def write(self, rows: np.ndarray) -> None:
+        """Add the next rows: (n, W, C), or (n, W) for one channel, of the writer's dtype.
+
+        Rows of another dtype are converted only where no value changes kind
+        (float64 to float32 for ``npy``); levels must be given as levels.
+        """
+        height, width, channels = self._shape
+        band = np.asarray(rows)
+        if band.ndim == 2 and channels == 1:
+            band = band[:, :, None]
+        if band.ndim != 3 or band.shape[1:] != (width, channels):
+            raise ValueError(f"rows must be (n, {width}, {channels}); got {band.shape}")
+        if not np.can_cast(band.dtype, self._dtype, "same_kind") or (
+                self._dtype.kind == "u" and band.dtype != self._dtype):
+            raise ValueError(f"rows must be {self._dtype}; got {band.dtype}")
+        if self.rows_written + len(band) > height:
+            raise ValueError(f"{self.rows_written + len(band)} rows for an image of {height}")
+        self.rows_written += len(band)
+        if self._sink is not None and len(band):
+            self._sink.write(np.ascontiguousarray(band, self._dtype))
+
+    def _finish(self) -> None:
+        if self.rows_written != self._shape[0]:
+            raise ValueError(f"{self.rows_written} rows written of {self._shape[0]}")
+        if self._sink is not None:
+            self._sink.close()
+
+
+@contextmanager
+def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: int,
+                    channels: int, dtype, overwrite: bool = False) -> Iterator[RowWriter]:
+    """Write an image file from its rows, given in order in bands of any height.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The final file name.
+    fmt : {"npy", "png", "tiff"}
+        See the module docstring.
+    height, width, channels : int
+        The image's size; channels 1 (grey), 2 (grey + alpha), 3 (RGB), 4 (RGBA).
+    dtype : numpy dtype
+        float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
+        float32 (one channel) for ``tiff``.
+    overwrite : bool
+        As for :func:`convcli.images.save_levels`: replace an existing file
+        only if convcli wrote it; without it an existing file is kept.
+
+    Yields
+    ------
+    RowWriter
+        Its ``written`` says, after the block, whether the file was written.
+
+    Raises
+    ------
+    ValueError
+        A bad argument, rows of the wrong shape or dtype, too many rows, or
+        (when the block ends) too few: no file is left behind.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with open_row_writer(Path(folder) / "out.npy", fmt="npy", height=4, width=3,
+    ...                          channels=1, dtype=np.float32) as out:
+    ...         for top in (0, 2):
+    ...             out.write(np.full((2, 3, 1), top, np.float32))
+    ...     out.written, np.load(Path(folder) / "out.npy")[:, 0, 0].tolist()
+    (True, [0.0, 0.0, 2.0, 2.0])
+    """
+    dtype = _checked_layout(fmt, height, width, channels, dtype)
+    shape = (int(height), int(width), int(channels))
+    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
+        sink = None
+        if output.temporary is not None:
+            sink = _SINKS[fmt](output.temporary, shape, dtype)
+        writer = RowWriter(sink, shape, dtype)
+        try:
+            yield writer
+            writer._finish()
+        except BaseException:
+            if sink is not None:
+                sink.abort()
+            raise
+    writer.written = output.written
+
+
+class _NpySink:
+    """An ``.npy`` file: the header ``np.save`` writes, then the rows' bytes."""
+
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+                  "shape": shape}
+        np.lib.format.write_array_header_1_0(self._fh, header)
+
+    def write(self, rows: np.ndarray) -> None:
+        self._fh.write(memoryview(rows).cast("B"))
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def abort(self) -> None:
+        self._fh.close()
+
+
+class _PngSink:
+    """A PNG stream through :class:`convcli.png.PngRowEncoder`, marked as convcli's."""
+
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
+        try:
+            self._encoder = PngRowEncoder(self._fh, shape=shape, dtype=dtype,
+                                          text={"Software": MARKER})
+        except BaseException:
+            self._fh.close()
+            raise
+
+    def write(self, rows: np.ndarray) -> None:
+        self._encoder.write(rows)
+
+    def close(self) -> None:
+        with self._fh:
+            self._encoder.close()
+
+    def abort(self) -> None:
+        self._fh.close()
+
+
+def _mean_2x2(rows: np.ndarray) -> np.ndarray:
+    """2 x 2 means of (2k, W, C) `rows`: (k, ceil(W / 2), C), an odd last column with itself.
+
+    Levels are rounded half up; float32 values are summed in float64.
+    """
+    if rows.shape[1] % 2:
+        rows = np.concatenate([rows, rows[:, -1:]], axis=1)
+    wide = {np.dtype(np.uint8): np.uint16, np.dtype(np.uint16): np.uint32}.get(rows.dtype,
+                                                                              np.float64)
+    pairs = rows[0::2].astype(wide)  # row pairs first: whole rows, contiguous
+    pairs += rows[1::2]
+    total = pairs[:, 0::2]
+    total += pairs[:, 1::2]
+    if rows.dtype == _FLOAT:
+        total /= 4
+    else:
+        total += 2
+        total >>= 2
+    return total.astype(rows.dtype)
+
+
+class _ReducedLevel:
+    """One level of the pyramid: 2 x 2 means of the level above's rows, appended to a file."""
+
+    def __init__(self, temporary: Path, above: tuple[int, int], channels: int, dtype: np.dtype):
+        self.path = temporary
+        self.shape = (-(-above[0] // 2), -(-above[1] // 2), channels)
+        self.dtype = dtype
+        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by finish or remove)
+        self._unpaired: np.ndarray | None = None
+
+    def add(self, rows: np.ndarray) -> np.ndarray:
+        """Take the level above's next `rows`; return this level's new rows (also written)."""
+        if self._unpaired is not None:
+            rows = np.concatenate([self._unpaired, rows])
+            self._unpaired = None
+        if len(rows) % 2:
+            self._unpaired = rows[-1:].copy()
+            rows = rows[:-1]
+        halved = _mean_2x2(rows)
+        if len(halved):
+            self._fh.write(memoryview(np.ascontiguousarray(halved)).cast("B"))
+        return halved
+
+    def finish(self, rows: np.ndarray) -> np.ndarray:
+        """Take the level above's last `rows`; an odd last row is averaged with itself."""
+        halved = [self.add(rows)]
+        if self._unpaired is not None:
+            last, self._unpaired = self._unpaired, None
+            halved.append(self.add(np.concatenate([last, last])))  # paired with itself
+        self._fh.close()
+        return np.concatenate(halved)
+
+    def bands(self) -> Iterator[np.ndarray]:
+        """This level's rows read back from its file, :data:`TILE` rows at a time."""
+        height, width, channels = self.shape
+        with open(self.path, "rb") as fh:
+            for top in range(0, height, TILE):
+                rows = min(TILE, height - top)
+                band = np.fromfile(fh, self.dtype, count=rows * width * channels)
+                yield band.reshape(rows, width, channels)
+
+    def remove(self) -> None:
+        self._fh.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _tiles(bands: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """The :data:`TILE`-square tiles of row `bands` (up to TILE rows each), row by row,
+    the edge tiles padded with zeros."""
+    for band in bands:
+        rows, width, channels = band.shape
+        padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), band.dtype)
+        padded[:rows, :width] = band
+        for left in range(0, width, TILE):
+            yield np.ascontiguousarray(padded[:, left:left + TILE])
+
+
+def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
+    """tifffile's ``write`` options for one level of `shape` (H, W, C)."""
+    height, width, channels = shape
+    options = {
+        "shape": (height, width) if channels == 1 else shape, "dtype": dtype,
+        "tile": (TILE, TILE), "compression": _DEFLATE, "planarconfig": "contig",
+        "photometric": "rgb" if channels >= 3 else "minisblack", "metadata": None,
+        "software": MARKER,
+        # tifffile encodes tiles in passes of this many bytes: one row of tiles
+        "buffersize": TILE * TILE * channels * dtype.itemsize * -(-width // TILE),
+    }
+    if channels in (2, 4):
+        options["extrasamples"] = ["unassalpha"]
+    if dtype.kind == "u":
+        options["predictor"] = 2  # horizontal differencing
+    return options
+
+
+def _reduced_levels(temporary: Path, shape: tuple[int, int, int],
+                    dtype: np.dtype) -> list[_ReducedLevel]:
+    """The pyramid's levels below full size, halving until one fits in a tile."""
+    levels: list[_ReducedLevel] = []
+    size = shape[:2]
+    try:
+        while max(size) > TILE:
+            levels.append(_ReducedLevel(temp_path_for(temporary), size, shape[2], dtype))
+            size = levels[-1].shape[:2]
+    except BaseException:
+        for level in levels:
+            level.remove()
+        raise
+    return levels
+
+
+class _Stop(Exception):
+    """Raised in the writing thread's tile iterator when the writer is aborted."""
+
+
+_END, _ABORT = "end", "abort"  # what the writing thread is told after the bands
+
+
+class _TiffSink:
+    """A tiled, deflated BigTIFF with its reduced levels as SubIFDs.
+
+    tifffile pulls the full-size tiles from an iterator; the rows are pushed.
+    So tifffile writes in a thread that takes each band of :data:`TILE` rows
+    from a queue of one, while the caller computes the next (deflate runs
+    without the GIL); the reduced levels follow from their files.
+    """
+
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+        self._shape, self._dtype = shape, dtype
+        self._levels = _reduced_levels(temporary, shape, dtype)
+        try:
+            self._tiff = tifffile.TiffWriter(temporary, bigtiff=True)
+        except BaseException:
+            self._remove_levels()
+            raise
+        self._band = np.empty((TILE,) + shape[1:], dtype)
+        self._band_rows = 0
+        self._bands: queue.Queue = queue.Queue(maxsize=1)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._write_full_size, daemon=True,
+                                        name="convcli-tiff-writer")
+        self._thread.start()
+
+    def _write_full_size(self) -> None:
+        try:
+            self._tiff.write(_tiles(self._queued_bands()), subifds=len(self._levels) or None,
+                             **_tiff_options(self._shape, self._dtype))
+        except BaseException as exc:  # handed to the caller's thread
+            self._failure = exc
+
+    def _queued_bands(self) -> Iterator[np.ndarray]:
+        while True:
+            band = self._bands.get()
+            if isinstance(band, str):
+                if band == _ABORT:
+                    raise _Stop
+                return
+            yield band
+
+    def _put(self, item) -> None:
+        """Queue `item` for the writing thread; its error, if it has stopped on one."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if not self._thread.is_alive():
+                if isinstance(item, str):
+                    return
+                raise RuntimeError("the TIFF writer stopped before the last rows")
+            try:
+                self._bands.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def write(self, rows: np.ndarray) -> None:
+        carry = rows
+        for level in self._levels:
+            carry = level.add(carry)
+        start = 0
+        while start < len(rows):
+            take = min(TILE - self._band_rows, len(rows) - start)
+            self._band[self._band_rows:self._band_rows + take] = rows[start:start + take]
+            self._band_rows += take
+            start += take
+            if self._band_rows == TILE:
+                self._put(self._band)
+                self._band = np.empty_like(self._band)  # the queued one is the thread's now
+                self._band_rows = 0
+
+    def close(self) -> None:
+        try:
+            if self._band_rows:
+                self._put(self._band[:self._band_rows])
+            self._put(_END)
+            self._thread.join()
+            if self._failure is not None:
+                raise self._failure
+            carry = np.empty((0,) + self._shape[1:], self._dtype)
+            for level in self._levels:
+                carry = level.finish(carry)
+            for level in self._levels:
+                self._tiff.write(_tiles(level.bands()), subfiletype=1,
+                                 **_tiff_options(level.shape, self._dtype))
+            self._tiff.close()
+        finally:
+            self._remove_levels()
+
+    def abort(self) -> None:
+        try:
+            if self._thread.is_alive():
+                self._put(_ABORT)
+            self._thread.join()
+            try:
+                self._tiff.close()
+            except Exception:  # the file is removed anyway
+                pass
+        finally:
+            self._remove_levels()
+
+    def _remove_levels(self) -> None:
+        for level in self._levels:
+            level.remove()
+
+
+_SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": _TiffSink}
+
+
+def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> int:
+    """Bytes an output may take on its disk while it is written, at most (temporaries included).
+
+    ``npy``: its exact size. ``png`` and ``tiff``: the samples' bytes with
+    deflate's worst case (incompressible data grows by well under 1%), for a
+    TIFF plus its reduced levels (a third more), twice over while they are
+    also in temporary files.
+    """
+    dtype = _checked_layout(fmt, height, width, channels, dtype)
+    samples = height * width * channels * dtype.itemsize
+    if fmt == "npy":
+        return samples + 128  # np.save's header for an (H, W, C) float32 array
+    stored = samples + height * (1 + width // 16384) * 8 + (1 << 16)
+    stored += stored // 100
+    if fmt == "png":
+        return stored
+    return stored + 2 * (stored // 3) + -(-height // TILE) * -(-width // TILE) * 16
+
+
+def _in_units(count: int) -> str:
+    """`count` bytes as a short size: 512 bytes, 3.2 GB, 1.5 TB (powers of 1000)."""
+    if count < 1000:
+        return f"{count} bytes"
+    value = float(count)
+    for unit in ("kB", "MB", "GB", "TB"):  # noqa: B007 (the last unit is used after the loop)
+        value /= 1000
+        if value < 1000:
+            break
+    return f"{value:.1f} {unit}"
+
+
+def free_space_problem(path: str | os.PathLike, needed: int) -> str | None:
+    """A one-line reason to refuse writing `path`, if its disk has less than `needed` bytes free.
+
+    None where it fits (or where the free space cannot be found out: the
+    write then reports a full disk itself).
+
+    Examples
+    --------
+    >>> free_space_problem(".", 1) is None
+    True
+    >>> free_space_problem(".", 10**30)  # doctest: +ELLIPSIS
+    'not enough free space for ...: it needs about 1000000000000000000.0 TB, ... free'
+    """
+    folder = Path(path).parent if not Path(path).is_dir() else Path(path)
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if needed <= free:
+        return None
+    return (f"not enough free space for {os.fspath(path)}: it needs about "
+            f"{_in_units(needed)}, {_in_units(free)} free")

@@ -1,0 +1,265 @@
+"""convcli.regions: TIFF row bands equal to read_image's rows, decoding only what they need."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+import tifffile
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convcli import regions
+from convcli.images import ImageError, read_image
+from convcli.regions import open_regions
+
+RNG = np.random.default_rng(20)
+
+
+def _levels(shape, dtype=np.uint8):
+    top = 2 if dtype is bool else np.iinfo(dtype).max + 1
+    return RNG.integers(0, top, shape).astype(dtype)
+
+
+def _floats(shape):
+    values = (RNG.random(shape, dtype=np.float32) * 7 - 1).astype(np.float32)
+    values.flat[::37] = np.inf
+    values.flat[5::41] = -np.inf
+    return values
+
+
+RGB = {"photometric": "rgb"}
+ALPHA = {"extrasamples": ["unassalpha"]}
+# name: (pixels, tifffile.imwrite's options)
+CASES = {
+    "grey strips": (_levels((53, 71)), {}),
+    "grey one strip deflate": (_levels((53, 71)), {"compression": "zlib"}),
+    "grey tiled bigtiff deflate": (_levels((53, 71)), {"tile": (16, 32), "compression": "zlib",
+                                                       "bigtiff": True}),
+    "grey lzw predictor": (_levels((53, 71)), {"rowsperstrip": 7, "compression": "lzw",
+                                               "predictor": 2}),
+    "grey packbits tiled": (_levels((40, 33)), {"tile": (16, 16), "compression": "packbits"}),
+    "grey old deflate code": (_levels((20, 30)), {"compression": 32946, "rowsperstrip": 3}),
+    "one row": (_levels((1, 300)), {"tile": (16, 16), "compression": "zlib"}),
+    "one column": (_levels((90, 1)), {"rowsperstrip": 4, "compression": "zlib"}),
+    "one pixel": (_levels((1, 1)), {}),
+    "grey 16 big-endian tiled": (_levels((53, 71), np.uint16), {"byteorder": ">",
+                                                                "tile": (16, 16)}),
+    "grey 16 deflate predictor": (_levels((53, 71), np.uint16), {
+        "compression": "zlib", "predictor": 2, "rowsperstrip": 10}),
+    "grey alpha tiled": (_levels((53, 71, 2)), {"photometric": "minisblack", **ALPHA,
+                                                "tile": (32, 16), "compression": "zlib"}),
+    "grey extra unspecified": (_levels((20, 25, 2)), {"photometric": "minisblack",
+                                                      "extrasamples": ["unspecified"]}),
+    "rgb tiled lzw": (_levels((53, 71, 3)), {**RGB, "tile": (16, 48), "compression": "lzw"}),
+    "rgba strips deflate": (_levels((53, 71, 4)), {**RGB, **ALPHA, "rowsperstrip": 5,
+                                                   "compression": "zlib"}),
+    "rgbx": (_levels((20, 25, 4)), {**RGB, "extrasamples": ["unspecified"]}),
+    "rgb 16 tiled": (_levels((53, 71, 3), np.uint16), {**RGB, "tile": (16, 16)}),
+    "rgba 16 deflate": (_levels((30, 20, 4), np.uint16), {**RGB, **ALPHA,
+                                                          "compression": "zlib"}),
+    "float tiled predictor": (_floats((53, 71)), {"tile": (16, 16), "compression": "zlib",
+                                                  "predictor": 3}),
+    "float big-endian strips": (_floats((33, 20)), {"byteorder": ">", "rowsperstrip": 4}),
+    "float small values": (_floats((20, 20)) / 100, {}),
+    "bilevel min-is-white": (_levels((53, 71), bool), {}),
+    "bilevel min-is-black packbits": (_levels((53, 71), bool), {
+        "photometric": "minisblack", "compression": "packbits", "rowsperstrip": 3}),
+    "grey min-is-white": (_levels((53, 71)), {"photometric": "miniswhite",
+                                              "compression": "zlib"}),
+    "ome-tiff three planes": (_levels((3, 53, 71)), {"ome": True, "tile": (16, 16),
+                                                     "compression": "zlib"}),
+    "pages": (_levels((2, 20, 30)), {"photometric": "minisblack"}),
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Each case written once: name -> (path, read_image's Picture)."""
+    folder = tmp_path_factory.mktemp("regions")
+    made = {}
+    for index, (name, (pixels, options)) in enumerate(CASES.items()):
+        path = folder / f"case{index}.tif"
+        tifffile.imwrite(path, pixels, **options)
+        made[name] = (path, read_image(path))
+    return made
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_whole_image_and_header_match_read_image(files, name):
+    path, picture = files[name]
+    with open_regions(path) as source:
+        assert (source.height, source.width) == picture.pixels.shape[:2]
+        assert source.channels == picture.channels
+        assert source.white == picture.white
+        assert source.depth == picture.depth
+        assert source.notes == picture.notes
+        np.testing.assert_array_equal(source.read_rows(0, source.height), picture.pixels)
+
+
+@given(data=st.data(), name=st.sampled_from(sorted(CASES)))
+def test_random_bands_match_read_image(files, data, name):
+    path, picture = files[name]
+    height = picture.pixels.shape[0]
+    with open_regions(path) as source:
+        for _ in range(3):  # in any order, overlapping or not
+            r0 = data.draw(st.integers(0, height), label="r0")
+            r1 = data.draw(st.integers(r0, height), label="r1")
+            band = source.read_rows(r0, r1)
+            assert band.dtype == np.float32
+            np.testing.assert_array_equal(band, picture.pixels[r0:r1])
+
+
+def test_sixteen_bit_colour_without_imagecodecs_is_the_high_byte(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
+    path = tmp_path / "rgb16.tif"
+    tifffile.imwrite(path, _levels((20, 30, 3), np.uint16), photometric="rgb", tile=(16, 16))
+    picture = read_image(path)
+    with open_regions(path) as source:
+        assert (source.white, source.depth, source.notes) == (255.0, 8, picture.notes)
+        assert "8-bit" in source.notes[0]
+        np.testing.assert_array_equal(source.read_rows(3, 20), picture.pixels[3:])
+
+
+def _cmyk(path):
+    tifffile.imwrite(path, _levels((20, 30, 4)), photometric="separated")
+
+
+def _orientation(path):
+    tifffile.imwrite(path, _levels((20, 30)), extratags=[(274, "H", 1, 6, True)])
+
+
+def _jpeg(path):
+    pytest.importorskip("imagecodecs")  # tifffile writes JPEG with it
+    tifffile.imwrite(path, _levels((32, 32, 3)), **RGB, compression="jpeg", tile=(16, 16))
+
+
+FALLBACKS = {
+    "palette": lambda p: tifffile.imwrite(p, _levels((20, 30)), photometric="palette",
+                                          colormap=_levels((3, 256), np.uint16)),
+    "cmyk": _cmyk,
+    "rotated": _orientation,
+    "planar separate": lambda p: tifffile.imwrite(p, _levels((3, 20, 30)), photometric="rgb",
+                                                  planarconfig="separate"),
+    "premultiplied alpha": lambda p: tifffile.imwrite(p, _levels((20, 30, 4)), **RGB,
+                                                      extrasamples=["assocalpha"]),
+    "signed": lambda p: tifffile.imwrite(p, _levels((20, 30), np.int16)),
+    "32-bit integers": lambda p: tifffile.imwrite(p, _levels((20, 30), np.uint32)),
+    "float64": lambda p: tifffile.imwrite(p, _floats((20, 30)).astype(np.float64)),
+    "jpeg": _jpeg,
+    "png": lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40)),
+    "not tiff at all": lambda p: p.write_bytes(b"plain text"),
+    "corrupt header": lambda p: p.write_bytes(b"II*\0" + bytes(4) + b"junk"),
+}
+
+
+@pytest.mark.parametrize("name", FALLBACKS)
+def test_layouts_read_whole_give_none(tmp_path, name):
+    path = tmp_path / "x.tif"
+    FALLBACKS[name](path)
+    assert open_regions(path) is None
+
+
+def test_one_large_compressed_strip_is_read_whole(tmp_path, monkeypatch):
+    path = tmp_path / "one-strip.tif"
+    tifffile.imwrite(path, _levels((64, 64)), compression="zlib")  # one strip
+    monkeypatch.setattr(regions, "MAX_SEGMENT_PIXELS", 64 * 63)
+    assert open_regions(path) is None
+    tifffile.imwrite(path, _levels((64, 64)))  # uncompressed: rows read straight
+    with open_regions(path) as source:
+        np.testing.assert_array_equal(source.read_rows(10, 12), read_image(path).pixels[10:12])
+
+
+def test_missing_file_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        open_regions(tmp_path / "missing.tif")
+    assert open_regions(tmp_path) is None  # a folder: the whole-image path reports it
+
+
+def test_bad_rows_name_the_arguments(files):
+    with open_regions(files["grey strips"][0]) as source:
+        for r0, r1 in [(-1, 3), (4, 3), (0, 54), (0.0, 3)]:
+            with pytest.raises(ValueError, match="r0 <= r1 <= 53"):
+                source.read_rows(r0, r1)
+
+
+@pytest.mark.parametrize("options", [{"tile": (16, 16), "compression": "zlib"},
+                                     {"rowsperstrip": 8}, {"rowsperstrip": 8,
+                                                           "compression": "zlib"}])
+def test_truncated_file_is_one_line_image_error(tmp_path, options):
+    path = tmp_path / "cut.tif"
+    tifffile.imwrite(path, _levels((64, 64)), **options)
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages[0]
+        end = max(np.add(page.dataoffsets, page.databytecounts))
+    with open(path, "r+b") as fh:
+        fh.truncate(end - 100)
+    with open_regions(path) as source:
+        source.read_rows(0, 8)  # the first segments are whole
+        with pytest.raises(ImageError, match="^cannot decode the image: [^\n]*$"):
+            source.read_rows(56, 64)
+
+
+def test_a_band_reads_only_its_segments(tmp_path, monkeypatch):
+    path = tmp_path / "tiled.tif"
+    pixels = _levels((100, 100))
+    tifffile.imwrite(path, pixels, tile=(16, 16), compression="zlib")
+    asked = []
+    real = tifffile.FileHandle.read_segments
+
+    def counting(self, offsets, counts, *args, indices=None, **kwargs):
+        asked.extend(indices)
+        return real(self, offsets, counts, *args, indices=indices, **kwargs)
+
+    monkeypatch.setattr(tifffile.FileHandle, "read_segments", counting)
+    with open_regions(path) as source:
+        np.testing.assert_array_equal(source.read_rows(40, 50)[..., 0], pixels[40:50])
+        assert sorted(asked) == list(range(14, 28))  # tile rows 2 and 3, 7 tiles each
+        asked.clear()
+        source.read_rows(50, 70)  # tile row 3 is kept from the band before
+        assert sorted(asked) == list(range(28, 35))
+
+
+def test_a_band_of_a_large_image_allocates_about_the_band(tmp_path):
+    path = tmp_path / "large.tif"
+    size, tile = 20000, 256
+    tiles = (np.full((tile, tile), i % 251, np.uint8) for i in range(79 * 79))
+    tifffile.imwrite(path, tiles, shape=(size, size), dtype=np.uint8, tile=(tile, tile),
+                     compression="zlib", bigtiff=True)
+    with open_regions(path) as source:
+        tracemalloc.start()
+        try:
+            band = source.read_rows(300, 556)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert band.shape == (256, size, 1) and band[0, 0, 0] == 79 % 251
+    # The band is 20 MB of float32 and a tile row 5 MB per row of tiles (two here);
+    # the image is 400 MB as stored and 1.6 GB as float32.
+    assert peak < band.nbytes + 3 * tile * size
+
+
+def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files):
+    paths = {name: str(files[name][0]) for name in (
+        "grey tiled bigtiff deflate", "grey packbits tiled", "grey lzw predictor",
+        "float tiled predictor")}
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["imagecodecs"] = None  # as if not installed
+        import numpy as np
+        from convcli.regions import open_regions
+        for name, path in {paths!r}.items():
+            source = open_regions(path)
+            print(name, "none" if source is None else source.read_rows(0, 5).sum())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    lines = dict(line.rsplit(" ", 1) for line in done.stdout.splitlines())
+    for name in ("grey tiled bigtiff deflate", "grey packbits tiled"):
+        assert float(lines[name]) == files[name][1].pixels[:5].sum()
+    assert lines["grey lzw predictor"] == "none"
+    assert lines["float tiled predictor"] == "none"
