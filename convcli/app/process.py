@@ -163,9 +163,9 @@ def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResu
     from .._engine.tiles import memory_budget
     from ..regions import open_regions
     from .streamed import process_in_strips, whole_image_bytes
-    from .strips import row_geometry
+    from .strips import in_strips
 
-    if row_geometry(task.op, 1) is None:
+    if not in_strips(task.op):
         return None
     budget = task.memory or memory_budget()
     source = open_regions(task.source, max_pixels=task.max_pixels)

@@ -58,6 +58,11 @@ class RowGeometry:
     align: int = 1
 
 
+def in_strips(op) -> bool:
+    """Whether `op` can be computed in row strips (conv, pool, pad; not the gradients)."""
+    return isinstance(op, (ConvOp, PoolOp, PadOp))
+
+
 def row_geometry(op, height: int, width: int = 1) -> RowGeometry | None:
     """The :class:`RowGeometry` of `op` on an image of `height` x `width`; None if it has none.
 
