@@ -40,6 +40,9 @@ STREAMED_FORMATS = ("npy", "png", "tiff")
 WORK_COPIES = 6
 """About how many float32 copies of an image (input and result) its whole-image work holds."""
 
+STRIP_WORK = 128 << 20
+"""The most bytes a strip's work takes, whatever the budget: larger strips gain nothing."""
+
 
 def whole_image_bytes(op, height: int, width: int, channels: int) -> int:
     """About the memory the whole-image path takes for an image of this size.
@@ -81,10 +84,10 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
         raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
                          f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
                          f"{task.fmt}: give --format png or tiff")
-    if any(out.kind == "figure" for out in todo):
+    if any(out.kind == "grid" for out in todo):
         raise ValueError(f"an image this large ({source.width}x{source.height}) has no "
                          "--figure: leave it out")
-    rows = rows_for_budget(op, source, budget)
+    rows = rows_for_budget(op, source, min(budget, STRIP_WORK))
     plans = _Outputs(task, whole, todo, _result_size(op, source))
     plans.check_space(Path(task.out_dir))
     for pass_index in range(plans.passes):

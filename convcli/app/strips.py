@@ -204,7 +204,7 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
     mode, value = border_of(op)
     # The layers choose their engine by the input's size: bands as large as the
     # threshold choose as the whole image does.
-    if isinstance(op, ConvOp):
+    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
         if min_band_values is None:
             min_band_values = conv.DENSE_DEPTHWISE_VALUES
         rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, source.width)))

@@ -1,0 +1,136 @@
+"""Images processed in strips (--memory): the whole-image path's outputs, never the image held."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import assert_one_line_error, names, run
+from PIL import Image
+
+SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
+
+
+@pytest.fixture(scope="module")
+def tiffs(tmp_path_factory):
+    """A tiled deflate RGB TIFF and a stripped grey one, larger than a 1 MB budget's work."""
+    folder = tmp_path_factory.mktemp("tiffs")
+    rgb = np.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB"))
+    tifffile.imwrite(folder / "rgb.tif", np.tile(rgb, (1, 2, 1))[:700], tile=(256, 256),
+                     compression="zlib", photometric="rgb")
+    grey = np.asarray(Image.open(SAMPLES / "camera.png").convert("L"))
+    tifffile.imwrite(folder / "grey.tif", np.tile(grey, (2, 1))[:900, :333], rowsperstrip=64)
+    return folder
+
+
+COMMANDS = [
+    ["conv", "-k", "vertical"],
+    ["conv", "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude", "--stride", "2"],
+    ["conv", "-k", "vertical,horizontal", "--channels", "each"],
+    ["conv", "-k", "gaussian-5x5", "-k", "edge", "--channels", "gray", "--border", "wrap"],
+    ["conv", "-k", "laplacian", "--normalize", "minmax", "--pad", "3,1,0,2"],
+    ["conv", "-k", "edge", "--format", "npy", "--dilation", "2"],
+    ["pool", "--mode", "average", "--size", "3", "--pad", "1", "--ceil"],
+    ["pool", "--size", "4", "--stride", "3"],
+    ["pad", "--pad", "7,2,3,1", "--mode", "symmetric"],
+]
+
+
+def _records(folder):
+    lines = (folder / "convcli-manifest.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        record.pop("command")
+    return sorted(records, key=lambda r: r["output"])
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
+@pytest.mark.parametrize("name", ["rgb.tif", "grey.tif"])
+def test_strips_write_the_whole_image_paths_bytes(tiffs, tmp_path, command, name):
+    whole, strips = tmp_path / "whole", tmp_path / "strips"
+    assert run(*command, tiffs / name, "-o", whole).exit_code == 0
+    result = run(*command, tiffs / name, "-o", strips, "--memory", "1M", "-v")
+    assert result.exit_code == 0, result.output
+    assert "processed in strips" in result.stderr
+    assert names(strips) == names(whole)
+    for output in names(whole):
+        if output != "convcli-manifest.jsonl":
+            assert (strips / output).read_bytes() == (whole / output).read_bytes(), output
+    assert _records(strips) == _records(whole)
+
+
+def test_raw_values_become_a_tiled_bigtiff_with_reduced_levels(tiffs, tmp_path):
+    command = ["conv", "-k", "vertical", "--normalize", "none", "--format", "tiff"]
+    assert run(*command, tiffs / "rgb.tif", "-o", tmp_path / "whole").exit_code == 0
+    result = run(*command, tiffs / "rgb.tif", "-o", tmp_path / "strips", "--memory", "1M")
+    assert result.exit_code == 0, result.output
+    (name,) = [n for n in names(tmp_path / "whole") if n.endswith(".tiff")]
+    expected = tifffile.imread(tmp_path / "whole" / name)
+    with tifffile.TiffFile(tmp_path / "strips" / name) as tif:
+        page = tif.pages[0]
+        assert tif.is_bigtiff and page.is_tiled and page.compression == 8  # deflate
+        np.testing.assert_array_equal(page.asarray().view(np.uint32), expected.view(np.uint32))
+        levels = [level.shape for level in page.pages]
+    assert levels[0] == (256, 512) and levels[-1][0] <= 256
+
+
+def test_a_budget_large_enough_reads_the_image_whole(tiffs, tmp_path):
+    result = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path, "-v",
+                 "--memory", "4G")
+    assert result.exit_code == 0 and "strips" not in result.stderr
+
+
+def test_what_strips_cannot_write_is_one_line(tiffs, tmp_path):
+    jpg = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path / "j",
+              "--format", "jpg", "--memory", "1M")
+    assert jpg.exit_code == 1
+    assert "processed in strips, which write npy, png, tiff, not jpg" in jpg.stderr
+    figure = run("pool", tiffs / "grey.tif", "-o", tmp_path / "f", "--figure", "--memory", "1M")
+    assert figure.exit_code == 1 and "has no --figure" in figure.stderr
+    assert not any((tmp_path / "j").glob("*.jpg")) and not any((tmp_path / "f").glob("*.png"))
+
+
+def test_outputs_that_would_not_fit_the_disk_are_refused_before_writing(tiffs, tmp_path,
+                                                                     monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1000))
+    result = run("conv", "-k", "vertical", "-j", "1", tiffs / "rgb.tif", "-o", tmp_path / "o",
+                 "--memory", "1M")
+    assert result.exit_code == 1
+    assert "not enough free space for" in result.stderr and "1.0 kB free" in result.stderr
+    assert not any((tmp_path / "o").glob("*.png"))
+
+
+def test_a_bad_memory_size_is_a_usage_error(tiffs):
+    assert_one_line_error(run("conv", tiffs / "grey.tif", "--memory", "lots"), 2, "--memory")
+    assert_one_line_error(run("conv", tiffs / "grey.tif", "--memory", "0"), 2, "--memory")
+
+
+def test_existing_outputs_are_skipped_without_reading_the_image(tiffs, tmp_path):
+    command = ["conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path, "--memory", "1M"]
+    assert run(*command).exit_code == 0
+    again = run(*command, "-v")
+    assert again.exit_code == 0 and "skipped" in again.stderr
+
+
+def test_memory_stays_within_strips_of_a_large_image(tmp_path):
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    side = 4000  # 16 megapixels: 64 MB as float32, several times that for the whole path
+    tifffile.imwrite(tmp_path / "big.tif", rng.integers(0, 256, (side, side), np.uint8),
+                     tile=(256, 256), compression="zlib")
+    tracemalloc.start()
+    try:
+        result = run("conv", "-k", "sobel-x", "-j", "1", tmp_path / "big.tif", "-o",
+                     tmp_path / "out", "--memory", "16M", "-v")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.exit_code == 0 and "processed in strips" in result.stderr
+    assert peak < 32e6, f"peak {peak / 1e6:.0f} MB"
+    written = np.asarray(Image.open(tmp_path / "out" / "big_conv-sobel-x-sum.png"))
+    assert written.shape == (side, side) and written.std() > 10
