@@ -48,6 +48,7 @@ a whole decode).
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import struct
@@ -195,6 +196,18 @@ def open_regions(path: str | os.PathLike, *,
     shown = os.fspath(path)
     if not stat.S_ISREG(os.stat(shown).st_mode) or not _is_tiff(shown):
         return None
+    with _tifffile_quiet():  # a file it cannot parse is the whole-image path's to report
+        opened = _open_first_page(shown)
+    if opened is None:
+        return None
+    tif, page, layout, frames = opened
+    notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
+        [layout.note] if layout.note else [])
+    return RegionSource(tif, page, layout, tuple(notes))
+
+
+def _open_first_page(shown: str):
+    """The open TiffFile, its first page, the page's layout and the page count; or None."""
     try:
         tif = tifffile.TiffFile(shown)
     except (tifffile.TiffFileError, ValueError, struct.error, OSError):
@@ -205,13 +218,40 @@ def open_regions(path: str | os.PathLike, *,
         if layout is None or not _decodable(page) or 0 in page.shape:
             tif.close()
             return None
-        frames = len(tif.pages)
+        return tif, page, layout, len(tif.pages)
     except Exception:  # a corrupt header: the whole-image path reports it
         tif.close()
         return None
-    notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
-        [layout.note] if layout.note else [])
-    return RegionSource(tif, page, layout, tuple(notes))
+
+
+class _QuietThreads(logging.Filter):
+    """Drops tifffile's log records in the threads probing a file (:func:`_tifffile_quiet`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.quiet = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.quiet, "on", False)
+
+
+_QUIET = _QuietThreads()
+logging.getLogger("tifffile").addFilter(_QUIET)
+
+
+@contextmanager
+def _tifffile_quiet() -> Iterator[None]:
+    """tifffile's warnings about a file's tags unsaid in this thread inside the block.
+
+    Reading a corrupt TIFF, tifffile logs what it could not parse; whether the
+    file can be read by regions is only a question here, and the whole-image
+    path reports a corrupt file in one line of its own.
+    """
+    _QUIET.quiet.on = True
+    try:
+        yield
+    finally:
+        _QUIET.quiet.on = False
 
 
 class RegionSource:
