@@ -83,14 +83,24 @@ def test_a_budget_large_enough_reads_the_image_whole(tiffs, tmp_path):
     assert result.exit_code == 0 and "strips" not in result.stderr
 
 
-def test_what_strips_cannot_write_is_one_line(tiffs, tmp_path):
+def test_jpeg_is_not_written_in_strips(tiffs, tmp_path):
     jpg = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path / "j",
               "--format", "jpg", "--memory", "1M")
     assert jpg.exit_code == 1
     assert "processed in strips, which write npy, png, tiff, not jpg" in jpg.stderr
-    figure = run("pool", tiffs / "grey.tif", "-o", tmp_path / "f", "--figure", "--memory", "1M")
-    assert figure.exit_code == 1 and "has no --figure" in figure.stderr
-    assert not any((tmp_path / "j").glob("*.jpg")) and not any((tmp_path / "f").glob("*.png"))
+    assert not any((tmp_path / "j").glob("*.jpg"))
+
+
+@pytest.mark.parametrize("command", [["pool", "--size", "3"], ["conv", "-k", "sobel-x,sobel-y"]])
+def test_the_figure_of_an_image_in_strips_is_an_overview(tiffs, tmp_path, command):
+    from convcli.figures import MAX_FIGURE_PIXELS
+
+    result = run(*command, tiffs / "rgb.tif", "-o", tmp_path, "--figure", "--memory", "1M", "-v")
+    assert result.exit_code == 0, result.output
+    (grid,) = tmp_path.glob("*_grid.png")
+    with Image.open(grid) as im:
+        assert max(im.size) <= MAX_FIGURE_PIXELS and im.getextrema() != ((255, 255),) * 4
+    assert any(r["output"] == grid.name for r in _records(tmp_path))
 
 
 def test_outputs_that_would_not_fit_the_disk_are_refused_before_writing(tiffs, tmp_path,

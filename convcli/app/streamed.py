@@ -84,18 +84,75 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
         raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
                          f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
                          f"{task.fmt}: give --format png or tiff")
-    if any(out.kind == "grid" for out in todo):
-        raise ValueError(f"an image this large ({source.width}x{source.height}) has no "
-                         "--figure: leave it out")
+    grids = [out for out in todo if out.kind == "grid"]
+    files = [out for out in todo if out.kind != "grid"]
     rows = rows_for_budget(op, source, min(budget, STRIP_WORK))
-    plans = _Outputs(task, whole, todo, _result_size(op, source))
+    size = _result_size(op, source)
+    plans = _Outputs(task, whole, files, size)
     plans.check_space(Path(task.out_dir))
     for pass_index in range(plans.passes):
         for strip, result in strip_results(op, source, rows_per_strip=rows):
             plans.add(pass_index, strip.out0, result)
-    records, not_finite = plans.write(strip_results(op, source, rows_per_strip=rows), written)
+    overview = _Overview(_overview_factor(source.height, source.width), size[1], size[2])
+    strips = (overview.add(result) or (strip, result)
+              for strip, result in strip_results(op, source, rows_per_strip=rows))
+    records, not_finite = plans.write(strips, written)
+    for out in grids:
+        if _save_overview(out.path, task, source, overview):
+            written.append(str(out.path))
+            records.append({"output": out.path.name, "kind": out.kind})
     timings["compute"] = time.perf_counter() - start
     return records, not_finite
+
+
+OVERVIEW_SIDE = 1000
+"""The longest side of each picture in the ``--figure`` of an image processed in strips."""
+
+
+def _overview_factor(height: int, width: int) -> int:
+    """The block size that brings the longer side down to :data:`OVERVIEW_SIDE` at most."""
+    return max(1, -(-max(height, width) // OVERVIEW_SIDE))
+
+
+class _Overview:
+    """Block means of rows as they arrive: a picture `factor` times smaller on each side.
+
+    A last block of rows or columns that is not whole is left out.
+    """
+
+    def __init__(self, factor: int, width: int, channels: int):
+        self.factor, self.width = factor, width // factor * factor
+        self.carry = np.zeros((0, width, channels), np.float32)
+        self.blocks: list[np.ndarray] = []
+
+    def add(self, rows: np.ndarray) -> None:
+        rows = np.concatenate([self.carry, rows]) if self.carry.size else rows
+        k = self.factor
+        whole = rows.shape[0] // k * k
+        if whole and self.width:
+            block = rows[:whole, : self.width].reshape(whole // k, k, self.width // k, k, -1)
+            self.blocks.append(block.mean(axis=(1, 3), dtype=np.float64).astype(np.float32))
+        self.carry = rows[whole:].copy()
+
+    def picture(self) -> np.ndarray:
+        """The (H // factor, W // factor, C) block means."""
+        return np.concatenate(self.blocks) if self.blocks else self.carry[:0, : self.width]
+
+
+def _save_overview(path: Path, task, source, result: _Overview) -> bool:
+    """``--figure`` of an image processed in strips: block means of the image and the result."""
+    from ..figures import save_grid
+
+    image = _Overview(result.factor, source.width, len(source.channels))
+    band = max(result.factor, (STRIP_WORK // 8) // max(1, source.width * 4) // result.factor
+               * result.factor)
+    for row0 in range(0, source.height, band):
+        image.add(source.read_rows(row0, min(source.height, row0 + band)))
+    small = Picture(image.picture(), source.channels, source.white, source.depth)
+    grid = task.op.figure(small, result.picture())
+    return save_grid(path, grid.panels, ncols=grid.ncols, overwrite=task.overwrite,
+                     title=f"{Path(task.source).name}: {grid.title} (overview: means of "
+                           f"{result.factor}x{result.factor} pixels)")
 
 
 def _result_size(op, source) -> tuple[int, int, int]:
