@@ -32,6 +32,7 @@ from ..level_stats import StreamedMapping
 from ..levels import LevelScale
 from ..row_writers import free_space_problem, open_row_writer, space_needed
 from .names import FORMATS
+from .process import output_record
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ("npy", "png", "tiff")
@@ -93,14 +94,15 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     for pass_index in range(plans.passes):
         for strip, result in strip_results(op, source, rows_per_strip=rows):
             plans.add(pass_index, strip.out0, result)
-    overview = _Overview(_overview_factor(source.height, source.width), size[1], size[2])
-    strips = (overview.add(result) or (strip, result)
-              for strip, result in strip_results(op, source, rows_per_strip=rows))
+    strips = strip_results(op, source, rows_per_strip=rows)
+    if grids:  # block means of the result as it is written, for the overview
+        overview = _Overview(_overview_factor(source.height, source.width), size[1], size[2])
+        strips = (overview.add(result) or (strip, result) for strip, result in strips)
     records, not_finite = plans.write(strips, written)
     for out in grids:
         if _save_overview(out.path, task, source, overview):
             written.append(str(out.path))
-            records.append({"output": out.path.name, "kind": out.kind})
+            records.append(output_record(out, [], plans.depth))
     timings["compute"] = time.perf_counter() - start
     return records, not_finite
 
@@ -156,10 +158,10 @@ def _save_overview(path: Path, task, source, result: _Overview) -> bool:
 
 
 def _result_size(op, source) -> tuple[int, int, int]:
-    """The (H', W', C') of `op`'s result on the source, from its first strip's width."""
+    """The (H', W', C') of `op`'s result on the source: W' and C' from a few rows of zeros."""
     geometry = row_geometry(op, source.height, source.width)
-    small = _shape_only(source)
-    probe = Picture(np.zeros((min(source.height, 64),) + small.pixels.shape[1:], np.float32),
+    rows = min(source.height, max(geometry.spans) + geometry.stride)
+    probe = Picture(np.zeros((rows, source.width, len(source.channels)), np.float32),
                     source.channels, source.white, source.depth)
     width, channels = np.asarray(op.compute(probe)).shape[1:]
     return geometry.out_rows, width, channels
@@ -212,8 +214,6 @@ class _Outputs:
 
     def write(self, strips, written: list[str]) -> tuple[list[dict], int]:
         """Write every output from the strips of the last pass; records and non-finite count."""
-        from .process import output_record
-
         not_finite = 0
         with ExitStack() as stack:
             writers = [stack.enter_context(open_row_writer(
