@@ -107,6 +107,13 @@ def test_o_file_never_replaces_the_input(photo):
     assert photo.read_bytes() == original
 
 
+@pytest.mark.parametrize("name", ["r.webp", "r.bmp", "r.GIF"])
+def test_o_with_an_image_extension_convcli_does_not_write_is_a_usage_error(photo, tmp_path, name):
+    result = run("pool", photo, "-o", tmp_path / name)
+    assert_one_line_error(result, 2, "'-o'", name, "does not write", ".png, .jpg, .tiff, .npy")
+    assert names(tmp_path) == ["photo.png"]  # no folder named like an image
+
+
 def test_o_naming_an_existing_folder_with_an_extension_is_a_folder(photo, tmp_path):
     folder = tmp_path / "results.png"
     folder.mkdir()

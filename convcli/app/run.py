@@ -415,6 +415,8 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
 
     fmt = format_name(options.fmt or "png")
     named = "" if out_dir == "-" else file_format(out_dir)
+    if out_dir != "-" and not named and not os.path.isdir(out_dir):
+        _check_not_an_image_name(out_dir)
     if out_dir != "-" and (not named or os.path.isdir(out_dir)):
         target = _Target(out_dir, fmt)
     elif options.figure:
@@ -433,6 +435,22 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
         target = _Target(folder, named, out_dir)
     _check_raw_values(op, target.fmt)
     return target
+
+
+def _check_not_an_image_name(out_dir: str) -> None:
+    """An OptionError for ``-o`` naming an image format convcli does not write (``r.webp``).
+
+    Such a name would otherwise be a folder of PNGs named like an image.
+    """
+    from ..images import is_image_name
+    from .names import FORMATS
+
+    if is_image_name(out_dir):
+        suffix = os.path.splitext(out_dir)[1]
+        writes = ", ".join(f".{f.extension}" for f in FORMATS.values())
+        raise OptionError(f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
+                          f"{writes} (.jpeg and .tif too), and a folder's name has no image "
+                          "extension", "-o")
 
 
 def _check_raw_values(op, fmt: str) -> None:
