@@ -247,9 +247,12 @@ class _BatchRun:
         except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
             _planning_error(exc, self.reporter, stop=True)
         options = self.options
+        # A file named with -o is the result asked for: replaced if convcli wrote it
+        # (a file it did not write is kept, and the run fails naming it), as convert does.
+        overwrite = options.overwrite or bool(target.out_file)
         tasks = plan.TaskStream(
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
-                              overwrite=options.overwrite, max_pixels=options.max_pixels,
+                              overwrite=overwrite, max_pixels=options.max_pixels,
                               out_file=target.out_file, by_folder=by_folder,
                               memory=self._memory(), **self.listing),
             # Temporary files that killed runs left where this one writes.
