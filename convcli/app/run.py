@@ -147,7 +147,10 @@ class _Target:
     out_file: str = ""
     stdout: bool = False
 
-    def where(self, out_dir: str) -> str:
+    def where(self, out_dir: str, *, written: bool = True) -> str:
+        """Where the outputs are, for the summary; `written`: whether any is there."""
+        if not written:
+            return "no outputs written"
         if self.stdout:
             return "output to standard output"
         return f"output in {out_dir}" if self.out_file else f"outputs in {out_dir}"
@@ -202,6 +205,7 @@ class _BatchRun:
         self.inputs = tuple(local_path(str(path)) for path in inputs)
         self.out_dir = local_path(options.out_dir)
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        self.written = 0  # output files written
         self.started = time.monotonic()
         self.total: int | None = None  # the number of tasks, once known
         self.count = None  # the background count of the files, when there is one
@@ -220,14 +224,15 @@ class _BatchRun:
             paths, shown = _read_stdin(self.inputs, stack)
             tasks, first = self._plan(paths, target)
             self._open_engine(stack)
-            _make_folder(target.folder)
+            _check_folder(target.folder)
             if target.stdout and not self.reporter.verbose:
                 self.reporter.quiet = True
             status = self._run_planned(paths, target, shown, tasks, first)
             if tasks.error is not None and status not in (130, 143):
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
-            self._summarise(target.where(self.out_dir), interrupted=status in (130, 143))
+            where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
+            self._summarise(where, interrupted=status in (130, 143))
             if target.stdout and self.counts["done"]:
                 with open(target.out_file, "rb") as f:
                     shutil.copyfileobj(f, sys.stdout.buffer)
@@ -309,6 +314,7 @@ class _BatchRun:
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
+        self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
         self.reporter.add(result, self.shown.get(result.source, result.source))
@@ -497,15 +503,24 @@ def _check_one_image(tasks, out_dir: str) -> None:
             "or one map with --combine", "-o")
 
 
-def _make_folder(folder: str) -> None:
-    """Make the output folder (object storage has none to make)."""
+def _check_folder(folder: str) -> None:
+    """An OptionError if the output folder could not be made; nothing is created here.
+
+    The folder is made when the first output is written. What would stop it
+    is said now: a file in the way, or a parent folder that cannot be
+    written. Object storage has no folders to make.
+    """
     if is_url(folder):
         return
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OptionError(f"cannot create the folder {folder}: {exc.strerror or exc}",
-                          "-o") from None
+    path = Path(folder)
+    made = False  # whether a folder is to be made below `path`
+    while not os.path.lexists(path) and path != path.parent:
+        path, made = path.parent, True
+    if not path.is_dir():
+        raise OptionError(f"cannot create the folder {folder}: {path} is in the way, "
+                          "and not a folder", "-o")
+    if made and not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(f"cannot create the folder {folder}: {path}: Permission denied", "-o")
 
 
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:
