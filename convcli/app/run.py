@@ -70,6 +70,9 @@ class RunOptions:
         Bytes one file's work may take: a larger image that can be read by
         regions (TIFF) is processed in strips; None: half the memory
         available, shared by the files processed at once.
+    dry_run : bool
+        List what would be written on the standard output, from the image
+        headers, and write nothing (:mod:`convcli.app.dryrun`).
     """
 
     out_dir: str = "convcli-out"
@@ -86,6 +89,7 @@ class RunOptions:
     files_per_task: int | None = None
     storage_options: dict | None = field(default=None, hash=False)
     memory: int | None = None
+    dry_run: bool = False
 
 
 class Reporter:
@@ -223,6 +227,8 @@ class _BatchRun:
             target = _target(self.out_dir, self.options, self.op, stack)
             paths, shown = _read_stdin(self.inputs, stack)
             tasks, first = self._plan(paths, target)
+            if self.options.dry_run:
+                return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
             self._open_engine(stack)
             _check_folder(target.folder)
             if target.stdout and not self.reporter.verbose:
@@ -261,7 +267,8 @@ class _BatchRun:
                               out_file=target.out_file, by_folder=by_folder,
                               memory=self._memory(), **self.listing),
             # Temporary files that killed runs left where this one writes.
-            on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
+            on_folder=None if options.dry_run else
+            lambda folder: is_url(folder) or remove_stale_temporaries(folder))
         # Planned a folder at a time, the first tasks: enough to know whether there are
         # any. Otherwise all of them, which planning has listed already.
         first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
@@ -275,6 +282,17 @@ class _BatchRun:
             _check_one_image(first, self.out_dir)
         self.total = len(first) if tasks.finished else None  # else planned a folder at a time
         return tasks, first
+
+    def _dry_run(self, planned, tasks, shown: dict, target: _Target) -> int:
+        """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
+        from .dryrun import dry_run
+
+        if target.stdout:
+            shown = {**shown, target.out_file: "-"}
+        failed = sum(not read for read in dry_run(planned, shown, self.reporter.say,
+                                                     lambda line: print(line, flush=True)))
+        _planning_error(tasks.error, self.reporter, stop=False)
+        return 1 if failed or tasks.error is not None else 0
 
     def _memory(self) -> int:
         """The bytes one file's work may take: ``memory``, or a share of what is available."""
