@@ -208,7 +208,8 @@ class _BatchRun:
         self.op, self.options, self.reporter = operation, options, reporter
         self.inputs = tuple(local_path(str(path)) for path in inputs)
         self.out_dir = local_path(options.out_dir)
-        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        # "stopped": files left part-written by a stop at once (their outputs are recorded)
+        self.counts = {"done": 0, "skipped": 0, "failed": 0, "stopped": 0}
         self.written = 0  # output files written
         self.started = time.monotonic()
         self.total: int | None = None  # the number of tasks, once known
@@ -350,7 +351,8 @@ class _BatchRun:
             try:
                 for result in results:
                     self._add(result)
-                    if self.options.fail_fast and result.status == "failed":
+                    # A stop request here: Ctrl-C ended the file processed in this thread.
+                    if requests() or (self.options.fail_fast and result.status == "failed"):
                         break
             except (KeyboardInterrupt, _Terminated):
                 pass  # counted in `requests`
@@ -381,16 +383,18 @@ class _BatchRun:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
             total = self.total if self.total is not None or self.count is None else self.count()
-            left = "the rest" if total is None else total - sum(c.values())
+            finished = c["done"] + c["skipped"] + c["failed"]
+            left = "the rest" if total is None else total - finished
             line = f"interrupted: {line}; {left} not started or not finished"
         self.reporter.end(line, interrupted=interrupted)
 
 
-class _Terminated(BaseException):
+class _Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
 
-    A BaseException, as KeyboardInterrupt is, so that the per-file guard
-    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
+    A KeyboardInterrupt, so that the per-file guard
+    (:func:`convcli.batch.run_guarded`) does not take it for a file's error,
+    and a file processed in this thread reports the outputs it wrote.
     """
 
 
