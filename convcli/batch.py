@@ -150,6 +150,20 @@ class LocalProcessPool(ProcessPoolExecutor):
             time.sleep(0.01)
         return {}
 
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the workers' tasks (SIGUSR1): each ends its file now.
+
+        A worker's task returns what it wrote so far
+        (:func:`convcli.app.process.process_file`); a worker between tasks
+        is left alone, and one in a long call of a C library sees it when
+        the call returns.
+        """
+        for pid in self._worker_pids():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+
     def terminate(self) -> list[int]:
         """Kill the worker processes; return their process ids.
 
@@ -189,10 +203,11 @@ def _quiet_pool_thread():
         threading.excepthook = previous
 
 
-# In a worker process of a LocalProcessPool: the shared count of busy workers
-# and the event that says not to start queued tasks.
+# In a worker process of a LocalProcessPool: the shared count of busy workers,
+# the event that says not to start queued tasks, and whether a task is running.
 _busy = None
 _stopping = None
+_in_task = False
 
 
 def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
@@ -200,6 +215,7 @@ def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
     # The parent decides when to stop (Ctrl-C, kill): workers finish their file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _interrupt_task)
     _busy, _stopping = busy, stopping
     pid_queue.put(os.getpid())
     # One process per core already: the layers' row-tile threads would compete.
@@ -208,7 +224,14 @@ def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
     keep_freed_memory()
 
 
+def _interrupt_task(signum, frame):
+    """SIGUSR1 in a worker (:meth:`LocalProcessPool.interrupt`): stop the task running, if any."""
+    if _in_task:
+        raise KeyboardInterrupt
+
+
 def _tracked_call(fn, *args, **kwargs):
+    global _in_task
     if _stopping is not None and _stopping.is_set():
         raise CancelledError("not started: the run is stopping")
     if _busy is None:
@@ -216,14 +239,19 @@ def _tracked_call(fn, *args, **kwargs):
     with _busy.get_lock():
         _busy.value += 1
     try:
+        _in_task = True
         return fn(*args, **kwargs)
     finally:
+        _in_task = False
         with _busy.get_lock():
             _busy.value -= 1
 
 
 # How often a run on an executor looks at its stop requests, in seconds.
 _POLL_SECONDS = 0.1
+
+# How long workers asked to stop at once have to report what they wrote, in seconds.
+_INTERRUPT_SECONDS = 2.0
 
 WORKER_DIED = "the worker processing it died"
 
@@ -412,6 +440,18 @@ class BatchRun:
             return busy()
         return sum(f.running() for f in self._pending)
 
+    def _interrupt(self) -> None:
+        """Ask the running tasks to end now and report what they wrote (``interrupt()``).
+
+        Waits :data:`_INTERRUPT_SECONDS` at most for their results, so that
+        the outputs written before the workers are killed are reported.
+        """
+        interrupt = getattr(self._executor, "interrupt", None)
+        running = [f for f in self._pending if not f.done()]
+        if callable(interrupt) and running:
+            interrupt()
+            wait(running, timeout=_INTERRUPT_SECONDS)
+
     def stop(self, *, force: bool = False) -> list[FileResult]:
         """End the run: cancel what has not started, finish what is running.
 
@@ -438,6 +478,7 @@ class BatchRun:
             force = self._stop_requests() >= 2
         terminate = getattr(self._executor, "terminate", None)
         if force and callable(terminate):
+            self._interrupt()
             unfinished = [f for f in self._pending if not f.done()]
             pids = terminate()
             for future in unfinished:

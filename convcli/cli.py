@@ -177,7 +177,7 @@ def _operation(kind: str, *args, **options):
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
          memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
-         files_per_task, storage_options) -> None:
+         files_per_task, storage_options, dry_run) -> None:
     """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
     from .app.run import RunOptions, run_batch
 
@@ -187,7 +187,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         figure=figure, recursive=recursive, overwrite=overwrite, max_pixels=max_pixels,
         fail_fast=fail_fast, engine=engine, jobs=jobs, scheduler=scheduler,
         scheduler_file=scheduler_file, files_per_task=files_per_task,
-        storage_options=storage_options, memory=memory)
+        storage_options=storage_options, memory=memory, dry_run=dry_run)
     try:
         report = _Report(quiet=quiet, verbose=verbose, debug=debug)
         engine = engine.lower() if engine else None

@@ -72,6 +72,9 @@ def common_options(command):
         click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
         click.option("--overwrite", is_flag=True,
                      help="Replace existing outputs (otherwise a done file is skipped)."),
+        click.option("-n", "--dry-run", is_flag=True,
+                     help="List each input's outputs (name, size, format) and the files that "
+                          "would be skipped; write nothing."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
                      show_default=True, help="Refuse larger images (0: no limit)."),
         click.option("--memory", type=SizeParam(), default=None,

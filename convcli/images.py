@@ -173,6 +173,14 @@ class ImageSource:
         self.channels = _channels_for(im)
         self.size = im.size  # (width, height) before the EXIF orientation
 
+    @property
+    def upright_size(self) -> tuple[int, int]:
+        """(width, height) of the picture :meth:`read` gives: the EXIF orientation applied."""
+        width, height = self.size
+        with _pillow_errors(parsing=True):
+            orientation = self._im.getexif().get(_ORIENTATION, 1)
+        return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
     def read(self) -> Picture:
         """Decode the first frame into a :class:`Picture`.
 

@@ -22,9 +22,11 @@ from helpers import (
     make_folder,
     make_image,
     make_truncated_png,
+    manifest_records,
     names,
     outputs_in,
     run,
+    wait_until,
 )
 from PIL import Image
 
@@ -404,6 +406,66 @@ def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     files = [out / name for name in names(out)]
     assert not any(f.name.endswith(TEMP_SUFFIX) for f in files)
     assert all(_readable(f) for f in files)
+
+
+# A run whose file p01.png has written its outputs, then takes a minute to return.
+_SLOW_AFTER_WRITING = """
+import sys, time
+import convcli.app.process as process
+real_decode, real_notes = process._decode, process._notes
+source = []
+def decode(task):
+    source[:] = [task.source]
+    return real_decode(task)
+def notes(*args):
+    if source[0].endswith("p01.png"):
+        time.sleep(60)
+    return real_notes(*args)
+process._decode, process._notes = decode, notes
+sys.argv = ["convcli", *sys.argv[1:]]
+from convcli.__main__ import main
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_every_output_left_by_a_stop_has_its_manifest_line_and_is_counted(tmp_path, jobs):
+    """Ctrl-C (twice with processes) while a file that wrote its outputs has not returned."""
+    src = make_folder(tmp_path / "in", 4, (60, 40))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_AFTER_WRITING, "pool", str(src), "-o",
+                             str(out), "-j", str(jobs)], stderr=subprocess.PIPE, text=True)
+    expected = 4 * (4 if jobs == 2 else 2)  # 3 channels and the whole image of each file done
+    assert wait_until(lambda: len(list(out.glob("p*.png"))) == expected, 60)
+    for _ in range(1 if jobs == 1 else 2):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    on_disk = sorted(p.name for p in out.glob("p*.png"))
+    assert len(on_disk) == expected
+    assert sorted(r["output"] for r in manifest_records(out)) == on_disk
+    assert f"interrupted: {expected // 4} processed" in stderr.splitlines()[-1]
+
+
+def test_a_file_stopped_part_way_reports_the_outputs_it_wrote(photo, out, monkeypatch):
+    real = process._write_output
+    calls = []
+
+    def stopped_at_the_third(out_, *args):
+        calls.append(out_)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(out_, *args)
+
+    monkeypatch.setattr(process, "_write_output", stopped_at_the_third)
+    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp())))
+    result = process.process_file(task)
+    assert result.status == "stopped"
+    assert [Path(p).name for p in result.outputs] == [c.path.name for c in calls[:2]]
+    assert [r["output"] for r in result.records] == [c.path.name for c in calls[:2]]
+    assert sorted(names(out)) == sorted(c.path.name for c in calls[:2])
 
 
 # --- a worker process that dies ------------------------------------------------------------

@@ -10,6 +10,7 @@ from helpers import (
     make_image,
     make_truncated_png,
     names,
+    ok,
     run,
 )
 from PIL import Image
@@ -65,6 +66,29 @@ def test_folder_without_images_is_reported(tmp_path):
         f"convcli: {empty}: no image files in this folder (use -r to include its subfolders)",
         "convcli: no input images: nothing done"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_no_output_folder_when_every_input_fails(tmp_path, jobs):
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    result = run("conv", tmp_path / "nosuch.png", bad, "-o", tmp_path / "out" / "edges", "-j", jobs)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].endswith("; no outputs written")
+    assert names(tmp_path) == ["bad.png"]  # no folder made
+
+
+def test_an_output_folder_that_cannot_be_made_is_a_usage_error_making_nothing(tmp_path, photo):
+    (tmp_path / "afile").write_text("in the way")
+    result = run("pool", photo, "-o", tmp_path / "afile" / "out")
+    assert_one_line_error(result, 2, "'-o'", "cannot create the folder", "afile")
+    assert names(tmp_path) == ["afile", "photo.png"]
+
+
+def test_the_output_folder_is_made_when_the_first_output_is_written(tmp_path, photo):
+    ok("pool", photo, "-o", tmp_path / "a" / "b")
+    assert names(tmp_path / "a") == ["b/photo_pool-max-f2-s2-B.png", "b/photo_pool-max-f2-s2-G.png",
+                                     "b/photo_pool-max-f2-s2-R.png", "b/photo_pool-max-f2-s2.png"]
 
 
 def test_output_folder_inside_the_input_folder_is_not_an_input(folder):

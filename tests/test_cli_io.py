@@ -89,14 +89,38 @@ def test_o_file_with_several_inputs_is_a_usage_error(photo, tmp_path):
     assert names(tmp_path) == ["other.png", "photo.png"]
 
 
-def test_o_file_is_kept_unless_overwrite(photo, tmp_path):
-    target = tmp_path / "edges.png"
-    ok("conv", "-k", "vertical", photo, "-o", target)
+def test_o_file_written_by_convcli_is_replaced(photo, tmp_path):
+    """A file named with -o is the result asked for: a run with other options replaces it."""
+    target = tmp_path / "small.png"
+    ok("pool", "--size", "2", photo, "-o", target)
+    again = ok("pool", "--size", "4", photo, "-o", target)
+    assert "1 processed, 0 skipped" in again.stderr
+    with Image.open(target) as im:
+        assert im.size == (10, 7)
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_o_file_convcli_did_not_write_is_kept_and_the_run_fails(photo, tmp_path, overwrite):
+    target = make_image(tmp_path / "mine.png", "L", seed=5)
     before = target.read_bytes()
-    again = ok("conv", "-k", "horizontal", photo, "-o", target)
-    assert "1 skipped" in again.stderr and target.read_bytes() == before
-    ok("conv", "-k", "horizontal", photo, "-o", target, "--overwrite")
-    assert target.read_bytes() != before
+    result = run("pool", photo, "-o", target, *overwrite)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        f"convcli: {photo}: {target}: the existing file was not written by convcli and is kept "
+        "(choose another -o)")
+    assert target.read_bytes() == before
+
+
+def test_o_file_from_a_pipe_is_replaced_by_the_next_image(photo, tmp_path):
+    """``cat other.png | convcli conv -k vertical - -o e2.png`` after another photo."""
+    other = make_image(tmp_path / "other.png", "RGB", seed=9)
+    target = tmp_path / "e2.png"
+    for picture in (photo, other):
+        result = CliRunner().invoke(main, ["conv", "-k", "vertical", "-", "-o", str(target)],
+                                    input=picture.read_bytes())
+        assert result.exit_code == 0, result.stderr
+    folder = _folder_run(other, tmp_path / "ref", "conv", "-k", "vertical")
+    np.testing.assert_array_equal(read(target), read(folder / "other_conv-vertical-sum.png"))
 
 
 def test_o_file_never_replaces_the_input(photo):
@@ -105,6 +129,13 @@ def test_o_file_never_replaces_the_input(photo):
     assert result.exit_code == 1
     assert "would replace an input file" in result.stderr
     assert photo.read_bytes() == original
+
+
+@pytest.mark.parametrize("name", ["r.webp", "r.bmp", "r.GIF"])
+def test_o_with_an_image_extension_convcli_does_not_write_is_a_usage_error(photo, tmp_path, name):
+    result = run("pool", photo, "-o", tmp_path / name)
+    assert_one_line_error(result, 2, "'-o'", name, "does not write", ".png, .jpg, .tiff, .npy")
+    assert names(tmp_path) == ["photo.png"]  # no folder named like an image
 
 
 def test_o_naming_an_existing_folder_with_an_extension_is_a_folder(photo, tmp_path):

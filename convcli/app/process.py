@@ -11,7 +11,7 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +81,20 @@ def _free_bytes(folder) -> float:
     return stat.f_bavail * stat.f_frsize
 
 
+@dataclass
+class _Written:
+    """The outputs of one file written so far, kept when the file stops part way.
+
+    `paths` and `records` (the manifest's, one per path while they are
+    aligned) grow as each output is renamed into place; `todo` is the number
+    of outputs to write, once known.
+    """
+
+    paths: list[str] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    todo: int = -1
+
+
 def process_file(task: Task) -> FileResult:
     """Read one image, apply the task's operation, write its outputs.
 
@@ -92,10 +106,12 @@ def process_file(task: Task) -> FileResult:
     result's message (a note, or part of the failure) instead of reaching the
     terminal, where it would carry source paths and split the run's lines.
     Several threads may process files at once: :mod:`convcli._process_state`
-    keeps each file's messages apart.
+    keeps each file's messages apart. A KeyboardInterrupt (Ctrl-C, or the run
+    stopping at once) gives the outputs written so far, with their records:
+    ``"done"`` if they were all written, else ``"stopped"``.
     """
     timings: dict[str, float] = {}
-    written: list[str] = []
+    written = _Written()
     said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
@@ -106,10 +122,26 @@ def process_file(task: Task) -> FileResult:
                 result = _process(task, timings, written)
     except EXPECTED_ERRORS as exc:
         message = describe_error(exc, task.source, task.out_dir)
-        return FileResult(task.source, "failed", _with(message, said), tuple(written), timings)
+        return _partial(task, "failed", _with(message, said), written, timings)
+    except KeyboardInterrupt:
+        finished = written.todo == len(written.paths)
+        return _partial(task, "done" if finished else "stopped",
+                        "" if finished else "stopped before its outputs were all written",
+                        written, timings)
     if said and result.status == "done":
         result = replace(result, message=_with(result.message, said))
     return result
+
+
+def _partial(task: Task, status: str, message: str, written: _Written,
+             timings: dict) -> FileResult:
+    """The result of a file that ended early, with the outputs it had written."""
+    count = len(written.paths)
+    # Records match paths one for one from the first; an upload stopped part way has more
+    # records than paths, strips stopped while closing their files fewer (no lines then).
+    records = written.records[:count] if len(written.records) >= count else []
+    return FileResult(task.source, status, message, tuple(written.paths), timings,
+                      records=tuple(records))
 
 
 def _with(message: str, said: list[str]) -> str:
@@ -119,7 +151,7 @@ def _with(message: str, said: list[str]) -> str:
     return f"{message}; {libraries}" if message else libraries
 
 
-def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
+def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     streamed = _process_streamed(task, timings, written)
     if streamed is not None:
         return streamed
@@ -140,22 +172,24 @@ def _process(task: Task, timings: dict, written: list[str]) -> FileResult:
     Path(task.out_dir).mkdir(parents=True, exist_ok=True)
     levels = _ChannelLevels(task, pic, data, todo)
     kept = 0
-    records: list[dict] = []
+    written.todo = len(todo)
     for out in todo:
         ok, scales = _write_output(out, task, pic, data, levels)
         if ok:
-            written.append(str(out.path))
-            records.append(output_record(out, scales, levels.depth))
+            record = output_record(out, scales, levels.depth)
+            written.paths.append(str(out.path))
+            written.records.append(record)
         else:
             kept += 1
+            written.todo -= 1
     timings["encode"] = time.perf_counter() - start
 
     kept += len(outputs) - len(todo)
-    return FileResult(task.source, "done", _notes(pic, summary, data, kept), tuple(written),
-                      timings, records=tuple(records))
+    return FileResult(task.source, "done", _notes(pic, summary, data, kept),
+                      tuple(written.paths), timings, records=tuple(written.records))
 
 
-def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResult | None:
+def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
     """A TIFF whose work would not fit the memory budget, in strips; None for the rest.
 
     See :mod:`convcli.app.streamed`; everything else reads the image whole.
@@ -181,13 +215,15 @@ def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResu
             return FileResult(task.source, "skipped",
                               "outputs exist (use --overwrite to replace them)")
         Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+        written.todo = len(todo)
         records, not_finite = process_in_strips(task, source, todo, budget=budget,
-                                                timings=timings, written=written)
+                                                timings=timings, written=written.paths)
+        written.records = records
         notes = list(source.notes) + [f"processed in strips (its work would take about "
                                       f"{size / 2**30:.1f} GiB, over the --memory budget)"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
-                      tuple(written), timings, records=tuple(records))
+                      tuple(written.paths), timings, records=tuple(records))
 
 
 def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
@@ -306,7 +342,7 @@ def _fetch(url: str, local: str, options) -> None:
         raise OSError(errno.EIO, f"cannot be read: {exc}") from None
 
 
-def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult:
+def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
     """:func:`_process` for a task with URLs: through a local staging folder.
 
     An input on object storage is downloaded first. For an output folder on
@@ -346,15 +382,16 @@ def _process_staged(task: Task, timings: dict, written: list[str]) -> FileResult
             protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
                             if is_url(p) and storage.dirname(p) == folder),
         )
-        staged: list[str] = []
+        staged = _Written()
         result = _process(staged_task, timings, staged)
+        written.records, written.todo = staged.records, staged.todo
         start = time.perf_counter()
-        for path in staged:
+        for path in staged.paths:
             url = storage.join(task.out_dir, os.path.basename(path))
             storage.upload(path, url, options)
-            written.append(url)
+            written.paths.append(url)
         timings["upload"] = time.perf_counter() - start
-        return replace(result, source=task.source, outputs=tuple(written))
+        return replace(result, source=task.source, outputs=tuple(written.paths))
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int

@@ -70,6 +70,9 @@ class RunOptions:
         Bytes one file's work may take: a larger image that can be read by
         regions (TIFF) is processed in strips; None: half the memory
         available, shared by the files processed at once.
+    dry_run : bool
+        List what would be written on the standard output, from the image
+        headers, and write nothing (:mod:`convcli.app.dryrun`).
     """
 
     out_dir: str = "convcli-out"
@@ -86,6 +89,7 @@ class RunOptions:
     files_per_task: int | None = None
     storage_options: dict | None = field(default=None, hash=False)
     memory: int | None = None
+    dry_run: bool = False
 
 
 class Reporter:
@@ -147,7 +151,10 @@ class _Target:
     out_file: str = ""
     stdout: bool = False
 
-    def where(self, out_dir: str) -> str:
+    def where(self, out_dir: str, *, written: bool = True) -> str:
+        """Where the outputs are, for the summary; `written`: whether any is there."""
+        if not written:
+            return "no outputs written"
         if self.stdout:
             return "output to standard output"
         return f"output in {out_dir}" if self.out_file else f"outputs in {out_dir}"
@@ -201,7 +208,9 @@ class _BatchRun:
         self.op, self.options, self.reporter = operation, options, reporter
         self.inputs = tuple(local_path(str(path)) for path in inputs)
         self.out_dir = local_path(options.out_dir)
-        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        # "stopped": files left part-written by a stop at once (their outputs are recorded)
+        self.counts = {"done": 0, "skipped": 0, "failed": 0, "stopped": 0}
+        self.written = 0  # output files written
         self.started = time.monotonic()
         self.total: int | None = None  # the number of tasks, once known
         self.count = None  # the background count of the files, when there is one
@@ -219,15 +228,18 @@ class _BatchRun:
             target = _target(self.out_dir, self.options, self.op, stack)
             paths, shown = _read_stdin(self.inputs, stack)
             tasks, first = self._plan(paths, target)
+            if self.options.dry_run:
+                return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
             self._open_engine(stack)
-            _make_folder(target.folder)
+            _check_folder(target.folder)
             if target.stdout and not self.reporter.verbose:
                 self.reporter.quiet = True
             status = self._run_planned(paths, target, shown, tasks, first)
             if tasks.error is not None and status not in (130, 143):
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
-            self._summarise(target.where(self.out_dir), interrupted=status in (130, 143))
+            where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
+            self._summarise(where, interrupted=status in (130, 143))
             if target.stdout and self.counts["done"]:
                 with open(target.out_file, "rb") as f:
                     shutil.copyfileobj(f, sys.stdout.buffer)
@@ -247,13 +259,17 @@ class _BatchRun:
         except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
             _planning_error(exc, self.reporter, stop=True)
         options = self.options
+        # A file named with -o is the result asked for: replaced if convcli wrote it
+        # (a file it did not write is kept, and the run fails naming it), as convert does.
+        overwrite = options.overwrite or bool(target.out_file)
         tasks = plan.TaskStream(
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
-                              overwrite=options.overwrite, max_pixels=options.max_pixels,
+                              overwrite=overwrite, max_pixels=options.max_pixels,
                               out_file=target.out_file, by_folder=by_folder,
                               memory=self._memory(), **self.listing),
             # Temporary files that killed runs left where this one writes.
-            on_folder=lambda folder: is_url(folder) or remove_stale_temporaries(folder))
+            on_folder=None if options.dry_run else
+            lambda folder: is_url(folder) or remove_stale_temporaries(folder))
         # Planned a folder at a time, the first tasks: enough to know whether there are
         # any. Otherwise all of them, which planning has listed already.
         first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
@@ -267,6 +283,17 @@ class _BatchRun:
             _check_one_image(first, self.out_dir)
         self.total = len(first) if tasks.finished else None  # else planned a folder at a time
         return tasks, first
+
+    def _dry_run(self, planned, tasks, shown: dict, target: _Target) -> int:
+        """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
+        from .dryrun import dry_run
+
+        if target.stdout:
+            shown = {**shown, target.out_file: "-"}
+        failed = sum(not read for read in dry_run(planned, shown, self.reporter.say,
+                                                     lambda line: print(line, flush=True)))
+        _planning_error(tasks.error, self.reporter, stop=False)
+        return 1 if failed or tasks.error is not None else 0
 
     def _memory(self) -> int:
         """The bytes one file's work may take: ``memory``, or a share of what is available."""
@@ -306,6 +333,7 @@ class _BatchRun:
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
+        self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
         self.reporter.add(result, self.shown.get(result.source, result.source))
@@ -323,7 +351,8 @@ class _BatchRun:
             try:
                 for result in results:
                     self._add(result)
-                    if self.options.fail_fast and result.status == "failed":
+                    # A stop request here: Ctrl-C ended the file processed in this thread.
+                    if requests() or (self.options.fail_fast and result.status == "failed"):
                         break
             except (KeyboardInterrupt, _Terminated):
                 pass  # counted in `requests`
@@ -354,16 +383,18 @@ class _BatchRun:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
         if interrupted:
             total = self.total if self.total is not None or self.count is None else self.count()
-            left = "the rest" if total is None else total - sum(c.values())
+            finished = c["done"] + c["skipped"] + c["failed"]
+            left = "the rest" if total is None else total - finished
             line = f"interrupted: {line}; {left} not started or not finished"
         self.reporter.end(line, interrupted=interrupted)
 
 
-class _Terminated(BaseException):
+class _Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
 
-    A BaseException, as KeyboardInterrupt is, so that the per-file guard
-    (:func:`convcli.batch.run_guarded`) does not take it for a file's error.
+    A KeyboardInterrupt, so that the per-file guard
+    (:func:`convcli.batch.run_guarded`) does not take it for a file's error,
+    and a file processed in this thread reports the outputs it wrote.
     """
 
 
@@ -415,6 +446,8 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
 
     fmt = format_name(options.fmt or "png")
     named = "" if out_dir == "-" else file_format(out_dir)
+    if out_dir != "-" and not named and not os.path.isdir(out_dir):
+        _check_not_an_image_name(out_dir)
     if out_dir != "-" and (not named or os.path.isdir(out_dir)):
         target = _Target(out_dir, fmt)
     elif options.figure:
@@ -433,6 +466,22 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
         target = _Target(folder, named, out_dir)
     _check_raw_values(op, target.fmt)
     return target
+
+
+def _check_not_an_image_name(out_dir: str) -> None:
+    """An OptionError for ``-o`` naming an image format convcli does not write (``r.webp``).
+
+    Such a name would otherwise be a folder of PNGs named like an image.
+    """
+    from ..images import is_image_name
+    from .names import FORMATS
+
+    if is_image_name(out_dir):
+        suffix = os.path.splitext(out_dir)[1]
+        writes = ", ".join(f".{f.extension}" for f in FORMATS.values())
+        raise OptionError(f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
+                          f"{writes} (.jpeg and .tif too), and a folder's name has no image "
+                          "extension", "-o")
 
 
 def _check_raw_values(op, fmt: str) -> None:
@@ -476,15 +525,24 @@ def _check_one_image(tasks, out_dir: str) -> None:
             "or one map with --combine", "-o")
 
 
-def _make_folder(folder: str) -> None:
-    """Make the output folder (object storage has none to make)."""
+def _check_folder(folder: str) -> None:
+    """An OptionError if the output folder could not be made; nothing is created here.
+
+    The folder is made when the first output is written. What would stop it
+    is said now: a file in the way, or a parent folder that cannot be
+    written. Object storage has no folders to make.
+    """
     if is_url(folder):
         return
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OptionError(f"cannot create the folder {folder}: {exc.strerror or exc}",
-                          "-o") from None
+    path = Path(folder)
+    made = False  # whether a folder is to be made below `path`
+    while not os.path.lexists(path) and path != path.parent:
+        path, made = path.parent, True
+    if not path.is_dir():
+        raise OptionError(f"cannot create the folder {folder}: {path} is in the way, "
+                          "and not a folder", "-o")
+    if made and not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(f"cannot create the folder {folder}: {path}: Permission denied", "-o")
 
 
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:

@@ -85,6 +85,29 @@ def row_geometry(op, height: int, width: int = 1) -> RowGeometry | None:
     return None
 
 
+def output_size(op, height: int, width: int) -> tuple[int, int]:
+    """The (height, width) of `op`'s result on an image of `height` x `width`.
+
+    Gradients are the input's size; a size below 1 means the image is too
+    small for the window.
+
+    >>> output_size(PoolOp(size=2), 30, 41)
+    (15, 20)
+    """
+    geometry = row_geometry(op, height, width)
+    if geometry is None:
+        return height, width
+    if isinstance(op, ConvOp):
+        (left, right), span = op.pad_widths(op.kernels[0])[2:], op.span(op.kernels[0])[1]
+        columns = (width + left + right - span) // op.stride + 1
+    elif isinstance(op, PoolOp):
+        columns = _pooled_size(width, op.size, op.stride, op.pad, op.ceil)
+    else:
+        left, right = (op.pad, op.pad) if isinstance(op.pad, int) else op.pad[2:]
+        columns = width + left + right
+    return geometry.out_rows, columns
+
+
 def _conv_alignment(op: ConvOp, width: int) -> int:
     """The largest row tile of the convolution engine among `op`'s calls (powers of two)."""
     tiles = [1]

@@ -1,0 +1,107 @@
+"""``--dry-run``: what a run would write, from the image headers, writing nothing.
+
+For each planned :class:`convcli.app.plan.Task`, one line per output it
+would write (its name, size in pixels and format) or one line saying it
+would be skipped, as ``make -n`` and ``rsync -n`` do::
+
+    photo.png -> out/photo_conv-vertical-sum.png (40x30 png)
+    old.png: skip (outputs exist)
+
+Only headers are read (:func:`convcli.images.open_image`); sizes come from
+the operation's geometry (:func:`convcli.app.strips.output_size`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from ..images import open_image
+from ..storage import is_url
+from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
+from .plan import Task
+from .strips import output_size
+
+
+def dry_run_lines(task: Task, names: dict) -> list[str]:
+    """The lines of one task: an output each, or the skip.
+
+    `names` maps paths to the names to show for them (``-`` for standard
+    input and output).
+
+    Raises OSError or ValueError (from :mod:`convcli.images`) for an input
+    that cannot be read, or is too small for the operation.
+    """
+    with _local_copy(task) as source_path, open_image(source_path,
+                                                      max_pixels=task.max_pixels) as source:
+        width, height = source.upright_size
+        channels = source.channels
+    outputs = planned_outputs(task, channels)
+    todo = outputs if task.overwrite else [o for o in outputs if not _exists(o, task)]
+    if not todo:
+        return [f"{names.get(task.source, task.source)}: skip (outputs exist)"]
+    rows, columns = output_size(task.op, height, width)
+    if rows < 1 or columns < 1:
+        raise ValueError(f"image is {width}x{height}: too small for this window")
+    count = len(task.op.tags(channels).channels)
+    shown = names.get(task.source, task.source)
+    return [f"{shown} -> {_name(out, task, names)} ({_size(out, columns, rows, count)})"
+            for out in todo]
+
+
+def _size(out: Output, columns: int, rows: int, count: int) -> str:
+    """``40x30 png``, ``40x30x3 npy`` for the raw values, ``figure png`` for a grid."""
+    if out.kind == "grid":
+        return f"figure {GRID_FORMAT}"
+    fmt = next(name for name, f in FORMATS.items() if out.path.suffix == f".{f.extension}")
+    if FORMATS[fmt].raw:
+        return f"{columns}x{rows}x{count} {fmt}"
+    return f"{columns}x{rows} {fmt}"
+
+
+def _name(out: Output, task: Task, names: dict) -> str:
+    """The output as the user named its place: the URL of an output on object storage."""
+    if task.out_file:
+        return names.get(task.out_file, task.out_file)
+    if is_url(task.out_dir):
+        return task.out_dir.rstrip("/") + "/" + out.path.name
+    return str(out.path)
+
+
+def _exists(out: Output, task: Task) -> bool:
+    if task.existing is not None:  # an output folder on object storage, listed once
+        return out.path.name in task.existing
+    return os.path.exists(out.path)
+
+
+@contextmanager
+def _local_copy(task: Task) -> Iterator[str]:
+    """The input as a local path: itself, or a download of an object to a temporary folder."""
+    if not is_url(task.source):
+        yield task.source
+        return
+    from .. import storage
+
+    with tempfile.TemporaryDirectory(prefix="convcli-") as folder:
+        path = os.path.join(folder, storage.basename(task.source))
+        storage.download(task.source, path, task.storage_options)
+        yield path
+
+
+def dry_run(tasks: Iterable[Task], shown: dict, say, echo) -> Iterator[bool]:
+    """Print each task's lines with `echo`; failures with `say`; yield whether each was read."""
+    from .process import EXPECTED_ERRORS, describe_error
+
+    for task in tasks:
+        name = shown.get(task.source, task.source)
+        try:
+            lines = dry_run_lines(task, shown)
+        except EXPECTED_ERRORS as exc:
+            say(f"{name}: {describe_error(exc, task.source)}")
+            yield False
+            continue
+        for line in lines:
+            echo(line)
+        yield True
