@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,12 +253,31 @@ def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] 
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
     if not overwrite and path.exists():
         return False
-    if overwrite and replaceable is not None and path.exists() and not replaceable(path):
+    if (overwrite and replaceable is not None and not _REPLACE_ANY.get() and path.exists()
+            and not replaceable(path)):
         raise FileExistsError(
             errno.EEXIST, "the existing file was not written by convcli and is kept "
-            "(choose another -o)", str(path)
+            "(choose another -o; --overwrite replaces a file named with -o)", str(path)
         )
     return True
+
+
+_REPLACE_ANY: ContextVar[bool] = ContextVar("convcli_replace_any", default=False)
+
+
+@contextmanager
+def replacing_any(on: bool = True) -> Iterator[None]:
+    """Inside the block (in this thread), an existing output is replaced whoever wrote it.
+
+    For the one file a user named with ``-o FILE --overwrite``, as ``convert``
+    replaces the file it is told to write. Elsewhere ``overwrite`` replaces
+    only what convcli wrote.
+    """
+    token = _REPLACE_ANY.set(on)
+    try:
+        yield
+    finally:
+        _REPLACE_ANY.reset(token)
 
 
 def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:

@@ -99,16 +99,34 @@ def test_o_file_written_by_convcli_is_replaced(photo, tmp_path):
         assert im.size == (10, 7)
 
 
-@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
-def test_o_file_convcli_did_not_write_is_kept_and_the_run_fails(photo, tmp_path, overwrite):
+def test_o_file_convcli_did_not_write_is_kept_and_the_run_fails(photo, tmp_path):
     target = make_image(tmp_path / "mine.png", "L", seed=5)
     before = target.read_bytes()
-    result = run("pool", photo, "-o", target, *overwrite)
+    result = run("pool", photo, "-o", target)
     assert result.exit_code == 1
     assert result.stderr.splitlines()[0] == (
         f"convcli: {photo}: {target}: the existing file was not written by convcli and is kept "
-        "(choose another -o)")
+        "(choose another -o; --overwrite replaces a file named with -o)")
     assert target.read_bytes() == before
+
+
+def test_o_file_convcli_did_not_write_is_replaced_with_overwrite(photo, tmp_path):
+    target = make_image(tmp_path / "mine.png", "L", seed=5)
+    assert run("pool", photo, "-o", target, "--overwrite").exit_code == 0
+    reference = _folder_run(photo, tmp_path / "ref", "pool")
+    (whole,) = [p for p in reference.iterdir() if p.name.endswith("s2.png")]
+    assert target.read_bytes() == whole.read_bytes()
+
+
+def test_overwrite_keeps_a_file_convcli_did_not_write_in_a_folder(photo, tmp_path):
+    out = tmp_path / "out"
+    assert run("pool", photo, "-o", out).exit_code == 0
+    (written,) = [p for p in out.iterdir() if p.name.endswith("s2.png")]
+    make_image(written, "L", seed=5)  # now a file convcli did not write
+    before = written.read_bytes()
+    result = run("pool", photo, "-o", out, "--overwrite")
+    assert result.exit_code == 1 and "was not written by convcli and is kept" in result.stderr
+    assert written.read_bytes() == before
 
 
 def test_o_file_from_a_pipe_is_replaced_by_the_next_image(photo, tmp_path):

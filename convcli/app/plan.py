@@ -238,6 +238,9 @@ class Task:
         The bytes one file's work may take (``--memory``): an image whose
         whole-image work would take more is processed in strips
         (:mod:`convcli.app.streamed`); None: half the memory available.
+    replace_any : bool
+        Replace an existing output whoever wrote it: the file named with
+        ``-o FILE --overwrite`` (:func:`convcli.safeio.replacing_any`).
     """
 
     source: str
@@ -253,6 +256,7 @@ class Task:
     storage_options: dict | None = None
     existing: tuple[str, ...] | None = None
     memory: int | None = None
+    replace_any: bool = False
 
 
 def _identity(path: str):
@@ -293,7 +297,8 @@ def _plan_group(items: list[InputFile], out_dir: str, inputs_here: list[str], op
 def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
                figure: bool = False, overwrite: bool = False,
                max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "",
-               storage_options: dict | None = None, memory: int | None = None) -> list[Task]:
+               storage_options: dict | None = None, memory: int | None = None,
+               replace_any: bool = False) -> list[Task]:
     """One task per distinct input file, with output stems that cannot clash.
 
     The same file named twice (or named and found in a folder, or reached
@@ -304,7 +309,8 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     listed once, here, for every task that writes to it (``Task.existing``).
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
-                   out_file=out_file, storage_options=storage_options, memory=memory)
+                   out_file=out_file, storage_options=storage_options, memory=memory,
+                   replace_any=replace_any)
     # Each folder resolved once: resolving follows every link of every component.
     folder_keys: dict[str, str] = {}
 
@@ -365,7 +371,8 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
                  notes: list[str], fmt: str = "png", figure: bool = False,
                  overwrite: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
                  out_file: str = "", storage_options: dict | None = None,
-                 by_folder: bool | None = None, memory: int | None = None) -> Iterator[Task]:
+                 by_folder: bool | None = None, memory: int | None = None,
+                 replace_any: bool = False) -> Iterator[Task]:
     """The tasks of :func:`find_inputs` and :func:`plan_tasks`, a folder at a time where it can.
 
     Where :func:`streams_by_folder` says so (`by_folder`, if the caller has
@@ -375,7 +382,8 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
     :attr:`Inputs.notes`, once a folder has been listed whole.
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
-                   out_file=out_file, storage_options=storage_options, memory=memory)
+                   out_file=out_file, storage_options=storage_options, memory=memory,
+                   replace_any=replace_any)
     if by_folder is None:
         by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
                                       out_file=out_file, storage_options=storage_options)

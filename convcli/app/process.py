@@ -30,7 +30,7 @@ from ..images import (
     save_npy,
 )
 from ..levels import LevelScale, map_levels, top_level
-from ..safeio import path_key
+from ..safeio import path_key, replacing_any
 from ..storage import is_url
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
@@ -115,7 +115,7 @@ def process_file(task: Task) -> FileResult:
     said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
-        with np.errstate(all="ignore"), library_messages(said):
+        with np.errstate(all="ignore"), library_messages(said), replacing_any(task.replace_any):
             if is_url(task.source) or is_url(task.out_dir):
                 result = _process_staged(task, timings, written)
             else:

@@ -266,7 +266,9 @@ class _BatchRun:
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
                               overwrite=overwrite, max_pixels=options.max_pixels,
                               out_file=target.out_file, by_folder=by_folder,
-                              memory=self._memory(), **self.listing),
+                              memory=self._memory(),
+                              replace_any=options.overwrite and bool(target.out_file),
+                              **self.listing),
             # Temporary files that killed runs left where this one writes.
             on_folder=None if options.dry_run else
             lambda folder: is_url(folder) or remove_stale_temporaries(folder))
