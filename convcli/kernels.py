@@ -195,12 +195,13 @@ class Kernel:
 
     @property
     def centred(self) -> bool:
-        """Whether the grid has a centre cell with the same margin on every side (odd, square).
+        """Whether the grid has a centre cell: an odd number of rows and of columns.
 
-        ``--pad same`` needs this; 2x2 kernels such as ``roberts-nw`` run with ``--pad 0``.
+        ``--pad same`` needs this (a 1x3 or 3x5 kernel is centred, as scipy and
+        OpenCV centre it); 2x2 kernels such as ``roberts-nw`` run with ``--pad 0``.
         """
         h, w = self.size
-        return h == w and h % 2 == 1
+        return h % 2 == 1 and w % 2 == 1
 
     @property
     def label(self) -> str:

@@ -218,6 +218,16 @@ def test_every_tool_has_words_for_every_border(target, border):
             assert "None" not in re.sub(r"\[[^]]*\]|raw is None", "", text)
 
 
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+def test_scripts_centre_odd_kernels_that_are_not_square(tmp_path, monkeypatch, images, target):
+    """--pad same with a 3x5 kernel file: the scripts pad (1, 1, 2, 2) as convcli does."""
+    path = tmp_path / "wide.txt"
+    path.write_text("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1\n")
+    for border in ("reflect", "constant"):
+        _check(tmp_path, monkeypatch, "conv", ["-k", str(path), "--border", border], target,
+               images["RGB"])
+
+
 def test_explain_refuses_an_unknown_tool_on_one_line():
     assert_one_line_error(run("explain", "conv", "--as", "matlab"), 2, "--as")
     assert_one_line_error(run("explain", "conv", "--pad", "1,2"), 2, "--pad")

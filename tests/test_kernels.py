@@ -545,11 +545,13 @@ def test_spec_path_with_angle(tmp_path):
     assert parse_kernel_spec(path).source == str(path)
 
 
-def test_centred_means_odd_and_square():
+def test_centred_means_odd_sides():
     assert get_kernel("sobel-x").centred and get_kernel("log-5x5").centred
     assert not get_kernel("roberts-nw").centred
     assert not parse_kernel_spec("roberts-ne:90").centred
-    assert not Kernel("line", "", [[1, 2, 0, -2, -1]]).centred  # odd, not square
+    assert Kernel("line", "", [[1, 2, 0, -2, -1]]).centred  # odd, not square: scipy centres it
+    assert Kernel("tall", "", np.ones((5, 3))).centred
+    assert not Kernel("even", "", np.ones((2, 3))).centred
     assert Kernel("one", "", [[1]]).centred
     assert parse_kernel_spec("roberts-nw").size == (2, 2)
 
