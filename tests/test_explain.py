@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import runpy
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from helpers import (
     MODES,
     assert_one_line_error,
+    imagemagick,
     import_afresh,
     make_image,
     ok,
@@ -235,9 +235,8 @@ def test_explain_refuses_an_unknown_tool_on_one_line():
 
 def _run_magick(text: str, image, out) -> np.ndarray:
     """Run the one command line of `text` on `image`, as ImageMagick 7 or 6 is installed."""
-    program = shutil.which("magick") or shutil.which("convert")
-    if program is None or "ImageMagick" not in subprocess.run(
-            [program, "-version"], capture_output=True, text=True).stdout:
+    program = imagemagick()
+    if program is None:
         pytest.skip("ImageMagick is not installed")
     (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
     words = shlex.split(line)
@@ -263,6 +262,18 @@ def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path,
                          tmp_path / "magick.tiff")
     ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
     assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "RGBA"])
+def test_the_magick_gray_command_gives_convcli_grey_within_a_level(tmp_path, images, mode):
+    """--channels gray: the luminance of Pillow's weights, not ImageMagick 6's linear grey."""
+    args = ["-k", "gaussian-3x3", "--channels", "gray", "--border", "symmetric"]
+    text = explained("conv", *args, "--as", "magick")
+    assert "-colorspace" not in text.split("\nmagick ", 1)[1]
+    theirs = _run_magick(text, images[mode], tmp_path / "magick.tiff")
+    ours = _convcli_values(tmp_path, ["conv", *args], images[mode])
+    assert theirs.shape == ours.shape[:2]
+    assert np.abs(theirs - ours[:, :, 0]).max() <= 1.0  # ImageMagick writes 8-bit levels here
 
 
 def test_the_readme_table_is_what_explain_prints():

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, PAD_MODES, keyed_by
+from ..levels import LUMA_WEIGHTS
 from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
 
 
@@ -446,7 +447,13 @@ def _magick(op, kind: str) -> str:
                   "on its own:",
                   "# --channels each. No channel sum (--channels sum adds them: "
                   "-separate -evaluate-sequence Add after)."]
-        gray = " -colorspace Gray -grayscale Rec601Luma" if op.channels == "gray" else ""
+        gray = ""
+        if op.channels == "gray":
+            weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
+            gray = f" -color-matrix '{weights} {weights} {weights}' -channel R -separate +channel"
+            lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
+                      f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
+                      "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
         for k in op.kernels:
             h, w = op.span(k)
             values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
