@@ -228,6 +228,24 @@ def test_scripts_centre_odd_kernels_that_are_not_square(tmp_path, monkeypatch, i
                images["RGB"])
 
 
+# The package that installs each module the scripts import.
+PACKAGES = {"numpy": "numpy", "PIL": "pillow", "scipy": "scipy", "skimage": "scikit-image",
+            "cv2": "opencv-python-headless", "torch": "torch"}
+
+
+@pytest.mark.parametrize("kind", ["conv", "pool", "pad"])
+@pytest.mark.parametrize("target", EXPLAIN_TARGETS)
+def test_each_script_first_says_what_to_install(kind, target):
+    text = explained(kind, "--as", target)
+    if target == "magick":
+        assert text.startswith("# Needs ImageMagick: apt-get install imagemagick")
+        return
+    needs = text.split('"""', 2)[1].splitlines()[2]
+    assert needs.startswith("Needs: pip install ")
+    modules = set(re.findall(r"^(?:import|from) (\w+)", text, flags=re.M)) - {"sys"}
+    assert modules and {PACKAGES[m] for m in modules} == set(needs.split()[3:])
+
+
 def test_explain_refuses_an_unknown_tool_on_one_line():
     assert_one_line_error(run("explain", "conv", "--as", "matlab"), 2, "--as")
     assert_one_line_error(run("explain", "conv", "--pad", "1,2"), 2, "--pad")
