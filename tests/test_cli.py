@@ -544,3 +544,20 @@ def test_conv_combine_magnitude_max_and_sum_from_the_separate_results(photo, out
     ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude")
     got = read(out / "photo_conv-sobel-x+sobel-y-magnitude-sum.png").astype(int)
     assert np.abs(got - levels(np.sqrt(x ** 2 + y ** 2), "robust")).max() <= 1
+
+
+def test_a_blur_of_colour_pictures_summed_says_once_that_each_keeps_colour(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for seed in range(3):
+        make_image(folder / f"p{seed}.png", "RGB", seed=seed)
+    make_image(folder / "grey.png", "L", seed=9)
+    hint = ("gaussian-3x3, sharpen on colour pictures with --channels sum: one grey map of "
+            "R + G + B; --channels each gives the colour result")
+    result = ok("conv", "-k", "gaussian-3x3,sharpen,edge", folder, "-o", tmp_path / "a", "-j", 2)
+    assert result.stderr.count(hint) == 1
+    assert result.stderr.count("--channels each") == 1
+    for args in (["-k", "gaussian-3x3", "--channels", "each"], ["-k", "edge"],
+                 ["-k", "gaussian-3x3", folder / "grey.png", "-o", tmp_path / "g.png"]):
+        args = args if "-o" in args else [*args, folder, "-o", tmp_path / "b", "--overwrite"]
+        assert "--channels each" not in ok("conv", *args).stderr

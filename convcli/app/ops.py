@@ -459,6 +459,19 @@ class ConvOp:
             text += f"-B{self.border}"
         return text
 
+    def hints(self, channels: tuple[str, ...]) -> list[str]:
+        """A tip for an input with these `channels`: a colour picture blurred into one grey map.
+
+        With ``--channels sum``, a kernel whose weights sum to 1 (a blur,
+        ``sharpen``) gives the grey picture of R + G + B: ``each`` keeps the colour.
+        """
+        keeping = [k.name for k in self.kernels
+                   if abs(float(k.weights.sum()) - 1) <= 1e-6 * float(np.abs(k.weights).sum())]
+        if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
+            return []
+        return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
+                "R + G + B; --channels each gives the colour result"]
+
     def channel_names(self, channels: tuple[str, ...]) -> list[str]:
         """What each map of a kernel is named after, for an input with these `channels`.
 
