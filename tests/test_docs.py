@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from helpers import make_image, read
+
+from convcli.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["docs/tour/make-pictures.sh", "docs/learning/make-pictures.sh",
@@ -51,3 +56,67 @@ def test_picture_scripts_leave_no_manifest_in_docs(tmp_path, script):
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert not list((copy / "docs").rglob("convcli-manifest.jsonl"))
+
+
+# --- the README's recipes -----------------------------------------------------------------------
+
+
+def recipes() -> list[str]:
+    """The commands of the README's recipes block, comments cut off."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    if "Recipes (" not in readme:
+        return []
+    block = readme.split("Recipes (", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_recipes_cover_what_a_newcomer_asks_for():
+    commands = recipes()
+    assert len(commands) <= 12
+    for wanted in ("-r photos", "--channels each", "-k sharpen", "--combine magnitude",
+                   "--size 2", "-o vertical.png", "| convcli", "--scheduler"):
+        assert any(wanted in c for c in commands), wanted
+
+
+@pytest.fixture(scope="module")
+def recipe_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("recipes")
+    (folder / "photos").mkdir()
+    make_image(folder / "photo.jpg", "RGB", seed=1)
+    for seed in range(2):
+        make_image(folder / "photos" / f"p{seed}.png", "RGB", seed=seed)
+    return folder
+
+
+@pytest.mark.parametrize("command", [c for c in recipes() if "--scheduler" not in c])
+def test_each_recipe_works_on_a_photo(recipe_folder, monkeypatch, command):
+    """Run in-process as the shell would: stdin from `cat FILE |`, stdout to `> FILE`."""
+    monkeypatch.chdir(recipe_folder)
+    source = sink = None
+    if command.startswith("cat "):
+        source, command = (part.strip() for part in command[4:].split("|", 1))
+    if ">" in command:
+        command, sink = (part.strip() for part in command.split(">", 1))
+    words = shlex.split(command)
+    assert words[0] == "convcli"
+    stdin = Path(source).read_bytes() if source else None
+    result = CliRunner().invoke(main, words[1:], input=stdin)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    if sink:
+        Path(sink).write_bytes(result.stdout_bytes)
+    out = words[words.index("-o") + 1] if sink is None else sink
+    written = Path(out)
+    files = sorted(written.glob("*.png")) if written.is_dir() else [written]
+    assert files and all(read(f).size for f in files)
+    if "--channels each" in command:
+        assert read(files[0]).ndim == 3  # the colour result
+
+
+def test_the_cluster_recipe_parses():
+    """Its options are conv's (no cluster is started): click parses them without an error."""
+    (command,) = [c for c in recipes() if "--scheduler" in c]
+    words = shlex.split(command)[1:]
+    context = main.make_context("convcli", list(words), resilient_parsing=False)
+    name, sub, rest = main.resolve_command(context, list(words))
+    sub.make_context(name, rest, parent=context)
