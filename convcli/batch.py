@@ -65,6 +65,8 @@ class FileResult:
     records : tuple of dict
         What the manifest says of each output written (its name, and for an
         image how values became levels): see :mod:`convcli.app.manifest`.
+    hints : tuple of str
+        Tips about the options, said once per run however many files give them.
     """
 
     source: str
@@ -74,6 +76,7 @@ class FileResult:
     timings: dict = field(default_factory=dict)
     detail: str = ""
     records: tuple[dict, ...] = ()
+    hints: tuple[str, ...] = ()
 
 
 def default_jobs() -> int:

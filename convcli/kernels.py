@@ -49,6 +49,12 @@ Rotating a kernel clockwise rotates its bright side clockwise too
 ``:180`` negates an antisymmetric kernel (``sobel-x:180`` responds where the
 image is brighter on the *right*).
 
+Where a name is also an ImageMagick kernel whose argument is not an angle there,
+``NAME:ARG`` means what it means in ImageMagick or is an error saying so:
+``laplacian:0``, ``:1`` and ``:15`` are ImageMagick's Laplacian types (``edge``,
+``laplacian``, ``log-5x5``); ``gaussian:...``, ``log:...``, ``roberts:...`` and the
+other Laplacian types are refused with what ImageMagick means by them.
+
 Examples
 --------
 >>> k = parse_kernel_spec("Sobel-X:90")
@@ -189,12 +195,13 @@ class Kernel:
 
     @property
     def centred(self) -> bool:
-        """Whether the grid has a centre cell with the same margin on every side (odd, square).
+        """Whether the grid has a centre cell: an odd number of rows and of columns.
 
-        ``--pad same`` needs this; 2x2 kernels such as ``roberts-nw`` run with ``--pad 0``.
+        ``--pad same`` needs this (a 1x3 or 3x5 kernel is centred, as scipy and
+        OpenCV centre it); 2x2 kernels such as ``roberts-nw`` run with ``--pad 0``.
         """
         h, w = self.size
-        return h == w and h % 2 == 1
+        return h % 2 == 1 and w % 2 == 1
 
     @property
     def label(self) -> str:
@@ -700,6 +707,45 @@ def _rotated(kernel: Kernel, angle_text: str) -> Kernel:
     return Kernel(f"{kernel.name}:{degrees}", description, weights, (), kernel.source)
 
 
+# Names that are also ImageMagick kernels (``-morphology Convolve Name:ARG``) but whose ARG is
+# not an angle there. Sobel, Prewitt and Kirsch take an angle in ImageMagick as here, and give
+# the same grids at every angle; these take a type, a size or a sigma.
+_IMAGEMAGICK_LAPLACIANS = {0: "edge", 1: "laplacian", 15: "log-5x5"}
+_IMAGEMAGICK_MEANINGS = {
+    "gaussian": ("Gaussian:RADIUSxSIGMA is a sampled Gaussian of that radius and sigma",
+                 "gaussian (the 3x3 binomial, sigma about 0.71) or gaussian-5x5, with no "
+                 "number, or the grid in a kernel file"),
+    "log": ("LoG:RADIUS,SIGMA is a Laplacian of Gaussian of that radius and sigma",
+            "log (ImageMagick's Laplacian:15) with no number, or the grid in a kernel file"),
+    "roberts": ("Roberts:ANGLE is a 3x3 kernel of two neighbouring cells turned by ANGLE",
+                "roberts-nw or roberts-ne (the 2x2 Roberts cross, run with --pad 0), "
+                "NAME:90 to turn them"),
+}
+
+
+def _imagemagick_kernel(name: str, arg: str, spec: str) -> Kernel | None:
+    """The kernel ImageMagick means by ``NAME:ARG`` where ARG is not an angle there, else None.
+
+    ``Laplacian:TYPE`` gives the shipped Laplacian of that type (0 ``edge``,
+    1 ``laplacian``, 15 ``log-5x5``); any other Laplacian type, and any
+    ``Gaussian:``, ``LoG:`` or ``Roberts:`` argument, raise a KernelError saying
+    what ImageMagick means and what to write here.
+    """
+    key = name.strip().lower()
+    if key == "laplacian":
+        if _ANGLE_RE.fullmatch(arg.strip()) and int(float(arg)) in _IMAGEMAGICK_LAPLACIANS:
+            return get_kernel(_IMAGEMAGICK_LAPLACIANS[int(float(arg))])
+        raise KernelError(
+            f"kernel spec {spec!r}: in ImageMagick the number after Laplacian: is a type, "
+            "not an angle: Laplacian:0 is edge here, Laplacian:1 laplacian and Laplacian:15 "
+            "log-5x5; its types 2, 3, 5, 7 and 19 are not shipped (write the grid in a kernel file)"
+        )
+    if key in _IMAGEMAGICK_MEANINGS:
+        meaning, instead = _IMAGEMAGICK_MEANINGS[key]
+        raise KernelError(f"kernel spec {spec!r}: in ImageMagick {meaning}; write {instead}")
+    return None
+
+
 def _looks_like_path(text: str) -> bool:
     """Whether a spec is written as a path: a separator, or a '.' in its last component.
 
@@ -774,6 +820,9 @@ def parse_kernel_spec(spec) -> Kernel:
         return load_kernel_file(text)
     if not rotated:
         return _load_named(text.strip())
+    imagemagick = _imagemagick_kernel(base, angle_text, text)
+    if imagemagick is not None:
+        return imagemagick
     if not _ANGLE_RE.fullmatch(angle_text.strip()):
         raise KernelError(
             f"kernel spec {text!r}: the angle {angle_text!r} is not a whole number of "

@@ -169,6 +169,10 @@ def _interpolate(lower, upper, weight: float) -> float:
     return float(lower + diff * weight)
 
 
+LUMA_WEIGHTS = (0.299, 0.587, 0.114)
+"""ITU-R 601-2 luma weights of R, G and B, as Pillow's ``convert("L")``: :func:`luminance`."""
+
+
 def luminance(pixels: np.ndarray) -> np.ndarray:
     """Grey levels of an (H, W, 3) RGB array: ITU-R 601-2 luma, as Pillow's ``convert("L")``.
 
@@ -178,7 +182,7 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
     pixels = as_real_array(pixels, "pixels")
     if pixels.ndim == 0 or pixels.shape[-1] < 3:
         raise ValueError(f"pixels must have 3 channels (RGB) last, got shape {pixels.shape}")
-    weights = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    weights = np.array(LUMA_WEIGHTS, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):  # IEEE results for huge values
         return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 

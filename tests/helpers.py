@@ -333,3 +333,21 @@ def import_afresh(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def imagemagick() -> str | None:
+    """The path of a real ImageMagick program (``magick``, else ``convert``), or None.
+
+    Its ``-version`` must name ImageMagick: a ``convert`` that is something else
+    (a stand-in, Windows' disk tool) does not count.
+    """
+    for program in (shutil.which("magick"), "/usr/bin/convert", shutil.which("convert")):
+        if program and os.path.isfile(program):
+            try:
+                version = subprocess.run([program, "-version"], capture_output=True,
+                                         text=True, timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            if "ImageMagick" in version:
+                return program
+    return None

@@ -233,8 +233,8 @@ def test_conv_even_kernel_with_pad_valid_or_n(photo, out):
     assert np.load(out / "photo_conv-roberts-ne-p1-sum.npy").shape == (HEIGHT + 1, WIDTH + 1, 1)
 
 
-@pytest.mark.parametrize("grid, size", [("1 0\n0 -1\n", "2x2"), ("1 2 0 -2 -1\n", "1x5")])
-def test_conv_even_or_rectangular_kernel_file_with_pad_same_names_the_file(
+@pytest.mark.parametrize("grid, size", [("1 0\n0 -1\n", "2x2"), ("1 2 0\n-2 -1 0\n", "2x3")])
+def test_conv_even_sided_kernel_file_with_pad_same_names_the_file(
         photo, out, tmp_path, grid, size):
     kfile = tmp_path / "k.txt"
     kfile.write_text(grid)
@@ -243,6 +243,16 @@ def test_conv_even_or_rectangular_kernel_file_with_pad_same_names_the_file(
     ok("conv", photo, "-o", out, "-k", kfile, "--pad", "valid", "--format", "npy")
     h, w = load_kernel_file(kfile).size
     assert np.load(out / "photo_conv-k-p0-sum.npy").shape == (HEIGHT - h + 1, WIDTH - w + 1, 1)
+
+
+def test_conv_pad_same_keeps_the_size_with_an_odd_kernel_that_is_not_square(photo, out, tmp_path):
+    kfile = tmp_path / "k.txt"
+    kfile.write_text("1 2 0 -2 -1\n")
+    ok("conv", photo, "-o", out, "-k", kfile, "--format", "npy")
+    ok("conv", photo, "-o", out, "-k", kfile, "--pad", "0,0,2,2", "--format", "npy")
+    same = np.load(out / "photo_conv-k-sum.npy")
+    assert same.shape == (HEIGHT, WIDTH, 1)
+    np.testing.assert_array_equal(same, np.load(out / "photo_conv-k-p0-0-2-2-sum.npy"))
 
 
 def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
@@ -544,3 +554,20 @@ def test_conv_combine_magnitude_max_and_sum_from_the_separate_results(photo, out
     ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude")
     got = read(out / "photo_conv-sobel-x+sobel-y-magnitude-sum.png").astype(int)
     assert np.abs(got - levels(np.sqrt(x ** 2 + y ** 2), "robust")).max() <= 1
+
+
+def test_a_blur_of_colour_pictures_summed_says_once_that_each_keeps_colour(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for seed in range(3):
+        make_image(folder / f"p{seed}.png", "RGB", seed=seed)
+    make_image(folder / "grey.png", "L", seed=9)
+    hint = ("gaussian-3x3, sharpen on colour pictures with --channels sum: one grey map of "
+            "R + G + B; --channels each gives the colour result")
+    result = ok("conv", "-k", "gaussian-3x3,sharpen,edge", folder, "-o", tmp_path / "a", "-j", 2)
+    assert result.stderr.count(hint) == 1
+    assert result.stderr.count("--channels each") == 1
+    for args in (["-k", "gaussian-3x3", "--channels", "each"], ["-k", "edge"],
+                 ["-k", "gaussian-3x3", folder / "grey.png", "-o", tmp_path / "g.png"]):
+        args = args if "-o" in args else [*args, folder, "-o", tmp_path / "b", "--overwrite"]
+        assert "--channels each" not in ok("conv", *args).stderr

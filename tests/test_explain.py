@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import runpy
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from helpers import (
     MODES,
     assert_one_line_error,
+    imagemagick,
     import_afresh,
     make_image,
     ok,
@@ -218,6 +218,34 @@ def test_every_tool_has_words_for_every_border(target, border):
             assert "None" not in re.sub(r"\[[^]]*\]|raw is None", "", text)
 
 
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+def test_scripts_centre_odd_kernels_that_are_not_square(tmp_path, monkeypatch, images, target):
+    """--pad same with a 3x5 kernel file: the scripts pad (1, 1, 2, 2) as convcli does."""
+    path = tmp_path / "wide.txt"
+    path.write_text("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1\n")
+    for border in ("reflect", "constant"):
+        _check(tmp_path, monkeypatch, "conv", ["-k", str(path), "--border", border], target,
+               images["RGB"])
+
+
+# The package that installs each module the scripts import.
+PACKAGES = {"numpy": "numpy", "PIL": "pillow", "scipy": "scipy", "skimage": "scikit-image",
+            "cv2": "opencv-python-headless", "torch": "torch"}
+
+
+@pytest.mark.parametrize("kind", ["conv", "pool", "pad"])
+@pytest.mark.parametrize("target", EXPLAIN_TARGETS)
+def test_each_script_first_says_what_to_install(kind, target):
+    text = explained(kind, "--as", target)
+    if target == "magick":
+        assert text.startswith("# Needs ImageMagick: apt-get install imagemagick")
+        return
+    needs = text.split('"""', 2)[1].splitlines()[2]
+    assert needs.startswith("Needs: pip install ")
+    modules = set(re.findall(r"^(?:import|from) (\w+)", text, flags=re.M)) - {"sys"}
+    assert modules and {PACKAGES[m] for m in modules} == set(needs.split()[3:])
+
+
 def test_explain_refuses_an_unknown_tool_on_one_line():
     assert_one_line_error(run("explain", "conv", "--as", "matlab"), 2, "--as")
     assert_one_line_error(run("explain", "conv", "--pad", "1,2"), 2, "--pad")
@@ -225,9 +253,8 @@ def test_explain_refuses_an_unknown_tool_on_one_line():
 
 def _run_magick(text: str, image, out) -> np.ndarray:
     """Run the one command line of `text` on `image`, as ImageMagick 7 or 6 is installed."""
-    program = shutil.which("magick") or shutil.which("convert")
-    if program is None or "ImageMagick" not in subprocess.run(
-            [program, "-version"], capture_output=True, text=True).stdout:
+    program = imagemagick()
+    if program is None:
         pytest.skip("ImageMagick is not installed")
     (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
     words = shlex.split(line)
@@ -253,6 +280,18 @@ def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path,
                          tmp_path / "magick.tiff")
     ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
     assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "RGBA"])
+def test_the_magick_gray_command_gives_convcli_grey_within_a_level(tmp_path, images, mode):
+    """--channels gray: the luminance of Pillow's weights, not ImageMagick 6's linear grey."""
+    args = ["-k", "gaussian-3x3", "--channels", "gray", "--border", "symmetric"]
+    text = explained("conv", *args, "--as", "magick")
+    assert "-colorspace" not in text.split("\nmagick ", 1)[1]
+    theirs = _run_magick(text, images[mode], tmp_path / "magick.tiff")
+    ours = _convcli_values(tmp_path, ["conv", *args], images[mode])
+    assert theirs.shape == ours.shape[:2]
+    assert np.abs(theirs - ours[:, :, 0]).max() <= 1.0  # ImageMagick writes 8-bit levels here
 
 
 def test_the_readme_table_is_what_explain_prints():

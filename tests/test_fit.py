@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -219,3 +220,47 @@ def test_fit_errors_are_one_line(tmp_path):
     assert not (tmp_path / "k.toml").exists()
     # the inputs are left as they were
     assert np.load(after).shape == (30, 40, 1)
+
+
+# --- AFTER as convcli wrote it: levels, not values ----------------------------------------------
+
+
+@pytest.mark.parametrize(("mapping", "channels", "kernel"), [
+    ("offset", "sum", "sobel-x"), ("minmax", "each", "gaussian-3x3"), ("auto", "gray", "box-blur"),
+])
+def test_fit_undoes_the_levels_of_a_png_convcli_wrote(tmp_path, mapping, channels, kernel):
+    """A signed mapping in the manifest is undone: the kernel comes back at its own scale."""
+    src = make_image(tmp_path / "photo.png", "RGB", seed=21, size=(64, 48))
+    out = tmp_path / "maps"
+    ok("conv", "-k", kernel, "--normalize", mapping, "--channels", channels, src, "-o", out)
+    (after,) = sorted(out.glob(f"*-{channels}.png"))
+    result = ok("fit", src, after, "--channels", channels, "-o", tmp_path / "k.toml")
+    assert f"{after}: holds levels convcli mapped" in result.stderr
+    assert "--format npy keeps the raw values" in result.stderr
+    assert re.search(f"closest named kernel: {kernel} x (1 |1.000|0.999)", result.stderr)
+    np.testing.assert_allclose(load_kernel_file(tmp_path / "k.toml").weights,
+                               get_kernel(kernel).weights, atol=0.05)
+
+
+def test_fit_refuses_the_magnitudes_convcli_wrote_and_notes_a_png_without_a_record(tmp_path):
+    src = make_image(tmp_path / "photo.png", "L", seed=22)
+    out = tmp_path / "maps"
+    ok("conv", "-k", "sobel-x", src, "-o", out)  # robust: |x|
+    (after,) = out.glob("*.png")
+    result = run("fit", src, after, "-o", tmp_path / "k.toml")
+    assert_one_line_error(result, 1, str(after), "|x|", "the sign is gone",
+                          "--format npy keeps the raw values")
+    assert not (tmp_path / "k.toml").exists()
+    moved = tmp_path / "moved.png"
+    after.replace(moved)  # no manifest beside it: fitted as it is, with a note
+    result = ok("fit", src, moved, "-o", tmp_path / "k.toml")
+    assert f"{moved}: written by convcli, so it holds levels mapped" in result.stderr
+
+
+def test_fit_says_where_clip_may_have_cut_values(tmp_path):
+    src = make_image(tmp_path / "photo.png", "L", seed=23)
+    ok("conv", "-k", "sharpen", src, "-o", tmp_path / "maps")  # auto: clip, noise saturates
+    (after,) = (tmp_path / "maps").glob("*.png")
+    result = ok("fit", src, after, "-o", tmp_path / "k.toml")
+    assert re.search(r"; \d+\.\d% of its levels are 0 or 255, where clip may have cut values",
+                     result.stderr)

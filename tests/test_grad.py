@@ -270,6 +270,22 @@ def test_grad_conv_takes_a_pad_per_side(tmp_path):
                                atol=1e-4 * np.abs(expected).max())
 
 
+def test_grad_conv_pads_a_kernel_that_is_not_square_by_side(tmp_path):
+    """--pad same with a 1x3 kernel: (0, 0, 1, 1), as --pad 0,0,1,1 gives."""
+    src = make_image(tmp_path / "photo.png", "L", seed=4, size=(11, 8))
+    row = tmp_path / "row.txt"
+    row.write_text("1 2 -1\n")
+    written = []
+    for pad in ("same", "0,0,1,1"):
+        out = tmp_path / pad
+        ok("grad", "conv", "-k", row, "--pad", pad, "--loss", "energy", src, "-o", out,
+           "--format", "npy")
+        (npy,) = [p for p in outputs_in(out) if p.suffix == ".npy"]
+        written.append(np.load(npy))
+    assert written[0].shape == (8, 11, 1)
+    np.testing.assert_array_equal(written[0], written[1])
+
+
 @pytest.mark.parametrize("border", PAD_MODES)
 def test_grad_conv_folds_the_border_back(tmp_path, border):
     """With a border, each border value's gradient goes to the pixel it copies."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import imagemagick
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -203,9 +205,9 @@ def test_grid_text_round_trips_through_a_kernel_file(name, tmp_path):
     path.write_text(format_kernel_grid(k) + "\n")
     np.testing.assert_array_equal(load_kernel_file(path).weights, k.weights)  # exactly
     for angle in (45, 90) if k.size == (3, 3) else (90,):
-        rotated = parse_kernel_spec(f"{name}:{angle}")
+        rotated = rotate_kernel(k.weights, angle)
         path.write_text(format_kernel_grid(rotated) + "\n")
-        np.testing.assert_array_equal(load_kernel_file(path).weights, rotated.weights)
+        np.testing.assert_array_equal(load_kernel_file(path).weights, rotated)
 
 
 def test_shipped_files_are_named_after_their_kernel():
@@ -512,7 +514,7 @@ def test_unknown_name_suggests_close_matches():
     [
         ("sobel-x:30", "multiple of 90"),
         ("sobel-x:abc", "kernel spec 'sobel-x:abc': the angle 'abc' is not a whole number"),
-        ("log:45", "cannot rotate a 5x5 kernel by 45 degrees"),
+        ("gaussian-5x5:45", "cannot rotate a 5x5 kernel by 45 degrees"),
         ("roberts-nw:45", "cannot rotate a 2x2 kernel by 45 degrees"),
         ("nope:90", "unknown kernel 'nope'"),
         ("", "empty kernel spec"),
@@ -543,11 +545,13 @@ def test_spec_path_with_angle(tmp_path):
     assert parse_kernel_spec(path).source == str(path)
 
 
-def test_centred_means_odd_and_square():
+def test_centred_means_odd_sides():
     assert get_kernel("sobel-x").centred and get_kernel("log-5x5").centred
     assert not get_kernel("roberts-nw").centred
     assert not parse_kernel_spec("roberts-ne:90").centred
-    assert not Kernel("line", "", [[1, 2, 0, -2, -1]]).centred  # odd, not square
+    assert Kernel("line", "", [[1, 2, 0, -2, -1]]).centred  # odd, not square: scipy centres it
+    assert Kernel("tall", "", np.ones((5, 3))).centred
+    assert not Kernel("even", "", np.ones((2, 3))).centred
     assert Kernel("one", "", [[1]]).centred
     assert parse_kernel_spec("roberts-nw").size == (2, 2)
 
@@ -724,3 +728,80 @@ def test_format_kernel_grid():
         "0.1  0.3333333333333333  1e+16     -7",
         "1.5                   2      0  1e-20",
     ]
+
+
+# --- ImageMagick's kernel names -----------------------------------------------------------------
+
+# Grids printed by ImageMagick 6.9.11 (convert xc: -define morphology:showKernel=1
+# -morphology Convolve SPEC null:), for names that are convcli names or aliases too.
+IMAGEMAGICK_GRIDS = {
+    "Laplacian:0": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],
+    "Laplacian:1": [[0, -1, 0], [-1, 4, -1], [0, -1, 0]],
+    "Laplacian:15": [[0, 0, -1, 0, 0], [0, -1, -2, -1, 0], [-1, -2, 16, -2, -1],
+                     [0, -1, -2, -1, 0], [0, 0, -1, 0, 0]],
+    "Sobel:0": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
+    "Sobel:45": [[2, 1, 0], [1, 0, -1], [0, -1, -2]],
+    "Sobel:90": [[1, 2, 1], [0, 0, 0], [-1, -2, -1]],
+    "Sobel:270": [[-1, -2, -1], [0, 0, 0], [1, 2, 1]],
+    "Prewitt:0": [[1, 0, -1], [1, 0, -1], [1, 0, -1]],
+    "Prewitt:90": [[1, 1, 1], [0, 0, 0], [-1, -1, -1]],
+    "Kirsch:0": [[5, -3, -3], [5, 0, -3], [5, -3, -3]],
+    "Kirsch:45": [[5, 5, -3], [5, 0, -3], [-3, -3, -3]],
+}
+IMAGEMAGICK_ANGLES = [f"{name}:{45 * step}" for name in ("Sobel", "Prewitt", "Kirsch")
+                      for step in range(8)]
+
+
+@pytest.mark.parametrize("spec", sorted(IMAGEMAGICK_GRIDS))
+def test_imagemagick_names_give_imagemagick_grids(spec):
+    """NAME:ARG, where NAME is an ImageMagick kernel too, is the grid ImageMagick prints."""
+    for written in (spec, spec.lower(), spec.upper()):
+        np.testing.assert_array_equal(parse_kernel_spec(written).weights,
+                                      IMAGEMAGICK_GRIDS[spec])
+
+
+def imagemagick_grid(program: str, spec: str) -> np.ndarray:
+    """The kernel ImageMagick builds for `spec`, from its showKernel listing."""
+    listing = subprocess.run(
+        [program, "xc:", "-define", "morphology:showKernel=1", "-morphology", "Convolve", spec,
+         "null:"], capture_output=True, text=True, check=True).stderr
+    rows = [line.split(":", 1)[1].split() for line in listing.splitlines()
+            if re.match(r"\s*\d+:", line)]
+    return np.array(rows, dtype=float)
+
+
+def test_imagemagick_names_equal_the_installed_imagemagick():
+    program = imagemagick()
+    if program is None:
+        pytest.skip("ImageMagick is not installed")
+    for spec in sorted({*IMAGEMAGICK_GRIDS, *IMAGEMAGICK_ANGLES}):
+        np.testing.assert_array_equal(parse_kernel_spec(spec).weights,
+                                      imagemagick_grid(program, spec), err_msg=spec)
+    for spec, grid in IMAGEMAGICK_GRIDS.items():
+        np.testing.assert_array_equal(imagemagick_grid(program, spec), grid, err_msg=spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("laplacian:2", "the number after Laplacian: is a type, not an angle"),
+        ("Laplacian:90", "Laplacian:0 is edge here, Laplacian:1 laplacian"),
+        ("gaussian:0x1", "in ImageMagick Gaussian:RADIUSxSIGMA is a sampled Gaussian"),
+        ("Gaussian:90", "write gaussian (the 3x3 binomial"),
+        ("LoG:2", "in ImageMagick LoG:RADIUS,SIGMA is a Laplacian of Gaussian"),
+        ("roberts:45", "write roberts-nw or roberts-ne"),
+    ],
+)
+def test_imagemagick_arguments_that_are_not_angles_are_explained(spec, message):
+    with pytest.raises(KernelError, match=re.escape(f"kernel spec {spec!r}: ") + ".*"
+                       + re.escape(message)):
+        parse_kernel_spec(spec)
+
+
+def test_names_that_are_not_imagemagick_kernels_keep_the_angle():
+    np.testing.assert_array_equal(parse_kernel_spec("laplacian4:90").weights,
+                                  get_kernel("laplacian").weights)
+    np.testing.assert_array_equal(parse_kernel_spec("gaussian-3x3:90").weights,
+                                  get_kernel("gaussian").weights)
+    np.testing.assert_array_equal(parse_kernel_spec("log-5x5:180").weights,
+                                  get_kernel("log").weights)

@@ -227,3 +227,15 @@ def test_the_input_is_recorded_as_an_absolute_path(tmp_path, monkeypatch):
         str(tmp_path / "photo.png")}
     assert {r["input"] for r in manifest_records(tmp_path / "tree" / "sub")} == {
         str(tmp_path / "in" / "sub" / "p00.png"), str(tmp_path / "in" / "sub" / "p01.png")}
+
+
+def test_record_of_finds_the_last_line_naming_a_file(tmp_path):
+    from convcli.app.manifest import record_of
+
+    image = tmp_path / "map.png"
+    assert record_of(str(image)) is None  # no manifest
+    (tmp_path / MANIFEST).write_text(
+        '{"output": "map.png", "scale": 1}\nnot json\n[1, 2]\n'
+        '{"output": "other.png", "scale": 2}\n{"output": "map.png", "scale": 3}\n')
+    assert record_of(str(image)) == {"output": "map.png", "scale": 3}
+    assert record_of(str(tmp_path / "none.png")) is None

@@ -61,18 +61,43 @@ def test_conv_pad_for():
     assert ConvOp(kernels("roberts-nw"), pad=1).pad_for(get_kernel("roberts-nw")) == 1
 
 
-def test_conv_pad_same_needs_odd_square_kernels(tmp_path):
+def test_conv_pad_same_needs_odd_sides(tmp_path):
     with pytest.raises(OptionError, match=r"kernel 'roberts-nw' is 2x2: --pad same .*--pad valid"
                        ) as info:
         ConvOp(kernels("roberts-nw"))
     assert info.value.option == "--pad"
+    wide = tmp_path / "wide.txt"
+    wide.write_text("1 2 0\n-2 -1 0\n")
+    with pytest.raises(OptionError, match=re.escape(f"kernel 'wide' ({wide}) is 2x3: --pad same "
+                                                    "needs an odd number of rows and of columns")):
+        ConvOp(kernels("vertical", str(wide)), pad="same")
     line = tmp_path / "line.txt"
     line.write_text("1 2 0 -2 -1\n")
-    with pytest.raises(OptionError, match=re.escape(f"kernel 'line' ({line}) is 1x5")):
-        ConvOp(kernels("vertical", str(line)), pad="same")
     assert ConvOp(kernels(str(line)), pad="valid").pad_for(parse_kernel_spec(str(line))) == 0
     assert ConvOp(kernels("vertical"), pad="valid").pad_for(get_kernel("vertical")) == 0
     assert ConvOp(kernels("vertical"), pad=4).pad_for(get_kernel("vertical")) == 4
+
+
+@pytest.mark.parametrize("channels", ["sum", "each"])
+@pytest.mark.parametrize(("grid", "widths"), [("1 2 -1", (0, 0, 1, 1)),
+                                              ("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1", (1, 1, 2, 2)),
+                                              ("1\n-2\n1", (1, 1, 0, 0))])
+def test_conv_pad_same_centres_odd_kernels_that_are_not_square(tmp_path, grid, widths, channels):
+    """A 1x3 or 3x5 kernel is centred, as scipy and OpenCV centre it: half each side per side."""
+    path = tmp_path / "k.txt"
+    path.write_text(grid + "\n")
+    (k,) = kernels(str(path))
+    op = ConvOp((k,), channels=channels)
+    assert op.pad_widths(k) == widths
+    pic = _pic()
+    same = op.compute(pic)
+    assert same.shape[:2] == pic.pixels.shape[:2]
+    np.testing.assert_array_equal(same, ConvOp((k,), pad=widths, channels=channels).compute(pic))
+    with_square = ConvOp((k, *kernels("sobel-x")), channels=channels)
+    assert with_square.tags(("R", "G", "B"))  # one size of result: accepted together
+    if widths[0] != widths[2]:
+        with pytest.raises(ValueError, match="pad_widths"):
+            op.pad_for(k)
 
 
 def test_conv_rejects_parameters_that_cannot_work():

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import HEIGHT, WIDTH, assert_one_line_error, names, ok, pixels, run
+from helpers import HEIGHT, WIDTH, assert_one_line_error, imagemagick, names, ok, pixels, run
 from PIL import Image
 from reference import conv_forward_loop, pad_loop
 
@@ -62,6 +64,25 @@ def test_float_tiffs_read_back_in_tifffile_and_imagemagick(tmp_path):
     width, height, depth, mean = text.split()
     assert (width, height, depth) == ("3", "2", "32")
     assert abs(float(mean) - values.mean()) < 1e-4  # ImageMagick reads floats on a 0-1 scale
+
+
+def test_the_readme_says_how_imagemagick_reads_a_raw_tiff_right(tmp_path):
+    """ImageMagick 6 clips floats to 0..1: the README's command gives the values' range."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (line,) = [x for x in readme.splitlines() if x.startswith("convert -define quantum:minimum")]
+    lo, hi = (float(x.split("=")[1]) for x in shlex.split(line) if x.startswith("quantum:m"))
+    program = imagemagick()
+    if program is None:
+        pytest.skip("ImageMagick is not installed")
+    photo = Path(__file__).resolve().parent.parent / "sample_images" / "camera.png"
+    ok("conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", photo,
+       "-o", tmp_path / "map.tiff")
+    words = [str(tmp_path / w) if w.startswith("map.") else w for w in shlex.split(line)[1:]]
+    subprocess.run([program, *words], check=True, capture_output=True)
+    values = _float_tiff(tmp_path / "map.tiff").astype(np.float64)
+    assert values.min() < 0 and values.max() > 255  # not within ImageMagick's 0-1 scale
+    levels = np.asarray(Image.open(tmp_path / "map.png")).astype(np.float64)
+    np.testing.assert_allclose(levels, (values - lo) / (hi - lo) * 65535, atol=1)
 
 
 @pytest.mark.parametrize("fmt", [["--format", "png"], ["--format", "jpg"], ["-o", "x.png"]])

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, PAD_MODES, keyed_by
+from ..levels import LUMA_WEIGHTS
 from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
 
 
@@ -124,6 +125,14 @@ _IMPORTS = keyed_by(tuple(t for t in EXPLAIN_TARGETS if t != "magick"), {
              "from PIL import Image, ImageOps\n",
 }, what="explain's imports of each Python tool")
 
+_INSTALL = keyed_by(EXPLAIN_TARGETS, {
+    "scipy": "pip install numpy pillow scipy",
+    "skimage": "pip install numpy pillow scipy scikit-image",
+    "opencv": "pip install numpy opencv-python-headless",
+    "torch": "pip install numpy pillow torch",
+    "magick": "apt-get install imagemagick (version 6: `convert`) or brew install imagemagick",
+}, what="how to install each tool explain writes for")
+
 _COLOUR = '''\
 # conv drops alpha: it is not a colour.
 colour = pixels[:, :, :3] if pixels.shape[2] >= 3 else pixels[:, :, :1]
@@ -161,7 +170,8 @@ def _array(weights) -> str:
 
 def _script(target: str, body: str) -> str:
     reader = _READ_OPENCV if target == "opencv" else _READ_PILLOW
-    head = f'"""{body.splitlines()[0]}\n\nUsage: python THIS_SCRIPT IMAGE OUT.npy\n"""\n'
+    head = (f'"""{body.splitlines()[0]}\n\nNeeds: {_INSTALL[target]}\n'
+            'Usage: python THIS_SCRIPT IMAGE OUT.npy\n"""\n')
     return (head + "import sys\n\n" + _IMPORTS[target] + "\n" + reader + "\n"
             + "\n".join(body.splitlines()[1:]) + "\n"
             + "np.save(sys.argv[2], np.ascontiguousarray(out, dtype=np.float32))\n")
@@ -436,7 +446,8 @@ def _virtual_pixel(mode: str) -> tuple[str, str]:
 
 def _magick(op, kind: str) -> str:
     """The ImageMagick command line for `op`, and what differs in its result."""
-    lines = ["# ImageMagick 7 (`magick`; ImageMagick 6: `convert`). It clips every result to",
+    lines = [f"# Needs ImageMagick: {_INSTALL['magick']}.",
+             "# ImageMagick 7 (`magick`; ImageMagick 6: `convert`). It clips every result to",
              "# the image's range (0..white): negative responses become 0 unless it is built",
              "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
              "# values then in 0..1, not the file's 0-255 scale). It has no stride."]
@@ -446,7 +457,13 @@ def _magick(op, kind: str) -> str:
                   "on its own:",
                   "# --channels each. No channel sum (--channels sum adds them: "
                   "-separate -evaluate-sequence Add after)."]
-        gray = " -colorspace Gray -grayscale Rec601Luma" if op.channels == "gray" else ""
+        gray = ""
+        if op.channels == "gray":
+            weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
+            gray = f" -color-matrix '{weights} {weights} {weights}' -channel R -separate +channel"
+            lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
+                      f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
+                      "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
         for k in op.kernels:
             h, w = op.span(k)
             values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..choices import RAW_VALUES
 from ..conv import conv_backward, conv_forward
 from ..padding import pad_images
 from .ops import pad_option
@@ -343,6 +344,49 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
     return Y
 
 
+def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """AFTER's values, where it is an image convcli wrote: its levels undone, and what was done.
+
+    The manifest beside it records how values became levels (``level = scale
+    * x + offset``): a signed mapping is undone, ``x = (level - offset) /
+    scale``, to within half a level. ``|x|`` (``abs``, ``robust``) lost the sign:
+    a FitError. Without a record the levels are fitted as they are, with a note.
+    """
+    from ..images import written_by_convcli
+    from .manifest import MANIFEST_NAME, record_of
+
+    if path.lower().endswith(".npy") or not written_by_convcli(path):
+        return Y, []
+    raw = "--format npy keeps the raw values"
+    record = record_of(path)
+    if record is None or "mapping" not in record:
+        return Y, [f"{path}: written by convcli, so it holds levels mapped from the values; "
+                   f"{MANIFEST_NAME} beside it does not say how: fitted as it is ({raw})"]
+    mappings = [str(m) for m in np.atleast_1d(record["mapping"])]
+    if all(m == RAW_VALUES for m in mappings):
+        return Y, []
+    named = "/".join(dict.fromkeys(mappings))
+    if any(np.atleast_1d(record.get("absolute", False))):
+        raise FitError(
+            f"{path}: holds |x| mapped to levels ({named}, as convcli wrote it): the sign is gone "
+            f"and the values cannot be had back; {raw}, and --normalize offset or minmax "
+            "levels are undone here")
+    scale = np.asarray(record.get("scale"), dtype=np.float64)
+    offset = np.asarray(record.get("offset"), dtype=np.float64)
+    if (scale.ndim > 1 or scale.size not in (1, Y.shape[2]) or offset.shape != scale.shape
+            or not (np.isfinite(scale).all() and np.isfinite(offset).all() and scale.all())):
+        return Y, [f"{path}: written by convcli, so it holds levels mapped from the values; "
+                   f"{MANIFEST_NAME} gives no usable scale: fitted as it is ({raw})"]
+    note = (f"{path}: holds levels convcli mapped ({named}); fitted on the values undone "
+            f"from {MANIFEST_NAME}, x = (level - offset) / scale, to within half a level ({raw})")
+    top = record.get("top")
+    if "clip" in mappings and isinstance(top, (int, float)):
+        cut = float(np.mean((Y <= 0) | (Y >= top)))
+        if cut:
+            note += f"; {cut:.1%} of its levels are 0 or {top:g}, where clip may have cut values"
+    return (Y - offset) / scale, [note]
+
+
 def _read_picture(path: str, max_pixels: int):
     from ..images import read_image
     from .process import describe_error
@@ -357,11 +401,12 @@ def _shape_text(shape) -> str:
     return "x".join(str(n) for n in shape)
 
 
-def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
-    """The layer input (m, H, W, 1), zero pad included, and the target (m, H', W', 1).
+def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The layer input (m, H, W, 1), zero pad included, the target (m, H', W', 1), and notes.
 
     Channels become the batch: ``sum`` and ``gray`` give one image, ``each``
-    one per colour channel, all learning the same kernel.
+    one per colour channel, all learning the same kernel. The notes say how
+    the levels of an AFTER convcli wrote were undone (:func:`_undo_levels`).
     """
     conv = run.conv_op()
     pic = _read_picture(run.before, run.max_pixels)
@@ -375,7 +420,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
     A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
     A_in, pad = conv.layer_input(A, conv.kernels[0])
     A_in = zero_padded(A_in, pad)
-    Y = _read_after(run.after, run.max_pixels)
+    Y, notes = _undo_levels(run.after, _read_after(run.after, run.max_pixels))
     m = A_in.shape[0]
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     wanted = (expected[1], expected[2], m)
@@ -390,7 +435,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray]:
             f"--stride {run.stride}{_dilation_option(run.dilation)} and "
             f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
         )
-    return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64)
+    return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64), notes
 
 
 def describe(fit: Fit, run: FitRun, match: Match | None) -> list[str]:
@@ -494,7 +539,7 @@ def check_outputs(run: FitRun) -> None:
 def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     """Check, read, fit, write: the lines to print and the paths written."""
     check_outputs(run)
-    A_in, Y = prepare(run)
+    A_in, Y, notes = prepare(run)
     with np.errstate(all="ignore"):
         fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
                          dilation=run.dilation, steps=run.steps, progress=progress)
@@ -503,4 +548,4 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     match = closest_kernel(fit.weights, list_kernels())
     lines = describe(fit, run, match)
     written = write_results(fit, run, match, lines)
-    return lines, written
+    return notes + lines, written

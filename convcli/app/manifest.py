@@ -69,6 +69,29 @@ def _finite(value):
     return value
 
 
+def record_of(path: str) -> dict | None:
+    """The last record of the manifest beside `path` (a local file) that names it, or None.
+
+    None where there is no manifest, it cannot be read, or no line names the
+    file; lines that are not JSON objects are passed over.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    found = None
+    try:
+        with open(os.path.join(folder, MANIFEST_NAME), encoding="utf-8",
+                  errors="replace") as lines:
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("output") == name:
+                    found = entry
+    except OSError:
+        return None
+    return found
+
+
 class Manifest:
     """Appends the records of a run's results to the manifests of their folders.
 

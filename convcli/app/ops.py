@@ -291,9 +291,10 @@ class ConvOp:
         Applied in order; their labels must differ.
     stride : int
     pad : int, (top, bottom, left, right) or {"same", "valid"}
-        ``same`` is ``(f - 1) // 2`` for an f x f kernel, which keeps the size at
-        stride 1; it needs odd square kernels (an even or rectangular kernel has no
-        centre cell with the same margin on every side: :class:`OptionError`).
+        ``same`` is ``(f_h - 1) // 2`` above and below and ``(f_w - 1) // 2`` left
+        and right of an f_h x f_w kernel, which keeps the size at stride 1; it needs
+        an odd number of rows and of columns (a kernel with an even side has no
+        centre cell: :class:`OptionError`).
         ``valid`` is 0. Four widths pad each side on its own (named ``-p<T>-<B>-<L>-<R>``).
     bias : float
         Added once to every output value (``b`` filled with it); named in the
@@ -389,8 +390,8 @@ class ConvOp:
                     if k.source != "builtin":
                         where += f" ({k.source})"
                     raise OptionError(
-                        f"{where} is {k.size[0]}x{k.size[1]}: --pad same needs an odd square "
-                        "size (a centre cell); use --pad valid or --pad N",
+                        f"{where} is {k.size[0]}x{k.size[1]}: --pad same needs an odd number "
+                        "of rows and of columns (a centre cell); use --pad valid or --pad N",
                         "--pad",
                     )
         # All kernels must give outputs of the same size, whatever the image size.
@@ -409,9 +410,16 @@ class ConvOp:
             )
 
     def pad_widths(self, kernel: Kernel) -> tuple[int, int, int, int]:
-        """The pad of `kernel` on each side: (top, bottom, left, right)."""
+        """The pad of `kernel` on each side: (top, bottom, left, right).
+
+        ``same`` pads half the kernel's span above and below, and half its width
+        left and right: ``(0, 0, 1, 1)`` for a 1x3 kernel.
+        """
         if isinstance(self.pad, tuple):
             return self.pad
+        if self.pad == "same":
+            rows, cols = ((n - 1) // 2 for n in self.span(kernel))
+            return (rows, rows, cols, cols)
         return (self.pad_for(kernel),) * 4
 
     def span(self, kernel: Kernel) -> tuple[int, int]:
@@ -421,10 +429,15 @@ class ConvOp:
     def pad_for(self, kernel: Kernel) -> int:
         """The integer pad of `kernel` on every side, for a pad that is one number or a word.
 
-        Four widths (``--pad T,B,L,R``) are :meth:`pad_widths`.
+        Four widths (``--pad T,B,L,R``), and ``same`` for a kernel that is not
+        square, are :meth:`pad_widths` (a ValueError here).
         """
         if self.pad == "same":
-            return (self.span(kernel)[0] - 1) // 2
+            top, _, left, _ = self.pad_widths(kernel)
+            if top != left:
+                raise ValueError(f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
+                                 "by side: use pad_widths")
+            return top
         if self.pad == "valid":
             return 0
         return int(self.pad)
@@ -445,6 +458,19 @@ class ConvOp:
         if self.border != DEFAULT_BORDER and self.pad not in ("valid", 0):
             text += f"-B{self.border}"
         return text
+
+    def hints(self, channels: tuple[str, ...]) -> list[str]:
+        """A tip for an input with these `channels`: a colour picture blurred into one grey map.
+
+        With ``--channels sum``, a kernel whose weights sum to 1 (a blur,
+        ``sharpen``) gives the grey picture of R + G + B: ``each`` keeps the colour.
+        """
+        keeping = [k.name for k in self.kernels
+                   if abs(float(k.weights.sum()) - 1) <= 1e-6 * float(np.abs(k.weights).sum())]
+        if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
+            return []
+        return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
+                "R + G + B; --channels each gives the colour result"]
 
     def channel_names(self, channels: tuple[str, ...]) -> list[str]:
         """What each map of a kernel is named after, for an input with these `channels`.

@@ -186,7 +186,8 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
 
     kept += len(outputs) - len(todo)
     return FileResult(task.source, "done", _notes(pic, summary, data, kept),
-                      tuple(written.paths), timings, records=tuple(written.records))
+                      tuple(written.paths), timings, records=tuple(written.records),
+                      hints=_hints(op, pic.channels))
 
 
 def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
@@ -223,7 +224,8 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                                       f"{size / 2**30:.1f} GiB, over the --memory budget)"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
-                      tuple(written.paths), timings, records=tuple(records))
+                      tuple(written.paths), timings, records=tuple(records),
+                      hints=_hints(task.op, tuple(source.channels)))
 
 
 def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
@@ -311,6 +313,12 @@ def _in_section(save, *args, **kwargs) -> bool:
     """``save(*args, **kwargs)`` in the process's library section."""
     with library_section():
         return save(*args, **kwargs)
+
+
+def _hints(op, channels: tuple[str, ...]) -> tuple[str, ...]:
+    """The operation's tips for an input with these `channels` (said once per run)."""
+    hints = getattr(op, "hints", None)
+    return tuple(hints(channels)) if hints is not None else ()
 
 
 def _notes(pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:

@@ -211,6 +211,7 @@ class _BatchRun:
         # "stopped": files left part-written by a stop at once (their outputs are recorded)
         self.counts = {"done": 0, "skipped": 0, "failed": 0, "stopped": 0}
         self.written = 0  # output files written
+        self.hints_said: set[str] = set()
         self.started = time.monotonic()
         self.total: int | None = None  # the number of tasks, once known
         self.count = None  # the background count of the files, when there is one
@@ -339,6 +340,10 @@ class _BatchRun:
         if self.manifest is not None and result.records:
             self.manifest.add(result)
         self.reporter.add(result, self.shown.get(result.source, result.source))
+        for hint in result.hints:
+            if hint not in self.hints_said:
+                self.hints_said.add(hint)
+                self.reporter.note(hint)
 
     def _run_tasks(self, tasks) -> int | None:
         """Run the tasks on the engine, reporting each result; the exit status, or None for 0."""

@@ -3,6 +3,8 @@
 #     sh docs/learning/make-pictures.sh
 set -e
 out=docs/learning
+# The pictures are the README's; the manifest convcli keeps beside its outputs is not.
+trap 'rm -f "$out/convcli-manifest.jsonl"' EXIT
 # The half-size cat photo of the tour (225x150), as luminance: one map per picture.
 convcli pool --mode average --size 2 sample_images/chelsea.png -o "$out" --overwrite -q
 convcli conv -k identity --channels gray "$out/chelsea_pool-average-f2-s2.png" -o "$out/cat.png" \

@@ -19,6 +19,7 @@ out=docs/side-by-side
 ours="$out/camera_conv-edge-gray.png"
 old="$out/camera_conv-edge-Bconstant-abs-gray.png"
 magick="$out/camera_imagemagick-laplacian0.png"
+trap 'rm -f "$out/convcli-manifest.jsonl"' EXIT  # the manifest is no picture of the docs
 
 if ! convert -version 2>/dev/null | grep -q '^Version: ImageMagick'; then
     echo "make.sh: ImageMagick's convert is needed (apt-get install imagemagick)" >&2
@@ -41,7 +42,7 @@ montage \
 
 # convcli's ImageMagick-like map, kept only for the check below.
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$out/convcli-manifest.jsonl"' EXIT
 convcli conv -k edge --channels gray --border edge --normalize clip "$photo" -o "$tmp" -q
 
 python - "$ours" "$magick" "$old" "$tmp/camera_conv-edge-Bedge-clip-gray.png" <<'PY'

@@ -3,6 +3,8 @@
 #     sh docs/tour/make-pictures.sh
 set -e
 out=docs/tour
+# The pictures are the README's; the manifest convcli keeps beside its outputs is not.
+trap 'rm -f "$out/convcli-manifest.jsonl"' EXIT
 # A half-size copy of the cat photo (225x150): 2x2 average pooling.
 convcli pool --mode average --size 2 sample_images/chelsea.png -o "$out" --overwrite -q
 photo="$out/chelsea_pool-average-f2-s2.png"
