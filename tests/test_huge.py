@@ -87,7 +87,7 @@ def test_what_strips_cannot_write_is_one_line(tiffs, tmp_path):
     jpg = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path / "j",
               "--format", "jpg", "--memory", "1M")
     assert jpg.exit_code == 1
-    assert "processed in strips, which write npy, png, tiff, not jpg" in jpg.stderr
+    assert "processed in strips, which write npy, png, tiff, zarr, not jpg" in jpg.stderr
     figure = run("pool", tiffs / "grey.tif", "-o", tmp_path / "f", "--figure", "--memory", "1M")
     assert figure.exit_code == 1 and "has no --figure" in figure.stderr
     assert not any((tmp_path / "j").glob("*.jpg")) and not any((tmp_path / "f").glob("*.png"))

@@ -32,7 +32,6 @@ from ..images import (
     save_npy,
 )
 from ..levels import LevelScale, map_levels, top_level
-from ..row_writers import save_rows
 from ..safeio import path_key
 from ..storage import is_url
 from ..zarr_stores import is_store_name
@@ -192,7 +191,7 @@ def _process_streamed(task: Task, timings: dict, written: list[str]) -> FileResu
         records, not_finite = process_in_strips(task, source, todo, budget=budget,
                                                 timings=timings, written=written)
         why = ("over the --memory budget" if size > budget else
-               "its pixels over --max-pixels, which whole reads are kept under")
+               "its pixels over --max-pixels, the limit of whole reads")
         notes = list(source.notes) + [f"processed in strips (its work would take about "
                                       f"{size / 2**30:.1f} GiB; {why})"]
     kept = len(outputs) - len(records)
@@ -283,7 +282,7 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
         values = data[:, :, out.index]
         if FORMATS[task.fmt].folder:
-            ok = save_rows(path, values, fmt=task.fmt, overwrite=overwrite)
+            ok = _save_store(path, values, task)
         else:
             ok = _in_section(save_float_tiff, path, values, overwrite=overwrite)
         return ok, [LevelScale(RAW_VALUES, 1.0, 0.0)]
@@ -301,8 +300,15 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     else:
         return _save_figure(path, task, pic, data), []
     if FORMATS[task.fmt].folder:  # a Zarr store, as the strips path writes it
-        return save_rows(path, image, fmt=task.fmt, overwrite=overwrite), scales
+        return _save_store(path, image, task), scales
     return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
+
+
+def _save_store(path: Path, image: np.ndarray, task: Task) -> bool:
+    """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
+    from ..row_writers import save_rows
+
+    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite)
 
 
 def _in_section(save, *args, **kwargs) -> bool:

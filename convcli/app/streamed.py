@@ -83,7 +83,7 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     if task.fmt not in STREAMED_FORMATS:
         raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
                          f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
-                         f"{task.fmt}: give --format png or tiff")
+                         f"{task.fmt}: give --format png, tiff or zarr")
     if any(out.kind == "grid" for out in todo):
         raise ValueError(f"an image this large ({source.width}x{source.height}) has no "
                          "--figure: leave it out")
