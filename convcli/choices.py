@@ -42,7 +42,7 @@ LOSSES = ("sum", "energy")
 COMBINE_MODES = ("magnitude", "max", "sum")
 """How ``--combine`` makes one map of several kernels' results."""
 
-FORMAT_NAMES = ("png", "jpg", "tiff", "npy")
+FORMAT_NAMES = ("png", "jpg", "tiff", "npy", "zarr")
 """The output formats (``--format``); :data:`convcli.app.names.FORMATS` describes each."""
 
 FORMAT_ALIASES = {"jpeg": "jpg", "tif": "tiff"}

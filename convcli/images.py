@@ -463,11 +463,18 @@ _TIFF_SOFTWARE = 305
 def written_by_convcli(path: str | os.PathLike) -> bool:
     """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``.
 
+    A folder is a Zarr store whose attributes carry ``"convcli"``
+    (:func:`convcli.zarr_stores.store_marked`).
+
     Only the header is read, never the pixels. A ``.npy`` is never an image
     input, so any file with a valid ``.npy`` header (``numpy.lib.format``) may
     be replaced by an ``.npy`` output.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):  # a Zarr store: its group's attributes say
+        from .zarr_stores import store_marked
+
+        return store_marked(path)
     if path.lower().endswith(".npy"):
         try:
             with open(path, "rb") as fh:

@@ -64,6 +64,7 @@ import tifffile
 from .choices import DEFAULT_MAX_PIXELS
 from .images import ImageError
 from .png import fast_codecs_allowed
+from .zarr_stores import StoreRegions, is_store_name, open_store_regions
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
 """The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
@@ -163,9 +164,9 @@ def _is_tiff(path: str) -> bool:
         return fh.read(4) in TIFF_SIGNATURES
 
 
-def open_regions(path: str | os.PathLike, *,
-                 max_pixels: int = DEFAULT_MAX_PIXELS) -> RegionSource | None:
-    """Open a TIFF for reading by row bands, or None where it must be read whole.
+def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 storage_options: dict | None = None) -> RegionSource | StoreRegions | None:
+    """Open a TIFF (or a Zarr store) for reading by row bands, or None where it must be read whole.
 
     Parameters
     ----------
@@ -178,6 +179,8 @@ def open_regions(path: str | os.PathLike, *,
         image's size. Where this returns None the caller reads the file whole
         through ``open_image``, where the limit applies
         (:class:`~convcli.images.PixelLimitError`).
+    storage_options : dict, optional
+        fsspec options for a Zarr store named by a URL.
 
     Returns
     -------
@@ -185,14 +188,19 @@ def open_regions(path: str | os.PathLike, *,
         None for a file that is not a TIFF, cannot be parsed by tifffile (the
         whole-image path then reports why), or has a layout listed in the
         module docstring as read whole. Close the source after use (it is a
-        context manager).
+        context manager). A path named ``*.zarr`` gives a
+        :class:`convcli.zarr_stores.StoreRegions`, never None.
 
     Raises
     ------
     OSError
         The file cannot be opened (missing, no permission).
+    ImageError, MissingExtra
+        A Zarr store that is not an image convcli reads, or no ``zarr`` package.
     """
     del max_pixels  # see above: region reads are not bounded by it
+    if is_store_name(path):
+        return open_store_regions(path, storage_options=storage_options)
     shown = os.fspath(path)
     if not stat.S_ISREG(os.stat(shown).st_mode) or not _is_tiff(shown):
         return None
@@ -298,14 +306,7 @@ class RegionSource:
         found on first use by reading the whole image once, band by band.
         """
         if self._white is None:
-            band = max(1, _WHITE_BAND_PIXELS // self.width)
-            top = 1.0
-            for start in range(0, self.height, band):
-                values = self.read_rows(start, min(start + band, self.height))
-                finite = values[np.isfinite(values)]
-                if finite.size:
-                    top = max(top, float(finite.max()))
-            self._white = top
+            self._white = float_white(self)
         return self._white
 
     def read_rows(self, r0: int, r1: int) -> np.ndarray:
@@ -412,6 +413,22 @@ class RegionSource:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def float_white(source) -> float:
+    """The white of a float image read by rows: the larger of 1 and its largest finite value.
+
+    `source` has ``height``, ``width`` and ``read_rows``; it is read once,
+    band by band, as ``read_image`` finds the white of a float TIFF.
+    """
+    band = max(1, _WHITE_BAND_PIXELS // source.width)
+    top = 1.0
+    for start in range(0, source.height, band):
+        values = source.read_rows(start, min(start + band, source.height))
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            top = max(top, float(finite.max()))
+    return top
 
 
 @contextmanager

@@ -16,6 +16,9 @@ png      uint8 / uint16 levels, C 1..4   what :func:`convcli.png.write_png` writ
 tiff     uint8 / uint16 levels, C 1..4;  a tiled BigTIFF (256 x 256 tiles, deflate,
          float32 raw values, C = 1       horizontal predictor for levels) with reduced
                                          levels as SubIFDs, each half the one above
+zarr     uint8 / uint16 levels or        a folder: an OME-Zarr image with the same
+         float32 values, C 1..4          reduced levels (:mod:`convcli.zarr_stores`;
+                                         the ``zarr`` extra)
 =======  ==============================  =============================================
 
 JPEG is not offered: a JPEG is at most 65535 pixels a side, and a streamed
@@ -51,7 +54,7 @@ from .images import MARKER, written_by_convcli
 from .png import PngRowEncoder
 from .safeio import atomic_output, temp_path_for
 
-ROW_FORMATS = ("npy", "png", "tiff")
+ROW_FORMATS = ("npy", "png", "tiff", "zarr")
 """The formats :func:`open_row_writer` writes."""
 
 TILE = 256
@@ -72,7 +75,8 @@ def _checked_layout(fmt: str, height: int, width: int, channels: int, dtype) -> 
     if channels not in (1, 2, 3, 4):
         raise ValueError(f"channels must be 1, 2, 3 or 4; got {channels!r}")
     dtype = np.dtype(dtype)
-    allowed = {"npy": (_FLOAT,), "png": _LEVEL_TYPES, "tiff": _LEVEL_TYPES + (_FLOAT,)}[fmt]
+    allowed = {"npy": (_FLOAT,), "png": _LEVEL_TYPES, "tiff": _LEVEL_TYPES + (_FLOAT,),
+               "zarr": _LEVEL_TYPES + (_FLOAT,)}[fmt]
     if dtype not in allowed:
         raise ValueError(f"dtype for {fmt} must be one of "
                          f"{', '.join(str(d) for d in allowed)}; got {dtype}")
@@ -139,13 +143,13 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     ----------
     path : str or path-like
         The final file name.
-    fmt : {"npy", "png", "tiff"}
-        See the module docstring.
+    fmt : {"npy", "png", "tiff", "zarr"}
+        See the module docstring (a ``zarr`` output is a folder).
     height, width, channels : int
         The image's size; channels 1 (grey), 2 (grey + alpha), 3 (RGB), 4 (RGBA).
     dtype : numpy dtype
         float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
-        float32 (one channel) for ``tiff``.
+        float32 (one channel) for ``tiff``; those or float32 for ``zarr``.
     overwrite : bool
         As for :func:`convcli.images.save_levels`: replace an existing file
         only if convcli wrote it; without it an existing file is kept.
@@ -174,7 +178,8 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     shape = (int(height), int(width), int(channels))
-    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
+    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli,
+                       folder=fmt == "zarr") as output:
         sink = None
         if output.temporary is not None:
             sink = _SINKS[fmt](output.temporary, shape, dtype)
@@ -187,6 +192,34 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
                 sink.abort()
             raise
     writer.written = output.written
+
+
+def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
+              overwrite: bool = False) -> bool:
+    """Write a whole image through :func:`open_row_writer`, one band of :data:`TILE` rows at a time.
+
+    Parameters
+    ----------
+    path : str or path-like
+    image : (H, W) or (H, W, C) ndarray
+        Levels (uint8, uint16) or float32 values, as `fmt` takes them.
+    fmt : str
+        One of :data:`ROW_FORMATS`.
+    overwrite : bool
+        As for :func:`open_row_writer`.
+
+    Returns
+    -------
+    bool
+        Whether the file was written (False: it existed and was kept).
+    """
+    values = image if image.ndim == 3 else image[:, :, None]
+    height, width, channels = values.shape
+    with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
+                         dtype=values.dtype, overwrite=overwrite) as writer:
+        for top in range(0, height, TILE):
+            writer.write(values[top:top + TILE])  # dropped where the file is kept
+    return writer.written
 
 
 class _NpySink:
@@ -252,18 +285,30 @@ def _mean_2x2(rows: np.ndarray) -> np.ndarray:
     return total.astype(rows.dtype)
 
 
-class _ReducedLevel:
-    """One level of the pyramid: 2 x 2 means of the level above's rows, appended to a file."""
+class RowHalver:
+    """Halves an image given in row bands: 2 x 2 means of its rows as they come.
 
-    def __init__(self, temporary: Path, above: tuple[int, int], channels: int, dtype: np.dtype):
-        self.path = temporary
+    Parameters
+    ----------
+    above : (int, int)
+        The height and width of the image halved.
+    channels : int
+    dtype : numpy dtype
+        uint8, uint16 (rounded half up) or float32.
+
+    Attributes
+    ----------
+    shape : (int, int, int)
+        The halved image's (ceil(H / 2), ceil(W / 2), C).
+    """
+
+    def __init__(self, above: tuple[int, int], channels: int, dtype: np.dtype):
         self.shape = (-(-above[0] // 2), -(-above[1] // 2), channels)
         self.dtype = dtype
-        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by finish or remove)
         self._unpaired: np.ndarray | None = None
 
     def add(self, rows: np.ndarray) -> np.ndarray:
-        """Take the level above's next `rows`; return this level's new rows (also written)."""
+        """Take the image's next `rows` (n, W, C); return the halved image's new rows."""
         if self._unpaired is not None:
             rows = np.concatenate([self._unpaired, rows])
             self._unpaired = None
@@ -272,17 +317,36 @@ class _ReducedLevel:
             rows = rows[:-1]
         halved = _mean_2x2(rows)
         if len(halved):
-            self._fh.write(memoryview(np.ascontiguousarray(halved)).cast("B"))
+            self._keep(halved)
         return halved
 
     def finish(self, rows: np.ndarray) -> np.ndarray:
-        """Take the level above's last `rows`; an odd last row is averaged with itself."""
+        """Take the image's last `rows`; an odd last row is averaged with itself."""
         halved = [self.add(rows)]
         if self._unpaired is not None:
             last, self._unpaired = self._unpaired, None
             halved.append(self.add(np.concatenate([last, last])))  # paired with itself
-        self._fh.close()
         return np.concatenate(halved)
+
+    def _keep(self, halved: np.ndarray) -> None:
+        """What a subclass does with the new rows (nothing here)."""
+
+
+class _ReducedLevel(RowHalver):
+    """One level of the pyramid: 2 x 2 means of the level above's rows, appended to a file."""
+
+    def __init__(self, temporary: Path, above: tuple[int, int], channels: int, dtype: np.dtype):
+        super().__init__(above, channels, dtype)
+        self.path = temporary
+        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by finish or remove)
+
+    def _keep(self, halved: np.ndarray) -> None:
+        self._fh.write(memoryview(np.ascontiguousarray(halved)).cast("B"))
+
+    def finish(self, rows: np.ndarray) -> np.ndarray:
+        halved = super().finish(rows)
+        self._fh.close()
+        return halved
 
     def bands(self) -> Iterator[np.ndarray]:
         """This level's rows read back from its file, :data:`TILE` rows at a time."""
@@ -461,7 +525,14 @@ class _TiffSink:
             level.remove()
 
 
-_SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": _TiffSink}
+def _zarr_sink(temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+    """A Zarr store (:class:`convcli.zarr_stores.StoreSink`), zarr imported only here."""
+    from .zarr_stores import StoreSink
+
+    return StoreSink(temporary, shape, dtype)
+
+
+_SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": _TiffSink, "zarr": _zarr_sink}
 
 
 def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> int:
@@ -470,12 +541,16 @@ def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> 
     ``npy``: its exact size. ``png`` and ``tiff``: the samples' bytes with
     deflate's worst case (incompressible data grows by well under 1%), for a
     TIFF plus its reduced levels (a third more), twice over while they are
-    also in temporary files.
+    also in temporary files. ``zarr``: the samples' and the reduced levels'
+    bytes with Blosc's worst case (16 bytes a chunk) and a file's block each.
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     samples = height * width * channels * dtype.itemsize
     if fmt == "npy":
         return samples + 128  # np.save's header for an (H, W, C) float32 array
+    if fmt == "zarr":
+        chunks = -(-height // TILE) * -(-width // TILE)
+        return samples + samples // 3 + 2 * chunks * (16 + 4096) + (1 << 16)
     stored = samples + height * (1 + width // 16384) * 8 + (1 << 16)
     stored += stored // 100
     if fmt == "png":

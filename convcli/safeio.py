@@ -9,6 +9,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,13 +81,31 @@ def temp_path_for(path: Path) -> Path:
     return path.with_name(f"{TEMP_PREFIX}{name}{token}")
 
 
+STORE_MARK = ".zgroup"
+"""The file that a folder output (a Zarr store written by convcli) holds at its top."""
+
+
+def _is_temporary_store(path) -> bool:
+    """Whether `path` is a folder output's temporary: a folder (not a link) with a Zarr group."""
+    return (os.path.isdir(path) and not os.path.islink(path)
+            and os.path.isfile(os.path.join(path, STORE_MARK)))
+
+
+def _remove_temporary(path) -> None:
+    """Remove a temporary file, or a temporary folder output with all it holds."""
+    if _is_temporary_store(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
 def remove_temporaries(folder, pids) -> None:
-    """Remove the temporary files that processes `pids` left in `folder`."""
+    """Remove the temporary files (and folder outputs) that processes `pids` left in `folder`."""
     folder = Path(folder)
     for pid in pids:
         for leftover in folder.glob(f"{TEMP_PREFIX}*.{pid}-*{TEMP_SUFFIX}"):
             try:
-                leftover.unlink()
+                _remove_temporary(leftover)
             except OSError:
                 pass
 
@@ -98,8 +117,9 @@ STALE_SECONDS = 60.0
 def remove_stale_temporaries(folder, *, min_age: float = STALE_SECONDS) -> int:
     """Remove the temporary files that killed writers left in `folder`; return how many.
 
-    Only convcli's own temporaries (``.convcli-...<pid>-<hex>.part``, regular
-    files) are considered, and one is removed only if it was last changed
+    Only convcli's own temporaries (``.convcli-...<pid>-<hex>.part``: regular
+    files, and folders holding a Zarr group, a folder output's, changed when
+    any folder in it last was) are considered, and one is removed only if it was last changed
     more than `min_age` seconds ago and the process that wrote it is gone:
     no process has its id on this machine, or the process that has it now
     started after the file was last changed (the id was reused). A writer
@@ -119,16 +139,30 @@ def remove_stale_temporaries(folder, *, min_age: float = STALE_SECONDS) -> int:
         if not match:
             continue
         try:
-            if not entry.is_file(follow_symlinks=False):
+            if entry.is_file(follow_symlinks=False):
+                changed = entry.stat(follow_symlinks=False).st_mtime
+            elif _is_temporary_store(entry.path):
+                changed = _last_change_of_folders(entry.path)
+            else:
                 continue
-            changed = entry.stat(follow_symlinks=False).st_mtime
             if now - changed <= min_age or _writer_may_live(int(match.group(1)), changed):
                 continue
-            os.unlink(entry.path)
+            _remove_temporary(entry.path)
             removed += 1
         except OSError:
             continue
     return removed
+
+
+def _last_change_of_folders(top: str) -> float:
+    """When a file was last added to `top` or a folder below it (folder times only)."""
+    newest = os.stat(top).st_mtime
+    for folder, _, _ in os.walk(top):
+        try:
+            newest = max(newest, os.stat(folder).st_mtime)
+        except OSError:
+            continue
+    return newest
 
 
 def _writer_may_live(pid: int, changed: float) -> bool:
@@ -209,13 +243,19 @@ class AtomicOutput:
 
 @contextmanager
 def atomic_output(path, *, overwrite: bool = False,
-                  replaceable: Callable[[Path], bool] | None = None) -> Iterator[AtomicOutput]:
+                  replaceable: Callable[[Path], bool] | None = None,
+                  folder: bool = False) -> Iterator[AtomicOutput]:
     """:func:`write_atomic` for content written over time: the block writes ``.temporary``.
 
     The checks come first (an existing file kept without `overwrite`:
     ``.temporary`` is None, nothing is to be written); a block that ends
     normally gives the temporary file its final name (``.written`` says
     whether it did); one that raises leaves no file behind.
+
+    With `folder`, the output is a folder (a Zarr store) that the block
+    makes at ``.temporary``; it is renamed into place whole. Replacing an
+    existing one (`overwrite`) takes two renames: the old folder is moved
+    aside, the new one put in its place, then the old one removed.
 
     Examples
     --------
@@ -227,30 +267,38 @@ def atomic_output(path, *, overwrite: bool = False,
     (True, 'rows')
     """
     path = Path(path)
-    if not _may_write(path, overwrite, replaceable):
+    if not _may_write(path, overwrite, replaceable, folder):
         yield AtomicOutput(path, None)
         return
     output = AtomicOutput(path, temp_path_for(path))
     try:
         yield output
-        output.written = _move_into_place(output.temporary, path, overwrite)
+        move = _move_folder_into_place if folder else _move_into_place
+        output.written = move(output.temporary, path, overwrite)
     finally:
-        try:
-            os.unlink(output.temporary)
-        except FileNotFoundError:
-            pass
+        if folder:
+            shutil.rmtree(output.temporary, ignore_errors=True)
+        else:
+            try:
+                os.unlink(output.temporary)
+            except FileNotFoundError:
+                pass
 
 
-def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None) -> bool:
+def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None,
+               folder: bool = False) -> bool:
     """:func:`write_atomic`'s checks before writing: False where an existing `path` is kept.
 
-    Raises OSError where the name is too long or a folder has it, and
-    FileExistsError where `replaceable` refuses an existing file.
+    Raises OSError where the name is too long or a folder has it (a file, for
+    a `folder` output), and FileExistsError where `replaceable` refuses an
+    existing file.
     """
     if len(os.fsencode(path.name)) > name_max(path.parent):
         raise OSError(errno.ENAMETOOLONG, "output name too long for the file system", str(path))
-    if path.is_dir():
+    if not folder and path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
+    if folder and path.exists() and not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "a file has the output's name", str(path))
     if not overwrite and path.exists():
         return False
     if (overwrite and replaceable is not None and not _REPLACE_ANY.get() and path.exists()
@@ -278,6 +326,34 @@ def replacing_any(on: bool = True) -> Iterator[None]:
         yield
     finally:
         _REPLACE_ANY.reset(token)
+
+
+def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
+    """:func:`_move_into_place` for a folder: False where `path` appeared meanwhile.
+
+    Without `overwrite` a rename, which fails on a folder that has files; with
+    it, an existing `path` is first renamed aside, and removed once `tmp` has
+    its name (put back if that fails).
+    """
+    if not overwrite or not path.exists():
+        if path.exists():
+            return False
+        try:
+            os.rename(tmp, path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return False
+            raise
+        return True
+    aside = temp_path_for(path)
+    os.rename(path, aside)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        os.rename(aside, path)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+    return True
 
 
 def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:

@@ -132,17 +132,21 @@ def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
     """Yield ``(relative folder, [file names])`` for the folder `top` and, if `recursive`, below it.
 
     Names are sorted; hidden names (starting with ``.``) and hidden folders are
-    passed over, as on disk. A `top` that is an object rather than a folder
+    passed over, as on disk. Zarr stores (folders named ``*.zarr``) are among
+    the files, and not walked. A `top` that is an object rather than a folder
     yields nothing; :func:`is_folder` tells them apart.
     """
+    from .zarr_stores import is_store_name
+
     fs, root = filesystem(top, options)
     root = root.rstrip("/")
     for folder, dirs, files in fs.walk(root, maxdepth=None if recursive else 1):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        stores = [d for d in dirs if is_store_name(d)]  # images, not walked
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in stores)
         rel = folder.rstrip("/")[len(root):].strip("/") or "."
         if any(part.startswith(".") for part in rel.split("/") if part != "."):
             continue
-        yield rel, sorted(n for n in files if not n.startswith("."))
+        yield rel, sorted(n for n in [*files, *stores] if not n.startswith("."))
         # Listings are cached by the file system object: a bucket of millions would stay in memory.
         fs.invalidate_cache(folder)
 

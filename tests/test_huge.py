@@ -87,7 +87,7 @@ def test_jpeg_is_not_written_in_strips(tiffs, tmp_path):
     jpg = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path / "j",
               "--format", "jpg", "--memory", "1M")
     assert jpg.exit_code == 1
-    assert "processed in strips, which write npy, png, tiff, not jpg" in jpg.stderr
+    assert "processed in strips, which write npy, png, tiff, zarr, not jpg" in jpg.stderr
     assert not any((tmp_path / "j").glob("*.jpg"))
 
 

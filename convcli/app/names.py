@@ -42,12 +42,16 @@ class Format:
         The deepest samples the format holds: 16, or 8 (JPEG).
     floats : bool
         Whether it holds float32 values as they are (``--normalize none``).
+    folder : bool
+        Whether an output is a folder (a Zarr store), written in strips'
+        fashion by :func:`convcli.row_writers.open_row_writer`, not a file.
     """
 
     extension: str
     raw: bool = False
     max_depth: int = 16
     floats: bool = False
+    folder: bool = False
 
 
 FORMATS = {
@@ -55,9 +59,11 @@ FORMATS = {
     "jpg": Format("jpg", max_depth=8),
     "tiff": Format("tiff", floats=True),
     "npy": Format("npy", raw=True, floats=True),
+    "zarr": Format("zarr", floats=True, folder=True),
 }
 """The output formats by ``--format`` name; the image formats are written by
-:func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`."""
+:func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`,
+Zarr stores (one per image, as TIFFs) by :func:`convcli.row_writers.open_row_writer`."""
 
 
 def format_name(name: str) -> str:

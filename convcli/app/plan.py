@@ -18,6 +18,7 @@ from pathlib import Path
 from ..images import DEFAULT_MAX_PIXELS, is_image_name
 from ..safeio import path_key, resolved
 from ..storage import basename, is_folder, is_url, join, list_names, walk_visible
+from ..zarr_stores import is_store_name
 from .names import earlier_outputs, named_for_stem, output_stems
 from .ops import OPERATION_NAMES, Operation
 
@@ -64,6 +65,11 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(".")
 
 
+def _is_input_name(name: str) -> bool:
+    """Whether a name met in a folder is an input: an image file's, or a Zarr store's."""
+    return is_image_name(name) or is_store_name(name)
+
+
 def _out_folder(out_dir: str, rel: str) -> str:
     """The output folder for inputs in the subfolder `rel` ("." for the top) of an INPUT folder."""
     if is_url(out_dir):
@@ -81,7 +87,7 @@ def _url_folders(arg: str, out_dir: str, *, recursive: bool, options: dict | Non
     """The folders of one URL INPUT (an object is one :class:`InputFile`)."""
     count = 0
     for rel, names in walk_visible(arg, recursive=recursive, options=options):
-        images = [n for n in names if is_image_name(n)]
+        images = [n for n in names if _is_input_name(n)]
         out_folder = _out_folder(out_dir, rel)
         folder = join(arg, rel)
         same = out_folder.rstrip("/") == folder.rstrip("/")
@@ -98,7 +104,8 @@ def _url_folders(arg: str, out_dir: str, *, recursive: bool, options: dict | Non
 def _scan(folder: str) -> tuple[list[str], list[str], set[str]]:
     """Visible ``(subfolders, files, links among the files)`` of `folder`, sorted.
 
-    As :func:`os.walk`: links to folders are neither walked nor files.
+    As :func:`os.walk`: links to folders are neither walked nor files. A
+    folder named as a Zarr store (``*.zarr``) is a file: an image, not walked.
     """
     dirs, files, links = [], [], set()
     with os.scandir(folder) as entries:
@@ -109,7 +116,7 @@ def _scan(folder: str) -> tuple[list[str], list[str], set[str]]:
                 is_dir = entry.is_dir()
             except OSError:
                 is_dir = False
-            if is_dir:
+            if is_dir and not is_store_name(entry.name):
                 if not entry.is_symlink():
                     dirs.append(entry.name)
                 continue
@@ -151,7 +158,7 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
         if recursive:
             pending.extend((os.path.join(folder, d), d if rel == "." else f"{rel}/{d}")
                            for d in reversed(dirs))
-        images = [n for n in names if is_image_name(n)]
+        images = [n for n in names if _is_input_name(n)]
         same = local_out and resolved(out_folder) == resolved(folder)
         if same:
             images = _without_earlier_outputs(images)
@@ -169,7 +176,9 @@ def _folders(args: Iterable, out_dir: str, *, recursive: bool, options: dict | N
     top_out = _out_folder(out_dir, ".")
     for arg in args:
         arg = str(arg)
-        if is_url(arg):
+        if is_store_name(arg):  # a Zarr store is one image, wherever it is
+            yield InputFile(arg, top_out)
+        elif is_url(arg):
             if is_folder(arg, options):
                 yield from _url_folders(arg, out_dir, recursive=recursive, options=options,
                                         notes=notes)
@@ -186,7 +195,8 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
     """Expand the command line's INPUT arguments into image files.
 
     A file is taken as it is (whatever its extension: if it is not an image,
-    that file fails). A folder gives the image files directly in it, sorted by
+    that file fails), and so is a Zarr store (a folder named ``*.zarr``). A
+    folder gives the image files and Zarr stores directly in it, sorted by
     name, recognised by extension ignoring case; with `recursive` also those
     in its subfolders, whose outputs go to the same subfolders under `out_dir`.
     Hidden files and folders (name starting with ``.``), links to folders and
@@ -422,7 +432,7 @@ def _without_links_to_walked(folder: _Folder, files: list[InputFile], top: str, 
         target = resolved(item.path)
         rel = os.path.relpath(target, top_real)
         walked = (
-            not rel.startswith(os.pardir) and is_image_name(target)
+            not rel.startswith(os.pardir) and _is_input_name(target)
             and not any(_is_hidden(part) for part in rel.split(os.sep))
             and (recursive or os.sep not in rel)
             and not (out_real and _contains(out_real, target))

@@ -20,10 +20,12 @@ from .. import storage
 from .._process_state import library_messages, library_section
 from ..batch import FileResult
 from ..choices import RAW_VALUES
+from ..errors import MissingExtra
 from ..figures import save_grid
 from ..images import (
     Picture,
     PixelLimitError,
+    check_pixels,
     open_image,
     save_float_tiff,
     save_levels,
@@ -32,6 +34,7 @@ from ..images import (
 from ..levels import LevelScale, map_levels, top_level
 from ..safeio import path_key, replacing_any
 from ..storage import is_url
+from ..zarr_stores import is_store_name
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
 from .plan import Task
@@ -120,7 +123,7 @@ def process_file(task: Task) -> FileResult:
                 result = _process_staged(task, timings, written)
             else:
                 result = _process(task, timings, written)
-    except EXPECTED_ERRORS as exc:
+    except (*EXPECTED_ERRORS, MissingExtra) as exc:  # no zarr: this file fails, the run goes on
         message = describe_error(exc, task.source, task.out_dir)
         return _partial(task, "failed", _with(message, said), written, timings)
     except KeyboardInterrupt:
@@ -191,9 +194,10 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
 
 
 def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
-    """A TIFF whose work would not fit the memory budget, in strips; None for the rest.
+    """A TIFF or Zarr store whose work would not fit the memory budget, in strips; else None.
 
     See :mod:`convcli.app.streamed`; everything else reads the image whole.
+    So does a Zarr store over ``--max-pixels``, which guards whole reads.
     """
     from .._engine.tiles import memory_budget
     from ..regions import open_regions
@@ -203,12 +207,15 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     if not in_strips(task.op):
         return None
     budget = task.memory or memory_budget()
-    source = open_regions(task.source, max_pixels=task.max_pixels)
+    source = open_regions(task.source, max_pixels=task.max_pixels,
+                          storage_options=task.storage_options)
     if source is None:
         return None
     with source:
         size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
-        if size <= budget:
+        pixels = source.height * source.width
+        over_limit = is_store_name(task.source) and 0 < task.max_pixels < pixels
+        if size <= budget and not over_limit:
             return None
         outputs = planned_outputs(task, source.channels)
         todo = _to_write(task, outputs)
@@ -220,8 +227,10 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         records, not_finite = process_in_strips(task, source, todo, budget=budget,
                                                 timings=timings, written=written.paths)
         written.records = records
+        why = ("over the --memory budget" if size > budget else
+               "its pixels over --max-pixels, the limit of whole reads")
         notes = list(source.notes) + [f"processed in strips (its work would take about "
-                                      f"{size / 2**30:.1f} GiB, over the --memory budget)"]
+                                      f"{size / 2**30:.1f} GiB; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
@@ -231,12 +240,30 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
 def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
     """The file's pixels, its planned outputs and those to write; no pixels if none is to be.
 
-    The file is opened and decoded in the process's library section.
+    The file is opened and decoded in the process's library section; a Zarr
+    store is read whole through :func:`convcli.regions.open_regions`.
     """
+    if is_store_name(task.source):
+        return _read_store(task)
     with library_section(), open_image(task.source, max_pixels=task.max_pixels) as source:
         outputs = planned_outputs(task, source.channels)
         todo = _to_write(task, outputs)
         return (source.read() if todo else None), outputs, todo
+
+
+def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
+    """:func:`_decode` for a Zarr store: every row read at once, within ``--max-pixels``."""
+    from ..regions import open_regions
+
+    with open_regions(task.source, storage_options=task.storage_options) as source:
+        outputs = planned_outputs(task, source.channels)
+        todo = _to_write(task, outputs)
+        if not todo:
+            return None, outputs, todo
+        check_pixels((source.width, source.height), task.max_pixels)
+        pixels = source.read_rows(0, source.height)
+        return (Picture(pixels, source.channels, source.white, source.depth, source.notes),
+                outputs, todo)
 
 
 def _to_write(task: Task, outputs: list[Output]) -> list[Output]:
@@ -291,7 +318,11 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     if out.kind == "raw":
         return _in_section(save_npy, path, data, overwrite=overwrite), []
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
-        ok = _in_section(save_float_tiff, path, data[:, :, out.index], overwrite=overwrite)
+        values = data[:, :, out.index]
+        if FORMATS[task.fmt].folder:
+            ok = _save_store(path, values, task)
+        else:
+            ok = _in_section(save_float_tiff, path, values, overwrite=overwrite)
         return ok, [LevelScale(RAW_VALUES, 1.0, 0.0)]
     if out.kind == "channel":
         image, scale = levels(out.index)
@@ -306,7 +337,16 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         scales = [scale]
     else:
         return _save_figure(path, task, pic, data), []
+    if FORMATS[task.fmt].folder:  # a Zarr store, as the strips path writes it
+        return _save_store(path, image, task), scales
     return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
+
+
+def _save_store(path: Path, image: np.ndarray, task: Task) -> bool:
+    """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
+    from ..row_writers import save_rows
+
+    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite)
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -363,7 +403,7 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
     options = task.storage_options
     with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
         source = task.source
-        if is_url(source):
+        if is_url(source) and not is_store_name(source):  # a store is read where it is
             source = os.path.join(staging, "input", storage.basename(source))
             os.makedirs(os.path.dirname(source))
             start = time.perf_counter()

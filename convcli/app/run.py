@@ -228,6 +228,7 @@ class _BatchRun:
         with ExitStack() as stack:
             target = _target(self.out_dir, self.options, self.op, stack)
             paths, shown = _read_stdin(self.inputs, stack)
+            _check_store_inputs(paths)
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
                 return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
@@ -455,7 +456,8 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
     named = "" if out_dir == "-" else file_format(out_dir)
     if out_dir != "-" and not named and not os.path.isdir(out_dir):
         _check_not_an_image_name(out_dir)
-    if out_dir != "-" and (not named or os.path.isdir(out_dir)):
+    store = bool(named) and FORMATS[named].folder  # -o out.zarr: one output, a folder
+    if out_dir != "-" and (not named or (os.path.isdir(out_dir) and not store)):
         target = _Target(out_dir, fmt)
     elif options.figure:
         raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
@@ -472,6 +474,7 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
         folder = dirname(out_dir) if is_url(out_dir) else os.path.dirname(out_dir) or "."
         target = _Target(folder, named, out_dir)
     _check_raw_values(op, target.fmt)
+    _check_folder_format(target)
     return target
 
 
@@ -489,6 +492,22 @@ def _check_not_an_image_name(out_dir: str) -> None:
         raise OptionError(f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
                           f"{writes} (.jpeg and .tif too), and a folder's name has no image "
                           "extension", "-o")
+
+
+def _check_folder_format(target: _Target) -> None:
+    """A Zarr output is a folder: not to standard output or object storage; zarr installed."""
+    from ..zarr_stores import require_zarr
+    from .names import FORMATS
+
+    if not FORMATS[target.fmt].folder:
+        return
+    if target.stdout:
+        raise OptionError(f"--format {target.fmt} writes a folder, which cannot go to standard "
+                          "output: give -o a folder or a .zarr name", "-o -")
+    if is_url(target.folder):
+        raise OptionError(f"--format {target.fmt} writes folders on a local or mounted disk, "
+                          "not on object storage yet", "-o")
+    require_zarr(f"--format {target.fmt} needs zarr")
 
 
 def _check_raw_values(op, fmt: str) -> None:
@@ -515,6 +534,17 @@ def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], d
     with open(path, "wb") as f:
         shutil.copyfileobj(sys.stdin.buffer, f)
     return [path if arg == "-" else arg for arg in inputs], {path: "-"}
+
+
+def _check_store_inputs(paths: list[str]) -> None:
+    """Zarr stores named as inputs need zarr: a MissingExtra (a usage error) before any work.
+
+    Stores found in a folder fail on their own line each, if it is missing.
+    """
+    from ..zarr_stores import is_store_name, require_zarr
+
+    if any(is_store_name(path) for path in paths):
+        require_zarr("reading .zarr needs zarr")
 
 
 def _check_one_image(tasks, out_dir: str) -> None:

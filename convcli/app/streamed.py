@@ -2,7 +2,7 @@
 
 :func:`process_in_strips` is the path of :mod:`convcli.app.process` for an
 image that :func:`convcli.regions.open_regions` reads by row bands (TIFF,
-BigTIFF, OME-TIFF) when its work would not fit the memory budget
+BigTIFF, OME-TIFF, Zarr) when its work would not fit the memory budget
 (``--memory``). The result equals the whole-image path's, value for value:
 
 1. **Statistics.** A mapping that needs the whole map's (``robust``,
@@ -10,8 +10,8 @@ BigTIFF, OME-TIFF) when its work would not fit the memory budget
    strips (:class:`convcli.level_stats.StreamedMapping`), computing them again.
 2. **Output.** A last pass computes each strip once more and hands its rows
    to every output, each written as it comes
-   (:func:`convcli.row_writers.open_row_writer`): ``.npy``, PNG, and a tiled
-   BigTIFF with reduced levels.
+   (:func:`convcli.row_writers.open_row_writer`): ``.npy``, PNG, a tiled
+   BigTIFF with reduced levels, and an OME-Zarr store with the same levels.
 
 Memory is that of a strip (its height from the budget), whatever the image's
 size. Before anything is written, the outputs' size is checked against the
@@ -30,12 +30,12 @@ from ..choices import RAW_VALUES
 from ..images import Picture
 from ..level_stats import StreamedMapping
 from ..levels import LevelScale
-from ..row_writers import free_space_problem, open_row_writer, space_needed
+from ..row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from .names import FORMATS
 from .process import output_record
 from .strips import row_geometry, strip_results
 
-STREAMED_FORMATS = ("npy", "png", "tiff")
+STREAMED_FORMATS = ROW_FORMATS
 """The formats written in strips (JPEG is at most 65535 pixels a side)."""
 
 WORK_COPIES = 6
@@ -84,7 +84,7 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     if task.fmt not in STREAMED_FORMATS:
         raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
                          f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
-                         f"{task.fmt}: give --format png or tiff")
+                         f"{task.fmt}: give --format png, tiff or zarr")
     grids = [out for out in todo if out.kind == "grid"]
     files = [out for out in todo if out.kind != "grid"]
     rows = rows_for_budget(op, source, min(budget, STRIP_WORK))

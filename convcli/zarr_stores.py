@@ -1,0 +1,355 @@
+"""Zarr stores in and out: images as chunked arrays in a folder (``*.zarr``).
+
+The only module that imports the ``zarr`` package, and only when a store is
+met (the ``zarr`` extra); a missing one is one line,
+:class:`convcli.errors.MissingExtra`, naming the extra.
+
+In
+--
+:func:`open_store_regions` opens a store as a source of row bands, like
+:func:`convcli.regions.open_regions` for a TIFF; only the chunks that hold a
+band are read. A store is either
+
+- an array, (H, W) or (H, W, C), or
+- an OME-Zarr image (a group with ``multiscales`` metadata, version 0.4, or
+  0.5 under ``ome``): its first dataset, the full resolution, with axes
+  among t, c, z, y, x; the first time point and plane are read, the channel
+  axis moved last.
+
+C is 1 to 4 (L, L A, R G B, R G B A); samples are uint8 (white 255, depth 8),
+uint16 (65535, 16) or float32 (white the larger of 1 and the largest finite
+value, depth 16, as for a float TIFF).
+
+Out
+---
+:class:`StoreSink` is the ``zarr`` sink of
+:func:`convcli.row_writers.open_row_writer`: an OME-Zarr 0.4 image (Zarr
+format 2), written into a temporary folder renamed into place at the end.
+Dataset ``0`` is the image, (H, W) or (C, H, W) (OME-Zarr puts the channel
+axis before y and x); ``1``, ``2`` ... are 2 x 2 means of the one above (as
+the TIFF writer's reduced levels), until one fits in a 256 x 256 chunk.
+Chunks are 256 x 256 (x C), Blosc zstd. The group's attributes carry
+``"convcli": {"version": ...}``, so that ``--overwrite`` replaces only the
+stores convcli wrote (:func:`store_marked`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ._version import __version__
+from .errors import MissingExtra
+from .images import ImageError
+
+STORE_EXTENSION = ".zarr"
+"""The extension of a Zarr store's folder."""
+
+CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
+"""The channels of an image with 1 to 4 samples per pixel, as Pillow names them."""
+
+_DEPTHS = {np.dtype(np.uint8): (255.0, 8), np.dtype(np.uint16): (65535.0, 16),
+           np.dtype(np.float32): (None, 16)}  # white (None: from the values), depth
+_AXES = frozenset("tczyx")
+_OME_VERSION = "0.4"
+
+
+def is_store_name(path) -> bool:
+    """Whether `path` names a Zarr store (``.zarr``, any case, a trailing slash allowed).
+
+    >>> is_store_name("scan.ZARR"), is_store_name("s3://b/scan.zarr/"), is_store_name("a.png")
+    (True, True, False)
+    """
+    return str(path).rstrip("/\\").lower().endswith(STORE_EXTENSION)
+
+
+def require_zarr(need: str):
+    """The ``zarr`` module; :class:`~convcli.errors.MissingExtra` naming `need` if missing."""
+    try:
+        import zarr
+    except ImportError:
+        raise MissingExtra(need, "zarr") from None
+    return zarr
+
+
+def store_marked(path) -> bool:
+    """Whether the folder `path` is a Zarr group whose attributes carry convcli's marker.
+
+    Read from the metadata file itself (``.zattrs``, or ``zarr.json`` for
+    Zarr format 3), so the answer needs no ``zarr`` package.
+    """
+    folder = Path(path)
+    for name, inside in ((".zattrs", ()), ("zarr.json", ("attributes",))):
+        try:
+            attrs = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for key in inside:
+            attrs = attrs.get(key, {}) if isinstance(attrs, dict) else {}
+        return isinstance(attrs, dict) and isinstance(attrs.get("convcli"), dict)
+    return False
+
+
+def open_store_regions(path, *, storage_options: dict | None = None) -> StoreRegions:
+    """Open a Zarr store (a folder, or a URL through fsspec) for reading by row bands.
+
+    Raises
+    ------
+    MissingExtra
+        The ``zarr`` package (or the URL's fsspec backend) is not installed.
+    ImageError
+        Not a store convcli reads (see the module docstring), in one line.
+    OSError
+        The folder is missing or cannot be read.
+    """
+    zarr = require_zarr("reading .zarr needs zarr")
+    shown = os.fspath(path)
+    from .storage import filesystem, is_url
+
+    if is_url(shown):
+        filesystem(shown, storage_options)  # a missing backend: MissingExtra
+        store = zarr.storage.FsspecStore.from_url(shown, storage_options=storage_options,
+                                                  read_only=True)
+    else:
+        if not os.path.isdir(shown):
+            os.listdir(shown)  # the OSError of a missing folder, or of a file
+        store = zarr.storage.LocalStore(shown, read_only=True)
+    try:
+        node = zarr.open(store=store, mode="r")
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        raise ImageError(f"not a Zarr array or OME-Zarr image ({_first_line(exc)})") from None
+    array, axes = _full_resolution(zarr, node)
+    return StoreRegions(array, axes)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...]]:
+    """The array to read and its axes' names: the node itself, or an OME image's level 0."""
+    if isinstance(node, zarr.Array):
+        if node.ndim not in (2, 3):
+            raise ImageError(f"a Zarr array of {node.ndim} dimensions: convcli reads "
+                             "(height, width) or (height, width, channels)")
+        return node, ("y", "x", "c")[:node.ndim]
+    attrs = dict(node.attrs)
+    scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
+    try:
+        image = scales[0]
+        array = node[str(image["datasets"][0]["path"])]
+        axes = image.get("axes") or ("t", "c", "z", "y", "x")  # before OME-Zarr 0.4
+        axes = tuple(str(a["name"] if isinstance(a, dict) else a).lower() for a in axes)
+    except (TypeError, KeyError, IndexError, ValueError):
+        raise ImageError("a Zarr group that is not an OME-Zarr image (no multiscales "
+                         "metadata with a dataset)") from None
+    if not isinstance(array, zarr.Array) or len(axes) != array.ndim or not (
+            set(axes) <= _AXES and {"y", "x"} <= set(axes) and len(set(axes)) == len(axes)):
+        raise ImageError(f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads "
+                         "t, c, z, y, x")
+    return array, axes
+
+
+class StoreRegions:
+    """A Zarr array read band by band (made by :func:`open_store_regions`).
+
+    Attributes as :class:`convcli.regions.RegionSource`: ``height``,
+    ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``.
+    The last row of chunks read is kept, so that bands that overlap (a halo)
+    read each chunk once when read top to bottom.
+    """
+
+    def __init__(self, array, axes: tuple[str, ...]):
+        self._array, self._axes = array, axes
+        size = dict(zip(axes, (int(n) for n in array.shape), strict=True))
+        self.height, self.width = size["y"], size["x"]
+        count = size.get("c", 1)
+        if count not in CHANNEL_NAMES or 0 in array.shape:
+            raise ImageError(f"a Zarr image of {count} channels, {self.width}x{self.height}: "
+                             "convcli reads 1 to 4 channels")
+        self.dtype = np.dtype(array.dtype)
+        if self.dtype not in _DEPTHS:
+            raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
+                             "uint16 or float32")
+        self.channels = CHANNEL_NAMES[count]
+        self._white, self.depth = _DEPTHS[self.dtype]
+        names = {"t": "time points", "z": "planes"}
+        self.notes = tuple(f"used the first of {size[a]} {names[a]}" for a in "tz"
+                           if size.get(a, 1) > 1)
+        self._step = int(array.chunks[axes.index("y")])
+        self._kept: tuple[int, np.ndarray] | None = None
+
+    @property
+    def white(self) -> float:
+        """The value of full intensity (for float32, read once from the values)."""
+        if self._white is None:
+            from .regions import float_white
+
+            self._white = float_white(self)
+        return self._white
+
+    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` (excluded), all columns: (r1 - r0, width, C) float32.
+
+        Raises ImageError for a chunk that cannot be read or decoded.
+        """
+        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
+                and 0 <= r0 <= r1 <= self.height):
+            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
+                             f"got r0={r0!r}, r1={r1!r}")
+        out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
+        step = self._step
+        for k in range(r0 // step, -(-r1 // step)):
+            top = k * step
+            lo, hi = max(r0, top), min(r1, top + step)
+            out[lo - r0:hi - r0] = self._chunk_row(k)[lo - top:hi - top]
+        return out
+
+    def _chunk_row(self, k: int) -> np.ndarray:
+        """The rows of chunk row `k`, all columns, as stored: (rows, width, C)."""
+        if self._kept is not None and self._kept[0] == k:
+            return self._kept[1]
+        rows = slice(k * self._step, min((k + 1) * self._step, self.height))
+        where = tuple(rows if a == "y" else 0 if a in "tz" else slice(None) for a in self._axes)
+        try:
+            values = np.asarray(self._array[where])
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            raise ImageError(f"cannot decode the image: {_first_line(exc)}") from None
+        kept = [a for a in self._axes if a not in "tz"]
+        values = np.moveaxis(values, [kept.index(a) for a in "yx"], [0, 1])
+        if values.ndim == 2:
+            values = values[:, :, None]
+        self._kept = (k, values)
+        return values
+
+    def close(self) -> None:
+        """Forget the kept chunks (a store holds no open file)."""
+        self._kept = None
+
+    def __enter__(self) -> StoreRegions:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
+    """The (H, W) of each level of a written store: the image, then halves until one fits a chunk.
+
+    >>> level_sizes(1000, 300)
+    [(1000, 300), (500, 150), (250, 75)]
+    """
+    from .row_writers import TILE
+
+    sizes = [(int(height), int(width))]
+    while max(sizes[-1]) > TILE:
+        sizes.append((-(-sizes[-1][0] // 2), -(-sizes[-1][1] // 2)))
+    return sizes
+
+
+def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
+    """The group attributes of a written store: OME-Zarr 0.4 ``multiscales`` and the marker.
+
+    Parameters
+    ----------
+    shape : (int, int, int)
+        The image's (H, W, C); the axes are y, x, and c first where C > 1.
+    levels : int
+        The datasets ``0`` .. ``levels - 1``, each half the size of the one above.
+    """
+    channel = shape[2] > 1
+    axes = ([{"name": "c", "type": "channel"}] if channel else []) + [
+        {"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    datasets = [{"path": str(level), "coordinateTransformations": [
+        {"type": "scale", "scale": [1.0] * channel + [float(2 ** level)] * 2}]}
+        for level in range(levels)]
+    return {"multiscales": [{"version": _OME_VERSION, "axes": axes, "datasets": datasets,
+                             "type": "mean",
+                             "metadata": {"method": "2 x 2 means, the last odd row or "
+                                                    "column averaged with itself"}}],
+            "convcli": {"version": __version__}}
+
+
+class _StoreLevel:
+    """One dataset of a written store, filled a band of chunk rows at a time."""
+
+    def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype):
+        self._array = array
+        self._band = np.empty((array.chunks[-2], size[1], channels), dtype)
+        self._rows = 0  # rows in the band
+        self._top = 0  # the band's first row in the image
+
+    def add(self, rows: np.ndarray) -> None:
+        start = 0
+        while start < len(rows):
+            take = min(len(self._band) - self._rows, len(rows) - start)
+            self._band[self._rows:self._rows + take] = rows[start:start + take]
+            self._rows += take
+            start += take
+            if self._rows == len(self._band):
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the rows of the band."""
+        if not self._rows:
+            return
+        band = self._band[:self._rows]
+        rows = slice(self._top, self._top + self._rows)
+        if band.shape[2] == 1:
+            self._array[rows] = band[:, :, 0]
+        else:
+            self._array[:, rows] = np.moveaxis(band, 2, 0)
+        self._top += self._rows
+        self._rows = 0
+
+
+class StoreSink:
+    """A ``zarr`` output of :func:`convcli.row_writers.open_row_writer` (see the module docstring).
+
+    `temporary` is the folder to make; the writer renames it into place.
+    """
+
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+        zarr = require_zarr("--format zarr needs zarr")
+        from numcodecs import Blosc
+
+        from .row_writers import TILE, RowHalver
+
+        self._shape, self._dtype = shape, dtype
+        sizes = level_sizes(shape[0], shape[1])
+        group = zarr.open_group(store=zarr.storage.LocalStore(str(temporary)), mode="w-",
+                                zarr_format=2)
+        self._group = group
+        channels = shape[2]
+        self._levels = []
+        for index, (height, width) in enumerate(sizes):
+            array = group.create_array(
+                str(index), dtype=dtype, fill_value=0,
+                shape=(height, width) if channels == 1 else (channels, height, width),
+                chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
+                compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
+                chunk_key_encoding={"name": "v2", "separator": "/"})
+            self._levels.append(_StoreLevel(array, (height, width), channels, dtype))
+        self._halvers = [RowHalver(size, channels, dtype) for size in sizes[:-1]]
+
+    def write(self, rows: np.ndarray) -> None:
+        self._levels[0].add(rows)
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.add(rows)
+            level.add(rows)
+
+    def close(self) -> None:
+        self._levels[0].flush()
+        rows = np.empty((0,) + self._shape[1:], self._dtype)
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.finish(rows)
+            level.add(rows)
+            level.flush()
+        self._group.attrs.update(ome_attributes(self._shape, len(self._levels)))
+
+    def abort(self) -> None:
+        """Nothing to close: the writer removes the temporary folder."""

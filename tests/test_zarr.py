@@ -1,0 +1,293 @@
+"""Zarr stores in (arrays, OME-Zarr) and out (--format zarr): as the same pixels in TIFFs."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import assert_one_line_error, names, run
+from PIL import Image
+
+zarr = pytest.importorskip("zarr")
+
+from convcli.row_writers import open_row_writer  # noqa: E402
+from convcli.safeio import remove_stale_temporaries  # noqa: E402
+from convcli.zarr_stores import level_sizes  # noqa: E402
+
+SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
+
+
+def _rgb(height=700, width=600) -> np.ndarray:
+    rgb = np.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB"))
+    return np.tile(rgb, (2, 2, 1))[:height, :width]
+
+
+def _ome(path, planes: np.ndarray, axes: str) -> None:
+    """An OME-Zarr 0.4 image of `planes` with these axes, and a smaller level beside it."""
+    group = zarr.open_group(str(path), mode="w", zarr_format=2)
+    group.create_array("0", data=planes, chunks=planes.shape[:-2] + (128, 128))
+    group.create_array("1", data=planes[..., ::2, ::2])
+    group.attrs["multiscales"] = [{"version": "0.4", "axes": [
+        {"name": a, "type": "channel" if a == "c" else "space" if a in "zyx" else "time"}
+        for a in axes], "datasets": [{"path": "0"}, {"path": "1"}]}]
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """The same pixels as a TIFF and as a Zarr store, in folders of their own (same stems)."""
+    top = tmp_path_factory.mktemp("pairs")
+    rgb = _rgb()
+    grey = rgb[:, :, 1]
+    deep = (grey.astype(np.uint16) * 257)[:300, :400]
+    floats = (grey.astype(np.float32) / 100 - 0.5)[:333, :555]
+    cases = {"rgb": (rgb, lambda p: zarr.create_array(str(p), data=rgb, chunks=(100, 256, 3))),
+             "grey": (grey, lambda p: zarr.save_array(str(p), grey, zarr_format=2)),
+             "deep": (deep, lambda p: zarr.save_array(str(p), deep)),
+             "float": (floats, lambda p: zarr.save_array(str(p), floats)),
+             "ome": (rgb, lambda p: _ome(p, np.moveaxis(rgb, 2, 0), "cyx")),
+             "ome5": (grey, lambda p: _ome(p, np.stack([np.stack([grey, grey // 2])[None]] * 2),
+                                           "tczyx"))}
+    for name, (pixels, save) in cases.items():
+        (top / name / "tiff").mkdir(parents=True)
+        (top / name / "zarr").mkdir()
+        tifffile.imwrite(top / name / "tiff" / "a.tif", pixels, tile=(256, 256),
+                         photometric="rgb" if pixels.ndim == 3 else "minisblack")
+        save(top / name / "zarr" / "a.zarr")
+    return top
+
+
+COMMANDS = [
+    ["conv", "-k", "vertical"],
+    ["conv", "-k", "vertical,horizontal", "--channels", "each", "--stride", "2"],
+    ["conv", "-k", "edge", "--format", "npy"],
+    ["pool", "--mode", "average", "--size", "3", "--pad", "1"],
+    ["pad", "--pad", "7,2,3,1", "--mode", "symmetric", "--format", "tiff"],
+]
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
+@pytest.mark.parametrize("case", ["rgb", "grey", "deep", "float", "ome", "ome5"])
+def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(pairs, tmp_path, case,
+                                                                 command, memory):
+    extra = ["--memory", memory] if memory else []
+    outputs = {}
+    for kind, name in (("tiff", "a.tif"), ("zarr", "a.zarr")):
+        result = run(*command, *extra, pairs / case / kind / name, "-o", tmp_path / kind)
+        assert result.exit_code == 0, result.output
+        outputs[kind] = tmp_path / kind
+    assert names(outputs["zarr"]) == names(outputs["tiff"])
+    for output in names(outputs["tiff"]):
+        if output.endswith(".npy"):
+            assert np.array_equal(np.load(outputs["zarr"] / output),
+                                  np.load(outputs["tiff"] / output))
+        elif not output.endswith(".jsonl"):
+            assert (np.array_equal(_pixels(outputs["zarr"] / output),
+                                   _pixels(outputs["tiff"] / output))), output
+
+
+def _pixels(path) -> np.ndarray:
+    return tifffile.imread(path) if path.suffix == ".tiff" else np.asarray(Image.open(path))
+
+
+def test_the_first_time_point_and_plane_are_read_with_a_note(pairs, tmp_path):
+    result = run("pool", pairs / "ome5" / "zarr" / "a.zarr", "-o", tmp_path, "-v")
+    assert result.exit_code == 0, result.output
+    assert "used the first of 2 time points" in result.stderr
+    assert "used the first of 2 planes" in result.stderr
+
+
+def _level(store, index: int) -> np.ndarray:
+    """Level `index` of a written store as (H, W) or (H, W, C)."""
+    values = zarr.open_group(str(store), mode="r")[str(index)][:]
+    return values if values.ndim == 2 else np.moveaxis(values, 0, 2)
+
+
+OUTPUT_COMMANDS = [
+    ["conv", "-k", "vertical"],
+    ["conv", "-k", "vertical", "--normalize", "none"],
+    ["conv", "-k", "sobel-x,sobel-y", "--channels", "each", "--normalize", "none"],
+    ["pool", "--mode", "average", "--size", "2"],
+]
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=lambda c: " ".join(c))
+def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_path, command,
+                                                                    memory):
+    extra = ["--memory", memory] if memory else []
+    source = pairs / "rgb" / "tiff" / "a.tif"
+    for fmt in ("tiff", "zarr"):
+        result = run(*command, *extra, "--format", fmt, source, "-o", tmp_path / fmt)
+        assert result.exit_code == 0, result.output
+    tiffs = [n for n in names(tmp_path / "tiff") if n.endswith(".tiff")]
+    assert sorted(p.name for p in (tmp_path / "zarr").glob("*.zarr")) == [
+        n[:-len("tiff")] + "zarr" for n in tiffs]
+    for name in tiffs:
+        store = tmp_path / "zarr" / (name[:-len("tiff")] + "zarr")
+        expected = tifffile.imread(tmp_path / "tiff" / name)
+        assert np.array_equal(_level(store, 0), expected, equal_nan=True)
+        sizes = level_sizes(*expected.shape[:2])
+        assert len(sizes) > 1
+        for index, size in enumerate(sizes):
+            assert _level(store, index).shape[:2] == size
+        if memory:  # the strips path's TIFF has the same reduced levels, as SubIFDs
+            with tifffile.TiffFile(tmp_path / "tiff" / name) as tif:
+                levels = tif.series[0].levels
+                assert len(levels) == len(sizes)
+                for index, level in enumerate(levels):
+                    assert np.array_equal(_level(store, index), level.asarray(), equal_nan=True)
+
+
+def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
+    assert run("pool", "--size", "2", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif",
+               "-o", tmp_path).exit_code == 0
+    store = tmp_path / "a_pool-max-f2-s2-R.zarr"
+    group = zarr.open_group(str(store), mode="r")
+    assert group.metadata.zarr_format == 2
+    (image,) = group.attrs["multiscales"]
+    assert image["version"] == "0.4"
+    assert image["axes"] == [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    assert [d["path"] for d in image["datasets"]] == ["0", "1"]
+    assert [d["coordinateTransformations"] for d in image["datasets"]] == [
+        [{"type": "scale", "scale": [1.0, 1.0]}], [{"type": "scale", "scale": [2.0, 2.0]}]]
+    assert group.attrs["convcli"]["version"]
+    array = group["0"]
+    assert array.shape == (350, 300) and array.chunks == (256, 256)
+    assert (store / "0" / "0" / "0").is_file()  # chunk keys with "/", as OME-Zarr 0.4 has them
+    colour = tmp_path / "a_pool-max-f2-s2.zarr"
+    (image,) = zarr.open_group(str(colour), mode="r").attrs["multiscales"]
+    assert [a["name"] for a in image["axes"]] == ["c", "y", "x"]
+    assert zarr.open_group(str(colour), mode="r")["0"].chunks == (3, 256, 256)
+
+
+def test_a_failure_while_writing_leaves_no_store_and_no_temporary(tmp_path):
+    with pytest.raises(RuntimeError, match="stopped"):
+        with open_row_writer(tmp_path / "out.zarr", fmt="zarr", height=600, width=300,
+                             channels=3, dtype=np.uint8) as writer:
+            writer.write(np.ones((300, 300, 3), np.uint8))
+            raise RuntimeError("stopped")
+    with pytest.raises(ValueError, match="rows written of"):
+        with open_row_writer(tmp_path / "out.zarr", fmt="zarr", height=600, width=300,
+                             channels=1, dtype=np.float32) as writer:
+            writer.write(np.ones((599, 300), np.float32))
+    assert os.listdir(tmp_path) == []
+
+
+def test_overwrite_replaces_only_stores_convcli_wrote(pairs, tmp_path):
+    source = pairs / "grey" / "tiff" / "a.tif"
+    out = tmp_path / "edges.zarr"
+    assert run("conv", "-k", "vertical", source, "-o", out).exit_code == 0
+    first = _level(out, 0)
+    result = run("conv", "-k", "horizontal", source, "-o", out)
+    assert result.exit_code == 0 and "skipped" in result.stderr
+    assert np.array_equal(_level(out, 0), first)
+    assert run("conv", "-k", "horizontal", source, "-o", out, "--overwrite").exit_code == 0
+    assert not np.array_equal(_level(out, 0), first)
+    foreign = tmp_path / "foreign.zarr"
+    zarr.save_array(str(foreign), np.zeros((4, 4), np.uint8))
+    result = run("conv", "-k", "vertical", source, "-o", foreign, "--overwrite")
+    assert "not written by convcli" in result.stderr and result.exit_code == 1
+    assert np.array_equal(zarr.open_array(str(foreign), mode="r")[:], np.zeros((4, 4)))
+    plain = tmp_path / "file.zarr"
+    plain.write_bytes(b"a file")
+    result = run("conv", "-k", "vertical", source, "-o", plain, "--overwrite")
+    assert "a file has the output's name" in result.stderr and result.exit_code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.zarr", "file.zarr",
+                                                          "foreign.zarr"]
+
+
+def test_stores_in_a_folder_are_inputs_never_walked_and_earlier_outputs_are_not(pairs,
+                                                                                tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    zarr.save_array(str(folder / "b.zarr"), _rgb(100, 120))
+    Image.fromarray(_rgb(90, 80)).save(folder / "c.png")
+    inside = sorted((folder / "b.zarr").rglob("*"))
+    for summary in ("2 processed", "0 processed, 2 skipped"):  # then its own outputs are there
+        result = run("pool", "--size", "2", "-r", folder, "-o", folder, "--format", "zarr")
+        assert result.exit_code == 0 and summary in result.stderr, result.output
+    stores = sorted(p.name for p in folder.glob("*.zarr"))
+    assert stores[0] == "b.zarr" and len(stores) == 9  # R, G, B and the colour image, twice
+    assert sorted((folder / "b.zarr").rglob("*")) == inside
+
+
+def test_zarr_cannot_go_to_standard_output(pairs):
+    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o", "-")
+    assert_one_line_error(result, 2, "writes a folder", "-o -")
+
+
+def test_a_stale_temporary_store_is_removed(tmp_path):
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    stale = tmp_path / f".convcli-a_pool.zarr.{proc.pid}-0a1b2c3d.part"
+    zarr.create_array(str(stale), data=np.ones((300, 300), np.uint8), zarr_format=2,
+                      chunks=(100, 100))
+    stale.joinpath(".zgroup").write_text(json.dumps({"zarr_format": 2}))
+    then = __import__("time").time() - 600
+    for folder, _, _ in os.walk(stale):
+        os.utime(folder, (then, then))
+    assert remove_stale_temporaries(tmp_path) == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_bad_store_is_one_line_naming_it(tmp_path):
+    group = zarr.open_group(str(tmp_path / "group.zarr"), mode="w")
+    group.create_array("x", shape=(4, 4), dtype="u1")
+    zarr.save_array(str(tmp_path / "ints.zarr"), np.zeros((4, 4), np.int32))
+    zarr.save_array(str(tmp_path / "five.zarr"), np.zeros((4, 4, 5), np.uint8))
+    for name, needle in (("group.zarr", "not an OME-Zarr image"), ("ints.zarr", "int32"),
+                         ("five.zarr", "5 channels"), ("missing.zarr", "No such file")):
+        result = run("pool", tmp_path / name, "-o", tmp_path / "out")
+        assert result.exit_code == 1
+        (line,) = [x for x in result.stderr.splitlines() if name in x]
+        assert needle in line and "Traceback" not in result.output
+
+
+def _without(monkeypatch, *modules):
+    real_import = builtins.__import__
+
+    def refusing(name, *args, **kwargs):
+        if name.split(".")[0] in modules:
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for name in list(sys.modules):
+        if name.split(".")[0] in modules:
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", refusing)
+
+
+def test_without_zarr_each_use_is_one_line_naming_the_extra(pairs, tmp_path, monkeypatch):
+    _without(monkeypatch, "zarr")
+    result = run("pool", pairs / "grey" / "zarr" / "a.zarr", "-o", tmp_path / "a")
+    assert_one_line_error(result, 2, "reading .zarr needs zarr: pip install 'convcli[zarr]'")
+    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
+                 "-o", tmp_path / "b")
+    assert_one_line_error(result, 2, "--format zarr needs zarr: pip install 'convcli[zarr]'")
+    result = run("pool", pairs / "grey" / "zarr", "-o", tmp_path / "c")  # found in a folder
+    assert result.exit_code == 1
+    assert "a.zarr: reading .zarr needs zarr: pip install 'convcli[zarr]'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_store_on_object_storage_is_read_where_it_is(pairs, tmp_path):
+    pytest.importorskip("fsspec")
+    grey = np.asarray(Image.open(pairs / "grey" / "tiff" / "a.tif"))
+    zarr.create_array("memory://zarr-test/in/a.zarr", data=grey, chunks=(128, 128))
+    for source, out in ((pairs / "grey" / "tiff" / "a.tif", "tiff"),
+                        ("memory://zarr-test/in", "url")):
+        result = run("conv", "-k", "vertical", "--memory", "1M", source, "-o", tmp_path / out)
+        assert result.exit_code == 0 and "1 processed" in result.stderr, result.output
+    assert np.array_equal(_pixels(tmp_path / "url" / "a_conv-vertical-sum.png"),
+                          _pixels(tmp_path / "tiff" / "a_conv-vertical-sum.png"))
+    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
+                 "-o", "memory://zarr-test/out")
+    assert_one_line_error(result, 2, "not on object storage yet")
