@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -179,27 +180,21 @@ def test_a_failure_while_writing_leaves_no_store_and_no_temporary(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_overwrite_replaces_only_stores_convcli_wrote(pairs, tmp_path):
+def test_a_store_named_with_o_is_replaced_as_a_file_is(pairs, tmp_path):
+    """-o FILE rules: convcli's own store replaced; another kept unless --overwrite."""
     source = pairs / "grey" / "tiff" / "a.tif"
     out = tmp_path / "edges.zarr"
     assert run("conv", "-k", "vertical", source, "-o", out).exit_code == 0
     first = _level(out, 0)
-    result = run("conv", "-k", "horizontal", source, "-o", out)
-    assert result.exit_code == 0 and "skipped" in result.stderr
-    assert np.array_equal(_level(out, 0), first)
-    assert run("conv", "-k", "horizontal", source, "-o", out, "--overwrite").exit_code == 0
+    assert run("conv", "-k", "horizontal", source, "-o", out).exit_code == 0
     assert not np.array_equal(_level(out, 0), first)
     foreign = tmp_path / "foreign.zarr"
     zarr.save_array(str(foreign), np.zeros((4, 4), np.uint8))
-    result = run("conv", "-k", "vertical", source, "-o", foreign, "--overwrite")
+    result = run("conv", "-k", "vertical", source, "-o", foreign)
     assert "not written by convcli" in result.stderr and result.exit_code == 1
-    assert np.array_equal(zarr.open_array(str(foreign), mode="r")[:], np.zeros((4, 4)))
-    plain = tmp_path / "file.zarr"
-    plain.write_bytes(b"a file")
-    result = run("conv", "-k", "vertical", source, "-o", plain, "--overwrite")
-    assert "a file has the output's name" in result.stderr and result.exit_code == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.zarr", "file.zarr",
-                                                          "foreign.zarr"]
+    assert zarr.open_array(str(foreign), mode="r").shape == (4, 4)
+    assert run("conv", "-k", "vertical", source, "-o", foreign, "--overwrite").exit_code == 0
+    assert np.array_equal(_level(foreign, 0), first)
 
 
 def test_stores_in_a_folder_are_inputs_never_walked_and_earlier_outputs_are_not(pairs,
@@ -291,3 +286,15 @@ def test_a_store_on_object_storage_is_read_where_it_is(pairs, tmp_path):
     result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
                  "-o", "memory://zarr-test/out")
     assert_one_line_error(result, 2, "not on object storage yet")
+
+
+def test_overwrite_in_a_folder_replaces_only_stores_convcli_wrote(pairs, tmp_path):
+    source = pairs / "grey" / "tiff" / "a.tif"
+    out = tmp_path / "out"
+    assert run("conv", "-k", "vertical", source, "-o", out, "--format", "zarr").exit_code == 0
+    (store,) = out.glob("*.zarr")
+    shutil.rmtree(store)
+    zarr.save_array(str(store), np.zeros((4, 4), np.uint8))  # now a store convcli did not write
+    result = run("conv", "-k", "vertical", source, "-o", out, "--format", "zarr", "--overwrite")
+    assert result.exit_code == 1 and "not written by convcli" in result.stderr
+    assert zarr.open_array(str(store), mode="r").shape == (4, 4)
