@@ -71,16 +71,17 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("memory", [None, "4M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
 @pytest.mark.parametrize("case", ["rgb", "grey", "deep", "float", "ome", "ome5"])
 def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(pairs, tmp_path, case,
                                                                  command, memory):
-    extra = ["--memory", memory] if memory else []
+    extra = ["--memory", memory, "-v"] if memory else []
     outputs = {}
     for kind, name in (("tiff", "a.tif"), ("zarr", "a.zarr")):
         result = run(*command, *extra, pairs / case / kind / name, "-o", tmp_path / kind)
         assert result.exit_code == 0, result.output
+        assert ("processed in strips" in result.stderr) == bool(memory)
         outputs[kind] = tmp_path / kind
     assert names(outputs["zarr"]) == names(outputs["tiff"])
     for output in names(outputs["tiff"]):
@@ -117,7 +118,7 @@ OUTPUT_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("memory", [None, "4M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=lambda c: " ".join(c))
 def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_path, command,
                                                                     memory):
