@@ -185,12 +185,11 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
     options = RunOptions(
         out_dir=out_dir, fmt=None if source is None or source.name == "DEFAULT" else fmt,
         figure=figure, recursive=recursive, overwrite=overwrite, max_pixels=max_pixels,
-        fail_fast=fail_fast, engine=engine, jobs=jobs, scheduler=scheduler,
-        scheduler_file=scheduler_file, files_per_task=files_per_task,
+        fail_fast=fail_fast, engine=engine.lower() if engine else None, jobs=jobs,
+        scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
         storage_options=storage_options, memory=memory, dry_run=dry_run)
     try:
         report = _Report(quiet=quiet, verbose=verbose, debug=debug)
-        engine = engine.lower() if engine else None
         status = run_batch(op, inputs, options, report)
     except (OptionError, MissingExtra) as exc:
         raise _usage_error(exc) from None

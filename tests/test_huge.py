@@ -144,3 +144,26 @@ def test_memory_stays_within_strips_of_a_large_image(tmp_path):
     assert peak < 18e6, f"peak {peak / 1e6:.0f} MB"
     written = np.asarray(Image.open(tmp_path / "out" / "big_conv-sobel-x-sum.png"))
     assert written.shape == (side, side) and written.std() > 10
+
+
+def test_outputs_in_place_before_a_later_one_fails_are_recorded(tiffs, tmp_path, monkeypatch):
+    import errno
+
+    from convcli import row_writers
+
+    closed = []
+    real_close = row_writers._PngSink.close
+
+    def full_disk_on_the_second(self):
+        closed.append(self)
+        if len(closed) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_close(self)
+
+    monkeypatch.setattr(row_writers._PngSink, "close", full_disk_on_the_second)
+    result = run("conv", "-k", "vertical", "--channels", "each", "-j", "1", tiffs / "rgb.tif",
+                 "-o", tmp_path, "--memory", "8M")
+    assert result.exit_code == 1 and "no space left" in result.stderr
+    on_disk = sorted(p.name for p in tmp_path.glob("*.png"))
+    recorded = sorted(r["output"] for r in _records(tmp_path))
+    assert on_disk and recorded == on_disk

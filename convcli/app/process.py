@@ -224,9 +224,9 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                               "outputs exist (use --overwrite to replace them)")
         Path(task.out_dir).mkdir(parents=True, exist_ok=True)
         written.todo = len(todo)
-        records, not_finite = process_in_strips(task, source, todo, budget=budget,
-                                                timings=timings, written=written.paths)
-        written.records = records
+        not_finite = process_in_strips(task, source, todo, budget=budget, timings=timings,
+                                       written=written.paths, records=written.records)
+        records = written.records
         why = ("over the --memory budget" if size > budget else
                "its pixels over --max-pixels, the limit of whole reads")
         notes = list(source.notes) + [f"processed in strips (its work would take about "

@@ -71,12 +71,13 @@ def _shape_only(source) -> Picture:
 
 
 def process_in_strips(task, source, todo, *, budget: int, timings: dict,
-                      written: list[str]) -> tuple[list[dict], int]:
+                      written: list[str], records: list[dict]) -> int:
     """Write the outputs `todo` of `task` from `source`, strip by strip.
 
-    Returns the manifest records of the outputs written and the number of
-    non-finite result values. Raises ValueError (one line) for what cannot be
-    written in strips, or an output that would not fit the free disk space.
+    Each output written is added to `written` and its manifest record to
+    `records` as soon as it is in place. Returns the number of non-finite
+    result values. Raises ValueError (one line) for what cannot be written in
+    strips, or an output that would not fit the free disk space.
     """
     op, start = task.op, time.perf_counter()
     whole = _shape_only(source)
@@ -98,13 +99,13 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     if grids:  # block means of the result as it is written, for the overview
         overview = _Overview(_overview_factor(source.height, source.width), size[1], size[2])
         strips = (overview.add(result) or (strip, result) for strip, result in strips)
-    records, not_finite = plans.write(strips, written)
+    not_finite = plans.write(strips, written, records)
     for out in grids:
         if _save_overview(out.path, task, source, overview):
             written.append(str(out.path))
             records.append(output_record(out, [], plans.depth))
     timings["compute"] = time.perf_counter() - start
-    return records, not_finite
+    return not_finite
 
 
 OVERVIEW_SIDE = 1000
@@ -212,23 +213,32 @@ class _Outputs:
         return dict(fmt=fmt, height=height, width=width, channels=count,
                     dtype=np.float32 if raw else levels)
 
-    def write(self, strips, written: list[str]) -> tuple[list[dict], int]:
-        """Write every output from the strips of the last pass; records and non-finite count."""
+    def write(self, strips, written: list[str], records: list[dict]) -> int:
+        """Write every output from the strips of the last pass; the non-finite values' count.
+
+        Each output is added to `written` and `records` as soon as it is in
+        place, so that one that fails or is stopped later leaves the others
+        recorded.
+        """
         not_finite = 0
         with ExitStack() as stack:
-            writers = [stack.enter_context(open_row_writer(
-                out.path, overwrite=self.task.overwrite, **self._layout(out)))
-                for out in self.todo]
+            writers = []
+            for out in self.todo:
+                # Registered first, so called once the writer has closed (last in, first out).
+                stack.callback(self._record, out, writers, len(writers), written, records)
+                writers.append(stack.enter_context(open_row_writer(
+                    out.path, overwrite=self.task.overwrite, **self._layout(out))))
             for _, result in strips:
                 not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
                 for out, writer in zip(self.todo, writers, strict=True):
                     writer.write(self._rows(out, result))
-        records = []
-        for out, writer in zip(self.todo, writers, strict=True):
-            if writer.written:
-                written.append(str(out.path))
-                records.append(output_record(out, self._scales(out), self.depth))
-        return records, not_finite
+        return not_finite
+
+    def _record(self, out, writers: list, index: int, written: list[str],
+                records: list[dict]) -> None:
+        if index < len(writers) and writers[index].written:
+            written.append(str(out.path))
+            records.append(output_record(out, self._scales(out), self.depth))
 
     def _rows(self, out, result: np.ndarray) -> np.ndarray:
         """The rows `out` writes of a strip's result: raw values or levels, (h, W, C)."""
