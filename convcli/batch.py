@@ -243,7 +243,9 @@ def _tracked_call(fn, *args, **kwargs):
         _busy.value += 1
     try:
         _in_task = True
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        _in_task = False  # before returning: a late stop request must not replace the result
+        return result
     finally:
         _in_task = False
         with _busy.get_lock():
@@ -337,7 +339,9 @@ class BatchRun:
         if self._executor is None:
             keep_freed_memory()
             for task in self._tasks:
-                yield run_guarded(self._worker, task)
+                if self._stop_requests():  # asked to stop between files: start no other
+                    return
+                yield _run_here(self._worker, task)
             return
         self._fill()
         while self._pending:
@@ -494,6 +498,28 @@ class BatchRun:
         self._pending, self._unreported = set(), []
         self._executor.shutdown(wait=not force, cancel_futures=True)
         return late
+
+
+# Whether a task is being processed in this process's main thread now (one job).
+_working_here = False
+
+
+def working_here() -> bool:
+    """Whether this thread is inside a task that :class:`BatchRun` runs here (one job).
+
+    A stop request there may interrupt the file; elsewhere (the run's own
+    bookkeeping, the manifest) it is only counted.
+    """
+    return _working_here
+
+
+def _run_here(worker: Callable, task) -> FileResult:
+    global _working_here
+    _working_here = True
+    try:
+        return run_guarded(worker, task)
+    finally:
+        _working_here = False
 
 
 def _death(codes: dict[int, int]) -> str:

@@ -123,6 +123,9 @@ def process_file(task: Task) -> FileResult:
                 result = _process_staged(task, timings, written)
             else:
                 result = _process(task, timings, written)
+        if said and result.status == "done":
+            result = replace(result, message=_with(result.message, said))
+        return result
     except (*EXPECTED_ERRORS, MissingExtra) as exc:  # no zarr: this file fails, the run goes on
         message = describe_error(exc, task.source, task.out_dir)
         return _partial(task, "failed", _with(message, said), written, timings)
@@ -131,9 +134,6 @@ def process_file(task: Task) -> FileResult:
         return _partial(task, "done" if finished else "stopped",
                         "" if finished else "stopped before its outputs were all written",
                         written, timings)
-    if said and result.status == "done":
-        result = replace(result, message=_with(result.message, said))
-    return result
 
 
 def _partial(task: Task, status: str, message: str, written: _Written,

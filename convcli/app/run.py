@@ -424,8 +424,11 @@ class _StopRequests:
         return len(self.signals)
 
     def handle(self, signum, frame):
+        from ..batch import working_here
+
         self.signals.append(signum)
-        if self.raise_first and len(self.signals) == 1:
+        # Only inside the file being processed: in the bookkeeping the loop sees the count.
+        if self.raise_first and len(self.signals) == 1 and working_here():
             raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
 
     def installed(self) -> ExitStack:
