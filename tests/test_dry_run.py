@@ -65,3 +65,39 @@ def test_dry_run_of_an_input_that_cannot_be_read_is_one_line_and_exit_1(photo, t
     assert result.stdout == (f"{photo} -> {tmp_path / 'out' / 'photo_conv-vertical-sum.png'} "
                              "(40x30 png)\n")
     assert names(tmp_path) == ["photo.png"]
+
+
+def _agree(*args):
+    """The dry run and the real run agree on success, on the failure line, on what is written."""
+    dry, real = run(*args, "-n"), run(*args)
+    assert dry.exit_code == real.exit_code, (dry.output, real.output)
+    if real.exit_code:
+        assert dry.stderr.splitlines()[0] == real.stderr.splitlines()[0]
+    return dry, real
+
+
+def test_dry_run_reads_as_the_run_does_for_files_read_in_strips(tmp_path):
+    import numpy as np
+    import tifffile
+
+    big = tmp_path / "big.tif"
+    tifffile.imwrite(big, np.zeros((300, 400), np.uint8), tile=(64, 64))
+    dry, _ = _agree("conv", "-k", "vertical", big, "-o", tmp_path / "a", "--memory", "1M",
+                    "--max-pixels", "1000")  # over the limit of whole reads, and read in strips
+    assert "(400x300 png)" in dry.stdout
+    _agree("conv", "-k", "vertical", big, "-o", tmp_path / "b", "--memory", "1M",
+           "--format", "jpg")  # strips write no JPEG: both fail on the same line
+    zarr = pytest.importorskip("zarr")
+    store = tmp_path / "scan.zarr"
+    zarr.save_array(str(store), np.zeros((30, 40), np.uint8))
+    dry, _ = _agree("conv", "-k", "vertical", store, "-o", tmp_path / "c")
+    assert "(40x30 png)" in dry.stdout
+
+
+def test_dry_run_refuses_what_the_run_refuses(tmp_path):
+    photo = make_image(tmp_path / "p.png", "L")
+    _agree("pool", photo, "-o", photo)  # an output over an input
+    foreign = make_image(tmp_path / "mine.png", "L", seed=3)
+    _agree("pool", photo, "-o", foreign)  # a file convcli did not write
+    dry, real = _agree("pool", photo, "-o", foreign, "--overwrite")
+    assert dry.exit_code == 0 and "mine.png" in dry.stdout

@@ -22,6 +22,7 @@ from ..images import open_image
 from ..storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .plan import Task
+from .process import outputs_to_write
 from .strips import output_size
 
 
@@ -34,12 +35,11 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     Raises OSError or ValueError (from :mod:`convcli.images`) for an input
     that cannot be read, or is too small for the operation.
     """
-    with _local_copy(task) as source_path, open_image(source_path,
-                                                      max_pixels=task.max_pixels) as source:
-        width, height = source.upright_size
-        channels = source.channels
+    with _local_copy(task) as source_path:
+        width, height, channels = _header(task, source_path)
     outputs = planned_outputs(task, channels)
-    todo = outputs if task.overwrite else [o for o in outputs if not _exists(o, task)]
+    todo = outputs_to_write(task, outputs, exists=lambda out: _exists(out, task))
+    _check_named_file(task, todo)
     if not todo:
         return [f"{names.get(task.source, task.source)}: skip (outputs exist)"]
     rows, columns = output_size(task.op, height, width)
@@ -49,6 +49,45 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     shown = names.get(task.source, task.source)
     return [f"{shown} -> {_name(out, task, names)} ({_size(out, columns, rows, count)})"
             for out in todo]
+
+
+def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...]]:
+    """(width, height, channels) as the run would read them, with its checks.
+
+    A file the run reads in strips (:func:`convcli.app.process.strips_reason`)
+    is checked as the strips are (no pixel limit; their formats); the rest as
+    whole reads are (``--max-pixels``).
+    """
+    from ..regions import open_regions
+    from ..zarr_stores import is_store_name
+    from .process import strips_reason
+    from .streamed import check_strips
+    from .strips import in_strips
+
+    source = open_regions(path, max_pixels=task.max_pixels) if in_strips(task.op) else None
+    if source is not None:
+        with source:
+            if strips_reason(task, source)[0] is not None:
+                check_strips(task, source)
+                return source.width, source.height, tuple(source.channels)
+            if is_store_name(path):  # read whole through zarr: no Pillow, no pixel limit
+                return source.width, source.height, tuple(source.channels)
+    with open_image(path, max_pixels=task.max_pixels) as image:
+        width, height = image.upright_size
+        return width, height, image.channels
+
+
+def _check_named_file(task: Task, todo: list[Output]) -> None:
+    """The run's refusal of an ``-o FILE`` that convcli did not write, unless --overwrite."""
+    from ..images import written_by_convcli
+
+    if not task.out_file or task.replace_any or is_url(task.out_file):
+        return
+    for out in todo:
+        if os.path.exists(out.path) and not written_by_convcli(out.path):
+            raise FileExistsError(f"{out.path}: the existing file was not written by convcli "
+                                  "and is kept (choose another -o; --overwrite replaces a file "
+                                  "named with -o)")
 
 
 def _size(out: Output, columns: int, rows: int, count: int) -> str:

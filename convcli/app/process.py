@@ -199,26 +199,22 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     See :mod:`convcli.app.streamed`; everything else reads the image whole.
     So does a Zarr store over ``--max-pixels``, which guards whole reads.
     """
-    from .._engine.tiles import memory_budget
     from ..regions import open_regions
-    from .streamed import process_in_strips, whole_image_bytes
+    from .streamed import process_in_strips
     from .strips import in_strips
 
     if not in_strips(task.op):
         return None
-    budget = task.memory or memory_budget()
     source = open_regions(task.source, max_pixels=task.max_pixels,
                           storage_options=task.storage_options)
     if source is None:
         return None
     with source:
-        size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
-        pixels = source.height * source.width
-        over_limit = is_store_name(task.source) and 0 < task.max_pixels < pixels
-        if size <= budget and not over_limit:
+        why, size, budget = strips_reason(task, source)
+        if why is None:
             return None
         outputs = planned_outputs(task, source.channels)
-        todo = _to_write(task, outputs)
+        todo = outputs_to_write(task, outputs)
         if not todo:
             return FileResult(task.source, "skipped",
                               "outputs exist (use --overwrite to replace them)")
@@ -227,14 +223,30 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         not_finite = process_in_strips(task, source, todo, budget=budget, timings=timings,
                                        written=written.paths, records=written.records)
         records = written.records
-        why = ("over the --memory budget" if size > budget else
-               "its pixels over --max-pixels, the limit of whole reads")
         notes = list(source.notes) + [f"processed in strips (its work would take about "
                                       f"{size / 2**30:.1f} GiB; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
                       hints=_hints(task.op, tuple(source.channels)))
+
+
+def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
+    """Why `task` reads `source` (a region source) in strips, or None; its work's size and budget.
+
+    In strips when the whole-image work would not fit ``--memory``, or for a
+    Zarr store over ``--max-pixels`` (which guards whole reads).
+    """
+    from .._engine.tiles import memory_budget
+    from .streamed import whole_image_bytes
+
+    budget = task.memory or memory_budget()
+    size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
+    if size > budget:
+        return "over the --memory budget", size, budget
+    if is_store_name(task.source) and 0 < task.max_pixels < source.height * source.width:
+        return "its pixels over --max-pixels, the limit of whole reads", size, budget
+    return None, size, budget
 
 
 def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
@@ -247,7 +259,7 @@ def _decode(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
         return _read_store(task)
     with library_section(), open_image(task.source, max_pixels=task.max_pixels) as source:
         outputs = planned_outputs(task, source.channels)
-        todo = _to_write(task, outputs)
+        todo = outputs_to_write(task, outputs)
         return (source.read() if todo else None), outputs, todo
 
 
@@ -257,7 +269,7 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
 
     with open_regions(task.source, storage_options=task.storage_options) as source:
         outputs = planned_outputs(task, source.channels)
-        todo = _to_write(task, outputs)
+        todo = outputs_to_write(task, outputs)
         if not todo:
             return None, outputs, todo
         check_pixels((source.width, source.height), task.max_pixels)
@@ -266,12 +278,14 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
                 outputs, todo)
 
 
-def _to_write(task: Task, outputs: list[Output]) -> list[Output]:
+def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Output]:
     """The outputs to write: all with ``--overwrite``, else those that do not exist.
 
     A ValueError if one of them would replace an input file of the run.
+    `exists(output)` says whether an output exists (default: on this disk).
     """
-    todo = outputs if task.overwrite else [o for o in outputs if not os.path.exists(o.path)]
+    exists = exists or (lambda out: os.path.exists(out.path))
+    todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
     protected = {path_key(p) for p in task.protected}
     for out in todo:
         if path_key(out.path) in protected:

@@ -70,6 +70,17 @@ def _shape_only(source) -> Picture:
     return Picture(pixels, source.channels, source.white, source.depth, source.notes)
 
 
+def check_strips(task, source) -> Picture:
+    """A ValueError (one line) if `task` cannot be done in strips; else a shape-only picture."""
+    whole = _shape_only(source)
+    task.op.check(whole)
+    if task.fmt not in STREAMED_FORMATS:
+        raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
+                         f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
+                         f"{task.fmt}: give --format png, tiff or zarr")
+    return whole
+
+
 def process_in_strips(task, source, todo, *, budget: int, timings: dict,
                       written: list[str], records: list[dict]) -> int:
     """Write the outputs `todo` of `task` from `source`, strip by strip.
@@ -80,12 +91,7 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     strips, or an output that would not fit the free disk space.
     """
     op, start = task.op, time.perf_counter()
-    whole = _shape_only(source)
-    op.check(whole)
-    if task.fmt not in STREAMED_FORMATS:
-        raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
-                         f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
-                         f"{task.fmt}: give --format png, tiff or zarr")
+    whole = check_strips(task, source)
     grids = [out for out in todo if out.kind == "grid"]
     files = [out for out in todo if out.kind != "grid"]
     rows = rows_for_budget(op, source, min(budget, STRIP_WORK))
