@@ -40,6 +40,8 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
+from .safeio import signals_held
+
 STDERR_LIMIT = 4096
 """At most this many bytes of what C libraries write to fd 2 are kept per file."""
 
@@ -142,12 +144,17 @@ def _fd2_to(capture) -> Iterator[None]:
     if saved is None:
         yield
         return
-    os.dup2(capture.fileno(), 2)
+    redirected = False
     try:
+        with signals_held():  # a stop request here must not leave fd 2 redirected
+            os.dup2(capture.fileno(), 2)
+            redirected = True
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        with signals_held():
+            if redirected:
+                os.dup2(saved, 2)
+            os.close(saved)
 
 
 # --- Python warnings, routed by thread ------------------------------------------------------

@@ -533,19 +533,17 @@ def _death(codes: dict[int, int]) -> str:
 def iter_results(
     tasks: Iterable, worker: Callable, *, jobs: int = 1
 ) -> Iterator[FileResult]:
-    """Yield ``worker(task)`` for every task, on `jobs` local processes (see :class:`BatchRun`).
+    """Yield ``worker(task)`` for every task, on `jobs` local processes (:class:`ProcessEngine`).
 
     Stopping the iteration early stops the run: tasks not yet started are
     cancelled and the running ones finish. A worker process that dies is
     replaced (its file fails).
     """
-    executor = LocalProcessPool(jobs) if jobs > 1 else None
-    run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
-                   new_executor=lambda: LocalProcessPool(jobs))
+    engine = ProcessEngine(EngineSettings(jobs=jobs))
     try:
-        yield from run
+        yield from engine.start(tasks, worker)
     finally:
-        run.stop()
+        engine.stop()
 
 
 class ProcessEngine(Engine):

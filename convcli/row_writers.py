@@ -510,8 +510,11 @@ class _TiffSink:
 
     def abort(self) -> None:
         try:
-            if self._thread.is_alive():
-                self._put(_ABORT)
+            if self._thread.is_alive() and self._failure is None:
+                try:
+                    self._put(_ABORT)
+                except BaseException:  # noqa: BLE001 - it stopped on its own error meanwhile
+                    pass
             self._thread.join()
             try:
                 self._tiff.close()

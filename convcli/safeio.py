@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -346,14 +347,37 @@ def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
             raise
         return True
     aside = temp_path_for(path)
-    os.rename(path, aside)
-    try:
-        os.rename(tmp, path)
-    except BaseException:
-        os.rename(aside, path)
-        raise
+    with signals_held():  # a stop request between the renames would lose both folders
+        os.rename(path, aside)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            os.rename(aside, path)
+            raise
     shutil.rmtree(aside, ignore_errors=True)
     return True
+
+
+_HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1")
+                      if hasattr(signal, name))
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and the stop-at-once signal wait until the block ends (POSIX).
+
+    For the few steps that must happen together (two renames, a file
+    descriptor swapped and restored): the signal is handled when the block
+    ends. Elsewhere than POSIX, nothing is held.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:

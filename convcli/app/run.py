@@ -232,8 +232,8 @@ class _BatchRun:
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
                 return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
+            _check_folder(target.folder)  # before a cluster is started or reached
             self._open_engine(stack)
-            _check_folder(target.folder)
             if target.stdout and not self.reporter.verbose:
                 self.reporter.quiet = True
             status = self._run_planned(paths, target, shown, tasks, first)
