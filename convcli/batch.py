@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._engine.tiles import set_threads, usable_cores
-from .engines import Engine, EngineError, EngineSettings
+from .engines import EngineError, EngineSettings, RunEngine
 from .errors import OptionError
 from .safeio import remove_temporaries
 
@@ -546,7 +546,7 @@ def iter_results(
         engine.stop()
 
 
-class ProcessEngine(Engine):
+class ProcessEngine(RunEngine):
     """The ``processes`` engine: `jobs` worker processes here, or this process for one job.
 
     A :class:`LocalProcessPool` run by :class:`BatchRun`; see there what a
@@ -565,7 +565,6 @@ class ProcessEngine(Engine):
                               "--scheduler")
         super().__init__(settings)
         self.jobs = 1 if settings.in_memory else settings.jobs or default_jobs()
-        self._run: BatchRun | None = None
 
     @property
     def shares_memory(self) -> bool:
@@ -580,18 +579,9 @@ class ProcessEngine(Engine):
             self.jobs = min(self.jobs, max(1, count))
         jobs = self.jobs
         executor = LocalProcessPool(jobs) if jobs > 1 else None
-        self._run = BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
-                             stop_requests=stop_requests,
-                             new_executor=lambda: LocalProcessPool(jobs))
-        self.recovered_deaths = self._run.recovered_deaths
-        return iter(self._run)
-
-    def stop(self, *, force: bool = False) -> list[FileResult]:
-        return self._run.stop(force=force) if self._run is not None else []
-
-    @property
-    def running(self) -> int:
-        return self._run.running if self._run is not None else 0
+        return self._started(BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
+                                      stop_requests=stop_requests,
+                                      new_executor=lambda: LocalProcessPool(jobs)))
 
     def deaths_note(self) -> str | None:
         if not self.recovered_deaths:

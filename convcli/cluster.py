@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ._engine.tiles import set_threads, usable_cores
 from .batch import WORKER_DIED, FileResult, keep_freed_memory, run_guarded
-from .engines import Engine, EngineError, EngineSettings
+from .engines import EngineError, EngineSettings, RunEngine
 from .errors import MissingExtra, OptionError
 
 DEFAULT_FILES_PER_TASK = 8
@@ -327,7 +327,7 @@ class ClusterRun:
         return []
 
 
-class DaskEngine(Engine):
+class DaskEngine(RunEngine):
     """The ``dask`` engine: a Dask cluster, from ``--scheduler`` or ``--scheduler-file``.
 
     Without either, a local cluster of ``--jobs`` worker processes
@@ -350,7 +350,6 @@ class DaskEngine(Engine):
                               "where the cluster's workers cannot see it", "--scheduler")
         super().__init__(settings)
         self.client = None
-        self._run: ClusterRun | None = None
 
     @property
     def shares_memory(self) -> bool:
@@ -373,14 +372,5 @@ class DaskEngine(Engine):
 
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK
-        self._run = ClusterRun(self.client, tasks, worker, files_per_task=per_task,
-                               stop_requests=stop_requests)
-        self.recovered_deaths = self._run.recovered_deaths
-        return iter(self._run)
-
-    def stop(self, *, force: bool = False) -> list[FileResult]:
-        return self._run.stop(force=force) if self._run is not None else []
-
-    @property
-    def running(self) -> int:
-        return self._run.running if self._run is not None else 0
+        return self._started(ClusterRun(self.client, tasks, worker, files_per_task=per_task,
+                                        stop_requests=stop_requests))

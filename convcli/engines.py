@@ -152,6 +152,29 @@ class Engine(ABC):
                 f"({', '.join(self.recovered_deaths)}) and were replaced")
 
 
+class RunEngine(Engine):
+    """An engine whose :meth:`start` makes a run object that yields, stops and counts.
+
+    The run (:class:`convcli.batch.BatchRun`, :class:`convcli.cluster.ClusterRun`)
+    has ``__iter__``, ``stop(force=)``, ``running`` and ``recovered_deaths``;
+    this class hands :meth:`stop` and :attr:`running` to it.
+    """
+
+    _run = None
+
+    def _started(self, run) -> Iterator:
+        self._run = run
+        self.recovered_deaths = run.recovered_deaths
+        return iter(run)
+
+    def stop(self, *, force: bool = False) -> list:
+        return self._run.stop(force=force) if self._run is not None else []
+
+    @property
+    def running(self) -> int:
+        return self._run.running if self._run is not None else 0
+
+
 def engine_name(name: str | None, settings: EngineSettings) -> str:
     """The engine to use: `name`, or ``dask`` when a scheduler is given, else ``processes``.
 

@@ -351,3 +351,20 @@ def imagemagick() -> str | None:
             if "ImageMagick" in version:
                 return program
     return None
+
+
+def hide_modules(monkeypatch, *modules) -> None:
+    """Make `modules` (and their submodules) fail to import, as when an extra is missing."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def refusing(name, *args, **kwargs):
+        if name.split(".")[0] in modules:
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for name in list(sys.modules):
+        if name.split(".")[0] in modules:
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", refusing)

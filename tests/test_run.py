@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import builtins
-import sys
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from helpers import make_image, make_truncated_png, names, run
+from helpers import hide_modules, make_image, make_truncated_png, names, run
 
 from convcli import engines
 from convcli.app import ops
@@ -220,24 +218,10 @@ def test_a_type_error_inside_convcli_is_an_internal_error(folder, tmp_path, monk
 # --- errors ------------------------------------------------------------------------------------
 
 
-def _without(monkeypatch, *modules):
-    real_import = builtins.__import__
-
-    def refusing(name, *args, **kwargs):
-        if name.split(".")[0] in modules:
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)
-
-    for name in list(sys.modules):
-        if name.split(".")[0] in modules:
-            monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(builtins, "__import__", refusing)
-
-
 def test_every_missing_extra_is_one_type_naming_its_extra(monkeypatch):
     from convcli import cluster, storage
 
-    _without(monkeypatch, "distributed", "fsspec")
+    hide_modules(monkeypatch, "distributed", "fsspec")
     with pytest.raises(MissingExtra) as dask:
         cluster.connect("tcp://127.0.0.1:8786")
     assert dask.value.extra == "dask" and "pip install 'convcli[dask]'" in str(dask.value)
@@ -248,7 +232,7 @@ def test_every_missing_extra_is_one_type_naming_its_extra(monkeypatch):
 
 
 def test_a_missing_extra_is_a_usage_error_on_the_command_line(folder, tmp_path, monkeypatch):
-    _without(monkeypatch, "distributed")
+    hide_modules(monkeypatch, "distributed")
     result = run("pool", folder, "-o", tmp_path / "out", "--scheduler", "local")
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import shutil
@@ -11,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, names, run
+from helpers import assert_one_line_error, hide_modules, names, run
 from PIL import Image
 
 zarr = pytest.importorskip("zarr")
@@ -247,22 +246,8 @@ def test_a_bad_store_is_one_line_naming_it(tmp_path):
         assert needle in line and "Traceback" not in result.output
 
 
-def _without(monkeypatch, *modules):
-    real_import = builtins.__import__
-
-    def refusing(name, *args, **kwargs):
-        if name.split(".")[0] in modules:
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)
-
-    for name in list(sys.modules):
-        if name.split(".")[0] in modules:
-            monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(builtins, "__import__", refusing)
-
-
 def test_without_zarr_each_use_is_one_line_naming_the_extra(pairs, tmp_path, monkeypatch):
-    _without(monkeypatch, "zarr")
+    hide_modules(monkeypatch, "zarr")
     result = run("pool", pairs / "grey" / "zarr" / "a.zarr", "-o", tmp_path / "a")
     assert_one_line_error(result, 2, "reading .zarr needs zarr: pip install 'convcli[zarr]'")
     result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
