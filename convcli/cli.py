@@ -43,7 +43,9 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _say(message: str) -> None:
-    click.echo(f"convcli: {message}", err=True)
+    from .storage import redact
+
+    click.echo(f"convcli: {redact(message)}", err=True)
 
 
 class _Group(click.Group):

@@ -57,12 +57,49 @@ def parse_option(text: str) -> tuple[str, object]:
     """
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ValueError(f"{text!r} is not KEY=VALUE")
+        # The text is not echoed: it may be a secret given without its name.
+        raise ValueError("expected a name, '=' and a value")
     try:
         decoded = json.loads(value)
     except ValueError:
         decoded = value
     return key.strip(), decoded
+
+
+# Option and parameter names whose values are secrets (fsspec, s3fs, gcsfs, adlfs, presigned URLs).
+_SECRET_NAME = (r"[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|signature|auth)[\w.-]*"
+                r"|sig")
+_SECRET_PAIR = re.compile(rf"(?i)(?<![\w.-])({_SECRET_NAME})(\s*=\s*)([^\s&;,'\"]*)")
+_SECRET_WHOLE = re.compile(rf"(?is)^(-[\w-]*=)?\s*({_SECRET_NAME})(\s*=).*$")
+_SECRET_ITEM = re.compile(rf"""(?i)(["'])({_SECRET_NAME})\1(\s*:\s*)(["'])(?:(?!\4).)*\4""")
+_URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
+
+REDACTED = "***"
+
+
+def redact(text: str) -> str:
+    """`text` with its secrets replaced by ``***``, for a manifest, a message or a log.
+
+    Hidden are the values of options whose names say they are secret
+    (``key``, ``secret``, ``token``, ``password``, ``aws_session_token`` ...)
+    as ``NAME=VALUE`` (a whole ``--storage-option`` argument, or in a URL's
+    query) or as a JSON or Python dict item, and the user and password in a
+    URL. Everything else is kept.
+
+    >>> redact("--storage-option secret=abc anon=true")
+    '--storage-option secret=*** anon=true'
+    >>> redact("s3://AKIA:pw@bucket/a.png: not found")
+    's3://***@bucket/a.png: not found'
+    >>> redact('client_kwargs={"aws_session_token": "x y"}')
+    'client_kwargs={"aws_session_token": "***"}'
+    """
+    text = str(text)
+    whole = _SECRET_WHOLE.match(text)
+    if whole and "\n" not in text:  # one argument: the value is all the rest, spaces too
+        return f"{whole.group(1) or ''}{whole.group(2)}{whole.group(3)}{REDACTED}"
+    text = _URL_USER.sub(rf"\1{REDACTED}@", text)
+    text = _SECRET_ITEM.sub(rf"\1\2\1\3\4{REDACTED}\4", text)
+    return _SECRET_PAIR.sub(rf"\1\2{REDACTED}", text)
 
 
 def filesystem(url: str, options: dict | None = None):

@@ -115,7 +115,9 @@ class Manifest:
 
         argv = list(sys.argv if argv is None else argv)
         argv[:1] = ["convcli"]
-        self.run = {"command": shlex.join(argv), "version": __version__,
+        # Secrets (--storage-option secret=..., s3://KEY:SECRET@...) never reach a manifest.
+        command = shlex.join(storage.redact(arg) for arg in argv)
+        self.run = {"command": command, "version": __version__,
                     **operation_record(op), "format": fmt}
         self.shown = shown or {}
         self.storage_options = storage_options
@@ -125,7 +127,9 @@ class Manifest:
     def add(self, result) -> None:
         """Record the outputs of one result (a :class:`convcli.batch.FileResult`)."""
         source = self.shown.get(result.source, result.source)
-        if not storage.is_url(source) and source != "-":
+        if storage.is_url(source):
+            source = storage.redact(source)  # no s3://KEY:SECRET@...
+        elif source != "-":
             source = os.path.abspath(source)
         lines: dict[str, list[str]] = {}
         for path, record in zip(result.outputs, result.records, strict=False):

@@ -36,7 +36,7 @@ from pathlib import Path
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..engines import Engine, EngineError, EngineSettings, make_engine
 from ..errors import MissingExtra, OptionError
-from ..storage import dirname, is_url, local_path, protocol
+from ..storage import dirname, is_url, local_path, protocol, redact
 
 FIRST_TASKS = 256
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
@@ -107,8 +107,8 @@ class Reporter:
         self.quiet, self.verbose, self.debug = quiet, verbose, debug
 
     def say(self, line: str) -> None:
-        """One line for the user, always."""
-        print(f"convcli: {line}", file=sys.stderr, flush=True)
+        """One line for the user, always (its secrets hidden: :func:`convcli.storage.redact`)."""
+        print(f"convcli: {redact(line)}", file=sys.stderr, flush=True)
 
     def note(self, line: str) -> None:
         """A line that `quiet` leaves out."""
@@ -295,7 +295,7 @@ class _BatchRun:
         if target.stdout:
             shown = {**shown, target.out_file: "-"}
         failed = sum(not read for read in dry_run(planned, shown, self.reporter.say,
-                                                     lambda line: print(line, flush=True)))
+                                                     lambda line: print(redact(line), flush=True)))
         _planning_error(tasks.error, self.reporter, stop=False)
         return 1 if failed or tasks.error is not None else 0
 
