@@ -33,6 +33,8 @@ MAX_DRAWN_ASPECT = 8.0  # an image longer than 8 times its thickness is stretche
 STRIP_RATIO = 3.0
 STRIP_INCHES = 10.0
 SIGNED_CMAP = "RdBu_r"  # zero white, positive red, negative blue
+# Titles are plain text: a file name such as "a$b$.png" is not read as mathtext or TeX.
+PLAIN_TEXT = {"parse_math": False, "usetex": False}
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def draw_grid(panels: list[Panel | None], *, ncols: int, title: str | None = Non
             continue
         _draw(fig, ax, panel, cell_pixels)
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(title, fontsize=11, **PLAIN_TEXT)
     return fig
 
 
@@ -205,7 +207,7 @@ def _block_means(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndar
 
 def _draw(fig, ax, panel: Panel, cell_pixels: tuple[float, float]) -> None:
     image = np.asarray(panel.image)
-    ax.set_title(panel.title, fontsize=10)
+    ax.set_title(panel.title, fontsize=10, **PLAIN_TEXT)
     h, w = image.shape[:2]
     placing = {}
     if h and w and not 1 / MAX_DRAWN_ASPECT <= h / w <= MAX_DRAWN_ASPECT:
@@ -241,7 +243,7 @@ def _draw_kernel(fig, ax, weights: np.ndarray, title: str) -> None:
     """A kernel's grid as signed colours (zero white), each weight written in its cell."""
     top = float(np.abs(weights).max()) or 1.0
     image = ax.imshow(weights, cmap=SIGNED_CMAP, vmin=-top, vmax=top)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=9, **PLAIN_TEXT)
     ax.set_xticks([])
     ax.set_yticks([])
     size = 8 if max(weights.shape) <= 3 else 7
@@ -285,7 +287,7 @@ def save_fit_figure(path: str | os.PathLike, weights: np.ndarray, losses: list[f
     ax.set_ylabel("relative error ||Z - Y|| / ||Y||")
     ax.set_title("loss", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, **PLAIN_TEXT)
 
     def write(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": MARKER})

@@ -142,3 +142,33 @@ def test_conv_figure_panels_hold_the_results_they_name():
             assert panel.title == f"{name}: {'RGB'[c]}"
             np.testing.assert_array_equal(panel.image, data[:, :, 3 * k + c])
             assert panel.signed  # edge responses are negative somewhere
+
+
+NAMES_WITH_DOLLARS = ["a$b{{c}}$.png", "$x^{$.png", "$" + "{" * 50 + "}" * 50 + "$.png"]
+
+
+def test_figure_titles_are_plain_text_for_names_with_dollars(tmp_path, monkeypatch):
+    from helpers import make_image, ok
+
+    from convcli import figures
+
+    titles = []
+    draw_grid = figures.draw_grid
+
+    def drawn(*args, **kwargs):  # the figure's title, as matplotlib will draw it
+        fig = draw_grid(*args, **kwargs)
+        titles.append((fig._suptitle.get_text(), fig._suptitle.get_parse_math()))
+        return fig
+
+    monkeypatch.setattr(figures, "draw_grid", drawn)
+    (tmp_path / "in").mkdir()
+    for name in NAMES_WITH_DOLLARS:
+        make_image(tmp_path / "in" / name, "L")
+    out = tmp_path / "out"
+    ok("conv", "-k", "vertical", "--figure", "-j", "1", tmp_path / "in", "-o", out, "-q")
+    for name in NAMES_WITH_DOLLARS:
+        grid = out / f"{name[:-4]}_conv-vertical-sum_grid.png"
+        with Image.open(grid) as figure:
+            assert figure.size[0] > 100
+    assert sorted(text.split(": ")[0] for text, _ in titles) == sorted(NAMES_WITH_DOLLARS)
+    assert not any(parse_math for _, parse_math in titles)
