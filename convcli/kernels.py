@@ -323,8 +323,13 @@ def _checked_scale(value, where: str) -> float:
             raise KernelError(
                 f'{where}: scale {_short(value)} is not a number or a fraction such as "1/16"'
             ) from None
+        except OverflowError:  # "1000...0/1": beyond a float
+            scale = math.inf
     elif _is_number(value):
-        scale = float(value)
+        try:
+            scale = float(value)
+        except OverflowError:  # an integer beyond a float
+            scale = math.inf
     else:
         raise KernelError(f"{where}: scale must be a number, got {_short(value)}")
     if not math.isfinite(scale) or scale == 0:

@@ -612,6 +612,12 @@ MALFORMED = [
     ("zero.toml", "scale = 0\nweights = [[1]]\n", "scale must be a finite non-zero number"),
     ("scale.toml", 'scale = "a/b"\nweights = [[1]]\n', "scale 'a/b' is not a number"),
     ("huge.toml", "scale = 1e300\nweights = [[1e10]]\n", "is inf; weights must be finite"),
+    ("bigfraction.toml", f'scale = "{10 ** 400}/1"\nweights = [[1]]\n',
+     "scale must be a finite non-zero number"),
+    ("tinyfraction.toml", f'scale = "1/{10 ** 400}"\nweights = [[1]]\n',
+     "scale must be a finite non-zero number"),
+    ("bigintscale.toml", f"scale = {10 ** 400}\nweights = [[1]]\n",
+     "scale must be a finite non-zero number"),
     ("bigint.toml", f"weights = [[1], [{'9' * 400}]]\n",
      "row 2, column 1 is an integer of 400 digits: weights beyond the float32 range"),
     ("big.toml", "weights = [[1, 1e308]]\n",
@@ -805,3 +811,12 @@ def test_names_that_are_not_imagemagick_kernels_keep_the_angle():
                                   get_kernel("gaussian").weights)
     np.testing.assert_array_equal(parse_kernel_spec("log-5x5:180").weights,
                                   get_kernel("log").weights)
+
+
+def test_a_scale_beyond_a_float_is_one_line_from_the_cli(tmp_path, photo):
+    from helpers import assert_one_line_error, run
+
+    path = tmp_path / "huge.toml"
+    path.write_text(f'scale = "{10 ** 400}/1"\nweights = [[1]]\n')
+    result = run("conv", "-k", path, photo, "-o", tmp_path / "out")
+    assert_one_line_error(result, 2, str(path), "scale")
