@@ -314,3 +314,14 @@ def test_fit_fails_on_one_line_when_the_file_would_not_read_back(tmp_path, monke
         assert_one_line_error(run("fit", src, after, "-o", out), 1, str(out), "read back")
         assert sorted(tmp_path.iterdir()) == sorted([after, src])  # no file, no temporary
 
+
+@pytest.mark.parametrize(("option", "value", "code"), [
+    ("--pad", "100000", 1), ("--dilation", "100000", 1), ("--pad", str(10**12), 1),
+    ("--dilation", str(10**12), 1), ("--dilation", "1e12", 2), ("--pad", "1e12", 2)])
+def test_fit_refuses_a_pad_too_large_on_one_line(tmp_path, option, value, code):
+    src = make_image(tmp_path / "photo.png", "L", seed=23, size=(20, 20))
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    result = run("fit", src, after, option, value, "-o", tmp_path / "k.toml")
+    assert_one_line_error(result, code, option)
+    assert not (tmp_path / "k.toml").exists()

@@ -431,8 +431,12 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if not np.isfinite(A).all():
         raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
     A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
-    A_in, pad = conv.layer_input(A, conv.kernels[0])
-    A_in = zero_padded(A_in, pad)
+    try:
+        A_in, pad = conv.layer_input(A, conv.kernels[0])
+        A_in = zero_padded(A_in, pad)
+    except ValueError as exc:  # a pad (or dilated kernel) too large for the input
+        raise FitError(f"{run.before}: --pad {pad_option(run.pad)}"
+                       f"{_dilation_option(run.dilation)}: {exc}") from None
     Y, notes = _undo_levels(run.after, _read_after(run.after, run.max_pixels))
     m = A_in.shape[0]
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
