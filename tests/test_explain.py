@@ -8,6 +8,7 @@ installed is skipped (``pip install -e ".[interop,bench]"`` installs them all).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import runpy
 import shlex
@@ -169,7 +170,7 @@ def test_magick_says_what_differs(op):
     assert "magick IN.png" in text
     assert "clips" in text and "no stride" in text
     if op[0] == "conv":
-        assert "-morphology Correlate '3x3:1,0,-1,2,0,-2,1,0,-1'" in text
+        assert "-morphology Correlate 3x3:1,0,-1,2,0,-2,1,0,-1 " in text
         # reflect (edge pixel not repeated) has no virtual-pixel method.
         assert "Mirror" in text and "symmetric" in text
 
@@ -302,3 +303,97 @@ def test_the_readme_table_is_what_explain_prints():
                        "--as", "scipy")
     assert "out = ndimage.correlate(plane, weights, mode='constant', cval=0.0)\n" \
         "    return out[::2, ::2] + np.float32(0.0)" in script
+
+
+# File names that break out of a docstring, a comment or a shell word if written as they are.
+HOSTILE_NAMES = [
+    'a"""; __import__("os").system("touch MARK"); """b.txt',
+    'n\n__import__("os").system("touch MARK")\n#.txt',
+    'r\r__import__("os").system("touch MARK")\r.txt',
+    'd\\"""+__import__("os").system("touch MARK")#.txt',
+    "ends in a backslash\\",
+    "$(touch MARK).txt",
+    "`touch MARK`.txt",
+    "q'; touch MARK; echo '\".txt",
+    "u\u2028x\x0bv\x0cw.txt",
+]
+
+
+def _hostile_kernel(folder: Path, name: str) -> Path:
+    """A sobel-x kernel file called `name`, as ``convcli kernels sobel-x > NAME`` writes it."""
+    path = folder / name
+    path.write_text(explained_kernel("sobel-x"), encoding="utf-8")
+    return path
+
+
+def explained_kernel(name: str) -> str:
+    result = run("kernels", name)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _no_marker(folder: Path) -> None:
+    assert not [p for p in folder.rglob("*") if "MARK" in p.name and p.name.startswith("MARK")]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
+@pytest.mark.parametrize("target", [*PYTHON_TARGETS, "skimage"])
+def test_a_hostile_file_name_stays_text_in_the_scripts(tmp_path, images, target, name):
+    """The path reaches the script quoted: its docstring gives the -k word back, nothing runs."""
+    import ast
+
+    kernel = _hostile_kernel(tmp_path, name)
+    script = explained("conv", "-k", kernel, "--as", target)
+    tree = ast.parse(compile(script, "script.py", "exec", flags=ast.PyCF_ONLY_AST))
+    command = ast.get_docstring(tree, clean=False).split("\n\n", 1)[0].rsplit(", with ", 1)[0]
+    assert shlex.split(command) == ["convcli", "conv", "-k", str(kernel), "--format", "npy"]
+    assert len(tree.body) == len(ast.parse(explained("conv", "-k", "sobel-x",
+                                                     "--as", target)).body)
+    module = {"skimage": "skimage", **PYTHON_TARGETS}[target]
+    if target in ("torch", "skimage") or importlib.util.find_spec(module.split(".")[0]) is None:
+        return  # compiled only: the tool is not installed here
+    (tmp_path / "script.py").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "script.py", str(images["RGB"]), "out.npy"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    _no_marker(tmp_path)
+    ours = _convcli_values(tmp_path, ["conv", "-k", kernel], images["RGB"])
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), ours, atol=1e-3)
+
+
+@pytest.mark.parametrize("target", [*PYTHON_TARGETS, "skimage"])
+def test_a_hostile_kernel_name_stays_in_its_comment(target):
+    """A Kernel named with line breaks and quotes (the library takes any name) is repr'd in a
+    comment: the code is that of any other name."""
+    import ast
+
+    from convcli.app.explain import explain
+    from convcli.app.ops import ConvOp
+    from convcli.kernels import Kernel
+
+    name = 'x\n__import__("os").system("touch MARK")\r"""y\\'
+    weights = np.array([[1.0, 0, -1], [2, 0, -2], [1, 0, -1]])
+    scripts = [explain(ConvOp((Kernel(n, "", weights),)), target) for n in (name, "plain")]
+    assert f"    # {name!r}\n" in scripts[0]
+    trees = [ast.parse(s) for s in scripts]
+    command = ast.get_docstring(trees[0]).split("\n\n", 1)[0].rsplit(", with ", 1)[0]
+    assert shlex.split(command) == ["convcli", "conv", "-k", name, "--format", "npy"]
+    code = [ast.dump(ast.Module(tree.body[1:], [])) for tree in trees]
+    assert code[0] == code[1]  # the docstring aside, the same statements
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
+def test_a_hostile_file_name_gives_magick_exactly_its_words(tmp_path, name):
+    """The printed command line splits into the intended words: no extra word, no substitution."""
+    from convcli.kernels import load_kernel_file
+
+    kernel = _hostile_kernel(tmp_path, name)
+    label = load_kernel_file(kernel).label
+    text = explained("conv", "-k", kernel, "--as", "magick")
+    assert all(line.startswith(("# ", "magick ")) for line in text.splitlines())
+    (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
+    assert shlex.split(line) == [
+        "magick", "IN.png", "-alpha", "off", "-virtual-pixel", "Mirror", "-define",
+        "convolve:scale=1", "-morphology", "Correlate", "3x3:1,0,-1,2,0,-2,1,0,-1",
+        f"OUT_{label}.tiff"]
+    assert not set(f"OUT_{label}") & set("$`'\"\\\n\r")

@@ -264,3 +264,64 @@ def test_fit_says_where_clip_may_have_cut_values(tmp_path):
     result = ok("fit", src, after, "-o", tmp_path / "k.toml")
     assert re.search(r"; \d+\.\d% of its levels are 0 or 255, where clip may have cut values",
                      result.stderr)
+
+
+# --- what fit writes: any file name stays text -------------------------------------------------
+
+HOSTILE_FOLDER = 'dir\nscale = 1000\n"q\\'
+HOSTILE_FILE = 'b\nx"y\r\x01z.png'
+
+
+def _read_back(path: Path) -> np.ndarray:
+    """The weights of a kernel file fit wrote: TOML with no key but description and weights."""
+    text = path.read_text(encoding="utf-8")
+    table = tomllib.loads(text)
+    assert set(table) == {"description", "weights"}  # no scale: 1
+    assert text.startswith("# convcli fit: ")
+    assert all(line.startswith("# ") for line in text.split("\ndescription = ")[0].split("\n"))
+    weights = load_kernel_file(path).weights
+    assert weights.tobytes() == np.array(table["weights"], np.float64).tobytes()
+    return weights
+
+
+@pytest.mark.parametrize("default_name", [True, False])
+def test_fit_writes_line_breaks_and_quotes_in_names_as_text(tmp_path, monkeypatch, default_name):
+    """A line break in BEFORE's folder adds no key, one in its name leaves the file valid."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / HOSTILE_FOLDER
+    folder.mkdir()
+    src = make_image(folder / HOSTILE_FILE, "L", seed=21)
+    after = folder / 'after\n"x.npy'
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    out = folder / 'k\n"]\nscale = 9.toml'
+    ok("fit", src, after, *([] if default_name else ["-o", out]))
+    if default_name:
+        (out,) = (tmp_path / "convcli-out").iterdir()
+    weights = _read_back(out)
+    np.testing.assert_allclose(weights, get_kernel("sobel-x").weights, atol=1e-6)
+
+
+def test_fit_fails_on_one_line_when_the_file_would_not_read_back(tmp_path, monkeypatch):
+    from convcli.app import fit
+
+    src = make_image(tmp_path / "photo.png", "L", seed=22)
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    for extra in ("scale = 2\n", "weights = 1\n"):
+        monkeypatch.setattr(fit, "kernel_toml",
+                            lambda *a, extra=extra, **k: kernel_toml(*a, **k) + extra)
+        out = tmp_path / "k.toml"
+        assert_one_line_error(run("fit", src, after, "-o", out), 1, str(out), "read back")
+        assert sorted(tmp_path.iterdir()) == sorted([after, src])  # no file, no temporary
+
+
+@pytest.mark.parametrize(("option", "value", "code"), [
+    ("--pad", "100000", 1), ("--dilation", "100000", 1), ("--pad", str(10**12), 1),
+    ("--dilation", str(10**12), 1), ("--dilation", "1e12", 2), ("--pad", "1e12", 2)])
+def test_fit_refuses_a_pad_too_large_on_one_line(tmp_path, option, value, code):
+    src = make_image(tmp_path / "photo.png", "L", seed=23, size=(20, 20))
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    result = run("fit", src, after, option, value, "-o", tmp_path / "k.toml")
+    assert_one_line_error(result, code, option)
+    assert not (tmp_path / "k.toml").exists()

@@ -15,6 +15,7 @@ the bias, then ``--combine``.
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 from typing import NamedTuple
 
@@ -168,12 +169,21 @@ def _array(weights) -> str:
     return f"np.array([{rows}], dtype=np.float32)"
 
 
-def _script(target: str, body: str) -> str:
+def _docstring_text(text: str) -> str:
+    """`text` made safe inside a triple-quoted literal, where it reads back as `text`.
+
+    Backslashes, control characters, line breaks and non-ASCII characters are
+    escaped (``unicode_escape``), and so is every double quote.
+    """
+    return text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+
+
+def _script(target: str, title: str, body: str) -> str:
+    """The whole script: `title` (a command line, user text in it) as its docstring's first line."""
     reader = _READ_OPENCV if target == "opencv" else _READ_PILLOW
-    head = (f'"""{body.splitlines()[0]}\n\nNeeds: {_INSTALL[target]}\n'
+    head = (f'"""{_docstring_text(title)}\n\nNeeds: {_INSTALL[target]}\n'
             'Usage: python THIS_SCRIPT IMAGE OUT.npy\n"""\n')
-    return (head + "import sys\n\n" + _IMPORTS[target] + "\n" + reader + "\n"
-            + "\n".join(body.splitlines()[1:]) + "\n"
+    return (head + "import sys\n\n" + _IMPORTS[target] + "\n" + reader + "\n" + body + "\n"
             + "np.save(sys.argv[2], np.ascontiguousarray(out, dtype=np.float32))\n")
 
 
@@ -269,7 +279,7 @@ def _correlate(op: ConvOp, target: str) -> str:
 def _conv_script(op: ConvOp, target: str) -> str:
     dilated = f", its taps {op.dilation} apart (--dilation)" if op.dilation != 1 else ""
     kernels = "\n".join(
-        f"    # {k.name}{dilated}\n    ({_array(_weights(op, k))},\n     {op.pad_widths(k)}),"
+        f"    # {k.name!r}{dilated}\n    ({_array(_weights(op, k))},\n     {op.pad_widths(k)}),"
         for k in op.kernels)
     channels = _GRAY_OPENCV if target == "opencv" and op.channels == "gray" else \
         _CHANNELS[op.channels]
@@ -287,7 +297,7 @@ def _conv_script(op: ConvOp, target: str) -> str:
                  f"out = {_COMBINE[op.combine]}"]
     if target == "skimage":
         body.insert(1, _SKIMAGE_NOTE)
-    return _script(target, "\n".join(body))
+    return _script(target, body[0], "\n".join(body[1:]))
 
 
 _SKIMAGE_NOTE = '''\
@@ -305,7 +315,8 @@ _TOOL_NAMES = keyed_by(EXPLAIN_TARGETS, {
 
 
 def _conv_args(op: ConvOp) -> str:
-    args = ["-k " + ",".join(k.name if k.source == "builtin" else k.source for k in op.kernels)]
+    specs = ",".join(k.name if k.source == "builtin" else k.source for k in op.kernels)
+    args = ["-k " + shlex.quote(specs)]  # a shell word, whatever the file is called
     if op.stride != 1:
         args.append(f"--stride {op.stride}")
     if op.dilation != 1:
@@ -370,7 +381,7 @@ def _pool_script(op: PoolOp, target: str) -> str:
             f"{_TOOL_NAMES[target]}.",
             "# pool takes every channel, alpha included.",
             f"F_SIZE, STRIDE = {f}, {s}", main.rstrip("\n")]
-    return _script(target, "\n".join(body))
+    return _script(target, body[0], "\n".join(body[1:]))
 
 
 def _padded_pool(op: PoolOp) -> str:
@@ -433,7 +444,7 @@ def _pad_script(op: PadOp, target: str) -> str:
             "if pixels.shape[2] > n:",
             "    parts.append(pad(pixels[:, :, n:], white))",
             "out = np.concatenate(parts, axis=2)"]
-    return _script(target, "\n".join(body))
+    return _script(target, body[0], "\n".join(body[1:]))
 
 
 def _virtual_pixel(mode: str) -> tuple[str, str]:
@@ -444,61 +455,81 @@ def _virtual_pixel(mode: str) -> tuple[str, str]:
     return name, ""
 
 
+def _magick_conv(op: ConvOp) -> list[str]:
+    """The lines of :func:`_magick` for conv: one command line per kernel, and what differs."""
+    method, nearest = _virtual_pixel(op.border)
+    lines = ["# Correlate lays the kernel as written (Convolve flips it), over each channel "
+             "on its own:",
+             "# --channels each. No channel sum (--channels sum adds them: "
+             "-separate -evaluate-sequence Add after)."]
+    gray = []
+    if op.channels == "gray":
+        weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
+        gray = ["-color-matrix", f"{weights} {weights} {weights}", "-channel", "R",
+                "-separate", "+channel"]
+        lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
+                  f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
+                  "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
+    for k in op.kernels:
+        h, w = op.span(k)
+        values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
+        bias = ["-define", f"convolve:bias={op.bias!r}"] if op.bias else []
+        lines.append(shlex.join(
+            ["magick", "IN.png", "-alpha", "off", *gray, "-virtual-pixel", method,
+             "-define", "convolve:scale=1", *bias, "-morphology", "Correlate",
+             f"{w}x{h}:{values}", f"OUT_{k.label}.tiff"]))
+    if nearest:
+        lines.append(f"# nearest to {op.border!r}: {nearest}")
+    if op.pad not in ("same",) or op.stride != 1:
+        lines.append(f"# The size is kept (pad same); --pad {pad_text(op.pad)} and "
+                     f"--stride {op.stride} have no equivalent: crop (-crop) and "
+                     "subsample (-sample) after.")
+    if op.combine:
+        lines.append("# --combine: -evaluate-sequence (Add, Max) or -fx over the results.")
+    return lines
+
+
+def _magick_pad(op: PadOp) -> list[str]:
+    """The lines of :func:`_magick` for pad: the command line, and what differs."""
+    t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
+    method, nearest = _virtual_pixel(op.mode)
+    fill = [method]
+    if op.mode == "constant":  # the fill value, in the 0-255 scale of an 8-bit image
+        fill = ["Background", "-background", f"gray({op.value:g})"]
+    lines = [
+        "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
+        "# copies the pixels exactly.",
+        shlex.join(["magick", "IN.png", "-virtual-pixel", *fill, "-filter", "point",
+                    "-interpolate", "integer", "-set", "option:distort:viewport",
+                    f"%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}", "-distort", "SRT", "0",
+                    "+repage", "OUT.tiff"])]
+    if nearest:
+        lines.append(f"# {op.mode!r} has no virtual-pixel method: {nearest}.")
+    return lines
+
+
 def _magick(op, kind: str) -> str:
-    """The ImageMagick command line for `op`, and what differs in its result."""
+    """The ImageMagick command line for `op`, and what differs in its result.
+
+    Each command line is made by ``shlex.join`` of its words.
+    """
     lines = [f"# Needs ImageMagick: {_INSTALL['magick']}.",
              "# ImageMagick 7 (`magick`; ImageMagick 6: `convert`). It clips every result to",
              "# the image's range (0..white): negative responses become 0 unless it is built",
              "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
              "# values then in 0..1, not the file's 0-255 scale). It has no stride."]
     if kind == "conv":
-        method, nearest = _virtual_pixel(op.border)
-        lines += ["# Correlate lays the kernel as written (Convolve flips it), over each channel "
-                  "on its own:",
-                  "# --channels each. No channel sum (--channels sum adds them: "
-                  "-separate -evaluate-sequence Add after)."]
-        gray = ""
-        if op.channels == "gray":
-            weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
-            gray = f" -color-matrix '{weights} {weights} {weights}' -channel R -separate +channel"
-            lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
-                      f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
-                      "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
-        for k in op.kernels:
-            h, w = op.span(k)
-            values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
-            bias = f" -define convolve:bias={op.bias!r}" if op.bias else ""
-            lines.append(f"magick IN.png -alpha off{gray} -virtual-pixel {method} "
-                         f"-define convolve:scale=1{bias} "
-                         f"-morphology Correlate '{w}x{h}:{values}' OUT_{k.label}.tiff")
-        if nearest:
-            lines.append(f"# nearest to {op.border!r}: {nearest}")
-        if op.pad not in ("same",) or op.stride != 1:
-            lines.append(f"# The size is kept (pad same); --pad {pad_text(op.pad)} and "
-                         f"--stride {op.stride} have no equivalent: crop (-crop) and "
-                         "subsample (-sample) after.")
-        if op.combine:
-            lines.append("# --combine: -evaluate-sequence (Add, Max) or -fx over the results.")
+        lines += _magick_conv(op)
     elif kind == "pool":
         stat = "Maximum" if op.mode == "max" else "Mean"
-        lines += [f"magick IN.png -statistic {stat} {op.size}x{op.size} OUT_filtered.tiff",
+        lines += [shlex.join(["magick", "IN.png", "-statistic", stat, f"{op.size}x{op.size}",
+                              "OUT_filtered.tiff"]),
                   "# then every stride-th window: -statistic centres each window on its pixel; "
                   "for --stride equal",
                   f"# to --size, {'-scale' if op.mode == 'average' else '-sample'} does it at "
                   "once (average: magick IN.png -scale 50% for --size 2)."]
     else:
-        t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
-        method, nearest = _virtual_pixel(op.mode)
-        if op.mode == "constant":  # the fill value, in the 0-255 scale of an 8-bit image
-            method = f"Background -background 'gray({op.value:g})'"
-        lines += [
-            "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
-            "# copies the pixels exactly.",
-            f"magick IN.png -virtual-pixel {method} -filter point -interpolate integer "
-            f"-set option:distort:viewport '%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}' "
-            "-distort SRT 0 +repage OUT.tiff"]
-        if nearest:
-            lines.append(f"# {op.mode!r} has no virtual-pixel method: {nearest}.")
+        lines += _magick_pad(op)
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,8 @@ nearly the same direction. No click, no Pillow.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,7 +268,7 @@ def kernel_toml(weights: np.ndarray, *, description: str, comments: list[str]) -
     The weights are written as Python's ``repr``, the shortest text that reads
     back as exactly the same float64, so the file gives back `weights` exactly.
     """
-    lines = [f"# {c}" for c in comments]
+    lines = [f"# {_one_line(c)}" for c in comments]
     lines.append(f"description = {_toml_string(description)}")
     lines.append("weights = [")
     for row in np.asarray(weights, np.float64):
@@ -275,8 +277,19 @@ def kernel_toml(weights: np.ndarray, *, description: str, comments: list[str]) -
     return "\n".join(lines) + "\n"
 
 
+def _one_line(text: str) -> str:
+    """`text` with each character that is not printable escaped as Python writes it.
+
+    A line break becomes a backslash and ``n``: a comment or a one-line
+    description can then hold any file name.
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string of `text`: backslashes, quotes and control characters escaped."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\u{ord(m.group()):04x}", text) + '"'
 
 
 # --- the command: files in, kernel file (and figure) out -------------------------------------
@@ -418,8 +431,12 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if not np.isfinite(A).all():
         raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
     A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
-    A_in, pad = conv.layer_input(A, conv.kernels[0])
-    A_in = zero_padded(A_in, pad)
+    try:
+        A_in, pad = conv.layer_input(A, conv.kernels[0])
+        A_in = zero_padded(A_in, pad)
+    except ValueError as exc:  # a pad (or dilated kernel) too large for the input
+        raise FitError(f"{run.before}: --pad {pad_option(run.pad)}"
+                       f"{_dilation_option(run.dilation)}: {exc}") from None
     Y, notes = _undo_levels(run.after, _read_after(run.after, run.max_pixels))
     m = A_in.shape[0]
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
@@ -470,10 +487,10 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
         os.makedirs(folder, exist_ok=True)
     text = kernel_toml(
         fit.weights,
-        description=f"learned by convcli fit from {os.path.basename(run.before)} and "
-                    f"{os.path.basename(run.after)}; bias {fit.bias!r}",
+        description=_one_line(f"learned by convcli fit from {os.path.basename(run.before)} "
+                              f"and {os.path.basename(run.after)}; bias {fit.bias!r}"),
         comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
-                  f"convcli conv -k {os.path.basename(path)} --bias {fit.bias!r} "
+                  f"convcli conv -k {shlex.quote(os.path.basename(path))} --bias {fit.bias!r} "
                   f"--stride {run.stride}{_dilation_option(run.dilation)} "
                   f"--pad {pad_option(run.pad)} --border {run.border} "
                   f"--channels {run.channels} gives the refit"],
@@ -481,6 +498,7 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
 
     def write(tmp: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
+        _check_read_back(tmp, path, fit.weights)
 
     written = []
     if not write_atomic(path, write, overwrite=run.overwrite, replaceable=_written_by_fit):
@@ -507,6 +525,21 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
 
 
 _MARK = "convcli fit:"
+
+
+def _check_read_back(tmp: Path, path: str, weights: np.ndarray) -> None:
+    """Raise FitError unless the kernel file `tmp` (to be `path`) reads back as `weights`."""
+    from ..kernels import KernelError, load_kernel_file
+
+    try:
+        kernel = load_kernel_file(tmp)
+    except KernelError as exc:
+        raise FitError(f"{_one_line(path)}: the kernel file does not read back: "
+                       f"{_one_line(str(exc))}") from None
+    wanted = np.asarray(weights, np.float64)
+    if kernel.weights.shape != wanted.shape or kernel.weights.tobytes() != wanted.tobytes():
+        raise FitError(f"{_one_line(path)}: the kernel file does not read back as the "
+                       "learned kernel")
 
 
 def _written_by_fit(path) -> bool:
