@@ -325,3 +325,19 @@ def test_fit_refuses_a_pad_too_large_on_one_line(tmp_path, option, value, code):
     result = run("fit", src, after, option, value, "-o", tmp_path / "k.toml")
     assert_one_line_error(result, code, option)
     assert not (tmp_path / "k.toml").exists()
+
+
+def test_fit_refuses_a_npy_whose_header_claims_more_than_the_file_holds(tmp_path):
+    import numpy as np
+    from helpers import make_image, run
+
+    before = make_image(tmp_path / "before.png", "L")
+    liar = tmp_path / "liar.npy"
+    with open(liar, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (100000, 100000, 3)})
+        f.write(b"\0" * 16)
+    result = run("fit", before, liar, "-o", tmp_path / "k.toml")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = result.stderr.splitlines()
+    assert str(liar) in line and "header claims" in line

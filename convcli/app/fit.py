@@ -23,6 +23,7 @@ import numpy as np
 
 from ..choices import RAW_VALUES
 from ..conv import conv_backward, conv_forward
+from ..npyfiles import load_npy_checked
 from ..padding import pad_images
 from .ops import pad_option
 
@@ -341,7 +342,7 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
     """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an image."""
     if path.lower().endswith(".npy"):
         try:
-            Y = np.load(path, allow_pickle=False)
+            Y = load_npy_checked(path)
         except (OSError, ValueError) as exc:
             raise FitError(f"{path}: cannot read the .npy: {getattr(exc, 'strerror', None) or exc}"
                            ) from None
