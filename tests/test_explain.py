@@ -352,6 +352,8 @@ def test_a_hostile_file_name_stays_text_in_the_scripts(tmp_path, images, target,
     module = {"skimage": "skimage", **PYTHON_TARGETS}[target]
     if target in ("torch", "skimage") or importlib.util.find_spec(module.split(".")[0]) is None:
         return  # compiled only: the tool is not installed here
+    if name not in HOSTILE_NAMES[:2]:
+        return  # the same code as every other name (above); two of them are also run
     (tmp_path / "script.py").write_text(script, encoding="utf-8")
     done = subprocess.run([sys.executable, "script.py", str(images["RGB"]), "out.npy"],
                           cwd=tmp_path, capture_output=True, text=True)
