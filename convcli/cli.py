@@ -68,7 +68,17 @@ class _Group(click.Group):
         except click.Abort:
             _say("interrupted")
             sys.exit(130)
+        except _stream_error() as exc:  # standard output closed or full
+            _say(str(exc))
+            sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stream_error() -> type[Exception]:
+    """:class:`convcli.app.stdio.StreamError`, imported only when an error is being handled."""
+    from .app.stdio import StreamError
+
+    return StreamError
 
 
 def _print_version(ctx, param, value):
@@ -430,8 +440,9 @@ def explain_cmd():
 
 def _explain(op, target) -> None:
     from .app.explain import conventions, explain
+    from .app.stdio import write_text
 
-    click.echo(explain(op, target.lower()) if target else conventions(op), nl=False)
+    write_text(explain(op, target.lower()) if target else conventions(op))
 
 
 @explain_cmd.command("conv")
@@ -474,23 +485,26 @@ def kernels_cmd(name):
       convcli kernels
       convcli kernels sobel-x:90 > my-kernel.txt
     """
+    from .app.stdio import write_text
     from .kernels import KernelError, format_kernel_grid, list_kernels, parse_kernel_spec
 
     if name is None:
         kernels = list_kernels()
         width = max(len(k.name) for k in kernels)
+        lines = []
         for k in kernels:
             size = f"{k.size[0]}x{k.size[1]}"
             aliases = f" (also: {', '.join(k.aliases)})" if k.aliases else ""
-            click.echo(f"{k.name:<{width}}  {size:>5}  {k.description}{aliases}")
+            lines.append(f"{k.name:<{width}}  {size:>5}  {k.description}{aliases}\n")
+        write_text("".join(lines))
         return
     try:
         kernel = parse_kernel_spec(name)
     except KernelError as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
     size = f"{kernel.size[0]}x{kernel.size[1]}"
-    click.echo(f"# {kernel.name} ({size}): {kernel.description}".rstrip(": "))
-    click.echo(format_kernel_grid(kernel))
+    heading = f"# {kernel.name} ({size}): {kernel.description}".rstrip(": ")
+    write_text(f"{heading}\n{format_kernel_grid(kernel)}\n")
 
 
 if __name__ == "__main__":

@@ -112,17 +112,39 @@ def filesystem(url: str, options: dict | None = None):
         know the protocol.
     """
     name = protocol(url) or "file"
-    package, extra = _BACKENDS.get(name, ("fsspec", "s3"))
+    package, extra = _BACKENDS.get(name, ("fsspec", None))
     try:
         import fsspec.core
     except ImportError:
-        raise MissingExtra(f"{url}: {name}:// needs fsspec", extra) from None
+        if name in _BACKENDS or name in ("file", "memory"):
+            raise MissingExtra(f"{url}: {name}:// needs fsspec", extra or "s3") from None
+        raise MissingExtra(f"{url}: {name}:// needs fsspec and a package for {name}://, "
+                           "which no convcli extra installs", None) from None
     try:
         return fsspec.core.url_to_fs(url, **(options or {}))
     except ImportError:
-        raise MissingExtra(f"{url}: {name}:// needs {package}", extra) from None
+        if extra:
+            raise MissingExtra(f"{url}: {name}:// needs {package}", extra) from None
+        raise MissingExtra(f"{url}: {name}:// {_unknown_backend(name)}", None) from None
     except ValueError as exc:  # an unknown protocol
         raise MissingExtra(f"{url}: {exc}", None) from None
+
+
+def _unknown_backend(name: str) -> str:
+    """What the protocol `name`, which no convcli extra installs, needs; fsspec's own hint.
+
+    >>> _unknown_backend("hdfs")
+    'needs a package that no convcli extra installs (fsspec: pyarrow and local java libraries required for HDFS)'
+    """  # noqa: E501
+    from fsspec.registry import known_implementations
+
+    known = known_implementations.get(name, {})
+    package = known.get("class", "fsspec").split(".")[0]
+    if package == "fsspec":  # built in, needing another package
+        line = "needs a package that no convcli extra installs"
+    else:
+        line = f"needs {package}, which no convcli extra installs"
+    return line + (f" (fsspec: {known['err']})" if known.get("err") else "")
 
 
 def join(folder: str, *names: str) -> str:

@@ -212,3 +212,25 @@ def test_a_missing_backend_names_the_extra(tmp_path):
 def test_a_storage_option_must_be_key_value(tmp_path):
     result = run("pool", "s3://b/in", "-o", tmp_path / "out", "--storage-option", "anon")
     assert result.exit_code == 2 and "--storage-option" in result.stderr
+
+
+@pytest.mark.parametrize(("url", "names"), [
+    ("hdfs://nn/in", "no convcli extra installs (fsspec: pyarrow"),
+    ("abfs://c/in", "needs adlfs, which no convcli extra installs"),
+])
+def test_a_protocol_no_extra_installs_names_its_package_not_s3(url, names, tmp_path):
+    result = run("pool", url, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert names in result.stderr and "convcli[s3]" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_s3_extras_have_a_floor_that_resolves_beside_moto():
+    """s3fs 2025.3.1 pins a yanked fsspec: pip backtracked to it beside moto[server]."""
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    for extra in ("s3", "test"):
+        assert "s3fs>=2025.9" in extras[extra], extra

@@ -193,12 +193,20 @@ def run_batch(operation, inputs, options: RunOptions | None = None,
     OptionError, MissingExtra
         Options that cannot work; nothing was written.
     """
+    from .stdio import StreamError
+
     options = options or RunOptions()
     reporter = reporter or Reporter()
     try:
         return _BatchRun(operation, inputs, options, reporter).run()
     except _Ended as ended:
         return ended.status
+    except StreamError as exc:  # standard input or output (its temporaries are removed)
+        reporter.say(str(exc))
+        return 1
+    except _Terminated:  # SIGTERM before the run's own handlers (see run)
+        reporter.say("stopped (SIGTERM)")
+        return 143
 
 
 class _BatchRun:
@@ -225,9 +233,13 @@ class _BatchRun:
         self.engine: Engine = make_engine(options.engine, settings)
 
     def run(self) -> int:
+        from .stdio import terminate_raises
+
         with ExitStack() as stack:
+            # Entered first, left last: a kill unwinds the stack, removing its temporaries.
+            stack.enter_context(terminate_raises(_Terminated))
             target = _target(self.out_dir, self.options, self.op, stack)
-            paths, shown = _read_stdin(self.inputs, stack)
+            paths, shown = _read_stdin(self.inputs, stack, self.options.max_pixels)
             _check_store_inputs(paths)
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
@@ -243,10 +255,25 @@ class _BatchRun:
             where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
             self._summarise(where, interrupted=status in (130, 143))
             if target.stdout and self.counts["done"]:
-                with open(target.out_file, "rb") as f:
-                    shutil.copyfileobj(f, sys.stdout.buffer)
-                sys.stdout.buffer.flush()
+                status = self._copy_to_stdout(target.out_file) or status
         return status or 0
+
+    def _copy_to_stdout(self, path: str) -> int | None:
+        """Copy the output file `path` to standard output; 1 if that fails (said), else None."""
+        from .stdio import StreamError, stdout_binary, write_failed
+
+        try:
+            with open(path, "rb") as f:
+                out = stdout_binary()
+                try:
+                    shutil.copyfileobj(f, out)
+                    out.flush()
+                except OSError as exc:
+                    raise write_failed(exc) from None
+        except StreamError as exc:
+            self.reporter.say(str(exc))
+            return 1
+        return None
 
     def _plan(self, paths: list[str], target: _Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
@@ -291,11 +318,12 @@ class _BatchRun:
     def _dry_run(self, planned, tasks, shown: dict, target: _Target) -> int:
         """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
         from .dryrun import dry_run
+        from .stdio import write_text
 
         if target.stdout:
             shown = {**shown, target.out_file: "-"}
         failed = sum(not read for read in dry_run(planned, shown, self.reporter.say,
-                                                     lambda line: print(redact(line), flush=True)))
+                                                     lambda line: write_text(redact(line) + "\n")))
         _planning_error(tasks.error, self.reporter, stop=False)
         return 1 if failed or tasks.error is not None else 0
 
@@ -465,6 +493,8 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
     elif options.figure:
         raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
     elif out_dir == "-":
+        if sys.stdout is None:
+            raise OptionError("standard output is closed: nothing can be written to it", "-o -")
         if sys.stdout.isatty():
             raise OptionError("standard output is a terminal: redirect it to a file "
                               "(> out.png) or a pipe", "-o -")
@@ -523,19 +553,27 @@ def _check_raw_values(op, fmt: str) -> None:
                           f"use --format {holding}", "--normalize")
 
 
-def _read_stdin(inputs: tuple[str, ...], stack: ExitStack) -> tuple[list[str], dict[str, str]]:
-    """INPUT ``-``: standard input saved to a temporary file named ``stdin``."""
+def _read_stdin(inputs: tuple[str, ...], stack: ExitStack,
+                max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[list[str], dict[str, str]]:
+    """INPUT ``-``: standard input saved to a temporary file named ``stdin``.
+
+    At most :func:`convcli.app.stdio.stdin_limit` bytes are taken: more is a
+    :class:`convcli.app.stdio.StreamError`, as is a full disk.
+    """
+    from .stdio import save_stdin
+
     if "-" not in inputs:
         return list(inputs), {}
     if inputs.count("-") > 1:
         raise OptionError("- (standard input) is given more than once", "INPUT")
+    if sys.stdin is None:
+        raise OptionError("- reads an image from standard input, which is closed", "INPUT")
     if sys.stdin.isatty():
         raise OptionError("- reads an image from standard input, which is a terminal: "
                           "pipe an image into it", "INPUT")
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
     path = os.path.join(folder, "stdin")
-    with open(path, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f)
+    save_stdin(path, max_pixels)
     return [path if arg == "-" else arg for arg in inputs], {path: "-"}
 
 
