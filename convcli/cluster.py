@@ -19,6 +19,7 @@ file to blame fails.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -28,6 +29,7 @@ from ._engine.tiles import set_threads, usable_cores
 from .batch import WORKER_DIED, FileResult, keep_freed_memory, run_guarded
 from .engines import EngineError, EngineSettings, RunEngine
 from .errors import MissingExtra, OptionError
+from .storage import is_url
 
 DEFAULT_FILES_PER_TASK = 8
 """Files per Dask task: enough to make the scheduler's cost per file small
@@ -199,6 +201,47 @@ def run_group(worker: Callable, tasks: tuple, threads: dict | None = None) -> li
     return [run_guarded(worker, task) for task in tasks]
 
 
+def _absolute(task, cwd: str):
+    """`task` with its relative local paths joined to `cwd`, for workers started elsewhere.
+
+    A Dask worker resolves a relative path against its own working
+    directory; joined here, it names the files this process means. Tasks
+    without paths, URLs and absolute paths are left as they are.
+    """
+    def join(path):
+        return path if not path or is_url(path) else os.path.join(cwd, path)
+
+    if not dataclasses.is_dataclass(task) or not hasattr(task, "out_dir"):
+        return task
+    changes = {"source": join(task.source), "out_dir": join(task.out_dir)}
+    for name in ("out_file", "protected"):
+        value = getattr(task, name, None)
+        if value is not None:
+            changes[name] = join(value) if isinstance(value, str) else tuple(map(join, value))
+    return dataclasses.replace(task, **changes)
+
+
+def _as_given(result: FileResult, sent, given) -> FileResult:
+    """`result` of task `sent` (:func:`_absolute` of `given`) naming paths as `given` does."""
+    if sent is given:
+        return result
+    pairs = sorted([(a, b) for a, b in ((sent.out_dir, given.out_dir), (sent.source, given.source),
+                                 (getattr(sent, "out_file", ""), getattr(given, "out_file", "")))
+             if a and a != b], key=lambda pair: -len(pair[0]))
+
+    def back(text: str, *, whole: bool = False) -> str:
+        for absolute, relative in pairs:
+            if whole and text.startswith(absolute):
+                return relative + text[len(absolute):]
+            if not whole:
+                text = text.replace(absolute, relative)
+        return text
+
+    return dataclasses.replace(
+        result, source=given.source, message=back(result.message),
+        outputs=tuple(back(path, whole=True) for path in result.outputs))
+
+
 class ClusterRun:
     """Run ``worker(task)`` for every task on a Dask client; iterate to get the results.
 
@@ -236,12 +279,16 @@ class ClusterRun:
         self._in_flight = max(1, in_flight)
         self._threads = layer_threads(client, workers)
         self._group_of: dict = {}
+        self._sent: dict = {}  # the groups as sent: relative paths joined to this directory
+        self._cwd = os.getcwd()
         self._singles: list = []  # tasks of groups split after killing workers
         self.recovered_deaths: list[str] = []
 
     def _submit(self, group: tuple) -> None:
-        future = self._client.submit(run_group, self._worker, group, self._threads, pure=False)
+        sent = tuple(_absolute(task, self._cwd) for task in group)
+        future = self._client.submit(run_group, self._worker, sent, self._threads, pure=False)
         self._group_of[future] = group
+        self._sent[future] = sent
         self._pending.add(future)
 
     def _fill(self) -> None:
@@ -272,9 +319,11 @@ class ClusterRun:
                 self._wait_for_results()
                 continue
             for future in done:
-                group = self._group_of.pop(future)
+                group, sent = self._group_of.pop(future), self._sent.pop(future)
                 try:
-                    results = future.result()
+                    results = [_as_given(result, one, given)
+                               for result, one, given in zip(future.result(), sent, group,
+                                                                 strict=True)]
                 except killed as exc:
                     results = self._killed(group, exc)
                 except self._distributed.client.FutureCancelledError:
@@ -321,6 +370,7 @@ class ClusterRun:
         """
         futures = list(self._group_of)
         self._group_of.clear()
+        self._sent.clear()
         if futures:
             self._client.cancel(futures, force=force)
         self._pending.clear()

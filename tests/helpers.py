@@ -278,7 +278,8 @@ class DaskProcesses:
     `preload` is a Python file each worker runs when it starts; `nanny` False
     starts workers without a nanny (none restarts a worker that dies, and
     each worker is one process instead of two). :attr:`file` is the
-    scheduler file, :attr:`address` the scheduler's address.
+    scheduler file, :attr:`address` the scheduler's address. `cwd` is the
+    workers' working directory (by default this process's).
 
     The workers start with the scheduler: they wait for its file to appear.
     :meth:`close` kills every process (and what it started) at once: a Dask
@@ -286,7 +287,7 @@ class DaskProcesses:
     """
 
     def __init__(self, folder: Path, workers: int, *, preload: Path | None = None,
-                 nthreads: int = 1, nanny: bool = True):
+                 nthreads: int = 1, nanny: bool = True, cwd: Path | None = None):
         import distributed
 
         self.file = folder / "scheduler.json"
@@ -302,7 +303,8 @@ class DaskProcesses:
             worker += ["--no-nanny"]
         # Each in its own process group, so that close() also reaches a nanny's worker.
         self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True)
+                                       stderr=subprocess.DEVNULL, start_new_session=True,
+                                       cwd=None if command is scheduler else cwd)
                       for command in [scheduler] + [worker] * workers]
         try:
             if not wait_until(self.file.exists, 60):

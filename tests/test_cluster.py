@@ -42,9 +42,9 @@ def cluster(tmp_path_factory):
     c.close()
 
 
-def _convcli(*args, timeout=180):
+def _convcli(*args, timeout=180, cwd=None):
     return subprocess.run([*CONVCLI, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,30 @@ def test_pool_on_the_cluster_with_overwrite(cluster, photos, tmp_path):
     forced = _convcli(*args, "--overwrite")
     assert forced.returncode == 1 and "10 processed, 0 skipped, 1 failed" in forced.stderr
     assert digests(out) == before
+
+
+def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_path):
+    here, there = tmp_path / "client", tmp_path / "worker"
+    make_folder(here / "data", 3, (32, 24))
+    (here / "data" / "broken.png").write_bytes(b"not an image")
+    make_folder(there / "data", 5, (32, 24))  # what a worker would read by mistake
+    workers = DaskProcesses(tmp_path, 1, cwd=there)
+    try:
+        result = _convcli("pool", "data", "-o", "out", "--scheduler", workers.address, cwd=here)
+    finally:
+        workers.close()
+    assert result.returncode == 1, result.stderr
+    assert "3 processed, 0 skipped, 1 failed" in result.stderr
+    assert not (there / "out").exists()
+    records = manifest_records(here / "out")
+    assert len(records) == len(digests(here / "out")) == 12  # 4 images a file
+    assert all(Path(here / "out" / record["output"]).is_file() for record in records)
+    assert {record["input"] for record in records} == {
+        str(path) for path in (here / "data").iterdir() if path.name != "broken.png"}
+    # Messages name the files as they were given.
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"convcli: {os.path.join('data', 'broken.png')}: not an image")
+    assert str(here) not in result.stderr
 
 
 def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
