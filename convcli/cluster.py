@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -147,8 +149,9 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
     ours = worker_version()
     try:
         theirs = client.run(worker_version)
-    except (ImportError, AttributeError) as exc:
-        raise ClusterError(f"convcli cannot be imported on the Dask workers ({exc}); "
+    except Exception as exc:  # distributed raises a plain Exception for a failed import
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ClusterError(f"convcli cannot be imported on the Dask workers ({reason}); "
                            f"install convcli {ours} there") from None
     other = {address: version for address, version in theirs.items() if version != ours}
     if other:
@@ -377,6 +380,56 @@ class ClusterRun:
         return []
 
 
+_ADDRESS = re.compile(r"(tcp|tls|inproc|ucx)://\S+|[^\s:/]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+")
+
+
+def check_scheduler(address: str) -> str:
+    """`address` as ``--scheduler`` takes it: ``"local"`` (any case), or a Dask address.
+
+    A Dask address is ``tcp://``, ``tls://``, ``inproc://`` or ``ucx://``
+    followed by the scheduler's place, or ``HOST:PORT``.
+
+    Raises
+    ------
+    OptionError
+        Anything else, before Dask is asked to connect to it.
+
+    Examples
+    --------
+    >>> check_scheduler("LOCAL"), check_scheduler("127.0.0.1:8786")
+    ('local', '127.0.0.1:8786')
+    """
+    if address.strip().lower() == "local":
+        return "local"
+    if not _ADDRESS.fullmatch(address):
+        raise OptionError(f"{address!r} is not a Dask scheduler address: give tcp://HOST:PORT "
+                          "(or tls://, inproc://, ucx://), HOST:PORT, or local", "--scheduler")
+    return address
+
+
+def scheduler_file_address(path: str) -> str:
+    """The scheduler's address in the scheduler file `path` (JSON with an ``"address"``).
+
+    Raises
+    ------
+    OptionError
+        The file cannot be read, is not JSON, or names no address.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise OptionError(f"{path}: {exc.strerror or exc}", "--scheduler-file") from None
+    except ValueError:  # not JSON, or not text
+        raise OptionError(f"{path} is not a Dask scheduler file (JSON with an address)",
+                          "--scheduler-file") from None
+    address = data.get("address") if isinstance(data, dict) else None
+    if not isinstance(address, str) or not address:
+        raise OptionError(f"{path} is not a Dask scheduler file: it names no address",
+                          "--scheduler-file")
+    return address
+
+
 class DaskEngine(RunEngine):
     """The ``dask`` engine: a Dask cluster, from ``--scheduler`` or ``--scheduler-file``.
 
@@ -400,6 +453,9 @@ class DaskEngine(RunEngine):
                               "where the cluster's workers cannot see it", "--scheduler")
         super().__init__(settings)
         self.client = None
+        self.scheduler = None if settings.scheduler is None else check_scheduler(settings.scheduler)
+        if settings.scheduler_file is not None:
+            self.scheduler = scheduler_file_address(settings.scheduler_file)
 
     @property
     def shares_memory(self) -> bool:
@@ -409,11 +465,8 @@ class DaskEngine(RunEngine):
         from .batch import default_jobs
 
         settings = self.settings
-        scheduler = settings.scheduler
-        if scheduler is None and settings.scheduler_file is None:
-            scheduler = "local"
-        self.client = connect(scheduler, settings.scheduler_file,
-                              jobs=settings.jobs or default_jobs())
+        # A scheduler file's address is checked for a listener at once, as --scheduler's is.
+        self.client = connect(self.scheduler or "local", None, jobs=settings.jobs or default_jobs())
 
     def close(self) -> None:
         if self.client is not None:

@@ -8,12 +8,14 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 from helpers import (
     DaskProcesses,
+    assert_one_line_error,
     digests,
     interrupt,
     make_copies,
@@ -122,6 +124,48 @@ def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
     assert len(lines) == 1 and lines[0].startswith(
         "convcli: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_without_convcli_are_one_line(photos, tmp_path):
+    preload = tmp_path / "no_convcli.py"
+    preload.write_text("import sys\nsys.modules['convcli'] = None\n")
+    other = DaskProcesses(tmp_path, 1, preload=preload, nanny=False)
+    try:
+        result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
+    finally:
+        other.close()
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("convcli: convcli cannot be imported on the Dask workers (")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("address", ["LOCAL", "local:", "", "foo://bar", "tcp://", "a b:1"])
+def test_a_scheduler_that_is_no_address_is_a_usage_error(photos, tmp_path, address):
+    if address.lower() == "local":  # any case starts a local cluster: no convcli there
+        from convcli.cluster import check_scheduler
+
+        assert check_scheduler(address) == "local"
+        return
+    started = time.monotonic()
+    result = run("pool", photos, "-o", tmp_path / "out", "--scheduler", address)
+    assert_one_line_error(result, 2, "--scheduler", f"{address!r} is not a Dask scheduler address")
+    assert time.monotonic() - started < 5 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    (None, "No such file or directory"), ("", "is not a Dask scheduler file"),
+    ("{not json", "is not a Dask scheduler file"), ('{"id": 1}', "names no address"),
+    ("[1]", "names no address")])
+def test_a_scheduler_file_that_names_no_scheduler_is_a_usage_error(photos, tmp_path, text, says):
+    path = tmp_path / "scheduler.json"
+    if text is not None:
+        path.write_text(text)
+    started = time.monotonic()
+    result = run("pool", photos, "-o", tmp_path / "out", "--scheduler-file", path)
+    assert_one_line_error(result, 2, "--scheduler-file", str(path), says)
+    assert time.monotonic() - started < 5 and not (tmp_path / "out").exists()
 
 
 def test_workers_with_another_version_are_named(photos, tmp_path):
