@@ -57,7 +57,10 @@ def test_strips_write_the_whole_image_paths_bytes(tiffs, tmp_path, command, name
     assert "processed in strips" in result.stderr
     assert names(strips) == names(whole)
     for output in names(whole):
-        if output != "convcli-manifest.jsonl":
+        if output.endswith(".png"):  # the same levels (the deflate stream may differ)
+            np.testing.assert_array_equal(np.asarray(Image.open(strips / output)),
+                                          np.asarray(Image.open(whole / output)), output)
+        elif output != "convcli-manifest.jsonl":
             assert (strips / output).read_bytes() == (whole / output).read_bytes(), output
     assert _records(strips) == _records(whole)
 
