@@ -16,6 +16,7 @@ import itertools
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -219,6 +220,7 @@ def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt_task)
+    sys.unraisablehook = _interrupt_again(sys.unraisablehook)
     _busy, _stopping = busy, stopping
     pid_queue.put(os.getpid())
     # One process per core already: the layers' row-tile threads would compete.
@@ -231,6 +233,25 @@ def _interrupt_task(signum, frame):
     """SIGUSR1 in a worker (:meth:`LocalProcessPool.interrupt`): stop the task running, if any."""
     if _in_task:
         raise KeyboardInterrupt
+
+
+def _interrupt_again(previous):
+    """An unraisable-exception hook for workers: a stop that landed where Python cannot raise.
+
+    A KeyboardInterrupt from :func:`_interrupt_task` that lands in a weakref
+    callback or a ``__del__`` is ignored by Python and printed as "Exception
+    ignored in ...": here it is not printed, and the signal is sent again, so
+    that it reaches the task's own code.
+    """
+
+    def hook(unraisable):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            if _in_task:
+                os.kill(os.getpid(), signal.SIGUSR1)
+            return
+        previous(unraisable)
+
+    return hook
 
 
 def _tracked_call(fn, *args, **kwargs):
