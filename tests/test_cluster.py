@@ -126,14 +126,20 @@ def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_workers_without_convcli_are_one_line(photos, tmp_path):
-    preload = tmp_path / "no_convcli.py"
-    preload.write_text("import sys\nsys.modules['convcli'] = None\n")
+def _pool_on_a_worker_preloaded_with(code: str, photos, tmp_path):
+    """`convcli pool` on a one-worker cluster whose worker first runs `code`."""
+    preload = tmp_path / "preload.py"
+    preload.write_text(code)
     other = DaskProcesses(tmp_path, 1, preload=preload, nanny=False)
     try:
-        result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
+        return _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
     finally:
         other.close()
+
+
+def test_workers_without_convcli_are_one_line(photos, tmp_path):
+    result = _pool_on_a_worker_preloaded_with("import sys\nsys.modules['convcli'] = None\n",
+                                              photos, tmp_path)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -169,13 +175,8 @@ def test_a_scheduler_file_that_names_no_scheduler_is_a_usage_error(photos, tmp_p
 
 
 def test_workers_with_another_version_are_named(photos, tmp_path):
-    preload = tmp_path / "other_version.py"
-    preload.write_text("import convcli._version\nconvcli._version.__version__ = '0.0.1'\n")
-    other = DaskProcesses(tmp_path, 1, preload=preload, nanny=False)
-    try:
-        result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", other.address)
-    finally:
-        other.close()
+    result = _pool_on_a_worker_preloaded_with(
+        "import convcli._version\nconvcli._version.__version__ = '0.0.1'\n", photos, tmp_path)
     from convcli import __version__
 
     assert result.returncode == 1

@@ -493,11 +493,8 @@ def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
     elif options.figure:
         raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
     elif out_dir == "-":
-        if sys.stdout is None:
-            raise OptionError("standard output is closed: nothing can be written to it", "-o -")
-        if sys.stdout.isatty():
-            raise OptionError("standard output is a terminal: redirect it to a file "
-                              "(> out.png) or a pipe", "-o -")
+        _check_stream(sys.stdout, "-o -", "standard output is closed: nothing can be written to it",
+                      "standard output is a terminal: redirect it to a file (> out.png) or a pipe")
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
         target = _Target(folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
                          stdout=True)
@@ -566,11 +563,9 @@ def _read_stdin(inputs: tuple[str, ...], stack: ExitStack,
         return list(inputs), {}
     if inputs.count("-") > 1:
         raise OptionError("- (standard input) is given more than once", "INPUT")
-    if sys.stdin is None:
-        raise OptionError("- reads an image from standard input, which is closed", "INPUT")
-    if sys.stdin.isatty():
-        raise OptionError("- reads an image from standard input, which is a terminal: "
-                          "pipe an image into it", "INPUT")
+    _check_stream(sys.stdin, "INPUT", "- reads an image from standard input, which is closed",
+                  "- reads an image from standard input, which is a terminal: "
+                  "pipe an image into it")
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
     path = os.path.join(folder, "stdin")
     save_stdin(path, max_pixels)
@@ -586,6 +581,14 @@ def _check_store_inputs(paths: list[str]) -> None:
 
     if any(is_store_name(path) for path in paths):
         require_zarr("reading .zarr needs zarr")
+
+
+def _check_stream(stream, option: str, closed: str, terminal: str) -> None:
+    """An OptionError naming `option` if `stream` (stdin, stdout) is closed or a terminal."""
+    if stream is None:
+        raise OptionError(closed, option)
+    if stream.isatty():
+        raise OptionError(terminal, option)
 
 
 def _check_one_image(tasks, out_dir: str) -> None:
