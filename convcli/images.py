@@ -60,7 +60,7 @@ from PIL import (
 )
 
 from .choices import DEFAULT_MAX_PIXELS
-from .png import fast_codecs_allowed, write_png
+from .png import fast_codecs_allowed, write_apng, write_png
 from .safeio import write_atomic
 
 JPEG_QUALITY = 95
@@ -172,6 +172,61 @@ class ImageSource:
         self.max_pixels = max_pixels
         self.channels = _channels_for(im)
         self.size = im.size  # (width, height) before the EXIF orientation
+
+    @property
+    def frame_count(self) -> int:
+        """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG (1 for others).
+
+        An APNG's default image, which is no frame of its animation, is not counted.
+        """
+        with _pillow_errors(parsing=True):
+            count = getattr(self._im, "n_frames", 1)
+        return count - self._first_frame
+
+    @property
+    def _first_frame(self) -> int:
+        """Pillow's index of frame 0: 1 past an APNG's default image, else 0."""
+        return int(bool(self._im.format == "PNG" and self._im.info.get("default_image")))
+
+    @property
+    def loop(self) -> int | None:
+        """How many times an animation plays (0: for ever), or None where the file does not say."""
+        loop = self._im.info.get("loop")
+        return int(loop) if isinstance(loop, (int, np.integer)) else None
+
+    def frame_sizes(self, frames: tuple[int, ...]) -> list[tuple[int, int]]:
+        """(width, height) of each of `frames`: a TIFF's own pages, an animation's canvas.
+
+        Only the headers are read.
+        """
+        if self._im.format != "TIFF":
+            return [self.size] * len(frames)
+        sizes = []
+        for k in frames:
+            with _frame_errors(k, self.frame_count):
+                self._im.seek(k)
+                sizes.append(self._im.size)
+        return sizes
+
+    def read_frames(self, frames: tuple[int, ...]) -> Iterator[tuple[Picture, int | None]]:
+        """Decode `frames`, in order: each a :class:`Picture` and its duration (ms) or None.
+
+        A GIF's, APNG's or WebP's frame is the canvas a viewer shows: the
+        frames before it drawn, disposed and blended as the file says
+        (Pillow composites them). Every frame has the channels of the file's
+        first (:attr:`channels`), and is read by Pillow (8 bits for colour);
+        the EXIF orientation is not applied. An error names the frame.
+        """
+        count = self.frame_count
+        for k in frames:
+            with _frame_errors(k, count):
+                self._im.seek(k + self._first_frame)
+                check_pixels(self._im.size, self.max_pixels)
+                self._im.load()
+                duration = self._im.info.get("duration")
+                pixels, white, depth = _to_array(self._im, self.channels)
+            yield (Picture(pixels, self.channels, white, depth),
+                   int(duration) if isinstance(duration, (int, float)) else None)
 
     @property
     def upright_size(self) -> tuple[int, int]:
@@ -355,6 +410,16 @@ def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
         if not parsing:
             raise
         raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+
+
+@contextmanager
+def _frame_errors(frame: int, count: int) -> Iterator[None]:
+    """:func:`_pillow_errors` of one frame's decoding, the message naming the frame."""
+    try:
+        with _pillow_errors(parsing=True):
+            yield
+    except ImageError as exc:
+        raise type(exc)(f"frame {frame} of {count}: {exc}") from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -587,6 +652,55 @@ def _deep_tiff(levels: np.ndarray) -> bytes:
         extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
 
 
+def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
+                durations=None, loop: int | None = 0, overwrite: bool = False) -> bool:
+    """Write a stack of integer levels as one animated PNG or multi-page TIFF, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Final file name.
+    levels : (m, H, W) or (m, H, W, C) uint8 or uint16 ndarray
+        One frame per entry of the first axis, as :func:`save_levels` takes one
+        (16-bit colour TIFF stacks are not written).
+    fmt : {"png", "tiff"}
+        ``png``: an animated PNG (:func:`convcli.png.write_apng`) with the
+        frames' `durations` (ms, None for 100) and `loop` count; ``tiff``: one
+        page per frame, uncompressed.
+    overwrite : bool
+        As for :func:`save_levels`.
+
+    Returns
+    -------
+    bool
+        True if written, False if the file existed and was kept.
+    """
+    stack = np.ascontiguousarray(levels)
+    if fmt == "png":
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                write_apng(fh, stack, durations=durations, loop=loop,
+                           text={"Software": MARKER})
+    elif fmt == "tiff":
+        if stack.ndim == 4 and stack.shape[3] == 1:
+            stack = stack[..., 0]
+        if stack.dtype == np.uint16 and stack.ndim == 4:
+            raise ValueError("16-bit colour TIFF stacks are not written; use --format png or npy")
+        write = _tiff_pages([Image.fromarray(frame) for frame in stack])
+    else:
+        raise ValueError(f"fmt must be png or tiff for a stack of frames; got {fmt!r}")
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _tiff_pages(pages: list[Image.Image]):
+    """A writer of `pages` as one multi-page TIFF marked as convcli's (for write_atomic)."""
+    def write(tmp: Path) -> None:
+        pages[0].save(tmp, format="TIFF", save_all=True, append_images=pages[1:],
+                      tiffinfo=_marked_tiff_info())
+
+    return write
+
+
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
     """Write `array` as float32 ``.npy``, atomically (see :func:`save_levels`).
 
@@ -611,7 +725,7 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
     ----------
     path : str or path-like
         Final file name.
-    values : (H, W) ndarray
+    values : (H, W) ndarray, or (m, H, W) for one page per frame
         Written as float32 (Pillow's mode ``F``: one sample of 32-bit IEEE float
         per pixel, uncompressed), readable by Pillow, tifffile and ImageMagick.
     overwrite : bool
@@ -623,11 +737,19 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
         True if written, False if the file existed and was kept.
     """
     data = np.ascontiguousarray(values, dtype=np.float32)
+    if data.ndim == 3:
+        return write_atomic(path, _tiff_pages([_float_image(page) for page in data]),
+                            overwrite=overwrite, replaceable=written_by_convcli)
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
-    im = Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])
+    im = _float_image(data)
 
     def write(tmp: Path) -> None:
         im.save(tmp, format="TIFF", tiffinfo=_marked_tiff_info())
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _float_image(data: np.ndarray) -> Image.Image:
+    """A float32 (H, W) array as a Pillow image of mode ``F``."""
+    return Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])

@@ -236,6 +236,53 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
     return levels, _scale_record(method, scale, offset)
 
 
+def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, depth: int,
+                     margin: int = 0) -> tuple[list[np.ndarray], LevelScale]:
+    """:func:`map_levels` of a stack of frames with one scale: no flicker from frame to frame.
+
+    Parameters
+    ----------
+    frames : list of (H_i, W_i) ndarray
+        One channel of each frame; the sizes may differ.
+    method, white, depth
+        As for :func:`map_levels`.
+    margin : int
+        For ``robust``: left out on every side of each frame.
+
+    Returns
+    -------
+    levels : list of ndarray
+        Each frame's levels, as :func:`map_levels` gives them for the scale
+        that all frames' values decide together (one frame: its own).
+    scale : LevelScale
+
+    Examples
+    --------
+    >>> levels, scale = map_frame_levels([np.array([[0.0, 2.0]]), np.array([[4.0]])],
+    ...                                  "minmax", white=255, depth=8)
+    >>> [f.tolist() for f in levels], scale.scale
+    ([[[0, 128]], [[255]]], 63.75)
+    """
+    if len(frames) == 1:
+        levels, scale = map_levels(frames[0], method, white=white, depth=depth, margin=margin)
+        return [levels], scale
+    _check_mapping_arguments(method, white, depth)
+    arrays = [as_real_array(f, "values") for f in frames]
+    flat = np.concatenate([a.ravel() for a in arrays])
+    real, big = _level_arithmetic(depth)
+    x, lo, hi, magnitudes, robust = _finite_values(flat, method, 0, big)
+    if method == "robust":  # of each frame's inside, together
+        robust = robust_top(np.concatenate([_inside(a, margin).ravel() for a in arrays]))
+    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
+                                 big=big, real=real)
+    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
+                             depth=depth)
+    bounds = np.cumsum([a.size for a in arrays])[:-1]
+    return ([part.reshape(a.shape) for part, a in zip(np.split(levels, bounds), arrays,
+                                                          strict=True)],
+            _scale_record(method, scale, offset))
+
+
 def _level_arithmetic(depth: int) -> tuple[type, float]:
     """The float type levels are computed in, and the largest magnitude kept (``big``).
 

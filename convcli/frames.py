@@ -1,0 +1,82 @@
+"""Which frames of a multi-frame file are processed: ``--frames first|all|LIST`` (numpy-free).
+
+The frames of a multi-page TIFF, an animated GIF, WebP or PNG are the batch
+axis m of the layers' ``(m, H, W, C)`` arrays. :func:`parse_frames` checks the
+option's text once, for the run; :func:`select_frames` picks the frames of one
+file, once its frame count is known.
+"""
+
+from __future__ import annotations
+
+import re
+
+FRAME_WORDS = ("first", "all")
+DEFAULT_FRAMES = "all"
+
+_PART = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+
+
+def parse_frames(text: str) -> str | tuple[int, ...]:
+    """``"first"``, ``"all"``, or the frame numbers a LIST names, in order, each once.
+
+    A LIST is numbers from 0 and ranges ``a-b`` (both ends included), joined
+    by commas. A ValueError says what is wrong.
+
+    Examples
+    --------
+    >>> parse_frames("all"), parse_frames("0,2-4,2")
+    ('all', (0, 2, 3, 4))
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"must be first, all or a list such as 0,2-5; got {text!r}")
+    word = text.strip().lower()
+    if word in FRAME_WORDS:
+        return word
+    picked: dict[int, None] = {}
+    for part in text.split(","):
+        match = _PART.fullmatch(part)
+        if match is None:
+            raise ValueError(f"must be first, all or a list such as 0,2-5 (frames numbered "
+                             f"from 0); got {text!r}")
+        start = int(match.group(1))
+        stop = int(match.group(2)) if match.group(2) is not None else start
+        if stop < start:
+            raise ValueError(f"the range {start}-{stop} runs backwards; got {text!r}")
+        picked.update(dict.fromkeys(range(start, stop + 1)))
+    return tuple(picked)
+
+
+def select_frames(frames: str | tuple[int, ...], count: int) -> tuple[int, ...]:
+    """The frame numbers of a file of `count` frames that `frames` (:func:`parse_frames`) picks.
+
+    A number past the end is a ValueError that gives the file's frame count.
+
+    Examples
+    --------
+    >>> select_frames("all", 3), select_frames("first", 3), select_frames((2, 0), 3)
+    ((0, 1, 2), (0,), (2, 0))
+    >>> select_frames((1, 4), 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: --frames: frame 4 is past the end: the file has 3 frames (0-2)
+    """
+    if frames == "all":
+        return tuple(range(count))
+    if frames == "first":
+        return (0,)
+    past = [k for k in frames if k >= count]
+    if past:
+        have = f"1 frame (0)" if count == 1 else f"{count} frames (0-{count - 1})"
+        raise ValueError(f"--frames: frame {past[0]} is past the end: the file has {have}")
+    return tuple(frames)
+
+
+def frame_label(number: int, count: int) -> str:
+    """The tag of frame `number` of `count` in per-frame output names: ``f07``.
+
+    Zero-padded to the digits of the last frame, so the names sort in order.
+
+    >>> frame_label(7, 24), frame_label(7, 8)
+    ('f07', 'f7')
+    """
+    return f"f{number:0{len(str(max(count - 1, 0)))}d}"
