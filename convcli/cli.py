@@ -188,7 +188,7 @@ def _operation(kind: str, *args, **options):
 
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
+         frames, memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
          files_per_task, storage_options, dry_run) -> None:
     """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
     from .app.run import RunOptions, run_batch
@@ -199,7 +199,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         figure=figure, recursive=recursive, overwrite=overwrite, max_pixels=max_pixels,
         fail_fast=fail_fast, engine=engine.lower() if engine else None, jobs=jobs,
         scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
-        storage_options=storage_options, memory=memory, dry_run=dry_run)
+        storage_options=storage_options, memory=memory, dry_run=dry_run, frames=frames)
     try:
         report = _Report(quiet=quiet, verbose=verbose, debug=debug)
         status = run_batch(op, inputs, options, report)

@@ -25,6 +25,7 @@ from .choices import (
     POOL_MODES,
 )
 from .engines import ENGINES
+from .frames import DEFAULT_FRAMES, parse_frames
 
 DEFAULT_KERNELS = ("vertical", "horizontal", "edge")
 
@@ -46,6 +47,13 @@ def _storage_options(ctx, param, values):
             raise click.BadParameter(str(exc), ctx, param) from None
         options[key] = value
     return options or None
+
+
+def _frames(ctx, param, value):
+    try:
+        return parse_frames(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def common_options(command):
@@ -77,6 +85,11 @@ def common_options(command):
                           "would be skipped; write nothing."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
                      show_default=True, help="Refuse larger images (0: no limit)."),
+        click.option("--frames", default=DEFAULT_FRAMES, show_default=True,
+                     metavar="first|all|LIST", callback=_frames,
+                     help="Frames of multi-page TIFFs and animations (GIF, WebP, PNG) to "
+                          "process, as the batch axis m: first, all, or numbers from 0 such "
+                          "as 0,2-5."),
         click.option("--memory", type=SizeParam(), default=None,
                      help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "
                           "computed and written in strips  [default: half the memory "

@@ -66,7 +66,7 @@ def select_frames(frames: str | tuple[int, ...], count: int) -> tuple[int, ...]:
         return (0,)
     past = [k for k in frames if k >= count]
     if past:
-        have = f"1 frame (0)" if count == 1 else f"{count} frames (0-{count - 1})"
+        have = "1 frame (0)" if count == 1 else f"{count} frames (0-{count - 1})"
         raise ValueError(f"--frames: frame {past[0]} is past the end: the file has {have}")
     return tuple(frames)
 

@@ -4,6 +4,7 @@ For an input ``<stem>.<ext>`` and operation ``<op>``, in the output folder::
 
     <stem>_<op>-<tag>.<fmt>      a channel, the whole image, or the raw .npy
     <stem>_<op>-<raw>_grid.png   --figure: the figure grid, named as the .npy
+    <stem>_<op>-<tag>_f<k>.<fmt> frame k of a stack written one file per frame
 
 (Grids of earlier versions, ``<stem>_<op>_grid.png``, are still recognised.)
 
@@ -25,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..choices import FORMAT_ALIASES
+from ..frames import frame_label
 from ..safeio import path_order
 
 
@@ -135,6 +137,7 @@ class Output:
     kind: str  # "channel", "whole", "group", "raw" or "grid"
     index: int = -1  # the result's channel, for kind "channel"
     group: tuple[int, ...] = ()  # the result's channels, for kind "group"
+    frame: int = -1  # the input's frame, for an output of one frame of a stack
 
 
 _GRID_TAIL = f"_grid.{GRID_FORMAT}"
@@ -164,14 +167,29 @@ def single_output(outputs: list[Output]) -> Output | None:
     return None
 
 
-def planned_outputs(task, channels: tuple[str, ...]) -> list[Output]:
+def planned_outputs(task, channels: tuple[str, ...], *,
+                    frames: tuple[tuple[int, ...], int] | None = None) -> list[Output]:
     """The files `task` writes for an input with these channels, in writing order.
 
     `task` has ``out_dir``, ``stem``, ``op``, ``fmt``, ``figure`` and
     ``out_file`` (a :class:`convcli.app.plan.Task`). With ``out_file``, the
     one output of :func:`single_output`, written to that path; a ValueError
-    if the run makes several images.
+    if the run makes several images. `frames`, ``(frame numbers, the file's
+    frame count)``, writes each output one file per frame (the figure grid
+    stays one), named with :func:`convcli.frames.frame_label`.
     """
+    outputs = _outputs(task, channels)
+    if frames is None:
+        return outputs
+    numbers, count = frames
+    return [out if out.kind == "grid" else
+            Output(out.path.with_name(f"{out.path.stem}_{frame_label(k, count)}{out.path.suffix}"),
+                   out.kind, out.index, out.group, k)
+            for out in outputs for k in (numbers if out.kind != "grid" else (-1,))]
+
+
+def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
+    """:func:`planned_outputs` of a picture."""
     op, out, fmt = task.op, Path(task.out_dir), FORMATS[task.fmt]
     tags = op.tags(channels)
     base = f"{task.stem}_{op.name}-"

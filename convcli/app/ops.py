@@ -36,17 +36,34 @@ from .names import Tags, number
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 _COMBINERS = keyed_by(COMBINE_MODES, {
-    "magnitude": lambda stack: np.sqrt(np.square(stack).sum(axis=2)),
-    "max": lambda stack: stack.max(axis=2),
-    "sum": lambda stack: stack.sum(axis=2),
+    "magnitude": lambda stack: np.sqrt(np.square(stack).sum(axis=-2)),
+    "max": lambda stack: stack.max(axis=-2),
+    "sum": lambda stack: stack.sum(axis=-2),
 }, what="conv's --combine table")
-"""``--combine``: one map of the kernels' results, stacked on axis 2 of (H, W, kernels, maps)."""
+"""``--combine``: one map of the kernels' results, stacked on axis -2 of (..., kernels, maps)."""
+
+
+def as_batch(pixels: np.ndarray) -> np.ndarray:
+    """A picture's (H, W, C) pixels as the layers' (1, H, W, C); a stack's (m, H, W, C) as it is."""
+    return pixels if pixels.ndim == 4 else pixels[None]
+
+
+def like_picture(result: np.ndarray, pic) -> np.ndarray:
+    """A layer's (m, H', W', C') `result` shaped as `pic`'s pixels: (H', W', C') for one picture."""
+    return result if pic.pixels.ndim == 4 else result[0]
+
+
+def frame_size(pic) -> tuple[int, int]:
+    """(height, width) of `pic`'s frames: its pixels are (H, W, C) or a stack (m, H, W, C)."""
+    return pic.pixels.shape[-3:-1]
 
 
 class Operation(Protocol):
     """What :mod:`convcli.app.process` needs of an operation (frozen and picklable).
 
     A picture (:class:`convcli.images.Picture`) has ``pixels`` (H, W, C) float32,
+    or (m, H, W, C) for a stack of frames of one size (the result is then
+    (m, H', W', C'): the frames go through each layer call as its m),
     ``channels`` (``("R", "G", "B")`` ...), ``colour_channels``, ``has_alpha``,
     ``white`` and ``depth``.
     """
@@ -220,11 +237,12 @@ class PadOp(_Channelwise):
 
     def compute(self, pic) -> np.ndarray:
         n = pic.colour_channels
-        colour = pad_images(pic.pixels[None, :, :, :n], self.pad, mode=self.mode, value=self.value)
+        pixels = as_batch(pic.pixels)
+        colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=self.value)
         if not pic.has_alpha:
-            return colour[0]
-        alpha = pad_images(pic.pixels[None, :, :, n:], self.pad, mode=self.mode, value=pic.white)
-        return np.concatenate([colour, alpha], axis=3)[0]
+            return like_picture(colour, pic)
+        alpha = pad_images(pixels[..., n:], self.pad, mode=self.mode, value=pic.white)
+        return like_picture(np.concatenate([colour, alpha], axis=3), pic)
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
         return [f"pad {self.mode} {pad_text(self.pad)}: {c}" for c in channels]
@@ -263,7 +281,7 @@ class PoolOp(_Channelwise):
         return text + (f"-p{self.pad}" if self.pad else "") + ("-ceil" if self.ceil else "")
 
     def check(self, pic) -> None:
-        h, w = pic.pixels.shape[:2]
+        h, w = frame_size(pic)
         if min(h, w) + 2 * self.pad < self.size:
             with_pad = f" with pad {self.pad}" if self.pad else ""
             raise ValueError(
@@ -273,8 +291,8 @@ class PoolOp(_Channelwise):
 
     def compute(self, pic) -> np.ndarray:
         hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
-        out, _ = pool_forward(pic.pixels[None], hp, self.mode)
-        return out[0]
+        out, _ = pool_forward(as_batch(pic.pixels), hp, self.mode)
+        return like_picture(out, pic)
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
         options = (f" p={self.pad}" if self.pad else "") + (" ceil" if self.ceil else "")
@@ -509,7 +527,7 @@ class ConvOp:
     # --- pixels ---
 
     def check(self, pic) -> None:
-        h, w = pic.pixels.shape[:2]
+        h, w = frame_size(pic)
         for k in self.kernels:
             top, bottom, left, right = self.pad_widths(k)
             span = self.span(k)
@@ -522,8 +540,11 @@ class ConvOp:
                 )
 
     def conv_input(self, pic) -> np.ndarray:
-        """The (1, H, W, C) float32 array the library is called on (C = 1 unless ``each``)."""
-        colour = pic.pixels[None, :, :, : pic.colour_channels]
+        """The (m, H, W, C) float32 array the library is called on (C = 1 unless ``each``).
+
+        m is 1 for a picture, its frames for a stack.
+        """
+        colour = as_batch(pic.pixels)[..., : pic.colour_channels]
         if self.channels == "gray" and colour.shape[3] == 3:
             return luminance(colour)
         if self.channels == "sum" and colour.shape[3] > 1:
@@ -548,11 +569,10 @@ class ConvOp:
     def compute(self, pic) -> np.ndarray:
         A = self.conv_input(pic)
         Z = self._depthwise(A) if self.channels == "each" else self._summed(A)
-        if self.combine is None:
-            return Z
-        n = A.shape[3] if self.channels == "each" else 1
-        stack = Z.reshape(Z.shape[:2] + (len(self.kernels), n))
-        return _COMBINERS[self.combine](stack)
+        if self.combine is not None:
+            n = A.shape[3] if self.channels == "each" else 1
+            Z = _COMBINERS[self.combine](Z.reshape(Z.shape[:3] + (len(self.kernels), n)))
+        return like_picture(Z, pic)
 
     def _summed(self, A: np.ndarray) -> np.ndarray:
         """One conv_forward call per run of kernels of one shape."""
@@ -571,9 +591,9 @@ class ConvOp:
             b = np.full((1, 1, 1, len(group)), self.bias, np.float32)
             Z, _ = conv_forward(A_in, W, b, hp)
             del A_in
-            results.append(Z[0])
+            results.append(Z)
             start = stop
-        return np.concatenate(results, axis=2) if len(results) > 1 else results[0]
+        return np.concatenate(results, axis=3) if len(results) > 1 else results[0]
 
     def _depthwise(self, A: np.ndarray) -> np.ndarray:
         """``--channels each``: depthwise_conv_forward one kernel on one channel at a time.
@@ -582,8 +602,8 @@ class ConvOp:
         and channel (element by element, in the same order), but the library's
         temporaries are the size of one channel, not of the whole result: the
         peak memory of a 3-kernel RGB run fell from 7 to 4 times the picture's
-        float32 size. The result is a (H, W, n) view of (n, H, W) planes, so that
-        each map is contiguous for its mapping and file.
+        float32 size. The result is a (m, H, W, n) view of (n, m, H, W) planes, so
+        that each map is contiguous for its mapping and file.
         """
         n_in = A.shape[3]
         out = None
@@ -597,10 +617,10 @@ class ConvOp:
                 Z, _ = depthwise_conv_forward(A_in, W, b, hp)
                 del A_in
                 if out is None:  # channel-first: each map written and later read whole
-                    out = np.empty((len(self.kernels) * n_in,) + Z.shape[1:3], Z.dtype)
-                out[k * n_in + c] = Z[0, :, :, 0]
+                    out = np.empty((len(self.kernels) * n_in,) + Z.shape[:3], Z.dtype)
+                out[k * n_in + c] = Z[..., 0]
                 del Z
-        return out.transpose(1, 2, 0)
+        return out.transpose(1, 2, 3, 0)
 
     # --- levels and figures ---
 
@@ -748,8 +768,8 @@ class GradPoolOp:
         from .grad import pool_input_grad
 
         pool = self.pool
-        return pool_input_grad(pic.pixels[None], f=pool.size, stride=pool.stride,
-                               mode=pool.mode, pad=pool.pad, ceil=pool.ceil)[0]
+        return like_picture(pool_input_grad(as_batch(pic.pixels), f=pool.size, stride=pool.stride,
+                                            mode=pool.mode, pad=pool.pad, ceil=pool.ceil), pic)
 
     def mappings(self, pic) -> list[Mapping]:
         return [Mapping(self.normalize, pic.white)] * len(pic.channels)
@@ -809,11 +829,16 @@ class GradConvOp:
         self.conv.check(pic)
 
     def gradients(self, pic) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The (H, W, n_kernels * n_maps) dA_prev maps, and each kernel's (f_h, f_w) dW."""
+        """The (H, W, n_kernels * n_maps) dA_prev maps, and each kernel's (f_h, f_w) dW.
+
+        For a stack, (m, H, W, ...) maps, and dW summed over its frames.
+        """
         from .grad import conv_grads, unpad_grad
 
         A = self.conv.conv_input(pic)
-        A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None])  # a channel per image
+        frames, channels = A.shape[0], A.shape[3]
+        # A channel of a frame per image: frame-major.
+        A = np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)))
         maps, dWs = [], []
         b = np.full((1, 1, 1, 1), self.conv.bias, np.float32)
         for kernel in self.conv.kernels:
@@ -824,9 +849,10 @@ class GradConvOp:
             del A_in
             if pad == 0:  # bordered by us: fold the border's gradient back onto its pixels
                 dA = unpad_grad(dA, self.conv.pad_widths(kernel), mode=self.conv.border)
-            maps.append(np.moveaxis(dA[:, :, :, 0], 0, 2))
+            dA = dA[..., 0].reshape((frames, channels) + dA.shape[1:3])
+            maps.append(like_picture(np.moveaxis(dA, 1, 3), pic))
             dWs.append(dW[:, :, 0, 0])
-        return np.concatenate(maps, axis=2), dWs
+        return np.concatenate(maps, axis=-1), dWs
 
     def compute(self, pic) -> np.ndarray:
         return self.gradients(pic)[0]

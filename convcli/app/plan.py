@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..frames import DEFAULT_FRAMES
 from ..images import DEFAULT_MAX_PIXELS, is_image_name
 from ..safeio import path_key, resolved
 from ..storage import basename, is_folder, is_url, join, list_names, walk_visible
@@ -251,6 +252,9 @@ class Task:
     replace_any : bool
         Replace an existing output whoever wrote it: the file named with
         ``-o FILE --overwrite`` (:func:`convcli.safeio.replacing_any`).
+    frames : "first", "all" or tuple of int
+        The frames of a multi-frame file to process (``--frames``,
+        :func:`convcli.frames.parse_frames`).
     """
 
     source: str
@@ -267,6 +271,7 @@ class Task:
     existing: tuple[str, ...] | None = None
     memory: int | None = None
     replace_any: bool = False
+    frames: str | tuple[int, ...] = DEFAULT_FRAMES
 
 
 def _identity(path: str):
@@ -308,7 +313,7 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
                figure: bool = False, overwrite: bool = False,
                max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "",
                storage_options: dict | None = None, memory: int | None = None,
-               replace_any: bool = False) -> list[Task]:
+               replace_any: bool = False, frames=DEFAULT_FRAMES) -> list[Task]:
     """One task per distinct input file, with output stems that cannot clash.
 
     The same file named twice (or named and found in a folder, or reached
@@ -320,7 +325,7 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
                    out_file=out_file, storage_options=storage_options, memory=memory,
-                   replace_any=replace_any)
+                   replace_any=replace_any, frames=frames)
     # Each folder resolved once: resolving follows every link of every component.
     folder_keys: dict[str, str] = {}
 
@@ -382,7 +387,7 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
                  overwrite: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
                  out_file: str = "", storage_options: dict | None = None,
                  by_folder: bool | None = None, memory: int | None = None,
-                 replace_any: bool = False) -> Iterator[Task]:
+                 replace_any: bool = False, frames=DEFAULT_FRAMES) -> Iterator[Task]:
     """The tasks of :func:`find_inputs` and :func:`plan_tasks`, a folder at a time where it can.
 
     Where :func:`streams_by_folder` says so (`by_folder`, if the caller has
@@ -393,7 +398,7 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
                    out_file=out_file, storage_options=storage_options, memory=memory,
-                   replace_any=replace_any)
+                   replace_any=replace_any, frames=frames)
     if by_folder is None:
         by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
                                       out_file=out_file, storage_options=storage_options)

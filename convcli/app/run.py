@@ -36,6 +36,7 @@ from pathlib import Path
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..engines import Engine, EngineError, EngineSettings, make_engine
 from ..errors import MissingExtra, OptionError
+from ..frames import DEFAULT_FRAMES
 from ..storage import dirname, is_url, local_path, protocol, redact
 
 FIRST_TASKS = 256
@@ -90,6 +91,7 @@ class RunOptions:
     storage_options: dict | None = field(default=None, hash=False)
     memory: int | None = None
     dry_run: bool = False
+    frames: str | tuple[int, ...] = DEFAULT_FRAMES
 
 
 class Reporter:
@@ -294,7 +296,7 @@ class _BatchRun:
         tasks = plan.TaskStream(
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
                               overwrite=overwrite, max_pixels=options.max_pixels,
-                              out_file=target.out_file, by_folder=by_folder,
+                              frames=options.frames, out_file=target.out_file, by_folder=by_folder,
                               memory=self._memory(),
                               replace_any=options.overwrite and bool(target.out_file),
                               **self.listing),
