@@ -56,6 +56,13 @@ def _frames(ctx, param, value):
         raise click.BadParameter(str(exc)) from None
 
 
+_FRAMES_OPTION = click.option(
+    "--frames", default=DEFAULT_FRAMES, show_default=True, metavar="first|all|LIST",
+    callback=_frames,
+    help="Frames of multi-page TIFFs and animations (GIF, WebP, PNG) to process, as the "
+         "batch axis m: first, all, or numbers from 0 such as 0,2-5.")
+
+
 def common_options(command):
     """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
@@ -85,11 +92,7 @@ def common_options(command):
                           "would be skipped; write nothing."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
                      show_default=True, help="Refuse larger images (0: no limit)."),
-        click.option("--frames", default=DEFAULT_FRAMES, show_default=True,
-                     metavar="first|all|LIST", callback=_frames,
-                     help="Frames of multi-page TIFFs and animations (GIF, WebP, PNG) to "
-                          "process, as the batch axis m: first, all, or numbers from 0 such "
-                          "as 0,2-5."),
+        _FRAMES_OPTION,
         click.option("--memory", type=SizeParam(), default=None,
                      help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "
                           "computed and written in strips  [default: half the memory "

@@ -275,16 +275,11 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
         raise ValueError(f"frames must be (m, H, W) or (m, H, W, C) with m >= 1, "
                          f"got {stack.shape}")
     _check_layout(stack.shape[1:], stack.dtype)
-    count, height, width, channels = stack.shape
+    count, height, width, _ = stack.shape
     durations = list(durations) if durations is not None else [None] * count
     if len(durations) != count:
         raise ValueError(f"{len(durations)} durations for {count} frames")
-    fh.write(_SIGNATURE)
-    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * stack.dtype.itemsize,
-                                    _COLOUR_TYPES[channels], 0, 0, 0))
-    _chunk(fh, b"acTL", struct.pack(">II", count, int(loop or 0)))
-    for key, value in (text or {}).items():
-        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+    _apng_header(fh, stack.shape, stack.dtype, loop, text)
     sequence = 0
     for index, frame in enumerate(stack):
         numerator, denominator = _delay(durations[index])
@@ -298,6 +293,18 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
                 _chunk(fh, b"fdAT", struct.pack(">I", sequence) + data)
                 sequence += 1
     _chunk(fh, b"IEND", b"")
+
+
+def _apng_header(fh: BinaryIO, shape: tuple[int, ...], dtype, loop: int | None,
+                 text: dict[str, str] | None) -> None:
+    """The signature, IHDR, acTL and text chunks of an APNG of `shape` (m, H, W, C) frames."""
+    count, height, width, channels = shape
+    fh.write(_SIGNATURE)
+    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * np.dtype(dtype).itemsize,
+                                    _COLOUR_TYPES[channels], 0, 0, 0))
+    _chunk(fh, b"acTL", struct.pack(">II", count, int(loop or 0)))
+    for key, value in (text or {}).items():
+        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
 
 
 def _delay(duration) -> tuple[int, int]:

@@ -387,15 +387,26 @@ def test_exif_orientation_is_applied(tmp_path, out):
     assert result[:5, -5:].mean() > 240  # the stored top-left block is now top-right
 
 
-def test_gif_and_multipage_tiff_use_the_first_frame_and_say_so(tmp_path, out):
+def test_gif_and_multipage_tiff_with_frames_first_use_the_first_frame_and_say_so(tmp_path, out):
     gif = make_gif(tmp_path / "anim.gif", frames=3)
     tif = make_multipage_tiff(tmp_path / "pages.tiff", pages=2)
-    result = ok("pool", gif, tif, "-o", out, "--format", "npy")
+    result = ok("pool", gif, tif, "-o", out, "--format", "npy", "--frames", "first")
     assert f"{gif}: used the first of 3 frames" in result.stderr
     assert f"{tif}: used the first of 2 frames" in result.stderr
     assert np.all(np.load(out / "anim_pool-max-f2-s2.npy") == 60)
-    quiet = ok("pool", gif, "-o", tmp_path / "q", "-q")
+    quiet = ok("pool", gif, "-o", tmp_path / "q", "-q", "--frames", "first")
     assert quiet.stderr == ""
+
+
+def test_gif_and_multipage_tiff_give_every_frame_by_default(tmp_path, out):
+    gif = make_gif(tmp_path / "anim.gif", frames=3)
+    tif = make_multipage_tiff(tmp_path / "pages.tiff", pages=2)
+    result = ok("pool", gif, tif, "-o", out, "--format", "npy")
+    assert f"{gif}: 3 frames" in result.stderr
+    stack = np.load(out / "anim_pool-max-f2-s2.npy")
+    assert stack.shape == (3, HEIGHT // 2, WIDTH // 2, 3)  # a GIF is read as RGB
+    assert [np.unique(frame).tolist() for frame in stack] == [[60], [120], [180]]
+    assert np.load(out / "pages_pool-max-f2-s2.npy").shape[0] == 2
 
 
 # --- figures ---------------------------------------------------------------------------------
