@@ -514,6 +514,25 @@ def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         return source.read()
 
 
+def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:
+    """Every frame of a file as one picture whose pixels are (m, H, W, C); a one-frame file's
+    picture as :func:`read_image` gives it, (H, W, C).
+
+    The frames are read as :meth:`ImageSource.read_frames` reads them; an
+    ImageError if they differ in size.
+    """
+    with open_image(path, max_pixels=max_pixels) as source:
+        count = source.frame_count
+        if count == 1:
+            return source.read()
+        frames = [pic for pic, _ in source.read_frames(tuple(range(count)))]
+    if len({f.pixels.shape for f in frames}) > 1:
+        raise ImageError(f"its {count} frames differ in size: a stack needs frames of one size")
+    return Picture(np.stack([f.pixels for f in frames]), frames[0].channels,
+                   max(f.white for f in frames), max(f.depth for f in frames),
+                   (f"{count} frames",))
+
+
 # --- files out ----------------------------------------------------------------------------
 
 

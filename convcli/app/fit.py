@@ -348,11 +348,12 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
                            ) from None
         if Y.ndim == 2:
             Y = Y[:, :, None]
-        if Y.ndim != 3 or not np.issubdtype(Y.dtype, np.number) or np.iscomplexobj(Y):
-            raise FitError(f"{path}: expected a real (H, W, C) array, got {Y.dtype} {Y.shape}")
+        if Y.ndim not in (3, 4) or not np.issubdtype(Y.dtype, np.number) or np.iscomplexobj(Y):
+            raise FitError(f"{path}: expected a real (H, W, C) or (m, H, W, C) array, got "
+                           f"{Y.dtype} {Y.shape}")
     else:
         pic = _read_picture(path, max_pixels)
-        Y = pic.pixels[:, :, :pic.colour_channels]
+        Y = pic.pixels[..., :pic.colour_channels]
     if not np.isfinite(Y).all():
         raise FitError(f"{path}: holds values that are not finite (NaN or inf)")
     return Y
@@ -387,7 +388,7 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
             "levels are undone here")
     scale = np.asarray(record.get("scale"), dtype=np.float64)
     offset = np.asarray(record.get("offset"), dtype=np.float64)
-    if (scale.ndim > 1 or scale.size not in (1, Y.shape[2]) or offset.shape != scale.shape
+    if (scale.ndim > 1 or scale.size not in (1, Y.shape[-1]) or offset.shape != scale.shape
             or not (np.isfinite(scale).all() and np.isfinite(offset).all() and scale.all())):
         return Y, [f"{path}: written by convcli, so it holds levels mapped from the values; "
                    f"{MANIFEST_NAME} gives no usable scale: fitted as it is ({raw})"]
@@ -402,11 +403,12 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
 
 
 def _read_picture(path: str, max_pixels: int):
-    from ..images import read_image
+    """The picture of `path`: (H, W, C), or (m, H, W, C) for the frames of a stack."""
+    from ..images import read_stack
     from .process import describe_error
 
     try:
-        return read_image(path, max_pixels=max_pixels)
+        return read_stack(path, max_pixels=max_pixels)
     except (OSError, ValueError) as exc:
         raise FitError(f"{path}: {describe_error(exc, path)}") from None
 
@@ -431,7 +433,10 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     A = conv.conv_input(pic)
     if not np.isfinite(A).all():
         raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
-    A = np.ascontiguousarray(A[0].transpose(2, 0, 1)[..., None], np.float64)
+    frames = A.shape[0]
+    # A channel of a frame per image, frame-major: every pair teaches the one kernel.
+    A = np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)),
+                             np.float64)
     try:
         A_in, pad = conv.layer_input(A, conv.kernels[0])
         A_in = zero_padded(A_in, pad)
@@ -439,21 +444,38 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raise FitError(f"{run.before}: --pad {pad_option(run.pad)}"
                        f"{_dilation_option(run.dilation)}: {exc}") from None
     Y, notes = _undo_levels(run.after, _read_after(run.after, run.max_pixels))
-    m = A_in.shape[0]
+    Y_frames = _frames_of_after(Y, frames, run)
+    Y = Y_frames[0]
+    m = A_in.shape[0] // frames
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
-    wanted = (expected[1], expected[2], m)
-    if Y.shape != wanted:
-        hint = ""
-        colour = pic.colour_channels
-        if Y.shape[:2] == wanted[:2] and run.channels != "each" and Y.shape[2] == colour:
-            hint = "; --channels each learns one kernel for every colour channel"
-        raise FitError(
-            f"{run.after}: is {_shape_text(Y.shape)} (H x W x channels), but a "
-            f"{run.size}x{run.size} kernel with --pad {pad_option(run.pad)}, "
-            f"--stride {run.stride}{_dilation_option(run.dilation)} and "
-            f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
-        )
-    return A_in, np.ascontiguousarray(Y.transpose(2, 0, 1)[..., None], np.float64), notes
+    _check_after_shape(Y.shape, (expected[1], expected[2], m), pic.colour_channels, run)
+    Y = Y_frames.transpose(0, 3, 1, 2).reshape((-1,) + Y.shape[:2])
+    return A_in, np.ascontiguousarray(Y[..., None], np.float64), notes
+
+
+def _check_after_shape(shape: tuple[int, ...], wanted: tuple[int, int, int], colour: int,
+                       run: FitRun) -> None:
+    """A FitError unless a frame of AFTER has the `wanted` shape that BEFORE's layer makes."""
+    if shape == wanted:
+        return
+    hint = ""
+    if shape[:2] == wanted[:2] and run.channels != "each" and shape[2] == colour:
+        hint = "; --channels each learns one kernel for every colour channel"
+    raise FitError(
+        f"{run.after}: is {_shape_text(shape)} (H x W x channels), but a "
+        f"{run.size}x{run.size} kernel with --pad {pad_option(run.pad)}, "
+        f"--stride {run.stride}{_dilation_option(run.dilation)} and "
+        f"--channels {run.channels} makes {_shape_text(wanted)} from {run.before}{hint}"
+    )
+
+
+def _frames_of_after(Y: np.ndarray, frames: int, run: FitRun) -> np.ndarray:
+    """AFTER as (m, H', W', C') frames; a FitError unless it has as many as BEFORE."""
+    Y = Y if Y.ndim == 4 else Y[None]
+    if len(Y) != frames:
+        raise FitError(f"{run.after}: has {len(Y)} frame{'s' if len(Y) > 1 else ''} and "
+                       f"{run.before} {frames}: fit takes two stacks of the same frames")
+    return Y
 
 
 def describe(fit: Fit, run: FitRun, match: Match | None) -> list[str]:
