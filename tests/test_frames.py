@@ -1,0 +1,286 @@
+"""Frames as the batch axis m: multi-page TIFF, animated GIF, WebP and PNG in, stacks out."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from helpers import assert_one_line_error, manifest_records, ok, run
+from PIL import Image
+
+from convcli import conv_forward, pool_forward
+from convcli.app.ops import ConvOp, GradConvOp, PoolOp
+from convcli.app.stacks import FIGURE_FRAMES, Stack, stack_figure
+from convcli.frames import parse_frames, select_frames
+from convcli.images import Picture
+from convcli.kernels import get_kernel, load_kernel_file
+from convcli.levels import map_frame_levels, map_levels
+from convcli.png import write_apng
+
+H, W = 12, 16
+DURATIONS = [40, 70, 110, 30]
+
+
+def _frames(count=4, size=(W, H), seed=0) -> list[np.ndarray]:
+    gen = np.random.default_rng(seed)
+    return [gen.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8) for _ in range(count)]
+
+
+def _save(path, arrays, **options):
+    ims = [Image.fromarray(a) for a in arrays]
+    ims[0].save(path, save_all=True, append_images=ims[1:], **options)
+    return path
+
+
+def _read_frames(path, mode=None) -> tuple[list[np.ndarray], list, object]:
+    """Every frame of `path` as Pillow composites it (in `mode`), their durations and the loop."""
+    frames, durations = [], []
+    with Image.open(path) as im:
+        for k in range(getattr(im, "n_frames", 1)):
+            im.seek(k)
+            frames.append(np.asarray(im.convert(mode) if mode else im).copy())
+            durations.append(im.info.get("duration"))
+        return frames, durations, im.info.get("loop")
+
+
+# --- the option -----------------------------------------------------------------------------
+
+
+def test_frames_option_parses_and_selects():
+    assert parse_frames("0,2-4,2") == (0, 2, 3, 4)
+    assert select_frames(parse_frames(" FIRST "), 5) == (0,)
+    assert select_frames("all", 3) == (0, 1, 2)
+    with pytest.raises(ValueError, match="frame 5 is past the end: the file has 3 frames"):
+        select_frames((1, 5), 3)
+    for bad in ("", "1-", "a", "3-1", "-2"):
+        with pytest.raises(ValueError):
+            parse_frames(bad)
+
+
+def test_a_bad_frames_option_is_a_usage_error(tmp_path):
+    path = _save(tmp_path / "a.tiff", _frames(2))
+    assert_one_line_error(run("pool", path, "-o", tmp_path / "o", "--frames", "2-1"), 2,
+                          "--frames", "backwards")
+
+
+def test_a_frame_past_the_end_fails_the_file_naming_its_frame_count(tmp_path):
+    path = _save(tmp_path / "a.gif", _frames(3))
+    result = run("pool", path, "-o", tmp_path / "o", "--frames", "1,3", "-q")
+    assert_one_line_error(result, 1, "a.gif", "--frames: frame 3 is past the end",
+                          "the file has 3 frames (0-2)")
+    assert not (tmp_path / "o").exists()
+
+
+# --- values: one layer call per size, against the layer functions ----------------------------
+
+
+def test_tiff_pages_are_m_of_pool_forward_and_conv_forward(tmp_path):
+    arrays = _frames(3)
+    path = _save(tmp_path / "z.tiff", arrays)
+    out = tmp_path / "o"
+    ok("pool", path, "-o", out, "--format", "npy")
+    A = np.stack(arrays).astype(np.float32)
+    expected, _ = pool_forward(A, {"f": 2, "stride": 2})
+    np.testing.assert_array_equal(np.load(out / "z_pool-max-f2-s2.npy"), expected)
+    ok("conv", path, "-o", out, "--format", "npy", "-k", "sobel-x", "--pad", "1",
+       "--border", "constant")
+    W_ = get_kernel("sobel-x").weights.astype(np.float32)[:, :, None, None]
+    Z, _ = conv_forward(A.sum(axis=3, keepdims=True), W_, np.zeros((1, 1, 1, 1), np.float32),
+                        {"stride": 1, "pad": 1})
+    result = np.load(out / "z_conv-sobel-x-p1-Bconstant-sum.npy")
+    assert result.shape == (3, H, W, 1)
+    np.testing.assert_array_equal(result, Z)
+    for k in range(3):  # each frame as on its own, to float32 rounding of the summation order
+        alone, _ = conv_forward(A[k:k + 1].sum(axis=3, keepdims=True), W_,
+                                np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
+        np.testing.assert_allclose(result[k], alone[0], rtol=1e-6, atol=1e-3)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("a.gif", {"duration": DURATIONS, "loop": 3}),
+    ("a.png", {"duration": DURATIONS, "loop": 3}),
+    ("a.webp", {"duration": DURATIONS, "loop": 3, "lossless": True}),
+])
+def test_animations_give_their_composited_frames_as_m(tmp_path, name, options):
+    path = _save(tmp_path / name, _frames(4), **options)
+    shown, _, _ = _read_frames(path, "RGB")
+    out = tmp_path / "o"
+    result = ok("pool", path, "-o", out, "--format", "npy", "--size", "1")
+    assert f"{path}: 4 frames" in result.stderr
+    stack = np.load(out / "a_pool-max-f1-s1.npy")
+    np.testing.assert_array_equal(stack[..., :3], np.stack(shown).astype(np.float32))
+
+
+def test_a_partial_gif_frame_is_drawn_over_the_canvas_as_a_viewer_shows_it(tmp_path):
+    base = np.full((H, W, 3), 200, np.uint8)
+    patch = base.copy()
+    patch[2:5, 3:7] = (10, 20, 30)
+    path = _save(tmp_path / "p.gif", [base, patch], duration=50)  # Pillow stores the changed box
+    ok("pool", path, "-o", tmp_path / "o", "--format", "npy", "--size", "1")
+    stack = np.load(tmp_path / "o" / "p_pool-max-f1-s1.npy")
+    np.testing.assert_array_equal(stack[1], patch.astype(np.float32))
+
+
+# --- outputs keep the frames -------------------------------------------------------------------
+
+
+def test_png_output_is_an_animation_with_the_durations_loop_and_one_mapping(tmp_path):
+    arrays = _frames(4)
+    path = _save(tmp_path / "a.gif", arrays, duration=DURATIONS, loop=3)
+    out = tmp_path / "o"
+    ok("conv", path, "-o", out, "-k", "sobel-x")
+    frames, durations, loop = _read_frames(out / "a_conv-sobel-x-sum.png")
+    assert (len(frames), durations, loop) == (4, DURATIONS, 3)
+    (record,) = manifest_records(out)
+    assert record["frames"] == 4 and record["mapping"] == "robust"
+    shown, _, _ = _read_frames(path, "RGB")
+    A = np.stack(shown).astype(np.float32)
+    A = np.pad(A.sum(axis=3, keepdims=True), ((0, 0), (1, 1), (1, 1), (0, 0)), mode="reflect")
+    W_ = get_kernel("sobel-x").weights.astype(np.float32)[:, :, None, None]
+    Z, _ = conv_forward(A, W_, np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 0})
+    levels, scale = map_frame_levels(list(Z[..., 0]), "robust", white=255, depth=8, margin=4)
+    assert record["scale"] == scale.scale
+    for frame, expected in zip(frames, levels, strict=True):
+        np.testing.assert_array_equal(frame, expected)
+    # One scale for all: the frames' levels are |x| * scale, clipped and rounded.
+    np.testing.assert_array_equal(
+        np.stack(levels), np.rint(np.clip(np.abs(Z[..., 0]) * np.float32(scale.scale), 0, 255)))
+
+
+def test_one_mapping_for_a_stack_is_that_of_its_frames_mapped_together():
+    gen = np.random.default_rng(3)
+    frames = [gen.standard_normal((20, 30)).astype(np.float32) * k for k in (1, 5, 2)]
+    for method in ("robust", "minmax", "abs", "offset", "clip"):
+        levels, scale = map_frame_levels(frames, method, white=255, depth=8, margin=2)
+        together, expected = map_levels(np.stack(frames, axis=2), method, white=255, depth=8,
+                                        margin=2)
+        assert scale == expected
+        for k, frame in enumerate(levels):
+            np.testing.assert_array_equal(frame, together[:, :, k])
+
+
+def test_tiff_output_is_multipage_and_jpg_one_file_per_frame(tmp_path):
+    path = _save(tmp_path / "a.tiff", _frames(3))
+    A = np.stack(_frames(3)).astype(np.float32)
+    expected, _ = pool_forward(A, {"f": 2, "stride": 2})
+    out = tmp_path / "o"
+    ok("pool", path, "-o", out, "--format", "tiff")
+    pages, _, _ = _read_frames(out / "a_pool-max-f2-s2.tiff")
+    np.testing.assert_array_equal(np.stack(pages), expected.astype(np.uint8))
+    red, _, _ = _read_frames(out / "a_pool-max-f2-s2-R.tiff")
+    np.testing.assert_array_equal(np.stack(red), expected[..., 0].astype(np.uint8))
+    ok("pool", path, "-o", out, "--format", "jpg", "--frames", "2,0")
+    names = sorted(p.name for p in out.glob("*.jpg"))
+    assert names == sorted(f"a_pool-max-f2-s2{c}_f{k}.jpg" for c in ("", "-R", "-G", "-B")
+                           for k in (0, 2))
+    with Image.open(out / "a_pool-max-f2-s2-G_f2.jpg") as im:
+        assert np.abs(np.asarray(im).astype(float) - expected[2, ..., 1]).mean() < 3
+    records = [r for r in manifest_records(out) if r["output"].endswith(".jpg")]
+    assert {r["frame"] for r in records} == {0, 2}
+
+
+def test_raw_values_of_a_stack_are_a_multipage_float_tiff(tmp_path):
+    path = _save(tmp_path / "a.tiff", _frames(2))
+    out = tmp_path / "o"
+    ok("conv", path, "-o", out, "-k", "sobel-y", "--normalize", "none", "--format", "tiff")
+    values, _, _ = _read_frames(out / "a_conv-sobel-y-none-sum.tiff")
+    ok("conv", path, "-o", out, "-k", "sobel-y", "--format", "npy")
+    np.testing.assert_array_equal(np.stack(values), np.load(out / "a_conv-sobel-y-sum.npy")[..., 0])
+
+
+def test_frames_of_different_sizes_are_each_processed_and_written_on_their_own(tmp_path):
+    arrays = _frames(2) + _frames(1, size=(10, 8), seed=4) + _frames(1, seed=5)
+    path = _save(tmp_path / "m.tiff", arrays)
+    out = tmp_path / "o"
+    result = ok("pool", path, "-o", out, "--format", "npy")
+    assert "frames of 2 sizes" in result.stderr
+    for k, frame in enumerate(arrays):
+        expected, _ = pool_forward(frame[None].astype(np.float32), {"f": 2, "stride": 2})
+        np.testing.assert_array_equal(np.load(out / f"m_pool-max-f2-s2_f{k}.npy"), expected[0])
+    ok("pool", path, "-o", out)  # png: one scale for all the frames, whatever their size
+    with Image.open(out / "m_pool-max-f2-s2-R_f2.png") as im:
+        assert im.size == (5, 4)
+
+
+def test_one_frame_picked_is_written_as_a_picture(tmp_path):
+    arrays = _frames(3)
+    path = _save(tmp_path / "a.tiff", arrays)
+    result = ok("pool", path, "-o", tmp_path / "o", "--format", "npy", "--frames", "2")
+    assert "used frame 2 of 3 frames" in result.stderr
+    expected, _ = pool_forward(arrays[2][None].astype(np.float32), {"f": 2, "stride": 2})
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "a_pool-max-f2-s2.npy"), expected[0])
+
+
+def test_a_corrupt_frame_in_the_middle_fails_the_file_naming_it_and_writes_nothing(tmp_path):
+    path = _save(tmp_path / "c.tiff", _frames(3), compression="tiff_deflate")
+    with Image.open(path) as im:
+        im.seek(1)
+        offset, count = im.tag_v2[273][0], im.tag_v2[279][0]
+    data = bytearray(path.read_bytes())
+    data[offset:offset + count] = bytes(range(256)) * (count // 256) + bytes(count % 256)
+    path.write_bytes(bytes(data))
+    out = tmp_path / "o"
+    out.mkdir()
+    result = run("pool", path, "-o", out, "-q")
+    assert_one_line_error(result, 1, "c.tiff", "frame 1 of 3", "cannot decode")
+    assert list(out.iterdir()) == []
+
+
+# --- figure, grad, fit --------------------------------------------------------------------------
+
+
+def test_figure_draws_a_row_per_frame_and_says_how_many_are_left_out(tmp_path):
+    arrays = _frames(FIGURE_FRAMES + 2)
+    pics = [Picture(a.astype(np.float32), ("R", "G", "B"), 255.0, 8) for a in arrays]
+    stack = Stack(pics, tuple(range(len(pics))), len(pics), [None] * len(pics), None, False)
+    op = PoolOp()
+    results = [op.compute(p) for p in pics]
+    grid = stack_figure(op, stack, results)
+    titled = [p.title for p in grid.panels if p is not None]
+    assert [t.split(":")[0] for t in titled[::5]] == [f"frame {k}" for k in range(FIGURE_FRAMES)]
+    assert len(grid.panels) % grid.ncols == 0 and len(titled) == 5 * FIGURE_FRAMES
+    assert grid.title.endswith("(2 more frames left out)")
+    path = _save(tmp_path / "a.gif", arrays[:2])
+    ok("pool", path, "-o", tmp_path / "o", "--figure")
+    ok("pool", path, "-o", tmp_path / "one", "--figure", "--frames", "first")
+    with (Image.open(tmp_path / "o" / "a_pool-max-f2-s2_grid.png") as two,
+          Image.open(tmp_path / "one" / "a_pool-max-f2-s2_grid.png") as one):
+        assert two.width == one.width and two.height > 1.5 * one.height  # a row per frame
+
+
+def test_grad_conv_of_a_stack_sums_dW_over_its_frames():
+    arrays = _frames(3)
+    op = GradConvOp(ConvOp((get_kernel("sobel-x"),)))
+    whole = Picture(np.stack(arrays).astype(np.float32), ("R", "G", "B"), 255.0, 8)
+    maps, (dW,) = op.gradients(whole)
+    singles = [op.gradients(Picture(a.astype(np.float32), ("R", "G", "B"), 255.0, 8))
+               for a in arrays]
+    for k, (single_maps, _) in enumerate(singles):
+        np.testing.assert_allclose(maps[k], single_maps, rtol=1e-5, atol=1e-2)
+    np.testing.assert_allclose(dW, sum(s[1][0] for s in singles), rtol=1e-5)
+
+
+def test_fit_learns_one_kernel_from_two_stacks(tmp_path):
+    before = _save(tmp_path / "b.tiff", _frames(3))
+    out = tmp_path / "o"
+    ok("conv", before, "-o", out, "-k", "sobel-x", "--format", "npy")
+    after = out / "b_conv-sobel-x-sum.npy"
+    assert np.load(after).shape[0] == 3
+    ok("fit", before, after, "-o", tmp_path / "k.toml")
+    learned = load_kernel_file(tmp_path / "k.toml").weights
+    np.testing.assert_allclose(learned, get_kernel("sobel-x").weights, atol=1e-6)
+    two = _save(tmp_path / "two.tiff", _frames(2))
+    result = run("fit", two, after, "-o", tmp_path / "k2.toml")
+    assert result.exit_code != 0 and "has 3 frames" in result.stderr
+
+
+@pytest.mark.parametrize("shape, dtype", [((3, 4, 5, 3), np.uint8), ((3, 4, 5), np.uint16)])
+def test_write_apng_keeps_every_frame_even_repeated_ones(shape, dtype):
+    stack = np.random.default_rng(1).integers(0, np.iinfo(dtype).max, shape, dtype=dtype)
+    stack[2] = stack[1]  # Pillow's writer would merge these two into one frame
+    buf = io.BytesIO()
+    write_apng(buf, stack, durations=[10, None, 70_000], loop=None)
+    frames, durations, loop = _read_frames(buf)
+    assert (len(frames), durations, loop) == (3, [10, 100, 70_000], 0)
+    np.testing.assert_array_equal(np.stack(frames), stack)
