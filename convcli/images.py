@@ -60,8 +60,8 @@ from PIL import (
 )
 
 from .choices import DEFAULT_MAX_PIXELS
-from .png import fast_codecs_allowed, write_apng, write_png
-from .safeio import write_atomic
+from .png import ApngWriter, fast_codecs_allowed, write_png
+from .safeio import atomic_output, write_atomic
 
 JPEG_QUALITY = 95
 
@@ -680,12 +680,13 @@ def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     path : str or path-like
         Final file name.
     levels : (m, H, W) or (m, H, W, C) uint8 or uint16 ndarray
-        One frame per entry of the first axis, as :func:`save_levels` takes one
-        (16-bit colour TIFF stacks are not written).
+        One frame per entry of the first axis, as :func:`save_levels` takes one.
     fmt : {"png", "tiff"}
-        ``png``: an animated PNG (:func:`convcli.png.write_apng`) with the
-        frames' `durations` (ms, None for 100) and `loop` count; ``tiff``: one
-        page per frame, uncompressed.
+        See :func:`frame_writer`.
+    durations : sequence of (int or None), optional
+        Each frame's time on screen (ms) in an animated PNG.
+    loop : int or None
+        How many times an animated PNG plays (0 or None: for ever).
     overwrite : bool
         As for :func:`save_levels`.
 
@@ -694,30 +695,98 @@ def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     bool
         True if written, False if the file existed and was kept.
     """
-    stack = np.ascontiguousarray(levels)
-    if fmt == "png":
-        def write(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                write_apng(fh, stack, durations=durations, loop=loop,
-                           text={"Software": MARKER})
-    elif fmt == "tiff":
-        if stack.ndim == 4 and stack.shape[3] == 1:
-            stack = stack[..., 0]
-        if stack.dtype == np.uint16 and stack.ndim == 4:
+    stack = np.asarray(levels)
+    durations = list(durations) if durations is not None else [None] * len(stack)
+    with frame_writer(path, fmt=fmt, count=len(stack), loop=loop,
+                      overwrite=overwrite) as writer:
+        if writer is not None:
+            for frame, duration in zip(stack, durations, strict=True):
+                writer.add(frame, duration)
+    return writer is not None
+
+
+@contextmanager
+def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | None = 0,
+                 overwrite: bool = False) -> Iterator[FrameWriter | None]:
+    """A file of `count` frames written a frame at a time; it appears whole or not at all.
+
+    `fmt` is ``png`` (an animated PNG: :class:`convcli.png.ApngWriter`, with
+    `loop`), ``tiff`` (one uncompressed page per frame of levels, or of
+    float32 values, mode ``F``; no 16-bit colour) or ``npy`` (float32 values,
+    ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
+    :class:`FrameWriter`, or None where the file exists and is kept (see
+    :func:`save_levels` for `overwrite`). The file gets its name when the
+    block ends with every frame added; a block that raises leaves nothing.
+    """
+    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
+        if output.temporary is None:
+            yield None
+            return
+        with open(output.temporary, "w+b") as fh:
+            writer = FrameWriter(fh, fmt=fmt, count=count, loop=loop)
+            yield writer
+            writer.close()
+
+
+class FrameWriter:
+    """The frames of one file in :func:`frame_writer`'s format, written to `fh` as they come."""
+
+    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0):
+        if fmt not in ("png", "tiff", "npy"):
+            raise ValueError(f"fmt must be png, tiff or npy for frames; got {fmt!r}")
+        self._fh, self._fmt, self._count, self._loop = fh, fmt, count, loop
+        self._added, self._writer = 0, None
+
+    def add(self, frame: np.ndarray, duration=None) -> None:
+        """Write the next frame: levels (H, W[, C]), or float32 values (``npy``, ``F`` TIFF).
+
+        `duration` (ms, None: 100) is that of an animated PNG's frame.
+        """
+        if self._added == self._count:
+            raise ValueError(f"more than the {self._count} frames announced")
+        if self._fmt == "png":
+            self._png(np.ascontiguousarray(frame), duration)
+        elif self._fmt == "npy":
+            self._npy(np.asarray(frame, np.float32))
+        else:
+            self._tiff(np.ascontiguousarray(frame))
+        self._added += 1
+
+    def _png(self, frame: np.ndarray, duration) -> None:
+        if self._writer is None:
+            shape = frame.shape if frame.ndim == 3 else frame.shape + (1,)
+            self._writer = ApngWriter(self._fh, shape=shape, dtype=frame.dtype,
+                                      count=self._count, loop=self._loop,
+                                      text={"Software": MARKER})
+        self._writer.add(frame, duration)
+
+    def _npy(self, frame: np.ndarray) -> None:
+        if self._writer is None:  # the header of the whole (count, ...) array, as np.save's
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                      "fortran_order": False, "shape": (self._count,) + frame.shape}
+            np.lib.format.write_array_header_1_0(self._fh, header)
+            self._writer = frame.shape
+        if frame.shape != self._writer:
+            raise ValueError(f"a frame must be {self._writer}; got {frame.shape}")
+        self._fh.write(np.ascontiguousarray(frame).tobytes())
+
+    def _tiff(self, frame: np.ndarray) -> None:
+        if frame.ndim == 3 and frame.shape[2] == 1:
+            frame = frame[:, :, 0]
+        if frame.dtype == np.uint16 and frame.ndim == 3:
             raise ValueError("16-bit colour TIFF stacks are not written; use --format png or npy")
-        write = _tiff_pages([Image.fromarray(frame) for frame in stack])
-    else:
-        raise ValueError(f"fmt must be png or tiff for a stack of frames; got {fmt!r}")
-    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+        if self._writer is None:
+            self._writer = TiffImagePlugin.AppendingTiffWriter(self._fh)
+        page = _float_image(frame) if frame.dtype == np.float32 else Image.fromarray(frame)
+        page.save(self._writer, format="TIFF", tiffinfo=_marked_tiff_info())
+        self._writer.newFrame()
 
-
-def _tiff_pages(pages: list[Image.Image]):
-    """A writer of `pages` as one multi-page TIFF marked as convcli's (for write_atomic)."""
-    def write(tmp: Path) -> None:
-        pages[0].save(tmp, format="TIFF", save_all=True, append_images=pages[1:],
-                      tiffinfo=_marked_tiff_info())
-
-    return write
+    def close(self) -> None:
+        """Finish the file; ValueError if frames are missing."""
+        if self._added != self._count:
+            raise ValueError(f"{self._added} frames written of {self._count}")
+        if self._fmt in ("png", "tiff"):
+            self._writer.close()
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
@@ -757,8 +826,11 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
     """
     data = np.ascontiguousarray(values, dtype=np.float32)
     if data.ndim == 3:
-        return write_atomic(path, _tiff_pages([_float_image(page) for page in data]),
-                            overwrite=overwrite, replaceable=written_by_convcli)
+        with frame_writer(path, fmt="tiff", count=len(data), overwrite=overwrite) as writer:
+            if writer is not None:
+                for page in data:
+                    writer.add(page)
+        return writer is not None
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
     im = _float_image(data)

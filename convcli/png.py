@@ -274,25 +274,69 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
     if stack.ndim != 4 or len(stack) == 0:
         raise ValueError(f"frames must be (m, H, W) or (m, H, W, C) with m >= 1, "
                          f"got {stack.shape}")
-    _check_layout(stack.shape[1:], stack.dtype)
-    count, height, width, _ = stack.shape
-    durations = list(durations) if durations is not None else [None] * count
-    if len(durations) != count:
-        raise ValueError(f"{len(durations)} durations for {count} frames")
-    _apng_header(fh, stack.shape, stack.dtype, loop, text)
-    sequence = 0
-    for index, frame in enumerate(stack):
-        numerator, denominator = _delay(durations[index])
-        _chunk(fh, b"fcTL", struct.pack(">IIIIIHHBB", sequence, width, height, 0, 0,
-                                        numerator, denominator, 0, 0))
-        sequence += 1
-        for data in _deflated_frame(frame, backend):
-            if index == 0:
-                _chunk(fh, b"IDAT", data)
+    durations = list(durations) if durations is not None else [None] * len(stack)
+    if len(durations) != len(stack):
+        raise ValueError(f"{len(durations)} durations for {len(stack)} frames")
+    writer = ApngWriter(fh, shape=stack.shape[1:], dtype=stack.dtype, count=len(stack),
+                        loop=loop, text=text, backend=backend)
+    for frame, duration in zip(stack, durations, strict=True):
+        writer.add(frame, duration)
+    writer.close()
+
+
+class ApngWriter:
+    """An animated PNG written to `fh` a frame at a time (:func:`write_apng`'s stream).
+
+    Parameters
+    ----------
+    fh : binary file
+        Written from its current position: the header at once, each frame as it comes.
+    shape : (H, W, C) tuple
+        Every frame's size and channels, C in 1..4.
+    dtype : uint8 or uint16
+    count : int
+        The frames to come (the file's header says how many).
+    loop, text, backend
+        As for :func:`write_apng`.
+    """
+
+    def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype, count: int,
+                 loop: int | None = 0, text: dict[str, str] | None = None,
+                 backend: str | None = None):
+        _check_layout(tuple(shape), dtype)
+        self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
+        self._count, self._backend = count, backend
+        self._added = self._sequence = 0
+        _apng_header(fh, (count,) + self._shape, dtype, loop, text)
+
+    def add(self, frame: np.ndarray, duration=None) -> None:
+        """Write the next frame, (H, W) or (H, W, C), shown `duration` ms (None: 100)."""
+        arr = np.asarray(frame)
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if arr.shape != self._shape or arr.dtype != self._dtype:
+            raise ValueError(f"a frame must be {self._shape} {self._dtype}; "
+                             f"got {arr.shape} {arr.dtype}")
+        if self._added == self._count:
+            raise ValueError(f"more than the {self._count} frames announced")
+        height, width = self._shape[:2]
+        numerator, denominator = _delay(duration)
+        _chunk(self._fh, b"fcTL", struct.pack(">IIIIIHHBB", self._sequence, width, height, 0,
+                                              0, numerator, denominator, 0, 0))
+        self._sequence += 1
+        for data in _deflated_frame(arr, self._backend):
+            if self._added == 0:
+                _chunk(self._fh, b"IDAT", data)
             else:
-                _chunk(fh, b"fdAT", struct.pack(">I", sequence) + data)
-                sequence += 1
-    _chunk(fh, b"IEND", b"")
+                _chunk(self._fh, b"fdAT", struct.pack(">I", self._sequence) + data)
+                self._sequence += 1
+        self._added += 1
+
+    def close(self) -> None:
+        """Write the end of the stream; ValueError if frames are missing."""
+        if self._added != self._count:
+            raise ValueError(f"{self._added} frames written of {self._count}")
+        _chunk(self._fh, b"IEND", b"")
 
 
 def _apng_header(fh: BinaryIO, shape: tuple[int, ...], dtype, loop: int | None,
