@@ -291,6 +291,7 @@ class RegionSource:
         self.channels = layout.channels
         self.depth = layout.depth
         self.notes = notes
+        self.frame_count = len(tif.pages)  # the strips read the first
         self.dtype = np.dtype(page.dtype)
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)

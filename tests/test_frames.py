@@ -11,7 +11,7 @@ from PIL import Image
 
 from convcli import conv_forward, pool_forward
 from convcli.app.ops import ConvOp, GradConvOp, PoolOp
-from convcli.app.stacks import FIGURE_FRAMES, Stack, stack_figure
+from convcli.app.stacks import FIGURE_FRAMES, stack_figure
 from convcli.frames import parse_frames, select_frames
 from convcli.images import Picture
 from convcli.kernels import get_kernel, load_kernel_file
@@ -233,10 +233,9 @@ def test_a_corrupt_frame_in_the_middle_fails_the_file_naming_it_and_writes_nothi
 def test_figure_draws_a_row_per_frame_and_says_how_many_are_left_out(tmp_path):
     arrays = _frames(FIGURE_FRAMES + 2)
     pics = [Picture(a.astype(np.float32), ("R", "G", "B"), 255.0, 8) for a in arrays]
-    stack = Stack(pics, tuple(range(len(pics))), len(pics), [None] * len(pics), None, False)
     op = PoolOp()
-    results = [op.compute(p) for p in pics]
-    grid = stack_figure(op, stack, results)
+    drawn = [(k, pic, op.compute(pic)) for k, pic in enumerate(pics[:FIGURE_FRAMES])]
+    grid = stack_figure(op, drawn, len(pics))
     titled = [p.title for p in grid.panels if p is not None]
     assert [t.split(":")[0] for t in titled[::5]] == [f"frame {k}" for k in range(FIGURE_FRAMES)]
     assert len(grid.panels) % grid.ncols == 0 and len(titled) == 5 * FIGURE_FRAMES

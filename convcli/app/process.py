@@ -39,7 +39,7 @@ from ..zarr_stores import is_store_name
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
 from .plan import Task
-from .stacks import Stack, per_frame_outputs, process_stack
+from .stacks import StackPlan, plan_stack, process_stack
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
 EXPECTED_ERRORS = (OSError, ValueError, MemoryError)
@@ -166,9 +166,9 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
         return FileResult(task.source, "skipped",
                           "outputs exist (use --overwrite to replace them)")
     timings["decode"] = time.perf_counter() - start
-    if isinstance(pic, Stack):
-        return process_stack(task, pic, outputs, todo, timings, written, section=_in_section,
-                             record=output_record, file_notes=_file_notes)
+    if isinstance(pic, StackPlan):  # read, computed and written there, in groups
+        return process_stack(task, pic, outputs, todo, timings, written, record=output_record,
+                             file_notes=_file_notes)
 
     start = time.perf_counter()
     op = task.op
@@ -215,6 +215,9 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     if source is None:
         return None
     with source:
+        frames = getattr(source, "frame_count", 1)
+        if frames > 1 and select_frames(task.frames, frames) != (0,):
+            return None  # the frames of a stack, or one past the first: read as frames
         why, size, budget = strips_reason(task, source)
         if why is None:
             return None
@@ -254,12 +257,12 @@ def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
     return None, size, budget
 
 
-def _decode(task: Task) -> tuple[Picture | Stack | None, list[Output], list[Output]]:
+def _decode(task: Task) -> tuple[Picture | StackPlan | None, list[Output], list[Output]]:
     """The file's pixels, its planned outputs and those to write; no pixels if none is to be.
 
     The file is opened and decoded in the process's library section; a Zarr
     store is read whole through :func:`convcli.regions.open_regions`. Where
-    ``--frames`` picks several frames of the file, a :class:`Stack` of them.
+    ``--frames`` picks several frames of the file, their plan (nothing decoded).
     """
     if is_store_name(task.source):
         return _read_store(task)
@@ -267,7 +270,11 @@ def _decode(task: Task) -> tuple[Picture | Stack | None, list[Output], list[Outp
         count = source.frame_count
         frames = select_frames(task.frames, count)
         if len(frames) > 1:
-            return _read_stack(task, source, frames, count)
+            plan = plan_stack(task.fmt, source, frames, count)
+            outputs = planned_outputs(task, source.channels,
+                                      frames=(frames, count) if plan.per_frame else None)
+            todo = outputs_to_write(task, outputs)
+            return (plan if todo else None), outputs, todo
         outputs = planned_outputs(task, source.channels)
         todo = outputs_to_write(task, outputs)
         return (_read_frame(source, frames[0], count) if todo else None), outputs, todo
@@ -279,22 +286,6 @@ def _read_frame(source, frame: int, count: int) -> Picture:
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
     return replace(pic, notes=(f"used frame {frame} of {count} frames",))
-
-
-def _read_stack(task: Task, source, frames: tuple[int, ...], count: int
-                ) -> tuple[Stack | None, list[Output], list[Output]]:
-    """:func:`_decode` of several frames: a :class:`Stack`, if an output is to be written."""
-    per_frame = per_frame_outputs(task.fmt, source.frame_sizes(frames))
-    outputs = planned_outputs(task, source.channels,
-                              frames=(frames, count) if per_frame else None)
-    todo = outputs_to_write(task, outputs)
-    if not todo:
-        return None, outputs, todo
-    pictures, durations = [], []
-    for pic, duration in source.read_frames(frames):
-        pictures.append(pic)
-        durations.append(duration)
-    return (Stack(pictures, frames, count, durations, source.loop, per_frame), outputs, todo)
 
 
 def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:

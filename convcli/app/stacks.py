@@ -1,29 +1,51 @@
 """Processing the frames of one file as the batch axis m: multi-page TIFFs and animations.
 
 :func:`convcli.app.process.process_file` gives a file with several frames
-selected (``--frames``) to :func:`process_stack`. Frames of one size go through
-each layer call together, as its m; frames of other sizes in calls of their
-own. Each result channel is mapped to levels with one scale for every frame
-(:func:`convcli.levels.map_frame_levels`), so brightness does not flicker, and
-written as one file that keeps the frames: an animated PNG (the input's
-durations and loop count), a multi-page TIFF, an (m, H, W, C) ``.npy``. JPEG,
-and frames of different sizes, are written one file per frame
-(``..._f<k>.<ext>``). The manifest records the frames of every output.
+selected (``--frames``) to :func:`process_stack`. Frames of one size go
+through each layer call together, as its m; frames of other sizes in calls of
+their own. Each result channel is mapped to levels with one scale for every
+frame (:class:`convcli.level_stats.StreamedMapping` over the values of all
+the frames, the robust percentile over each frame's inside: as
+:func:`convcli.levels.map_frame_levels`), so brightness does not flicker, and
+written as one file that keeps the frames (:func:`convcli.images.frame_writer`):
+an animated PNG with the input's durations and loop count, a multi-page TIFF,
+an (m, H, W, C) ``.npy``. JPEG, and frames of different sizes, are written one
+file per frame (``..._f<k>.<ext>``). The manifest records the frames of every
+output.
+
+Memory is bounded. Where the work of the whole stack fits ``--memory`` (by
+default half the memory available), the frames are read once and their
+results kept. Otherwise they are read and computed in groups of as many
+frames as fit: a first pass decodes every frame (a corrupt frame fails the
+file before anything is written), a pass or two take the mapping's
+statistics, and the last computes the groups again and writes each frame as
+it comes; memory then holds one group's work and one frame of each output.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from .._process_state import library_section
 from ..batch import FileResult
 from ..choices import RAW_VALUES
 from ..figures import Grid, save_grid
-from ..images import Picture, save_float_tiff, save_frames, save_levels, save_npy
-from ..levels import LevelScale, map_frame_levels
+from ..images import (
+    Picture,
+    frame_writer,
+    open_image,
+    save_float_tiff,
+    save_levels,
+    save_npy,
+)
+from ..level_stats import StreamedMapping
+from ..levels import LevelScale, _inside, _margin_left_out
 from .names import FORMATS, Output
 from .ops import result_and_summary
 
@@ -31,216 +53,402 @@ FIGURE_FRAMES = 4
 """The frames ``--figure`` draws, a row each; it says how many more it leaves out."""
 
 
-@dataclass
-class Stack:
-    """The decoded frames of one file.
+@dataclass(frozen=True)
+class StackPlan:
+    """The frames of one file to process, as its header gives them.
 
     Attributes
     ----------
-    pictures : list of Picture
-        One per frame processed, in the order asked for, each (H, W, C).
     frames : tuple of int
-        Their numbers in the file, from 0.
+        Their numbers in the file, from 0, in the order asked for.
     count : int
         The frames of the file.
-    durations : list of (int or None)
-        Each frame's time on screen in ms, where the file says.
+    sizes : tuple of (int, int)
+        (width, height) of each frame to process.
+    channels : tuple of str
+        The channels every frame is read with (those of the first).
     loop : int or None
         How many times the animation plays (0: for ever), where the file says.
     per_frame : bool
         Whether the outputs are written one file per frame.
     """
 
-    pictures: list[Picture]
     frames: tuple[int, ...]
     count: int
-    durations: list[int | None]
+    sizes: tuple[tuple[int, int], ...]
+    channels: tuple[str, ...]
     loop: int | None
     per_frame: bool
 
-    @property
-    def whole(self) -> Picture:
-        """A picture standing for the stack: the first frame, with the stack's white and depth."""
-        first = self.pictures[0]
-        return Picture(first.pixels, first.channels, max(p.white for p in self.pictures),
-                       max(p.depth for p in self.pictures))
 
-    def size_groups(self) -> list[list[int]]:
-        """The positions of the frames, grouped by size (in order of first appearance)."""
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for j, pic in enumerate(self.pictures):
-            groups.setdefault(pic.pixels.shape, []).append(j)
-        return list(groups.values())
+def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPlan:
+    """The :class:`StackPlan` of `frames` of the open image `source`, for the output format.
 
-
-def per_frame_outputs(fmt: str, sizes: list[tuple[int, int]]) -> bool:
-    """Whether a stack of frames of these `sizes` is written one file per frame in `fmt`.
-
-    JPEG holds one frame; an animated PNG or an ``.npy`` one size.
+    JPEG holds one frame, an animated PNG or an ``.npy`` one size: those are
+    written one file per frame. A Zarr output is refused (ValueError).
     """
     if FORMATS[fmt].folder:
         raise ValueError("--format zarr writes one frame per file: use --frames first, or "
                          "another format")
-    return fmt == "jpg" or len(set(sizes)) > 1
+    sizes = tuple(source.frame_sizes(frames))
+    per_frame = fmt == "jpg" or len(set(sizes)) > 1
+    return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame)
 
 
-def compute_stack(op, stack: Stack) -> tuple[list[np.ndarray], list[str]]:
-    """Each frame's float32 result (in order), and what the operation reported.
+@dataclass
+class _Frame:
+    """One frame of a pass: its position among the frames, picture, duration and result."""
 
-    The frames of one size go through the operation as one (m, H, W, C)
-    picture: one layer call with m frames.
+    position: int
+    picture: Picture
+    duration: int | None
+    result: np.ndarray | None = None
+
+
+class _Frames:
+    """The frames of a stack, read and computed a group at a time, or all kept if they fit.
+
+    `white` and `depth` are the stack's (the largest of its frames'), known
+    after :meth:`first_pass`; `summary` what the operation reported over the
+    frames of the last pass (grad conv: dW summed over them).
     """
-    whole = stack.whole
-    results: list[np.ndarray | None] = [None] * len(stack.pictures)
-    summaries: list[str] = []
-    for positions in stack.size_groups():
-        pixels = np.stack([stack.pictures[j].pixels for j in positions])
-        group = Picture(pixels, whole.channels, whole.white, whole.depth)
-        op.check(group)
-        data, summary = result_and_summary(op, group)
-        del pixels, group
-        for j, frame in zip(positions, data, strict=True):
-            results[j] = frame
-        if summary and summary not in summaries:
-            summaries.append(summary)
-    return results, summaries
+
+    def __init__(self, task, plan: StackPlan):
+        from .._engine.tiles import memory_budget
+        from .streamed import whole_image_bytes
+
+        self.task, self.plan = task, plan
+        budget = task.memory or memory_budget()
+        work = [whole_image_bytes(task.op, h, w, len(plan.channels)) for w, h in plan.sizes]
+        self.work, self.budget = sum(work), budget
+        self.kept = self.work <= budget
+        self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
+        self.white, self.depth = 0.0, 8
+        self.summary, self.not_finite, self._dWs = "", 0, None
+        self._kept: list[_Frame] | None = None
+
+    def first_pass(self) -> None:
+        """Decode every frame (and compute them all, where they are kept)."""
+        if self.kept:
+            frames = list(self._read())
+            self._stack_of(frames)
+            self._compute_by_size(frames)
+            self._kept = frames
+            return
+        for frame in self._read():  # a corrupt frame fails the file here, before any write
+            self._stack_of([frame])
+            shape_only = np.broadcast_to(np.float32(0), (1,) + frame.picture.pixels.shape)
+            self.task.op.check(Picture(shape_only, self.plan.channels, self.white, self.depth))
+
+    def each(self) -> Iterator[_Frame]:
+        """Every frame with its result, in order: the kept ones, or computed again in groups."""
+        if self._kept is not None:
+            yield from self._kept
+            return
+        self.summary, self._dWs, self.not_finite = "", None, 0
+        group: list[_Frame] = []
+        for frame in self._read():
+            if group and (len(group) == self.group_frames or
+                          frame.picture.pixels.shape != group[0].picture.pixels.shape):
+                yield from self._computed(group)
+                group = []
+            group.append(frame)
+        if group:
+            yield from self._computed(group)
+
+    def _computed(self, group: list[_Frame]) -> list[_Frame]:
+        self._compute(group)
+        return group
+
+    def _compute_by_size(self, frames: list[_Frame]) -> None:
+        self.summary, self._dWs, self.not_finite = "", None, 0
+        sizes: dict[tuple[int, ...], list[_Frame]] = {}
+        for frame in frames:
+            sizes.setdefault(frame.picture.pixels.shape, []).append(frame)
+        for group in sizes.values():
+            self._compute(group)
+
+    def _compute(self, group: list[_Frame]) -> None:
+        """The results of frames of one size, through the operation as one (m, H, W, C) picture."""
+        op = self.task.op
+        pic = self._picture([f.picture.pixels for f in group])
+        op.check(pic)
+        if hasattr(op, "dW_text"):  # grad conv: dW summed over every frame
+            data, dWs = op.gradients(pic)
+            self._dWs = dWs if self._dWs is None else [a + b for a, b in zip(self._dWs, dWs,
+                                                                            strict=True)]
+            self.summary = op.dW_text(self._dWs)
+        else:
+            data, summary = result_and_summary(op, pic)
+            self.summary = summary or self.summary
+        data = np.asarray(data, np.float32)
+        del pic
+        self.not_finite += data.size - int(np.count_nonzero(np.isfinite(data)))
+        for frame, result in zip(group, data, strict=True):
+            frame.result = result
+
+    def _picture(self, pixels: list[np.ndarray]) -> Picture:
+        return Picture(np.stack(pixels), self.plan.channels, self.white, self.depth)
+
+    def _stack_of(self, frames: list[_Frame]) -> None:
+        for frame in frames:
+            self.white = max(self.white, frame.picture.white)
+            self.depth = max(self.depth, frame.picture.depth)
+
+    def _read(self) -> Iterator[_Frame]:
+        """The frames in order, each decoded in the process's library section."""
+        with ExitStack() as files:
+            with library_section():
+                source = files.enter_context(open_image(self.task.source,
+                                                        max_pixels=self.task.max_pixels))
+                frames = source.read_frames(self.plan.frames)
+            for position in range(len(self.plan.frames)):
+                with library_section():
+                    picture, duration = next(frames)
+                yield _Frame(position, picture, duration)
+
+    def stands_for(self) -> Picture:
+        """A picture of the stack's channels, white and depth, whose pixels take no memory."""
+        pixels = np.broadcast_to(np.float32(0), (1, 1, len(self.plan.channels)))
+        return Picture(pixels, self.plan.channels, self.white, self.depth)
 
 
-class _StackLevels:
-    """The levels of each result channel over all frames, mapped once and kept while needed."""
+class _Scales:
+    """One level mapping per result channel for all the frames, from their statistics."""
 
-    def __init__(self, op, stack: Stack, results: list[np.ndarray], todo: list[Output], fmt: str):
-        self.depth = min(stack.whole.depth, FORMATS[fmt].max_depth)
-        self.mappings = op.mappings(stack.whole)
-        self._results = results
-        self._uses: dict[int, int] = {}
-        for out in todo:
-            for i in (out.group if out.kind == "group" else (out.index,)):
-                self._uses[i] = self._uses.get(i, 0) + 1
-        self._kept: dict[int, tuple[list[np.ndarray], LevelScale]] = {}
+    def __init__(self, op, plan: StackPlan, frames: _Frames, todo: list[Output], fmt: str):
+        from .strips import output_size
 
-    def __call__(self, index: int) -> tuple[list[np.ndarray], LevelScale]:
-        if index not in self._kept:
-            mapping = self.mappings[index]
-            channel = [np.ascontiguousarray(r[:, :, index]) for r in self._results]
-            self._kept[index] = map_frame_levels(channel, mapping.method, white=mapping.white,
-                                                 depth=self.depth, margin=mapping.margin)
-        return self._kept[index]
+        stands_for = frames.stands_for()
+        self.depth = min(frames.depth, FORMATS[fmt].max_depth)
+        self.mappings = op.mappings(stands_for)
+        sizes = [output_size(op, h, w) for w, h in plan.sizes]
+        channels = {i for out in todo if out.kind in ("channel", "group")
+                    for i in (out.group if out.kind == "group" else (out.index,))
+                    if self.mappings[i].method != RAW_VALUES}
+        self.plans: dict[int, StreamedMapping] = {}
+        for i in sorted(channels):
+            m = self.mappings[i]
+            values = sum(_inside_size(s, m.margin) if m.method == "robust" else s[0] * s[1]
+                         for s in sizes)
+            self.plans[i] = StreamedMapping(m.method, white=m.white, depth=self.depth,
+                                            height=max(values, 1), width=1)
+        whole = sum(s[0] * s[1] for s in sizes) * len(self.mappings)
+        self.whole = StreamedMapping("clip", white=stands_for.white, depth=self.depth,
+                                     height=max(whole, 1), width=1)
+        self.passes = max((p.passes for p in self.plans.values()), default=0)
+        self._rows: dict[int, int] = {}
 
-    def done(self, out: Output) -> None:
-        """Forget the levels `out` used once no output to come needs them."""
-        for i in (out.group if out.kind == "group" else (out.index,)):
-            self._uses[i] -= 1
-            if not self._uses[i]:
-                self._kept.pop(i, None)
+    def add(self, pass_index: int, result: np.ndarray) -> None:
+        """Take the statistics of one frame's (H', W', C') result, in the pass under way."""
+        for i, plan in self.plans.items():
+            if pass_index >= plan.passes:
+                continue
+            values = result[:, :, i]
+            if plan.method == "robust":
+                values = _inside(values, self.mappings[i].margin)
+            column = np.ascontiguousarray(values, np.float32).reshape(-1, 1)
+            row = self._rows.get(i, 0)
+            plan.add(pass_index, row, column)
+            self._rows[i] = (row + len(column)) % plan.height
+
+    def levels(self, i: int, result: np.ndarray) -> np.ndarray:
+        """The (H', W') levels of channel `i` of one frame's result."""
+        values = np.ascontiguousarray(result[:, :, i], np.float32)
+        return self.plans[i].levels(values.reshape(-1, 1)).reshape(values.shape)
+
+    def whole_levels(self, result: np.ndarray) -> np.ndarray:
+        """The (H', W', C') levels of one frame's result in the input's scale (``clip``)."""
+        values = np.ascontiguousarray(result, np.float32)
+        return self.whole.levels(values.reshape(-1, 1)).reshape(values.shape)
+
+    def of(self, out: Output) -> list[LevelScale]:
+        """The scales of the levels of `out`, for the manifest."""
+        if out.kind == "raw":
+            return []
+        if out.kind == "whole":
+            return [self.whole.scale()]
+        indices = out.group if out.kind == "group" else (out.index,)
+        return [self.plans[i].scale() if i in self.plans else LevelScale(RAW_VALUES, 1.0, 0.0)
+                for i in indices]
 
 
-def write_stack_output(out: Output, task, stack: Stack, results: list[np.ndarray],
-                       levels: _StackLevels, section) -> tuple[bool, list[LevelScale]]:
-    """Write one output of a stack; whether it was written, and the scales of its levels.
+def _inside_size(size: tuple[int, int], margin: int) -> int:
+    """The values of a (H, W) map that :func:`convcli.levels._inside` keeps."""
+    left_out = _margin_left_out(size, margin)
+    return (size[0] - 2 * left_out) * (size[1] - 2 * left_out)
 
-    `section(save, *args, **kwargs)` calls a writer in the process's library section.
-    """
-    path, overwrite, fmt = out.path, task.overwrite, task.fmt
-    position = stack.frames.index(out.frame) if out.frame >= 0 else None
 
-    def frames_of(per_frame: list[np.ndarray]) -> np.ndarray:
-        return per_frame[position] if position is not None else np.stack(per_frame)
-
+def _frame_array(out: Output, result: np.ndarray, scales: _Scales, levels) -> np.ndarray:
+    """What `out` holds of one frame: its values, or levels (`levels(i)`: channel i's)."""
     if out.kind == "raw":
-        return section(save_npy, path, frames_of(results), overwrite=overwrite), []
-    if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
-        values = frames_of([r[:, :, out.index] for r in results])
-        return (section(save_float_tiff, path, values, overwrite=overwrite),
-                [LevelScale(RAW_VALUES, 1.0, 0.0)])
-    if out.kind == "channel":
-        frames, scale = levels(out.index)
-        image, scales = frames_of(frames), [scale]
-    elif out.kind == "group":
-        planes = [levels(i) for i in out.group]
-        scales = [scale for _, scale in planes]
-        image = frames_of([np.stack([p[0][j] for p in planes], axis=2)
-                           for j in range(len(results))])
-    else:  # whole: the result in the input's scale
-        frames, scale = map_frame_levels(results, "clip", white=stack.whole.white,
-                                         depth=levels.depth)
-        image, scales = frames_of(frames), [scale]
-    if position is not None:
-        return section(save_levels, path, image, fmt=fmt, overwrite=overwrite), scales
-    return section(save_frames, path, image, fmt=fmt, durations=stack.durations,
-                   loop=stack.loop, overwrite=overwrite), scales
+        return result
+    if out.kind == "whole":
+        return scales.whole_levels(result)
+    if out.kind == "group":
+        return np.stack([levels(i) for i in out.group], axis=2)
+    if scales.mappings[out.index].method == RAW_VALUES:
+        return result[:, :, out.index]
+    return levels(out.index)
 
 
-def stack_figure(op, stack: Stack, results: list[np.ndarray]) -> Grid:
-    """The figure of a stack: the operation's figure of each of the first frames, a row each."""
-    shown = min(len(results), FIGURE_FRAMES)
-    whole = stack.whole
-    grids = [op.figure(Picture(stack.pictures[j].pixels, whole.channels, whole.white,
-                               whole.depth), results[j]) for j in range(shown)]
+def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
+    """The format of a stack file: npy for the raw values, float TIFF for ``--normalize none``."""
+    if out.kind == "raw":
+        return "npy"
+    if out.kind == "channel" and scales.mappings[out.index].method == RAW_VALUES:
+        return "tiff"
+    return fmt
+
+
+def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
+    """Write one frame's file (JPEG, or frames of several sizes)."""
+    fmt = _file_format(out, scales, task.fmt)
+    if fmt == "npy":
+        return save_npy(out.path, array, overwrite=task.overwrite)
+    if array.dtype == np.float32:
+        return save_float_tiff(out.path, array, overwrite=task.overwrite)
+    return save_levels(out.path, array, fmt=fmt, overwrite=task.overwrite)
+
+
+@contextmanager
+def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
+    """A :class:`convcli.images.FrameWriter` (or None: kept) for each output that holds every
+    frame; they get their names when the block ends without an error."""
+    with ExitStack() as files:
+        writers = {}
+        for out in todo:
+            if out.frame < 0 and out.kind != "grid":
+                with library_section():
+                    writers[out] = files.enter_context(frame_writer(
+                        out.path, fmt=_file_format(out, scales, task.fmt),
+                        count=len(plan.frames), loop=plan.loop, overwrite=task.overwrite))
+        yield writers
+
+
+def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: list[Output],
+                written, record) -> list[_Frame]:
+    """Compute the frames (or take them kept) and write every output; the frames drawn.
+
+    Per-frame files are recorded in `written` as each is renamed into place,
+    the files of every frame once all are.
+    """
+    per_frame: dict[int, list[Output]] = {}
+    for out in todo:
+        if out.frame >= 0:
+            per_frame.setdefault(plan.frames.index(out.frame), []).append(out)
+    drawn = []
+    with _stack_files(todo, task, plan, scales) as writers:
+        for frame in frames.each():
+            cache: dict[int, np.ndarray] = {}
+
+            def levels(i, result=frame.result, cache=cache):
+                if i not in cache:
+                    cache[i] = scales.levels(i, result)
+                return cache[i]
+
+            for out, writer in writers.items():
+                if writer is not None:
+                    array = _frame_array(out, frame.result, scales, levels)
+                    with library_section():
+                        writer.add(array, frame.duration)
+            for out in per_frame.get(frame.position, []):
+                array = _frame_array(out, frame.result, scales, levels)
+                with library_section():
+                    ok = _save_frame(out, array, task, scales)
+                _record(out, ok, scales, written, record, plan)
+            if any(out.kind == "grid" for out in todo) and len(drawn) < FIGURE_FRAMES:
+                drawn.append(frame)
+    for out, writer in writers.items():
+        _record(out, writer is not None, scales, written, record, plan)
+    return drawn
+
+
+def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan) -> None:
+    """Add `out`, if written, to `written`, with its manifest record (its frames); else count
+    it as kept."""
+    if not ok:
+        written.todo -= 1
+        return
+    entry = record(out, scales.of(out), scales.depth)
+    if out.kind != "grid":
+        entry.update({"frame": out.frame} if out.frame >= 0 else {"frames": len(plan.frames)})
+    written.paths.append(str(out.path))
+    written.records.append(entry)
+
+
+def stack_figure(op, drawn: list[tuple[int, Picture, np.ndarray]], total: int) -> Grid:
+    """The figure of a stack: `op`'s figure of each frame of `drawn` (number, picture, result),
+    a row each, and how many of the `total` frames it leaves out."""
+    grids = [op.figure(pic, result) for _, pic, result in drawn]
     ncols = max(g.ncols for g in grids)
     panels = []
-    for j, grid in enumerate(grids):
-        row = [p if p is None else replace(p, title=f"frame {stack.frames[j]}: {p.title}")
+    for (number, _, _), grid in zip(drawn, grids, strict=True):
+        row = [p if p is None else replace(p, title=f"frame {number}: {p.title}")
                for p in grid.panels]
         panels += row + [None] * (-len(row) % ncols)
-    left = len(results) - shown
+    left = total - len(drawn)
     title = grids[0].title
     if left:
         title += f" ({left} more frame{'s' if left > 1 else ''} left out)"
     return Grid(panels, ncols, title)
 
 
-def save_stack_figure(path: Path, task, stack: Stack, results: list[np.ndarray],
-                      section) -> bool:
-    grid = stack_figure(task.op, stack, results)
-    return section(save_grid, path, grid.panels, ncols=grid.ncols,
-                   title=f"{Path(task.source).name}: {grid.title}", overwrite=task.overwrite)
+def _save_figure(out: Output, task, plan: StackPlan, frames: _Frames,
+                 drawn: list[_Frame]) -> bool:
+    stands_for = frames.stands_for()
+    pictures = [(plan.frames[f.position],
+                 Picture(f.picture.pixels, plan.channels, stands_for.white, stands_for.depth),
+                 f.result) for f in drawn]
+    grid = stack_figure(task.op, pictures, len(plan.frames))
+    with library_section():
+        return save_grid(out.path, grid.panels, ncols=grid.ncols, overwrite=task.overwrite,
+                         title=f"{Path(task.source).name}: {grid.title}")
 
 
-def stack_notes(stack: Stack, results: list[np.ndarray]) -> list[str]:
-    """What the user should know of a stack: the frames used, the sizes processed apart."""
-    m = len(stack.frames)
-    notes = [f"{m} frames" if m == stack.count else f"{m} of {stack.count} frames"]
-    sizes = len(stack.size_groups())
+def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
+    """What the user should know of a stack: the frames used, sizes, groups."""
+    m = len(plan.frames)
+    notes = [f"{m} frames" if m == plan.count else f"{m} of {plan.count} frames"]
+    sizes = len(set(plan.sizes))
     if sizes > 1:
         notes.append(f"frames of {sizes} sizes, each size processed on its own and written "
                      "one file per frame")
+    if not frames.kept:
+        notes.append(f"read and processed in groups of at most {frames.group_frames} frames "
+                     f"(the whole stack's work would take about {frames.work / 2**30:.1f} GiB, "
+                     "over the --memory budget)")
     return notes
 
 
-def process_stack(task, stack: Stack, outputs: list[Output], todo: list[Output],
-                  timings: dict, written, *, section, record, file_notes) -> FileResult:
-    """Compute the frames of `stack` and write the outputs `todo`; the file's result.
+def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Output],
+                  timings: dict, written, *, record, file_notes) -> FileResult:
+    """Compute the frames of `plan` and write the outputs `todo`; the file's result.
 
     `written` (:class:`convcli.app.process._Written`) grows as each output is
-    renamed into place; `section`, `record` (the manifest's record of an
-    output) and `file_notes` are :mod:`convcli.app.process`'s helpers.
+    renamed into place; `record` (the manifest's record of an output) and
+    `file_notes` are :mod:`convcli.app.process`'s helpers.
     """
     start = time.perf_counter()
-    results, summaries = compute_stack(task.op, stack)
+    frames = _Frames(task, plan)
+    frames.first_pass()
+    scales = _Scales(task.op, plan, frames, todo, task.fmt)
+    timings["decode"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for pass_index in range(scales.passes):
+        for frame in frames.each():
+            scales.add(pass_index, frame.result)
     timings["compute"] = time.perf_counter() - start
     start = time.perf_counter()
     Path(task.out_dir).mkdir(parents=True, exist_ok=True)
-    levels = _StackLevels(task.op, stack, results, todo, task.fmt)
-    written.todo, kept = len(todo), 0
+    written.todo = len(todo)
+    drawn = _write_pass(task, plan, frames, scales, todo, written, record)
     for out in todo:
         if out.kind == "grid":
-            ok, scales = save_stack_figure(out.path, task, stack, results, section), []
-        else:
-            ok, scales = write_stack_output(out, task, stack, results, levels, section)
-            levels.done(out)
-        if ok:
-            entry = record(out, scales, levels.depth)
-            entry.update({"frame": out.frame} if out.frame >= 0 else
-                         {} if out.kind == "grid" else {"frames": len(stack.frames)})
-            written.paths.append(str(out.path))
-            written.records.append(entry)
-        else:
-            kept += 1
-            written.todo -= 1
+            _record(out, _save_figure(out, task, plan, frames, drawn), scales, written, record,
+                    plan)
     timings["encode"] = time.perf_counter() - start
-    not_finite = sum(r.size - int(np.count_nonzero(np.isfinite(r))) for r in results)
-    notes = stack_notes(stack, results) + summaries
-    return FileResult(task.source, "done",
-                      file_notes(notes, not_finite, kept + len(outputs) - len(todo)),
+    notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
+    kept = len(outputs) - len(written.paths)
+    return FileResult(task.source, "done", file_notes(notes, frames.not_finite, kept),
                       tuple(written.paths), timings, records=tuple(written.records))
