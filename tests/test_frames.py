@@ -283,3 +283,41 @@ def test_write_apng_keeps_every_frame_even_repeated_ones(shape, dtype):
     frames, durations, loop = _read_frames(buf)
     assert (len(frames), durations, loop) == (3, [10, 100, 70_000], 0)
     np.testing.assert_array_equal(np.stack(frames), stack)
+
+
+# --- memory: frames in groups -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, args", [
+    ("a.gif", ["conv", "-k", "sobel-x", "-k", "box-blur", "--channels", "each"]),
+    ("a.tiff", ["pool", "--format", "tiff"]),
+    ("a.png", ["conv", "-k", "sobel-y", "--format", "npy"]),
+    ("a.tiff", ["conv", "-k", "emboss", "--normalize", "none", "--format", "tiff"]),
+    ("a.gif", ["pad", "--format", "jpg"]),
+])
+def test_frames_in_groups_under_memory_give_the_same_files(tmp_path, name, args):
+    path = _save(tmp_path / name, _frames(5), duration=DURATIONS + [20], loop=0)
+    whole, grouped = tmp_path / "whole", tmp_path / "grouped"
+    ok(*args[:1], path, "-o", whole, *args[1:])
+    result = ok(*args[:1], path, "-o", grouped, "--memory", "1K", *args[1:])
+    assert "read and processed in groups of at most 1 frames" in result.stderr
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in grouped.iterdir()) and len(names) > 1
+    for n in names:
+        if not n.endswith(".jsonl"):
+            assert (whole / n).read_bytes() == (grouped / n).read_bytes(), n
+
+
+def test_a_corrupt_frame_fails_a_grouped_stack_before_anything_is_written(tmp_path):
+    path = _save(tmp_path / "c.tiff", _frames(3), compression="tiff_deflate")
+    with Image.open(path) as im:
+        im.seek(2)
+        offset, count = im.tag_v2[273][0], im.tag_v2[279][0]
+    data = bytearray(path.read_bytes())
+    data[offset:offset + count] = bytes(count)
+    path.write_bytes(bytes(data))
+    out = tmp_path / "o"
+    out.mkdir()
+    result = run("pool", path, "-o", out, "-q", "--memory", "1K", "--format", "jpg")
+    assert_one_line_error(result, 1, "c.tiff", "frame 2 of 3")
+    assert list(out.iterdir()) == []
