@@ -321,3 +321,18 @@ def test_a_corrupt_frame_fails_a_grouped_stack_before_anything_is_written(tmp_pa
     result = run("pool", path, "-o", out, "-q", "--memory", "1K", "--format", "jpg")
     assert_one_line_error(result, 1, "c.tiff", "frame 2 of 3")
     assert list(out.iterdir()) == []
+
+
+def test_dry_run_lists_the_files_a_stack_run_writes(tmp_path):
+    arrays = _frames(2) + _frames(1, size=(10, 8), seed=4)
+    path = _save(tmp_path / "m.tiff", arrays)
+    gif = _save(tmp_path / "a.gif", _frames(3))
+    out = tmp_path / "o"
+    listed = run("pool", path, gif, "-o", out, "-n")
+    assert listed.exit_code == 0
+    lines = listed.stdout.splitlines()
+    assert f"{gif} -> {out / 'a_pool-max-f2-s2.png'} (8x6 png, 3 frames)" in lines
+    assert f"{path} -> {out / 'm_pool-max-f2-s2-R_f2.png'} (5x4 png)" in lines
+    ok("pool", path, gif, "-o", out)
+    assert sorted(line.split(" -> ")[1].split(" (")[0] for line in lines) == sorted(
+        str(p) for p in out.iterdir() if p.suffix == ".png")

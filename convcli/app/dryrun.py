@@ -18,11 +18,13 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from ..frames import select_frames
 from ..images import open_image
 from ..storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .plan import Task
 from .process import outputs_to_write
+from .stacks import StackPlan, plan_stack
 from .strips import output_size
 
 
@@ -36,23 +38,32 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     that cannot be read, or is too small for the operation.
     """
     with _local_copy(task) as source_path:
-        width, height, channels = _header(task, source_path)
-    outputs = planned_outputs(task, channels)
+        width, height, channels, stack = _header(task, source_path)
+    frames = (stack.frames, stack.count) if stack is not None and stack.per_frame else None
+    outputs = planned_outputs(task, channels, frames=frames)
     todo = outputs_to_write(task, outputs, exists=lambda out: _exists(out, task))
     _check_named_file(task, todo)
     if not todo:
         return [f"{names.get(task.source, task.source)}: skip (outputs exist)"]
-    rows, columns = output_size(task.op, height, width)
-    if rows < 1 or columns < 1:
-        raise ValueError(f"image is {width}x{height}: too small for this window")
     count = len(task.op.tags(channels).channels)
     shown = names.get(task.source, task.source)
-    return [f"{shown} -> {_name(out, task, names)} ({_size(out, columns, rows, count)})"
-            for out in todo]
+    lines = []
+    for out in todo:
+        if stack is not None and out.frame >= 0:
+            width, height = stack.sizes[stack.frames.index(out.frame)]
+        rows, columns = output_size(task.op, height, width)
+        if rows < 1 or columns < 1:
+            raise ValueError(f"image is {width}x{height}: too small for this window")
+        size = _size(out, columns, rows, count)
+        if stack is not None and out.frame < 0 and out.kind != "grid":
+            size += f", {len(stack.frames)} frames"
+        lines.append(f"{shown} -> {_name(out, task, names)} ({size})")
+    return lines
 
 
-def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...]]:
-    """(width, height, channels) as the run would read them, with its checks.
+def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan | None]:
+    """(width, height, channels) as the run would read them, with its checks, and the plan
+    of the frames where ``--frames`` picks several of the file.
 
     A file the run reads in strips (:func:`convcli.app.process.strips_reason`)
     is checked as the strips are (no pixel limit; their formats); the rest as
@@ -67,14 +78,21 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...]]:
     source = open_regions(path, max_pixels=task.max_pixels) if in_strips(task.op) else None
     if source is not None:
         with source:
-            if strips_reason(task, source)[0] is not None:
+            several = getattr(source, "frame_count", 1) > 1 and select_frames(
+                task.frames, source.frame_count) != (0,)
+            if not several and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
-                return source.width, source.height, tuple(source.channels)
+                return source.width, source.height, tuple(source.channels), None
             if is_store_name(path):  # read whole through zarr: no Pillow, no pixel limit
-                return source.width, source.height, tuple(source.channels)
+                return source.width, source.height, tuple(source.channels), None
     with open_image(path, max_pixels=task.max_pixels) as image:
         width, height = image.upright_size
-        return width, height, image.channels
+        count = image.frame_count
+        frames = select_frames(task.frames, count)
+        stack = plan_stack(task.fmt, image, frames, count) if len(frames) > 1 else None
+        if stack is not None:
+            width, height = stack.sizes[0]
+        return width, height, image.channels, stack
 
 
 def _check_named_file(task: Task, todo: list[Output]) -> None:
