@@ -22,8 +22,11 @@ file mode (Pillow)                     channels            scale ("white")
 ``F`` (32-bit float)                   ``L``               1.0, or the maximum if larger
 =====================================  ==================  ================
 
-Animated GIFs, multi-page TIFFs and other multi-frame files: the first frame is
-used and :attr:`Picture.notes` says so. Where the optional libraries are
+Animated GIFs, WebPs and PNGs, multi-page TIFFs and other multi-frame files:
+``read()`` decodes the first frame and :attr:`Picture.notes` says so;
+:meth:`ImageSource.read_frames` decodes any of them (:attr:`ImageSource.frame_count`),
+the composited canvas of an animation, and :func:`read_stack` all of them as
+one (m, H, W, C) picture. Where the optional libraries are
 installed, plain JPEGs are decoded by simplejpeg (the ``fast`` extra) and 16-bit
 colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
 as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
@@ -33,7 +36,9 @@ Writing
 -------
 :func:`save_levels` writes integer levels (made by :func:`convcli.levels.to_levels`)
 as PNG (:mod:`convcli.png`), JPEG or TIFF and :func:`save_npy` writes raw float32 arrays; every file
-goes through :func:`convcli.safeio.write_atomic`.
+goes through :func:`convcli.safeio.write_atomic`. :func:`frame_writer` writes a file of
+frames a frame at a time (an animated PNG, a multi-page TIFF, an (m, H, W, C) ``.npy``),
+and :func:`save_frames` a stack of levels at once.
 """
 
 from __future__ import annotations
