@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_line_error, manifest_records, ok, run
+from helpers import assert_one_line_error, digests, manifest_records, ok, run
 from PIL import Image
 
 from convcli import conv_forward, pool_forward
@@ -336,3 +340,16 @@ def test_dry_run_lists_the_files_a_stack_run_writes(tmp_path):
     ok("pool", path, gif, "-o", out)
     assert sorted(line.split(" -> ")[1].split(" (")[0] for line in lines) == sorted(
         str(p) for p in out.iterdir() if p.suffix == ".png")
+
+
+@pytest.mark.cluster
+def test_a_stack_on_a_local_dask_cluster_gives_the_files_of_a_local_run(tmp_path):
+    gif = _save(tmp_path / "a.gif", _frames(3), duration=DURATIONS[:3], loop=2)
+    tiff = _save(tmp_path / "z.tiff", _frames(2, seed=7))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    for out, extra in (("here", []), ("dask", ["--scheduler", "local", "-j", "1"])):
+        subprocess.run([sys.executable, "-m", "convcli", "pool", gif, tiff, "-o",
+                        tmp_path / out, "-q", *extra], check=True, env=env, timeout=120)
+    assert digests(tmp_path / "dask") == digests(tmp_path / "here")
+    frames, durations, loop = _read_frames(tmp_path / "dask" / "a_pool-max-f2-s2.png")
+    assert (len(frames), durations, loop) == (3, DURATIONS[:3], 2)
