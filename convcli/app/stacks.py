@@ -450,5 +450,7 @@ def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Outpu
     timings["encode"] = time.perf_counter() - start
     notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)
+    hints = getattr(task.op, "hints", None)
     return FileResult(task.source, "done", file_notes(notes, frames.not_finite, kept),
-                      tuple(written.paths), timings, records=tuple(written.records))
+                      tuple(written.paths), timings, records=tuple(written.records),
+                      hints=tuple(hints(plan.channels)) if hints is not None else ())
