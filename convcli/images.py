@@ -124,7 +124,8 @@ class Picture:
     Attributes
     ----------
     pixels : (H, W, C) float32 ndarray
-        Values in the file's own scale, upright.
+        Values in the file's own scale, upright; (m, H, W, C) for the frames
+        of a stack (:func:`read_stack`).
     channels : tuple of str
         Channel names, ``("L",)``, ``("L", "A")``, ``("R", "G", "B")`` or ``("R", "G", "B", "A")``.
     white : float
