@@ -126,6 +126,19 @@ def test_a_partial_gif_frame_is_drawn_over_the_canvas_as_a_viewer_shows_it(tmp_p
     np.testing.assert_array_equal(stack[1], patch.astype(np.float32))
 
 
+def test_an_apng_frame_blended_over_the_last_is_read_as_a_viewer_shows_it(tmp_path):
+    red = np.zeros((H, W, 4), np.uint8)
+    red[..., 0] = red[..., 3] = 255
+    square = np.zeros((H, W, 4), np.uint8)  # transparent but for a blue square
+    square[3:6, 4:9] = (0, 0, 255, 255)
+    path = _save(tmp_path / "b.png", [red, square], duration=50, blend=[0, 1], disposal=0)
+    ok("pool", path, "-o", tmp_path / "o", "--format", "npy", "--size", "1")
+    stack = np.load(tmp_path / "o" / "b_pool-max-f1-s1.npy")
+    expected = red.copy()
+    expected[3:6, 4:9] = (0, 0, 255, 255)
+    np.testing.assert_array_equal(stack, np.stack([red, expected]).astype(np.float32))
+
+
 # --- outputs keep the frames -------------------------------------------------------------------
 
 
