@@ -197,6 +197,18 @@ def test_tiff_output_is_multipage_and_jpg_one_file_per_frame(tmp_path):
     assert {r["frame"] for r in records} == {0, 2}
 
 
+def test_zarr_output_is_one_store_per_frame(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    path = _save(tmp_path / "a.tiff", _frames(2))
+    out = tmp_path / "o"
+    ok("conv", path, "-o", out, "-k", "sobel-y", "--normalize", "none", "--format", "zarr")
+    ok("conv", path, "-o", out, "-k", "sobel-y", "--format", "npy")
+    values = np.load(out / "a_conv-sobel-y-sum.npy")
+    for k in (0, 1):
+        store = zarr.open_group(out / f"a_conv-sobel-y-none-sum_f{k}.zarr", mode="r")
+        np.testing.assert_array_equal(store["0"][:], values[k, ..., 0])
+
+
 def test_raw_values_of_a_stack_are_a_multipage_float_tiff(tmp_path):
     path = _save(tmp_path / "a.tiff", _frames(2))
     out = tmp_path / "o"

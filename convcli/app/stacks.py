@@ -84,14 +84,11 @@ class StackPlan:
 def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPlan:
     """The :class:`StackPlan` of `frames` of the open image `source`, for the output format.
 
-    JPEG holds one frame, an animated PNG or an ``.npy`` one size: those are
-    written one file per frame. A Zarr output is refused (ValueError).
+    JPEG and Zarr hold one frame, an animated PNG or an ``.npy`` one size:
+    those are written one file (store) per frame.
     """
-    if FORMATS[fmt].folder:
-        raise ValueError("--format zarr writes one frame per file: use --frames first, or "
-                         "another format")
     sizes = tuple(source.frame_sizes(frames))
-    per_frame = fmt == "jpg" or len(set(sizes)) > 1
+    per_frame = fmt == "jpg" or FORMATS[fmt].folder or len(set(sizes)) > 1
     return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame)
 
 
@@ -302,7 +299,11 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
 
 
 def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
-    """Write one frame's file (JPEG, or frames of several sizes)."""
+    """Write one frame's file (JPEG, a Zarr store, or frames of several sizes)."""
+    if FORMATS[task.fmt].folder:
+        from ..row_writers import save_rows
+
+        return save_rows(out.path, array, fmt=task.fmt, overwrite=task.overwrite)
     fmt = _file_format(out, scales, task.fmt)
     if fmt == "npy":
         return save_npy(out.path, array, overwrite=task.overwrite)
