@@ -76,6 +76,11 @@ _SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 _UNDECODABLE = {"MPEG"}
 
 
+STACK_FORMATS = frozenset({"TIFF", "GIF", "WEBP", "PNG"})
+"""The formats (Pillow's names) whose frames are the batch axis m: multi-page TIFF,
+animated GIF, WebP and PNG."""
+
+
 class ImageError(ValueError):
     """A file that cannot be used as an image; the message is one line for the user."""
 
@@ -181,10 +186,15 @@ class ImageSource:
 
     @property
     def frame_count(self) -> int:
-        """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG (1 for others).
+        """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG.
 
-        An APNG's default image, which is no frame of its animation, is not counted.
+        1 for the other formats, whose further images are no frames of a
+        stack (the preview or depth map of a phone's MPO JPEG, the sizes of
+        an icon): ``read()`` takes their first, as it always has. An APNG's
+        default image, which is no frame of its animation, is not counted.
         """
+        if self._im.format not in STACK_FORMATS:
+            return 1
         with _pillow_errors(parsing=True):
             count = getattr(self._im, "n_frames", 1)
         return count - self._first_frame

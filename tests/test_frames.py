@@ -232,6 +232,15 @@ def test_frames_of_different_sizes_are_each_processed_and_written_on_their_own(t
         assert im.size == (5, 4)
 
 
+def test_a_phone_mpo_jpeg_is_no_stack_its_first_image_is_used(tmp_path):
+    photo, preview = _frames(1)[0], _frames(1, size=(8, 6), seed=2)[0]
+    Image.fromarray(photo).save(tmp_path / "p.jpg", format="MPO", save_all=True,
+                                append_images=[Image.fromarray(preview)], quality=95)
+    result = ok("pool", tmp_path / "p.jpg", "-o", tmp_path / "o", "--format", "npy")
+    assert "used the first of 2 frames" in result.stderr
+    assert np.load(tmp_path / "o" / "p_pool-max-f2-s2.npy").shape == (H // 2, W // 2, 3)
+
+
 def test_one_frame_picked_is_written_as_a_picture(tmp_path):
     arrays = _frames(3)
     path = _save(tmp_path / "a.tiff", arrays)
