@@ -13,8 +13,10 @@ import pytest
 from helpers import assert_one_line_error, digests, manifest_records, ok, run
 from PIL import Image
 
-from convcli import conv_forward, pool_forward
+from convcli import conv_forward, level_stats, pool_forward
 from convcli.app.ops import ConvOp, GradConvOp, PoolOp
+from convcli.app.plan import Task
+from convcli.app.process import process_file
 from convcli.app.stacks import FIGURE_FRAMES, stack_figure
 from convcli.frames import parse_frames, select_frames
 from convcli.images import Picture
@@ -344,6 +346,18 @@ def test_frames_in_groups_under_memory_give_the_same_files(tmp_path, name, args)
     for n in names:
         if not n.endswith(".jsonl"):
             assert (whole / n).read_bytes() == (grouped / n).read_bytes(), n
+
+
+@pytest.mark.parametrize("memory", [None, 1024])
+def test_a_robust_scale_taken_in_two_passes_gives_the_same_levels(tmp_path, monkeypatch, memory):
+    path = _save(tmp_path / "a.gif", _frames(3), duration=DURATIONS[:3])
+    op = ConvOp((get_kernel("sobel-x"),))
+    one = process_file(Task(str(path), str(tmp_path / "one"), "a", op, memory=memory))
+    monkeypatch.setattr(level_stats, "KEPT_MAGNITUDES", 0)  # the radix selection's two passes
+    two = process_file(Task(str(path), str(tmp_path / "two"), "a", op, memory=memory))
+    assert one.status == two.status == "done" and one.records == two.records
+    name = "a_conv-sobel-x-sum.png"
+    assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
 def test_a_corrupt_frame_fails_a_grouped_stack_before_anything_is_written(tmp_path):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import level_stats
 from .._process_state import library_section
 from ..batch import FileResult
 from ..choices import RAW_VALUES
@@ -44,7 +45,6 @@ from ..images import (
     save_levels,
     save_npy,
 )
-from ..level_stats import StreamedMapping
 from ..levels import LevelScale, _inside, _margin_left_out
 from .names import FORMATS, Output
 from .ops import result_and_summary
@@ -223,15 +223,16 @@ class _Scales:
         channels = {i for out in todo if out.kind in ("channel", "group")
                     for i in (out.group if out.kind == "group" else (out.index,))
                     if self.mappings[i].method != RAW_VALUES}
-        self.plans: dict[int, StreamedMapping] = {}
+        self.plans: dict[int, level_stats.StreamedMapping] = {}
         for i in sorted(channels):
             m = self.mappings[i]
             values = sum(_inside_size(s, m.margin) if m.method == "robust" else s[0] * s[1]
                          for s in sizes)
-            self.plans[i] = StreamedMapping(m.method, white=m.white, depth=self.depth,
-                                            height=max(values, 1), width=1)
+            self.plans[i] = level_stats.StreamedMapping(
+                m.method, white=m.white, depth=self.depth, height=max(values, 1), width=1,
+                max_kept=level_stats.KEPT_MAGNITUDES)
         whole = sum(s[0] * s[1] for s in sizes) * len(self.mappings)
-        self.whole = StreamedMapping("clip", white=stands_for.white, depth=self.depth,
+        self.whole = level_stats.StreamedMapping("clip", white=stands_for.white, depth=self.depth,
                                      height=max(whole, 1), width=1)
         self.passes = max((p.passes for p in self.plans.values()), default=0)
         self._rows: dict[int, int] = {}
