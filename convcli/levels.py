@@ -240,6 +240,10 @@ def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, dep
                      margin: int = 0) -> tuple[list[np.ndarray], LevelScale]:
     """:func:`map_levels` of a stack of frames with one scale: no flicker from frame to frame.
 
+    In memory; :mod:`convcli.app.stacks` takes the same scale from streamed
+    statistics (:class:`convcli.level_stats.StreamedMapping`), and its tests
+    check the two agree.
+
     Parameters
     ----------
     frames : list of (H_i, W_i) ndarray
