@@ -68,6 +68,9 @@ class FileResult:
         image how values became levels): see :mod:`convcli.app.manifest`.
     hints : tuple of str
         Tips about the options, said once per run however many files give them.
+    usage : bool
+        The file failed for a usage error (``--frames`` picks a frame past its
+        end): the run goes on with the other files, and exits 2.
     """
 
     source: str
@@ -78,6 +81,7 @@ class FileResult:
     detail: str = ""
     records: tuple[dict, ...] = ()
     hints: tuple[str, ...] = ()
+    usage: bool = False
 
 
 def default_jobs() -> int:

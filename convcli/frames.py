@@ -46,10 +46,14 @@ def parse_frames(text: str) -> str | tuple[int, ...]:
     return tuple(picked)
 
 
+class FramesPastEnd(ValueError):
+    """A frame that ``--frames`` picks is past the end of a file: a usage error (exit 2)."""
+
+
 def select_frames(frames: str | tuple[int, ...], count: int) -> tuple[int, ...]:
     """The frame numbers of a file of `count` frames that `frames` (:func:`parse_frames`) picks.
 
-    A number past the end is a ValueError that gives the file's frame count.
+    A number past the end is a :class:`FramesPastEnd` that gives the file's frame count.
 
     Examples
     --------
@@ -58,7 +62,7 @@ def select_frames(frames: str | tuple[int, ...], count: int) -> tuple[int, ...]:
     >>> select_frames((1, 4), 3)
     Traceback (most recent call last):
     ...
-    ValueError: --frames: frame 4 is past the end: the file has 3 frames (0-2)
+    convcli.frames.FramesPastEnd: --frames: frame 4 is past the end: the file has 3 frames (0-2)
     """
     if frames == "all":
         return tuple(range(count))
@@ -67,7 +71,7 @@ def select_frames(frames: str | tuple[int, ...], count: int) -> tuple[int, ...]:
     past = [k for k in frames if k >= count]
     if past:
         have = "1 frame (0)" if count == 1 else f"{count} frames (0-{count - 1})"
-        raise ValueError(f"--frames: frame {past[0]} is past the end: the file has {have}")
+        raise FramesPastEnd(f"--frames: frame {past[0]} is past the end: the file has {have}")
     return tuple(frames)
 
 

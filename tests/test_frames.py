@@ -70,12 +70,26 @@ def test_a_bad_frames_option_is_a_usage_error(tmp_path):
                           "--frames", "backwards")
 
 
-def test_a_frame_past_the_end_fails_the_file_naming_its_frame_count(tmp_path):
+def test_a_frame_past_the_end_is_a_usage_error_naming_the_file_and_its_frame_count(tmp_path):
     path = _save(tmp_path / "a.gif", _frames(3))
     result = run("pool", path, "-o", tmp_path / "o", "--frames", "1,3", "-q")
-    assert_one_line_error(result, 1, "a.gif", "--frames: frame 3 is past the end",
+    assert_one_line_error(result, 2, "a.gif", "--frames: frame 3 is past the end",
                           "the file has 3 frames (0-2)")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_frame_past_the_end_of_one_file_leaves_the_others_processed(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _save(folder / "short.tiff", _frames(2))
+    _save(folder / "long.tiff", _frames(4))
+    result = run("pool", folder, "-o", tmp_path / "o", "--frames", "3", "--format", "npy")
+    assert result.exit_code == 2
+    assert "short.tiff: --frames: frame 3 is past the end: the file has 2 frames" in result.output
+    expected, _ = pool_forward(np.stack(_frames(4))[3:].astype(np.float32), {"f": 2, "stride": 2})
+    written = np.load(tmp_path / "o" / "long_pool-max-f2-s2.npy")
+    np.testing.assert_array_equal(written, expected[0])  # one frame picked: one picture
+    assert not list((tmp_path / "o").glob("short*"))
 
 
 # --- values: one layer call per size, against the layer functions ----------------------------

@@ -22,7 +22,7 @@ from ..batch import FileResult
 from ..choices import RAW_VALUES
 from ..errors import MissingExtra
 from ..figures import save_grid
-from ..frames import select_frames
+from ..frames import FramesPastEnd, select_frames
 from ..images import (
     Picture,
     PixelLimitError,
@@ -130,7 +130,8 @@ def process_file(task: Task) -> FileResult:
         return result
     except (*EXPECTED_ERRORS, MissingExtra) as exc:  # no zarr: this file fails, the run goes on
         message = describe_error(exc, task.source, task.out_dir)
-        return _partial(task, "failed", _with(message, said), written, timings)
+        result = _partial(task, "failed", _with(message, said), written, timings)
+        return replace(result, usage=True) if isinstance(exc, FramesPastEnd) else result
     except KeyboardInterrupt:
         finished = written.todo == len(written.paths)
         return _partial(task, "done" if finished else "stopped",

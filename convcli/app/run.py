@@ -220,6 +220,7 @@ class _BatchRun:
         self.out_dir = local_path(options.out_dir)
         # "stopped": files left part-written by a stop at once (their outputs are recorded)
         self.counts = {"done": 0, "skipped": 0, "failed": 0, "stopped": 0}
+        self.usage_failed = False  # a file failed for a usage error: exit 2
         self.written = 0  # output files written
         self.hints_said: set[str] = set()
         self.started = time.monotonic()
@@ -367,6 +368,7 @@ class _BatchRun:
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
+        self.usage_failed = self.usage_failed or result.usage
         self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
@@ -410,7 +412,7 @@ class _BatchRun:
             self.reporter.say(deaths)
         status = requests.status or status
         if status is None and (self.counts["failed"] or deaths):
-            status = 1
+            status = 2 if self.usage_failed else 1
         return status
 
     def _summarise(self, where: str, *, interrupted: bool) -> None:
