@@ -48,10 +48,12 @@ def rank_one_factors(K) -> tuple[np.ndarray, np.ndarray] | None:
     times the first); the factors are K's column and row through its largest
     weight, the column divided by that weight (a box gives ``u`` all ones),
     and must give back every weight within that epsilon of the largest.
+    Where the column scaled to a smallest weight of 1 gives float32 factors
+    whose products are K's float32 weights exactly, those are returned.
 
     >>> u, v = rank_one_factors([[1, 2, 1], [2, 4, 2], [1, 2, 1]])
     >>> u.tolist(), v.tolist()
-    ([0.5, 1.0, 0.5], [2.0, 4.0, 2.0])
+    ([1.0, 2.0, 1.0], [1.0, 2.0, 1.0])
     >>> rank_one_factors([[0, 1, 0], [1, -4, 1], [0, 1, 0]]) is None
     True
     """
@@ -68,6 +70,22 @@ def rank_one_factors(K) -> tuple[np.ndarray, np.ndarray] | None:
     u, v = K[:, j] / K[i, j], K[i, :].copy()
     if np.max(np.abs(np.outer(u, v) - K)) > RANK_ONE_TOLERANCE * top:
         return None
+    return _exact_scaling(K, u, v)
+
+
+def _exact_scaling(K, u, v):
+    """``(u * s, v / s)`` whose float32 products are K's float32 weights exactly, where one is.
+
+    A binomial Gaussian's column ``1 4 6 4 1`` (its smallest weight 1) times
+    its row over 256 multiplies integer levels without rounding, as the 2-D
+    engines do; the largest weight 1 (``1/6 ... 1``) would round.
+    """
+    K32 = K.astype(np.float32)
+    smallest = float(np.min(np.abs(u[u != 0])))
+    for scale in (1 / smallest, 1.0):
+        u32, v32 = (u * scale).astype(np.float32), (v / scale).astype(np.float32)
+        if np.array_equal(np.outer(u32.astype(np.float64), v32), K32):
+            return u32.astype(np.float64), v32.astype(np.float64)
     return u, v
 
 
