@@ -119,6 +119,8 @@ class _Plan:
         self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
         self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
         self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
+        # BLAS multiply-adds, about a sixteenth of a numpy pass each (tiles.WORK_PER_THREAD).
+        self.cost = m * self.n_H * self.nbw * self.K * self.N / 16
 
     def buffers(self, dtype):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
@@ -228,7 +230,7 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
             np.add(plan.outputs(y, *tile), bias, out=Z[i0:i1, h0:h1])
 
     try:
-        run_tiles(plan.tiles, work, new_state)
+        run_tiles(plan.tiles, work, new_state, cost=plan.cost)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z

@@ -74,7 +74,9 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     cols = max(0, min(W_in, width - pad))  # image columns staged
     # Small inputs are cut into a few tiles per thread: the threads share the
     # work, and the scratch buffers stay a fraction of the input.
-    rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * tiles.THREADS))
+    cost = Z.size * (2 + 2 * len(taps))  # passes over the output
+    threads = tiles.thread_count(m * n_H, cost)
+    rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * threads))
     row_tiles = RowTiles(m, n_H, max(1, rows_fit))
 
     def work(scratch, tile):
@@ -96,7 +98,7 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
         else:
             np.add(acc.reshape(n_K, k, rows, n_W, C).transpose(1, 2, 3, 0, 4), bias, out=out)
 
-    run_tiles(row_tiles, work, lambda: Scratch(dtype))
+    run_tiles(row_tiles, work, lambda: Scratch(dtype), cost=cost)
     return Z
 
 

@@ -218,5 +218,6 @@ def correlate_separable(A, u, v, pads, dtype, bias):
                 not_finite.extend((i, h0 + int(r)) for r in rows)
 
     with np.errstate(invalid="ignore", over="ignore"):  # reported by row, not warned
-        run_tiles(plan.tiles, work, lambda: Scratch(dtype))
+        run_tiles(plan.tiles, work, lambda: Scratch(dtype),
+                  cost=Z.size * passes(plan.f_h, plan.f_w))
     return Z, sorted(not_finite)
