@@ -159,6 +159,15 @@ class _Plan:
             dst[...] = src
         return n_out * nbw
 
+    def laid_out_as_Z(self, tile) -> bool:
+        """Whether a tile's block results, row after row, are its rows of Z as they lie.
+
+        So for a tile of one image whose rows hold whole blocks (n_W a
+        multiple of B): nothing to drop between rows or images.
+        """
+        i0, i1, _, _ = tile
+        return i1 - i0 == 1 and self.nbw * self.B == self.n_W
+
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
         k, n_rows = i1 - i0, h1 - h0 + self.extra
@@ -215,25 +224,45 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
     def work(state, tile):
         staged, X, Y = state
         nq = plan.fill(staged, X, A, *tile)
-        n = ceil_div(nq, plan.chunk)
+        i0, i1, h0, h1 = tile
+        out = Z[i0:i1, h0:h1]
         with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
-            np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
-        y = Y.reshape(-1, plan.N)
-        if not _finite(y[:nq]):
+            if plan.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
+                y = out.reshape(nq, plan.N)
+                _chunked_matmul(X, T, nq, plan.chunk, y, Y)
+            else:
+                n = ceil_div(nq, plan.chunk)
+                np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
+                out[...] = plan.outputs(Y.reshape(-1, plan.N), *tile)
+                y = Y.reshape(-1, plan.N)[:nq]
+        if not _finite(y):
             if not partial:
                 raise _NotFinite
             not_finite.append(tile)
-        i0, i1, h0, h1 = tile
-        if bias is None:
-            Z[i0:i1, h0:h1] = plan.outputs(y, *tile)
-        else:
-            np.add(plan.outputs(y, *tile), bias, out=Z[i0:i1, h0:h1])
+        if bias is not None:
+            np.add(out, bias, out=out)
 
     try:
         run_tiles(plan.tiles, work, new_state, cost=plan.cost)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z
+
+
+def _chunked_matmul(X, T, nq, chunk, y, Y):
+    """``y = X[:nq] @ T`` in matmuls of `chunk` rows, the last one through the scratch `Y`.
+
+    The same matmuls as one batched call over ``ceil(nq / chunk)`` chunks,
+    so the same values (BLAS's sums depend on the shapes).
+    """
+    full = nq // chunk
+    if full:
+        np.matmul(X[: full * chunk].reshape(full, chunk, -1), T,
+                  out=y[: full * chunk].reshape(full, chunk, -1))
+    rest = nq - full * chunk
+    if rest:
+        np.matmul(X[full * chunk : (full + 1) * chunk].reshape(1, chunk, -1), T, out=Y[:1])
+        y[full * chunk :] = Y[0, :rest]
 
 
 def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
