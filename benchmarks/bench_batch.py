@@ -1,6 +1,6 @@
 """Whole-run throughput of a batch edge-detection job on a folder of photos, and its codecs.
 
-Run from the repository root, with ``pip install -e ".[bench,fast]"``::
+Run from the repository root, with ``pip install -e ".[bench]"``::
 
     python benchmarks/bench_batch.py            # 16 photos of 2400x1800
     python benchmarks/bench_batch.py --count 32 --repeat 5 --no-mogrify-png

@@ -22,7 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._engine.correlate import correlate, correlate_weights_grad
-from ._engine.depthwise import correlate_depthwise, taps_are_cheaper
+from ._engine.depthwise import (
+    correlate_depthwise,
+    matmul_passes,
+    tap_passes,
+    taps_are_cheaper,
+)
+from ._engine.separable import correlate_separable, passes, rank_one_factors
 from ._engine.tiles import ceil_div, covered, window_slice
 from ._validate import (
     as_real_array,
@@ -272,6 +278,9 @@ def _conv_forward(A_prev, W, b, hparameters):
     )
     bias = ba.astype(dtype, copy=False).reshape(-1)
     A, pads = _engine_input(A, geometry, pad, dtype)
+    Z = _separable(A, Wa, geometry, pads, dtype, bias)
+    if Z is not None:
+        return Z, (A_prev, W, b, hparameters)
     if Wa.shape[2:] == (1, 1) and taps_are_cheaper(Wa):
         # One channel in and out is a depthwise correlation; with unit weights
         # (edge kernels) the tap engine's adds beat the matmul engine.
@@ -287,6 +296,31 @@ def _conv_forward(A_prev, W, b, hparameters):
             plain += bias
         _replace_tiles(Z, plain, not_finite)
     return Z, (A_prev, W, b, hparameters)
+
+
+def _separable(A, Wa, geometry, pads, dtype, bias):
+    """Z of one channel and one rank-1 kernel by two 1-D passes, where that is cheaper; else None.
+
+    Only for float32, stride 1 and no dilation, and only when the kernel's
+    two passes cost less than the cheaper 2-D engine (:func:`passes`): the
+    choice depends on the kernel alone, never on the image, so that bands of
+    an image get its values. The results equal the 2-D engines' within
+    float32 rounding; rows that are not finite are those of the plain path.
+    """
+    if (Wa.shape[2:] != (1, 1) or geometry.stride != 1 or geometry.dilation != 1
+            or dtype != np.float32):
+        return None
+    if passes(*Wa.shape[:2]) >= min(tap_passes(Wa), matmul_passes(Wa)):
+        return None
+    factors = rank_one_factors(Wa[:, :, 0, 0])
+    if factors is None:
+        return None
+    Z, rows = correlate_separable(A, *factors, pads, dtype, bias)
+    if rows:  # NaN or inf met the engine's zeros: those rows by the plain path
+        plain = _conv_forward_plain(A, Wa.astype(dtype), 1, pads[0], Z.shape, 1)
+        for i, r in rows:
+            Z[i, r] = plain[i, r] + bias
+    return Z
 
 
 def _replace_tiles(Z, other, tiles) -> None:
@@ -514,7 +548,9 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
     )
     A, pads = _engine_input(A, geometry, pad, dtype)
     bias = ba.astype(dtype, copy=False).reshape(-1)
-    Z, not_finite = None, []
+    Z, not_finite = _separable(A, Wa, geometry, pads, dtype, bias), []
+    if Z is not None:
+        return Z, (A_prev, W, b, hparameters)
     if (
         Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
         and geometry.dilation == 1

@@ -27,7 +27,7 @@ Animated GIFs, WebPs and PNGs, multi-page TIFFs and other multi-frame files:
 :meth:`ImageSource.read_frames` decodes any of them (:attr:`ImageSource.frame_count`),
 the composited canvas of an animation, and :func:`read_stack` all of them as
 one (m, H, W, C) picture. Where the optional libraries are
-installed, plain JPEGs are decoded by simplejpeg (the ``fast`` extra) and 16-bit
+installed, plain JPEGs are decoded by simplejpeg (a dependency) and 16-bit
 colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
 as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
 environment leaves every file to Pillow.
@@ -297,7 +297,7 @@ _ORIENTATION = 0x0112  # the EXIF tag
 def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
     """The pixels of a plain RGB or grey JPEG decoded by simplejpeg, or None for Pillow.
 
-    simplejpeg (the ``fast`` extra) calls libjpeg-turbo with the settings
+    simplejpeg (a dependency, where it has a wheel) calls libjpeg-turbo with the settings
     Pillow uses (accurate DCT, smooth upsampling), so the pixels are the same
     (tests compare them), in 10 ms instead of Pillow's 16 for a 2400x1800
     photo. Anything else, and any file libjpeg-turbo warns about (``strict``),

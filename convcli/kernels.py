@@ -94,6 +94,7 @@ __all__ = [
     "MAX_KERNEL_SIDE",
     "Kernel",
     "KernelError",
+    "describe_kernel",
     "format_kernel_grid",
     "get_kernel",
     "list_kernels",
@@ -914,3 +915,78 @@ def format_kernel_grid(kernel) -> str:
     return "\n".join(
         "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells
     )
+
+
+# --- what a kernel does ---------------------------------------------------------------------
+
+
+def _short_number(x: float) -> str:
+    """`x` in at most 6 significant digits, whole numbers without ``.0``."""
+    text = f"{float(x):.6g}"
+    return "0" if text in ("0", "-0") else text
+
+
+def _sum_line(weights: np.ndarray) -> str:
+    total = float(np.sum(weights))
+    scale = float(np.sum(np.abs(weights)))
+    if math.isclose(total, 1.0, rel_tol=1e-9):
+        return "sum: 1 (keeps levels: a flat area keeps its value, as a blur or sharpen does)"
+    if abs(total) <= 1e-12 * scale:
+        return "sum: 0 (shows edges: a flat area gives 0, changes give the values)"
+    return (f"sum: {_short_number(total)} (neither: a flat area's value is multiplied by "
+            f"{_short_number(total)})")
+
+
+def _separable_line(weights: np.ndarray) -> str:
+    from ._engine.separable import rank_one_factors
+
+    factors = rank_one_factors(weights)
+    if factors is None:
+        return "separable: no (rank above 1: runs as one 2-D pass)"
+    column, row = factors
+    nonzero = np.abs(column[column != 0])
+    scale = float(nonzero.min()) * (1.0 if column[column != 0][0] > 0 else -1.0)
+    column, row = column / scale, row * scale  # the column's smallest weight 1
+    return ("separable: yes (rank 1: the column " + " ".join(map(_short_number, column))
+            + " times the row " + " ".join(map(_short_number, row))
+            + "; runs as two 1-D passes where that is faster)")
+
+
+def _symmetry_line(weights: np.ndarray) -> str:
+    found = []
+    for axis, name in ((1, "left-right"), (0, "top-bottom")):
+        mirrored = np.flip(weights, axis)
+        if np.array_equal(weights, mirrored):
+            found.append(f"symmetric {name}")
+        elif np.array_equal(weights, -mirrored):
+            found.append(f"anti-symmetric {name} (the sign says which side is brighter)")
+    h, w = weights.shape
+    if h == w and h > 1 and np.array_equal(weights, weights.T):
+        found.append("symmetric about the diagonal")
+    return "symmetry: " + ("; ".join(found) if found else "none")
+
+
+def _centre_line(weights: np.ndarray) -> str:
+    h, w = weights.shape
+    if h % 2 == 0 or w % 2 == 0:
+        return (f"centre: none (a {h}x{w} grid has an even side: run it with --pad valid "
+                "or --pad N)")
+    return (f"centre: row {h // 2 + 1}, column {w // 2 + 1} "
+            f"(weight {_short_number(weights[h // 2, w // 2])})")
+
+
+def describe_kernel(kernel: Kernel) -> str:
+    """What ``convcli kernels --check`` prints: size, sum, separable, symmetry, centre.
+
+    >>> print(describe_kernel(get_kernel("gaussian-3x3")))  # doctest: +NORMALIZE_WHITESPACE
+    gaussian-3x3 (3x3)
+    sum: 1 (keeps levels: a flat area keeps its value, as a blur or sharpen does)
+    separable: yes (rank 1: the column 1 2 1 times the row 0.0625 0.125 0.0625;
+        runs as two 1-D passes where that is faster)
+    symmetry: symmetric left-right; symmetric top-bottom; symmetric about the diagonal
+    centre: row 2, column 2 (weight 0.25)
+    """
+    weights = np.asarray(kernel.weights, np.float64)
+    h, w = weights.shape
+    return "\n".join([f"{kernel.name} ({h}x{w})", _sum_line(weights), _separable_line(weights),
+                      _symmetry_line(weights), _centre_line(weights)])

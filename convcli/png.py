@@ -4,7 +4,7 @@ Pillow's PNG writer tries every row filter on every row and has no option to
 choose one; that search took about half of its time on a 2400x1800 edge map
 (110 ms in all). Here every row gets the Up filter (the row minus the row
 above, byte by byte: one numpy subtraction), and the rows are deflated by
-ISA-L (the ``isal`` package, the ``fast`` extra) at level 1, or by Python's
+ISA-L (the ``isal`` package, a dependency) at level 1, or by Python's
 zlib at level 1 with the run-length strategy where ISA-L is missing: 14 ms or
 41 ms for that map, files within 7% of Pillow's (``benchmarks/bench_batch.py``
 compares the encoders). The stream is a standard PNG: IHDR, the text chunks,

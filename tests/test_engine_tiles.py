@@ -41,7 +41,10 @@ TILE_SIZES = [1, 60, 400, 3000, 10**7]
 
 @contextmanager
 def engine(tile_values, threads):
-    """Run the engines with `tile_values` per tile, 16-row matmuls and `threads` threads."""
+    """Run the engines with `tile_values` per tile, 16-row matmuls and `threads` threads.
+
+    Every call uses the threads, however small its work (tiles.WORK_PER_THREAD).
+    """
     saved = (
         correlate_engine.TILE_VALUES,
         correlate_engine.MATMUL_WORK,
@@ -49,8 +52,10 @@ def engine(tile_values, threads):
         pool_engine.TILE_VALUES,
         depthwise_engine.TILE_VALUES,
         tiles.THREADS,
+        tiles.WORK_PER_THREAD,
     )
     correlate_engine.TILE_VALUES = pool_engine.TILE_VALUES = tile_values
+    tiles.WORK_PER_THREAD = 1e-9  # tiny calls on every thread too
     depthwise_engine.TILE_VALUES = tile_values
     correlate_engine.MATMUL_WORK = 1
     correlate_engine.MIN_CHUNK = 16
@@ -65,6 +70,7 @@ def engine(tile_values, threads):
             pool_engine.TILE_VALUES,
             depthwise_engine.TILE_VALUES,
             tiles.THREADS,
+            tiles.WORK_PER_THREAD,
         ) = saved
 
 
@@ -304,3 +310,27 @@ def test_blas_runs_on_the_calling_thread_while_tiles_run():
         assert blas_threads() == [1] * len(before)
     assert seen and all(threads == [1] * len(before) for threads in seen)
     assert blas_threads() == before
+
+
+def test_small_calls_stay_on_the_calling_thread(monkeypatch):
+    """More threads never slow a small call down: it is not handed to the thread pool."""
+    handed = []
+    pool = tiles._pool
+    monkeypatch.setattr(tiles, "_pool", lambda: handed.append(1) or pool())
+    monkeypatch.setattr(tiles, "THREADS", 4)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((1, 48, 48, 3)).astype(np.float32)
+    W = rng.standard_normal((3, 3, 3, 1)).astype(np.float32)
+    b = np.zeros((1, 1, 1, 3), np.float32)
+    hp = {"stride": 1, "pad": 1}
+    Z, _ = depthwise_conv_forward(A, W, b, hp)  # 48 rows: 3 tiles a thread before
+    assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp), np.float32)
+    pool_forward(A, {"f": 2, "stride": 2}, "max")
+    conv_forward(A, np.repeat(W, 3, axis=3), b, hp)
+    assert handed == []
+    assert tiles.thread_count(100, 10.5 * tiles.WORK_PER_THREAD) == 4
+    assert tiles.thread_count(100, 1.5 * tiles.WORK_PER_THREAD) == 1
+    # A call with the work for several threads hands tiles to them.
+    monkeypatch.setattr(tiles, "WORK_PER_THREAD", 1)
+    Z, _ = depthwise_conv_forward(A, W, b, hp)
+    assert handed and np.array_equal(Z, depthwise_conv_forward(A, W, b, hp)[0])

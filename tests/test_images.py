@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -359,3 +360,12 @@ def test_jpeg_is_written_at_quality_95(tmp_path, shape):
           Image.open(tmp_path / "q94.jpg") as q94):
         assert ours.quantization == q95.quantization != q94.quantization
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(q95))
+
+
+def test_jpeg_reads_as_pillow_where_simplejpeg_cannot_be_imported(tmp_path, monkeypatch):
+    """simplejpeg is a dependency, but a platform without its wheel goes without: Pillow reads."""
+    monkeypatch.setitem(sys.modules, "simplejpeg", None)  # import simplejpeg raises ImportError
+    for path in _jpeg_variants(tmp_path)[:5]:  # plain, progressive, subsampled, full, grey
+        pic = read_image(path)
+        np.testing.assert_array_equal(pic.pixels, _as_pillow_reads(path), err_msg=path.name)
+        assert (pic.white, pic.depth, pic.notes) == (255.0, 8, ())

@@ -6,6 +6,7 @@ import io
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -198,3 +199,28 @@ def test_streamed_rows_are_checked(monkeypatch):
         encoder.write(np.zeros((3, 9), np.uint8))
     with pytest.raises(ValueError, match="3 rows written of 5"):
         encoder.close()
+
+
+def test_without_isal_the_writer_falls_back_to_zlib(tmp_path, monkeypatch):
+    """isal is a dependency, but a platform without its wheel goes without: zlib writes."""
+    monkeypatch.setitem(sys.modules, "isal", None)  # import isal raises ImportError
+    png.deflate_backend.cache_clear()
+    try:
+        assert png.deflate_backend() == "zlib"
+        levels = levels_of((13, 17, 3), np.uint8, seed=3)
+        path = tmp_path / "z.png"
+        assert images.save_levels(path, levels, fmt="png")
+        assert path.read_bytes() == encode(levels, "zlib", {"Software": images.MARKER})
+        with Image.open(path) as im:
+            np.testing.assert_array_equal(np.asarray(im), levels)
+    finally:
+        monkeypatch.delitem(sys.modules, "isal")
+        png.deflate_backend.cache_clear()
+
+
+def test_the_fast_codecs_are_dependencies_and_the_fast_extra_an_empty_alias():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    names = [dep.split(">=")[0] for dep in project["dependencies"]]
+    assert {"isal", "simplejpeg"} <= set(names)
+    assert project["optional-dependencies"]["fast"] == []

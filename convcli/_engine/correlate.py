@@ -62,12 +62,22 @@ def tile_rows_fit(values_per_row: int) -> int:
 def tile_rows(shape, kernel, stride, pads, n_C) -> int:
     """The output rows of a row tile of :func:`correlate` on A of `shape`: a power of two.
 
-    `kernel` is (f_h, f_w), `pads` (top, bottom, left, right).
+    `kernel` is (f_h, f_w), `pads` (top, bottom, left, right). Where the
+    separable engine may take the call (one channel, stride 1, a kernel size
+    it takes), the larger of its tile and this engine's (both powers of two:
+    a multiple of both).
     """
     A = np.broadcast_to(np.float32(0), shape)
     A, pads = _crop(A, pads)
     plan = _Plan(A.shape, kernel, stride, pads, n_C, np.dtype(np.float32))
-    return tile_rows_fit(plan.nbw * plan.K)
+    rows = tile_rows_fit(plan.nbw * plan.K)
+    if stride == 1 and shape[3] == 1 and min(kernel) > 1:
+        from .separable import passes
+        from .separable import tile_rows as separable_rows
+
+        if passes(*kernel) < kernel[0] * kernel[1] + 2:  # the separable engine may run
+            rows = max(rows, separable_rows(plan.n_W, kernel[1]))
+    return rows
 
 
 def _block_width(n_C_prev: int, n_C: int) -> int:
@@ -112,6 +122,8 @@ class _Plan:
         self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
         self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
         self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
+        # BLAS multiply-adds, about a sixteenth of a numpy pass each (tiles.WORK_PER_THREAD).
+        self.cost = m * self.n_H * self.nbw * self.K * self.N / 16
 
     def buffers(self, dtype):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
@@ -149,6 +161,15 @@ class _Plan:
             dst = _records(X, di * run, (n_out, nbw), (nbw * X.strides[0], X.strides[0]), run)
             dst[...] = src
         return n_out * nbw
+
+    def laid_out_as_Z(self, tile) -> bool:
+        """Whether a tile's block results, row after row, are its rows of Z as they lie.
+
+        So for a tile of one image whose rows hold whole blocks (n_W a
+        multiple of B): nothing to drop between rows or images.
+        """
+        i0, i1, _, _ = tile
+        return i1 - i0 == 1 and self.nbw * self.B == self.n_W
 
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
@@ -206,25 +227,45 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
     def work(state, tile):
         staged, X, Y = state
         nq = plan.fill(staged, X, A, *tile)
-        n = ceil_div(nq, plan.chunk)
+        i0, i1, h0, h1 = tile
+        out = Z[i0:i1, h0:h1]
         with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
-            np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
-        y = Y.reshape(-1, plan.N)
-        if not _finite(y[:nq]):
+            if plan.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
+                y = out.reshape(nq, plan.N)
+                _chunked_matmul(X, T, nq, plan.chunk, y, Y)
+            else:
+                n = ceil_div(nq, plan.chunk)
+                np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
+                out[...] = plan.outputs(Y.reshape(-1, plan.N), *tile)
+                y = Y.reshape(-1, plan.N)[:nq]
+        if not _finite(y):
             if not partial:
                 raise _NotFinite
             not_finite.append(tile)
-        i0, i1, h0, h1 = tile
-        if bias is None:
-            Z[i0:i1, h0:h1] = plan.outputs(y, *tile)
-        else:
-            np.add(plan.outputs(y, *tile), bias, out=Z[i0:i1, h0:h1])
+        if bias is not None:
+            np.add(out, bias, out=out)
 
     try:
-        run_tiles(plan.tiles, work, new_state)
+        run_tiles(plan.tiles, work, new_state, cost=plan.cost)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z
+
+
+def _chunked_matmul(X, T, nq, chunk, y, Y):
+    """``y = X[:nq] @ T`` in matmuls of `chunk` rows, the last one through the scratch `Y`.
+
+    The same matmuls as one batched call over ``ceil(nq / chunk)`` chunks,
+    so the same values (BLAS's sums depend on the shapes).
+    """
+    full = nq // chunk
+    if full:
+        np.matmul(X[: full * chunk].reshape(full, chunk, -1), T,
+                  out=y[: full * chunk].reshape(full, chunk, -1))
+    rest = nq - full * chunk
+    if rest:
+        np.matmul(X[full * chunk : (full + 1) * chunk].reshape(1, chunk, -1), T, out=Y[:1])
+        y[full * chunk :] = Y[0, :rest]
 
 
 def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):

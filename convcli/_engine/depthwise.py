@@ -74,7 +74,9 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     cols = max(0, min(W_in, width - pad))  # image columns staged
     # Small inputs are cut into a few tiles per thread: the threads share the
     # work, and the scratch buffers stay a fraction of the input.
-    rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * tiles.THREADS))
+    cost = Z.size * (2 + 2 * len(taps))  # passes over the output
+    threads = tiles.thread_count(m * n_H, cost)
+    rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * threads))
     row_tiles = RowTiles(m, n_H, max(1, rows_fit))
 
     def work(scratch, tile):
@@ -96,7 +98,7 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
         else:
             np.add(acc.reshape(n_K, k, rows, n_W, C).transpose(1, 2, 3, 0, 4), bias, out=out)
 
-    run_tiles(row_tiles, work, lambda: Scratch(dtype))
+    run_tiles(row_tiles, work, lambda: Scratch(dtype), cost=cost)
     return Z
 
 
@@ -166,17 +168,28 @@ def _unit_signs(W) -> np.ndarray:
     return (np.all(W == 1, axis=2).astype(np.int8) - np.all(W == -1, axis=2).astype(np.int8))
 
 
-def taps_are_cheaper(W) -> bool:
-    """Whether this engine is expected to beat the matmul engine on W (f_h, f_w, C, n_K).
+def tap_passes(W) -> int:
+    """This engine's cost on W (f_h, f_w, C, n_K), in passes over the output.
 
-    Its cost, in passes over the output: staging and bias (2), and for each
-    kernel, one per unit tap and two per other non-zero tap. The matmul
-    engine's cost grows with the kernel's size but not with its weights; on
-    one 1800x2400 channel it matched about ``f_h * f_w + 2`` passes (3x3:
-    ``1 0 -1`` edge kernels 9.5 ms here against 12.6, a 3x3 blur 20.6 ms
-    against 13.2; 5x5 Laplacian of Gaussian 20.1 against 20.5).
+    Staging and bias (2), and for each kernel, one per unit tap and two per
+    other non-zero tap.
+    """
+    non_zero = int(np.count_nonzero(np.any(W != 0, axis=2)))
+    return 2 + 2 * non_zero - int(np.count_nonzero(_unit_signs(W)))
+
+
+def matmul_passes(W) -> int:
+    """The matmul engine's cost on W (f_h, f_w, C, n_K), in the same passes: ``f_h * f_w + 2``.
+
+    It grows with the kernel's size but not with its weights; on one
+    1800x2400 channel that matched it (3x3: ``1 0 -1`` edge kernels 9.5 ms in
+    the tap engine against 12.6, a 3x3 blur 20.6 ms against 13.2; 5x5
+    Laplacian of Gaussian 20.1 against 20.5).
     """
     f_h, f_w, _, n_K = W.shape
-    non_zero = int(np.count_nonzero(np.any(W != 0, axis=2)))
-    passes = 2 + 2 * non_zero - int(np.count_nonzero(_unit_signs(W)))
-    return passes <= n_K * (f_h * f_w + 2)
+    return n_K * (f_h * f_w + 2)
+
+
+def taps_are_cheaper(W) -> bool:
+    """Whether this engine is expected to beat the matmul engine on W (f_h, f_w, C, n_K)."""
+    return tap_passes(W) <= matmul_passes(W)
