@@ -200,7 +200,6 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     So does a Zarr store over ``--max-pixels``, which guards whole reads.
     """
     from ..regions import open_regions
-    from .streamed import process_in_strips
     from .strips import in_strips
 
     if not in_strips(task.op):
@@ -220,15 +219,32 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                               "outputs exist (use --overwrite to replace them)")
         Path(task.out_dir).mkdir(parents=True, exist_ok=True)
         written.todo = len(todo)
-        not_finite = process_in_strips(task, source, todo, budget=budget, timings=timings,
+        not_finite, tasks = _in_strips(task, source, todo, budget=budget, timings=timings,
                                        written=written.paths, records=written.records)
         records = written.records
-        notes = list(source.notes) + [f"processed in strips (its work would take about "
+        where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
+        notes = list(source.notes) + [f"processed in strips{where} (its work would take about "
                                       f"{size / 2**30:.1f} GiB; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
                       hints=_hints(task.op, tuple(source.channels)))
+
+
+def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, int]:
+    """The outputs `todo` written in strips: here, or as band tasks on the Dask cluster
+    whose worker runs this (:mod:`convcli.app.streamed_cluster`).
+
+    Returns the count of non-finite values and the number of band tasks (0: here).
+    """
+    from .streamed import process_in_strips
+    from .streamed_cluster import cluster_client, process_on_cluster
+
+    client = cluster_client()
+    if client is None:
+        return process_in_strips(task, source, todo, **kwargs), 0
+    with client as connected:
+        return process_on_cluster(task, source, todo, client=connected, **kwargs)
 
 
 def strips_reason(task: Task, source) -> tuple[str | None, int, int]:

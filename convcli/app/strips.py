@@ -241,17 +241,23 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")
     mode, value = border_of(op)
-    # The layers choose their engine by the input's size: bands as large as the
-    # threshold choose as the whole image does.
-    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
-        if min_band_values is None:
-            min_band_values = conv.DENSE_DEPTHWISE_VALUES
-        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, source.width)))
+    rows_per_strip = strip_rows(op, source.width, rows_per_strip, min_band_values)
     for strip in plan_strips(geometry, source.height, rows_per_strip, band):
         pixels = _band(source, strip, mode, _fill(source, value))
         pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
         result = op.compute(pic)
         yield strip, result[strip.skip: strip.skip + strip.out1 - strip.out0]
+
+
+def strip_rows(op, width: int, rows_per_strip: int, min_band_values: int | None = None) -> int:
+    """The output rows of :func:`strip_results`'s strips: `rows_per_strip`, or more for conv's
+    ``--channels each``, whose layers choose their engine by the input's size: bands as
+    large as the threshold (`min_band_values`) choose as the whole image does."""
+    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
+        if min_band_values is None:
+            min_band_values = conv.DENSE_DEPTHWISE_VALUES
+        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, width)))
+    return rows_per_strip
 
 
 def _fill(source, value: float) -> np.ndarray:
