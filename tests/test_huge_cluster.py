@@ -1,0 +1,100 @@
+"""One image over the memory budget on a real Dask cluster: band tasks, the local run's values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import DaskProcesses, names, run
+from PIL import Image
+
+distributed = pytest.importorskip("distributed")
+zarr = pytest.importorskip("zarr")
+
+pytestmark = pytest.mark.cluster
+
+SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = DaskProcesses(tmp_path_factory.mktemp("cluster"), 2)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def tiffs(tmp_path_factory):
+    """A tiled RGB TIFF (700 x 300) and a stripped grey one of an odd height (2101 x 200)."""
+    folder = tmp_path_factory.mktemp("tiffs")
+    rgb = np.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB"))
+    tifffile.imwrite(folder / "rgb.tif", np.tile(rgb, (2, 1, 1))[:700, :300], tile=(256, 256),
+                     compression="zlib", photometric="rgb")
+    grey = np.asarray(Image.open(SAMPLES / "camera.png").convert("L"))
+    tifffile.imwrite(folder / "grey.tif", np.tile(grey, (5, 1))[:2101, :200], rowsperstrip=64)
+    return folder
+
+
+def _on_cluster(cluster, *args):
+    command = [sys.executable, "-m", "convcli", *map(str, args), "--scheduler",
+               cluster.address, "-v"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180)
+
+
+def _records(folder):
+    records = [json.loads(line) for line in
+               (folder / "convcli-manifest.jsonl").read_text().splitlines()]
+    return sorted((dict(r, command="") for r in records), key=lambda r: r["output"])
+
+
+def _tasks(stderr: str, name: str) -> int:
+    line = next(line for line in stderr.splitlines() if f"{name}: done" in line)
+    return int(line.split(", in ")[1].split()[0])
+
+
+def test_band_tasks_write_the_local_runs_tiff_bytes(cluster, tiffs, tmp_path):
+    command = ["conv", "-k", "sobel-x", "-k", "edge", "--channels", "gray", "--format", "tiff",
+               "--memory", "4M", tiffs]
+    assert run(*command, "-o", tmp_path / "local").exit_code == 0
+    result = _on_cluster(cluster, *command, "-o", tmp_path / "remote")
+    assert result.returncode == 0, result.stderr
+    assert _tasks(result.stderr, "rgb.tif") > 4 and _tasks(result.stderr, "grey.tif") > 4
+    assert names(tmp_path / "remote") == names(tmp_path / "local")
+    for name in names(tmp_path / "local"):
+        if name != "convcli-manifest.jsonl":
+            assert (tmp_path / "remote" / name).read_bytes() == \
+                (tmp_path / "local" / name).read_bytes(), name
+    assert _records(tmp_path / "remote") == _records(tmp_path / "local")
+
+
+def test_workers_write_zarr_bands_in_parallel_with_the_local_runs_values(cluster, tiffs,
+                                                                       tmp_path):
+    """grey.tif: 2 bands of 1024 rows, the workers fill levels 0 to 2, the rest are made
+    from level 2; rgb.tif: raw values of 2 bands of 256 rows."""
+    command = ["conv", "-k", "edge", "--normalize", "robust", "--format", "zarr",
+               "--memory", "24M", tiffs / "grey.tif"]
+    raw = ["conv", "-k", "vertical", "--normalize", "none", "--format", "zarr", "--memory", "1M",
+           tiffs / "rgb.tif"]
+    for args in (command, raw):
+        assert run(*args, "-o", tmp_path / "local").exit_code == 0
+        result = _on_cluster(cluster, *args, "-o", tmp_path / "remote")
+        assert result.returncode == 0, result.stderr
+        assert _tasks(result.stderr, args[-1].name) == 2
+    assert names(tmp_path / "remote") == names(tmp_path / "local")
+    stores = sorted(path.name for path in (tmp_path / "local").glob("*.zarr"))
+    assert len(stores) == 2
+    for name in stores:
+        local = zarr.open_group(str(tmp_path / "local" / name), mode="r")
+        remote = zarr.open_group(str(tmp_path / "remote" / name), mode="r")
+        assert dict(remote.attrs) == dict(local.attrs)
+        assert sorted(remote.array_keys()) == sorted(local.array_keys())
+        for key in local.array_keys():
+            want, got = local[key][:], remote[key][:]
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bits
+    assert len(zarr.open_group(str(tmp_path / "local" / stores[0]), mode="r")) == 5
+    assert _records(tmp_path / "remote") == _records(tmp_path / "local")
