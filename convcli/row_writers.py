@@ -43,7 +43,7 @@ import queue
 import shutil
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +136,8 @@ class RowWriter:
 
 @contextmanager
 def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: int,
-                    channels: int, dtype, overwrite: bool = False) -> Iterator[RowWriter]:
+                    channels: int, dtype, overwrite: bool = False, store_url: str | None = None,
+                    storage_options: dict | None = None) -> Iterator[RowWriter]:
     """Write an image file from its rows, given in order in bands of any height.
 
     Parameters
@@ -153,6 +154,11 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     overwrite : bool
         As for :func:`convcli.images.save_levels`: replace an existing file
         only if convcli wrote it; without it an existing file is kept.
+    store_url, storage_options : str and dict, optional
+        ``zarr``: the object-storage prefix the store is written to, in
+        place; `path` then stands for it on this disk (a folder holding its
+        metadata, or nothing), where the checks above are made.
+        See :func:`remote_store`.
 
     Yields
     ------
@@ -180,22 +186,52 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     shape = (int(height), int(width), int(channels))
     with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli,
                        folder=fmt == "zarr") as output:
-        sink = None
-        if output.temporary is not None:
-            sink = _SINKS[fmt](output.temporary, shape, dtype)
-        writer = RowWriter(sink, shape, dtype)
-        try:
-            yield writer
-            writer._finish()
-        except BaseException:
-            if sink is not None:
-                sink.abort()
-            raise
+        with ExitStack() as stack:
+            sink = _open_sink(stack, output.temporary, fmt, shape, dtype, store_url,
+                              storage_options)
+            writer = RowWriter(sink, shape, dtype)
+            try:
+                yield writer
+                writer._finish()
+            except BaseException:
+                if sink is not None:
+                    sink.abort()
+                raise
     writer.written = output.written
 
 
+def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[int, int, int],
+               dtype: np.dtype, store_url: str | None, storage_options: dict | None):
+    """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
+    if temporary is None:
+        return None
+    if store_url is not None:  # `temporary`, an empty folder, stands for it on this disk
+        temporary.mkdir()
+        location = stack.enter_context(remote_store(store_url, storage_options))
+        return _zarr_sink(location, shape, dtype, storage_options)
+    return _SINKS[fmt](temporary, shape, dtype)
+
+
+@contextmanager
+def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]:
+    """Write a Zarr store at the object-storage prefix `url` in the block; `url` is yielded.
+
+    Objects cannot be renamed: a store there already (to be replaced, the
+    checks done) is removed first, and a block that raises removes what it
+    wrote. The group's attributes, with convcli's marker, are written last.
+    """
+    from .storage import remove_tree
+
+    remove_tree(url, storage_options)
+    try:
+        yield url
+    except BaseException:
+        remove_tree(url, storage_options)
+        raise
+
+
 def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
-              overwrite: bool = False) -> bool:
+              overwrite: bool = False, **store) -> bool:
     """Write a whole image through :func:`open_row_writer`, one band of :data:`TILE` rows at a time.
 
     Parameters
@@ -207,6 +243,8 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
         One of :data:`ROW_FORMATS`.
     overwrite : bool
         As for :func:`open_row_writer`.
+    **store
+        ``store_url`` and ``storage_options``, as for :func:`open_row_writer`.
 
     Returns
     -------
@@ -216,7 +254,7 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
     values = image if image.ndim == 3 else image[:, :, None]
     height, width, channels = values.shape
     with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
-                         dtype=values.dtype, overwrite=overwrite) as writer:
+                         dtype=values.dtype, overwrite=overwrite, **store) as writer:
         for top in range(0, height, TILE):
             writer.write(values[top:top + TILE])  # dropped where the file is kept
     return writer.written
@@ -528,11 +566,12 @@ class _TiffSink:
             level.remove()
 
 
-def _zarr_sink(temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+def _zarr_sink(temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
+               storage_options: dict | None = None):
     """A Zarr store (:class:`convcli.zarr_stores.StoreSink`), zarr imported only here."""
     from .zarr_stores import StoreSink
 
-    return StoreSink(temporary, shape, dtype)
+    return StoreSink(temporary, shape, dtype, storage_options)
 
 
 _SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": _TiffSink, "zarr": _zarr_sink}

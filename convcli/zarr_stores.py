@@ -311,15 +311,17 @@ class _StoreLevel:
 class StoreSink:
     """A ``zarr`` output of :func:`convcli.row_writers.open_row_writer` (see the module docstring).
 
-    `temporary` is the folder to make; the writer renames it into place.
+    `temporary` is the folder to make (the writer renames it into place), or
+    the URL of an object-storage prefix written in place.
     """
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+    def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
+                 storage_options: dict | None = None):
         from .row_writers import RowHalver
 
         self._shape, self._dtype = shape, dtype
         sizes = level_sizes(shape[0], shape[1])
-        self._group, arrays = create_store(temporary, shape, dtype)
+        self._group, arrays = create_store(temporary, shape, dtype, storage_options)
         self._levels = [_StoreLevel(array, size, shape[2], dtype)
                         for array, size in zip(arrays, sizes, strict=True)]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]

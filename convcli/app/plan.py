@@ -244,6 +244,10 @@ class Task:
         For an output folder on object storage, the names in it that start with
         the stem (from one listing of the folder for the whole run); None: ask
         the file system.
+    stores_at : str
+        An object-storage folder the Zarr outputs (``--format zarr``) are
+        written to in place, while `out_dir` is the local staging folder
+        that stands for it (:func:`convcli.app.process._process_staged`); "": none.
     memory : int or None
         The bytes one file's work may take (``--memory``): an image whose
         whole-image work would take more is processed in strips
@@ -264,6 +268,7 @@ class Task:
     protected: tuple[str, ...] = ()
     out_file: str = ""
     storage_options: dict | None = None
+    stores_at: str = ""
     existing: tuple[str, ...] | None = None
     memory: int | None = None
     replace_any: bool = False

@@ -376,7 +376,17 @@ def _save_store(path: Path, image: np.ndarray, task: Task) -> bool:
     """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
     from ..row_writers import save_rows
 
-    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite)
+    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
+                     **store_place(task, path))
+
+
+def store_place(task: Task, path) -> dict:
+    """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
+    :func:`convcli.row_writers.open_row_writer` where it goes to object storage, else none."""
+    if not task.stores_at:
+        return {}
+    return {"store_url": storage.join(task.stores_at, Path(path).name),
+            "storage_options": task.storage_options}
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -448,14 +458,13 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
         if existing is None:
             existing = [n for n in storage.list_names(task.out_dir, options)
                         if named_for_stem(n, task.stem)]
+        stores = FORMATS[task.fmt].folder  # written in place, see store_place
         for name in existing:
-            if task.overwrite:
-                _fetch(storage.join(task.out_dir, name), os.path.join(out, name), options)
-            else:
-                open(os.path.join(out, name), "wb").close()
+            _stand_in(task, name, out, overwrite=task.overwrite)
         folder = task.out_dir.rstrip("/")
         staged_task = replace(
             task, source=source, out_dir=out, existing=None,
+            stores_at=task.out_dir if stores else "",
             out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
             protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
                             if is_url(p) and storage.dirname(p) == folder),
@@ -466,10 +475,31 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
         start = time.perf_counter()
         for path in staged.paths:
             url = storage.join(task.out_dir, os.path.basename(path))
-            storage.upload(path, url, options)
+            if not (stores and os.path.isdir(path)):  # a store is there already
+                storage.upload(path, url, options)
             written.paths.append(url)
         timings["upload"] = time.perf_counter() - start
         return replace(result, source=task.source, outputs=tuple(written.paths))
+
+
+def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
+    """An output `name` on object storage, on the staging disk: an empty file, or a copy to
+    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only."""
+    url, local = storage.join(task.out_dir, name), os.path.join(staging, name)
+    if not is_store_name(name):
+        if overwrite:
+            _fetch(url, local, task.storage_options)
+        else:
+            open(local, "wb").close()
+        return
+    os.makedirs(local)
+    if overwrite:  # whether convcli wrote it is in .zattrs (zarr.json for Zarr format 3)
+        for meta in (".zattrs", "zarr.json"):
+            try:
+                storage.download(storage.join(url, meta), os.path.join(local, meta),
+                                 task.storage_options)
+            except FileNotFoundError:
+                continue
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int

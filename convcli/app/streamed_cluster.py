@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..row_writers import TILE
+from ..row_writers import TILE, remote_store
 from ..safeio import atomic_output
-from .process import output_record
+from .process import output_record, store_place
 from .streamed import (
     STRIP_WORK,
     _Outputs,
@@ -132,7 +132,8 @@ def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, store
 
     last = band[1] == plans.size[0]
     writers = [StoreBand(store.location, store.shape, store.dtype, top=band[0],
-                         levels=store.levels, last=last) for store in stores]
+                         levels=store.levels, last=last, storage_options=store.storage_options)
+               for store in stores]
     not_finite, kept = 0, []
     with np.errstate(all="ignore"):
         for _, result in _band_strips(job, band):
@@ -174,13 +175,15 @@ def in_order(client, function: Callable, job, bands: list, *args, in_flight: int
 
 @dataclass(frozen=True)
 class _Store:
-    """A Zarr output being written by the workers: where, its layout and the levels they fill."""
+    """A Zarr output being written by the workers: where (a folder or a URL), its layout and
+    the levels they fill."""
 
     out: object
     location: str
     shape: tuple[int, int, int]
     dtype: np.dtype
     levels: int
+    storage_options: dict | None = None
 
 
 def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict,
@@ -264,12 +267,17 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
                 folder=True))
             if output.temporary is None:  # an existing store kept
                 continue
+            place = store_place(plans.task, out.path)  # on object storage: written there
+            location, options = str(output.temporary), place.get("storage_options")
+            if place:  # the temporary, an empty folder, stands for it on this disk
+                output.temporary.mkdir()
+                location = stack.enter_context(remote_store(place["store_url"], options))
             shape = (layout["height"], layout["width"], layout["channels"])
             dtype = np.dtype(layout["dtype"])
-            create_store(output.temporary, shape, dtype)
+            create_store(location, shape, dtype, options)
             levels = 1 if len(bands) == 1 else band_levels(
                 band_rows, len(level_sizes(shape[0], shape[1])))
-            stores.append(_Store(out, str(output.temporary), shape, dtype, max(1, levels)))
+            stores.append(_Store(out, location, shape, dtype, max(1, levels), options))
             outputs.append(output)
         [shared] = client.scatter([plans], hash=False)
         for count, result in in_order(client, band_into_stores, job, bands, shared, stores,
@@ -278,7 +286,8 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
             if overview is not None:
                 overview.add(result)
         for store in stores:
-            finish_store(store.location, store.shape, store.dtype, written=store.levels)
+            finish_store(store.location, store.shape, store.dtype, written=store.levels,
+                         storage_options=store.storage_options)
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))
