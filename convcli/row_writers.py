@@ -155,10 +155,8 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
         As for :func:`convcli.images.save_levels`: replace an existing file
         only if convcli wrote it; without it an existing file is kept.
     store_url, storage_options : str and dict, optional
-        ``zarr``: the object-storage prefix the store is written to, in
-        place; `path` then stands for it on this disk (a folder holding its
-        metadata, or nothing), where the checks above are made.
-        See :func:`remote_store`.
+        ``zarr``: the object-storage prefix written in place (:func:`remote_store`);
+        `path`, on this disk, stands for it in the checks above.
 
     Yields
     ------

@@ -248,6 +248,10 @@ class Task:
         An object-storage folder the Zarr outputs (``--format zarr``) are
         written to in place, while `out_dir` is the local staging folder
         that stands for it (:func:`convcli.app.process._process_staged`); "": none.
+    downloaded : bool
+        `source` is a copy on this machine's disk of an object downloaded
+        from object storage: a cluster's band tasks could not read it there,
+        so a large one is processed in strips by this worker alone.
     memory : int or None
         The bytes one file's work may take (``--memory``): an image whose
         whole-image work would take more is processed in strips
@@ -269,6 +273,7 @@ class Task:
     out_file: str = ""
     storage_options: dict | None = None
     stores_at: str = ""
+    downloaded: bool = False
     existing: tuple[str, ...] | None = None
     memory: int | None = None
     replace_any: bool = False

@@ -240,7 +240,8 @@ def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, i
     from .streamed import process_in_strips
     from .streamed_cluster import cluster_client, process_on_cluster
 
-    client = cluster_client()
+    # A copy downloaded here is on this machine's disk only: the other workers cannot read it.
+    client = None if task.downloaded else cluster_client()
     if client is None:
         return process_in_strips(task, source, todo, **kwargs), 0
     with client as connected:
@@ -449,8 +450,10 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
             start = time.perf_counter()
             _fetch(task.source, source, options)
             timings["download"] = time.perf_counter() - start
+        downloaded = source != task.source
         if not is_url(task.out_dir):
-            result = _process(replace(task, source=source), timings, written)
+            result = _process(replace(task, source=source, downloaded=downloaded), timings,
+                              written)
             return replace(result, source=task.source)
         out = os.path.join(staging, "output")
         os.makedirs(out)
@@ -463,7 +466,7 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
             _stand_in(task, name, out, overwrite=task.overwrite)
         folder = task.out_dir.rstrip("/")
         staged_task = replace(
-            task, source=source, out_dir=out, existing=None,
+            task, source=source, downloaded=downloaded, out_dir=out, existing=None,
             stores_at=task.out_dir if stores else "",
             out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
             protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
