@@ -152,8 +152,7 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
         float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
         float32 (one channel) for ``tiff``; those or float32 for ``zarr``.
     overwrite : bool
-        As for :func:`convcli.images.save_levels`: replace an existing file
-        only if convcli wrote it; without it an existing file is kept.
+        As :func:`convcli.images.save_levels`: replace a file only if convcli wrote it.
     store_url, storage_options : str and dict, optional
         ``zarr``: the object-storage prefix written in place (:func:`remote_store`);
         `path`, on this disk, stands for it in the checks above.
