@@ -100,9 +100,10 @@ def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs
         result = _on_cluster(cluster, *args, "-o", *there)
         assert result.returncode == 0, result.stderr
         assert _tasks(result.stderr, args[-1].name) == 2
-    stores = {"grey_conv-edge-robust-sum.zarr": zarr.storage.FsspecStore.from_url(
-        "s3://huge/out/grey_conv-edge-robust-sum.zarr", storage_options=bucket, read_only=True),
-        "rgb_conv-vertical-none-sum.zarr": str(tmp_path / "remote" / "rgb_conv-vertical-none-sum.zarr")}
+    grey_store, raw_store = "grey_conv-edge-robust-sum.zarr", "rgb_conv-vertical-none-sum.zarr"
+    stores = {grey_store: zarr.storage.FsspecStore.from_url(
+        f"s3://huge/out/{grey_store}", storage_options=bucket, read_only=True),
+        raw_store: str(tmp_path / "remote" / raw_store)}
     assert sorted(path.name for path in (tmp_path / "local").glob("*.zarr")) == sorted(stores)
     for name, store in stores.items():
         local = zarr.open_group(str(tmp_path / "local" / name), mode="r")
