@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cluster import layer_threads
 from ..row_writers import TILE, remote_store
 from ..safeio import atomic_output
 from .process import output_record, store_place
@@ -72,6 +73,7 @@ class BandJob:
     storage_options: dict | None
     op: object
     rows_per_strip: int
+    threads: dict | None = None  # layer threads by worker address (convcli.cluster)
 
 
 def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[tuple[int, int]]:
@@ -96,8 +98,10 @@ def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[
 
 def _band_strips(job: BandJob, band: tuple[int, int]) -> Iterator[tuple[object, np.ndarray]]:
     """The strips of `band` computed from the image, opened here (on a worker)."""
+    from ..cluster import _prepare_worker
     from ..regions import open_regions
 
+    _prepare_worker(job.threads or {})  # its layer threads, as for a file's task
     with open_regions(job.source, storage_options=job.storage_options) as source:
         yield from strip_results(job.op, source, rows_per_strip=job.rows_per_strip, band=band)
 
@@ -201,11 +205,12 @@ def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict
     size = _result_size(op, source)
     plans = _Outputs(task, whole, files, size)
     plans.check_space(Path(task.out_dir))
-    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
-    in_flight = max(2, IN_FLIGHT_PER_THREAD * threads)
+    workers = client.scheduler_info()["workers"]
+    in_flight = max(2, IN_FLIGHT_PER_THREAD * sum(w.get("nthreads", 1) for w in workers.values()))
     zarr = task.fmt == "zarr" and bool(files)
     bands = plan_bands(op, source, rows, chunk_rows=_chunk_rows(rows) if zarr else 1)
-    [job] = client.scatter([BandJob(task.source, task.storage_options, op, rows)], hash=False)
+    job = BandJob(task.source, task.storage_options, op, rows, layer_threads(client, workers))
+    [job] = client.scatter([job], hash=False)
     for pass_index in range(plans.passes):
         _statistics(client, job, bands, plans, pass_index, in_flight)
     overview = (_Overview(_overview_factor(source.height, source.width), size[1], size[2])
