@@ -26,6 +26,7 @@ image's (see :mod:`convcli.app.strips`) and mapped with the same scales.
 from __future__ import annotations
 
 import copy
+import errno
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..batch import WORKER_DIED
 from ..cluster import layer_threads
 from ..row_writers import TILE, remote_store
 from ..safeio import atomic_output
@@ -155,7 +157,8 @@ def in_order(client, function: Callable, job, bands: list, *args, in_flight: int
     """``function(job, band, *args)``'s results on the cluster, band by band in order.
 
     At most `in_flight` tasks are submitted and not yet taken; each result is
-    let go as soon as it is yielded.
+    let go as soon as it is yielded. A band whose worker died in every try
+    (Dask's ``KilledWorker``) fails the file, with an OSError saying so.
     """
     pending: deque = deque()
     queued = iter(bands)
@@ -167,9 +170,15 @@ def in_order(client, function: Callable, job, bands: list, *args, in_flight: int
         submit(band)
         if len(pending) >= in_flight:
             break
+    from distributed import KilledWorker
+
     while pending:
         future = pending.popleft()
-        result = future.result()
+        try:
+            result = future.result()
+        except KilledWorker:  # Dask ran it again each time its worker died, then gave up
+            raise OSError(errno.EIO, f"{WORKER_DIED} in each try of one of its band "
+                                     "tasks (out of memory?)") from None
         future.release()
         band = next(queued, None)
         if band is not None:
