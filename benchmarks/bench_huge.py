@@ -14,6 +14,11 @@ pyramid (the same compression on both sides):
   results) beside ``vips conv`` with the same 3x3 mask (float, ``precision=float``);
 - ``convcli pool --mode average --size 2 --format tiff`` beside ``vips shrink 2 2``.
 
+``--hide imagecodecs`` runs convcli as the README's plain install does
+(tifffile deflating with Python's zlib, or ISA-L where python-isal is
+installed); ``--hide imagecodecs isal`` as it did before ISA-L; ``--only
+conv`` runs one job.
+
 Peak memory is the largest resident set of the process and all its
 children (``/usr/bin/time``'s maximum of the process tree is of one
 process only, so the children are polled here). Each figure is the median of
@@ -86,6 +91,18 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
+def hiding(folder: Path, modules: list[str]) -> dict | None:
+    """An environment in which importing `modules` fails, as where they are not installed."""
+    if not modules:
+        return None
+    stubs = folder / "hidden"
+    for name in modules:
+        (stubs / name).mkdir(parents=True, exist_ok=True)
+        (stubs / name / "__init__.py").write_text(f"raise ImportError('{name} hidden')\n")
+    path = os.pathsep.join(filter(None, [str(stubs), str(ROOT), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path)
+
+
 def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
     """The pairs of commands: (convcli, libvips) for each job."""
     convcli = [sys.executable, "-m", "convcli"]
@@ -108,6 +125,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--folder", type=Path, default=None,
                         help="Where the test images are kept between runs (default: a temp dir)")
+    parser.add_argument("--hide", nargs="*", default=[],
+                        help="Modules convcli runs without (imagecodecs, isal)")
+    parser.add_argument("--only", choices=["conv", "pool"], default=None)
     args = parser.parse_args()
     if shutil.which("vips") is None:
         sys.exit("bench_huge: needs libvips' command line (apt-get install libvips-tools)")
@@ -115,18 +135,21 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     mask = folder / "vertical.mat"
     mask.write_text(MASK)
-    print(f"| image | job | convcli s | libvips s | ratio (libvips / convcli) "
-          f"| convcli peak MB | libvips peak MB |")
+    print("| image | job | convcli s | libvips s | ratio (libvips / convcli) "
+          "| convcli peak MB | libvips peak MB |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for side in args.sides:
         image = make_image(folder, side)
         out = folder / "out"
         out.mkdir(exist_ok=True)
+        env = hiding(folder, args.hide)
         for job, (ours, theirs) in jobs(image, out, mask).items():
+            if args.only and not job.startswith(args.only.replace("pool", "average")):
+                continue
             figures = {0: [], 1: []}
             for _ in range(args.repeat):
                 for which, command in enumerate((ours, theirs)):
-                    figures[which].append(peak_run(command))
+                    figures[which].append(peak_run(command, env if which == 0 else None))
             (t0, m0), (t1, m1) = ([statistics.median(x) for x in zip(*figures[i], strict=True)]
                                   for i in (0, 1))
             print(f"| {side}x{side} ({side * side / 1e9:.2f} Gpx) | {job} | {t0:.1f} | "

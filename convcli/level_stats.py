@@ -15,10 +15,18 @@ passes over the strips:
   radix selection on the float32 bit patterns of |x|: a histogram of their
   high 16 bits, then of the low 16 bits in the one or two bins that hold the
   ranks numpy interpolates between.
+
+The statistics of a pass may also be taken in parts, rows in any order and
+anywhere (the bands of a Dask cluster): :meth:`StreamedMapping.part` gives an
+empty :class:`MappingPart`, parts are merged, and :meth:`StreamedMapping.take`
+ends the pass with the merged part. Every statistic is a smallest or largest
+value, a count, a histogram or the multiset of the largest magnitudes, so the
+result is that of the strips in order, whatever the split.
 """
 
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
@@ -122,9 +130,7 @@ class StreamedMapping:
             The strip, left unchanged.
         """
         _check_strip(values, self.width)
-        if pass_index != self._pass or self._pass >= self.passes:
-            raise ValueError(f"pass_index must be {self._pass} of {self.passes} passes, "
-                             f"got {pass_index!r}")
+        self._check_pass(pass_index)
         if row0 != self._next_row or row0 + values.shape[0] > self.height:
             raise ValueError(f"row0 must be {self._next_row} (strips in order, within "
                              f"{self.height} rows) for {values.shape[0]} rows, got {row0!r}")
@@ -137,6 +143,35 @@ class StreamedMapping:
             if self._robust is not None:
                 self._robust.end_pass(pass_index)
             self._pass, self._next_row = self._pass + 1, 0
+
+    def part(self, pass_index: int) -> MappingPart:
+        """An empty :class:`MappingPart` of the pass `pass_index` (the pass under way).
+
+        The parts of a pass, each given any rows, are merged and handed to
+        :meth:`take`; they may be made, filled and merged in other processes.
+        """
+        self._check_pass(pass_index)
+        robust = self._robust.empty_copy(pass_index) if self._robust is not None else None
+        return MappingPart(pass_index, self.width, _ValueRange() if pass_index == 0 else None,
+                           robust)
+
+    def take(self, part: MappingPart) -> None:
+        """End the pass under way with `part`, the merge of parts that hold every row once."""
+        self._check_pass(part.pass_index)
+        if self._next_row or part.rows != self.height:
+            raise ValueError(f"the parts of a pass must hold the map's {self.height} rows once "
+                             f"and alone; they hold {part.rows}")
+        if part.range is not None:
+            self._range.merge(part.range)
+        if self._robust is not None:
+            self._robust.merge(part.robust)
+            self._robust.end_pass(part.pass_index)
+        self._pass += 1
+
+    def _check_pass(self, pass_index: int) -> None:
+        if pass_index != self._pass or self._pass >= self.passes:
+            raise ValueError(f"pass_index must be {self._pass} of {self.passes} passes, "
+                             f"got {pass_index!r}")
 
     def scale(self) -> LevelScale:
         """The :class:`LevelScale` of :func:`~convcli.levels.map_levels` on the whole map."""
@@ -176,6 +211,45 @@ class StreamedMapping:
         return self._scale
 
 
+class MappingPart:
+    """The statistics of one pass over some rows of a map, mergeable with other parts.
+
+    Made by :meth:`StreamedMapping.part`; picklable. Rows are given with
+    :meth:`add` in any order; :meth:`merge` adds another part's. The merged
+    part of all the rows goes to :meth:`StreamedMapping.take`.
+
+    Attributes
+    ----------
+    pass_index : int
+    rows : int
+        The rows given so far, in all the merged parts.
+    """
+
+    def __init__(self, pass_index: int, width: int, value_range, robust):
+        self.pass_index, self.width, self.rows = pass_index, width, 0
+        self.range, self.robust = value_range, robust
+
+    def add(self, row0: int, values: np.ndarray) -> None:
+        """Take the statistics of rows ``row0 .. row0 + h`` of the map: (h, W) float32."""
+        _check_strip(values, self.width)
+        if self.range is not None:
+            self.range.add(values)
+        if self.robust is not None:
+            self.robust.add(self.pass_index, row0, values)
+        self.rows += values.shape[0]
+
+    def merge(self, other: MappingPart) -> MappingPart:
+        """Add `other`'s statistics (of other rows of the same pass) to this part; this part."""
+        if other.pass_index != self.pass_index or other.width != self.width:
+            raise ValueError("parts of another pass or another map cannot be merged")
+        if self.range is not None:
+            self.range.merge(other.range)
+        if self.robust is not None:
+            self.robust.merge(other.robust)
+        self.rows += other.rows
+        return self
+
+
 def _check_strip(values, width: int) -> None:
     """Refuse anything but a (h, `width`) float32 array with h >= 1."""
     if not isinstance(values, np.ndarray) or values.dtype != np.float32:
@@ -200,6 +274,10 @@ class _ValueRange:
             high = float(np.fmax.reduce(values, axis=None))
         if not np.isnan(low):
             self.low, self.high = min(self.low, low), max(self.high, high)
+
+    def merge(self, other: _ValueRange) -> None:
+        self.nan = self.nan or other.nan
+        self.low, self.high = min(self.low, other.low), max(self.high, other.high)
 
     def bounds(self, big: float) -> tuple[float, float]:
         """map_levels's ``(lo, hi)``: those of the values as they are or, where some are
@@ -264,6 +342,28 @@ class _RobustTop:
             kept = kept[kept.size - self._keep:].copy()
             self._floor = kept[0]
         self._kept = kept
+
+    def empty_copy(self, pass_index: int) -> _RobustTop:
+        """A copy with nothing counted, for the rows of a part of pass `pass_index`."""
+        part = copy.copy(self)
+        part._count, part._largest, part._kept, part._floor = 0, 0.0, np.empty(0, np.float32), None
+        part._high = np.zeros(_HIGH_BINS, np.int64) if pass_index == 0 and self.passes == 2 \
+            else None
+        part._low = {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin in self._low} \
+            if pass_index == 1 else {}
+        part._targets = list(self._targets)
+        return part
+
+    def merge(self, other: _RobustTop) -> None:
+        """Add the counts of `other` (an :meth:`empty_copy` given other rows) to these."""
+        self._count += other._count
+        self._largest = max(self._largest, other._largest)
+        if other._kept.size:
+            self._keep_largest(other._kept)
+        if other._high is not None:
+            self._high += other._high
+        for high_bin, counts in other._low.items():
+            self._low[high_bin] += counts
 
     def end_pass(self, pass_index: int) -> None:
         """After the high bits: the bin of each rank numpy interpolates between."""

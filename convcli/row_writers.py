@@ -43,7 +43,7 @@ import queue
 import shutil
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +136,8 @@ class RowWriter:
 
 @contextmanager
 def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: int,
-                    channels: int, dtype, overwrite: bool = False) -> Iterator[RowWriter]:
+                    channels: int, dtype, overwrite: bool = False, store_url: str | None = None,
+                    storage_options: dict | None = None) -> Iterator[RowWriter]:
     """Write an image file from its rows, given in order in bands of any height.
 
     Parameters
@@ -151,8 +152,10 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
         float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
         float32 (one channel) for ``tiff``; those or float32 for ``zarr``.
     overwrite : bool
-        As for :func:`convcli.images.save_levels`: replace an existing file
-        only if convcli wrote it; without it an existing file is kept.
+        As :func:`convcli.images.save_levels`: replace a file only if convcli wrote it.
+    store_url, storage_options : str and dict, optional
+        ``zarr``: the object-storage prefix written in place (:func:`remote_store`);
+        `path`, on this disk, stands for it in the checks above.
 
     Yields
     ------
@@ -180,22 +183,52 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     shape = (int(height), int(width), int(channels))
     with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli,
                        folder=fmt == "zarr") as output:
-        sink = None
-        if output.temporary is not None:
-            sink = _SINKS[fmt](output.temporary, shape, dtype)
-        writer = RowWriter(sink, shape, dtype)
-        try:
-            yield writer
-            writer._finish()
-        except BaseException:
-            if sink is not None:
-                sink.abort()
-            raise
+        with ExitStack() as stack:
+            sink = _open_sink(stack, output.temporary, fmt, shape, dtype, store_url,
+                              storage_options)
+            writer = RowWriter(sink, shape, dtype)
+            try:
+                yield writer
+                writer._finish()
+            except BaseException:
+                if sink is not None:
+                    sink.abort()
+                raise
     writer.written = output.written
 
 
+def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[int, int, int],
+               dtype: np.dtype, store_url: str | None, storage_options: dict | None):
+    """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
+    if temporary is None:
+        return None
+    if store_url is not None:  # `temporary`, an empty folder, stands for it on this disk
+        temporary.mkdir()
+        location = stack.enter_context(remote_store(store_url, storage_options))
+        return _zarr_sink(location, shape, dtype, storage_options)
+    return _SINKS[fmt](temporary, shape, dtype)
+
+
+@contextmanager
+def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]:
+    """Write a Zarr store at the object-storage prefix `url` in the block; `url` is yielded.
+
+    Objects cannot be renamed: a store there already (to be replaced, the
+    checks done) is removed first, and a block that raises removes what it
+    wrote. The group's attributes, with convcli's marker, are written last.
+    """
+    from .storage import remove_tree
+
+    remove_tree(url, storage_options)
+    try:
+        yield url
+    except BaseException:
+        remove_tree(url, storage_options)
+        raise
+
+
 def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
-              overwrite: bool = False) -> bool:
+              overwrite: bool = False, **store) -> bool:
     """Write a whole image through :func:`open_row_writer`, one band of :data:`TILE` rows at a time.
 
     Parameters
@@ -207,6 +240,8 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
         One of :data:`ROW_FORMATS`.
     overwrite : bool
         As for :func:`open_row_writer`.
+    **store
+        ``store_url`` and ``storage_options``, as for :func:`open_row_writer`.
 
     Returns
     -------
@@ -216,7 +251,7 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
     values = image if image.ndim == 3 else image[:, :, None]
     height, width, channels = values.shape
     with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
-                         dtype=values.dtype, overwrite=overwrite) as writer:
+                         dtype=values.dtype, overwrite=overwrite, **store) as writer:
         for top in range(0, height, TILE):
             writer.write(values[top:top + TILE])  # dropped where the file is kept
     return writer.written
@@ -376,6 +411,38 @@ def _tiles(bands: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
             yield np.ascontiguousarray(padded[:, left:left + TILE])
 
 
+ISAL_LEVEL = 1
+"""ISA-L's deflate level for TIFF tiles (0 to 3): its fastest but one, as small as level 2 here."""
+
+
+def _isal_zlib():
+    """python-isal's zlib module (ISA-L deflate, zlib streams), or None where it is missing."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return None
+    return isal_zlib
+
+
+def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype) -> Iterator:
+    """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L.
+
+    tifffile deflates with imagecodecs, or Python's zlib without it (50 times
+    slower than ISA-L on a float32 map); where python-isal is installed the
+    tiles go to tifffile already encoded, a zlib stream each as the TIFF's
+    deflate holds (any deflate reader reads them), after the horizontal
+    predictor for levels (each sample minus the one to its left, modulo 2**n).
+    """
+    isal_zlib = _isal_zlib()
+    if isal_zlib is None:
+        yield from _tiles(bands)
+        return
+    for tile in _tiles(bands):
+        if dtype.kind == "u":
+            tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
+        yield isal_zlib.compress(tile, ISAL_LEVEL)
+
+
 def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
     """tifffile's ``write`` options for one level of `shape` (H, W, C)."""
     height, width, channels = shape
@@ -446,7 +513,8 @@ class _TiffSink:
 
     def _write_full_size(self) -> None:
         try:
-            self._tiff.write(_tiles(self._queued_bands()), subifds=len(self._levels) or None,
+            self._tiff.write(_tile_data(self._queued_bands(), self._dtype),
+                             subifds=len(self._levels) or None,
                              **_tiff_options(self._shape, self._dtype))
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
@@ -502,7 +570,7 @@ class _TiffSink:
             for level in self._levels:
                 carry = level.finish(carry)
             for level in self._levels:
-                self._tiff.write(_tiles(level.bands()), subfiletype=1,
+                self._tiff.write(_tile_data(level.bands(), self._dtype), subfiletype=1,
                                  **_tiff_options(level.shape, self._dtype))
             self._tiff.close()
         finally:
@@ -528,11 +596,12 @@ class _TiffSink:
             level.remove()
 
 
-def _zarr_sink(temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+def _zarr_sink(temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
+               storage_options: dict | None = None):
     """A Zarr store (:class:`convcli.zarr_stores.StoreSink`), zarr imported only here."""
     from .zarr_stores import StoreSink
 
-    return StoreSink(temporary, shape, dtype)
+    return StoreSink(temporary, shape, dtype, storage_options)
 
 
 _SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": _TiffSink, "zarr": _zarr_sink}

@@ -166,13 +166,24 @@ def dirname(url: str) -> str:
 
 
 def list_names(folder: str, options: dict | None = None) -> set[str]:
-    """The names of the objects directly in `folder` (one listing request); empty if none."""
+    """The names of the objects directly in `folder`, and of the Zarr stores (prefixes named
+    ``*.zarr``) there (one listing request); empty if none."""
     fs, path = filesystem(folder, options)
     try:
         entries = fs.ls(path, detail=True)
     except FileNotFoundError:
         return set()
-    return {basename(e["name"]) for e in entries if e.get("type") != "directory"}
+    return {basename(e["name"].rstrip("/")) for e in entries if e.get("type") != "directory"
+            or e["name"].rstrip("/").lower().endswith(".zarr")}
+
+
+def remove_tree(url: str, options: dict | None = None) -> None:
+    """Remove every object under the prefix `url` (none there: nothing to do)."""
+    fs, path = filesystem(url, options)
+    try:
+        fs.rm(path, recursive=True)
+    except FileNotFoundError:
+        pass
 
 
 def download(url: str, local: str, options: dict | None = None) -> None:

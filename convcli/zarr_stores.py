@@ -277,11 +277,12 @@ def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
 class _StoreLevel:
     """One dataset of a written store, filled a band of chunk rows at a time."""
 
-    def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype):
+    def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
+                 top: int = 0):
         self._array = array
         self._band = np.empty((array.chunks[-2], size[1], channels), dtype)
         self._rows = 0  # rows in the band
-        self._top = 0  # the band's first row in the image
+        self._top = top  # the band's first row in the image
 
     def add(self, rows: np.ndarray) -> None:
         start = 0
@@ -310,31 +311,20 @@ class _StoreLevel:
 class StoreSink:
     """A ``zarr`` output of :func:`convcli.row_writers.open_row_writer` (see the module docstring).
 
-    `temporary` is the folder to make; the writer renames it into place.
+    `temporary` is the folder to make (the writer renames it into place), or
+    the URL of an object-storage prefix written in place.
     """
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
-        zarr = require_zarr("--format zarr needs zarr")
-        from numcodecs import Blosc
-
-        from .row_writers import TILE, RowHalver
+    def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
+                 storage_options: dict | None = None):
+        from .row_writers import RowHalver
 
         self._shape, self._dtype = shape, dtype
         sizes = level_sizes(shape[0], shape[1])
-        group = zarr.open_group(store=zarr.storage.LocalStore(str(temporary)), mode="w-",
-                                zarr_format=2)
-        self._group = group
-        channels = shape[2]
-        self._levels = []
-        for index, (height, width) in enumerate(sizes):
-            array = group.create_array(
-                str(index), dtype=dtype, fill_value=0,
-                shape=(height, width) if channels == 1 else (channels, height, width),
-                chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
-                compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
-                chunk_key_encoding={"name": "v2", "separator": "/"})
-            self._levels.append(_StoreLevel(array, (height, width), channels, dtype))
-        self._halvers = [RowHalver(size, channels, dtype) for size in sizes[:-1]]
+        self._group, arrays = create_store(temporary, shape, dtype, storage_options)
+        self._levels = [_StoreLevel(array, size, shape[2], dtype)
+                        for array, size in zip(arrays, sizes, strict=True)]
+        self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
 
     def write(self, rows: np.ndarray) -> None:
         self._levels[0].add(rows)
@@ -353,3 +343,120 @@ class StoreSink:
 
     def abort(self) -> None:
         """Nothing to close: the writer removes the temporary folder."""
+
+
+def _store(location, storage_options: dict | None = None):
+    """The zarr store at `location`: a local folder, or an object-storage URL (fsspec)."""
+    zarr = require_zarr("--format zarr needs zarr")
+    text = str(location)
+    if "://" in text:
+        return zarr.storage.FsspecStore.from_url(text, storage_options=storage_options or {})
+    return zarr.storage.LocalStore(text)
+
+
+def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
+                 storage_options: dict | None = None) -> tuple[object, list]:
+    """A new store at `location` with an empty array for each level: the group and the arrays.
+
+    The layout of :class:`StoreSink` (see the module docstring); the group's
+    attributes are set once every level is written (:func:`finish_store`).
+    """
+    zarr = require_zarr("--format zarr needs zarr")
+    from numcodecs import Blosc
+
+    from .row_writers import TILE
+
+    group = zarr.open_group(store=_store(location, storage_options), mode="w-", zarr_format=2)
+    channels, arrays = shape[2], []
+    for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
+        arrays.append(group.create_array(
+            str(index), dtype=dtype, fill_value=0,
+            shape=(height, width) if channels == 1 else (channels, height, width),
+            chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
+            compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
+            chunk_key_encoding={"name": "v2", "separator": "/"}))
+    return group, arrays
+
+
+def band_levels(band_rows: int, levels: int) -> int:
+    """How many levels bands of `band_rows` rows (from a multiple of it) fill alone.
+
+    Level ``k`` of such a band is whole chunk rows where `band_rows` is a
+    multiple of ``256 * 2**k``: no two bands write one chunk.
+
+    >>> band_levels(1024, 7), band_levels(768, 7), band_levels(1024, 2)
+    (3, 1, 2)
+    """
+    from .row_writers import TILE
+
+    count = 0
+    while count < levels and band_rows % (TILE << count) == 0:
+        count += 1
+    return count
+
+
+class StoreBand:
+    """Rows ``top ..`` of an image written into a store :func:`create_store` made (a task's band).
+
+    Levels ``0 .. levels - 1`` are written (see :func:`band_levels`); `last`
+    says the band ends the image (an odd last row is averaged with itself).
+    Several processes write the bands of one store at once.
+    """
+
+    def __init__(self, location, shape: tuple[int, int, int], dtype: np.dtype, *, top: int,
+                 levels: int, last: bool, storage_options: dict | None = None):
+        zarr = require_zarr("--format zarr needs zarr")
+        from .row_writers import RowHalver
+
+        group = zarr.open_group(store=_store(location, storage_options), mode="r+")
+        sizes = level_sizes(shape[0], shape[1])[:levels]
+        self._levels = [_StoreLevel(group[str(k)], size, shape[2], dtype, top=top >> k)
+                        for k, size in enumerate(sizes)]
+        self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
+        self._last = last
+        self._empty = np.empty((0,) + shape[1:], dtype)
+
+    def write(self, rows: np.ndarray) -> None:
+        self._levels[0].add(rows)
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.add(rows)
+            level.add(rows)
+
+    def close(self) -> None:
+        self._levels[0].flush()
+        rows = self._empty
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.finish(rows) if self._last else halver.add(rows)
+            level.add(rows)
+            level.flush()
+
+
+def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
+                 storage_options: dict | None = None) -> None:
+    """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
+
+    The bands of a cluster's tasks write the first `written` levels
+    (:class:`StoreBand`); the smaller levels are made here, band by band.
+    """
+    zarr = require_zarr("--format zarr needs zarr")
+    from .row_writers import TILE, RowHalver
+
+    group = zarr.open_group(store=_store(location, storage_options), mode="r+")
+    sizes = level_sizes(shape[0], shape[1])
+    channels = shape[2]
+    if written < len(sizes):
+        source = group[str(written - 1)]
+        levels = [_StoreLevel(group[str(k)], sizes[k], channels, dtype)
+                  for k in range(written, len(sizes))]
+        halvers = [RowHalver(size, channels, dtype) for size in sizes[written - 1:-1]]
+        height = sizes[written - 1][0]
+        for top in range(0, height, 2 * TILE):
+            rows = source[top:top + 2 * TILE] if channels == 1 else source[:, top:top + 2 * TILE]
+            rows = rows[:, :, None] if channels == 1 else np.moveaxis(rows, 0, 2)
+            last = top + 2 * TILE >= height
+            for halver, level in zip(halvers, levels, strict=True):
+                rows = halver.finish(rows) if last else halver.add(rows)
+                level.add(rows)
+        for level in levels:
+            level.flush()
+    group.attrs.update(ome_attributes(shape, len(sizes)))

@@ -98,6 +98,75 @@ def test_strips_give_the_levels_and_scale_of_the_whole_map(case):
                             cuts=case["cuts"], max_kept=case["max_kept"])
 
 
+def merged_in_parts(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 << 20, seed=0):
+    """The levels and scale of `x` from parts of each pass (strips cut at `cuts`), each part
+    given its strips out of order, pickled, and merged in a shuffled order and grouping."""
+    import pickle
+
+    height, width = x.shape
+    plan = StreamedMapping(method, white=white, depth=depth, height=height, width=width,
+                           margin=margin, max_kept=max_kept)
+    bounds = [0, *cuts, height]
+    strips = list(zip(bounds, bounds[1:], strict=False))
+    g = np.random.default_rng(seed)
+    for pass_index in range(plan.passes):
+        parts = []
+        for group in np.array_split(g.permutation(len(strips)), g.integers(1, len(strips) + 1)):
+            part = plan.part(pass_index)
+            for k in group:
+                part.add(strips[k][0], x[strips[k][0]:strips[k][1]])
+            parts.append(pickle.loads(pickle.dumps(part)))
+        while len(parts) > 1:  # merged pairwise, in a random order
+            a = parts.pop(int(g.integers(len(parts))))
+            b = parts.pop(int(g.integers(len(parts))))
+            parts.append(a.merge(b))
+        plan.take(parts[0])
+    return plan.levels(x), plan.scale()
+
+
+@given(case=mappings())
+def test_parts_merged_in_any_order_give_the_levels_and_scale_of_the_whole_map(case):
+    x = sample_map(case["kind"], case["shape"], case["seed"])
+    depth, white = case["levels"]
+    for method in MAPPINGS:
+        want_levels, want = map_levels(x, method, white=white, depth=depth,
+                                       margin=case["margin"])
+        levels, scale = merged_in_parts(x, method, depth=depth, white=white,
+                                        margin=case["margin"], cuts=case["cuts"],
+                                        max_kept=case["max_kept"], seed=case["seed"])
+        np.testing.assert_array_equal(levels, want_levels)
+        assert scale == want
+        for got, expected in zip(scale[1:3], want[1:3], strict=True):
+            assert np.float64(got).tobytes() == np.float64(expected).tobytes()
+
+
+@pytest.mark.parametrize("max_kept", [RADIX, 70_000, 1 << 20])
+def test_large_maps_merged_in_parts_trim_the_largest_as_strips_do(max_kept):
+    """700x900 in 64-row strips: parts keep and trim their largest, or count histograms."""
+    x = sample_map("ties", (700, 900), seed=3)
+    for method in ("robust", "minmax"):
+        want_levels, want = map_levels(x, method, white=255, depth=8, margin=3)
+        levels, scale = merged_in_parts(x, method, depth=8, white=255, margin=3,
+                                        cuts=list(range(64, 700, 64)), max_kept=max_kept)
+        np.testing.assert_array_equal(levels, want_levels)
+        assert scale == want
+
+
+def test_a_part_of_too_few_rows_or_another_pass_is_refused():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    plan = StreamedMapping("robust", white=255, depth=8, height=4, width=3, max_kept=0)
+    part = plan.part(0)
+    part.add(0, x[:3])
+    with pytest.raises(ValueError, match="hold the map's 4 rows once"):
+        plan.take(part)
+    with pytest.raises(ValueError, match="pass_index must be 0"):
+        plan.part(1)
+    part.add(3, x[3:])
+    plan.take(part)
+    with pytest.raises(ValueError, match="another pass"):
+        plan.part(1).merge(part)
+
+
 @pytest.mark.parametrize("kind", ["normal", "ties", "non-finite", "huge", "negative zeros"])
 @pytest.mark.parametrize("max_kept", [RADIX, 1 << 20])
 def test_large_maps_take_the_sampled_percentile_and_match(kind, max_kept):

@@ -130,6 +130,32 @@ def test_tiff_holds_the_rows_and_a_pyramid_of_2x2_means(tmp_path, case):
     assert os.listdir(tmp_path) == ["out.tif"]  # the levels' temporaries are gone
 
 
+@pytest.mark.parametrize("case", [TIFF_CASES[i] for i in (1, 3, 4)], ids=str)
+def test_tiff_tiles_deflated_by_isal_are_zlib_streams_of_the_same_levels(tmp_path, case,
+                                                                         monkeypatch):
+    """With python-isal the tiles come encoded (its deflate, the predictor applied here);
+    without it tifffile deflates them: the same values at every level, the same tags."""
+    import zlib
+
+    pytest.importorskip("isal")
+    values = _values(case.shape, case.dtype, seed=3)
+    cuts = np.random.default_rng(2).integers(0, case.shape[0], 4)
+    assert _write(tmp_path / "isal.tif", values, cuts, "tiff").written
+    monkeypatch.setattr(row_writers, "_isal_zlib", lambda: None)
+    assert _write(tmp_path / "zlib.tif", values, cuts, "tiff").written
+    fast, plain = _tiff_levels(tmp_path / "isal.tif"), _tiff_levels(tmp_path / "zlib.tif")
+    assert len(fast) == len(plain) > 1
+    for (tags, stored), (plain_tags, plain_stored) in zip(fast, plain, strict=True):
+        np.testing.assert_array_equal(stored, plain_stored)
+        for name in ("Compression", "Predictor", "TileWidth", "ImageWidth", "SampleFormat"):
+            assert tags.valueof(name) == plain_tags.valueof(name), name
+    with tifffile.TiffFile(tmp_path / "isal.tif") as tif:  # each tile a zlib stream
+        page = tif.pages[0]
+        tif.filehandle.seek(page.dataoffsets[0])
+        tile = zlib.decompress(tif.filehandle.read(page.databytecounts[0]))
+        assert len(tile) == TILE * TILE * case.shape[2] * np.dtype(case.dtype).itemsize
+
+
 @pytest.mark.parametrize("case", [c for c in TIFF_CASES if c.shape[2] in (1, 3)
                                   and c.dtype == np.uint8], ids=str)
 def test_tiff_reads_back_through_pillow_and_by_regions(tmp_path, case):

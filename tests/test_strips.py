@@ -41,14 +41,24 @@ def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
     return Kernel(label, "random", weights)
 
 
-def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: int = 1 << 20) -> None:
-    """Strips equal the whole result; the layers' dense engine from `dense` values."""
+def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: int = 1 << 20,
+                              cuts: tuple[int, ...] = ()) -> None:
+    """Strips equal the whole result; the layers' dense engine from `dense` values.
+
+    With `cuts`, the result is computed in bands cut at those output rows (as
+    a cluster's tasks compute it), each band in strips from its first row.
+    """
     with np.errstate(all="ignore"), mock.patch.object(conv, "DENSE_DEPTHWISE_VALUES", dense):
         # As a file is processed: inf - inf is NaN, no warning.
         whole = np.asarray(op.compute(pic), np.float32)
-        parts = [rows for _, rows in strip_results(op, PictureRows.of(pic),
-                                                    rows_per_strip=rows_per_strip,
-                                                    min_band_values=dense)]
+        geometry = row_geometry(op, pic.pixels.shape[0], pic.pixels.shape[1])
+        ends = sorted({c for c in cuts if 0 < c < geometry.out_rows}
+                      if geometry.out_rows > geometry.align else ())
+        bounds = [0, *ends, geometry.out_rows]
+        parts = [rows for band in zip(bounds, bounds[1:], strict=False)
+                 for _, rows in strip_results(op, PictureRows.of(pic),
+                                              rows_per_strip=rows_per_strip,
+                                              min_band_values=dense, band=band)]
     strips = np.concatenate(parts, axis=0)
     assert strips.shape == whole.shape
     # Bit for bit (-0.0 told from 0.0); NaN where the whole result has NaN, of either sign.
@@ -77,9 +87,9 @@ def conv_ops(draw):
 @given(op=conv_ops(), seed=st.integers(0, 2**16), height=st.integers(1, 60),
        width=st.integers(1, 30), n_channels=st.integers(1, 4), rows=st.integers(1, 20),
        odd=st.booleans(), tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]),
-       dense=st.sampled_from([1, 64, 1 << 20]))
+       dense=st.sampled_from([1, 64, 1 << 20]), cuts=st.lists(st.integers(1, 30), max_size=3))
 def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows, odd,
-                                         tile_values, dense):
+                                         tile_values, dense, cuts):
     # Small engine tiles make a small image several tiles tall, as a wide one is.
     pic = _picture(seed, height, width, n_channels, odd=odd)
     try:
@@ -87,15 +97,16 @@ def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, r
     except ValueError:
         return  # too small for the kernel: refused whole as in strips
     with mock.patch.object(correlate, "TILE_VALUES", tile_values):
-        assert_strips_equal_whole(op, pic, rows, dense=dense)
+        assert_strips_equal_whole(op, pic, rows, dense=dense, cuts=tuple(cuts))
 
 
 @given(mode=st.sampled_from(POOL_MODES), size=st.integers(1, 5), stride=st.integers(1, 4),
        pad=st.integers(0, 2), ceil=st.booleans(), seed=st.integers(0, 2**16),
        height=st.integers(1, 40), width=st.integers(1, 12), n_channels=st.integers(1, 4),
-       rows=st.integers(1, 20), odd=st.booleans())
+       rows=st.integers(1, 20), odd=st.booleans(),
+       cuts=st.lists(st.integers(1, 30), max_size=3))
 def test_pool_in_strips_is_the_whole_pool(mode, size, stride, pad, ceil, seed, height, width,
-                                         n_channels, rows, odd):
+                                         n_channels, rows, odd, cuts):
     if pad > size // 2:
         pad = size // 2
     op = ops.PoolOp(mode=mode, size=size, stride=stride, pad=pad, ceil=ceil)
@@ -104,7 +115,7 @@ def test_pool_in_strips_is_the_whole_pool(mode, size, stride, pad, ceil, seed, h
         op.check(pic)
     except ValueError:
         return
-    assert_strips_equal_whole(op, pic, rows)
+    assert_strips_equal_whole(op, pic, rows, cuts=tuple(cuts))
 
 
 @given(pad=st.one_of(st.integers(0, 6), st.tuples(*[st.integers(0, 6)] * 4)),
@@ -163,3 +174,13 @@ def test_the_gradients_have_no_strips():
     with pytest.raises(ValueError, match="computed whole"):
         next(strip_results(ops.GradConvOp(conv), PictureRows.of(_picture(0, 9, 9, 1)),
                            rows_per_strip=2))
+
+
+def test_a_last_pooling_window_over_the_edge_in_a_strip_of_its_own():
+    """--ceil: the last window of an odd height starts on the last row; its strip reads a
+    whole window (it read one row, and pool_forward refused it)."""
+    for height in (3, 5, 9):
+        op = ops.PoolOp(mode="max", size=2, stride=2, ceil=True)
+        assert_strips_equal_whole(op, _picture(height, height, 4, 1), 1)
+        op = ops.PoolOp(mode="average", size=3, stride=2, pad=1, ceil=True)
+        assert_strips_equal_whole(op, _picture(height, height, 4, 2), 1, cuts=(1, 2))

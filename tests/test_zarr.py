@@ -269,9 +269,20 @@ def test_a_store_on_object_storage_is_read_where_it_is(pairs, tmp_path):
         assert result.exit_code == 0 and "1 processed" in result.stderr, result.output
     assert np.array_equal(_pixels(tmp_path / "url" / "a_conv-vertical-sum.png"),
                           _pixels(tmp_path / "tiff" / "a_conv-vertical-sum.png"))
-    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
-                 "-o", "memory://zarr-test/out")
-    assert_one_line_error(result, 2, "not on object storage yet")
+    for out in (tmp_path / "disk", "memory://zarr-test/out"):  # whole, and in strips
+        for memory in ("4G", "1M"):
+            result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
+                         "-o", out, "--memory", memory, "--overwrite")
+            assert result.exit_code == 0 and "1 processed" in result.stderr, result.output
+            assert ("in strips" in result.stderr) == (memory == "1M")
+    local = zarr.open_group(str(tmp_path / "disk" / "a_pool-max-f2-s2-L.zarr"), mode="r")
+    remote = zarr.open_group("memory://zarr-test/out/a_pool-max-f2-s2-L.zarr", mode="r")
+    assert dict(remote.attrs) == dict(local.attrs) and "convcli" in remote.attrs
+    for key in local.array_keys():
+        np.testing.assert_array_equal(remote[key][:], local[key][:])
+    again = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
+                "-o", "memory://zarr-test/out", "-v")
+    assert again.exit_code == 0 and "1 skipped" in again.stderr, again.output
 
 
 def test_overwrite_in_a_folder_replaces_only_stores_convcli_wrote(pairs, tmp_path):
@@ -284,3 +295,27 @@ def test_overwrite_in_a_folder_replaces_only_stores_convcli_wrote(pairs, tmp_pat
     result = run("conv", "-k", "vertical", source, "-o", out, "--format", "zarr", "--overwrite")
     assert result.exit_code == 1 and "not written by convcli" in result.stderr
     assert zarr.open_array(str(store), mode="r").shape == (4, 4)
+
+
+def test_a_store_on_object_storage_not_written_by_convcli_is_kept(pairs, monkeypatch):
+    """--overwrite replaces only convcli's stores there, as on disk; a failed write leaves none."""
+    pytest.importorskip("fsspec")
+    from convcli import zarr_stores
+
+    theirs = "memory://zarr-kept/out/a_pool-max-f2-s2-L.zarr"
+    zarr.create_array(theirs, data=np.ones((4, 4), np.uint8))
+    for memory in ("4G", "1M"):
+        result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o",
+                     "memory://zarr-kept/out", "--memory", memory, "--overwrite")
+        assert result.exit_code == 1 and "not written by convcli" in result.stderr, result.output
+        np.testing.assert_array_equal(zarr.open_array(theirs, mode="r")[:], 1)
+    def full(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(zarr_stores.StoreSink, "close", full)
+    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o",
+                 "memory://zarr-kept/failed", "--memory", "1M")
+    assert result.exit_code == 1 and "no space left" in result.stderr.lower(), result.output
+    import fsspec
+
+    assert not fsspec.filesystem("memory").exists("/zarr-kept/failed/a_pool-max-f2-s2-L.zarr")

@@ -245,6 +245,14 @@ class Task:
         For an output folder on object storage, the names in it that start with
         the stem (from one listing of the folder for the whole run); None: ask
         the file system.
+    stores_at : str
+        An object-storage folder the Zarr outputs (``--format zarr``) are
+        written to in place, while `out_dir` is the local staging folder
+        that stands for it (:func:`convcli.app.process._process_staged`); "": none.
+    downloaded : bool
+        `source` is a copy on this machine's disk of an object downloaded
+        from object storage: a cluster's band tasks could not read it there,
+        so a large one is processed in strips by this worker alone.
     memory : int or None
         The bytes one file's work may take (``--memory``): an image whose
         whole-image work would take more is processed in strips
@@ -268,6 +276,8 @@ class Task:
     protected: tuple[str, ...] = ()
     out_file: str = ""
     storage_options: dict | None = None
+    stores_at: str = ""
+    downloaded: bool = False
     existing: tuple[str, ...] | None = None
     memory: int | None = None
     replace_any: bool = False

@@ -206,7 +206,6 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     So does a Zarr store over ``--max-pixels``, which guards whole reads.
     """
     from ..regions import open_regions
-    from .streamed import process_in_strips
     from .strips import in_strips
 
     if not in_strips(task.op):
@@ -229,15 +228,33 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                               "outputs exist (use --overwrite to replace them)")
         Path(task.out_dir).mkdir(parents=True, exist_ok=True)
         written.todo = len(todo)
-        not_finite = process_in_strips(task, source, todo, budget=budget, timings=timings,
+        not_finite, tasks = _in_strips(task, source, todo, budget=budget, timings=timings,
                                        written=written.paths, records=written.records)
         records = written.records
-        notes = list(source.notes) + [f"processed in strips (its work would take about "
+        where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
+        notes = list(source.notes) + [f"processed in strips{where} (its work would take about "
                                       f"{size / 2**30:.1f} GiB; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
                       hints=_hints(task.op, tuple(source.channels)))
+
+
+def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, int]:
+    """The outputs `todo` written in strips: here, or as band tasks on the Dask cluster
+    whose worker runs this (:mod:`convcli.app.streamed_cluster`).
+
+    Returns the count of non-finite values and the number of band tasks (0: here).
+    """
+    from .streamed import process_in_strips
+    from .streamed_cluster import cluster_client, process_on_cluster
+
+    # A copy downloaded here is on this machine's disk only: the other workers cannot read it.
+    client = None if task.downloaded else cluster_client()
+    if client is None:
+        return process_in_strips(task, source, todo, **kwargs), 0
+    with client as connected:
+        return process_on_cluster(task, source, todo, client=connected, **kwargs)
 
 
 def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
@@ -386,7 +403,17 @@ def _save_store(path: Path, image: np.ndarray, task: Task) -> bool:
     """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
     from ..row_writers import save_rows
 
-    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite)
+    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
+                     **store_place(task, path))
+
+
+def store_place(task: Task, path) -> dict:
+    """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
+    :func:`convcli.row_writers.open_row_writer` where it goes to object storage, else none."""
+    if not task.stores_at:
+        return {}
+    return {"store_url": storage.join(task.stores_at, Path(path).name),
+            "storage_options": task.storage_options}
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -449,8 +476,10 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
             start = time.perf_counter()
             _fetch(task.source, source, options)
             timings["download"] = time.perf_counter() - start
+        downloaded = source != task.source
         if not is_url(task.out_dir):
-            result = _process(replace(task, source=source), timings, written)
+            result = _process(replace(task, source=source, downloaded=downloaded), timings,
+                              written)
             return replace(result, source=task.source)
         out = os.path.join(staging, "output")
         os.makedirs(out)
@@ -458,14 +487,13 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
         if existing is None:
             existing = [n for n in storage.list_names(task.out_dir, options)
                         if named_for_stem(n, task.stem)]
+        stores = FORMATS[task.fmt].folder  # written in place, see store_place
         for name in existing:
-            if task.overwrite:
-                _fetch(storage.join(task.out_dir, name), os.path.join(out, name), options)
-            else:
-                open(os.path.join(out, name), "wb").close()
+            _stand_in(task, name, out, overwrite=task.overwrite)
         folder = task.out_dir.rstrip("/")
         staged_task = replace(
-            task, source=source, out_dir=out, existing=None,
+            task, source=source, downloaded=downloaded, out_dir=out, existing=None,
+            stores_at=task.out_dir if stores else "",
             out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
             protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
                             if is_url(p) and storage.dirname(p) == folder),
@@ -476,10 +504,31 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
         start = time.perf_counter()
         for path in staged.paths:
             url = storage.join(task.out_dir, os.path.basename(path))
-            storage.upload(path, url, options)
+            if not (stores and os.path.isdir(path)):  # a store is there already
+                storage.upload(path, url, options)
             written.paths.append(url)
         timings["upload"] = time.perf_counter() - start
         return replace(result, source=task.source, outputs=tuple(written.paths))
+
+
+def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
+    """An output `name` on object storage, on the staging disk: an empty file, or a copy to
+    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only."""
+    url, local = storage.join(task.out_dir, name), os.path.join(staging, name)
+    if not is_store_name(name):
+        if overwrite:
+            _fetch(url, local, task.storage_options)
+        else:
+            open(local, "wb").close()
+        return
+    os.makedirs(local)
+    if overwrite:  # whether convcli wrote it is in .zattrs (zarr.json for Zarr format 3)
+        for meta in (".zattrs", "zarr.json"):
+            try:
+                storage.download(storage.join(url, meta), os.path.join(local, meta),
+                                 task.storage_options)
+            except FileNotFoundError:
+                continue
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int

@@ -529,7 +529,8 @@ def _check_not_an_image_name(out_dir: str) -> None:
 
 
 def _check_folder_format(target: _Target) -> None:
-    """A Zarr output is a folder: not to standard output or object storage; zarr installed."""
+    """A Zarr output is a folder (or an object-storage prefix): not to standard output; zarr
+    installed."""
     from ..zarr_stores import require_zarr
     from .names import FORMATS
 
@@ -538,9 +539,6 @@ def _check_folder_format(target: _Target) -> None:
     if target.stdout:
         raise OptionError(f"--format {target.fmt} writes a folder, which cannot go to standard "
                           "output: give -o a folder or a .zarr name", "-o -")
-    if is_url(target.folder):
-        raise OptionError(f"--format {target.fmt} writes folders on a local or mounted disk, "
-                          "not on object storage yet", "-o")
     require_zarr(f"--format {target.fmt} needs zarr")
 
 

@@ -32,7 +32,7 @@ from ..level_stats import StreamedMapping
 from ..levels import LevelScale
 from ..row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from .names import FORMATS
-from .process import output_record
+from .process import output_record, store_place
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
@@ -233,7 +233,8 @@ class _Outputs:
                 # Registered first, so called once the writer has closed (last in, first out).
                 stack.callback(self._record, out, writers, len(writers), written, records)
                 writers.append(stack.enter_context(open_row_writer(
-                    out.path, overwrite=self.task.overwrite, **self._layout(out))))
+                    out.path, overwrite=self.task.overwrite, **self._layout(out),
+                    **store_place(self.task, out.path))))
             for _, result in strips:
                 not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
                 for out, writer in zip(self.todo, writers, strict=True):

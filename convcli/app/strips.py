@@ -134,16 +134,25 @@ class Strip:
     skip: int
 
 
-def plan_strips(geometry: RowGeometry, height: int, rows_per_strip: int) -> list[Strip]:
-    """The strips of `rows_per_strip` output rows (the last may have fewer) covering the result."""
+def plan_strips(geometry: RowGeometry, height: int, rows_per_strip: int,
+                band: tuple[int, int] | None = None) -> list[Strip]:
+    """The strips of `rows_per_strip` output rows (the last may have more) covering the result.
+
+    With `band`, ``(out0, out1)``, only those output rows, from ``out0`` on:
+    the bands of a result cut anywhere give the strips' rows, bit for bit.
+    A result that one engine tile holds is one strip (and must be one band).
+    """
     if rows_per_strip < 1:
         raise ValueError(f"rows_per_strip must be >= 1, got {rows_per_strip}")
+    out0, out1 = band if band is not None else (0, geometry.out_rows)
     if geometry.out_rows <= geometry.align:  # one engine tile holds the whole result
+        if (out0, out1) != (0, geometry.out_rows):
+            raise ValueError(f"a result of {geometry.out_rows} rows is computed in one band")
         rows_per_strip = max(1, geometry.out_rows)
-    starts = list(range(0, geometry.out_rows, rows_per_strip))
-    if len(starts) > 1 and geometry.out_rows - starts[-1] < rows_per_strip:
+    starts = list(range(out0, out1, rows_per_strip))
+    if len(starts) > 1 and out1 - starts[-1] < rows_per_strip:
         del starts[-1]  # the last strip takes the rest: none is shorter than the others
-    ends = [*starts[1:], geometry.out_rows]
+    ends = [*starts[1:], out1]
     return [_strip(geometry, height, out0, out1) for out0, out1 in zip(starts, ends, strict=True)]
 
 
@@ -166,6 +175,10 @@ def _strip(g: RowGeometry, height: int, out0: int, out1: int) -> Strip:
     end = max(last * g.stride - t + s for t, s in zip(g.tops, g.spans, strict=True))
     if not g.bordered:
         end = height if end >= height or out1 == g.out_rows else end
+        # A last window that --ceil lets hang over the edge: the band holds a whole window.
+        short = max(g.spans) - 2 * top - (end - first * g.stride)
+        if short > 0:
+            first = max(0, first - -(-short // g.stride))
     return Strip(out0, out1, first * g.stride, end, out0 - first)
 
 
@@ -194,8 +207,8 @@ def border_of(op) -> tuple[str | None, float]:
     return None, 0.0
 
 
-def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | None = None
-                  ) -> Iterator[tuple[Strip, np.ndarray]]:
+def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | None = None,
+                  band: tuple[int, int] | None = None) -> Iterator[tuple[Strip, np.ndarray]]:
     """``op.compute`` of the whole image, a strip of output rows at a time.
 
     Parameters
@@ -212,6 +225,9 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
         Values in a band's row block, at least: the size from which the
         layers take their dense engine (``convcli.conv.DENSE_DEPTHWISE_VALUES``,
         the default), so that every band takes the engine the whole image takes.
+    band : (int, int), optional
+        Only output rows ``band[0] .. band[1] - 1`` (a task of a cluster's),
+        in strips from ``band[0]`` on (:func:`plan_strips`).
 
     Yields
     ------
@@ -225,17 +241,23 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")
     mode, value = border_of(op)
-    # The layers choose their engine by the input's size: bands as large as the
-    # threshold choose as the whole image does.
-    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
-        if min_band_values is None:
-            min_band_values = conv.DENSE_DEPTHWISE_VALUES
-        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, source.width)))
-    for strip in plan_strips(geometry, source.height, rows_per_strip):
+    rows_per_strip = strip_rows(op, source.width, rows_per_strip, min_band_values)
+    for strip in plan_strips(geometry, source.height, rows_per_strip, band):
         pixels = _band(source, strip, mode, _fill(source, value))
         pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
         result = op.compute(pic)
         yield strip, result[strip.skip: strip.skip + strip.out1 - strip.out0]
+
+
+def strip_rows(op, width: int, rows_per_strip: int, min_band_values: int | None = None) -> int:
+    """The output rows of :func:`strip_results`'s strips: `rows_per_strip`, or more for conv's
+    ``--channels each``, whose layers choose their engine by the input's size: bands as
+    large as the threshold (`min_band_values`) choose as the whole image does."""
+    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
+        if min_band_values is None:
+            min_band_values = conv.DENSE_DEPTHWISE_VALUES
+        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, width)))
+    return rows_per_strip
 
 
 def _fill(source, value: float) -> np.ndarray:
