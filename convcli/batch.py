@@ -68,6 +68,10 @@ class FileResult:
         image how values became levels): see :mod:`convcli.app.manifest`.
     hints : tuple of str
         Tips about the options, said once per run however many files give them.
+    fatal : str
+        For a failure of what every file needs (the object store: see
+        :class:`convcli.storage.StoreError`), its reason: the run stops, and
+        says it once.
     """
 
     source: str
@@ -78,6 +82,7 @@ class FileResult:
     detail: str = ""
     records: tuple[dict, ...] = ()
     hints: tuple[str, ...] = ()
+    fatal: str = ""
 
 
 def default_jobs() -> int:

@@ -128,7 +128,10 @@ def process_file(task: Task) -> FileResult:
         return result
     except (*EXPECTED_ERRORS, MissingExtra) as exc:  # no zarr: this file fails, the run goes on
         message = describe_error(exc, task.source, task.out_dir)
-        return _partial(task, "failed", _with(message, said), written, timings)
+        result = _partial(task, "failed", _with(message, said), written, timings)
+        if isinstance(exc, storage.StoreError):  # the store failed: the run stops
+            result = replace(result, fatal=exc.strerror)
+        return result
     except KeyboardInterrupt:
         finished = written.todo == len(written.paths)
         return _partial(task, "done" if finished else "stopped",
@@ -445,7 +448,12 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
                             if is_url(p) and storage.dirname(p) == folder),
         )
         staged = _Written()
-        result = _process(staged_task, timings, staged)
+        try:
+            result = _process(staged_task, timings, staged)
+        except OSError as exc:  # named as the user knows it: its URL, not the staging path
+            if isinstance(exc.filename, str) and exc.filename.startswith(out + os.sep):
+                exc.filename = storage.join(task.out_dir, os.path.basename(exc.filename))
+            raise
         written.records, written.todo = staged.records, staged.todo
         start = time.perf_counter()
         for path in staged.paths:

@@ -125,6 +125,13 @@ class Reporter:
     def add(self, result, source: str) -> None:
         """One file's result (a :class:`convcli.batch.FileResult`); `source` as shown."""
         if result.status == "failed":
+            if result.fatal:  # the store failed: said once, for the first file it failed
+                said = self.__dict__.setdefault("fatal_said", set())
+                if result.fatal in said:
+                    return
+                said.add(result.fatal)
+                self.say(f"{source}: {result.message}; the run stops")
+                return
             self.say(f"{source}: {result.message}")
             if self.debug and result.detail:
                 self.say(result.detail.rstrip())
@@ -225,6 +232,7 @@ class _BatchRun:
         self.count = None  # the background count of the files, when there is one
         self.shown: dict[str, str] = {}  # names to show for some inputs ("-")
         self.manifest = None
+        self.store_failed = False  # a file failed for the store's failure: the run stopped
         self.listing: dict = {}
         settings = EngineSettings(
             jobs=options.jobs, scheduler=options.scheduler,
@@ -253,7 +261,8 @@ class _BatchRun:
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
             where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
-            self._summarise(where, interrupted=status in (130, 143))
+            self._summarise(where, interrupted=status in (130, 143),
+                            stopped=self.store_failed)
             if target.stdout and self.counts["done"]:
                 status = self._copy_to_stdout(target.out_file) or status
         return status or 0
@@ -365,6 +374,7 @@ class _BatchRun:
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
+        self.store_failed = self.store_failed or bool(result.fatal)
         self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
@@ -388,7 +398,8 @@ class _BatchRun:
                 for result in results:
                     self._add(result)
                     # A stop request here: Ctrl-C ended the file processed in this thread.
-                    if requests() or (self.options.fail_fast and result.status == "failed"):
+                    if (requests() or result.fatal
+                            or (self.options.fail_fast and result.status == "failed")):
                         break
             except (KeyboardInterrupt, _Terminated):
                 pass  # counted in `requests`
@@ -411,18 +422,20 @@ class _BatchRun:
             status = 1
         return status
 
-    def _summarise(self, where: str, *, interrupted: bool) -> None:
+    def _summarise(self, where: str, *, interrupted: bool, stopped: bool = False) -> None:
+        """The summary line; `stopped`: by a failure of the store (said, even when quiet)."""
         c = self.counts
         line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
                 f"in {time.monotonic() - self.started:.1f} s; {where}")
         if c["skipped"] and not self.reporter.verbose:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
-        if interrupted:
+        if interrupted or stopped:
             total = self.total if self.total is not None or self.count is None else self.count()
             finished = c["done"] + c["skipped"] + c["failed"]
             left = "the rest" if total is None else total - finished
-            line = f"interrupted: {line}; {left} not started or not finished"
-        self.reporter.end(line, interrupted=interrupted)
+            line = (f"{'interrupted' if interrupted else 'stopped'}: {line}; "
+                    f"{left} not started or not finished")
+        self.reporter.end(line, interrupted=interrupted or stopped)
 
 
 class _Terminated(KeyboardInterrupt):
