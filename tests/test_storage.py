@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -102,6 +108,9 @@ def test_overwrite_replaces_only_what_convcli_wrote(s3, bucket, tmp_path):
     forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite")
     assert forced.returncode == 1
     assert "a_pool-max-f2-s2-G.png" in forced.stderr and "not written by convcli" in forced.stderr
+    # Named by its URL, not by the local staging copy.
+    assert f"s3://{bucket}/out/a_pool-max-f2-s2-G.png: the existing file" in forced.stderr
+    assert "/output/" not in forced.stderr
     assert fs.cat_file(f"{bucket}/out/a_pool-max-f2-s2-G.png") == b"somebody else's file"
     assert fs.cat_file(mine) == first  # replaced by the same bytes
 
@@ -236,3 +245,189 @@ def test_the_s3_extras_have_a_floor_that_resolves_beside_moto():
     extras = project["project"]["optional-dependencies"]
     for extra in ("s3", "test"):
         assert "s3fs>=2025.9" in extras[extra], extra
+
+
+# --- runs side by side, and a store that fails ------------------------------------------------
+
+
+def _gray_photos(folder, prefix, count):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        make_image(folder / f"{prefix}{i:02d}.png", "L", seed=i, size=(24, 18))
+    return folder
+
+
+def _options(env):
+    return {"key": "testing", "secret": "testing", "endpoint_url": env["FSSPEC_S3_ENDPOINT_URL"]}
+
+
+def _manifest_records(fs, folder):
+    """The lines of every manifest object in `folder`, in name order, as JSON."""
+    names = sorted(p for p in fs.ls(folder, detail=False, refresh=True)
+                   if p.rsplit("/", 1)[1].startswith("convcli-manifest"))
+    return [json.loads(line) for name in names for line in fs.cat_file(name).splitlines()]
+
+
+@pytest.mark.slow
+def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path):
+    env, fs = s3
+    out = f"s3://{bucket}/out"
+    runs = [subprocess.Popen([sys.executable, "-m", "convcli", "pool",
+                              _gray_photos(tmp_path / side, side, 10), "-o", out, "-q"],
+                             env=env, stderr=subprocess.PIPE, text=True) for side in "ab"]
+    for proc in runs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        proc.stderr.close()
+    records = _manifest_records(fs, f"{bucket}/out")
+    expected = sorted(f"{side}{i:02d}_pool-max-f2-s2-L.png" for side in "ab" for i in range(10))
+    assert sorted(r["output"] for r in records) == expected  # 20 lines, none lost
+    from convcli.app.manifest import read_manifest
+
+    assert read_manifest(out, _options(env)) == records
+    for record in records:
+        assert record["input"] == str(tmp_path / record["output"][0] / (
+            record["output"].split("_")[0] + ".png"))
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out")
+                  if p.endswith(".png")) == expected
+
+
+def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypatch):
+    """Two runs' manifests put at the same moment (read, append, put back lost one run's lines)."""
+    import fsspec
+
+    from convcli.app import manifest
+    from convcli.app.ops import PoolOp
+    from convcli.batch import FileResult
+
+    out = "memory://convcli-race/out"
+    runs = [manifest.Manifest(PoolOp(), fmt="png", argv=["convcli", "pool", name])
+            for name in ("a.png", "b.png")]
+    for run_, name in zip(runs, ("a", "b"), strict=True):
+        run_.add(FileResult(f"/in/{name}.png", "done", outputs=(f"{out}/{name}_p.png",),
+                            records=({"output": f"{name}_p.png"},)))
+    real, other = manifest.storage.upload, []
+
+    def upload(local, url, options=None):
+        if not other:  # the other run ends between this one's read and its put
+            other.append("closing")
+            other.append(runs[1].close())
+        real(local, url, options)
+
+    monkeypatch.setattr(manifest.storage, "upload", upload)
+    try:
+        assert runs[0].close() == [] and other == ["closing", []]
+        records = _manifest_records(fsspec.filesystem("memory"), "/convcli-race/out")
+    finally:
+        fsspec.filesystem("memory").rm("/convcli-race", recursive=True)
+    assert sorted((r["output"], r["input"]) for r in records) == [
+        ("a_p.png", "/in/a.png"), ("b_p.png", "/in/b.png")]
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _one_line_exit_1(result, *, written=None):
+    """The run failed on one line (no traceback, exit 1); nothing written in `written`."""
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert written is None or not written.exists()
+    return result.stderr.rstrip()
+
+
+@pytest.mark.parametrize(("option", "reason"), [
+    ("endpoint_url=http://127.0.0.1:{port}", "cannot connect to http://127.0.0.1:{port}"),
+    ("endpoint_url=notaurl", "Invalid endpoint: notaurl (endpoint_url must be a URL"),
+    ("foo=1", "the store does not take the option 'foo' (--storage-option)"),
+])
+def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
+    port = _free_port()  # nothing listens there
+    photos = _gray_photos(tmp_path / "in", "p", 3)
+    result = run("pool", photos, "-o", "s3://convcli-none/out", "--storage-option",
+                 option.format(port=port), "--storage-option", "key=testing",
+                 "--storage-option", "secret=testing")
+    line = _one_line_exit_1(result)
+    assert line == f"convcli: s3://convcli-none/out: {reason.format(port=port)}" or (
+        line.startswith(f"convcli: s3://convcli-none/out: {reason}"))
+
+
+def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
+    env, _ = s3
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    result = run("pool", _gray_photos(tmp_path / "in", "p", 2), "-o", f"s3://{bucket}/out",
+                 "--storage-option", f"endpoint_url={env['FSSPEC_S3_ENDPOINT_URL']}",
+                 "--storage-option", "skip_instance_cache=true")
+    line = _one_line_exit_1(result)
+    assert line.startswith(f"convcli: s3://{bucket}/out: Unable to locate credentials (set "
+                           "AWS_ACCESS_KEY_ID")
+
+
+def test_an_http_403_is_one_line(tmp_path):
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(403)
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/photos/a.png"
+    try:
+        result = run("pool", url, "-o", tmp_path / "out")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _one_line_exit_1(result, written=tmp_path / "out") == (
+        f"convcli: {url}: HTTP 403 Forbidden")
+
+
+@pytest.mark.slow
+def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
+    """Each of the files left once waited out botocore's retries: 167 s for 40 files."""
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint,
+                               skip_instance_cache=True)
+        for _ in range(200):
+            try:
+                fs.mkdir("killed")
+                break
+            except OSError:
+                time.sleep(0.05)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                   AWS_DEFAULT_REGION="us-east-1", FSSPEC_S3_ENDPOINT_URL=endpoint)
+        photos = _gray_photos(tmp_path / "in", "p", 60)
+        proc = subprocess.Popen([sys.executable, "-m", "convcli", "pool", photos, "-o",
+                                 "s3://killed/out", "-j", "1"], env=env, stderr=subprocess.PIPE,
+                                text=True)
+        while not fs.ls("killed", refresh=True) and proc.poll() is None:
+            time.sleep(0.02)  # until the first output is there
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    stderr = proc.communicate(timeout=60)[1]  # the bound: before, minutes
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    cause = f"cannot connect to {endpoint}"
+    stops = [line for line in lines if line.endswith(f"{cause}; the run stops")]
+    assert len(stops) == 1 and stops[0].startswith(f"convcli: {photos}/p"), stderr
+    assert lines[-1].startswith("convcli: stopped: ") and "not started or not finished" in lines[-1]
+    # The manifest cannot be put either: said once, with the number of lines lost.
+    lost = [line for line in lines if "the manifest could not be written" in line]
+    assert len(lost) == 1 and lost[0].startswith("convcli: s3://killed/out/convcli-manifest-")
+    assert len(lines) == 3, stderr

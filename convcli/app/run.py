@@ -36,7 +36,7 @@ from pathlib import Path
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..engines import Engine, EngineError, EngineSettings, make_engine
 from ..errors import MissingExtra, OptionError
-from ..storage import dirname, is_url, local_path, protocol, redact
+from ..storage import StoreError, dirname, is_url, local_path, protocol, redact
 
 FIRST_TASKS = 256
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
@@ -642,7 +642,8 @@ def _check_folder(folder: str) -> None:
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:
     """Report an error met listing the inputs: a missing extra is raised (a usage error).
 
-    Other errors (a bucket that cannot be listed) are one line; with `stop`,
+    Other errors (a bucket that cannot be listed, a store that cannot be
+    reached: :class:`convcli.storage.StoreError`) are one line; with `stop`,
     nothing was done and the run ends with exit status 1.
     """
     if error is None:
@@ -651,7 +652,10 @@ def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bo
         raise error
     reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
     where = getattr(error, "filename", None)
-    reporter.say(f"{where}: cannot list: {reason}" if where else
-                 f"cannot list the inputs: {reason}")
+    if isinstance(error, StoreError):  # the store's reason says it: unreachable, no credentials
+        reporter.say(f"{where}: {reason}")
+    else:
+        reporter.say(f"{where}: cannot list: {reason}" if where else
+                     f"cannot list the inputs: {reason}")
     if stop:
         raise _Ended(1)
