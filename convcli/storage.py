@@ -118,9 +118,10 @@ S3_CONFIG = {"connect_timeout": 5, "read_timeout": 15,
 """botocore's settings for ``s3://`` where ``--storage-option config_kwargs`` does not give them.
 
 (botocore's own default, 5 tries in ``legacy`` mode, made each of 40 files
-wait 2 to 4 s for an endpoint that refused connections, and 60 s for one that
-did not answer.) ``retries`` is left to botocore where ``AWS_MAX_ATTEMPTS`` or
-``AWS_RETRY_MODE`` is set.
+wait 2 to 4 s for an endpoint that refused connections.) ``retries`` is left
+to botocore where ``AWS_MAX_ATTEMPTS`` or ``AWS_RETRY_MODE`` is set. s3fs
+adds no tries of its own (:func:`_bound_waits`): an endpoint that does not
+answer fails a request after 3 x 15 s.
 """
 
 
@@ -187,12 +188,16 @@ def store_failure(exc: BaseException) -> str | None:
     """
     if isinstance(exc, PermissionError):  # s3fs: 403 AccessDenied, a bad key or signature
         return f"access denied: {exc.strerror or exc}"
-    if isinstance(exc, TypeError):  # options that the backend's session does not take
-        unknown = _UNKNOWN_KEYWORD.search(str(exc))
-        return (f"the store does not take the option {unknown.group(1)!r} (--storage-option)"
-                if unknown else None)
+    unknown = _UNKNOWN_KEYWORD.search(str(exc)) if isinstance(exc, TypeError) else None
+    if unknown:  # an option that the backend's session does not take
+        return f"the store does not take the option {unknown.group(1)!r} (--storage-option)"
     if isinstance(exc, ValueError) and "endpoint" in str(exc).lower():
         return f"{exc} (endpoint_url must be a URL such as http://127.0.0.1:9000)"
+    if isinstance(exc, (TypeError, ValueError, AttributeError, LookupError)):
+        # Raised inside fsspec and its backend: an option's value of the wrong kind
+        # (config_kwargs=5, client_kwargs={"region_name": 5}).
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"the storage options do not work ({detail}; see --storage-option)"
     module = type(exc).__module__.split(".")[0]
     if module == "botocore" or module == "aiohttp" or isinstance(exc, TimeoutError):
         return _network_failure(exc)
@@ -237,14 +242,42 @@ def filesystem(url: str, options: dict | None = None):
         raise MissingExtra(f"{url}: {name}:// needs fsspec and a package for {name}://, "
                            "which no convcli extra installs", None) from None
     try:
-        with store_errors(url):
-            return fsspec.core.url_to_fs(url, **_with_bounded_waits(name, options))
+        fsspec.get_filesystem_class(name)
+        with store_errors(url):  # options of the wrong kind
+            fs, path = fsspec.core.url_to_fs(url, **_with_bounded_waits(name, options))
     except ImportError:
         if extra:
             raise MissingExtra(f"{url}: {name}:// needs {package}", extra) from None
         raise MissingExtra(f"{url}: {name}:// {_unknown_backend(name)}", None) from None
     except ValueError as exc:  # an unknown protocol
         raise MissingExtra(f"{url}: {exc}", None) from None
+    _bound_waits(fs, name)
+    return fs, path
+
+
+def _bound_waits(fs, name: str) -> None:
+    """No retries by s3fs on top of botocore's (see :data:`S3_CONFIG`); quiet orphaned tasks.
+
+    s3fs tried each request 5 times, each of botocore's 3 tries waiting 15 s
+    for an endpoint that accepted connections but did not answer: 4 minutes
+    for one listing. When a connection is cut in the middle of a request,
+    aiohttp leaves a task whose error asyncio prints with a traceback ("Task
+    exception was never retrieved"); the request itself fails as it should.
+    """
+    if name in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
+        fs.retries = 1
+    loop = getattr(fs, "loop", None)
+    if loop is not None and loop.get_exception_handler() is None:
+        loop.set_exception_handler(_orphaned_task_error)
+
+
+def _orphaned_task_error(loop, context: dict) -> None:
+    """asyncio's handler for errors nobody awaited: a connection's error is dropped."""
+    exc = context.get("exception")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__module__.startswith(
+            "aiohttp"):
+        return
+    loop.default_exception_handler(context)
 
 
 def _unknown_backend(name: str) -> str:

@@ -342,6 +342,7 @@ def _one_line_exit_1(result, *, written=None):
     ("endpoint_url=http://127.0.0.1:{port}", "cannot connect to http://127.0.0.1:{port}"),
     ("endpoint_url=notaurl", "Invalid endpoint: notaurl (endpoint_url must be a URL"),
     ("foo=1", "the store does not take the option 'foo' (--storage-option)"),
+    ("config_kwargs=5", "the storage options do not work (AttributeError: "),
 ])
 def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
     port = _free_port()  # nothing listens there
@@ -352,6 +353,22 @@ def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
     line = _one_line_exit_1(result)
     assert line == f"convcli: s3://convcli-none/out: {reason.format(port=port)}" or (
         line.startswith(f"convcli: s3://convcli-none/out: {reason}"))
+
+
+def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
+    import asyncio
+
+    from convcli.storage import _orphaned_task_error
+
+    loop = asyncio.new_event_loop()
+    try:
+        _orphaned_task_error(loop, {"message": "Task exception was never retrieved",
+                                    "exception": ConnectionResetError("closing transport")})
+        assert caplog.messages == []
+        _orphaned_task_error(loop, {"message": "something else", "exception": KeyError("k")})
+        assert caplog.messages == ["something else"]  # other errors: asyncio's own handler
+    finally:
+        loop.close()
 
 
 def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
@@ -419,7 +436,12 @@ def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait()
-    stderr = proc.communicate(timeout=60)[1]  # the bound: before, minutes
+    try:
+        stderr = proc.communicate(timeout=60)[1]  # the bound: before, minutes
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr
     lines = stderr.splitlines()
