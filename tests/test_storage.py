@@ -371,6 +371,36 @@ def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
         loop.close()
 
 
+def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monkeypatch):
+    """The store went away between the last output and the manifest: exit 0 before."""
+    import fsspec
+
+    from convcli import storage
+    from convcli.app import manifest
+
+    real = storage.upload
+
+    def upload(local, url, options=None):
+        if not manifest.is_manifest_name(storage.basename(url)):
+            return real(local, url, options)
+        raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
+
+    monkeypatch.setattr(storage, "upload", upload)
+    make_image(tmp_path / "a.png", "L")
+    try:
+        result = run("pool", tmp_path / "a.png", "-o", "memory://convcli-lost/out")
+        written = fsspec.filesystem("memory").ls("/convcli-lost/out", detail=False)
+    finally:
+        fsspec.filesystem("memory").rm("/convcli-lost", recursive=True)
+    assert written == ["/convcli-lost/out/a_pool-max-f2-s2-L.png"]
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("convcli: memory://convcli-lost/out/convcli-manifest-")
+    assert lines[0].endswith(": the manifest could not be written (1 line(s) of this run lost): "
+                             "cannot connect to http://127.0.0.1:9")
+    assert lines[1].startswith("convcli: 1 processed, 0 skipped, 0 failed") and len(lines) == 2
+
+
 def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
     env, _ = s3
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):

@@ -367,10 +367,13 @@ class _BatchRun:
                                      storage_options=self.options.storage_options)
         self.reporter.begin(self.total, self.count)
         try:
-            return self._run_tasks(itertools.chain(first, tasks))
+            status = self._run_tasks(itertools.chain(first, tasks))
         finally:
-            for line in self.manifest.close() if self.manifest else ():
+            lost = self.manifest.close() if self.manifest else []
+            for line in lost:
                 self.reporter.say(line)
+        # Outputs without their manifest lines: the run did not do all it says it does.
+        return status or (1 if lost else None)
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
