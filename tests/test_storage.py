@@ -401,6 +401,36 @@ def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monk
     assert lines[1].startswith("convcli: 1 processed, 0 skipped, 0 failed") and len(lines) == 2
 
 
+def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monkeypatch):
+    """Each file used to fail on its own line, after its own wait, and the run went on."""
+    import fsspec
+
+    from convcli import storage
+
+    tries = []
+
+    def upload(local, url, options=None):
+        tries.append(url)
+        raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
+
+    monkeypatch.setattr(storage, "upload", upload)
+    photos = _gray_photos(tmp_path / "in", "p", 6)
+    try:
+        result = run("pool", photos, "-o", "memory://convcli-stops/out", "-j", "1")
+    finally:
+        if fsspec.filesystem("memory").exists("/convcli-stops"):
+            fsspec.filesystem("memory").rm("/convcli-stops", recursive=True)
+    assert result.exit_code == 1, result.output
+    assert tries == ["memory://convcli-stops/out/p00_pool-max-f2-s2-L.png"]  # no other file tried
+    assert result.stderr.splitlines() == [
+        f"convcli: {photos}/p00.png: memory://convcli-stops/out/p00_pool-max-f2-s2-L.png: "
+        "cannot connect to http://127.0.0.1:9; the run stops",
+        result.stderr.splitlines()[1]]
+    assert result.stderr.splitlines()[1].startswith("convcli: stopped: 0 processed, 0 skipped, "
+                                                    "1 failed in ")
+    assert result.stderr.rstrip().endswith("no outputs written; 5 not started or not finished")
+
+
 def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
     env, _ = s3
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):

@@ -105,6 +105,7 @@ class Reporter:
             raise OptionError("-q (errors only) and -v (a line per file) cannot be used together",
                               None)
         self.quiet, self.verbose, self.debug = quiet, verbose, debug
+        self.causes_said: set[str] = set()  # the store's failures said (FileResult.fatal)
 
     def say(self, line: str) -> None:
         """One line for the user, always (its secrets hidden: :func:`convcli.storage.redact`)."""
@@ -126,11 +127,9 @@ class Reporter:
         """One file's result (a :class:`convcli.batch.FileResult`); `source` as shown."""
         if result.status == "failed":
             if result.fatal:  # the store failed: said once, for the first file it failed
-                said = self.__dict__.setdefault("fatal_said", set())
-                if result.fatal in said:
-                    return
-                said.add(result.fatal)
-                self.say(f"{source}: {result.message}; the run stops")
+                if result.fatal not in self.causes_said:
+                    self.causes_said.add(result.fatal)
+                    self.say(f"{source}: {result.message}; the run stops")
                 return
             self.say(f"{source}: {result.message}")
             if self.debug and result.detail:
