@@ -115,8 +115,8 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     mask = folder / "vertical.mat"
     mask.write_text(MASK)
-    print(f"| image | job | convcli s | libvips s | ratio (libvips / convcli) "
-          f"| convcli peak MB | libvips peak MB |")
+    print("| image | job | convcli s | libvips s | ratio (libvips / convcli) "
+          "| convcli peak MB | libvips peak MB |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for side in args.sides:
         image = make_image(folder, side)
