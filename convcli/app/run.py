@@ -13,8 +13,9 @@ their options, with the same rules: existing outputs are skipped unless
     status = run_batch(conv, ["photos"], RunOptions(out_dir="edges", jobs=2))
 
 The exit status is 0 when every file was processed or skipped, 1 when a
-file failed (or nothing could be done), 130 or 143 when the run was stopped
-by Ctrl-C or SIGTERM. Options that cannot work raise
+file failed (or nothing could be done, a manifest could not be written, or
+the object store failed and stopped the run), 130 or 143 when the run was
+stopped by Ctrl-C or SIGTERM. Options that cannot work raise
 :class:`convcli.errors.OptionError` (or :class:`convcli.errors.MissingExtra`),
 before anything is written.
 """
