@@ -71,6 +71,10 @@ class FileResult:
     usage : bool
         The file failed for a usage error (``--frames`` picks a frame past its
         end): the run goes on with the other files, and exits 2.
+    fatal : str
+        For a failure of what every file needs (the object store: see
+        :class:`convcli.storage.StoreError`), its reason: the run stops, and
+        says it once.
     """
 
     source: str
@@ -82,6 +86,7 @@ class FileResult:
     records: tuple[dict, ...] = ()
     hints: tuple[str, ...] = ()
     usage: bool = False
+    fatal: str = ""
 
 
 def default_jobs() -> int:

@@ -9,11 +9,22 @@ environment (``AWS_*``, ``FSSPEC_S3_ENDPOINT_URL`` ...) and ``--storage-option``
 On object storage an object appears whole or not at all: each output is
 written to a local staging folder first, then uploaded in one put
 (:func:`upload`).
+
+A failure of the store itself, rather than of one object (no credentials,
+an endpoint that refuses connections or does not answer, options it does
+not take, access denied), is a :class:`StoreError` with one line for the
+user; a run stops at the first. On ``s3://`` the waits are bounded: unless
+the options or the environment say otherwise, botocore tries a request 3
+times (``standard`` retry mode) and gives up connecting after 5 s, reading
+after 15 s (:data:`S3_CONFIG`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import re
 
 from .errors import MissingExtra
@@ -102,6 +113,116 @@ def redact(text: str) -> str:
     return _SECRET_PAIR.sub(rf"\1\2{REDACTED}", text)
 
 
+S3_CONFIG = {"connect_timeout": 5, "read_timeout": 15,
+             "retries": {"total_max_attempts": 3, "mode": "standard"}}
+"""botocore's settings for ``s3://`` where ``--storage-option config_kwargs`` does not give them.
+
+(botocore's own default, 5 tries in ``legacy`` mode, made each of 40 files
+wait 2 to 4 s for an endpoint that refused connections.) ``retries`` is left
+to botocore where ``AWS_MAX_ATTEMPTS`` or ``AWS_RETRY_MODE`` is set. s3fs
+adds no tries of its own (:func:`_bound_waits`): an endpoint that does not
+answer fails a request after 3 x 15 s.
+"""
+
+
+class StoreError(OSError):
+    """The store failed, not one object: unreachable, no credentials, bad options, access denied.
+
+    ``filename`` is the URL of the request that failed, ``strerror`` the
+    reason, in one line. The run stops at the first (the other files would
+    fail the same way, each after its own wait).
+    """
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(errno.EIO, reason, url)
+
+    def __reduce__(self):  # through a process pool: the same arguments
+        return type(self), (self.filename, self.strerror)
+
+
+def _with_bounded_waits(name: str, options: dict | None) -> dict:
+    """`options` with :data:`S3_CONFIG` under the ``config_kwargs`` given, for ``s3://``."""
+    options = dict(options or {})
+    if name not in ("s3", "s3a"):
+        return options
+    given = options.get("config_kwargs")
+    config = dict(S3_CONFIG)
+    if os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE"):
+        del config["retries"]
+    if isinstance(given, dict):
+        config.update(given)
+    elif given is not None:  # not a dict: s3fs says what is wrong with it
+        return options
+    options["config_kwargs"] = config
+    return options
+
+
+@contextlib.contextmanager
+def store_errors(url: str):
+    """Raise a :class:`StoreError` for a failure of the store met in the block.
+
+    A missing object (FileNotFoundError) and other errors of one object are
+    left as they are.
+    """
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - sorted: the store's failures, or re-raised
+        reason = store_failure(exc)
+        if reason is None:
+            raise
+        raise StoreError(url, reason) from None
+
+
+_UNKNOWN_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def store_failure(exc: BaseException) -> str | None:
+    """One line for a failure of the store itself from `exc`, or None for an object's own error.
+
+    >>> store_failure(TypeError("AioSession.__init__() got an unexpected keyword argument 'foo'"))
+    "the store does not take the option 'foo' (--storage-option)"
+    >>> store_failure(PermissionError(13, "Access Denied")), store_failure(FileNotFoundError())
+    ('access denied: Access Denied', None)
+    """
+    if isinstance(exc, PermissionError):  # s3fs: 403 AccessDenied, a bad key or signature
+        return f"access denied: {exc.strerror or exc}"
+    unknown = _UNKNOWN_KEYWORD.search(str(exc)) if isinstance(exc, TypeError) else None
+    if unknown:  # an option that the backend's session does not take
+        return f"the store does not take the option {unknown.group(1)!r} (--storage-option)"
+    if isinstance(exc, ValueError) and "endpoint" in str(exc).lower():
+        return f"{exc} (endpoint_url must be a URL such as http://127.0.0.1:9000)"
+    if isinstance(exc, (TypeError, ValueError, AttributeError, LookupError)):
+        # Raised inside fsspec and its backend: an option's value of the wrong kind
+        # (config_kwargs=5, client_kwargs={"region_name": 5}).
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"the storage options do not work ({detail}; see --storage-option)"
+    module = type(exc).__module__.split(".")[0]
+    if module == "botocore" or module == "aiohttp" or isinstance(exc, TimeoutError):
+        return _network_failure(exc)
+    return None
+
+
+def _network_failure(exc: BaseException) -> str:
+    """The reason of a botocore or aiohttp error (credentials, connection, timeout, HTTP status)."""
+    name = type(exc).__name__
+    endpoint = getattr(exc, "kwargs", {}).get("endpoint_url")
+    if endpoint:
+        endpoint = re.sub(r"^([a-z][a-z0-9+.-]*://[^/]*).*$", r"\1", str(endpoint))
+    if "Credential" in name:
+        return (f"{exc} (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use a profile, or "
+                "give --storage-option key and secret)")
+    if name == "EndpointConnectionError" or name.startswith("ClientConnector"):
+        return f"cannot connect to {endpoint or getattr(exc, 'host', 'the endpoint')}"
+    if "Timeout" in name or isinstance(exc, TimeoutError):
+        return f"no answer from {endpoint or 'the endpoint'} in time ({name})"
+    status = getattr(exc, "status", None)
+    if status is not None:  # aiohttp: an HTTP error status
+        return f"HTTP {status} {getattr(exc, 'message', '')}".rstrip()
+    return " ".join(f"{exc}".split()) or name
+
+
 def filesystem(url: str, options: dict | None = None):
     """``(fs, path)`` for `url`: the fsspec file system and the path within it.
 
@@ -121,13 +242,42 @@ def filesystem(url: str, options: dict | None = None):
         raise MissingExtra(f"{url}: {name}:// needs fsspec and a package for {name}://, "
                            "which no convcli extra installs", None) from None
     try:
-        return fsspec.core.url_to_fs(url, **(options or {}))
+        fsspec.get_filesystem_class(name)
+        with store_errors(url):  # options of the wrong kind
+            fs, path = fsspec.core.url_to_fs(url, **_with_bounded_waits(name, options))
     except ImportError:
         if extra:
             raise MissingExtra(f"{url}: {name}:// needs {package}", extra) from None
         raise MissingExtra(f"{url}: {name}:// {_unknown_backend(name)}", None) from None
     except ValueError as exc:  # an unknown protocol
         raise MissingExtra(f"{url}: {exc}", None) from None
+    _bound_waits(fs, name)
+    return fs, path
+
+
+def _bound_waits(fs, name: str) -> None:
+    """No retries by s3fs on top of botocore's (see :data:`S3_CONFIG`); quiet orphaned tasks.
+
+    s3fs tried each request 5 times, each of botocore's 3 tries waiting 15 s
+    for an endpoint that accepted connections but did not answer: 4 minutes
+    for one listing. When a connection is cut in the middle of a request,
+    aiohttp leaves a task whose error asyncio prints with a traceback ("Task
+    exception was never retrieved"); the request itself fails as it should.
+    """
+    if name in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
+        fs.retries = 1
+    loop = getattr(fs, "loop", None)
+    if loop is not None and loop.get_exception_handler() is None:
+        loop.set_exception_handler(_orphaned_task_error)
+
+
+def _orphaned_task_error(loop, context: dict) -> None:
+    """asyncio's handler for errors nobody awaited: a connection's error is dropped."""
+    exc = context.get("exception")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__module__.startswith(
+            "aiohttp"):
+        return
+    loop.default_exception_handler(context)
 
 
 def _unknown_backend(name: str) -> str:
@@ -170,7 +320,8 @@ def list_names(folder: str, options: dict | None = None) -> set[str]:
     ``*.zarr``) there (one listing request); empty if none."""
     fs, path = filesystem(folder, options)
     try:
-        entries = fs.ls(path, detail=True)
+        with store_errors(folder):
+            entries = fs.ls(path, detail=True)
     except FileNotFoundError:
         return set()
     return {basename(e["name"].rstrip("/")) for e in entries if e.get("type") != "directory"
@@ -189,13 +340,22 @@ def remove_tree(url: str, options: dict | None = None) -> None:
 def download(url: str, local: str, options: dict | None = None) -> None:
     """Copy the object `url` to the local file `local`."""
     fs, path = filesystem(url, options)
-    fs.get_file(path, local)
+    with store_errors(url):
+        fs.get_file(path, local)
+
+
+def read_bytes(url: str, options: dict | None = None) -> bytes:
+    """The bytes of the object `url`."""
+    fs, path = filesystem(url, options)
+    with store_errors(url):
+        return fs.cat_file(path)
 
 
 def upload(local: str, url: str, options: dict | None = None) -> None:
     """Copy the local file `local` to the object `url`, in one put (a whole object or none)."""
     fs, path = filesystem(url, options)
-    fs.put_file(local, path)
+    with store_errors(url):
+        fs.put_file(local, path)
 
 
 def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
@@ -206,10 +366,16 @@ def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
     the files, and not walked. A `top` that is an object rather than a folder
     yields nothing; :func:`is_folder` tells them apart.
     """
-    from .zarr_stores import is_store_name
-
     fs, root = filesystem(top, options)
     root = root.rstrip("/")
+    with store_errors(top):
+        yield from _walk(fs, root, recursive)
+
+
+def _walk(fs, root: str, recursive: bool):
+    """:func:`walk_visible` in the file system `fs`."""
+    from .zarr_stores import is_store_name
+
     for folder, dirs, files in fs.walk(root, maxdepth=None if recursive else 1):
         stores = [d for d in dirs if is_store_name(d)]  # images, not walked
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in stores)
@@ -224,11 +390,13 @@ def walk_visible(top: str, *, recursive: bool, options: dict | None = None):
 def is_folder(url: str, options: dict | None = None) -> bool:
     fs, path = filesystem(url, options)
     try:
-        return bool(fs.isdir(path))
+        with store_errors(url):
+            return bool(fs.isdir(path))
     except FileNotFoundError:
         return False
 
 
 def makedirs(url: str, options: dict | None = None) -> None:
     fs, path = filesystem(url, options)
-    fs.makedirs(path, exist_ok=True)
+    with store_errors(url):
+        fs.makedirs(path, exist_ok=True)

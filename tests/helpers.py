@@ -24,6 +24,7 @@ import numpy as np
 from click.testing import CliRunner
 from PIL import Image, ImageOps
 
+from convcli.app.manifest import is_manifest_name
 from convcli.cli import main
 
 WIDTH, HEIGHT = 40, 30
@@ -203,12 +204,12 @@ def manifest_records(folder: Path) -> list[dict]:
 
 def _written(folder: Path) -> list[Path]:
     """Every file under `folder` but the run manifests (tests/test_manifest.py reads those)."""
-    return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and not is_manifest_name(p.name)]
 
 
 def outputs_in(folder: Path) -> list[Path]:
     """The files directly in `folder` but the run manifest, sorted."""
-    return [p for p in sorted(folder.iterdir()) if p.name != MANIFEST]
+    return [p for p in sorted(folder.iterdir()) if not is_manifest_name(p.name)]
 
 
 def names(folder: Path) -> list[str]:

@@ -64,6 +64,32 @@ def test_a_symlink_loop_in_a_folder_fails_on_its_own_line_and_the_rest_runs(tmp_
 
 
 @needs_symlinks
+@pytest.mark.parametrize("recursive", [False, True])
+def test_symlink_loops_met_in_a_folder_walk_are_named_whatever_their_names(tmp_path, recursive):
+    """One INPUT folder (planned a folder at a time): loops were passed over without a word."""
+    folder = tmp_path / "d"
+    (folder / "sub").mkdir(parents=True)
+    make_image(folder / "a.png", "L")
+    (folder / "loop1.png").symlink_to("loop2.png")
+    (folder / "loop2.png").symlink_to("loop1.png")
+    (folder / "self").symlink_to("self")  # no image extension: still named
+    (folder / "sub" / "deep.png").symlink_to("deep.png")
+    (folder / "up").symlink_to(".")  # a link to a folder, not a loop: not walked, not named
+    out = tmp_path / "out"
+    result = run("pool", folder, "-o", out, *(["-r"] if recursive else []))
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    loops = ["loop1.png", "loop2.png", "self"] + (["sub/deep.png"] if recursive else [])
+    assert sorted(error_lines(result)) == sorted(
+        f"convcli: {folder / name}: Too many levels of symbolic links" for name in loops)
+    assert names(out) == ["a_pool-max-f2-s2-L.png"]
+    assert run("pool", folder / "a.png", "-o", tmp_path / "alone").exit_code == 0
+    alone = pixels(tmp_path / "alone" / "a_pool-max-f2-s2-L.png", "L")
+    assert alone.shape == (15, 20, 1)
+    assert (pixels(out / "a_pool-max-f2-s2-L.png", "L") == alone).all()
+
+
+@needs_symlinks
 def test_plan_tasks_keeps_a_symlink_loop_as_a_task(tmp_path):
     (tmp_path / "self.png").symlink_to("self.png")
     make_image(tmp_path / "a.png", "L")

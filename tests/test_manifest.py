@@ -158,15 +158,25 @@ def test_one_file_or_standard_output_write_no_manifest(tmp_path, photo, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.png", "photo.png"]
 
 
-def test_object_storage_manifest_is_appended_whole(tmp_path, photo):
+def test_on_object_storage_each_run_puts_its_own_manifest_object(tmp_path, photo):
     fsspec = pytest.importorskip("fsspec")
+    from convcli.app.manifest import is_manifest_name, read_manifest
+
     fs = fsspec.filesystem("memory")
     try:
+        # A manifest of an earlier version comes first, whatever the names of the runs' objects.
+        fs.pipe_file(f"/convcli-manifest/out/{MANIFEST}", b'{"output": "old.png"}\n')
         for kernel in ("vertical", "horizontal"):
             ok("conv", "-k", kernel, photo, "-o", "memory://convcli-manifest/out", "-q")
-        text = fs.cat_file(f"/convcli-manifest/out/{MANIFEST}").decode()
-        outputs = [json.loads(line)["output"] for line in text.splitlines()]
-        assert outputs == ["photo_conv-vertical-sum.png", "photo_conv-horizontal-sum.png"]
+        objects = sorted(p.rsplit("/", 1)[1] for p in fs.ls("/convcli-manifest/out", detail=False)
+                         if is_manifest_name(p.rsplit("/", 1)[1]))
+        assert len(objects) == 3 and objects[-1] == MANIFEST
+        lines = [fs.cat_file(f"/convcli-manifest/out/{name}").decode().splitlines()
+                 for name in objects[:2]]
+        assert [len(each) for each in lines] == [1, 1]
+        outputs = [m["output"] for m in read_manifest("memory://convcli-manifest/out")]
+        assert outputs == ["old.png", "photo_conv-vertical-sum.png",
+                           "photo_conv-horizontal-sum.png"]
     finally:
         fs.rm("/convcli-manifest", recursive=True)
 

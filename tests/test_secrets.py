@@ -9,6 +9,7 @@ import sys
 import pytest
 from helpers import MANIFEST, manifest_records, ok, run
 
+from convcli.app.manifest import is_manifest_name
 from convcli.app.run import Reporter
 from convcli.storage import redact
 
@@ -65,7 +66,7 @@ def test_the_manifest_on_object_storage_shows_no_secret(photo, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["convcli", *args])
     try:
         ok(*args)
-        name = next(p for p in fs.find("/") if p.endswith(MANIFEST))
+        name = next(p for p in fs.find("/") if is_manifest_name(p.rsplit("/", 1)[1]))
         text = fs.cat_file(name).decode()
     finally:
         for path in fs.find("/"):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -102,6 +107,9 @@ def test_overwrite_replaces_only_what_convcli_wrote(s3, bucket, tmp_path):
     forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite")
     assert forced.returncode == 1
     assert "a_pool-max-f2-s2-G.png" in forced.stderr and "not written by convcli" in forced.stderr
+    # Named by its URL, not by the local staging copy.
+    assert f"s3://{bucket}/out/a_pool-max-f2-s2-G.png: the existing file" in forced.stderr
+    assert "/output/" not in forced.stderr
     assert fs.cat_file(f"{bucket}/out/a_pool-max-f2-s2-G.png") == b"somebody else's file"
     assert fs.cat_file(mine) == first  # replaced by the same bytes
 
@@ -167,8 +175,10 @@ def test_memory_urls_in_this_process(tmp_path):
                                            "memory://convcli-test/out", "-j", "2"])
         assert result.exit_code == 0, result.stderr
         names = sorted(p.rsplit("/", 1)[1] for p in fs.find("/convcli-test/out"))
-        assert names == sorted([f"p{i}_pool-max-f2-s2{tag}.png" for i in range(3)
-                                for tag in ("", "-R", "-G", "-B")] + ["convcli-manifest.jsonl"])
+        manifests = [n for n in names if n.startswith("convcli-manifest-")]
+        assert sorted(set(names) - set(manifests)) == sorted(
+            f"p{i}_pool-max-f2-s2{tag}.png" for i in range(3) for tag in ("", "-R", "-G", "-B"))
+        assert len(manifests) == 1 and manifests[0].endswith(".jsonl")
     finally:
         fs.rm("/convcli-test", recursive=True)
 
@@ -234,3 +244,266 @@ def test_the_s3_extras_have_a_floor_that_resolves_beside_moto():
     extras = project["project"]["optional-dependencies"]
     for extra in ("s3", "test"):
         assert "s3fs>=2025.9" in extras[extra], extra
+
+
+# --- runs side by side, and a store that fails ------------------------------------------------
+
+
+def _gray_photos(folder, prefix, count):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        make_image(folder / f"{prefix}{i:02d}.png", "L", seed=i, size=(24, 18))
+    return folder
+
+
+def _options(env):
+    return {"key": "testing", "secret": "testing", "endpoint_url": env["FSSPEC_S3_ENDPOINT_URL"]}
+
+
+def _manifest_records(fs, folder):
+    """The lines of every manifest object in `folder`, in name order, as JSON."""
+    names = sorted(p for p in fs.ls(folder, detail=False, refresh=True)
+                   if p.rsplit("/", 1)[1].startswith("convcli-manifest"))
+    return [json.loads(line) for name in names for line in fs.cat_file(name).splitlines()]
+
+
+@pytest.mark.slow
+def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path):
+    env, fs = s3
+    out = f"s3://{bucket}/out"
+    runs = [subprocess.Popen([sys.executable, "-m", "convcli", "pool",
+                              _gray_photos(tmp_path / side, side, 6), "-o", out, "-q", "-j", "1"],
+                             env=env, stderr=subprocess.PIPE, text=True) for side in "ab"]
+    for proc in runs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        proc.stderr.close()
+    records = _manifest_records(fs, f"{bucket}/out")
+    expected = sorted(f"{side}{i:02d}_pool-max-f2-s2-L.png" for side in "ab" for i in range(6))
+    assert sorted(r["output"] for r in records) == expected  # 12 lines, none lost
+    from convcli.app.manifest import read_manifest
+
+    assert read_manifest(out, _options(env)) == records
+    for record in records:
+        assert record["input"] == str(tmp_path / record["output"][0] / (
+            record["output"].split("_")[0] + ".png"))
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out")
+                  if p.endswith(".png")) == expected
+
+
+def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypatch):
+    """Two runs' manifests put at the same moment (read, append, put back lost one run's lines)."""
+    import fsspec
+
+    from convcli.app import manifest
+    from convcli.app.ops import PoolOp
+    from convcli.batch import FileResult
+
+    out = "memory://convcli-race/out"
+    runs = [manifest.Manifest(PoolOp(), fmt="png", argv=["convcli", "pool", name])
+            for name in ("a.png", "b.png")]
+    for run_, name in zip(runs, ("a", "b"), strict=True):
+        run_.add(FileResult(f"/in/{name}.png", "done", outputs=(f"{out}/{name}_p.png",),
+                            records=({"output": f"{name}_p.png"},)))
+    real, other = manifest.storage.upload, []
+
+    def upload(local, url, options=None):
+        if not other:  # the other run ends between this one's read and its put
+            other.append("closing")
+            other.append(runs[1].close())
+        real(local, url, options)
+
+    monkeypatch.setattr(manifest.storage, "upload", upload)
+    try:
+        assert runs[0].close() == [] and other == ["closing", []]
+        records = _manifest_records(fsspec.filesystem("memory"), "/convcli-race/out")
+    finally:
+        fsspec.filesystem("memory").rm("/convcli-race", recursive=True)
+    assert sorted((r["output"], r["input"]) for r in records) == [
+        ("a_p.png", "/in/a.png"), ("b_p.png", "/in/b.png")]
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _one_line_exit_1(result, *, written=None):
+    """The run failed on one line (no traceback, exit 1); nothing written in `written`."""
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert written is None or not written.exists()
+    return result.stderr.rstrip()
+
+
+@pytest.mark.parametrize(("option", "reason"), [
+    ("endpoint_url=http://127.0.0.1:{port}", "cannot connect to http://127.0.0.1:{port}"),
+    ("endpoint_url=notaurl", "Invalid endpoint: notaurl (endpoint_url must be a URL"),
+    ("foo=1", "the store does not take the option 'foo' (--storage-option)"),
+    ("config_kwargs=5", "the storage options do not work (AttributeError: "),
+])
+def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
+    port = _free_port()  # nothing listens there
+    photos = _gray_photos(tmp_path / "in", "p", 3)
+    result = run("pool", photos, "-o", "s3://convcli-none/out", "--storage-option",
+                 option.format(port=port), "--storage-option", "key=testing",
+                 "--storage-option", "secret=testing")
+    line = _one_line_exit_1(result)
+    assert line == f"convcli: s3://convcli-none/out: {reason.format(port=port)}" or (
+        line.startswith(f"convcli: s3://convcli-none/out: {reason}"))
+
+
+def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
+    import asyncio
+
+    from convcli.storage import _orphaned_task_error
+
+    loop = asyncio.new_event_loop()
+    try:
+        _orphaned_task_error(loop, {"message": "Task exception was never retrieved",
+                                    "exception": ConnectionResetError("closing transport")})
+        assert caplog.messages == []
+        _orphaned_task_error(loop, {"message": "something else", "exception": KeyError("k")})
+        assert caplog.messages == ["something else"]  # other errors: asyncio's own handler
+    finally:
+        loop.close()
+
+
+def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monkeypatch):
+    """The store went away between the last output and the manifest: exit 0 before."""
+    import fsspec
+
+    from convcli import storage
+    from convcli.app import manifest
+
+    real = storage.upload
+
+    def upload(local, url, options=None):
+        if not manifest.is_manifest_name(storage.basename(url)):
+            return real(local, url, options)
+        raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
+
+    monkeypatch.setattr(storage, "upload", upload)
+    make_image(tmp_path / "a.png", "L")
+    try:
+        result = run("pool", tmp_path / "a.png", "-o", "memory://convcli-lost/out")
+        written = fsspec.filesystem("memory").ls("/convcli-lost/out", detail=False)
+    finally:
+        fsspec.filesystem("memory").rm("/convcli-lost", recursive=True)
+    assert written == ["/convcli-lost/out/a_pool-max-f2-s2-L.png"]
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("convcli: memory://convcli-lost/out/convcli-manifest-")
+    assert lines[0].endswith(": the manifest could not be written (1 line(s) of this run lost): "
+                             "cannot connect to http://127.0.0.1:9")
+    assert lines[1].startswith("convcli: 1 processed, 0 skipped, 0 failed") and len(lines) == 2
+
+
+def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monkeypatch):
+    """Each file used to fail on its own line, after its own wait, and the run went on."""
+    import fsspec
+
+    from convcli import storage
+
+    tries = []
+
+    def upload(local, url, options=None):
+        tries.append(url)
+        raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
+
+    monkeypatch.setattr(storage, "upload", upload)
+    photos = _gray_photos(tmp_path / "in", "p", 6)
+    try:
+        result = run("pool", photos, "-o", "memory://convcli-stops/out", "-j", "1")
+    finally:
+        if fsspec.filesystem("memory").exists("/convcli-stops"):
+            fsspec.filesystem("memory").rm("/convcli-stops", recursive=True)
+    assert result.exit_code == 1, result.output
+    assert tries == ["memory://convcli-stops/out/p00_pool-max-f2-s2-L.png"]  # no other file tried
+    assert result.stderr.splitlines() == [
+        f"convcli: {photos}/p00.png: memory://convcli-stops/out/p00_pool-max-f2-s2-L.png: "
+        "cannot connect to http://127.0.0.1:9; the run stops",
+        result.stderr.splitlines()[1]]
+    assert result.stderr.splitlines()[1].startswith("convcli: stopped: 0 processed, 0 skipped, "
+                                                    "1 failed in ")
+    assert result.stderr.rstrip().endswith("no outputs written; 5 not started or not finished")
+
+
+def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
+    env, _ = s3
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    result = run("pool", _gray_photos(tmp_path / "in", "p", 2), "-o", f"s3://{bucket}/out",
+                 "--storage-option", f"endpoint_url={env['FSSPEC_S3_ENDPOINT_URL']}",
+                 "--storage-option", "skip_instance_cache=true")
+    line = _one_line_exit_1(result)
+    assert line.startswith(f"convcli: s3://{bucket}/out: Unable to locate credentials (set "
+                           "AWS_ACCESS_KEY_ID")
+
+
+def test_an_http_403_is_one_line(tmp_path):
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(403)
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/photos/a.png"
+    try:
+        result = run("pool", url, "-o", tmp_path / "out")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _one_line_exit_1(result, written=tmp_path / "out") == (
+        f"convcli: {url}: HTTP 403 Forbidden")
+
+
+@pytest.mark.slow
+def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
+    """Each of the files left once waited out botocore's retries: 167 s for 40 files."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = "http://{}:{}".format(*server.get_host_and_port())
+        fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint,
+                               skip_instance_cache=True)
+        fs.mkdir("killed")
+        # One try per request (honoured over convcli's 3): the bound of those is tested above.
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                   AWS_DEFAULT_REGION="us-east-1", FSSPEC_S3_ENDPOINT_URL=endpoint,
+                   AWS_MAX_ATTEMPTS="1")
+        photos = _gray_photos(tmp_path / "in", "p", 60)
+        proc = subprocess.Popen([sys.executable, "-m", "convcli", "pool", photos, "-o",
+                                 "s3://killed/out", "-j", "1"], env=env, stderr=subprocess.PIPE,
+                                text=True)
+        while not fs.ls("killed", refresh=True) and proc.poll() is None:
+            time.sleep(0.02)  # until the first output is there
+    finally:
+        server.stop()
+    try:
+        stderr = proc.communicate(timeout=60)[1]  # the bound: before, minutes
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    cause = f"cannot connect to {endpoint}"
+    stops = [line for line in lines if line.endswith(f"{cause}; the run stops")]
+    assert len(stops) == 1 and stops[0].startswith(f"convcli: {photos}/p"), stderr
+    assert lines[-1].startswith("convcli: stopped: ") and "not started or not finished" in lines[-1]
+    # The manifest cannot be put either: said once, with the number of lines lost.
+    lost = [line for line in lines if "the manifest could not be written" in line]
+    assert len(lost) == 1 and lost[0].startswith("convcli: s3://killed/out/convcli-manifest-")
+    assert len(lines) == 3, stderr

@@ -9,8 +9,12 @@ became levels (``level = scale * x + offset``, see
 
 Only the main process writes it, as results arrive: on disk each file's
 lines are appended in one ``write`` (whole lines, whatever the other runs
-and workers do); on object storage the lines are kept and, at the end of the
-run, the manifest is read once, appended to and put back whole.
+and workers do). Object storage has no append, and a read, append and put
+back would lose the lines of a run writing to the same prefix meanwhile: there
+each run puts its own object, ``convcli-manifest-<UTC time>Z-<random>.jsonl``,
+once at its end, and a folder's manifest is all of them (and a
+``convcli-manifest.jsonl`` that earlier versions wrote) in name order:
+:func:`read_manifest`.
 """
 
 from __future__ import annotations
@@ -19,14 +23,84 @@ import dataclasses
 import json
 import math
 import os
+import secrets
 import shlex
 import sys
 import tempfile
+import time
 
 from .. import storage
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
 """The manifest's file name, in each output folder."""
+
+RUN_PREFIX = "convcli-manifest-"
+"""On object storage, the start of the name of each run's manifest object."""
+
+
+def run_manifest_name(now: float | None = None) -> str:
+    """A name for one run's manifest object: the UTC time, then 8 random hex digits.
+
+    Names sort as the times they were made (to the microsecond: the run's
+    end), and two runs never share one.
+
+    >>> run_manifest_name(0)[:-15], run_manifest_name(1.5)[:-15]
+    ('convcli-manifest-19700101T000000.000000Z', 'convcli-manifest-19700101T000001.500000Z')
+    """
+    now = time.time() if now is None else now
+    seconds = math.floor(now)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
+    micro = min(999999, round((now - seconds) * 1e6))
+    return f"{RUN_PREFIX}{stamp}.{micro:06d}Z-{secrets.token_hex(4)}.jsonl"
+
+
+def is_manifest_name(name: str) -> bool:
+    """Whether `name` is a manifest's: ``convcli-manifest.jsonl`` or one run's object.
+
+    >>> is_manifest_name("convcli-manifest.jsonl"), is_manifest_name(run_manifest_name())
+    (True, True)
+    """
+    return name == MANIFEST_NAME or (name.startswith(RUN_PREFIX) and name.endswith(".jsonl"))
+
+
+def read_manifest(folder: str, storage_options: dict | None = None) -> list[dict]:
+    """The records of the manifest of `folder` (a local folder or a URL), oldest first.
+
+    On disk, the lines of ``convcli-manifest.jsonl``. On object storage, the
+    lines of every manifest object there (:func:`is_manifest_name`), in name
+    order: ``convcli-manifest.jsonl`` first, then each run's. Lines that are
+    not JSON objects are passed over; no manifest gives an empty list.
+
+    Raises
+    ------
+    OSError
+        A manifest that exists cannot be read.
+    """
+    if not storage.is_url(folder):
+        try:
+            with open(os.path.join(folder, MANIFEST_NAME), "rb") as f:
+                return _records(f.read())
+        except FileNotFoundError:
+            return []
+    names = sorted(n for n in storage.list_names(folder, storage_options) if is_manifest_name(n))
+    names.sort(key=lambda n: n != MANIFEST_NAME)  # the one of earlier versions first
+    records = []
+    for name in names:
+        records.extend(_records(storage.read_bytes(storage.join(folder, name),
+                                                   storage_options)))
+    return records
+
+
+def _records(data: bytes) -> list[dict]:
+    records = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            records.append(entry)
+    return records
 
 
 def operation_record(op) -> dict:
@@ -76,20 +150,11 @@ def record_of(path: str) -> dict | None:
     file; lines that are not JSON objects are passed over.
     """
     folder, name = os.path.split(os.path.abspath(path))
-    found = None
     try:
-        with open(os.path.join(folder, MANIFEST_NAME), encoding="utf-8",
-                  errors="replace") as lines:
-            for line in lines:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict) and entry.get("output") == name:
-                    found = entry
+        records = read_manifest(folder)
     except OSError:
         return None
-    return found
+    return next((entry for entry in reversed(records) if entry.get("output") == name), None)
 
 
 class Manifest:
@@ -153,28 +218,28 @@ class Manifest:
         except OSError as exc:
             self._failed(path, exc)
 
-    def _failed(self, path: str, exc: BaseException) -> None:
+    def _failed(self, path: str, exc: BaseException, lines: int = 0) -> None:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        message = f"{path}: the manifest could not be written: {reason}"
+        lost = f" ({lines} line(s) of this run lost)" if lines else ""
+        message = f"{path}: the manifest could not be written{lost}: {reason}"
         if message not in self.errors:
             self.errors.append(message)
 
     def close(self) -> list[str]:
-        """Put the manifests on object storage (read once, appended, written whole).
+        """Put this run's manifest object in each folder on object storage (one put each).
 
         Returns the lines to report for manifests that could not be written.
         """
+        name = run_manifest_name()
         for folder, new in self.pending.items():
-            url = storage.join(folder, MANIFEST_NAME)
+            url = storage.join(folder, name)
             with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
-                local = os.path.join(staging, MANIFEST_NAME)
+                local = os.path.join(staging, name)
                 try:
-                    if MANIFEST_NAME in storage.list_names(folder, self.storage_options):
-                        storage.download(url, local, self.storage_options)
-                    with open(local, "a", encoding="utf-8") as f:
+                    with open(local, "w", encoding="utf-8") as f:
                         f.write("".join(new))
                     storage.upload(local, url, self.storage_options)
                 except OSError as exc:
-                    self._failed(url, exc)
+                    self._failed(url, exc, len(new))
         self.pending.clear()
         return list(self.errors)

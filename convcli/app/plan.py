@@ -9,6 +9,7 @@ gives the same tasks: a batch of a million files is never held whole.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -102,13 +103,15 @@ def _url_folders(arg: str, out_dir: str, *, recursive: bool, options: dict | Non
                      + ("" if recursive else " (use -r to include its subfolders)"))
 
 
-def _scan(folder: str) -> tuple[list[str], list[str], set[str]]:
-    """Visible ``(subfolders, files, links among the files)`` of `folder`, sorted.
+def _scan(folder: str) -> tuple[list[str], list[str], set[str], set[str]]:
+    """Visible ``(subfolders, files, links among the files, link loops)`` of `folder`, sorted.
 
     As :func:`os.walk`: links to folders are neither walked nor files. A
     folder named as a Zarr store (``*.zarr``) is a file: an image, not walked.
+    A symbolic link loop is among the files, whatever its name (an input
+    that fails on its own line), and not among the links.
     """
-    dirs, files, links = [], [], set()
+    dirs, files, links, loops = [], [], set(), set()
     with os.scandir(folder) as entries:
         for entry in entries:
             if _is_hidden(entry.name):
@@ -123,10 +126,19 @@ def _scan(folder: str) -> tuple[list[str], list[str], set[str]]:
                 continue
             files.append(entry.name)
             if entry.is_symlink():
-                links.add(entry.name)
+                (loops if _is_loop(entry) else links).add(entry.name)
     dirs.sort()
     files.sort()
-    return dirs, files, links
+    return dirs, files, links, loops
+
+
+def _is_loop(entry: os.DirEntry) -> bool:
+    """Whether the symbolic link `entry` goes round a loop (which following it reports)."""
+    try:
+        entry.stat()
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _local_folders(top: str, out_dir: str, *, recursive: bool,
@@ -147,7 +159,7 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
         folder, rel = pending.pop()
         out_folder = _out_folder(out_dir, rel)
         try:
-            dirs, names, links = _scan(folder)
+            dirs, names, links, loops = _scan(folder)
         except OSError:
             count += 1
             parent = rel.rpartition("/")[0] or "." if rel != "." else "."
@@ -159,7 +171,7 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
         if recursive:
             pending.extend((os.path.join(folder, d), d if rel == "." else f"{rel}/{d}")
                            for d in reversed(dirs))
-        images = [n for n in names if _is_input_name(n)]
+        images = [n for n in names if _is_input_name(n) or n in loops]
         same = local_out and resolved(out_folder) == resolved(folder)
         if same:
             images = _without_earlier_outputs(images)

@@ -131,6 +131,8 @@ def process_file(task: Task) -> FileResult:
     except (*EXPECTED_ERRORS, MissingExtra) as exc:  # no zarr: this file fails, the run goes on
         message = describe_error(exc, task.source, task.out_dir)
         result = _partial(task, "failed", _with(message, said), written, timings)
+        if isinstance(exc, storage.StoreError):  # the store failed: the run stops
+            result = replace(result, fatal=exc.strerror)
         return replace(result, usage=True) if isinstance(exc, FramesPastEnd) else result
     except KeyboardInterrupt:
         finished = written.todo == len(written.paths)
@@ -499,7 +501,12 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
                             if is_url(p) and storage.dirname(p) == folder),
         )
         staged = _Written()
-        result = _process(staged_task, timings, staged)
+        try:
+            result = _process(staged_task, timings, staged)
+        except OSError as exc:  # named as the user knows it: its URL, not the staging path
+            if isinstance(exc.filename, str) and exc.filename.startswith(out + os.sep):
+                exc.filename = storage.join(task.out_dir, os.path.basename(exc.filename))
+            raise
         written.records, written.todo = staged.records, staged.todo
         start = time.perf_counter()
         for path in staged.paths:

@@ -13,8 +13,9 @@ their options, with the same rules: existing outputs are skipped unless
     status = run_batch(conv, ["photos"], RunOptions(out_dir="edges", jobs=2))
 
 The exit status is 0 when every file was processed or skipped, 1 when a
-file failed (or nothing could be done), 130 or 143 when the run was stopped
-by Ctrl-C or SIGTERM. Options that cannot work raise
+file failed (or nothing could be done, a manifest could not be written, or
+the object store failed and stopped the run), 130 or 143 when the run was
+stopped by Ctrl-C or SIGTERM. Options that cannot work raise
 :class:`convcli.errors.OptionError` (or :class:`convcli.errors.MissingExtra`),
 before anything is written.
 """
@@ -37,7 +38,7 @@ from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..engines import Engine, EngineError, EngineSettings, make_engine
 from ..errors import MissingExtra, OptionError
 from ..frames import DEFAULT_FRAMES
-from ..storage import dirname, is_url, local_path, protocol, redact
+from ..storage import StoreError, dirname, is_url, local_path, protocol, redact
 
 FIRST_TASKS = 256
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
@@ -107,6 +108,7 @@ class Reporter:
             raise OptionError("-q (errors only) and -v (a line per file) cannot be used together",
                               None)
         self.quiet, self.verbose, self.debug = quiet, verbose, debug
+        self.causes_said: set[str] = set()  # the store's failures said (FileResult.fatal)
 
     def say(self, line: str) -> None:
         """One line for the user, always (its secrets hidden: :func:`convcli.storage.redact`)."""
@@ -127,6 +129,11 @@ class Reporter:
     def add(self, result, source: str) -> None:
         """One file's result (a :class:`convcli.batch.FileResult`); `source` as shown."""
         if result.status == "failed":
+            if result.fatal:  # the store failed: said once, for the first file it failed
+                if result.fatal not in self.causes_said:
+                    self.causes_said.add(result.fatal)
+                    self.say(f"{source}: {result.message}; the run stops")
+                return
             self.say(f"{source}: {result.message}")
             if self.debug and result.detail:
                 self.say(result.detail.rstrip())
@@ -228,6 +235,7 @@ class _BatchRun:
         self.count = None  # the background count of the files, when there is one
         self.shown: dict[str, str] = {}  # names to show for some inputs ("-")
         self.manifest = None
+        self.store_failed = False  # a file failed for the store's failure: the run stopped
         self.listing: dict = {}
         settings = EngineSettings(
             jobs=options.jobs, scheduler=options.scheduler,
@@ -256,7 +264,8 @@ class _BatchRun:
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
             where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
-            self._summarise(where, interrupted=status in (130, 143))
+            self._summarise(where, interrupted=status in (130, 143),
+                            stopped=self.store_failed)
             if target.stdout and self.counts["done"]:
                 status = self._copy_to_stdout(target.out_file) or status
         return status or 0
@@ -361,14 +370,18 @@ class _BatchRun:
                                      storage_options=self.options.storage_options)
         self.reporter.begin(self.total, self.count)
         try:
-            return self._run_tasks(itertools.chain(first, tasks))
+            status = self._run_tasks(itertools.chain(first, tasks))
         finally:
-            for line in self.manifest.close() if self.manifest else ():
+            lost = self.manifest.close() if self.manifest else []
+            for line in lost:
                 self.reporter.say(line)
+        # Outputs without their manifest lines: the run did not do all it says it does.
+        return status or (1 if lost else None)
 
     def _add(self, result) -> None:
         self.counts[result.status] += 1
         self.usage_failed = self.usage_failed or result.usage
+        self.store_failed = self.store_failed or bool(result.fatal)
         self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
@@ -392,7 +405,8 @@ class _BatchRun:
                 for result in results:
                     self._add(result)
                     # A stop request here: Ctrl-C ended the file processed in this thread.
-                    if requests() or (self.options.fail_fast and result.status == "failed"):
+                    if (requests() or result.fatal
+                            or (self.options.fail_fast and result.status == "failed")):
                         break
             except (KeyboardInterrupt, _Terminated):
                 pass  # counted in `requests`
@@ -415,18 +429,20 @@ class _BatchRun:
             status = 2 if self.usage_failed else 1
         return status
 
-    def _summarise(self, where: str, *, interrupted: bool) -> None:
+    def _summarise(self, where: str, *, interrupted: bool, stopped: bool = False) -> None:
+        """The summary line; `stopped`: by a failure of the store (said, even when quiet)."""
         c = self.counts
         line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
                 f"in {time.monotonic() - self.started:.1f} s; {where}")
         if c["skipped"] and not self.reporter.verbose:
             line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
-        if interrupted:
+        if interrupted or stopped:
             total = self.total if self.total is not None or self.count is None else self.count()
             finished = c["done"] + c["skipped"] + c["failed"]
             left = "the rest" if total is None else total - finished
-            line = f"interrupted: {line}; {left} not started or not finished"
-        self.reporter.end(line, interrupted=interrupted)
+            line = (f"{'interrupted' if interrupted else 'stopped'}: {line}; "
+                    f"{left} not started or not finished")
+        self.reporter.end(line, interrupted=interrupted or stopped)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -631,7 +647,8 @@ def _check_folder(folder: str) -> None:
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:
     """Report an error met listing the inputs: a missing extra is raised (a usage error).
 
-    Other errors (a bucket that cannot be listed) are one line; with `stop`,
+    Other errors (a bucket that cannot be listed, a store that cannot be
+    reached: :class:`convcli.storage.StoreError`) are one line; with `stop`,
     nothing was done and the run ends with exit status 1.
     """
     if error is None:
@@ -640,7 +657,10 @@ def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bo
         raise error
     reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
     where = getattr(error, "filename", None)
-    reporter.say(f"{where}: cannot list: {reason}" if where else
-                 f"cannot list the inputs: {reason}")
+    if isinstance(error, StoreError):  # the store's reason says it: unreachable, no credentials
+        reporter.say(f"{where}: {reason}")
+    else:
+        reporter.say(f"{where}: cannot list: {reason}" if where else
+                     f"cannot list the inputs: {reason}")
     if stop:
         raise _Ended(1)
