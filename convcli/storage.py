@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import re
+import sys
 
 from .errors import MissingExtra
 
@@ -158,16 +159,21 @@ def _with_bounded_waits(name: str, options: dict | None) -> dict:
 
 
 @contextlib.contextmanager
-def store_errors(url: str):
+def store_errors(url: str, *, one_object: bool = False):
     """Raise a :class:`StoreError` for a failure of the store met in the block.
 
     A missing object (FileNotFoundError) and other errors of one object are
-    left as they are.
+    left as they are; with `one_object` (reading one input), so is access
+    denied: a bucket may hold objects that these credentials cannot read.
     """
     try:
         yield
     except StoreError:
         raise
+    except PermissionError:
+        if one_object:
+            raise
+        raise StoreError(url, store_failure(sys.exc_info()[1])) from None
     except Exception as exc:  # noqa: BLE001 - sorted: the store's failures, or re-raised
         reason = store_failure(exc)
         if reason is None:
@@ -340,14 +346,14 @@ def remove_tree(url: str, options: dict | None = None) -> None:
 def download(url: str, local: str, options: dict | None = None) -> None:
     """Copy the object `url` to the local file `local`."""
     fs, path = filesystem(url, options)
-    with store_errors(url):
+    with store_errors(url, one_object=True):
         fs.get_file(path, local)
 
 
 def read_bytes(url: str, options: dict | None = None) -> bytes:
     """The bytes of the object `url`."""
     fs, path = filesystem(url, options)
-    with store_errors(url):
+    with store_errors(url, one_object=True):
         return fs.cat_file(path)
 
 

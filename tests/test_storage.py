@@ -507,3 +507,19 @@ def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
     lost = [line for line in lines if "the manifest could not be written" in line]
     assert len(lost) == 1 and lost[0].startswith("convcli: s3://killed/out/convcli-manifest-")
     assert len(lines) == 3, stderr
+
+
+def test_access_denied_to_one_input_fails_that_file_and_elsewhere_stops_the_run():
+    """A bucket may hold objects these credentials cannot read: only reading one is per file."""
+    from convcli.storage import StoreError, store_errors
+
+    denied = PermissionError(13, "Access Denied")
+    with pytest.raises(PermissionError) as one:
+        with store_errors("s3://b/private.png", one_object=True):
+            raise denied
+    assert not isinstance(one.value, StoreError)
+    with pytest.raises(StoreError) as store:
+        with store_errors("s3://b/out"):
+            raise denied
+    assert (store.value.filename, store.value.strerror) == ("s3://b/out",
+                                                            "access denied: Access Denied")
