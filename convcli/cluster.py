@@ -24,6 +24,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -74,7 +75,7 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         _check_reachable(scheduler, timeout)
 
     # Dask logs connection chatter at INFO and WARNING; the command line reports on its own.
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    _quiet_dask_logs(logging.ERROR)
     try:
         if scheduler == "local":
             # The scheduler's HTTP server on a free loopback port: with the dashboard
@@ -101,6 +102,19 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
     return client
 
 
+_CLOSE_SECONDS = 2.0  # closing a client whose scheduler was lost
+
+
+def _quiet_dask_logs(level: int) -> None:
+    """Dask's loggers (``distributed`` and those its configuration sets apart) at `level`."""
+    import logging
+
+    names = [name for name in logging.root.manager.loggerDict
+             if name == "distributed" or name.startswith("distributed.")]
+    for name in names or ["distributed"]:
+        logging.getLogger(name).setLevel(level)
+
+
 def _check_reachable(address: str, timeout: float) -> None:
     """Raise ClusterError at once if nothing listens at a ``tcp://HOST:PORT`` `address`.
 
@@ -123,8 +137,19 @@ def _check_reachable(address: str, timeout: float) -> None:
 
 def close(client) -> None:
     """Close `client`, and the LocalCluster it started, if any."""
+    import logging
+
     cluster = getattr(client, "_convcli_cluster", None)
-    client.close()
+    if client.status == "running":
+        client.close()
+    else:
+        # The scheduler was lost: closing cancels Dask's attempts to reconnect, which it
+        # logs as errors with tracebacks; the run has said what happened.
+        _quiet_dask_logs(logging.CRITICAL + 1)
+        try:
+            client.close(timeout=_CLOSE_SECONDS)
+        except (OSError, TimeoutError):
+            pass
     if cluster is not None:
         cluster.close()
 
@@ -195,13 +220,145 @@ def _prepare_worker(threads: dict[str, int]) -> None:
     keep_freed_memory()
 
 
-def run_group(worker: Callable, tasks: tuple, threads: dict | None = None) -> list[FileResult]:
+@dataclasses.dataclass(frozen=True)
+class GroupResult:
+    """What :func:`run_group` returns: the files' results, and what happened to the task.
+
+    Attributes
+    ----------
+    results : list of FileResult
+        One per file processed (fewer than the group's when the run stopped).
+    lost_on : str or None
+        Where an earlier run of this task was when its worker was lost.
+    abandoned : bool
+        The client stopped waiting: the outputs written were removed.
+    """
+
+    results: list
+    lost_on: str | None = None
+    abandoned: bool = False
+
+
+STOP, ABANDON = "stop", "abandon"
+"""The states of a run's stop flag, on the scheduler: start no other file; also remove."""
+
+
+class _Journal:
+    """A run's record on the scheduler (``Client.set_metadata``), used by its Dask tasks.
+
+    Under the run's key: ``stop`` (:data:`STOP` or :data:`ABANDON`, set by
+    the client), ``workers/KEY`` (the worker running the task KEY) and
+    ``files/GROUP/N`` (the outputs that file N of the group GROUP is about to
+    write; a group split into tasks of one file keeps its GROUP). The
+    client clears a task's entries when it has its result.
+    A task run again after its worker was lost finds there where the first
+    run was, and which existing outputs it wrote (written again, so that
+    their records reach the manifest, instead of being counted as skipped).
+    """
+
+    def __init__(self, run_key: str, task_key: str, group_key: str):
+        from distributed import get_client, get_worker
+
+        self.client = get_client()
+        self.address = get_worker().address
+        self.run_key, self.task_key, self.group_key = run_key, task_key, group_key
+
+    def _get(self, *keys: str):
+        return self.client.get_metadata([self.run_key, *keys], None)
+
+    def _set(self, value, *keys: str) -> None:
+        self.client.set_metadata([self.run_key, *keys], value)
+
+    def begin(self) -> str | None:
+        """Record this task's worker; where an earlier run of it was, if any."""
+        earlier = self._get("workers", self.task_key)
+        self._set(self.address, "workers", self.task_key)
+        return earlier if earlier != self.address else None
+
+    def stop_state(self) -> str | None:
+        """:data:`STOP`, :data:`ABANDON`, or None; :data:`ABANDON` if the scheduler is lost."""
+        try:
+            return self._get("stop")
+        except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
+            return ABANDON
+
+    def check(self, number: str) -> Callable:
+        """The check of file `number`'s outputs (:func:`convcli.app.process.checking_outputs`)."""
+        def check(outputs: list, todo: list) -> list:
+            if len(todo) < len(outputs):  # some exist: written by a lost run of this task?
+                earlier = set(self._get("files", self.group_key, number) or ())
+                again = [out for out in outputs if out not in todo and str(out.path) in earlier]
+                for out in again:
+                    _remove(str(out.path))
+                todo = [out for out in outputs if out in todo or out in again]
+            # Those that do not exist yet: none of them was in the manifest before.
+            new = [str(out.path) for out in todo if not os.path.lexists(out.path)]
+            if new:
+                self._set(new, "files", self.group_key, number)
+            return todo
+
+        return check
+
+
+def _remove(path: str, options: dict | None = None) -> None:
+    """Remove the output `path` (a file, a Zarr store's folder, an object) if it is there."""
+    import shutil
+
+    from .storage import filesystem
+
+    try:
+        if is_url(path):
+            filesystem(path, options).rm(path, recursive=True)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except (OSError, ValueError):
+        pass
+
+
+def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
+              run: tuple | None = None) -> GroupResult:
     """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker.
 
     `threads` maps worker addresses to layer threads (:func:`layer_threads`).
+    `run` is ``(run key, task key, group key, file numbers)``: the group keeps its
+    :class:`_Journal`, and looks, before each file, whether the run was
+    stopped: it then starts no other file, or (:data:`ABANDON`) removes the
+    outputs it wrote, which the client will not record.
     """
     _prepare_worker(threads or {})
-    return [run_guarded(worker, task) for task in tasks]
+    if run is None:
+        return GroupResult([run_guarded(worker, task) for task in tasks])
+    from .app.process import checking_outputs
+
+    run_key, task_key, group_key, numbers = run
+    journal = _Journal(run_key, task_key, group_key)
+    lost_on = journal.begin()
+    results: list[FileResult] = []
+    for task, number in zip(tasks, numbers, strict=True):
+        state = journal.stop_state()
+        if state is not None:
+            return _stopped(results, lost_on, state, tasks)
+        if is_url(getattr(task, "out_dir", "")):  # its outputs are listed before the run
+            results.append(run_guarded(worker, task))
+            continue
+        with checking_outputs(journal.check(number)):
+            results.append(run_guarded(worker, task))
+    state = journal.stop_state()
+    return _stopped(results, lost_on, state, tasks) if state == ABANDON else GroupResult(
+        results, lost_on)
+
+
+def _stopped(results: list, lost_on: str | None, state: str, tasks: tuple) -> GroupResult:
+    """The result of a group whose run was stopped; outputs removed if it was abandoned."""
+    if state != ABANDON:
+        return GroupResult(results, lost_on)
+    options = getattr(tasks[0], "storage_options", None) if tasks else None
+    for result in results:
+        for path in result.outputs:
+            _remove(path, options)
+    return GroupResult([], lost_on, abandoned=True)
 
 
 def _absolute(task, cwd: str):
@@ -245,11 +402,25 @@ def _as_given(result: FileResult, sent, given) -> FileResult:
         outputs=tuple(back(path, whole=True) for path in result.outputs))
 
 
+NO_WORKERS_SECONDS = 10.0
+"""How long a run waits on a cluster left with no workers (none started again) before it stops."""
+
+STOP_WAIT_SECONDS = 60.0
+"""How long a stopped run waits for the files being written on the workers, at most."""
+
+_ABANDON_GRACE = 1.0  # seconds for results already on their way when tasks are abandoned
+_CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
+
+
 class ClusterRun:
     """Run ``worker(task)`` for every task on a Dask client; iterate to get the results.
 
     The same interface as :class:`convcli.batch.BatchRun` (iteration in
     completion order, :meth:`stop`, :attr:`running`, :attr:`recovered_deaths`).
+    Its tasks keep a record on the scheduler (:class:`_Journal`), so that a
+    task run again after its worker was lost reports the files written by
+    the lost run (their worker is listed in :attr:`recovered_deaths`), and
+    tasks stop between files when the run is stopped.
 
     Parameters
     ----------
@@ -265,10 +436,20 @@ class ClusterRun:
         cluster's threads.
     stop_requests : callable
         The number of times the user asked to stop, polled while waiting.
+    no_workers_seconds, stop_wait_seconds : float
+        :data:`NO_WORKERS_SECONDS` and :data:`STOP_WAIT_SECONDS`.
+
+    Raises
+    ------
+    ClusterError
+        While iterating: the scheduler was lost, or the cluster has had no
+        workers for `no_workers_seconds`.
     """
 
     def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
-                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0):
+                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0,
+                 no_workers_seconds: float = NO_WORKERS_SECONDS,
+                 stop_wait_seconds: float = STOP_WAIT_SECONDS):
         self._client = client
         self._tasks = iter(tasks)
         self._worker = worker
@@ -281,17 +462,31 @@ class ClusterRun:
         self._pending = self._distributed.as_completed(loop=client.loop)
         self._in_flight = max(1, in_flight)
         self._threads = layer_threads(client, workers)
+        self._threads_in_all = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
         self._group_of: dict = {}
-        self._sent: dict = {}  # the groups as sent: relative paths joined to this directory
+        self._sent: dict = {}  # the groups as sent (paths joined to this directory), their keys
         self._cwd = os.getcwd()
-        self._singles: list = []  # tasks of groups split after killing workers
+        self._singles: list = []  # (task, number, group key) of groups split after killing workers
+        self._numbers = itertools.count()
+        self._run_key = f"convcli-run-{secrets.token_hex(8)}"
+        self._address = getattr(client.scheduler, "address", None) or "?"
+        self._no_workers = (no_workers_seconds, None)  # the bound, and since when there are none
+        self._stop_wait = stop_wait_seconds
+        self._next_check = time.monotonic() + _CHECK_SECONDS
+        self._stopping = False
+        self._failed = False  # no scheduler, or no workers: nothing is waited for
+        self._unreported: list[FileResult] = []  # results of a finished task not yielded yet
         self.recovered_deaths: list[str] = []
+        self.stop_note: str | None = None
 
-    def _submit(self, group: tuple) -> None:
+    def _submit(self, group: tuple, numbers: tuple, group_key: str | None = None) -> None:
         sent = tuple(_absolute(task, self._cwd) for task in group)
-        future = self._client.submit(run_group, self._worker, sent, self._threads, pure=False)
+        task_key = str(next(self._numbers))
+        group_key = group_key or task_key
+        future = self._client.submit(run_group, self._worker, sent, self._threads,
+                                     (self._run_key, task_key, group_key, numbers), pure=False)
         self._group_of[future] = group
-        self._sent[future] = sent
+        self._sent[future] = (sent, numbers, task_key, group_key)
         self._pending.add(future)
 
     def _fill(self) -> None:
@@ -301,18 +496,20 @@ class ClusterRun:
         counts a worker's death against every task assigned to that worker, so
         a file queued beside the one to blame could otherwise fail with it.
         """
+        if self._stopping:
+            return
         if self._singles:
             if not self._group_of:
-                self._submit((self._singles.pop(0),))
+                task, number, group_key = self._singles.pop(0)
+                self._submit((task,), (number,), group_key)
             return
         while len(self._group_of) < self._in_flight:
             group = tuple(itertools.islice(self._tasks, self._per_task))
             if not group:
                 return
-            self._submit(group)
+            self._submit(group, tuple(str(next(self._numbers)) for _ in group))
 
     def __iter__(self) -> Iterator[FileResult]:
-        killed = self._distributed.KilledWorker
         self._fill()
         while not self._pending.is_empty():
             if self._stop_requests():
@@ -322,37 +519,88 @@ class ClusterRun:
                 self._wait_for_results()
                 continue
             for future in done:
-                group, sent = self._group_of.pop(future), self._sent.pop(future)
-                try:
-                    results = [_as_given(result, one, given)
-                               for result, one, given in zip(future.result(), sent, group,
-                                                                 strict=True)]
-                except killed as exc:
-                    results = self._killed(group, exc)
-                except self._distributed.client.FutureCancelledError:
-                    results = []
-                future.release()
+                self._unreported.extend(self._collect(future))
                 self._fill()
-                yield from results
+                while self._unreported:  # what is not taken when the caller stops: see stop()
+                    yield self._unreported.pop(0)
+        self._forget()
+
+    def _collect(self, future) -> list[FileResult]:
+        """The results of a finished Dask task, named as given; its record cleared."""
+        group = self._group_of.pop(future)
+        sent, numbers, task_key, group_key = self._sent.pop(future)
+        try:
+            outcome = future.result()
+        except self._distributed.KilledWorker as exc:
+            return self._killed(group, numbers, group_key, exc)
+        except self._distributed.client.FutureCancelledError:
+            self._check_scheduler()
+            return []
+        except Exception as exc:  # noqa: BLE001 - the task itself failed: its files fail
+            return [FileResult(str(getattr(task, "source", task)), "failed",
+                               f"the Dask task failed: {type(exc).__name__}: {exc}")
+                    for task in group]
+        finally:
+            future.release()
+        self._clear("workers", task_key)
+        if group_key == task_key:
+            self._clear("files", group_key)
+        if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
+            self.recovered_deaths.append(outcome.lost_on)
+        return [_as_given(result, one, given)
+                for result, one, given in zip(outcome.results, sent, group, strict=False)]
 
     def _wait_for_results(self) -> None:
         """Wait until a result is ready, or :data:`_POLL_SECONDS` pass (to look at stop requests).
 
         as_completed wakes its own iterator through its ``thread_condition``;
         waiting on it here lets a request to stop be seen between results.
+        Every :data:`_CHECK_SECONDS`, the scheduler and the workers are checked.
         """
         condition = getattr(self._pending, "thread_condition", None)
         if condition is None:
             time.sleep(_POLL_SECONDS)
-            return
-        with condition:
-            if not self._pending.has_ready():
-                condition.wait(timeout=_POLL_SECONDS)
+        else:
+            with condition:
+                if not self._pending.has_ready():
+                    condition.wait(timeout=_POLL_SECONDS)
+        if time.monotonic() >= self._next_check:
+            self._check_workers()
+            self._next_check = time.monotonic() + _CHECK_SECONDS
 
-    def _killed(self, group: tuple, exc: BaseException) -> list[FileResult]:
+    def _check_scheduler(self) -> None:
+        """Raise ClusterError if the connection to the scheduler was lost."""
+        if self._client.status != "running":
+            self._failed = True
+            raise ClusterError(f"lost the Dask scheduler at {self._address}: the files not "
+                               "reported were not processed")
+
+    def _check_workers(self) -> None:
+        """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
+        self._check_scheduler()
+        try:
+            count = len(self._client.nthreads())
+        except OSError:
+            self._check_scheduler()
+            raise
+        bound, since = self._no_workers
+        now = time.monotonic()
+        if count:
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= bound:
+            self._failed = True
+            raise ClusterError(f"the Dask cluster at {self._address} has had no workers for "
+                               f"{bound:g} s: stopping")
+        self._no_workers = (bound, since)
+
+    def _killed(self, group: tuple, numbers: tuple, group_key: str,
+                exc: BaseException) -> list[FileResult]:
         """Results for a group whose workers kept dying: split it, or fail its one file."""
         if len(group) > 1:
-            self._singles.extend(group)
+            self._singles.extend((task, number, group_key)
+                                 for task, number in zip(group, numbers, strict=True))
             return []
         task = group[0]
         source = str(getattr(task, "source", task))
@@ -361,23 +609,90 @@ class ClusterRun:
 
     @property
     def running(self) -> int:
-        """Files in Dask tasks that were submitted and have not finished."""
-        return sum(len(group) for group in self._group_of.values())
+        """Files being processed, at most: one per Dask task not finished, within the threads."""
+        return min(len(self._group_of), self._threads_in_all)
+
+    def _clear(self, *keys: str) -> None:
+        """Clear the run's record under `keys` on the scheduler (all of it without keys)."""
+        try:
+            self._client.set_metadata([self._run_key, *keys], None)
+        except OSError:
+            pass
+
+    def _forget(self) -> None:
+        if self._client.status == "running":
+            self._clear()
+
+    def _set_stop(self, state: str) -> bool:
+        """Tell the tasks that the run stopped (:data:`STOP`, :data:`ABANDON`); whether it could."""
+        try:
+            self._client.set_metadata([self._run_key, "stop"], state)
+        except OSError:
+            return False
+        return True
 
     def stop(self, *, force: bool = False) -> list[FileResult]:
-        """Cancel the tasks not finished; return nothing (their files are not reported).
+        """Stop the tasks between files, and return the results of what they wrote.
 
-        Outputs stay whole either way: a cancelled task that was running
-        finishes the file it is writing, under a temporary name, or leaves a
-        temporary file that the next run removes.
+        Tasks not started end at once. The running ones end after their file:
+        their results are waited for :attr:`stop_wait_seconds` at most, or
+        until a second stop request (or `force`). Tasks still running then are
+        abandoned: they remove the outputs they wrote (the run does not record
+        them), and :attr:`stop_note` says so.
         """
-        futures = list(self._group_of)
-        self._group_of.clear()
-        self._sent.clear()
-        if futures:
-            self._client.cancel(futures, force=force)
-        self._pending.clear()
-        return []
+        self._stopping = True
+        self._singles.clear()
+        late, self._unreported = self._unreported, []
+        if not self._group_of or self._client.status != "running":
+            self._forget()
+            return late
+        if self._failed:  # no workers: what their lost tasks wrote is removed
+            self._set_stop(ABANDON)
+            self._client.cancel(list(self._group_of))
+            self._remove_unreported()
+            return late
+        if self._set_stop(STOP) and not force:
+            late += self._gather(self._stop_wait, interruptible=True)
+        if self._group_of:
+            waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
+            self._set_stop(ABANDON)
+            late += self._gather(_ABANDON_GRACE, interruptible=False)
+            if self._group_of:
+                self.stop_note = (f"stopped waiting for the Dask workers{waited}: the "
+                                  f"{len(self._group_of)} task(s) still running remove the "
+                                  "outputs they wrote, which are not recorded")
+                self._client.cancel(list(self._group_of))
+                return late
+        self._forget()
+        return late
+
+    def _remove_unreported(self) -> None:
+        """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
+        for _, numbers, _, group_key in self._sent.values():
+            try:
+                files = self._client.get_metadata([self._run_key, "files", group_key], None)
+            except OSError:
+                return
+            for number in numbers:
+                for path in (files or {}).get(number, ()):
+                    _remove(path)
+
+    def _gather(self, seconds: float, *, interruptible: bool) -> list[FileResult]:
+        """The results of the tasks that finish within `seconds` (or a second stop request)."""
+        late: list[FileResult] = []
+        deadline = time.monotonic() + seconds
+        while self._group_of and time.monotonic() < deadline:
+            if interruptible and self._stop_requests() >= 2:
+                break
+            try:
+                done = self._pending.next_batch(block=False)
+                if not done:
+                    self._wait_for_results()
+                for future in done:
+                    late += self._collect(future)
+            except ClusterError:  # no scheduler, or no workers: nothing more will come
+                break
+        return late
 
 
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx)://\S+|[^\s:/]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+")
@@ -442,7 +757,6 @@ class DaskEngine(RunEngine):
     """
 
     name = "dask"
-    finishes_running = False
 
     def __init__(self, settings: EngineSettings):
         if settings.scheduler is not None and settings.scheduler_file is not None:
@@ -472,6 +786,13 @@ class DaskEngine(RunEngine):
         if self.client is not None:
             client, self.client = self.client, None
             close(client)
+
+    def deaths_note(self) -> str | None:
+        if not self.recovered_deaths:
+            return None
+        return (f"{len(self.recovered_deaths)} Dask worker(s) were lost during the run "
+                f"({', '.join(self.recovered_deaths)}); the files they had in hand were "
+                "processed again on the others")
 
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK

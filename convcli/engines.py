@@ -144,6 +144,11 @@ class Engine(ABC):
     def running(self) -> int:
         """Files being processed now."""
 
+    @property
+    def stop_note(self) -> str | None:
+        """After :meth:`stop`: one line on files it could not wait for, or None."""
+        return None
+
     def deaths_note(self) -> str | None:
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:
@@ -173,6 +178,10 @@ class RunEngine(Engine):
     @property
     def running(self) -> int:
         return self._run.running if self._run is not None else 0
+
+    @property
+    def stop_note(self) -> str | None:
+        return getattr(self._run, "stop_note", None)
 
 
 def engine_name(name: str | None, settings: EngineSettings) -> str:

@@ -403,6 +403,8 @@ class _BatchRun:
             late = engine.stop()
         for result in late:
             self._add(result)
+        if engine.stop_note:
+            self.reporter.say(engine.stop_note)
         deaths = engine.deaths_note()
         if deaths:  # an error, even though every file was then processed
             self.reporter.say(deaths)
