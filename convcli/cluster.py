@@ -408,7 +408,7 @@ NO_WORKERS_SECONDS = 10.0
 STOP_WAIT_SECONDS = 60.0
 """How long a stopped run waits for the files being written on the workers, at most."""
 
-_ABANDON_GRACE = 1.0  # seconds for results already on their way when tasks are abandoned
+_ABANDON_GRACE = 0.5  # seconds for results already on their way when tasks are abandoned
 _CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
 
 
@@ -537,9 +537,9 @@ class ClusterRun:
             self._check_scheduler()
             return []
         except Exception as exc:  # noqa: BLE001 - the task itself failed: its files fail
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
             return [FileResult(str(getattr(task, "source", task)), "failed",
-                               f"the Dask task failed: {type(exc).__name__}: {exc}")
-                    for task in group]
+                               f"the Dask task failed: {reason}") for task in group]
         finally:
             future.release()
         self._clear("workers", task_key)
