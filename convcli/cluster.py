@@ -239,6 +239,8 @@ class GroupResult:
     abandoned: bool = False
 
 
+_STOP_CHECK_SECONDS = 0.1  # between files, a task reads its run's stop flag at most this often
+
 STOP, ABANDON = "stop", "abandon"
 """The states of a run's stop flag, on the scheduler: start no other file; also remove."""
 
@@ -247,10 +249,11 @@ class _Journal:
     """A run's record on the scheduler (``Client.set_metadata``), used by its Dask tasks.
 
     Under the run's key: ``stop`` (:data:`STOP` or :data:`ABANDON`, set by
-    the client), ``workers/KEY`` (the worker running the task KEY) and
-    ``files/GROUP/N`` (the outputs that file N of the group GROUP is about to
-    write; a group split into tasks of one file keeps its GROUP). The
-    client clears a task's entries when it has its result.
+    the client), ``tasks/KEY/worker`` (the worker running the task KEY) and
+    ``tasks/GROUP/files/N`` (the new outputs that file N of the group GROUP
+    is about to write; a group is a task's files, and keeps its key when it
+    is split into tasks of one file). The client clears a task's entry when
+    it has its result, and the run's when it ends.
     A task run again after its worker was lost finds there where the first
     run was, and which existing outputs it wrote (written again, so that
     their records reach the manifest, instead of being counted as skipped).
@@ -262,6 +265,7 @@ class _Journal:
         self.client = get_client()
         self.address = get_worker().address
         self.run_key, self.task_key, self.group_key = run_key, task_key, group_key
+        self._stop_checked = 0.0  # when the stop flag was last read
 
     def _get(self, *keys: str):
         return self.client.get_metadata([self.run_key, *keys], None)
@@ -271,12 +275,20 @@ class _Journal:
 
     def begin(self) -> str | None:
         """Record this task's worker; where an earlier run of it was, if any."""
-        earlier = self._get("workers", self.task_key)
-        self._set(self.address, "workers", self.task_key)
+        earlier = self._get("tasks", self.task_key, "worker")
+        self._set(self.address, "tasks", self.task_key, "worker")
         return earlier if earlier != self.address else None
 
-    def stop_state(self) -> str | None:
-        """:data:`STOP`, :data:`ABANDON`, or None; :data:`ABANDON` if the scheduler is lost."""
+    def stop_state(self, *, fresh: bool = True) -> str | None:
+        """:data:`STOP`, :data:`ABANDON`, or None; :data:`ABANDON` if the scheduler is lost.
+
+        Unless `fresh`, None without asking within :data:`_STOP_CHECK_SECONDS`
+        of the last time (a file started then is still reported, or removed).
+        """
+        now = time.monotonic()
+        if not fresh and now - self._stop_checked < _STOP_CHECK_SECONDS:
+            return None
+        self._stop_checked = now
         try:
             return self._get("stop")
         except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
@@ -286,7 +298,7 @@ class _Journal:
         """The check of file `number`'s outputs (:func:`convcli.app.process.checking_outputs`)."""
         def check(outputs: list, todo: list) -> list:
             if len(todo) < len(outputs):  # some exist: written by a lost run of this task?
-                earlier = set(self._get("files", self.group_key, number) or ())
+                earlier = set(self._get("tasks", self.group_key, "files", number) or ())
                 again = [out for out in outputs if out not in todo and str(out.path) in earlier]
                 for out in again:
                     _remove(str(out.path))
@@ -294,7 +306,7 @@ class _Journal:
             # Those that do not exist yet: none of them was in the manifest before.
             new = [str(out.path) for out in todo if not os.path.lexists(out.path)]
             if new:
-                self._set(new, "files", self.group_key, number)
+                self._set(new, "tasks", self.group_key, "files", number)
             return todo
 
         return check
@@ -337,7 +349,7 @@ def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
     lost_on = journal.begin()
     results: list[FileResult] = []
     for task, number in zip(tasks, numbers, strict=True):
-        state = journal.stop_state()
+        state = journal.stop_state(fresh=False)
         if state is not None:
             return _stopped(results, lost_on, state, tasks)
         if is_url(getattr(task, "out_dir", "")):  # its outputs are listed before the run
@@ -542,9 +554,7 @@ class ClusterRun:
                                f"the Dask task failed: {reason}") for task in group]
         finally:
             future.release()
-        self._clear("workers", task_key)
-        if group_key == task_key:
-            self._clear("files", group_key)
+        self._clear("tasks", task_key)
         if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
             self.recovered_deaths.append(outcome.lost_on)
         return [_as_given(result, one, given)
@@ -670,7 +680,8 @@ class ClusterRun:
         """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
         for _, numbers, _, group_key in self._sent.values():
             try:
-                files = self._client.get_metadata([self._run_key, "files", group_key], None)
+                files = self._client.get_metadata([self._run_key, "tasks", group_key, "files"],
+                                                  None)
             except OSError:
                 return
             for number in numbers:

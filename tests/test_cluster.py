@@ -198,7 +198,7 @@ def _assert_manifest_names_every_output(out: Path) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path, sig):
-    src = make_copies(tmp_path / "many", 300, (320, 240))
+    src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
     proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
                              cluster.address, "--files-per-task", "8"],
@@ -215,7 +215,7 @@ def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path, s
     time.sleep(1)
     records = _assert_manifest_names_every_output(out)
     processed = re.search(r"interrupted: (\d+) processed", stderr)
-    assert 0 < len(records) == 3 * int(processed[1]) < 900  # three outputs an RGB file
+    assert 0 < len(records) == 3 * int(processed[1]) < 360  # three outputs an RGB file
 
 
 @pytest.mark.slow
@@ -232,7 +232,8 @@ def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     # The tasks still running finish their file, then remove what the run did not record.
-    assert wait_until(lambda: _unrecorded(out) == 0, 60), stderr
+    assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60)
+    time.sleep(1)
     _assert_manifest_names_every_output(out)
 
 
@@ -267,6 +268,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
     assert digests(out) == digests(tmp_path / "local")  # every output whole, byte for byte
 
 
+@pytest.mark.slow
 def test_a_lost_scheduler_is_one_line(tmp_path):
     src = make_copies(tmp_path / "many", 200, (320, 240))
     doomed = DaskProcesses(tmp_path, 1, nanny=False)
@@ -345,32 +347,34 @@ def _slow(job):
 
 
 def _writes_slowly(job):
-    """Writes the file `job.marker` in a second, as a file's output."""
-    time.sleep(1)
+    """Writes the file `job.marker` in half a second, as a file's output."""
+    time.sleep(0.5)
     Path(job.marker).write_text(job.source)
     return FileResult(job.source, "done", outputs=(job.marker,))
 
 
+@pytest.mark.slow
 def test_a_second_stop_request_abandons_the_running_tasks(local_client, tmp_path):
     requests = []
     jobs = [_Job(str(n), str(tmp_path / f"{n}.out")) for n in range(16)]
-    run = ClusterRun(local_client, jobs, _writes_slowly, files_per_task=4,
+    run = ClusterRun(local_client, jobs, _writes_slowly, files_per_task=2,
                      stop_requests=lambda: len(requests), stop_wait_seconds=30)
     taken = [next(iter(run))]
     requests += ["Ctrl-C", "Ctrl-C"]
     started = time.monotonic()
     late = run.stop()
-    assert time.monotonic() - started < 2  # not the second each running task needs
+    assert time.monotonic() - started < 1.5  # the tasks running are not waited for
     assert re.match(r"stopped waiting for the Dask workers: the [12] task\(s\) "
                     "still running remove the outputs they wrote", run.stop_note)
     # Each running task finishes its file, sees that it was abandoned, and removes what it
     # wrote: the outputs left are those of the results the run had.
     reported = {Path(path).name for result in taken + late for path in result.outputs}
     assert wait_until(lambda: {p.name for p in tmp_path.glob("*.out")} == reported, 30)
-    time.sleep(1.5)
+    time.sleep(0.6)  # nothing is written after that
     assert {p.name for p in tmp_path.glob("*.out")} == reported and len(reported) < 16
 
 
+@pytest.mark.slow
 def test_a_cluster_left_without_workers_ends_the_run(local_client):
     # A scheduler here and one worker without a nanny, both able to import this module.
     path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
