@@ -312,6 +312,14 @@ class _Journal:
         return check
 
 
+async def _quietly(request, **kwargs) -> None:
+    """Await ``request(**kwargs)``, a call to the scheduler not waited for; errors are dropped."""
+    try:
+        await request(**kwargs)
+    except OSError:  # the scheduler is gone: the run says so on its own
+        pass
+
+
 def _remove(path: str, options: dict | None = None) -> None:
     """Remove the output `path` (a file, a Zarr store's folder, an object) if it is there."""
     import shutil
@@ -554,7 +562,7 @@ class ClusterRun:
                                f"the Dask task failed: {reason}") for task in group]
         finally:
             future.release()
-        self._clear("tasks", task_key)
+        self._clear("tasks", task_key, wait=False)
         if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
             self.recovered_deaths.append(outcome.lost_on)
         return [_as_given(result, one, given)
@@ -622,10 +630,19 @@ class ClusterRun:
         """Files being processed, at most: one per Dask task not finished, within the threads."""
         return min(len(self._group_of), self._threads_in_all)
 
-    def _clear(self, *keys: str) -> None:
-        """Clear the run's record under `keys` on the scheduler (all of it without keys)."""
+    def _clear(self, *keys: str, wait: bool = True) -> None:
+        """Clear the run's record under `keys` on the scheduler (all of it without keys).
+
+        Without `wait`, the request is sent from the client's event loop and
+        not waited for (a task's entry, cleared as its result is counted).
+        """
+        request = self._client.scheduler.set_metadata
+        keys = [self._run_key, *keys]
+        if not wait:
+            self._client.loop.add_callback(_quietly, request, keys=keys, value=None)
+            return
         try:
-            self._client.set_metadata([self._run_key, *keys], None)
+            self._client.sync(request, keys=keys, value=None)
         except OSError:
             pass
 
@@ -663,17 +680,20 @@ class ClusterRun:
             return late
         if self._set_stop(STOP) and not force:
             late += self._gather(self._stop_wait, interruptible=True)
+        if not self._group_of:
+            self._forget()
+            return late
+        waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
+        running = len(self._group_of)
+        self._set_stop(ABANDON)
+        late += self._gather(_ABANDON_GRACE, interruptible=False)
+        self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
+                          "task(s) still running remove the outputs they wrote, which are not "
+                          "recorded")
         if self._group_of:
-            waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
-            self._set_stop(ABANDON)
-            late += self._gather(_ABANDON_GRACE, interruptible=False)
-            if self._group_of:
-                self.stop_note = (f"stopped waiting for the Dask workers{waited}: the "
-                                  f"{len(self._group_of)} task(s) still running remove the "
-                                  "outputs they wrote, which are not recorded")
-                self._client.cancel(list(self._group_of))
-                return late
-        self._forget()
+            self._client.cancel(list(self._group_of))
+        else:
+            self._forget()
         return late
 
     def _remove_unreported(self) -> None:

@@ -363,7 +363,7 @@ def test_a_second_stop_request_abandons_the_running_tasks(local_client, tmp_path
     requests += ["Ctrl-C", "Ctrl-C"]
     started = time.monotonic()
     late = run.stop()
-    assert time.monotonic() - started < 1.5  # the tasks running are not waited for
+    assert time.monotonic() - started < 3  # the tasks running are not waited for
     assert re.match(r"stopped waiting for the Dask workers: the [12] task\(s\) "
                     "still running remove the outputs they wrote", run.stop_note)
     # Each running task finishes its file, sees that it was abandoned, and removes what it
