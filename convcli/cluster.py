@@ -10,11 +10,15 @@ return small :class:`convcli.batch.FileResult` records, never pixels.
 
 Dask runs a task again when the worker running it dies (at-least-once), and
 gives up after its ``allowed-failures`` with ``KilledWorker``. Outputs are
-written under temporary names and renamed, and a task run again keeps what
-its first run completed, so a second run is harmless (its files are counted
-as skipped). A group that keeps killing its workers is split into one task
-per file, run one at a time with nothing else in flight, so that only the
-file to blame fails.
+written under temporary names and renamed. Each task keeps a record on the
+scheduler (:class:`_Journal`): a task run again writes again the outputs its
+lost run wrote, so that they are reported and reach the manifest, and names
+the lost worker. A group that keeps killing its workers is split into one
+task per file, run one at a time with nothing else in flight, so that only
+the file to blame fails. A lost scheduler, or a cluster left without workers
+for :data:`NO_WORKERS_SECONDS`, ends the run (:class:`ClusterError`). A run
+that is stopped sets a flag that its tasks read between files
+(:meth:`ClusterRun.stop`).
 """
 
 from __future__ import annotations
@@ -783,8 +787,9 @@ class DaskEngine(RunEngine):
     (``--scheduler local``). Files go `files_per_task` to a Dask task
     (:class:`ClusterRun`). Dask runs a task again when its worker dies; a
     group that keeps killing workers is split, and a file that kills its
-    worker each time fails alone. Stopping cancels the Dask tasks: their
-    results are not waited for.
+    worker each time fails alone. Stopping ends the tasks between files and
+    waits for them (:data:`STOP_WAIT_SECONDS` at most); a second request
+    stops waiting, and the tasks still running remove what they write.
     """
 
     name = "dask"

@@ -75,6 +75,7 @@ class Engine(ABC):
     the files being written are finished and their results returned, unless
     a second stop request (or ``force``) stops them at once; outputs stay
     whole either way (they are written under temporary names and renamed).
+    Then :attr:`stop_note` may say what was not waited for.
 
     **A dead worker** (killed by the out-of-memory killer, or a decoder that
     crashes) never stops the run: the engine runs its tasks again, and a
