@@ -267,7 +267,9 @@ class _Journal:
         from distributed import get_client, get_worker
 
         self.client = get_client()
-        self.address = get_worker().address
+        self.worker = get_worker()
+        self.address = self.worker.address
+        self.key = self.worker.get_current_task()  # the Dask key of this task
         self.run_key, self.task_key, self.group_key = run_key, task_key, group_key
         self._stop_checked = 0.0  # when the stop flag was last read
 
@@ -284,11 +286,16 @@ class _Journal:
         return earlier if earlier != self.address else None
 
     def stop_state(self, *, fresh: bool = True) -> str | None:
-        """:data:`STOP`, :data:`ABANDON`, or None; :data:`ABANDON` if the scheduler is lost.
+        """:data:`STOP`, :data:`ABANDON`, or None.
+
+        :data:`ABANDON` too when the scheduler is lost, or this task was
+        cancelled (its client stopped waiting, or was killed).
 
         Unless `fresh`, None without asking within :data:`_STOP_CHECK_SECONDS`
         of the last time (a file started then is still reported, or removed).
         """
+        if self._cancelled():  # no client wants the result: nobody records the outputs
+            return ABANDON
         now = time.monotonic()
         if not fresh and now - self._stop_checked < _STOP_CHECK_SECONDS:
             return None
@@ -297,6 +304,12 @@ class _Journal:
             return self._get("stop")
         except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
             return ABANDON
+
+    def _cancelled(self) -> bool:
+        """Whether the scheduler released this task (its client cancelled it, or is gone)."""
+        state = getattr(self.worker, "state", None)  # this worker's view of its tasks
+        task = state.tasks.get(self.key) if state is not None else None
+        return task is not None and task.state in ("cancelled", "released", "forgotten")
 
     def check(self, number: str) -> Callable:
         """The check of file `number`'s outputs (:func:`convcli.app.process.checking_outputs`)."""
