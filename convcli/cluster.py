@@ -705,7 +705,7 @@ class ClusterRun:
         self._set_stop(ABANDON)
         late += self._gather(_ABANDON_GRACE, interruptible=False)
         self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
-                          "task(s) still running remove the outputs they wrote, which are not "
+                          "task(s) not finished remove the outputs they write, which are not "
                           "recorded")
         if self._group_of:
             self._client.cancel(list(self._group_of))
