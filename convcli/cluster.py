@@ -305,6 +305,14 @@ class _Journal:
         except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
             return ABANDON
 
+    def done(self) -> bool:
+        """Record that this task is about to return its results; whether that could be done."""
+        try:
+            self._set(True, "tasks", self.task_key, "done")
+        except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
+            return False
+        return True
+
     def _cancelled(self) -> bool:
         """Whether the scheduler released this task (its client cancelled it, or is gone)."""
         state = getattr(self.worker, "state", None)  # this worker's view of its tasks
@@ -374,23 +382,22 @@ def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
     lost_on = journal.begin()
     results: list[FileResult] = []
     for task, number in zip(tasks, numbers, strict=True):
-        state = journal.stop_state(fresh=False)
-        if state is not None:
-            return _stopped(results, lost_on, state, tasks)
+        if journal.stop_state(fresh=False) is not None:
+            break
         if is_url(getattr(task, "out_dir", "")):  # its outputs are listed before the run
             results.append(run_guarded(worker, task))
             continue
         with checking_outputs(journal.check(number)):
             results.append(run_guarded(worker, task))
-    state = journal.stop_state()
-    return _stopped(results, lost_on, state, tasks) if state == ABANDON else GroupResult(
-        results, lost_on)
+    # Said done before the stop flag is read: a client that abandons the run after this
+    # waits for the results, and one that abandoned it before is seen here.
+    if not journal.done() or journal.stop_state() == ABANDON:
+        return _abandoned(results, lost_on, tasks)
+    return GroupResult(results, lost_on)
 
 
-def _stopped(results: list, lost_on: str | None, state: str, tasks: tuple) -> GroupResult:
-    """The result of a group whose run was stopped; outputs removed if it was abandoned."""
-    if state != ABANDON:
-        return GroupResult(results, lost_on)
+def _abandoned(results: list, lost_on: str | None, tasks: tuple) -> GroupResult:
+    """The result of a group whose run was abandoned: the outputs it wrote are removed."""
     options = getattr(tasks[0], "storage_options", None) if tasks else None
     for result in results:
         for path in result.outputs:
@@ -445,7 +452,7 @@ NO_WORKERS_SECONDS = 10.0
 STOP_WAIT_SECONDS = 60.0
 """How long a stopped run waits for the files being written on the workers, at most."""
 
-_ABANDON_GRACE = 0.5  # seconds for results already on their way when tasks are abandoned
+_ABANDON_WAIT = 10.0  # seconds for results already on their way when tasks are abandoned
 _CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
 
 
@@ -703,7 +710,8 @@ class ClusterRun:
         waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
         running = len(self._group_of)
         self._set_stop(ABANDON)
-        late += self._gather(_ABANDON_GRACE, interruptible=False)
+        # The tasks that said they were done before reading the flag return their results.
+        late += self._gather(_ABANDON_WAIT, interruptible=False, until=self._returning())
         self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
                           "task(s) not finished remove the outputs they write, which are not "
                           "recorded")
@@ -725,12 +733,29 @@ class ClusterRun:
                 for path in (files or {}).get(number, ()):
                     _remove(path)
 
-    def _gather(self, seconds: float, *, interruptible: bool) -> list[FileResult]:
-        """The results of the tasks that finish within `seconds` (or a second stop request)."""
+    def _returning(self) -> set:
+        """The futures not collected whose tasks said they were done (:meth:`_Journal.done`)."""
+        returning = set()
+        for future, (_, _, task_key, _) in self._sent.items():
+            try:
+                if self._client.get_metadata([self._run_key, "tasks", task_key, "done"], None):
+                    returning.add(future)
+            except OSError:
+                break
+        return returning
+
+    def _gather(self, seconds: float, *, interruptible: bool,
+                until: set | None = None) -> list[FileResult]:
+        """The results of the tasks that finish within `seconds` (or a second stop request).
+
+        With `until`, only until those futures are collected.
+        """
         late: list[FileResult] = []
         deadline = time.monotonic() + seconds
         while self._group_of and time.monotonic() < deadline:
             if interruptible and self._stop_requests() >= 2:
+                break
+            if until is not None and not until & self._group_of.keys():
                 break
             try:
                 done = self._pending.next_batch(block=False)
