@@ -144,7 +144,7 @@ def close(client) -> None:
     import logging
 
     cluster = getattr(client, "_convcli_cluster", None)
-    if client.status == "running":
+    if client.status == "running" and not getattr(client, "_convcli_lost", False):
         client.close()
     else:
         # The scheduler was lost: closing cancels Dask's attempts to reconnect, which it
@@ -518,7 +518,7 @@ class ClusterRun:
         self._stop_wait = stop_wait_seconds
         self._next_check = time.monotonic() + _CHECK_SECONDS
         self._stopping = False
-        self._failed = False  # no scheduler, or no workers: nothing is waited for
+        self._failed: str | None = None  # "scheduler" lost, or no "workers": no waiting
         self._unreported: list[FileResult] = []  # results of a finished task not yielded yet
         self.recovered_deaths: list[str] = []
         self.stop_note: str | None = None
@@ -580,6 +580,8 @@ class ClusterRun:
         except self._distributed.client.FutureCancelledError:
             self._check_scheduler()
             return []
+        except OSError:  # the result could not be fetched: the scheduler is gone
+            raise self._lost_scheduler() from None
         except Exception as exc:  # noqa: BLE001 - the task itself failed: its files fail
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())
             return [FileResult(str(getattr(task, "source", task)), "failed",
@@ -613,9 +615,13 @@ class ClusterRun:
     def _check_scheduler(self) -> None:
         """Raise ClusterError if the connection to the scheduler was lost."""
         if self._client.status != "running":
-            self._failed = True
-            raise ClusterError(f"lost the Dask scheduler at {self._address}: the files not "
-                               "reported were not processed")
+            raise self._lost_scheduler()
+
+    def _lost_scheduler(self) -> ClusterError:
+        self._failed = "scheduler"
+        self._client._convcli_lost = True  # closed without waiting, see close()
+        return ClusterError(f"lost the Dask scheduler at {self._address}: the files not "
+                            "reported were not processed")
 
     def _check_workers(self) -> None:
         """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
@@ -632,7 +638,7 @@ class ClusterRun:
         elif since is None:
             since = now
         elif now - since >= bound:
-            self._failed = True
+            self._failed = "workers"
             raise ClusterError(f"the Dask cluster at {self._address} has had no workers for "
                                f"{bound:g} s: stopping")
         self._no_workers = (bound, since)
@@ -694,6 +700,8 @@ class ClusterRun:
         self._stopping = True
         self._singles.clear()
         late, self._unreported = self._unreported, []
+        if self._failed == "scheduler":  # nothing can be asked of it any more
+            return late
         if not self._group_of or self._client.status != "running":
             self._forget()
             return late
