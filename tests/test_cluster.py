@@ -196,8 +196,9 @@ def _assert_manifest_names_every_output(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path, sig):
+def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
+    # SIGTERM is counted as Ctrl-C is (convcli.app.run._StopRequests), and exits 143.
+    sig = signal.SIGINT
     src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
     proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
@@ -270,7 +271,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_a_lost_scheduler_is_one_line(tmp_path):
-    src = make_copies(tmp_path / "many", 200, (320, 240))
+    src = make_copies(tmp_path / "many", 80, (320, 240))
     doomed = DaskProcesses(tmp_path, 1, nanny=False)
     out = tmp_path / "out"
     try:
