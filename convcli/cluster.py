@@ -454,6 +454,7 @@ STOP_WAIT_SECONDS = 60.0
 
 _ABANDON_WAIT = 10.0  # seconds for results already on their way when tasks are abandoned
 _CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
+_FETCH_SECONDS = 2.0  # the longest wait for a finished task's result (a small record)
 
 
 class ClusterRun:
@@ -571,28 +572,39 @@ class ClusterRun:
 
     def _collect(self, future) -> list[FileResult]:
         """The results of a finished Dask task, named as given; its record cleared."""
+        try:
+            # A result held by a worker that died is lost: Dask runs its task again, and
+            # asking for it would wait for that (for ever, with no workers left).
+            outcome, error = future.result(timeout=_FETCH_SECONDS), None
+        except TimeoutError:
+            self._pending.add(future)  # reported again when it is done again
+            return []
+        except Exception as exc:  # noqa: BLE001 - sorted out in _task_failed
+            outcome, error = None, exc
         group = self._group_of.pop(future)
         sent, numbers, task_key, group_key = self._sent.pop(future)
-        try:
-            outcome = future.result()
-        except self._distributed.KilledWorker as exc:
-            return self._killed(group, numbers, group_key, exc)
-        except self._distributed.client.FutureCancelledError:
-            self._check_scheduler()
-            return []
-        except OSError:  # the result could not be fetched: the scheduler is gone
-            raise self._lost_scheduler() from None
-        except Exception as exc:  # noqa: BLE001 - the task itself failed: its files fail
-            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-            return [FileResult(str(getattr(task, "source", task)), "failed",
-                               f"the Dask task failed: {reason}") for task in group]
-        finally:
-            future.release()
+        future.release()
+        if error is not None:
+            return self._task_failed(group, numbers, group_key, error)
         self._clear("tasks", task_key, wait=False)
         if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
             self.recovered_deaths.append(outcome.lost_on)
         return [_as_given(result, one, given)
                 for result, one, given in zip(outcome.results, sent, group, strict=False)]
+
+    def _task_failed(self, group: tuple, numbers: tuple, group_key: str,
+                     error: Exception) -> list[FileResult]:
+        """The results of a Dask task that raised `error` instead of returning."""
+        if isinstance(error, self._distributed.KilledWorker):
+            return self._killed(group, numbers, group_key, error)
+        if isinstance(error, self._distributed.client.FutureCancelledError):
+            self._check_scheduler()
+            return []
+        if isinstance(error, OSError):  # the result could not be fetched: no scheduler
+            raise self._lost_scheduler()
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        return [FileResult(str(getattr(task, "source", task)), "failed",
+                           f"the Dask task failed: {reason}") for task in group]
 
     def _wait_for_results(self) -> None:
         """Wait until a result is ready, or :data:`_POLL_SECONDS` pass (to look at stop requests).
