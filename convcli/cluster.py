@@ -98,12 +98,27 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         where = scheduler_file or scheduler
         raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
                            f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    asyncio_loop = getattr(client.loop, "asyncio_loop", None)
+    if asyncio_loop is not None:
+        asyncio_loop.set_exception_handler(_without_abandoned_gathers)
     try:
         check_versions(client)
     except BaseException:
         close(client)
         raise
     return client
+
+
+def _without_abandoned_gathers(loop, context: dict) -> None:
+    """The client loop's exception handler, silent on a result no longer waited for.
+
+    A result asked for with a timeout (:data:`_FETCH_SECONDS`) leaves Dask's
+    gathering task to end later with ``AllExit``, which asyncio would print
+    as "Task exception was never retrieved" with a traceback.
+    """
+    if type(context.get("exception")).__name__ == "AllExit":
+        return
+    loop.default_exception_handler(context)
 
 
 _CLOSE_SECONDS = 2.0  # closing a client whose scheduler was lost
