@@ -523,6 +523,7 @@ class ClusterRun:
         self._in_flight = max(1, in_flight)
         self._threads = layer_threads(client, workers)
         self._threads_in_all = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+        self._workers = set(workers)  # their addresses when last asked
         self._group_of: dict = {}
         self._sent: dict = {}  # the groups as sent (paths joined to this directory), their keys
         self._cwd = os.getcwd()
@@ -583,6 +584,10 @@ class ClusterRun:
                 self._fill()
                 while self._unreported:  # what is not taken when the caller stops: see stop()
                     yield self._unreported.pop(0)
+        try:
+            self._note_departures(set(self._client.nthreads()))
+        except OSError:
+            pass
         self._forget()
 
     def _collect(self, future) -> list[FileResult]:
@@ -654,10 +659,12 @@ class ClusterRun:
         """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
         self._check_scheduler()
         try:
-            count = len(self._client.nthreads())
+            workers = set(self._client.nthreads())
         except OSError:
             self._check_scheduler()
             raise
+        self._note_departures(workers)
+        count = len(workers)
         bound, since = self._no_workers
         now = time.monotonic()
         if count:
@@ -669,6 +676,13 @@ class ClusterRun:
             raise ClusterError(f"the Dask cluster at {self._address} has had no workers for "
                                f"{bound:g} s: stopping")
         self._no_workers = (bound, since)
+
+    def _note_departures(self, workers: set) -> None:
+        """List in :attr:`recovered_deaths` the workers gone since the last time (`workers` now)."""
+        for address in sorted(self._workers - workers):
+            if address not in self.recovered_deaths:
+                self.recovered_deaths.append(address)
+        self._workers = workers
 
     def _killed(self, group: tuple, numbers: tuple, group_key: str,
                 exc: BaseException) -> list[FileResult]:
