@@ -10,11 +10,15 @@ return small :class:`convcli.batch.FileResult` records, never pixels.
 
 Dask runs a task again when the worker running it dies (at-least-once), and
 gives up after its ``allowed-failures`` with ``KilledWorker``. Outputs are
-written under temporary names and renamed, and a task run again keeps what
-its first run completed, so a second run is harmless (its files are counted
-as skipped). A group that keeps killing its workers is split into one task
-per file, run one at a time with nothing else in flight, so that only the
-file to blame fails.
+written under temporary names and renamed. Each task keeps a record on the
+scheduler (:class:`_Journal`): a task run again writes again the outputs its
+lost run wrote, so that they are reported and reach the manifest, and names
+the lost worker. A group that keeps killing its workers is split into one
+task per file, run one at a time with nothing else in flight, so that only
+the file to blame fails. A lost scheduler, or a cluster left without workers
+for :data:`NO_WORKERS_SECONDS`, ends the run (:class:`ClusterError`). A run
+that is stopped sets a flag that its tasks read between files
+(:meth:`ClusterRun.stop`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -74,7 +79,7 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         _check_reachable(scheduler, timeout)
 
     # Dask logs connection chatter at INFO and WARNING; the command line reports on its own.
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    _quiet_dask_logs(logging.ERROR)
     try:
         if scheduler == "local":
             # The scheduler's HTTP server on a free loopback port: with the dashboard
@@ -93,12 +98,40 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         where = scheduler_file or scheduler
         raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
                            f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    asyncio_loop = getattr(client.loop, "asyncio_loop", None)
+    if asyncio_loop is not None:
+        asyncio_loop.set_exception_handler(_without_abandoned_gathers)
     try:
         check_versions(client)
     except BaseException:
         close(client)
         raise
     return client
+
+
+def _without_abandoned_gathers(loop, context: dict) -> None:
+    """The client loop's exception handler, silent on a result no longer waited for.
+
+    A result asked for with a timeout (:data:`_FETCH_SECONDS`) leaves Dask's
+    gathering task to end later with ``AllExit``, which asyncio would print
+    as "Task exception was never retrieved" with a traceback.
+    """
+    if type(context.get("exception")).__name__ == "AllExit":
+        return
+    loop.default_exception_handler(context)
+
+
+_CLOSE_SECONDS = 2.0  # closing a client whose scheduler was lost
+
+
+def _quiet_dask_logs(level: int) -> None:
+    """Dask's loggers (``distributed`` and those its configuration sets apart) at `level`."""
+    import logging
+
+    names = [name for name in logging.root.manager.loggerDict
+             if name == "distributed" or name.startswith("distributed.")]
+    for name in names or ["distributed"]:
+        logging.getLogger(name).setLevel(level)
 
 
 def _check_reachable(address: str, timeout: float) -> None:
@@ -123,8 +156,19 @@ def _check_reachable(address: str, timeout: float) -> None:
 
 def close(client) -> None:
     """Close `client`, and the LocalCluster it started, if any."""
+    import logging
+
     cluster = getattr(client, "_convcli_cluster", None)
-    client.close()
+    if client.status == "running" and not getattr(client, "_convcli_lost", False):
+        client.close()
+    else:
+        # The scheduler was lost: closing cancels Dask's attempts to reconnect, which it
+        # logs as errors with tracebacks; the run has said what happened.
+        _quiet_dask_logs(logging.CRITICAL + 1)
+        try:
+            client.close(timeout=_CLOSE_SECONDS)
+        except (OSError, TimeoutError):
+            pass
     if cluster is not None:
         cluster.close()
 
@@ -195,13 +239,185 @@ def _prepare_worker(threads: dict[str, int]) -> None:
     keep_freed_memory()
 
 
-def run_group(worker: Callable, tasks: tuple, threads: dict | None = None) -> list[FileResult]:
+@dataclasses.dataclass(frozen=True)
+class GroupResult:
+    """What :func:`run_group` returns: the files' results, and what happened to the task.
+
+    Attributes
+    ----------
+    results : list of FileResult
+        One per file processed (fewer than the group's when the run stopped).
+    lost_on : str or None
+        Where an earlier run of this task was when its worker was lost.
+    abandoned : bool
+        The client stopped waiting: the outputs written were removed.
+    """
+
+    results: list
+    lost_on: str | None = None
+    abandoned: bool = False
+
+
+_STOP_CHECK_SECONDS = 0.1  # between files, a task reads its run's stop flag at most this often
+
+STOP, ABANDON = "stop", "abandon"
+"""The states of a run's stop flag, on the scheduler: start no other file; also remove."""
+
+
+class _Journal:
+    """A run's record on the scheduler (``Client.set_metadata``), used by its Dask tasks.
+
+    Under the run's key: ``stop`` (:data:`STOP` or :data:`ABANDON`, set by
+    the client), ``tasks/KEY/worker`` (the worker running the task KEY) and
+    ``tasks/GROUP/files/N`` (the new outputs that file N of the group GROUP
+    is about to write; a group is a task's files, and keeps its key when it
+    is split into tasks of one file). The client clears a task's entry when
+    it has its result, and the run's when it ends.
+    A task run again after its worker was lost finds there where the first
+    run was, and which existing outputs it wrote (written again, so that
+    their records reach the manifest, instead of being counted as skipped).
+    """
+
+    def __init__(self, run_key: str, task_key: str, group_key: str):
+        from distributed import get_client, get_worker
+
+        self.client = get_client()
+        self.worker = get_worker()
+        self.address = self.worker.address
+        self.key = self.worker.get_current_task()  # the Dask key of this task
+        self.run_key, self.task_key, self.group_key = run_key, task_key, group_key
+        self._stop_checked = 0.0  # when the stop flag was last read
+
+    def _get(self, *keys: str):
+        return self.client.get_metadata([self.run_key, *keys], None)
+
+    def _set(self, value, *keys: str) -> None:
+        self.client.set_metadata([self.run_key, *keys], value)
+
+    def begin(self) -> str | None:
+        """Record this task's worker; where an earlier run of it was, if any."""
+        earlier = self._get("tasks", self.task_key, "worker")
+        self._set(self.address, "tasks", self.task_key, "worker")
+        return earlier if earlier != self.address else None
+
+    def stop_state(self, *, fresh: bool = True) -> str | None:
+        """:data:`STOP`, :data:`ABANDON`, or None.
+
+        :data:`ABANDON` too when the scheduler is lost, or this task was
+        cancelled (its client stopped waiting, or was killed).
+
+        Unless `fresh`, None without asking within :data:`_STOP_CHECK_SECONDS`
+        of the last time (a file started then is still reported, or removed).
+        """
+        if self._cancelled():  # no client wants the result: nobody records the outputs
+            return ABANDON
+        now = time.monotonic()
+        if not fresh and now - self._stop_checked < _STOP_CHECK_SECONDS:
+            return None
+        self._stop_checked = now
+        try:
+            return self._get("stop")
+        except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
+            return ABANDON
+
+    def done(self) -> bool:
+        """Record that this task is about to return its results; whether that could be done."""
+        try:
+            self._set(True, "tasks", self.task_key, "done")
+        except Exception:  # noqa: BLE001 - no scheduler: nobody will record the outputs
+            return False
+        return True
+
+    def _cancelled(self) -> bool:
+        """Whether the scheduler released this task (its client cancelled it, or is gone)."""
+        state = getattr(self.worker, "state", None)  # this worker's view of its tasks
+        task = state.tasks.get(self.key) if state is not None else None
+        return task is not None and task.state in ("cancelled", "released", "forgotten")
+
+    def check(self, number: str) -> Callable:
+        """The check of file `number`'s outputs (:func:`convcli.app.process.checking_outputs`)."""
+        def check(outputs: list, todo: list) -> list:
+            if len(todo) < len(outputs):  # some exist: written by a lost run of this task?
+                earlier = set(self._get("tasks", self.group_key, "files", number) or ())
+                again = [out for out in outputs if out not in todo and str(out.path) in earlier]
+                for out in again:
+                    _remove(str(out.path))
+                todo = [out for out in outputs if out in todo or out in again]
+            # Those that do not exist yet: none of them was in the manifest before.
+            new = [str(out.path) for out in todo if not os.path.lexists(out.path)]
+            if new:
+                self._set(new, "tasks", self.group_key, "files", number)
+            return todo
+
+        return check
+
+
+async def _quietly(request, **kwargs) -> None:
+    """Await ``request(**kwargs)``, a call to the scheduler not waited for; errors are dropped."""
+    try:
+        await request(**kwargs)
+    except OSError:  # the scheduler is gone: the run says so on its own
+        pass
+
+
+def _remove(path: str, options: dict | None = None) -> None:
+    """Remove the output `path` (a file, a Zarr store's folder, an object) if it is there."""
+    import shutil
+
+    from .storage import filesystem
+
+    try:
+        if is_url(path):
+            filesystem(path, options).rm(path, recursive=True)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except (OSError, ValueError):
+        pass
+
+
+def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
+              run: tuple | None = None) -> GroupResult:
     """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker.
 
     `threads` maps worker addresses to layer threads (:func:`layer_threads`).
+    `run` is ``(run key, task key, group key, file numbers)``: the group keeps its
+    :class:`_Journal`, and looks, before each file, whether the run was
+    stopped: it then starts no other file, or (:data:`ABANDON`) removes the
+    outputs it wrote, which the client will not record.
     """
     _prepare_worker(threads or {})
-    return [run_guarded(worker, task) for task in tasks]
+    if run is None:
+        return GroupResult([run_guarded(worker, task) for task in tasks])
+    from .app.process import checking_outputs
+
+    run_key, task_key, group_key, numbers = run
+    journal = _Journal(run_key, task_key, group_key)
+    lost_on = journal.begin()
+    results: list[FileResult] = []
+    for task, number in zip(tasks, numbers, strict=True):
+        if journal.stop_state(fresh=False) is not None:
+            break
+        if is_url(getattr(task, "out_dir", "")):  # its outputs are listed before the run
+            results.append(run_guarded(worker, task))
+            continue
+        with checking_outputs(journal.check(number)):
+            results.append(run_guarded(worker, task))
+    # Said done before the stop flag is read: a client that abandons the run after this
+    # waits for the results, and one that abandoned it before is seen here.
+    if not journal.done() or journal.stop_state() == ABANDON:
+        return _abandoned(results, lost_on, tasks)
+    return GroupResult(results, lost_on)
+
+
+def _abandoned(results: list, lost_on: str | None, tasks: tuple) -> GroupResult:
+    """The result of a group whose run was abandoned: the outputs it wrote are removed."""
+    options = getattr(tasks[0], "storage_options", None) if tasks else None
+    for result in results:
+        for path in result.outputs:
+            _remove(path, options)
+    return GroupResult([], lost_on, abandoned=True)
 
 
 def _absolute(task, cwd: str):
@@ -245,11 +461,26 @@ def _as_given(result: FileResult, sent, given) -> FileResult:
         outputs=tuple(back(path, whole=True) for path in result.outputs))
 
 
+NO_WORKERS_SECONDS = 10.0
+"""How long a run waits on a cluster left with no workers (none started again) before it stops."""
+
+STOP_WAIT_SECONDS = 60.0
+"""How long a stopped run waits for the files being written on the workers, at most."""
+
+_ABANDON_WAIT = 10.0  # seconds for results already on their way when tasks are abandoned
+_CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
+_FETCH_SECONDS = 2.0  # the longest wait for a finished task's result (a small record)
+
+
 class ClusterRun:
     """Run ``worker(task)`` for every task on a Dask client; iterate to get the results.
 
     The same interface as :class:`convcli.batch.BatchRun` (iteration in
     completion order, :meth:`stop`, :attr:`running`, :attr:`recovered_deaths`).
+    Its tasks keep a record on the scheduler (:class:`_Journal`), so that a
+    task run again after its worker was lost reports the files written by
+    the lost run (their worker is listed in :attr:`recovered_deaths`), and
+    tasks stop between files when the run is stopped.
 
     Parameters
     ----------
@@ -265,10 +496,20 @@ class ClusterRun:
         cluster's threads.
     stop_requests : callable
         The number of times the user asked to stop, polled while waiting.
+    no_workers_seconds, stop_wait_seconds : float
+        :data:`NO_WORKERS_SECONDS` and :data:`STOP_WAIT_SECONDS`.
+
+    Raises
+    ------
+    ClusterError
+        While iterating: the scheduler was lost, or the cluster has had no
+        workers for `no_workers_seconds`.
     """
 
     def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
-                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0):
+                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0,
+                 no_workers_seconds: float = NO_WORKERS_SECONDS,
+                 stop_wait_seconds: float = STOP_WAIT_SECONDS):
         self._client = client
         self._tasks = iter(tasks)
         self._worker = worker
@@ -281,17 +522,32 @@ class ClusterRun:
         self._pending = self._distributed.as_completed(loop=client.loop)
         self._in_flight = max(1, in_flight)
         self._threads = layer_threads(client, workers)
+        self._threads_in_all = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+        self._workers = set(workers)  # their addresses when last asked
         self._group_of: dict = {}
-        self._sent: dict = {}  # the groups as sent: relative paths joined to this directory
+        self._sent: dict = {}  # the groups as sent (paths joined to this directory), their keys
         self._cwd = os.getcwd()
-        self._singles: list = []  # tasks of groups split after killing workers
+        self._singles: list = []  # (task, number, group key) of groups split after killing workers
+        self._numbers = itertools.count()
+        self._run_key = f"convcli-run-{secrets.token_hex(8)}"
+        self._address = getattr(client.scheduler, "address", None) or "?"
+        self._no_workers = (no_workers_seconds, None)  # the bound, and since when there are none
+        self._stop_wait = stop_wait_seconds
+        self._next_check = time.monotonic() + _CHECK_SECONDS
+        self._stopping = False
+        self._failed: str | None = None  # "scheduler" lost, or no "workers": no waiting
+        self._unreported: list[FileResult] = []  # results of a finished task not yielded yet
         self.recovered_deaths: list[str] = []
+        self.stop_note: str | None = None
 
-    def _submit(self, group: tuple) -> None:
+    def _submit(self, group: tuple, numbers: tuple, group_key: str | None = None) -> None:
         sent = tuple(_absolute(task, self._cwd) for task in group)
-        future = self._client.submit(run_group, self._worker, sent, self._threads, pure=False)
+        task_key = str(next(self._numbers))
+        group_key = group_key or task_key
+        future = self._client.submit(run_group, self._worker, sent, self._threads,
+                                     (self._run_key, task_key, group_key, numbers), pure=False)
         self._group_of[future] = group
-        self._sent[future] = sent
+        self._sent[future] = (sent, numbers, task_key, group_key)
         self._pending.add(future)
 
     def _fill(self) -> None:
@@ -301,18 +557,20 @@ class ClusterRun:
         counts a worker's death against every task assigned to that worker, so
         a file queued beside the one to blame could otherwise fail with it.
         """
+        if self._stopping:
+            return
         if self._singles:
             if not self._group_of:
-                self._submit((self._singles.pop(0),))
+                task, number, group_key = self._singles.pop(0)
+                self._submit((task,), (number,), group_key)
             return
         while len(self._group_of) < self._in_flight:
             group = tuple(itertools.islice(self._tasks, self._per_task))
             if not group:
                 return
-            self._submit(group)
+            self._submit(group, tuple(str(next(self._numbers)) for _ in group))
 
     def __iter__(self) -> Iterator[FileResult]:
-        killed = self._distributed.KilledWorker
         self._fill()
         while not self._pending.is_empty():
             if self._stop_requests():
@@ -322,37 +580,116 @@ class ClusterRun:
                 self._wait_for_results()
                 continue
             for future in done:
-                group, sent = self._group_of.pop(future), self._sent.pop(future)
-                try:
-                    results = [_as_given(result, one, given)
-                               for result, one, given in zip(future.result(), sent, group,
-                                                                 strict=True)]
-                except killed as exc:
-                    results = self._killed(group, exc)
-                except self._distributed.client.FutureCancelledError:
-                    results = []
-                future.release()
+                self._unreported.extend(self._collect(future))
                 self._fill()
-                yield from results
+                while self._unreported:  # what is not taken when the caller stops: see stop()
+                    yield self._unreported.pop(0)
+        try:
+            self._note_departures(set(self._client.nthreads()))
+        except OSError:
+            pass
+        self._forget()
+
+    def _collect(self, future) -> list[FileResult]:
+        """The results of a finished Dask task, named as given; its record cleared."""
+        try:
+            # A result held by a worker that died is lost: Dask runs its task again, and
+            # asking for it would wait for that (for ever, with no workers left).
+            outcome, error = future.result(timeout=_FETCH_SECONDS), None
+        except TimeoutError:
+            self._pending.add(future)  # reported again when it is done again
+            return []
+        except Exception as exc:  # noqa: BLE001 - sorted out in _task_failed
+            outcome, error = None, exc
+        group = self._group_of.pop(future)
+        sent, numbers, task_key, group_key = self._sent.pop(future)
+        future.release()
+        if error is not None:
+            return self._task_failed(group, numbers, group_key, error)
+        self._clear("tasks", task_key, wait=False)
+        if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
+            self.recovered_deaths.append(outcome.lost_on)
+        return [_as_given(result, one, given)
+                for result, one, given in zip(outcome.results, sent, group, strict=False)]
+
+    def _task_failed(self, group: tuple, numbers: tuple, group_key: str,
+                     error: Exception) -> list[FileResult]:
+        """The results of a Dask task that raised `error` instead of returning."""
+        if isinstance(error, self._distributed.KilledWorker):
+            return self._killed(group, numbers, group_key, error)
+        if isinstance(error, self._distributed.client.FutureCancelledError):
+            self._check_scheduler()
+            return []
+        if isinstance(error, OSError):  # the result could not be fetched: no scheduler
+            raise self._lost_scheduler()
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        return [FileResult(str(getattr(task, "source", task)), "failed",
+                           f"the Dask task failed: {reason}") for task in group]
 
     def _wait_for_results(self) -> None:
         """Wait until a result is ready, or :data:`_POLL_SECONDS` pass (to look at stop requests).
 
         as_completed wakes its own iterator through its ``thread_condition``;
         waiting on it here lets a request to stop be seen between results.
+        Every :data:`_CHECK_SECONDS`, the scheduler and the workers are checked.
         """
         condition = getattr(self._pending, "thread_condition", None)
         if condition is None:
             time.sleep(_POLL_SECONDS)
-            return
-        with condition:
-            if not self._pending.has_ready():
-                condition.wait(timeout=_POLL_SECONDS)
+        else:
+            with condition:
+                if not self._pending.has_ready():
+                    condition.wait(timeout=_POLL_SECONDS)
+        if time.monotonic() >= self._next_check:
+            self._check_workers()
+            self._next_check = time.monotonic() + _CHECK_SECONDS
 
-    def _killed(self, group: tuple, exc: BaseException) -> list[FileResult]:
+    def _check_scheduler(self) -> None:
+        """Raise ClusterError if the connection to the scheduler was lost."""
+        if self._client.status != "running":
+            raise self._lost_scheduler()
+
+    def _lost_scheduler(self) -> ClusterError:
+        self._failed = "scheduler"
+        self._client._convcli_lost = True  # closed without waiting, see close()
+        return ClusterError(f"lost the Dask scheduler at {self._address}: the files not "
+                            "reported were not processed")
+
+    def _check_workers(self) -> None:
+        """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
+        self._check_scheduler()
+        try:
+            workers = set(self._client.nthreads())
+        except OSError:
+            self._check_scheduler()
+            raise
+        self._note_departures(workers)
+        count = len(workers)
+        bound, since = self._no_workers
+        now = time.monotonic()
+        if count:
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= bound:
+            self._failed = "workers"
+            raise ClusterError(f"the Dask cluster at {self._address} has had no workers for "
+                               f"{bound:g} s: stopping")
+        self._no_workers = (bound, since)
+
+    def _note_departures(self, workers: set) -> None:
+        """List in :attr:`recovered_deaths` the workers gone since the last time (`workers` now)."""
+        for address in sorted(self._workers - workers):
+            if address not in self.recovered_deaths:
+                self.recovered_deaths.append(address)
+        self._workers = workers
+
+    def _killed(self, group: tuple, numbers: tuple, group_key: str,
+                exc: BaseException) -> list[FileResult]:
         """Results for a group whose workers kept dying: split it, or fail its one file."""
         if len(group) > 1:
-            self._singles.extend(group)
+            self._singles.extend((task, number, group_key)
+                                 for task, number in zip(group, numbers, strict=True))
             return []
         task = group[0]
         source = str(getattr(task, "source", task))
@@ -361,23 +698,123 @@ class ClusterRun:
 
     @property
     def running(self) -> int:
-        """Files in Dask tasks that were submitted and have not finished."""
-        return sum(len(group) for group in self._group_of.values())
+        """Files being processed, at most: one per Dask task not finished, within the threads."""
+        return min(len(self._group_of), self._threads_in_all)
+
+    def _clear(self, *keys: str, wait: bool = True) -> None:
+        """Clear the run's record under `keys` on the scheduler (all of it without keys).
+
+        Without `wait`, the request is sent from the client's event loop and
+        not waited for (a task's entry, cleared as its result is counted).
+        """
+        request = self._client.scheduler.set_metadata
+        keys = [self._run_key, *keys]
+        if not wait:
+            self._client.loop.add_callback(_quietly, request, keys=keys, value=None)
+            return
+        try:
+            self._client.sync(request, keys=keys, value=None)
+        except OSError:
+            pass
+
+    def _forget(self) -> None:
+        if self._client.status == "running":
+            self._clear()
+
+    def _set_stop(self, state: str) -> bool:
+        """Tell the tasks that the run stopped (:data:`STOP`, :data:`ABANDON`); whether it could."""
+        try:
+            self._client.set_metadata([self._run_key, "stop"], state)
+        except OSError:
+            return False
+        return True
 
     def stop(self, *, force: bool = False) -> list[FileResult]:
-        """Cancel the tasks not finished; return nothing (their files are not reported).
+        """Stop the tasks between files, and return the results of what they wrote.
 
-        Outputs stay whole either way: a cancelled task that was running
-        finishes the file it is writing, under a temporary name, or leaves a
-        temporary file that the next run removes.
+        Tasks not started end at once. The running ones end after their file:
+        their results are waited for :attr:`stop_wait_seconds` at most, or
+        until a second stop request (or `force`). Tasks still running then are
+        abandoned: they remove the outputs they wrote (the run does not record
+        them), and :attr:`stop_note` says so.
         """
-        futures = list(self._group_of)
-        self._group_of.clear()
-        self._sent.clear()
-        if futures:
-            self._client.cancel(futures, force=force)
-        self._pending.clear()
-        return []
+        self._stopping = True
+        self._singles.clear()
+        late, self._unreported = self._unreported, []
+        if self._failed == "scheduler":  # nothing can be asked of it any more
+            return late
+        if not self._group_of or self._client.status != "running":
+            self._forget()
+            return late
+        if self._failed:  # no workers: what their lost tasks wrote is removed
+            self._set_stop(ABANDON)
+            self._client.cancel(list(self._group_of))
+            self._remove_unreported()
+            return late
+        if self._set_stop(STOP) and not force:
+            late += self._gather(self._stop_wait, interruptible=True)
+        if not self._group_of:
+            self._forget()
+            return late
+        waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
+        running = len(self._group_of)
+        self._set_stop(ABANDON)
+        # The tasks that said they were done before reading the flag return their results.
+        late += self._gather(_ABANDON_WAIT, interruptible=False, until=self._returning())
+        self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
+                          "task(s) not finished remove the outputs they write, which are not "
+                          "recorded")
+        if self._group_of:
+            self._client.cancel(list(self._group_of))
+        else:
+            self._forget()
+        return late
+
+    def _remove_unreported(self) -> None:
+        """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
+        for _, numbers, _, group_key in self._sent.values():
+            try:
+                files = self._client.get_metadata([self._run_key, "tasks", group_key, "files"],
+                                                  None)
+            except OSError:
+                return
+            for number in numbers:
+                for path in (files or {}).get(number, ()):
+                    _remove(path)
+
+    def _returning(self) -> set:
+        """The futures not collected whose tasks said they were done (:meth:`_Journal.done`)."""
+        returning = set()
+        for future, (_, _, task_key, _) in self._sent.items():
+            try:
+                if self._client.get_metadata([self._run_key, "tasks", task_key, "done"], None):
+                    returning.add(future)
+            except OSError:
+                break
+        return returning
+
+    def _gather(self, seconds: float, *, interruptible: bool,
+                until: set | None = None) -> list[FileResult]:
+        """The results of the tasks that finish within `seconds` (or a second stop request).
+
+        With `until`, only until those futures are collected.
+        """
+        late: list[FileResult] = []
+        deadline = time.monotonic() + seconds
+        while self._group_of and time.monotonic() < deadline:
+            if interruptible and self._stop_requests() >= 2:
+                break
+            if until is not None and not until & self._group_of.keys():
+                break
+            try:
+                done = self._pending.next_batch(block=False)
+                if not done:
+                    self._wait_for_results()
+                for future in done:
+                    late += self._collect(future)
+            except ClusterError:  # no scheduler, or no workers: nothing more will come
+                break
+        return late
 
 
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx)://\S+|[^\s:/]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+")
@@ -437,12 +874,12 @@ class DaskEngine(RunEngine):
     (``--scheduler local``). Files go `files_per_task` to a Dask task
     (:class:`ClusterRun`). Dask runs a task again when its worker dies; a
     group that keeps killing workers is split, and a file that kills its
-    worker each time fails alone. Stopping cancels the Dask tasks: their
-    results are not waited for.
+    worker each time fails alone. Stopping ends the tasks between files and
+    waits for them (:data:`STOP_WAIT_SECONDS` at most); a second request
+    stops waiting, and the tasks still running remove what they write.
     """
 
     name = "dask"
-    finishes_running = False
 
     def __init__(self, settings: EngineSettings):
         if settings.scheduler is not None and settings.scheduler_file is not None:
@@ -472,6 +909,13 @@ class DaskEngine(RunEngine):
         if self.client is not None:
             client, self.client = self.client, None
             close(client)
+
+    def deaths_note(self) -> str | None:
+        if not self.recovered_deaths:
+            return None
+        return (f"{len(self.recovered_deaths)} Dask worker(s) were lost during the run "
+                f"({', '.join(self.recovered_deaths)}); the files they had in hand were "
+                "processed again on the others")
 
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK

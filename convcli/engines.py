@@ -75,6 +75,7 @@ class Engine(ABC):
     the files being written are finished and their results returned, unless
     a second stop request (or ``force``) stops them at once; outputs stay
     whole either way (they are written under temporary names and renamed).
+    Then :attr:`stop_note` may say what was not waited for.
 
     **A dead worker** (killed by the out-of-memory killer, or a decoder that
     crashes) never stops the run: the engine runs its tasks again, and a
@@ -144,6 +145,11 @@ class Engine(ABC):
     def running(self) -> int:
         """Files being processed now."""
 
+    @property
+    def stop_note(self) -> str | None:
+        """After :meth:`stop`: one line on files it could not wait for, or None."""
+        return None
+
     def deaths_note(self) -> str | None:
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:
@@ -173,6 +179,10 @@ class RunEngine(Engine):
     @property
     def running(self) -> int:
         return self._run.running if self._run is not None else 0
+
+    @property
+    def stop_note(self) -> str | None:
+        return getattr(self._run, "stop_note", None)
 
 
 def engine_name(name: str | None, settings: EngineSettings) -> str:

@@ -17,7 +17,6 @@ from helpers import (
     DaskProcesses,
     assert_one_line_error,
     digests,
-    interrupt,
     make_copies,
     make_folder,
     make_image,
@@ -30,7 +29,7 @@ from helpers import (
 distributed = pytest.importorskip("distributed")
 
 from convcli.batch import WORKER_DIED, FileResult  # noqa: E402
-from convcli.cluster import ClusterRun  # noqa: E402
+from convcli.cluster import ClusterError, ClusterRun  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -187,16 +186,67 @@ def test_workers_with_another_version_are_named(photos, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_ctrl_c_stops_a_cluster_run_within_seconds(cluster, tmp_path):
-    src = make_copies(tmp_path / "many", 300, (320, 240))
+def _assert_manifest_names_every_output(out: Path, *, killed: bool = False) -> list[dict]:
+    """Every output in `out` has one manifest record, and every record names a whole output.
+
+    No temporary file is left, unless a worker was `killed` while writing one (a later run
+    removes it).
+    """
+    records = manifest_records(out) if (out / "convcli-manifest.jsonl").exists() else []
+    names = sorted(record["output"] for record in records)
+    assert names == sorted(path.name for path in out.glob("*.png"))
+    if not killed:
+        assert not list(out.glob(".convcli-*"))  # no temporary left by a task that was stopped
+    return records
+
+
+@pytest.mark.slow
+def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
+    # SIGTERM is counted as Ctrl-C is (convcli.app.run._StopRequests), and exits 143.
+    sig = signal.SIGINT
+    src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
     proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
-                             cluster.address, "--files-per-task", "1"],
+                             cluster.address, "--files-per-task", "8"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stderr = interrupt(proc, lambda: out.exists() and any(out.glob("*.png")), seconds=120)
+    wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 12, 120)
+    proc.send_signal(sig)
+    stopped = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - stopped < 10
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), stderr
+    assert "Traceback" not in stderr and "stopping: finishing " in stderr
     assert stderr.splitlines()[-1].startswith("convcli: interrupted: ")
-    done = len(list(out.glob("*.png")))
-    assert 0 < done < 900
+    # The workers started no file after the run stopped; what they wrote is recorded.
+    time.sleep(1)
+    records = _assert_manifest_names_every_output(out)
+    processed = re.search(r"interrupted: (\d+) processed", stderr)
+    assert 0 < len(records) == 3 * int(processed[1]) < 360  # three outputs an RGB file
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
+    src = make_copies(tmp_path / "big", 16, (1200, 900))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", "-k", "vertical", str(src), "-o",
+                             str(out), "--scheduler", cluster.address, "--files-per-task", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: out.exists() and any(out.glob("*.png")), 120)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    # The tasks still running finish their file, then remove what the run did not record.
+    assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60)
+    time.sleep(1)
+    _assert_manifest_names_every_output(out)
+
+
+def _unrecorded(out: Path) -> int:
+    named = {record["output"] for record in manifest_records(out)} if (
+        out / "convcli-manifest.jsonl").exists() else set()
+    return len({path.name for path in out.glob("*.png")} - named)
 
 
 def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
@@ -207,19 +257,47 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
         victim = next(iter(client.run(os.getpid).values()))
         out = tmp_path / "remote"
         proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", str(src), "-o", str(out),
-                                 "--scheduler", cluster.address, "--files-per-task", "2"],
+                                 "--scheduler", cluster.address, "--files-per-task", "8"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 4, 120)
         os.kill(victim, signal.SIGKILL)  # its nanny starts another
         _, stderr = proc.communicate(timeout=180)
         client.wait_for_workers(2, timeout=60)
-    assert proc.returncode == 0, stderr
-    # Files whose outputs the killed worker had written whole are skipped when Dask runs
-    # their task again; every file is counted once.
-    counts = re.search(r"(\d+) processed, (\d+) skipped, 0 failed", stderr)
-    assert counts and int(counts[1]) + int(counts[2]) == 40, stderr
+    # As a local run whose worker dies: said on one line, exit status 1.
+    assert proc.returncode == 1, stderr
+    lines = stderr.splitlines()
+    assert lines[0].startswith("convcli: 1 Dask worker(s) were lost during the run (tcp://")
+    # The files that the lost task had written are written again by its second run, and
+    # recorded: none is counted as skipped, every output has its manifest record.
+    assert lines[1].startswith("convcli: 40 processed, 0 skipped, 0 failed in "), stderr
+    assert len(_assert_manifest_names_every_output(out, killed=True)) == 40
     finished = {k: v for k, v in digests(out).items() if not k.startswith(".convcli-")}
     assert finished == digests(tmp_path / "local")  # every output whole, byte for byte
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_is_one_line(tmp_path):
+    src = make_copies(tmp_path / "many", 80, (320, 240))
+    doomed = DaskProcesses(tmp_path, 1, nanny=False)
+    out = tmp_path / "out"
+    try:
+        proc = subprocess.Popen([*CONVCLI, "pool", str(src), "-o", str(out), "--scheduler",
+                                 doomed.address, "--files-per-task", "4"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 8, 120)
+        os.kill(doomed.procs[0].pid, signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+        waited = time.monotonic() - killed
+    finally:
+        doomed.close()
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr
+    lines = stderr.splitlines()
+    assert lines[0] == (f"convcli: lost the Dask scheduler at {doomed.address}: the files not "
+                        "reported were not processed")
+    assert len(lines) == 2 and " processed, 0 skipped, 0 failed in " in lines[1]
+    assert waited < 30
+    assert not list(out.glob(".convcli-*"))
 
 
 # --- ClusterRun in this process, on a LocalCluster: deaths and retries -----------------------
@@ -263,9 +341,73 @@ def local_client():
 
 def test_a_worker_killed_once_loses_nothing(local_client, tmp_path):
     tasks = [_Job(name, str(tmp_path / "died")) for name in "abcdefgh"]
-    results = list(ClusterRun(local_client, tasks, _dies_once, files_per_task=3, in_flight=4))
+    run = ClusterRun(local_client, tasks, _dies_once, files_per_task=3, in_flight=4)
+    results = list(run)
     assert sorted(r.source for r in results) == list("abcdefgh")  # each exactly once
     assert all(r.status == "done" for r in results)
+    assert len(run.recovered_deaths) == 1 and run.recovered_deaths[0].startswith("tcp://")
+
+
+def _slow(job):
+    time.sleep(0.2)
+    return FileResult(job.source, "done")
+
+
+def _writes_slowly(job):
+    """Writes the file `job.marker` in half a second, as a file's output."""
+    time.sleep(0.5)
+    Path(job.marker).write_text(job.source)
+    return FileResult(job.source, "done", outputs=(job.marker,))
+
+
+@pytest.mark.slow
+def test_a_second_stop_request_abandons_the_running_tasks(local_client, tmp_path):
+    requests = []
+    jobs = [_Job(str(n), str(tmp_path / f"{n}.out")) for n in range(16)]
+    run = ClusterRun(local_client, jobs, _writes_slowly, files_per_task=2,
+                     stop_requests=lambda: len(requests), stop_wait_seconds=30)
+    taken = [next(iter(run))]
+    requests += ["Ctrl-C", "Ctrl-C"]
+    started = time.monotonic()
+    late = run.stop()
+    assert time.monotonic() - started < 3  # the tasks running are not waited for
+    assert re.match(r"stopped waiting for the Dask workers: the \d+ task\(s\) "
+                    "not finished remove the outputs they write", run.stop_note)
+    # Each running task finishes its file, sees that it was abandoned, and removes what it
+    # wrote: the outputs left are those of the results the run had.
+    reported = {Path(path).name for result in taken + late for path in result.outputs}
+    assert wait_until(lambda: {p.name for p in tmp_path.glob("*.out")} == reported, 30)
+    time.sleep(0.6)  # nothing is written after that
+    assert {p.name for p in tmp_path.glob("*.out")} == reported and len(reported) < 16
+
+
+@pytest.mark.slow
+def test_a_cluster_left_without_workers_ends_the_run(local_client):
+    # A scheduler here and one worker without a nanny, both able to import this module.
+    path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    with distributed.LocalCluster(n_workers=0, dashboard_address="127.0.0.1:0") as cluster:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+             "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path})
+        try:
+            with distributed.Client(cluster, set_as_default=False) as client:
+                client.wait_for_workers(1, timeout=60)
+                run = ClusterRun(client, [_Job(str(n)) for n in range(100)], _slow,
+                                 files_per_task=1, no_workers_seconds=1)
+                results = iter(run)
+                assert next(results).status == "done"
+                worker.kill()
+                killed = time.monotonic()
+                with pytest.raises(ClusterError, match=r"^the Dask cluster at tcp://\S+ has had "
+                                   r"no workers for 1 s: stopping$"):
+                    list(results)
+                assert time.monotonic() - killed < 10
+                assert run.stop() == []
+        finally:
+            worker.kill()
+            worker.wait()
 
 
 def test_a_file_that_kills_every_worker_fails_alone(local_client, tmp_path):

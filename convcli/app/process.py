@@ -11,6 +11,9 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -323,14 +326,38 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
                 outputs, todo)
 
 
+_OUTPUTS_CHECK: ContextVar[Callable | None] = ContextVar("convcli_outputs_check", default=None)
+
+
+@contextmanager
+def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
+                     ) -> Iterator[None]:
+    """Inside the block (in this thread), ``check(outputs, todo)`` decides the outputs to write.
+
+    It is given a file's planned outputs and those :func:`outputs_to_write`
+    found to write, before anything is written, and returns the outputs to
+    write: a Dask worker records them, and writes again the outputs that a
+    lost run of the same task wrote (:mod:`convcli.cluster`).
+    """
+    token = _OUTPUTS_CHECK.set(check)
+    try:
+        yield
+    finally:
+        _OUTPUTS_CHECK.reset(token)
+
+
 def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Output]:
     """The outputs to write: all with ``--overwrite``, else those that do not exist.
 
     A ValueError if one of them would replace an input file of the run.
     `exists(output)` says whether an output exists (default: on this disk).
+    Inside :func:`checking_outputs`, its check has the last word.
     """
     exists = exists or (lambda out: os.path.exists(out.path))
     todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
+    check = _OUTPUTS_CHECK.get()
+    if check is not None:
+        todo = check(outputs, todo)
     protected = {path_key(p) for p in task.protected}
     for out in todo:
         if path_key(out.path) in protected:

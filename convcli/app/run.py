@@ -242,6 +242,7 @@ class _BatchRun:
             scheduler_file=options.scheduler_file, files_per_task=options.files_per_task,
             in_memory=_in_memory((*self.inputs, self.out_dir)))
         self.engine: Engine = make_engine(options.engine, settings)
+        self.requests = _StopRequests()  # Ctrl-C and SIGTERM during the run
 
     def run(self) -> int:
         from .stdio import terminate_raises
@@ -349,8 +350,15 @@ class _BatchRun:
         return memory_budget(self.options.jobs or default_jobs())
 
     def _open_engine(self, stack: ExitStack) -> None:
-        """Open the engine, closed with `stack`; a failure ends the run (exit status 1)."""
+        """Open the engine, closed with `stack`; a failure ends the run (exit status 1).
+
+        While it closes, Ctrl-C and SIGTERM are counted (:class:`_StopRequests`):
+        a request after the run stopped does not cut the closing short.
+        """
+        closing = ExitStack()
+        stack.callback(closing.close)
         stack.callback(self.engine.close)
+        stack.callback(lambda: closing.enter_context(self.requests.installed()))
         try:
             self.engine.open()
         except EngineError as exc:
@@ -395,7 +403,7 @@ class _BatchRun:
         """Run the tasks on the engine, reporting each result; the exit status, or None for 0."""
         from .process import process_file
 
-        engine, requests = self.engine, _StopRequests()
+        engine, requests = self.engine, self.requests
         status, late = None, []
         with requests.installed():
             results = engine.start(tasks, process_file, count=self.total,
@@ -421,6 +429,8 @@ class _BatchRun:
             late = engine.stop()
         for result in late:
             self._add(result)
+        if engine.stop_note:
+            self.reporter.say(engine.stop_note)
         deaths = engine.deaths_note()
         if deaths:  # an error, even though every file was then processed
             self.reporter.say(deaths)
