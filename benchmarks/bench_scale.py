@@ -28,15 +28,30 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(_HERE), str(_HERE.parent / "tests")]
-from bench_batch import make_photos, time_command  # noqa: E402
+from bench_batch import make_photos  # noqa: E402
 from helpers import DaskProcesses  # noqa: E402  (the cluster the tests start, too)
+
+
+def time_command(cmd: list[str], out_dir: Path, repeat: int) -> float:
+    """Median wall-clock seconds of `cmd`, with a fresh empty `out_dir` each run."""
+    times = []
+    for _ in range(repeat + 1):  # the first run warms the file cache
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True)
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
 
 # This process's peak resident memory. (ru_maxrss would count the parent's, kept across exec.)
 _PEAK = """

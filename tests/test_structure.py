@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "convcli"
@@ -47,3 +49,23 @@ def test_no_function_is_over_the_limit():
     assert not found, (
         f"functions over {MAX_FUNCTION_LINES} lines (file:line name length):\n" + "\n".join(found)
     )
+
+
+def test_every_benchmark_imports():
+    """The benchmarks import each other's helpers: a helper removed from one breaks another."""
+    folder = Path(__file__).resolve().parent.parent / "benchmarks"
+    script = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(folder)!r})\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ModuleNotFoundError as exc:\n"
+        "        if exc.name not in ('torch', 'cv2', 'scipy', 'zlib_ng', 'imagecodecs'):\n"
+        "            raise\n"
+    )
+    names = sorted(path.stem for path in folder.glob("bench_*.py"))
+    assert len(names) >= 5
+    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True,
+                          text=True, cwd=folder)
+    assert done.returncode == 0, done.stderr
