@@ -172,6 +172,23 @@ def test_non_finite_input_in_a_late_tile_takes_the_plain_path(threads, value):
     np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_finiteness_check_finds_each_position_and_is_not_fooled_by_overflowing_sums(dtype, value):
+    # The tiles' check sums rows: finite values near the largest overflow those
+    # sums, and must still count as finite (min and max then decide).
+    big = np.finfo(dtype).max / 2
+    x = np.full((3, 5), big, dtype)
+    x[1] = -big
+    assert correlate_engine._finite(x) and correlate_engine._finite(x[:, ::2])
+    for i, j in np.ndindex(x.shape):
+        y = x.copy()
+        y[i, j] = value
+        assert not correlate_engine._finite(y)
+        assert not correlate_engine._finite(np.where(np.isfinite(y), 0, y).astype(dtype))
+
+
 def test_large_odd_image_across_many_tiles():
     # Real tile sizes: an odd-sized image much larger than one tile.
     rng = np.random.default_rng(7)
