@@ -29,6 +29,7 @@ is not finite, and the callers use their plain path.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -192,24 +193,32 @@ class _Plan:
 def _finite(x) -> bool:
     """Whether every value of `x` is finite.
 
-    The sums of x's rows carry NaN and inf, and BLAS takes them about twice
-    as fast as min and max; only when a sum is not finite (which finite
-    values near the dtype's largest can also make) do min and max, which
-    cannot overflow, decide.
+    Sums carry NaN and inf, and BLAS takes the sums of a contiguous array's
+    runs of ``FINITE_RUN`` values about twice as fast as min and max; only
+    when a sum is not finite (which finite values near the dtype's largest
+    can also make), or x is not contiguous, do min and max, which cannot
+    overflow, decide.
     """
-    if x.dtype in (np.float32, np.float64) and x.ndim and x.shape[-1]:
-        rows = x.reshape(-1, x.shape[-1])
+    if x.dtype in (np.float32, np.float64) and x.size and x.flags.c_contiguous:
+        flat = x.reshape(-1)
+        ones = _ones(x.dtype)
+        head = flat.size - flat.size % FINITE_RUN
         with np.errstate(over="ignore", invalid="ignore"):
-            total = np.sum(rows @ _ones(rows.shape[1], x.dtype))
-        if np.isfinite(total):
+            total = flat[head:] @ ones[: flat.size - head]
+            if head:
+                total += np.add.reduce(flat[:head].reshape(-1, FINITE_RUN) @ ones)
+        if math.isfinite(total):
             return True
     return bool(np.isfinite(np.min(x)) and np.isfinite(np.max(x)))
 
 
-@lru_cache(maxsize=32)
-def _ones(n, dtype):
-    """A read-only vector of `n` ones: the row sums of :func:`_finite`."""
-    ones = np.ones(n, dtype)
+FINITE_RUN = 4096
+
+
+@lru_cache(maxsize=4)
+def _ones(dtype):
+    """A read-only vector of ``FINITE_RUN`` ones: the sums of :func:`_finite`."""
+    ones = np.ones(FINITE_RUN, dtype)
     ones.flags.writeable = False
     return ones
 
