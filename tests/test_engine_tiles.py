@@ -172,6 +172,30 @@ def test_non_finite_input_in_a_late_tile_takes_the_plain_path(threads, value):
     np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("shape", [(3, 5), (300, 301)])  # min and max; BLAS's sums, with a tail
+def test_finiteness_check_finds_each_position_and_is_not_fooled_by_overflowing_sums(
+    dtype, value, shape
+):
+    # Large results are checked by sums of runs: finite values near the largest
+    # overflow those sums, and must still count as finite (min and max decide).
+    big = np.finfo(dtype).max / 2
+    x = np.full(shape, big, dtype)
+    x[1] = -big
+    assert correlate_engine._finite(x) and correlate_engine._finite(x[:, ::2])
+    size = x.size
+    places = {0, 1, size - 1, size - size % correlate_engine.FINITE_RUN, 4097}
+    places |= set(np.random.default_rng(3).integers(0, size, 20).tolist())
+    for place in sorted(p for p in places if p < size):
+        y = x.copy()
+        y.flat[place] = value
+        assert not correlate_engine._finite(y)
+        assert not correlate_engine._finite(np.where(np.isfinite(y), 0, y).astype(dtype))
+        assert not correlate_engine._finite(y[:, ::-1])  # not contiguous
+
+
 def test_large_odd_image_across_many_tiles():
     # Real tile sizes: an odd-sized image much larger than one tile.
     rng = np.random.default_rng(7)
