@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 import pytest
+import tifffile
 from helpers import assert_one_line_error, run
 from PIL import Image, TiffImagePlugin
 
@@ -53,3 +55,23 @@ def test_a_multipage_tiff_is_written_in_reads_linear_in_its_pages(tmp_path, monk
         assert im.n_frames == 300
         im.seek(299)
         np.testing.assert_array_equal(np.asarray(im), frames[299])
+
+
+def test_a_tiff_listing_fewer_tiles_than_its_size_needs_fails_on_one_line(tmp_path):
+    # Its width and length patched from 512 to 3000: read in strips, an IndexError
+    # was reported as an internal error.
+    path = tmp_path / "claims.tif"
+    tifffile.imwrite(path, np.zeros((512, 512), np.uint8), tile=(256, 256), compression="zlib")
+    with tifffile.TiffFile(path) as tif:
+        tags = tif.pages[0].tags
+        at = [tags[name].valueoffset for name in ("ImageWidth", "ImageLength")]
+    data = bytearray(path.read_bytes())
+    for offset in at:
+        data[offset:offset + 2] = struct.pack("<H", 3000)
+    path.write_bytes(bytes(data))
+    result = run("conv", "-k", "box", path, "-o", tmp_path / "o", "--memory", "1M")
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert lines[0] == (f"convcli: {path}: cannot decode the image: it lists 4 tiles or strips "
+                        "where its 3000 x 3000 pixels need 144")
+    assert not (tmp_path / "o").exists()
