@@ -46,6 +46,7 @@ class Trial:
         self.trials += 1
         if failed:
             self.failures += 1
+            print(f"  {self.name[:30]}: {seen}: {failed}", file=sys.stderr)
             seen, rank = f"FAIL: {failed}", 1e18
         if seen and rank >= self.worst_rank:
             self.worst, self.worst_rank = seen, rank
@@ -258,6 +259,34 @@ def strips_equal_whole(work: Path, rng, t: Trial, *, odd: bool = False) -> None:
         t.record(failed, f"{height}x{width} {' '.join(command)} {fmt}: equal")
 
 
+def hostile_tiff_tags(work: Path, rng, t: Trial) -> None:
+    """Tiled and stripped TIFFs read in strips, one tag's value (size, tiles, offsets) garbled."""
+    tags = ["ImageWidth", "ImageLength", "TileWidth", "TileLength", "RowsPerStrip",
+            "StripOffsets", "TileOffsets", "StripByteCounts", "TileByteCounts", "BitsPerSample",
+            "SamplesPerPixel", "Compression", "Predictor"]
+    for k in range(30):
+        path = work / f"tag{k}.tif"
+        pixels = rng.integers(0, 256, (700, 500, 3), np.uint8)
+        tiled = bool(k % 2)
+        tifffile.imwrite(path, pixels, tile=(64, 64) if tiled else None, rowsperstrip=32,
+                         compression="zlib", predictor=bool(k % 3 == 0))
+        with tifffile.TiffFile(path) as tif:
+            present = [tif.pages[0].tags[name] for name in tags if name in tif.pages[0].tags]
+        tag = present[int(rng.integers(len(present)))]
+        data = bytearray(path.read_bytes())
+        at, size = tag.valueoffset, tag.dtype.itemsize if hasattr(tag.dtype, "itemsize") else 4
+        size = max(1, min(size, 4))
+        value = [0, 1, 0xFFFF, int(rng.integers(0, 1 << 16))][int(rng.integers(4))]
+        data[at:at + min(size, 2)] = value.to_bytes(4, "little")[:min(size, 2)]
+        path.write_bytes(bytes(data))
+        out = work / f"tag-out{k}"
+        code, _, err, took = cli("conv", "-k", "box", path, "-o", out, "--memory", "1M",
+                                 "--format", "tiff", "-q", timeout=300)
+        t.record(problems(code, err, out),
+                 f"{tag.name}={value}: exit {code} in {took:.1f} s "
+                 f"{err.strip().splitlines()[0][-60:] if err.strip() else ''}", took)
+
+
 def _stack_file(work: Path, rng, count=40):
     f = frames(rng, count, size=(160, 120))
     path = work / "stack.tif"
@@ -442,6 +471,7 @@ ATTACKS = {
     "--frames lists (0-99999999, 40 digits, empty, unicode digits)": frame_lists,
     "frames + -o FILE / --figure / - pipes / --dry-run / zarr": frames_with_other_options,
     "strips (--memory 1M) vs whole run, random TIFFs and ops": strips_equal_whole,
+    "TIFF tags garbled (size, tiles, offsets), read in strips (--memory 1M)": hostile_tiff_tags,
     "NaN/inf float TIFFs in strips vs whole":
         lambda w, r, t: strips_equal_whole(w, r, t, odd=True),
     "NaN/inf stacks, grouped (--memory 64K) vs whole": stacks_nan,
@@ -458,6 +488,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="")
     parser.add_argument("--work", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the inputs and outputs")
     args = parser.parse_args()
     rows = []
     for number, (name, attack) in enumerate(ATTACKS.items()):
@@ -468,7 +499,8 @@ def main() -> None:
         try:
             attack(work, np.random.default_rng([args.seed, number]), trial)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
         rows.append(trial)
         print(f"| {name} | {trial.trials} | {trial.failures} | {trial.worst} |", flush=True)
 

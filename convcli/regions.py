@@ -229,8 +229,8 @@ def _open_first_page(shown: str):
     """The open TiffFile, its first page, the page's layout and the page count; or None."""
     try:
         tif = tifffile.TiffFile(shown)
-    except (tifffile.TiffFileError, ValueError, struct.error, OSError):
-        return None
+    except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError, KeyError):
+        return None  # IndexError: a SamplesPerPixel of 0, say
     try:
         page = tif.pages[0]
         layout = _layout(page)

@@ -57,21 +57,38 @@ def test_a_multipage_tiff_is_written_in_reads_linear_in_its_pages(tmp_path, monk
         np.testing.assert_array_equal(np.asarray(im), frames[299])
 
 
+def _tiff_with(path, shape, tags: dict[str, int], **options):
+    """A zlib TIFF of zeros written by tifffile, then the first page's `tags` set (16 bits)."""
+    tifffile.imwrite(path, np.zeros(shape, np.uint8), compression="zlib", **options)
+    with tifffile.TiffFile(path) as tif:
+        at = {tif.pages[0].tags[name].valueoffset: value for name, value in tags.items()}
+    data = bytearray(path.read_bytes())
+    for offset, value in at.items():
+        data[offset:offset + 2] = struct.pack("<H", value)
+    path.write_bytes(bytes(data))
+    return path
+
+
 def test_a_tiff_listing_fewer_tiles_than_its_size_needs_fails_on_one_line(tmp_path):
     # Its width and length patched from 512 to 3000: read in strips, an IndexError
     # was reported as an internal error.
-    path = tmp_path / "claims.tif"
-    tifffile.imwrite(path, np.zeros((512, 512), np.uint8), tile=(256, 256), compression="zlib")
-    with tifffile.TiffFile(path) as tif:
-        tags = tif.pages[0].tags
-        at = [tags[name].valueoffset for name in ("ImageWidth", "ImageLength")]
-    data = bytearray(path.read_bytes())
-    for offset in at:
-        data[offset:offset + 2] = struct.pack("<H", 3000)
-    path.write_bytes(bytes(data))
+    path = _tiff_with(tmp_path / "claims.tif", (512, 512),
+                      {"ImageWidth": 3000, "ImageLength": 3000}, tile=(256, 256))
     result = run("conv", "-k", "box", path, "-o", tmp_path / "o", "--memory", "1M")
     lines = result.stderr.splitlines()
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert lines[0] == (f"convcli: {path}: cannot decode the image: it lists 4 tiles or strips "
                         "where its 3000 x 3000 pixels need 144")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "1M"]])
+def test_a_tiff_that_tifffile_cannot_parse_fails_on_one_line(tmp_path, memory):
+    # SamplesPerPixel 0: tifffile raised an IndexError, reported as an internal error.
+    path = _tiff_with(tmp_path / "none.tif", (300, 200, 3), {"SamplesPerPixel": 0},
+                      rowsperstrip=32)
+    result = run("conv", "-k", "box", path, "-o", tmp_path / "o", *memory)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.splitlines()[0] == (
+        f"convcli: {path}: not an image file (Pillow cannot identify its format)")
     assert not (tmp_path / "o").exists()
