@@ -229,7 +229,8 @@ def _values(path: Path) -> np.ndarray:
         return tifffile.imread(path)
     if path.is_dir():
         import zarr
-        return np.asarray(zarr.open_group(str(path), mode="r")["0"])
+        group = zarr.open_group(str(path), mode="r")
+        return np.asarray(group[next(iter(sorted(group.array_keys())))])
     return np.asarray(Image.open(path))
 
 
@@ -257,6 +258,43 @@ def strips_equal_whole(work: Path, rng, t: Trial, *, odd: bool = False) -> None:
             else:
                 failed = _same_outputs(whole, strips)
         t.record(failed, f"{height}x{width} {' '.join(command)} {fmt}: equal")
+
+
+def strip_targets(work: Path, rng, t: Trial) -> None:
+    """Strips into zarr, -o FILE, -o - and on a local Dask cluster: the whole run's values."""
+    src = _tiff(work / "t.tif", rng, 1100, 700)
+    runs = [["--format", "zarr"], ["-o", "FILE.tif"], ["-o", "FILE.npy", "--format", "npy"],
+            ["-o", "-", "--format", "npy"], ["-o", "FILE.png"], ["--format", "tiff", "-r"],
+            ["--scheduler", "local", "-j", "2", "--format", "npy"],
+            ["--scheduler", "local", "-j", "2", "--format", "zarr"]]
+    for k, extra in enumerate(runs):
+        op = ["conv", "-k", str(rng.choice(["box", "sobel-x", "gaussian"]))]
+        whole, strips = work / f"tw{k}", work / f"ts{k}"
+        for folder in (whole, strips):
+            folder.mkdir()
+        args = [a.replace("FILE", "") for a in extra]
+        if "FILE" in " ".join(extra):
+            name = "r" + extra[1].replace("FILE", "")
+            args = [whole / name if a.startswith(".") else a for a in args]
+            a = cli(*op, src, *args, "-q")
+            args = [strips / name if isinstance(a, Path) else a for a in args]
+            b = cli(*op, src, *args, "-q", "--memory", "1M")
+        elif "-" in extra:
+            a = cli(*op, src, *args, "-q")
+            b = cli(*op, src, *args, "-q", "--memory", "1M")
+            (whole / "r.npy").write_bytes(a[1])
+            (strips / "r.npy").write_bytes(b[1])
+        else:
+            a = cli(*op, src, "-o", whole, *args, "-q", timeout=300)
+            b = cli(*op, src, "-o", strips, *args, "-q", "--memory", "1M", timeout=300)
+        folders = not any(a.startswith(("FILE", "-")) for a in extra[1:2])  # no manifest else
+        failed = problems(a[0], a[2], whole if folders else None) or problems(
+            b[0], b[2], strips if folders else None)
+        if not failed and a[0] == b[0] == 0:
+            failed = _same_outputs(whole, strips)
+        elif not failed:
+            failed = f"exit {a[0]} whole, {b[0]} in strips: {b[2].strip()[:80]}"
+        t.record(failed, f"{' '.join(extra)}: equal")
 
 
 def hostile_tiff_tags(work: Path, rng, t: Trial) -> None:
@@ -345,6 +383,7 @@ def disk_full(work: Path, rng, t: Trial) -> None:
     stack = _stack_file(work, rng, count=30)
     mount = work / "full"
     mount.mkdir()
+    full = 0
     for k in range(12):
         size = int(rng.integers(1, 4))
         src, extra = [(big, ["--memory", "2M"]), (stack, ["--memory", "1M"])][k % 2]
@@ -352,18 +391,24 @@ def disk_full(work: Path, rng, t: Trial) -> None:
         script = (f"mount -t tmpfs -o size={size}m tmpfs {mount} && "
                   f"{' '.join(CLI)} conv -k box {src} -o {mount}/o --format {fmt} -q; "
                   f"echo rc=$?; ls -a {mount}/o 2>/dev/null | grep -c convcli- ; "
-                  f"cat {mount}/o/convcli-manifest.jsonl 2>/dev/null | wc -l; ls {mount}/o | wc -l")
+                  f"cp -r {mount}/o {work}/copy{k} 2>/dev/null; true")
         done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
                               env=ENV, timeout=300)
         out, err = done.stdout.decode(), done.stderr.decode(errors="replace")
         code = int(out.split("rc=")[1].split()[0]) if "rc=" in out else -1
-        failed = problems(code, err)
-        if code == 0 and size < 2:
-            failed = failed or "exit 0 on a full disk?"
+        copy = work / f"copy{k}"
+        failed = problems(code, err, copy)
+        for path in copy.iterdir() if copy.exists() else ():
+            if not path.name.startswith(".") and path.suffix != ".jsonl":
+                try:
+                    _values(path)
+                except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
+                    failed = failed or f"{path.name} unreadable: {exc}"
         if "rc=" in out and out.split()[1] != "0" and int(out.split()[1]) > 1:
             failed = failed or f"temporaries left: {out.split()[1]}"
-        t.record(failed, f"{size} MB {src.name} {fmt}: exit {code} "
-                 f"{err.strip().splitlines()[-1][:80] if err.strip() else ''}")
+        full += "no space" in err
+        t.record(failed, f"{full} of {k + 1} runs out of space, each on one line; last: "
+                 f"{err.strip().splitlines()[0][-70:] if err.strip() else ''}")
 
 
 def stacks_nan(work: Path, rng, t: Trial) -> None:
@@ -390,6 +435,38 @@ def stacks_nan(work: Path, rng, t: Trial) -> None:
         elif not failed and ra[0] != rb[0]:
             failed = f"exit {ra[0]} whole, {rb[0]} grouped"
         t.record(failed, f"{m} frames {' '.join(op)} {fmt}: exit {ra[0]}/{rb[0]}")
+
+
+def mixed_stacks(work: Path, rng, t: Trial) -> None:
+    """Multi-page TIFFs of pages of random sizes, modes and dtypes; grouped vs whole."""
+    for k in range(16):
+        m = int(rng.integers(1, 9))
+        path = work / f"mix{k}.tif"
+        with tifffile.TiffWriter(path) as tif:
+            same = rng.integers(2) == 0
+            shape = (int(rng.integers(3, 40)), int(rng.integers(3, 40)))
+            for _ in range(m):
+                if not same:
+                    shape = (int(rng.integers(3, 40)), int(rng.integers(3, 40)))
+                channels = int(rng.choice([1, 3, 4]))
+                dtype = rng.choice([np.uint8, np.uint16, np.float32]) if not same else np.uint8
+                page = (rng.random((*shape, channels)) * 200).astype(dtype)
+                tif.write(page[..., 0] if channels == 1 else page,
+                          photometric="minisblack" if channels == 1 else "rgb",
+                          extrasamples=[2] if channels == 4 else None)
+        op = [["conv", "-k", "box"], ["pool", "--size", "2"], ["pad", "--pad", "2"],
+              ["grad", "conv", "-k", "sobel-x"]][k % 4]
+        fmt = ["png", "tiff", "npy", "jpg"][k // 4 % 4]
+        a, b = work / f"mw{k}", work / f"mg{k}"
+        ra = cli(*op, path, "-o", a, "--format", fmt, "-q")
+        rb = cli(*op, path, "-o", b, "--format", fmt, "-q", "--memory", "64K")
+        failed = problems(ra[0], ra[2], a) or problems(rb[0], rb[2], b)
+        if not failed and ra[0] == rb[0] == 0:
+            failed = _same_outputs(a, b)
+        elif not failed and (ra[0], ra[2]) != (rb[0], rb[2].replace(str(b), str(a))):
+            failed = f"exit {ra[0]} whole, {rb[0]} grouped: {rb[2].strip()[:80]}"
+        t.record(failed, f"{m} pages {' '.join(op)} {fmt}: exit {ra[0]} "
+                 f"{ra[2].strip().splitlines()[0][-60:] if ra[2].strip() else ''}")
 
 
 def borderline_rank_one(work: Path, rng, t: Trial) -> None:
@@ -471,12 +548,15 @@ ATTACKS = {
     "--frames lists (0-99999999, 40 digits, empty, unicode digits)": frame_lists,
     "frames + -o FILE / --figure / - pipes / --dry-run / zarr": frames_with_other_options,
     "strips (--memory 1M) vs whole run, random TIFFs and ops": strips_equal_whole,
+    "strips into zarr, -o FILE, -o -, and on a local Dask cluster, vs whole": strip_targets,
     "TIFF tags garbled (size, tiles, offsets), read in strips (--memory 1M)": hostile_tiff_tags,
     "NaN/inf float TIFFs in strips vs whole":
         lambda w, r, t: strips_equal_whole(w, r, t, odd=True),
     "NaN/inf stacks, grouped (--memory 64K) vs whole": stacks_nan,
     "kill -9 / SIGINT / SIGTERM of strips and stack runs": killed_runs,
     "disk full (1-3 MB tmpfs), strips and stacks": disk_full,
+    "multi-page TIFFs of mixed sizes, modes, dtypes; grouped (--memory 64K) vs whole":
+        mixed_stacks,
     "borderline rank-1 kernels, conv_forward vs float64 oracle": borderline_rank_one,
     "kernels --check on hostile files": check_hostile_kernels,
     "--engine values and combinations": engine_option,
