@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 
 import numpy as np
@@ -92,3 +93,21 @@ def test_a_tiff_that_tifffile_cannot_parse_fails_on_one_line(tmp_path, memory):
     assert result.stderr.splitlines()[0] == (
         f"convcli: {path}: not an image file (Pillow cannot identify its format)")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda p: os.mkfifo(p), "a FIFO"),
+    (lambda p: p.symlink_to(p), "a link that leads nowhere (Too many levels of symbolic links)"),
+    (lambda p: p.symlink_to(p.with_name("gone.txt")), "a link that leads nowhere"),
+])
+def test_a_kernel_path_that_is_no_file_says_what_it_is(tmp_path, make, what):
+    # They were "no such kernel file", although something is there (never opened: a FIFO blocks).
+    path = tmp_path / "k.txt"
+    make(path)
+    assert_one_line_error(run("kernels", "--check", path), 2, f"{path}: {what}",
+                          "not a kernel file")
+
+
+def test_a_device_named_as_a_kernel_says_so():
+    assert_one_line_error(run("kernels", "--check", "/dev/zero"), 2,
+                          "/dev/zero: a device, not a kernel file")
