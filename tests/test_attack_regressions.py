@@ -111,3 +111,11 @@ def test_a_kernel_path_that_is_no_file_says_what_it_is(tmp_path, make, what):
 def test_a_device_named_as_a_kernel_says_so():
     assert_one_line_error(run("kernels", "--check", "/dev/zero"), 2,
                           "/dev/zero: a device, not a kernel file")
+
+
+def test_a_scheduler_file_with_engine_processes_is_named_as_given(tmp_path):
+    # The message named --scheduler, an option the command line did not have.
+    Image.new("RGB", (4, 4)).save(tmp_path / "a.png")
+    result = run("pool", tmp_path / "a.png", "-o", tmp_path / "o", "--engine", "processes",
+                 "--scheduler-file", tmp_path / "s.json")
+    assert_one_line_error(result, 2, "'--scheduler-file'", "--engine processes does not use")
