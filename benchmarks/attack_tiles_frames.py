@@ -336,14 +336,15 @@ def killed_runs(work: Path, rng, t: Trial) -> None:
     """SIGKILL, SIGINT or SIGTERM at a random moment of a strips run and a stack run."""
     big = _tiff(work / "big.tif", rng, 3000, 1500)
     stack = _stack_file(work, rng)
-    for k in range(24):
+    startup = 0
+    for k in range(36):
         sig = [signal.SIGKILL, signal.SIGINT, signal.SIGTERM][k % 3]
         src, extra = [(big, ["--memory", "2M", "--format", "tiff"]),
                       (stack, ["--memory", "1M", "--format", "tiff"])][k // 3 % 2]
         out = work / f"kill{k}"
         proc = subprocess.Popen([*CLI, "conv", "-k", "gaussian", src, "-o", out, *extra],
                                 env=ENV, stderr=subprocess.PIPE)
-        time.sleep(float(rng.uniform(0.3, 2.5)))
+        time.sleep(float(rng.uniform(0.02, 2.5)))
         proc.send_signal(sig)
         try:
             _, err = proc.communicate(timeout=30)
@@ -354,8 +355,11 @@ def killed_runs(work: Path, rng, t: Trial) -> None:
         err = err.decode(errors="replace")
         failed = None
         if sig != signal.SIGKILL and "Traceback" in err:
-            failed = f"{sig.name}: traceback"
-            print(err, file=sys.stderr)
+            if "convcli/" in err:
+                failed = f"{sig.name}: traceback"
+                print(err, file=sys.stderr)
+            else:  # Python's own start-up (site, .pth files), before convcli's first line
+                startup += 1
         if out.exists():
             failed = failed or manifest_problems(out)
             left = [p.name for p in out.iterdir() if p.name.startswith(".convcli-")]
@@ -374,7 +378,10 @@ def killed_runs(work: Path, rng, t: Trial) -> None:
                 code, _, err2, _ = cli("conv", "-k", "gaussian", src, "-o", out, *extra, "-q")
                 still = [p.name for p in out.iterdir() if p.name.startswith(".convcli-")]
                 failed = failed or problems(code, err2, out) or (still and f"kept {still}")
-        t.record(failed, f"{sig.name} {src.name}: exit {proc.returncode}")
+        if not failed and sig == signal.SIGINT and proc.returncode not in (130, -2):
+            failed = f"SIGINT: exit {proc.returncode}"
+        t.record(failed, f"{startup} traceback(s) in Python's start-up, before convcli; "
+                 f"last: {sig.name} {src.name}: exit {proc.returncode}")
 
 
 def disk_full(work: Path, rng, t: Trial) -> None:
@@ -517,6 +524,12 @@ def check_hostile_kernels(work: Path, rng, t: Trial) -> None:
         if code == 0 and not out:
             failed = failed or "exit 0 and nothing said"
         t.record(failed, f"{text[:16]!r}: exit {code} in {took:.1f} s", took)
+    os.mkfifo(work / "fifo.txt")
+    (work / "loop.txt").symlink_to(work / "loop.txt")
+    (work / "broken.txt").symlink_to(work / "gone.txt")
+    for special in ("fifo.txt", "loop.txt", "broken.txt", "/dev/zero", "/dev/urandom"):
+        code, _, err, took = cli("kernels", "--check", work / special, timeout=20)
+        t.record(problems(code, err), f"{special}: exit {code} in {took:.1f} s", took)
     blob = rng.integers(0, 256, 4096, np.uint8).tobytes()
     for name in ("rand.txt", "rand.npy", "rand.toml"):
         (work / name).write_bytes(blob)
@@ -532,7 +545,11 @@ def engine_option(work: Path, rng, t: Trial) -> None:
             ["--engine", "processes", "--files-per-task", "3"],
             ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:1"],
             ["--engine", "processes", "-o", "memory://x"], ["--engine", "processes", "-j", "3"],
-            ["--engine", "processes", "-o", "-"], ["--engine", "dask", "-o", "-"]]
+            ["--engine", "processes", "-o", "-"], ["--engine", "dask", "-o", "-"],
+            ["--engine", "dask", "-o", "memory://x"], ["--engine", "dask", "--files-per-task", "0"],
+            ["--engine", "processes", "--scheduler-file", work / "none.json"],
+            ["--engine", "dask", "--scheduler-file", work / "none.json"],
+            ["--engine", "dask", "--scheduler", "local", "-j", "1"]]
     for extra in runs:
         extra = [a for a in extra]
         if "-o" not in extra:
