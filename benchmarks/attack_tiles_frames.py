@@ -325,8 +325,8 @@ def hostile_tiff_tags(work: Path, rng, t: Trial) -> None:
                  f"{err.strip().splitlines()[0][-60:] if err.strip() else ''}", took)
 
 
-def _stack_file(work: Path, rng, count=40):
-    f = frames(rng, count, size=(160, 120))
+def _stack_file(work: Path, rng, count=40, size=(160, 120)):
+    f = frames(rng, count, size=size)
     path = work / "stack.tif"
     f[0].save(path, save_all=True, append_images=f[1:])
     return path
@@ -335,8 +335,8 @@ def _stack_file(work: Path, rng, count=40):
 def killed_runs(work: Path, rng, t: Trial) -> None:
     """SIGKILL, SIGINT or SIGTERM at a random moment of a strips run and a stack run."""
     big = _tiff(work / "big.tif", rng, 3000, 1500)
-    stack = _stack_file(work, rng)
-    startup = 0
+    stack = _stack_file(work, rng, count=200, size=(320, 240))  # about 3 s, as the strips
+    startup = finished_runs = early_deaths = sigint_deaths = 0
     for k in range(36):
         sig = [signal.SIGKILL, signal.SIGINT, signal.SIGTERM][k % 3]
         src, extra = [(big, ["--memory", "2M", "--format", "tiff"]),
@@ -378,10 +378,20 @@ def killed_runs(work: Path, rng, t: Trial) -> None:
                 code, _, err2, _ = cli("conv", "-k", "gaussian", src, "-o", out, *extra, "-q")
                 still = [p.name for p in out.iterdir() if p.name.startswith(".convcli-")]
                 failed = failed or problems(code, err2, out) or (still and f"kept {still}")
-        if not failed and sig == signal.SIGINT and proc.returncode not in (130, -2):
-            failed = f"SIGINT: exit {proc.returncode}"
-        t.record(failed, f"{startup} traceback(s) in Python's start-up, before convcli; "
-                 f"last: {sig.name} {src.name}: exit {proc.returncode}")
+        finished = proc.returncode == 0 and "interrupted" not in err  # before the signal
+        finished_runs += finished
+        early = proc.returncode == -sig and not err  # in start-up: the default action, 128 + sig
+        early_deaths += early
+        # "convcli: interrupted" then death by SIGINT: a shell sees 130 all the same
+        died = proc.returncode == -signal.SIGINT and err.strip() == "convcli: interrupted"
+        sigint_deaths += died
+        early = early or died
+        if not failed and not finished and not early and sig != signal.SIGKILL and \
+                proc.returncode != {signal.SIGINT: 130, signal.SIGTERM: 143}[sig]:
+            failed = f"{sig.name}: exit {proc.returncode}"
+        t.record(failed, f"{startup} traceback(s) and {early_deaths} silent deaths by the signal "
+                 f"in Python's start-up; {sigint_deaths} 'interrupted' then status -2, not 130; "
+                 f"{finished_runs} runs ended before the signal")
 
 
 def disk_full(work: Path, rng, t: Trial) -> None:
