@@ -592,7 +592,8 @@ class ProcessEngine(RunEngine):
                               "--files-per-task")
         if settings.scheduler is not None or settings.scheduler_file is not None:
             raise OptionError("names a Dask scheduler, which --engine processes does not use",
-                              "--scheduler")
+                              "--scheduler" if settings.scheduler is not None
+                              else "--scheduler-file")
         super().__init__(settings)
         self.jobs = 1 if settings.in_memory else settings.jobs or default_jobs()
 

@@ -12,6 +12,8 @@ import re
 
 FRAME_WORDS = ("first", "all")
 DEFAULT_FRAMES = "all"
+# Frames a LIST may name: each is held in every task, so ``0-99999999`` is refused, not expanded.
+MAX_LISTED_FRAMES = 1 << 20
 
 _PART = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
@@ -32,18 +34,28 @@ def parse_frames(text: str) -> str | tuple[int, ...]:
     word = text.strip().lower()
     if word in FRAME_WORDS:
         return word
+    ranges = [_frame_range(part, text) for part in text.split(",")]
+    named = sum(numbers.stop - numbers.start for numbers in ranges)
+    if named > MAX_LISTED_FRAMES:
+        raise ValueError(f"a list may name at most {MAX_LISTED_FRAMES} frames (use all); "
+                         f"got {text!r}, {named} frames")
     picked: dict[int, None] = {}
-    for part in text.split(","):
-        match = _PART.fullmatch(part)
-        if match is None:
-            raise ValueError(f"must be first, all or a list such as 0,2-5 (frames numbered "
-                             f"from 0); got {text!r}")
-        start = int(match.group(1))
-        stop = int(match.group(2)) if match.group(2) is not None else start
-        if stop < start:
-            raise ValueError(f"the range {start}-{stop} runs backwards; got {text!r}")
-        picked.update(dict.fromkeys(range(start, stop + 1)))
+    for numbers in ranges:
+        picked.update(dict.fromkeys(numbers))
     return tuple(picked)
+
+
+def _frame_range(part: str, text: str) -> range:
+    """The frame numbers of one comma-separated `part` of the LIST `text`."""
+    match = _PART.fullmatch(part)
+    if match is None:
+        raise ValueError(f"must be first, all or a list such as 0,2-5 (frames numbered "
+                         f"from 0); got {text!r}")
+    start = int(match.group(1))
+    stop = int(match.group(2)) if match.group(2) is not None else start
+    if stop < start:
+        raise ValueError(f"the range {start}-{stop} runs backwards; got {text!r}")
+    return range(start, stop + 1)
 
 
 class FramesPastEnd(ValueError):

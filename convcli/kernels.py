@@ -74,6 +74,7 @@ import numbers
 import os
 import re
 import reprlib
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -765,6 +766,16 @@ def _exists(text: str) -> bool:
     return os.path.isfile(text) or os.path.isdir(text)  # False for a name too long
 
 
+def _not_a_file(text: str) -> str:
+    """What `text` names, where it exists but is neither a file nor a folder (never opened)."""
+    try:
+        mode = os.stat(text).st_mode
+    except OSError as exc:  # a link to nothing, or a loop of links
+        return f"a link that leads nowhere ({exc.strerror or exc})"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (
+        stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket or other special file"
+
+
 def _load_named(text: str) -> Kernel:
     """A kernel name, else a kernel file (no angle): a shipped name always wins."""
     kernel = _registered(text)
@@ -772,6 +783,8 @@ def _load_named(text: str) -> Kernel:
         return kernel
     if _exists(text):
         return load_kernel_file(text)
+    if os.path.lexists(text):
+        raise KernelError(f"{text}: {_not_a_file(text)}, not a kernel file")
     if _looks_like_path(text):
         raise KernelError(f"{text}: no such kernel file")
     return get_kernel(text)  # unknown: the message suggests close names

@@ -209,17 +209,28 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
     if opened is None:
         return None
     tif, page, layout, frames = opened
+    _check_segments(tif, page)
     notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
         [layout.note] if layout.note else [])
     return RegionSource(tif, page, layout, tuple(notes))
+
+
+def _check_segments(tif, page) -> None:
+    """An ImageError (`tif` closed) where `page` lists fewer tiles or strips than its size needs."""
+    needed = int(np.prod(page.chunked))
+    listed = min(len(page.dataoffsets), len(page.databytecounts))
+    if listed < needed:
+        tif.close()
+        raise ImageError(f"cannot decode the image: it lists {listed} tiles or strips where "
+                         f"its {page.imagewidth} x {page.imagelength} pixels need {needed}")
 
 
 def _open_first_page(shown: str):
     """The open TiffFile, its first page, the page's layout and the page count; or None."""
     try:
         tif = tifffile.TiffFile(shown)
-    except (tifffile.TiffFileError, ValueError, struct.error, OSError):
-        return None
+    except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError, KeyError):
+        return None  # IndexError: a SamplesPerPixel of 0, say
     try:
         page = tif.pages[0]
         layout = _layout(page)
