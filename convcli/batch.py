@@ -229,6 +229,7 @@ def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt_task)
+    signal.signal(signal.SIGALRM, _interrupt_task)  # a stop sent again: _interrupt_again
     sys.unraisablehook = _interrupt_again(sys.unraisablehook)
     _busy, _stopping = busy, stopping
     pid_queue.put(os.getpid())

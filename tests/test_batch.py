@@ -600,3 +600,27 @@ def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     # Every file whole, no temporaries.
     assert digests(out) == {f"{i:02d}/{name}": digest
                             for i in range(8) for name, digest in expected.items()}
+
+
+def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(monkeypatch):
+    """Sent again at once, it could land inside the hook, and be ignored (and printed) again."""
+    from types import SimpleNamespace
+
+    import convcli.batch as batch
+
+    arrived = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: arrived.append(signum))
+    try:
+        monkeypatch.setattr(batch, "_in_task", True)
+        hook = batch._interrupt_again(lambda unraisable: arrived.append("printed"))
+        hook(SimpleNamespace(exc_type=KeyboardInterrupt))
+        assert arrived == []  # not while the hook runs
+        deadline = time.monotonic() + 5
+        while not arrived and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert arrived == [signal.SIGALRM]
+        hook(SimpleNamespace(exc_type=ValueError))  # anything else goes to the previous hook
+        assert arrived == [signal.SIGALRM, "printed"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
