@@ -250,14 +250,15 @@ def _interrupt_again(previous):
 
     A KeyboardInterrupt from :func:`_interrupt_task` that lands in a weakref
     callback or a ``__del__`` is ignored by Python and printed as "Exception
-    ignored in ...": here it is not printed, and the signal is sent again, so
-    that it reaches the task's own code.
+    ignored in ...": here it is not printed, and the stop comes again a
+    millisecond later (SIGALRM), so that it reaches the task's own code. Sent
+    at once, it could land in this hook itself, where Python ignores it again.
     """
 
     def hook(unraisable):
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
             if _in_task:
-                os.kill(os.getpid(), signal.SIGUSR1)
+                signal.setitimer(signal.ITIMER_REAL, 0.001)
             return
         previous(unraisable)
 

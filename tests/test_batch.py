@@ -610,6 +610,7 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
 
     arrived = []
     previous = signal.signal(signal.SIGALRM, lambda signum, frame: arrived.append(signum))
+    previous_usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: arrived.append(signum))
     try:
         monkeypatch.setattr(batch, "_in_task", True)
         hook = batch._interrupt_again(lambda unraisable: arrived.append("printed"))
@@ -624,3 +625,4 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGUSR1, previous_usr1)
