@@ -18,7 +18,10 @@ task per file, run one at a time with nothing else in flight, so that only
 the file to blame fails. A lost scheduler, or a cluster left without workers
 for :data:`NO_WORKERS_SECONDS`, ends the run (:class:`ClusterError`). A run
 that is stopped sets a flag that its tasks read between files
-(:meth:`ClusterRun.stop`).
+(:meth:`ClusterRun.stop`). Before it returns, a task writes its outputs'
+manifest lines to a fragment beside them, deleted once the client has
+recorded its result and merged into the manifest where the result never
+arrived (:func:`convcli.app.manifest.merge_fragments`).
 """
 
 from __future__ import annotations
@@ -465,6 +468,12 @@ def _absolute(task, cwd: str):
     return dataclasses.replace(task, **changes)
 
 
+def _folders(tasks: tuple) -> set[str]:
+    """The local output folders of `tasks` (where their manifest fragments would be)."""
+    return {task.out_dir for task in tasks
+            if getattr(task, "out_dir", None) and not is_url(task.out_dir)}
+
+
 def _as_given(result: FileResult, sent, given) -> FileResult:
     """`result` of task `sent` (:func:`_absolute` of `given`) naming paths as `given` does."""
     if sent is given:
@@ -544,6 +553,7 @@ class ClusterRun:
         self._lines = manifest_lines
         self._fragments: dict = {}  # task key: its results not recorded yet, and its fragments
         self._fragments_of: dict[int, str] = {}  # id of a result: its task's key (see recorded)
+        self._unarrived: list = []  # (folders, task key) of the tasks whose result was an error
         self._tasks = iter(tasks)
         self._worker = worker
         self._per_task = max(1, files_per_task)
@@ -639,6 +649,8 @@ class ClusterRun:
         sent, numbers, task_key, group_key = self._sent.pop(future)
         future.release()
         if error is not None:
+            if self._lines is not None:  # returned, its result lost on the way?
+                self._unarrived.append((_folders(sent), task_key))
             return self._task_failed(group, numbers, group_key, error)
         self._clear("tasks", task_key, wait=False)
         if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
@@ -668,10 +680,11 @@ class ClusterRun:
 
         if self._lines is None:
             return
-        for sent, _, task_key, _ in self._sent.values():
-            for folder in {task.out_dir for task in sent if hasattr(task, "out_dir")}:
-                if not is_url(folder):
-                    merge_fragments(folder, [fragment_name(self._run_key, task_key)])
+        unarrived = [(_folders(sent), task_key) for sent, _, task_key, _ in self._sent.values()]
+        for folders, task_key in self._unarrived + unarrived:
+            for folder in folders:
+                merge_fragments(folder, [fragment_name(self._run_key, task_key)])
+        self._unarrived.clear()
 
     def _task_failed(self, group: tuple, numbers: tuple, group_key: str,
                      error: Exception) -> list[FileResult]:

@@ -467,6 +467,33 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines(local_client,
     assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
 
 
+def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, tmp_path,
+                                                                  monkeypatch):
+    # The tasks return, then fetching their results fails as with a scheduler killed in that
+    # moment (the run ends on one line): their outputs' lines come from their fragments.
+    from convcli.app.manifest import FRAGMENT_PREFIX
+
+    lines, jobs = _lines_and_jobs(tmp_path)
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    run._fill()
+    assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
+
+    def lost(*args, **kwargs):
+        raise OSError("connection closed")
+
+    monkeypatch.setattr(distributed.Future, "result", lost)
+    try:
+        with pytest.raises(ClusterError, match="^lost the Dask scheduler at "):
+            list(run)
+        assert run.stop() == []
+    finally:
+        del local_client._convcli_lost  # it was not lost: closed as usual
+    assert sorted(record["output"] for record in manifest_records(tmp_path)) == [
+        f"{name}.png.out" for name in "abcde"]
+    assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
+
+
 def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
     from convcli.app.manifest import FRAGMENT_PREFIX
 
