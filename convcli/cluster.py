@@ -18,7 +18,10 @@ task per file, run one at a time with nothing else in flight, so that only
 the file to blame fails. A lost scheduler, or a cluster left without workers
 for :data:`NO_WORKERS_SECONDS`, ends the run (:class:`ClusterError`). A run
 that is stopped sets a flag that its tasks read between files
-(:meth:`ClusterRun.stop`).
+(:meth:`ClusterRun.stop`). Before it returns, a task writes its outputs'
+manifest lines to a fragment beside them, deleted once the client has
+recorded its result and merged into the manifest where the result never
+arrived (:func:`convcli.app.manifest.merge_fragments`).
 """
 
 from __future__ import annotations
@@ -251,11 +254,14 @@ class GroupResult:
         Where an earlier run of this task was when its worker was lost.
     abandoned : bool
         The client stopped waiting: the outputs written were removed.
+    fragments : tuple of str
+        The manifest fragments written (:func:`convcli.app.manifest.write_fragment`).
     """
 
     results: list
     lost_on: str | None = None
     abandoned: bool = False
+    fragments: tuple = ()
 
 
 _STOP_CHECK_SECONDS = 0.1  # between files, a task reads its run's stop flag at most this often
@@ -378,14 +384,16 @@ def _remove(path: str, options: dict | None = None) -> None:
 
 
 def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
-              run: tuple | None = None) -> GroupResult:
+              run: tuple | None = None, lines=None) -> GroupResult:
     """Each task of a group through :func:`convcli.batch.run_guarded`, in a Dask worker.
 
     `threads` maps worker addresses to layer threads (:func:`layer_threads`).
     `run` is ``(run key, task key, group key, file numbers)``: the group keeps its
     :class:`_Journal`, and looks, before each file, whether the run was
     stopped: it then starts no other file, or (:data:`ABANDON`) removes the
-    outputs it wrote, which the client will not record.
+    outputs it wrote, which the client will not record. With `lines` (a
+    :class:`convcli.app.manifest.ManifestLines`), the outputs it keeps have
+    their manifest lines in a fragment beside them before it returns.
     """
     _prepare_worker(threads or {})
     if run is None:
@@ -408,7 +416,27 @@ def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
     # waits for the results, and one that abandoned it before is seen here.
     if not journal.done() or journal.stop_state() == ABANDON:
         return _abandoned(results, lost_on, tasks)
-    return GroupResult(results, lost_on)
+    fragments = _write_fragments(results, lines, run_key, task_key) if lines else ()
+    return GroupResult(results, lost_on, fragments=fragments)
+
+
+def _write_fragments(results: list, lines, run_key: str, task_key: str) -> tuple:
+    """Write the manifest lines of `results`' local outputs to a fragment in each folder.
+
+    Should the result never reach the client (its scheduler or itself
+    killed meanwhile), the fragments are merged into the manifests at the
+    end of the run or by a later run (:func:`convcli.app.manifest.merge_fragments`).
+    """
+    from .app.manifest import fragment_name, write_fragment
+
+    by_folder: dict[str, list[str]] = {}
+    for result in results:
+        for folder, new in lines.of(result).items():
+            if not is_url(folder):
+                by_folder.setdefault(folder, []).extend(new)
+    name = fragment_name(run_key, task_key)
+    written = (write_fragment(folder, name, "".join(new)) for folder, new in by_folder.items())
+    return tuple(path for path in written if path is not None)
 
 
 def _abandoned(results: list, lost_on: str | None, tasks: tuple) -> GroupResult:
@@ -438,6 +466,12 @@ def _absolute(task, cwd: str):
         if value is not None:
             changes[name] = join(value) if isinstance(value, str) else tuple(map(join, value))
     return dataclasses.replace(task, **changes)
+
+
+def _folders(tasks: tuple) -> set[str]:
+    """The local output folders of `tasks` (where their manifest fragments would be)."""
+    return {task.out_dir for task in tasks
+            if getattr(task, "out_dir", None) and not is_url(task.out_dir)}
 
 
 def _as_given(result: FileResult, sent, given) -> FileResult:
@@ -498,6 +532,11 @@ class ClusterRun:
         The number of times the user asked to stop, polled while waiting.
     no_workers_seconds, stop_wait_seconds : float
         :data:`NO_WORKERS_SECONDS` and :data:`STOP_WAIT_SECONDS`.
+    manifest_lines : ManifestLines, optional
+        The run's manifest lines (:class:`convcli.app.manifest.ManifestLines`):
+        each task writes those of its outputs to a fragment beside them, which
+        :meth:`recorded` deletes once the caller has recorded the results;
+        :meth:`stop` merges those of the results that never arrived.
 
     Raises
     ------
@@ -509,8 +548,12 @@ class ClusterRun:
     def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
                  in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0,
                  no_workers_seconds: float = NO_WORKERS_SECONDS,
-                 stop_wait_seconds: float = STOP_WAIT_SECONDS):
+                 stop_wait_seconds: float = STOP_WAIT_SECONDS, manifest_lines=None):
         self._client = client
+        self._lines = manifest_lines
+        self._fragments: dict = {}  # task key: its results not recorded yet, and its fragments
+        self._fragments_of: dict[int, str] = {}  # id of a result: its task's key (see recorded)
+        self._unarrived: list = []  # (folders, task key) of the tasks whose result was an error
         self._tasks = iter(tasks)
         self._worker = worker
         self._per_task = max(1, files_per_task)
@@ -545,7 +588,8 @@ class ClusterRun:
         task_key = str(next(self._numbers))
         group_key = group_key or task_key
         future = self._client.submit(run_group, self._worker, sent, self._threads,
-                                     (self._run_key, task_key, group_key, numbers), pure=False)
+                                     (self._run_key, task_key, group_key, numbers), self._lines,
+                                     pure=False)
         self._group_of[future] = group
         self._sent[future] = (sent, numbers, task_key, group_key)
         self._pending.add(future)
@@ -605,12 +649,42 @@ class ClusterRun:
         sent, numbers, task_key, group_key = self._sent.pop(future)
         future.release()
         if error is not None:
+            if self._lines is not None:  # returned, its result lost on the way?
+                self._unarrived.append((_folders(sent), task_key))
             return self._task_failed(group, numbers, group_key, error)
         self._clear("tasks", task_key, wait=False)
         if outcome.lost_on and outcome.lost_on not in self.recovered_deaths:
             self.recovered_deaths.append(outcome.lost_on)
-        return [_as_given(result, one, given)
-                for result, one, given in zip(outcome.results, sent, group, strict=False)]
+        results = [_as_given(result, one, given)
+                   for result, one, given in zip(outcome.results, sent, group, strict=False)]
+        if outcome.fragments:
+            self._fragments[task_key] = [len(results), outcome.fragments]
+            self._fragments_of.update((id(result), task_key) for result in results)
+        return results
+
+    def recorded(self, result: FileResult) -> None:
+        """Say that `result`'s manifest lines were written: its task's fragments go."""
+        task_key = self._fragments_of.pop(id(result), None)
+        if task_key is None:
+            return
+        left = self._fragments[task_key]
+        left[0] -= 1
+        if left[0] == 0:
+            del self._fragments[task_key]
+            for path in left[1]:
+                _remove(path)
+
+    def _merge_fragments(self) -> None:
+        """Merge the manifest fragments of the tasks whose results never arrived."""
+        from .app.manifest import fragment_name, merge_fragments
+
+        if self._lines is None:
+            return
+        unarrived = [(_folders(sent), task_key) for sent, _, task_key, _ in self._sent.values()]
+        for folders, task_key in self._unarrived + unarrived:
+            for folder in folders:
+                merge_fragments(folder, [fragment_name(self._run_key, task_key)])
+        self._unarrived.clear()
 
     def _task_failed(self, group: tuple, numbers: tuple, group_key: str,
                      error: Exception) -> list[FileResult]:
@@ -736,8 +810,17 @@ class ClusterRun:
         their results are waited for :attr:`stop_wait_seconds` at most, or
         until a second stop request (or `force`). Tasks still running then are
         abandoned: they remove the outputs they wrote (the run does not record
-        them), and :attr:`stop_note` says so.
+        them), and :attr:`stop_note` says so. Last, the manifest fragments of
+        tasks that returned but whose results never arrived (the scheduler was
+        lost, or they were no longer waited for) are merged into the manifests.
         """
+        try:
+            return self._stop(force)
+        finally:
+            self._merge_fragments()
+
+    def _stop(self, force: bool) -> list[FileResult]:
+        """:meth:`stop`, before the fragments are merged."""
         self._stopping = True
         self._singles.clear()
         late, self._unreported = self._unreported, []
@@ -920,4 +1003,9 @@ class DaskEngine(RunEngine):
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK
         return self._started(ClusterRun(self.client, tasks, worker, files_per_task=per_task,
-                                        stop_requests=stop_requests))
+                                        stop_requests=stop_requests,
+                                        manifest_lines=self.manifest_lines))
+
+    def recorded(self, result) -> None:
+        if self._run is not None:
+            self._run.recorded(result)

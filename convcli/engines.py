@@ -150,6 +150,13 @@ class Engine(ABC):
         """After :meth:`stop`: one line on files it could not wait for, or None."""
         return None
 
+    manifest_lines = None
+    """The run's :class:`convcli.app.manifest.ManifestLines`, set before :meth:`start`
+    (an engine whose tasks may finish unseen has them kept beside their outputs)."""
+
+    def recorded(self, result) -> None:  # noqa: B027 - only some engines keep fragments
+        """Say that the manifest lines of `result`, yielded by :meth:`start`, were written."""
+
     def deaths_note(self) -> str | None:
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:

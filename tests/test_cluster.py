@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import pytest
 from helpers import (
+    MANIFEST,
     DaskProcesses,
     assert_one_line_error,
     digests,
@@ -275,6 +276,19 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
     assert finished == digests(tmp_path / "local")  # every output whole, byte for byte
 
 
+def _outputs(folder: Path) -> set[str]:
+    return {p.name for p in folder.glob("*.png")}
+
+
+def _recorded(folder: Path) -> set[str]:
+    """The outputs named in `folder`'s manifest, and in fragments left to merge."""
+    from convcli.app.manifest import FRAGMENT_PREFIX
+
+    files = [folder / MANIFEST, *folder.glob(FRAGMENT_PREFIX + "*")]
+    return {json.loads(line)["output"] for path in files if path.exists()
+            for line in path.read_text().splitlines()}
+
+
 @pytest.mark.slow
 def test_a_lost_scheduler_is_one_line(tmp_path):
     src = make_copies(tmp_path / "many", 80, (320, 240))
@@ -289,6 +303,9 @@ def test_a_lost_scheduler_is_one_line(tmp_path):
         killed = time.monotonic()
         _, stderr = proc.communicate(timeout=60)
         waited = time.monotonic() - killed
+        # Every output kept has its manifest line, also those of the tasks whose results
+        # were on their way (in a fragment that a later run merges, if written after the end).
+        assert wait_until(lambda: _outputs(out) == _recorded(out), 30)
     finally:
         doomed.close()
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr
@@ -408,6 +425,87 @@ def test_a_cluster_left_without_workers_ends_the_run(local_client):
         finally:
             worker.kill()
             worker.wait()
+
+
+class _OutJob(NamedTuple):
+    source: str
+    out_dir: str
+
+
+def _writes_an_output(job):
+    """Writes SOURCE.out in `job.out_dir`, with its manifest record."""
+    name = f"{Path(job.source).name}.out"
+    Path(job.out_dir, name).write_text(job.source)
+    return FileResult(job.source, "done", outputs=(str(Path(job.out_dir, name)),),
+                      records=({"output": name, "bytes": len(job.source)},))
+
+
+def _lines_and_jobs(tmp_path):
+    from convcli.app.manifest import ManifestLines
+
+    lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
+    return lines, [_OutJob(str(tmp_path / f"{name}.png"), str(tmp_path)) for name in "abcde"]
+
+
+def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines(local_client, tmp_path):
+    # The tasks finish, then their results never reach this process: the scheduler is lost
+    # meanwhile (as it is when it is killed in that moment). The outputs they wrote get
+    # their manifest lines all the same, from the fragments the tasks left beside them.
+    from convcli.app.manifest import FRAGMENT_PREFIX
+
+    lines, jobs = _lines_and_jobs(tmp_path)
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    run._fill()  # submitted; their results are never taken
+    assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
+    run._failed = "scheduler"  # what the run notes when it loses the scheduler
+    assert run.stop() == []
+    records = sorted(manifest_records(tmp_path), key=lambda record: record["output"])
+    assert records == [{"output": f"{name}.png.out", "input": str(tmp_path / f"{name}.png"),
+                        "command": "convcli pool in -o out", "version": "1",
+                        "bytes": len(str(tmp_path / f"{name}.png"))} for name in "abcde"]
+    assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
+
+
+def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, tmp_path,
+                                                                  monkeypatch):
+    # The tasks return, then fetching their results fails as with a scheduler killed in that
+    # moment (the run ends on one line): their outputs' lines come from their fragments.
+    from convcli.app.manifest import FRAGMENT_PREFIX
+
+    lines, jobs = _lines_and_jobs(tmp_path)
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    run._fill()
+    assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
+
+    def lost(*args, **kwargs):
+        raise OSError("connection closed")
+
+    monkeypatch.setattr(distributed.Future, "result", lost)
+    try:
+        with pytest.raises(ClusterError, match="^lost the Dask scheduler at "):
+            list(run)
+        assert run.stop() == []
+    finally:
+        del local_client._convcli_lost  # it was not lost: closed as usual
+    assert sorted(record["output"] for record in manifest_records(tmp_path)) == [
+        f"{name}.png.out" for name in "abcde"]
+    assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
+
+
+def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
+    from convcli.app.manifest import FRAGMENT_PREFIX
+
+    lines, jobs = _lines_and_jobs(tmp_path)
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    results = list(run)
+    assert len(list(tmp_path.glob(FRAGMENT_PREFIX + "*"))) == 3  # one per task, until ...
+    for result in results:
+        run.recorded(result)  # ... the caller says it wrote their lines
+    assert run.stop() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{n}.png.out" for n in "abcde"]
 
 
 def test_a_file_that_kills_every_worker_fails_alone(local_client, tmp_path):

@@ -249,3 +249,55 @@ def test_record_of_finds_the_last_line_naming_a_file(tmp_path):
         '{"output": "other.png", "scale": 2}\n{"output": "map.png", "scale": 3}\n')
     assert record_of(str(image)) == {"output": "map.png", "scale": 3}
     assert record_of(str(tmp_path / "none.png")) is None
+
+
+def _fragment(folder, name: str, lines: list[str], age: float):
+    """A Dask task's manifest fragment `name` in `folder`, last changed `age` seconds ago."""
+    import os
+    import time
+
+    path = folder / name
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def test_a_later_run_records_the_fragments_a_killed_run_left(tmp_path):
+    # A Dask task wrote p00's outputs and their lines in a fragment, then its result never
+    # arrived (the scheduler or convcli was killed): the next run into the folder appends
+    # the lines before it plans, so the outputs it skips have them; a fragment of a run
+    # still going (changed a moment ago) is left to that run.
+    import shutil
+
+    from convcli.app.manifest import FRAGMENT_PREFIX, fragment_name
+
+    src = make_folder(tmp_path / "in", 2, (16, 12))
+    ok("pool", src, "-o", tmp_path / "whole")
+    killed = [line for line in (tmp_path / "whole" / MANIFEST).read_text().splitlines()
+              if '"output": "p00_' in line]
+    out = tmp_path / "out"
+    out.mkdir()
+    for record in map(json.loads, killed):
+        shutil.copy(tmp_path / "whole" / record["output"], out)
+    left = _fragment(out, fragment_name("convcli-run-0123", "7"), killed, age=120)
+    going = _fragment(out, fragment_name("convcli-run-4567", "3"), ['{"output": "d"}'], age=1)
+    result = ok("pool", src, "-o", out)
+    assert "1 processed, 1 skipped, 0 failed" in result.stderr
+    assert manifest_records(out)[:len(killed)] == [json.loads(line) for line in killed]
+    assert sorted(r["output"] for r in manifest_records(out)) == sorted(
+        r["output"] for r in manifest_records(tmp_path / "whole"))
+    assert not left.exists() and going.read_text() == '{"output": "d"}\n'
+    assert [p.name for p in out.glob(FRAGMENT_PREFIX + "*")] == [going.name]
+
+
+def test_merging_a_fragment_takes_it_once(tmp_path):
+    from convcli.app.manifest import merge_fragments
+
+    a = _fragment(tmp_path, ".convcli-manifest-part-r-1.jsonl", ['{"output": "a"}'], age=0)
+    _fragment(tmp_path, ".convcli-manifest-part-r-2.jsonl", ['{"output": "b"}'], age=0)
+    assert merge_fragments(str(tmp_path), [a.name]) == 1
+    assert merge_fragments(str(tmp_path), [a.name]) == 0  # taken: not appended twice
+    assert merge_fragments(str(tmp_path), min_age=60) == 0  # the other is recent
+    assert merge_fragments(str(tmp_path)) == 1
+    assert manifest_records(tmp_path) == [{"output": "a"}, {"output": "b"}]
+    assert [p.name for p in tmp_path.iterdir()] == [MANIFEST]

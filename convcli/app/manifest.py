@@ -15,6 +15,13 @@ each run puts its own object, ``convcli-manifest-<UTC time>Z-<random>.jsonl``,
 once at its end, and a folder's manifest is all of them (and a
 ``convcli-manifest.jsonl`` that earlier versions wrote) in name order:
 :func:`read_manifest`.
+
+A Dask task also writes its files' lines to a hidden fragment beside them
+before it returns (:func:`write_fragment`), which the main process deletes
+once it has appended those lines itself; a fragment left behind (the result
+never arrived: the scheduler or the main process was killed) is appended to
+the manifest by :func:`merge_fragments`, at the end of its run or by a later
+run into the folder.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 
 from .. import storage
 
@@ -36,6 +44,9 @@ MANIFEST_NAME = "convcli-manifest.jsonl"
 
 RUN_PREFIX = "convcli-manifest-"
 """On object storage, the start of the name of each run's manifest object."""
+
+FRAGMENT_PREFIX = ".convcli-manifest-part-"
+"""The start of the name of a Dask task's manifest fragment (:func:`write_fragment`)."""
 
 
 def run_manifest_name(now: float | None = None) -> str:
@@ -157,6 +168,101 @@ def record_of(path: str) -> dict | None:
     return next((entry for entry in reversed(records) if entry.get("output") == name), None)
 
 
+@dataclasses.dataclass(frozen=True)
+class ManifestLines:
+    """Makes a run's manifest lines; small and picklable, for the Dask workers too.
+
+    Attributes
+    ----------
+    run : dict
+        What every line of the run says (command, version, operation, format).
+    shown : dict
+        Names to record for some inputs (``-`` for standard input).
+    """
+
+    run: dict
+    shown: dict
+
+    def of(self, result) -> dict[str, list[str]]:
+        """The lines of `result`'s outputs (a :class:`convcli.batch.FileResult`), by folder."""
+        source = self.shown.get(result.source, result.source)
+        if storage.is_url(source):
+            source = storage.redact(source)  # no s3://KEY:SECRET@...
+        elif source != "-":
+            source = os.path.abspath(source)
+        lines: dict[str, list[str]] = {}
+        for path, record in zip(result.outputs, result.records, strict=False):
+            folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
+            entry = {"output": record["output"], "input": source, **self.run,
+                     **{k: v for k, v in record.items() if k != "output"}}
+            lines.setdefault(folder, []).append(_json_line(entry))
+        return lines
+
+
+def append_text(path: str, text: str) -> None:
+    """Append `text` (whole lines) to the manifest `path` in one ``write``."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def fragment_name(run_key: str, task_key: str) -> str:
+    """The name of the manifest fragment of the Dask task `task_key` of the run `run_key`."""
+    return f"{FRAGMENT_PREFIX}{run_key}-{task_key}.jsonl"
+
+
+def write_fragment(folder: str, name: str, text: str) -> str | None:
+    """Write the lines `text` to the fragment `name` in `folder` (whole, or not at all).
+
+    Returns its path, or None where it could not be written (the main
+    process then records the lines as for any result).
+    """
+    from ..safeio import write_atomic
+
+    path = os.path.join(folder, name)
+    try:
+        write_atomic(path, lambda temporary: temporary.write_bytes(text.encode("utf-8")),
+                     overwrite=True)
+    except OSError:
+        return None
+    return path
+
+
+def merge_fragments(folder: str, names: Iterable[str] | None = None, *,
+                    min_age: float = 0.0) -> int:
+    """Append the manifest fragments left in `folder` to its manifest; return how many.
+
+    `names`: only those fragments, else every one last changed at least
+    `min_age` seconds ago (those of runs killed before they took them). Each
+    is first renamed to a name of this process's, so that two runs never
+    append the same fragment; one that cannot be appended is kept.
+    """
+    if names is None:
+        try:
+            names = [entry.name for entry in os.scandir(folder)
+                     if entry.name.startswith(FRAGMENT_PREFIX) and entry.name.endswith(".jsonl")
+                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= min_age]
+        except OSError:
+            return 0
+    merged = 0
+    for name in names:
+        claimed = os.path.join(folder, f"{FRAGMENT_PREFIX}taken-{os.getpid()}-"
+                                       f"{secrets.token_hex(4)}.jsonl")
+        try:
+            os.rename(os.path.join(folder, name), claimed)
+            os.utime(claimed)  # recent: not taken again as left behind
+            with open(claimed, "rb") as f:
+                text = f.read().decode("utf-8")
+            append_text(os.path.join(folder, MANIFEST_NAME), text)
+            os.unlink(claimed)
+        except (OSError, UnicodeDecodeError):
+            continue
+        merged += 1
+    return merged
+
+
 class Manifest:
     """Appends the records of a run's results to the manifests of their folders.
 
@@ -182,27 +288,15 @@ class Manifest:
         argv[:1] = ["convcli"]
         # Secrets (--storage-option secret=..., s3://KEY:SECRET@...) never reach a manifest.
         command = shlex.join(storage.redact(arg) for arg in argv)
-        self.run = {"command": command, "version": __version__,
-                    **operation_record(op), "format": fmt}
-        self.shown = shown or {}
+        self.lines = ManifestLines({"command": command, "version": __version__,
+                                    **operation_record(op), "format": fmt}, shown or {})
         self.storage_options = storage_options
         self.pending: dict[str, list[str]] = {}  # object-storage folder: its new lines
         self.errors: list[str] = []
 
     def add(self, result) -> None:
         """Record the outputs of one result (a :class:`convcli.batch.FileResult`)."""
-        source = self.shown.get(result.source, result.source)
-        if storage.is_url(source):
-            source = storage.redact(source)  # no s3://KEY:SECRET@...
-        elif source != "-":
-            source = os.path.abspath(source)
-        lines: dict[str, list[str]] = {}
-        for path, record in zip(result.outputs, result.records, strict=False):
-            folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
-            entry = {"output": record["output"], "input": source, **self.run,
-                     **{k: v for k, v in record.items() if k != "output"}}
-            lines.setdefault(folder, []).append(_json_line(entry))
-        for folder, new in lines.items():
+        for folder, new in self.lines.of(result).items():
             if storage.is_url(folder):
                 self.pending.setdefault(folder, []).extend(new)
             else:
@@ -210,11 +304,7 @@ class Manifest:
 
     def _append(self, path: str, text: str) -> None:
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                os.write(fd, text.encode("utf-8"))
-            finally:
-                os.close(fd)
+            append_text(path, text)
         except OSError as exc:
             self._failed(path, exc)
 

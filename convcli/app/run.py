@@ -290,8 +290,9 @@ class _BatchRun:
 
     def _plan(self, paths: list[str], target: _Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
-        from ..safeio import remove_stale_temporaries
+        from ..safeio import STALE_SECONDS, remove_stale_temporaries
         from . import plan
+        from .manifest import merge_fragments
 
         notes: list[str] = []
         self.listing = dict(out_dir=target.folder, recursive=self.options.recursive,
@@ -311,9 +312,10 @@ class _BatchRun:
                               memory=self._memory(),
                               replace_any=options.overwrite and bool(target.out_file),
                               **self.listing),
-            # Temporary files that killed runs left where this one writes.
+            # Manifest lines and temporary files that killed runs left where this one writes.
             on_folder=None if options.dry_run else
-            lambda folder: is_url(folder) or remove_stale_temporaries(folder))
+            lambda folder: is_url(folder) or (merge_fragments(folder, min_age=STALE_SECONDS),
+                                              remove_stale_temporaries(folder)))
         # Planned a folder at a time, the first tasks: enough to know whether there are
         # any. Otherwise all of them, which planning has listed already.
         first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
@@ -393,6 +395,7 @@ class _BatchRun:
         self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
+        self.engine.recorded(result)  # a copy of its lines kept on the way is let go
         self.reporter.add(result, self.shown.get(result.source, result.source))
         for hint in result.hints:
             if hint not in self.hints_said:
@@ -405,6 +408,7 @@ class _BatchRun:
 
         engine, requests = self.engine, self.requests
         status, late = None, []
+        engine.manifest_lines = self.manifest.lines if self.manifest is not None else None
         with requests.installed():
             results = engine.start(tasks, process_file, count=self.total,
                                    stop_requests=requests)
