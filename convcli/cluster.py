@@ -21,7 +21,9 @@ that is stopped sets a flag that its tasks read between files
 (:meth:`ClusterRun.stop`). Before it returns, a task writes its outputs'
 manifest lines to a fragment beside them, deleted once the client has
 recorded its result and merged into the manifest where the result never
-arrived (:func:`convcli.app.manifest.merge_fragments`).
+arrived (:func:`convcli.app.manifest.merge_fragments`); on object storage, a
+manifest object of its own, deleted once the client's run has put its own
+(:meth:`ClusterRun.manifest_put`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ._engine.tiles import set_threads, usable_cores
 from .batch import WORKER_DIED, FileResult, keep_freed_memory, run_guarded
 from .engines import EngineError, EngineSettings, RunEngine
 from .errors import MissingExtra, OptionError
-from .storage import is_url
+from .storage import dirname, is_url
 
 DEFAULT_FILES_PER_TASK = 8
 """Files per Dask task: enough to make the scheduler's cost per file small
@@ -374,7 +376,8 @@ def _remove(path: str, options: dict | None = None) -> None:
 
     try:
         if is_url(path):
-            filesystem(path, options).rm(path, recursive=True)
+            fs, inner = filesystem(path, options)
+            fs.rm(inner, recursive=True)
         elif os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
@@ -416,26 +419,31 @@ def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
     # waits for the results, and one that abandoned it before is seen here.
     if not journal.done() or journal.stop_state() == ABANDON:
         return _abandoned(results, lost_on, tasks)
-    fragments = _write_fragments(results, lines, run_key, task_key) if lines else ()
+    options = getattr(tasks[0], "storage_options", None) if tasks else None
+    fragments = _write_fragments(results, lines, run_key, task_key, options) if lines else ()
     return GroupResult(results, lost_on, fragments=fragments)
 
 
-def _write_fragments(results: list, lines, run_key: str, task_key: str) -> tuple:
-    """Write the manifest lines of `results`' local outputs to a fragment in each folder.
+def _write_fragments(results: list, lines, run_key: str, task_key: str,
+                     options: dict | None = None) -> tuple:
+    """Write the manifest lines of `results`' outputs to a fragment in each folder.
 
     Should the result never reach the client (its scheduler or itself
     killed meanwhile), the fragments are merged into the manifests at the
     end of the run or by a later run (:func:`convcli.app.manifest.merge_fragments`).
+    On object storage the fragment is a manifest object that readers take
+    as it is (:func:`convcli.app.manifest.put_fragment`).
     """
-    from .app.manifest import fragment_name, write_fragment
+    from .app.manifest import fragment_name, put_fragment, url_fragment_name, write_fragment
 
     by_folder: dict[str, list[str]] = {}
     for result in results:
         for folder, new in lines.of(result).items():
-            if not is_url(folder):
-                by_folder.setdefault(folder, []).extend(new)
-    name = fragment_name(run_key, task_key)
-    written = (write_fragment(folder, name, "".join(new)) for folder, new in by_folder.items())
+            by_folder.setdefault(folder, []).extend(new)
+    name, url_name = fragment_name(run_key, task_key), url_fragment_name(run_key, task_key)
+    written = (put_fragment(folder, url_name, "".join(new), options) if is_url(folder)
+               else write_fragment(folder, name, "".join(new))
+               for folder, new in by_folder.items())
     return tuple(path for path in written if path is not None)
 
 
@@ -554,6 +562,7 @@ class ClusterRun:
         self._fragments: dict = {}  # task key: its results not recorded yet, and its fragments
         self._fragments_of: dict[int, str] = {}  # id of a result: its task's key (see recorded)
         self._unarrived: list = []  # (folders, task key) of the tasks whose result was an error
+        self.put_after_manifest: list[str] = []  # fragment objects of recorded results
         self._tasks = iter(tasks)
         self._worker = worker
         self._per_task = max(1, files_per_task)
@@ -663,7 +672,11 @@ class ClusterRun:
         return results
 
     def recorded(self, result: FileResult) -> None:
-        """Say that `result`'s manifest lines were written: its task's fragments go."""
+        """Say that `result`'s manifest lines were written: its task's local fragments go.
+
+        Those on object storage are kept in :attr:`put_after_manifest` until
+        the run's manifest objects are put (:meth:`manifest_put`).
+        """
         task_key = self._fragments_of.pop(id(result), None)
         if task_key is None:
             return
@@ -672,7 +685,22 @@ class ClusterRun:
         if left[0] == 0:
             del self._fragments[task_key]
             for path in left[1]:
-                _remove(path)
+                if is_url(path):
+                    self.put_after_manifest.append(path)
+                else:
+                    _remove(path)
+
+    def manifest_put(self, folders: Iterable[str], options: dict | None = None) -> None:
+        """Delete the fragment objects of recorded results in `folders`, where the run's
+        manifest objects are now put: their lines are there."""
+        folders = set(folders)
+        kept = []
+        for url in self.put_after_manifest:
+            if dirname(url) in folders:
+                _remove(url, options)
+            else:
+                kept.append(url)
+        self.put_after_manifest = kept
 
     def _merge_fragments(self) -> None:
         """Merge the manifest fragments of the tasks whose results never arrived."""
@@ -1009,3 +1037,7 @@ class DaskEngine(RunEngine):
     def recorded(self, result) -> None:
         if self._run is not None:
             self._run.recorded(result)
+
+    def manifest_put(self, folders, options=None) -> None:
+        if self._run is not None:
+            self._run.manifest_put(folders, options)

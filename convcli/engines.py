@@ -157,6 +157,9 @@ class Engine(ABC):
     def recorded(self, result) -> None:  # noqa: B027 - only some engines keep fragments
         """Say that the manifest lines of `result`, yielded by :meth:`start`, were written."""
 
+    def manifest_put(self, folders, options=None) -> None:  # noqa: B027 - see recorded
+        """Say that the run's manifest objects were put in the object-storage `folders`."""
+
     def deaths_note(self) -> str | None:
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:

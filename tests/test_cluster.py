@@ -494,6 +494,99 @@ def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, 
     assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
 
 
+@pytest.fixture(scope="module")
+def s3_options():
+    """fsspec options for an S3 server (moto) on 127.0.0.1 holding the bucket ``fragments``."""
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    options = {"key": "testing", "secret": "testing",
+               "endpoint_url": "http://{}:{}".format(*server.get_host_and_port())}
+    s3fs.S3FileSystem(**options).mkdir("fragments")
+    yield options
+    server.stop()
+
+
+class _UrlJob(NamedTuple):
+    source: str
+    out_dir: str
+    storage_options: dict
+
+
+def _puts_an_output(job):
+    """Puts SOURCE's name + .out in the URL `job.out_dir`, with its manifest record."""
+    from convcli import storage
+
+    name = f"{storage.basename(job.source)}.out"
+    url = storage.join(job.out_dir, name)
+    fs, path = storage.filesystem(url, job.storage_options)
+    fs.pipe_file(path, job.source.encode())
+    return FileResult(job.source, "done", outputs=(url,),
+                      records=({"output": name, "bytes": len(job.source)},))
+
+
+def _url_lines_and_jobs(out, options):
+    from convcli.app.manifest import ManifestLines
+
+    lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
+    return lines, [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
+
+
+def _object_names(out, options):
+    from convcli import storage
+
+    return sorted(storage.list_names(out, options))
+
+
+def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_storage(
+        local_client, s3_options):
+    # As above, with outputs on object storage: each task puts its lines in a manifest
+    # object of its own, which readers of the manifest take.
+    from convcli.app.manifest import read_manifest
+
+    out = "s3://fragments/lost"
+    lines, jobs = _url_lines_and_jobs(out, s3_options)
+    run = ClusterRun(local_client, jobs, _puts_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    run._fill()  # submitted; their results are never taken
+    assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
+    run._failed = "scheduler"
+    assert run.stop() == []
+    records = sorted(read_manifest(out, s3_options), key=lambda record: record["output"])
+    assert records == [{"output": f"{name}.png.out", "input": f"s3://fragments/in/{name}.png",
+                        "command": "convcli pool in -o out", "version": "1",
+                        "bytes": len(f"s3://fragments/in/{name}.png")} for name in "abcde"]
+    assert sum("-part-convcli-run-" in name for name in _object_names(out, s3_options)) == 3
+
+
+def test_fragment_objects_of_recorded_results_go_once_the_run_s_manifest_is_put(
+        local_client, s3_options):
+    from convcli import storage
+
+    out = "s3://fragments/recorded"
+    lines, jobs = _url_lines_and_jobs(out, s3_options)
+    run = ClusterRun(local_client, jobs, _puts_an_output, files_per_task=2,
+                     manifest_lines=lines)
+    results = list(run)
+    for result in results:
+        run.recorded(result)  # its lines are this run's, not put yet: the fragments stay
+    assert run.stop() == []
+    fragments = [name for name in _object_names(out, s3_options) if "-part-" in name]
+    assert len(fragments) == 3
+    from convcli.app.manifest import put_text, read_manifest, run_manifest_name
+
+    # The run's manifest object, put as the run ends: both hold the lines, read once.
+    name = run_manifest_name()
+    put_text(storage.join(out, name),
+             "".join(line for result in results for line in lines.of(result)[out]), s3_options)
+    expected = sorted(read_manifest(out, s3_options), key=lambda record: record["output"])
+    assert [record["output"] for record in expected] == [f"{n}.png.out" for n in "abcde"]
+    run.manifest_put([out], s3_options)
+    assert _object_names(out, s3_options) == sorted([*(f"{n}.png.out" for n in "abcde"), name])
+    assert sorted(read_manifest(out, s3_options), key=lambda r: r["output"]) == expected
+
+
 def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
     from convcli.app.manifest import FRAGMENT_PREFIX
 

@@ -181,6 +181,34 @@ def test_on_object_storage_each_run_puts_its_own_manifest_object(tmp_path, photo
         fs.rm("/convcli-manifest", recursive=True)
 
 
+def test_a_line_put_twice_on_object_storage_is_read_once(tmp_path):
+    # A Dask task's fragment object, left by a kill after its run put its own object: the
+    # same line twice. Read once, where it comes last; other lines as they are.
+    fsspec = pytest.importorskip("fsspec")
+    from convcli.app.manifest import read_manifest, record_of
+
+    fs = fsspec.filesystem("memory")
+    first, second = '{"output": "a.png", "n": 1}\n', '{"output": "b.png", "n": 2}\n'
+    again = '{"output": "a.png", "n": 3}\n'
+    try:
+        fs.pipe_file("/convcli-twice/out/convcli-manifest-19700101T000010.000000Z-part-"
+                     "convcli-run-1f-0.jsonl",
+                     (first + second).encode())
+        fs.pipe_file("/convcli-twice/out/convcli-manifest-19700101T000011.000000Z-1a2b3c4d.jsonl",
+                     (first + again + second).encode())
+        records = read_manifest("memory://convcli-twice/out")
+        assert records == [{"output": "a.png", "n": 1}, {"output": "a.png", "n": 3},
+                           {"output": "b.png", "n": 2}]
+    finally:
+        fs.rm("/convcli-twice", recursive=True)
+    # On disk too, and the last record of a file is the same as with every line read.
+    (tmp_path / MANIFEST).write_text(first + again + first + second + second)
+    assert read_manifest(str(tmp_path)) == [{"output": "a.png", "n": 3},
+                                            {"output": "a.png", "n": 1},
+                                            {"output": "b.png", "n": 2}]
+    assert record_of(str(tmp_path / "a.png")) == {"output": "a.png", "n": 1}
+
+
 @settings(max_examples=60, deadline=None)
 @given(values=arrays(np.float32, st.tuples(st.integers(1, 6), st.integers(1, 6)),
                      elements=st.floats(-1e4, 1e4, width=32)),

@@ -136,6 +136,14 @@ def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
     remote = _convcli(env, "conv", "-k", "edge", photos, "-o", f"s3://{bucket}/edges",
                       "--scheduler", "local", "-j", "2", "--files-per-task", "2")
     assert remote.returncode == 0, remote.stderr
+    # The tasks' manifest fragment objects are gone once the run's own object is put.
+    objects = [p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/edges", detail=False, refresh=True)]
+    manifests = [name for name in objects if name.startswith("convcli-manifest")]
+    assert len(manifests) == 1 and "-part-" not in manifests[0], objects
+    from convcli.app.manifest import read_manifest
+
+    records = read_manifest(f"s3://{bucket}/edges", _options(env))
+    assert sorted(r["output"] for r in records) == sorted(digests(tmp_path / "local"))
     got = digests(_download(fs, f"s3://{bucket}/edges", tmp_path / "got"))
     assert got == digests(tmp_path / "local")
 

@@ -21,7 +21,10 @@ before it returns (:func:`write_fragment`), which the main process deletes
 once it has appended those lines itself; a fragment left behind (the result
 never arrived: the scheduler or the main process was killed) is appended to
 the manifest by :func:`merge_fragments`, at the end of its run or by a later
-run into the folder.
+run into the folder. On object storage the fragment is a manifest object of
+its own (:func:`url_fragment_name`, :func:`put_fragment`), read with the
+others; the main process deletes those of the results it recorded once its
+run's object is put, and a line read twice (put in both) is read once.
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ FRAGMENT_PREFIX = ".convcli-manifest-part-"
 """The start of the name of a Dask task's manifest fragment (:func:`write_fragment`)."""
 
 
+def _utc_stamp(now: float | None = None) -> str:
+    """`now` (default: the time now) as ``YYYYmmddTHHMMSS.ffffffZ``, in UTC."""
+    now = time.time() if now is None else now
+    seconds = math.floor(now)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
+    micro = min(999999, round((now - seconds) * 1e6))
+    return f"{stamp}.{micro:06d}Z"
+
+
 def run_manifest_name(now: float | None = None) -> str:
     """A name for one run's manifest object: the UTC time, then 8 random hex digits.
 
@@ -58,11 +70,19 @@ def run_manifest_name(now: float | None = None) -> str:
     >>> run_manifest_name(0)[:-15], run_manifest_name(1.5)[:-15]
     ('convcli-manifest-19700101T000000.000000Z', 'convcli-manifest-19700101T000001.500000Z')
     """
-    now = time.time() if now is None else now
-    seconds = math.floor(now)
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
-    micro = min(999999, round((now - seconds) * 1e6))
-    return f"{RUN_PREFIX}{stamp}.{micro:06d}Z-{secrets.token_hex(4)}.jsonl"
+    return f"{RUN_PREFIX}{_utc_stamp(now)}-{secrets.token_hex(4)}.jsonl"
+
+
+def url_fragment_name(run_key: str, task_key: str, now: float | None = None) -> str:
+    """The name of a Dask task's manifest fragment object on object storage.
+
+    A manifest object's name (:func:`is_manifest_name`), so that readers take
+    its lines, with the time it was put: it sorts among the runs' objects.
+
+    >>> url_fragment_name("convcli-run-1f", "3", 0)
+    'convcli-manifest-19700101T000000.000000Z-part-convcli-run-1f-3.jsonl'
+    """
+    return f"{RUN_PREFIX}{_utc_stamp(now)}-part-{run_key}-{task_key}.jsonl"
 
 
 def is_manifest_name(name: str) -> bool:
@@ -79,8 +99,11 @@ def read_manifest(folder: str, storage_options: dict | None = None) -> list[dict
 
     On disk, the lines of ``convcli-manifest.jsonl``. On object storage, the
     lines of every manifest object there (:func:`is_manifest_name`), in name
-    order: ``convcli-manifest.jsonl`` first, then each run's. Lines that are
-    not JSON objects are passed over; no manifest gives an empty list.
+    order: ``convcli-manifest.jsonl`` first, then each run's (and the Dask
+    tasks' fragment objects, :func:`url_fragment_name`). Lines that are not
+    JSON objects are passed over, and a line that comes again (the same
+    text: a fragment object and its run's object both hold it) is read once,
+    where it comes last; no manifest gives an empty list.
 
     Raises
     ------
@@ -90,21 +113,24 @@ def read_manifest(folder: str, storage_options: dict | None = None) -> list[dict
     if not storage.is_url(folder):
         try:
             with open(os.path.join(folder, MANIFEST_NAME), "rb") as f:
-                return _records(f.read())
+                return _records([f.read()])
         except FileNotFoundError:
             return []
     names = sorted(n for n in storage.list_names(folder, storage_options) if is_manifest_name(n))
     names.sort(key=lambda n: n != MANIFEST_NAME)  # the one of earlier versions first
-    records = []
-    for name in names:
-        records.extend(_records(storage.read_bytes(storage.join(folder, name),
-                                                   storage_options)))
-    return records
+    return _records([storage.read_bytes(storage.join(folder, name), storage_options)
+                     for name in names])
 
 
-def _records(data: bytes) -> list[dict]:
+def _records(blobs: list[bytes]) -> list[dict]:
+    """The JSON objects of the lines of `blobs`, in order; a line that comes again, once (last)."""
+    lines = [line for data in blobs
+             for line in data.decode("utf-8", errors="replace").splitlines()]
+    last = {line: number for number, line in enumerate(lines)}
     records = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    for number, line in enumerate(lines):
+        if last[line] != number:
+            continue
         try:
             entry = json.loads(line)
         except ValueError:
@@ -230,6 +256,37 @@ def write_fragment(folder: str, name: str, text: str) -> str | None:
     return path
 
 
+def put_text(url: str, text: str, storage_options: dict | None = None) -> None:
+    """Put the object `url` holding `text`, in one put (whole, or not at all).
+
+    Raises
+    ------
+    OSError
+        It could not be put.
+    """
+    name = storage.basename(url)
+    with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
+        local = os.path.join(staging, name)
+        with open(local, "w", encoding="utf-8") as f:
+            f.write(text)
+        storage.upload(local, url, storage_options)
+
+
+def put_fragment(folder: str, name: str, text: str,
+                 storage_options: dict | None = None) -> str | None:
+    """Put the lines `text` in the fragment object `name` in the URL `folder`.
+
+    Returns its URL, or None where it could not be put (the main process
+    then records the lines as for any result).
+    """
+    url = storage.join(folder, name)
+    try:
+        put_text(url, text, storage_options)
+    except OSError:
+        return None
+    return url
+
+
 def merge_fragments(folder: str, names: Iterable[str] | None = None, *,
                     min_age: float = 0.0) -> int:
     """Append the manifest fragments left in `folder` to its manifest; return how many.
@@ -293,6 +350,7 @@ class Manifest:
         self.storage_options = storage_options
         self.pending: dict[str, list[str]] = {}  # object-storage folder: its new lines
         self.errors: list[str] = []
+        self.put_folders: set[str] = set()  # object-storage folders: this run's object is there
 
     def add(self, result) -> None:
         """Record the outputs of one result (a :class:`convcli.batch.FileResult`)."""
@@ -318,18 +376,17 @@ class Manifest:
     def close(self) -> list[str]:
         """Put this run's manifest object in each folder on object storage (one put each).
 
-        Returns the lines to report for manifests that could not be written.
+        Returns the lines to report for manifests that could not be written;
+        :attr:`put_folders` holds the folders where it was put.
         """
         name = run_manifest_name()
         for folder, new in self.pending.items():
             url = storage.join(folder, name)
-            with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
-                local = os.path.join(staging, name)
-                try:
-                    with open(local, "w", encoding="utf-8") as f:
-                        f.write("".join(new))
-                    storage.upload(local, url, self.storage_options)
-                except OSError as exc:
-                    self._failed(url, exc, len(new))
+            try:
+                put_text(url, "".join(new), self.storage_options)
+            except OSError as exc:
+                self._failed(url, exc, len(new))
+            else:
+                self.put_folders.add(folder)
         self.pending.clear()
         return list(self.errors)

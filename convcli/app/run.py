@@ -383,6 +383,9 @@ class _BatchRun:
             status = self._run_tasks(itertools.chain(first, tasks))
         finally:
             lost = self.manifest.close() if self.manifest else []
+            if self.manifest:  # the fragment objects of recorded results are copies now
+                self.engine.manifest_put(self.manifest.put_folders,
+                                         self.options.storage_options)
             for line in lost:
                 self.reporter.say(line)
         # Outputs without their manifest lines: the run did not do all it says it does.
