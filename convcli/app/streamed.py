@@ -81,6 +81,31 @@ def check_strips(task, source) -> Picture:
     return whole
 
 
+def plan_in_strips(task, source, todo, budget: int):
+    """The outputs `todo` of `task` sorted for strips, and their plans, checked for disk space.
+
+    Returns the ``--figure`` outputs, the other outputs, the output rows of a
+    strip, the result's size and the :class:`_Outputs` that write them.
+    """
+    whole = check_strips(task, source)
+    grids = [out for out in todo if out.kind == "grid"]
+    files = [out for out in todo if out.kind != "grid"]
+    rows = rows_for_budget(task.op, source, min(budget, STRIP_WORK))
+    size = _result_size(task.op, source)
+    plans = _Outputs(task, whole, files, size)
+    plans.check_space(Path(task.out_dir))
+    return grids, files, rows, size, plans
+
+
+def save_overviews(grids, task, source, overview, depth: int, written: list[str],
+                   records: list[dict]) -> None:
+    """Draw the ``--figure`` outputs `grids` from `overview`, each recorded once in place."""
+    for out in grids:
+        if _save_overview(out.path, task, source, overview):
+            written.append(str(out.path))
+            records.append(output_record(out, [], depth))
+
+
 def process_in_strips(task, source, todo, *, budget: int, timings: dict,
                       written: list[str], records: list[dict]) -> int:
     """Write the outputs `todo` of `task` from `source`, strip by strip.
@@ -91,25 +116,16 @@ def process_in_strips(task, source, todo, *, budget: int, timings: dict,
     strips, or an output that would not fit the free disk space.
     """
     op, start = task.op, time.perf_counter()
-    whole = check_strips(task, source)
-    grids = [out for out in todo if out.kind == "grid"]
-    files = [out for out in todo if out.kind != "grid"]
-    rows = rows_for_budget(op, source, min(budget, STRIP_WORK))
-    size = _result_size(op, source)
-    plans = _Outputs(task, whole, files, size)
-    plans.check_space(Path(task.out_dir))
+    grids, files, rows, size, plans = plan_in_strips(task, source, todo, budget)
     for pass_index in range(plans.passes):
         for strip, result in strip_results(op, source, rows_per_strip=rows):
             plans.add(pass_index, strip.out0, result)
-    strips = strip_results(op, source, rows_per_strip=rows)
+    strips, overview = strip_results(op, source, rows_per_strip=rows), None
     if grids:  # block means of the result as it is written, for the overview
         overview = _Overview(_overview_factor(source.height, source.width), size[1], size[2])
         strips = (overview.add(result) or (strip, result) for strip, result in strips)
     not_finite = plans.write(strips, written, records)
-    for out in grids:
-        if _save_overview(out.path, task, source, overview):
-            written.append(str(out.path))
-            records.append(output_record(out, [], plans.depth))
+    save_overviews(grids, task, source, overview, plans.depth, written, records)
     timings["compute"] = time.perf_counter() - start
     return not_finite
 

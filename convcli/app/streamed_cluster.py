@@ -31,7 +31,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -41,14 +40,11 @@ from ..row_writers import TILE, remote_store
 from ..safeio import atomic_output
 from .process import output_record, store_place
 from .streamed import (
-    STRIP_WORK,
     _Outputs,
     _Overview,
     _overview_factor,
-    _result_size,
-    _save_overview,
-    check_strips,
-    rows_for_budget,
+    plan_in_strips,
+    save_overviews,
 )
 from .strips import row_geometry, strip_results, strip_rows
 
@@ -207,13 +203,7 @@ def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict
     Returns that count and the number of bands (each pass a task per band).
     """
     op, start = task.op, time.perf_counter()
-    whole = check_strips(task, source)
-    grids = [out for out in todo if out.kind == "grid"]
-    files = [out for out in todo if out.kind != "grid"]
-    rows = rows_for_budget(op, source, min(budget, STRIP_WORK))
-    size = _result_size(op, source)
-    plans = _Outputs(task, whole, files, size)
-    plans.check_space(Path(task.out_dir))
+    grids, files, rows, size, plans = plan_in_strips(task, source, todo, budget)
     workers = client.scheduler_info()["workers"]
     in_flight = max(2, IN_FLIGHT_PER_THREAD * sum(w.get("nthreads", 1) for w in workers.values()))
     zarr = task.fmt == "zarr" and bool(files)
@@ -233,10 +223,7 @@ def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict
         if overview is not None:
             results = (overview.add(result) or (band, result) for band, result in results)
         not_finite = plans.write(results, written, records)
-    for out in grids:
-        if _save_overview(out.path, task, source, overview):
-            written.append(str(out.path))
-            records.append(output_record(out, [], plans.depth))
+    save_overviews(grids, task, source, overview, plans.depth, written, records)
     timings["compute"] = time.perf_counter() - start
     return not_finite, len(bands)
 
