@@ -308,7 +308,30 @@ class _StoreLevel:
         self._rows = 0
 
 
-class StoreSink:
+class _LevelRows:
+    """Rows written into a store's level 0 and, halved as they come, its smaller levels."""
+
+    _levels: list
+    _halvers: list
+    _empty: np.ndarray
+
+    def write(self, rows: np.ndarray) -> None:
+        self._levels[0].add(rows)
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.add(rows)
+            level.add(rows)
+
+    def _flush(self, last: bool) -> None:
+        """Write what the levels hold; `last`: the image ends here (an odd row is halved alone)."""
+        self._levels[0].flush()
+        rows = self._empty
+        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
+            rows = halver.finish(rows) if last else halver.add(rows)
+            level.add(rows)
+            level.flush()
+
+
+class StoreSink(_LevelRows):
     """A ``zarr`` output of :func:`convcli.row_writers.open_row_writer` (see the module docstring).
 
     `temporary` is the folder to make (the writer renames it into place), or
@@ -325,20 +348,10 @@ class StoreSink:
         self._levels = [_StoreLevel(array, size, shape[2], dtype)
                         for array, size in zip(arrays, sizes, strict=True)]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
-
-    def write(self, rows: np.ndarray) -> None:
-        self._levels[0].add(rows)
-        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
-            rows = halver.add(rows)
-            level.add(rows)
+        self._empty = np.empty((0,) + shape[1:], dtype)
 
     def close(self) -> None:
-        self._levels[0].flush()
-        rows = np.empty((0,) + self._shape[1:], self._dtype)
-        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
-            rows = halver.finish(rows)
-            level.add(rows)
-            level.flush()
+        self._flush(last=True)
         self._group.attrs.update(ome_attributes(self._shape, len(self._levels)))
 
     def abort(self) -> None:
@@ -395,7 +408,7 @@ def band_levels(band_rows: int, levels: int) -> int:
     return count
 
 
-class StoreBand:
+class StoreBand(_LevelRows):
     """Rows ``top ..`` of an image written into a store :func:`create_store` made (a task's band).
 
     Levels ``0 .. levels - 1`` are written (see :func:`band_levels`); `last`
@@ -416,19 +429,8 @@ class StoreBand:
         self._last = last
         self._empty = np.empty((0,) + shape[1:], dtype)
 
-    def write(self, rows: np.ndarray) -> None:
-        self._levels[0].add(rows)
-        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
-            rows = halver.add(rows)
-            level.add(rows)
-
     def close(self) -> None:
-        self._levels[0].flush()
-        rows = self._empty
-        for halver, level in zip(self._halvers, self._levels[1:], strict=True):
-            rows = halver.finish(rows) if self._last else halver.add(rows)
-            level.add(rows)
-            level.flush()
+        self._flush(self._last)
 
 
 def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
