@@ -996,9 +996,11 @@ class DaskEngine(RunEngine):
         if settings.scheduler is not None and settings.scheduler_file is not None:
             raise OptionError("--scheduler and --scheduler-file name the same thing: give one",
                               None)
-        if settings.in_memory:
+        if settings.in_memory:  # blamed on the option that asked for the cluster
+            asked = ("--scheduler" if settings.scheduler is not None else
+                     "--scheduler-file" if settings.scheduler_file is not None else "--engine")
             raise OptionError(f"{settings.in_memory}: memory:// lives in this process only, "
-                              "where the cluster's workers cannot see it", "--scheduler")
+                              "where the cluster's workers cannot see it", asked)
         super().__init__(settings)
         self.client = None
         self.scheduler = None if settings.scheduler is None else check_scheduler(settings.scheduler)

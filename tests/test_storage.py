@@ -216,6 +216,10 @@ def test_an_output_folder_on_object_storage_is_listed_once(tmp_path, monkeypatch
 def test_memory_with_a_scheduler_is_a_usage_error(tmp_path):
     result = run("pool", "memory://x/in", "-o", tmp_path / "out", "--scheduler", "local")
     assert result.exit_code == 2 and "memory://" in result.stderr
+    for cluster, blamed in ((["--scheduler", "local"], "--scheduler"),
+                            (["--engine", "dask"], "--engine")):
+        result = run("pool", tmp_path / "a.png", "-o", "memory://x/out", *cluster)
+        assert result.exit_code == 2 and f"Invalid value for '{blamed}'" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
