@@ -225,6 +225,18 @@ def test_zarr_output_is_one_store_per_frame(tmp_path):
         np.testing.assert_array_equal(store["0"][:], values[k, ..., 0])
 
 
+def test_zarr_stores_of_frames_go_to_object_storage(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    path = _save(tmp_path / "a.tiff", _frames(2))
+    ok("conv", path, "-o", "memory://frames-zarr/out", "-k", "sobel-y", "--normalize", "none",
+       "--format", "zarr")
+    ok("conv", path, "-o", tmp_path / "o", "-k", "sobel-y", "--format", "npy")
+    values = np.load(tmp_path / "o" / "a_conv-sobel-y-sum.npy")
+    for k in (0, 1):
+        url = f"memory://frames-zarr/out/a_conv-sobel-y-none-sum_f{k}.zarr"
+        np.testing.assert_array_equal(zarr.open_group(url, mode="r")["0"][:], values[k, ..., 0])
+
+
 def test_raw_values_of_a_stack_are_a_multipage_float_tiff(tmp_path):
     path = _save(tmp_path / "a.tiff", _frames(2))
     out = tmp_path / "o"

@@ -301,10 +301,10 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
 
 def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
     """Write one frame's file (JPEG, a Zarr store, or frames of several sizes)."""
-    if FORMATS[task.fmt].folder:
-        from ..row_writers import save_rows
+    if FORMATS[task.fmt].folder:  # where the store belongs: on object storage, in place
+        from .process import _save_store
 
-        return save_rows(out.path, array, fmt=task.fmt, overwrite=task.overwrite)
+        return _save_store(out.path, array, task)
     fmt = _file_format(out, scales, task.fmt)
     if fmt == "npy":
         return save_npy(out.path, array, overwrite=task.overwrite)
