@@ -859,11 +859,7 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
     """
     data = np.ascontiguousarray(values, dtype=np.float32)
     if data.ndim == 3:
-        with frame_writer(path, fmt="tiff", count=len(data), overwrite=overwrite) as writer:
-            if writer is not None:
-                for page in data:
-                    writer.add(page)
-        return writer is not None
+        return save_frames(path, data, fmt="tiff", overwrite=overwrite)
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
     im = _float_image(data)
