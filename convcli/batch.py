@@ -587,6 +587,8 @@ class ProcessEngine(RunEngine):
     """
 
     name = "processes"
+    deaths_text = ("{count} worker process(es) died ({names}) and were replaced; the files they "
+                   "had in hand were processed again, one at a time")
 
     def __init__(self, settings: EngineSettings):
         if settings.files_per_task is not None:
@@ -616,12 +618,6 @@ class ProcessEngine(RunEngine):
                                       stop_requests=stop_requests,
                                       new_executor=lambda: LocalProcessPool(jobs)))
 
-    def deaths_note(self) -> str | None:
-        if not self.recovered_deaths:
-            return None
-        return (f"{len(self.recovered_deaths)} worker process(es) died "
-                f"({', '.join(self.recovered_deaths)}) and were replaced; the files they had "
-                "in hand were processed again, one at a time")
 
 
 def run_guarded(worker: Callable, task) -> FileResult:

@@ -991,6 +991,8 @@ class DaskEngine(RunEngine):
     """
 
     name = "dask"
+    deaths_text = ("{count} Dask worker(s) were lost during the run ({names}); the files they "
+                   "had in hand were processed again on the others")
 
     def __init__(self, settings: EngineSettings):
         if settings.scheduler is not None and settings.scheduler_file is not None:
@@ -1023,12 +1025,6 @@ class DaskEngine(RunEngine):
             client, self.client = self.client, None
             close(client)
 
-    def deaths_note(self) -> str | None:
-        if not self.recovered_deaths:
-            return None
-        return (f"{len(self.recovered_deaths)} Dask worker(s) were lost during the run "
-                f"({', '.join(self.recovered_deaths)}); the files they had in hand were "
-                "processed again on the others")
 
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK

@@ -160,12 +160,15 @@ class Engine(ABC):
     def manifest_put(self, folders, options=None) -> None:  # noqa: B027 - see recorded
         """Say that the run's manifest objects were put in the object-storage `folders`."""
 
+    deaths_text = "{count} worker(s) died ({names}) and were replaced"
+    """:meth:`deaths_note`'s line, each engine's own words for its workers."""
+
     def deaths_note(self) -> str | None:
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:
             return None
-        return (f"{len(self.recovered_deaths)} worker(s) died "
-                f"({', '.join(self.recovered_deaths)}) and were replaced")
+        return self.deaths_text.format(count=len(self.recovered_deaths),
+                                       names=", ".join(self.recovered_deaths))
 
 
 class RunEngine(Engine):
