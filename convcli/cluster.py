@@ -372,12 +372,11 @@ def _remove(path: str, options: dict | None = None) -> None:
     """Remove the output `path` (a file, a Zarr store's folder, an object) if it is there."""
     import shutil
 
-    from .storage import filesystem
+    from .storage import remove_tree
 
     try:
         if is_url(path):
-            fs, inner = filesystem(path, options)
-            fs.rm(inner, recursive=True)
+            remove_tree(path, options)
         elif os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:

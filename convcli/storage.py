@@ -324,6 +324,8 @@ def dirname(url: str) -> str:
 def list_names(folder: str, options: dict | None = None) -> set[str]:
     """The names of the objects directly in `folder`, and of the Zarr stores (prefixes named
     ``*.zarr``) there (one listing request); empty if none."""
+    from .zarr_stores import is_store_name
+
     fs, path = filesystem(folder, options)
     try:
         with store_errors(folder):
@@ -331,7 +333,7 @@ def list_names(folder: str, options: dict | None = None) -> set[str]:
     except FileNotFoundError:
         return set()
     return {basename(e["name"].rstrip("/")) for e in entries if e.get("type") != "directory"
-            or e["name"].rstrip("/").lower().endswith(".zarr")}
+            or is_store_name(e["name"])}
 
 
 def remove_tree(url: str, options: dict | None = None) -> None:
