@@ -50,7 +50,7 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     lines = []
     for out in todo:
         if stack is not None and out.frame >= 0:
-            width, height = stack.sizes[stack.frames.index(out.frame)]
+            width, height = stack.sizes[stack.position[out.frame]]
         rows, columns = output_size(task.op, height, width)
         if rows < 1 or columns < 1:
             raise ValueError(f"image is {width}x{height}: too small for this window")

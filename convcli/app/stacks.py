@@ -24,6 +24,7 @@ it comes; memory then holds one group's work and one frame of each output.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -79,6 +80,11 @@ class StackPlan:
     channels: tuple[str, ...]
     loop: int | None
     per_frame: bool
+
+    @functools.cached_property
+    def position(self) -> dict[int, int]:
+        """Each frame number's place in :attr:`frames` (numbers are unique)."""
+        return {number: k for k, number in enumerate(self.frames)}
 
 
 def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPlan:
@@ -338,7 +344,7 @@ def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: l
     per_frame: dict[int, list[Output]] = {}
     for out in todo:
         if out.frame >= 0:
-            per_frame.setdefault(plan.frames.index(out.frame), []).append(out)
+            per_frame.setdefault(plan.position[out.frame], []).append(out)
     drawn = []
     with _stack_files(todo, task, plan, scales) as writers:
         for frame in frames.each():
