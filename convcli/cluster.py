@@ -882,26 +882,29 @@ class ClusterRun:
 
     def _remove_unreported(self) -> None:
         """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
+        journals = self._journals()
+        if journals is None:
+            return
         for _, numbers, _, group_key in self._sent.values():
-            try:
-                files = self._client.get_metadata([self._run_key, "tasks", group_key, "files"],
-                                                  None)
-            except OSError:
-                return
+            files = (journals.get(group_key) or {}).get("files") or {}
             for number in numbers:
-                for path in (files or {}).get(number, ()):
+                for path in files.get(number, ()):
                     _remove(path)
 
     def _returning(self) -> set:
         """The futures not collected whose tasks said they were done (:meth:`_Journal.done`)."""
-        returning = set()
-        for future, (_, _, task_key, _) in self._sent.items():
-            try:
-                if self._client.get_metadata([self._run_key, "tasks", task_key, "done"], None):
-                    returning.add(future)
-            except OSError:
-                break
-        return returning
+        journals = self._journals() or {}
+        return {future for future, (_, _, task_key, _) in self._sent.items()
+                if (journals.get(task_key) or {}).get("done")}
+
+    def _journals(self) -> dict | None:
+        """Every task's journal of the run, in one request; None if the scheduler is gone."""
+        if not self._sent:
+            return {}
+        try:
+            return self._client.get_metadata([self._run_key, "tasks"], None) or {}
+        except OSError:
+            return None
 
     def _gather(self, seconds: float, *, interruptible: bool,
                 until: set | None = None) -> list[FileResult]:

@@ -629,3 +629,29 @@ def test_files_per_task_needs_a_scheduler(tmp_path):
     result = run("pool", src, "-o", tmp_path / "out", "--files-per-task", "4")
     assert result.exit_code == 2 and "--files-per-task" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stop_reads_every_task_journal_in_one_request(tmp_path):
+    """Which unfinished tasks said they were done, and which outputs the lost ones wrote."""
+    from convcli.cluster import ClusterRun
+
+    written = [tmp_path / f"p{i}.png" for i in range(3)]
+    for path in written:
+        path.write_bytes(b"x")
+    journals = {"t1": {"done": True}, "t2": None,
+                "g1": {"files": {0: [str(written[0])], 2: [str(written[1])]}},
+                "g2": {"files": {1: [str(written[2])]}}}
+    requests = []
+
+    class Client:
+        def get_metadata(self, keys, default):
+            requests.append(keys)
+            return {"tasks": journals}[keys[1]]
+
+    run = object.__new__(ClusterRun)
+    run._client, run._run_key = Client(), "run"
+    run._sent = {"f1": (0.0, (0, 2), "t1", "g1"), "f2": (0.0, (1,), "t2", "g2")}
+    assert run._returning() == {"f1"}
+    run._remove_unreported()
+    assert requests == [["run", "tasks"]] * 2
+    assert not any(path.exists() for path in written)
