@@ -46,7 +46,7 @@ from .streamed import (
     plan_in_strips,
     save_overviews,
 )
-from .strips import row_geometry, strip_results, strip_rows
+from .strips import plan_strips, row_geometry, strip_results, strip_rows
 
 IN_FLIGHT_PER_THREAD = 2
 """Band tasks submitted and not yet taken, for each thread of the cluster."""
@@ -83,15 +83,9 @@ def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[
     A result that one engine tile holds is one band.
     """
     geometry = row_geometry(op, source.height, source.width)
-    out_rows = geometry.out_rows
     step = strip_rows(op, source.width, rows_per_strip)
     step = -(-step // chunk_rows) * chunk_rows
-    if out_rows <= geometry.align:
-        return [(0, out_rows)]
-    starts = list(range(0, out_rows, step))
-    if len(starts) > 1 and out_rows - starts[-1] < step:
-        del starts[-1]
-    return list(zip(starts, [*starts[1:], out_rows], strict=True))
+    return [(strip.out0, strip.out1) for strip in plan_strips(geometry, source.height, step)]
 
 
 def _band_strips(job: BandJob, band: tuple[int, int]) -> Iterator[tuple[object, np.ndarray]]:
