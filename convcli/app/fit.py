@@ -25,7 +25,7 @@ from ..choices import RAW_VALUES
 from ..conv import conv_backward, conv_forward
 from ..npyfiles import load_npy_checked
 from ..padding import pad_images
-from .ops import pad_option
+from .ops import as_batch, channels_as_images, pad_option
 
 GRADIENT_TOLERANCE = 1e-14
 """Converged when the (preconditioned) gradient is this fraction of the first one."""
@@ -435,8 +435,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raise FitError(f"{run.before}: holds values that are not finite (NaN or inf)")
     frames = A.shape[0]
     # A channel of a frame per image, frame-major: every pair teaches the one kernel.
-    A = np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)),
-                             np.float64)
+    A = channels_as_images(A, np.float64)
     try:
         A_in, pad = conv.layer_input(A, conv.kernels[0])
         A_in = zero_padded(A_in, pad)
@@ -449,8 +448,7 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     m = A_in.shape[0] // frames
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     _check_after_shape(Y.shape, (expected[1], expected[2], m), pic.colour_channels, run)
-    Y = Y_frames.transpose(0, 3, 1, 2).reshape((-1,) + Y.shape[:2])
-    return A_in, np.ascontiguousarray(Y[..., None], np.float64), notes
+    return A_in, channels_as_images(Y_frames, np.float64), notes
 
 
 def _check_after_shape(shape: tuple[int, ...], wanted: tuple[int, int, int], colour: int,
@@ -471,7 +469,7 @@ def _check_after_shape(shape: tuple[int, ...], wanted: tuple[int, int, int], col
 
 def _frames_of_after(Y: np.ndarray, frames: int, run: FitRun) -> np.ndarray:
     """AFTER as (m, H', W', C') frames; a FitError unless it has as many as BEFORE."""
-    Y = Y if Y.ndim == 4 else Y[None]
+    Y = as_batch(Y)
     if len(Y) != frames:
         raise FitError(f"{run.after}: has {len(Y)} frame{'s' if len(Y) > 1 else ''} and "
                        f"{run.before} {frames}: fit takes two stacks of the same frames")

@@ -48,6 +48,16 @@ def as_batch(pixels: np.ndarray) -> np.ndarray:
     return pixels if pixels.ndim == 4 else pixels[None]
 
 
+def channels_as_images(A: np.ndarray, dtype=None) -> np.ndarray:
+    """(m, H, W, C) as (m*C, H, W, 1), contiguous: each channel of each frame an image, frame-major.
+
+    >>> channels_as_images(np.arange(12).reshape(1, 2, 2, 3))[:, :, :, 0].tolist()
+    [[[0, 3], [6, 9]], [[1, 4], [7, 10]], [[2, 5], [8, 11]]]
+    """
+    return np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)),
+                                dtype)
+
+
 def like_picture(result: np.ndarray, pic) -> np.ndarray:
     """A layer's (m, H', W', C') `result` shaped as `pic`'s pixels: (H', W', C') for one picture."""
     return result if pic.pixels.ndim == 4 else result[0]
@@ -838,7 +848,7 @@ class GradConvOp:
         A = self.conv.conv_input(pic)
         frames, channels = A.shape[0], A.shape[3]
         # A channel of a frame per image: frame-major.
-        A = np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)))
+        A = channels_as_images(A)
         maps, dWs = [], []
         b = np.full((1, 1, 1, 1), self.conv.bias, np.float32)
         for kernel in self.conv.kernels:
