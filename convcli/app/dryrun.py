@@ -71,16 +71,14 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
     """
     from ..regions import open_regions
     from ..zarr_stores import is_store_name
-    from .process import strips_reason
+    from .process import reads_as_frames, strips_reason
     from .streamed import check_strips
     from .strips import in_strips
 
     source = open_regions(path, max_pixels=task.max_pixels) if in_strips(task.op) else None
     if source is not None:
         with source:
-            several = getattr(source, "frame_count", 1) > 1 and select_frames(
-                task.frames, source.frame_count) != (0,)
-            if not several and strips_reason(task, source)[0] is not None:
+            if not reads_as_frames(task, source) and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
                 return source.width, source.height, tuple(source.channels), None
             if is_store_name(path):  # read whole through zarr: no Pillow, no pixel limit

@@ -223,9 +223,8 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     if source is None:
         return None
     with source:
-        frames = getattr(source, "frame_count", 1)
-        if frames > 1 and select_frames(task.frames, frames) != (0,):
-            return None  # the frames of a stack, or one past the first: read as frames
+        if reads_as_frames(task, source):
+            return None
         why, size, budget = strips_reason(task, source)
         if why is None:
             return None
@@ -286,6 +285,15 @@ def _may_be_read_in_strips(source: str) -> bool:
             return fh.read(4) in _TIFF_SIGNATURES
     except OSError:
         return True
+
+
+def reads_as_frames(task: Task, source) -> bool:
+    """Whether ``--frames`` picks more of `source` (read by regions) than its first frame.
+
+    Those files are read as frames, never in strips, which read the first only.
+    """
+    count = getattr(source, "frame_count", 1)
+    return count > 1 and select_frames(task.frames, count) != (0,)
 
 
 def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
