@@ -311,9 +311,14 @@ class _StoreLevel:
 class _LevelRows:
     """Rows written into a store's level 0 and, halved as they come, its smaller levels."""
 
-    _levels: list
-    _halvers: list
-    _empty: np.ndarray
+    def __init__(self, arrays, sizes, shape: tuple[int, int, int], dtype: np.dtype, top: int = 0):
+        """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written."""
+        from .row_writers import RowHalver
+
+        self._levels = [_StoreLevel(array, size, shape[2], dtype, top=top >> k)
+                        for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))]
+        self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
+        self._empty = np.empty((0,) + shape[1:], dtype)
 
     def write(self, rows: np.ndarray) -> None:
         self._levels[0].add(rows)
@@ -340,15 +345,9 @@ class StoreSink(_LevelRows):
 
     def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
                  storage_options: dict | None = None):
-        from .row_writers import RowHalver
-
-        self._shape, self._dtype = shape, dtype
-        sizes = level_sizes(shape[0], shape[1])
+        self._shape = shape
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
-        self._levels = [_StoreLevel(array, size, shape[2], dtype)
-                        for array, size in zip(arrays, sizes, strict=True)]
-        self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
-        self._empty = np.empty((0,) + shape[1:], dtype)
+        super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype)
 
     def close(self) -> None:
         self._flush(last=True)
@@ -419,15 +418,11 @@ class StoreBand(_LevelRows):
     def __init__(self, location, shape: tuple[int, int, int], dtype: np.dtype, *, top: int,
                  levels: int, last: bool, storage_options: dict | None = None):
         zarr = require_zarr("--format zarr needs zarr")
-        from .row_writers import RowHalver
-
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
-        self._levels = [_StoreLevel(group[str(k)], size, shape[2], dtype, top=top >> k)
-                        for k, size in enumerate(sizes)]
-        self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
+        arrays = [group[str(k)] for k in range(len(sizes))]
+        super().__init__(arrays, sizes, shape, dtype, top)
         self._last = last
-        self._empty = np.empty((0,) + shape[1:], dtype)
 
     def close(self) -> None:
         self._flush(self._last)
