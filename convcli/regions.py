@@ -64,6 +64,7 @@ import tifffile
 from .choices import DEFAULT_MAX_PIXELS
 from .images import ImageError
 from .png import fast_codecs_allowed
+from .spill import BandFile, spills
 from .zarr_stores import StoreRegions, is_store_name, open_store_regions
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
@@ -273,6 +274,10 @@ def _tifffile_quiet() -> Iterator[None]:
         _QUIET.quiet.on = False
 
 
+KEPT_SEGMENT_ROWS = 2
+"""Rows of segments (tiles, or strips) a :class:`RegionSource` keeps decoded."""
+
+
 class RegionSource:
     """An open TIFF whose rows are read band by band (made by :func:`open_regions`).
 
@@ -291,8 +296,10 @@ class RegionSource:
 
     Notes
     -----
-    The last row of segments decoded is kept, so that bands that overlap (a
-    halo) decode each segment once when read top to bottom. One source serves
+    The last two rows of segments decoded are kept, so that bands that overlap
+    (a halo) decode each segment once when read top to bottom, even where a
+    band's halo reaches back into the row of segments above. A wide row of
+    tiles is kept on disk (:class:`convcli.spill.BandFile`). One source serves
     one thread at a time.
     """
 
@@ -307,7 +314,7 @@ class RegionSource:
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
-        self._kept: tuple[int, np.ndarray] | None = None  # (segment row, its samples)
+        self._kept: dict[int, np.ndarray | BandFile] = {}  # segment row: its samples
         self._lock = threading.Lock()
 
     @property
@@ -351,8 +358,12 @@ class RegionSource:
             for k in range(r0 // step, -(-r1 // step)):
                 top = k * step
                 lo, hi = max(r0, top), min(r1, top + step)
-                self._convert(self._decoded_segment_row(k)[lo - top:hi - top],
-                              out[lo - r0:hi - r0])
+                segments = self._decoded_segment_row(k)
+                if isinstance(segments, BandFile):
+                    segments = segments.read_rows(lo - top, hi - top)
+                else:
+                    segments = segments[lo - top:hi - top]
+                self._convert(segments, out[lo - r0:hi - r0])
         return out
 
     def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
@@ -392,16 +403,38 @@ class RegionSource:
                                                                        samples)
         return rows
 
-    def _decoded_segment_row(self, k: int) -> np.ndarray:
-        """Segment row `k` (a row of tiles, or one strip) decoded: (rows, width, samples)."""
-        if self._kept is not None and self._kept[0] == k:
-            return self._kept[1]
+    def _decoded_segment_row(self, k: int):
+        """Segment row `k` (a row of tiles, or one strip) decoded: (rows, width, samples),
+        in memory, or on disk (a :class:`convcli.spill.BandFile`) for a wide row of tiles."""
+        if k in self._kept:
+            return self._kept[k]
+        while len(self._kept) >= KEPT_SEGMENT_ROWS:
+            self._forget(next(iter(self._kept)))  # the one decoded first
         page = self._page
         top = k * self._segment_rows
-        rows = np.zeros((min(self._segment_rows, self.height - top), self.width,
-                         page.samplesperpixel), page.dtype)
-        across = -(-self.width // page.tilewidth) if page.is_tiled else 1
-        indices = list(range(k * across, (k + 1) * across))
+        shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
+        if not (page.is_tiled and spills(*shape, page.dtype)):
+            rows = np.zeros(shape, page.dtype)
+            self._decode_tiles(k, 0, self.width, rows)
+        else:  # decoded a piece of whole tiles at a time, into a file
+            rows = BandFile(*shape, page.dtype, tile=int(page.tilewidth))
+            try:
+                for index, (c0, c1) in enumerate(rows.pieces):
+                    piece = np.zeros((shape[0], c1 - c0, shape[2]), page.dtype)
+                    self._decode_tiles(k, c0, c1, piece)
+                    rows.write_piece(index, 0, piece)
+            except BaseException:
+                rows.close()
+                raise
+        self._kept[k] = rows
+        return rows
+
+    def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
+        """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`."""
+        page = self._page
+        tile = int(page.tilewidth) if page.is_tiled else self.width
+        across = -(-self.width // tile)
+        indices = list(range(k * across + c0 // tile, k * across + -(-c1 // tile)))
         offsets = [page.dataoffsets[i] for i in indices]
         counts = [page.databytecounts[i] for i in indices]
         decode = page.decode
@@ -410,14 +443,19 @@ class RegionSource:
             segment, (_, _, _, left, _), _ = decode(data, index)
             if segment is None:
                 continue  # a segment the file does not hold: left at 0, as tifffile does
-            block = segment[0, :len(rows), :self.width - left]
-            rows[:, left:left + block.shape[1]] = block
-        self._kept = (k, rows)
-        return rows
+            block = segment[0, :len(out), :c1 - left]
+            out[:, left - c0:left - c0 + block.shape[1]] = block
+
+    def _forget(self, k: int | None = None) -> None:
+        """Drop kept segment row `k`, or all of them (and their files)."""
+        for row in list(self._kept) if k is None else [k]:
+            rows = self._kept.pop(row)
+            if isinstance(rows, BandFile):
+                rows.close()
 
     def close(self) -> None:
         """Close the file (and forget the kept segments)."""
-        self._kept = None
+        self._forget()
         self._tif.close()
 
     def __enter__(self) -> RegionSource:

@@ -42,8 +42,9 @@ import os
 import queue
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,8 @@ import tifffile
 from ._engine import tiles
 from .images import MARKER, written_by_convcli
 from .png import PngRowEncoder
-from .safeio import atomic_output, temp_path_for
+from .safeio import atomic_output
+from .spill import PIECE_BYTES, BandFile, spills
 
 ROW_FORMATS = ("npy", "png", "tiff", "zarr")
 """The formats :func:`open_row_writer` writes."""
@@ -368,47 +370,69 @@ class RowHalver:
 
 
 class _ReducedLevel(RowHalver):
-    """One level of the pyramid: 2 x 2 means of the level above's rows, appended to a file."""
+    """One level of the pyramid: 2 x 2 means of the level above's rows, kept on disk.
 
-    def __init__(self, temporary: Path, above: tuple[int, int], channels: int, dtype: np.dtype):
+    The rows go to a :class:`convcli.spill.BandFile` beside the output, in
+    column pieces, so that its tiles are read back a piece at a time.
+    """
+
+    def __init__(self, folder: Path, above: tuple[int, int], channels: int, dtype: np.dtype):
         super().__init__(above, channels, dtype)
-        self.path = temporary
-        self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by finish or remove)
+        self._file = BandFile(*self.shape, dtype, tile=TILE, band_rows=TILE, folder=folder)
+        self._rows = 0
 
     def _keep(self, halved: np.ndarray) -> None:
-        self._fh.write(memoryview(np.ascontiguousarray(halved)).cast("B"))
+        self._file.write_rows(self._rows, halved)
+        self._rows += len(halved)
 
-    def finish(self, rows: np.ndarray) -> np.ndarray:
-        halved = super().finish(rows)
-        self._fh.close()
-        return halved
-
-    def bands(self) -> Iterator[np.ndarray]:
-        """This level's rows read back from its file, :data:`TILE` rows at a time."""
-        height, width, channels = self.shape
-        with open(self.path, "rb") as fh:
-            for top in range(0, height, TILE):
-                rows = min(TILE, height - top)
-                band = np.fromfile(fh, self.dtype, count=rows * width * channels)
-                yield band.reshape(rows, width, channels)
+    def bands(self) -> Iterator[_FileRows]:
+        """This level's rows on disk, :data:`TILE` rows at a time."""
+        height = self.shape[0]
+        for top in range(0, height, TILE):
+            yield _FileRows(self._file, top, min(height, top + TILE))
 
     def remove(self) -> None:
-        self._fh.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self._file.close()
 
 
-def _tiles(bands: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+@dataclass(frozen=True)
+class _FileRows:
+    """Rows `r0` to `r1` - 1 of a band on disk; `done` is called once they have been read."""
+
+    file: BandFile
+    r0: int
+    r1: int
+    done: Callable[[BandFile], None] | None = None
+
+
+def band_pieces(band) -> Iterator[np.ndarray]:
+    """A band's column pieces, each a whole number of tiles wide but the last.
+
+    `band` is an array of rows or a :class:`_FileRows`; a piece bounds the
+    memory of the tiles made of it, whatever the image's width.
+    """
+    if isinstance(band, _FileRows):
+        for index in range(len(band.file.pieces)):
+            yield band.file.read_piece(index, band.r0, band.r1)
+        if band.done is not None:
+            band.done(band.file)
+        return
+    rows, width, channels = band.shape
+    step = max(1, PIECE_BYTES // max(1, TILE * TILE * channels * band.dtype.itemsize)) * TILE
+    for left in range(0, width, step):
+        yield band[:, left:left + step]
+
+
+def _tiles(bands: Iterator) -> Iterator[np.ndarray]:
     """The :data:`TILE`-square tiles of row `bands` (up to TILE rows each), row by row,
-    the edge tiles padded with zeros."""
+    the edge tiles padded with zeros (bands as :func:`band_pieces` takes them)."""
     for band in bands:
-        rows, width, channels = band.shape
-        padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), band.dtype)
-        padded[:rows, :width] = band
-        for left in range(0, width, TILE):
-            yield np.ascontiguousarray(padded[:, left:left + TILE])
+        for piece in band_pieces(band):
+            rows, width, channels = piece.shape
+            padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), piece.dtype)
+            padded[:rows, :width] = piece
+            for left in range(0, width, TILE):
+                yield np.ascontiguousarray(padded[:, left:left + TILE])
 
 
 ISAL_LEVEL = 1
@@ -470,13 +494,74 @@ def _reduced_levels(temporary: Path, shape: tuple[int, int, int],
     size = shape[:2]
     try:
         while max(size) > TILE:
-            levels.append(_ReducedLevel(temp_path_for(temporary), size, shape[2], dtype))
+            levels.append(_ReducedLevel(temporary.parent, size, shape[2], dtype))
             size = levels[-1].shape[:2]
     except BaseException:
         for level in levels:
             level.remove()
         raise
     return levels
+
+
+class RowBands:
+    """Rows gathered into bands of `rows` rows of the full width, as a tiled file writes them.
+
+    A band that :func:`convcli.spill.spills` is kept on disk in
+    :class:`convcli.spill.BandFile` s (`files` of them, reused), else in
+    memory. :meth:`add` yields the bands it completes, each an array or a
+    :class:`_FileRows` whose file goes back to the pool once it has been read
+    (``done``); `wait` takes a file from the pool (a function of the pool's
+    queue: it may check for its reader's failure while waiting).
+    """
+
+    def __init__(self, rows: int, shape: tuple[int, int, int], dtype: np.dtype, *,
+                 folder=None, files: int = 2,
+                 wait: Callable[[queue.Queue], BandFile] | None = None):
+        self.rows, self._shape, self._dtype = rows, shape, dtype
+        self._files: list[BandFile] = []
+        self._free: queue.Queue | None = None
+        if spills(rows, *shape[1:], dtype):
+            self._free = queue.Queue()
+            for _ in range(files):
+                self._files.append(BandFile(rows, *shape[1:], dtype, tile=TILE, folder=folder))
+                self._free.put(self._files[-1])
+        self._wait = wait or (lambda free: free.get())
+        self._band = None
+        self._filled = 0
+
+    def add(self, rows: np.ndarray) -> Iterator:
+        """Take the next `rows`, yielding each band they complete as soon as it is (a
+        generator: the caller hands a band on before the next is gathered)."""
+        start = 0
+        while start < len(rows):
+            if self._band is None:
+                self._band = (self._wait(self._free) if self._free is not None
+                              else np.empty((self.rows,) + self._shape[1:], self._dtype))
+            take = min(self.rows - self._filled, len(rows) - start)
+            if self._free is not None:
+                self._band.write_rows(self._filled, rows[start:start + take])
+            else:
+                self._band[self._filled:self._filled + take] = rows[start:start + take]
+            self._filled += take
+            start += take
+            if self._filled == self.rows:
+                yield self._hand_off()
+
+    def rest(self):
+        """The last band, not full, or None."""
+        return self._hand_off() if self._filled else None
+
+    def _hand_off(self):
+        band, filled = self._band, self._filled
+        self._band, self._filled = None, 0  # the band is its reader's now
+        if self._free is None:
+            return band[:filled]
+        return _FileRows(band, 0, filled, done=self._free.put)
+
+    def close(self) -> None:
+        """Remove the files on disk."""
+        for file in self._files:
+            file.close()
 
 
 class _Stop(Exception):
@@ -503,10 +588,15 @@ class _TiffSink:
         except BaseException:
             self._remove_levels()
             raise
-        self._band = np.empty((TILE,) + shape[1:], dtype)
-        self._band_rows = 0
-        self._bands: queue.Queue = queue.Queue(maxsize=1)
         self._failure: BaseException | None = None
+        try:
+            self._gathered = RowBands(TILE, shape, dtype, folder=temporary.parent,
+                                      wait=self._free_file)
+        except BaseException:
+            self._tiff.close()
+            self._remove_levels()
+            raise
+        self._bands: queue.Queue = queue.Queue(maxsize=1)
         self._thread = threading.Thread(target=self._write_full_size, daemon=True,
                                         name="convcli-tiff-writer")
         self._thread.start()
@@ -543,25 +633,30 @@ class _TiffSink:
             except queue.Full:
                 continue
 
+    def _free_file(self, free: queue.Queue) -> BandFile:
+        """A band file the writing thread is done with; its error, if it has stopped on one."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if not self._thread.is_alive():
+                raise RuntimeError("the TIFF writer stopped before the last rows")
+            try:
+                return free.get(timeout=0.2)
+            except queue.Empty:
+                continue
+
     def write(self, rows: np.ndarray) -> None:
         carry = rows
         for level in self._levels:
             carry = level.add(carry)
-        start = 0
-        while start < len(rows):
-            take = min(TILE - self._band_rows, len(rows) - start)
-            self._band[self._band_rows:self._band_rows + take] = rows[start:start + take]
-            self._band_rows += take
-            start += take
-            if self._band_rows == TILE:
-                self._put(self._band)
-                self._band = np.empty_like(self._band)  # the queued one is the thread's now
-                self._band_rows = 0
+        for band in self._gathered.add(rows):
+            self._put(band)
 
     def close(self) -> None:
         try:
-            if self._band_rows:
-                self._put(self._band[:self._band_rows])
+            rest = self._gathered.rest()
+            if rest is not None:
+                self._put(rest)
             self._put(_END)
             self._thread.join()
             if self._failure is not None:
@@ -594,6 +689,8 @@ class _TiffSink:
     def _remove_levels(self) -> None:
         for level in self._levels:
             level.remove()
+        if hasattr(self, "_gathered"):
+            self._gathered.close()
 
 
 def _zarr_sink(temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,

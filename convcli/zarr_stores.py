@@ -275,37 +275,48 @@ def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
 
 
 class _StoreLevel:
-    """One dataset of a written store, filled a band of chunk rows at a time."""
+    """One dataset of a written store, filled a band of chunk rows at a time.
+
+    The band is gathered by :class:`convcli.row_writers.RowBands` (on disk
+    where it is wide) and written a column piece at a time.
+    """
 
     def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
                  top: int = 0):
+        from .row_writers import RowBands
+
         self._array = array
-        self._band = np.empty((array.chunks[-2], size[1], channels), dtype)
-        self._rows = 0  # rows in the band
+        self._bands = RowBands(int(array.chunks[-2]), (0, size[1], channels), dtype, files=1)
         self._top = top  # the band's first row in the image
 
     def add(self, rows: np.ndarray) -> None:
-        start = 0
-        while start < len(rows):
-            take = min(len(self._band) - self._rows, len(rows) - start)
-            self._band[self._rows:self._rows + take] = rows[start:start + take]
-            self._rows += take
-            start += take
-            if self._rows == len(self._band):
-                self.flush()
+        for band in self._bands.add(rows):
+            self._write(band)
 
     def flush(self) -> None:
-        """Write the rows of the band."""
-        if not self._rows:
-            return
-        band = self._band[:self._rows]
-        rows = slice(self._top, self._top + self._rows)
-        if band.shape[2] == 1:
-            self._array[rows] = band[:, :, 0]
-        else:
-            self._array[:, rows] = np.moveaxis(band, 2, 0)
-        self._top += self._rows
-        self._rows = 0
+        """Write the rows gathered; the files on disk are removed."""
+        rest = self._bands.rest()
+        if rest is not None:
+            self._write(rest)
+        self.discard()
+
+    def discard(self) -> None:
+        """Drop the rows gathered and remove their files on disk."""
+        self._bands.close()
+
+    def _write(self, band) -> None:
+        from .row_writers import band_pieces
+
+        left = 0
+        for piece in band_pieces(band):
+            rows = slice(self._top, self._top + len(piece))
+            columns = slice(left, left + piece.shape[1])
+            if piece.shape[2] == 1:
+                self._array[rows, columns] = piece[:, :, 0]
+            else:
+                self._array[:, rows, columns] = np.moveaxis(piece, 2, 0)
+            left += piece.shape[1]
+        self._top += len(piece)
 
 
 class _LevelRows:
@@ -325,6 +336,11 @@ class _LevelRows:
         for halver, level in zip(self._halvers, self._levels[1:], strict=True):
             rows = halver.add(rows)
             level.add(rows)
+
+    def discard(self) -> None:
+        """Drop what the levels hold (a failed write): their files on disk are removed."""
+        for level in self._levels:
+            level.discard()
 
     def _flush(self, last: bool) -> None:
         """Write what the levels hold; `last`: the image ends here (an odd row is halved alone)."""
@@ -354,7 +370,8 @@ class StoreSink(_LevelRows):
         self._group.attrs.update(ome_attributes(self._shape, len(self._levels)))
 
     def abort(self) -> None:
-        """Nothing to close: the writer removes the temporary folder."""
+        """Drop the rows held: the writer removes the temporary folder."""
+        self.discard()
 
 
 def _store(location, storage_options: dict | None = None):

@@ -131,15 +131,20 @@ def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, store
                          levels=store.levels, last=last, storage_options=store.storage_options)
                for store in stores]
     not_finite, kept = 0, []
-    with np.errstate(all="ignore"):
-        for _, result in _band_strips(job, band):
-            not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
-            for store, writer in zip(stores, writers, strict=True):
-                writer.write(plans._rows(store.out, result))
-            if keep:
-                kept.append(result)
-    for writer in writers:
-        writer.close()
+    try:
+        with np.errstate(all="ignore"):
+            for _, result in _band_strips(job, band):
+                not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
+                for store, writer in zip(stores, writers, strict=True):
+                    writer.write(plans._rows(store.out, result))
+                if keep:
+                    kept.append(result)
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.discard()
+        raise
     return not_finite, np.concatenate(kept) if keep else None
 
 

@@ -1,0 +1,134 @@
+"""Bands of rows too wide to hold in memory, kept on disk in column pieces (numpy only).
+
+A tiled TIFF is read and written a row of tiles at a time: 256 rows of the
+full width, 8 MB for a grey image 32,000 pixels wide, 100 MB in float32 at
+100,000. The strips of an image processed in strips hold only a few rows
+each, so such a band is the one thing whose memory would grow with the
+image's width. A :class:`BandFile` keeps it in a temporary file instead, laid
+out as column pieces one after another, each with its rows contiguous, so
+that a piece (a group of whole tiles) and the rows of a strip are each read
+or written with one call per piece. The operating system's file cache keeps
+the recent pieces; the process holds one piece at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+SPILL_BYTES = 4 << 20
+"""A band larger than this is kept in a :class:`BandFile` rather than in memory."""
+
+PIECE_BYTES = 2 << 20
+"""About the bytes of one column piece of a :class:`BandFile` (at least one tile wide)."""
+
+
+def spills(rows: int, width: int, channels: int, dtype) -> bool:
+    """Whether a band of this size is kept on disk (larger than :data:`SPILL_BYTES`)."""
+    return rows * width * channels * np.dtype(dtype).itemsize > SPILL_BYTES
+
+
+class BandFile:
+    """A (rows, width, channels) image on disk, in bands of rows, each in column pieces.
+
+    Parameters
+    ----------
+    rows, width, channels : int
+    dtype : numpy dtype
+    tile : int
+        Pieces are a multiple of this many columns wide (the last takes the rest).
+    band_rows : int, optional
+        The rows of a band (all of them by default): each band is stored as its
+        pieces one after another, and a piece is read or written within a band.
+    piece_bytes : int, optional
+        About the bytes of a piece in a band (:data:`PIECE_BYTES` by default).
+    folder : path-like, optional
+        Where the file goes (the system's temporary folder by default). It has
+        no name where the system allows it, and is removed on :meth:`close`.
+
+    Examples
+    --------
+    >>> band = BandFile(4, 600, 1, np.uint8, tile=256, piece_bytes=1024)
+    >>> band.pieces
+    [(0, 256), (256, 512), (512, 600)]
+    >>> band.write_rows(0, np.arange(2400, dtype=np.uint8).reshape(4, 600, 1))
+    >>> band.read_rows(1, 3)[:, 598:, 0].tolist()
+    [[174, 175], [6, 7]]
+    >>> band.read_piece(2, 0, 1).shape
+    (1, 88, 1)
+    >>> band.close()
+    """
+
+    def __init__(self, rows: int, width: int, channels: int, dtype, *, tile: int = 256,
+                 band_rows: int | None = None, piece_bytes: int | None = None,
+                 folder: str | os.PathLike | None = None):
+        self.shape = (int(rows), int(width), int(channels))
+        self.dtype = np.dtype(dtype)
+        self.band_rows = int(band_rows or rows)
+        pixel = channels * self.dtype.itemsize
+        piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
+        step = max(1, piece_bytes // max(1, self.band_rows * pixel * tile)) * tile
+        self.pieces = [(c0, min(width, c0 + step)) for c0 in range(0, width, step)]
+        self._pixel = pixel
+        self._fh = tempfile.TemporaryFile(dir=folder, buffering=0)
+
+    def _offset(self, index: int, r0: int) -> int:
+        """The byte where row `r0` of piece `index` starts."""
+        top = r0 // self.band_rows * self.band_rows
+        rows = min(self.band_rows, self.shape[0] - top)
+        c0, c1 = self.pieces[index]
+        return (top * self.shape[1] + rows * c0 + (r0 - top) * (c1 - c0)) * self._pixel
+
+    def _within_bands(self, r0: int, r1: int):
+        """The runs of rows ``r0 .. r1 - 1`` that lie in one band each."""
+        while r0 < r1:
+            end = min(r1, (r0 // self.band_rows + 1) * self.band_rows)
+            yield r0, end
+            r0 = end
+
+    def write_piece(self, index: int, r0: int, values: np.ndarray) -> None:
+        """Rows ``r0 ..`` of piece `index`, within one band: `values` (n, c1 - c0, channels)."""
+        values = np.ascontiguousarray(values, self.dtype)
+        if not values.size:
+            return
+        data = memoryview(values).cast("B")
+        self._fh.seek(self._offset(index, r0))
+        written = 0
+        while written < data.nbytes:  # a raw write may take fewer bytes than given
+            written += self._fh.write(data[written:])
+
+    def read_piece(self, index: int, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` - 1 of piece `index`, within one band: (r1 - r0, c1 - c0, channels)."""
+        c0, c1 = self.pieces[index]
+        out = np.empty((r1 - r0, c1 - c0, self.shape[2]), self.dtype)
+        if not out.size:
+            return out
+        view = memoryview(out).cast("B")
+        self._fh.seek(self._offset(index, r0))
+        done = 0
+        while done < view.nbytes:
+            got = self._fh.readinto(view[done:])
+            if not got:
+                raise OSError("a band kept on disk was cut short")
+            done += got
+        return out
+
+    def write_rows(self, r0: int, values: np.ndarray) -> None:
+        """Rows ``r0 ..``, all columns: `values` (n, width, channels)."""
+        for a, b in self._within_bands(r0, r0 + len(values)):
+            for index, (c0, c1) in enumerate(self.pieces):
+                self.write_piece(index, a, values[a - r0:b - r0, c0:c1])
+
+    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` - 1, all columns."""
+        out = np.empty((r1 - r0,) + self.shape[1:], self.dtype)
+        for a, b in self._within_bands(r0, r1):
+            for index, (c0, c1) in enumerate(self.pieces):
+                out[a - r0:b - r0, c0:c1] = self.read_piece(index, a, b)
+        return out
+
+    def close(self) -> None:
+        """Close and remove the file."""
+        self._fh.close()

@@ -1,0 +1,165 @@
+"""Bands too wide to hold, kept on disk (convcli.spill): the same files and values, less memory."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import tifffile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convcli import spill
+from convcli.regions import open_regions
+from convcli.row_writers import TILE, open_row_writer
+from convcli.spill import BandFile
+
+
+@pytest.fixture
+def spill_everything(monkeypatch):
+    """Every band on disk, in pieces of one tile: the disk path wherever a band is."""
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    monkeypatch.setattr(spill, "PIECE_BYTES", 1)
+
+
+@given(data=st.data(), channels=st.sampled_from([1, 3]),
+       dtype=st.sampled_from([np.uint8, np.uint16, np.float32]))
+@settings(max_examples=30, deadline=None, derandomize=True)
+def test_a_band_file_gives_back_the_rows_and_pieces_written(data, channels, dtype):
+    rows = data.draw(st.integers(1, 20), label="rows")
+    width = data.draw(st.integers(1, 700), label="width")
+    tile = data.draw(st.sampled_from([16, 64, 256]), label="tile")
+    band_rows = data.draw(st.integers(1, rows), label="band_rows")
+    values = np.random.default_rng(rows * width).integers(0, 200, (rows, width, channels))
+    values = values.astype(dtype)
+    band = BandFile(rows, width, channels, dtype, tile=tile, band_rows=band_rows)
+    try:
+        assert [c0 % tile for c0, _ in band.pieces] == [0] * len(band.pieces)
+        assert band.pieces[0][0] == 0 and band.pieces[-1][1] == width
+        cuts = sorted(data.draw(st.lists(st.integers(0, rows), max_size=4), label="cuts"))
+        top = 0
+        for part in np.split(values, cuts):
+            band.write_rows(top, part)
+            top += len(part)
+        r0 = data.draw(st.integers(0, rows - 1), label="r0")
+        r1 = data.draw(st.integers(r0 + 1, rows), label="r1")
+        assert np.array_equal(band.read_rows(r0, r1), values[r0:r1])
+        r1 = min(r1, (r0 // band_rows + 1) * band_rows)  # a piece is read within a band
+        for index, (c0, c1) in enumerate(band.pieces):
+            assert np.array_equal(band.read_piece(index, r0, r1), values[r0:r1, c0:c1])
+    finally:
+        band.close()
+
+
+def _image(height, width, channels, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal((height, width, channels)).astype(dtype)
+    values = rng.integers(0, 256, (height, width, channels)).astype(dtype)
+    values[: height // 2] //= 8  # smooth rows and noisy rows
+    return values
+
+
+def _write(path, values, fmt, rows_per_write=37):
+    height, width, channels = values.shape
+    with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
+                         dtype=values.dtype) as out:
+        for top in range(0, height, rows_per_write):
+            out.write(values[top:top + rows_per_write])
+
+
+@pytest.mark.parametrize("channels, dtype", [(3, np.uint8), (1, np.float32), (2, np.uint16)])
+def test_a_tiff_written_through_band_files_is_the_same_file(tmp_path, monkeypatch, channels,
+                                                            dtype):
+    values = _image(3 * TILE + 41, 4 * TILE + 77, channels, dtype)
+    _write(tmp_path / "memory.tif", values, "tiff")
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    monkeypatch.setattr(spill, "PIECE_BYTES", 1)
+    _write(tmp_path / "disk.tif", values, "tiff")
+    assert (tmp_path / "disk.tif").read_bytes() == (tmp_path / "memory.tif").read_bytes()
+    with tifffile.TiffFile(tmp_path / "disk.tif") as tif:
+        page = tif.pages[0]
+        assert np.array_equal(page.asarray().reshape(values.shape), values)
+        assert len(page.subifds) == 3  # 1101 wide: 551, 276, 138
+
+
+def test_a_zarr_store_written_through_band_files_holds_the_same_levels(tmp_path, monkeypatch):
+    zarr = pytest.importorskip("zarr")
+    values = _image(2 * TILE + 9, 5 * TILE + 3, 3, np.uint8, seed=3)
+    _write(tmp_path / "memory.zarr", values, "zarr")
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    monkeypatch.setattr(spill, "PIECE_BYTES", 1)
+    _write(tmp_path / "disk.zarr", values, "zarr")
+    memory = zarr.open_group(tmp_path / "memory.zarr")
+    disk = zarr.open_group(tmp_path / "disk.zarr")
+    assert sorted(disk.array_keys()) == sorted(memory.array_keys()) == ["0", "1", "2", "3"]
+    for key in memory.array_keys():
+        assert np.array_equal(disk[key][:], memory[key][:])
+    assert np.array_equal(np.moveaxis(disk["0"][:], 0, 2), values)
+
+
+def _tiled_tiff(path, height, width, seed=0):
+    values = _image(height, width, 1, np.uint8, seed)[:, :, 0]
+    tifffile.imwrite(path, values, tile=(TILE, TILE), compression="zlib", bigtiff=True)
+    return values
+
+
+def test_a_wide_row_of_tiles_is_read_through_a_band_file_with_the_same_values(tmp_path,
+                                                                               spill_everything):
+    values = _tiled_tiff(tmp_path / "in.tif", 2 * TILE + 30, 3 * TILE + 50)
+    with open_regions(tmp_path / "in.tif") as source:
+        for r0, r1 in [(0, 10), (5, 300), (250, 2 * TILE + 30), (0, 2 * TILE + 30)]:
+            assert np.array_equal(source.read_rows(r0, r1)[:, :, 0], values[r0:r1])
+
+
+def _peak(function) -> int:
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _write_in_strips(path, height, width):
+    """A TIFF written as the strips path writes one: strips of fewer rows the wider it is
+    (their work fits the memory budget)."""
+    rows = max(1, 320_000 // width)
+    strip = np.zeros((rows, width, 1), np.uint8)
+    with open_row_writer(path, fmt="tiff", height=height, width=width, channels=1,
+                         dtype=np.uint8) as out:
+        for top in range(0, height, rows):
+            strip[:] = (top // rows) % 251
+            out.write(strip[:min(rows, height - top)])
+
+
+def test_the_memory_of_a_tiff_written_in_strips_does_not_grow_with_its_width(tmp_path):
+    # Tile rows of 5 MB and 20 MB: both on disk. Held in memory, they would be held a
+    # few times over (filled, queued, tiled), and the wide one alone is 20 MB.
+    _write_in_strips(tmp_path / "first.tif", 2 * TILE, 3000)  # the writers' imports
+    narrow = _peak(lambda: _write_in_strips(tmp_path / "narrow.tif", 2 * TILE, 20000))
+    wide = _peak(lambda: _write_in_strips(tmp_path / "wide.tif", 2 * TILE, 80000))
+    # What is held is a few pieces (a piece padded to whole tiles, the one read next),
+    # whatever the width.
+    assert wide < narrow + 2 * spill.PIECE_BYTES
+    assert wide < 4 * spill.PIECE_BYTES + (2 << 20)
+    with tifffile.TiffFile(tmp_path / "wide.tif") as tif:
+        assert tif.pages[0].asarray()[::4, ::7919].tolist() == [
+            [top % 251] * 11 for top in range(2 * TILE // 4)]
+
+
+def test_the_memory_of_a_tiled_tiff_read_in_strips_does_not_grow_with_its_width(tmp_path):
+    def read_strips(path):
+        with open_regions(path) as source:
+            rows = max(1, 640_000 // source.width)  # as the strips path's budget gives
+            for top in range(0, source.height, rows):
+                source.read_rows(top, min(source.height, top + rows + 2))
+
+    _tiled_tiff(tmp_path / "narrow.tif", 2 * TILE, 40000)
+    _tiled_tiff(tmp_path / "wide.tif", 2 * TILE, 120000)
+    narrow = _peak(lambda: read_strips(tmp_path / "narrow.tif"))
+    wide = _peak(lambda: read_strips(tmp_path / "wide.tif"))
+    # A row of tiles is 10 MB and 31 MB as decoded; the strips are 2.9 and 3.4 MB of float32.
+    assert wide < narrow + spill.PIECE_BYTES
+    assert wide < 4 * spill.PIECE_BYTES + (4 << 20)
