@@ -64,7 +64,7 @@ import tifffile
 from .choices import DEFAULT_MAX_PIXELS
 from .images import ImageError
 from .png import fast_codecs_allowed
-from .spill import BandFile, spills
+from .spill import SegmentRows
 from .zarr_stores import StoreRegions, is_store_name, open_store_regions
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
@@ -296,11 +296,10 @@ class RegionSource:
 
     Notes
     -----
-    The last two rows of segments decoded are kept, so that bands that overlap
-    (a halo) decode each segment once when read top to bottom, even where a
-    band's halo reaches back into the row of segments above. A wide row of
-    tiles is kept on disk (:class:`convcli.spill.BandFile`). One source serves
-    one thread at a time.
+    The last two rows of segments decoded are kept
+    (:class:`convcli.spill.SegmentRows`: a wide row of tiles on disk), so that
+    bands that overlap (a halo) decode each segment once when read top to
+    bottom. One source serves one thread at a time.
     """
 
     def __init__(self, tif, page, layout: _Layout, notes: tuple[str, ...]):
@@ -314,7 +313,7 @@ class RegionSource:
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
-        self._kept: dict[int, np.ndarray | BandFile] = {}  # segment row: its samples
+        self._kept = SegmentRows(KEPT_SEGMENT_ROWS)
         self._lock = threading.Lock()
 
     @property
@@ -358,12 +357,7 @@ class RegionSource:
             for k in range(r0 // step, -(-r1 // step)):
                 top = k * step
                 lo, hi = max(r0, top), min(r1, top + step)
-                segments = self._decoded_segment_row(k)
-                if isinstance(segments, BandFile):
-                    segments = segments.read_rows(lo - top, hi - top)
-                else:
-                    segments = segments[lo - top:hi - top]
-                self._convert(segments, out[lo - r0:hi - r0])
+                self._convert(self._segments(k, lo - top, hi - top), out[lo - r0:hi - r0])
         return out
 
     def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
@@ -403,31 +397,15 @@ class RegionSource:
                                                                        samples)
         return rows
 
-    def _decoded_segment_row(self, k: int):
-        """Segment row `k` (a row of tiles, or one strip) decoded: (rows, width, samples),
-        in memory, or on disk (a :class:`convcli.spill.BandFile`) for a wide row of tiles."""
-        if k in self._kept:
-            return self._kept[k]
-        while len(self._kept) >= KEPT_SEGMENT_ROWS:
-            self._forget(next(iter(self._kept)))  # the one decoded first
+    def _segments(self, k: int, lo: int, hi: int) -> np.ndarray:
+        """Rows `lo` to `hi` - 1 of segment row `k` (a row of tiles, or one strip), decoded:
+        (rows, width, samples) as stored."""
         page = self._page
         top = k * self._segment_rows
         shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
-        if not (page.is_tiled and spills(*shape, page.dtype)):
-            rows = np.zeros(shape, page.dtype)
-            self._decode_tiles(k, 0, self.width, rows)
-        else:  # decoded a piece of whole tiles at a time, into a file
-            rows = BandFile(*shape, page.dtype, tile=int(page.tilewidth))
-            try:
-                for index, (c0, c1) in enumerate(rows.pieces):
-                    piece = np.zeros((shape[0], c1 - c0, shape[2]), page.dtype)
-                    self._decode_tiles(k, c0, c1, piece)
-                    rows.write_piece(index, 0, piece)
-            except BaseException:
-                rows.close()
-                raise
-        self._kept[k] = rows
-        return rows
+        return self._kept.read(k, lo, hi, shape=shape, dtype=page.dtype,
+                               tile=int(page.tilewidth) if page.is_tiled else None,
+                               decode=lambda c0, c1, out: self._decode_tiles(k, c0, c1, out))
 
     def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
         """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`."""
@@ -446,16 +424,9 @@ class RegionSource:
             block = segment[0, :len(out), :c1 - left]
             out[:, left - c0:left - c0 + block.shape[1]] = block
 
-    def _forget(self, k: int | None = None) -> None:
-        """Drop kept segment row `k`, or all of them (and their files)."""
-        for row in list(self._kept) if k is None else [k]:
-            rows = self._kept.pop(row)
-            if isinstance(rows, BandFile):
-                rows.close()
-
     def close(self) -> None:
         """Close the file (and forget the kept segments)."""
-        self._forget()
+        self._kept.forget()
         self._tif.close()
 
     def __enter__(self) -> RegionSource:

@@ -132,3 +132,63 @@ class BandFile:
     def close(self) -> None:
         """Close and remove the file."""
         self._fh.close()
+
+
+class SegmentRows:
+    """The last rows of segments (a file's tiles or chunks) decoded, kept for the next reads.
+
+    Each is kept in memory, or in a :class:`BandFile` where it :func:`spills`
+    and can be decoded a piece of whole segments at a time. Bands read top to
+    bottom whose halos overlap then decode each segment once, even where a
+    band's halo reaches back into the row of segments above.
+
+    Parameters
+    ----------
+    kept : int
+        How many rows of segments are kept (the first decoded goes first).
+    """
+
+    def __init__(self, kept: int = 2):
+        self.kept = kept
+        self._rows: dict[int, np.ndarray | BandFile] = {}
+
+    def read(self, k: int, lo: int, hi: int, *, shape: tuple[int, int, int], dtype,
+             tile: int | None, decode) -> np.ndarray:
+        """Rows `lo` to `hi` - 1 of segment row `k`, decoded if it is not kept.
+
+        `shape` is the row of segments' (rows, width, channels) and `dtype` its
+        samples'; ``decode(c0, c1, out)`` fills `out` with its columns `c0` to
+        `c1` - 1. `tile` is the segments' width, or None where a row of
+        segments is decoded whole (strips): it is then kept in memory.
+        """
+        if k not in self._rows:
+            while len(self._rows) >= self.kept:
+                self.forget(next(iter(self._rows)))
+            self._rows[k] = _decoded(shape, dtype, tile, decode)
+        rows = self._rows[k]
+        return rows.read_rows(lo, hi) if isinstance(rows, BandFile) else rows[lo:hi]
+
+    def forget(self, k: int | None = None) -> None:
+        """Drop segment row `k`, or all of them (their files removed)."""
+        for row in list(self._rows) if k is None else [k]:
+            rows = self._rows.pop(row)
+            if isinstance(rows, BandFile):
+                rows.close()
+
+
+def _decoded(shape: tuple[int, int, int], dtype, tile: int | None, decode):
+    """A row of segments decoded: in memory, or on disk a piece at a time where it spills."""
+    if tile is None or not spills(*shape, dtype):
+        rows = np.zeros(shape, dtype)
+        decode(0, shape[1], rows)
+        return rows
+    band = BandFile(*shape, dtype, tile=tile)
+    try:
+        for index, (c0, c1) in enumerate(band.pieces):
+            piece = np.zeros((shape[0], c1 - c0, shape[2]), dtype)
+            decode(c0, c1, piece)
+            band.write_piece(index, 0, piece)
+    except BaseException:
+        band.close()
+        raise
+    return band

@@ -44,6 +44,7 @@ import numpy as np
 from ._version import __version__
 from .errors import MissingExtra
 from .images import ImageError
+from .spill import SegmentRows
 
 STORE_EXTENSION = ".zarr"
 """The extension of a Zarr store's folder."""
@@ -159,7 +160,8 @@ class StoreRegions:
 
     Attributes as :class:`convcli.regions.RegionSource`: ``height``,
     ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``.
-    The last row of chunks read is kept, so that bands that overlap (a halo)
+    The last two rows of chunks read are kept (:class:`convcli.spill.SegmentRows`:
+    on disk where wide), so that bands that overlap (a halo)
     read each chunk once when read top to bottom.
     """
 
@@ -181,7 +183,8 @@ class StoreRegions:
         self.notes = tuple(f"used the first of {size[a]} {names[a]}" for a in "tz"
                            if size.get(a, 1) > 1)
         self._step = int(array.chunks[axes.index("y")])
-        self._kept: tuple[int, np.ndarray] | None = None
+        self._chunk_columns = int(array.chunks[axes.index("x")])
+        self._kept = SegmentRows(2)
 
     @property
     def white(self) -> float:
@@ -206,29 +209,28 @@ class StoreRegions:
         for k in range(r0 // step, -(-r1 // step)):
             top = k * step
             lo, hi = max(r0, top), min(r1, top + step)
-            out[lo - r0:hi - r0] = self._chunk_row(k)[lo - top:hi - top]
+            shape = (min(step, self.height - top), self.width, len(self.channels))
+            out[lo - r0:hi - r0] = self._kept.read(
+                k, lo - top, hi - top, shape=shape, dtype=self.dtype, tile=self._chunk_columns,
+                decode=lambda c0, c1, values, k=k: self._decode(k, c0, c1, values))
         return out
 
-    def _chunk_row(self, k: int) -> np.ndarray:
-        """The rows of chunk row `k`, all columns, as stored: (rows, width, C)."""
-        if self._kept is not None and self._kept[0] == k:
-            return self._kept[1]
+    def _decode(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
+        """Chunk row `k`'s columns `c0` to `c1` - 1, as stored, into `out` (rows, c1 - c0, C)."""
         rows = slice(k * self._step, min((k + 1) * self._step, self.height))
-        where = tuple(rows if a == "y" else 0 if a in "tz" else slice(None) for a in self._axes)
+        where = tuple(rows if a == "y" else slice(c0, c1) if a == "x" else 0 if a in "tz"
+                      else slice(None) for a in self._axes)
         try:
             values = np.asarray(self._array[where])
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             raise ImageError(f"cannot decode the image: {_first_line(exc)}") from None
         kept = [a for a in self._axes if a not in "tz"]
         values = np.moveaxis(values, [kept.index(a) for a in "yx"], [0, 1])
-        if values.ndim == 2:
-            values = values[:, :, None]
-        self._kept = (k, values)
-        return values
+        out[:] = values if values.ndim == 3 else values[:, :, None]
 
     def close(self) -> None:
         """Forget the kept chunks (a store holds no open file)."""
-        self._kept = None
+        self._kept.forget()
 
     def __enter__(self) -> StoreRegions:
         return self

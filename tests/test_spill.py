@@ -163,3 +163,15 @@ def test_the_memory_of_a_tiled_tiff_read_in_strips_does_not_grow_with_its_width(
     # A row of tiles is 10 MB and 31 MB as decoded; the strips are 2.9 and 3.4 MB of float32.
     assert wide < narrow + spill.PIECE_BYTES
     assert wide < 4 * spill.PIECE_BYTES + (4 << 20)
+
+
+def test_a_wide_row_of_zarr_chunks_is_read_through_a_band_file_with_the_same_values(
+        tmp_path, spill_everything):
+    zarr = pytest.importorskip("zarr")
+    values = _image(2 * 64 + 10, 5 * 64 + 7, 3, np.uint16, seed=5)
+    array = zarr.open_array(str(tmp_path / "in.zarr"), mode="w", shape=values.shape,
+                            chunks=(64, 64, 3), dtype=np.uint16, zarr_format=2)
+    array[:] = values
+    with open_regions(tmp_path / "in.zarr") as source:
+        for r0, r1 in [(0, 7), (60, 70), (100, 2 * 64 + 10), (0, 2 * 64 + 10)]:
+            assert np.array_equal(source.read_rows(r0, r1), values[r0:r1].astype(np.float32))
