@@ -284,12 +284,13 @@ class _StoreLevel:
     """
 
     def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
-                 top: int = 0):
+                 top: int = 0, left: int = 0):
         from .row_writers import RowBands
 
         self._array = array
         self._bands = RowBands(int(array.chunks[-2]), (0, size[1], channels), dtype, files=1)
         self._top = top  # the band's first row in the image
+        self._left = left  # its first column: `size` may be a column piece
 
     def add(self, rows: np.ndarray) -> None:
         for band in self._bands.add(rows):
@@ -309,7 +310,7 @@ class _StoreLevel:
     def _write(self, band) -> None:
         from .row_writers import band_pieces
 
-        left = 0
+        left = self._left
         for piece in band_pieces(band):
             rows = slice(self._top, self._top + len(piece))
             columns = slice(left, left + piece.shape[1])
@@ -452,27 +453,46 @@ def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, writ
     """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
 
     The bands of a cluster's tasks write the first `written` levels
-    (:class:`StoreBand`); the smaller levels are made here, band by band.
+    (:class:`StoreBand`); the smaller levels are made here, a column piece of
+    level ``written - 1`` at a time (each halved down through every level),
+    so that the memory held does not grow with the image's width.
     """
     zarr = require_zarr("--format zarr needs zarr")
-    from .row_writers import TILE, RowHalver
 
     group = zarr.open_group(store=_store(location, storage_options), mode="r+")
     sizes = level_sizes(shape[0], shape[1])
-    channels = shape[2]
     if written < len(sizes):
-        source = group[str(written - 1)]
-        levels = [_StoreLevel(group[str(k)], sizes[k], channels, dtype)
-                  for k in range(written, len(sizes))]
-        halvers = [RowHalver(size, channels, dtype) for size in sizes[written - 1:-1]]
-        height = sizes[written - 1][0]
-        for top in range(0, height, 2 * TILE):
-            rows = source[top:top + 2 * TILE] if channels == 1 else source[:, top:top + 2 * TILE]
-            rows = rows[:, :, None] if channels == 1 else np.moveaxis(rows, 0, 2)
-            last = top + 2 * TILE >= height
-            for halver, level in zip(halvers, levels, strict=True):
-                rows = halver.finish(rows) if last else halver.add(rows)
-                level.add(rows)
-        for level in levels:
-            level.flush()
+        # Pieces of an even width at every level: a multiple of 2 ** (levels to make).
+        step = -(-FINISH_PIECE_COLUMNS >> (len(sizes) - written)) << (len(sizes) - written)
+        for c0 in range(0, sizes[written - 1][1], step):
+            _halve_piece(group, sizes, written, c0, step, shape[2], dtype)
     group.attrs.update(ome_attributes(shape, len(sizes)))
+
+
+FINISH_PIECE_COLUMNS = 4096
+"""About the columns of level ``written - 1`` that :func:`finish_store` halves at a time."""
+
+
+def _halve_piece(group, sizes, written: int, c0: int, step: int, channels: int,
+                 dtype: np.dtype) -> None:
+    """Columns `c0` to `c0` + `step` - 1 of level ``written - 1``, halved into every level below."""
+    from .row_writers import TILE, RowHalver
+
+    source = group[str(written - 1)]
+    height, width = sizes[written - 1]
+    above = (height, min(width, c0 + step) - c0)
+    halvers, levels = [], []
+    for depth, k in enumerate(range(written, len(sizes)), start=1):
+        halvers.append(RowHalver(above, channels, dtype))
+        above = halvers[-1].shape[:2]
+        levels.append(_StoreLevel(group[str(k)], above, channels, dtype, left=c0 >> depth))
+    for top in range(0, height, 2 * TILE):
+        where = (slice(top, top + 2 * TILE), slice(c0, c0 + step))
+        rows = source[where] if channels == 1 else source[(slice(None),) + where]
+        rows = rows[:, :, None] if channels == 1 else np.moveaxis(rows, 0, 2)
+        last = top + 2 * TILE >= height
+        for halver, level in zip(halvers, levels, strict=True):
+            rows = halver.finish(rows) if last else halver.add(rows)
+            level.add(rows)
+    for level in levels:
+        level.flush()

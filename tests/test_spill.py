@@ -175,3 +175,29 @@ def test_a_wide_row_of_zarr_chunks_is_read_through_a_band_file_with_the_same_val
     with open_regions(tmp_path / "in.zarr") as source:
         for r0, r1 in [(0, 7), (60, 70), (100, 2 * 64 + 10), (0, 2 * 64 + 10)]:
             assert np.array_equal(source.read_rows(r0, r1), values[r0:r1].astype(np.float32))
+
+
+@pytest.mark.parametrize("piece", [100, 4096])
+def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writer(tmp_path,
+                                                                                  monkeypatch,
+                                                                                  piece):
+    pytest.importorskip("zarr")
+    from convcli import zarr_stores
+    from convcli.zarr_stores import StoreBand, create_store, finish_store
+
+    monkeypatch.setattr(zarr_stores, "FINISH_PIECE_COLUMNS", piece)
+    values = _image(700, 1101, 3, np.uint8, seed=7)
+    _write(tmp_path / "whole.zarr", values, "zarr")
+    create_store(tmp_path / "banded.zarr", values.shape, values.dtype)
+    band = StoreBand(tmp_path / "banded.zarr", values.shape, values.dtype, top=0, levels=1,
+                     last=True)
+    band.write(values)
+    band.close()
+    finish_store(tmp_path / "banded.zarr", values.shape, values.dtype, written=1)
+    zarr = pytest.importorskip("zarr")
+    whole = zarr.open_group(tmp_path / "whole.zarr", mode="r")
+    banded = zarr.open_group(tmp_path / "banded.zarr", mode="r")
+    assert sorted(banded.array_keys()) == sorted(whole.array_keys()) == ["0", "1", "2", "3"]
+    for key in whole.array_keys():
+        assert np.array_equal(banded[key][:], whole[key][:]), key
+    assert dict(banded.attrs) == dict(whole.attrs)
