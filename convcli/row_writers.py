@@ -475,9 +475,11 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
         "tile": (TILE, TILE), "compression": _DEFLATE, "planarconfig": "contig",
         "photometric": "rgb" if channels >= 3 else "minisblack", "metadata": None,
         "software": MARKER,
-        # tifffile encodes tiles in passes of this many bytes: one row of tiles,
-        # deflated on the layers' threads (1.8 times as fast with 2 as with 1)
-        "buffersize": TILE * TILE * channels * dtype.itemsize * -(-width // TILE),
+        # tifffile encodes tiles in passes of this many bytes: a row of tiles (or a
+        # piece of one, as the bands on disk are), deflated on the layers' threads
+        # (1.8 times as fast with 2 as with 1)
+        "buffersize": TILE * TILE * channels * dtype.itemsize * min(
+            -(-width // TILE), max(1, PIECE_BYTES // (TILE * TILE * channels * dtype.itemsize))),
         "maxworkers": tiles.THREADS,
     }
     if channels in (2, 4):
