@@ -513,11 +513,12 @@ class RowBands:
     memory. :meth:`add` yields the bands it completes, each an array or a
     :class:`_FileRows` whose file goes back to the pool once it has been read
     (``done``); `wait` takes a file from the pool (a function of the pool's
-    queue: it may check for its reader's failure while waiting).
+    queue: it may check for its reader's failure while waiting). `piece_bytes`
+    sizes the files' pieces (:class:`convcli.spill.BandFile`).
     """
 
     def __init__(self, rows: int, shape: tuple[int, int, int], dtype: np.dtype, *,
-                 folder=None, files: int = 2,
+                 folder=None, files: int = 2, piece_bytes: int | None = None,
                  wait: Callable[[queue.Queue], BandFile] | None = None):
         self.rows, self._shape, self._dtype = rows, shape, dtype
         self._files: list[BandFile] = []
@@ -525,7 +526,8 @@ class RowBands:
         if spills(rows, *shape[1:], dtype):
             self._free = queue.Queue()
             for _ in range(files):
-                self._files.append(BandFile(rows, *shape[1:], dtype, tile=TILE, folder=folder))
+                self._files.append(BandFile(rows, *shape[1:], dtype, tile=TILE, folder=folder,
+                                            piece_bytes=piece_bytes))
                 self._free.put(self._files[-1])
         self._wait = wait or (lambda free: free.get())
         self._band = None

@@ -88,8 +88,10 @@ def test_a_zarr_store_written_through_band_files_holds_the_same_levels(tmp_path,
     zarr = pytest.importorskip("zarr")
     values = _image(2 * TILE + 9, 5 * TILE + 3, 3, np.uint8, seed=3)
     _write(tmp_path / "memory.zarr", values, "zarr")
+    from convcli import zarr_stores
+
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
-    monkeypatch.setattr(spill, "PIECE_BYTES", 1)
+    monkeypatch.setattr(zarr_stores, "WRITE_PIECE_COLUMNS", 1)  # a piece of a chunk's columns
     _write(tmp_path / "disk.zarr", values, "zarr")
     memory = zarr.open_group(tmp_path / "memory.zarr")
     disk = zarr.open_group(tmp_path / "disk.zarr")
