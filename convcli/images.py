@@ -126,11 +126,18 @@ def is_image_name(path: str | os.PathLike) -> bool:
 class Picture:
     """A decoded image.
 
+    Made as ``Picture(samples, channels, white, depth, notes)``.
+
     Attributes
     ----------
+    samples : (H, W, C) ndarray
+        The values as decoded, upright: float32, or the 8-bit integers (uint8)
+        of a file read by :meth:`ImageSource.read`, which become float32 when
+        :attr:`pixels` is first asked for (a convolution of the channels' sum
+        reads them as they are: :meth:`integer_samples`). (m, H, W, C) for
+        the frames of a stack (:func:`read_stack`).
     pixels : (H, W, C) float32 ndarray
-        Values in the file's own scale, upright; (m, H, W, C) for the frames
-        of a stack (:func:`read_stack`).
+        The samples as float32, in the file's own scale.
     channels : tuple of str
         Channel names, ``("L",)``, ``("L", "A")``, ``("R", "G", "B")`` or ``("R", "G", "B", "A")``.
     white : float
@@ -141,11 +148,30 @@ class Picture:
         Things the user should know, such as "used the first of 3 frames".
     """
 
-    pixels: np.ndarray
+    samples: np.ndarray
     channels: tuple[str, ...]
     white: float
     depth: int
     notes: tuple[str, ...] = ()
+
+    @property
+    def pixels(self) -> np.ndarray:
+        samples = self.samples
+        if samples.dtype != np.float32:
+            # Converted once; the integers are let go, as when they were converted at once.
+            samples = samples.astype(np.float32)
+            object.__setattr__(self, "samples", samples)
+        return samples
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of :attr:`pixels`, without converting the samples."""
+        return self.samples.shape
+
+    def integer_samples(self) -> np.ndarray | None:
+        """The samples as decoded where they are still integers (uint8), else None."""
+        samples = self.samples
+        return samples if samples.dtype == np.uint8 else None
 
     @property
     def has_alpha(self) -> bool:
@@ -282,13 +308,16 @@ class ImageSource:
                 decoded = _fast_jpeg(im, self.path)
             if decoded is not None:
                 upright = _exif_upright(decoded, im.getexif().get(_ORIENTATION, 1))
-                pixels = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
-                return Picture(pixels, self.channels, white, depth, tuple(notes))
+                if upright.dtype == np.uint8 and upright.flags.c_contiguous:
+                    samples = upright.reshape(upright.shape[:2] + (-1,))  # kept as integers
+                else:
+                    samples = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
+                return Picture(samples, self.channels, white, depth, tuple(notes))
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
-            pixels, white, depth = _to_array(im, self.channels)
-        return Picture(pixels, self.channels, white, depth, tuple(notes))
+            samples, white, depth = _to_array(im, self.channels, integers=True)
+        return Picture(samples, self.channels, white, depth, tuple(notes))
 
 
 _ORIENTATION = 0x0112  # the EXIF tag
@@ -375,8 +404,12 @@ def _is_deep_colour(im: Image.Image) -> bool:
     return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
 
-def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, float, int]:
-    """Pixels as float32 (H, W, C), the value of white, and the output bit depth."""
+def _to_array(im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
+              ) -> tuple[np.ndarray, float, int]:
+    """Pixels as float32 (H, W, C), the value of white, and the output bit depth.
+
+    With `integers`, 8-bit pixels come as they are (uint8).
+    """
     mode = im.mode
     if mode in _SIXTEEN_BIT_MODES:
         arr = np.asarray(im).astype(np.float32)
@@ -390,7 +423,9 @@ def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, f
     target = {("L",): "L", ("L", "A"): "LA", ("R", "G", "B"): "RGB"}.get(channels, "RGBA")
     if mode != target:
         im = im.convert(target)
-    arr = np.asarray(im).astype(np.float32)
+    arr = np.asarray(im)
+    if not (integers and arr.dtype == np.uint8):
+        arr = arr.astype(np.float32)
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return arr, 255.0, 8
