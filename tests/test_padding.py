@@ -218,7 +218,7 @@ def test_pad_images_property(mode, shape, width, dtype, seed):
 )
 def test_pad_images_as_is_pad_images_of_the_converted_input(mode, shape, width, seed):
     """8-bit samples written straight into a float32 padded array: pad_images of their
-    float32 copy, value for value, widths beyond the image included (fill_border does the border)."""
+    float32 copy, value for value, widths beyond the image included (fill_border's border)."""
     x = np.random.default_rng(seed).integers(0, 256, size=shape).astype(np.uint8)
     x_copy = x.copy()
     out = pad_images_as(x, width, np.float32, mode=mode, value=7)

@@ -588,7 +588,7 @@ class ConvOp:
 
     def _padded(self, A: np.ndarray, widths: tuple[int, int, int, int]
                 ) -> tuple[np.ndarray, int]:
-        """The layer's float32 input and the pad conv_forward adds: zeros are its own, the rest ours.
+        """The float32 layer input and the pad conv_forward adds: zeros are its own, the rest ours.
 
         conv_forward pads every side alike; other widths are padded here first.
         Integers (:meth:`_layer_source`) are written straight into the padded input.
