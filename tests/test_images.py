@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,6 +208,23 @@ def test_truncated_gif_is_one_line_on_the_command_line(tmp_path):
 )
 def test_is_image_name(name, expected):
     assert images.is_image_name(name) is expected
+
+
+def test_usual_image_names_load_no_other_pillow_plugin(monkeypatch):
+    """JPEG, PNG, GIF, BMP, PPM names and names without an extension are told without
+    ``Image.init`` (every plugin); the answer is the one the full table gives."""
+    from PIL import Image
+
+    inits = []
+    monkeypatch.setattr(Image, "init", lambda: inits.append(1))
+    monkeypatch.setattr(images, "image_extensions", lambda: inits.append(1) or frozenset())
+    names = ["a.jpg", "B.JPEG", "c.jfif", "d.png", "e.apng", "f.gif", "g.bmp", "h.ppm",
+             "i.pgm", "out", "folder/out"]
+    answers = [images.is_image_name(name) for name in names]
+    assert inits == [] and answers == [True] * 9 + [False] * 2
+    monkeypatch.undo()
+    assert [name for name in names if Path(name).suffix.lower() in images.image_extensions()
+            ] == names[:9]
 
 
 # --- writing -------------------------------------------------------------------------------
