@@ -5,7 +5,9 @@ Reading
 :func:`open_image` opens a file lazily (only the header is parsed), checks its
 pixel count against a limit *before* decoding, and ``read()`` then returns the
 pixels as a float32 ``(H, W, C)`` array in the file's own scale (0-255 for 8-bit
-files, 0-65535 for 16-bit ones), upright (the EXIF orientation is applied).
+files, 0-65535 for 16-bit ones), upright (the EXIF orientation is applied): a
+:class:`Picture`, which keeps 8-bit samples as they were decoded until its
+float32 ``pixels`` are first asked for.
 
 =====================================  ==================  ================
 file mode (Pillow)                     channels            scale ("white")
