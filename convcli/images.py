@@ -5,7 +5,9 @@ Reading
 :func:`open_image` opens a file lazily (only the header is parsed), checks its
 pixel count against a limit *before* decoding, and ``read()`` then returns the
 pixels as a float32 ``(H, W, C)`` array in the file's own scale (0-255 for 8-bit
-files, 0-65535 for 16-bit ones), upright (the EXIF orientation is applied).
+files, 0-65535 for 16-bit ones), upright (the EXIF orientation is applied): a
+:class:`Picture`, which keeps 8-bit samples as they were decoded until its
+float32 ``pixels`` are first asked for.
 
 =====================================  ==================  ================
 file mode (Pillow)                     channels            scale ("white")
@@ -114,23 +116,44 @@ def image_extensions() -> frozenset[str]:
 def is_image_name(path: str | os.PathLike) -> bool:
     """Whether `path` has the extension of an image format Pillow reads (any case).
 
+    The usual formats (JPEG, PNG, GIF, BMP, PPM) are known from the plugins
+    ``Image.open`` loads first, a name without an extension is none: neither
+    loads every Pillow plugin (about 25 ms, before a run can start its workers).
+
     Examples
     --------
     >>> is_image_name("holiday/IMG_0001.JPG"), is_image_name("notes.txt")
     (True, False)
     """
-    return Path(path).suffix.lower() in image_extensions()
+    suffix = Path(path).suffix.lower()
+    if not suffix:
+        return False
+    Image.preinit()
+    if Image.EXTENSION.get(suffix) in _FIRST_FORMATS:
+        return True
+    return suffix in image_extensions()
+
+
+_FIRST_FORMATS = frozenset({"BMP", "DIB", "GIF", "JPEG", "PNG", "PPM"})
+"""The formats of the plugins ``Image.preinit`` loads: all decodable, none a stub."""
 
 
 @dataclass(frozen=True)
 class Picture:
     """A decoded image.
 
+    Made as ``Picture(samples, channels, white, depth, notes)``.
+
     Attributes
     ----------
+    samples : (H, W, C) ndarray
+        The values as decoded, upright: float32, or the 8-bit integers (uint8)
+        of a file read by :meth:`ImageSource.read`, which become float32 when
+        :attr:`pixels` is first asked for (a convolution of the channels' sum
+        reads them as they are: :meth:`integer_samples`). (m, H, W, C) for
+        the frames of a stack (:func:`read_stack`).
     pixels : (H, W, C) float32 ndarray
-        Values in the file's own scale, upright; (m, H, W, C) for the frames
-        of a stack (:func:`read_stack`).
+        The samples as float32, in the file's own scale.
     channels : tuple of str
         Channel names, ``("L",)``, ``("L", "A")``, ``("R", "G", "B")`` or ``("R", "G", "B", "A")``.
     white : float
@@ -141,11 +164,30 @@ class Picture:
         Things the user should know, such as "used the first of 3 frames".
     """
 
-    pixels: np.ndarray
+    samples: np.ndarray
     channels: tuple[str, ...]
     white: float
     depth: int
     notes: tuple[str, ...] = ()
+
+    @property
+    def pixels(self) -> np.ndarray:
+        samples = self.samples
+        if samples.dtype != np.float32:
+            # Converted once; the integers are let go, as when they were converted at once.
+            samples = samples.astype(np.float32)
+            object.__setattr__(self, "samples", samples)
+        return samples
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of :attr:`pixels`, without converting the samples."""
+        return self.samples.shape
+
+    def integer_samples(self) -> np.ndarray | None:
+        """The samples as decoded where they are still integers (uint8), else None."""
+        samples = self.samples
+        return samples if samples.dtype == np.uint8 else None
 
     @property
     def has_alpha(self) -> bool:
@@ -282,13 +324,16 @@ class ImageSource:
                 decoded = _fast_jpeg(im, self.path)
             if decoded is not None:
                 upright = _exif_upright(decoded, im.getexif().get(_ORIENTATION, 1))
-                pixels = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
-                return Picture(pixels, self.channels, white, depth, tuple(notes))
+                if upright.dtype == np.uint8 and upright.flags.c_contiguous:
+                    samples = upright.reshape(upright.shape[:2] + (-1,))  # kept as integers
+                else:
+                    samples = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
+                return Picture(samples, self.channels, white, depth, tuple(notes))
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
-            pixels, white, depth = _to_array(im, self.channels)
-        return Picture(pixels, self.channels, white, depth, tuple(notes))
+            samples, white, depth = _to_array(im, self.channels, integers=True)
+        return Picture(samples, self.channels, white, depth, tuple(notes))
 
 
 _ORIENTATION = 0x0112  # the EXIF tag
@@ -375,8 +420,12 @@ def _is_deep_colour(im: Image.Image) -> bool:
     return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
 
-def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, float, int]:
-    """Pixels as float32 (H, W, C), the value of white, and the output bit depth."""
+def _to_array(im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
+              ) -> tuple[np.ndarray, float, int]:
+    """Pixels as float32 (H, W, C), the value of white, and the output bit depth.
+
+    With `integers`, 8-bit pixels come as they are (uint8).
+    """
     mode = im.mode
     if mode in _SIXTEEN_BIT_MODES:
         arr = np.asarray(im).astype(np.float32)
@@ -390,7 +439,9 @@ def _to_array(im: Image.Image, channels: tuple[str, ...]) -> tuple[np.ndarray, f
     target = {("L",): "L", ("L", "A"): "LA", ("R", "G", "B"): "RGB"}.get(channels, "RGBA")
     if mode != target:
         im = im.convert(target)
-    arr = np.asarray(im).astype(np.float32)
+    arr = np.asarray(im)
+    if not (integers and arr.dtype == np.uint8):
+        arr = arr.astype(np.float32)
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return arr, 255.0, 8

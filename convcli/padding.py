@@ -149,6 +149,80 @@ def _pad(X, widths, mode, value, cause):
     return np.pad(X, pad_width, mode=mode)
 
 
+def pad_images_as(X, width, dtype, *, mode="constant", value=0) -> np.ndarray:
+    """``pad_images(X.astype(dtype), width, mode=mode, value=value)`` without the unpadded copy.
+
+    `X`'s values (8-bit integers, say) are written once, straight into the
+    padded array of `dtype`: value for value the same result as converting
+    first, with one array the size of the result instead of two.
+
+    Examples
+    --------
+    >>> row = np.arange(1, 5, dtype=np.uint8).reshape(1, 1, 4, 1)
+    >>> pad_images_as(row, (0, 0, 1, 1), np.float32, mode="reflect")[0, 0, :, 0]
+    array([2., 1., 2., 3., 4., 3.], dtype=float32)
+    """
+    X = np.asarray(X)
+    check_ndim(X, "X", 4, _LAYOUT)
+    top, bottom, left, right = _pad_widths(width)
+    m, n_H, n_W, n_C = X.shape
+    shape = (m, n_H + top + bottom, n_W + left + right, n_C)
+    check_result_size(shape, dtype, f"width = {width!r}", "the padded input")
+    if mode != "constant" and X.size == 0:
+        raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
+    X_pad = np.empty(shape, dtype)
+    X_pad[:, top:top + n_H, left:left + n_W] = X
+    return fill_border(X_pad, (top, bottom, left, right), mode=mode, value=value)
+
+
+def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.ndarray:
+    """Fill the border of a padded batch in place from its inside, as :func:`pad_images` fills it.
+
+    For a caller that writes the inside itself (a picture's channels summed
+    straight into it): ``X_pad[:, top:-bottom, left:-right]`` holds the images,
+    and afterwards `X_pad` equals ``pad_images`` of them, value for value.
+
+    Parameters
+    ----------
+    X_pad : (m, top + n_H + bottom, left + n_W + right, n_C) ndarray
+        Written in place outside the inside, which is read.
+    width, mode, value
+        As for :func:`pad_images`.
+
+    Returns
+    -------
+    X_pad
+
+    Examples
+    --------
+    >>> X_pad = np.zeros((1, 1, 8, 1), int)
+    >>> X_pad[0, 0, 2:6, 0] = [1, 2, 3, 4]
+    >>> fill_border(X_pad, (0, 0, 2, 2), mode="reflect")[0, 0, :, 0]
+    array([3, 2, 1, 2, 3, 4, 3, 2])
+    """
+    top, bottom, left, right = _pad_widths(width)
+    mode = pad_mode(mode)
+    check_ndim(X_pad, "X_pad", 4, _LAYOUT)
+    n_H, n_W = X_pad.shape[1] - top - bottom, X_pad.shape[2] - left - right
+    if min(n_H, n_W) < 0 or (mode != "constant" and min(n_H, n_W) == 0):
+        raise ValueError(f"X_pad of shape {X_pad.shape} has no inside for width = {width!r}")
+    if mode == "constant":
+        value = _check_fill_value(value, X_pad.dtype)
+        for part in (X_pad[:, :top], X_pad[:, top + n_H:], X_pad[:, :, :left],
+                     X_pad[:, :, left + n_W:]):
+            part[...] = value
+        return X_pad
+    # The row (column) each padded row (column) copies, as np.pad picks it.
+    rows = np.pad(np.arange(n_H), (top, bottom), mode=mode) + top
+    cols = np.pad(np.arange(n_W), (left, right), mode=mode) + left
+    inside = slice(left, left + n_W)
+    X_pad[:, :top, inside] = X_pad[:, rows[:top], inside]
+    X_pad[:, top + n_H:, inside] = X_pad[:, rows[top + n_H:], inside]
+    X_pad[:, :, :left] = X_pad[:, :, cols[:left]]
+    X_pad[:, :, left + n_W:] = X_pad[:, :, cols[left + n_W:]]
+    return X_pad
+
+
 def _check_fill_value(value, dtype: np.dtype):
     """The constant fill value, checked to fit the dtype of the array."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):

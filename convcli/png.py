@@ -73,7 +73,17 @@ def _chunk(fh: BinaryIO, kind: bytes, data: bytes) -> None:
     fh.write(struct.pack(">I", len(data)))
     fh.write(kind)
     fh.write(data)
-    fh.write(struct.pack(">I", zlib.crc32(data, zlib.crc32(kind))))
+    crc32 = _crc32()
+    fh.write(struct.pack(">I", crc32(data, crc32(kind))))
+
+
+def _crc32():
+    """zlib's crc32, or ISA-L's where it deflates (the same checksum, 3 times as fast)."""
+    if deflate_backend() == "isal":
+        from isal import isal_zlib
+
+        return isal_zlib.crc32
+    return zlib.crc32
 
 
 def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None = None,

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import (
     assert_matches,
@@ -1353,3 +1353,31 @@ def test_depthwise_dense_and_tap_paths_match_the_loop(
     A[1, 4, 4, 0] = np.inf  # the dense path multiplies it by zeros: the tap path takes over
     Z, _ = depthwise_conv_forward(A, W, b, hp(stride, pad))
     _assert_same_with_nan(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)))
+
+
+@settings(max_examples=25)
+@given(m=st.integers(1, 3), H=st.integers(3, 24), W=st.integers(3, 24), C=st.integers(1, 3),
+       n_K=st.integers(1, 2), dilation=st.integers(1, 2), weights=st.sampled_from(
+           ["vertical", "units", "random"]), bad=st.sampled_from([None, np.nan, np.inf]),
+       seed=st.integers(0, 2**32 - 1))
+def test_tap_engine_reads_an_unpadded_input_in_place_bit_for_bit(m, H, W, C, n_K, dilation,
+                                                                 weights, bad, seed):
+    """With nothing to pad (stride 1, pad 0) a contiguous input is read where it is,
+    not staged: the same bits as staging the same values (a strided copy is staged)."""
+    from convcli._engine.depthwise import correlate_depthwise
+
+    g = np.random.default_rng(seed)
+    f = min(3, (min(H, W) - 1) // dilation + 1)
+    A = (g.standard_normal((m, H, W, C)) * 50).astype(np.float32)
+    if bad is not None:
+        A[0, H // 2, W // 3, 0] = bad
+    Wk = {"vertical": lambda: np.broadcast_to(VERTICAL_EDGE[:f, :f, None, None], (f, f, C, n_K)),
+          "units": lambda: g.choice([-1.0, 0.0, 1.0], (f, f, C, n_K)),
+          "random": lambda: g.standard_normal((f, f, C, n_K))}[weights]().astype(np.float32)
+    bias = g.standard_normal(n_K * C).astype(np.float32)
+    strided = np.empty((m, H, W + 1, C), np.float32)[:, :, :W]
+    strided[...] = A
+    with np.errstate(all="ignore"):  # inf - inf: NaN, as the layers compute it
+        in_place = correlate_depthwise(A, Wk, 1, 0, np.float32, bias, dilation=dilation)
+        staged = correlate_depthwise(strided, Wk, 1, 0, np.float32, bias, dilation=dilation)
+    assert in_place.tobytes() == staged.tobytes()

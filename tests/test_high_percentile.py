@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from convcli import levels
 from convcli.levels import _high_percentile, robust_top
 
 
@@ -72,3 +73,36 @@ def test_large_maps_take_the_sample_and_equal_numpy(monkeypatch, dtype, percenti
     monkeypatch.setattr(np, "percentile", whole_array)
     assert _high_percentile(a, percentile) == want
     monkeypatch.setattr(np, "percentile", real)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(260, 420), st.integers(300, 700)),
+       kind=st.sampled_from(["normal", "levels", "sparse", "zeros", "heavy"]),
+       bad=st.sampled_from([None, np.nan, np.inf, -np.inf, 1e38, -3e38]),
+       bad_inside=st.booleans(), margin=st.integers(0, 6),
+       rows_bytes=st.sampled_from([4, 1 << 12, 1 << 19]), seed=st.integers(0, 2**32 - 1))
+def test_robust_levels_by_rows_are_the_whole_map_levels(shape, kind, bad, bad_inside, margin,
+                                                        rows_bytes, seed):
+    """8-bit robust levels a block of rows at a time: the whole-map passes' levels and scale;
+    NaN, inf and huge values, inside or in the margin, are left to the whole-map passes."""
+    g = np.random.default_rng(seed)
+    x = {"normal": lambda: g.standard_normal(shape) * 40,
+         "levels": lambda: g.integers(-3, 4, shape).astype(float),
+         "sparse": lambda: np.where(g.random(shape) < 0.01, g.standard_normal(shape) * 90, 0),
+         "zeros": lambda: np.zeros(shape),
+         "heavy": lambda: g.standard_cauchy(shape)}[kind]().astype(np.float32)
+    if bad is not None:
+        x[(shape[0] // 2, shape[1] // 3) if bad_inside else (0, shape[1] - 1)] = bad
+    before = x.copy()
+    big = float(np.finfo(np.float32).max) / 4
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(levels, "_ROWS_BYTES", rows_bytes)
+        by_rows = levels._robust_bytes_by_rows(x, margin, big)
+        got = levels.map_levels(x, "robust", white=255, depth=8, margin=margin)
+        patch.setattr(levels, "_robust_bytes_by_rows", lambda *args: None)
+        want = levels.map_levels(x, "robust", white=255, depth=8, margin=margin)
+    assert (by_rows is None) == (bad is not None)
+    for levels_and_scale in [got] + ([by_rows] if by_rows is not None else []):
+        np.testing.assert_array_equal(levels_and_scale[0], want[0])
+        assert levels_and_scale[0].dtype == np.uint8 and levels_and_scale[1] == want[1]
+    np.testing.assert_array_equal(x, before)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -209,6 +210,23 @@ def test_is_image_name(name, expected):
     assert images.is_image_name(name) is expected
 
 
+def test_usual_image_names_load_no_other_pillow_plugin(monkeypatch):
+    """JPEG, PNG, GIF, BMP, PPM names and names without an extension are told without
+    ``Image.init`` (every plugin); the answer is the one the full table gives."""
+    from PIL import Image
+
+    inits = []
+    monkeypatch.setattr(Image, "init", lambda: inits.append(1))
+    monkeypatch.setattr(images, "image_extensions", lambda: inits.append(1) or frozenset())
+    names = ["a.jpg", "B.JPEG", "c.jfif", "d.png", "e.apng", "f.gif", "g.bmp", "h.ppm",
+             "i.pgm", "out", "folder/out"]
+    answers = [images.is_image_name(name) for name in names]
+    assert inits == [] and answers == [True] * 9 + [False] * 2
+    monkeypatch.undo()
+    assert [name for name in names if Path(name).suffix.lower() in images.image_extensions()
+            ] == names[:9]
+
+
 # --- writing -------------------------------------------------------------------------------
 
 
@@ -328,7 +346,14 @@ def test_jpeg_reads_as_pillow_with_and_without_the_fast_decoder(tmp_path, monkey
     paths = _jpeg_variants(tmp_path)
     for path in paths:
         pic = read_image(path)
-        np.testing.assert_array_equal(pic.pixels, _as_pillow_reads(path), err_msg=path.name)
+        expected = _as_pillow_reads(path)
+        # Upright 8-bit samples stay integers until the float32 pixels are asked for.
+        upright = not fast or "orientation" not in path.stem or path.stem == "orientation1"
+        assert pic.samples.dtype == (np.uint8 if upright else np.float32), path.name
+        assert pic.shape == expected.shape
+        np.testing.assert_array_equal(pic.samples, expected, err_msg=path.name)
+        assert pic.pixels.dtype == np.float32
+        np.testing.assert_array_equal(pic.pixels, expected, err_msg=path.name)
         assert (pic.white, pic.depth, pic.notes) == (255.0, 8, ())
     # Every plain RGB or grey JPEG went through the fast decoder (CMYK did not).
     assert len(calls) == (len(paths) - 1 if fast else 0)

@@ -134,3 +134,60 @@ def test_conv_names_its_options_and_channels_in_public():
     assert op.options_tag() == "-s2-b1-Bconstant"
     assert op.channel_names(("R", "G", "B", "A")) == ["R", "G", "B"]
     assert ConvOp(SOBEL).channel_names(("R", "G", "B")) == ["sum"]
+
+
+# --- pictures whose samples are still 8-bit integers ----------------------------------------
+
+
+def _integer_and_float_pictures(seed: int, shape, channels):
+    samples = np.random.default_rng(seed).integers(0, 256, shape).astype(np.uint8)
+    return (Picture(samples, channels, 255.0, 8),
+            Picture(samples.astype(np.float32), channels, 255.0, 8))
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"channels": "each"}, {"channels": "gray"}, {"pad": 2}, {"pad": "valid"},
+    {"pad": (0, 1, 2, 3), "channels": "each"}, {"border": "constant"},
+    {"border": "constant", "pad": (1, 1, 2, 2)}, {"border": "wrap", "stride": 2},
+    {"border": "symmetric", "dilation": 2}, {"border": "edge", "channels": "each"},
+    {"combine": "magnitude", "bias": 0.5},
+])
+@pytest.mark.parametrize("channels", [("R", "G", "B"), ("R", "G", "B", "A"), ("L",),
+                                      ("L", "A")])
+def test_conv_of_integer_samples_is_conv_of_their_floats(options, channels):
+    """The channels' sum in uint16 and the samples written straight into the padded
+    input give the float32 picture's results bit for bit; no float32 picture is made."""
+    kernels = (get_kernel("sobel-x"), get_kernel("box-blur"), get_kernel("vertical"))
+    if options.get("channels") == "gray" and channels[0] == "L":
+        return
+    op = ConvOp(kernels, **options)
+    integers, floats = _integer_and_float_pictures(3, (13, 17, len(channels)),
+                                                   channels)
+    op.check(integers)
+    result = op.compute(integers)
+    expected = op.compute(floats)
+    assert result.dtype == expected.dtype == np.float32
+    np.testing.assert_array_equal(result, expected)
+    if options.get("channels") != "gray":
+        assert integers.samples.dtype == np.uint8  # pixels never asked for
+    np.testing.assert_array_equal(op.conv_input(integers), op.conv_input(floats))
+    assert op.conv_input(integers).dtype == np.float32
+
+
+def test_conv_of_an_integer_stack_is_conv_of_its_floats():
+    channels = ("R", "G", "B")
+    integers, floats = _integer_and_float_pictures(4, (3, 8, 9, 3), channels)
+    for options in ({}, {"channels": "each", "pad": (2, 0, 1, 0)}):
+        op = ConvOp((get_kernel("sobel-y"),), **options)
+        np.testing.assert_array_equal(op.compute(integers), op.compute(floats))
+
+
+def test_a_picture_converts_its_integers_once_when_asked():
+    integers, floats = _integer_and_float_pictures(5, (4, 6, 3), ("R", "G", "B"))
+    assert integers.shape == (4, 6, 3) and integers.integer_samples() is integers.samples
+    pixels = integers.pixels
+    assert pixels.dtype == np.float32 and pixels.flags.c_contiguous
+    np.testing.assert_array_equal(pixels, floats.pixels)
+    assert integers.pixels is pixels and integers.samples is pixels  # the integers let go
+    assert integers.integer_samples() is None and floats.integer_samples() is None
+    assert pickle.loads(pickle.dumps(integers)).pixels.tolist() == pixels.tolist()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from reference import pad_loop
 
 from convcli import PAD_MODES, pad_images, zero_pad
+from convcli.padding import fill_border, pad_images_as
 
 # The row "a b c d" (here 1 2 3 4) padded by 2 on each side, by hand.
 ROW_PADDED_BY_2 = {
@@ -207,6 +208,45 @@ def test_pad_images_property(mode, shape, width, dtype, seed):
     np.testing.assert_array_equal(out[:, top : top + shape[1], left : left + shape[2]], x)
     np.testing.assert_array_equal(out, pad_loop(x, *width, mode=mode))
     np.testing.assert_array_equal(x, x_copy)
+
+
+@given(
+    mode=st.sampled_from(PAD_MODES),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 5), st.integers(1, 5), st.integers(1, 2)),
+    width=st.tuples(*[st.integers(0, 9)] * 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pad_images_as_is_pad_images_of_the_converted_input(mode, shape, width, seed):
+    """8-bit samples written straight into a float32 padded array: pad_images of their
+    float32 copy, value for value, widths beyond the image included (fill_border's border)."""
+    x = np.random.default_rng(seed).integers(0, 256, size=shape).astype(np.uint8)
+    x_copy = x.copy()
+    out = pad_images_as(x, width, np.float32, mode=mode, value=7)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, pad_loop(x.astype(np.float32), *width, mode=mode,
+                                                value=7))
+    np.testing.assert_array_equal(x, x_copy)
+
+
+def test_fill_border_by_hand():
+    row = np.full((1, 1, 9, 1), -1)
+    row[0, 0, 2:6, 0] = [1, 2, 3, 4]  # 2 left, 3 right
+    for mode, expected in {"reflect": [3, 2, 1, 2, 3, 4, 3, 2, 1],
+                           "symmetric": [2, 1, 1, 2, 3, 4, 4, 3, 2],
+                           "wrap": [3, 4, 1, 2, 3, 4, 1, 2, 3],
+                           "edge": [1, 1, 1, 2, 3, 4, 4, 4, 4],
+                           "constant": [5, 5, 1, 2, 3, 4, 5, 5, 5]}.items():
+        out = fill_border(row.copy(), (0, 0, 2, 3), mode=mode, value=5)
+        assert out[0, 0, :, 0].tolist() == expected, mode
+
+
+def test_fill_border_refuses_what_it_cannot_fill():
+    with pytest.raises(ValueError, match="no inside"):
+        fill_border(np.zeros((1, 2, 2, 1)), 1, mode="reflect")
+    with pytest.raises(ValueError, match="does not fit"):
+        fill_border(np.zeros((1, 3, 3, 1), np.uint8), 1, value=300)
+    with pytest.raises(ValueError, match="too large"):
+        pad_images_as(np.zeros((1, 2, 2, 1), np.uint8), 2**31, np.float32)
 
 
 # --- memory ----------------------------------------------------------------------------------

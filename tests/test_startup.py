@@ -36,3 +36,24 @@ def test_the_package_loads_nothing_heavy_until_used():
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "convcli.padding True"]
+
+
+def test_the_command_leaves_its_objects_to_the_exit_and_keeps_its_status(monkeypatch):
+    """gc.freeze as the command ends (Python's last collection then skips them), whatever
+    the status; the status and the message are the command's."""
+    import gc
+
+    import convcli.__main__
+    import convcli.cli
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    for code in (0, 1, 2):
+        monkeypatch.setattr(convcli.cli, "main", lambda code=code: sys.exit(code))
+        try:
+            convcli.__main__.main()
+        except SystemExit as exc:
+            assert exc.code == code
+        else:
+            raise AssertionError("no SystemExit")
+    assert frozen == [1, 1, 1]

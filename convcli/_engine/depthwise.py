@@ -78,12 +78,13 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     threads = tiles.thread_count(m * n_H, cost)
     rows_fit = min(TILE_VALUES // max(1, n_K * row_len), ceil_div(m * n_H, 4 * threads))
     row_tiles = RowTiles(m, n_H, max(1, rows_fit))
+    in_place = pad == 0 and s == 1 and width == W_in and A.flags.c_contiguous  # see _tile_rows
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         k, rows = i1 - i0, h1 - h0
-        staged = scratch.take("staged", (k, covered(rows, span_h, s), width, C))
-        _stage_rows(staged, A[i0:i1], h0 * s - pad, pad, cols)
+        staged = _tile_rows(A[i0:i1], scratch, h0 * s - pad, covered(rows, span_h, s), width,
+                            pad, cols, in_place=in_place)
         if n_K == 1:
             acc = Z[i0:i1, h0:h1].reshape(1, k, rows, row_len)
         else:
@@ -100,6 +101,20 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
 
     run_tiles(row_tiles, work, lambda: Scratch(dtype), cost=cost)
     return Z
+
+
+def _tile_rows(A, scratch, y0, n_in, width, pad, cols, *, in_place):
+    """The padded rows ``y0 .. y0 + n_in`` of a row tile's images `A` (k, H, W, C).
+
+    `A`'s own rows where there is nothing to pad (`in_place`: stride 1, no
+    padding, a contiguous input), which saves a pass; else a copy staged in
+    `scratch` with its zero padding (:func:`_stage_rows`).
+    """
+    if in_place:
+        return A[:, y0:y0 + n_in]
+    staged = scratch.take("staged", (len(A), n_in, width, A.shape[3]))
+    _stage_rows(staged, A, y0, pad, cols)
+    return staged
 
 
 def _stage_rows(staged, A, y0, pad, cols):

@@ -33,7 +33,6 @@ import dataclasses
 import json
 import math
 import os
-import secrets
 import shlex
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import time
 from collections.abc import Iterable
 
 from .. import storage
+from ..safeio import random_hex
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
 """The manifest's file name, in each output folder."""
@@ -70,7 +70,7 @@ def run_manifest_name(now: float | None = None) -> str:
     >>> run_manifest_name(0)[:-15], run_manifest_name(1.5)[:-15]
     ('convcli-manifest-19700101T000000.000000Z', 'convcli-manifest-19700101T000001.500000Z')
     """
-    return f"{RUN_PREFIX}{_utc_stamp(now)}-{secrets.token_hex(4)}.jsonl"
+    return f"{RUN_PREFIX}{_utc_stamp(now)}-{random_hex(4)}.jsonl"
 
 
 def url_fragment_name(run_key: str, task_key: str, now: float | None = None) -> str:
@@ -306,7 +306,7 @@ def merge_fragments(folder: str, names: Iterable[str] | None = None, *,
     merged = 0
     for name in names:
         claimed = os.path.join(folder, f"{FRAGMENT_PREFIX}taken-{os.getpid()}-"
-                                       f"{secrets.token_hex(4)}.jsonl")
+                                       f"{random_hex(4)}.jsonl")
         try:
             os.rename(os.path.join(folder, name), claimed)
             os.utime(claimed)  # recent: not taken again as left behind

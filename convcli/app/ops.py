@@ -29,7 +29,7 @@ from ..errors import OptionError
 from ..figures import Grid, Panel
 from ..kernels import Kernel
 from ..levels import Mapping, luminance, robust_top
-from ..padding import pad_images, pad_mode
+from ..padding import pad_images, pad_images_as, pad_mode
 from ..pooling import pool_forward, pool_mode
 from .names import Tags, number
 
@@ -60,12 +60,12 @@ def channels_as_images(A: np.ndarray, dtype=None) -> np.ndarray:
 
 def like_picture(result: np.ndarray, pic) -> np.ndarray:
     """A layer's (m, H', W', C') `result` shaped as `pic`'s pixels: (H', W', C') for one picture."""
-    return result if pic.pixels.ndim == 4 else result[0]
+    return result if len(pic.shape) == 4 else result[0]
 
 
 def frame_size(pic) -> tuple[int, int]:
     """(height, width) of `pic`'s frames: its pixels are (H, W, C) or a stack (m, H, W, C)."""
-    return pic.pixels.shape[-3:-1]
+    return pic.shape[-3:-1]
 
 
 class Operation(Protocol):
@@ -554,6 +554,26 @@ class ConvOp:
 
         m is 1 for a picture, its frames for a stack.
         """
+        return self._layer_source(pic).astype(np.float32, copy=False)
+
+    def _layer_source(self, pic) -> np.ndarray:
+        """:meth:`conv_input`, or its integers where the picture's samples are integers.
+
+        The channels' sum of 8-bit samples is summed in uint16 (exact, as in
+        float32), and ``each`` takes the samples as they are: :meth:`_padded`
+        writes them straight into the float32 layer input, so that no float32
+        copy of the picture is made (52 MB for a 2400x1800 photo, 3 ms to
+        convert and more to touch fresh).
+        """
+        integers = pic.integer_samples() if self.channels != "gray" else None
+        if integers is not None:
+            colour = as_batch(integers)[..., : pic.colour_channels]
+            if self.channels == "each" or colour.shape[3] == 1:
+                return colour
+            total = np.add(colour[..., 0:1], colour[..., 1:2], dtype=np.uint16)
+            for c in range(2, colour.shape[3]):
+                total += colour[..., c:c + 1]
+            return total
         colour = as_batch(pic.pixels)[..., : pic.colour_channels]
         if self.channels == "gray" and colour.shape[3] == 3:
             return luminance(colour)
@@ -568,16 +588,19 @@ class ConvOp:
 
     def _padded(self, A: np.ndarray, widths: tuple[int, int, int, int]
                 ) -> tuple[np.ndarray, int]:
-        """The layer's input and the pad conv_forward adds: zeros are its own, the rest ours.
+        """The float32 layer input and the pad conv_forward adds: zeros are its own, the rest ours.
 
         conv_forward pads every side alike; other widths are padded here first.
+        Integers (:meth:`_layer_source`) are written straight into the padded input.
         """
         if len(set(widths)) == 1 and (self.border == "constant" or widths[0] == 0):
-            return A, widths[0]
-        return pad_images(A, widths, mode=self.border), 0
+            return A.astype(np.float32, copy=False), widths[0]
+        if A.dtype == np.float32:
+            return pad_images(A, widths, mode=self.border), 0
+        return pad_images_as(A, widths, np.float32, mode=self.border), 0
 
     def compute(self, pic) -> np.ndarray:
-        A = self.conv_input(pic)
+        A = self._layer_source(pic)
         Z = self._depthwise(A) if self.channels == "each" else self._summed(A)
         if self.combine is not None:
             n = A.shape[3] if self.channels == "each" else 1
