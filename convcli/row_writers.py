@@ -31,6 +31,10 @@ last row or column is averaged with itself, so a level of odd size n has
 ceil(n / 2). Levels are made until one fits in a tile. They are accumulated
 while the rows arrive, in temporary files beside the output, and written
 after the full-resolution image; the temporaries are removed at the end.
+The full-size rows wait for their row of tiles in memory, or, where a band
+of 256 rows is wider than :data:`convcli.spill.SPILL_BYTES`, in such files
+too (:class:`RowBands`): tiles are made a column piece at a time, so that the
+memory held does not grow with the image's width.
 Deflate is TIFF's compression code 8 ("Adobe deflate", the one libtiff,
 vips and every viewer read; code 32946 is the obsolete one), done by
 Python's zlib where imagecodecs is missing.
