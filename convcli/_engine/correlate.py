@@ -17,7 +17,10 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   reused buffer, its X built, multiplied in chunks that BLAS runs on the
   calling thread, and its outputs written straight into the result. For
   stride s > 1 the buffer stores rows by phase (row index mod s), so that
-  a kernel row reads equally spaced rows again.
+  a kernel row reads equally spaced rows again. The forward pass copies
+  several row tiles of one image at once (fewer, longer copies) and
+  multiplies and checks them row tile by row tile: a row's value depends
+  on its row tile only, however many are copied together.
 - Outputs past the right or bottom edge of each image are computed and
   dropped (a few percent of the work).
 
@@ -34,6 +37,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import tiles as _tiles
 from .tiles import (
     RowTiles,
     blas_on_calling_thread,
@@ -52,6 +56,10 @@ MIN_CHUNK = 128
 # Values of X per row tile (2 MB in float32): a tile stays in cache while it
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
+# Values of X per tile of the forward pass: several row tiles of one image are
+# staged and copied into X at once (fewer, larger copies, a fixed cost fewer
+# per tile), then multiplied row tile by row tile, so with the same matmuls.
+MERGED_VALUES = 1 << 20
 
 
 def tile_rows_fit(values_per_row: int) -> int:
@@ -130,16 +138,48 @@ class _Plan:
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
         self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
         self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
-        self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
-        self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
+        self.max_chunks = ceil_div(self.tiles.images * (self.tiles.rows + self.extra) * self.nbw,
+                                   self.chunk)  # the matmuls of one row tile
+        self.merge = self._merge()
         # BLAS multiply-adds, about a sixteenth of a numpy pass each (tiles.WORK_PER_THREAD).
         self.cost = m * self.n_H * self.nbw * self.K * self.N / 16
 
-    def buffers(self, dtype):
-        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
-        C = self.shape[3]
-        staged = np.zeros((self.s, self.tile_rows + self.extra, self.row_px * C), dtype)
-        return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
+    def _merge(self) -> int:
+        """Row tiles of one image in a forward tile: up to MERGED_VALUES of X; 1 for whole images.
+
+        At least four merged tiles a thread are left, so that the threads share
+        the work evenly.
+        """
+        tiles = self.tiles
+        if tiles.rows == self.n_H:  # whole images (or one row tile an image)
+            return 1
+        per_image = ceil_div(self.n_H, tiles.rows)
+        fit = MERGED_VALUES // (tiles.rows * self.nbw * self.K)
+        return max(1, min(fit, tiles.m * per_image // (4 * _tiles.THREADS)))
+
+    def merged_tiles(self):
+        """``(tile, groups)``: the forward's tiles and the row tiles (of :attr:`tiles`) in each."""
+        if self.merge == 1:
+            for tile in self.tiles:
+                yield tile, [tile]
+            return
+        rows, step = self.tiles.rows, self.tiles.rows * self.merge
+        for i in range(self.tiles.m):
+            for h0 in range(0, self.n_H, step):
+                h1 = min(self.n_H, h0 + step)
+                yield (i, i + 1, h0, h1), [(i, i + 1, g, min(h1, g + rows))
+                                           for g in range(h0, h1, rows)]
+
+    def buffers(self, dtype, merged=True):
+        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
+
+        For a merged tile of the forward pass, else for one row tile.
+        """
+        C, merge = self.shape[3], self.merge if merged else 1
+        tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
+        staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
+        x_rows = (merge - 1) * self.tiles.rows * self.nbw + self.max_chunks * self.chunk
+        return staged, np.zeros((x_rows, self.K), dtype)
 
     def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
         """Copy the padded input of a tile into `staged`, build X; return its row count."""
@@ -180,6 +220,23 @@ class _Plan:
         """
         i0, i1, _, _ = tile
         return i1 - i0 == 1 and self.nbw * self.B == self.n_W
+
+    def multiply(self, X, T, Y, out, tile):
+        """``out`` (a row tile of Z) from its rows of X, in matmuls of `chunk` rows; returns them.
+
+        Straight into Z where :meth:`laid_out_as_Z`, else through the scratch Y.
+        """
+        i0, i1, h0, h1 = tile
+        nq = ((i1 - i0 - 1) * (h1 - h0 + self.extra) + h1 - h0) * self.nbw
+        with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
+            if self.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
+                y = out.reshape(nq, self.N)
+                _chunked_matmul(X, T, nq, self.chunk, y, Y)
+                return y
+            n = ceil_div(nq, self.chunk)
+            np.matmul(X[: n * self.chunk].reshape(n, self.chunk, -1), T, out=Y[:n])
+            out[...] = self.outputs(Y.reshape(-1, self.N), *tile)
+        return Y.reshape(-1, self.N)[:nq]
 
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
@@ -265,29 +322,23 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
         staged, X = plan.buffers(dtype)
         return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
 
-    def work(state, tile):
+    def work(state, merged):
         staged, X, Y = state
-        nq = plan.fill(staged, X, A, *tile)
-        i0, i1, h0, h1 = tile
-        out = Z[i0:i1, h0:h1]
-        with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
-            if plan.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
-                y = out.reshape(nq, plan.N)
-                _chunked_matmul(X, T, nq, plan.chunk, y, Y)
-            else:
-                n = ceil_div(nq, plan.chunk)
-                np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
-                out[...] = plan.outputs(Y.reshape(-1, plan.N), *tile)
-                y = Y.reshape(-1, plan.N)[:nq]
-        if not _finite(y):
-            if not partial:
-                raise _NotFinite
-            not_finite.append(tile)
-        if bias is not None:
-            np.add(out, bias, out=out)
+        tile, groups = merged
+        plan.fill(staged, X, A, *tile)
+        for group in groups:  # row tiles: the matmuls and checks of each, as if alone
+            out = Z[group[0] : group[1], group[2] : group[3]]
+            offset = (group[2] - tile[2]) * plan.nbw  # its first row of X
+            y = plan.multiply(X[offset:], T, Y, out, group)
+            if not _finite(y):
+                if not partial:
+                    raise _NotFinite
+                not_finite.append(group)
+            if bias is not None:
+                np.add(out, bias, out=out)
 
     try:
-        run_tiles(plan.tiles, work, new_state, cost=plan.cost)
+        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z
@@ -324,7 +375,7 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
         return np.zeros((f_h, f_w, C, n_C), dtype)
 
     def new_state():
-        staged, X = plan.buffers(dtype)
+        staged, X = plan.buffers(dtype, merged=False)
         # Outputs past the edges stay zero, so they add nothing to dW.
         Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
         part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
