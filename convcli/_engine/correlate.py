@@ -257,28 +257,33 @@ class _Plan:
 def _finite(x) -> bool:
     """Whether every value of `x` is finite.
 
-    Sums carry NaN and inf, and BLAS takes the sums of a large contiguous
-    array's runs of ``FINITE_RUN`` values about twice as fast as min and max;
-    only when a sum is not finite (which finite values near the dtype's
-    largest can also make), or x is small or not contiguous, do min and max,
-    which cannot overflow, decide.
+    Sums carry NaN and inf: BLAS takes the sums of a large contiguous array's
+    runs of ``FINITE_RUN`` values about twice as fast as min and max, and
+    numpy's sum of a smaller one (W3's row tiles of 24,576 values) a third
+    faster. Only when a sum is not finite (which finite values near the
+    dtype's largest can also make) do min and max, which cannot overflow,
+    decide.
     """
-    if x.dtype in (np.float32, np.float64) and x.size >= FINITE_SUMMED and x.flags.c_contiguous:
-        flat = x.reshape(-1)
-        ones = _ones(x.dtype)
-        head = flat.size - flat.size % FINITE_RUN
-        # One thread: a BLAS thread of its own stalls when the other cores are busy.
-        with blas_on_calling_thread(), np.errstate(over="ignore", invalid="ignore"):
-            total = flat[head:] @ ones[: flat.size - head]
-            if head:
-                total += np.add.reduce(flat[:head].reshape(-1, FINITE_RUN) @ ones)
+    if x.dtype in (np.float32, np.float64):
+        with np.errstate(over="ignore", invalid="ignore"):
+            if x.size >= FINITE_SUMMED and x.flags.c_contiguous:
+                flat = x.reshape(-1)
+                ones = _ones(x.dtype)
+                head = flat.size - flat.size % FINITE_RUN
+                # One thread: a BLAS thread of its own stalls when the other cores are busy.
+                with blas_on_calling_thread():
+                    total = flat[head:] @ ones[: flat.size - head]
+                    if head:
+                        total += np.add.reduce(flat[:head].reshape(-1, FINITE_RUN) @ ones)
+            else:
+                total = np.add.reduce(x, axis=None)
         if math.isfinite(total):
             return True
     return bool(np.isfinite(np.min(x)) and np.isfinite(np.max(x)))
 
 
 FINITE_RUN = 4096
-# Smaller arrays go to min and max, which cost no more there than setting up the sums.
+# Smaller or strided arrays: numpy's sum (setting up BLAS's costs more there).
 FINITE_SUMMED = 1 << 16
 
 
