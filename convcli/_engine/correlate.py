@@ -181,8 +181,12 @@ class _Plan:
         x_rows = (merge - 1) * self.tiles.rows * self.nbw + self.max_chunks * self.chunk
         return staged, np.zeros((x_rows, self.K), dtype)
 
-    def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
-        """Copy the padded input of a tile into `staged`, build X; return its row count."""
+    def fill(self, staged, X, A, i0, i1, h0, h1, views=None) -> int:
+        """Copy the padded input of a tile into `staged`, build X; return its row count.
+
+        `views`, a dict kept with the buffers, keeps the record views of X's
+        copies from tile to tile (the same for every tile of the same rows).
+        """
         _, H, W, C = self.shape
         s, nbw, top, left = self.s, self.nbw, self.top, self.left
         k, n_rows = i1 - i0, h1 - h0 + self.extra
@@ -202,15 +206,27 @@ class _Plan:
         # X: row (t, b) holds, for each kernel row di, the `span` pixels of
         # block b in staged row t + di // s of phase di % s.
         n_out = (k - 1) * n_rows + h1 - h0  # output rows (with dropped ones)
-        size = self.itemsize
+        copies = None if views is None else views.get(n_out)
+        if copies is None:
+            copies = self._x_copies(staged, X, n_out)
+            if views is not None:
+                views[n_out] = copies
+        for dst, src in copies:
+            dst[...] = src
+        return n_out * nbw
+
+    def _x_copies(self, staged, X, n_out):
+        """``(X's records, staged's records)`` for each kernel row, `n_out` output rows."""
+        C, s, nbw, size = self.shape[3], self.s, self.nbw, self.itemsize
         run = self.span * C * size
         row_bytes, block_bytes = staged.strides[1], self.B * s * C * size
+        copies = []
         for di in range(self.kernel[0]):
             offset = (di % s) * staged.strides[0] + (di // s) * row_bytes
             src = _records(staged, offset, (n_out, nbw), (row_bytes, block_bytes), run)
             dst = _records(X, di * run, (n_out, nbw), (nbw * X.strides[0], X.strides[0]), run)
-            dst[...] = src
-        return n_out * nbw
+            copies.append((dst, src))
+        return copies
 
     def laid_out_as_Z(self, tile) -> bool:
         """Whether a tile's block results, row after row, are its rows of Z as they lie.
@@ -325,12 +341,12 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
 
     def new_state():
         staged, X = plan.buffers(dtype)
-        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
+        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype), {}
 
     def work(state, merged):
-        staged, X, Y = state
+        staged, X, Y, views = state
         tile, groups = merged
-        plan.fill(staged, X, A, *tile)
+        plan.fill(staged, X, A, *tile, views=views)
         for group in groups:  # row tiles: the matmuls and checks of each, as if alone
             out = Z[group[0] : group[1], group[2] : group[3]]
             offset = (group[2] - tile[2]) * plan.nbw  # its first row of X
