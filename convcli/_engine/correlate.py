@@ -17,10 +17,11 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   reused buffer, its X built, multiplied in chunks that BLAS runs on the
   calling thread, and its outputs written straight into the result. For
   stride s > 1 the buffer stores rows by phase (row index mod s), so that
-  a kernel row reads equally spaced rows again. The forward pass copies
-  several row tiles of one image at once (fewer, longer copies) and
-  multiplies and checks them row tile by row tile: a row's value depends
-  on its row tile only, however many are copied together.
+  a kernel row reads equally spaced rows again. With stride s > 1 the
+  forward pass stages several row tiles of one image at once (fewer,
+  longer copies) and builds X, multiplies and checks them row tile by row
+  tile: a row's value depends on its row tile only, however many are
+  staged together.
 - Outputs past the right or bottom edge of each image are computed and
   dropped (a few percent of the work).
 
@@ -56,9 +57,10 @@ MIN_CHUNK = 128
 # Values of X per row tile (2 MB in float32): a tile stays in cache while it
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
-# Values of X per tile of the forward pass: several row tiles of one image are
-# staged and copied into X at once (fewer, larger copies, a fixed cost fewer
-# per tile), then multiplied row tile by row tile, so with the same matmuls.
+# Values of X in the row tiles of one image that the forward pass stages at
+# once, for strides above 1 (fewer, longer copies, a fixed cost fewer per
+# tile); X is then built, multiplied and checked row tile by row tile, so with
+# the same matmuls.
 MERGED_VALUES = 1 << 20
 
 
@@ -148,10 +150,12 @@ class _Plan:
         """Row tiles of one image in a forward tile: up to MERGED_VALUES of X; 1 for whole images.
 
         At least four merged tiles a thread are left, so that the threads share
-        the work evenly.
+        the work evenly. Only for strides above 1, whose rows are staged phase
+        by phase: with stride 1 merging saved about 1% (W1, one thread) and
+        would take more memory.
         """
         tiles = self.tiles
-        if tiles.rows == self.n_H:  # whole images (or one row tile an image)
+        if tiles.rows == self.n_H or self.s == 1:  # whole images, or stride 1
             return 1
         per_image = ceil_div(self.n_H, tiles.rows)
         fit = MERGED_VALUES // (tiles.rows * self.nbw * self.K)
@@ -171,24 +175,22 @@ class _Plan:
                                            for g in range(h0, h1, rows)]
 
     def buffers(self, dtype, merged=True):
-        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
-
-        For a merged tile of the forward pass, else for one row tile.
-        """
+        """Zeroed staging rows (s, rows + extra, row_px*C), for a merged tile of the forward
+        pass (else for one row tile), and X (blocks, K) for one row tile."""
         C, merge = self.shape[3], self.merge if merged else 1
         tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
         staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
-        x_rows = (merge - 1) * self.tiles.rows * self.nbw + self.max_chunks * self.chunk
-        return staged, np.zeros((x_rows, self.K), dtype)
+        return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
 
-    def fill(self, staged, X, A, i0, i1, h0, h1, views=None) -> int:
-        """Copy the padded input of a tile into `staged`, build X; return its row count.
+    def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
+        """Copy the padded input of a tile into `staged`, build X; return its row count."""
+        self.stage(staged, A, i0, i1, h0, h1)
+        return self.build(staged, X, i1 - i0, h1 - h0)
 
-        `views`, a dict kept with the buffers, keeps the record views of X's
-        copies from tile to tile (the same for every tile of the same rows).
-        """
+    def stage(self, staged, A, i0, i1, h0, h1) -> None:
+        """Copy the padded input rows of a (merged) tile into `staged`, by phase."""
         _, H, W, C = self.shape
-        s, nbw, top, left = self.s, self.nbw, self.top, self.left
+        s, top, left = self.s, self.top, self.left
         k, n_rows = i1 - i0, h1 - h0 + self.extra
         W_in = max(0, min(W, self.row_px - left))  # image columns any block reads
         rows = staged[:, : k * n_rows].reshape(s, k, n_rows, self.row_px, C)
@@ -203,26 +205,33 @@ class _Plan:
                 y0 = s * (h0 + r_lo) + ph - top
                 src = A[i0:i1, y0 : y0 + s * (r_hi - r_lo - 1) + 1 : s, :W_in]
                 dst[:, r_lo:r_hi, left : left + W_in] = src
-        # X: row (t, b) holds, for each kernel row di, the `span` pixels of
-        # block b in staged row t + di // s of phase di % s.
-        n_out = (k - 1) * n_rows + h1 - h0  # output rows (with dropped ones)
-        copies = None if views is None else views.get(n_out)
+
+    def build(self, staged, X, k, rows, first=0, views=None) -> int:
+        """Build X for k images of `rows` output rows from `staged`'s rows `first` on.
+
+        X's row (t, b) holds, for each kernel row di, the `span` pixels of
+        block b in staged row first + t + di // s of phase di % s. Returns
+        X's row count. `views`, a dict kept with the buffers, keeps the
+        record views of the copies from tile to tile.
+        """
+        n_out = (k - 1) * (rows + self.extra) + rows  # output rows (with dropped ones)
+        copies = None if views is None else views.get((n_out, first))
         if copies is None:
-            copies = self._x_copies(staged, X, n_out)
+            copies = self._x_copies(staged, X, n_out, first)
             if views is not None:
-                views[n_out] = copies
+                views[n_out, first] = copies
         for dst, src in copies:
             dst[...] = src
-        return n_out * nbw
+        return n_out * self.nbw
 
-    def _x_copies(self, staged, X, n_out):
+    def _x_copies(self, staged, X, n_out, first):
         """``(X's records, staged's records)`` for each kernel row, `n_out` output rows."""
         C, s, nbw, size = self.shape[3], self.s, self.nbw, self.itemsize
         run = self.span * C * size
         row_bytes, block_bytes = staged.strides[1], self.B * s * C * size
         copies = []
         for di in range(self.kernel[0]):
-            offset = (di % s) * staged.strides[0] + (di // s) * row_bytes
+            offset = (di % s) * staged.strides[0] + (first + di // s) * row_bytes
             src = _records(staged, offset, (n_out, nbw), (row_bytes, block_bytes), run)
             dst = _records(X, di * run, (n_out, nbw), (nbw * X.strides[0], X.strides[0]), run)
             copies.append((dst, src))
@@ -346,11 +355,12 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
     def work(state, merged):
         staged, X, Y, views = state
         tile, groups = merged
-        plan.fill(staged, X, A, *tile, views=views)
-        for group in groups:  # row tiles: the matmuls and checks of each, as if alone
-            out = Z[group[0] : group[1], group[2] : group[3]]
-            offset = (group[2] - tile[2]) * plan.nbw  # its first row of X
-            y = plan.multiply(X[offset:], T, Y, out, group)
+        plan.stage(staged, A, *tile)
+        for group in groups:  # row tiles: X, the matmuls and checks of each, as if alone
+            i0, i1, h0, h1 = group
+            out = Z[i0:i1, h0:h1]
+            plan.build(staged, X, i1 - i0, h1 - h0, h0 - tile[2], views)
+            y = plan.multiply(X, T, Y, out, group)
             if not _finite(y):
                 if not partial:
                     raise _NotFinite
