@@ -175,8 +175,11 @@ class _Plan:
                                            for g in range(h0, h1, rows)]
 
     def buffers(self, dtype, merged=True):
-        """Zeroed staging rows (s, rows + extra, row_px*C), for a merged tile of the forward
-        pass (else for one row tile), and X (blocks, K) for one row tile."""
+        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
+
+        The staging rows hold a merged tile of the forward pass (`merged`),
+        else one row tile; X holds one row tile.
+        """
         C, merge = self.shape[3], self.merge if merged else 1
         tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
         staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
@@ -284,8 +287,8 @@ def _finite(x) -> bool:
 
     Sums carry NaN and inf: BLAS takes the sums of a large contiguous array's
     runs of ``FINITE_RUN`` values about twice as fast as min and max, and
-    numpy's sum of a smaller one (W3's row tiles of 24,576 values) a third
-    faster. Only when a sum is not finite (which finite values near the
+    numpy's sum of a smaller one (W3's row tiles of 24,576 values) a fifth to a
+    third faster. Only when a sum is not finite (which finite values near the
     dtype's largest can also make) do min and max, which cannot overflow,
     decide.
     """
