@@ -358,3 +358,68 @@ def test_small_calls_stay_on_the_calling_thread(monkeypatch):
     monkeypatch.setattr(tiles, "WORK_PER_THREAD", 1)
     Z, _ = depthwise_conv_forward(A, W, b, hp)
     assert handed and np.array_equal(Z, depthwise_conv_forward(A, W, b, hp)[0])
+
+
+# --- merged forward tiles ----------------------------------------------------------------------
+
+
+def plan_dtype():
+    return np.dtype(np.float32)
+
+
+def _forward(A, W, b, hparameters, merged_values, threads, monkeypatch):
+    """conv_forward on row tiles of 2 output rows (4 blocks, K at most 210) and `merged_values`."""
+    monkeypatch.setattr(correlate_engine, "TILE_VALUES", 2 * 4 * 210)
+    monkeypatch.setattr(correlate_engine, "MERGED_VALUES", merged_values)
+    monkeypatch.setattr(correlate_engine, "MIN_CHUNK", 5)  # chunks that cross output rows
+    monkeypatch.setattr(correlate_engine, "MATMUL_WORK", 1)
+    monkeypatch.setattr(tiles, "THREADS", threads)
+    monkeypatch.setattr(tiles, "WORK_PER_THREAD", 1e-9)
+    return conv_forward(A, W, b, hparameters)[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stride, width", [(2, 31), (2, 29), (3, 46), (3, 44)])
+def test_merged_forward_tiles_give_the_row_tiles_values_bit_for_bit(
+    stride, width, threads, monkeypatch
+):
+    # With a stride above 1, several row tiles of one image are staged at once, and
+    # X built and multiplied row tile by row tile: the same matmuls, so the same
+    # values to the last bit, with results laid out as Z (n_W a multiple of the
+    # block width 4) and not.
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((2, 150, width, 3)).astype(np.float32)
+    W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, 3)).astype(np.float32)
+    hparameters = {"stride": stride, "pad": 2}
+    alone = _forward(A, W, b, hparameters, 1, threads, monkeypatch)  # a row tile at a time
+    merged = _forward(A, W, b, hparameters, 10**6, threads, monkeypatch)
+    shape, n_C = A.shape, W.shape[3]
+    plan = correlate_engine._Plan(shape, (5, 5), stride, (2,) * 4, n_C, plan_dtype())
+    assert plan.tiles.images == 1 and plan.merge > 1
+    assert correlate_engine._Plan(shape, (5, 5), 1, (2,) * 4, n_C, plan_dtype()).merge == 1
+    assert np.array_equal(merged, alone)
+    assert_matches(merged, conv_forward_windows(A, W, b, hparameters), np.float32)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(monkeypatch):
+    # The finiteness check runs per row tile inside a merged tile: only the row
+    # tile that met the NaN takes the plain path, as when it runs alone.
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((1, 120, 31, 3)).astype(np.float32)
+    A[0, 50, 7, 1] = np.nan  # in the windows of output rows 24 to 26
+    W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    b = np.zeros((1, 1, 1, 3), np.float32)
+    hparameters = {"stride": 2, "pad": 2}
+    alone = _forward(A, W, b, hparameters, 1, 1, monkeypatch)
+    merged = _forward(A, W, b, hparameters, 10**6, 1, monkeypatch)
+    assert np.array_equal(merged, alone, equal_nan=True)
+    want = conv_forward_loop(A.astype(np.float64), W, b, hparameters)
+    np.testing.assert_array_equal(np.isnan(merged), np.isnan(want))
+    Wd = W.astype(np.float32)
+    _, tiles_out = correlate_engine.correlate(A, Wd, 2, (2,) * 4, plan_dtype(), partial=True)
+    plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, plan_dtype())
+    assert plan.merge > 1
+    assert tiles_out and all(h1 - h0 <= plan.tiles.rows for _, _, h0, h1 in tiles_out)
+    assert {h for _, _, h0, h1 in tiles_out for h in range(h0, h1)} >= set(range(24, 27))

@@ -17,7 +17,11 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   reused buffer, its X built, multiplied in chunks that BLAS runs on the
   calling thread, and its outputs written straight into the result. For
   stride s > 1 the buffer stores rows by phase (row index mod s), so that
-  a kernel row reads equally spaced rows again.
+  a kernel row reads equally spaced rows again. With stride s > 1 the
+  forward pass stages several row tiles of one image at once (fewer,
+  longer copies) and builds X, multiplies and checks them row tile by row
+  tile: a row's value depends on its row tile only, however many are
+  staged together.
 - Outputs past the right or bottom edge of each image are computed and
   dropped (a few percent of the work).
 
@@ -34,6 +38,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import tiles as _tiles
 from .tiles import (
     RowTiles,
     blas_on_calling_thread,
@@ -52,6 +57,11 @@ MIN_CHUNK = 128
 # Values of X per row tile (2 MB in float32): a tile stays in cache while it
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
+# Values of X in the row tiles of one image that the forward pass stages at
+# once, for strides above 1 (fewer, longer copies, a fixed cost fewer per
+# tile); X is then built, multiplied and checked row tile by row tile, so with
+# the same matmuls.
+MERGED_VALUES = 1 << 20
 
 
 def tile_rows_fit(values_per_row: int) -> int:
@@ -130,21 +140,60 @@ class _Plan:
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
         self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
         self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
-        self.tile_rows = self.tiles.images * (self.tiles.rows + self.extra)  # staged, per phase
-        self.max_chunks = ceil_div(self.tile_rows * self.nbw, self.chunk)
+        self.max_chunks = ceil_div(self.tiles.images * (self.tiles.rows + self.extra) * self.nbw,
+                                   self.chunk)  # the matmuls of one row tile
+        self.merge = self._merge()
         # BLAS multiply-adds, about a sixteenth of a numpy pass each (tiles.WORK_PER_THREAD).
         self.cost = m * self.n_H * self.nbw * self.K * self.N / 16
 
-    def buffers(self, dtype):
-        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K)."""
-        C = self.shape[3]
-        staged = np.zeros((self.s, self.tile_rows + self.extra, self.row_px * C), dtype)
+    def _merge(self) -> int:
+        """Row tiles of one image in a forward tile: up to MERGED_VALUES of X; 1 for whole images.
+
+        At least four merged tiles a thread are left, so that the threads share
+        the work evenly. Only for strides above 1, whose rows are staged phase
+        by phase: with stride 1 merging saved about 1% (W1, one thread) and
+        would take more memory.
+        """
+        tiles = self.tiles
+        if tiles.rows == self.n_H or self.s == 1:  # whole images, or stride 1
+            return 1
+        per_image = ceil_div(self.n_H, tiles.rows)
+        fit = MERGED_VALUES // (tiles.rows * self.nbw * self.K)
+        return max(1, min(fit, tiles.m * per_image // (4 * _tiles.THREADS)))
+
+    def merged_tiles(self):
+        """``(tile, groups)``: the forward's tiles and the row tiles (of :attr:`tiles`) in each."""
+        if self.merge == 1:
+            for tile in self.tiles:
+                yield tile, [tile]
+            return
+        rows, step = self.tiles.rows, self.tiles.rows * self.merge
+        for i in range(self.tiles.m):
+            for h0 in range(0, self.n_H, step):
+                h1 = min(self.n_H, h0 + step)
+                yield (i, i + 1, h0, h1), [(i, i + 1, g, min(h1, g + rows))
+                                           for g in range(h0, h1, rows)]
+
+    def buffers(self, dtype, merged=True):
+        """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
+
+        The staging rows hold a merged tile of the forward pass (`merged`),
+        else one row tile; X holds one row tile.
+        """
+        C, merge = self.shape[3], self.merge if merged else 1
+        tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
+        staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
         return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
 
     def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
         """Copy the padded input of a tile into `staged`, build X; return its row count."""
+        self.stage(staged, A, i0, i1, h0, h1)
+        return self.build(staged, X, i1 - i0, h1 - h0)
+
+    def stage(self, staged, A, i0, i1, h0, h1) -> None:
+        """Copy the padded input rows of a (merged) tile into `staged`, by phase."""
         _, H, W, C = self.shape
-        s, nbw, top, left = self.s, self.nbw, self.top, self.left
+        s, top, left = self.s, self.top, self.left
         k, n_rows = i1 - i0, h1 - h0 + self.extra
         W_in = max(0, min(W, self.row_px - left))  # image columns any block reads
         rows = staged[:, : k * n_rows].reshape(s, k, n_rows, self.row_px, C)
@@ -159,18 +208,37 @@ class _Plan:
                 y0 = s * (h0 + r_lo) + ph - top
                 src = A[i0:i1, y0 : y0 + s * (r_hi - r_lo - 1) + 1 : s, :W_in]
                 dst[:, r_lo:r_hi, left : left + W_in] = src
-        # X: row (t, b) holds, for each kernel row di, the `span` pixels of
-        # block b in staged row t + di // s of phase di % s.
-        n_out = (k - 1) * n_rows + h1 - h0  # output rows (with dropped ones)
-        size = self.itemsize
+
+    def build(self, staged, X, k, rows, first=0, views=None) -> int:
+        """Build X for k images of `rows` output rows from `staged`'s rows `first` on.
+
+        X's row (t, b) holds, for each kernel row di, the `span` pixels of
+        block b in staged row first + t + di // s of phase di % s. Returns
+        X's row count. `views`, a dict kept with the buffers, keeps the
+        record views of the copies from tile to tile.
+        """
+        n_out = (k - 1) * (rows + self.extra) + rows  # output rows (with dropped ones)
+        copies = None if views is None else views.get((n_out, first))
+        if copies is None:
+            copies = self._x_copies(staged, X, n_out, first)
+            if views is not None:
+                views[n_out, first] = copies
+        for dst, src in copies:
+            dst[...] = src
+        return n_out * self.nbw
+
+    def _x_copies(self, staged, X, n_out, first):
+        """``(X's records, staged's records)`` for each kernel row, `n_out` output rows."""
+        C, s, nbw, size = self.shape[3], self.s, self.nbw, self.itemsize
         run = self.span * C * size
         row_bytes, block_bytes = staged.strides[1], self.B * s * C * size
+        copies = []
         for di in range(self.kernel[0]):
-            offset = (di % s) * staged.strides[0] + (di // s) * row_bytes
+            offset = (di % s) * staged.strides[0] + (first + di // s) * row_bytes
             src = _records(staged, offset, (n_out, nbw), (row_bytes, block_bytes), run)
             dst = _records(X, di * run, (n_out, nbw), (nbw * X.strides[0], X.strides[0]), run)
-            dst[...] = src
-        return n_out * nbw
+            copies.append((dst, src))
+        return copies
 
     def laid_out_as_Z(self, tile) -> bool:
         """Whether a tile's block results, row after row, are its rows of Z as they lie.
@@ -180,6 +248,23 @@ class _Plan:
         """
         i0, i1, _, _ = tile
         return i1 - i0 == 1 and self.nbw * self.B == self.n_W
+
+    def multiply(self, X, T, Y, out, tile):
+        """``out`` (a row tile of Z) from its rows of X, in matmuls of `chunk` rows; returns them.
+
+        Straight into Z where :meth:`laid_out_as_Z`, else through the scratch Y.
+        """
+        i0, i1, h0, h1 = tile
+        nq = ((i1 - i0 - 1) * (h1 - h0 + self.extra) + h1 - h0) * self.nbw
+        with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
+            if self.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
+                y = out.reshape(nq, self.N)
+                _chunked_matmul(X, T, nq, self.chunk, y, Y)
+                return y
+            n = ceil_div(nq, self.chunk)
+            np.matmul(X[: n * self.chunk].reshape(n, self.chunk, -1), T, out=Y[:n])
+            out[...] = self.outputs(Y.reshape(-1, self.N), *tile)
+        return Y.reshape(-1, self.N)[:nq]
 
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
@@ -200,28 +285,33 @@ class _Plan:
 def _finite(x) -> bool:
     """Whether every value of `x` is finite.
 
-    Sums carry NaN and inf, and BLAS takes the sums of a large contiguous
-    array's runs of ``FINITE_RUN`` values about twice as fast as min and max;
-    only when a sum is not finite (which finite values near the dtype's
-    largest can also make), or x is small or not contiguous, do min and max,
-    which cannot overflow, decide.
+    Sums carry NaN and inf: BLAS takes the sums of a large contiguous array's
+    runs of ``FINITE_RUN`` values about twice as fast as min and max, and
+    numpy's sum of a smaller one (W3's row tiles of 24,576 values) a fifth to a
+    third faster. Only when a sum is not finite (which finite values near the
+    dtype's largest can also make) do min and max, which cannot overflow,
+    decide.
     """
-    if x.dtype in (np.float32, np.float64) and x.size >= FINITE_SUMMED and x.flags.c_contiguous:
-        flat = x.reshape(-1)
-        ones = _ones(x.dtype)
-        head = flat.size - flat.size % FINITE_RUN
-        # One thread: a BLAS thread of its own stalls when the other cores are busy.
-        with blas_on_calling_thread(), np.errstate(over="ignore", invalid="ignore"):
-            total = flat[head:] @ ones[: flat.size - head]
-            if head:
-                total += np.add.reduce(flat[:head].reshape(-1, FINITE_RUN) @ ones)
+    if x.dtype in (np.float32, np.float64):
+        with np.errstate(over="ignore", invalid="ignore"):
+            if x.size >= FINITE_SUMMED and x.flags.c_contiguous:
+                flat = x.reshape(-1)
+                ones = _ones(x.dtype)
+                head = flat.size - flat.size % FINITE_RUN
+                # One thread: a BLAS thread of its own stalls when the other cores are busy.
+                with blas_on_calling_thread():
+                    total = flat[head:] @ ones[: flat.size - head]
+                    if head:
+                        total += np.add.reduce(flat[:head].reshape(-1, FINITE_RUN) @ ones)
+            else:
+                total = np.add.reduce(x, axis=None)
         if math.isfinite(total):
             return True
     return bool(np.isfinite(np.min(x)) and np.isfinite(np.max(x)))
 
 
 FINITE_RUN = 4096
-# Smaller arrays go to min and max, which cost no more there than setting up the sums.
+# Smaller or strided arrays: numpy's sum (setting up BLAS's costs more there).
 FINITE_SUMMED = 1 << 16
 
 
@@ -263,31 +353,26 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
 
     def new_state():
         staged, X = plan.buffers(dtype)
-        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype)
+        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype), {}
 
-    def work(state, tile):
-        staged, X, Y = state
-        nq = plan.fill(staged, X, A, *tile)
-        i0, i1, h0, h1 = tile
-        out = Z[i0:i1, h0:h1]
-        with np.errstate(invalid="ignore", over="ignore"):  # caught by the check below
-            if plan.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
-                y = out.reshape(nq, plan.N)
-                _chunked_matmul(X, T, nq, plan.chunk, y, Y)
-            else:
-                n = ceil_div(nq, plan.chunk)
-                np.matmul(X[: n * plan.chunk].reshape(n, plan.chunk, -1), T, out=Y[:n])
-                out[...] = plan.outputs(Y.reshape(-1, plan.N), *tile)
-                y = Y.reshape(-1, plan.N)[:nq]
-        if not _finite(y):
-            if not partial:
-                raise _NotFinite
-            not_finite.append(tile)
-        if bias is not None:
-            np.add(out, bias, out=out)
+    def work(state, merged):
+        staged, X, Y, views = state
+        tile, groups = merged
+        plan.stage(staged, A, *tile)
+        for group in groups:  # row tiles: X, the matmuls and checks of each, as if alone
+            i0, i1, h0, h1 = group
+            out = Z[i0:i1, h0:h1]
+            plan.build(staged, X, i1 - i0, h1 - h0, h0 - tile[2], views)
+            y = plan.multiply(X, T, Y, out, group)
+            if not _finite(y):
+                if not partial:
+                    raise _NotFinite
+                not_finite.append(group)
+            if bias is not None:
+                np.add(out, bias, out=out)
 
     try:
-        run_tiles(plan.tiles, work, new_state, cost=plan.cost)
+        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z
@@ -324,7 +409,7 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
         return np.zeros((f_h, f_w, C, n_C), dtype)
 
     def new_state():
-        staged, X = plan.buffers(dtype)
+        staged, X = plan.buffers(dtype, merged=False)
         # Outputs past the edges stay zero, so they add nothing to dW.
         Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
         part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
