@@ -64,7 +64,7 @@ import tifffile
 from .choices import DEFAULT_MAX_PIXELS
 from .images import ImageError
 from .png import fast_codecs_allowed
-from .spill import SegmentRows
+from .spill import SegmentRows, SpillError
 from .zarr_stores import StoreRegions, is_store_name, open_store_regions
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
@@ -457,7 +457,7 @@ def _decode_errors() -> Iterator[None]:
     """Turn tifffile's and the codecs' errors about bad data into one-line :class:`ImageError`."""
     try:
         yield
-    except (ImageError, FileNotFoundError, PermissionError, IsADirectoryError):
+    except (ImageError, SpillError, FileNotFoundError, PermissionError, IsADirectoryError):
         raise
     except (tifffile.TiffFileError, ValueError, OSError, EOFError, zlib.error, struct.error,
             NotImplementedError, RuntimeError) as exc:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -23,6 +25,10 @@ SPILL_BYTES = 4 << 20
 
 PIECE_BYTES = 2 << 20
 """About the bytes of one column piece of a :class:`BandFile` (at least one tile wide)."""
+
+
+class SpillError(OSError):
+    """A band could not be kept on disk (its folder full or not writable): one line says where."""
 
 
 def spills(rows: int, width: int, channels: int, dtype) -> bool:
@@ -72,7 +78,21 @@ class BandFile:
         step = max(1, piece_bytes // max(1, self.band_rows * pixel * tile)) * tile
         self.pieces = [(c0, min(width, c0 + step)) for c0 in range(0, width, step)]
         self._pixel = pixel
-        self._fh = tempfile.TemporaryFile(dir=folder, buffering=0)
+        self._folder = tempfile.gettempdir() if folder is None else os.fspath(folder)
+        with self._errors():
+            self._fh = tempfile.TemporaryFile(dir=folder, buffering=0)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """An OSError of the file as a :class:`SpillError` naming its folder."""
+        try:
+            yield
+        except SpillError:
+            raise
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise SpillError(f"cannot keep rows of {self.shape[1]} pixels on disk in "
+                             f"{self._folder}: {reason}") from None
 
     def _offset(self, index: int, r0: int) -> int:
         """The byte where row `r0` of piece `index` starts."""
@@ -94,10 +114,11 @@ class BandFile:
         if not values.size:
             return
         data = memoryview(values).cast("B")
-        self._fh.seek(self._offset(index, r0))
-        written = 0
-        while written < data.nbytes:  # a raw write may take fewer bytes than given
-            written += self._fh.write(data[written:])
+        with self._errors():
+            self._fh.seek(self._offset(index, r0))
+            written = 0
+            while written < data.nbytes:  # a raw write may take fewer bytes than given
+                written += self._fh.write(data[written:])
 
     def read_piece(self, index: int, r0: int, r1: int) -> np.ndarray:
         """Rows `r0` to `r1` - 1 of piece `index`, within one band: (r1 - r0, c1 - c0, channels)."""
@@ -106,13 +127,14 @@ class BandFile:
         if not out.size:
             return out
         view = memoryview(out).cast("B")
-        self._fh.seek(self._offset(index, r0))
-        done = 0
-        while done < view.nbytes:
-            got = self._fh.readinto(view[done:])
-            if not got:
-                raise OSError("a band kept on disk was cut short")
-            done += got
+        with self._errors():
+            self._fh.seek(self._offset(index, r0))
+            done = 0
+            while done < view.nbytes:
+                got = self._fh.readinto(view[done:])
+                if not got:
+                    raise OSError("the file was cut short")
+                done += got
         return out
 
     def write_rows(self, r0: int, values: np.ndarray) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import tracemalloc
 
 import numpy as np
@@ -230,3 +231,38 @@ def test_strips_through_band_files_write_the_whole_image_paths_bytes(tmp_path, c
             assert np.array_equal(tifffile.imread(strips), tifffile.imread(whole)), name
         elif not name.endswith(".jsonl"):
             assert strips.read_bytes() == whole.read_bytes(), name
+
+
+class _FullDisk:
+    """A file whose writes find no space left."""
+
+    def seek(self, offset):
+        return offset
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def close(self):
+        pass
+
+
+def test_a_band_that_cannot_be_kept_on_disk_is_an_error_naming_the_folder(tmp_path):
+    band = BandFile(4, 600, 1, np.uint8, folder=tmp_path)
+    band._fh.close()
+    band._fh = _FullDisk()
+    with pytest.raises(spill.SpillError, match=f"cannot keep rows of 600 pixels on disk in "
+                                               f"{tmp_path}: No space left on device"):
+        band.write_rows(0, np.zeros((4, 600, 1), np.uint8))
+
+
+def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatch):
+    from helpers import assert_one_line_error, run
+
+    _tiled_tiff(tmp_path / "in.tif", 300, 700)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", lambda **options: _FullDisk())
+    result = run("conv", "-k", "vertical", tmp_path / "in.tif", "-o", tmp_path / "out",
+                 "--memory", "4M", "-q")
+    assert_one_line_error(result, 1, "in.tif: cannot keep rows of 700 pixels on disk in ",
+                          "No space left on device")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
