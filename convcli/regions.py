@@ -274,10 +274,6 @@ def _tifffile_quiet() -> Iterator[None]:
         _QUIET.quiet.on = False
 
 
-KEPT_SEGMENT_ROWS = 2
-"""Rows of segments (tiles, or strips) a :class:`RegionSource` keeps decoded."""
-
-
 class RegionSource:
     """An open TIFF whose rows are read band by band (made by :func:`open_regions`).
 
@@ -313,7 +309,7 @@ class RegionSource:
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
-        self._kept = SegmentRows(KEPT_SEGMENT_ROWS)
+        self._kept = SegmentRows()
         self._lock = threading.Lock()
 
     @property

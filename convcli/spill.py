@@ -167,7 +167,8 @@ class SegmentRows:
     Parameters
     ----------
     kept : int
-        How many rows of segments are kept (the first decoded goes first).
+        How many rows of segments are kept (the first decoded goes first): two,
+        so that a band whose halo reaches back into the row above finds it.
     """
 
     def __init__(self, kept: int = 2):

@@ -184,7 +184,7 @@ class StoreRegions:
                            if size.get(a, 1) > 1)
         self._step = int(array.chunks[axes.index("y")])
         self._chunk_columns = int(array.chunks[axes.index("x")])
-        self._kept = SegmentRows(2)
+        self._kept = SegmentRows()
 
     @property
     def white(self) -> float:
