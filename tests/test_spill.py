@@ -266,3 +266,17 @@ def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatc
     assert_one_line_error(result, 1, "in.tif: cannot keep rows of 700 pixels on disk in ",
                           "No space left on device")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_bands_whose_halo_reaches_back_decode_each_row_of_tiles_once(tmp_path, monkeypatch):
+    from convcli.regions import RegionSource
+
+    _tiled_tiff(tmp_path / "in.tif", 3 * TILE, 700)
+    decoded = []
+    decode = RegionSource._decode_tiles
+    monkeypatch.setattr(RegionSource, "_decode_tiles", lambda self, k, c0, c1, out: (
+        decoded.append(k), decode(self, k, c0, c1, out)))
+    with open_regions(tmp_path / "in.tif") as source:
+        for top in range(0, 3 * TILE, 8):  # strips of 8 rows with a halo of one row each side
+            source.read_rows(max(0, top - 1), min(3 * TILE, top + 9))
+    assert decoded == [0, 1, 2]
