@@ -720,19 +720,24 @@ def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> 
     TIFF plus its reduced levels (a third more), twice over while they are
     also in temporary files. ``zarr``: the samples' and the reduced levels'
     bytes with Blosc's worst case (16 bytes a chunk) and a file's block each.
+    Both: and, where a band of :data:`TILE` rows is kept on disk while the rows
+    wait for their row of tiles (:class:`RowBands`), two bands a level.
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     samples = height * width * channels * dtype.itemsize
     if fmt == "npy":
         return samples + 128  # np.save's header for an (H, W, C) float32 array
+    bands = 0
+    if spills(TILE, width, channels, dtype):
+        bands = 2 * TILE * width * channels * dtype.itemsize * 4 // 3
     if fmt == "zarr":
         chunks = -(-height // TILE) * -(-width // TILE)
-        return samples + samples // 3 + 2 * chunks * (16 + 4096) + (1 << 16)
+        return samples + samples // 3 + 2 * chunks * (16 + 4096) + (1 << 16) + bands
     stored = samples + height * (1 + width // 16384) * 8 + (1 << 16)
     stored += stored // 100
     if fmt == "png":
         return stored
-    return stored + 2 * (stored // 3) + -(-height // TILE) * -(-width // TILE) * 16
+    return stored + 2 * (stored // 3) + -(-height // TILE) * -(-width // TILE) * 16 + bands
 
 
 def _in_units(count: int) -> str:

@@ -280,3 +280,13 @@ def test_bands_whose_halo_reaches_back_decode_each_row_of_tiles_once(tmp_path, m
         for top in range(0, 3 * TILE, 8):  # strips of 8 rows with a halo of one row each side
             source.read_rows(max(0, top - 1), min(3 * TILE, top + 9))
     assert decoded == [0, 1, 2]
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "zarr"])
+def test_the_disk_space_asked_for_counts_the_bands_kept_on_disk(fmt):
+    from convcli.row_writers import space_needed
+
+    narrow = space_needed(fmt, height=300, width=10000, channels=1, dtype=np.uint8)
+    wide = space_needed(fmt, height=30, width=100000, channels=1, dtype=np.uint8)
+    # The same pixels; the wide image's bands of 256 rows (25.6 MB each) go to disk.
+    assert wide - narrow >= 2 * TILE * 100000
