@@ -133,20 +133,26 @@ def pad_images(X, width, *, mode="constant", value=0):
     return _pad(X, _pad_widths(width), pad_mode(mode), value, f"width = {width!r}")
 
 
-def _pad(X, widths, mode, value, cause):
+def _pad(X, widths, mode, value, cause, dtype=None):
+    """`X` padded by `widths` into a new array of `dtype` (`X`'s by default).
+
+    The images are written once into their place, and :func:`fill_border`
+    fills the border from them. `cause` names the argument in errors.
+    """
     X = as_real_array(X, "X")
     check_ndim(X, "X", 4, _LAYOUT)
     top, bottom, left, right = widths
     m, n_H, n_W, n_C = X.shape
+    dtype = X.dtype if dtype is None else np.dtype(dtype)
     shape = (m, n_H + top + bottom, n_W + left + right, n_C)
-    check_result_size(shape, X.dtype, cause, "the padded input")
-    pad_width = ((0, 0), (top, bottom), (left, right), (0, 0))
+    check_result_size(shape, dtype, cause, "the padded input")
     if mode == "constant":
-        value = _check_fill_value(value, X.dtype)
-        return np.pad(X, pad_width, mode="constant", constant_values=value)
-    if X.size == 0:
+        _check_fill_value(value, dtype)
+    elif X.size == 0:
         raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
-    return np.pad(X, pad_width, mode=mode)
+    X_pad = np.empty(shape, dtype)
+    X_pad[:, top:top + n_H, left:left + n_W] = X
+    return fill_border(X_pad, widths, mode=mode, value=value)
 
 
 def pad_images_as(X, width, dtype, *, mode="constant", value=0) -> np.ndarray:
@@ -162,17 +168,7 @@ def pad_images_as(X, width, dtype, *, mode="constant", value=0) -> np.ndarray:
     >>> pad_images_as(row, (0, 0, 1, 1), np.float32, mode="reflect")[0, 0, :, 0]
     array([2., 1., 2., 3., 4., 3.], dtype=float32)
     """
-    X = np.asarray(X)
-    check_ndim(X, "X", 4, _LAYOUT)
-    top, bottom, left, right = _pad_widths(width)
-    m, n_H, n_W, n_C = X.shape
-    shape = (m, n_H + top + bottom, n_W + left + right, n_C)
-    check_result_size(shape, dtype, f"width = {width!r}", "the padded input")
-    if mode != "constant" and X.size == 0:
-        raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
-    X_pad = np.empty(shape, dtype)
-    X_pad[:, top:top + n_H, left:left + n_W] = X
-    return fill_border(X_pad, (top, bottom, left, right), mode=mode, value=value)
+    return _pad(X, _pad_widths(width), pad_mode(mode), value, f"width = {width!r}", dtype)
 
 
 def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.ndarray:
