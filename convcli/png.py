@@ -19,7 +19,6 @@ duration, and the loop count.
 from __future__ import annotations
 
 import functools
-import io
 import os
 import struct
 import zlib
@@ -171,14 +170,15 @@ class PngRowEncoder:
 
     def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype,
                  text: dict[str, str] | None = None, backend: str | None = None):
+        self._fh = fh
+        self._open(shape, dtype, backend)
+        _header(fh, self._shape, self._dtype, text)
+
+    def _open(self, shape: tuple[int, int, int], dtype, backend: str | None) -> None:
+        """The encoder's state for an image of `shape` and `dtype` (no bytes written)."""
         _check_layout(tuple(shape), dtype)
-        self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
+        self._shape, self._dtype = tuple(shape), np.dtype(dtype)
         height, width, channels = self._shape
-        fh.write(_SIGNATURE)
-        _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * self._dtype.itemsize,
-                                        _COLOUR_TYPES[channels], 0, 0, 0))
-        for key, value in (text or {}).items():
-            _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
         self._row_bytes = width * channels * self._dtype.itemsize
         self._block_rows = max(1, _BLOCK_BYTES // self._row_bytes)
         self._compressor = _compressor(backend or deflate_backend())
@@ -219,13 +219,21 @@ class PngRowEncoder:
 
     def close(self) -> None:
         """Write the last rows and the end of the stream; ValueError if rows are missing."""
+        self._end_data()
+        _chunk(self._fh, b"IEND", b"")
+
+    def _end_data(self) -> None:
+        """Deflate the last rows and end the deflate stream; ValueError if rows are missing."""
         if self._rows_written != self._shape[0]:
             raise ValueError(f"{self._rows_written} rows written of {self._shape[0]}")
         if self._pending_rows:
             self._encode(self._pending[:self._pending_rows])
             self._pending_rows = 0
-        _chunk(self._fh, b"IDAT", self._compressor.flush())
-        _chunk(self._fh, b"IEND", b"")
+        self._data(self._compressor.flush())
+
+    def _data(self, data: bytes) -> None:
+        """Write a piece of the deflate stream: an IDAT chunk."""
+        _chunk(self._fh, b"IDAT", data)
 
     def _encode(self, block: np.ndarray) -> None:
         """Up-filter and deflate `block` (rows, W * C); an IDAT chunk if the deflate gives bytes."""
@@ -239,7 +247,7 @@ class PngRowEncoder:
         self._previous = raw[-1:].copy()
         data = self._compressor.compress(out)
         if data:
-            _chunk(self._fh, b"IDAT", data)
+            self._data(data)
 
 
 _DEFAULT_DURATION_MS = 100  # where the input gives no duration (a TIFF's pages)
@@ -273,6 +281,7 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
 
     Examples
     --------
+    >>> import io
     >>> buf = io.BytesIO()
     >>> write_apng(buf, np.zeros((3, 2, 4), np.uint8), durations=[40, 40, 80])
     >>> b"acTL" in buf.getvalue()
@@ -317,7 +326,7 @@ class ApngWriter:
         self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
         self._count, self._backend = count, backend
         self._added = self._sequence = 0
-        _apng_header(fh, (count,) + self._shape, dtype, loop, text)
+        _header(fh, self._shape, dtype, text, frames=count, loop=loop)
 
     def add(self, frame: np.ndarray, duration=None) -> None:
         """Write the next frame, (H, W) or (H, W, C), shown `duration` ms (None: 100)."""
@@ -334,13 +343,18 @@ class ApngWriter:
         _chunk(self._fh, b"fcTL", struct.pack(">IIIIIHHBB", self._sequence, width, height, 0,
                                               0, numerator, denominator, 0, 0))
         self._sequence += 1
-        for data in _deflated_frame(arr, self._backend):
-            if self._added == 0:
-                _chunk(self._fh, b"IDAT", data)
-            else:
-                _chunk(self._fh, b"fdAT", struct.pack(">I", self._sequence) + data)
-                self._sequence += 1
+        frame_data = _FrameData(self._frame_data, self._shape, self._dtype, self._backend)
+        frame_data.write(arr)
+        frame_data._end_data()
         self._added += 1
+
+    def _frame_data(self, data: bytes) -> None:
+        """A piece of a frame's deflate stream: IDAT for the first frame, else numbered fdAT."""
+        if self._added == 0:
+            _chunk(self._fh, b"IDAT", data)
+        else:
+            _chunk(self._fh, b"fdAT", struct.pack(">I", self._sequence) + data)
+            self._sequence += 1
 
     def close(self) -> None:
         """Write the end of the stream; ValueError if frames are missing."""
@@ -349,14 +363,16 @@ class ApngWriter:
         _chunk(self._fh, b"IEND", b"")
 
 
-def _apng_header(fh: BinaryIO, shape: tuple[int, ...], dtype, loop: int | None,
-                 text: dict[str, str] | None) -> None:
-    """The signature, IHDR, acTL and text chunks of an APNG of `shape` (m, H, W, C) frames."""
-    count, height, width, channels = shape
+def _header(fh: BinaryIO, shape: tuple[int, int, int], dtype, text: dict[str, str] | None,
+            *, frames: int | None = None, loop: int | None = None) -> None:
+    """The signature, IHDR and text chunks of a PNG of `shape` (H, W, C); with `frames`, the
+    acTL chunk of an animated PNG of that many frames (after IHDR, before the text)."""
+    height, width, channels = shape
     fh.write(_SIGNATURE)
     _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * np.dtype(dtype).itemsize,
                                     _COLOUR_TYPES[channels], 0, 0, 0))
-    _chunk(fh, b"acTL", struct.pack(">II", count, int(loop or 0)))
+    if frames is not None:
+        _chunk(fh, b"acTL", struct.pack(">II", frames, int(loop or 0)))
     for key, value in (text or {}).items():
         _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
 
@@ -369,14 +385,13 @@ def _delay(duration) -> tuple[int, int]:
     return min(round(ms / 10), 0xFFFF), 100
 
 
-def _deflated_frame(frame: np.ndarray, backend: str | None) -> list[bytes]:
-    """The IDAT payloads :func:`write_png` writes for one (H, W, C) frame, in order."""
-    buf = io.BytesIO()
-    write_png(buf, frame, backend=backend)
-    data, payloads, at = buf.getvalue(), [], len(_SIGNATURE)
-    while at < len(data):
-        (length,), kind = struct.unpack(">I", data[at:at + 4]), data[at + 4:at + 8]
-        if kind == b"IDAT":
-            payloads.append(data[at + 8:at + 8 + length])
-        at += 12 + length
-    return payloads
+class _FrameData(PngRowEncoder):
+    """One APNG frame's image data: :class:`PngRowEncoder`'s deflate stream, each piece handed to
+    `put` (no header, no end): the IDAT payloads :func:`write_png` writes for the frame."""
+
+    def __init__(self, put, shape: tuple[int, int, int], dtype, backend: str | None):
+        self._put = put
+        self._open(shape, dtype, backend)
+
+    def _data(self, data: bytes) -> None:
+        self._put(data)
