@@ -526,11 +526,13 @@ def _puts_an_output(job):
                       records=({"output": name, "bytes": len(job.source)},))
 
 
-def _url_lines_and_jobs(out, options):
+def _url_run(client, out, options):
+    """A run of five files whose outputs go to `out` on object storage, and its manifest lines."""
     from convcli.app.manifest import ManifestLines
 
     lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
-    return lines, [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
+    jobs = [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
+    return lines, ClusterRun(client, jobs, _puts_an_output, files_per_task=2, manifest_lines=lines)
 
 
 def _object_names(out, options):
@@ -546,9 +548,7 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_sto
     from convcli.app.manifest import read_manifest
 
     out = "s3://fragments/lost"
-    lines, jobs = _url_lines_and_jobs(out, s3_options)
-    run = ClusterRun(local_client, jobs, _puts_an_output, files_per_task=2,
-                     manifest_lines=lines)
+    lines, run = _url_run(local_client, out, s3_options)
     run._fill()  # submitted; their results are never taken
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
     run._failed = "scheduler"
@@ -565,9 +565,7 @@ def test_fragment_objects_of_recorded_results_go_once_the_run_s_manifest_is_put(
     from convcli import storage
 
     out = "s3://fragments/recorded"
-    lines, jobs = _url_lines_and_jobs(out, s3_options)
-    run = ClusterRun(local_client, jobs, _puts_an_output, files_per_task=2,
-                     manifest_lines=lines)
+    lines, run = _url_run(local_client, out, s3_options)
     results = list(run)
     for result in results:
         run.recorded(result)  # its lines are this run's, not put yet: the fragments stay

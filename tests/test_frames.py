@@ -278,14 +278,22 @@ def test_one_frame_picked_is_written_as_a_picture(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "o" / "a_pool-max-f2-s2.npy"), expected[0])
 
 
-def test_a_corrupt_frame_in_the_middle_fails_the_file_naming_it_and_writes_nothing(tmp_path):
-    path = _save(tmp_path / "c.tiff", _frames(3), compression="tiff_deflate")
+def _corrupt_tiff_of_3_frames(path, frame: int, garbage):
+    """A deflated 3-page TIFF whose page `frame` holds ``garbage(its byte count)`` as its data."""
+    path = _save(path, _frames(3), compression="tiff_deflate")
     with Image.open(path) as im:
-        im.seek(1)
+        im.seek(frame)
         offset, count = im.tag_v2[273][0], im.tag_v2[279][0]
     data = bytearray(path.read_bytes())
-    data[offset:offset + count] = bytes(range(256)) * (count // 256) + bytes(count % 256)
+    data[offset:offset + count] = garbage(count)
     path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_corrupt_frame_in_the_middle_fails_the_file_naming_it_and_writes_nothing(tmp_path):
+    path = _corrupt_tiff_of_3_frames(tmp_path / "c.tiff", 1,
+                                     lambda count: bytes(range(256)) * (count // 256)
+                                     + bytes(count % 256))
     out = tmp_path / "o"
     out.mkdir()
     result = run("pool", path, "-o", out, "-q")
@@ -387,13 +395,7 @@ def test_a_robust_scale_taken_in_two_passes_gives_the_same_levels(tmp_path, monk
 
 
 def test_a_corrupt_frame_fails_a_grouped_stack_before_anything_is_written(tmp_path):
-    path = _save(tmp_path / "c.tiff", _frames(3), compression="tiff_deflate")
-    with Image.open(path) as im:
-        im.seek(2)
-        offset, count = im.tag_v2[273][0], im.tag_v2[279][0]
-    data = bytearray(path.read_bytes())
-    data[offset:offset + count] = bytes(count)
-    path.write_bytes(bytes(data))
+    path = _corrupt_tiff_of_3_frames(tmp_path / "c.tiff", 2, bytes)
     out = tmp_path / "o"
     out.mkdir()
     result = run("pool", path, "-o", out, "-q", "--memory", "1K", "--format", "jpg")
