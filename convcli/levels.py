@@ -173,6 +173,20 @@ LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 """ITU-R 601-2 luma weights of R, G and B, as Pillow's ``convert("L")``: :func:`luminance`."""
 
 
+def count_not_finite(values: np.ndarray) -> int:
+    """How many of `values` are NaN or infinite.
+
+    None where the smallest and largest values are finite (numpy's min and
+    max keep NaN): no mask is made then.
+
+    >>> count_not_finite(np.array([1.0, np.nan, -np.inf], np.float32))
+    2
+    """
+    if values.size and np.isfinite(values.min()) and np.isfinite(values.max()):
+        return 0
+    return values.size - int(np.count_nonzero(np.isfinite(values)))
+
+
 def luminance(pixels: np.ndarray) -> np.ndarray:
     """Grey levels of an (H, W, 3) RGB array: ITU-R 601-2 luma, as Pillow's ``convert("L")``.
 

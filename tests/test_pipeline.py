@@ -15,10 +15,11 @@ from convcli import pool_forward
 from convcli.app.names import output_stems, planned_outputs
 from convcli.app.ops import ConvOp, OptionError, PadOp, PoolOp
 from convcli.app.plan import Task, find_inputs, plan_tasks
-from convcli.app.process import _not_finite, process_file
+from convcli.app.process import process_file
 from convcli.batch import FileResult, iter_results
 from convcli.choices import BORDER_MODES, CHANNEL_MODES
 from convcli.kernels import get_kernel, parse_kernel_spec
+from convcli.levels import count_not_finite
 
 
 def kernels(*names):
@@ -436,5 +437,5 @@ def test_a_files_note_counts_the_values_that_are_not_finite(bad):
     """Counted as isfinite does, whether the smallest and largest values show them or not."""
     data = np.random.default_rng(2).standard_normal((7, 9, 2)).astype(np.float32)
     data.flat[[3, 17, 40, 99][:len(bad)]] = bad
-    assert _not_finite(data) == len(bad) == data.size - np.isfinite(data).sum()
-    assert _not_finite(data[:0]) == 0
+    assert count_not_finite(data) == len(bad) == data.size - np.isfinite(data).sum()
+    assert count_not_finite(data[:0]) == 0

@@ -36,7 +36,7 @@ from ..images import (
     save_levels,
     save_npy,
 )
-from ..levels import LevelScale, map_levels, top_level
+from ..levels import LevelScale, count_not_finite, map_levels, top_level
 from ..safeio import path_key, replacing_any
 from ..storage import is_url
 from ..zarr_stores import is_store_name
@@ -494,15 +494,7 @@ def _hints(op, channels: tuple[str, ...]) -> tuple[str, ...]:
 def _notes(pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
     """The note of a processed file: the picture's notes, the operation's, the result's."""
     notes = list(pic.notes) + ([summary] if summary else [])
-    return _file_notes(notes, _not_finite(data), kept)
-
-
-def _not_finite(data: np.ndarray) -> int:
-    """How many values of `data` are NaN or infinite; none where its smallest and largest
-    values are finite (numpy's min and max keep NaN): no mask is made then."""
-    if data.size and np.isfinite(data.min()) and np.isfinite(data.max()):
-        return 0
-    return data.size - int(np.count_nonzero(np.isfinite(data)))
+    return _file_notes(notes, count_not_finite(data), kept)
 
 
 def _file_notes(notes: list[str], not_finite: int, kept: int) -> str:

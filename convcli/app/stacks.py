@@ -46,7 +46,7 @@ from ..images import (
     save_levels,
     save_npy,
 )
-from ..levels import LevelScale, _inside, _margin_left_out
+from ..levels import LevelScale, _inside, _margin_left_out, count_not_finite
 from .names import FORMATS, Output
 from .ops import result_and_summary
 
@@ -186,7 +186,7 @@ class _Frames:
             self.summary = summary or self.summary
         data = np.asarray(data, np.float32)
         del pic
-        self.not_finite += data.size - int(np.count_nonzero(np.isfinite(data)))
+        self.not_finite += count_not_finite(data)
         for frame, result in zip(group, data, strict=True):
             frame.result = result
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..choices import RAW_VALUES
 from ..images import Picture
 from ..level_stats import StreamedMapping
-from ..levels import LevelScale
+from ..levels import LevelScale, count_not_finite
 from ..row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from .names import FORMATS
 from .process import output_record, store_place
@@ -252,7 +252,7 @@ class _Outputs:
                     out.path, overwrite=self.task.overwrite, **self._layout(out),
                     **store_place(self.task, out.path))))
             for _, result in strips:
-                not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
+                not_finite += count_not_finite(result)
                 for out, writer in zip(self.todo, writers, strict=True):
                     writer.write(self._rows(out, result))
         return not_finite

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..batch import WORKER_DIED
 from ..cluster import layer_threads
+from ..levels import count_not_finite
 from ..row_writers import TILE, remote_store
 from ..safeio import atomic_output
 from .process import output_record, store_place
@@ -134,7 +135,7 @@ def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, store
     try:
         with np.errstate(all="ignore"):
             for _, result in _band_strips(job, band):
-                not_finite += result.size - int(np.count_nonzero(np.isfinite(result)))
+                not_finite += count_not_finite(result)
                 for store, writer in zip(stores, writers, strict=True):
                     writer.write(plans._rows(store.out, result))
                 if keep:
