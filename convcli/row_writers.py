@@ -208,11 +208,24 @@ def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[
     """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
     if temporary is None:
         return None
-    if store_url is not None:  # `temporary`, an empty folder, stands for it on this disk
-        temporary.mkdir()
-        location = stack.enter_context(remote_store(store_url, storage_options))
+    if store_url is not None:
+        location = store_location(stack, temporary, store_url, storage_options)
         return _zarr_sink(location, shape, dtype, storage_options)
     return _SINKS[fmt](temporary, shape, dtype)
+
+
+def store_location(stack: ExitStack, temporary: Path, store_url: str | None,
+                   storage_options: dict | None) -> str:
+    """Where a Zarr output is written: `temporary`, or `store_url` on object storage.
+
+    For a URL, `temporary` is made an empty folder that stands for the store
+    on this disk, and the store is written in place for the life of `stack`
+    (:func:`remote_store`: removed if the block raises).
+    """
+    if store_url is None:
+        return str(temporary)
+    temporary.mkdir()
+    return stack.enter_context(remote_store(store_url, storage_options))
 
 
 @contextmanager

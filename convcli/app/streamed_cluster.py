@@ -37,7 +37,7 @@ import numpy as np
 from ..batch import WORKER_DIED
 from ..cluster import layer_threads
 from ..levels import count_not_finite
-from ..row_writers import TILE, remote_store
+from ..row_writers import TILE, store_location
 from ..safeio import atomic_output
 from .process import output_record, store_place
 from .streamed import (
@@ -269,10 +269,8 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
             if output.temporary is None:  # an existing store kept
                 continue
             place = store_place(plans.task, out.path)  # on object storage: written there
-            location, options = str(output.temporary), place.get("storage_options")
-            if place:  # the temporary, an empty folder, stands for it on this disk
-                output.temporary.mkdir()
-                location = stack.enter_context(remote_store(place["store_url"], options))
+            options = place.get("storage_options")
+            location = store_location(stack, output.temporary, place.get("store_url"), options)
             shape = (layout["height"], layout["width"], layout["channels"])
             dtype = np.dtype(layout["dtype"])
             create_store(location, shape, dtype, options)
