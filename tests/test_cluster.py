@@ -239,15 +239,22 @@ def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     # The tasks still running finish their file, then remove what the run did not record.
-    assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60)
+    assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60), (
+        f"left after 60 s: {_unrecorded_names(out)} unrecorded, "
+        f"{sorted(path.name for path in out.glob('.convcli-*'))}; stderr: {stderr}")
     time.sleep(1)
     _assert_manifest_names_every_output(out)
 
 
 def _unrecorded(out: Path) -> int:
+    return len(_unrecorded_names(out))
+
+
+def _unrecorded_names(out: Path) -> list[str]:
+    """The PNG outputs in `out` that its manifest does not name."""
     named = {record["output"] for record in manifest_records(out)} if (
         out / "convcli-manifest.jsonl").exists() else set()
-    return len({path.name for path in out.glob("*.png")} - named)
+    return sorted({path.name for path in out.glob("*.png")} - named)
 
 
 def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
