@@ -57,3 +57,39 @@ def test_the_command_leaves_its_objects_to_the_exit_and_keeps_its_status(monkeyp
         else:
             raise AssertionError("no SystemExit")
     assert frozen == [1, 1, 1]
+
+
+# Records OPENBLAS_THREAD_TIMEOUT as numpy is first imported (when numpy loads OpenBLAS,
+# which reads it), then runs `convcli kernels`.
+_BLAS_TIMEOUT_AT_NUMPY_IMPORT = """
+import builtins, os, sys
+seen = []
+real_import = builtins.__import__
+def watching(name, *args, **kwargs):
+    if name == "numpy" and not seen:
+        seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = watching
+sys.argv = ["convcli", "kernels"]
+import convcli.__main__
+try:
+    convcli.__main__.main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(seen)
+"""
+
+
+def test_blas_threads_sleep_at_once_unless_the_environment_says(monkeypatch):
+    """OpenBLAS's idle threads would spin for a tenth of a second of CPU after they
+    start, in the parent and again in each batch worker: the command asks them to sleep
+    at once, before numpy loads, and keeps a value the user set."""
+    for given, expected in ((None, "['4']"), ("20", "['20']")):
+        if given is None:
+            monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", given)
+        proc = subprocess.run([sys.executable, "-c", _BLAS_TIMEOUT_AT_NUMPY_IMPORT],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[-1] == expected
