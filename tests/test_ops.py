@@ -12,6 +12,7 @@ import pickle
 import numpy as np
 import pytest
 
+import convcli.app.ops as ops_module
 from convcli.app.ops import (
     ConvOp,
     GradConvOp,
@@ -19,10 +20,12 @@ from convcli.app.ops import (
     OptionError,
     PadOp,
     PoolOp,
+    channel_sum_padded,
     result_and_summary,
 )
 from convcli.images import Picture
 from convcli.kernels import get_kernel
+from convcli.padding import pad_images_as
 
 SOBEL = (get_kernel("sobel-x"),)
 
@@ -191,3 +194,16 @@ def test_a_picture_converts_its_integers_once_when_asked():
     assert integers.pixels is pixels and integers.samples is pixels  # the integers let go
     assert integers.integer_samples() is None and floats.integer_samples() is None
     assert pickle.loads(pickle.dumps(integers)).pixels.tolist() == pixels.tolist()
+
+
+@pytest.mark.parametrize("border", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("widths", [(1, 1, 1, 1), (0, 2, 1, 3), (0, 0, 0, 0), (2, 2, 2, 2)])
+def test_the_channel_sum_is_written_straight_into_the_padded_input(border, widths, monkeypatch):
+    """Blocks of a few rows (here 3 of a 70-row picture, and two pictures) give the
+    padded sum of the channels, value for value."""
+    monkeypatch.setattr(ops_module, "SUM_BLOCK_VALUES", 3 * 41)
+    colour = np.random.default_rng(5).integers(0, 256, (2, 70, 41, 3), dtype=np.uint8)
+    got = channel_sum_padded(colour, widths, border)
+    total = colour.sum(axis=3, keepdims=True, dtype=np.uint16)
+    np.testing.assert_array_equal(got, pad_images_as(total, widths, np.float32, mode=border))
+    assert got.dtype == np.float32
