@@ -820,3 +820,27 @@ def test_a_scale_beyond_a_float_is_one_line_from_the_cli(tmp_path, photo):
     path.write_text(f'scale = "{10 ** 400}/1"\nweights = [[1]]\n')
     result = run("conv", "-k", path, photo, "-o", tmp_path / "out")
     assert_one_line_error(result, 2, str(path), "scale")
+
+
+def test_a_kernel_named_by_its_file_reads_that_file_alone(monkeypatch):
+    """``-k vertical`` reads kernels/vertical.toml only; an alias (``sobel``) reads them
+    all; both give the kernels of the whole registry."""
+    import convcli.kernels as kernels_module
+
+    built = []
+    build = kernels_module._build_registry
+    monkeypatch.setattr(kernels_module, "_build_registry",
+                        lambda files: built.append(1) or build(files))
+    for cache in (kernels_module._registry, kernels_module._shipped_file):
+        cache.cache_clear()
+    try:
+        vertical = get_kernel("Vertical")
+        assert built == []
+        sobel = get_kernel("sobel")
+        assert built == [1]
+        registry = kernels_module._registry()[1]
+        assert vertical == registry["vertical"] and sobel == registry["sobel-x"]
+        np.testing.assert_array_equal(vertical.weights, [[1, 0, -1]] * 3)
+    finally:
+        for cache in (kernels_module._registry, kernels_module._shipped_file):
+            cache.cache_clear()
