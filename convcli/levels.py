@@ -274,7 +274,7 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
         return None
     rows = max(1, _ROWS_BYTES // (4 * x.shape[1]))
     buffer = np.empty((rows, x.shape[1]), np.float32)
-    robust = _sampled_robust_top(_inside(x, margin), buffer, big)
+    robust = _sampled_robust_top(x, _margin_left_out(x.shape, margin), buffer)
     if robust is None:
         return None
     scale = np.float32(min(255 / robust, big))
@@ -291,10 +291,16 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
     return levels, _scale_record("robust", scale, 0.0)
 
 
-def _sampled_robust_top(inside: np.ndarray, buffer: np.ndarray, big: float) -> float | None:
-    """:func:`robust_top` of a finite map's `inside` as :func:`_high_percentile` samples it,
-    |x| made a block of rows of `buffer` at a time; None where it would not sample, or
-    where a value is NaN, inf or past +-`big`."""
+def _sampled_robust_top(x: np.ndarray, kept: int, buffer: np.ndarray) -> float | None:
+    """:func:`robust_top` of the float32 map `x` without `kept` rows and columns on every
+    side, as :func:`_high_percentile` samples it; None where it would not sample.
+
+    |x| is made a block of whole rows of `buffer` at a time (contiguous, so
+    faster than the inside's strided rows), with the left-out columns set to
+    -1, which no threshold selects. None too where inf is among the largest;
+    NaN and values too large are found by the caller's pass over every value.
+    """
+    inside = x[kept:-kept, kept:-kept] if kept else x
     n = inside.size
     below, _ = _linear_rank(n, ROBUST_PERCENTILE)
     wanted = n - below
@@ -304,14 +310,16 @@ def _sampled_robust_top(inside: np.ndarray, buffer: np.ndarray, big: float) -> f
     rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
     threshold = np.partition(sample, rank, axis=None)[rank]
     tops = []
-    for r in range(0, inside.shape[0], len(buffer)):
-        part = inside[r:r + len(buffer)]
-        block = np.abs(part, out=buffer[:len(part), :part.shape[1]])
-        if not block.max() <= big:
-            return None
+    for r in range(kept, x.shape[0] - kept, len(buffer)):
+        part = x[r:min(r + len(buffer), x.shape[0] - kept)]
+        block = np.abs(part, out=buffer[:len(part)])
+        if kept:
+            block[:, :kept] = -1
+            block[:, -kept:] = -1
         tops.append(block[block >= threshold])
     top = np.concatenate(tops)
-    if top.size < wanted:  # an unlucky sample: the whole-map passes then
+    # An unlucky sample, or inf among the largest: the whole-map passes then.
+    if top.size < wanted or not np.isfinite(top).all():
         return None
     return _top_or_largest(_percentile_of_largest(top, n, ROBUST_PERCENTILE),
                            lambda: np.abs(inside).max())
