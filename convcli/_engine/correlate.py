@@ -177,13 +177,13 @@ class _Plan:
     def buffers(self, dtype, merged=True):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
 
-        The staging rows hold a merged tile of the forward pass (`merged`),
-        else one row tile; X holds one row tile.
+        Both hold a merged tile of the forward pass (`merged`), else one row
+        tile; X has room for each row tile's last chunk to read past its end.
         """
         C, merge = self.shape[3], self.merge if merged else 1
         tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
         staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
-        return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
+        return staged, np.zeros((merge * self.max_chunks * self.chunk, self.K), dtype)
 
     def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
         """Copy the padded input of a tile into `staged`, build X; return its row count."""
@@ -265,6 +265,61 @@ class _Plan:
             np.matmul(X[: n * self.chunk].reshape(n, self.chunk, -1), T, out=Y[:n])
             out[...] = self.outputs(Y.reshape(-1, self.N), *tile)
         return Y.reshape(-1, self.N)[:nq]
+
+    def multiply_tile(self, X, T, Y, Z, tile, groups):
+        """Z's rows of a (merged) tile from its X, row tile by row tile's matmuls.
+
+        Returns ``(row tiles, their block results, all of those)`` for the
+        checks: the whole row tiles of a merged tile together
+        (:meth:`multiply_row_tiles`), an image's last, shorter one alone.
+        """
+        i0, i1, h0, h1 = tile
+        if self.merge == 1:
+            y = self.multiply(X, T, Y, Z[i0:i1, h0:h1], tile)
+            return [(groups, [y], y)]
+        rows, done = self.tiles.rows, []
+        count = sum(g[3] - g[2] == rows for g in groups)
+        if count:
+            ys, whole = self.multiply_row_tiles(X, T, Y, Z[i0, h0 : h0 + count * rows], count)
+            done.append((groups[:count], ys, whole))
+        for k, group in enumerate(groups[count:], count):  # past the Y of the others
+            y = self.multiply(X[k * rows * self.nbw :], T, Y[k * self.max_chunks :],
+                              Z[i0:i1, group[2] : group[3]], group)
+            done.append(([group], [y], y))
+        return done
+
+    def multiply_row_tiles(self, X, T, Y, out, count):
+        """``out``, `count` whole row tiles of one image in a row, from their rows of X.
+
+        One batched matmul over the chunks of all the row tiles, each chunk
+        starting where it would in its row tile alone (the last, partial one
+        reads past its tile's end; those results are dropped): the same
+        matmuls, so the same values. Returns the block results of each row
+        tile, then of all of them (contiguous where :meth:`laid_out_as_Z`).
+        """
+        nq, chunk, N = self.tiles.rows * self.nbw, self.chunk, self.N
+        n, full = ceil_div(nq, chunk), nq // chunk
+        size = X.itemsize
+        x = np.lib.stride_tricks.as_strided(
+            X, (count, n, chunk, self.K), (nq * self.K * size, chunk * self.K * size,
+                                           self.K * size, size), writeable=False)
+        with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
+            if self.nbw * self.B == self.n_W:  # the block results are Z's rows: straight in
+                y = out.reshape(count, nq, N)
+                if full:
+                    np.matmul(x[:, :full], T,
+                              out=y[:, : full * chunk].reshape(count, full, chunk, N))
+                if full < n:
+                    np.matmul(x[:, full:], T, out=Y[:count, None])
+                    y[:, full * chunk :] = Y[:count, : nq - full * chunk]
+                return list(y), out
+            y = Y[: count * n].reshape(count, n, chunk, N)
+            np.matmul(x, T, out=y)
+            y = y.reshape(count, n * chunk, N)[:, :nq]
+            rows = self.tiles.rows
+            out.reshape(count, rows, self.n_W, -1)[...] = y.reshape(
+                count, rows, self.nbw * self.B, -1)[:, :, : self.n_W]
+        return list(y), y
 
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
@@ -353,23 +408,23 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
 
     def new_state():
         staged, X = plan.buffers(dtype)
-        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype), {}
+        Y = np.empty((plan.merge * plan.max_chunks, plan.chunk, plan.N), dtype)
+        return staged, X, Y, {}
 
     def work(state, merged):
         staged, X, Y, views = state
         tile, groups = merged
+        i0, i1, h0, h1 = tile
         plan.stage(staged, A, *tile)
-        for group in groups:  # row tiles: X, the matmuls and checks of each, as if alone
-            i0, i1, h0, h1 = group
-            out = Z[i0:i1, h0:h1]
-            plan.build(staged, X, i1 - i0, h1 - h0, h0 - tile[2], views)
-            y = plan.multiply(X, T, Y, out, group)
-            if not _finite(y):
+        plan.build(staged, X, i1 - i0, h1 - h0, 0, views)
+        for row_tiles, ys, whole in plan.multiply_tile(X, T, Y, Z, tile, groups):
+            if not _finite(whole):  # then row tile by row tile: each one's fate is its own
                 if not partial:
                     raise _NotFinite
-                not_finite.append(group)
-            if bias is not None:
-                np.add(out, bias, out=out)
+                not_finite.extend(g for g, y in zip(row_tiles, ys, strict=True) if not _finite(y))
+        if bias is not None:
+            out = Z[i0:i1, h0:h1]
+            np.add(out, bias, out=out)
 
     try:
         run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost)
