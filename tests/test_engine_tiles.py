@@ -435,3 +435,22 @@ def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(
     last_merged = next(h for h in reversed(merged_tiles) if h <= rows_hit[0])  # the NaN's
     shorter_last = plan.n_H % plan.tiles.rows and last_merged == merged_tiles[-1]
     assert (plan.nbw * plan.B != plan.n_W and shorter_last) == (width == 29)
+
+
+@pytest.mark.parametrize("width", [31, 29])
+def test_merged_forward_tiles_without_partial_give_none_for_a_nan(width, monkeypatch):
+    # Without `partial`, a merged tile whose results are not finite makes the call
+    # return None (the callers' plain path); finite inputs give the partial call's Z.
+    rng = np.random.default_rng(13)
+    A = rng.standard_normal((1, 121, width, 3)).astype(np.float32)
+    W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    _forward(A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 2, "pad": 2}, 10**6, 2,
+             monkeypatch)  # the small tiles and chunks, two threads
+    plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, plan_dtype())
+    assert plan.merge > 1
+    Z, tiles_out = correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype(), partial=True)
+    assert tiles_out == []
+    assert np.array_equal(correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype()), Z)
+    A[0, 60, 3, 0] = np.nan
+    with np.errstate(invalid="ignore"):
+        assert correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype()) is None

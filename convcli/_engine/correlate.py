@@ -19,9 +19,10 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   stride s > 1 the buffer stores rows by phase (row index mod s), so that
   a kernel row reads equally spaced rows again. With stride s > 1 the
   forward pass stages several row tiles of one image at once (fewer,
-  longer copies) and builds X, multiplies and checks them row tile by row
-  tile: a row's value depends on its row tile only, however many are
-  staged together.
+  longer copies) and builds X and multiplies them row tile by row tile: a
+  row's value depends on its row tile only, however many are staged
+  together. Their results are checked together, and one by one only when
+  that fails.
 - Outputs past the right or bottom edge of each image are computed and
   dropped (a few percent of the work).
 
@@ -58,10 +59,11 @@ MIN_CHUNK = 128
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
 # Values of X in the row tiles of one image that the forward pass stages at
-# once, for strides above 1 (fewer, longer copies, a fixed cost fewer per
-# tile); X is then built, multiplied and checked row tile by row tile, so with
-# the same matmuls.
-MERGED_VALUES = 1 << 20
+# once, for strides above 1 (fewer, longer copies, and one finiteness check
+# and bias add for all); X is still built and multiplied row tile by row
+# tile, with the same matmuls. W3: four row tiles (three: 4% slower on two
+# threads, six: 2%).
+MERGED_VALUES = 3 << 19
 
 
 def tile_rows_fit(values_per_row: int) -> int:
@@ -177,13 +179,13 @@ class _Plan:
     def buffers(self, dtype, merged=True):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
 
-        Both hold a merged tile of the forward pass (`merged`), else one row
-        tile; X has room for each row tile's last chunk to read past its end.
+        The staging rows hold a merged tile of the forward pass (`merged`),
+        else one row tile; X holds one row tile.
         """
         C, merge = self.shape[3], self.merge if merged else 1
         tile_rows = self.tiles.images * (self.tiles.rows * merge + self.extra)  # per phase
         staged = np.zeros((self.s, tile_rows + self.extra, self.row_px * C), dtype)
-        return staged, np.zeros((merge * self.max_chunks * self.chunk, self.K), dtype)
+        return staged, np.zeros((self.max_chunks * self.chunk, self.K), dtype)
 
     def fill(self, staged, X, A, i0, i1, h0, h1) -> int:
         """Copy the padded input of a tile into `staged`, build X; return its row count."""
@@ -250,76 +252,28 @@ class _Plan:
         return i1 - i0 == 1 and self.nbw * self.B == self.n_W
 
     def multiply(self, X, T, Y, out, tile):
-        """``out`` (a row tile of Z) from its rows of X, in matmuls of `chunk` rows; returns them.
+        """`tile`'s rows of Z from its rows of X, in matmuls of `chunk` rows; returns them.
 
-        Straight into Z where :meth:`laid_out_as_Z`, else through the scratch Y.
+        `out` is Z's rows of the tile, then maybe rows of later row tiles of
+        the same image. Straight into Z where :meth:`laid_out_as_Z` (the last
+        chunk also writes the next row tile's rows when `out` holds them: they
+        are computed later), else through the scratch Y.
         """
         i0, i1, h0, h1 = tile
         nq = ((i1 - i0 - 1) * (h1 - h0 + self.extra) + h1 - h0) * self.nbw
+        n, chunk = ceil_div(nq, self.chunk), self.chunk
         with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
             if self.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
-                y = out.reshape(nq, self.N)
-                _chunked_matmul(X, T, nq, self.chunk, y, Y)
-                return y
-            n = ceil_div(nq, self.chunk)
-            np.matmul(X[: n * self.chunk].reshape(n, self.chunk, -1), T, out=Y[:n])
-            out[...] = self.outputs(Y.reshape(-1, self.N), *tile)
+                y = out.reshape(-1, self.N)
+                if len(y) >= n * chunk:
+                    np.matmul(X[: n * chunk].reshape(n, chunk, -1), T,
+                              out=y[: n * chunk].reshape(n, chunk, -1))
+                else:
+                    _chunked_matmul(X, T, nq, chunk, y, Y)
+                return y[:nq]
+            np.matmul(X[: n * chunk].reshape(n, chunk, -1), T, out=Y[:n])
+            out[:, : h1 - h0] = self.outputs(Y.reshape(-1, self.N), *tile)
         return Y.reshape(-1, self.N)[:nq]
-
-    def multiply_tile(self, X, T, Y, Z, tile, groups):
-        """Z's rows of a (merged) tile from its X, row tile by row tile's matmuls.
-
-        Returns ``(row tiles, their block results, all of those)`` for the
-        checks: the whole row tiles of a merged tile together
-        (:meth:`multiply_row_tiles`), an image's last, shorter one alone.
-        """
-        i0, i1, h0, h1 = tile
-        if self.merge == 1:
-            y = self.multiply(X, T, Y, Z[i0:i1, h0:h1], tile)
-            return [(groups, [y], y)]
-        rows, done = self.tiles.rows, []
-        count = sum(g[3] - g[2] == rows for g in groups)
-        if count:
-            ys, whole = self.multiply_row_tiles(X, T, Y, Z[i0, h0 : h0 + count * rows], count)
-            done.append((groups[:count], ys, whole))
-        for k, group in enumerate(groups[count:], count):  # past the Y of the others
-            y = self.multiply(X[k * rows * self.nbw :], T, Y[k * self.max_chunks :],
-                              Z[i0:i1, group[2] : group[3]], group)
-            done.append(([group], [y], y))
-        return done
-
-    def multiply_row_tiles(self, X, T, Y, out, count):
-        """``out``, `count` whole row tiles of one image in a row, from their rows of X.
-
-        One batched matmul over the chunks of all the row tiles, each chunk
-        starting where it would in its row tile alone (the last, partial one
-        reads past its tile's end; those results are dropped): the same
-        matmuls, so the same values. Returns the block results of each row
-        tile, then of all of them (contiguous where :meth:`laid_out_as_Z`).
-        """
-        nq, chunk, N = self.tiles.rows * self.nbw, self.chunk, self.N
-        n, full = ceil_div(nq, chunk), nq // chunk
-        size = X.itemsize
-        x = np.lib.stride_tricks.as_strided(
-            X, (count, n, chunk, self.K), (nq * self.K * size, chunk * self.K * size,
-                                           self.K * size, size), writeable=False)
-        with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
-            if self.nbw * self.B == self.n_W:  # the block results are Z's rows: straight in
-                y = out.reshape(count, nq, N)
-                if full:
-                    np.matmul(x[:, :full], T,
-                              out=y[:, : full * chunk].reshape(count, full, chunk, N))
-                if full < n:
-                    np.matmul(x[:, full:], T, out=Y[:count, None])
-                    y[:, full * chunk :] = Y[:count, : nq - full * chunk]
-                return list(y), out
-            y = Y[: count * n].reshape(count, n, chunk, N)
-            np.matmul(x, T, out=y)
-            y = y.reshape(count, n * chunk, N)[:, :nq]
-            rows = self.tiles.rows
-            out.reshape(count, rows, self.n_W, -1)[...] = y.reshape(
-                count, rows, self.nbw * self.B, -1)[:, :, : self.n_W]
-        return list(y), y
 
     def outputs(self, Y, i0, i1, h0, h1):
         """The valid outputs of a tile inside its block results Y."""
@@ -408,20 +362,31 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
 
     def new_state():
         staged, X = plan.buffers(dtype)
-        Y = np.empty((plan.merge * plan.max_chunks, plan.chunk, plan.N), dtype)
-        return staged, X, Y, {}
+        return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype), {}
+
+    def check(row_tiles, ys, whole):
+        """Note the row tiles whose results are not finite, one by one if `whole` is not."""
+        if not _finite(whole):
+            if not partial:
+                raise _NotFinite
+            not_finite.extend(g for g, y in zip(row_tiles, ys, strict=True) if not _finite(y))
 
     def work(state, merged):
         staged, X, Y, views = state
-        tile, groups = merged
-        i0, i1, h0, h1 = tile
-        plan.stage(staged, A, *tile)
-        plan.build(staged, X, i1 - i0, h1 - h0, 0, views)
-        for row_tiles, ys, whole in plan.multiply_tile(X, T, Y, Z, tile, groups):
-            if not _finite(whole):  # then row tile by row tile: each one's fate is its own
-                if not partial:
-                    raise _NotFinite
-                not_finite.extend(g for g, y in zip(row_tiles, ys, strict=True) if not _finite(y))
+        (i0, i1, h0, h1), groups = merged
+        plan.stage(staged, A, i0, i1, h0, h1)
+        laid_out = plan.laid_out_as_Z(groups[0])
+        ys = []
+        for group in groups:  # row tiles: X and the matmuls of each, as if alone
+            g0, g1 = group[2:]
+            plan.build(staged, X, i1 - i0, g1 - g0, g0 - h0, views)
+            y = plan.multiply(X, T, Y, Z[i0:i1, g0:h1], group)
+            if laid_out:
+                ys.append(y)
+            else:  # in the scratch Y, which the next row tile takes
+                check([group], [y], y)
+        if laid_out:  # one check for the merged tile, row tile by row tile if it fails
+            check(groups, ys, Z[i0:i1, h0:h1])
         if bias is not None:
             out = Z[i0:i1, h0:h1]
             np.add(out, bias, out=out)
