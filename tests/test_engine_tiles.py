@@ -11,6 +11,7 @@ phases, neighbouring pooling tiles that share input rows, and two threads.
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -254,6 +255,25 @@ def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
     tiles.run_tiles(range(6), lambda state, tile: order.append(tile), list, neighbours_overlap=True)
     assert sorted(order[:3]) == [0, 2, 4]
     assert sorted(order[3:]) == [1, 3, 5]
+
+
+def test_run_tiles_as_free_hands_each_tile_to_the_thread_that_is_free(monkeypatch):
+    # A thread held up on tile 0 until tile 9 is done leaves tiles 1 to 9 to the
+    # other thread (in fixed turns it would have run 2, 4, 6 and 8 too).
+    monkeypatch.setattr(tiles, "THREADS", 2)
+    last_done = threading.Event()
+
+    def work(state, tile):
+        if tile == 0:
+            state.append(last_done.wait(10))
+        state.append(tile)
+        if tile == 9:
+            last_done.set()
+
+    states = tiles.run_tiles(range(10), work, list, as_free=True)
+    assert sorted(map(len, states)) == [2, 9]
+    held, other = sorted(states, key=len)
+    assert held == [True, 0] and sorted(other) == list(range(1, 10))
 
 
 def test_run_tiles_raises_a_worker_exception(monkeypatch):

@@ -392,7 +392,7 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
             np.add(out, bias, out=out)
 
     try:
-        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost)
+        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost, as_free=True)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z
