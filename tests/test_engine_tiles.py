@@ -11,6 +11,7 @@ phases, neighbouring pooling tiles that share input rows, and two threads.
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -256,6 +257,25 @@ def test_run_tiles_runs_neighbours_in_separate_rounds(monkeypatch):
     assert sorted(order[3:]) == [1, 3, 5]
 
 
+def test_run_tiles_as_free_hands_each_tile_to_the_thread_that_is_free(monkeypatch):
+    # A thread held up on tile 0 until tile 9 is done leaves tiles 1 to 9 to the
+    # other thread (in fixed turns it would have run 2, 4, 6 and 8 too).
+    monkeypatch.setattr(tiles, "THREADS", 2)
+    last_done = threading.Event()
+
+    def work(state, tile):
+        if tile == 0:
+            state.append(last_done.wait(10))
+        state.append(tile)
+        if tile == 9:
+            last_done.set()
+
+    states = tiles.run_tiles(range(10), work, list, as_free=True)
+    assert sorted(map(len, states)) == [2, 9]
+    held, other = sorted(states, key=len)
+    assert held == [True, 0] and sorted(other) == list(range(1, 10))
+
+
 def test_run_tiles_raises_a_worker_exception(monkeypatch):
     monkeypatch.setattr(tiles, "THREADS", 2)
 
@@ -403,12 +423,20 @@ def test_merged_forward_tiles_give_the_row_tiles_values_bit_for_bit(
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
-def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(monkeypatch):
+@pytest.mark.parametrize("height, width, nan_at, rows_hit", [
+    (120, 31, (50, 7), range(24, 27)),
+    (121, 29, (113, 0), range(56, 58)),  # only in the first matmul chunk of row tile 56-58
+])
+def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(
+    height, width, nan_at, rows_hit, monkeypatch
+):
     # The finiteness check runs per row tile inside a merged tile: only the row
-    # tile that met the NaN takes the plain path, as when it runs alone.
+    # tile that met the NaN takes the plain path, as when it runs alone. The
+    # second case: results not laid out as Z, and the NaN's row tiles share a
+    # merged tile with the image's last, shorter row tile.
     rng = np.random.default_rng(12)
-    A = rng.standard_normal((1, 120, 31, 3)).astype(np.float32)
-    A[0, 50, 7, 1] = np.nan  # in the windows of output rows 24 to 26
+    A = rng.standard_normal((1, height, width, 3)).astype(np.float32)
+    A[0, nan_at[0], nan_at[1], 1] = np.nan  # in the windows of output rows `rows_hit`
     W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
     b = np.zeros((1, 1, 1, 3), np.float32)
     hparameters = {"stride": 2, "pad": 2}
@@ -422,4 +450,27 @@ def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(monkeypatch):
     plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, plan_dtype())
     assert plan.merge > 1
     assert tiles_out and all(h1 - h0 <= plan.tiles.rows for _, _, h0, h1 in tiles_out)
-    assert {h for _, _, h0, h1 in tiles_out for h in range(h0, h1)} >= set(range(24, 27))
+    assert {h for _, _, h0, h1 in tiles_out for h in range(h0, h1)} >= set(rows_hit)
+    merged_tiles = [h for (_, _, h, _), _ in plan.merged_tiles()]
+    last_merged = next(h for h in reversed(merged_tiles) if h <= rows_hit[0])  # the NaN's
+    shorter_last = plan.n_H % plan.tiles.rows and last_merged == merged_tiles[-1]
+    assert (plan.nbw * plan.B != plan.n_W and shorter_last) == (width == 29)
+
+
+@pytest.mark.parametrize("width", [31, 29])
+def test_merged_forward_tiles_without_partial_give_none_for_a_nan(width, monkeypatch):
+    # Without `partial`, a merged tile whose results are not finite makes the call
+    # return None (the callers' plain path); finite inputs give the partial call's Z.
+    rng = np.random.default_rng(13)
+    A = rng.standard_normal((1, 121, width, 3)).astype(np.float32)
+    W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    _forward(A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 2, "pad": 2}, 10**6, 2,
+             monkeypatch)  # the small tiles and chunks, two threads
+    plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, plan_dtype())
+    assert plan.merge > 1
+    Z, tiles_out = correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype(), partial=True)
+    assert tiles_out == []
+    assert np.array_equal(correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype()), Z)
+    A[0, 60, 3, 0] = np.nan
+    with np.errstate(invalid="ignore"):
+        assert correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype()) is None

@@ -19,9 +19,10 @@ copies a lot. This engine feeds BLAS fewer, larger matrices instead:
   stride s > 1 the buffer stores rows by phase (row index mod s), so that
   a kernel row reads equally spaced rows again. With stride s > 1 the
   forward pass stages several row tiles of one image at once (fewer,
-  longer copies) and builds X, multiplies and checks them row tile by row
-  tile: a row's value depends on its row tile only, however many are
-  staged together.
+  longer copies) and builds X and multiplies them row tile by row tile: a
+  row's value depends on its row tile only, however many are staged
+  together. Their results are checked together, and one by one only when
+  that fails.
 - Outputs past the right or bottom edge of each image are computed and
   dropped (a few percent of the work).
 
@@ -58,10 +59,11 @@ MIN_CHUNK = 128
 # is multiplied; smaller tiles cost more Python overhead than they save.
 TILE_VALUES = 1 << 19
 # Values of X in the row tiles of one image that the forward pass stages at
-# once, for strides above 1 (fewer, longer copies, a fixed cost fewer per
-# tile); X is then built, multiplied and checked row tile by row tile, so with
-# the same matmuls.
-MERGED_VALUES = 1 << 20
+# once, for strides above 1 (fewer, longer copies, and one finiteness check
+# and bias add for all); X is still built and multiplied row tile by row
+# tile, with the same matmuls. W3: four row tiles (three: 4% slower on two
+# threads, six: 2%).
+MERGED_VALUES = 3 << 19
 
 
 def tile_rows_fit(values_per_row: int) -> int:
@@ -250,20 +252,27 @@ class _Plan:
         return i1 - i0 == 1 and self.nbw * self.B == self.n_W
 
     def multiply(self, X, T, Y, out, tile):
-        """``out`` (a row tile of Z) from its rows of X, in matmuls of `chunk` rows; returns them.
+        """`tile`'s rows of Z from its rows of X, in matmuls of `chunk` rows; returns them.
 
-        Straight into Z where :meth:`laid_out_as_Z`, else through the scratch Y.
+        `out` is Z's rows of the tile, then maybe rows of later row tiles of
+        the same image. Straight into Z where :meth:`laid_out_as_Z` (the last
+        chunk also writes the next row tile's rows when `out` holds them: they
+        are computed later), else through the scratch Y.
         """
         i0, i1, h0, h1 = tile
         nq = ((i1 - i0 - 1) * (h1 - h0 + self.extra) + h1 - h0) * self.nbw
+        n, chunk = ceil_div(nq, self.chunk), self.chunk
         with np.errstate(invalid="ignore", over="ignore"):  # the caller checks the results
             if self.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
-                y = out.reshape(nq, self.N)
-                _chunked_matmul(X, T, nq, self.chunk, y, Y)
-                return y
-            n = ceil_div(nq, self.chunk)
-            np.matmul(X[: n * self.chunk].reshape(n, self.chunk, -1), T, out=Y[:n])
-            out[...] = self.outputs(Y.reshape(-1, self.N), *tile)
+                y = out.reshape(-1, self.N)
+                if len(y) >= n * chunk:
+                    np.matmul(X[: n * chunk].reshape(n, chunk, -1), T,
+                              out=y[: n * chunk].reshape(n, chunk, -1))
+                else:
+                    _chunked_matmul(X, T, nq, chunk, y, Y)
+                return y[:nq]
+            np.matmul(X[: n * chunk].reshape(n, chunk, -1), T, out=Y[:n])
+            out[:, : h1 - h0] = self.outputs(Y.reshape(-1, self.N), *tile)
         return Y.reshape(-1, self.N)[:nq]
 
     def outputs(self, Y, i0, i1, h0, h1):
@@ -355,24 +364,35 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
         staged, X = plan.buffers(dtype)
         return staged, X, np.empty((plan.max_chunks, plan.chunk, plan.N), dtype), {}
 
+    def check(row_tiles, ys, whole):
+        """Note the row tiles whose results are not finite, one by one if `whole` is not."""
+        if not _finite(whole):
+            if not partial:
+                raise _NotFinite
+            not_finite.extend(g for g, y in zip(row_tiles, ys, strict=True) if not _finite(y))
+
     def work(state, merged):
         staged, X, Y, views = state
-        tile, groups = merged
-        plan.stage(staged, A, *tile)
-        for group in groups:  # row tiles: X, the matmuls and checks of each, as if alone
-            i0, i1, h0, h1 = group
+        (i0, i1, h0, h1), groups = merged
+        plan.stage(staged, A, i0, i1, h0, h1)
+        laid_out = plan.laid_out_as_Z(groups[0])
+        ys = []
+        for group in groups:  # row tiles: X and the matmuls of each, as if alone
+            g0, g1 = group[2:]
+            plan.build(staged, X, i1 - i0, g1 - g0, g0 - h0, views)
+            y = plan.multiply(X, T, Y, Z[i0:i1, g0:h1], group)
+            if laid_out:
+                ys.append(y)
+            else:  # in the scratch Y, which the next row tile takes
+                check([group], [y], y)
+        if laid_out:  # one check for the merged tile, row tile by row tile if it fails
+            check(groups, ys, Z[i0:i1, h0:h1])
+        if bias is not None:
             out = Z[i0:i1, h0:h1]
-            plan.build(staged, X, i1 - i0, h1 - h0, h0 - tile[2], views)
-            y = plan.multiply(X, T, Y, out, group)
-            if not _finite(y):
-                if not partial:
-                    raise _NotFinite
-                not_finite.append(group)
-            if bias is not None:
-                np.add(out, bias, out=out)
+            np.add(out, bias, out=out)
 
     try:
-        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost)
+        run_tiles(plan.merged_tiles(), work, new_state, cost=plan.cost, as_free=True)
     except _NotFinite:
         return None
     return (Z, not_finite) if partial else Z

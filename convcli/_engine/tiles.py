@@ -222,13 +222,17 @@ def thread_count(n_tiles: int, work: float | None = None) -> int:
     return max(1, n)
 
 
-def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None):
+def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as_free=False):
     """Call ``work(state, tile)`` for every tile, on up to THREADS threads.
 
     Each thread has its own `state` from ``new_state()`` (scratch buffers,
     partial sums); the states are returned. Tiles must write disjoint
     outputs; with ``neighbours_overlap`` a tile may share outputs with the
-    tiles next to it, and even and odd tiles run in two rounds.
+    tiles next to it, and even and odd tiles run in two rounds. The
+    threads take the tiles in fixed turns, so that a state's partial sums
+    add the same tiles in the same order from call to call; with `as_free`
+    (for work whose results do not depend on which thread runs a tile), each
+    takes the next tile as it finishes one instead.
     `cost` is the call's work (in :data:`WORK_PER_THREAD`'s units): small
     calls use fewer threads (:func:`thread_count`), so that more threads
     never make them slower.
@@ -238,10 +242,10 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None):
     tiles = list(tiles)
     with blas_on_calling_thread():
         return _run_tiles(tiles, work, new_state, neighbours_overlap,
-                          thread_count(len(tiles), cost))
+                          thread_count(len(tiles), cost), as_free)
 
 
-def _run_tiles(tiles, work, new_state, neighbours_overlap, n):
+def _run_tiles(tiles, work, new_state, neighbours_overlap, n, as_free=False):
     states = [new_state() for _ in range(n)]
     if n == 1:
         for tile in tiles:
@@ -251,9 +255,11 @@ def _run_tiles(tiles, work, new_state, neighbours_overlap, n):
     errors = np.geterr()  # the caller's floating-point error handling, in every thread
     for group in rounds:
 
-        def worker(w, group=group):
+        turns = _Shared(group) if as_free else None
+
+        def worker(w, group=group, turns=turns):
             with np.errstate(**errors):
-                for tile in group[w::n]:
+                for tile in group[w::n] if turns is None else turns:
                     work(states[w], tile)
 
         futures = [_pool().submit(worker, w) for w in range(n)]
@@ -262,6 +268,20 @@ def _run_tiles(tiles, work, new_state, neighbours_overlap, n):
         for future in futures:
             future.result()
     return states
+
+
+class _Shared:
+    """An iterator over tiles that several threads share, each taking the next one."""
+
+    def __init__(self, tiles):
+        self._lock, self._tiles = threading.Lock(), iter(tiles)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with self._lock:
+            return next(self._tiles)
 
 
 def memory_budget(jobs: int = 1) -> int:
