@@ -609,7 +609,8 @@ class ConvOp:
         return pad_images_as(A, widths, np.float32, mode=self.border), 0
 
     def compute(self, pic) -> np.ndarray:
-        A = self._layer_source(pic, sum_later=True)
+        # Kernels of one size make one layer input: the channels are summed into it.
+        A = self._layer_source(pic, sum_later=len({k.size for k in self.kernels}) == 1)
         Z = self._depthwise(A) if self.channels == "each" else self._summed(A)
         if self.combine is not None:
             n = A.shape[3] if self.channels == "each" else 1
