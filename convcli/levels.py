@@ -274,7 +274,7 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
         return None
     rows = max(1, _ROWS_BYTES // (4 * x.shape[1]))
     buffer = np.empty((rows, x.shape[1]), np.float32)
-    robust = _sampled_robust_top(x, _margin_left_out(x.shape, margin), buffer)
+    robust = _sampled_robust_top(x, margin, buffer)
     if robust is None:
         return None
     scale = np.float32(min(255 / robust, big))
@@ -291,16 +291,17 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
     return levels, _scale_record("robust", scale, 0.0)
 
 
-def _sampled_robust_top(x: np.ndarray, kept: int, buffer: np.ndarray) -> float | None:
-    """:func:`robust_top` of the float32 map `x` without `kept` rows and columns on every
-    side, as :func:`_high_percentile` samples it; None where it would not sample.
+def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float | None:
+    """:func:`robust_top` of the float32 map `x` without `margin` rows and columns on every
+    side (:func:`_inside`), as :func:`_high_percentile` samples it; None where it would not
+    sample.
 
     |x| is made a block of whole rows of `buffer` at a time (contiguous, so
     faster than the inside's strided rows), with the left-out columns set to
     -1, which no threshold selects. None too where inf is among the largest;
     NaN and values too large are found by the caller's pass over every value.
     """
-    inside = x[kept:-kept, kept:-kept] if kept else x
+    inside, kept = _inside(x, margin), _margin_left_out(x.shape, margin)
     n = inside.size
     below, _ = _linear_rank(n, ROBUST_PERCENTILE)
     wanted = n - below
