@@ -572,10 +572,8 @@ class ConvOp:
             colour = as_batch(integers)[..., : pic.colour_channels]
             if self.channels == "each" or colour.shape[3] == 1 or sum_later:
                 return colour
-            total = np.add(colour[..., 0:1], colour[..., 1:2], dtype=np.uint16)
-            for c in range(2, colour.shape[3]):
-                total += colour[..., c:c + 1]
-            return total
+            total = np.empty(colour.shape[:3], np.uint16)
+            return sum_channels(colour, total)[..., None]
         colour = as_batch(pic.pixels)[..., : pic.colour_channels]
         if self.channels == "gray" and colour.shape[3] == 3:
             return luminance(colour)
@@ -948,16 +946,21 @@ def channel_sum_padded(colour: np.ndarray, widths: tuple[int, int, int, int],
     picture-sized sum (8.6 MB for a 2400x1800 photo) and no pass to convert it.
     """
     top, bottom, left, right = widths
-    m, H, W, C = colour.shape
+    m, H, W, _ = colour.shape
     padded = np.empty((m, H + top + bottom, W + left + right, 1), np.float32)
     inside = padded[:, top:top + H, left:left + W, 0]
     rows = max(1, SUM_BLOCK_VALUES // max(1, W))
     block = np.empty((rows, W), np.uint16)
     for i in range(m):
         for r in range(0, H, rows):
-            part, total = colour[i, r:r + rows], block[:min(rows, H - r)]
-            np.add(part[..., 0], part[..., 1], out=total, dtype=np.uint16)
-            for c in range(2, C):
-                total += part[..., c]
-            inside[i, r:r + rows] = total
+            inside[i, r:r + rows] = sum_channels(colour[i, r:r + rows], block[:min(rows, H - r)])
     return fill_border(padded, widths, mode=border)
+
+
+def sum_channels(colour: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The sum of 8-bit `colour`'s channels (its last axis, two or more) into `out` (uint16:
+    exact, as in float32); returns `out`."""
+    np.add(colour[..., 0], colour[..., 1], out=out, dtype=np.uint16)
+    for c in range(2, colour.shape[-1]):
+        out += colour[..., c]
+    return out
