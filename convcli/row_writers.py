@@ -58,7 +58,7 @@ from ._engine import tiles
 from .images import MARKER, written_by_convcli
 from .png import PngRowEncoder
 from .safeio import atomic_output
-from .spill import PIECE_BYTES, BandFile, spills
+from .spill import BandFile, piece_columns, spills
 
 ROW_FORMATS = ("npy", "png", "tiff", "zarr")
 """The formats :func:`open_row_writer` writes."""
@@ -435,7 +435,7 @@ def band_pieces(band) -> Iterator[np.ndarray]:
             band.done(band.file)
         return
     rows, width, channels = band.shape
-    step = max(1, PIECE_BYTES // max(1, TILE * TILE * channels * band.dtype.itemsize)) * TILE
+    step = piece_columns(TILE, channels * band.dtype.itemsize, TILE)
     for left in range(0, width, step):
         yield band[:, left:left + step]
 
@@ -495,8 +495,8 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
         # tifffile encodes tiles in passes of this many bytes: a row of tiles (or a
         # piece of one, as the bands on disk are), deflated on the layers' threads
         # (1.8 times as fast with 2 as with 1)
-        "buffersize": TILE * TILE * channels * dtype.itemsize * min(
-            -(-width // TILE), max(1, PIECE_BYTES // (TILE * TILE * channels * dtype.itemsize))),
+        "buffersize": TILE * channels * dtype.itemsize * min(
+            -(-width // TILE) * TILE, piece_columns(TILE, channels * dtype.itemsize, TILE)),
         "maxworkers": tiles.THREADS,
     }
     if channels in (2, 4):

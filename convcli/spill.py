@@ -31,6 +31,17 @@ class SpillError(OSError):
     """A band could not be kept on disk (its folder full or not writable): one line says where."""
 
 
+def piece_columns(rows: int, pixel_bytes: int, tile: int, piece_bytes: int | None = None) -> int:
+    """The columns of a column piece of `rows` rows: whole tiles, about `piece_bytes`
+    (:data:`PIECE_BYTES` by default), one tile at least.
+
+    >>> piece_columns(256, 4, 256), piece_columns(256, 4, 256, piece_bytes=1)
+    (2048, 256)
+    """
+    piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
+    return max(1, piece_bytes // max(1, rows * pixel_bytes * tile)) * tile
+
+
 def spills(rows: int, width: int, channels: int, dtype) -> bool:
     """Whether a band of this size is kept on disk (larger than :data:`SPILL_BYTES`)."""
     return rows * width * channels * np.dtype(dtype).itemsize > SPILL_BYTES
@@ -74,8 +85,7 @@ class BandFile:
         self.dtype = np.dtype(dtype)
         self.band_rows = int(band_rows or rows)
         pixel = channels * self.dtype.itemsize
-        piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
-        step = max(1, piece_bytes // max(1, self.band_rows * pixel * tile)) * tile
+        step = piece_columns(self.band_rows, pixel, tile, piece_bytes)
         self.pieces = [(c0, min(width, c0 + step)) for c0 in range(0, width, step)]
         self._pixel = pixel
         self._folder = tempfile.gettempdir() if folder is None else os.fspath(folder)
