@@ -45,3 +45,11 @@ class MissingExtra(ImportError):
     def __init__(self, need: str, extra: str | None):
         super().__init__(f"{need}: pip install 'convcli[{extra}]'" if extra else need)
         self.extra = extra
+
+
+class ImageError(ValueError):
+    """A file that cannot be used as an image; the message is one line for the user."""
+
+
+class PixelLimitError(ImageError):
+    """An image whose header claims more pixels than the limit; nothing was decoded."""

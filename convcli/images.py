@@ -45,6 +45,7 @@ and :func:`save_frames` a stack of levels at once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -67,6 +68,7 @@ from PIL import (
 )
 
 from .choices import DEFAULT_MAX_PIXELS
+from .errors import ImageError, PixelLimitError
 from .png import ApngWriter, fast_codecs_allowed, write_png
 from .safeio import atomic_output, write_atomic
 
@@ -81,14 +83,6 @@ _UNDECODABLE = {"MPEG"}
 STACK_FORMATS = frozenset({"TIFF", "GIF", "WEBP", "PNG"})
 """The formats (Pillow's names) whose frames are the batch axis m: multi-page TIFF,
 animated GIF, WebP and PNG."""
-
-
-class ImageError(ValueError):
-    """A file that cannot be used as an image; the message is one line for the user."""
-
-
-class PixelLimitError(ImageError):
-    """An image whose header claims more pixels than the limit; nothing was decoded."""
 
 
 @functools.cache
@@ -339,6 +333,7 @@ class ImageSource:
 _ORIENTATION = 0x0112  # the EXIF tag
 
 
+
 def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
     """The pixels of a plain RGB or grey JPEG decoded by simplejpeg, or None for Pillow.
 
@@ -517,7 +512,7 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
     >>> check_pixels((640, 480), 1000)
     Traceback (most recent call last):
     ...
-    convcli.images.PixelLimitError: image is 640x480 = 307,200 pixels, over the limit of 1,000
+    convcli.errors.PixelLimitError: image is 640x480 = 307,200 pixels, over the limit of 1,000
     """
     width, height = size
     if max_pixels > 0 and width * height > max_pixels:
@@ -567,12 +562,99 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         raise ImageError("not a regular file (a folder, pipe or device)")
     if info.st_size == 0:
         raise ImageError("empty file (0 bytes)")
+    pages = _tiff_pages(shown)
+    if pages is not None:
+        with contextlib.closing(TiffSource(pages, shown, max_pixels)) as source:
+            check_pixels(pages.size, max_pixels)
+            yield source
+        return
     _pillow_limit_off()
     with _pillow_errors():
         im = Image.open(shown)
     with im:
         check_pixels(im.size, max_pixels)
         yield ImageSource(im, shown, max_pixels)
+
+
+_TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")  # TIFF, BigTIFF; either byte order
+
+
+def _tiff_pages(path: str):
+    """The TIFF reader's pages of `path` (:class:`convcli.regions.TiffPages`), or None for Pillow.
+
+    The TIFF reader (tifffile) is loaded only for a file that starts as a TIFF does.
+    """
+    with open(path, "rb") as fh:
+        if fh.read(4) not in _TIFF_SIGNATURES:
+            return None
+    from .regions import open_tiff_pages  # the TIFF reader, loaded for TIFFs only
+
+    return open_tiff_pages(path)
+
+
+class TiffSource:
+    """A TIFF opened by :func:`open_image`, with :class:`ImageSource`'s attributes and methods.
+
+    Its pages are read by the TIFF reader of the strips
+    (:class:`convcli.regions.TiffPages`), which gives a whole read, a frame
+    and a band of rows the same values; a page of a layout that reader leaves
+    (JPEG, palette, CMYK, ...) is read by Pillow, as the file's other frames
+    would be. TIFF pages have no duration and no EXIF orientation other than
+    top-left (other orientations are Pillow's).
+    """
+
+    loop = None
+
+    def __init__(self, pages, path: str, max_pixels: int = DEFAULT_MAX_PIXELS):
+        self._pages = pages
+        self._pillow_source: ImageSource | None = None
+        self.path = path
+        self.max_pixels = max_pixels
+        self.channels = pages.channels
+        self.size = self.upright_size = pages.size
+        self.frame_count = pages.frame_count
+
+    def frame_sizes(self, frames: tuple[int, ...]) -> list[tuple[int, int]]:
+        """(width, height) of each of `frames`, from their headers."""
+        sizes = []
+        for k in frames:
+            with _frame_errors(k, self.frame_count):
+                sizes.append(self._pages.page_size(k))
+        return sizes
+
+    def read_frames(self, frames: tuple[int, ...]) -> Iterator[tuple[Picture, int | None]]:
+        """As :meth:`ImageSource.read_frames`; every frame has the first page's channels."""
+        for k in frames:
+            with _frame_errors(k, self.frame_count):
+                check_pixels(self._pages.page_size(k), self.max_pixels)
+                read = self._pages.read_page(k)
+            if read is None:
+                yield next(self._pillow().read_frames((k,)))
+                continue
+            samples, white, depth = read
+            yield Picture(samples, self.channels, white, depth), None
+
+    def read(self) -> Picture:
+        """Decode the first page into a :class:`Picture`, as :meth:`ImageSource.read`."""
+        count = self.frame_count
+        notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
+        read = self._pages.read_page(0)
+        samples, white, depth = read
+        return Picture(samples, self.channels, white, depth, notes)
+
+    def _pillow(self) -> ImageSource:
+        """The file opened by Pillow, for the pages the TIFF reader leaves to it."""
+        if self._pillow_source is None:
+            with _pillow_errors():
+                im = Image.open(self.path)
+            self._pillow_source = ImageSource(im, self.path, self.max_pixels)
+            self._pillow_source.channels = self.channels
+        return self._pillow_source
+
+    def close(self) -> None:
+        self._pages.close()
+        if self._pillow_source is not None:
+            self._pillow_source._im.close()
 
 
 def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:

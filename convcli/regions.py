@@ -62,7 +62,7 @@ import numpy as np
 import tifffile
 
 from .choices import DEFAULT_MAX_PIXELS
-from .images import ImageError
+from .errors import ImageError
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
 from .zarr_stores import StoreRegions, is_store_name, open_store_regions
@@ -73,7 +73,8 @@ TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
 MAX_SEGMENT_PIXELS = 1 << 24
 """The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
 
-_LOSSLESS = {1, 5, 8, 32773, 32946}  # none, LZW, deflate, PackBits, deflate (old code)
+# none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard
+_LOSSLESS = {1, 5, 8, 32773, 32946, 34925, 50000}
 _MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
 _UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
 _WHITE_BAND_PIXELS = 1 << 22  # pixels a band holds while the float white is searched
@@ -84,10 +85,32 @@ class _Layout:
     """How a page's samples become ``read_image``'s values."""
 
     channels: tuple[str, ...]
-    white: float | None  # None: from the largest value (float files)
+    white: float | None  # None: the larger of least_white and the largest finite value
     depth: int
     convert: str = "same"  # or "inverted" (255 - value), "high byte" (value >> 8)
     note: str | None = None
+    least_white: float = 1.0
+
+
+# Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
+# values are kept as they are; the white follows Pillow's modes "I" (integers, at least
+# 65535) and "F" (floats, at least 1). Signed 8-bit samples keep their sign (Pillow
+# reads them as unsigned: -57 as 199).
+_WIDE_GREY = {
+    (8, 2): _Layout(("L",), 255.0, 8),
+    (16, 2): _Layout(("L",), None, 16, least_white=65535.0),
+    (32, 1): _Layout(("L",), None, 16, least_white=65535.0),
+    (32, 2): _Layout(("L",), None, 16, least_white=65535.0),
+    (16, 3): _Layout(("L",), None, 16),
+    (32, 3): _Layout(("L",), None, 16),
+    (64, 3): _Layout(("L",), None, 16),
+}
+
+
+def _uncompressed_strips(page) -> bool:
+    """Whether `page`'s rows can be read straight from the file (uncompressed strips)."""
+    return (page.compression == 1 and not page.is_tiled
+            and page.bitspersample in (8, 16, 32, 64))
 
 
 def _deep_colour_read() -> bool:
@@ -134,8 +157,8 @@ def _layout(page) -> _Layout | None:
         return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
     if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
         return _Layout(("L",), 255.0, 8, "inverted")
-    if bits == 32 and kind == 3 and samples == 1 and photometric == _MINISBLACK:
-        return _Layout(("L",), None, 16)
+    if samples == 1 and photometric == _MINISBLACK and (bits, kind) in _WIDE_GREY:
+        return _WIDE_GREY[bits, kind]
     if bits not in (8, 16) or kind != 1:
         return None
     if photometric == _MINISBLACK:
@@ -145,8 +168,8 @@ def _layout(page) -> _Layout | None:
     return None
 
 
-def _decodable(page) -> bool:
-    """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
+def _codecs_here(page) -> bool:
+    """Whether tifffile decodes `page`'s compression and predictor here."""
     try:
         if page.compression != 1:
             tifffile.TIFF.DECOMPRESSORS[page.compression]
@@ -154,7 +177,14 @@ def _decodable(page) -> bool:
             tifffile.TIFF.UNPREDICTORS[page.predictor]
     except KeyError:  # unknown, or needs imagecodecs
         return False
-    if page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32):
+    return True
+
+
+def _decodable(page) -> bool:
+    """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
+    if not _codecs_here(page):
+        return False
+    if _uncompressed_strips(page):
         return True  # rows are read straight from the file
     segment = page.chunks[-3:-1] if page.samplesperpixel > 1 else page.chunks[-2:]
     return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
@@ -216,12 +246,14 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
     return RegionSource(tif, page, layout, tuple(notes))
 
 
-def _check_segments(tif, page) -> None:
-    """An ImageError (`tif` closed) where `page` lists fewer tiles or strips than its size needs."""
+def _check_segments(tif, page, *, close: bool = True) -> None:
+    """An ImageError (`tif` closed, with `close`) where `page` lists fewer tiles or strips
+    than its size needs."""
     needed = int(np.prod(page.chunked))
     listed = min(len(page.dataoffsets), len(page.databytecounts))
     if listed < needed:
-        tif.close()
+        if close:
+            tif.close()
         raise ImageError(f"cannot decode the image: it lists {listed} tiles or strips where "
                          f"its {page.imagewidth} x {page.imagelength} pixels need {needed}")
 
@@ -320,7 +352,7 @@ class RegionSource:
         found on first use by reading the whole image once, band by band.
         """
         if self._white is None:
-            self._white = float_white(self)
+            self._white = float_white(self, self._layout.least_white)
         return self._white
 
     def read_rows(self, r0: int, r1: int) -> np.ndarray:
@@ -345,16 +377,21 @@ class RegionSource:
             raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
                              f"got r0={r0!r}, r1={r1!r}")
         out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
+        self._read_into(r0, out)
+        return out
+
+    def _read_into(self, r0: int, out: np.ndarray) -> None:
+        """Rows `r0` to `r0` + ``len(out)`` converted into `out` (float32, or the stored uint8)."""
+        r1 = r0 + len(out)
         with self._lock, _decode_errors():
             if self._reads_rows_directly():
                 self._convert(self._file_rows(r0, r1), out)
-                return out
+                return
             step = self._segment_rows
             for k in range(r0 // step, -(-r1 // step)):
                 top = k * step
                 lo, hi = max(r0, top), min(r1, top + step)
                 self._convert(self._segments(k, lo - top, hi - top), out[lo - r0:hi - r0])
-        return out
 
     def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
         """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale."""
@@ -362,15 +399,14 @@ class RegionSource:
         convert = self._layout.convert
         if convert == "high byte":
             kept = kept >> 8
-        np.copyto(out, kept, casting="unsafe")
+        np.copyto(out, kept, casting="same_kind" if out.dtype == kept.dtype else "unsafe")
         if kept.dtype == bool:
             out *= 255.0
         if convert == "inverted":
             np.subtract(255.0, out, out=out)
 
     def _reads_rows_directly(self) -> bool:
-        page = self._page
-        return page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32)
+        return _uncompressed_strips(self._page)
 
     def _file_rows(self, r0: int, r1: int) -> np.ndarray:
         """Rows of uncompressed strips, read straight from the file: (rows, width, samples)."""
@@ -432,14 +468,122 @@ class RegionSource:
         self.close()
 
 
-def float_white(source) -> float:
-    """The white of a float image read by rows: the larger of 1 and its largest finite value.
+class TiffPages:
+    """A TIFF's pages read whole by the reader of its strips: the one reader of TIFF values.
+
+    Made by :func:`open_tiff_pages`. Each page whose layout the strips read
+    (the module docstring) is decoded by the same code as a band of rows of
+    :class:`RegionSource`, so that a whole read, a frame and a strip give the
+    same values, and a damaged file fails the same way. Pages of another
+    layout (JPEG, palette, CMYK, ...) are left to Pillow: :meth:`read_page`
+    returns None for them.
+
+    Attributes
+    ----------
+    channels : tuple of str
+        The first page's channels.
+    size : (int, int)
+        The first page's (width, height).
+    frame_count : int
+        The number of pages.
+    notes : tuple of str
+        The first page's note, if its samples are read at a lower depth.
+    """
+
+    def __init__(self, tif, layout: _Layout):
+        self._tif = tif
+        page = tif.pages[0]
+        self.channels = layout.channels
+        self.size = (int(page.imagewidth), int(page.imagelength))
+        self.frame_count = len(tif.pages)
+        self.notes = (layout.note,) if layout.note else ()
+
+    def page_size(self, k: int) -> tuple[int, int]:
+        """(width, height) of page `k`, from its header."""
+        page = self._tif.pages[k]
+        return int(page.imagewidth), int(page.imagelength)
+
+    def read_page(self, k: int) -> tuple[np.ndarray, float, int] | None:
+        """Page `k`'s samples (H, W, C), white and depth; None where Pillow reads the page.
+
+        The samples are uint8 where the page stores 8-bit values as they
+        are read, else float32. An :class:`ImageError` for damaged data.
+        """
+        with _tifffile_quiet(), _decode_errors():
+            page = self._tif.pages[k]
+            layout = _whole_layout(page)
+        if layout is None or layout.channels != self.channels:
+            return None
+        _check_segments(self._tif, page, close=False)
+        source = RegionSource(self._tif, page, layout, ())
+        stored = page.dtype == np.uint8 and layout.convert == "same"
+        samples = np.empty((source.height, source.width, len(self.channels)),
+                           np.uint8 if stored else np.float32)
+        try:
+            source._read_into(0, samples)
+        finally:
+            source._kept.forget()
+        white = layout.white
+        if white is None:
+            finite = samples[np.isfinite(samples)]
+            white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
+        return samples, white, layout.depth
+
+    def close(self) -> None:
+        self._tif.close()
+
+
+def _whole_layout(page) -> _Layout | None:
+    """`page`'s layout where it is read by :class:`TiffPages`, else None (Pillow's).
+
+    An :class:`ImageError` where the layout is one the TIFF reader reads but
+    its compression or predictor needs imagecodecs, which is missing: Pillow
+    would misread some of those (big-endian samples, PackBits with a predictor).
+    """
+    layout = _layout(page)
+    if layout is None or 0 in page.shape:
+        return None
+    if not _codecs_here(page):
+        codec = getattr(page.compression, "name", page.compression)
+        predictor = getattr(page.predictor, "name", page.predictor)
+        raise ImageError(f"cannot decode the image: its compression ({codec}) or predictor "
+                         f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'")
+    return layout
+
+
+def open_tiff_pages(path: str) -> TiffPages | None:
+    """`path`'s pages for whole reads (:class:`TiffPages`), or None where Pillow reads the file.
+
+    None for a file tifffile cannot parse, or whose first page has a layout
+    the strips do not read.
+    """
+    with _tifffile_quiet():
+        try:
+            tif = tifffile.TiffFile(path)
+        except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError,
+                KeyError):
+            return None
+        try:
+            layout = _whole_layout(tif.pages[0])
+        except ImageError:
+            tif.close()
+            raise
+        except Exception:  # a corrupt header: Pillow reports it
+            layout = None
+    if layout is None:
+        tif.close()
+        return None
+    return TiffPages(tif, layout)
+
+
+def float_white(source, least: float = 1.0) -> float:
+    """The white of a float image read by rows: the larger of `least` and its largest finite value.
 
     `source` has ``height``, ``width`` and ``read_rows``; it is read once,
     band by band, as ``read_image`` finds the white of a float TIFF.
     """
     band = max(1, _WHITE_BAND_PIXELS // source.width)
-    top = 1.0
+    top = least
     for start in range(0, source.height, band):
         values = source.read_rows(start, min(start + band, source.height))
         finite = values[np.isfinite(values)]

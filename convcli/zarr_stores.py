@@ -42,8 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ._version import __version__
-from .errors import MissingExtra
-from .images import ImageError
+from .errors import ImageError, MissingExtra
 from .spill import SegmentRows
 
 STORE_EXTENSION = ".zarr"

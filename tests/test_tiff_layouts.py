@@ -1,0 +1,175 @@
+"""Every TIFF layout tifffile writes is read whole, in strips and as frames with tifffile's values.
+
+One reader decides for every path (:class:`convcli.regions.TiffPages` and
+:class:`convcli.regions.RegionSource`): a file is read with the values
+tifffile gives, by each path, or refused in one line by each. Never a wrong
+value in silence (Pillow decoded big-endian floats with deflate as 8.8e-44).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import run
+
+from convcli import regions
+from convcli.images import ImageError, read_image, read_stack
+from convcli.regions import open_regions
+
+RNG = np.random.default_rng(31)
+SHAPE = (37, 45)  # rows, columns: tiles of 16 leave partial tiles on both edges
+
+SAMPLE_TYPES = ["uint8", "int8", "uint16", "int16", "uint32", "int32", "float16", "float32",
+                "float64"]
+COMPRESSIONS = [None, "deflate", "lzw", "packbits", "zstd", "lzma"]
+
+
+def _values(dtype: str, channels: int) -> np.ndarray:
+    shape = SHAPE + ((channels,) if channels > 1 else ())
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        values = RNG.normal(0, 300, shape).astype(dtype)
+        values.flat[::53] = np.inf
+        values.flat[7::61] = np.nan
+        return values
+    info = np.iinfo(kind)
+    low, high = max(info.min, -(2**20)), min(info.max, 2**20)  # exact in float32
+    return RNG.integers(low, high, shape, endpoint=True).astype(dtype)
+
+
+def _layouts():
+    for dtype, byteorder, compression, predictor, bigtiff, tiled in itertools.product(
+            SAMPLE_TYPES, "<>", COMPRESSIONS, (None, "horizontal", "float"), (False, True),
+            (False, True)):
+        if predictor and compression is None:
+            continue
+        if predictor == "float" and not dtype.startswith("float"):
+            continue
+        yield dtype, byteorder, compression, predictor, bigtiff, tiled
+
+
+def _write(path, values, byteorder, compression, predictor, bigtiff, tiled, **options):
+    predictor = {None: None, "horizontal": 2, "float": 3}[predictor]
+    tifffile.imwrite(path, values, byteorder=byteorder, compression=compression,
+                     predictor=predictor, bigtiff=bigtiff,
+                     tile=(16, 16) if tiled else None, rowsperstrip=None if tiled else 5,
+                     **options)
+
+
+def _read_strips(path) -> np.ndarray | None:
+    source = open_regions(path)
+    if source is None:
+        return None
+    with source:
+        top = source.read_rows(0, 20)
+        return np.concatenate([top, source.read_rows(20, source.height)])
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", SAMPLE_TYPES)
+def test_every_grey_layout_is_read_with_tifffiles_values_whole_and_in_strips(tmp_path, dtype):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        values = _values(dtype, 1)
+        path = tmp_path / f"{k}.tif"
+        try:
+            _write(path, values, byteorder, compression, predictor, bigtiff, tiled)
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        expected = tifffile.imread(path).astype(np.float32)[:, :, None]
+        whole = read_image(path)
+        assert _same(whole.pixels, expected), (byteorder, compression, predictor, bigtiff, tiled)
+        strips = _read_strips(path)
+        assert strips is None or _same(strips, expected), (byteorder, compression, predictor)
+        if dtype.startswith("float"):
+            finite = expected[np.isfinite(expected)]
+            assert whole.white == max(1.0, float(finite.max()))
+        checked += 1
+    assert checked >= 40
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16"])
+@pytest.mark.parametrize("channels", [3, 4])
+def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype, channels):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        values = _values(dtype, channels)
+        path = tmp_path / f"{k}.tif"
+        extra = {"extrasamples": ["unassalpha"]} if channels == 4 else {}
+        _write(path, values, byteorder, compression, predictor, bigtiff, tiled,
+               photometric="rgb", **extra)
+        expected = tifffile.imread(path).astype(np.float32)
+        assert _same(read_image(path).pixels, expected), (byteorder, compression, predictor)
+        strips = _read_strips(path)
+        assert strips is None or _same(strips, expected)
+        checked += 1
+    assert checked >= 40
+
+
+def test_the_reported_big_endian_deflate_float_file_gives_its_values_by_every_path(tmp_path):
+    values = (np.arange(5120).reshape(64, 80) * 0.5).astype("float32")
+    tifffile.imwrite(tmp_path / "be.tif", values, byteorder=">", compression="deflate")
+    for extra in ([], ["--memory", "64K"]):
+        out = tmp_path / f"out{len(extra)}"
+        result = run("pool", "--size", "1", "--stride", "1", "--format", "npy",
+                     str(tmp_path / "be.tif"), "-o", str(out), "-q", *extra)
+        assert result.exit_code == 0, result.output
+        written = np.load(next(out.glob("*.npy")))
+        np.testing.assert_array_equal(written.reshape(64, 80), values)
+
+
+def test_frames_of_a_big_endian_float_stack_are_read_by_the_same_reader(tmp_path):
+    values = _values("float32", 1)
+    stack = np.stack([values, values * 2, -values])
+    with tifffile.TiffWriter(tmp_path / "stack.tif", byteorder=">") as tif:
+        for page in stack:
+            tif.write(page, compression="zlib", predictor=3)
+    read = read_stack(tmp_path / "stack.tif")
+    np.testing.assert_array_equal(read.pixels[..., 0], stack)
+
+
+def test_a_compression_whose_codec_is_missing_is_refused_in_one_line(tmp_path, monkeypatch):
+    values = _values("float32", 1)
+    tifffile.imwrite(tmp_path / "z.tif", values, byteorder=">", compression="zstd")
+    monkeypatch.setattr(regions, "_codecs_here", lambda page: False)  # as without imagecodecs
+    with pytest.raises(ImageError, match=r"ZSTD.*convcli\[deep\]"):
+        read_image(tmp_path / "z.tif")
+
+
+@pytest.mark.parametrize("damage", ["zero byte count", "huge byte count", "short byte counts"])
+def test_a_damaged_tiff_is_refused_or_read_alike_whole_and_in_strips(tmp_path, damage):
+    values = _values("uint16", 1)
+    path = tmp_path / "d.tif"
+    tifffile.imwrite(path, values, compression="zlib", rowsperstrip=5, bigtiff=True)
+    with tifffile.TiffFile(path) as tif:
+        tag = tif.pages[0].tags["StripByteCounts"]
+        counts = list(tag.value)
+    if damage == "zero byte count":
+        counts[2] = 0
+    elif damage == "huge byte count":
+        counts[2] = 2**31
+    else:
+        counts = [c // 2 for c in counts]
+    with tifffile.TiffFile(path, mode="r+") as tif:
+        tif.pages[0].tags["StripByteCounts"].overwrite(counts, dtype=16)  # LONG8
+    outcomes = []
+    for read in (lambda: read_image(path).pixels, lambda: _read_strips(path)):
+        try:
+            outcomes.append(read())
+        except ImageError as exc:
+            outcomes.append(str(exc).split(":")[0])
+    whole, strips = outcomes
+    if isinstance(whole, str) or isinstance(strips, str):
+        assert whole == strips == "cannot decode the image"
+    else:
+        assert _same(whole, strips)
