@@ -552,9 +552,8 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
     if Z is not None:
         return Z, (A_prev, W, b, hparameters)
     if (
-        Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
+        0 < Wa.shape[2] <= DENSE_DEPTHWISE_CHANNELS
         and geometry.dilation == 1
-        and (A.size >= DENSE_DEPTHWISE_VALUES)
         and not taps_are_cheaper(Wa)
     ):
         Z, not_finite = correlate(A, _block_diagonal(Wa.astype(dtype, copy=False)),
@@ -574,11 +573,10 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
 # block-diagonal weights: the matmul engine multiplies zeros for the other channels
 # but, with few channels, still beats a multiply and an add per kernel tap (an
 # 1800x2400 channel: 13 ms against 21 ms; three: 44 ms against 69 ms), unless
-# most taps only add or subtract (taps_are_cheaper).
+# most taps only add or subtract (taps_are_cheaper). The choice depends on the
+# weights and channels alone, never on the image's size, so that a band of rows
+# (convcli's strips) goes through the engine the whole image does, with its values.
 DENSE_DEPTHWISE_CHANNELS = 4
-# ... for inputs of at least this many values: the matmul engine's tile buffers
-# (a few MB a thread) are then small beside the input and output.
-DENSE_DEPTHWISE_VALUES = 1 << 20
 
 
 def _block_diagonal(W):

@@ -78,7 +78,10 @@ def _checked_layout(fmt: str, height: int, width: int, channels: int, dtype) -> 
     for name, value in (("height", height), ("width", width)):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    if channels not in (1, 2, 3, 4):
+    if fmt == "npy":  # raw values: one channel per map, any number of maps
+        if not isinstance(channels, (int, np.integer)) or channels < 1:
+            raise ValueError(f"channels must be a positive integer; got {channels!r}")
+    elif channels not in (1, 2, 3, 4):
         raise ValueError(f"channels must be 1, 2, 3 or 4; got {channels!r}")
     dtype = np.dtype(dtype)
     allowed = {"npy": (_FLOAT,), "png": _LEVEL_TYPES, "tiff": _LEVEL_TYPES + (_FLOAT,),

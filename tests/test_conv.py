@@ -1341,12 +1341,12 @@ def test_dilation_matches_torch(layer, stride, pad, dilation):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
-@pytest.mark.parametrize("dense_from", [0, 10**12])  # every input dense, or none
+@pytest.mark.parametrize("dense_channels", [4, 0])  # the matmul engine up to 4 channels, or none
 @pytest.mark.parametrize("stride, pad, n_C_prev", [(1, 1, 1), (2, 0, 3), (1, 2, 4), (3, 1, 5)])
 def test_depthwise_dense_and_tap_paths_match_the_loop(
-    monkeypatch, dense_from, stride, pad, n_C_prev
+    monkeypatch, dense_channels, stride, pad, n_C_prev
 ):
-    monkeypatch.setattr(convcli.conv, "DENSE_DEPTHWISE_VALUES", dense_from)
+    monkeypatch.setattr(convcli.conv, "DENSE_DEPTHWISE_CHANNELS", dense_channels)
     A, W, b = conv_case(stride + n_C_prev, 2, 9, 8, n_C_prev, 3, 2, depthwise=True)
     Z, cache = depthwise_conv_forward(A, W, b, hp(stride, pad))
     assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)

@@ -28,6 +28,7 @@ from reference import (
     pool_forward_windows,
 )
 
+from convcli import conv as conv_module
 from convcli import conv_backward, conv_forward, pool_backward, pool_forward
 from convcli._engine import correlate as correlate_engine
 from convcli._engine import depthwise as depthwise_engine
@@ -374,8 +375,10 @@ def test_small_calls_stay_on_the_calling_thread(monkeypatch):
     assert handed == []
     assert tiles.thread_count(100, 10.5 * tiles.WORK_PER_THREAD) == 4
     assert tiles.thread_count(100, 1.5 * tiles.WORK_PER_THREAD) == 1
-    # A call with the work for several threads hands tiles to them.
+    # A call with the work for several threads hands tiles to them (the tap engine's
+    # tiles: the matmul engine's are larger than this image).
     monkeypatch.setattr(tiles, "WORK_PER_THREAD", 1)
+    monkeypatch.setattr(conv_module, "DENSE_DEPTHWISE_CHANNELS", 0)
     Z, _ = depthwise_conv_forward(A, W, b, hp)
     assert handed and np.array_equal(Z, depthwise_conv_forward(A, W, b, hp)[0])
 

@@ -217,7 +217,6 @@ def test_kernels_check_without_a_kernel_is_a_usage_error():
 def test_a_photo_in_strips_with_a_separable_kernel(monkeypatch, border, channels):
     """The command line's strips (large images) with the separable engine: the whole result."""
     from pathlib import Path
-    from unittest import mock
 
     from test_strips import assert_strips_equal_whole
 
@@ -231,7 +230,7 @@ def test_a_photo_in_strips_with_a_separable_kernel(monkeypatch, border, channels
                     border=border, channels=channels)
     monkeypatch.setattr(separable, "TILE_VALUES", 1 << 16)  # tiles of 64 rows
     monkeypatch.setattr(correlate, "TILE_VALUES", 1 << 7)  # 2-D engine's tiles of 1 row
-    with always_separable() as calls, mock.patch.object(conv_module, "DENSE_DEPTHWISE_VALUES", 1):
+    with always_separable() as calls:
         for rows in (5, 64):
-            assert_strips_equal_whole(op, pic, rows, dense=1)
+            assert_strips_equal_whole(op, pic, rows)
     assert calls

@@ -41,14 +41,17 @@ def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
     return Kernel(label, "random", weights)
 
 
-def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: int = 1 << 20,
+def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: bool = True,
                               cuts: tuple[int, ...] = ()) -> None:
-    """Strips equal the whole result; the layers' dense engine from `dense` values.
+    """Strips equal the whole result; with `dense`, depthwise layers of up to 4 channels take
+    the matmul engine (as they do), else the tap engine.
 
     With `cuts`, the result is computed in bands cut at those output rows (as
     a cluster's tasks compute it), each band in strips from its first row.
     """
-    with np.errstate(all="ignore"), mock.patch.object(conv, "DENSE_DEPTHWISE_VALUES", dense):
+    dense_channels = 4 if dense else 0
+    with np.errstate(all="ignore"), mock.patch.object(conv, "DENSE_DEPTHWISE_CHANNELS",
+                                                      dense_channels):
         # As a file is processed: inf - inf is NaN, no warning.
         whole = np.asarray(op.compute(pic), np.float32)
         geometry = row_geometry(op, pic.pixels.shape[0], pic.pixels.shape[1])
@@ -58,7 +61,7 @@ def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: int = 1 <<
         parts = [rows for band in zip(bounds, bounds[1:], strict=False)
                  for _, rows in strip_results(op, PictureRows.of(pic),
                                               rows_per_strip=rows_per_strip,
-                                              min_band_values=dense, band=band)]
+                                              band=band)]
     strips = np.concatenate(parts, axis=0)
     assert strips.shape == whole.shape
     # Bit for bit (-0.0 told from 0.0); NaN where the whole result has NaN, of either sign.
@@ -87,7 +90,7 @@ def conv_ops(draw):
 @given(op=conv_ops(), seed=st.integers(0, 2**16), height=st.integers(1, 60),
        width=st.integers(1, 30), n_channels=st.integers(1, 4), rows=st.integers(1, 20),
        odd=st.booleans(), tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]),
-       dense=st.sampled_from([1, 64, 1 << 20]), cuts=st.lists(st.integers(1, 30), max_size=3))
+       dense=st.booleans(), cuts=st.lists(st.integers(1, 30), max_size=3))
 def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows, odd,
                                          tile_values, dense, cuts):
     # Small engine tiles make a small image several tiles tall, as a wide one is.
@@ -137,11 +140,11 @@ def test_a_photo_in_strips_of_any_height():
     op = ops.ConvOp((parse_kernel_spec("sobel-x"), parse_kernel_spec("log-5x5")),
                     combine="magnitude", channels="each")
     for rows in (1, 7, 64, 1000):
-        assert_strips_equal_whole(op, pic, rows, dense=1 << 12)
+        assert_strips_equal_whole(op, pic, rows)
     gray = ops.ConvOp((parse_kernel_spec("gaussian-5x5"), parse_kernel_spec("box-blur")),
                       channels="gray", border="wrap", stride=2)
     with mock.patch.object(correlate, "TILE_VALUES", 1 << 14):  # tiles of a few rows
-        assert_strips_equal_whole(gray, pic, 5, dense=1 << 12)
+        assert_strips_equal_whole(gray, pic, 5)
 
 
 def test_strips_cover_the_result_once_and_read_only_their_band():
@@ -184,3 +187,44 @@ def test_a_last_pooling_window_over_the_edge_in_a_strip_of_its_own():
         assert_strips_equal_whole(op, _picture(height, height, 4, 1), 1)
         op = ops.PoolOp(mode="average", size=3, stride=2, pad=1, ceil=True)
         assert_strips_equal_whole(op, _picture(height, height, 4, 2), 1, cuts=(1, 2))
+
+
+# --- the command line: strips written as the whole image is -----------------------------------
+
+
+def _conv_npy(tmp_path, image, *options) -> tuple[np.ndarray, np.ndarray]:
+    """The npy result of ``conv`` on `image` whole and in strips of a 1M budget."""
+    from helpers import ok
+
+    results = []
+    for name, extra in (("whole", ()), ("strips", ("--memory", "1M"))):
+        ok("conv", image, "-o", tmp_path / name, "-q", "--format", "npy", *options, *extra)
+        (written,) = (tmp_path / name).glob("*.npy")
+        results.append(np.load(written))
+    return results[0], results[1]
+
+
+def test_a_depthwise_conv_in_strips_takes_the_whole_images_engine(tmp_path):
+    # The layers chose their depthwise engine by the input's size: this image whole
+    # (under 2^20 values) by taps, its strips by matmuls (106,715 values differed).
+    import tifffile
+
+    values = np.random.default_rng(1).integers(0, 256, (1000, 900)).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "g1000.tif", values)
+    (tmp_path / "k.txt").write_text("0.3 -1.7 2.9\n1.1 0.5 -0.25\n-2 0.7 1.3\n")
+    whole, strips = _conv_npy(tmp_path, tmp_path / "g1000.tif", "-k", tmp_path / "k.txt",
+                              "--stride", "2", "--channels", "each")
+    assert whole.shape == (500, 450, 1)
+    np.testing.assert_array_equal(strips, whole)
+
+
+def test_strips_of_more_than_four_maps_are_written_to_npy(tmp_path):
+    # "channels must be 1, 2, 3 or 4; got 6" where the whole run wrote them.
+    import tifffile
+
+    values = np.random.default_rng(2).integers(0, 256, (215, 1160, 3)).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "rgb.tif", values, photometric="rgb")
+    whole, strips = _conv_npy(tmp_path, tmp_path / "rgb.tif", "-k", "sharpen", "-k", "emboss",
+                              "--channels", "each")
+    assert whole.shape == (215, 1160, 6)
+    np.testing.assert_array_equal(strips, whole)

@@ -47,7 +47,7 @@ from .streamed import (
     plan_in_strips,
     save_overviews,
 )
-from .strips import plan_strips, row_geometry, strip_results, strip_rows
+from .strips import plan_strips, row_geometry, strip_results
 
 IN_FLIGHT_PER_THREAD = 2
 """Band tasks submitted and not yet taken, for each thread of the cluster."""
@@ -78,14 +78,12 @@ class BandJob:
 def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[tuple[int, int]]:
     """The bands of output rows ``(out0, out1)`` that tasks compute, covering the result once.
 
-    Each holds the strips of `rows_per_strip` rows (or more, as
-    :func:`convcli.app.strips.strip_rows` says) and starts on a multiple of
+    Each holds the strips of `rows_per_strip` rows and starts on a multiple of
     `chunk_rows`; a last band shorter than the others joins the one above.
     A result that one engine tile holds is one band.
     """
     geometry = row_geometry(op, source.height, source.width)
-    step = strip_rows(op, source.width, rows_per_strip)
-    step = -(-step // chunk_rows) * chunk_rows
+    step = -(-rows_per_strip // chunk_rows) * chunk_rows
     return [(strip.out0, strip.out1) for strip in plan_strips(geometry, source.height, step)]
 
 

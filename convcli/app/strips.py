@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import conv
 from .._engine.correlate import tile_rows
 from ..pooling import _pooled_size
 from .ops import ConvOp, PadOp, PoolOp
@@ -207,8 +206,8 @@ def border_of(op) -> tuple[str | None, float]:
     return None, 0.0
 
 
-def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | None = None,
-                  band: tuple[int, int] | None = None) -> Iterator[tuple[Strip, np.ndarray]]:
+def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | None = None
+                  ) -> Iterator[tuple[Strip, np.ndarray]]:
     """``op.compute`` of the whole image, a strip of output rows at a time.
 
     Parameters
@@ -221,10 +220,6 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
         :class:`PictureRows` over a picture in memory).
     rows_per_strip : int
         Output rows in each strip, at least.
-    min_band_values : int, optional
-        Values in a band's row block, at least: the size from which the
-        layers take their dense engine (``convcli.conv.DENSE_DEPTHWISE_VALUES``,
-        the default), so that every band takes the engine the whole image takes.
     band : (int, int), optional
         Only output rows ``band[0] .. band[1] - 1`` (a task of a cluster's),
         in strips from ``band[0]`` on (:func:`plan_strips`).
@@ -241,23 +236,11 @@ def strip_results(op, source, *, rows_per_strip: int, min_band_values: int | Non
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")
     mode, value = border_of(op)
-    rows_per_strip = strip_rows(op, source.width, rows_per_strip, min_band_values)
     for strip in plan_strips(geometry, source.height, rows_per_strip, band):
         pixels = _band(source, strip, mode, _fill(source, value))
         pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
         result = op.compute(pic)
         yield strip, result[strip.skip: strip.skip + strip.out1 - strip.out0]
-
-
-def strip_rows(op, width: int, rows_per_strip: int, min_band_values: int | None = None) -> int:
-    """The output rows of :func:`strip_results`'s strips: `rows_per_strip`, or more for conv's
-    ``--channels each``, whose layers choose their engine by the input's size: bands as
-    large as the threshold (`min_band_values`) choose as the whole image does."""
-    if isinstance(op, ConvOp) and op.channels == "each":  # depthwise_conv_forward's choice
-        if min_band_values is None:
-            min_band_values = conv.DENSE_DEPTHWISE_VALUES
-        rows_per_strip = max(rows_per_strip, -(-min_band_values // max(1, width)))
-    return rows_per_strip
 
 
 def _fill(source, value: float) -> np.ndarray:
