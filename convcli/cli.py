@@ -43,15 +43,18 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _say(message: str) -> None:
-    from .storage import redact
+    from .storage import for_terminal
 
-    click.echo(f"convcli: {redact(message)}", err=True)
+    click.echo(f"convcli: {for_terminal(message)}", err=True)
 
 
 class _Group(click.Group):
     """A group whose errors are one line on stderr, never a traceback or usage block."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        from .storage import remember_secrets
+
+        remember_secrets(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:

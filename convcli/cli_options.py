@@ -144,7 +144,8 @@ class SizeParam(click.ParamType):
         if isinstance(value, int):
             return value
         text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
-        number, unit = (text[:-1], text[-1]) if text[-1:] in self._UNITS else (text, "")
+        unit = text[-1:] if text[-1:] in ("k", "m", "g", "t") else ""
+        number = text[: len(text) - len(unit)]
         try:
             size = float(number)
         except ValueError:

@@ -233,6 +233,8 @@ class ImageSource:
             return 1
         with _pillow_errors(parsing=True):
             count = getattr(self._im, "n_frames", 1)
+        if self._im.format == "PNG" and count > 1:  # acTL's count is only the file's word
+            count = min(count, self._first_frame + _apng_frame_controls(self.path))
         return count - self._first_frame
 
     @property
@@ -332,6 +334,25 @@ class ImageSource:
 
 _ORIENTATION = 0x0112  # the EXIF tag
 
+
+def _apng_frame_controls(path: str) -> int:
+    """The frame control chunks (fcTL) of an APNG: the frames it holds, whatever acTL says.
+
+    Only the chunks' headers are read (a seek over each chunk's data); the
+    walk stops at IEND, at the end of the file, or at a chunk that runs past it.
+    """
+    count = 0
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        position = 8  # past the signature
+        while position + 12 <= size:
+            fh.seek(position)
+            length, kind = struct.unpack(">I4s", fh.read(8))
+            if kind == b"IEND":
+                break
+            count += kind == b"fcTL"
+            position += 12 + length
+    return count
 
 
 def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:

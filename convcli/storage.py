@@ -84,9 +84,49 @@ _SECRET_NAME = (r"[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|signat
 _SECRET_PAIR = re.compile(rf"(?i)(?<![\w.-])({_SECRET_NAME})(\s*=\s*)([^\s&;,'\"]*)")
 _SECRET_WHOLE = re.compile(rf"(?is)^(-[\w-]*=)?\s*({_SECRET_NAME})(\s*=).*$")
 _SECRET_ITEM = re.compile(rf"""(?i)(["'])({_SECRET_NAME})\1(\s*:\s*)(["'])(?:(?!\4).)*\4""")
-_URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
+_URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@'\"]*)@")
 
 REDACTED = "***"
+
+# Secrets found in the command's own arguments (remember_secrets): hidden wherever they
+# are quoted later, also in pieces, by a library's message ("Invalid bucket name 'KEY:...'").
+_KNOWN_SECRETS: set[str] = set()
+_SHORTEST_SECRET = 4  # shorter parts of a URL's user (a name such as "me") are not hunted
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_NAMES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def remember_secrets(arguments) -> None:
+    """The secrets in the command's `arguments`, for :func:`redact` to hide anywhere.
+
+    They are a URL's user and password (``s3://KEY:SECRET@bucket``) and the
+    values of options whose names say they are secret. They replace those of
+    an earlier call (one command's run at a time).
+    """
+    _KNOWN_SECRETS.clear()
+    for text in map(str, arguments):
+        for url in _URL_USER.finditer(text):
+            _KNOWN_SECRETS.update(url.group(2).split(":") + [url.group(2)])
+        whole = _SECRET_WHOLE.match(text)
+        if whole:
+            _KNOWN_SECRETS.add(text[whole.end(3):].strip())
+        _KNOWN_SECRETS.update(match.group(3) for match in _SECRET_PAIR.finditer(text))
+    _KNOWN_SECRETS.difference_update({s for s in _KNOWN_SECRETS if len(s) < _SHORTEST_SECRET})
+
+
+def for_terminal(text: str) -> str:
+    """`text` as a line for the terminal: :func:`redact`, and control characters escaped.
+
+    A file name holding ESC, CR or a newline would otherwise move the cursor,
+    recolour the terminal or forge a line of its own; they are shown as
+    ``\\x1b``, ``\\r`` and ``\\n`` (as git quotes such names).
+
+    >>> for_terminal("a\\nFAKE.png: cannot decode")
+    'a\\\\nFAKE.png: cannot decode'
+    """
+    text = redact(text)
+    return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m.group(), f"\\x{ord(m.group()):02x}"),
+                        text)
 
 
 def redact(text: str) -> str:
@@ -106,6 +146,8 @@ def redact(text: str) -> str:
     'client_kwargs={"aws_session_token": "***"}'
     """
     text = str(text)
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
     whole = _SECRET_WHOLE.match(text)
     if whole and "\n" not in text:  # one argument: the value is all the rest, spaces too
         return f"{whole.group(1) or ''}{whole.group(2)}{whole.group(3)}{REDACTED}"

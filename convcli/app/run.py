@@ -38,7 +38,7 @@ from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..engines import Engine, EngineError, EngineSettings, make_engine
 from ..errors import MissingExtra, OptionError
 from ..frames import DEFAULT_FRAMES
-from ..storage import StoreError, dirname, is_url, local_path, protocol, redact
+from ..storage import StoreError, dirname, for_terminal, is_url, local_path, protocol
 
 FIRST_TASKS = 256
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
@@ -112,7 +112,7 @@ class Reporter:
 
     def say(self, line: str) -> None:
         """One line for the user, always (its secrets hidden: :func:`convcli.storage.redact`)."""
-        print(f"convcli: {redact(line)}", file=sys.stderr, flush=True)
+        print(f"convcli: {for_terminal(line)}", file=sys.stderr, flush=True)
 
     def note(self, line: str) -> None:
         """A line that `quiet` leaves out."""
@@ -337,8 +337,10 @@ class _BatchRun:
 
         if target.stdout:
             shown = {**shown, target.out_file: "-"}
-        failed = sum(not read for read in dry_run(planned, shown, self.reporter.say,
-                                                     lambda line: write_text(redact(line) + "\n")))
+        def echo(line: str) -> None:
+            write_text(for_terminal(line) + "\n")
+
+        failed = sum(not read for read in dry_run(planned, shown, self.reporter.say, echo))
         _planning_error(tasks.error, self.reporter, stop=False)
         return 1 if failed or tasks.error is not None else 0
 

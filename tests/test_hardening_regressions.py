@@ -1,0 +1,87 @@
+"""Regressions of hostile inputs and hostile names: frame counts, sizes, terminals, secrets."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from helpers import assert_one_line_error, make_image, run
+from PIL import Image
+
+from convcli.images import open_image
+from convcli.storage import for_terminal, redact, remember_secrets
+
+
+def _apng_claiming(path, frames: int, claimed: int):
+    images = [Image.new("RGB", (8, 6), (40 * k, 0, 0)) for k in range(frames)]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=50)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"acTL")
+    data[at + 4:at + 8] = struct.pack(">I", claimed)
+    data[at + 12:at + 16] = struct.pack(">I", zlib.crc32(bytes(data[at:at + 12])))
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_an_apng_claiming_two_billion_frames_has_the_frames_it_holds(tmp_path):
+    # acTL's count was taken as it was: tuple(range(2**31 - 1)), 13 GB in two minutes.
+    path = _apng_claiming(tmp_path / "a.png", 4, 2**31 - 1)
+    with open_image(path) as source:
+        assert source.frame_count == 4
+    result = run("pool", path, "-o", tmp_path / "out", "-n")
+    assert result.exit_code == 0, result.output
+    assert "4 frames" in result.stdout
+    result = run("pool", path, "-o", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.output
+    with Image.open(tmp_path / "out" / "a_pool-max-f2-s2.png") as written:
+        assert written.n_frames == 4
+
+
+def test_an_apng_claiming_fewer_frames_keeps_its_word(tmp_path):
+    path = _apng_claiming(tmp_path / "a.png", 4, 3)
+    with open_image(path) as source:
+        assert source.frame_count == 3
+
+
+@pytest.mark.parametrize("size", ["", " ", "b", "k", "MiB"])
+def test_a_memory_size_without_a_number_is_refused_in_one_line(tmp_path, size):
+    image = make_image(tmp_path / "a.png")
+    assert_one_line_error(run("pool", image, "-o", tmp_path / "o", "--memory", size), 2,
+                          "--memory", "is not a size")
+
+
+def test_control_characters_in_a_file_name_are_escaped_in_every_message(tmp_path):
+    (tmp_path / "bad\nFAKE LINE.png").write_bytes(b"junk")
+    make_image(tmp_path / "e\x1b[31mred.png")
+    result = run("pool", tmp_path / "bad\nFAKE LINE.png", tmp_path / "e\x1b[31mred.png",
+                 "-o", tmp_path / "o", "-v")
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert any("bad\\nFAKE LINE.png: not an image file" in line for line in lines)
+    assert not any(line.startswith("FAKE LINE") for line in lines)
+    assert any("e\\x1b[31mred.png" in line for line in lines)
+    dry = run("pool", "-n", tmp_path / "e\x1b[31mred.png", "-o", tmp_path / "o2")
+    assert "\x1b" not in dry.stdout and "e\\x1b[31mred.png" in dry.stdout
+
+
+def test_for_terminal_escapes_c0_and_c1_controls_and_keeps_the_rest():
+    assert for_terminal("a\tb\rc\x7fd\x9be é") == "a\\tb\\rc\\x7fd\\x9be é"
+
+
+def test_a_secret_of_the_arguments_is_hidden_where_a_library_quotes_it_in_pieces():
+    remember_secrets(["s3://AKIAEXAMPLE:Sup3rSecretValue@bad_bucket!/x",
+                      "--storage-option", "secret=AnotherSecret1"])
+    quoted = 'Invalid bucket name "AKIAEXAMPLE:Sup3rSecretValue@bad_bucket!" (AnotherSecret1)'
+    hidden = redact(quoted)
+    assert "Sup3rSecretValue" not in hidden and "AKIAEXAMPLE" not in hidden
+    assert "AnotherSecret1" not in hidden and "bad_bucket!" in hidden
+
+
+def test_a_secret_in_a_bad_bucket_url_never_reaches_the_terminal(tmp_path):
+    pytest.importorskip("s3fs")
+    image = make_image(tmp_path / "a.png")
+    result = run("pool", image, "-o", "s3://AKIAEXAMPLE2:TopSecretPw99@bad_bucket!/x")
+    assert result.exit_code != 0
+    assert "TopSecretPw99" not in result.output and "AKIAEXAMPLE2" not in result.output
