@@ -497,11 +497,19 @@ class TiffPages:
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
         self.notes = (layout.note,) if layout.note else ()
+        self._last = (0, page)
 
     def page_size(self, k: int) -> tuple[int, int]:
         """(width, height) of page `k`, from its header."""
-        page = self._tif.pages[k]
+        page = self._page(k)
         return int(page.imagewidth), int(page.imagelength)
+
+    def _page(self, k: int):
+        """Page `k`, parsed once for the calls about it in a row (its size, then its values)."""
+        if self._last[0] != k:
+            with _tifffile_quiet(), _decode_errors():
+                self._last = (k, self._tif.pages[k])
+        return self._last[1]
 
     def read_page(self, k: int) -> tuple[np.ndarray, float, int] | None:
         """Page `k`'s samples (H, W, C), white and depth; None where Pillow reads the page.
@@ -509,8 +517,8 @@ class TiffPages:
         The samples are uint8 where the page stores 8-bit values as they
         are read, else float32. An :class:`ImageError` for damaged data.
         """
+        page = self._page(k)
         with _tifffile_quiet(), _decode_errors():
-            page = self._tif.pages[k]
             layout = _whole_layout(page)
         if layout is None or layout.channels != self.channels:
             return None

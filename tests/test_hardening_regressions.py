@@ -85,3 +85,26 @@ def test_a_secret_in_a_bad_bucket_url_never_reaches_the_terminal(tmp_path):
     result = run("pool", image, "-o", "s3://AKIAEXAMPLE2:TopSecretPw99@bad_bucket!/x")
     assert result.exit_code != 0
     assert "TopSecretPw99" not in result.output and "AKIAEXAMPLE2" not in result.output
+
+
+def test_a_tiff_of_many_pages_is_parsed_a_bounded_number_of_times_a_page(tmp_path, monkeypatch):
+    # 50,000 one-pixel pages to an APNG took over 120 s, growing faster than the pages.
+    import numpy as np
+    import tifffile
+
+    pages = 300
+    with tifffile.TiffWriter(tmp_path / "p.tif") as tif:
+        for k in range(pages):
+            tif.write(np.full((1, 2), k % 251, np.uint8), contiguous=False)
+    parsed = []
+    page_init = tifffile.TiffPage.__init__
+    monkeypatch.setattr(tifffile.TiffPage, "__init__",
+                        lambda self, *a, **k: parsed.append(1) or page_init(self, *a, **k))
+    result = run("pool", "--size", "1", "--stride", "1", tmp_path / "p.tif", "-o",
+                 tmp_path / "out.png", "-q", "-j", "1")
+    assert result.exit_code == 0, result.output
+    assert len(parsed) <= 3 * pages
+    with Image.open(tmp_path / "out.png") as written:
+        assert written.n_frames == pages
+        written.seek(pages - 1)
+        assert np.asarray(written.convert("L"))[0, 1] == (pages - 1) % 251
