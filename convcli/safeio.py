@@ -21,6 +21,23 @@ TEMP_PREFIX = ".convcli-"
 TEMP_SUFFIX = ".part"
 
 
+def make_output_folder(folder: str, root: str = "") -> None:
+    """Create the output folder `folder` and its parents, never through a symbolic link.
+
+    Each folder from `root` (the run's ``-o`` folder, itself taken as it
+    is) down to `folder` that exists must be a real folder: a link there
+    (``out/sub -> /elsewhere``) would send outputs and a manifest out of the
+    output tree, and is refused with an OSError naming it.
+    """
+    if root:
+        path = root
+        for part in Path(os.path.relpath(folder, root)).parts:
+            path = os.path.join(path, part)
+            if part not in (".", "..") and os.path.islink(path):
+                raise OSError(errno.ELOOP, "a symbolic link inside the output folder: convcli "
+                                           "never writes through one", path)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+
 def resolved(path) -> str:
     """`path` made absolute with its symbolic links followed as far as they go.
 

@@ -108,3 +108,28 @@ def test_a_tiff_of_many_pages_is_parsed_a_bounded_number_of_times_a_page(tmp_pat
         assert written.n_frames == pages
         written.seek(pages - 1)
         assert np.asarray(written.convert("L"))[0, 1] == (pages - 1) % 251
+
+
+def test_outputs_never_go_through_a_symbolic_link_in_the_output_folder(tmp_path):
+    # -r wrote outputs and a manifest into victim/ through out/sub -> victim.
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    make_image(tmp_path / "in" / "a.png")
+    make_image(tmp_path / "in" / "sub" / "b.png")
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").symlink_to(tmp_path / "victim")
+    result = run("pool", "-r", tmp_path / "in", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "a symbolic link inside the output folder" in result.stderr
+    assert list((tmp_path / "victim").iterdir()) == []
+    assert (tmp_path / "out" / "a_pool-max-f2-s2.png").is_file()
+
+
+def test_a_manifest_that_is_a_symbolic_link_is_never_appended_to(tmp_path):
+    image = make_image(tmp_path / "a.png")
+    (tmp_path / "target.txt").write_text("kept\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "convcli-manifest.jsonl").symlink_to(tmp_path / "target.txt")
+    result = run("pool", image, "-o", tmp_path / "out")
+    assert "the manifest could not be written: a symbolic link" in result.stderr
+    assert (tmp_path / "target.txt").read_text() == "kept\n"

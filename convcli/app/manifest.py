@@ -30,6 +30,7 @@ run's object is put, and a line read twice (put in both) is read once.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -226,8 +227,15 @@ class ManifestLines:
 
 
 def append_text(path: str, text: str) -> None:
-    """Append `text` (whole lines) to the manifest `path` in one ``write``."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    """Append `text` (whole lines) to the manifest `path` in one ``write``.
+
+    A manifest that is a symbolic link is refused (an OSError): its lines
+    would go to whatever file it names.
+    """
+    if os.path.islink(path):  # O_NOFOLLOW where there is one; the check where not
+        raise OSError(errno.ELOOP, "a symbolic link: convcli never writes through one", path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o666)
     try:
         os.write(fd, text.encode("utf-8"))
     finally:

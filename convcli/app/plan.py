@@ -27,10 +27,15 @@ from .ops import OPERATION_NAMES, Operation
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input and the folder its outputs go to."""
+    """One input and the folder its outputs go to.
+
+    `out_root` is the run's output folder (``-o``) where `out_dir` is a
+    subfolder of it made for a subfolder of the input (``-r``), else "".
+    """
 
     path: str
     out_dir: str
+    out_root: str = ""
 
 
 @dataclass
@@ -54,13 +59,14 @@ class _Folder:
     names: list[str]
     same: bool = False
     links: frozenset[str] = frozenset()
+    out_root: str = ""
 
     def files(self) -> list[InputFile]:
         if self.path == ".":
-            return [InputFile(name, self.out_dir) for name in self.names]
+            return [InputFile(name, self.out_dir, self.out_root) for name in self.names]
         start = self.path.rstrip("/" if is_url(self.path) else os.sep)
         start += "/" if is_url(self.path) else os.sep
-        return [InputFile(start + name, self.out_dir) for name in self.names]
+        return [InputFile(start + name, self.out_dir, self.out_root) for name in self.names]
 
 
 def _is_hidden(name: str) -> bool:
@@ -177,7 +183,8 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
             images = _without_earlier_outputs(images)
         if images:
             count += len(images)
-            yield _Folder(folder, out_folder, images, same, frozenset(links & set(images)))
+            yield _Folder(folder, out_folder, images, same, frozenset(links & set(images)),
+                          out_dir if local_out and rel != "." else "")
     if count == 0:
         hint = " (use -r to include its subfolders)" if skipped_dirs else ""
         notes.append(f"{top}: no image files in this folder{hint}")
@@ -275,6 +282,9 @@ class Task:
     frames : "first", "all" or tuple of int
         The frames of a multi-frame file to process (``--frames``,
         :func:`convcli.frames.parse_frames`).
+    out_root : str
+        The run's output folder where `out_dir` is a subfolder made in it
+        (``-r``), else "": no folder between them may be a symbolic link.
     """
 
     source: str
@@ -294,6 +304,7 @@ class Task:
     memory: int | None = None
     replace_any: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
+    out_root: str = ""
 
 
 def _identity(path: str):
@@ -328,7 +339,7 @@ def _plan_group(items: list[InputFile], out_dir: str, inputs_here: list[str], op
             existing = tuple(n for n in names_there if named_for_stem(n, stem)
                              or (out_file and n == basename(out_file)))
         yield Task(item.path, item.out_dir, stem, op, protected=protected,
-                   existing=existing, **options)
+                   existing=existing, out_root=item.out_root, **options)
 
 
 def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",

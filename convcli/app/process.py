@@ -37,7 +37,7 @@ from ..images import (
     save_npy,
 )
 from ..levels import LevelScale, count_not_finite, map_levels, top_level
-from ..safeio import path_key, replacing_any
+from ..safeio import make_output_folder, path_key, replacing_any
 from ..storage import is_url
 from ..zarr_stores import is_store_name
 from .names import FORMATS, Output, named_for_stem, planned_outputs
@@ -184,7 +184,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     timings["compute"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+    make_output_folder(task.out_dir, task.out_root)
     levels = _ChannelLevels(task, pic, data, todo)
     kept = 0
     written.todo = len(todo)
@@ -233,7 +233,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         if not todo:
             return FileResult(task.source, "skipped",
                               "outputs exist (use --overwrite to replace them)")
-        Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+        make_output_folder(task.out_dir, task.out_root)
         written.todo = len(todo)
         not_finite, tasks = _in_strips(task, source, todo, budget=budget, timings=timings,
                                        written=written.paths, records=written.records)

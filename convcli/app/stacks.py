@@ -47,6 +47,7 @@ from ..images import (
     save_npy,
 )
 from ..levels import LevelScale, _inside, _margin_left_out, count_not_finite
+from ..safeio import make_output_folder
 from .names import FORMATS, Output
 from .ops import result_and_summary
 
@@ -448,7 +449,7 @@ def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Outpu
             scales.add(pass_index, frame.result)
     timings["compute"] = time.perf_counter() - start
     start = time.perf_counter()
-    Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+    make_output_folder(task.out_dir, task.out_root)
     written.todo = len(todo)
     drawn = _write_pass(task, plan, frames, scales, todo, written, record)
     for out in todo:
