@@ -133,3 +133,16 @@ def test_a_manifest_that_is_a_symbolic_link_is_never_appended_to(tmp_path):
     result = run("pool", image, "-o", tmp_path / "out")
     assert "the manifest could not be written: a symbolic link" in result.stderr
     assert (tmp_path / "target.txt").read_text() == "kept\n"
+
+
+def test_convclis_own_lines_stay_lines_while_a_name_is_escaped(tmp_path):
+    # The dW grid of grad conv is convcli's own text of several lines.
+    image = make_image(tmp_path / "x\nFAKE.png")
+    result = run("grad", "conv", "-k", "vertical", image, "-o", tmp_path / "g")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert any("x\\nFAKE.png: " in line and "dW of vertical" in line for line in lines)
+    heading = next(k for k, line in enumerate(lines) if "dW of vertical" in line)
+    grid = lines[heading + 1:heading + 4]
+    assert all(len(row.split()) == 3 for row in grid)
+    assert not any(line.startswith("FAKE") for line in lines)

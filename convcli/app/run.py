@@ -111,8 +111,21 @@ class Reporter:
         self.causes_said: set[str] = set()  # the store's failures said (FileResult.fatal)
 
     def say(self, line: str) -> None:
-        """One line for the user, always (its secrets hidden: :func:`convcli.storage.redact`)."""
+        """One line for the user, always (:func:`convcli.storage.for_terminal`: its secrets
+        hidden, control characters escaped)."""
         print(f"convcli: {for_terminal(line)}", file=sys.stderr, flush=True)
+
+    def say_lines(self, text: str) -> None:
+        """convcli's own text of several lines (a dW grid, a traceback): the first as
+        :meth:`say`, the others as they are, each escaped alone.
+
+        A file name in `text` must be escaped already (``for_terminal``): its
+        newlines would otherwise start lines of their own.
+        """
+        first, *more = text.split("\n")
+        self.say(first)
+        for line in more:
+            print(for_terminal(line), file=sys.stderr, flush=True)
 
     def note(self, line: str) -> None:
         """A line that `quiet` leaves out."""
@@ -136,12 +149,13 @@ class Reporter:
                 return
             self.say(f"{source}: {result.message}")
             if self.debug and result.detail:
-                self.say(result.detail.rstrip())
+                self.say_lines(result.detail.rstrip())
         elif self.verbose:
             note = f" ({result.message})" if result.message else ""
-            self.say(f"{source}: {result.status}, {len(result.outputs)} written{note}")
+            self.say_lines(f"{for_terminal(source)}: {result.status}, "
+                           f"{len(result.outputs)} written{note}")
         elif result.message and not self.quiet and result.status != "skipped":
-            self.say(f"{source}: {result.message}")
+            self.say_lines(f"{for_terminal(source)}: {result.message}")
 
     def end(self, line: str, *, interrupted: bool = False) -> None:
         """The summary line (said even when `quiet` if the run was interrupted)."""
