@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._engine.tiles import window_count
+from .units import size_text
 
 
 def as_real_array(x, name: str) -> np.ndarray:
@@ -113,6 +114,6 @@ def check_result_size(shape, dtype, cause: str, what: str = "the result") -> Non
         nbytes *= n
     if nbytes > MAX_BYTES:
         raise ValueError(
-            f"{cause} makes {what} {dims} ({nbytes / 2**30:.3g} GiB), "
+            f"{cause} makes {what} {dims} ({size_text(nbytes)}), "
             f"more than this machine's memory"
         )

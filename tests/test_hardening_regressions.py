@@ -146,3 +146,15 @@ def test_convclis_own_lines_stay_lines_while_a_name_is_escaped(tmp_path):
     grid = lines[heading + 1:heading + 4]
     assert all(len(row.split()) == 3 for row in grid)
     assert not any(line.startswith("FAKE") for line in lines)
+
+
+def test_a_small_work_size_is_said_in_a_unit_that_shows_it(tmp_path):
+    # "its work would take about 0.0 GiB; over the --memory budget"
+    import numpy as np
+    import tifffile
+
+    tifffile.imwrite(tmp_path / "a.tif", np.zeros((200, 300), np.uint8))
+    result = run("pool", "-v", "--memory", "1M", tmp_path / "a.tif", "-o", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    assert "0.0 GiB" not in result.stderr
+    assert "MiB; over the --memory budget" in result.stderr

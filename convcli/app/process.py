@@ -39,6 +39,7 @@ from ..images import (
 from ..levels import LevelScale, count_not_finite, map_levels, top_level
 from ..safeio import make_output_folder, path_key, replacing_any
 from ..storage import is_url
+from ..units import size_text
 from ..zarr_stores import is_store_name
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
@@ -240,7 +241,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
         notes = list(source.notes) + [f"processed in strips{where} (its work would take about "
-                                      f"{size / 2**30:.1f} GiB; {why})"]
+                                      f"{size_text(size)}; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),

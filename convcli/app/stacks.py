@@ -48,6 +48,7 @@ from ..images import (
 )
 from ..levels import LevelScale, _inside, _margin_left_out, count_not_finite
 from ..safeio import make_output_folder
+from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
 
@@ -425,7 +426,7 @@ def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
                      "one file per frame")
     if not frames.kept:
         notes.append(f"read and processed in groups of at most {frames.group_frames} frames "
-                     f"(the whole stack's work would take about {frames.work / 2**30:.1f} GiB, "
+                     f"(the whole stack's work would take about {size_text(frames.work)}, "
                      "over the --memory budget)")
     return notes
 
