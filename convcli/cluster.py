@@ -508,6 +508,9 @@ NO_WORKERS_SECONDS = 10.0
 STOP_WAIT_SECONDS = 60.0
 """How long a stopped run waits for the files being written on the workers, at most."""
 
+MIN_IN_FLIGHT = 2
+"""Dask tasks in flight at least, whatever the cluster's threads (none may have joined yet)."""
+
 _ABANDON_WAIT = 10.0  # seconds for results already on their way when tasks are abandoned
 _CHECK_SECONDS = 1.0  # how often a run asks whether the cluster still has workers
 _FETCH_SECONDS = 2.0  # the longest wait for a finished task's result (a small record)
@@ -534,7 +537,8 @@ class ClusterRun:
         Tasks grouped into one Dask task.
     in_flight : int, optional
         Dask tasks submitted and not finished, at most; by default twice the
-        cluster's threads.
+        threads of the workers there as tasks are submitted (counted again
+        every :data:`_CHECK_SECONDS`), :data:`MIN_IN_FLIGHT` at least.
     stop_requests : callable
         The number of times the user asked to stop, polled while waiting.
     no_workers_seconds, stop_wait_seconds : float
@@ -566,14 +570,13 @@ class ClusterRun:
         self._worker = worker
         self._per_task = max(1, files_per_task)
         workers = client.scheduler_info().get("workers", {})
-        if in_flight is None:
-            in_flight = 2 * sum(w.get("nthreads", 1) for w in workers.values())
         self._stop_requests = stop_requests
         self._distributed = _import_distributed()
         self._pending = self._distributed.as_completed(loop=client.loop)
-        self._in_flight = max(1, in_flight)
-        self._threads = layer_threads(client, workers)
-        self._threads_in_all = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+        self._in_flight = None if in_flight is None else max(1, in_flight)  # None: see _window
+        self._threads = layer_threads(client, workers)  # by address, see _count_threads
+        self._threads_in_all = sum(w.get("nthreads", 1) for w in workers.values())
+        self._counted = time.monotonic()  # when the workers' threads were last counted
         self._workers = set(workers)  # their addresses when last asked
         self._group_of: dict = {}
         self._sent: dict = {}  # the groups as sent (paths joined to this directory), their keys
@@ -616,11 +619,44 @@ class ClusterRun:
                 task, number, group_key = self._singles.pop(0)
                 self._submit((task,), (number,), group_key)
             return
-        while len(self._group_of) < self._in_flight:
+        window = self._window()
+        while len(self._group_of) < window:
             group = tuple(itertools.islice(self._tasks, self._per_task))
             if not group:
                 return
             self._submit(group, tuple(str(next(self._numbers)) for _ in group))
+
+    def _window(self) -> int:
+        """Dask tasks to keep in flight: `in_flight`, or twice the threads of the workers now.
+
+        Workers join after the run starts, and a nanny starts another in
+        place of one that died: they are counted again every
+        :data:`_CHECK_SECONDS` (the last count is kept without a scheduler).
+        """
+        if self._in_flight is not None:
+            return self._in_flight
+        if time.monotonic() - self._counted >= _CHECK_SECONDS and self._client.status == "running":
+            try:
+                self._count_threads(self._client.nthreads())
+            except OSError:  # no scheduler: the run's own checks say so
+                pass
+        return max(MIN_IN_FLIGHT, 2 * self._threads_in_all)
+
+    def _count_threads(self, nthreads: dict) -> None:
+        """Count the threads of the workers there now (`nthreads`: each one's, by address).
+
+        Workers not seen before change their hosts' share of cores: the layer
+        threads are worked out again (:func:`layer_threads`), or on the next
+        count if a worker leaves meanwhile.
+        """
+        self._counted = time.monotonic()
+        self._threads_in_all = sum(nthreads.values())
+        if nthreads.keys() - self._threads.keys():
+            try:
+                self._threads = layer_threads(
+                    self._client, self._client.scheduler_info().get("workers", {}))
+            except Exception:  # noqa: BLE001 - a worker lost while asked: the next count
+                pass
 
     def __iter__(self) -> Iterator[FileResult]:
         self._fill()
@@ -630,6 +666,7 @@ class ClusterRun:
             done = self._pending.next_batch(block=False)
             if not done:
                 self._wait_for_results()
+                self._fill()  # workers that joined meanwhile get tasks
                 continue
             for future in done:
                 self._unreported.extend(self._collect(future))
@@ -760,10 +797,12 @@ class ClusterRun:
         """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
         self._check_scheduler()
         try:
-            workers = set(self._client.nthreads())
+            nthreads = self._client.nthreads()
         except OSError:
             self._check_scheduler()
             raise
+        workers = set(nthreads)
+        self._count_threads(nthreads)
         self._note_departures(workers)
         count = len(workers)
         bound, since = self._no_workers
@@ -800,7 +839,7 @@ class ClusterRun:
     @property
     def running(self) -> int:
         """Files being processed, at most: one per Dask task not finished, within the threads."""
-        return min(len(self._group_of), self._threads_in_all)
+        return min(len(self._group_of), max(1, self._threads_in_all))
 
     def _clear(self, *keys: str, wait: bool = True) -> None:
         """Clear the run's record under `keys` on the scheduler (all of it without keys).

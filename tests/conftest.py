@@ -4,8 +4,10 @@ The default profile ``convcli`` runs 50 derandomized examples per property
 test with no deadline; set ``CONVCLI_HYPOTHESIS_PROFILE=thorough`` for 1000.
 
 Fixtures: ``photo`` (an RGB picture written to ``tmp_path``, drawn with
-``photo_seed``, which a module overrides to draw another picture) and ``out``
-(the output folder ``tmp_path / "out"``, not yet made).
+``photo_seed``, which a module overrides to draw another picture), ``out``
+(the output folder ``tmp_path / "out"``, not yet made), ``cluster`` (a Dask
+scheduler and two workers on 127.0.0.1, shared by a module's tests) and
+``own_cluster`` (the same, for one test that kills its workers).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import warnings
 
 import pytest
-from helpers import make_image
+from helpers import DaskProcesses, make_image
 from hypothesis import settings
 
 settings.register_profile(
@@ -53,3 +55,23 @@ def photo(tmp_path, photo_seed):
 def out(tmp_path):
     """The output folder ``tmp_path / "out"`` (not made: the command line makes it)."""
     return tmp_path / "out"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Dask scheduler and two workers (:class:`helpers.DaskProcesses`) for a module's tests.
+
+    Tests that kill workers take ``own_cluster``: the workers their nannies
+    start again join later, while the module's next tests already run.
+    """
+    processes = DaskProcesses(tmp_path_factory.mktemp("cluster"), 2)
+    yield processes
+    processes.close()
+
+
+@pytest.fixture
+def own_cluster(tmp_path_factory):
+    """A Dask scheduler and two workers as ``cluster``'s, for one test alone."""
+    processes = DaskProcesses(tmp_path_factory.mktemp("own-cluster"), 2)
+    yield processes
+    processes.close()

@@ -37,13 +37,6 @@ pytestmark = pytest.mark.cluster
 CONVCLI = [sys.executable, "-m", "convcli"]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = DaskProcesses(tmp_path_factory.mktemp("cluster"), 2)
-    yield c
-    c.close()
-
-
 def _convcli(*args, timeout=180, cwd=None):
     return subprocess.run([*CONVCLI, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)
@@ -257,15 +250,15 @@ def _unrecorded_names(out: Path) -> list[str]:
     return sorted({path.name for path in out.glob("*.png")} - named)
 
 
-def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
+def test_a_worker_killed_mid_batch_loses_nothing(own_cluster, tmp_path):
     src = make_folder(tmp_path / "in", 40, (320, 240))
     reference = _convcli("conv", "-k", "edge", src, "-o", tmp_path / "local", "-j", "2")
     assert reference.returncode == 0, reference.stderr
-    with distributed.Client(scheduler_file=str(cluster.file), set_as_default=False) as client:
+    with distributed.Client(scheduler_file=str(own_cluster.file), set_as_default=False) as client:
         victim = next(iter(client.run(os.getpid).values()))
         out = tmp_path / "remote"
         proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", str(src), "-o", str(out),
-                                 "--scheduler", cluster.address, "--files-per-task", "8"],
+                                 "--scheduler", own_cluster.address, "--files-per-task", "8"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 4, 120)
         os.kill(victim, signal.SIGKILL)  # its nanny starts another
@@ -347,25 +340,43 @@ def _always_dies_on_c(job):
 
 
 @pytest.fixture(scope="module")
-def local_client():
+def by_value():
+    """The functions of this test module travel by value: the workers cannot import it."""
     import cloudpickle
-    import dask
 
-    # The workers cannot import this test module: its functions travel by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address="127.0.0.1:0")
-        client = distributed.Client(cluster, set_as_default=False)
-    yield client
-    client.close()
-    cluster.close()
+    yield
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
-def test_a_worker_killed_once_loses_nothing(local_client, tmp_path):
+def _local_cluster(workers: int = 2):
+    """A LocalCluster of `workers` processes of one thread; a task may kill one worker only."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address="127.0.0.1:0")
+
+
+@pytest.fixture(scope="module")
+def local_client(by_value):
+    """A client of a LocalCluster of two workers, shared by the tests that kill none."""
+    with _local_cluster() as cluster, distributed.Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+@pytest.fixture
+def own_local_client(by_value):
+    """A client of a LocalCluster of two workers, for one test that kills them."""
+    with _local_cluster() as cluster, distributed.Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+def test_a_worker_killed_once_loses_nothing(own_local_client, tmp_path):
     tasks = [_Job(name, str(tmp_path / "died")) for name in "abcdefgh"]
-    run = ClusterRun(local_client, tasks, _dies_once, files_per_task=3, in_flight=4)
+    run = ClusterRun(own_local_client, tasks, _dies_once, files_per_task=3, in_flight=4)
     results = list(run)
     assert sorted(r.source for r in results) == list("abcdefgh")  # each exactly once
     assert all(r.status == "done" for r in results)
@@ -461,9 +472,9 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines(local_client,
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     lines, jobs = _lines_and_jobs(tmp_path)
-    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
                      manifest_lines=lines)
-    run._fill()  # submitted; their results are never taken
+    run._fill()  # its three tasks submitted (in_flight); their results are never taken
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
     run._failed = "scheduler"  # what the run notes when it loses the scheduler
     assert run.stop() == []
@@ -481,9 +492,9 @@ def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, 
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     lines, jobs = _lines_and_jobs(tmp_path)
-    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
+    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
                      manifest_lines=lines)
-    run._fill()
+    run._fill()  # its three tasks submitted (in_flight)
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
 
     def lost(*args, **kwargs):
@@ -534,12 +545,14 @@ def _puts_an_output(job):
 
 
 def _url_run(client, out, options):
-    """A run of five files whose outputs go to `out` on object storage, and its manifest lines."""
+    """A run of five files in three tasks, all in flight, whose outputs go to `out` on object
+    storage, and its manifest lines."""
     from convcli.app.manifest import ManifestLines
 
     lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
     jobs = [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
-    return lines, ClusterRun(client, jobs, _puts_an_output, files_per_task=2, manifest_lines=lines)
+    return lines, ClusterRun(client, jobs, _puts_an_output, files_per_task=2, in_flight=3,
+                             manifest_lines=lines)
 
 
 def _object_names(out, options):
@@ -556,7 +569,7 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_sto
 
     out = "s3://fragments/lost"
     lines, run = _url_run(local_client, out, s3_options)
-    run._fill()  # submitted; their results are never taken
+    run._fill()  # its three tasks submitted (in_flight); their results are never taken
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
     run._failed = "scheduler"
     assert run.stop() == []
@@ -606,9 +619,25 @@ def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{n}.png.out" for n in "abcde"]
 
 
-def test_a_file_that_kills_every_worker_fails_alone(local_client, tmp_path):
+def test_the_tasks_in_flight_follow_the_workers_that_join(by_value, monkeypatch):
+    import convcli.cluster
+
+    monkeypatch.setattr(convcli.cluster, "_CHECK_SECONDS", 0.0)  # counted at each submission
+    with _local_cluster(0) as cluster, distributed.Client(cluster, set_as_default=False) as client:
+        run = ClusterRun(client, [_Job(str(n)) for n in range(12)], _slow, files_per_task=1)
+        run._fill()
+        assert len(run._group_of) == convcli.cluster.MIN_IN_FLIGHT  # no workers yet
+        cluster.scale(3)
+        client.wait_for_workers(3, timeout=60)
+        run._fill()
+        assert len(run._group_of) == 6  # twice the three workers' threads
+        assert sorted(int(r.source) for r in run) == list(range(12))
+        assert run.recovered_deaths == []
+
+
+def test_a_file_that_kills_every_worker_fails_alone(own_local_client, tmp_path):
     tasks = [_Job(name) for name in "abcdef"]
-    results = list(ClusterRun(local_client, tasks, _always_dies_on_c, files_per_task=3,
+    results = list(ClusterRun(own_local_client, tasks, _always_dies_on_c, files_per_task=3,
                               in_flight=2))
     assert sorted(r.source for r in results) == list("abcdef")
     failed = [r for r in results if r.status == "failed"]

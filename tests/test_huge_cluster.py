@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tifffile
-from helpers import DaskProcesses, names, run
+from helpers import names, run
 from PIL import Image
 
 distributed = pytest.importorskip("distributed")
@@ -18,13 +18,6 @@ zarr = pytest.importorskip("zarr")
 pytestmark = pytest.mark.cluster
 
 SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = DaskProcesses(tmp_path_factory.mktemp("cluster"), 2)
-    yield c
-    c.close()
 
 
 @pytest.fixture(scope="module")

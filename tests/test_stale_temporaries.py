@@ -28,17 +28,23 @@ def _part(folder, name, *, age):
 
 def test_only_old_temporaries_of_gone_writers_are_removed(tmp_path):
     dead = _dead_pid()
-    stale = _part(tmp_path, f".convcli-a_pool-max-f2-s2.png.{dead}-0a1b2c3d.part", age=600)
-    # This process started after the file was last changed: its id was reused.
-    reused = _part(tmp_path, f".convcli-b.png.{os.getpid()}-00ff00ff.part", age=600)
-    recent = _part(tmp_path, f".convcli-c.png.{dead}-12345678.part", age=0)
-    others = [_part(tmp_path, name, age=600) for name in (
-        f"photo.{dead}-0a1b2c3d.part", f".convcli-e.png.{dead}-0a1b2c3d.partial",
-        ".convcli-notes.txt", f"x.convcli-f.png.{dead}-0a1b2c3d.part")]
-    folder = tmp_path / f".convcli-g.png.{dead}-0a1b2c3d.part"
-    folder.mkdir()
-    os.utime(folder, (time.time() - 600,) * 2)
-    assert remove_stale_temporaries(tmp_path) == 2
+    # A process started now, after the file below was last changed: its id was reused. (Not
+    # this test's own process: when started more than 600 s ago, it may be the writer.)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = _part(tmp_path, f".convcli-a_pool-max-f2-s2.png.{dead}-0a1b2c3d.part", age=600)
+        reused = _part(tmp_path, f".convcli-b.png.{alive.pid}-00ff00ff.part", age=600)
+        recent = _part(tmp_path, f".convcli-c.png.{dead}-12345678.part", age=0)
+        others = [_part(tmp_path, name, age=600) for name in (
+            f"photo.{dead}-0a1b2c3d.part", f".convcli-e.png.{dead}-0a1b2c3d.partial",
+            ".convcli-notes.txt", f"x.convcli-f.png.{dead}-0a1b2c3d.part")]
+        folder = tmp_path / f".convcli-g.png.{dead}-0a1b2c3d.part"
+        folder.mkdir()
+        os.utime(folder, (time.time() - 600,) * 2)
+        assert remove_stale_temporaries(tmp_path) == 2
+    finally:
+        alive.kill()
+        alive.wait()
     assert not stale.exists() and not reused.exists()
     assert recent.exists() and folder.is_dir()
     assert all(p.read_bytes() == b"half a file" for p in others)
