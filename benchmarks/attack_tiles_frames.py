@@ -489,8 +489,8 @@ def mixed_stacks(work: Path, rng, t: Trial) -> None:
 def borderline_rank_one(work: Path, rng, t: Trial) -> None:
     """Kernels a hair from rank 1: the separable engine against a float64 oracle."""
     sys.path.insert(0, str(ROOT))
-    from convcli import conv
-    from convcli._engine.separable import rank_one_factors
+    from convcli.layers import conv
+    from convcli.layers._engine.separable import rank_one_factors
     worst, took_separable = 0.0, 0
     for k in range(30):
         f_h, f_w = int(rng.integers(3, 16)), int(rng.integers(3, 16))

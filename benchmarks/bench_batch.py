@@ -86,7 +86,7 @@ def opencv_edges(photo: str, out_dir: str) -> None:
     """convcli's default ``conv -k vertical`` map of one photo, with OpenCV."""
     import cv2
 
-    from convcli.levels import robust_top
+    from convcli.levels.mapping import robust_top
 
     bgr = cv2.imread(photo, cv2.IMREAD_COLOR)
     total = cv2.transform(bgr.astype(np.float32), np.ones((1, 3), np.float32))  # channel sum
@@ -224,8 +224,8 @@ def stage_split(photos: list[Path], out: Path) -> dict[str, float]:
     """Median ms per photo of each stage, with the functions the command line's worker calls."""
     from convcli.app.ops import ConvOp
     from convcli.app.process import _levels
-    from convcli.batch import keep_freed_memory
-    from convcli.images import read_image, save_levels
+    from convcli.engines.processes import keep_freed_memory
+    from convcli.io.images import read_image, save_levels
     from convcli.kernels import parse_kernel_spec
 
     keep_freed_memory()  # as in the command line's workers
@@ -251,7 +251,7 @@ def stage_split(photos: list[Path], out: Path) -> dict[str, float]:
 
 def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
     """(encoder, ms, bytes) for the PNG encoders that are installed, on `levels`."""
-    from convcli import png
+    from convcli.io import png
 
     def ours(backend):
         def encode():
@@ -377,7 +377,7 @@ def main(argv=None) -> None:
         f"{stage} {ms:.1f} ({100 * ms / total:.0f}%)" for stage, ms in stages.items())
         + f"; total {total:.1f}")
 
-    from convcli.images import read_image
+    from convcli.io.images import read_image
 
     pic = read_image(photos[0])
     from convcli.app.ops import ConvOp

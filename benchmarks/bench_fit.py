@@ -33,7 +33,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from convcli import conv_forward, pad_images
 from convcli.app.fit import fit_kernel
-from convcli.images import read_image
+from convcli.io.images import read_image
 from convcli.kernels import get_kernel
 
 try:

@@ -6,8 +6,8 @@ Makes a size x size uint8 grey TIFF (256 x 256 tiles, deflate; a gradient with
 noise, written tile by tile), then, each in a fresh process so that the peak
 resident memory (``ru_maxrss``) is that step's own:
 
-- ``read``: every band of 256 rows through :func:`convcli.regions.open_regions`;
-- ``copy``: the same bands written by :func:`convcli.row_writers.open_row_writer`
+- ``read``: every band of 256 rows through :func:`convcli.io.regions.open_regions`;
+- ``copy``: the same bands written by :func:`convcli.io.row_writers.open_row_writer`
   as a tiled BigTIFF with its pyramid;
 - ``vips``: ``vips copy in.tif out.tif[tile,pyramid,compression=deflate,bigtiff]``,
   where vips is installed (``apt-get install libvips-tools``).
@@ -45,7 +45,7 @@ def make_input(path: Path, size: int) -> None:
 
 
 def read_all(source_path: str) -> None:
-    from convcli.regions import open_regions
+    from convcli.io.regions import open_regions
 
     with open_regions(source_path) as source:
         for top in range(0, source.height, BAND):
@@ -53,8 +53,8 @@ def read_all(source_path: str) -> None:
 
 
 def copy_all(source_path: str, out_path: str) -> None:
-    from convcli.regions import open_regions
-    from convcli.row_writers import open_row_writer
+    from convcli.io.regions import open_regions
+    from convcli.io.row_writers import open_row_writer
 
     with open_regions(source_path) as source, open_row_writer(
             out_path, fmt="tiff", height=source.height, width=source.width, channels=1,

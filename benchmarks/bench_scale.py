@@ -11,7 +11,7 @@ It measures, on this machine:
    folder of ``bench_batch.py``), whole-process medians: ``--jobs 2``; on a
    running cluster of 2 one-thread workers (``--scheduler tcp://...``); and
    ``--scheduler local -j 2``, which also starts and stops its cluster.
-2. The client streaming N synthetic tasks through :class:`convcli.cluster.ClusterRun`
+2. The client streaming N synthetic tasks through :class:`convcli.engines.dask.ClusterRun`
    with a no-op worker function, in a fresh process: its time, its peak
    memory, and the tasks per second through the scheduler. The tasks are made
    lazily; the client holds at most twice the cluster's threads of Dask tasks.
@@ -67,8 +67,8 @@ import json, sys, time
 import distributed
 from convcli.app.ops import ConvOp
 from convcli.app.plan import stream_tasks
-from convcli.batch import FileResult
-from convcli.cluster import ClusterRun
+from convcli.engines.processes import FileResult
+from convcli.engines.dask import ClusterRun
 from convcli.kernels import get_kernel
 
 def no_op(task):

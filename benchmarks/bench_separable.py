@@ -23,7 +23,7 @@ after a warm-up round (``--clock cpu``: the least CPU time of the calling
 thread instead, which other processes on a busy machine disturb far less
 than the wall clock). ``--sweep`` also times the separable engine against
 convcli's 2-D engines for Gaussians of 3x3 to 15x15 (the choice between them
-is :func:`convcli._engine.separable.passes`).
+is :func:`convcli.layers._engine.separable.passes`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import cv2
 import numpy as np
 from PIL import Image
 
-import convcli.conv as conv_module
+import convcli.layers.conv as conv_module
 from convcli import conv_forward
-from convcli._engine.separable import passes
-from convcli._engine.tiles import set_threads
+from convcli.layers._engine.separable import passes
+from convcli.layers._engine.tiles import set_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 

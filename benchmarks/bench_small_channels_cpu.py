@@ -26,7 +26,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from convcli import conv_forward
-from convcli._engine.tiles import set_threads
+from convcli.layers._engine.tiles import set_threads
 
 WORKLOADS = {  # name: (input shape, f, stride, pad), 3 filters
     "W1": ((1, 1024, 1024, 3), 3, 1, 1),

@@ -18,31 +18,31 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
 # line starts by importing nothing heavy: a Ctrl-C while numpy, Pillow and
 # click load is then caught by convcli.__main__.main (no traceback).
 _EXPORTS = {
-    "conv_backward": "conv",
-    "conv_forward": "conv",
-    "conv_single_step": "conv",
-    "depthwise_conv_backward": "conv",
-    "depthwise_conv_forward": "conv",
-    "PAD_MODES": "padding",
-    "pad_images": "padding",
-    "zero_pad": "padding",
-    "POOL_MODES": "pooling",
-    "create_mask_from_window": "pooling",
-    "distribute_value": "pooling",
-    "pool_backward": "pooling",
-    "pool_forward": "pooling",
+    "conv_backward": "layers.conv",
+    "conv_forward": "layers.conv",
+    "conv_single_step": "layers.conv",
+    "depthwise_conv_backward": "layers.conv",
+    "depthwise_conv_forward": "layers.conv",
+    "PAD_MODES": "layers.padding",
+    "pad_images": "layers.padding",
+    "zero_pad": "layers.padding",
+    "POOL_MODES": "layers.pooling",
+    "create_mask_from_window": "layers.pooling",
+    "distribute_value": "layers.pooling",
+    "pool_backward": "layers.pooling",
+    "pool_forward": "layers.pooling",
 }
 
 if TYPE_CHECKING:
-    from .conv import (
+    from .layers.conv import (
         conv_backward,
         conv_forward,
         conv_single_step,
         depthwise_conv_backward,
         depthwise_conv_forward,
     )
-    from .padding import PAD_MODES, pad_images, zero_pad
-    from .pooling import (
+    from .layers.padding import PAD_MODES, pad_images, zero_pad
+    from .layers.pooling import (
         POOL_MODES,
         create_mask_from_window,
         distribute_value,

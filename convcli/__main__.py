@@ -15,7 +15,7 @@ def main() -> None:
     """
     _short_blas_spin()
     try:
-        from .cli import main as command
+        from .cli.main import main as command
     except KeyboardInterrupt:
         sys.stderr.write("convcli: interrupted\n")
         sys.exit(130)
@@ -39,7 +39,7 @@ def _short_blas_spin() -> None:
     parallel call: at numpy's import, and again in each batch worker after
     its fork, where on 2 cores they took half of the workers' CPU during their
     first photos. The layers run their matmuls on their own threads (BLAS on
-    the calling thread, :mod:`convcli._engine.tiles`), so nothing waits for a
+    the calling thread, :mod:`convcli.layers._engine.tiles`), so nothing waits for a
     spinning BLAS thread. 16 photos of 2400x1800 on 2 cores: 0.85 s to 0.79 s,
     and 1.44 s to 1.21 s of CPU.
     """

@@ -3,7 +3,7 @@
 The command line builds its options from these names without importing
 numpy or Pillow, so ``convcli --help`` starts as fast as click does. The
 library modules take their constants from here: :data:`PAD_MODES` is also
-:data:`convcli.padding.PAD_MODES`, and so on.
+:data:`convcli.layers.padding.PAD_MODES`, and so on.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ POOL_MODE_ALIASES = {"avg": "average"}
 """Other names accepted for the pool modes (PyTorch's avg_pool2d)."""
 
 MAPPINGS = ("abs", "minmax", "clip", "offset", "robust")
-"""The value mappings of :func:`convcli.levels.to_levels` (``--normalize``)."""
+"""The value mappings of :func:`convcli.levels.mapping.to_levels` (``--normalize``)."""
 
 CHANNEL_MODES = ("sum", "each", "gray")
 """How ``conv`` treats colour channels (``--channels``)."""

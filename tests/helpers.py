@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from PIL import Image, ImageOps
 
 from convcli.app.manifest import is_manifest_name
-from convcli.cli import main
+from convcli.cli.main import main
 
 WIDTH, HEIGHT = 40, 30
 

@@ -30,11 +30,12 @@ from helpers import (
 )
 from PIL import Image
 
-from convcli import batch, conv_forward
+from convcli import conv_forward
 from convcli.app import ops, plan, process
-from convcli.batch import FileResult, iter_results, run_guarded
-from convcli.images import save_levels
-from convcli.safeio import TEMP_SUFFIX
+from convcli.engines import processes as batch
+from convcli.engines.processes import FileResult, iter_results, run_guarded
+from convcli.io.images import save_levels
+from convcli.io.safeio import TEMP_SUFFIX
 
 VERTICAL = np.array([[1, 0, -1]] * 3, dtype=np.float32)
 
@@ -606,7 +607,7 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
     """Sent again at once, it could land inside the hook, and be ignored (and printed) again."""
     from types import SimpleNamespace
 
-    import convcli.batch as batch
+    import convcli.engines.processes as batch
 
     arrived = []
     previous = signal.signal(signal.SIGALRM, lambda signum, frame: arrived.append(signum))

@@ -26,8 +26,8 @@ from PIL import Image
 
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.choices import COMBINE_MODES, MAPPINGS, PAD_MODES
-from convcli.cli import main
-from convcli.images import save_levels
+from convcli.cli.main import main
+from convcli.io.images import save_levels
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
 
 
@@ -432,7 +432,7 @@ def test_figure_with_npy_output(photo, out):
 
 
 def test_importing_the_cli_does_not_import_matplotlib():
-    code = "import sys, convcli.cli; sys.exit('matplotlib' in sys.modules)"
+    code = "import sys, convcli.cli.main; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from helpers import assert_one_line_error, make_image, names, ok, outputs_in, read, run
 from PIL import Image
 
-from convcli.cli import main
+from convcli.cli.main import main
 
 
 def _folder_run(photo, folder, *args):
@@ -325,8 +325,10 @@ def test_an_empty_item_in_a_kernel_list_is_a_usage_error(photo, tmp_path):
 
 
 def test_the_command_line_choices_are_the_library_names():
-    from convcli import choices, levels, padding, pooling
+    from convcli import choices
     from convcli.app.names import FORMATS
+    from convcli.layers import padding, pooling
+    from convcli.levels import mapping as levels
 
     assert tuple(FORMATS) == choices.FORMAT_NAMES
     assert padding.PAD_MODES is choices.PAD_MODES and pooling.POOL_MODES is choices.POOL_MODES

@@ -29,8 +29,9 @@ from helpers import (
 
 distributed = pytest.importorskip("distributed")
 
-from convcli.batch import WORKER_DIED, FileResult  # noqa: E402
-from convcli.cluster import ClusterError, ClusterRun  # noqa: E402
+from convcli.app.manifest import ManifestHooks  # noqa: E402
+from convcli.engines.dask import ClusterError, ClusterRun  # noqa: E402
+from convcli.engines.processes import WORKER_DIED, FileResult  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -143,7 +144,7 @@ def test_workers_without_convcli_are_one_line(photos, tmp_path):
 @pytest.mark.parametrize("address", ["LOCAL", "local:", "", "foo://bar", "tcp://", "a b:1"])
 def test_a_scheduler_that_is_no_address_is_a_usage_error(photos, tmp_path, address):
     if address.lower() == "local":  # any case starts a local cluster: no convcli there
-        from convcli.cluster import check_scheduler
+        from convcli.engines.dask import check_scheduler
 
         assert check_scheduler(address) == "local"
         return
@@ -473,7 +474,7 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines(local_client,
 
     lines, jobs = _lines_and_jobs(tmp_path)
     run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
-                     manifest_lines=lines)
+                     hooks=ManifestHooks(lines))
     run._fill()  # its three tasks submitted (in_flight); their results are never taken
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
     run._failed = "scheduler"  # what the run notes when it loses the scheduler
@@ -493,7 +494,7 @@ def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, 
 
     lines, jobs = _lines_and_jobs(tmp_path)
     run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
-                     manifest_lines=lines)
+                     hooks=ManifestHooks(lines))
     run._fill()  # its three tasks submitted (in_flight)
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
 
@@ -534,7 +535,7 @@ class _UrlJob(NamedTuple):
 
 def _puts_an_output(job):
     """Puts SOURCE's name + .out in the URL `job.out_dir`, with its manifest record."""
-    from convcli import storage
+    from convcli.io import storage
 
     name = f"{storage.basename(job.source)}.out"
     url = storage.join(job.out_dir, name)
@@ -552,11 +553,11 @@ def _url_run(client, out, options):
     lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
     jobs = [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
     return lines, ClusterRun(client, jobs, _puts_an_output, files_per_task=2, in_flight=3,
-                             manifest_lines=lines)
+                             hooks=ManifestHooks(lines))
 
 
 def _object_names(out, options):
-    from convcli import storage
+    from convcli.io import storage
 
     return sorted(storage.list_names(out, options))
 
@@ -582,7 +583,7 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_sto
 
 def test_fragment_objects_of_recorded_results_go_once_the_run_s_manifest_is_put(
         local_client, s3_options):
-    from convcli import storage
+    from convcli.io import storage
 
     out = "s3://fragments/recorded"
     lines, run = _url_run(local_client, out, s3_options)
@@ -610,7 +611,7 @@ def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
 
     lines, jobs = _lines_and_jobs(tmp_path)
     run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
-                     manifest_lines=lines)
+                     hooks=ManifestHooks(lines))
     results = list(run)
     assert len(list(tmp_path.glob(FRAGMENT_PREFIX + "*"))) == 3  # one per task, until ...
     for result in results:
@@ -620,13 +621,13 @@ def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
 
 
 def test_the_tasks_in_flight_follow_the_workers_that_join(by_value, monkeypatch):
-    import convcli.cluster
+    import convcli.engines.dask
 
-    monkeypatch.setattr(convcli.cluster, "_CHECK_SECONDS", 0.0)  # counted at each submission
+    monkeypatch.setattr(convcli.engines.dask, "_CHECK_SECONDS", 0.0)  # counted at each submission
     with _local_cluster(0) as cluster, distributed.Client(cluster, set_as_default=False) as client:
         run = ClusterRun(client, [_Job(str(n)) for n in range(12)], _slow, files_per_task=1)
         run._fill()
-        assert len(run._group_of) == convcli.cluster.MIN_IN_FLIGHT  # no workers yet
+        assert len(run._group_of) == convcli.engines.dask.MIN_IN_FLIGHT  # no workers yet
         cluster.scale(3)
         client.wait_for_workers(3, timeout=60)
         run._fill()
@@ -667,7 +668,7 @@ def test_files_per_task_needs_a_scheduler(tmp_path):
 
 def test_a_stop_reads_every_task_journal_in_one_request(tmp_path):
     """Which unfinished tasks said they were done, and which outputs the lost ones wrote."""
-    from convcli.cluster import ClusterRun
+    from convcli.engines.dask import ClusterRun
 
     written = [tmp_path / f"p{i}.png" for i in range(3)]
     for path in written:

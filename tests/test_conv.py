@@ -1,4 +1,4 @@
-"""Tests for convcli.conv: conv_single_step, conv_forward/backward and the depthwise layer."""
+"""convcli.layers.conv: conv_single_step, conv_forward/backward and the depthwise layer."""
 
 from __future__ import annotations
 
@@ -612,8 +612,8 @@ def test_unit_weights_on_a_large_channel_match_the_window_reference(dtype):
 
 
 def test_taps_are_cheaper_for_edge_kernels_only():
-    from convcli._engine.depthwise import taps_are_cheaper
     from convcli.kernels import parse_kernel_spec
+    from convcli.layers._engine.depthwise import taps_are_cheaper
 
     def cheaper(name, channels=1):
         w = parse_kernel_spec(name).weights[:, :, None, None]
@@ -1346,7 +1346,7 @@ def test_dilation_matches_torch(layer, stride, pad, dilation):
 def test_depthwise_dense_and_tap_paths_match_the_loop(
     monkeypatch, dense_channels, stride, pad, n_C_prev
 ):
-    monkeypatch.setattr(convcli.conv, "DENSE_DEPTHWISE_CHANNELS", dense_channels)
+    monkeypatch.setattr(convcli.layers.conv, "DENSE_DEPTHWISE_CHANNELS", dense_channels)
     A, W, b = conv_case(stride + n_C_prev, 2, 9, 8, n_C_prev, 3, 2, depthwise=True)
     Z, cache = depthwise_conv_forward(A, W, b, hp(stride, pad))
     assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)
@@ -1364,7 +1364,7 @@ def test_tap_engine_reads_an_unpadded_input_in_place_bit_for_bit(m, H, W, C, n_K
                                                                  weights, bad, seed):
     """With nothing to pad (stride 1, pad 0) a contiguous input is read where it is,
     not staged: the same bits as staging the same values (a strided copy is staged)."""
-    from convcli._engine.depthwise import correlate_depthwise
+    from convcli.layers._engine.depthwise import correlate_depthwise
 
     g = np.random.default_rng(seed)
     f = min(3, (min(H, W) - 1) // dilation + 1)

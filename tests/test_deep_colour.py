@@ -7,8 +7,8 @@ import pytest
 from helpers import ok, run, run_without
 from PIL import Image
 
-from convcli import images
-from convcli.images import read_image, save_levels
+from convcli.io import images
+from convcli.io.images import read_image, save_levels
 
 imagecodecs = pytest.importorskip("imagecodecs")
 

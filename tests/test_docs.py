@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import make_image, read
 
-from convcli.cli import main
+from convcli.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["docs/tour/make-pictures.sh", "docs/learning/make-pictures.sh",

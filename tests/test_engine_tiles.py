@@ -28,14 +28,14 @@ from reference import (
     pool_forward_windows,
 )
 
-from convcli import conv as conv_module
 from convcli import conv_backward, conv_forward, pool_backward, pool_forward
-from convcli._engine import correlate as correlate_engine
-from convcli._engine import depthwise as depthwise_engine
-from convcli._engine import pool as pool_engine
-from convcli._engine import tiles
 from convcli.choices import POOL_MODES
-from convcli.conv import depthwise_conv_forward
+from convcli.layers import conv as conv_module
+from convcli.layers._engine import correlate as correlate_engine
+from convcli.layers._engine import depthwise as depthwise_engine
+from convcli.layers._engine import pool as pool_engine
+from convcli.layers._engine import tiles
+from convcli.layers.conv import depthwise_conv_forward
 
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
 TILE_SIZES = [1, 60, 400, 3000, 10**7]

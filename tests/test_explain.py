@@ -147,7 +147,7 @@ def test_the_skimage_sobel_note_holds():
     """The script's note: skimage.filters.sobel_v is -1/4 of sobel-x with 'symmetric'."""
     filters = pytest.importorskip("skimage.filters")
     from convcli.kernels import parse_kernel_spec
-    from convcli.padding import pad_images
+    from convcli.layers.padding import pad_images
 
     plane = np.random.default_rng(5).uniform(0, 255, (9, 11)).astype(np.float32)
     padded = pad_images(plane[None, :, :, None], 1, mode="symmetric")[0, :, :, 0]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from convcli import figures
-from convcli.figures import MAX_DRAWN_ASPECT, MAX_FIGURE_PIXELS, Panel
+from convcli.io import figures
+from convcli.io.figures import MAX_DRAWN_ASPECT, MAX_FIGURE_PIXELS, Panel
 
 
 def _drawn(fig):
@@ -71,7 +71,7 @@ def test_block_means_sum_in_float64_a_few_blocks_at_a_time(monkeypatch):
 # VmHWM, not ru_maxrss, which keeps the peak of the forked test process across exec.
 _PEAK = """
 import json, sys
-from convcli.cli import main
+from convcli.cli.main import main
 for args in json.loads(sys.argv[1]):
     try:
         main(args)
@@ -147,7 +147,7 @@ def test_a_tall_strip_figure_has_every_panel_in_one_row():
 
 def test_a_constant_map_is_titled_with_its_value_without_a_colour_bar():
     from convcli.app.ops import ConvOp
-    from convcli.images import Picture
+    from convcli.io.images import Picture
     from convcli.kernels import get_kernel
 
     pic = Picture(np.zeros((1, 1, 3), np.float32), ("R", "G", "B"), 255.0, 8)

@@ -17,10 +17,11 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
 def test_only_drawing_a_figure_imports_matplotlib_with_agg_and_no_pyplot(tmp_path):
     code = (
         "import sys\n"
-        "import convcli, convcli.cli, convcli.app.process, convcli.images, convcli.figures\n"
+        "import convcli, convcli.cli.main, convcli.app.process, convcli.io.images\n"
+        "import convcli.io.figures\n"
         "assert 'matplotlib' not in sys.modules\n"
         "import numpy as np\n"
-        "from convcli.figures import Panel, save_grid\n"
+        "from convcli.io.figures import Panel, save_grid\n"
         "save_grid(sys.argv[1], [Panel('x', np.zeros((4, 4)))], ncols=1)\n"
         "import matplotlib\n"
         "assert matplotlib.get_backend().lower() == 'agg', matplotlib.get_backend()\n"
@@ -32,7 +33,7 @@ def test_only_drawing_a_figure_imports_matplotlib_with_agg_and_no_pyplot(tmp_pat
 
 
 def test_save_grid_writes_a_png_with_empty_cells(tmp_path):
-    from convcli import figures
+    from convcli.io import figures
 
     g = np.random.default_rng(0)
     panels = [
@@ -62,7 +63,7 @@ def _panel_regions(panels, ncols, title, png_height):
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from convcli import figures
+    from convcli.io import figures
 
     fig = figures.draw_grid(panels, ncols=ncols, title=title)
     FigureCanvasAgg(fig).draw()
@@ -78,7 +79,7 @@ def _panel_regions(panels, ncols, title, png_height):
 
 
 def test_grid_panels_show_their_own_pixels_in_their_own_places(tmp_path):
-    from convcli import figures
+    from convcli.io import figures
 
     h, w = 60, 80
     split = np.zeros((h, w))
@@ -123,7 +124,7 @@ def test_grid_panels_show_their_own_pixels_in_their_own_places(tmp_path):
 
 def test_conv_figure_panels_hold_the_results_they_name():
     from convcli.app.ops import ConvOp
-    from convcli.images import Picture
+    from convcli.io.images import Picture
     from convcli.kernels import parse_kernel_spec
 
     g = np.random.default_rng(5)
@@ -150,7 +151,7 @@ NAMES_WITH_DOLLARS = ["a$b{{c}}$.png", "$x^{$.png", "$" + "{" * 50 + "}" * 50 + 
 def test_figure_titles_are_plain_text_for_names_with_dollars(tmp_path, monkeypatch):
     from helpers import make_image, ok
 
-    from convcli import figures
+    from convcli.io import figures
 
     titles = []
     draw_grid = figures.draw_grid

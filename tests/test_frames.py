@@ -13,16 +13,17 @@ import pytest
 from helpers import assert_one_line_error, digests, manifest_records, ok, run
 from PIL import Image
 
-from convcli import conv_forward, level_stats, pool_forward
+from convcli import conv_forward, pool_forward
 from convcli.app.ops import ConvOp, GradConvOp, PoolOp
 from convcli.app.plan import Task
 from convcli.app.process import process_file
 from convcli.app.stacks import FIGURE_FRAMES, stack_figure
-from convcli.frames import parse_frames, select_frames
-from convcli.images import Picture
+from convcli.io.frames import parse_frames, select_frames
+from convcli.io.images import Picture
+from convcli.io.png import write_apng
 from convcli.kernels import get_kernel, load_kernel_file
-from convcli.levels import map_frame_levels, map_levels
-from convcli.png import write_apng
+from convcli.levels import stats as level_stats
+from convcli.levels.mapping import map_frame_levels, map_levels
 
 H, W = 12, 16
 DURATIONS = [40, 70, 110, 30]

@@ -35,7 +35,7 @@ from convcli import (
     zero_pad,
 )
 from convcli.choices import MAPPINGS, PAD_MODES, POOL_MODE_ALIASES, POOL_MODES
-from convcli.levels import luminance, to_levels
+from convcli.levels.mapping import luminance, to_levels
 
 DTYPES = ["bool", "int8", "uint16", "float16", "float32", "float64", "complex128", "object"]
 REAL = DTYPES[:6]

@@ -336,7 +336,7 @@ def test_grad_outputs_are_earlier_outputs(tmp_path):
 
 
 def test_grad_commands_take_the_common_options():
-    from convcli.cli import main
+    from convcli.cli.main import main
 
     common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels",
               "jobs", "scheduler"}

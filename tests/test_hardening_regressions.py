@@ -9,8 +9,8 @@ import pytest
 from helpers import assert_one_line_error, make_image, run
 from PIL import Image
 
-from convcli.images import open_image
-from convcli.storage import for_terminal, redact, remember_secrets
+from convcli.io.images import open_image
+from convcli.io.storage import for_terminal, redact, remember_secrets
 
 
 def _apng_claiming(path, frames: int, claimed: int):

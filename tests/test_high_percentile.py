@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli import levels
-from convcli.levels import _high_percentile, robust_top
+from convcli.levels import mapping as levels
+from convcli.levels.mapping import _high_percentile, robust_top
 
 
 @settings(max_examples=60, deadline=None)

@@ -96,7 +96,7 @@ def test_jpeg_is_not_written_in_strips(tiffs, tmp_path):
 
 @pytest.mark.parametrize("command", [["pool", "--size", "3"], ["conv", "-k", "sobel-x,sobel-y"]])
 def test_the_figure_of_an_image_in_strips_is_an_overview(tiffs, tmp_path, command):
-    from convcli.figures import MAX_FIGURE_PIXELS
+    from convcli.io.figures import MAX_FIGURE_PIXELS
 
     result = run(*command, tiffs / "rgb.tif", "-o", tmp_path, "--figure", "--memory", "8M", "-v")
     assert result.exit_code == 0, result.output
@@ -152,7 +152,7 @@ def test_memory_stays_within_strips_of_a_large_image(tmp_path):
 def test_outputs_in_place_before_a_later_one_fails_are_recorded(tiffs, tmp_path, monkeypatch):
     import errno
 
-    from convcli import row_writers
+    from convcli.io import row_writers
 
     closed = []
     real_close = row_writers._PngSink.close

@@ -22,9 +22,9 @@ from helpers import (
 )
 from PIL import Image, ImageOps
 
-from convcli import images
 from convcli.choices import FORMAT_NAMES
-from convcli.images import (
+from convcli.io import images
+from convcli.io.images import (
     ImageError,
     PixelLimitError,
     open_image,

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from helpers import make_image, names, pixels, run
 
-from convcli import safeio
 from convcli.app.ops import PoolOp
 from convcli.app.plan import find_inputs, plan_tasks
-from convcli.safeio import path_key, path_order
+from convcli.io import safeio
+from convcli.io.safeio import path_key, path_order
 
 
 def error_lines(result) -> list[str]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from convcli.levels import MAPPINGS, luminance, map_levels, to_levels
+from convcli.levels.mapping import MAPPINGS, luminance, map_levels, to_levels
 
 
 def test_luminance_matches_pillow_convert_l():
@@ -68,7 +68,7 @@ def test_luminance_of_huge_values_is_inf_without_warnings():
 
 
 def test_robust_mapping_scales_by_a_percentile_away_from_the_border():
-    from convcli.levels import robust_top
+    from convcli.levels.mapping import robust_top
 
     x = np.zeros((50, 50))
     x[10:40, 25] = 10.0  # a sparse edge: 30 of 2500 pixels
@@ -88,7 +88,7 @@ def test_robust_mapping_scales_by_a_percentile_away_from_the_border():
 @pytest.mark.parametrize("margin", [1, 2, 4])
 @pytest.mark.parametrize("extra_columns", [0, 7])  # square maps, and maps wider than high
 def test_robust_percentile_at_twice_the_margin_and_one_pixel_more(margin, extra_columns):
-    from convcli.levels import map_levels, robust_top
+    from convcli.levels.mapping import map_levels, robust_top
 
     g = np.random.default_rng(20 + margin)
     rows = 2 * margin  # the margins would leave nothing: the whole map counts

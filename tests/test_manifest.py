@@ -21,7 +21,7 @@ from PIL import Image
 
 from convcli import __version__
 from convcli.choices import MAPPINGS, NORMALIZE_CHOICES, RAW_VALUES
-from convcli.levels import map_levels, to_levels
+from convcli.levels.mapping import map_levels, to_levels
 
 NORMALIZE = [m for m in NORMALIZE_CHOICES if m != RAW_VALUES]  # the mappings to levels
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convcli.npyfiles import load_npy_checked
+from convcli.io.npyfiles import load_npy_checked
 
 
 def _lying_npy(path, shape=(100_000, 100_000, 3)):

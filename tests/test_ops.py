@@ -23,9 +23,9 @@ from convcli.app.ops import (
     channel_sum_padded,
     result_and_summary,
 )
-from convcli.images import Picture
+from convcli.io.images import Picture
 from convcli.kernels import get_kernel
-from convcli.padding import pad_images_as
+from convcli.layers.padding import pad_images_as
 
 SOBEL = (get_kernel("sobel-x"),)
 

@@ -13,7 +13,7 @@ import pytest
 
 from convcli import depthwise_conv_forward
 from convcli.app.ops import ConvOp
-from convcli.images import Picture
+from convcli.io.images import Picture
 from convcli.kernels import parse_kernel_spec
 
 

@@ -1,4 +1,4 @@
-"""Tests for convcli.padding: zero_pad and pad_images."""
+"""Tests for convcli.layers.padding: zero_pad and pad_images."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from reference import pad_loop
 
 from convcli import PAD_MODES, pad_images, zero_pad
-from convcli.padding import fill_border, pad_images_as
+from convcli.layers.padding import fill_border, pad_images_as
 
 # The row "a b c d" (here 1 2 3 4) padded by 2 on each side, by hand.
 ROW_PADDED_BY_2 = {

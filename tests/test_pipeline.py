@@ -16,10 +16,10 @@ from convcli.app.names import output_stems, planned_outputs
 from convcli.app.ops import ConvOp, OptionError, PadOp, PoolOp
 from convcli.app.plan import Task, find_inputs, plan_tasks
 from convcli.app.process import process_file
-from convcli.batch import FileResult, iter_results
 from convcli.choices import BORDER_MODES, CHANNEL_MODES
+from convcli.engines.processes import FileResult, iter_results
 from convcli.kernels import get_kernel, parse_kernel_spec
-from convcli.levels import count_not_finite
+from convcli.levels.mapping import count_not_finite
 
 
 def kernels(*names):
@@ -305,7 +305,7 @@ def test_tasks_pickle_and_run_in_worker_processes(tmp_path):
 
 
 def _pic(seed=0, shape=(23, 31, 3)):
-    from convcli.images import Picture
+    from convcli.io.images import Picture
 
     pixels = np.random.default_rng(seed).integers(0, 256, shape).astype(np.float32)
     return Picture(pixels, ("R", "G", "B", "A")[: shape[2]], 255.0, 8)
@@ -394,7 +394,7 @@ def test_conv_mappings_show_a_level_keeping_channel_sum_as_the_mean():
 
 
 def test_conv_figure_scale_is_counted_away_from_the_border():
-    from convcli.levels import robust_top
+    from convcli.levels.mapping import robust_top
 
     # A flat picture with zero padding: the only responses are the frame's.
     pic = _pic(shape=(40, 40, 1))

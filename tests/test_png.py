@@ -1,4 +1,4 @@
-"""The PNG writer (convcli.png): valid streams, read back pixel for pixel, with each deflate."""
+"""The PNG writer (convcli.io.png): valid streams, read back pixel for pixel, with each deflate."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from convcli import images, png
+from convcli.io import images, png
 
 BACKENDS = ["zlib", pytest.param("isal", marks=pytest.mark.skipif(
     png.deflate_backend() != "isal", reason="isal is not installed"))]

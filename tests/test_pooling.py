@@ -1,4 +1,4 @@
-"""Tests for convcli.pooling: pool_forward/backward and the tutorial's two helpers."""
+"""Tests for convcli.layers.pooling: pool_forward/backward and the tutorial's two helpers."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from convcli import (
     pool_backward,
     pool_forward,
 )
-from convcli.pooling import POOL_MODE_ALIASES, pool_mode
+from convcli.layers.pooling import POOL_MODE_ALIASES, pool_mode
 
 FLOATS = [np.float32, np.float64]
 MODES = list(POOL_MODES)

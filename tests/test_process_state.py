@@ -14,11 +14,11 @@ import pytest
 from helpers import make_image
 from PIL import Image
 
-from convcli import _process_state
 from convcli.app import process
 from convcli.app.ops import ConvOp
 from convcli.app.plan import find_inputs, plan_tasks
 from convcli.app.process import process_file
+from convcli.engines import process_state as _process_state
 from convcli.kernels import get_kernel
 
 
@@ -224,7 +224,7 @@ def _photos(folder: Path, prefix: str, sizes) -> dict[Path, str]:
 def test_two_runs_on_one_two_thread_worker_keep_their_notes_and_limits(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     # The worker's own log lines go to its fd 2 from another thread; one written while a
-    # file's section is held would be that file's (see convcli._process_state).
+    # file's section is held would be that file's (see convcli.engines.process_state).
     monkeypatch.setenv("DASK_LOGGING__DISTRIBUTED", "warning")
     import subprocess
     import sys

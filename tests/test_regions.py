@@ -1,4 +1,4 @@
-"""convcli.regions: TIFF row bands equal to read_image's rows, decoding only what they need."""
+"""convcli.io.regions: TIFF row bands equal to read_image's rows, decoding only what they need."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import tifffile
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convcli import regions
-from convcli.images import ImageError, read_image
-from convcli.regions import open_regions
+from convcli.io import regions
+from convcli.io.images import ImageError, read_image
+from convcli.io.regions import open_regions
 
 RNG = np.random.default_rng(20)
 
@@ -248,7 +248,7 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
         import sys
         sys.modules["imagecodecs"] = None  # as if not installed
         import numpy as np
-        from convcli.regions import open_regions
+        from convcli.io.regions import open_regions
         for name, path in {paths!r}.items():
             source = open_regions(path)
             print(name, "none" if source is None else source.read_rows(0, 5).sum())

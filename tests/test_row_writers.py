@@ -1,4 +1,4 @@
-"""convcli.row_writers: files written from row bands equal the whole-array writers' files."""
+"""convcli.io.row_writers: files written from row bands equal the whole-array writers' files."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import tifffile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli import row_writers
-from convcli.images import read_image, save_levels, save_npy, written_by_convcli
-from convcli.regions import open_regions
-from convcli.row_writers import (
+from convcli.io import row_writers, tiff_writer
+from convcli.io.images import read_image, save_levels, save_npy, written_by_convcli
+from convcli.io.regions import open_regions
+from convcli.io.row_writers import (
     TILE,
     free_space_problem,
     open_row_writer,
@@ -141,7 +141,7 @@ def test_tiff_tiles_deflated_by_isal_are_zlib_streams_of_the_same_levels(tmp_pat
     values = _values(case.shape, case.dtype, seed=3)
     cuts = np.random.default_rng(2).integers(0, case.shape[0], 4)
     assert _write(tmp_path / "isal.tif", values, cuts, "tiff").written
-    monkeypatch.setattr(row_writers, "_isal_zlib", lambda: None)
+    monkeypatch.setattr(tiff_writer, "_isal_zlib", lambda: None)
     assert _write(tmp_path / "zlib.tif", values, cuts, "tiff").written
     fast, plain = _tiff_levels(tmp_path / "isal.tif"), _tiff_levels(tmp_path / "zlib.tif")
     assert len(fast) == len(plain) > 1

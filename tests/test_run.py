@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from helpers import hide_modules, make_image, make_truncated_png, names, run
 
-from convcli import engines
 from convcli.app import ops
 from convcli.app.run import Reporter, RunOptions, run_batch
-from convcli.batch import FileResult, ProcessEngine, run_guarded
-from convcli.cli_options import common_options
-from convcli.engines import Engine, EngineSettings, make_engine
+from convcli.cli.options import common_options
+from convcli.engines import base as engines
+from convcli.engines.base import Engine, EngineSettings, make_engine
+from convcli.engines.processes import FileResult, ProcessEngine, run_guarded
 from convcli.errors import MissingExtra, OptionError
 from convcli.kernels import parse_kernel_spec
 
@@ -219,7 +219,8 @@ def test_a_type_error_inside_convcli_is_an_internal_error(folder, tmp_path, monk
 
 
 def test_every_missing_extra_is_one_type_naming_its_extra(monkeypatch):
-    from convcli import cluster, storage
+    from convcli.engines import dask as cluster
+    from convcli.io import storage
 
     hide_modules(monkeypatch, "distributed", "fsspec")
     with pytest.raises(MissingExtra) as dask:
@@ -251,7 +252,7 @@ def test_reporter_lines_match_the_results(folder, tmp_path):
 
 
 def test_the_dask_engine_without_a_scheduler_starts_a_local_cluster(monkeypatch):
-    from convcli import cluster
+    from convcli.engines import dask as cluster
 
     asked = []
     monkeypatch.setattr(cluster, "connect", lambda *args, **kw: asked.append((args, kw)) or "c")

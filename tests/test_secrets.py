@@ -1,4 +1,4 @@
-"""Credentials never reach a manifest, a message or a log (:func:`convcli.storage.redact`)."""
+"""Credentials never reach a manifest, a message or a log (:func:`convcli.io.storage.redact`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers import MANIFEST, manifest_records, ok, run
 
 from convcli.app.manifest import is_manifest_name
 from convcli.app.run import Reporter
-from convcli.storage import redact
+from convcli.io.storage import redact
 
 SECRETS = ("AKIAEXAMPLE", "s3cr3t", "sessTOK", "hunter2", "sigSIG")
 

@@ -1,4 +1,4 @@
-"""Rank-1 kernels as two 1-D passes (convcli._engine.separable), and `convcli kernels --check`."""
+"""Rank-1 kernels as two 1-D passes (convcli.layers._engine.separable); `kernels --check`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import conv_forward_loop, depthwise_conv_forward_loop
 
-import convcli.conv as conv_module
+import convcli.layers.conv as conv_module
 from convcli import conv_forward, depthwise_conv_forward
-from convcli._engine import correlate, separable
-from convcli._engine.correlate import tile_rows
-from convcli._engine.separable import passes, rank_one_factors
 from convcli.kernels import get_kernel
+from convcli.layers._engine import correlate, separable
+from convcli.layers._engine.alignment import tile_rows
+from convcli.layers._engine.separable import passes, rank_one_factors
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -221,7 +221,7 @@ def test_a_photo_in_strips_with_a_separable_kernel(monkeypatch, border, channels
     from test_strips import assert_strips_equal_whole
 
     from convcli.app import ops
-    from convcli.images import read_image
+    from convcli.io.images import read_image
     from convcli.kernels import Kernel
 
     pic = read_image(Path(__file__).parents[1] / "sample_images" / "camera.png")

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import conv_forward_loop, depthwise_conv_forward_loop
 
-import convcli._engine.depthwise as depthwise
+import convcli.layers._engine.depthwise as depthwise
 from convcli import conv_forward, depthwise_conv_forward
-from convcli._engine.depthwise import correlate_depthwise, separable_taps
 from convcli.kernels import get_kernel
+from convcli.layers._engine.depthwise import correlate_depthwise, separable_taps
 
 EPS32 = float(np.finfo(np.float32).eps)
 

@@ -1,4 +1,4 @@
-"""Bands too wide to hold, kept on disk (convcli.spill): the same files and values, less memory."""
+"""Bands too wide to hold, kept on disk (convcli.io.spill): the same files, less memory."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import tifffile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli import spill
-from convcli.regions import open_regions
-from convcli.row_writers import TILE, open_row_writer
-from convcli.spill import BandFile
+from convcli.io import spill
+from convcli.io.regions import open_regions
+from convcli.io.row_writers import TILE, open_row_writer
+from convcli.io.spill import BandFile
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_a_zarr_store_written_through_band_files_holds_the_same_levels(tmp_path,
     zarr = pytest.importorskip("zarr")
     values = _image(2 * TILE + 9, 5 * TILE + 3, 3, np.uint8, seed=3)
     _write(tmp_path / "memory.zarr", values, "zarr")
-    from convcli import zarr_stores
+    from convcli.io import zarr_stores
 
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
     monkeypatch.setattr(zarr_stores, "WRITE_PIECE_COLUMNS", 1)  # a piece of a chunk's columns
@@ -185,8 +185,8 @@ def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writ
                                                                                   monkeypatch,
                                                                                   piece):
     pytest.importorskip("zarr")
-    from convcli import zarr_stores
-    from convcli.zarr_stores import StoreBand, create_store, finish_store
+    from convcli.io import zarr_stores
+    from convcli.io.zarr_stores import StoreBand, create_store, finish_store
 
     monkeypatch.setattr(zarr_stores, "FINISH_PIECE_COLUMNS", piece)
     values = _image(700, 1101, 3, np.uint8, seed=7)
@@ -269,7 +269,7 @@ def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatc
 
 
 def test_bands_whose_halo_reaches_back_decode_each_row_of_tiles_once(tmp_path, monkeypatch):
-    from convcli.regions import RegionSource
+    from convcli.io.regions import RegionSource
 
     _tiled_tiff(tmp_path / "in.tif", 3 * TILE, 700)
     decoded = []
@@ -284,7 +284,7 @@ def test_bands_whose_halo_reaches_back_decode_each_row_of_tiles_once(tmp_path, m
 
 @pytest.mark.parametrize("fmt", ["tiff", "zarr"])
 def test_the_disk_space_asked_for_counts_the_bands_kept_on_disk(fmt):
-    from convcli.row_writers import space_needed
+    from convcli.io.row_writers import space_needed
 
     narrow = space_needed(fmt, height=300, width=10000, channels=1, dtype=np.uint8)
     wide = space_needed(fmt, height=30, width=100000, channels=1, dtype=np.uint8)

@@ -9,7 +9,7 @@ import time
 
 from helpers import make_image, run
 
-from convcli.safeio import remove_stale_temporaries
+from convcli.io.safeio import remove_stale_temporaries
 
 
 def _dead_pid() -> int:

@@ -35,7 +35,7 @@ def test_the_package_loads_nothing_heavy_until_used():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["[]", "convcli.padding True"]
+    assert proc.stdout.splitlines() == ["[]", "convcli.layers.padding True"]
 
 
 def test_the_command_leaves_its_objects_to_the_exit_and_keeps_its_status(monkeypatch):
@@ -44,12 +44,12 @@ def test_the_command_leaves_its_objects_to_the_exit_and_keeps_its_status(monkeyp
     import gc
 
     import convcli.__main__
-    import convcli.cli
+    import convcli.cli.main
 
     frozen = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
     for code in (0, 1, 2):
-        monkeypatch.setattr(convcli.cli, "main", lambda code=code: sys.exit(code))
+        monkeypatch.setattr(convcli.cli.main, "main", lambda code=code: sys.exit(code))
         try:
             convcli.__main__.main()
         except SystemExit as exc:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import digests, make_folder, make_image, run, run_without
 
-from convcli.cli import main
+from convcli.cli.main import main
 
 moto_server = pytest.importorskip("moto.server")
 s3fs = pytest.importorskip("s3fs")
@@ -308,7 +308,7 @@ def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypat
 
     from convcli.app import manifest
     from convcli.app.ops import PoolOp
-    from convcli.batch import FileResult
+    from convcli.engines.processes import FileResult
 
     out = "memory://convcli-race/out"
     runs = [manifest.Manifest(PoolOp(), fmt="png", argv=["convcli", "pool", name])
@@ -369,7 +369,7 @@ def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
 def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
     import asyncio
 
-    from convcli.storage import _orphaned_task_error
+    from convcli.io.storage import _orphaned_task_error
 
     loop = asyncio.new_event_loop()
     try:
@@ -386,8 +386,8 @@ def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monk
     """The store went away between the last output and the manifest: exit 0 before."""
     import fsspec
 
-    from convcli import storage
     from convcli.app import manifest
+    from convcli.io import storage
 
     real = storage.upload
 
@@ -416,7 +416,7 @@ def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monk
     """Each file used to fail on its own line, after its own wait, and the run went on."""
     import fsspec
 
-    from convcli import storage
+    from convcli.io import storage
 
     tries = []
 
@@ -523,7 +523,7 @@ def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
 
 def test_access_denied_to_one_input_fails_that_file_and_elsewhere_stops_the_run():
     """A bucket may hold objects these credentials cannot read: only reading one is per file."""
-    from convcli.storage import StoreError, store_errors
+    from convcli.io.storage import StoreError, store_errors
 
     denied = PermissionError(13, "Access Denied")
     with pytest.raises(PermissionError) as one:

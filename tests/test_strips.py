@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convcli import conv
-from convcli._engine import correlate
 from convcli.app import ops
 from convcli.app.strips import (
     PictureRows,
@@ -20,8 +18,10 @@ from convcli.app.strips import (
     strip_results,
 )
 from convcli.choices import CHANNEL_MODES, COMBINE_MODES, PAD_MODES, POOL_MODES
-from convcli.images import Picture
+from convcli.io.images import Picture
 from convcli.kernels import Kernel
+from convcli.layers import conv
+from convcli.layers._engine import correlate
 
 CHANNELS = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
 
@@ -133,7 +133,7 @@ def test_pad_in_strips_is_the_whole_pad(pad, mode, value, seed, height, width, n
 def test_a_photo_in_strips_of_any_height():
     from pathlib import Path
 
-    from convcli.images import read_image
+    from convcli.io.images import read_image
     from convcli.kernels import parse_kernel_spec
 
     pic = read_image(Path(__file__).parents[1] / "sample_images" / "chelsea.png")

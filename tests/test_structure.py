@@ -69,3 +69,115 @@ def test_every_benchmark_imports():
     done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True,
                           text=True, cwd=folder)
     assert done.returncode == 0, done.stderr
+
+
+# --- the import graph: layers whose imports go only downward --------------------------------
+
+TIERS = {"layers": 0, "kernels": 1, "levels": 1, "io": 1, "engines": 2, "app": 3, "cli": 4}
+"""Each package's tier: a module imports only from its own tier or lower ones
+(cli -> app -> engines -> io, levels, kernels -> layers)."""
+
+BASE = {"convcli.errors", "convcli.choices", "convcli.units", "convcli._version"}
+"""Modules of the package root that import nothing of convcli's: any module may import them."""
+
+LAZY_PLACES = ("convcli.cli", "convcli.__main__", "convcli")
+"""Where a convcli module may be imported inside a function: the command line (its start
+must load little), and the package root's lazy public names."""
+
+
+def convcli_imports(root: Path) -> dict[str, list[tuple[str, bool]]]:
+    """Each module of the package under `root`: the convcli modules it imports, each with
+    whether the import statement is inside a function."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for name, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        in_function = {id(inner) for node in ast.walk(tree)
+                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       for inner in ast.walk(node)}
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        imports = []
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                base = (here[:len(here) - node.level + 1] if node.level else [])
+                base = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                while target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != name and target.startswith(root.name):
+                    imports.append((target, id(node) in in_function))
+        found[name] = imports
+    return found
+
+
+def _tier(module: str) -> int | None:
+    parts = module.split(".")
+    return TIERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def import_problems(graph: dict[str, list[tuple[str, bool]]]) -> list[str]:
+    """Upward imports, imports inside functions outside :data:`LAZY_PLACES`, and cycles."""
+    problems = []
+    for module, imports in graph.items():
+        for target, inside in imports:
+            if target in BASE:
+                continue
+            if module in BASE:
+                problems.append(f"{module} -> {target}: a base module imports convcli")
+            mine, theirs = _tier(module), _tier(target)
+            if mine is not None and (theirs is None or theirs > mine):
+                problems.append(f"{module} -> {target}: upward")
+            if inside and not (module in LAZY_PLACES or module.startswith("convcli.cli.")):
+                problems.append(f"{module} -> {target}: inside a function")
+    # cycles (imports inside functions count: they hold a cycle together as well)
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target, _ in graph.get(module, []):
+            if state.get(target) == 1:
+                problems.append("cycle: " + " -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return problems
+
+
+def test_import_problems_are_found(tmp_path):
+    package = tmp_path / "convcli"
+    for folder in ("io", "app", "layers"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("")
+    (package / "io" / "reader.py").write_text("from ..app import run\nfrom ..errors import x\n")
+    (package / "app" / "run.py").write_text("def go():\n    from ..io import reader\n")
+    (package / "layers" / "a.py").write_text("from . import b\n")
+    (package / "layers" / "b.py").write_text("from . import a\n")
+    problems = import_problems(convcli_imports(package))
+    assert "convcli.io.reader -> convcli.app.run: upward" in problems
+    assert "convcli.app.run -> convcli.io.reader: inside a function" in problems
+    assert any(p.startswith("cycle: convcli.app.run") for p in problems)
+    assert any(p.startswith("cycle: convcli.layers.a -> convcli.layers.b") for p in problems)
+    assert not any("errors" in p for p in problems)
+
+
+def test_imports_go_only_downward_without_cycles():
+    problems = import_problems(convcli_imports(PACKAGE))
+    assert not problems, "\n".join(problems)

@@ -1,7 +1,7 @@
 """Every TIFF layout tifffile writes is read whole, in strips and as frames with tifffile's values.
 
-One reader decides for every path (:class:`convcli.regions.TiffPages` and
-:class:`convcli.regions.RegionSource`): a file is read with the values
+One reader decides for every path (:class:`convcli.io.regions.TiffPages` and
+:class:`convcli.io.regions.RegionSource`): a file is read with the values
 tifffile gives, by each path, or refused in one line by each. Never a wrong
 value in silence (Pillow decoded big-endian floats with deflate as 8.8e-44).
 """
@@ -15,9 +15,9 @@ import pytest
 import tifffile
 from helpers import run
 
-from convcli import regions
-from convcli.images import ImageError, read_image, read_stack
-from convcli.regions import open_regions
+from convcli.io import regions
+from convcli.io.images import ImageError, read_image, read_stack
+from convcli.io.regions import open_regions
 
 RNG = np.random.default_rng(31)
 SHAPE = (37, 45)  # rows, columns: tiles of 16 leave partial tiles on both edges

@@ -17,12 +17,12 @@ import pytest
 import tifffile
 from helpers import make_image
 
-from convcli import regions
 from convcli.app import process
+from convcli.io import regions
 
 
 def test_the_signatures_are_the_region_readers():
-    assert process._TIFF_SIGNATURES == regions.TIFF_SIGNATURES
+    assert process.TIFF_SIGNATURES is regions.TIFF_SIGNATURES
 
 
 def test_only_tiffs_stores_and_unreadable_names_may_be_read_in_strips(tmp_path):
@@ -57,13 +57,13 @@ def test_a_folder_of_jpegs_is_processed_without_importing_tifffile(tmp_path):
     make_image(folder / "b.png", seed=1)
     script = (
         "import sys\n"
-        "from convcli.cli import main\n"
+        "from convcli.cli.main import main\n"
         "try:\n"
         f"    main(['conv', '-k', 'vertical', {str(folder)!r}, '-o', {str(tmp_path / 'out')!r},"
         " '-q', '--jobs', '1'])\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print(sorted(m for m in sys.modules if m in ('tifffile', 'convcli.regions')))\n"
+        "print(sorted(m for m in sys.modules if m in ('tifffile', 'convcli.io.regions')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

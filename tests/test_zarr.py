@@ -15,9 +15,9 @@ from PIL import Image
 
 zarr = pytest.importorskip("zarr")
 
-from convcli.row_writers import open_row_writer  # noqa: E402
-from convcli.safeio import remove_stale_temporaries  # noqa: E402
-from convcli.zarr_stores import level_sizes  # noqa: E402
+from convcli.io.row_writers import open_row_writer  # noqa: E402
+from convcli.io.safeio import remove_stale_temporaries  # noqa: E402
+from convcli.io.zarr_stores import level_sizes  # noqa: E402
 
 SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
 
@@ -300,7 +300,7 @@ def test_overwrite_in_a_folder_replaces_only_stores_convcli_wrote(pairs, tmp_pat
 def test_a_store_on_object_storage_not_written_by_convcli_is_kept(pairs, monkeypatch):
     """--overwrite replaces only convcli's stores there, as on disk; a failed write leaves none."""
     pytest.importorskip("fsspec")
-    from convcli import zarr_stores
+    from convcli.io import zarr_stores
 
     theirs = "memory://zarr-kept/out/a_pool-max-f2-s2-L.zarr"
     zarr.create_array(theirs, data=np.ones((4, 4), np.uint8))

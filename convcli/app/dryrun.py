@@ -7,7 +7,7 @@ would be skipped, as ``make -n`` and ``rsync -n`` do::
     photo.png -> out/photo_conv-vertical-sum.png (40x30 png)
     old.png: skip (outputs exist)
 
-Only headers are read (:func:`convcli.images.open_image`); sizes come from
+Only headers are read (:func:`convcli.io.images.open_image`); sizes come from
 the operation's geometry (:func:`convcli.app.strips.output_size`).
 """
 
@@ -18,14 +18,18 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from ..frames import select_frames
-from ..images import open_image
-from ..storage import is_url
+from ..io import storage
+from ..io.formats import is_store_name, open_regions
+from ..io.frames import select_frames
+from ..io.images import open_image, written_by_convcli
+from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
+from .outputs import outputs_to_write
 from .plan import Task
-from .process import outputs_to_write
+from .process import EXPECTED_ERRORS, describe_error, reads_as_frames, strips_reason
 from .stacks import StackPlan, plan_stack
-from .strips import output_size
+from .streamed import check_strips
+from .strips import in_strips, output_size
 
 
 def dry_run_lines(task: Task, names: dict) -> list[str]:
@@ -34,7 +38,7 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     `names` maps paths to the names to show for them (``-`` for standard
     input and output).
 
-    Raises OSError or ValueError (from :mod:`convcli.images`) for an input
+    Raises OSError or ValueError (from :mod:`convcli.io.images`) for an input
     that cannot be read, or is too small for the operation.
     """
     with _local_copy(task) as source_path:
@@ -69,12 +73,6 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
     is checked as the strips are (no pixel limit; their formats); the rest as
     whole reads are (``--max-pixels``).
     """
-    from ..regions import open_regions
-    from ..zarr_stores import is_store_name
-    from .process import reads_as_frames, strips_reason
-    from .streamed import check_strips
-    from .strips import in_strips
-
     source = open_regions(path, max_pixels=task.max_pixels) if in_strips(task.op) else None
     if source is not None:
         with source:
@@ -95,8 +93,6 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
 
 def _check_named_file(task: Task, todo: list[Output]) -> None:
     """The run's refusal of an ``-o FILE`` that convcli did not write, unless --overwrite."""
-    from ..images import written_by_convcli
-
     if not task.out_file or task.replace_any or is_url(task.out_file):
         return
     for out in todo:
@@ -137,7 +133,6 @@ def _local_copy(task: Task) -> Iterator[str]:
     if not is_url(task.source):
         yield task.source
         return
-    from .. import storage
 
     with tempfile.TemporaryDirectory(prefix="convcli-") as folder:
         path = os.path.join(folder, storage.basename(task.source))
@@ -147,8 +142,6 @@ def _local_copy(task: Task) -> Iterator[str]:
 
 def dry_run(tasks: Iterable[Task], shown: dict, say, echo) -> Iterator[bool]:
     """Print each task's lines with `echo`; failures with `say`; yield whether each was read."""
-    from .process import EXPECTED_ERRORS, describe_error
-
     for task in tasks:
         name = shown.get(task.source, task.source)
         try:

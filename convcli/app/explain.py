@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, PAD_MODES, keyed_by
-from ..levels import LUMA_WEIGHTS
+from ..levels.mapping import LUMA_WEIGHTS
 from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
 
 

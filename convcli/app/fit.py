@@ -22,10 +22,16 @@ from pathlib import Path
 import numpy as np
 
 from ..choices import RAW_VALUES
-from ..conv import conv_backward, conv_forward
-from ..npyfiles import load_npy_checked
-from ..padding import pad_images
-from .ops import as_batch, channels_as_images, pad_option
+from ..io.figures import save_fit_figure
+from ..io.images import read_stack, written_by_convcli
+from ..io.npyfiles import load_npy_checked
+from ..io.safeio import write_atomic
+from ..kernels import Kernel, KernelError, get_kernel, list_kernels, load_kernel_file
+from ..layers.conv import conv_backward, conv_forward
+from ..layers.padding import pad_images
+from .manifest import MANIFEST_NAME, record_of
+from .ops import ConvOp, as_batch, channels_as_images, pad_option
+from .process import describe_error
 
 GRADIENT_TOLERANCE = 1e-14
 """Converged when the (preconditioned) gradient is this fraction of the first one."""
@@ -320,8 +326,6 @@ class FitRun:
 
     def conv_op(self):
         """The :class:`ConvOp` whose input and layer the fit uses (options checked there)."""
-        from ..kernels import Kernel
-        from .ops import ConvOp
 
         placeholder = Kernel("learned", "", np.ones((self.size, self.size)))
         return ConvOp((placeholder,), stride=self.stride, pad=self.pad, channels=self.channels,
@@ -367,8 +371,6 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
     scale``, to within half a level. ``|x|`` (``abs``, ``robust``) lost the sign:
     a FitError. Without a record the levels are fitted as they are, with a note.
     """
-    from ..images import written_by_convcli
-    from .manifest import MANIFEST_NAME, record_of
 
     if path.lower().endswith(".npy") or not written_by_convcli(path):
         return Y, []
@@ -404,8 +406,6 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
 
 def _read_picture(path: str, max_pixels: int):
     """The picture of `path`: (H, W, C), or (m, H, W, C) for the frames of a stack."""
-    from ..images import read_stack
-    from .process import describe_error
 
     try:
         return read_stack(path, max_pixels=max_pixels)
@@ -500,8 +500,6 @@ def describe(fit: Fit, run: FitRun, match: Match | None) -> list[str]:
 def write_results(fit: Fit, run: FitRun, match: Match | None,
                   match_lines: list[str]) -> list[str]:
     """Write the kernel file (and the figure, beside the `match`); the paths written."""
-    from ..safeio import write_atomic
-
     path = run.out_path()
     folder = os.path.dirname(path)
     if folder:
@@ -526,12 +524,8 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
         raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
     written.append(path)
     if run.figure:
-        from ..figures import save_fit_figure
-
         named = None
         if match is not None and abs(match.cosine) >= CLOSE:
-            from ..kernels import get_kernel
-
             grid = _centred_in(get_kernel(match.name).weights, fit.weights.shape)
             named = (f"{match.name} x {match.scale:.3g} (cosine {abs(match.cosine):.3f})",
                      grid * match.scale)
@@ -550,8 +544,6 @@ _MARK = "convcli fit:"
 
 def _check_read_back(tmp: Path, path: str, weights: np.ndarray) -> None:
     """Raise FitError unless the kernel file `tmp` (to be `path`) reads back as `weights`."""
-    from ..kernels import KernelError, load_kernel_file
-
     try:
         kernel = load_kernel_file(tmp)
     except KernelError as exc:
@@ -574,8 +566,6 @@ def _written_by_fit(path) -> bool:
 
 def check_outputs(run: FitRun) -> None:
     """Refuse, before any work, outputs that are in the way (see :func:`write_results`)."""
-    from ..images import written_by_convcli
-
     paths = [(run.out_path(), _written_by_fit)]
     if run.figure:
         paths.append((run.figure_path(), written_by_convcli))
@@ -597,7 +587,6 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     with np.errstate(all="ignore"):
         fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
                          dilation=run.dilation, steps=run.steps, progress=progress)
-    from ..kernels import list_kernels
 
     match = closest_kernel(fit.weights, list_kernels())
     lines = describe(fit, run, match)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..choices import LOSSES, PAD_MODES, keyed_by
-from ..conv import conv_backward, conv_forward
-from ..padding import pad_images
-from ..pooling import pool_backward, pool_forward
+from ..layers.conv import conv_backward, conv_forward
+from ..layers.padding import pad_images
+from ..layers.pooling import pool_backward, pool_forward
 
 
 def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: int = 0,

@@ -4,7 +4,7 @@ Every run appends to ``convcli-manifest.jsonl`` in each folder it wrote to:
 one object per output file, with the input, the command line, convcli's
 version, the operation and its options, and for an image how its values
 became levels (``level = scale * x + offset``, see
-:func:`convcli.levels.map_levels`), so that the values can be had back:
+:func:`convcli.levels.mapping.map_levels`), so that the values can be had back:
 ``x = (level - offset) / scale``.
 
 Only the main process writes it, as results arrive: on disk each file's
@@ -40,8 +40,11 @@ import tempfile
 import time
 from collections.abc import Iterable
 
-from .. import storage
-from ..safeio import random_hex
+from .._version import __version__
+from ..engines.base import RunHooks
+from ..io import storage
+from ..io.safeio import random_hex, write_atomic
+from .outputs import checking_outputs
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
 """The manifest's file name, in each output folder."""
@@ -211,7 +214,10 @@ class ManifestLines:
     shown: dict
 
     def of(self, result) -> dict[str, list[str]]:
-        """The lines of `result`'s outputs (a :class:`convcli.batch.FileResult`), by folder."""
+        """The lines of `result`'s outputs, by folder.
+
+        `result` is a :class:`convcli.engines.processes.FileResult`.
+        """
         source = self.shown.get(result.source, result.source)
         if storage.is_url(source):
             source = storage.redact(source)  # no s3://KEY:SECRET@...
@@ -253,8 +259,6 @@ def write_fragment(folder: str, name: str, text: str) -> str | None:
     Returns its path, or None where it could not be written (the main
     process then records the lines as for any result).
     """
-    from ..safeio import write_atomic
-
     path = os.path.join(folder, name)
     try:
         write_atomic(path, lambda temporary: temporary.write_bytes(text.encode("utf-8")),
@@ -347,8 +351,6 @@ class Manifest:
 
     def __init__(self, op, *, fmt: str, shown: dict | None = None,
                  storage_options: dict | None = None, argv: list[str] | None = None):
-        from .. import __version__
-
         argv = list(sys.argv if argv is None else argv)
         argv[:1] = ["convcli"]
         # Secrets (--storage-option secret=..., s3://KEY:SECRET@...) never reach a manifest.
@@ -361,7 +363,7 @@ class Manifest:
         self.put_folders: set[str] = set()  # object-storage folders: this run's object is there
 
     def add(self, result) -> None:
-        """Record the outputs of one result (a :class:`convcli.batch.FileResult`)."""
+        """Record the outputs of one result (a :class:`convcli.engines.processes.FileResult`)."""
         for folder, new in self.lines.of(result).items():
             if storage.is_url(folder):
                 self.pending.setdefault(folder, []).extend(new)
@@ -398,3 +400,47 @@ class Manifest:
                 self.put_folders.add(folder)
         self.pending.clear()
         return list(self.errors)
+
+
+class ManifestHooks(RunHooks):
+    """The run's hooks for its engine (:class:`convcli.engines.base.RunHooks`): a task's
+    outputs checked by :func:`convcli.app.outputs.checking_outputs`, and its manifest lines
+    kept in fragments beside its outputs.
+
+    Parameters
+    ----------
+    lines : ManifestLines or None
+        The run's manifest lines; None where the run keeps no manifest (``-o FILE``).
+    """
+
+    def __init__(self, lines: ManifestLines | None):
+        self.lines = lines
+        self.keeps_records = lines is not None
+
+    def checking(self, check):
+        return checking_outputs(check)
+
+    def write_records(self, results: list, run_key: str, task_key: str,
+                      options: dict | None = None) -> tuple[str, ...]:
+        """Write the manifest lines of `results`' outputs to a fragment in each folder.
+
+        Should the result never reach the client (its scheduler or itself
+        killed meanwhile), the fragments are merged into the manifests at the
+        end of the run or by a later run (:func:`merge_fragments`). On object
+        storage the fragment is a manifest object that readers take as it is
+        (:func:`put_fragment`).
+        """
+        if self.lines is None:
+            return ()
+        by_folder: dict[str, list[str]] = {}
+        for result in results:
+            for folder, new in self.lines.of(result).items():
+                by_folder.setdefault(folder, []).extend(new)
+        name, url_name = fragment_name(run_key, task_key), url_fragment_name(run_key, task_key)
+        written = (put_fragment(folder, url_name, "".join(new), options)
+                   if storage.is_url(folder) else write_fragment(folder, name, "".join(new))
+                   for folder, new in by_folder.items())
+        return tuple(path for path in written if path is not None)
+
+    def merge_records(self, folder: str, run_key: str, task_key: str) -> None:
+        merge_fragments(folder, [fragment_name(run_key, task_key)])

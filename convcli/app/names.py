@@ -26,8 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..choices import FORMAT_ALIASES
-from ..frames import frame_label
-from ..safeio import path_order
+from ..io.frames import frame_label
+from ..io.safeio import path_order
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Format:
         Whether it holds float32 values as they are (``--normalize none``).
     folder : bool
         Whether an output is a folder (a Zarr store), written in strips'
-        fashion by :func:`convcli.row_writers.open_row_writer`, not a file.
+        fashion by :func:`convcli.io.row_writers.open_row_writer`, not a file.
     """
 
     extension: str
@@ -64,8 +64,8 @@ FORMATS = {
     "zarr": Format("zarr", floats=True, folder=True),
 }
 """The output formats by ``--format`` name; the image formats are written by
-:func:`convcli.images.save_levels`, the raw one by :func:`convcli.images.save_npy`,
-Zarr stores (one per image, as TIFFs) by :func:`convcli.row_writers.open_row_writer`."""
+:func:`convcli.io.images.save_levels`, the raw one by :func:`convcli.io.images.save_npy`,
+Zarr stores (one per image, as TIFFs) by :func:`convcli.io.row_writers.open_row_writer`."""
 
 
 def format_name(name: str) -> str:
@@ -176,7 +176,7 @@ def planned_outputs(task, channels: tuple[str, ...], *,
     one output of :func:`single_output`, written to that path; a ValueError
     if the run makes several images. `frames`, ``(frame numbers, the file's
     frame count)``, writes each output one file per frame (the figure grid
-    stays one), named with :func:`convcli.frames.frame_label`.
+    stays one), named with :func:`convcli.io.frames.frame_label`.
     """
     outputs = _outputs(task, channels)
     if frames is None:

@@ -24,13 +24,14 @@ from ..choices import (
     RAW_VALUES,
     keyed_by,
 )
-from ..conv import conv_forward, depthwise_conv_forward
 from ..errors import OptionError
-from ..figures import Grid, Panel
-from ..kernels import Kernel
-from ..levels import Mapping, luminance, robust_top
-from ..padding import fill_border, pad_images, pad_images_as, pad_mode
-from ..pooling import pool_forward, pool_mode
+from ..io.figures import Grid, Panel
+from ..kernels import Kernel, format_kernel_grid
+from ..layers.conv import conv_forward, depthwise_conv_forward
+from ..layers.padding import fill_border, pad_images, pad_images_as, pad_mode
+from ..layers.pooling import pool_forward, pool_mode
+from ..levels.mapping import Mapping, luminance, robust_top
+from .grad import conv_grads, pool_input_grad, unpad_grad
 from .names import Tags, number
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -71,7 +72,7 @@ def frame_size(pic) -> tuple[int, int]:
 class Operation(Protocol):
     """What :mod:`convcli.app.process` needs of an operation (frozen and picklable).
 
-    A picture (:class:`convcli.images.Picture`) has ``pixels`` (H, W, C) float32,
+    A picture (:class:`convcli.io.images.Picture`) has ``pixels`` (H, W, C) float32,
     or (m, H, W, C) for a stack of frames of one size (the result is then
     (m, H', W', C'): the frames go through each layer call as its m),
     ``channels`` (``("R", "G", "B")`` ...), ``colour_channels``, ``has_alpha``,
@@ -96,7 +97,7 @@ class Operation(Protocol):
         """
 
     def mappings(self, pic) -> list[Mapping]:
-        """The value mapping (:class:`convcli.levels.Mapping`) of each result channel."""
+        """The value mapping (:class:`convcli.levels.mapping.Mapping`) of each result channel."""
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         """The figure grid of the picture and its result (``--figure``)."""
@@ -806,8 +807,6 @@ class GradPoolOp:
         self.pool.check(pic)
 
     def compute(self, pic) -> np.ndarray:
-        from .grad import pool_input_grad
-
         pool = self.pool
         return like_picture(pool_input_grad(as_batch(pic.pixels), f=pool.size, stride=pool.stride,
                                             mode=pool.mode, pad=pool.pad, ceil=pool.ceil), pic)
@@ -874,8 +873,6 @@ class GradConvOp:
 
         For a stack, (m, H, W, ...) maps, and dW summed over its frames.
         """
-        from .grad import conv_grads, unpad_grad
-
         A = self.conv.conv_input(pic)
         frames, channels = A.shape[0], A.shape[3]
         # A channel of a frame per image: frame-major.
@@ -905,8 +902,6 @@ class GradConvOp:
 
     def dW_text(self, dWs: list[np.ndarray]) -> str:
         """Each kernel's dW (from :meth:`gradients`) as a grid in full digits."""
-        from ..kernels import format_kernel_grid
-
         blocks = [f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
                   for k, dW in zip(self.conv.kernels, dWs, strict=True)]
         return "\n".join(blocks)

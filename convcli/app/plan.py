@@ -16,11 +16,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..frames import DEFAULT_FRAMES
-from ..images import DEFAULT_MAX_PIXELS, is_image_name
-from ..safeio import path_key, resolved
-from ..storage import basename, is_folder, is_url, join, list_names, walk_visible
-from ..zarr_stores import is_store_name
+from ..io.formats import is_store_name
+from ..io.frames import DEFAULT_FRAMES
+from ..io.images import DEFAULT_MAX_PIXELS, is_image_name
+from ..io.safeio import path_key, resolved
+from ..io.storage import basename, is_folder, is_url, join, list_names, walk_visible
 from .names import earlier_outputs, named_for_stem, output_stems
 from .ops import OPERATION_NAMES, Operation
 
@@ -153,7 +153,7 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
 
     A folder that cannot be listed (the named one, or a subfolder met with
     `recursive`) is an :class:`InputFile` itself, so that it fails on its own
-    line when it is opened (:func:`convcli.images.open_image` raises the
+    line when it is opened (:func:`convcli.io.images.open_image` raises the
     listing's error). The output folder is passed over.
     """
     local_out = not is_url(out_dir)
@@ -278,10 +278,10 @@ class Task:
         (:mod:`convcli.app.streamed`); None: half the memory available.
     replace_any : bool
         Replace an existing output whoever wrote it: the file named with
-        ``-o FILE --overwrite`` (:func:`convcli.safeio.replacing_any`).
+        ``-o FILE --overwrite`` (:func:`convcli.io.safeio.replacing_any`).
     frames : "first", "all" or tuple of int
         The frames of a multi-frame file to process (``--frames``,
-        :func:`convcli.frames.parse_frames`).
+        :func:`convcli.io.frames.parse_frames`).
     out_root : str
         The run's output folder where `out_dir` is a subfolder made in it
         (``-r``), else "": no folder between them may be a symbolic link.

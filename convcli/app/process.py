@@ -1,6 +1,6 @@
 """Processing one file: read the image, apply the operation, write its outputs.
 
-:func:`process_file` is the worker that :class:`convcli.batch.BatchRun` runs
+:func:`process_file` is the worker that :class:`convcli.engines.processes.BatchRun` runs
 for every :class:`convcli.app.plan.Task`, in this process or in another.
 """
 
@@ -11,23 +11,21 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from stat import S_ISREG
 
 import numpy as np
 
-from .. import storage
-from .._process_state import library_messages, library_section
-from ..batch import FileResult
 from ..choices import RAW_VALUES
+from ..engines.process_state import library_messages, library_section
+from ..engines.processes import FileResult
 from ..errors import MissingExtra
-from ..figures import save_grid
-from ..frames import FramesPastEnd, select_frames
-from ..images import (
+from ..io import storage
+from ..io.figures import save_grid
+from ..io.formats import TIFF_SIGNATURES, is_store_name, open_regions
+from ..io.frames import FramesPastEnd, select_frames
+from ..io.images import (
     Picture,
     PixelLimitError,
     check_pixels,
@@ -36,15 +34,24 @@ from ..images import (
     save_levels,
     save_npy,
 )
-from ..levels import LevelScale, count_not_finite, map_levels, top_level
-from ..safeio import make_output_folder, path_key, replacing_any
-from ..storage import is_url
+from ..io.safeio import make_output_folder, replacing_any
+from ..io.storage import is_url
+from ..layers._engine.tiles import memory_budget
+from ..levels.mapping import LevelScale, count_not_finite, map_levels
 from ..units import size_text
-from ..zarr_stores import is_store_name
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
+from .outputs import (
+    output_depth,
+    output_record,
+    outputs_to_write,
+    save_store,
+)
 from .plan import Task
 from .stacks import StackPlan, plan_stack, process_stack
+from .streamed import process_in_strips, whole_image_bytes
+from .streamed_cluster import cluster_client, process_on_cluster
+from .strips import in_strips
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
 EXPECTED_ERRORS = (OSError, ValueError, MemoryError)
@@ -115,7 +122,7 @@ def process_file(task: Task) -> FileResult:
     libtiff) write straight to the standard error, is gathered into the
     result's message (a note, or part of the failure) instead of reaching the
     terminal, where it would carry source paths and split the run's lines.
-    Several threads may process files at once: :mod:`convcli._process_state`
+    Several threads may process files at once: :mod:`convcli.engines.process_state`
     keeps each file's messages apart. A KeyboardInterrupt (Ctrl-C, or the run
     stopping at once) gives the outputs written so far, with their records:
     ``"done"`` if they were all written, else ``"stopped"``.
@@ -214,9 +221,6 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     """
     if not _may_be_read_in_strips(task.source):
         return None  # without importing tifffile and the strips' modules (in every worker)
-    from ..regions import open_regions
-    from .strips import in_strips
-
     if not in_strips(task.op):
         return None
     source = open_regions(task.source, max_pixels=task.max_pixels,
@@ -254,8 +258,6 @@ def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, i
 
     Returns the count of non-finite values and the number of band tasks (0: here).
     """
-    from .streamed import process_in_strips
-    from .streamed_cluster import cluster_client, process_on_cluster
 
     # A copy downloaded here is on this machine's disk only: the other workers cannot read it.
     client = None if task.downloaded else cluster_client()
@@ -265,13 +267,8 @@ def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, i
         return process_on_cluster(task, source, todo, client=connected, **kwargs)
 
 
-# The first bytes of a TIFF or BigTIFF file (convcli.regions.TIFF_SIGNATURES, which
-# imports tifffile: about 0.1 s in each worker process for a folder of JPEGs).
-_TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
-
-
 def _may_be_read_in_strips(source: str) -> bool:
-    """False for a local file that :func:`convcli.regions.open_regions` surely reads whole.
+    """False for a local file that :func:`convcli.io.regions.open_regions` surely reads whole.
 
     That is any regular file that does not start as a TIFF does (and anything
     not a regular file); a store, a URL, or a file whose first bytes cannot be
@@ -283,7 +280,7 @@ def _may_be_read_in_strips(source: str) -> bool:
         if not S_ISREG(os.stat(source).st_mode):
             return False
         with open(source, "rb") as fh:
-            return fh.read(4) in _TIFF_SIGNATURES
+            return fh.read(4) in TIFF_SIGNATURES
     except OSError:
         return True
 
@@ -303,8 +300,6 @@ def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
     In strips when the whole-image work would not fit ``--memory``, or for a
     Zarr store over ``--max-pixels`` (which guards whole reads).
     """
-    from .._engine.tiles import memory_budget
-    from .streamed import whole_image_bytes
 
     budget = task.memory or memory_budget()
     size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
@@ -319,7 +314,7 @@ def _decode(task: Task) -> tuple[Picture | StackPlan | None, list[Output], list[
     """The file's pixels, its planned outputs and those to write; no pixels if none is to be.
 
     The file is opened and decoded in the process's library section; a Zarr
-    store is read whole through :func:`convcli.regions.open_regions`. Where
+    store is read whole through :func:`convcli.io.regions.open_regions`. Where
     ``--frames`` picks several frames of the file, their plan (nothing decoded).
     """
     if is_store_name(task.source):
@@ -348,8 +343,6 @@ def _read_frame(source, frame: int, count: int) -> Picture:
 
 def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
     """:func:`_decode` for a Zarr store: every row read at once, within ``--max-pixels``."""
-    from ..regions import open_regions
-
     with open_regions(task.source, storage_options=task.storage_options) as source:
         outputs = planned_outputs(task, source.channels)
         todo = outputs_to_write(task, outputs)
@@ -361,48 +354,6 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
                 outputs, todo)
 
 
-_OUTPUTS_CHECK: ContextVar[Callable | None] = ContextVar("convcli_outputs_check", default=None)
-
-
-@contextmanager
-def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
-                     ) -> Iterator[None]:
-    """Inside the block (in this thread), ``check(outputs, todo)`` decides the outputs to write.
-
-    It is given a file's planned outputs and those :func:`outputs_to_write`
-    found to write, before anything is written, and returns the outputs to
-    write: a Dask worker records them, and writes again the outputs that a
-    lost run of the same task wrote (:mod:`convcli.cluster`).
-    """
-    token = _OUTPUTS_CHECK.set(check)
-    try:
-        yield
-    finally:
-        _OUTPUTS_CHECK.reset(token)
-
-
-def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Output]:
-    """The outputs to write: all with ``--overwrite``, else those that do not exist.
-
-    A ValueError if one of them would replace an input file of the run.
-    `exists(output)` says whether an output exists (default: on this disk).
-    Inside :func:`checking_outputs`, its check has the last word.
-    """
-    exists = exists or (lambda out: os.path.exists(out.path))
-    todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
-    check = _OUTPUTS_CHECK.get()
-    if check is not None:
-        todo = check(outputs, todo)
-    protected = {path_key(p) for p in task.protected}
-    for out in todo:
-        if path_key(out.path) in protected:
-            raise ValueError(
-                f"output {out.path.name} would replace an input file of this run; "
-                "choose another -o"
-            )
-    return todo
-
-
 class _ChannelLevels:
     """The levels of each channel of a result, for the output format's depth.
 
@@ -412,7 +363,7 @@ class _ChannelLevels:
     """
 
     def __init__(self, task: Task, pic: Picture, data: np.ndarray, todo: list[Output]):
-        self.depth = min(pic.depth, FORMATS[task.fmt].max_depth)
+        self.depth = output_depth(pic.depth, task.fmt)
         self.mappings = task.op.mappings(pic)
         self._data = data
         single = {out.index for out in todo if out.kind == "channel"}
@@ -441,7 +392,7 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
         values = data[:, :, out.index]
         if FORMATS[task.fmt].folder:
-            ok = _save_store(path, values, task)
+            ok = save_store(path, values, task)
         else:
             ok = _in_section(save_float_tiff, path, values, overwrite=overwrite)
         return ok, [LevelScale(RAW_VALUES, 1.0, 0.0)]
@@ -459,25 +410,8 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     else:
         return _save_figure(path, task, pic, data), []
     if FORMATS[task.fmt].folder:  # a Zarr store, as the strips path writes it
-        return _save_store(path, image, task), scales
+        return save_store(path, image, task), scales
     return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
-
-
-def _save_store(path: Path, image: np.ndarray, task: Task) -> bool:
-    """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
-    from ..row_writers import save_rows
-
-    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
-                     **store_place(task, path))
-
-
-def store_place(task: Task, path) -> dict:
-    """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
-    :func:`convcli.row_writers.open_row_writer` where it goes to object storage, else none."""
-    if not task.stores_at:
-        return {}
-    return {"store_url": storage.join(task.stores_at, Path(path).name),
-            "storage_options": task.storage_options}
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -606,26 +540,6 @@ def _levels(data: np.ndarray, index: int, mapping, depth: int
     channel = np.ascontiguousarray(data[:, :, index])
     return map_levels(channel, mapping.method, white=mapping.white, depth=depth,
                       margin=mapping.margin)
-
-
-def output_record(out, scales: list[LevelScale], depth: int) -> dict:
-    """What the manifest says of one output file besides the run: its name and levels.
-
-    For an image, "mapping", "scale" and "offset" with ``level = scale * x +
-    offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
-    clipping to 0.."top"; a colour image has lists, one entry per channel.
-    """
-    record: dict = {"output": out.path.name, "kind": out.kind}
-    if not scales:
-        return record
-    fields = {"mapping": [s.mapping for s in scales], "scale": [s.scale for s in scales],
-              "offset": [s.offset for s in scales], "absolute": [s.absolute for s in scales]}
-    if len(scales) == 1 and out.kind != "group":
-        fields = {key: values[0] for key, values in fields.items()}
-    record.update(fields)
-    if scales[0].mapping != RAW_VALUES:
-        record["top"] = top_level(depth)
-    return record
 
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:

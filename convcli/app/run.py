@@ -35,10 +35,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
-from ..engines import Engine, EngineError, EngineSettings, make_engine
+from ..engines.base import Engine, EngineError, EngineSettings, make_engine
+from ..engines.processes import default_jobs, working_here
 from ..errors import MissingExtra, OptionError
-from ..frames import DEFAULT_FRAMES
-from ..storage import StoreError, dirname, for_terminal, is_url, local_path, protocol
+from ..io.formats import is_store_name
+from ..io.frames import DEFAULT_FRAMES
+from ..io.images import is_image_name
+from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
+from ..io.storage import StoreError, dirname, for_terminal, is_url, local_path, protocol
+from ..io.zarr_stores import require_zarr
+from ..layers._engine.tiles import memory_budget
+from . import plan, process
+from .dryrun import dry_run
+from .manifest import Manifest, ManifestHooks, merge_fragments
+from .names import FORMATS, file_format, format_name, planned_outputs, single_output
+from .report import Reporter
+from .stdio import (
+    StreamError,
+    save_stdin,
+    stdout_binary,
+    terminate_raises,
+    write_failed,
+    write_text,
+)
 
 FIRST_TASKS = 256
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
@@ -62,10 +81,10 @@ class RunOptions:
     max_pixels : int
         Larger images are refused (0: no limit).
     engine : str or None
-        Where the files are processed (:data:`convcli.engines.ENGINES`); None:
+        Where the files are processed (:data:`convcli.engines.base.ENGINES`); None:
         ``dask`` with a scheduler, else ``processes``.
     jobs, scheduler, scheduler_file, files_per_task
-        The engine's settings (:class:`convcli.engines.EngineSettings`).
+        The engine's settings (:class:`convcli.engines.base.EngineSettings`).
     storage_options : dict or None
         fsspec options for ``s3://`` ... inputs and outputs.
     memory : int or None
@@ -93,76 +112,6 @@ class RunOptions:
     memory: int | None = None
     dry_run: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
-
-
-class Reporter:
-    """What a run tells its user: one line each on the standard error.
-
-    Errors are always said; notes and the summary unless `quiet`; a line per
-    file with `verbose`; an unexpected error's traceback with `debug`. The
-    command line's reporter adds a progress bar.
-    """
-
-    def __init__(self, *, quiet: bool = False, verbose: bool = False, debug: bool = False):
-        if quiet and verbose:
-            raise OptionError("-q (errors only) and -v (a line per file) cannot be used together",
-                              None)
-        self.quiet, self.verbose, self.debug = quiet, verbose, debug
-        self.causes_said: set[str] = set()  # the store's failures said (FileResult.fatal)
-
-    def say(self, line: str) -> None:
-        """One line for the user, always (:func:`convcli.storage.for_terminal`: its secrets
-        hidden, control characters escaped)."""
-        print(f"convcli: {for_terminal(line)}", file=sys.stderr, flush=True)
-
-    def say_lines(self, text: str) -> None:
-        """convcli's own text of several lines (a dW grid, a traceback): the first as
-        :meth:`say`, the others as they are, each escaped alone.
-
-        A file name in `text` must be escaped already (``for_terminal``): its
-        newlines would otherwise start lines of their own.
-        """
-        first, *more = text.split("\n")
-        self.say(first)
-        for line in more:
-            print(for_terminal(line), file=sys.stderr, flush=True)
-
-    def note(self, line: str) -> None:
-        """A line that `quiet` leaves out."""
-        if not self.quiet:
-            self.say(line)
-
-    def wants_total(self) -> bool:
-        """Whether :meth:`begin` should be given a count of the files while the run goes on."""
-        return False
-
-    def begin(self, total: int | None, count=None) -> None:
-        """The run starts: `total` files, or `count()` gives their number once known."""
-
-    def add(self, result, source: str) -> None:
-        """One file's result (a :class:`convcli.batch.FileResult`); `source` as shown."""
-        if result.status == "failed":
-            if result.fatal:  # the store failed: said once, for the first file it failed
-                if result.fatal not in self.causes_said:
-                    self.causes_said.add(result.fatal)
-                    self.say(f"{source}: {result.message}; the run stops")
-                return
-            self.say(f"{source}: {result.message}")
-            if self.debug and result.detail:
-                self.say_lines(result.detail.rstrip())
-        elif self.verbose:
-            note = f" ({result.message})" if result.message else ""
-            self.say_lines(f"{for_terminal(source)}: {result.status}, "
-                           f"{len(result.outputs)} written{note}")
-        elif result.message and not self.quiet and result.status != "skipped":
-            self.say_lines(f"{for_terminal(source)}: {result.message}")
-
-    def end(self, line: str, *, interrupted: bool = False) -> None:
-        """The summary line (said even when `quiet` if the run was interrupted)."""
-        if interrupted:
-            self.say(line)
-        else:
-            self.note(line)
 
 
 @dataclass
@@ -216,8 +165,6 @@ def run_batch(operation, inputs, options: RunOptions | None = None,
     OptionError, MissingExtra
         Options that cannot work; nothing was written.
     """
-    from .stdio import StreamError
-
     options = options or RunOptions()
     reporter = reporter or Reporter()
     try:
@@ -259,8 +206,6 @@ class _BatchRun:
         self.requests = _StopRequests()  # Ctrl-C and SIGTERM during the run
 
     def run(self) -> int:
-        from .stdio import terminate_raises
-
         with ExitStack() as stack:
             # Entered first, left last: a kill unwinds the stack, removing its temporaries.
             stack.enter_context(terminate_raises(_Terminated))
@@ -287,8 +232,6 @@ class _BatchRun:
 
     def _copy_to_stdout(self, path: str) -> int | None:
         """Copy the output file `path` to standard output; 1 if that fails (said), else None."""
-        from .stdio import StreamError, stdout_binary, write_failed
-
         try:
             with open(path, "rb") as f:
                 out = stdout_binary()
@@ -304,9 +247,6 @@ class _BatchRun:
 
     def _plan(self, paths: list[str], target: _Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
-        from ..safeio import STALE_SECONDS, remove_stale_temporaries
-        from . import plan
-        from .manifest import merge_fragments
 
         notes: list[str] = []
         self.listing = dict(out_dir=target.folder, recursive=self.options.recursive,
@@ -346,8 +286,6 @@ class _BatchRun:
 
     def _dry_run(self, planned, tasks, shown: dict, target: _Target) -> int:
         """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
-        from .dryrun import dry_run
-        from .stdio import write_text
 
         if target.stdout:
             shown = {**shown, target.out_file: "-"}
@@ -362,8 +300,6 @@ class _BatchRun:
         """The bytes one file's work may take: ``memory``, or a share of what is available."""
         if self.options.memory is not None:
             return self.options.memory
-        from .._engine.tiles import memory_budget
-        from ..batch import default_jobs
 
         return memory_budget(self.options.jobs or default_jobs())
 
@@ -385,8 +321,6 @@ class _BatchRun:
 
     def _run_planned(self, paths, target: _Target, shown: dict, tasks, first) -> int | None:
         """Run the tasks with the manifest recording what is written; the exit status."""
-        from . import plan
-        from .manifest import Manifest
 
         if self.total is None and self.reporter.wants_total():
             self.count = plan.count_in_background(paths, **self.listing)
@@ -400,7 +334,7 @@ class _BatchRun:
         finally:
             lost = self.manifest.close() if self.manifest else []
             if self.manifest:  # the fragment objects of recorded results are copies now
-                self.engine.manifest_put(self.manifest.put_folders,
+                self.engine.records_published(self.manifest.put_folders,
                                          self.options.storage_options)
             for line in lost:
                 self.reporter.say(line)
@@ -414,7 +348,7 @@ class _BatchRun:
         self.written += len(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
-        self.engine.recorded(result)  # a copy of its lines kept on the way is let go
+        self.engine.result_kept(result)  # a copy of its lines kept on the way is let go
         self.reporter.add(result, self.shown.get(result.source, result.source))
         for hint in result.hints:
             if hint not in self.hints_said:
@@ -423,13 +357,12 @@ class _BatchRun:
 
     def _run_tasks(self, tasks) -> int | None:
         """Run the tasks on the engine, reporting each result; the exit status, or None for 0."""
-        from .process import process_file
-
         engine, requests = self.engine, self.requests
         status, late = None, []
-        engine.manifest_lines = self.manifest.lines if self.manifest is not None else None
+
+        engine.hooks = ManifestHooks(self.manifest.lines if self.manifest is not None else None)
         with requests.installed():
-            results = engine.start(tasks, process_file, count=self.total,
+            results = engine.start(tasks, process.process_file, count=self.total,
                                    stop_requests=requests)
             requests.raise_first = engine.runs_here
             try:
@@ -482,7 +415,7 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
 
     A KeyboardInterrupt, so that the per-file guard
-    (:func:`convcli.batch.run_guarded`) does not take it for a file's error,
+    (:func:`convcli.engines.processes.run_guarded`) does not take it for a file's error,
     and a file processed in this thread reports the outputs it wrote.
     """
 
@@ -505,8 +438,6 @@ class _StopRequests:
         return len(self.signals)
 
     def handle(self, signum, frame):
-        from ..batch import working_here
-
         self.signals.append(signum)
         # Only inside the file being processed: in the bookkeeping the loop sees the count.
         if self.raise_first and len(self.signals) == 1 and working_here():
@@ -534,8 +465,6 @@ def _in_memory(paths) -> str | None:
 
 def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
     """Where the run writes, from `out_dir` and the format; errors name ``-o``."""
-    from .names import FORMATS, file_format, format_name
-
     fmt = format_name(options.fmt or "png")
     named = "" if out_dir == "-" else file_format(out_dir)
     if out_dir != "-" and not named and not os.path.isdir(out_dir):
@@ -566,8 +495,6 @@ def _check_not_an_image_name(out_dir: str) -> None:
 
     Such a name would otherwise be a folder of PNGs named like an image.
     """
-    from ..images import is_image_name
-    from .names import FORMATS
 
     if is_image_name(out_dir):
         suffix = os.path.splitext(out_dir)[1]
@@ -580,8 +507,6 @@ def _check_not_an_image_name(out_dir: str) -> None:
 def _check_folder_format(target: _Target) -> None:
     """A Zarr output is a folder (or an object-storage prefix): not to standard output; zarr
     installed."""
-    from ..zarr_stores import require_zarr
-    from .names import FORMATS
 
     if not FORMATS[target.fmt].folder:
         return
@@ -593,8 +518,6 @@ def _check_folder_format(target: _Target) -> None:
 
 def _check_raw_values(op, fmt: str) -> None:
     """``--normalize none`` needs a format that holds float32 values."""
-    from .names import FORMATS
-
     if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
         holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
         raise OptionError(f"none writes float32 values, which {fmt} cannot hold: "
@@ -608,8 +531,6 @@ def _read_stdin(inputs: tuple[str, ...], stack: ExitStack,
     At most :func:`convcli.app.stdio.stdin_limit` bytes are taken: more is a
     :class:`convcli.app.stdio.StreamError`, as is a full disk.
     """
-    from .stdio import save_stdin
-
     if "-" not in inputs:
         return list(inputs), {}
     if inputs.count("-") > 1:
@@ -628,7 +549,6 @@ def _check_store_inputs(paths: list[str]) -> None:
 
     Stores found in a folder fail on their own line each, if it is missing.
     """
-    from ..zarr_stores import is_store_name, require_zarr
 
     if any(is_store_name(path) for path in paths):
         require_zarr("reading .zarr needs zarr")
@@ -644,8 +564,6 @@ def _check_stream(stream, option: str, closed: str, terminal: str) -> None:
 
 def _check_one_image(tasks, out_dir: str) -> None:
     """An OptionError unless the run makes one image, for ``-o FILE`` and ``-o -``."""
-    from .names import planned_outputs, single_output
-
     if len(tasks) > 1:
         raise OptionError(f"{out_dir!r} is one image, but there are {len(tasks)} "
                           "input images: give a folder", "-o")
@@ -681,7 +599,7 @@ def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bo
     """Report an error met listing the inputs: a missing extra is raised (a usage error).
 
     Other errors (a bucket that cannot be listed, a store that cannot be
-    reached: :class:`convcli.storage.StoreError`) are one line; with `stop`,
+    reached: :class:`convcli.io.storage.StoreError`) are one line; with `stop`,
     nothing was done and the run ends with exit status 1.
     """
     if error is None:

@@ -4,10 +4,10 @@
 selected (``--frames``) to :func:`process_stack`. Frames of one size go
 through each layer call together, as its m; frames of other sizes in calls of
 their own. Each result channel is mapped to levels with one scale for every
-frame (:class:`convcli.level_stats.StreamedMapping` over the values of all
+frame (:class:`convcli.levels.stats.StreamedMapping` over the values of all
 the frames, the robust percentile over each frame's inside: as
-:func:`convcli.levels.map_frame_levels`), so brightness does not flicker, and
-written as one file that keeps the frames (:func:`convcli.images.frame_writer`):
+:func:`convcli.levels.mapping.map_frame_levels`), so brightness does not flicker, and
+written as one file that keeps the frames (:func:`convcli.io.images.frame_writer`):
 an animated PNG with the input's durations and loop count, a multi-page TIFF,
 an (m, H, W, C) ``.npy``. JPEG, and frames of different sizes, are written one
 file per frame (``..._f<k>.<ext>``). The manifest records the frames of every
@@ -33,12 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import level_stats
-from .._process_state import library_section
-from ..batch import FileResult
 from ..choices import RAW_VALUES
-from ..figures import Grid, save_grid
-from ..images import (
+from ..engines.process_state import library_section
+from ..engines.processes import FileResult
+from ..io.figures import Grid, save_grid
+from ..io.images import (
     Picture,
     frame_writer,
     open_image,
@@ -46,11 +45,16 @@ from ..images import (
     save_levels,
     save_npy,
 )
-from ..levels import LevelScale, _inside, _margin_left_out, count_not_finite
-from ..safeio import make_output_folder
+from ..io.safeio import make_output_folder
+from ..layers._engine.tiles import memory_budget
+from ..levels import stats as level_stats
+from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_finite
 from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
+from .outputs import output_depth, save_store
+from .streamed import whole_image_bytes
+from .strips import output_size
 
 FIGURE_FRAMES = 4
 """The frames ``--figure`` draws, a row each; it says how many more it leaves out."""
@@ -119,8 +123,6 @@ class _Frames:
     """
 
     def __init__(self, task, plan: StackPlan):
-        from .._engine.tiles import memory_budget
-        from .streamed import whole_image_bytes
 
         self.task, self.plan = task, plan
         budget = task.memory or memory_budget()
@@ -222,10 +224,8 @@ class _Scales:
     """One level mapping per result channel for all the frames, from their statistics."""
 
     def __init__(self, op, plan: StackPlan, frames: _Frames, todo: list[Output], fmt: str):
-        from .strips import output_size
-
         stands_for = frames.stands_for()
-        self.depth = min(frames.depth, FORMATS[fmt].max_depth)
+        self.depth = output_depth(frames.depth, fmt)
         self.mappings = op.mappings(stands_for)
         sizes = [output_size(op, h, w) for w, h in plan.sizes]
         channels = {i for out in todo if out.kind in ("channel", "group")
@@ -280,7 +280,7 @@ class _Scales:
 
 
 def _inside_size(size: tuple[int, int], margin: int) -> int:
-    """The values of a (H, W) map that :func:`convcli.levels._inside` keeps."""
+    """The values of a (H, W) map that :func:`convcli.levels.mapping._inside` keeps."""
     left_out = _margin_left_out(size, margin)
     return (size[0] - 2 * left_out) * (size[1] - 2 * left_out)
 
@@ -310,9 +310,7 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
 def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
     """Write one frame's file (JPEG, a Zarr store, or frames of several sizes)."""
     if FORMATS[task.fmt].folder:  # where the store belongs: on object storage, in place
-        from .process import _save_store
-
-        return _save_store(out.path, array, task)
+        return save_store(out.path, array, task)
     fmt = _file_format(out, scales, task.fmt)
     if fmt == "npy":
         return save_npy(out.path, array, overwrite=task.overwrite)
@@ -323,7 +321,7 @@ def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
 
 @contextmanager
 def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
-    """A :class:`convcli.images.FrameWriter` (or None: kept) for each output that holds every
+    """A :class:`convcli.io.images.FrameWriter` (or None: kept) for each output that holds every
     frame; they get their names when the block ends without an error."""
     with ExitStack() as files:
         writers = {}

@@ -1,16 +1,16 @@
 """One image too large for memory: read, computed, mapped and written in row strips.
 
 :func:`process_in_strips` is the path of :mod:`convcli.app.process` for an
-image that :func:`convcli.regions.open_regions` reads by row bands (TIFF,
+image that :func:`convcli.io.regions.open_regions` reads by row bands (TIFF,
 BigTIFF, OME-TIFF, Zarr) when its work would not fit the memory budget
 (``--memory``). The result equals the whole-image path's, value for value:
 
 1. **Statistics.** A mapping that needs the whole map's (``robust``,
    ``minmax``, ``abs``, ``offset``) takes them in one or two passes over the
-   strips (:class:`convcli.level_stats.StreamedMapping`), computing them again.
+   strips (:class:`convcli.levels.stats.StreamedMapping`), computing them again.
 2. **Output.** A last pass computes each strip once more and hands its rows
    to every output, each written as it comes
-   (:func:`convcli.row_writers.open_row_writer`): ``.npy``, PNG, a tiled
+   (:func:`convcli.io.row_writers.open_row_writer`): ``.npy``, PNG, a tiled
    BigTIFF with reduced levels, and an OME-Zarr store with the same levels.
 
 Memory is that of a strip (its height from the budget), whatever the image's
@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from ..choices import RAW_VALUES
-from ..images import Picture
-from ..level_stats import StreamedMapping
-from ..levels import LevelScale, count_not_finite
-from ..row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
-from .names import FORMATS
-from .process import output_record, store_place
+from ..io.figures import save_grid
+from ..io.images import Picture
+from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
+from ..levels.mapping import LevelScale, count_not_finite
+from ..levels.stats import StreamedMapping
+from .outputs import output_depth, output_record, store_place
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
@@ -166,8 +166,6 @@ class _Overview:
 
 def _save_overview(path: Path, task, source, result: _Overview) -> bool:
     """``--figure`` of an image processed in strips: block means of the image and the result."""
-    from ..figures import save_grid
-
     image = _Overview(result.factor, source.width, len(source.channels))
     band = max(result.factor, (STRIP_WORK // 8) // max(1, source.width * 4) // result.factor
                * result.factor)
@@ -195,7 +193,7 @@ class _Outputs:
 
     def __init__(self, task, whole: Picture, todo, size: tuple[int, int, int]):
         self.task, self.todo, self.size = task, todo, size
-        self.depth = min(whole.depth, FORMATS[task.fmt].max_depth)
+        self.depth = output_depth(whole.depth, task.fmt)
         self.mappings = task.op.mappings(whole)
         height, width, _ = size
         self.maps: dict[int, StreamedMapping] = {}

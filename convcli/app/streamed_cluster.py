@@ -9,7 +9,7 @@ of the same height as on one machine (:func:`convcli.app.strips.strip_results`
 with ``band``), so each worker's memory is bounded the same way.
 
 1. **Statistics.** Each pass of the mappings' statistics is a task per band
-   returning :class:`convcli.level_stats.MappingPart` s, merged here (the
+   returning :class:`convcli.levels.stats.MappingPart` s, merged here (the
    merge is exact, whatever the split: the scale is the local run's).
 2. **Output.** ``--format zarr``: the stores are made here under their
    temporary names, the workers write their bands straight into them (bands
@@ -34,12 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batch import WORKER_DIED
-from ..cluster import layer_threads
-from ..levels import count_not_finite
-from ..row_writers import TILE, store_location
-from ..safeio import atomic_output
-from .process import output_record, store_place
+from ..engines.dask import _prepare_worker, layer_threads
+from ..engines.processes import WORKER_DIED
+from ..io.formats import open_regions
+from ..io.images import written_by_convcli
+from ..io.row_writers import TILE, store_location
+from ..io.safeio import atomic_output
+from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
+from ..levels.mapping import count_not_finite
+from .outputs import output_record, store_place
 from .streamed import (
     _Outputs,
     _Overview,
@@ -72,7 +75,7 @@ class BandJob:
     storage_options: dict | None
     op: object
     rows_per_strip: int
-    threads: dict | None = None  # layer threads by worker address (convcli.cluster)
+    threads: dict | None = None  # layer threads by worker address (convcli.engines.dask)
 
 
 def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[tuple[int, int]]:
@@ -89,9 +92,6 @@ def plan_bands(op, source, rows_per_strip: int, *, chunk_rows: int = 1) -> list[
 
 def _band_strips(job: BandJob, band: tuple[int, int]) -> Iterator[tuple[object, np.ndarray]]:
     """The strips of `band` computed from the image, opened here (on a worker)."""
-    from ..cluster import _prepare_worker
-    from ..regions import open_regions
-
     _prepare_worker(job.threads or {})  # its layer threads, as for a file's task
     with open_regions(job.source, storage_options=job.storage_options) as source:
         yield from strip_results(job.op, source, rows_per_strip=job.rows_per_strip, band=band)
@@ -123,8 +123,6 @@ def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, store
     Returns the band's count of non-finite values, and its result where
     `keep` (for ``--figure``'s overview).
     """
-    from ..zarr_stores import StoreBand
-
     last = band[1] == plans.size[0]
     writers = [StoreBand(store.location, store.shape, store.dtype, top=band[0],
                          levels=store.levels, last=last, storage_options=store.storage_options)
@@ -252,8 +250,6 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
     """The Zarr outputs, written by the workers (see the module docstring); non-finite values."""
     from contextlib import ExitStack
 
-    from ..images import written_by_convcli
-    from ..zarr_stores import band_levels, create_store, finish_store, level_sizes
 
     band_rows = bands[0][1] - bands[0][0]
     not_finite = 0

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._engine.correlate import tile_rows
-from ..pooling import _pooled_size
+from ..io.images import Picture
+from ..layers._engine.alignment import tile_rows
+from ..layers.pooling import _pooled_size
 from .ops import ConvOp, PadOp, PoolOp
 
 
@@ -46,7 +47,7 @@ class RowGeometry:
     align : int
         Output rows computed together start on a multiple of it: the
         convolution engine's row tiles (a row's value depends on where it
-        falls in them: :func:`convcli._engine.correlate.tile_rows_fit`).
+        falls in them: :func:`convcli.layers._engine.correlate.tile_rows_fit`).
     """
 
     stride: int
@@ -216,7 +217,7 @@ def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | No
     source
         The image: ``height``, ``width``, ``channels``, ``white``, ``depth``,
         ``notes`` and ``read_rows(r0, r1)``, the (r1 - r0, width, C) float32
-        rows (a :class:`convcli.regions.RegionSource`, or
+        rows (a :class:`convcli.io.regions.RegionSource`, or
         :class:`PictureRows` over a picture in memory).
     rows_per_strip : int
         Output rows in each strip, at least.
@@ -230,8 +231,6 @@ def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | No
     rows : (strip.out1 - strip.out0, W_out, C_out) float32 ndarray
         Those rows of ``op.compute(picture)``, equal to them bit for bit.
     """
-    from ..images import Picture
-
     geometry = row_geometry(op, source.height, source.width)
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")

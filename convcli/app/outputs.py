@@ -1,0 +1,116 @@
+"""What a file's outputs are written as, with one home for each rule.
+
+The rules that every path (a whole image, a frame stack, strips, a cluster's
+bands) follows for an output: which outputs are written
+(:func:`outputs_to_write`, and a Dask worker's say in it:
+:func:`checking_outputs`), the depth of its levels (:func:`output_depth`),
+where a Zarr store goes (:func:`store_place`, :func:`save_store`) and what
+the manifest records of it (:func:`output_record`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+import numpy as np
+
+from ..choices import RAW_VALUES
+from ..io import storage
+from ..io.row_writers import save_rows
+from ..io.safeio import path_key
+from ..levels.mapping import LevelScale, top_level
+from .names import FORMATS, Output
+from .plan import Task
+
+
+def output_depth(depth: int, fmt: str) -> int:
+    """The bits per level of an output in format `fmt` of a result of `depth` bits.
+
+    A 16-bit picture written as JPEG (8 bits at most) has 8-bit levels, and
+    its manifest record says so (``top`` 255).
+
+    >>> output_depth(16, "jpg"), output_depth(16, "png"), output_depth(8, "tiff")
+    (8, 16, 8)
+    """
+    return min(depth, FORMATS[fmt].max_depth)
+
+
+_OUTPUTS_CHECK: ContextVar[Callable | None] = ContextVar("convcli_outputs_check", default=None)
+
+
+@contextmanager
+def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
+                     ) -> Iterator[None]:
+    """Inside the block (in this thread), ``check(outputs, todo)`` decides the outputs to write.
+
+    It is given a file's planned outputs and those :func:`outputs_to_write`
+    found to write, before anything is written, and returns the outputs to
+    write: a Dask worker records them, and writes again the outputs that a
+    lost run of the same task wrote (:mod:`convcli.engines.dask`).
+    """
+    token = _OUTPUTS_CHECK.set(check)
+    try:
+        yield
+    finally:
+        _OUTPUTS_CHECK.reset(token)
+
+
+def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Output]:
+    """The outputs to write: all with ``--overwrite``, else those that do not exist.
+
+    A ValueError if one of them would replace an input file of the run.
+    `exists(output)` says whether an output exists (default: on this disk).
+    Inside :func:`checking_outputs`, its check has the last word.
+    """
+    exists = exists or (lambda out: os.path.exists(out.path))
+    todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
+    check = _OUTPUTS_CHECK.get()
+    if check is not None:
+        todo = check(outputs, todo)
+    protected = {path_key(p) for p in task.protected}
+    for out in todo:
+        if path_key(out.path) in protected:
+            raise ValueError(
+                f"output {out.path.name} would replace an input file of this run; "
+                "choose another -o"
+            )
+    return todo
+
+
+def save_store(path: Path, image: np.ndarray, task: Task) -> bool:
+    """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
+    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
+                     **store_place(task, path))
+
+
+def store_place(task: Task, path) -> dict:
+    """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
+    :func:`convcli.io.row_writers.open_row_writer` where it goes to object storage, else none."""
+    if not task.stores_at:
+        return {}
+    return {"store_url": storage.join(task.stores_at, Path(path).name),
+            "storage_options": task.storage_options}
+
+
+def output_record(out, scales: list[LevelScale], depth: int) -> dict:
+    """What the manifest says of one output file besides the run: its name and levels.
+
+    For an image, "mapping", "scale" and "offset" with ``level = scale * x +
+    offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
+    clipping to 0.."top"; a colour image has lists, one entry per channel.
+    """
+    record: dict = {"output": out.path.name, "kind": out.kind}
+    if not scales:
+        return record
+    fields = {"mapping": [s.mapping for s in scales], "scale": [s.scale for s in scales],
+              "offset": [s.offset for s in scales], "absolute": [s.absolute for s in scales]}
+    if len(scales) == 1 and out.kind != "group":
+        fields = {key: values[0] for key, values in fields.items()}
+    record.update(fields)
+    if scales[0].mapping != RAW_VALUES:
+        record["top"] = top_level(depth)
+    return record

@@ -1,0 +1,1 @@
+"""convcli.engines."""

@@ -1,0 +1,54 @@
+"""What names and marks convcli's files: the ownership marker, the Zarr store name.
+
+The lowest module of :mod:`convcli.io`: it imports nothing of convcli's, and
+loads the modules that import tifffile on first use (:func:`load`).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+MARKER = "convcli"
+"""What every image convcli writes carries in its metadata, so that ``--overwrite``
+replaces only convcli's own files: the PNG text chunk ``Software``, the TIFF tag
+Software (305), the JPEG comment, a Zarr store's attributes. Metadata only: the
+pixels are not touched."""
+
+STORE_EXTENSION = ".zarr"
+"""The extension of a Zarr store's folder."""
+
+TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+"""The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
+
+
+def is_store_name(path) -> bool:
+    """Whether `path` names a Zarr store (``.zarr``, any case, a trailing slash allowed).
+
+    >>> is_store_name("scan.ZARR"), is_store_name("s3://b/scan.zarr/"), is_store_name("a.png")
+    (True, True, False)
+    """
+    return str(path).rstrip("/\\").lower().endswith(STORE_EXTENSION)
+
+
+_LOADED = {
+    "region reader": "convcli.io.regions",  # TIFF and Zarr rows by bands; tifffile
+    "tiff writer": "convcli.io.tiff_writer",  # tiled BigTIFF outputs; tifffile
+}
+
+
+def load(part: str):
+    """The module of convcli's `part` ("region reader", "tiff writer"), imported on first use.
+
+    Both import tifffile (about a tenth of a second, in each worker process):
+    a folder of JPEGs and PNGs never loads it.
+
+    >>> load("region reader").__name__
+    'convcli.io.regions'
+    """
+    return importlib.import_module(_LOADED[part])
+
+
+def open_regions(path, **options):
+    """:func:`convcli.io.regions.open_regions` (a TIFF or Zarr store read by bands of rows,
+    or None), its module loaded on first use (:func:`load`)."""
+    return load("region reader").open_regions(path, **options)

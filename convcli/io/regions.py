@@ -1,0 +1,596 @@
+"""One TIFF read by regions: row bands decoded from only the tiles or strips that cover them.
+
+An image larger than memory (a BigTIFF of 1 to 100 gigapixels) cannot go
+through :func:`convcli.io.images.read_image`, which decodes the whole frame.
+:func:`open_regions` opens such a file with tifffile, and
+:meth:`RegionSource.read_rows` returns any band of rows, all columns, with
+exactly the values ``read_image(path).pixels[r0:r1]`` would have: the same
+channels, scale (``white``), output depth and notes. Only the segments (tiles
+or strips) that hold the band are read and decoded, so a band costs about the
+band itself plus one row of segments, whatever the size of the image.
+
+What is read by regions
+-----------------------
+The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
+first series at full resolution), tiled or in strips, TIFF or BigTIFF, either
+byte order, uncompressed or compressed with deflate (both codes), LZW or
+PackBits, with or without a predictor, as far as tifffile decodes them here
+(LZW and the floating-point predictor need imagecodecs), and these layouts:
+
+=========================================  ===========  =========  =====
+samples (PhotometricInterpretation)        channels     white      depth
+=========================================  ===========  =========  =====
+1-bit, 8-bit grey (min-is-black or white)  L            255        8
+8-bit grey + unassociated alpha            L A          255        8
+16-bit unsigned grey                       L            65535      16
+32-bit float grey                          L            max(1, m)  16
+8-bit RGB, RGB + unassociated alpha        R G B (A)    255        8
+16-bit RGB, RGBA                           R G B (A)    65535 [1]  16
+=========================================  ===========  =========  =====
+
+An extra sample marked "unspecified" is dropped, as Pillow drops it. [1] with
+imagecodecs installed and allowed (the ``deep`` extra, as ``read_image``);
+otherwise the high byte, white 255, depth 8, with ``read_image``'s note. For
+float files ``m`` is the largest finite value of the whole image: the first use
+of :attr:`RegionSource.white` reads the image once, band by band.
+
+Everything else returns None, and the caller reads the file whole with
+Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
+(JPEG-compressed or subsampled), CIELab and other colour spaces, JPEG or
+other lossy compression (Pillow's decoder and imagecodecs' may differ),
+associated (premultiplied) alpha, planar configuration "separate", an
+orientation other than top-left, fill order 2, signed integers, 32-bit
+integers, floats other than 32-bit, volumes (SGI ImageDepth), a compression or
+predictor tifffile cannot decode here, and compressed segments of more than
+:data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be
+a whole decode).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import tifffile
+
+from ..choices import DEFAULT_MAX_PIXELS
+from ..errors import ImageError
+from .bands import float_white
+from .formats import TIFF_SIGNATURES, is_store_name
+from .png import fast_codecs_allowed
+from .spill import SegmentRows, SpillError
+from .zarr_stores import StoreRegions, open_store_regions
+
+MAX_SEGMENT_PIXELS = 1 << 24
+"""The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
+
+# none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard
+_LOSSLESS = {1, 5, 8, 32773, 32946, 34925, 50000}
+_MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
+_UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a page's samples become ``read_image``'s values."""
+
+    channels: tuple[str, ...]
+    white: float | None  # None: the larger of least_white and the largest finite value
+    depth: int
+    convert: str = "same"  # or "inverted" (255 - value), "high byte" (value >> 8)
+    note: str | None = None
+    least_white: float = 1.0
+
+
+# Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
+# values are kept as they are; the white follows Pillow's modes "I" (integers, at least
+# 65535) and "F" (floats, at least 1). Signed 8-bit samples keep their sign (Pillow
+# reads them as unsigned: -57 as 199).
+_WIDE_GREY = {
+    (8, 2): _Layout(("L",), 255.0, 8),
+    (16, 2): _Layout(("L",), None, 16, least_white=65535.0),
+    (32, 1): _Layout(("L",), None, 16, least_white=65535.0),
+    (32, 2): _Layout(("L",), None, 16, least_white=65535.0),
+    (16, 3): _Layout(("L",), None, 16),
+    (32, 3): _Layout(("L",), None, 16),
+    (64, 3): _Layout(("L",), None, 16),
+}
+
+
+def _uncompressed_strips(page) -> bool:
+    """Whether `page`'s rows can be read straight from the file (uncompressed strips)."""
+    return (page.compression == 1 and not page.is_tiled
+            and page.bitspersample in (8, 16, 32, 64))
+
+
+def _deep_colour_read() -> bool:
+    """Whether ``read_image`` reads 16-bit colour at full depth here (imagecodecs, allowed)."""
+    if not fast_codecs_allowed():
+        return False
+    try:
+        import imagecodecs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
+    """The layout of an 8- or 16-bit grey or RGB page with its extra sample, or None."""
+    extras = tuple(page.extrasamples)
+    if page.samplesperpixel != len(colour) + len(extras) or len(extras) > 1:
+        return None
+    if extras and extras[0] not in (_UNSPECIFIED, _UNASSOCIATED):
+        return None
+    alpha = ("A",) if extras == (_UNASSOCIATED,) else ()
+    if page.bitspersample == 8:
+        return _Layout(colour + alpha, 255.0, 8)
+    if colour == ("L",):
+        return None if extras else _Layout(("L",), 65535.0, 16)
+    if extras == (_UNSPECIFIED,):
+        return None
+    if _deep_colour_read():
+        return _Layout(colour + alpha, 65535.0, 16)
+    return _Layout(colour + alpha, 255.0, 8, "high byte",
+                   "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+                   "install convcli[deep] for 16)")
+
+
+def _layout(page) -> _Layout | None:
+    """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
+    if (page.planarconfig != 1 or page.fillorder != 1 or page.imagedepth != 1
+            or page.is_subsampled or page.compression not in _LOSSLESS
+            or page.tags.valueof(274, 1) != 1):  # Orientation: top-left only
+        return None
+    bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
+    samples = page.samplesperpixel
+    if bits == 1 and samples == 1 and photometric in (_MINISBLACK, _MINISWHITE):
+        return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
+    if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
+        return _Layout(("L",), 255.0, 8, "inverted")
+    if samples == 1 and photometric == _MINISBLACK and (bits, kind) in _WIDE_GREY:
+        return _WIDE_GREY[bits, kind]
+    if bits not in (8, 16) or kind != 1:
+        return None
+    if photometric == _MINISBLACK:
+        return _colour_layout(page, ("L",))
+    if photometric == _RGB:
+        return _colour_layout(page, ("R", "G", "B"))
+    return None
+
+
+def _codecs_here(page) -> bool:
+    """Whether tifffile decodes `page`'s compression and predictor here."""
+    try:
+        if page.compression != 1:
+            tifffile.TIFF.DECOMPRESSORS[page.compression]
+        if page.predictor != 1:
+            tifffile.TIFF.UNPREDICTORS[page.predictor]
+    except KeyError:  # unknown, or needs imagecodecs
+        return False
+    return True
+
+
+def _decodable(page) -> bool:
+    """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
+    if not _codecs_here(page):
+        return False
+    if _uncompressed_strips(page):
+        return True  # rows are read straight from the file
+    segment = page.chunks[-3:-1] if page.samplesperpixel > 1 else page.chunks[-2:]
+    return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
+
+
+def _is_tiff(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) in TIFF_SIGNATURES
+
+
+def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 storage_options: dict | None = None) -> RegionSource | StoreRegions | None:
+    """Open a TIFF (or a Zarr store) for reading by row bands, or None where it must be read whole.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    max_pixels : int
+        Accepted as :func:`convcli.io.images.open_image` accepts it, and not
+        applied: the limit guards whole decodes, and a region read never
+        decodes more than a band and one row of tiles or strips, whatever the
+        image's size. Where this returns None the caller reads the file whole
+        through ``open_image``, where the limit applies
+        (:class:`~convcli.io.images.PixelLimitError`).
+    storage_options : dict, optional
+        fsspec options for a Zarr store named by a URL.
+
+    Returns
+    -------
+    RegionSource or None
+        None for a file that is not a TIFF, cannot be parsed by tifffile (the
+        whole-image path then reports why), or has a layout listed in the
+        module docstring as read whole. Close the source after use (it is a
+        context manager). A path named ``*.zarr`` gives a
+        :class:`convcli.io.zarr_stores.StoreRegions`, never None.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened (missing, no permission).
+    ImageError, MissingExtra
+        A Zarr store that is not an image convcli reads, or no ``zarr`` package.
+    """
+    del max_pixels  # see above: region reads are not bounded by it
+    if is_store_name(path):
+        return open_store_regions(path, storage_options=storage_options)
+    shown = os.fspath(path)
+    if not stat.S_ISREG(os.stat(shown).st_mode) or not _is_tiff(shown):
+        return None
+    with _tifffile_quiet():  # a file it cannot parse is the whole-image path's to report
+        opened = _open_first_page(shown)
+    if opened is None:
+        return None
+    tif, page, layout, frames = opened
+    _check_segments(tif, page)
+    notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
+        [layout.note] if layout.note else [])
+    return RegionSource(tif, page, layout, tuple(notes))
+
+
+def _check_segments(tif, page, *, close: bool = True) -> None:
+    """An ImageError (`tif` closed, with `close`) where `page` lists fewer tiles or strips
+    than its size needs."""
+    needed = int(np.prod(page.chunked))
+    listed = min(len(page.dataoffsets), len(page.databytecounts))
+    if listed < needed:
+        if close:
+            tif.close()
+        raise ImageError(f"cannot decode the image: it lists {listed} tiles or strips where "
+                         f"its {page.imagewidth} x {page.imagelength} pixels need {needed}")
+
+
+def _open_first_page(shown: str):
+    """The open TiffFile, its first page, the page's layout and the page count; or None."""
+    try:
+        tif = tifffile.TiffFile(shown)
+    except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError, KeyError):
+        return None  # IndexError: a SamplesPerPixel of 0, say
+    try:
+        page = tif.pages[0]
+        layout = _layout(page)
+        if layout is None or not _decodable(page) or 0 in page.shape:
+            tif.close()
+            return None
+        return tif, page, layout, len(tif.pages)
+    except Exception:  # a corrupt header: the whole-image path reports it
+        tif.close()
+        return None
+
+
+class _QuietThreads(logging.Filter):
+    """Drops tifffile's log records in the threads probing a file (:func:`_tifffile_quiet`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.quiet = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.quiet, "on", False)
+
+
+_QUIET = _QuietThreads()
+logging.getLogger("tifffile").addFilter(_QUIET)
+
+
+@contextmanager
+def _tifffile_quiet() -> Iterator[None]:
+    """tifffile's warnings about a file's tags unsaid in this thread inside the block.
+
+    Reading a corrupt TIFF, tifffile logs what it could not parse; whether the
+    file can be read by regions is only a question here, and the whole-image
+    path reports a corrupt file in one line of its own.
+    """
+    _QUIET.quiet.on = True
+    try:
+        yield
+    finally:
+        _QUIET.quiet.on = False
+
+
+class RegionSource:
+    """An open TIFF whose rows are read band by band (made by :func:`open_regions`).
+
+    Attributes
+    ----------
+    height, width : int
+        The image's size in pixels.
+    channels : tuple of str
+        As :attr:`convcli.io.images.Picture.channels`.
+    depth : int
+        As :attr:`convcli.io.images.Picture.depth`.
+    notes : tuple of str
+        As :attr:`convcli.io.images.Picture.notes`.
+    dtype : numpy.dtype
+        The samples as stored (bool for 1-bit files).
+
+    Notes
+    -----
+    The last two rows of segments decoded are kept
+    (:class:`convcli.io.spill.SegmentRows`: a wide row of tiles on disk), so that
+    bands that overlap (a halo) decode each segment once when read top to
+    bottom. One source serves one thread at a time.
+    """
+
+    def __init__(self, tif, page, layout: _Layout, notes: tuple[str, ...]):
+        self._tif, self._page, self._layout = tif, page, layout
+        self.height, self.width = int(page.imagelength), int(page.imagewidth)
+        self.channels = layout.channels
+        self.depth = layout.depth
+        self.notes = notes
+        self.frame_count = len(tif.pages)  # the strips read the first
+        self.dtype = np.dtype(page.dtype)
+        self._white = layout.white
+        self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
+        self._segment_rows = min(self._segment_rows or self.height, self.height)
+        self._kept = SegmentRows()
+        self._lock = threading.Lock()
+
+    @property
+    def white(self) -> float:
+        """The value of full intensity, as :attr:`convcli.io.images.Picture.white`.
+
+        For 32-bit float files, the larger of 1 and the largest finite value:
+        found on first use by reading the whole image once, band by band.
+        """
+        if self._white is None:
+            self._white = float_white(self, self._layout.least_white)
+        return self._white
+
+    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` (excluded), all columns, as ``read_image(path).pixels[r0:r1]``.
+
+        Parameters
+        ----------
+        r0, r1 : int
+            ``0 <= r0 <= r1 <= height``.
+
+        Returns
+        -------
+        (r1 - r0, width, C) float32 ndarray
+
+        Raises
+        ------
+        ImageError
+            A truncated or corrupt segment.
+        """
+        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
+                and 0 <= r0 <= r1 <= self.height):
+            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
+                             f"got r0={r0!r}, r1={r1!r}")
+        out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
+        self._read_into(r0, out)
+        return out
+
+    def _read_into(self, r0: int, out: np.ndarray) -> None:
+        """Rows `r0` to `r0` + ``len(out)`` converted into `out` (float32, or the stored uint8)."""
+        r1 = r0 + len(out)
+        with self._lock, _decode_errors():
+            if self._reads_rows_directly():
+                self._convert(self._file_rows(r0, r1), out)
+                return
+            step = self._segment_rows
+            for k in range(r0 // step, -(-r1 // step)):
+                top = k * step
+                lo, hi = max(r0, top), min(r1, top + step)
+                self._convert(self._segments(k, lo - top, hi - top), out[lo - r0:hi - r0])
+
+    def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
+        """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale."""
+        kept = samples[:, :, :out.shape[2]]  # an unspecified extra sample is dropped
+        convert = self._layout.convert
+        if convert == "high byte":
+            kept = kept >> 8
+        np.copyto(out, kept, casting="same_kind" if out.dtype == kept.dtype else "unsafe")
+        if kept.dtype == bool:
+            out *= 255.0
+        if convert == "inverted":
+            np.subtract(255.0, out, out=out)
+
+    def _reads_rows_directly(self) -> bool:
+        return _uncompressed_strips(self._page)
+
+    def _file_rows(self, r0: int, r1: int) -> np.ndarray:
+        """Rows of uncompressed strips, read straight from the file: (rows, width, samples)."""
+        page, fh = self._page, self._tif.filehandle
+        samples = page.samplesperpixel
+        dtype = np.dtype(self._tif.byteorder + self.dtype.char)
+        row_bytes = self.width * samples * dtype.itemsize
+        rows = np.empty((r1 - r0, self.width, samples), dtype)
+        step = self._segment_rows
+        for k in range(r0 // step, -(-r1 // step)):
+            top = k * step
+            lo, hi = max(r0, top), min(r1, top + step)
+            with fh.lock:
+                fh.seek(page.dataoffsets[k] + (lo - top) * row_bytes)
+                data = fh.read((hi - lo) * row_bytes)
+            wanted = (hi - lo) * row_bytes
+            if len(data) != wanted or page.databytecounts[k] < (hi - top) * row_bytes:
+                raise ImageError(f"cannot decode the image: strip {k} is truncated")
+            rows[lo - r0:hi - r0] = np.frombuffer(data, dtype).reshape(hi - lo, self.width,
+                                                                       samples)
+        return rows
+
+    def _segments(self, k: int, lo: int, hi: int) -> np.ndarray:
+        """Rows `lo` to `hi` - 1 of segment row `k` (a row of tiles, or one strip), decoded:
+        (rows, width, samples) as stored."""
+        page = self._page
+        top = k * self._segment_rows
+        shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
+        return self._kept.read(k, lo, hi, shape=shape, dtype=page.dtype,
+                               tile=int(page.tilewidth) if page.is_tiled else None,
+                               decode=lambda c0, c1, out: self._decode_tiles(k, c0, c1, out))
+
+    def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
+        """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`."""
+        page = self._page
+        tile = int(page.tilewidth) if page.is_tiled else self.width
+        across = -(-self.width // tile)
+        indices = list(range(k * across + c0 // tile, k * across + -(-c1 // tile)))
+        offsets = [page.dataoffsets[i] for i in indices]
+        counts = [page.databytecounts[i] for i in indices]
+        decode = page.decode
+        for data, index in self._tif.filehandle.read_segments(
+                offsets, counts, indices=indices, length=len(indices), sort=True):
+            segment, (_, _, _, left, _), _ = decode(data, index)
+            if segment is None:
+                continue  # a segment the file does not hold: left at 0, as tifffile does
+            block = segment[0, :len(out), :c1 - left]
+            out[:, left - c0:left - c0 + block.shape[1]] = block
+
+    def close(self) -> None:
+        """Close the file (and forget the kept segments)."""
+        self._kept.forget()
+        self._tif.close()
+
+    def __enter__(self) -> RegionSource:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+class TiffPages:
+    """A TIFF's pages read whole by the reader of its strips: the one reader of TIFF values.
+
+    Made by :func:`open_tiff_pages`. Each page whose layout the strips read
+    (the module docstring) is decoded by the same code as a band of rows of
+    :class:`RegionSource`, so that a whole read, a frame and a strip give the
+    same values, and a damaged file fails the same way. Pages of another
+    layout (JPEG, palette, CMYK, ...) are left to Pillow: :meth:`read_page`
+    returns None for them.
+
+    Attributes
+    ----------
+    channels : tuple of str
+        The first page's channels.
+    size : (int, int)
+        The first page's (width, height).
+    frame_count : int
+        The number of pages.
+    notes : tuple of str
+        The first page's note, if its samples are read at a lower depth.
+    """
+
+    def __init__(self, tif, layout: _Layout):
+        self._tif = tif
+        page = tif.pages[0]
+        self.channels = layout.channels
+        self.size = (int(page.imagewidth), int(page.imagelength))
+        self.frame_count = len(tif.pages)
+        self.notes = (layout.note,) if layout.note else ()
+        self._last = (0, page)
+
+    def page_size(self, k: int) -> tuple[int, int]:
+        """(width, height) of page `k`, from its header."""
+        page = self._page(k)
+        return int(page.imagewidth), int(page.imagelength)
+
+    def _page(self, k: int):
+        """Page `k`, parsed once for the calls about it in a row (its size, then its values)."""
+        if self._last[0] != k:
+            with _tifffile_quiet(), _decode_errors():
+                self._last = (k, self._tif.pages[k])
+        return self._last[1]
+
+    def read_page(self, k: int) -> tuple[np.ndarray, float, int] | None:
+        """Page `k`'s samples (H, W, C), white and depth; None where Pillow reads the page.
+
+        The samples are uint8 where the page stores 8-bit values as they
+        are read, else float32. An :class:`ImageError` for damaged data.
+        """
+        page = self._page(k)
+        with _tifffile_quiet(), _decode_errors():
+            layout = _whole_layout(page)
+        if layout is None or layout.channels != self.channels:
+            return None
+        _check_segments(self._tif, page, close=False)
+        source = RegionSource(self._tif, page, layout, ())
+        stored = page.dtype == np.uint8 and layout.convert == "same"
+        samples = np.empty((source.height, source.width, len(self.channels)),
+                           np.uint8 if stored else np.float32)
+        try:
+            source._read_into(0, samples)
+        finally:
+            source._kept.forget()
+        white = layout.white
+        if white is None:
+            finite = samples[np.isfinite(samples)]
+            white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
+        return samples, white, layout.depth
+
+    def close(self) -> None:
+        self._tif.close()
+
+
+def _whole_layout(page) -> _Layout | None:
+    """`page`'s layout where it is read by :class:`TiffPages`, else None (Pillow's).
+
+    An :class:`ImageError` where the layout is one the TIFF reader reads but
+    its compression or predictor needs imagecodecs, which is missing: Pillow
+    would misread some of those (big-endian samples, PackBits with a predictor).
+    """
+    layout = _layout(page)
+    if layout is None or 0 in page.shape:
+        return None
+    if not _codecs_here(page):
+        codec = getattr(page.compression, "name", page.compression)
+        predictor = getattr(page.predictor, "name", page.predictor)
+        raise ImageError(f"cannot decode the image: its compression ({codec}) or predictor "
+                         f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'")
+    return layout
+
+
+def open_tiff_pages(path: str) -> TiffPages | None:
+    """`path`'s pages for whole reads (:class:`TiffPages`), or None where Pillow reads the file.
+
+    None for a file tifffile cannot parse, or whose first page has a layout
+    the strips do not read.
+    """
+    with _tifffile_quiet():
+        try:
+            tif = tifffile.TiffFile(path)
+        except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError,
+                KeyError):
+            return None
+        try:
+            layout = _whole_layout(tif.pages[0])
+        except ImageError:
+            tif.close()
+            raise
+        except Exception:  # a corrupt header: Pillow reports it
+            layout = None
+    if layout is None:
+        tif.close()
+        return None
+    return TiffPages(tif, layout)
+
+
+@contextmanager
+def _decode_errors() -> Iterator[None]:
+    """Turn tifffile's and the codecs' errors about bad data into one-line :class:`ImageError`."""
+    try:
+        yield
+    except (ImageError, SpillError, FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (tifffile.TiffFileError, ValueError, OSError, EOFError, zlib.error, struct.error,
+            NotImplementedError, RuntimeError) as exc:
+        lines = str(exc).strip().splitlines()
+        raise ImageError(f"cannot decode the image: {lines[0] if lines else type(exc).__name__}"
+                         ) from None

@@ -1,0 +1,232 @@
+"""The TIFF output written in row bands: a tiled, deflated BigTIFF with its reduced levels.
+
+See :mod:`convcli.io.row_writers`, whose ``tiff`` format this is.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import tifffile
+
+from ..layers._engine import tiles
+from .formats import MARKER
+from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
+from .spill import BandFile, piece_columns
+
+_DEFLATE = 8  # TIFF's Compression code for Adobe deflate
+
+
+def _tiles(bands: Iterator) -> Iterator[np.ndarray]:
+    """The :data:`TILE`-square tiles of row `bands` (up to TILE rows each), row by row,
+    the edge tiles padded with zeros (bands as :func:`band_pieces` takes them)."""
+    for band in bands:
+        for piece in band_pieces(band):
+            rows, width, channels = piece.shape
+            padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), piece.dtype)
+            padded[:rows, :width] = piece
+            for left in range(0, width, TILE):
+                yield np.ascontiguousarray(padded[:, left:left + TILE])
+
+
+ISAL_LEVEL = 1
+"""ISA-L's deflate level for TIFF tiles (0 to 3): its fastest but one, as small as level 2 here."""
+
+
+def _isal_zlib():
+    """python-isal's zlib module (ISA-L deflate, zlib streams), or None where it is missing."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return None
+    return isal_zlib
+
+
+def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype) -> Iterator:
+    """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L.
+
+    tifffile deflates with imagecodecs, or Python's zlib without it (50 times
+    slower than ISA-L on a float32 map); where python-isal is installed the
+    tiles go to tifffile already encoded, a zlib stream each as the TIFF's
+    deflate holds (any deflate reader reads them), after the horizontal
+    predictor for levels (each sample minus the one to its left, modulo 2**n).
+    """
+    isal_zlib = _isal_zlib()
+    if isal_zlib is None:
+        yield from _tiles(bands)
+        return
+    for tile in _tiles(bands):
+        if dtype.kind == "u":
+            tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
+        yield isal_zlib.compress(tile, ISAL_LEVEL)
+
+
+def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
+    """tifffile's ``write`` options for one level of `shape` (H, W, C)."""
+    height, width, channels = shape
+    options = {
+        "shape": (height, width) if channels == 1 else shape, "dtype": dtype,
+        "tile": (TILE, TILE), "compression": _DEFLATE, "planarconfig": "contig",
+        "photometric": "rgb" if channels >= 3 else "minisblack", "metadata": None,
+        "software": MARKER,
+        # tifffile encodes tiles in passes of this many bytes: a row of tiles (or a
+        # piece of one, as the bands on disk are), deflated on the layers' threads
+        # (1.8 times as fast with 2 as with 1)
+        "buffersize": TILE * channels * dtype.itemsize * min(
+            -(-width // TILE) * TILE, piece_columns(TILE, channels * dtype.itemsize, TILE)),
+        "maxworkers": tiles.THREADS,
+    }
+    if channels in (2, 4):
+        options["extrasamples"] = ["unassalpha"]
+    if dtype.kind == "u":
+        options["predictor"] = 2  # horizontal differencing
+    return options
+
+
+def _reduced_levels(temporary: Path, shape: tuple[int, int, int],
+                    dtype: np.dtype) -> list[_ReducedLevel]:
+    """The pyramid's levels below full size, halving until one fits in a tile."""
+    levels: list[_ReducedLevel] = []
+    size = shape[:2]
+    try:
+        while max(size) > TILE:
+            levels.append(_ReducedLevel(temporary.parent, size, shape[2], dtype))
+            size = levels[-1].shape[:2]
+    except BaseException:
+        for level in levels:
+            level.remove()
+        raise
+    return levels
+
+
+class _Stop(Exception):
+    """Raised in the writing thread's tile iterator when the writer is aborted."""
+
+
+_END, _ABORT = "end", "abort"  # what the writing thread is told after the bands
+
+
+class TiffSink:
+    """A tiled, deflated BigTIFF with its reduced levels as SubIFDs.
+
+    tifffile pulls the full-size tiles from an iterator; the rows are pushed.
+    So tifffile writes in a thread that takes each band of :data:`TILE` rows
+    from a queue of one, while the caller computes the next (deflate runs
+    without the GIL); the reduced levels follow from their files.
+    """
+
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+        self._shape, self._dtype = shape, dtype
+        self._levels = _reduced_levels(temporary, shape, dtype)
+        try:
+            self._tiff = tifffile.TiffWriter(temporary, bigtiff=True)
+        except BaseException:
+            self._remove_levels()
+            raise
+        self._failure: BaseException | None = None
+        try:
+            self._gathered = RowBands(TILE, shape, dtype, folder=temporary.parent,
+                                      wait=self._free_file)
+        except BaseException:
+            self._tiff.close()
+            self._remove_levels()
+            raise
+        self._bands: queue.Queue = queue.Queue(maxsize=1)
+        self._thread = threading.Thread(target=self._write_full_size, daemon=True,
+                                        name="convcli-tiff-writer")
+        self._thread.start()
+
+    def _write_full_size(self) -> None:
+        try:
+            self._tiff.write(_tile_data(self._queued_bands(), self._dtype),
+                             subifds=len(self._levels) or None,
+                             **_tiff_options(self._shape, self._dtype))
+        except BaseException as exc:  # handed to the caller's thread
+            self._failure = exc
+
+    def _queued_bands(self) -> Iterator[np.ndarray]:
+        while True:
+            band = self._bands.get()
+            if isinstance(band, str):
+                if band == _ABORT:
+                    raise _Stop
+                return
+            yield band
+
+    def _put(self, item) -> None:
+        """Queue `item` for the writing thread; its error, if it has stopped on one."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if not self._thread.is_alive():
+                if isinstance(item, str):
+                    return
+                raise RuntimeError("the TIFF writer stopped before the last rows")
+            try:
+                self._bands.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _free_file(self, free: queue.Queue) -> BandFile:
+        """A band file the writing thread is done with; its error, if it has stopped on one."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if not self._thread.is_alive():
+                raise RuntimeError("the TIFF writer stopped before the last rows")
+            try:
+                return free.get(timeout=0.2)
+            except queue.Empty:
+                continue
+
+    def write(self, rows: np.ndarray) -> None:
+        carry = rows
+        for level in self._levels:
+            carry = level.add(carry)
+        for band in self._gathered.add(rows):
+            self._put(band)
+
+    def close(self) -> None:
+        try:
+            rest = self._gathered.rest()
+            if rest is not None:
+                self._put(rest)
+            self._put(_END)
+            self._thread.join()
+            if self._failure is not None:
+                raise self._failure
+            carry = np.empty((0,) + self._shape[1:], self._dtype)
+            for level in self._levels:
+                carry = level.finish(carry)
+            for level in self._levels:
+                self._tiff.write(_tile_data(level.bands(), self._dtype), subfiletype=1,
+                                 **_tiff_options(level.shape, self._dtype))
+            self._tiff.close()
+        finally:
+            self._remove_levels()
+
+    def abort(self) -> None:
+        try:
+            if self._thread.is_alive() and self._failure is None:
+                try:
+                    self._put(_ABORT)
+                except BaseException:  # noqa: BLE001 - it stopped on its own error meanwhile
+                    pass
+            self._thread.join()
+            try:
+                self._tiff.close()
+            except Exception:  # the file is removed anyway
+                pass
+        finally:
+            self._remove_levels()
+
+    def _remove_levels(self) -> None:
+        for level in self._levels:
+            level.remove()
+        if hasattr(self, "_gathered"):
+            self._gathered.close()

@@ -1,0 +1,245 @@
+"""Padding of image batches (numpy only).
+
+Border modes and their names in other libraries:
+
+=============  =================  ==================  ======================  ===================
+convcli        numpy ``np.pad``   scipy.ndimage       OpenCV ``BORDER_*``     PyTorch ``F.pad``
+=============  =================  ==================  ======================  ===================
+``constant``   ``constant``       ``constant``        ``CONSTANT``            ``constant``
+``edge``       ``edge``           ``nearest``         ``REPLICATE``           ``replicate``
+``reflect``    ``reflect``        ``mirror``          ``REFLECT_101``         ``reflect``
+``symmetric``  ``symmetric``      ``reflect``         ``REFLECT``             (none)
+``wrap``       ``wrap``           ``grid-wrap``       ``WRAP``                ``circular``
+=============  =================  ==================  ======================  ===================
+
+On the row ``a b c d``, padded by 2: ``constant`` gives ``0 0 | a b c d | 0 0``,
+``edge`` ``a a | a b c d | d d``, ``reflect`` ``c b | a b c d | c b`` (the edge
+value is not repeated), ``symmetric`` ``b a | a b c d | d c`` (it is), and
+``wrap`` ``c d | a b c d | a b``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..choices import PAD_MODES
+from .validation import as_int, as_real_array, check_ndim, check_result_size
+
+_LAYOUT = "(m, n_H, n_W, n_C)"
+
+
+def pad_mode(mode) -> str:
+    """`mode` itself if it is one of :data:`PAD_MODES`, else a ValueError naming them.
+
+    Examples
+    --------
+    >>> pad_mode("reflect")
+    'reflect'
+    """
+    if isinstance(mode, str) and mode in PAD_MODES:
+        return mode
+    raise ValueError(f"mode must be one of {', '.join(PAD_MODES)}; got {mode!r}")
+
+
+def zero_pad(X, pad):
+    """Pad with zeros all images of the batch `X`, on height and width.
+
+    Parameters
+    ----------
+    X : (m, n_H, n_W, n_C) ndarray
+        Batch of m images.
+    pad : int
+        Amount of padding around each image, on both spatial axes.
+
+    Returns
+    -------
+    X_pad : (m, n_H + 2 * pad, n_W + 2 * pad, n_C) ndarray
+        Padded batch, same dtype as `X`. An empty `X` (an axis of length 0)
+        is padded like any other: ``zero_pad(np.zeros((1, 0, 2, 1)), 1)``
+        has shape (1, 2, 4, 1), all zeros.
+
+    Raises
+    ------
+    ValueError
+        If `pad` is negative, or makes the result too large to allocate
+        (more than 2**31 - 1 rows or columns, or more than the machine's
+        memory).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> zero_pad(np.ones((1, 2, 2, 1)), 1)[0, :, :, 0]
+    array([[0., 0., 0., 0.],
+           [0., 1., 1., 0.],
+           [0., 1., 1., 0.],
+           [0., 0., 0., 0.]])
+    """
+    pad = as_int(pad, "pad", minimum=0)
+    return _pad(X, (pad,) * 4, "constant", 0, f"pad = {pad}")
+
+
+def _pad_widths(width) -> tuple[int, int, int, int]:
+    """Normalise `width` to (top, bottom, left, right)."""
+    if isinstance(width, (tuple, list, np.ndarray)):
+        flat = list(np.asarray(width, dtype=object).ravel())
+        if len(flat) != 4:
+            raise ValueError(
+                f"width must be an int or 4 values (top, bottom, left, right), got {width!r}"
+            )
+        names = ("top", "bottom", "left", "right")
+        return tuple(as_int(v, f"width ({n})", minimum=0) for v, n in zip(flat, names, strict=True))
+    w = as_int(width, "width", minimum=0)
+    return (w, w, w, w)
+
+
+def pad_images(X, width, *, mode="constant", value=0):
+    """Pad the height and width of a batch of images.
+
+    Parameters
+    ----------
+    X : (m, n_H, n_W, n_C) ndarray
+        Batch of m images.
+    width : int or sequence of 4 ints
+        The same padding on every side, or ``(top, bottom, left, right)``
+        (``((top, bottom), (left, right))`` also works).
+    mode : {"constant", "edge", "reflect", "symmetric", "wrap"}
+        How the border is filled; see the module docstring for the same
+        borders under their numpy, scipy, OpenCV and PyTorch names.
+    value : float
+        Fill value for ``mode="constant"``.
+
+    Returns
+    -------
+    X_pad : (m, n_H + top + bottom, n_W + left + right, n_C) ndarray
+        Padded batch with the dtype of `X`; `X` is not modified. An empty
+        `X` is padded with `value` by ``mode="constant"``; the other modes
+        repeat values and refuse an empty `X` (ValueError).
+
+    Raises
+    ------
+    ValueError
+        If a width is negative or makes the result too large to allocate
+        (more than 2**31 - 1 rows or columns, or more than the machine's
+        memory), or if `value` does not fit the dtype of `X` (70000 in
+        float16, 300 in uint8, 0.5 in an integer array, 2 in a bool array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> row = np.arange(1, 5).reshape(1, 1, 4, 1)
+    >>> pad_images(row, (0, 0, 2, 2), mode="reflect")[0, 0, :, 0]
+    array([3, 2, 1, 2, 3, 4, 3, 2])
+    """
+    return _pad(X, _pad_widths(width), pad_mode(mode), value, f"width = {width!r}")
+
+
+def _pad(X, widths, mode, value, cause, dtype=None):
+    """`X` padded by `widths` into a new array of `dtype` (`X`'s by default).
+
+    The images are written once into their place, and :func:`fill_border`
+    fills the border from them. `cause` names the argument in errors.
+    """
+    X = as_real_array(X, "X")
+    check_ndim(X, "X", 4, _LAYOUT)
+    top, bottom, left, right = widths
+    m, n_H, n_W, n_C = X.shape
+    dtype = X.dtype if dtype is None else np.dtype(dtype)
+    shape = (m, n_H + top + bottom, n_W + left + right, n_C)
+    check_result_size(shape, dtype, cause, "the padded input")
+    if mode == "constant":
+        _check_fill_value(value, dtype)
+    elif X.size == 0:
+        raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
+    X_pad = np.empty(shape, dtype)
+    X_pad[:, top:top + n_H, left:left + n_W] = X
+    return fill_border(X_pad, widths, mode=mode, value=value)
+
+
+def pad_images_as(X, width, dtype, *, mode="constant", value=0) -> np.ndarray:
+    """``pad_images(X.astype(dtype), width, mode=mode, value=value)`` without the unpadded copy.
+
+    `X`'s values (8-bit integers, say) are written once, straight into the
+    padded array of `dtype`: value for value the same result as converting
+    first, with one array the size of the result instead of two.
+
+    Examples
+    --------
+    >>> row = np.arange(1, 5, dtype=np.uint8).reshape(1, 1, 4, 1)
+    >>> pad_images_as(row, (0, 0, 1, 1), np.float32, mode="reflect")[0, 0, :, 0]
+    array([2., 1., 2., 3., 4., 3.], dtype=float32)
+    """
+    return _pad(X, _pad_widths(width), pad_mode(mode), value, f"width = {width!r}", dtype)
+
+
+def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.ndarray:
+    """Fill the border of a padded batch in place from its inside, as :func:`pad_images` fills it.
+
+    For a caller that writes the inside itself (a picture's channels summed
+    straight into it): ``X_pad[:, top:-bottom, left:-right]`` holds the images,
+    and afterwards `X_pad` equals ``pad_images`` of them, value for value.
+
+    Parameters
+    ----------
+    X_pad : (m, top + n_H + bottom, left + n_W + right, n_C) ndarray
+        Written in place outside the inside, which is read.
+    width, mode, value
+        As for :func:`pad_images`.
+
+    Returns
+    -------
+    X_pad
+
+    Examples
+    --------
+    >>> X_pad = np.zeros((1, 1, 8, 1), int)
+    >>> X_pad[0, 0, 2:6, 0] = [1, 2, 3, 4]
+    >>> fill_border(X_pad, (0, 0, 2, 2), mode="reflect")[0, 0, :, 0]
+    array([3, 2, 1, 2, 3, 4, 3, 2])
+    """
+    top, bottom, left, right = _pad_widths(width)
+    mode = pad_mode(mode)
+    check_ndim(X_pad, "X_pad", 4, _LAYOUT)
+    n_H, n_W = X_pad.shape[1] - top - bottom, X_pad.shape[2] - left - right
+    if min(n_H, n_W) < 0 or (mode != "constant" and min(n_H, n_W) == 0):
+        raise ValueError(f"X_pad of shape {X_pad.shape} has no inside for width = {width!r}")
+    if mode == "constant":
+        value = _check_fill_value(value, X_pad.dtype)
+        for part in (X_pad[:, :top], X_pad[:, top + n_H:], X_pad[:, :, :left],
+                     X_pad[:, :, left + n_W:]):
+            part[...] = value
+        return X_pad
+    # The row (column) each padded row (column) copies, as np.pad picks it.
+    rows = np.pad(np.arange(n_H), (top, bottom), mode=mode) + top
+    cols = np.pad(np.arange(n_W), (left, right), mode=mode) + left
+    inside = slice(left, left + n_W)
+    X_pad[:, :top, inside] = X_pad[:, rows[:top], inside]
+    X_pad[:, top + n_H:, inside] = X_pad[:, rows[top + n_H:], inside]
+    X_pad[:, :, :left] = X_pad[:, :, cols[:left]]
+    X_pad[:, :, left + n_W:] = X_pad[:, :, cols[left + n_W:]]
+    return X_pad
+
+
+def _check_fill_value(value, dtype: np.dtype):
+    """The constant fill value, checked to fit the dtype of the array."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"value must be a real number, got {value!r}")
+    try:
+        real = float(value)
+    except OverflowError:  # a Python int beyond float64
+        real = float("inf") if value > 0 else float("-inf")
+    if not np.isfinite(real) and dtype.kind != "f":
+        raise ValueError(f"value {value!r} cannot be stored in a {dtype} array")
+    if dtype.kind == "b" and real not in (0.0, 1.0):
+        raise ValueError(f"value {value!r} does not fit the input dtype bool (0 or 1)")
+    largest = float(np.finfo(dtype).max) if dtype.kind == "f" else None
+    if largest is not None and np.isfinite(real) and abs(real) > largest:
+        raise ValueError(
+            f"value {value!r} does not fit the input dtype {dtype} (largest {largest:g})"
+        )
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not real.is_integer() or not info.min <= value <= info.max:
+            raise ValueError(
+                f"value {value!r} does not fit the input dtype {dtype} ({info.min}..{info.max})"
+            )
+    return value
