@@ -225,7 +225,8 @@ def stage_split(photos: list[Path], out: Path) -> dict[str, float]:
     from convcli.app.ops import ConvOp
     from convcli.app.process import _levels
     from convcli.engines.processes import keep_freed_memory
-    from convcli.io.images import read_image, save_levels
+    from convcli.io.image_files import save_levels
+    from convcli.io.images import read_image
     from convcli.kernels import parse_kernel_spec
 
     keep_freed_memory()  # as in the command line's workers

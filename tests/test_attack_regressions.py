@@ -13,7 +13,7 @@ from helpers import assert_one_line_error, run
 from PIL import Image, TiffImagePlugin
 
 from convcli.io.frames import MAX_LISTED_FRAMES, parse_frames
-from convcli.io.images import _float_image, _marked_tiff_info, save_frames
+from convcli.io.image_files import _float_image, _marked_tiff_info, save_frames
 
 
 @pytest.mark.parametrize("text", ["0-99999999", "0-" + "9" * 40, "5," + "9" * 30 + "-" + "9" * 31])

@@ -32,9 +32,10 @@ from PIL import Image
 
 from convcli import conv_forward
 from convcli.app import ops, plan, process
+from convcli.engines import pool
 from convcli.engines import processes as batch
 from convcli.engines.processes import FileResult, iter_results, run_guarded
-from convcli.io.images import save_levels
+from convcli.io.image_files import save_levels
 from convcli.io.safeio import TEMP_SUFFIX
 
 VERTICAL = np.array([[1, 0, -1]] * 3, dtype=np.float32)
@@ -607,14 +608,12 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
     """Sent again at once, it could land inside the hook, and be ignored (and printed) again."""
     from types import SimpleNamespace
 
-    import convcli.engines.processes as batch
-
     arrived = []
     previous = signal.signal(signal.SIGALRM, lambda signum, frame: arrived.append(signum))
     previous_usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: arrived.append(signum))
     try:
-        monkeypatch.setattr(batch, "_in_task", True)
-        hook = batch._interrupt_again(lambda unraisable: arrived.append("printed"))
+        monkeypatch.setattr(pool, "_in_task", True)
+        hook = pool._interrupt_again(lambda unraisable: arrived.append("printed"))
         hook(SimpleNamespace(exc_type=KeyboardInterrupt))
         assert arrived == []  # not while the hook runs
         deadline = time.monotonic() + 5

@@ -27,7 +27,7 @@ from PIL import Image
 from convcli import conv_forward, depthwise_conv_forward, pad_images, pool_forward
 from convcli.choices import COMBINE_MODES, MAPPINGS, PAD_MODES
 from convcli.cli.main import main
-from convcli.io.images import save_levels
+from convcli.io.image_files import save_levels
 from convcli.kernels import get_kernel, list_kernels, load_kernel_file, parse_kernel_spec
 
 

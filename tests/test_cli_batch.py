@@ -16,7 +16,7 @@ from helpers import (
 from PIL import Image
 
 from convcli import pool_forward
-from convcli.io.images import save_levels
+from convcli.io.image_files import save_levels
 
 
 @pytest.fixture

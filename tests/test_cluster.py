@@ -622,8 +622,9 @@ def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
 
 def test_the_tasks_in_flight_follow_the_workers_that_join(by_value, monkeypatch):
     import convcli.engines.dask
+    import convcli.engines.dask_cluster
 
-    monkeypatch.setattr(convcli.engines.dask, "_CHECK_SECONDS", 0.0)  # counted at each submission
+    monkeypatch.setattr(convcli.engines.dask_cluster, "_CHECK_SECONDS", 0.0)  # at each submission
     with _local_cluster(0) as cluster, distributed.Client(cluster, set_as_default=False) as client:
         run = ClusterRun(client, [_Job(str(n)) for n in range(12)], _slow, files_per_task=1)
         run._fill()

@@ -7,8 +7,9 @@ import pytest
 from helpers import ok, run, run_without
 from PIL import Image
 
-from convcli.io import images
-from convcli.io.images import read_image, save_levels
+from convcli.io import image_files
+from convcli.io.image_files import save_levels
+from convcli.io.images import read_image
 
 imagecodecs = pytest.importorskip("imagecodecs")
 
@@ -82,7 +83,7 @@ def test_pool_and_pad_write_16_bit_colour_with_the_exact_values(tmp_path, ext, c
         alpha = np.pad(arr[:, :, 3:], ((2, 2), (2, 2), (0, 0)), constant_values=65535)
         expected = np.concatenate([expected, alpha], axis=2)
     np.testing.assert_array_equal(padded, expected)
-    assert images.written_by_convcli(out / f"deep_pad-constant-2-v300.{ext}")
+    assert image_files.written_by_convcli(out / f"deep_pad-constant-2-v300.{ext}")
 
 
 def test_16_bit_colour_outputs_are_replaced_only_with_overwrite(tmp_path):
@@ -122,7 +123,7 @@ def test_16_bit_colour_tiff_output_names_the_extra_when_it_is_missing(monkeypatc
 
     monkeypatch.setitem(sys.modules, "imagecodecs", None)
     with pytest.raises(ValueError, match=r"convcli\[deep\]"):
-        images._deep_tiff(deep_pixels(3))
+        image_files._deep_tiff(deep_pixels(3))
 
 
 def test_run_helper_reads_deep_colour(tmp_path):

@@ -399,3 +399,17 @@ def test_a_hostile_file_name_gives_magick_exactly_its_words(tmp_path, name):
         "convolve:scale=1", "-morphology", "Correlate", "3x3:1,0,-1,2,0,-2,1,0,-1",
         f"OUT_{label}.tiff"]
     assert not set(f"OUT_{label}") & set("$`'\"\\\n\r")
+
+
+@pytest.mark.parametrize("mode", choices.PAD_MODES)
+def test_a_tool_without_a_border_mode_is_said_to_have_no_equivalent(mode):
+    from convcli.app.explain import BORDERS, NO_EQUIVALENT, conventions, explain
+    from convcli.app.ops import ConvOp, PadOp
+    from convcli.kernels import get_kernel
+
+    for op in (PadOp(pad=2, mode=mode), ConvOp((get_kernel("vertical"),), border=mode)):
+        table = conventions(op)
+        assert "None" not in table
+        assert (NO_EQUIVALENT in table) == (BORDERS[mode].torch is None)
+        for target in ("scipy", "opencv", "torch", "skimage", "magick"):
+            assert "mode=None" not in explain(op, target)

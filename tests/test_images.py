@@ -23,15 +23,9 @@ from helpers import (
 from PIL import Image, ImageOps
 
 from convcli.choices import FORMAT_NAMES
-from convcli.io import images
-from convcli.io.images import (
-    ImageError,
-    PixelLimitError,
-    open_image,
-    read_image,
-    save_levels,
-    save_npy,
-)
+from convcli.io import image_files, images
+from convcli.io.image_files import save_levels, save_npy
+from convcli.io.images import ImageError, PixelLimitError, open_image, read_image
 
 
 def _pillow(path, mode=None):
@@ -276,14 +270,14 @@ def test_written_images_carry_the_marker_and_only_marked_files_are_replaced(tmp_
     arr = np.arange(12 * 10, dtype=np.uint8).reshape(12, 10)
     path = tmp_path / f"a.{fmt}"
     assert save_levels(path, arr, fmt=fmt)
-    assert images.written_by_convcli(path)
+    assert image_files.written_by_convcli(path)
     if fmt != "jpg":  # the marker is metadata: the pixels are the levels given
         assert np.array_equal(np.asarray(Image.open(path)), arr)
     assert save_levels(path, arr[::-1], fmt=fmt, overwrite=True)  # convcli's own: replaced
     foreign = tmp_path / f"foreign.{fmt}"
     Image.fromarray(arr).save(foreign)
     before = foreign.read_bytes()
-    assert not images.written_by_convcli(foreign)
+    assert not image_files.written_by_convcli(foreign)
     with pytest.raises(FileExistsError, match="not written by convcli and is kept"):
         save_levels(foreign, arr, fmt=fmt, overwrite=True)
     assert foreign.read_bytes() == before

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from helpers import assert_one_line_error, make_image, run
 
-from convcli import kernels
 from convcli.kernels import (
     MAX_KERNEL_FILE_BYTES,
     MAX_KERNEL_SIDE,
@@ -17,6 +16,7 @@ from convcli.kernels import (
     load_kernel_file,
     parse_kernel_spec,
 )
+from convcli.kernels import files as kernels
 
 # --- nesting ---------------------------------------------------------------------------------
 

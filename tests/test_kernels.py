@@ -825,7 +825,7 @@ def test_a_scale_beyond_a_float_is_one_line_from_the_cli(tmp_path, photo):
 def test_a_kernel_named_by_its_file_reads_that_file_alone(monkeypatch):
     """``-k vertical`` reads kernels/vertical.toml only; an alias (``sobel``) reads them
     all; both give the kernels of the whole registry."""
-    import convcli.kernels as kernels_module
+    import convcli.kernels.shipped as kernels_module
 
     built = []
     build = kernels_module._build_registry
@@ -844,3 +844,16 @@ def test_a_kernel_named_by_its_file_reads_that_file_alone(monkeypatch):
     finally:
         for cache in (kernels_module._registry, kernels_module._shipped_file):
             cache.cache_clear()
+
+
+def test_a_source_tree_without_the_kernel_files_package_reads_the_projects_folder(monkeypatch):
+    from importlib import resources
+
+    from convcli.kernels import shipped
+
+    def missing(package):
+        raise ModuleNotFoundError(package)
+
+    monkeypatch.setattr(resources, "files", missing)
+    folder = shipped._kernel_folder()
+    assert (folder / "vertical.toml").is_file()

@@ -113,3 +113,28 @@ def test_minmax_offset_is_positive_zero_whichever_zero_is_the_minimum(zero):
     for values in (x, x.T.copy(), x[::-1].copy()):
         _, scale = map_levels(values, "minmax", white=255, depth=8)
         assert scale.offset == 0.0 and not np.signbit(scale.offset)
+
+
+def test_a_mapping_name_without_its_rule_fails_when_the_module_loads(monkeypatch):
+    # A name added to the mappings alone fell into the clip and offset branches and
+    # recorded an offset never applied.
+    from convcli.levels import mapping
+
+    monkeypatch.setattr(mapping, "MAPPINGS", (*mapping.MAPPINGS, "gamma"))
+    with pytest.raises(ImportError, match=r"no rule for \['gamma'\]"):
+        mapping._check_rules()
+    monkeypatch.setattr(mapping, "MAPPINGS", tuple(m for m in mapping.MAPPINGS if m != "gamma"))
+    monkeypatch.delitem(mapping.RULES, "offset")
+    with pytest.raises(ImportError, match=r"no rule for \['offset'\]"):
+        mapping._check_rules()
+
+
+def test_every_mapping_records_the_offset_its_levels_add():
+    from convcli.levels.mapping import MAPPINGS, map_levels
+
+    x = np.array([[-3.0, 0.5, 2.0, 7.5]], np.float32)
+    for method in MAPPINGS:
+        levels, scale = map_levels(x, method, white=8.0, depth=8)
+        base = np.abs(x) if scale.absolute else x
+        expected = np.clip(np.rint(scale.scale * base.astype(np.float64) + scale.offset), 0, 255)
+        np.testing.assert_allclose(levels, expected, atol=1, err_msg=method)

@@ -12,7 +12,8 @@ import pickle
 import numpy as np
 import pytest
 
-import convcli.app.ops as ops_module
+import convcli.app.conv_pixels as ops_module
+from convcli.app.conv_pixels import channel_sum_padded
 from convcli.app.ops import (
     ConvOp,
     GradConvOp,
@@ -20,7 +21,6 @@ from convcli.app.ops import (
     OptionError,
     PadOp,
     PoolOp,
-    channel_sum_padded,
     result_and_summary,
 )
 from convcli.io.images import Picture
@@ -207,3 +207,27 @@ def test_the_channel_sum_is_written_straight_into_the_padded_input(border, width
     total = colour.sum(axis=3, keepdims=True, dtype=np.uint16)
     np.testing.assert_array_equal(got, pad_images_as(total, widths, np.float32, mode=border))
     assert got.dtype == np.float32
+
+
+def test_a_new_operation_gets_the_dry_run_size_and_strips_from_its_own_methods():
+    # Sizes were isinstance chains: a new operation silently got its input's size.
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from convcli.app.strips import in_strips, output_size, row_geometry
+
+    @dataclass(frozen=True)
+    class Halve:
+        computed_whole: ClassVar[bool] = True
+
+        def row_geometry(self, height, width=1):
+            return None
+
+        def output_size(self, height, width):
+            return height // 2, width // 2
+
+        def border_fill(self):
+            return None, 0.0
+
+    assert output_size(Halve(), 30, 41) == (15, 20)
+    assert row_geometry(Halve(), 30, 41) is None and not in_strips(Halve())

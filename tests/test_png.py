@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from convcli.io import images, png
+from convcli.io import formats, image_files, png
 
 BACKENDS = ["zlib", pytest.param("isal", marks=pytest.mark.skipif(
     png.deflate_backend() != "isal", reason="isal is not installed"))]
@@ -153,9 +153,9 @@ def test_save_levels_writes_the_stream_with_the_marker(tmp_path, monkeypatch, ba
     monkeypatch.setattr(png, "deflate_backend", lambda: backend)
     levels = levels_of((9, 11, 3), np.uint8)
     path = tmp_path / "c.png"
-    assert images.save_levels(path, levels, fmt="png")
-    assert path.read_bytes() == encode(levels, backend, {"Software": images.MARKER})
-    assert images.written_by_convcli(path)
+    assert image_files.save_levels(path, levels, fmt="png")
+    assert path.read_bytes() == encode(levels, backend, {"Software": formats.MARKER})
+    assert image_files.written_by_convcli(path)
 
 
 @pytest.mark.parametrize("missing", ["isal", "simplejpeg"])
@@ -169,7 +169,7 @@ def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path
     for name in names:
         np.testing.assert_array_equal(read(tmp_path / "fast" / name),
                                       read(tmp_path / "plain" / name))
-        assert images.written_by_convcli(tmp_path / "plain" / name)
+        assert image_files.written_by_convcli(tmp_path / "plain" / name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -209,8 +209,8 @@ def test_without_isal_the_writer_falls_back_to_zlib(tmp_path, monkeypatch):
         assert png.deflate_backend() == "zlib"
         levels = levels_of((13, 17, 3), np.uint8, seed=3)
         path = tmp_path / "z.png"
-        assert images.save_levels(path, levels, fmt="png")
-        assert path.read_bytes() == encode(levels, "zlib", {"Software": images.MARKER})
+        assert image_files.save_levels(path, levels, fmt="png")
+        assert path.read_bytes() == encode(levels, "zlib", {"Software": formats.MARKER})
         with Image.open(path) as im:
             np.testing.assert_array_equal(np.asarray(im), levels)
     finally:

@@ -13,7 +13,7 @@ from helpers import HEIGHT, WIDTH, assert_one_line_error, imagemagick, names, ok
 from PIL import Image
 from reference import conv_forward_loop, pad_loop
 
-from convcli.io.images import save_float_tiff
+from convcli.io.image_files import save_float_tiff
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convcli.io import row_writers, tiff_writer
-from convcli.io.images import read_image, save_levels, save_npy, written_by_convcli
+from convcli.io.image_files import save_levels, save_npy, written_by_convcli
+from convcli.io.images import read_image
 from convcli.io.regions import open_regions
 from convcli.io.row_writers import (
     TILE,

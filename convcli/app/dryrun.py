@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from ..io import storage
 from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
-from ..io.images import open_image, written_by_convcli
+from ..io.image_files import written_by_convcli
+from ..io.images import open_image
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .outputs import outputs_to_write

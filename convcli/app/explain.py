@@ -23,7 +23,12 @@ import numpy as np
 
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, PAD_MODES, keyed_by
 from ..levels.mapping import LUMA_WEIGHTS
-from .ops import ConvOp, PadOp, PoolOp, pad_option, pad_text
+from .conv_op import ConvOp
+from .op_helpers import pad_option, pad_text
+from .pad_pool import PadOp, PoolOp
+
+NO_EQUIVALENT = "no equivalent"
+"""What the tables say where a tool has no border mode of convcli's."""
 
 
 class Nearest(NamedTuple):
@@ -563,7 +568,8 @@ def _conv_rows(op: ConvOp) -> tuple[list[tuple[str, ...]], list[str]]:
         ("scipy", "ndimage.correlate", "as written (convolve flips)", row.scipy, "slice [::s]"),
         ("OpenCV", "cv2.filter2D", "as written", row.opencv
          + (" (copyMakeBorder)" if border == "wrap" else ""), "slice [::s]"),
-        ("PyTorch", "F.conv2d", "as written", row.torch or "np.pad", "stride="),
+        ("PyTorch", "F.conv2d", "as written", row.torch or f"{NO_EQUIVALENT} (np.pad)",
+         "stride="),
         ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4", row.skimage, "slice [::s]"),
         ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)", magick, "none"),
     ]
@@ -601,7 +607,7 @@ def _pad_rows(op: PadOp) -> tuple[list[tuple[str, ...]], list[str]]:
             ("convcli", "pad_images", mode),
             ("numpy/scipy", "np.pad", mode),
             ("OpenCV", "cv2.copyMakeBorder", row.opencv),
-            ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or "none"),
+            ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or NO_EQUIVALENT),
             ("skimage", "skimage.util.pad = np.pad", mode),
             ("ImageMagick", "-virtual-pixel + -distort viewport", magick)]
     return rows, ["Sides are (top, bottom, left, right) in convcli's --pad T,B,L,R."]

@@ -23,14 +23,16 @@ import numpy as np
 
 from ..choices import RAW_VALUES
 from ..io.figures import save_fit_figure
-from ..io.images import read_stack, written_by_convcli
+from ..io.image_files import written_by_convcli
+from ..io.images import read_stack
 from ..io.npyfiles import load_npy_checked
 from ..io.safeio import write_atomic
 from ..kernels import Kernel, KernelError, get_kernel, list_kernels, load_kernel_file
 from ..layers.conv import conv_backward, conv_forward
 from ..layers.padding import pad_images
+from .conv_op import ConvOp
 from .manifest import MANIFEST_NAME, record_of
-from .ops import ConvOp, as_batch, channels_as_images, pad_option
+from .op_helpers import as_batch, channels_as_images, pad_option
 from .process import describe_error
 
 GRADIENT_TOLERANCE = 1e-14

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..choices import LOSSES, PAD_MODES, keyed_by
 from ..layers.conv import conv_backward, conv_forward
-from ..layers.padding import pad_images
+from ..layers.padding import border_source
 from ..layers.pooling import pool_backward, pool_forward
 
 
@@ -125,7 +125,7 @@ def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) ->
     if before == after == 0:
         return grad
     n = grad.shape[axis] - before - after
-    source = _source_index(n, widths, mode)
+    source = border_source(n, *widths, mode)
     inner = [slice(None)] * grad.ndim
     inner[axis] = slice(before, before + n)
     out = grad[tuple(inner)].copy()
@@ -137,12 +137,6 @@ def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) ->
         # np.add.at: one position may receive several border values (wrap, narrow images).
         np.add.at(out, tuple(where), grad[tuple(values)])
     return out
-
-
-def _source_index(n: int, widths: tuple[int, int], mode: str) -> np.ndarray:
-    """For each of the ``n + before + after`` padded positions, the position it copies."""
-    index = np.arange(n, dtype=np.int64).reshape(1, n, 1, 1)
-    return pad_images(index, (*widths, 0, 0), mode=mode)[0, :, 0, 0]
 
 
 # How the gradient of each border mode goes back to the pixels: a fill value comes from no

@@ -64,7 +64,7 @@ FORMATS = {
     "zarr": Format("zarr", floats=True, folder=True),
 }
 """The output formats by ``--format`` name; the image formats are written by
-:func:`convcli.io.images.save_levels`, the raw one by :func:`convcli.io.images.save_npy`,
+:func:`convcli.io.image_files.save_levels`, the raw one by :func:`convcli.io.image_files.save_npy`,
 Zarr stores (one per image, as TIFFs) by :func:`convcli.io.row_writers.open_row_writer`."""
 
 

@@ -25,15 +25,8 @@ from ..io import storage
 from ..io.figures import save_grid
 from ..io.formats import TIFF_SIGNATURES, is_store_name, open_regions
 from ..io.frames import FramesPastEnd, select_frames
-from ..io.images import (
-    Picture,
-    PixelLimitError,
-    check_pixels,
-    open_image,
-    save_float_tiff,
-    save_levels,
-    save_npy,
-)
+from ..io.image_files import save_float_tiff, save_levels, save_npy
+from ..io.images import Picture, PixelLimitError, check_pixels, open_image
 from ..io.safeio import make_output_folder, replacing_any
 from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget

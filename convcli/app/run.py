@@ -23,40 +23,40 @@ before anything is written.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import signal
-import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
+from ..choices import DEFAULT_MAX_PIXELS
 from ..engines.base import Engine, EngineError, EngineSettings, make_engine
 from ..engines.processes import default_jobs, working_here
-from ..errors import MissingExtra, OptionError
-from ..io.formats import is_store_name
+from ..errors import MissingExtra
 from ..io.frames import DEFAULT_FRAMES
-from ..io.images import is_image_name
 from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
-from ..io.storage import StoreError, dirname, for_terminal, is_url, local_path, protocol
-from ..io.zarr_stores import require_zarr
+from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine.tiles import memory_budget
 from . import plan, process
 from .dryrun import dry_run
 from .manifest import Manifest, ManifestHooks, merge_fragments
-from .names import FORMATS, file_format, format_name, planned_outputs, single_output
 from .report import Reporter
 from .stdio import (
     StreamError,
-    save_stdin,
     stdout_binary,
     terminate_raises,
     write_failed,
     write_text,
+)
+from .targets import (
+    Target,
+    check_folder,
+    check_one_image,
+    check_store_inputs,
+    in_memory_path,
+    read_stdin,
+    run_target,
 )
 
 FIRST_TASKS = 256
@@ -112,24 +112,6 @@ class RunOptions:
     memory: int | None = None
     dry_run: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
-
-
-@dataclass
-class _Target:
-    """Where a run writes: a folder, one file (``-o FILE``), or standard output (``-o -``)."""
-
-    folder: str
-    fmt: str
-    out_file: str = ""
-    stdout: bool = False
-
-    def where(self, out_dir: str, *, written: bool = True) -> str:
-        """Where the outputs are, for the summary; `written`: whether any is there."""
-        if not written:
-            return "no outputs written"
-        if self.stdout:
-            return "output to standard output"
-        return f"output in {out_dir}" if self.out_file else f"outputs in {out_dir}"
 
 
 class _Ended(Exception):
@@ -201,7 +183,7 @@ class _BatchRun:
         settings = EngineSettings(
             jobs=options.jobs, scheduler=options.scheduler,
             scheduler_file=options.scheduler_file, files_per_task=options.files_per_task,
-            in_memory=_in_memory((*self.inputs, self.out_dir)))
+            in_memory=in_memory_path((*self.inputs, self.out_dir)))
         self.engine: Engine = make_engine(options.engine, settings)
         self.requests = _StopRequests()  # Ctrl-C and SIGTERM during the run
 
@@ -209,13 +191,13 @@ class _BatchRun:
         with ExitStack() as stack:
             # Entered first, left last: a kill unwinds the stack, removing its temporaries.
             stack.enter_context(terminate_raises(_Terminated))
-            target = _target(self.out_dir, self.options, self.op, stack)
-            paths, shown = _read_stdin(self.inputs, stack, self.options.max_pixels)
-            _check_store_inputs(paths)
+            target = run_target(self.out_dir, self.options, self.op, stack)
+            paths, shown = read_stdin(self.inputs, stack, self.options.max_pixels)
+            check_store_inputs(paths)
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
                 return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
-            _check_folder(target.folder)  # before a cluster is started or reached
+            check_folder(target.folder)  # before a cluster is started or reached
             self._open_engine(stack)
             if target.stdout and not self.reporter.verbose:
                 self.reporter.quiet = True
@@ -245,7 +227,7 @@ class _BatchRun:
             return 1
         return None
 
-    def _plan(self, paths: list[str], target: _Target):
+    def _plan(self, paths: list[str], target: Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
 
         notes: list[str] = []
@@ -280,11 +262,11 @@ class _BatchRun:
             self.reporter.say("no input images: nothing done")
             raise _Ended(1)
         if target.out_file:
-            _check_one_image(first, self.out_dir)
+            check_one_image(first, self.out_dir)
         self.total = len(first) if tasks.finished else None  # else planned a folder at a time
         return tasks, first
 
-    def _dry_run(self, planned, tasks, shown: dict, target: _Target) -> int:
+    def _dry_run(self, planned, tasks, shown: dict, target: Target) -> int:
         """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
 
         if target.stdout:
@@ -319,7 +301,7 @@ class _BatchRun:
             self.reporter.say(str(exc))
             raise _Ended(1) from None
 
-    def _run_planned(self, paths, target: _Target, shown: dict, tasks, first) -> int | None:
+    def _run_planned(self, paths, target: Target, shown: dict, tasks, first) -> int | None:
         """Run the tasks with the manifest recording what is written; the exit status."""
 
         if self.total is None and self.reporter.wants_total():
@@ -456,143 +438,6 @@ class _StopRequests:
         if not self.signals:
             return None
         return 130 if self.signals[0] == signal.SIGINT else 143
-
-
-def _in_memory(paths) -> str | None:
-    """The first of `paths` on memory://, which only this process sees; or None."""
-    return next((path for path in paths if protocol(path) == "memory"), None)
-
-
-def _target(out_dir: str, options: RunOptions, op, stack: ExitStack) -> _Target:
-    """Where the run writes, from `out_dir` and the format; errors name ``-o``."""
-    fmt = format_name(options.fmt or "png")
-    named = "" if out_dir == "-" else file_format(out_dir)
-    if out_dir != "-" and not named and not os.path.isdir(out_dir):
-        _check_not_an_image_name(out_dir)
-    store = bool(named) and FORMATS[named].folder  # -o out.zarr: one output, a folder
-    if out_dir != "-" and (not named or (os.path.isdir(out_dir) and not store)):
-        target = _Target(out_dir, fmt)
-    elif options.figure:
-        raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
-    elif out_dir == "-":
-        _check_stream(sys.stdout, "-o -", "standard output is closed: nothing can be written to it",
-                      "standard output is a terminal: redirect it to a file (> out.png) or a pipe")
-        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
-        target = _Target(folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
-                         stdout=True)
-    elif options.fmt is not None and named != fmt:
-        raise OptionError(f"{out_dir!r} names a {named} file, but --format is {fmt}", "-o")
-    else:
-        folder = dirname(out_dir) if is_url(out_dir) else os.path.dirname(out_dir) or "."
-        target = _Target(folder, named, out_dir)
-    _check_raw_values(op, target.fmt)
-    _check_folder_format(target)
-    return target
-
-
-def _check_not_an_image_name(out_dir: str) -> None:
-    """An OptionError for ``-o`` naming an image format convcli does not write (``r.webp``).
-
-    Such a name would otherwise be a folder of PNGs named like an image.
-    """
-
-    if is_image_name(out_dir):
-        suffix = os.path.splitext(out_dir)[1]
-        writes = ", ".join(f".{f.extension}" for f in FORMATS.values())
-        raise OptionError(f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
-                          f"{writes} (.jpeg and .tif too), and a folder's name has no image "
-                          "extension", "-o")
-
-
-def _check_folder_format(target: _Target) -> None:
-    """A Zarr output is a folder (or an object-storage prefix): not to standard output; zarr
-    installed."""
-
-    if not FORMATS[target.fmt].folder:
-        return
-    if target.stdout:
-        raise OptionError(f"--format {target.fmt} writes a folder, which cannot go to standard "
-                          "output: give -o a folder or a .zarr name", "-o -")
-    require_zarr(f"--format {target.fmt} needs zarr")
-
-
-def _check_raw_values(op, fmt: str) -> None:
-    """``--normalize none`` needs a format that holds float32 values."""
-    if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
-        holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
-        raise OptionError(f"none writes float32 values, which {fmt} cannot hold: "
-                          f"use --format {holding}", "--normalize")
-
-
-def _read_stdin(inputs: tuple[str, ...], stack: ExitStack,
-                max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[list[str], dict[str, str]]:
-    """INPUT ``-``: standard input saved to a temporary file named ``stdin``.
-
-    At most :func:`convcli.app.stdio.stdin_limit` bytes are taken: more is a
-    :class:`convcli.app.stdio.StreamError`, as is a full disk.
-    """
-    if "-" not in inputs:
-        return list(inputs), {}
-    if inputs.count("-") > 1:
-        raise OptionError("- (standard input) is given more than once", "INPUT")
-    _check_stream(sys.stdin, "INPUT", "- reads an image from standard input, which is closed",
-                  "- reads an image from standard input, which is a terminal: "
-                  "pipe an image into it")
-    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
-    path = os.path.join(folder, "stdin")
-    save_stdin(path, max_pixels)
-    return [path if arg == "-" else arg for arg in inputs], {path: "-"}
-
-
-def _check_store_inputs(paths: list[str]) -> None:
-    """Zarr stores named as inputs need zarr: a MissingExtra (a usage error) before any work.
-
-    Stores found in a folder fail on their own line each, if it is missing.
-    """
-
-    if any(is_store_name(path) for path in paths):
-        require_zarr("reading .zarr needs zarr")
-
-
-def _check_stream(stream, option: str, closed: str, terminal: str) -> None:
-    """An OptionError naming `option` if `stream` (stdin, stdout) is closed or a terminal."""
-    if stream is None:
-        raise OptionError(closed, option)
-    if stream.isatty():
-        raise OptionError(terminal, option)
-
-
-def _check_one_image(tasks, out_dir: str) -> None:
-    """An OptionError unless the run makes one image, for ``-o FILE`` and ``-o -``."""
-    if len(tasks) > 1:
-        raise OptionError(f"{out_dir!r} is one image, but there are {len(tasks)} "
-                          "input images: give a folder", "-o")
-    probe = replace(tasks[0], out_file="")
-    if all(single_output(planned_outputs(probe, channels)) is None
-           for channels in (("L",), ("R", "G", "B"))):
-        raise OptionError(
-            f"{out_dir!r} is one image, but this run makes an image per kernel: give a folder, "
-            "or one map with --combine", "-o")
-
-
-def _check_folder(folder: str) -> None:
-    """An OptionError if the output folder could not be made; nothing is created here.
-
-    The folder is made when the first output is written. What would stop it
-    is said now: a file in the way, or a parent folder that cannot be
-    written. Object storage has no folders to make.
-    """
-    if is_url(folder):
-        return
-    path = Path(folder)
-    made = False  # whether a folder is to be made below `path`
-    while not os.path.lexists(path) and path != path.parent:
-        path, made = path.parent, True
-    if not path.is_dir():
-        raise OptionError(f"cannot create the folder {folder}: {path} is in the way, "
-                          "and not a folder", "-o")
-    if made and not os.access(path, os.W_OK | os.X_OK):
-        raise OptionError(f"cannot create the folder {folder}: {path}: Permission denied", "-o")
 
 
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:

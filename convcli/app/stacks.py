@@ -7,7 +7,7 @@ their own. Each result channel is mapped to levels with one scale for every
 frame (:class:`convcli.levels.stats.StreamedMapping` over the values of all
 the frames, the robust percentile over each frame's inside: as
 :func:`convcli.levels.mapping.map_frame_levels`), so brightness does not flicker, and
-written as one file that keeps the frames (:func:`convcli.io.images.frame_writer`):
+written as one file that keeps the frames (:func:`convcli.io.image_files.frame_writer`):
 an animated PNG with the input's durations and loop count, a multi-page TIFF,
 an (m, H, W, C) ``.npy``. JPEG, and frames of different sizes, are written one
 file per frame (``..._f<k>.<ext>``). The manifest records the frames of every
@@ -37,14 +37,8 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..engines.processes import FileResult
 from ..io.figures import Grid, save_grid
-from ..io.images import (
-    Picture,
-    frame_writer,
-    open_image,
-    save_float_tiff,
-    save_levels,
-    save_npy,
-)
+from ..io.image_files import frame_writer, save_float_tiff, save_levels, save_npy
+from ..io.images import Picture, open_image
 from ..io.safeio import make_output_folder
 from ..layers._engine.tiles import memory_budget
 from ..levels import stats as level_stats
@@ -321,8 +315,8 @@ def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
 
 @contextmanager
 def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
-    """A :class:`convcli.io.images.FrameWriter` (or None: kept) for each output that holds every
-    frame; they get their names when the block ends without an error."""
+    """A :class:`convcli.io.image_files.FrameWriter` (or None: kept) for each output that
+    holds every frame; they get their names when the block ends without an error."""
     with ExitStack() as files:
         writers = {}
         for out in todo:

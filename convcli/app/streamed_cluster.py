@@ -37,7 +37,7 @@ import numpy as np
 from ..engines.dask import _prepare_worker, layer_threads
 from ..engines.processes import WORKER_DIED
 from ..io.formats import open_regions
-from ..io.images import written_by_convcli
+from ..io.image_files import written_by_convcli
 from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes

@@ -22,67 +22,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io.images import Picture
-from ..layers._engine.alignment import tile_rows
-from ..layers.pooling import _pooled_size
-from .ops import ConvOp, PadOp, PoolOp
-
-
-@dataclass(frozen=True)
-class RowGeometry:
-    """How an operation's output rows read its input rows.
-
-    Output row ``i`` of window ``k`` reads the input rows
-    ``i * stride - tops[k]`` to ``i * stride - tops[k] + spans[k] - 1``.
-
-    Attributes
-    ----------
-    stride : int
-    tops, spans : tuple of int
-        Each window's top pad and height (one per kernel of a conv).
-    out_rows : int
-        The number of output rows for the image's height.
-    bordered : bool
-        Rows beyond the image hold values (the border); else they are
-        pooling's padding, which no window counts.
-    align : int
-        Output rows computed together start on a multiple of it: the
-        convolution engine's row tiles (a row's value depends on where it
-        falls in them: :func:`convcli.layers._engine.correlate.tile_rows_fit`).
-    """
-
-    stride: int
-    tops: tuple[int, ...]
-    spans: tuple[int, ...]
-    out_rows: int
-    bordered: bool = True
-    align: int = 1
+from ..layers.padding import border_source
+from .geometry import RowGeometry
 
 
 def in_strips(op) -> bool:
     """Whether `op` can be computed in row strips (conv, pool, pad; not the gradients)."""
-    return isinstance(op, (ConvOp, PoolOp, PadOp))
+    return not op.computed_whole
 
 
 def row_geometry(op, height: int, width: int = 1) -> RowGeometry | None:
-    """The :class:`RowGeometry` of `op` on an image of `height` x `width`; None if it has none.
+    """:meth:`row_geometry` of `op`: the :class:`RowGeometry` of an image of `height` x `width`.
 
-    ``conv``, ``pool`` and ``pad`` have one; the gradients do not (they are
-    computed whole).
+    ``conv``, ``pool`` and ``pad`` have one; the gradients do not (None: they
+    are computed whole).
     """
-    if isinstance(op, ConvOp):
-        pads = [op.pad_widths(k) for k in op.kernels]
-        spans = [op.span(k)[0] for k in op.kernels]
-        (top, bottom), span = pads[0][:2], spans[0]
-        rows = (height + top + bottom - span) // op.stride + 1
-        return RowGeometry(op.stride, tuple(p[0] for p in pads), tuple(spans), rows,
-                           align=_conv_alignment(op, width))
-    if isinstance(op, PoolOp):
-        rows = _pooled_size(height, op.size, op.stride, op.pad, op.ceil)
-        return RowGeometry(op.stride, (op.pad,), (op.size,), rows, bordered=False)
-    if isinstance(op, PadOp):
-        top, bottom = (op.pad, op.pad) if isinstance(op.pad, int) else op.pad[:2]
-        return RowGeometry(1, (top,), (1,), height + top + bottom)
-    return None
+    return op.row_geometry(height, width)
 
 
 def output_size(op, height: int, width: int) -> tuple[int, int]:
@@ -91,32 +46,11 @@ def output_size(op, height: int, width: int) -> tuple[int, int]:
     Gradients are the input's size; a size below 1 means the image is too
     small for the window.
 
+    >>> from convcli.app.pad_pool import PoolOp
     >>> output_size(PoolOp(size=2), 30, 41)
     (15, 20)
     """
-    geometry = row_geometry(op, height, width)
-    if geometry is None:
-        return height, width
-    if isinstance(op, ConvOp):
-        (left, right), span = op.pad_widths(op.kernels[0])[2:], op.span(op.kernels[0])[1]
-        columns = (width + left + right - span) // op.stride + 1
-    elif isinstance(op, PoolOp):
-        columns = _pooled_size(width, op.size, op.stride, op.pad, op.ceil)
-    else:
-        left, right = (op.pad, op.pad) if isinstance(op.pad, int) else op.pad[2:]
-        columns = width + left + right
-    return geometry.out_rows, columns
-
-
-def _conv_alignment(op: ConvOp, width: int) -> int:
-    """The largest row tile of the convolution engine among `op`'s calls (powers of two)."""
-    tiles = [1]
-    for kernel in op.kernels:
-        span = op.span(kernel)
-        pads = op.pad_widths(kernel)
-        for n_C in {1, len(op.kernels)}:
-            tiles.append(tile_rows((1, max(span[0], 1), width, 1), span, op.stride, pads, n_C))
-    return max(tiles)
+    return op.output_size(height, width)
 
 
 @dataclass(frozen=True)
@@ -185,26 +119,21 @@ def _strip(g: RowGeometry, height: int, out0: int, out1: int) -> Strip:
 def source_rows(in0: int, in1: int, height: int, mode: str) -> np.ndarray:
     """The image row each row of ``in0 .. in1 - 1`` holds under the border `mode`; -1: a constant.
 
+    Rows beyond the image read as :func:`convcli.layers.padding.border_source` says.
+
     >>> source_rows(-2, 6, 4, "reflect").tolist()
     [2, 1, 0, 1, 2, 3, 2, 1]
     >>> source_rows(-1, 5, 4, "constant").tolist()
     [-1, 0, 1, 2, 3, -1]
     """
     before, after = max(0, -in0), max(0, in1 - height)
-    if mode == "constant":
-        inside = np.arange(max(0, in0), min(height, in1))
-        return np.concatenate([np.full(before, -1), inside, np.full(after, -1)])
-    rows = np.pad(np.arange(height), (before, after), mode=mode)  # from row -before on
+    rows = border_source(height, before, after, mode)  # from row -before on
     return rows[in0 + before: in1 + before]
 
 
 def border_of(op) -> tuple[str | None, float]:
     """The border `op` fills rows beyond the image with, and its constant; None: no border."""
-    if isinstance(op, ConvOp):
-        return op.border, 0.0  # conv's constant border is zeros
-    if isinstance(op, PadOp):
-        return op.mode, op.value
-    return None, 0.0
+    return op.border_fill()
 
 
 def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | None = None

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .images import MARKER, written_by_convcli
+from .formats import MARKER
+from .image_files import written_by_convcli
 from .safeio import write_atomic
 
 DPI = 100
@@ -137,7 +138,7 @@ def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int
     """Draw `panels` (see :func:`draw_grid`) and write a PNG at :data:`DPI`, atomically.
 
     Returns False if `path` existed and was kept (without `overwrite`). The PNG
-    carries convcli's marker (:data:`convcli.io.images.MARKER`); with `overwrite`
+    carries convcli's marker (:data:`convcli.io.formats.MARKER`); with `overwrite`
     only a file that carries it is replaced.
     """
     fig = draw_grid(panels, ncols=ncols, title=title)

@@ -1,4 +1,4 @@
-"""Image files in and out: the only module that imports Pillow.
+"""Image files in: open, check and decode (Pillow, and the TIFF reader for TIFFs).
 
 Reading
 -------
@@ -34,21 +34,13 @@ colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
 as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
 environment leaves every file to Pillow.
 
-Writing
--------
-:func:`save_levels` writes integer levels (made by
-:func:`convcli.levels.mapping.to_levels`) as PNG (:mod:`convcli.io.png`), JPEG or TIFF and
-:func:`save_npy` writes raw float32 arrays; every file goes through
-:func:`convcli.io.safeio.write_atomic`. :func:`frame_writer` writes a file of frames a frame
-at a time (an animated PNG, a multi-page TIFF, an (m, H, W, C) ``.npy``),
-and :func:`save_frames` a stack of levels at once.
+Files out: :mod:`convcli.io.image_files`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import inspect
 import os
 import shutil
@@ -64,21 +56,23 @@ from PIL import (
     Image,
     ImageFile,
     ImageOps,
-    TiffImagePlugin,
     UnidentifiedImageError,
 )
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError, PixelLimitError
-from .formats import MARKER, TIFF_SIGNATURES, load
-from .png import ApngWriter, fast_codecs_allowed, write_png
-from .safeio import atomic_output, write_atomic
-from .zarr_stores import store_marked
+from .decoders import (
+    ORIENTATION,
+    SIXTEEN_BIT_MODES,
+    apng_frame_controls,
+    deep_colour,
+    exif_upright,
+    fast_jpeg,
+    is_deep_colour,
+    to_array,
+)
+from .formats import TIFF_SIGNATURES, load
 
-JPEG_QUALITY = 95
-
-_PIL_FORMATS = {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
-_SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 # Formats Pillow registers but cannot decode without extra software.
 _UNDECODABLE = {"MPEG"}
 
@@ -198,7 +192,7 @@ class Picture:
 
 def _channels_for(im: Image.Image) -> tuple[str, ...]:
     mode = im.mode
-    if mode in ("1", "L", "I", "F") or mode in _SIXTEEN_BIT_MODES:
+    if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
         return ("L",)
     if mode in ("LA", "La"):
         return ("L", "A")
@@ -237,7 +231,7 @@ class ImageSource:
         with _pillow_errors(parsing=True):
             count = getattr(self._im, "n_frames", 1)
         if self._im.format == "PNG" and count > 1:  # acTL's count is only the file's word
-            count = min(count, self._first_frame + _apng_frame_controls(self.path))
+            count = min(count, self._first_frame + apng_frame_controls(self.path))
         return count - self._first_frame
 
     @property
@@ -281,7 +275,7 @@ class ImageSource:
                 check_pixels(self._im.size, self.max_pixels)
                 self._im.load()
                 duration = self._im.info.get("duration")
-                pixels, white, depth = _to_array(self._im, self.channels)
+                pixels, white, depth = to_array(self._im, self.channels)
             yield (Picture(pixels, self.channels, white, depth),
                    int(duration) if isinstance(duration, (int, float)) else None)
 
@@ -290,7 +284,7 @@ class ImageSource:
         """(width, height) of the picture :meth:`read` gives: the EXIF orientation applied."""
         width, height = self.size
         with _pillow_errors(parsing=True):
-            orientation = self._im.getexif().get(_ORIENTATION, 1)
+            orientation = self._im.getexif().get(ORIENTATION, 1)
         return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
 
     def read(self) -> Picture:
@@ -314,15 +308,15 @@ class ImageSource:
                 notes.append(f"used the first of {frames} frames")
             check_pixels(im.size, self.max_pixels)  # a GIF's first frame may outgrow its header
             decoded, white, depth = None, 255.0, 8
-            if _is_deep_colour(im):  # before load(), which forgets the file's layout
-                decoded, white, depth = _deep_colour(im, self.path, self.channels), 65535.0, 16
+            if is_deep_colour(im):  # before load(), which forgets the file's layout
+                decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
                 if decoded is None:
                     notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
                                  "install convcli[deep] for 16)")
             elif frames == 1:
-                decoded = _fast_jpeg(im, self.path)
+                decoded = fast_jpeg(im, self.path)
             if decoded is not None:
-                upright = _exif_upright(decoded, im.getexif().get(_ORIENTATION, 1))
+                upright = exif_upright(decoded, im.getexif().get(ORIENTATION, 1))
                 if upright.dtype == np.uint8 and upright.flags.c_contiguous:
                     samples = upright.reshape(upright.shape[:2] + (-1,))  # kept as integers
                 else:
@@ -331,139 +325,8 @@ class ImageSource:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
-            samples, white, depth = _to_array(im, self.channels, integers=True)
+            samples, white, depth = to_array(im, self.channels, integers=True)
         return Picture(samples, self.channels, white, depth, tuple(notes))
-
-
-_ORIENTATION = 0x0112  # the EXIF tag
-
-
-def _apng_frame_controls(path: str) -> int:
-    """The frame control chunks (fcTL) of an APNG: the frames it holds, whatever acTL says.
-
-    Only the chunks' headers are read (a seek over each chunk's data); the
-    walk stops at IEND, at the end of the file, or at a chunk that runs past it.
-    """
-    count = 0
-    with open(path, "rb") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        position = 8  # past the signature
-        while position + 12 <= size:
-            fh.seek(position)
-            length, kind = struct.unpack(">I4s", fh.read(8))
-            if kind == b"IEND":
-                break
-            count += kind == b"fcTL"
-            position += 12 + length
-    return count
-
-
-def _fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
-    """The pixels of a plain RGB or grey JPEG decoded by simplejpeg, or None for Pillow.
-
-    simplejpeg (a dependency, where it has a wheel) calls libjpeg-turbo with the settings
-    Pillow uses (accurate DCT, smooth upsampling), so the pixels are the same
-    (tests compare them), in 10 ms instead of Pillow's 16 for a 2400x1800
-    photo. Anything else, and any file libjpeg-turbo warns about (``strict``),
-    goes to Pillow, which then reads and reports it as it always has.
-    """
-    if im.format != "JPEG" or im.mode not in ("RGB", "L"):
-        return None
-    colorspace = "RGB" if im.mode == "RGB" else "GRAY"
-    pixels = _decoded_by("simplejpeg", path, lambda simplejpeg, data: simplejpeg.decode_jpeg(
-        data, colorspace=colorspace, strict=True))
-    width, height = im.size
-    return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
-
-
-def _deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """The 16-bit RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs, or None.
-
-    imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
-    depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
-    Pillow would use. Anything that does not come out as the header says
-    (the channels, the size) is left to Pillow.
-    """
-    if im.format not in ("PNG", "TIFF") or channels[:3] != ("R", "G", "B"):
-        return None
-    name = "png_decode" if im.format == "PNG" else "tiff_decode"
-    pixels = _decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
-    width, height = im.size
-    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != (height, width,
-                                                                          len(channels)):
-        return None
-    return pixels
-
-
-def _decoded_by(module: str, path: str, decode) -> np.ndarray | None:
-    """``decode(module, file bytes)``, or None where the module is missing, off or fails.
-
-    A failure leaves the file to Pillow, which then reads it, or reports
-    why it cannot, as it always has.
-    """
-    if not fast_codecs_allowed():
-        return None
-    try:
-        library = importlib.import_module(module)
-    except ImportError:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return decode(library, fh.read())
-    except Exception:  # the library's own error types too: Pillow decides
-        return None
-
-
-def _exif_upright(pixels: np.ndarray, orientation) -> np.ndarray:
-    """`pixels` (H, W, ...) turned upright from the EXIF orientation, as Pillow's exif_transpose."""
-    if orientation in (5, 6, 7, 8):  # the ones that swap width and height
-        pixels = np.swapaxes(pixels, 0, 1)  # orientation 5 (transpose)
-        orientation = {5: 1, 6: 2, 7: 3, 8: 4}[orientation]
-    if orientation == 2:
-        return pixels[:, ::-1]
-    if orientation == 3:
-        return pixels[::-1, ::-1]
-    if orientation == 4:
-        return pixels[::-1]
-    return pixels
-
-
-def _is_deep_colour(im: Image.Image) -> bool:
-    """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
-    if im.mode in _SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
-        return False
-    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
-    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
-    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
-    bits = im.info.get("bits") or getattr(im, "bits", 8)
-    return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
-
-
-def _to_array(im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
-              ) -> tuple[np.ndarray, float, int]:
-    """Pixels as float32 (H, W, C), the value of white, and the output bit depth.
-
-    With `integers`, 8-bit pixels come as they are (uint8).
-    """
-    mode = im.mode
-    if mode in _SIXTEEN_BIT_MODES:
-        arr = np.asarray(im).astype(np.float32)
-        return arr[:, :, None], 65535.0, 16
-    if mode in ("I", "F"):
-        arr = np.asarray(im).astype(np.float32)
-        finite = arr[np.isfinite(arr)]
-        top = float(finite.max()) if finite.size else 0.0
-        white = 65535.0 if mode == "I" else 1.0
-        return arr[:, :, None], max(white, top), 16
-    target = {("L",): "L", ("L", "A"): "LA", ("R", "G", "B"): "RGB"}.get(channels, "RGBA")
-    if mode != target:
-        im = im.convert(target)
-    arr = np.asarray(im)
-    if not (integers and arr.dtype == np.uint8):
-        arr = arr.astype(np.float32)
-    if arr.ndim == 2:
-        arr = arr[:, :, None]
-    return arr, 255.0, 8
 
 
 # What Pillow's plugins raise, besides OSError and friends, when they parse a
@@ -699,323 +562,3 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     return Picture(np.stack([f.pixels for f in frames]), frames[0].channels,
                    max(f.white for f in frames), max(f.depth for f in frames),
                    (f"{count} frames",))
-
-
-# --- files out ----------------------------------------------------------------------------
-
-
-_TIFF_SOFTWARE = 305
-
-
-def written_by_convcli(path: str | os.PathLike) -> bool:
-    """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``.
-
-    A folder is a Zarr store whose attributes carry ``"convcli"``
-    (:func:`convcli.io.zarr_stores.store_marked`).
-
-    Only the header is read, never the pixels. A ``.npy`` is never an image
-    input, so any file with a valid ``.npy`` header (``numpy.lib.format``) may
-    be replaced by an ``.npy`` output.
-    """
-    path = os.fspath(path)
-    if os.path.isdir(path):  # a Zarr store: its group's attributes say
-
-        return store_marked(path)
-    if path.lower().endswith(".npy"):
-        try:
-            with open(path, "rb") as fh:
-                version = np.lib.format.read_magic(fh)
-                if version == (1, 0):
-                    np.lib.format.read_array_header_1_0(fh)
-                else:
-                    np.lib.format.read_array_header_2_0(fh)
-        except (OSError, ValueError):
-            return False
-        return True
-    _pillow_limit_off()  # a large output is no bomb: only its header is read
-    try:
-        with Image.open(path) as im:
-            if im.format == "TIFF":
-                return im.tag_v2.get(_TIFF_SOFTWARE) == MARKER
-            if im.format == "JPEG":
-                return im.info.get("comment") in (MARKER.encode(), MARKER)
-            return im.info.get("Software") == MARKER
-    except Exception:  # anything Pillow raises on a file it cannot parse
-        return _tiff_marked(path)
-
-
-def _tiff_marked(path: str) -> bool:
-    """Whether `path` is a TIFF Pillow cannot open (16-bit grey + alpha) that carries the marker."""
-    try:
-        import tifffile
-
-        with tifffile.TiffFile(path) as tif:
-            return tif.pages[0].tags.valueof(_TIFF_SOFTWARE) == MARKER
-    except Exception:  # not a TIFF, or not one tifffile parses: not ours
-        return False
-
-
-def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
-                overwrite: bool = False) -> bool:
-    """Write integer levels as an image file, atomically.
-
-    Parameters
-    ----------
-    path : str or path-like
-        Final file name.
-    levels : (H, W) or (H, W, C) uint8 or uint16 ndarray, C in 2, 3, 4
-        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit (16-bit grey + alpha: PNG
-        only). 16-bit colour TIFF needs imagecodecs (the ``deep`` extra).
-    fmt : {"png", "jpg", "tiff"}
-        PNG through :func:`convcli.io.png.write_png` (Up-filtered rows, a fast
-        deflate at level 1); JPEG at quality
-        :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF uncompressed.
-    overwrite : bool
-        Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
-        otherwise ``FileExistsError``); without it an existing file is kept.
-
-    Returns
-    -------
-    bool
-        True if written, False if the file existed and was kept.
-    """
-    if fmt not in _PIL_FORMATS:
-        raise ValueError(f"fmt must be one of {', '.join(_PIL_FORMATS)}; got {fmt!r}")
-    arr = np.ascontiguousarray(levels)
-    if fmt == "jpg":
-        if arr.dtype == np.uint16:
-            arr = np.rint(arr / 257.0).astype(np.uint8)
-        if arr.ndim == 3 and arr.shape[2] in (2, 4):
-            arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
-        if arr.ndim == 3 and arr.shape[2] == 1:
-            arr = arr[:, :, 0]
-    if fmt == "png":
-        def write(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                write_png(fh, arr, text={"Software": MARKER})
-
-        return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] in (3, 4):
-        encoded = _deep_tiff(arr)
-        return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
-                            replaceable=written_by_convcli)
-    im = Image.fromarray(arr)
-    options = ({"quality": JPEG_QUALITY, "comment": MARKER} if fmt == "jpg" else
-               {"tiffinfo": _marked_tiff_info()})
-
-    def write(tmp: Path) -> None:
-        im.save(tmp, format=_PIL_FORMATS[fmt], **options)
-
-    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-
-
-def _marked_tiff_info() -> TiffImagePlugin.ImageFileDirectory_v2:
-    """TIFF tags for Pillow's writer: the Software tag that marks convcli's files."""
-    tags = TiffImagePlugin.ImageFileDirectory_v2()
-    tags[_TIFF_SOFTWARE] = MARKER
-    return tags
-
-
-def _deep_tiff(levels: np.ndarray) -> bytes:
-    """16-bit RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
-
-    Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
-    reads such files) does, with the Software tag that marks convcli's files
-    (Pillow reads the tag back, see :func:`written_by_convcli`).
-    """
-    try:
-        import imagecodecs
-    except ImportError:
-        raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
-                         "'convcli[deep]'") from None
-    return bytes(imagecodecs.tiff_encode(
-        levels, photometric="rgb", planarconfig="contig",
-        extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
-
-
-def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
-                durations=None, loop: int | None = 0, overwrite: bool = False) -> bool:
-    """Write a stack of integer levels as one animated PNG or multi-page TIFF, atomically.
-
-    Parameters
-    ----------
-    path : str or path-like
-        Final file name.
-    levels : (m, H, W) or (m, H, W, C) uint8 or uint16 ndarray
-        One frame per entry of the first axis, as :func:`save_levels` takes one.
-    fmt : {"png", "tiff"}
-        See :func:`frame_writer`.
-    durations : sequence of (int or None), optional
-        Each frame's time on screen (ms) in an animated PNG.
-    loop : int or None
-        How many times an animated PNG plays (0 or None: for ever).
-    overwrite : bool
-        As for :func:`save_levels`.
-
-    Returns
-    -------
-    bool
-        True if written, False if the file existed and was kept.
-    """
-    stack = np.asarray(levels)
-    durations = list(durations) if durations is not None else [None] * len(stack)
-    with frame_writer(path, fmt=fmt, count=len(stack), loop=loop,
-                      overwrite=overwrite) as writer:
-        if writer is not None:
-            for frame, duration in zip(stack, durations, strict=True):
-                writer.add(frame, duration)
-    return writer is not None
-
-
-@contextmanager
-def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | None = 0,
-                 overwrite: bool = False) -> Iterator[FrameWriter | None]:
-    """A file of `count` frames written a frame at a time; it appears whole or not at all.
-
-    `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
-    `loop`), ``tiff`` (one uncompressed page per frame of levels, or of
-    float32 values, mode ``F``; no 16-bit colour) or ``npy`` (float32 values,
-    ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
-    :class:`FrameWriter`, or None where the file exists and is kept (see
-    :func:`save_levels` for `overwrite`). The file gets its name when the
-    block ends with every frame added; a block that raises leaves nothing.
-    """
-    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
-        if output.temporary is None:
-            yield None
-            return
-        with open(output.temporary, "w+b") as fh:
-            writer = FrameWriter(fh, fmt=fmt, count=count, loop=loop)
-            yield writer
-            writer.close()
-
-
-class FrameWriter:
-    """The frames of one file in :func:`frame_writer`'s format, written to `fh` as they come."""
-
-    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0):
-        if fmt not in ("png", "tiff", "npy"):
-            raise ValueError(f"fmt must be png, tiff or npy for frames; got {fmt!r}")
-        self._fh, self._fmt, self._count, self._loop = fh, fmt, count, loop
-        self._added, self._writer = 0, None
-
-    def add(self, frame: np.ndarray, duration=None) -> None:
-        """Write the next frame: levels (H, W[, C]), or float32 values (``npy``, ``F`` TIFF).
-
-        `duration` (ms, None: 100) is that of an animated PNG's frame.
-        """
-        if self._added == self._count:
-            raise ValueError(f"more than the {self._count} frames announced")
-        if self._fmt == "png":
-            self._png(np.ascontiguousarray(frame), duration)
-        elif self._fmt == "npy":
-            self._npy(np.asarray(frame, np.float32))
-        else:
-            self._tiff(np.ascontiguousarray(frame))
-        self._added += 1
-
-    def _png(self, frame: np.ndarray, duration) -> None:
-        if self._writer is None:
-            shape = frame.shape if frame.ndim == 3 else frame.shape + (1,)
-            self._writer = ApngWriter(self._fh, shape=shape, dtype=frame.dtype,
-                                      count=self._count, loop=self._loop,
-                                      text={"Software": MARKER})
-        self._writer.add(frame, duration)
-
-    def _npy(self, frame: np.ndarray) -> None:
-        if self._writer is None:  # the header of the whole (count, ...) array, as np.save's
-            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                      "fortran_order": False, "shape": (self._count,) + frame.shape}
-            np.lib.format.write_array_header_1_0(self._fh, header)
-            self._writer = frame.shape
-        if frame.shape != self._writer:
-            raise ValueError(f"a frame must be {self._writer}; got {frame.shape}")
-        self._fh.write(np.ascontiguousarray(frame).tobytes())
-
-    def _tiff(self, frame: np.ndarray) -> None:
-        if frame.ndim == 3 and frame.shape[2] == 1:
-            frame = frame[:, :, 0]
-        if frame.dtype == np.uint16 and frame.ndim == 3:
-            raise ValueError("16-bit colour TIFF stacks are not written; use --format png or npy")
-        if self._writer is None:
-            self._writer = _PageAppender(self._fh)
-        page = _float_image(frame) if frame.dtype == np.float32 else Image.fromarray(frame)
-        page.save(self._writer, format="TIFF", tiffinfo=_marked_tiff_info())
-        self._writer.newFrame()
-
-    def close(self) -> None:
-        """Finish the file; ValueError if frames are missing."""
-        if self._added != self._count:
-            raise ValueError(f"{self._added} frames written of {self._count}")
-        if self._fmt in ("png", "tiff"):
-            self._writer.close()
-
-
-class _PageAppender(TiffImagePlugin.AppendingTiffWriter):
-    """Pillow's appending TIFF writer, each new page linked from where the last walk ended.
-
-    Pillow walks the chain of pages from the first for every page added
-    (20000 pages: about 2 * 10^8 reads); the walk here starts at the last
-    page's link, so the same bytes come in time linear in the pages.
-    """
-
-    _last_link: int | None = None
-
-    def skipIFDs(self) -> None:  # noqa: N802 - Pillow's name
-        if self._last_link is not None:
-            self.f.seek(self._last_link)
-        super().skipIFDs()
-        self._last_link = self.whereToWriteNewIFDOffset
-
-
-def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
-    """Write `array` as float32 ``.npy``, atomically (see :func:`save_levels`).
-
-    With `overwrite`, an existing file is replaced only if it is a valid ``.npy``
-    (see :func:`written_by_convcli`).
-    """
-    data = np.asarray(array, dtype=np.float32)
-
-    def write(tmp: Path) -> None:
-        # An open file, so that np.save does not append ".npy" to the temporary name.
-        with open(tmp, "wb") as fh:
-            np.save(fh, data, allow_pickle=False)
-
-    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-
-
-def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
-                    overwrite: bool = False) -> bool:
-    """Write one channel of values as a 32-bit float TIFF, atomically (``--normalize none``).
-
-    Parameters
-    ----------
-    path : str or path-like
-        Final file name.
-    values : (H, W) ndarray, or (m, H, W) for one page per frame
-        Written as float32 (Pillow's mode ``F``: one sample of 32-bit IEEE float
-        per pixel, uncompressed), readable by Pillow, tifffile and ImageMagick.
-    overwrite : bool
-        As for :func:`save_levels`.
-
-    Returns
-    -------
-    bool
-        True if written, False if the file existed and was kept.
-    """
-    data = np.ascontiguousarray(values, dtype=np.float32)
-    if data.ndim == 3:
-        return save_frames(path, data, fmt="tiff", overwrite=overwrite)
-    if data.ndim != 2:
-        raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
-    im = _float_image(data)
-
-    def write(tmp: Path) -> None:
-        im.save(tmp, format="TIFF", tiffinfo=_marked_tiff_info())
-
-    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-
-
-def _float_image(data: np.ndarray) -> Image.Image:
-    """A float32 (H, W) array as a Pillow image of mode ``F``."""
-    return Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])

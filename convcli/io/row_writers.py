@@ -9,7 +9,7 @@ an error or an interrupt leaves no file and no temporary behind).
 =======  ==============================  =============================================
 format   values                          the file
 =======  ==============================  =============================================
-npy      float32, (H, W, C)              what :func:`convcli.io.images.save_npy` writes,
+npy      float32, (H, W, C)              what :func:`convcli.io.image_files.save_npy` writes,
                                          byte for byte
 png      uint8 / uint16 levels, C 1..4   what :func:`convcli.io.png.write_png` writes
                                          (and so ``save_levels``), byte for byte
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from .formats import MARKER, load
-from .images import written_by_convcli
+from .image_files import written_by_convcli
 from .png import PngRowEncoder
 from .pyramid import TILE
 from .safeio import atomic_output
@@ -100,7 +100,7 @@ class RowWriter:
         computing them.
     written : bool
         After the ``with`` block: whether the file was written (False if it
-        existed and was kept), as :func:`convcli.io.images.save_levels` returns.
+        existed and was kept), as :func:`convcli.io.image_files.save_levels` returns.
     rows_written : int
     """
 
@@ -156,7 +156,7 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
         float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
         float32 (one channel) for ``tiff``; those or float32 for ``zarr``.
     overwrite : bool
-        As :func:`convcli.io.images.save_levels`: replace a file only if convcli wrote it.
+        As :func:`convcli.io.image_files.save_levels`: replace a file only if convcli wrote it.
     store_url, storage_options : str and dict, optional
         ``zarr``: the object-storage prefix written in place (:func:`remote_store`);
         `path`, on this disk, stands for it in the checks above.

@@ -1,17 +1,8 @@
 """Padding of image batches (numpy only).
 
-Border modes and their names in other libraries:
-
-=============  =================  ==================  ======================  ===================
-convcli        numpy ``np.pad``   scipy.ndimage       OpenCV ``BORDER_*``     PyTorch ``F.pad``
-=============  =================  ==================  ======================  ===================
-``constant``   ``constant``       ``constant``        ``CONSTANT``            ``constant``
-``edge``       ``edge``           ``nearest``         ``REPLICATE``           ``replicate``
-``reflect``    ``reflect``        ``mirror``          ``REFLECT_101``         ``reflect``
-``symmetric``  ``symmetric``      ``reflect``         ``REFLECT``             (none)
-``wrap``       ``wrap``           ``grid-wrap``       ``WRAP``                ``circular``
-=============  =================  ==================  ======================  ===================
-
+Border modes: ``constant``, ``edge``, ``reflect``, ``symmetric`` and ``wrap``, numpy's
+``np.pad`` names (their names in scipy, OpenCV, PyTorch and ImageMagick are tabled once,
+in :data:`convcli.app.explain.BORDERS`; ``convcli explain pad --mode M`` prints them).
 On the row ``a b c d``, padded by 2: ``constant`` gives ``0 0 | a b c d | 0 0``,
 ``edge`` ``a a | a b c d | d d``, ``reflect`` ``c b | a b c d | c b`` (the edge
 value is not repeated), ``symmetric`` ``b a | a b c d | d c`` (it is), and
@@ -208,15 +199,34 @@ def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.nda
                      X_pad[:, :, left + n_W:]):
             part[...] = value
         return X_pad
-    # The row (column) each padded row (column) copies, as np.pad picks it.
-    rows = np.pad(np.arange(n_H), (top, bottom), mode=mode) + top
-    cols = np.pad(np.arange(n_W), (left, right), mode=mode) + left
+    rows = border_source(n_H, top, bottom, mode) + top
+    cols = border_source(n_W, left, right, mode) + left
     inside = slice(left, left + n_W)
     X_pad[:, :top, inside] = X_pad[:, rows[:top], inside]
     X_pad[:, top + n_H:, inside] = X_pad[:, rows[top + n_H:], inside]
     X_pad[:, :, :left] = X_pad[:, :, cols[:left]]
     X_pad[:, :, left + n_W:] = X_pad[:, :, cols[left + n_W:]]
     return X_pad
+
+
+def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Which of `n` positions each of the ``before + n + after`` padded ones reads.
+
+    The one rule of the border modes, for padding, for the gradient that goes
+    back through a border, and for the rows a strip reads beyond the image:
+    -1 where a position reads none (``constant``: the fill value).
+
+    Examples
+    --------
+    >>> border_source(4, 2, 2, "reflect").tolist()
+    [2, 1, 0, 1, 2, 3, 2, 1]
+    >>> border_source(4, 1, 1, "constant").tolist()
+    [-1, 0, 1, 2, 3, -1]
+    """
+    mode = pad_mode(mode)
+    if mode == "constant":
+        return np.concatenate([np.full(before, -1), np.arange(n), np.full(after, -1)])
+    return np.pad(np.arange(n), (before, after), mode=mode)
 
 
 def _check_fill_value(value, dtype: np.dtype):

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -242,7 +244,7 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
     _check_mapping_arguments(method, white, depth)
     x = as_real_array(values, "values")
     real, big = _level_arithmetic(depth)
-    if method == "robust" and depth == 8:
+    if RULES[method].percentile and depth == 8:
         by_rows = _robust_bytes_by_rows(x, margin, big)
         if by_rows is not None:
             return by_rows
@@ -365,7 +367,7 @@ def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, dep
     flat = np.concatenate([a.ravel() for a in arrays])
     real, big = _level_arithmetic(depth)
     x, lo, hi, magnitudes, robust = _finite_values(flat, method, 0, big)
-    if method == "robust":  # of each frame's inside, together
+    if RULES[method].percentile:  # of each frame's inside, together
         robust = robust_top(np.concatenate([_inside(a, margin).ravel() for a in arrays]))
     scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
                                  big=big, real=real)
@@ -390,7 +392,7 @@ def _level_arithmetic(depth: int) -> tuple[type, float]:
 
 def _scale_record(method: str, scale, offset: float) -> LevelScale:
     """The :class:`LevelScale` of :func:`_level_scale`'s `scale` and `offset`."""
-    return LevelScale(method, float(scale), float(offset), method in ("abs", "robust"))
+    return LevelScale(method, float(scale), float(offset), RULES[method].absolute)
 
 
 def _rounded_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
@@ -428,11 +430,11 @@ def _finite_values(x: np.ndarray, method: str, margin: int, big: float):
     lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
     magnitudes = robust = None
     if not (np.isfinite(lo) and np.isfinite(hi)) or max(-lo, hi) > big:
-        if method == "robust":  # of the finite values as they are
+        if RULES[method].percentile:  # of the finite values as they are
             robust = robust_top(x, margin=margin)
         x = _cleaned(x, big)
         lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
-    elif method == "robust":
+    elif RULES[method].percentile:
         # |x| once, for the percentile and then, scaled in place, the levels.
         magnitudes = np.abs(x)
         robust = _top_of_magnitudes(_inside(magnitudes, margin), ROBUST_PERCENTILE)
@@ -450,25 +452,101 @@ def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top
 
     `scale` is in the levels' float type `real`, at most `big`; `offset` is a float.
     """
-    offset = 0.0
-    if method == "clip":
-        scale = real(min(top / white if np.isfinite(white) and white > 0 else top, big))
-    elif method == "abs":
-        peak = max(-lo, hi)
-        scale = real(min(top / peak, big) if peak > 0 else 0.0)
-    elif method == "robust":
-        scale = real(min(top / robust, big))
-    elif method == "minmax":
-        span = hi - lo
-        scale = real(min(top / span, big) if span > 0 else 0.0)
-        # 0.0 - ...: +0.0 where lo is 0, whichever zero (numpy's min of 0.0 and
-        # -0.0 is either, by the array's layout).
-        offset = 0.0 - float(scale) * lo
-    else:  # offset
-        peak = max(-lo, hi)
-        scale = real(min(top / (2.0 * peak), big) if peak > 0 else top)
-        offset = top / 2
-    return scale, offset
+    rule = RULES[method]
+    scale = real(min(rule.scale(lo, hi, robust, top, white), big))
+    return scale, rule.offset(scale, lo, top)
+
+
+def _clip_scale(lo, hi, robust, top, white) -> float:
+    return top / white if np.isfinite(white) and white > 0 else top
+
+
+def _abs_scale(lo, hi, robust, top, white) -> float:
+    peak = max(-lo, hi)
+    return top / peak if peak > 0 else 0.0
+
+
+def _robust_scale(lo, hi, robust, top, white) -> float:
+    return top / robust
+
+
+def _minmax_scale(lo, hi, robust, top, white) -> float:
+    span = hi - lo
+    return top / span if span > 0 else 0.0
+
+
+def _offset_scale(lo, hi, robust, top, white) -> float:
+    peak = max(-lo, hi)
+    return top / (2.0 * peak) if peak > 0 else top
+
+
+def _no_offset(scale, lo, top) -> float:
+    return 0.0
+
+
+def _minmax_offset(scale, lo, top) -> float:
+    # 0.0 - ...: +0.0 where lo is 0, whichever zero (numpy's min of 0.0 and
+    # -0.0 is either, by the array's layout).
+    return 0.0 - float(scale) * lo
+
+
+def _middle_offset(scale, lo, top) -> float:
+    return top / 2
+
+
+@dataclass(frozen=True)
+class LevelRule:
+    """How one mapping turns values into levels: ``level = scale * x + offset``.
+
+    Attributes
+    ----------
+    scale : callable
+        ``scale(lo, hi, robust, top, white)``: the scale, before it is bounded
+        by the levels' float type (`lo`, `hi`: the values' range; `robust`:
+        the high percentile of ``|x|``, for ``robust``; `top`: the top level).
+    offset : callable
+        ``offset(scale, lo, top)``: the offset the manifest records.
+    absolute : bool
+        Levels of ``|x|`` (``abs``, ``robust``).
+    from_low : bool
+        Levels computed as ``(x - lo) * scale`` (``minmax``).
+    adds_offset : bool
+        Levels computed as ``x * scale + offset`` (``offset``).
+    percentile : bool
+        The scale needs the high percentile of ``|x|`` (``robust``).
+    from_values : bool
+        The scale depends on the values (all but ``clip``, whose scale is the white's).
+    """
+
+    scale: Callable
+    offset: Callable = _no_offset
+    absolute: bool = False
+    from_low: bool = False
+    adds_offset: bool = False
+    percentile: bool = False
+    from_values: bool = True
+
+
+RULES: dict[str, LevelRule] = {
+    "clip": LevelRule(_clip_scale, from_values=False),
+    "abs": LevelRule(_abs_scale, absolute=True),
+    "robust": LevelRule(_robust_scale, absolute=True, percentile=True),
+    "minmax": LevelRule(_minmax_scale, _minmax_offset, from_low=True),
+    "offset": LevelRule(_offset_scale, _middle_offset, adds_offset=True),
+}
+"""Each of :data:`convcli.choices.MAPPINGS` and its rule; checked when this module loads."""
+
+
+def _check_rules() -> None:
+    """An ImportError where a mapping name has no rule, or a rule no name."""
+    if set(RULES) != set(MAPPINGS):
+        missing = sorted(set(MAPPINGS) - set(RULES))
+        extra = sorted(set(RULES) - set(MAPPINGS))
+        raise ImportError(f"the mappings and their rules differ: no rule for {missing}, "
+                          f"no name for {extra}")
+
+
+_check_rules()
 
 
 def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
@@ -479,15 +557,16 @@ def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
     is in x's type, and the other methods scale a new array in place.
     """
     real = x.dtype.type
-    if method in ("abs", "robust"):
+    rule = RULES[method]
+    if rule.absolute:
         levels = magnitudes if magnitudes is not None and magnitudes.dtype == real else np.abs(x)
         levels *= scale
-    elif method == "minmax":
+    elif rule.from_low:
         levels = x - real(lo)
         levels *= scale
-    else:  # clip, offset
+    else:
         levels = x * scale
-        if method == "offset":
+        if rule.adds_offset:
             levels += real(offset)
     return levels
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from .mapping import (
     ROBUST_PERCENTILE,
+    RULES,
     LevelScale,
     _check_mapping_arguments,
     _cleaned,
@@ -112,8 +113,11 @@ class StreamedMapping:
         self._real, self._big = _level_arithmetic(depth)
         self._range = _ValueRange()
         self._robust = (_RobustTop(self.height, self.width, int(margin), int(max_kept))
-                        if method == "robust" else None)
-        self.passes = 0 if method == "clip" else self._robust.passes if self._robust else 1
+                        if RULES[method].percentile else None)
+        if not RULES[method].from_values:
+            self.passes = 0  # the white's scale: no pass over the values
+        else:
+            self.passes = self._robust.passes if self._robust else 1
         self._pass = self._next_row = 0
         self._scale = None
 

@@ -1,0 +1,356 @@
+"""``convcli conv``: the convolution operation, its options checked when it is made.
+
+:class:`ConvOp` names its outputs and checks pictures here; its pixels are
+computed in :mod:`convcli.app.conv_pixels` and shown as
+:mod:`convcli.app.conv_levels` says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..choices import CHANNEL_MODES, COMBINE_MODES, DEFAULT_BORDER, NORMALIZE_CHOICES, RAW_VALUES
+from ..errors import OptionError
+from ..io.figures import Grid
+from ..kernels import Kernel
+from ..layers._engine.alignment import tile_rows
+from ..layers.padding import pad_mode
+from ..levels.mapping import Mapping
+from .conv_levels import auto_mapping, conv_figure, conv_mappings, robust_margin
+from .conv_pixels import COMBINERS, depthwise_maps, layer_source, padded, summed_maps
+from .geometry import RowGeometry
+from .names import Tags, number
+from .op_helpers import (
+    finite_option,
+    frame_size,
+    like_picture,
+    mode_option,
+    one_of,
+    pad_text,
+    side_widths,
+    whole_option,
+)
+
+
+@dataclass(frozen=True)
+class ConvOp:
+    """``convcli conv``: :func:`convcli.conv_forward` (or its depthwise sibling) per image.
+
+    Parameters
+    ----------
+    kernels : tuple of Kernel
+        Applied in order; their labels must differ.
+    stride : int
+    pad : int, (top, bottom, left, right) or {"same", "valid"}
+        ``same`` is ``(f_h - 1) // 2`` above and below and ``(f_w - 1) // 2`` left
+        and right of an f_h x f_w kernel, which keeps the size at stride 1; it needs
+        an odd number of rows and of columns (a kernel with an even side has no
+        centre cell: :class:`OptionError`).
+        ``valid`` is 0. Four widths pad each side on its own (named ``-p<T>-<B>-<L>-<R>``).
+    bias : float
+        Added once to every output value (``b`` filled with it); named in the
+        outputs as ``-b<B>`` when it is not 0.
+    channels : {"sum", "each", "gray"}
+        ``sum``: each kernel over every colour channel, summed (conv_forward on the
+        channel sum, which is conv_forward with the kernel repeated over the input
+        channels), one output channel per kernel. ``each``: depthwise, kernel-major
+        (k0 on R, G, B, then k1 ...). ``gray``: luminance first, then conv_forward.
+        Alpha is dropped in all three (it is not a colour).
+    normalize : {"auto", "abs", "minmax", "clip", "offset", "robust", "none"}
+        Mapping of each output channel to image levels, see :meth:`mapping_for`;
+        named in the image outputs (not the ``.npy``) unless it is ``auto``.
+        ``none`` writes the float32 values themselves (TIFF), one file per channel.
+    border : {"reflect", "constant", "edge", "symmetric", "wrap"}
+        How the pad is filled (:func:`convcli.pad_images` modes). ``constant`` is
+        zeros: conv_forward's own padding. The others pad with
+        :func:`convcli.pad_images` first, then call conv_forward with pad 0.
+        ``reflect`` (the default, as in scipy, scikit-image and OpenCV) continues
+        the picture past its edge, so the border gives no false edges.
+    combine : {None, "magnitude", "max", "sum"}
+        Make one map of the kernels' results (per channel for ``each``):
+        ``magnitude`` the square root of the sum of their squares, ``max`` the
+        largest response, ``sum`` their sum.
+
+    Output tags are ``<kernel>[-s<S>][-d<D>][-p<N>][-b<B>][-B<border>][-<normalize>]-<channel>``
+    per channel (the stride, dilation, pad, bias and border only when they are not 1,
+    1, ``same``, 0 and ``reflect``; no border with no padding; the channel ``sum``,
+    ``gray`` or the input channel for ``each``), and for the ``.npy`` the
+    kernels joined by ``+``, the same options but no mapping, and the channel
+    mode: ``vertical+horizontal-b100-sum``. With ``each``, each kernel's
+    channels are also written as one colour image, ``<kernel>...-each``. With
+    `combine`, the kernels joined by ``+`` and the combination take the
+    kernel's place: ``sobel-x+sobel-y-magnitude-sum``.
+    """
+
+    kernels: tuple[Kernel, ...]
+    stride: int = 1
+    pad: int | str | tuple[int, int, int, int] = "same"
+    bias: float = 0.0
+    channels: str = "sum"
+    normalize: str = "auto"
+    border: str = DEFAULT_BORDER
+    combine: str | None = None
+    dilation: int = 1
+    name: ClassVar[str] = "conv"
+
+    def __post_init__(self):
+        for field_name, value in _checked_options(self).items():
+            object.__setattr__(self, field_name, value)
+        _check_kernels(self)
+
+    def pad_widths(self, kernel: Kernel) -> tuple[int, int, int, int]:
+        """The pad of `kernel` on each side: (top, bottom, left, right).
+
+        ``same`` pads half the kernel's span above and below, and half its width
+        left and right: ``(0, 0, 1, 1)`` for a 1x3 kernel.
+        """
+        if isinstance(self.pad, tuple):
+            return self.pad
+        if self.pad == "same":
+            rows, cols = ((n - 1) // 2 for n in self.span(kernel))
+            return (rows, rows, cols, cols)
+        return (self.pad_for(kernel),) * 4
+
+    def span(self, kernel: Kernel) -> tuple[int, int]:
+        """The pixels `kernel` spans with its taps `dilation` apart."""
+        return tuple(self.dilation * (n - 1) + 1 for n in kernel.size)
+
+    def pad_for(self, kernel: Kernel) -> int:
+        """The integer pad of `kernel` on every side, for a pad that is one number or a word.
+
+        Four widths (``--pad T,B,L,R``), and ``same`` for a kernel that is not
+        square, are :meth:`pad_widths` (a ValueError here).
+        """
+        if self.pad == "same":
+            top, _, left, _ = self.pad_widths(kernel)
+            if top != left:
+                raise ValueError(f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
+                                 "by side: use pad_widths")
+            return top
+        if self.pad == "valid":
+            return 0
+        return int(self.pad)
+
+    # --- names ---
+
+    def options_tag(self) -> str:
+        """The options in output names: ``-s<S>``, ``-d<D>``, ``-p<N>``, ``-b<B>``, ``-B<border>``.
+
+        Each only when not the default (no border with no padding).
+        """
+        text = f"-s{self.stride}" if self.stride != 1 else ""
+        text += f"-d{self.dilation}" if self.dilation != 1 else ""
+        if self.pad != "same":
+            text += f"-p{0 if self.pad == 'valid' else pad_text(self.pad)}"
+        if self.bias != 0:
+            text += f"-b{number(self.bias)}"
+        if self.border != DEFAULT_BORDER and self.pad not in ("valid", 0):
+            text += f"-B{self.border}"
+        return text
+
+    def hints(self, channels: tuple[str, ...]) -> list[str]:
+        """A tip for an input with these `channels`: a colour picture blurred into one grey map.
+
+        With ``--channels sum``, a kernel whose weights sum to 1 (a blur,
+        ``sharpen``) gives the grey picture of R + G + B: ``each`` keeps the colour.
+        """
+        keeping = [k.name for k in self.kernels
+                   if abs(float(k.weights.sum()) - 1) <= 1e-6 * float(np.abs(k.weights).sum())]
+        if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
+            return []
+        return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
+                "R + G + B; --channels each gives the colour result"]
+
+    def channel_names(self, channels: tuple[str, ...]) -> list[str]:
+        """What each map of a kernel is named after, for an input with these `channels`.
+
+        The colour channels for ``each`` (alpha left out), else the channel mode.
+        """
+        colour = [c for c in channels if c != "A"]
+        return colour if self.channels == "each" else [self.channels]
+
+    def _maps(self) -> list[str]:
+        """What each map is named after: every kernel, or all of them combined."""
+        if self.combine is None:
+            return [k.label for k in self.kernels]
+        return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
+
+    def tags(self, channels: tuple[str, ...]) -> Tags:
+        options = self.options_tag()
+        mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
+        names = self.channel_names(channels)
+        maps = self._maps()
+        groups = ()
+        if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
+            n = len(names)
+            groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
+                           for i, m in enumerate(maps))
+        raw = "+".join(k.label for k in self.kernels) + options
+        if self.combine is not None:
+            raw += f"-{self.combine}"
+        return Tags(
+            channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
+            whole=None,
+            raw=f"{raw}-{self.channels}",
+            groups=groups,
+        )
+
+    # --- pixels ---
+
+    def check(self, pic) -> None:
+        h, w = frame_size(pic)
+        for k in self.kernels:
+            top, bottom, left, right = self.pad_widths(k)
+            span = self.span(k)
+            if h + top + bottom < span[0] or w + left + right < span[1]:
+                p = top if len({top, bottom, left, right}) == 1 else pad_text(self.pad)
+                dilated = f" (dilation {self.dilation}: {span[0]}x{span[1]})"
+                raise ValueError(
+                    f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
+                    f"kernel {k.name!r}{dilated if self.dilation != 1 else ''} with pad {p}"
+                )
+
+    def conv_input(self, pic) -> np.ndarray:
+        """The (m, H, W, C) float32 array the library is called on (C = 1 unless ``each``).
+
+        m is 1 for a picture, its frames for a stack.
+        """
+        return layer_source(self, pic).astype(np.float32, copy=False)
+
+    def layer_input(self, A: np.ndarray, kernel: Kernel) -> tuple[np.ndarray, int]:
+        """`A` as the layer takes it for `kernel` (bordered unless zeros) and conv_forward's pad."""
+        return padded(self, A, self.pad_widths(kernel))
+
+    def compute(self, pic) -> np.ndarray:
+        # Kernels of one size make one layer input: the channels are summed into it.
+        A = layer_source(self, pic, sum_later=len({k.size for k in self.kernels}) == 1)
+        Z = depthwise_maps(self, A) if self.channels == "each" else summed_maps(self, A)
+        if self.combine is not None:
+            n = A.shape[3] if self.channels == "each" else 1
+            Z = COMBINERS[self.combine](Z.reshape(Z.shape[:3] + (len(self.kernels), n)))
+        return like_picture(Z, pic)
+
+    # --- levels and figures ---
+
+    def mapping_for(self, kernel: Kernel, n_summed: int, white: float) -> str:
+        """The value mapping ``--normalize auto`` picks for one kernel: see
+        :func:`convcli.app.conv_levels.auto_mapping`."""
+        return auto_mapping(self, kernel, n_summed, white)
+
+    def margin(self) -> int:
+        """Pixels on every side of a map left out of its robust scale: half the kernel, and 3."""
+        return robust_margin(self)
+
+    def mappings(self, pic) -> list[Mapping]:
+        """Each result channel's mapping (:func:`convcli.app.conv_levels.conv_mappings`)."""
+        return conv_mappings(self, pic)
+
+    def figure(self, pic, data: np.ndarray) -> Grid:
+        return conv_figure(self, pic, data)
+
+    computed_whole: ClassVar[bool] = False
+    """Computed in strips where the whole image's work would not fit the memory budget."""
+
+    def row_geometry(self, height: int, width: int = 1) -> RowGeometry:
+        """How the output rows read the input rows (:class:`RowGeometry`), one window a kernel."""
+        pads = [self.pad_widths(k) for k in self.kernels]
+        spans = [self.span(k)[0] for k in self.kernels]
+        (top, bottom), span = pads[0][:2], spans[0]
+        rows = (height + top + bottom - span) // self.stride + 1
+        return RowGeometry(self.stride, tuple(p[0] for p in pads), tuple(spans), rows,
+                           align=_engine_alignment(self, width))
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """The (height, width) of the result on an image of `height` x `width`."""
+        (left, right), span = self.pad_widths(self.kernels[0])[2:], self.span(self.kernels[0])[1]
+        return (self.row_geometry(height, width).out_rows,
+                (width + left + right - span) // self.stride + 1)
+
+    def border_fill(self) -> tuple[str | None, float]:
+        """The border rows beyond the image hold (``--border``); its constant is zeros."""
+        return self.border, 0.0
+
+
+
+def _checked_options(op: ConvOp) -> dict[str, object]:
+    """Each option of `op` on its own: the values to keep, or an :class:`OptionError`
+    naming the first option that cannot work."""
+    kernels = tuple(op.kernels)
+    if not kernels:
+        raise OptionError("no kernel given", "--kernel")
+    for k in kernels:
+        if not isinstance(k, Kernel):
+            raise OptionError(f"must be a convcli.kernels.Kernel, got {k!r}", "--kernel")
+    checked = {
+        "kernels": kernels,
+        "stride": whole_option(op.stride, "--stride", minimum=1),
+        "dilation": whole_option(op.dilation, "--dilation", minimum=1),
+    }
+    one_of(CHANNEL_MODES, op.channels, "--channels")
+    one_of(NORMALIZE_CHOICES, op.normalize, "--normalize")
+    finite_option(op.bias, "--bias")
+    checked["border"] = mode_option(pad_mode, op.border, "--border")
+    if op.combine is not None:
+        one_of(COMBINE_MODES, op.combine, "--combine")
+    if isinstance(op.pad, (tuple, list)):
+        checked["pad"] = side_widths(op.pad)
+    elif isinstance(op.pad, str):
+        if op.pad not in ("same", "valid"):
+            raise OptionError(f"must be same, valid or an integer >= 0, got {op.pad!r}",
+                              "--pad")
+    else:
+        checked["pad"] = whole_option(op.pad, "--pad", minimum=0)
+    return checked
+
+
+def _check_kernels(op: ConvOp) -> None:
+    """The rules between `op`'s kernels and its pad: one name each, results of one size."""
+    seen: dict[str, Kernel] = {}
+    for k in op.kernels:
+        if k.label in seen:
+            other = seen[k.label]
+            raise OptionError(
+                f"{k.name!r} is given twice" if other.name == k.name else
+                f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
+                "--kernel",
+            )
+        seen[k.label] = k
+    if op.pad == "same":
+        for k in op.kernels:
+            if not k.centred:
+                where = f"kernel {k.name!r}"
+                if k.source != "builtin":
+                    where += f" ({k.source})"
+                raise OptionError(
+                    f"{where} is {k.size[0]}x{k.size[1]}: --pad same needs an odd number "
+                    "of rows and of columns (a centre cell); use --pad valid or --pad N",
+                    "--pad",
+                )
+    # All kernels must give outputs of the same size, whatever the image size.
+    margins = set()
+    for k in op.kernels:
+        top, bottom, left, right = op.pad_widths(k)
+        span = op.span(k)
+        margins.add((top + bottom - span[0], left + right - span[1]))
+    if len(margins) > 1:
+        sizes = ", ".join(f"{k.name} {k.size[0]}x{k.size[1]}" for k in op.kernels)
+        raise OptionError(
+            f"the kernels give results of different sizes with --pad {pad_text(op.pad)} "
+            f"({sizes}); "
+            "use --pad same with odd kernels, or run them separately",
+            "--pad",
+        )
+
+
+def _engine_alignment(op: ConvOp, width: int) -> int:
+    """The largest row tile of the convolution engine among `op`'s calls (powers of two)."""
+    tiles = [1]
+    for kernel in op.kernels:
+        span = op.span(kernel)
+        pads = op.pad_widths(kernel)
+        for n_C in {1, len(op.kernels)}:
+            tiles.append(tile_rows((1, max(span[0], 1), width, 1), span, op.stride, pads, n_C))
+    return max(tiles)

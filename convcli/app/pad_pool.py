@@ -1,0 +1,200 @@
+"""``convcli pad`` and ``convcli pool``: the same work on every channel, alpha included.
+
+Both check their options when they are made (:class:`OptionError` names the
+option) and keep the values in the input's scale; see :mod:`convcli.app.ops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import OptionError
+from ..io.figures import Grid, Panel
+from ..layers.padding import pad_images, pad_mode
+from ..layers.pooling import _pooled_size, pool_forward, pool_mode
+from ..levels.mapping import Mapping
+from .geometry import RowGeometry
+from .names import Tags, number
+from .op_helpers import (
+    FLOAT32_MAX,
+    as_batch,
+    finite_option,
+    frame_size,
+    like_picture,
+    mode_option,
+    original_panel,
+    pad_text,
+    side_widths,
+    whole_option,
+)
+
+
+class _Channelwise:
+    """Pad and pool: the same work on every channel, values kept in the input's scale.
+
+    One file per channel and one for the whole colour image, all tagged with
+    the operation's ``details``.
+    """
+
+    details: str
+    name: ClassVar[str]
+
+    def tags(self, channels: tuple[str, ...]) -> Tags:
+        return Tags(
+            channels=[f"{self.details}-{c}" for c in channels],
+            whole=self.details if len(channels) > 1 else None,
+            raw=self.details,
+        )
+
+    def mappings(self, pic) -> list[Mapping]:
+        return [Mapping("clip", pic.white)] * len(pic.channels)
+
+    def figure(self, pic, data: np.ndarray) -> Grid:
+        white = pic.white if pic.white > 0 else 1.0
+        panels = [original_panel(pic)]
+        if data.shape[2] in (3, 4):
+            colour = data / white
+            np.clip(colour, 0.0, 1.0, out=colour)
+            panels.append(Panel(f"{self.name} {self.details}", colour))
+        panels += [Panel(t, data[:, :, c], vmax=white, colorbar=True)
+                   for c, t in enumerate(self.titles(pic.channels))]
+        return Grid(panels, min(len(panels), 5), f"{self.name} {self.details}")
+
+
+@dataclass(frozen=True)
+class PadOp(_Channelwise):
+    """``convcli pad``: :func:`convcli.pad_images` on every channel.
+
+    Alpha is padded with the same mode; in ``constant`` mode its border is
+    opaque, so the padding shows in the fill value.
+    """
+
+    pad: int | tuple[int, int, int, int] = 2
+    value: float = 0.0
+    mode: str = "constant"
+    name: ClassVar[str] = "pad"
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", mode_option(pad_mode, self.mode, "--mode"))
+        if isinstance(self.pad, (tuple, list)):
+            object.__setattr__(self, "pad", side_widths(self.pad))
+        else:
+            object.__setattr__(self, "pad", whole_option(self.pad, "--pad", minimum=0))
+        finite_option(self.value, "--value")
+        if abs(self.value) > FLOAT32_MAX:
+            raise OptionError(
+                f"{number(self.value)} is beyond the float32 range of the results "
+                "(magnitude at most about 3.4e38)",
+                "--value",
+            )
+
+    @property
+    def details(self) -> str:
+        text = f"{self.mode}-{pad_text(self.pad)}"
+        if self.mode == "constant" and self.value != 0:
+            text += f"-v{number(self.value)}"
+        return text
+
+    def check(self, pic) -> None:
+        pass
+
+    def compute(self, pic) -> np.ndarray:
+        n = pic.colour_channels
+        pixels = as_batch(pic.pixels)
+        colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=self.value)
+        if not pic.has_alpha:
+            return like_picture(colour, pic)
+        alpha = pad_images(pixels[..., n:], self.pad, mode=self.mode, value=pic.white)
+        return like_picture(np.concatenate([colour, alpha], axis=3), pic)
+
+    def titles(self, channels: tuple[str, ...]) -> list[str]:
+        return [f"pad {self.mode} {pad_text(self.pad)}: {c}" for c in channels]
+
+    computed_whole: ClassVar[bool] = False
+    """Computed in strips where the whole image's work would not fit the memory budget."""
+
+    def row_geometry(self, height: int, width: int = 1) -> RowGeometry:
+        """How the output rows read the input rows (:class:`RowGeometry`)."""
+        top, bottom = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[:2]
+        return RowGeometry(1, (top,), (1,), height + top + bottom)
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """The (height, width) of the result on an image of `height` x `width`."""
+        left, right = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[2:]
+        return self.row_geometry(height).out_rows, width + left + right
+
+    def border_fill(self) -> tuple[str | None, float]:
+        """The border rows beyond the image hold, and its constant."""
+        return self.mode, self.value
+
+
+@dataclass(frozen=True)
+class PoolOp(_Channelwise):
+    """``convcli pool``: :func:`convcli.pool_forward` on every channel, alpha included."""
+
+    mode: str = "max"
+    size: int = 2
+    stride: int | None = None
+    pad: int = 0
+    ceil: bool = False
+    name: ClassVar[str] = "pool"
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", mode_option(pool_mode, self.mode, "--mode"))
+        object.__setattr__(self, "size", whole_option(self.size, "--size", minimum=1))
+        stride = (self.size if self.stride is None
+                  else whole_option(self.stride, "--stride", minimum=1))
+        object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "pad", whole_option(self.pad, "--pad", minimum=0))
+        if not isinstance(self.ceil, (bool, np.bool_)):
+            raise OptionError(f"must be True or False, got {self.ceil!r}", "--ceil")
+        if self.pad > self.size // 2:
+            raise OptionError(
+                f"{self.pad} is more than half the {self.size}x{self.size} window (--size): "
+                f"at most {self.size // 2}",
+                "--pad",
+            )
+
+    @property
+    def details(self) -> str:
+        """``<mode>-f<F>-s<S>``, then ``-p<P>`` and ``-ceil`` when not the default."""
+        text = f"{self.mode}-f{self.size}-s{self.stride}"
+        return text + (f"-p{self.pad}" if self.pad else "") + ("-ceil" if self.ceil else "")
+
+    def check(self, pic) -> None:
+        h, w = frame_size(pic)
+        if min(h, w) + 2 * self.pad < self.size:
+            with_pad = f" with pad {self.pad}" if self.pad else ""
+            raise ValueError(
+                f"image is {w}x{h} pixels, too small for the {self.size}x{self.size} "
+                f"pooling window (--size){with_pad}"
+            )
+
+    def compute(self, pic) -> np.ndarray:
+        hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
+        out, _ = pool_forward(as_batch(pic.pixels), hp, self.mode)
+        return like_picture(out, pic)
+
+    def titles(self, channels: tuple[str, ...]) -> list[str]:
+        options = (f" p={self.pad}" if self.pad else "") + (" ceil" if self.ceil else "")
+        return [f"{self.mode} pool f={self.size} s={self.stride}{options}: {c}" for c in channels]
+
+    computed_whole: ClassVar[bool] = False
+    """Computed in strips where the whole image's work would not fit the memory budget."""
+
+    def row_geometry(self, height: int, width: int = 1) -> RowGeometry:
+        """How the output rows read the input rows (:class:`RowGeometry`): no border."""
+        rows = _pooled_size(height, self.size, self.stride, self.pad, self.ceil)
+        return RowGeometry(self.stride, (self.pad,), (self.size,), rows, bordered=False)
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """The (height, width) of the result on an image of `height` x `width`."""
+        return (self.row_geometry(height).out_rows,
+                _pooled_size(width, self.size, self.stride, self.pad, self.ceil))
+
+    def border_fill(self) -> tuple[str | None, float]:
+        """No border: pooling's padding is counted by no window."""
+        return None, 0.0

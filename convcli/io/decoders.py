@@ -1,0 +1,150 @@
+"""The pixel decoders behind :meth:`convcli.io.images.ImageSource.read`.
+
+simplejpeg for plain JPEGs, imagecodecs for 16-bit colour PNG and TIFF (the
+``deep`` extra), Pillow's modes to arrays, the EXIF orientation applied, and
+an APNG's frames counted from its chunks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import struct
+
+import numpy as np
+from PIL import Image
+
+from .png import fast_codecs_allowed
+
+SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
+"""Pillow's modes of 16-bit grey."""
+
+ORIENTATION = 0x0112  # the EXIF tag
+
+
+def apng_frame_controls(path: str) -> int:
+    """The frame control chunks (fcTL) of an APNG: the frames it holds, whatever acTL says.
+
+    Only the chunks' headers are read (a seek over each chunk's data); the
+    walk stops at IEND, at the end of the file, or at a chunk that runs past it.
+    """
+    count = 0
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        position = 8  # past the signature
+        while position + 12 <= size:
+            fh.seek(position)
+            length, kind = struct.unpack(">I4s", fh.read(8))
+            if kind == b"IEND":
+                break
+            count += kind == b"fcTL"
+            position += 12 + length
+    return count
+
+
+def fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
+    """The pixels of a plain RGB or grey JPEG decoded by simplejpeg, or None for Pillow.
+
+    simplejpeg (a dependency, where it has a wheel) calls libjpeg-turbo with the settings
+    Pillow uses (accurate DCT, smooth upsampling), so the pixels are the same
+    (tests compare them), in 10 ms instead of Pillow's 16 for a 2400x1800
+    photo. Anything else, and any file libjpeg-turbo warns about (``strict``),
+    goes to Pillow, which then reads and reports it as it always has.
+    """
+    if im.format != "JPEG" or im.mode not in ("RGB", "L"):
+        return None
+    colorspace = "RGB" if im.mode == "RGB" else "GRAY"
+    pixels = decoded_by("simplejpeg", path, lambda simplejpeg, data: simplejpeg.decode_jpeg(
+        data, colorspace=colorspace, strict=True))
+    width, height = im.size
+    return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
+
+
+def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
+    """The 16-bit RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs, or None.
+
+    imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
+    depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
+    Pillow would use. Anything that does not come out as the header says
+    (the channels, the size) is left to Pillow.
+    """
+    if im.format not in ("PNG", "TIFF") or channels[:3] != ("R", "G", "B"):
+        return None
+    name = "png_decode" if im.format == "PNG" else "tiff_decode"
+    pixels = decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
+    width, height = im.size
+    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != (height, width,
+                                                                          len(channels)):
+        return None
+    return pixels
+
+
+def decoded_by(module: str, path: str, decode) -> np.ndarray | None:
+    """``decode(module, file bytes)``, or None where the module is missing, off or fails.
+
+    A failure leaves the file to Pillow, which then reads it, or reports
+    why it cannot, as it always has.
+    """
+    if not fast_codecs_allowed():
+        return None
+    try:
+        library = importlib.import_module(module)
+    except ImportError:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return decode(library, fh.read())
+    except Exception:  # the library's own error types too: Pillow decides
+        return None
+
+
+def exif_upright(pixels: np.ndarray, orientation) -> np.ndarray:
+    """`pixels` (H, W, ...) turned upright from the EXIF orientation, as Pillow's exif_transpose."""
+    if orientation in (5, 6, 7, 8):  # the ones that swap width and height
+        pixels = np.swapaxes(pixels, 0, 1)  # orientation 5 (transpose)
+        orientation = {5: 1, 6: 2, 7: 3, 8: 4}[orientation]
+    if orientation == 2:
+        return pixels[:, ::-1]
+    if orientation == 3:
+        return pixels[::-1, ::-1]
+    if orientation == 4:
+        return pixels[::-1]
+    return pixels
+
+
+def is_deep_colour(im: Image.Image) -> bool:
+    """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
+    if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
+        return False
+    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
+    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
+    bits = im.info.get("bits") or getattr(im, "bits", 8)
+    return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
+
+
+def to_array(im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
+              ) -> tuple[np.ndarray, float, int]:
+    """Pixels as float32 (H, W, C), the value of white, and the output bit depth.
+
+    With `integers`, 8-bit pixels come as they are (uint8).
+    """
+    mode = im.mode
+    if mode in SIXTEEN_BIT_MODES:
+        arr = np.asarray(im).astype(np.float32)
+        return arr[:, :, None], 65535.0, 16
+    if mode in ("I", "F"):
+        arr = np.asarray(im).astype(np.float32)
+        finite = arr[np.isfinite(arr)]
+        top = float(finite.max()) if finite.size else 0.0
+        white = 65535.0 if mode == "I" else 1.0
+        return arr[:, :, None], max(white, top), 16
+    target = {("L",): "L", ("L", "A"): "LA", ("R", "G", "B"): "RGB"}.get(channels, "RGBA")
+    if mode != target:
+        im = im.convert(target)
+    arr = np.asarray(im)
+    if not (integers and arr.dtype == np.uint8):
+        arr = arr.astype(np.float32)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    return arr, 255.0, 8

@@ -1,0 +1,348 @@
+"""Image files out: levels as PNG, JPEG or TIFF, stacks of frames, raw values, the marker.
+
+:func:`save_levels` writes integer levels (made by
+:func:`convcli.levels.mapping.to_levels`) as PNG (:mod:`convcli.io.png`), JPEG or TIFF and
+:func:`save_npy` writes raw float32 arrays; every file goes through
+:func:`convcli.io.safeio.write_atomic`. :func:`frame_writer` writes a file of frames a frame
+at a time (an animated PNG, a multi-page TIFF, an (m, H, W, C) ``.npy``), and
+:func:`save_frames` a stack of levels at once. :func:`written_by_convcli` says whether a
+file carries convcli's :data:`~convcli.io.formats.MARKER` (``--overwrite`` replaces only
+those).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, TiffImagePlugin
+
+from .formats import MARKER
+from .images import _pillow_limit_off
+from .png import ApngWriter, write_png
+from .safeio import atomic_output, write_atomic
+from .zarr_stores import store_marked
+
+JPEG_QUALITY = 95
+
+_PIL_FORMATS = {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
+
+
+_TIFF_SOFTWARE = 305
+
+
+def written_by_convcli(path: str | os.PathLike) -> bool:
+    """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``.
+
+    A folder is a Zarr store whose attributes carry ``"convcli"``
+    (:func:`convcli.io.zarr_stores.store_marked`).
+
+    Only the header is read, never the pixels. A ``.npy`` is never an image
+    input, so any file with a valid ``.npy`` header (``numpy.lib.format``) may
+    be replaced by an ``.npy`` output.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):  # a Zarr store: its group's attributes say
+
+        return store_marked(path)
+    if path.lower().endswith(".npy"):
+        try:
+            with open(path, "rb") as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    np.lib.format.read_array_header_1_0(fh)
+                else:
+                    np.lib.format.read_array_header_2_0(fh)
+        except (OSError, ValueError):
+            return False
+        return True
+    _pillow_limit_off()  # a large output is no bomb: only its header is read
+    try:
+        with Image.open(path) as im:
+            if im.format == "TIFF":
+                return im.tag_v2.get(_TIFF_SOFTWARE) == MARKER
+            if im.format == "JPEG":
+                return im.info.get("comment") in (MARKER.encode(), MARKER)
+            return im.info.get("Software") == MARKER
+    except Exception:  # anything Pillow raises on a file it cannot parse
+        return _tiff_marked(path)
+
+
+def _tiff_marked(path: str) -> bool:
+    """Whether `path` is a TIFF Pillow cannot open (16-bit grey + alpha) that carries the marker."""
+    try:
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            return tif.pages[0].tags.valueof(_TIFF_SOFTWARE) == MARKER
+    except Exception:  # not a TIFF, or not one tifffile parses: not ours
+        return False
+
+
+def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
+                overwrite: bool = False) -> bool:
+    """Write integer levels as an image file, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Final file name.
+    levels : (H, W) or (H, W, C) uint8 or uint16 ndarray, C in 2, 3, 4
+        Grey, grey + alpha, RGB or RGBA, 8- or 16-bit (16-bit grey + alpha: PNG
+        only). 16-bit colour TIFF needs imagecodecs (the ``deep`` extra).
+    fmt : {"png", "jpg", "tiff"}
+        PNG through :func:`convcli.io.png.write_png` (Up-filtered rows, a fast
+        deflate at level 1); JPEG at quality
+        :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF uncompressed.
+    overwrite : bool
+        Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
+        otherwise ``FileExistsError``); without it an existing file is kept.
+
+    Returns
+    -------
+    bool
+        True if written, False if the file existed and was kept.
+    """
+    if fmt not in _PIL_FORMATS:
+        raise ValueError(f"fmt must be one of {', '.join(_PIL_FORMATS)}; got {fmt!r}")
+    arr = np.ascontiguousarray(levels)
+    if fmt == "jpg":
+        if arr.dtype == np.uint16:
+            arr = np.rint(arr / 257.0).astype(np.uint8)
+        if arr.ndim == 3 and arr.shape[2] in (2, 4):
+            arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
+        if arr.ndim == 3 and arr.shape[2] == 1:
+            arr = arr[:, :, 0]
+    if fmt == "png":
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                write_png(fh, arr, text={"Software": MARKER})
+
+        return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        encoded = _deep_tiff(arr)
+        return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
+                            replaceable=written_by_convcli)
+    im = Image.fromarray(arr)
+    options = ({"quality": JPEG_QUALITY, "comment": MARKER} if fmt == "jpg" else
+               {"tiffinfo": _marked_tiff_info()})
+
+    def write(tmp: Path) -> None:
+        im.save(tmp, format=_PIL_FORMATS[fmt], **options)
+
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _marked_tiff_info() -> TiffImagePlugin.ImageFileDirectory_v2:
+    """TIFF tags for Pillow's writer: the Software tag that marks convcli's files."""
+    tags = TiffImagePlugin.ImageFileDirectory_v2()
+    tags[_TIFF_SOFTWARE] = MARKER
+    return tags
+
+
+def _deep_tiff(levels: np.ndarray) -> bytes:
+    """16-bit RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
+
+    Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
+    reads such files) does, with the Software tag that marks convcli's files
+    (Pillow reads the tag back, see :func:`written_by_convcli`).
+    """
+    try:
+        import imagecodecs
+    except ImportError:
+        raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
+                         "'convcli[deep]'") from None
+    return bytes(imagecodecs.tiff_encode(
+        levels, photometric="rgb", planarconfig="contig",
+        extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
+
+
+def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
+                durations=None, loop: int | None = 0, overwrite: bool = False) -> bool:
+    """Write a stack of integer levels as one animated PNG or multi-page TIFF, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Final file name.
+    levels : (m, H, W) or (m, H, W, C) uint8 or uint16 ndarray
+        One frame per entry of the first axis, as :func:`save_levels` takes one.
+    fmt : {"png", "tiff"}
+        See :func:`frame_writer`.
+    durations : sequence of (int or None), optional
+        Each frame's time on screen (ms) in an animated PNG.
+    loop : int or None
+        How many times an animated PNG plays (0 or None: for ever).
+    overwrite : bool
+        As for :func:`save_levels`.
+
+    Returns
+    -------
+    bool
+        True if written, False if the file existed and was kept.
+    """
+    stack = np.asarray(levels)
+    durations = list(durations) if durations is not None else [None] * len(stack)
+    with frame_writer(path, fmt=fmt, count=len(stack), loop=loop,
+                      overwrite=overwrite) as writer:
+        if writer is not None:
+            for frame, duration in zip(stack, durations, strict=True):
+                writer.add(frame, duration)
+    return writer is not None
+
+
+@contextmanager
+def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | None = 0,
+                 overwrite: bool = False) -> Iterator[FrameWriter | None]:
+    """A file of `count` frames written a frame at a time; it appears whole or not at all.
+
+    `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
+    `loop`), ``tiff`` (one uncompressed page per frame of levels, or of
+    float32 values, mode ``F``; no 16-bit colour) or ``npy`` (float32 values,
+    ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
+    :class:`FrameWriter`, or None where the file exists and is kept (see
+    :func:`save_levels` for `overwrite`). The file gets its name when the
+    block ends with every frame added; a block that raises leaves nothing.
+    """
+    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
+        if output.temporary is None:
+            yield None
+            return
+        with open(output.temporary, "w+b") as fh:
+            writer = FrameWriter(fh, fmt=fmt, count=count, loop=loop)
+            yield writer
+            writer.close()
+
+
+class FrameWriter:
+    """The frames of one file in :func:`frame_writer`'s format, written to `fh` as they come."""
+
+    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0):
+        if fmt not in ("png", "tiff", "npy"):
+            raise ValueError(f"fmt must be png, tiff or npy for frames; got {fmt!r}")
+        self._fh, self._fmt, self._count, self._loop = fh, fmt, count, loop
+        self._added, self._writer = 0, None
+
+    def add(self, frame: np.ndarray, duration=None) -> None:
+        """Write the next frame: levels (H, W[, C]), or float32 values (``npy``, ``F`` TIFF).
+
+        `duration` (ms, None: 100) is that of an animated PNG's frame.
+        """
+        if self._added == self._count:
+            raise ValueError(f"more than the {self._count} frames announced")
+        if self._fmt == "png":
+            self._png(np.ascontiguousarray(frame), duration)
+        elif self._fmt == "npy":
+            self._npy(np.asarray(frame, np.float32))
+        else:
+            self._tiff(np.ascontiguousarray(frame))
+        self._added += 1
+
+    def _png(self, frame: np.ndarray, duration) -> None:
+        if self._writer is None:
+            shape = frame.shape if frame.ndim == 3 else frame.shape + (1,)
+            self._writer = ApngWriter(self._fh, shape=shape, dtype=frame.dtype,
+                                      count=self._count, loop=self._loop,
+                                      text={"Software": MARKER})
+        self._writer.add(frame, duration)
+
+    def _npy(self, frame: np.ndarray) -> None:
+        if self._writer is None:  # the header of the whole (count, ...) array, as np.save's
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                      "fortran_order": False, "shape": (self._count,) + frame.shape}
+            np.lib.format.write_array_header_1_0(self._fh, header)
+            self._writer = frame.shape
+        if frame.shape != self._writer:
+            raise ValueError(f"a frame must be {self._writer}; got {frame.shape}")
+        self._fh.write(np.ascontiguousarray(frame).tobytes())
+
+    def _tiff(self, frame: np.ndarray) -> None:
+        if frame.ndim == 3 and frame.shape[2] == 1:
+            frame = frame[:, :, 0]
+        if frame.dtype == np.uint16 and frame.ndim == 3:
+            raise ValueError("16-bit colour TIFF stacks are not written; use --format png or npy")
+        if self._writer is None:
+            self._writer = _PageAppender(self._fh)
+        page = _float_image(frame) if frame.dtype == np.float32 else Image.fromarray(frame)
+        page.save(self._writer, format="TIFF", tiffinfo=_marked_tiff_info())
+        self._writer.newFrame()
+
+    def close(self) -> None:
+        """Finish the file; ValueError if frames are missing."""
+        if self._added != self._count:
+            raise ValueError(f"{self._added} frames written of {self._count}")
+        if self._fmt in ("png", "tiff"):
+            self._writer.close()
+
+
+class _PageAppender(TiffImagePlugin.AppendingTiffWriter):
+    """Pillow's appending TIFF writer, each new page linked from where the last walk ended.
+
+    Pillow walks the chain of pages from the first for every page added
+    (20000 pages: about 2 * 10^8 reads); the walk here starts at the last
+    page's link, so the same bytes come in time linear in the pages.
+    """
+
+    _last_link: int | None = None
+
+    def skipIFDs(self) -> None:  # noqa: N802 - Pillow's name
+        if self._last_link is not None:
+            self.f.seek(self._last_link)
+        super().skipIFDs()
+        self._last_link = self.whereToWriteNewIFDOffset
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
+    """Write `array` as float32 ``.npy``, atomically (see :func:`save_levels`).
+
+    With `overwrite`, an existing file is replaced only if it is a valid ``.npy``
+    (see :func:`written_by_convcli`).
+    """
+    data = np.asarray(array, dtype=np.float32)
+
+    def write(tmp: Path) -> None:
+        # An open file, so that np.save does not append ".npy" to the temporary name.
+        with open(tmp, "wb") as fh:
+            np.save(fh, data, allow_pickle=False)
+
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
+                    overwrite: bool = False) -> bool:
+    """Write one channel of values as a 32-bit float TIFF, atomically (``--normalize none``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Final file name.
+    values : (H, W) ndarray, or (m, H, W) for one page per frame
+        Written as float32 (Pillow's mode ``F``: one sample of 32-bit IEEE float
+        per pixel, uncompressed), readable by Pillow, tifffile and ImageMagick.
+    overwrite : bool
+        As for :func:`save_levels`.
+
+    Returns
+    -------
+    bool
+        True if written, False if the file existed and was kept.
+    """
+    data = np.ascontiguousarray(values, dtype=np.float32)
+    if data.ndim == 3:
+        return save_frames(path, data, fmt="tiff", overwrite=overwrite)
+    if data.ndim != 2:
+        raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
+    im = _float_image(data)
+
+    def write(tmp: Path) -> None:
+        im.save(tmp, format="TIFF", tiffinfo=_marked_tiff_info())
+
+    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
+
+
+def _float_image(data: np.ndarray) -> Image.Image:
+    """A float32 (H, W) array as a Pillow image of mode ``F``."""
+    return Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])
