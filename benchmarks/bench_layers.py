@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 import convcli  # noqa: E402
 from convcli import conv_backward, conv_forward, pool_backward, pool_forward  # noqa: E402
 from convcli.layers._engine.tiles import set_threads, usable_cores  # noqa: E402
-from convcli.layers.conv import depthwise_conv_forward  # noqa: E402
+from convcli.layers.depthwise import depthwise_conv_forward  # noqa: E402
 
 try:
     import torch

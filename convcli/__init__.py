@@ -21,8 +21,8 @@ _EXPORTS = {
     "conv_backward": "layers.conv",
     "conv_forward": "layers.conv",
     "conv_single_step": "layers.conv",
-    "depthwise_conv_backward": "layers.conv",
-    "depthwise_conv_forward": "layers.conv",
+    "depthwise_conv_backward": "layers.depthwise",
+    "depthwise_conv_forward": "layers.depthwise",
     "PAD_MODES": "layers.padding",
     "pad_images": "layers.padding",
     "zero_pad": "layers.padding",
@@ -34,13 +34,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from .layers.conv import (
-        conv_backward,
-        conv_forward,
-        conv_single_step,
-        depthwise_conv_backward,
-        depthwise_conv_forward,
-    )
+    from .layers.conv import conv_backward, conv_forward, conv_single_step
+    from .layers.depthwise import depthwise_conv_backward, depthwise_conv_forward
     from .layers.padding import PAD_MODES, pad_images, zero_pad
     from .layers.pooling import (
         POOL_MODES,

@@ -21,6 +21,7 @@ from reference import (
 )
 
 import convcli
+import convcli.layers.depthwise
 from convcli import (
     conv_backward,
     conv_forward,
@@ -1346,7 +1347,7 @@ def test_dilation_matches_torch(layer, stride, pad, dilation):
 def test_depthwise_dense_and_tap_paths_match_the_loop(
     monkeypatch, dense_channels, stride, pad, n_C_prev
 ):
-    monkeypatch.setattr(convcli.layers.conv, "DENSE_DEPTHWISE_CHANNELS", dense_channels)
+    monkeypatch.setattr(convcli.layers.depthwise, "DENSE_DEPTHWISE_CHANNELS", dense_channels)
     A, W, b = conv_case(stride + n_C_prev, 2, 9, 8, n_C_prev, 3, 2, depthwise=True)
     Z, cache = depthwise_conv_forward(A, W, b, hp(stride, pad))
     assert_matches(Z, depthwise_conv_forward_loop(A, W, b, hp(stride, pad)), np.float64)

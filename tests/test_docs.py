@@ -120,3 +120,10 @@ def test_the_cluster_recipe_parses():
     context = main.make_context("convcli", list(words), resilient_parsing=False)
     name, sub, rest = main.resolve_command(context, list(words))
     sub.make_context(name, rest, parent=context)
+
+
+def test_the_library_reference_is_made_from_the_docstrings_as_they_are():
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "make_reference.py"), "--check"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr

@@ -30,12 +30,12 @@ from reference import (
 
 from convcli import conv_backward, conv_forward, pool_backward, pool_forward
 from convcli.choices import POOL_MODES
-from convcli.layers import conv as conv_module
+from convcli.layers import depthwise as depthwise_layer
 from convcli.layers._engine import correlate as correlate_engine
 from convcli.layers._engine import depthwise as depthwise_engine
 from convcli.layers._engine import pool as pool_engine
 from convcli.layers._engine import tiles
-from convcli.layers.conv import depthwise_conv_forward
+from convcli.layers.depthwise import depthwise_conv_forward
 
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
 TILE_SIZES = [1, 60, 400, 3000, 10**7]
@@ -378,7 +378,7 @@ def test_small_calls_stay_on_the_calling_thread(monkeypatch):
     # A call with the work for several threads hands tiles to them (the tap engine's
     # tiles: the matmul engine's are larger than this image).
     monkeypatch.setattr(tiles, "WORK_PER_THREAD", 1)
-    monkeypatch.setattr(conv_module, "DENSE_DEPTHWISE_CHANNELS", 0)
+    monkeypatch.setattr(depthwise_layer, "DENSE_DEPTHWISE_CHANNELS", 0)
     Z, _ = depthwise_conv_forward(A, W, b, hp)
     assert handed and np.array_equal(Z, depthwise_conv_forward(A, W, b, hp)[0])
 

@@ -189,7 +189,7 @@ def test_every_tool_is_tested():
 
 
 def test_the_border_table_has_a_row_for_each_border_mode_and_no_other():
-    from convcli.app.explain import BORDERS
+    from convcli.app.borders import BORDERS
 
     assert tuple(BORDERS) == BORDER_MODES
 
@@ -199,7 +199,7 @@ def test_a_mode_added_or_removed_in_choices_stops_the_import_by_name(monkeypatch
     odd = (set(modes) ^ set(choices.PAD_MODES)).pop()
     monkeypatch.setattr(choices, "PAD_MODES", modes)
     with pytest.raises(LookupError, match=f"border table .*{odd!r}"):
-        import_afresh("convcli.app.explain")
+        import_afresh("convcli.app.borders")
 
 
 @pytest.mark.parametrize("target", EXPLAIN_TARGETS)
@@ -403,7 +403,8 @@ def test_a_hostile_file_name_gives_magick_exactly_its_words(tmp_path, name):
 
 @pytest.mark.parametrize("mode", choices.PAD_MODES)
 def test_a_tool_without_a_border_mode_is_said_to_have_no_equivalent(mode):
-    from convcli.app.explain import BORDERS, NO_EQUIVALENT, conventions, explain
+    from convcli.app.borders import BORDERS, NO_EQUIVALENT
+    from convcli.app.explain import conventions, explain
     from convcli.app.ops import ConvOp, PadOp
     from convcli.kernels import get_kernel
 

@@ -329,3 +329,28 @@ def test_merging_a_fragment_takes_it_once(tmp_path):
     assert merge_fragments(str(tmp_path)) == 1
     assert manifest_records(tmp_path) == [{"output": "a"}, {"output": "b"}]
     assert [p.name for p in tmp_path.iterdir()] == [MANIFEST]
+
+
+@pytest.mark.parametrize("frames", [1, 3])
+def test_a_16_bit_input_written_as_jpeg_records_8_bit_levels(tmp_path, frames):
+    # output_depth: min(the picture's depth, the format's). Without it a 16-bit input
+    # written as JPEG recorded top 65535 and a scale 257 times too large.
+    import tifffile
+    from PIL import Image
+
+    values = (np.arange(48 * 64).reshape(48, 64) * 20 % 65536).astype(np.uint16)
+    stack = np.stack([values, 65535 - values, values // 2])[:frames]
+    with tifffile.TiffWriter(tmp_path / "deep.tif") as tif:
+        for page in stack:
+            tif.write(page, photometric="minisblack")
+    result = run("pool", "--mode", "average", "--size", "2", "--format", "jpg",
+                 tmp_path / "deep.tif", "-o", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.output
+    records = [r for r in manifest_records(tmp_path / "out") if r["output"].endswith(".jpg")]
+    assert records and all(r["top"] == 255 for r in records)
+    record = records[0]
+    pooled = stack[0].reshape(24, 2, 32, 2).astype(np.float64).mean(axis=(1, 3))
+    expected = np.clip(np.rint(record["scale"] * pooled + record["offset"]), 0, 255)
+    with Image.open(tmp_path / "out" / record["output"]) as im:
+        written = np.asarray(im.convert("L"), np.float64)
+    assert abs(written - expected).mean() < 3  # JPEG's loss, not a factor of 257

@@ -231,3 +231,16 @@ def test_a_new_operation_gets_the_dry_run_size_and_strips_from_its_own_methods()
 
     assert output_size(Halve(), 30, 41) == (15, 20)
     assert row_geometry(Halve(), 30, 41) is None and not in_strips(Halve())
+
+
+def test_every_operation_has_every_member_of_the_operation_protocol():
+    # The protocol is only a type: a missing method showed as an AttributeError where it was
+    # first called (a traceback in --dry-run, "internal error" for a TIFF).
+    from convcli.app.ops import OPERATIONS, Operation
+
+    members = {name for name in vars(Operation) if not name.startswith("_")}
+    members |= set(Operation.__annotations__)
+    assert {"row_geometry", "output_size", "border_fill", "computed_whole"} <= members
+    for operation in OPERATIONS:
+        missing = sorted(m for m in members if not hasattr(operation, m))
+        assert not missing, f"{operation.__name__}: {missing}"

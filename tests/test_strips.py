@@ -20,7 +20,7 @@ from convcli.app.strips import (
 from convcli.choices import CHANNEL_MODES, COMBINE_MODES, PAD_MODES, POOL_MODES
 from convcli.io.images import Picture
 from convcli.kernels import Kernel
-from convcli.layers import conv
+from convcli.layers import depthwise
 from convcli.layers._engine import correlate
 
 CHANNELS = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
@@ -50,7 +50,7 @@ def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: bool = Tru
     a cluster's tasks compute it), each band in strips from its first row.
     """
     dense_channels = 4 if dense else 0
-    with np.errstate(all="ignore"), mock.patch.object(conv, "DENSE_DEPTHWISE_CHANNELS",
+    with np.errstate(all="ignore"), mock.patch.object(depthwise, "DENSE_DEPTHWISE_CHANNELS",
                                                       dense_channels):
         # As a file is processed: inf - inf is NaN, no warning.
         whole = np.asarray(op.compute(pic), np.float32)

@@ -181,3 +181,21 @@ def test_import_problems_are_found(tmp_path):
 def test_imports_go_only_downward_without_cycles():
     problems = import_problems(convcli_imports(PACKAGE))
     assert not problems, "\n".join(problems)
+
+
+MAX_MODULE_LINES = 600
+MAX_CLASS_LINES = 250
+
+
+def test_no_module_or_class_is_over_the_limits():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE.parent).as_posix()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno >= MAX_CLASS_LINES:
+                found.append(f"{where}:{node.lineno} class {node.name}: "
+                             f"{node.end_lineno - node.lineno + 1} lines")
+    assert not found, "\n".join(found)

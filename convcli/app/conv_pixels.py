@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..choices import COMBINE_MODES, keyed_by
-from ..layers.conv import conv_forward, depthwise_conv_forward
+from ..layers.conv import conv_forward
+from ..layers.depthwise import depthwise_conv_forward
 from ..layers.padding import fill_border, pad_images, pad_images_as
 from ..levels.mapping import luminance
 from .op_helpers import as_batch

@@ -2,7 +2,7 @@
 
 Border modes: ``constant``, ``edge``, ``reflect``, ``symmetric`` and ``wrap``, numpy's
 ``np.pad`` names (their names in scipy, OpenCV, PyTorch and ImageMagick are tabled once,
-in :data:`convcli.app.explain.BORDERS`; ``convcli explain pad --mode M`` prints them).
+in :data:`convcli.app.borders.BORDERS`; ``convcli explain pad --mode M`` prints them).
 On the row ``a b c d``, padded by 2: ``constant`` gives ``0 0 | a b c d | 0 0``,
 ``edge`` ``a a | a b c d | d d``, ``reflect`` ``c b | a b c d | c b`` (the edge
 value is not repeated), ``symmetric`` ``b a | a b c d | d c`` (it is), and
