@@ -26,8 +26,10 @@ def _folder_run(photo, folder, *args):
 def test_o_file_writes_the_one_image_of_a_single_kernel(photo, tmp_path):
     target = tmp_path / "edges.png"
     result = ok("conv", "-k", "vertical", photo, "-o", target)
-    assert result.stderr.rstrip().endswith(f"output in {target}")
+    assert result.stderr == ""  # one file named and written: nothing to say, as cp
     assert target.is_file()
+    verbose = ok("conv", "-k", "vertical", photo, "-o", target, "--overwrite", "-v")
+    assert verbose.stderr.rstrip().endswith(f"output in {target}")
     folder = _folder_run(photo, tmp_path / "ref", "conv", "-k", "vertical")
     np.testing.assert_array_equal(read(target), read(folder / "photo_conv-vertical-sum.png"))
     assert names(tmp_path) == sorted(["edges.png", "photo.png", "ref/photo_conv-vertical-sum.png"])
@@ -93,7 +95,7 @@ def test_o_file_written_by_convcli_is_replaced(photo, tmp_path):
     """A file named with -o is the result asked for: a run with other options replaces it."""
     target = tmp_path / "small.png"
     ok("pool", "--size", "2", photo, "-o", target)
-    again = ok("pool", "--size", "4", photo, "-o", target)
+    again = ok("pool", "--size", "4", photo, "-o", target, "-v")
     assert "1 processed, 0 skipped" in again.stderr
     with Image.open(target) as im:
         assert im.size == (10, 7)
@@ -333,3 +335,14 @@ def test_the_command_line_choices_are_the_library_names():
     assert tuple(FORMATS) == choices.FORMAT_NAMES
     assert padding.PAD_MODES is choices.PAD_MODES and pooling.POOL_MODES is choices.POOL_MODES
     assert levels.MAPPINGS is choices.MAPPINGS
+
+
+def test_frames_written_to_files_of_their_own_are_named_in_the_summary(tmp_path):
+    # -o x.jpg of a 6-frame GIF wrote x_f0.jpg ... x_f5.jpg and said "output in x.jpg".
+    frames = [Image.new("RGB", (8, 6), (40 * k, 0, 0)) for k in range(6)]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=50)
+    result = ok("pool", "--mode", "average", tmp_path / "anim.gif", "-o", tmp_path / "x.jpg")
+    assert not (tmp_path / "x.jpg").exists()
+    assert sorted(p.name for p in tmp_path.glob("x_f*.jpg")) == [f"x_f{k}.jpg" for k in range(6)]
+    assert result.stderr.rstrip().endswith(
+        f"6 outputs in {tmp_path} (x_f0.jpg ... x_f5.jpg), not {tmp_path / 'x.jpg'}")

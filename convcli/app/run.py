@@ -172,6 +172,8 @@ class _BatchRun:
         self.counts = {"done": 0, "skipped": 0, "failed": 0, "stopped": 0}
         self.usage_failed = False  # a file failed for a usage error: exit 2
         self.written = 0  # output files written
+        self.written_paths: list[str] = []  # with -o FILE: the files written
+        self.out_file_run = False
         self.hints_said: set[str] = set()
         self.started = time.monotonic()
         self.total: int | None = None  # the number of tasks, once known
@@ -199,13 +201,19 @@ class _BatchRun:
                 return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
             check_folder(target.folder)  # before a cluster is started or reached
             self._open_engine(stack)
-            if target.stdout and not self.reporter.verbose:
+            # One file to -o FILE or -o -: nothing said on success (as cp and convert), -v says it.
+            self.out_file_run = bool(target.out_file)
+            quiet = self.reporter.quiet
+            if self.out_file_run and not self.reporter.verbose:
                 self.reporter.quiet = True
             status = self._run_planned(paths, target, shown, tasks, first)
             if tasks.error is not None and status not in (130, 143):
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
-            where = target.where(self.out_dir, written=self.written or self.counts["skipped"])
+            where = target.where(self.out_dir, written=self.written or self.counts["skipped"],
+                                 paths=tuple(self.written_paths))
+            if not target.stdout and self.written_paths not in ([], [target.out_file]):
+                self.reporter.quiet = quiet  # what was written is not the file named: said
             self._summarise(where, interrupted=status in (130, 143),
                             stopped=self.store_failed)
             if target.stdout and self.counts["done"]:
@@ -328,6 +336,8 @@ class _BatchRun:
         self.usage_failed = self.usage_failed or result.usage
         self.store_failed = self.store_failed or bool(result.fatal)
         self.written += len(result.outputs)
+        if self.out_file_run:
+            self.written_paths.extend(result.outputs)
         if self.manifest is not None and result.records:
             self.manifest.add(result)
         self.engine.result_kept(result)  # a copy of its lines kept on the way is let go

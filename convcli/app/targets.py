@@ -34,13 +34,24 @@ class Target:
     out_file: str = ""
     stdout: bool = False
 
-    def where(self, out_dir: str, *, written: bool = True) -> str:
-        """Where the outputs are, for the summary; `written`: whether any is there."""
+    def where(self, out_dir: str, *, written: bool = True, paths: tuple[str, ...] = ()) -> str:
+        """Where the outputs are, for the summary; `written`: whether any is there.
+
+        `paths`, for ``-o FILE``: the files written, where they are not the one
+        named (a file's frames, each to a file of its own, say).
+        """
         if not written:
             return "no outputs written"
         if self.stdout:
             return "output to standard output"
-        return f"output in {out_dir}" if self.out_file else f"outputs in {out_dir}"
+        if not self.out_file:
+            return f"outputs in {out_dir}"
+        if paths and list(paths) != [self.out_file]:
+            names = [os.path.basename(p) for p in paths]
+            shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
+            return (f"{len(names)} outputs in {self.folder} ({shown}), not {out_dir}"
+                    if len(names) > 1 else f"output in {paths[0]}, not {out_dir}")
+        return f"output in {out_dir}"
 
 
 def in_memory_path(paths) -> str | None:
