@@ -158,3 +158,33 @@ def test_a_small_work_size_is_said_in_a_unit_that_shows_it(tmp_path):
     assert result.exit_code == 0, result.output
     assert "0.0 GiB" not in result.stderr
     assert "MiB; over the --memory budget" in result.stderr
+
+
+@pytest.mark.parametrize("greeting", [b"", b"HTTP/1.1 400 Bad Request\r\n\r\n"])
+def test_a_scheduler_address_that_is_no_dask_scheduler_is_one_line(tmp_path, monkeypatch,
+                                                                    greeting):
+    # An HTTP server's port hung for minutes, or ended in "Unable to allocate 3.07 EiB".
+    import contextlib
+    import socket
+    import threading
+
+    pytest.importorskip("distributed")
+    from convcli.engines import dask
+
+    monkeypatch.setattr(dask, "HANDSHAKE_SECONDS", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer():
+        with listener:
+            connection, _ = listener.accept()
+            with connection, contextlib.suppress(OSError):  # the client leaves as it likes
+                connection.sendall(greeting)
+                connection.recv(1)  # held open until the client leaves
+
+    threading.Thread(target=answer, daemon=True).start()
+    image = make_image(tmp_path / "a.png")
+    result = run("pool", image, "-o", tmp_path / "out", "--scheduler", f"tcp://127.0.0.1:{port}")
+    assert result.exit_code == 1
+    assert_one_line_error(result, 1, f"127.0.0.1:{port} is not a Dask scheduler")
+    assert not (tmp_path / "out").exists()

@@ -153,10 +153,44 @@ def _check_reachable(address: str, timeout: float) -> None:
     if "://" in rest or not sep or not port.isdigit():
         return
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        connection = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
+    with connection:
+        _check_greeting(connection, address)
+
+
+HANDSHAKE_SECONDS = 5.0
+"""How long a scheduler has to send its handshake, which it sends as soon as it is reached."""
+
+_LARGEST_HANDSHAKE = 1 << 20  # bytes: a Dask handshake is a few dozen
+
+
+def _check_greeting(connection, address: str) -> None:
+    """Raise ClusterError unless what listens at `address` greets as a Dask scheduler.
+
+    A scheduler writes its handshake (an 8-byte length, then a small msgpack
+    message) the moment a client connects. An HTTP server (the dashboard's
+    port, 8787, beside the scheduler's 8786) says nothing until asked, and
+    Dask's client waited on it for minutes, or read a length of exabytes.
+    """
+    connection.settimeout(HANDSHAKE_SECONDS)
+    header = b""
+    try:
+        while len(header) < 8:
+            part = connection.recv(8 - len(header))
+            if not part:
+                break
+            header += part
+    except OSError:  # a timeout: nothing said
+        pass
+    length = int.from_bytes(header, "little") if len(header) == 8 else 0
+    if not 0 < length <= _LARGEST_HANDSHAKE:
+        said = "said nothing" if not header else "answered in another protocol"
+        raise ClusterError(f"{address} is not a Dask scheduler: it {said} in "
+                           f"{HANDSHAKE_SECONDS:g} s (a dashboard or web server? a scheduler "
+                           "listens on 8786, its dashboard on 8787)")
 
 
 def close(client) -> None:
