@@ -414,3 +414,32 @@ def test_a_tool_without_a_border_mode_is_said_to_have_no_equivalent(mode):
         assert (NO_EQUIVALENT in table) == (BORDERS[mode].torch is None)
         for target in ("scipy", "opencv", "torch", "skimage", "magick"):
             assert "mode=None" not in explain(op, target)
+
+
+@pytest.mark.parametrize(("installed", "program"), [
+    ({"magick": "/usr/bin/magick", "convert": "/usr/bin/convert"}, "magick"),
+    ({"convert": "IM6"}, "convert"),  # Debian 12: ImageMagick 6 only
+    ({"convert": "other"}, "magick"),  # a convert that is not ImageMagick's
+    ({}, "magick"),
+])
+def test_the_magick_scripts_use_the_imagemagick_installed(monkeypatch, installed, program):
+    import shutil
+    import subprocess
+    from types import SimpleNamespace
+
+    from convcli.app import explain as explain_module
+    from convcli.app.ops import ConvOp, PadOp, PoolOp
+    from convcli.kernels import get_kernel
+
+    monkeypatch.setattr(shutil, "which", installed.get)
+    said = {"IM6": "Version: ImageMagick 6.9.11-60 Q16", "other": "convert: not ImageMagick"}
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: SimpleNamespace(
+        stdout=said.get(args[0], "Version: ImageMagick 7.1"), returncode=0))
+    explain_module.magick_program.cache_clear()  # what is installed, asked once a process
+    try:
+        for op in (ConvOp((get_kernel("vertical"),)), PoolOp(size=2), PadOp(pad=1)):
+            commands = [line for line in explain_module.explain(op, "magick").splitlines()
+                        if not line.startswith("#")]
+            assert commands and all(line.split()[0] == program for line in commands)
+    finally:
+        explain_module.magick_program.cache_clear()

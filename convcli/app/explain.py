@@ -15,7 +15,10 @@ the bias, then ``--combine``.
 
 from __future__ import annotations
 
+import functools
 import shlex
+import shutil
+import subprocess
 import textwrap
 
 import numpy as np
@@ -412,7 +415,7 @@ def _magick_conv(op: ConvOp) -> list[str]:
         values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
         bias = ["-define", f"convolve:bias={op.bias!r}"] if op.bias else []
         lines.append(shlex.join(
-            ["magick", "IN.png", "-alpha", "off", *gray, "-virtual-pixel", method,
+            [magick_program(), "IN.png", "-alpha", "off", *gray, "-virtual-pixel", method,
              "-define", "convolve:scale=1", *bias, "-morphology", "Correlate",
              f"{w}x{h}:{values}", f"OUT_{k.label}.tiff"]))
     if nearest:
@@ -436,7 +439,7 @@ def _magick_pad(op: PadOp) -> list[str]:
     lines = [
         "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
         "# copies the pixels exactly.",
-        shlex.join(["magick", "IN.png", "-virtual-pixel", *fill, "-filter", "point",
+        shlex.join([magick_program(), "IN.png", "-virtual-pixel", *fill, "-filter", "point",
                     "-interpolate", "integer", "-set", "option:distort:viewport",
                     f"%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}", "-distort", "SRT", "0",
                     "+repage", "OUT.tiff"])]
@@ -445,13 +448,37 @@ def _magick_pad(op: PadOp) -> list[str]:
     return lines
 
 
+@functools.cache
+def magick_program() -> str:
+    """The ImageMagick command the scripts use: ``magick`` (version 7), or ``convert`` where only
+    ImageMagick 6 is installed (Debian 12's), which has no ``magick``."""
+    if shutil.which("magick") is None and _is_imagemagick(shutil.which("convert")):
+        return "convert"
+    return "magick"
+
+
+def _is_imagemagick(program: str | None) -> bool:
+    """Whether `program` (a path, or None) is ImageMagick's: ``-version`` says so."""
+    if program is None:
+        return False
+    try:
+        done = subprocess.run([program, "-version"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.stdout.startswith("Version: ImageMagick")
+
+
 def _magick(op, kind: str) -> str:
     """The ImageMagick command line for `op`, and what differs in its result.
 
     Each command line is made by ``shlex.join`` of its words.
     """
+    program = magick_program()
+    version = ("ImageMagick 6 (`convert`, the one installed here; ImageMagick 7: `magick`)"
+               if program == "convert" else "ImageMagick 7 (`magick`; ImageMagick 6: `convert`)")
     lines = [f"# Needs ImageMagick: {_INSTALL['magick']}.",
-             "# ImageMagick 7 (`magick`; ImageMagick 6: `convert`). It clips every result to",
+             f"# {version}. It clips every result to",
              "# the image's range (0..white): negative responses become 0 unless it is built",
              "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
              "# values then in 0..1, not the file's 0-255 scale). It has no stride."]
@@ -459,12 +486,12 @@ def _magick(op, kind: str) -> str:
         lines += _magick_conv(op)
     elif kind == "pool":
         stat = "Maximum" if op.mode == "max" else "Mean"
-        lines += [shlex.join(["magick", "IN.png", "-statistic", stat, f"{op.size}x{op.size}",
+        lines += [shlex.join([program, "IN.png", "-statistic", stat, f"{op.size}x{op.size}",
                               "OUT_filtered.tiff"]),
                   "# then every stride-th window: -statistic centres each window on its pixel; "
                   "for --stride equal",
                   f"# to --size, {'-scale' if op.mode == 'average' else '-sample'} does it at "
-                  "once (average: magick IN.png -scale 50% for --size 2)."]
+                  f"once (average: {program} IN.png -scale 50% for --size 2)."]
     else:
         lines += _magick_pad(op)
     return "\n".join(lines) + "\n"
