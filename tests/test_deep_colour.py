@@ -118,12 +118,15 @@ def test_the_command_line_without_imagecodecs_says_8_bits(tmp_path):
         np.testing.assert_array_equal(np.asarray(im), (_max_pool(arr, 2) >> 8).astype(np.uint8))
 
 
-def test_16_bit_colour_tiff_output_names_the_extra_when_it_is_missing(monkeypatch):
+def test_16_bit_colour_tiff_output_needs_no_extra(monkeypatch, tmp_path):
     import sys
 
+    import tifffile
+
     monkeypatch.setitem(sys.modules, "imagecodecs", None)
-    with pytest.raises(ValueError, match=r"convcli\[deep\]"):
-        image_files._deep_tiff(deep_pixels(3))
+    levels = deep_pixels(3)
+    assert image_files.save_levels(tmp_path / "deep.tif", levels, fmt="tiff")
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "deep.tif"), levels)
 
 
 def test_run_helper_reads_deep_colour(tmp_path):

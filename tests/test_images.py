@@ -388,3 +388,25 @@ def test_jpeg_reads_as_pillow_where_simplejpeg_cannot_be_imported(tmp_path, monk
         pic = read_image(path)
         np.testing.assert_array_equal(pic.pixels, _as_pillow_reads(path), err_msg=path.name)
         assert (pic.white, pic.depth, pic.notes) == (255.0, 8, ())
+
+
+@pytest.mark.parametrize("mode", ["L", "LA", "RGB", "RGBA"])
+def test_every_tiff_written_is_deflated_with_the_predictor(tmp_path, mode):
+    # Small --format tiff outputs were written uncompressed.
+    import tifffile
+
+    source = make_image(tmp_path / "a.png", mode)
+    for fmt in ("tiff", "png"):
+        result = run("pool", source, "-o", tmp_path / fmt, "--format", fmt, "-q")
+        assert result.exit_code == 0, result.output
+    written = sorted((tmp_path / "tiff").glob("*.tiff"))
+    assert written
+    for path in written:
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages[0]
+            assert page.compression == tifffile.COMPRESSION.ADOBE_DEFLATE
+            assert page.predictor == tifffile.PREDICTOR.HORIZONTAL
+            assert page.tags["Software"].value == "convcli"
+            values = page.asarray()
+        with Image.open(tmp_path / "png" / path.with_suffix(".png").name) as png:
+            np.testing.assert_array_equal(values, np.asarray(png))

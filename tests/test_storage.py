@@ -152,7 +152,8 @@ def test_one_object_to_one_object(s3, bucket, tmp_path):
     env, fs = s3
     make_image(tmp_path / "a.png", "RGB")
     fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
-    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png")
+    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png",
+                      "-v")
     assert result.returncode == 0, result.stderr
     assert result.stderr.rstrip().endswith(f"output in s3://{bucket}/small.png")
     local = _convcli(env, "pool", tmp_path / "a.png", "-o", tmp_path / "small.png")

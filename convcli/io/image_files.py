@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, TiffImagePlugin
+from PIL import Image
 
 from .formats import MARKER
 from .images import _pillow_limit_off
@@ -96,7 +96,8 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     fmt : {"png", "jpg", "tiff"}
         PNG through :func:`convcli.io.png.write_png` (Up-filtered rows, a fast
         deflate at level 1); JPEG at quality
-        :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF uncompressed.
+        :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF deflated with the
+        horizontal predictor (:func:`write_tiff`).
     overwrite : bool
         Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
         otherwise ``FileExistsError``); without it an existing file is kept.
@@ -122,13 +123,11 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
                 write_png(fh, arr, text={"Software": MARKER})
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-    if fmt == "tiff" and arr.dtype == np.uint16 and arr.ndim == 3 and arr.shape[2] in (3, 4):
-        encoded = _deep_tiff(arr)
-        return write_atomic(path, lambda tmp: tmp.write_bytes(encoded), overwrite=overwrite,
+    if fmt == "tiff":
+        return write_atomic(path, lambda tmp: write_tiff(tmp, arr), overwrite=overwrite,
                             replaceable=written_by_convcli)
     im = Image.fromarray(arr)
-    options = ({"quality": JPEG_QUALITY, "comment": MARKER} if fmt == "jpg" else
-               {"tiffinfo": _marked_tiff_info()})
+    options = {"quality": JPEG_QUALITY, "comment": MARKER}
 
     def write(tmp: Path) -> None:
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
@@ -136,28 +135,28 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
 
-def _marked_tiff_info() -> TiffImagePlugin.ImageFileDirectory_v2:
-    """TIFF tags for Pillow's writer: the Software tag that marks convcli's files."""
-    tags = TiffImagePlugin.ImageFileDirectory_v2()
-    tags[_TIFF_SOFTWARE] = MARKER
-    return tags
+def write_tiff(file, image: np.ndarray) -> None:
+    """Write `image` as one TIFF page to `file` (a path or a tifffile.TiffWriter), deflated.
 
-
-def _deep_tiff(levels: np.ndarray) -> bytes:
-    """16-bit RGB or RGBA `levels` as an uncompressed TIFF, by imagecodecs.
-
-    Pillow writes no 16-bit colour TIFF; imagecodecs (the ``deep`` extra, which
-    reads such files) does, with the Software tag that marks convcli's files
-    (Pillow reads the tag back, see :func:`written_by_convcli`).
+    Levels (uint8, uint16: grey, grey + alpha, RGB, RGBA) with the horizontal
+    predictor, float32 values (one channel) without one; TIFF's compression 8
+    (Adobe deflate), which libtiff, Pillow, vips and every viewer read, and the
+    Software tag that marks convcli's files.
     """
-    try:
-        import imagecodecs
-    except ImportError:
-        raise ValueError("16-bit colour TIFF output needs imagecodecs: pip install "
-                         "'convcli[deep]'") from None
-    return bytes(imagecodecs.tiff_encode(
-        levels, photometric="rgb", planarconfig="contig",
-        extrasample="unassalpha" if levels.shape[2] == 4 else None, software=MARKER))
+    import tifffile  # only where a TIFF is written
+
+    channels = image.shape[2] if image.ndim == 3 else 1
+    data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
+    options = {
+        "photometric": "rgb" if channels >= 3 else "minisblack", "planarconfig": "contig",
+        "extrasamples": ["unassalpha"] if channels in (2, 4) else None,
+        "compression": "zlib", "predictor": image.dtype.kind in "ui" or None,
+        "software": MARKER, "metadata": None,
+    }
+    if isinstance(file, tifffile.TiffWriter):
+        file.write(data, **options)
+    else:
+        tifffile.imwrite(file, data, **options)
 
 
 def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
@@ -260,15 +259,11 @@ class FrameWriter:
         self._fh.write(np.ascontiguousarray(frame).tobytes())
 
     def _tiff(self, frame: np.ndarray) -> None:
-        if frame.ndim == 3 and frame.shape[2] == 1:
-            frame = frame[:, :, 0]
-        if frame.dtype == np.uint16 and frame.ndim == 3:
-            raise ValueError("16-bit colour TIFF stacks are not written; use --format png or npy")
+        import tifffile  # only where a TIFF is written
+
         if self._writer is None:
-            self._writer = _PageAppender(self._fh)
-        page = _float_image(frame) if frame.dtype == np.float32 else Image.fromarray(frame)
-        page.save(self._writer, format="TIFF", tiffinfo=_marked_tiff_info())
-        self._writer.newFrame()
+            self._writer = tifffile.TiffWriter(self._fh)
+        write_tiff(self._writer, frame)
 
     def close(self) -> None:
         """Finish the file; ValueError if frames are missing."""
@@ -276,23 +271,6 @@ class FrameWriter:
             raise ValueError(f"{self._added} frames written of {self._count}")
         if self._fmt in ("png", "tiff"):
             self._writer.close()
-
-
-class _PageAppender(TiffImagePlugin.AppendingTiffWriter):
-    """Pillow's appending TIFF writer, each new page linked from where the last walk ended.
-
-    Pillow walks the chain of pages from the first for every page added
-    (20000 pages: about 2 * 10^8 reads); the walk here starts at the last
-    page's link, so the same bytes come in time linear in the pages.
-    """
-
-    _last_link: int | None = None
-
-    def skipIFDs(self) -> None:  # noqa: N802 - Pillow's name
-        if self._last_link is not None:
-            self.f.seek(self._last_link)
-        super().skipIFDs()
-        self._last_link = self.whereToWriteNewIFDOffset
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = False) -> bool:
@@ -320,8 +298,8 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
     path : str or path-like
         Final file name.
     values : (H, W) ndarray, or (m, H, W) for one page per frame
-        Written as float32 (Pillow's mode ``F``: one sample of 32-bit IEEE float
-        per pixel, uncompressed), readable by Pillow, tifffile and ImageMagick.
+        Written as float32 (one sample of 32-bit IEEE float per pixel, deflated:
+        :func:`write_tiff`), readable by Pillow, tifffile and ImageMagick.
     overwrite : bool
         As for :func:`save_levels`.
 
@@ -335,14 +313,5 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
         return save_frames(path, data, fmt="tiff", overwrite=overwrite)
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
-    im = _float_image(data)
-
-    def write(tmp: Path) -> None:
-        im.save(tmp, format="TIFF", tiffinfo=_marked_tiff_info())
-
-    return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-
-
-def _float_image(data: np.ndarray) -> Image.Image:
-    """A float32 (H, W) array as a Pillow image of mode ``F``."""
-    return Image.fromarray(data) if data.size else Image.new("F", data.shape[::-1])
+    return write_atomic(path, lambda tmp: write_tiff(tmp, data), overwrite=overwrite,
+                        replaceable=written_by_convcli)
