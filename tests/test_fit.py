@@ -341,3 +341,16 @@ def test_fit_refuses_a_npy_whose_header_claims_more_than_the_file_holds(tmp_path
     assert result.exit_code == 1 and "Traceback" not in result.output
     (line,) = result.stderr.splitlines()
     assert str(liar) in line and "header claims" in line
+
+
+def test_a_clipped_after_is_said_to_be_clipped_not_the_wrong_size(tmp_path):
+    # fit on a clipped sharpen output advised "try another --size" when the cause is clipping.
+    photo = Path(__file__).parents[1] / "sample_images" / "camera.png"
+    ok("conv", "-k", "sharpen", "--channels", "each", photo, "-o", tmp_path / "sharp.png")
+    result = run("fit", photo, tmp_path / "sharp.png", "--size", "3", "-o", tmp_path / "k.toml")
+    assert result.exit_code == 0, result.output
+    assert "of its levels are black or white" in result.stderr
+    assert "clipped" in result.stderr and "try another --size" not in result.stderr
+    ok("conv", "-k", "sharpen", "--channels", "each", photo, "-o", tmp_path / "sharp.npy")
+    values = run("fit", photo, tmp_path / "sharp.npy", "--size", "3", "-o", tmp_path / "v.toml")
+    assert "black or white" not in values.stderr

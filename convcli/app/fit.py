@@ -365,6 +365,19 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
     return Y
 
 
+CLIPPED = 0.01
+"""The share of AFTER's levels at black or white from which they are taken to be clipped."""
+
+
+def clipped_share(path: str, levels: np.ndarray) -> float:
+    """The share of an image's levels at 0 or at its top (255, or 65535 past 255): 0 for a
+    ``.npy``, whose values were never cut."""
+    if path.lower().endswith(".npy") or not levels.size:
+        return 0.0
+    top = 255.0 if float(levels.max()) <= 255 else 65535.0
+    return float(np.mean((levels <= 0) | (levels >= top)))
+
+
 def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """AFTER's values, where it is an image convcli wrote: its levels undone, and what was done.
 
@@ -420,7 +433,8 @@ def _shape_text(shape) -> str:
 
 
 def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The layer input (m, H, W, 1), zero pad included, the target (m, H', W', 1), and notes.
+    """The layer input (m, H, W, 1), zero pad included, the target (m, H', W', 1), notes, and
+    the share of AFTER's levels at black or white (:func:`clipped_share`).
 
     Channels become the batch: ``sum`` and ``gray`` give one image, ``each``
     one per colour channel, all learning the same kernel. The notes say how
@@ -444,13 +458,15 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     except ValueError as exc:  # a pad (or dilated kernel) too large for the input
         raise FitError(f"{run.before}: --pad {pad_option(run.pad)}"
                        f"{_dilation_option(run.dilation)}: {exc}") from None
-    Y, notes = _undo_levels(run.after, _read_after(run.after, run.max_pixels))
+    levels = _read_after(run.after, run.max_pixels)
+    Y, notes = _undo_levels(run.after, levels)
     Y_frames = _frames_of_after(Y, frames, run)
     Y = Y_frames[0]
     m = A_in.shape[0] // frames
     expected = _out_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     _check_after_shape(Y.shape, (expected[1], expected[2], m), pic.colour_channels, run)
-    return A_in, channels_as_images(Y_frames, np.float64), notes
+    return (A_in, channels_as_images(Y_frames, np.float64), notes,
+            clipped_share(run.after, levels))
 
 
 def _check_after_shape(shape: tuple[int, ...], wanted: tuple[int, int, int], colour: int,
@@ -478,13 +494,20 @@ def _frames_of_after(Y: np.ndarray, frames: int, run: FitRun) -> np.ndarray:
     return Y
 
 
-def describe(fit: Fit, run: FitRun, match: Match | None) -> list[str]:
+def describe(fit: Fit, run: FitRun, match: Match | None, clipped: float = 0.0) -> list[str]:
     """The lines ``convcli fit`` prints about a fit: how well, and `match`, the closest named
-    kernel."""
+    kernel; `clipped`, the share of AFTER's levels at black or white (:func:`clipped_share`)."""
     why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
     lines = [f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
              f"bias {fit.bias!r}"]
-    if fit.relative_error > UNEXPLAINED:
+    if fit.relative_error > UNEXPLAINED and clipped >= CLIPPED:
+        lines.append(
+            f"{run.after} is not {run.before} convolved with one {run.size}x{run.size} kernel: "
+            f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
+            f"{UNEXPLAINED}), and {clipped:.1%} of its levels are black or white: values "
+            "past them were cut (clipped), which no kernel does; fit on the values "
+            "(conv --format npy, or --normalize none --format tiff)")
+    elif fit.relative_error > UNEXPLAINED:
         lines.append(
             f"{run.after} is not {run.before} convolved with one {run.size}x{run.size} kernel: "
             f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
@@ -585,12 +608,12 @@ def check_outputs(run: FitRun) -> None:
 def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     """Check, read, fit, write: the lines to print and the paths written."""
     check_outputs(run)
-    A_in, Y, notes = prepare(run)
+    A_in, Y, notes, clipped = prepare(run)
     with np.errstate(all="ignore"):
         fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
                          dilation=run.dilation, steps=run.steps, progress=progress)
 
     match = closest_kernel(fit.weights, list_kernels())
-    lines = describe(fit, run, match)
+    lines = describe(fit, run, match, clipped)
     written = write_results(fit, run, match, lines)
     return notes + lines, written
