@@ -199,7 +199,7 @@ def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | N
     """A file of `count` frames written a frame at a time; it appears whole or not at all.
 
     `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
-    `loop`), ``tiff`` (one uncompressed page per frame of levels, or of
+    `loop`), ``tiff`` (one deflated page per frame of levels, or of
     float32 values, mode ``F``; no 16-bit colour) or ``npy`` (float32 values,
     ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
     :class:`FrameWriter`, or None where the file exists and is kept (see
