@@ -200,7 +200,7 @@ def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | N
 
     `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
     `loop`), ``tiff`` (one deflated page per frame of levels, or of
-    float32 values, mode ``F``; no 16-bit colour) or ``npy`` (float32 values,
+    float32 values) or ``npy`` (float32 values,
     ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
     :class:`FrameWriter`, or None where the file exists and is kept (see
     :func:`save_levels` for `overwrite`). The file gets its name when the
