@@ -188,3 +188,38 @@ def test_a_scheduler_address_that_is_no_dask_scheduler_is_one_line(tmp_path, mon
     assert result.exit_code == 1
     assert_one_line_error(result, 1, f"127.0.0.1:{port} is not a Dask scheduler")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_zarr_store_declaring_huge_sides_is_refused_from_its_header(tmp_path):
+    # A tiny store declaring 2^40 x 2^40 gave numpy's "iterator is too large"; one declaring
+    # 100000 x 100000 was written out (2.56 GB) whatever --max-pixels said.
+    zarr = pytest.importorskip("zarr")
+    group = zarr.open_group(str(tmp_path / "huge.zarr"), mode="w")
+    group.create_array("0", shape=(2**40, 2**40), dtype="uint8", chunks=(256, 256))
+    group.attrs["multiscales"] = [{
+        "version": "0.4", "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+        "datasets": [{"path": "0", "coordinateTransformations": [
+            {"type": "scale", "scale": [1, 1]}]}]}]
+    for extra, said in (((), "over the limit of 89,478,485"),
+                        (("--max-pixels", "0"), "over the 2,147,483,647 rows or columns")):
+        for dry in ((), ("-n",)):
+            result = run("pool", tmp_path / "huge.zarr", "-o", tmp_path / "out", *extra, *dry)
+            assert result.exit_code == 1, result.output
+            assert said in result.stderr and "iterator" not in result.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_tiff_of_strips_of_zero_rows_says_so(tmp_path):
+    # "self.rowsperstrip=0 < 1": tifffile's own words.
+    import numpy as np
+    import tifffile
+
+    path = tmp_path / "rps.tif"
+    tifffile.imwrite(path, np.zeros((20, 30), np.uint8), rowsperstrip=5)
+    with tifffile.TiffFile(path, mode="r+") as tif:
+        tif.pages[0].tags["RowsPerStrip"].overwrite(0)
+    for extra in ((), ("--memory", "64K")):
+        result = run("pool", path, "-o", tmp_path / "out", *extra)
+        assert result.exit_code == 1
+        assert "cannot decode the image: its strips of 0 rows hold nothing" in result.stderr
+        assert "self." not in result.stderr

@@ -1,6 +1,6 @@
 """Every TIFF layout tifffile writes is read whole, in strips and as frames with tifffile's values.
 
-One reader decides for every path (:class:`convcli.io.regions.TiffPages` and
+One reader decides for every path (:class:`convcli.io.tiff_pages.TiffPages` and
 :class:`convcli.io.regions.RegionSource`): a file is read with the values
 tifffile gives, by each path, or refused in one line by each. Never a wrong
 value in silence (Pillow decoded big-endian floats with deflate as 8.8e-44).
@@ -15,7 +15,7 @@ import pytest
 import tifffile
 from helpers import run
 
-from convcli.io import regions
+from convcli.io import tiff_pages
 from convcli.io.images import ImageError, read_image, read_stack
 from convcli.io.regions import open_regions
 
@@ -141,7 +141,7 @@ def test_frames_of_a_big_endian_float_stack_are_read_by_the_same_reader(tmp_path
 def test_a_compression_whose_codec_is_missing_is_refused_in_one_line(tmp_path, monkeypatch):
     values = _values("float32", 1)
     tifffile.imwrite(tmp_path / "z.tif", values, byteorder=">", compression="zstd")
-    monkeypatch.setattr(regions, "_codecs_here", lambda page: False)  # as without imagecodecs
+    monkeypatch.setattr(tiff_pages, "_codecs_here", lambda page: False)  # no imagecodecs
     with pytest.raises(ImageError, match=r"ZSTD.*convcli\[deep\]"):
         read_image(tmp_path / "z.tif")
 

@@ -22,7 +22,7 @@ from ..io import storage
 from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
 from ..io.image_files import written_by_convcli
-from ..io.images import open_image
+from ..io.images import check_pixels, open_image
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .outputs import outputs_to_write
@@ -71,16 +71,16 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
     of the frames where ``--frames`` picks several of the file.
 
     A file the run reads in strips (:func:`convcli.app.process.strips_reason`)
-    is checked as the strips are (no pixel limit; their formats); the rest as
-    whole reads are (``--max-pixels``).
+    is checked as the strips are (their formats); every file against ``--max-pixels``.
     """
     source = open_regions(path, max_pixels=task.max_pixels) if in_strips(task.op) else None
     if source is not None:
         with source:
+            check_pixels((source.width, source.height), task.max_pixels)
             if not reads_as_frames(task, source) and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
                 return source.width, source.height, tuple(source.channels), None
-            if is_store_name(path):  # read whole through zarr: no Pillow, no pixel limit
+            if is_store_name(path):  # read whole through zarr: no Pillow
                 return source.width, source.height, tuple(source.channels), None
     with open_image(path, max_pixels=task.max_pixels) as image:
         width, height = image.upright_size

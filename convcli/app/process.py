@@ -209,8 +209,8 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
 def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
     """A TIFF or Zarr store whose work would not fit the memory budget, in strips; else None.
 
-    See :mod:`convcli.app.streamed`; everything else reads the image whole.
-    So does a Zarr store over ``--max-pixels``, which guards whole reads.
+    See :mod:`convcli.app.streamed`; everything else reads the image whole. An image over
+    ``--max-pixels`` is refused from its header, as a whole read refuses it.
     """
     if not _may_be_read_in_strips(task.source):
         return None  # without importing tifffile and the strips' modules (in every worker)
@@ -221,6 +221,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     if source is None:
         return None
     with source:
+        check_pixels((source.width, source.height), task.max_pixels)
         if reads_as_frames(task, source):
             return None
         why, size, budget = strips_reason(task, source)
@@ -290,16 +291,12 @@ def reads_as_frames(task: Task, source) -> bool:
 def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
     """Why `task` reads `source` (a region source) in strips, or None; its work's size and budget.
 
-    In strips when the whole-image work would not fit ``--memory``, or for a
-    Zarr store over ``--max-pixels`` (which guards whole reads).
+    In strips when the whole-image work would not fit ``--memory``.
     """
-
     budget = task.memory or memory_budget()
     size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
     if size > budget:
         return "over the --memory budget", size, budget
-    if is_store_name(task.source) and 0 < task.max_pixels < source.height * source.width:
-        return "its pixels over --max-pixels, the limit of whole reads", size, budget
     return None, size, budget
 
 

@@ -32,12 +32,14 @@ def is_store_name(path) -> bool:
 
 _LOADED = {
     "region reader": "convcli.io.regions",  # TIFF and Zarr rows by bands; tifffile
+    "tiff pages": "convcli.io.tiff_pages",  # TIFF pages read whole by the same code; tifffile
     "tiff writer": "convcli.io.tiff_writer",  # tiled BigTIFF outputs; tifffile
 }
 
 
 def load(part: str):
-    """The module of convcli's `part` ("region reader", "tiff writer"), imported on first use.
+    """The module of convcli's `part` ("region reader", "tiff pages", "tiff writer"), imported
+    on first use.
 
     Both import tifffile (about a tenth of a second, in each worker process):
     a folder of JPEGs and PNGs never loads it.

@@ -391,7 +391,9 @@ def _pillow_limit_off() -> None:
 def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
     """Raise :class:`PixelLimitError` if an image of `size` (width, height) is over `max_pixels`.
 
-    0 means no limit.
+    0 means no limit. Every read checks it from the header, whole or in strips, before
+    anything is decoded or written; a side over :data:`MAX_SIDE` is refused whatever
+    `max_pixels` says.
 
     Examples
     --------
@@ -407,6 +409,13 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
             f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
             f"{max_pixels:,}"
         )
+    if max(width, height) > MAX_SIDE:
+        raise ImageError(f"image is {width}x{height}: over the {MAX_SIDE:,} rows or columns "
+                         "an image can have here")
+
+
+MAX_SIDE = 2**31 - 1
+"""The most rows or columns of an image: what numpy indexes in 32 bits and TIFF can hold."""
 
 
 @contextmanager
@@ -464,21 +473,21 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
 
 
 def _tiff_pages(path: str):
-    """The TIFF reader's pages of `path` (:class:`convcli.io.regions.TiffPages`), or None.
+    """The TIFF reader's pages of `path` (:class:`convcli.io.tiff_pages.TiffPages`), or None.
 
     The TIFF reader (tifffile) is loaded only for a file that starts as a TIFF does.
     """
     with open(path, "rb") as fh:
         if fh.read(4) not in TIFF_SIGNATURES:
             return None
-    return load("region reader").open_tiff_pages(path)
+    return load("tiff pages").open_tiff_pages(path)
 
 
 class TiffSource:
     """A TIFF opened by :func:`open_image`, with :class:`ImageSource`'s attributes and methods.
 
     Its pages are read by the TIFF reader of the strips
-    (:class:`convcli.io.regions.TiffPages`), which gives a whole read, a frame
+    (:class:`convcli.io.tiff_pages.TiffPages`), which gives a whole read, a frame
     and a band of rows the same values; a page of a layout that reader leaves
     (JPEG, palette, CMYK, ...) is read by Pillow, as the file's other frames
     would be. TIFF pages have no duration and no EXIF orientation other than

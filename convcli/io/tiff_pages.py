@@ -1,0 +1,139 @@
+"""A TIFF's pages read whole by the reader of its strips (:class:`TiffPages`).
+
+The one reader of TIFF values: a whole read, a frame and a band of rows
+decode a page by the same code (:class:`convcli.io.regions.RegionSource`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import tifffile
+
+from ..errors import ImageError
+from .regions import (
+    RegionSource,
+    _check_segments,
+    _codecs_here,
+    _decode_errors,
+    _Layout,
+    _layout,
+    _tifffile_quiet,
+)
+
+
+class TiffPages:
+    """A TIFF's pages read whole by the reader of its strips: the one reader of TIFF values.
+
+    Made by :func:`open_tiff_pages`. Each page whose layout the strips read
+    (the module docstring) is decoded by the same code as a band of rows of
+    :class:`RegionSource`, so that a whole read, a frame and a strip give the
+    same values, and a damaged file fails the same way. Pages of another
+    layout (JPEG, palette, CMYK, ...) are left to Pillow: :meth:`read_page`
+    returns None for them.
+
+    Attributes
+    ----------
+    channels : tuple of str
+        The first page's channels.
+    size : (int, int)
+        The first page's (width, height).
+    frame_count : int
+        The number of pages.
+    notes : tuple of str
+        The first page's note, if its samples are read at a lower depth.
+    """
+
+    def __init__(self, tif, layout: _Layout):
+        self._tif = tif
+        page = tif.pages[0]
+        self.channels = layout.channels
+        self.size = (int(page.imagewidth), int(page.imagelength))
+        self.frame_count = len(tif.pages)
+        self.notes = (layout.note,) if layout.note else ()
+        self._last = (0, page)
+
+    def page_size(self, k: int) -> tuple[int, int]:
+        """(width, height) of page `k`, from its header."""
+        page = self._page(k)
+        return int(page.imagewidth), int(page.imagelength)
+
+    def _page(self, k: int):
+        """Page `k`, parsed once for the calls about it in a row (its size, then its values)."""
+        if self._last[0] != k:
+            with _tifffile_quiet(), _decode_errors():
+                self._last = (k, self._tif.pages[k])
+        return self._last[1]
+
+    def read_page(self, k: int) -> tuple[np.ndarray, float, int] | None:
+        """Page `k`'s samples (H, W, C), white and depth; None where Pillow reads the page.
+
+        The samples are uint8 where the page stores 8-bit values as they
+        are read, else float32. An :class:`ImageError` for damaged data.
+        """
+        page = self._page(k)
+        with _tifffile_quiet(), _decode_errors():
+            layout = _whole_layout(page)
+        if layout is None or layout.channels != self.channels:
+            return None
+        _check_segments(self._tif, page, close=False)
+        source = RegionSource(self._tif, page, layout, ())
+        stored = page.dtype == np.uint8 and layout.convert == "same"
+        samples = np.empty((source.height, source.width, len(self.channels)),
+                           np.uint8 if stored else np.float32)
+        try:
+            source._read_into(0, samples)
+        finally:
+            source._kept.forget()
+        white = layout.white
+        if white is None:
+            finite = samples[np.isfinite(samples)]
+            white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
+        return samples, white, layout.depth
+
+    def close(self) -> None:
+        self._tif.close()
+
+
+def _whole_layout(page) -> _Layout | None:
+    """`page`'s layout where it is read by :class:`TiffPages`, else None (Pillow's).
+
+    An :class:`ImageError` where the layout is one the TIFF reader reads but
+    its compression or predictor needs imagecodecs, which is missing: Pillow
+    would misread some of those (big-endian samples, PackBits with a predictor).
+    """
+    layout = _layout(page)
+    if layout is None or 0 in page.shape:
+        return None
+    if not _codecs_here(page):
+        codec = getattr(page.compression, "name", page.compression)
+        predictor = getattr(page.predictor, "name", page.predictor)
+        raise ImageError(f"cannot decode the image: its compression ({codec}) or predictor "
+                         f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'")
+    return layout
+
+
+def open_tiff_pages(path: str) -> TiffPages | None:
+    """`path`'s pages for whole reads (:class:`TiffPages`), or None where Pillow reads the file.
+
+    None for a file tifffile cannot parse, or whose first page has a layout
+    the strips do not read.
+    """
+    with _tifffile_quiet():
+        try:
+            tif = tifffile.TiffFile(path)
+        except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError,
+                KeyError):
+            return None
+        try:
+            layout = _whole_layout(tif.pages[0])
+        except ImageError:
+            tif.close()
+            raise
+        except Exception:  # a corrupt header: Pillow reports it
+            layout = None
+    if layout is None:
+        tif.close()
+        return None
+    return TiffPages(tif, layout)
