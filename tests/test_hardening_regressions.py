@@ -223,3 +223,44 @@ def test_a_tiff_of_strips_of_zero_rows_says_so(tmp_path):
         assert result.exit_code == 1
         assert "cannot decode the image: its strips of 0 rows hold nothing" in result.stderr
         assert "self." not in result.stderr
+
+
+def test_a_tiny_budget_still_gives_strips_of_a_useful_height(tmp_path):
+    # --memory 64K cut a 1249x977 photo into strips of a row or two: 150 times the whole run.
+    import numpy as np
+    import tifffile
+
+    from convcli.app import streamed
+    from convcli.app.ops import ConvOp
+    from convcli.app.plan import Task
+    from convcli.io.formats import open_regions
+    from convcli.kernels import get_kernel
+
+    tifffile.imwrite(tmp_path / "a.tif", np.zeros((977, 1249, 3), np.uint8), photometric="rgb")
+    task = Task(str(tmp_path / "a.tif"), str(tmp_path / "out"), "a",
+                ConvOp((get_kernel("emboss"),)), memory=64 << 10)
+    with open_regions(task.source) as source:
+        rows = [streamed.plan_in_strips(task, source, [], budget)[2]
+                for budget in (64 << 10, streamed.MIN_STRIP_WORK)]
+    assert rows[0] == rows[1] > 16
+
+
+def test_a_run_in_strips_does_not_load_dask_outside_a_cluster(tmp_path):
+    # Asking whether it ran on a Dask worker imported distributed: half a second a run.
+    import subprocess
+    import sys
+
+    import numpy as np
+    import tifffile
+
+    tifffile.imwrite(tmp_path / "a.tif", np.zeros((300, 400), np.uint8))
+    script = ("import sys\nfrom convcli.cli import main\n"
+              f"try:\n    main(['pool', {str(tmp_path / 'a.tif')!r}, '-o', "
+              f"{str(tmp_path / 'out')!r}, '--memory', '64K', '-v', '-j', '1'])\n"
+              "except SystemExit as exc:\n    assert not exc.code\n"
+              "print('distributed' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "processed in strips" in done.stderr
+    assert done.stdout.strip() == "False"
