@@ -263,3 +263,15 @@ def test_the_dask_engine_without_a_scheduler_starts_a_local_cluster(monkeypatch)
     with pytest.raises(OptionError) as caught:
         make_engine(None, EngineSettings(scheduler="local", in_memory="memory://photos"))
     assert caught.value.option == "--scheduler" and "memory://photos" in str(caught.value)
+
+
+def test_every_engine_of_the_registry_is_importable_and_an_engine():
+    # An entry added alone appeared in --help and gave a ModuleNotFoundError traceback.
+    import importlib
+
+    from convcli.engines.base import ENGINES
+
+    for name, where in ENGINES.items():
+        module, _, cls = where.partition(":")
+        engine = getattr(importlib.import_module(module), cls)
+        assert issubclass(engine, Engine), name
