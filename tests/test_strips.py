@@ -228,3 +228,24 @@ def test_strips_of_more_than_four_maps_are_written_to_npy(tmp_path):
                               "--channels", "each")
     assert whole.shape == (215, 1160, 6)
     np.testing.assert_array_equal(strips, whole)
+
+
+@pytest.mark.parametrize("options", [(), ("--normalize", "none"), ("--channels", "each")])
+def test_a_tiff_output_is_the_same_file_whole_and_in_strips(tmp_path, options):
+    # Whole: an untiled TIFF; in strips: a tiled BigTIFF with reduced levels. The format,
+    # tiling, compression and levels depend on the file and the options alone.
+    import tifffile
+    from helpers import ok
+
+    values = np.random.default_rng(3).integers(0, 256, (300, 520, 3)).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "a.tif", values, photometric="rgb")
+    for name, extra in (("whole", ()), ("strips", ("--memory", "1M"))):
+        ok("conv", "-k", "sobel-x", tmp_path / "a.tif", "-o", tmp_path / name, "-q",
+           "--format", "tiff", *options, *extra)
+    whole = sorted((tmp_path / "whole").glob("*.tiff"))
+    assert whole
+    for path in whole:
+        assert path.read_bytes() == (tmp_path / "strips" / path.name).read_bytes()
+        with tifffile.TiffFile(path) as tif:
+            assert tif.pages[0].is_tiled and tif.pages[0].compression == 8
+            assert len(tif.pages[0].pages) == 2  # reduced levels of 260 and 130 columns

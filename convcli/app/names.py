@@ -45,8 +45,11 @@ class Format:
     floats : bool
         Whether it holds float32 values as they are (``--normalize none``).
     folder : bool
-        Whether an output is a folder (a Zarr store), written in strips'
-        fashion by :func:`convcli.io.row_writers.open_row_writer`, not a file.
+        Whether an output is a folder (a Zarr store), not a file.
+    by_rows : bool
+        Whether an image is written by :func:`convcli.io.row_writers.open_row_writer`,
+        whole or in strips alike: the same file, tiles, compression and reduced levels
+        whatever the memory budget (TIFF, Zarr).
     """
 
     extension: str
@@ -54,18 +57,20 @@ class Format:
     max_depth: int = 16
     floats: bool = False
     folder: bool = False
+    by_rows: bool = False
 
 
 FORMATS = {
     "png": Format("png"),
     "jpg": Format("jpg", max_depth=8),
-    "tiff": Format("tiff", floats=True),
+    "tiff": Format("tiff", floats=True, by_rows=True),
     "npy": Format("npy", raw=True, floats=True),
-    "zarr": Format("zarr", floats=True, folder=True),
+    "zarr": Format("zarr", floats=True, folder=True, by_rows=True),
 }
-"""The output formats by ``--format`` name; the image formats are written by
+"""The output formats by ``--format`` name; PNG and JPEG images are written by
 :func:`convcli.io.image_files.save_levels`, the raw one by :func:`convcli.io.image_files.save_npy`,
-Zarr stores (one per image, as TIFFs) by :func:`convcli.io.row_writers.open_row_writer`."""
+TIFFs and Zarr stores by :func:`convcli.io.row_writers.open_row_writer`, as the strips
+write them."""
 
 
 def format_name(name: str) -> str:

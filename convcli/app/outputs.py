@@ -82,7 +82,8 @@ def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Out
 
 
 def save_store(path: Path, image: np.ndarray, task: Task) -> bool:
-    """Write levels or float32 values as a Zarr store, through the strips path's row writer."""
+    """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
+    writer: the same file whole or in strips."""
     return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
                      **store_place(task, path))
 

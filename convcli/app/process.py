@@ -381,7 +381,7 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         return _in_section(save_npy, path, data, overwrite=overwrite), []
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
         values = data[:, :, out.index]
-        if FORMATS[task.fmt].folder:
+        if FORMATS[task.fmt].by_rows:
             ok = save_store(path, values, task)
         else:
             ok = _in_section(save_float_tiff, path, values, overwrite=overwrite)
@@ -399,7 +399,7 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         scales = [scale]
     else:
         return _save_figure(path, task, pic, data), []
-    if FORMATS[task.fmt].folder:  # a Zarr store, as the strips path writes it
+    if FORMATS[task.fmt].by_rows:  # a TIFF or Zarr store, as the strips path writes it
         return save_store(path, image, task), scales
     return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
 
