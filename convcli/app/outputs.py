@@ -20,7 +20,7 @@ import numpy as np
 
 from ..choices import RAW_VALUES
 from ..io import storage
-from ..io.row_writers import save_rows
+from ..io.formats import load
 from ..io.safeio import path_key
 from ..levels.mapping import LevelScale, top_level
 from .names import FORMATS, Output
@@ -84,8 +84,8 @@ def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Out
 def save_store(path: Path, image: np.ndarray, task: Task) -> bool:
     """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
     writer: the same file whole or in strips."""
-    return save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
-                     **store_place(task, path))
+    return load("row writer").save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
+                                        **store_place(task, path))
 
 
 def store_place(task: Task, path) -> dict:

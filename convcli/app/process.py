@@ -40,11 +40,8 @@ from .outputs import (
     outputs_to_write,
     save_store,
 )
+from .parts import part
 from .plan import Task
-from .stacks import StackPlan, plan_stack, process_stack
-from .streamed import process_in_strips, whole_image_bytes
-from .streamed_cluster import cluster_client, process_on_cluster
-from .strips import in_strips
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
 EXPECTED_ERRORS = (OSError, ValueError, MemoryError)
@@ -174,9 +171,9 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
         return FileResult(task.source, "skipped",
                           "outputs exist (use --overwrite to replace them)")
     timings["decode"] = time.perf_counter() - start
-    if isinstance(pic, StackPlan):  # read, computed and written there, in groups
-        return process_stack(task, pic, outputs, todo, timings, written, record=output_record,
-                             file_notes=_file_notes)
+    if not isinstance(pic, Picture):  # a StackPlan: read, computed and written there, in groups
+        return part("stacks").process_stack(task, pic, outputs, todo, timings, written,
+                                            record=output_record, file_notes=_file_notes)
 
     start = time.perf_counter()
     op = task.op
@@ -214,7 +211,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     """
     if not _may_be_read_in_strips(task.source):
         return None  # without importing tifffile and the strips' modules (in every worker)
-    if not in_strips(task.op):
+    if task.op.computed_whole:
         return None
     source = open_regions(task.source, max_pixels=task.max_pixels,
                           storage_options=task.storage_options)
@@ -254,11 +251,12 @@ def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, i
     """
 
     # A copy downloaded here is on this machine's disk only: the other workers cannot read it.
-    client = None if task.downloaded else cluster_client()
+    bands = part("cluster bands")
+    client = None if task.downloaded else bands.cluster_client()
     if client is None:
-        return process_in_strips(task, source, todo, **kwargs), 0
+        return part("strips").process_in_strips(task, source, todo, **kwargs), 0
     with client as connected:
-        return process_on_cluster(task, source, todo, client=connected, **kwargs)
+        return bands.process_on_cluster(task, source, todo, client=connected, **kwargs)
 
 
 def _may_be_read_in_strips(source: str) -> bool:
@@ -294,13 +292,14 @@ def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
     In strips when the whole-image work would not fit ``--memory``.
     """
     budget = task.memory or memory_budget()
-    size = whole_image_bytes(task.op, source.height, source.width, len(source.channels))
+    size = part("strips").whole_image_bytes(task.op, source.height, source.width,
+                                            len(source.channels))
     if size > budget:
         return "over the --memory budget", size, budget
     return None, size, budget
 
 
-def _decode(task: Task) -> tuple[Picture | StackPlan | None, list[Output], list[Output]]:
+def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Output]]:
     """The file's pixels, its planned outputs and those to write; no pixels if none is to be.
 
     The file is opened and decoded in the process's library section; a Zarr
@@ -313,7 +312,7 @@ def _decode(task: Task) -> tuple[Picture | StackPlan | None, list[Output], list[
         count = source.frame_count
         frames = select_frames(task.frames, count)
         if len(frames) > 1:
-            plan = plan_stack(task.fmt, source, frames, count)
+            plan = part("stacks").plan_stack(task.fmt, source, frames, count)
             outputs = planned_outputs(task, source.channels,
                                       frames=(frames, count) if plan.per_frame else None)
             todo = outputs_to_write(task, outputs)

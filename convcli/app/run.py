@@ -39,8 +39,8 @@ from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
 from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine.tiles import memory_budget
 from . import plan, process
-from .dryrun import dry_run
 from .manifest import Manifest, ManifestHooks, merge_fragments
+from .parts import part
 from .report import Reporter
 from .stdio import (
     StreamError,
@@ -282,6 +282,7 @@ class _BatchRun:
         def echo(line: str) -> None:
             write_text(for_terminal(line) + "\n")
 
+        dry_run = part("dry run").dry_run
         failed = sum(not read for read in dry_run(planned, shown, self.reporter.say, echo))
         _planning_error(tasks.error, self.reporter, stop=False)
         return 1 if failed or tasks.error is not None else 0

@@ -17,10 +17,9 @@ from pathlib import Path
 
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..errors import OptionError
-from ..io.formats import is_store_name
+from ..io.formats import is_store_name, load
 from ..io.images import is_image_name
 from ..io.storage import dirname, is_url, protocol
-from ..io.zarr_stores import require_zarr
 from .names import FORMATS, file_format, format_name, planned_outputs, single_output
 from .stdio import save_stdin
 
@@ -110,7 +109,7 @@ def check_folder_format(target: Target) -> None:
     if target.stdout:
         raise OptionError(f"--format {target.fmt} writes a folder, which cannot go to standard "
                           "output: give -o a folder or a .zarr name", "-o -")
-    require_zarr(f"--format {target.fmt} needs zarr")
+    load("zarr stores").require_zarr(f"--format {target.fmt} needs zarr")
 
 
 def check_raw_values(op, fmt: str) -> None:
@@ -148,7 +147,7 @@ def check_store_inputs(paths: list[str]) -> None:
     """
 
     if any(is_store_name(path) for path in paths):
-        require_zarr("reading .zarr needs zarr")
+        load("zarr stores").require_zarr("reading .zarr needs zarr")
 
 
 def check_stream(stream, option: str, closed: str, terminal: str) -> None:

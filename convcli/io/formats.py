@@ -34,15 +34,17 @@ _LOADED = {
     "region reader": "convcli.io.regions",  # TIFF and Zarr rows by bands; tifffile
     "tiff pages": "convcli.io.tiff_pages",  # TIFF pages read whole by the same code; tifffile
     "tiff writer": "convcli.io.tiff_writer",  # tiled BigTIFF outputs; tifffile
+    "row writer": "convcli.io.row_writers",  # TIFF and Zarr outputs, whole or in strips
+    "zarr stores": "convcli.io.zarr_stores",  # Zarr stores in and out
 }
 
 
 def load(part: str):
-    """The module of convcli's `part` ("region reader", "tiff pages", "tiff writer"), imported
-    on first use.
+    """The module of convcli's `part` (a key of :data:`_LOADED`), imported on first use.
 
-    Both import tifffile (about a tenth of a second, in each worker process):
-    a folder of JPEGs and PNGs never loads it.
+    The TIFF modules import tifffile (about a tenth of a second, in each worker
+    process), and the writers of rows and stores a dozen modules more: a folder
+    of JPEGs and PNGs written as PNG never loads them.
 
     >>> load("region reader").__name__
     'convcli.io.regions'

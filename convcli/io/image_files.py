@@ -20,11 +20,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .formats import MARKER
+from .formats import MARKER, load
 from .images import _pillow_limit_off
 from .png import ApngWriter, write_png
 from .safeio import atomic_output, write_atomic
-from .zarr_stores import store_marked
 
 JPEG_QUALITY = 95
 
@@ -47,7 +46,7 @@ def written_by_convcli(path: str | os.PathLike) -> bool:
     path = os.fspath(path)
     if os.path.isdir(path):  # a Zarr store: its group's attributes say
 
-        return store_marked(path)
+        return load("zarr stores").store_marked(path)
     if path.lower().endswith(".npy"):
         try:
             with open(path, "rb") as fh:
