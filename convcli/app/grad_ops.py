@@ -35,8 +35,26 @@ def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> li
             for c, t in enumerate(titles)]
 
 
+class _Gradient:
+    """What the gradients' geometry is: the input's size, computed whole, never in strips."""
+
+    computed_whole: ClassVar[bool] = True
+    """A gradient is computed whole, never in strips."""
+
+    def row_geometry(self, height: int, width: int = 1) -> None:
+        """None: a gradient is computed whole, never in strips."""
+        return None
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """The input's size: a gradient with respect to the input."""
+        return height, width
+
+    def border_fill(self) -> tuple[str | None, float]:
+        return None, 0.0
+
+
 @dataclass(frozen=True)
-class GradPoolOp:
+class GradPoolOp(_Gradient):
     """``convcli grad pool``: pool_backward's dA_prev for an upstream gradient of ones.
 
     The window is that of `pool` (:class:`PoolOp`). Max pooling gives each
@@ -83,23 +101,9 @@ class GradPoolOp:
         return Grid(panels, min(len(panels), 4),
                     f"grad {pool.mode} pool f={pool.size} s={pool.stride}, upstream ones")
 
-    computed_whole: ClassVar[bool] = True
-    """A gradient is computed whole, never in strips."""
-
-    def row_geometry(self, height: int, width: int = 1) -> None:
-        """None: a gradient is computed whole, never in strips."""
-        return None
-
-    def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """The input's size: a gradient with respect to the input."""
-        return height, width
-
-    def border_fill(self) -> tuple[str | None, float]:
-        return None, 0.0
-
 
 @dataclass(frozen=True)
-class GradConvOp:
+class GradConvOp(_Gradient):
     """``convcli grad conv``: conv_backward's dA_prev for L = sum(Z) or L = sum(Z**2) / 2.
 
     The input and the layer are those of `conv` (:class:`ConvOp`, without
@@ -195,17 +199,3 @@ class GradConvOp:
         panels = [original_panel(pic)] + _gradient_panels(data, titles, signed=True)
         return Grid(panels, min(len(panels), 4),
                     f"grad conv, L = {self._loss_text()}, --channels {self.conv.channels}")
-
-    computed_whole: ClassVar[bool] = True
-    """A gradient is computed whole, never in strips."""
-
-    def row_geometry(self, height: int, width: int = 1) -> None:
-        """None: a gradient is computed whole, never in strips."""
-        return None
-
-    def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """The input's size: a gradient with respect to the input."""
-        return height, width
-
-    def border_fill(self) -> tuple[str | None, float]:
-        return None, 0.0
