@@ -22,7 +22,7 @@ from convcli.io import regions
 
 
 def test_the_signatures_are_the_region_readers():
-    assert process.TIFF_SIGNATURES is regions.TIFF_SIGNATURES
+    assert process.starts_as_tiff is regions.starts_as_tiff
 
 
 def test_only_tiffs_stores_and_unreadable_names_may_be_read_in_strips(tmp_path):

@@ -23,7 +23,7 @@ from ..engines.processes import FileResult
 from ..errors import MissingExtra
 from ..io import storage
 from ..io.figures import save_grid
-from ..io.formats import TIFF_SIGNATURES, is_store_name, open_regions
+from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
 from ..io.image_files import save_float_tiff, save_levels, save_npy
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
@@ -271,8 +271,7 @@ def _may_be_read_in_strips(source: str) -> bool:
     try:
         if not S_ISREG(os.stat(source).st_mode):
             return False
-        with open(source, "rb") as fh:
-            return fh.read(4) in TIFF_SIGNATURES
+        return starts_as_tiff(source)
     except OSError:
         return True
 

@@ -21,6 +21,15 @@ TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
 """The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
 
 
+def starts_as_tiff(path) -> bool:
+    """Whether the file `path` starts as a TIFF or BigTIFF does (:data:`TIFF_SIGNATURES`).
+
+    Only its first four bytes are read; OSError where they cannot be.
+    """
+    with open(path, "rb") as fh:
+        return fh.read(4) in TIFF_SIGNATURES
+
+
 def is_store_name(path) -> bool:
     """Whether `path` names a Zarr store (``.zarr``, any case, a trailing slash allowed).
 

@@ -71,7 +71,7 @@ from .decoders import (
     is_deep_colour,
     to_array,
 )
-from .formats import TIFF_SIGNATURES, load
+from .formats import load, starts_as_tiff
 
 # Formats Pillow registers but cannot decode without extra software.
 _UNDECODABLE = {"MPEG"}
@@ -477,9 +477,8 @@ def _tiff_pages(path: str):
 
     The TIFF reader (tifffile) is loaded only for a file that starts as a TIFF does.
     """
-    with open(path, "rb") as fh:
-        if fh.read(4) not in TIFF_SIGNATURES:
-            return None
+    if not starts_as_tiff(path):
+        return None
     return load("tiff pages").open_tiff_pages(path)
 
 

@@ -64,7 +64,7 @@ import tifffile
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import float_white
-from .formats import TIFF_SIGNATURES, is_store_name
+from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
 from .zarr_stores import StoreRegions, open_store_regions
@@ -188,11 +188,6 @@ def _decodable(page) -> bool:
     return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
 
 
-def _is_tiff(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(4) in TIFF_SIGNATURES
-
-
 def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                  storage_options: dict | None = None) -> RegionSource | StoreRegions | None:
     """Open a TIFF (or a Zarr store) for reading by row bands, or None where it must be read whole.
@@ -231,7 +226,7 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
     if is_store_name(path):
         return open_store_regions(path, storage_options=storage_options)
     shown = os.fspath(path)
-    if not stat.S_ISREG(os.stat(shown).st_mode) or not _is_tiff(shown):
+    if not stat.S_ISREG(os.stat(shown).st_mode) or not starts_as_tiff(shown):
         return None
     with _tifffile_quiet():  # a file it cannot parse is the whole-image path's to report
         opened = _open_first_page(shown)
