@@ -21,6 +21,27 @@ TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
 """The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
 
 
+def tiff_page_tags(channels: int, dtype) -> dict:
+    """The tags of every TIFF page convcli writes, as tifffile's ``write`` options.
+
+    Contiguous samples (grey, grey + alpha, RGB, RGBA: the alpha unassociated),
+    TIFF's compression 8 (Adobe deflate, which libtiff, Pillow, vips and every
+    viewer read) with the horizontal predictor for levels, and the Software tag
+    that marks convcli's files.
+
+    >>> import numpy as np
+    >>> sorted(tiff_page_tags(4, np.dtype(np.uint8)).items())[:3]
+    [('compression', 8), ('extrasamples', ['unassalpha']), ('metadata', None)]
+    """
+    tags = {"photometric": "rgb" if channels >= 3 else "minisblack", "planarconfig": "contig",
+            "compression": 8, "software": MARKER, "metadata": None}
+    if channels in (2, 4):
+        tags["extrasamples"] = ["unassalpha"]
+    if dtype.kind == "u":  # a numpy dtype
+        tags["predictor"] = 2  # horizontal differencing
+    return tags
+
+
 def starts_as_tiff(path) -> bool:
     """Whether the file `path` starts as a TIFF or BigTIFF does (:data:`TIFF_SIGNATURES`).
 

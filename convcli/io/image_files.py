@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .formats import MARKER, load
+from .formats import MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .png import ApngWriter, write_png
 from .safeio import atomic_output, write_atomic
@@ -137,21 +137,15 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
 def write_tiff(file, image: np.ndarray) -> None:
     """Write `image` as one TIFF page to `file` (a path or a tifffile.TiffWriter), deflated.
 
-    Levels (uint8, uint16: grey, grey + alpha, RGB, RGBA) with the horizontal
-    predictor, float32 values (one channel) without one; TIFF's compression 8
-    (Adobe deflate), which libtiff, Pillow, vips and every viewer read, and the
-    Software tag that marks convcli's files.
+    Levels (uint8, uint16: grey, grey + alpha, RGB, RGBA), or float32 values
+    (one channel), with the tags of every TIFF convcli writes
+    (:func:`convcli.io.formats.tiff_page_tags`).
     """
     import tifffile  # only where a TIFF is written
 
     channels = image.shape[2] if image.ndim == 3 else 1
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
-    options = {
-        "photometric": "rgb" if channels >= 3 else "minisblack", "planarconfig": "contig",
-        "extrasamples": ["unassalpha"] if channels in (2, 4) else None,
-        "compression": "zlib", "predictor": image.dtype.kind in "ui" or None,
-        "software": MARKER, "metadata": None,
-    }
+    options = tiff_page_tags(channels, image.dtype)
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:

@@ -14,11 +14,9 @@ import numpy as np
 import tifffile
 
 from ..layers._engine import tiles
-from .formats import MARKER
+from .formats import tiff_page_tags
 from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
 from .spill import BandFile, piece_columns
-
-_DEFLATE = 8  # TIFF's Compression code for Adobe deflate
 
 
 def _tiles(bands: Iterator) -> Iterator[np.ndarray]:
@@ -68,11 +66,10 @@ def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype) -> Iterator:
 def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
     """tifffile's ``write`` options for one level of `shape` (H, W, C)."""
     height, width, channels = shape
-    options = {
+    return {
+        **tiff_page_tags(channels, dtype),
         "shape": (height, width) if channels == 1 else shape, "dtype": dtype,
-        "tile": (TILE, TILE), "compression": _DEFLATE, "planarconfig": "contig",
-        "photometric": "rgb" if channels >= 3 else "minisblack", "metadata": None,
-        "software": MARKER,
+        "tile": (TILE, TILE),
         # tifffile encodes tiles in passes of this many bytes: a row of tiles (or a
         # piece of one, as the bands on disk are), deflated on the layers' threads
         # (1.8 times as fast with 2 as with 1)
@@ -80,11 +77,6 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
             -(-width // TILE) * TILE, piece_columns(TILE, channels * dtype.itemsize, TILE)),
         "maxworkers": tiles.THREADS,
     }
-    if channels in (2, 4):
-        options["extrasamples"] = ["unassalpha"]
-    if dtype.kind == "u":
-        options["predictor"] = 2  # horizontal differencing
-    return options
 
 
 def _reduced_levels(temporary: Path, shape: tuple[int, int, int],
