@@ -25,7 +25,7 @@ from ..io import storage
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
-from ..io.image_files import save_float_tiff, save_levels, save_npy
+from ..io.image_files import save_levels, save_npy
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
 from ..io.safeio import make_output_folder, replacing_any
 from ..io.storage import is_url
@@ -379,11 +379,8 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         return _in_section(save_npy, path, data, overwrite=overwrite), []
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
         values = data[:, :, out.index]
-        if FORMATS[task.fmt].by_rows:
-            ok = save_store(path, values, task)
-        else:
-            ok = _in_section(save_float_tiff, path, values, overwrite=overwrite)
-        return ok, [LevelScale(RAW_VALUES, 1.0, 0.0)]
+        # The formats that hold floats (TIFF, Zarr; npy is "raw") are written by rows.
+        return save_store(path, values, task), [LevelScale(RAW_VALUES, 1.0, 0.0)]
     if out.kind == "channel":
         image, scale = levels(out.index)
         scales = [scale]
