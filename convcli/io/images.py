@@ -217,7 +217,7 @@ class ImageSource:
         self.channels = _channels_for(im)
         self.size = im.size  # (width, height) before the EXIF orientation
 
-    @property
+    @functools.cached_property
     def frame_count(self) -> int:
         """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG.
 
@@ -225,6 +225,7 @@ class ImageSource:
         stack (the preview or depth map of a phone's MPO JPEG, the sizes of
         an icon): ``read()`` takes their first, as it always has. An APNG's
         default image, which is no frame of its animation, is not counted.
+        Counted once (an APNG's chunks are walked to count them).
         """
         if self._im.format not in STACK_FORMATS:
             return 1
