@@ -198,11 +198,9 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
         The file.
     max_pixels : int
         Accepted as :func:`convcli.io.images.open_image` accepts it, and not
-        applied: the limit guards whole decodes, and a region read never
-        decodes more than a band and one row of tiles or strips, whatever the
-        image's size. Where this returns None the caller reads the file whole
-        through ``open_image``, where the limit applies
-        (:class:`~convcli.io.images.PixelLimitError`).
+        applied here: the run checks the source's size against it
+        (:func:`convcli.io.images.check_pixels`) before reading any band, as
+        ``open_image`` does before a whole decode.
     storage_options : dict, optional
         fsspec options for a Zarr store named by a URL.
 
