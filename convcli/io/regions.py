@@ -220,7 +220,7 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
     ImageError, MissingExtra
         A Zarr store that is not an image convcli reads, or no ``zarr`` package.
     """
-    del max_pixels  # see above: region reads are not bounded by it
+    del max_pixels  # see above: the run checks it against the source's size
     if is_store_name(path):
         return open_store_regions(path, storage_options=storage_options)
     shown = os.fspath(path)
