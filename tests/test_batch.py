@@ -32,7 +32,7 @@ from PIL import Image
 
 from convcli import conv_forward
 from convcli.app import ops, plan, process
-from convcli.engines import pool
+from convcli.engines import pool as local_pool
 from convcli.engines import processes as batch
 from convcli.engines.processes import FileResult, iter_results, run_guarded
 from convcli.io.image_files import save_levels
@@ -481,7 +481,7 @@ def _dies_on_b(task):
 
 
 def _new_pool():
-    return batch.LocalProcessPool(2)
+    return local_pool.LocalProcessPool(2)
 
 
 def test_a_worker_that_dies_fails_its_file_once_and_the_batch_goes_on():
@@ -557,7 +557,7 @@ def _nap(seconds):
 def test_killing_a_pool_with_cancelled_tasks_leaves_its_thread_quiet(monkeypatch):
     errors = []
     monkeypatch.setattr("threading.excepthook", errors.append)
-    pool = batch.LocalProcessPool(1)
+    pool = local_pool.LocalProcessPool(1)
     futures = [pool.submit(_nap, 30)] + [pool.submit(_nap, 0) for _ in range(5)]
     deadline = time.monotonic() + 10
     while pool.busy() < 1 and time.monotonic() < deadline:
@@ -570,7 +570,7 @@ def test_killing_a_pool_with_cancelled_tasks_leaves_its_thread_quiet(monkeypatch
 
 
 def test_running_counts_the_files_being_processed_not_the_queued_ones():
-    pool = batch.LocalProcessPool(2)
+    pool = local_pool.LocalProcessPool(2)
     run = batch.BatchRun([30, 30, 0, 0, 0, 0], _nap, executor=pool, in_flight=6)
     run._fill()
     deadline = time.monotonic() + 10
@@ -612,8 +612,8 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
     previous = signal.signal(signal.SIGALRM, lambda signum, frame: arrived.append(signum))
     previous_usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: arrived.append(signum))
     try:
-        monkeypatch.setattr(pool, "_in_task", True)
-        hook = pool._interrupt_again(lambda unraisable: arrived.append("printed"))
+        monkeypatch.setattr(local_pool, "_in_task", True)
+        hook = local_pool._interrupt_again(lambda unraisable: arrived.append("printed"))
         hook(SimpleNamespace(exc_type=KeyboardInterrupt))
         assert arrived == []  # not while the hook runs
         deadline = time.monotonic() + 5

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from PIL import Image
+
 # Raises KeyboardInterrupt in the middle of loading the modules, as a Ctrl-C in
 # the first few tenths of a second does, then starts the command line.
 _INTERRUPTED_IMPORT = """
@@ -93,3 +95,41 @@ def test_blas_threads_sleep_at_once_unless_the_environment_says(monkeypatch):
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.splitlines()[-1] == expected
+
+
+# Runs one small conv to -o FILE in this process, then prints the modules it loaded.
+_SMALL_RUN = """
+import sys
+import numpy as np
+from PIL import Image
+folder = sys.argv[1]
+Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), np.uint8)).save(
+    folder + "/in.png")
+sys.argv = ["convcli", "conv", "-k", "vertical", folder + "/in.png", "-o", folder + "/out.png"]
+import convcli.__main__
+try:
+    convcli.__main__.main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(" ".join(sorted(sys.modules)))
+"""
+
+# What a small file's run has no use for, and what each cost its start on a 2-core machine.
+_NOT_FOR_A_SMALL_FILE = (
+    "multiprocessing",  # the worker processes of -j 2 and more: 8 ms
+    "numpy.ma",  # np.percentile's first call: 8 ms
+    "threadpoolctl",  # BLAS thread limits for work spread over threads: 2.4 ms
+    "matplotlib", "tifffile", "dask", "distributed", "zarr", "fsspec",
+)
+
+
+def test_a_small_file_to_one_output_loads_only_what_it_uses(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _SMALL_RUN, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # -o FILE: nothing to say on success
+    loaded = set(proc.stdout.split())
+    assert "convcli.app.process" in loaded  # the run did happen
+    with Image.open(tmp_path / "out.png") as written:
+        assert written.size == (64, 64)
+    assert [name for name in _NOT_FOR_A_SMALL_FILE if name in loaded] == []

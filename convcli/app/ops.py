@@ -13,12 +13,11 @@ they share in :mod:`convcli.app.op_helpers`; all of them can be taken from here.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
 from ..errors import OptionError
-from ..io.figures import Grid
 from ..levels.mapping import Mapping
 from .conv_op import ConvOp
 from .conv_pixels import channel_sum_padded, sum_channels
@@ -35,6 +34,9 @@ from .op_helpers import (
     side_widths,
 )
 from .pad_pool import PadOp, PoolOp
+
+if TYPE_CHECKING:
+    from ..io.figures import Grid
 
 __all__ = [
     "OPERATIONS",

@@ -11,6 +11,7 @@ replaced (see :class:`BatchRun`).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import traceback
 from collections import deque
@@ -27,11 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import OptionError
 from ..io.safeio import remove_temporaries
 from .base import EngineError, EngineSettings, RunEngine
-from .pool import (
-    LocalProcessPool,
-    default_jobs,
-    keep_freed_memory,
-)
+from .this_process import default_jobs, keep_freed_memory
 
 
 class BatchAborted(EngineError):
@@ -411,10 +408,19 @@ class ProcessEngine(RunEngine):
         if count is not None:  # no more processes than files
             self.jobs = min(self.jobs, max(1, count))
         jobs = self.jobs
-        executor = LocalProcessPool(jobs) if jobs > 1 else None
+        executor = _local_pool(jobs) if jobs > 1 else None
         return self._started(BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
                                       stop_requests=stop_requests,
-                                      new_executor=lambda: LocalProcessPool(jobs)))
+                                      new_executor=lambda: _local_pool(jobs)))
+
+
+def _local_pool(jobs: int):
+    """A :class:`convcli.engines.pool.LocalProcessPool` of `jobs` workers.
+
+    Its module (and ``multiprocessing``, about 8 ms) is loaded only for a run of
+    more than one job.
+    """
+    return importlib.import_module("convcli.engines.pool").LocalProcessPool(jobs)
 
 
 

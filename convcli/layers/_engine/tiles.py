@@ -240,9 +240,13 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as
     runs on the calling threads meanwhile (:func:`blas_on_calling_thread`).
     """
     tiles = list(tiles)
+    threads = thread_count(len(tiles), cost)
+    if threads == 1 and cost is not None and cost < WORK_PER_THREAD:
+        # Under a thread's worth of work BLAS runs on this thread anyway; not
+        # asking spares a small file's run the import of threadpoolctl.
+        return _run_tiles(tiles, work, new_state, neighbours_overlap, 1, as_free)
     with blas_on_calling_thread():
-        return _run_tiles(tiles, work, new_state, neighbours_overlap,
-                          thread_count(len(tiles), cost), as_free)
+        return _run_tiles(tiles, work, new_state, neighbours_overlap, threads, as_free)
 
 
 def _run_tiles(tiles, work, new_state, neighbours_overlap, n, as_free=False):
