@@ -52,6 +52,19 @@ def photo(tmp_path, photo_seed):
 
 
 @pytest.fixture
+def small_strips(monkeypatch):
+    """Strips of at least 4 MiB of work (not 8 MiB): a test image of a few megabytes
+    under ``--memory 1M`` is then cut into several strips, as a large image is.
+
+    In this process only (runs through :func:`helpers.run`).
+    """
+    from convcli.app import streamed
+
+    monkeypatch.setattr(streamed, "MIN_STRIP_WORK", 4 << 20)
+    return "1M"
+
+
+@pytest.fixture
 def out(tmp_path):
     """The output folder ``tmp_path / "out"`` (not made: the command line makes it)."""
     return tmp_path / "out"

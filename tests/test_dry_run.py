@@ -83,7 +83,7 @@ def test_dry_run_reads_as_the_run_does_for_files_read_in_strips(tmp_path):
     big = tmp_path / "big.tif"
     tifffile.imwrite(big, np.zeros((300, 400), np.uint8), tile=(64, 64))
     dry, _ = _agree("conv", "-k", "vertical", big, "-o", tmp_path / "a", "--memory", "1M")
-    assert "(400x300 png)" in dry.stdout
+    assert "(400x300 png, in strips)" in dry.stdout
     dry, real = _agree("conv", "-k", "vertical", big, "-o", tmp_path / "a2", "--memory", "1M",
                        "--max-pixels", "1000")  # in strips or whole: over the limit, refused
     assert dry.exit_code == real.exit_code == 1

@@ -262,7 +262,7 @@ def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatc
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
     monkeypatch.setattr(spill.tempfile, "TemporaryFile", lambda **options: _FullDisk())
     result = run("conv", "-k", "vertical", tmp_path / "in.tif", "-o", tmp_path / "out",
-                 "--memory", "4M", "-q")
+                 "--memory", "1M", "-q")
     assert_one_line_error(result, 1, "in.tif: cannot keep rows of 700 pixels on disk in ",
                           "No space left on device")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -70,11 +70,11 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("memory", [None, "4M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
 @pytest.mark.parametrize("case", ["rgb", "grey", "deep", "float", "ome", "ome5"])
 def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(pairs, tmp_path, case,
-                                                                 command, memory):
+                                                                 command, memory, small_strips):
     extra = ["--memory", memory, "-v"] if memory else []
     outputs = {}
     for kind, name in (("tiff", "a.tif"), ("zarr", "a.zarr")):

@@ -33,6 +33,7 @@ from .op_helpers import (
     side_widths,
     whole_option,
 )
+from .work import whole_work_bytes
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,17 @@ class ConvOp:
         (left, right), span = self.pad_widths(self.kernels[0])[2:], self.span(self.kernels[0])[1]
         return (self.row_geometry(height, width).out_rows,
                 (width + left + right - span) // self.stride + 1)
+
+    def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
+        """The samples in float32 (8-bit colour summed first: one channel), per map 4.5
+        bytes an output pixel (8.7 with 16-bit levels), and once 14 bytes an output pixel
+        with 16-bit levels, 4 with 8-bit ones by channel: :mod:`convcli.app.work`."""
+        each = self.channels == "each"
+        summed_first = not each and channels > 1 and sample_bytes == 1
+        return whole_work_bytes(self, height, width, channels, sample_bytes,
+                                float_channels=1 if summed_first else channels,
+                                maps=len(self.kernels) * (channels if each else 1),
+                                per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))
 
     def border_fill(self) -> tuple[str | None, float]:
         """The border rows beyond the image hold (``--border``); its constant is zeros."""

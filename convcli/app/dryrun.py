@@ -43,7 +43,7 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     that cannot be read, or is too small for the operation.
     """
     with _local_copy(task) as source_path:
-        width, height, channels, stack = _header(task, source_path)
+        width, height, channels, stack, strips = _header(task, source_path)
     frames = (stack.frames, stack.count) if stack is not None and stack.per_frame else None
     outputs = planned_outputs(task, channels, frames=frames)
     todo = outputs_to_write(task, outputs, exists=lambda out: _exists(out, task))
@@ -62,13 +62,16 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
         size = _size(out, columns, rows, count)
         if stack is not None and out.frame < 0 and out.kind != "grid":
             size += f", {len(stack.frames)} frames"
+        if strips:
+            size += ", in strips"
         lines.append(f"{shown} -> {_name(out, task, names)} ({size})")
     return lines
 
 
-def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan | None]:
-    """(width, height, channels) as the run would read them, with its checks, and the plan
-    of the frames where ``--frames`` picks several of the file.
+def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan | None, bool]:
+    """(width, height, channels) as the run would read them, with its checks, the plan
+    of the frames where ``--frames`` picks several of the file, and whether it is read in
+    strips.
 
     A file the run reads in strips (:func:`convcli.app.process.strips_reason`)
     is checked as the strips are (their formats); every file against ``--max-pixels``.
@@ -79,9 +82,9 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
             check_pixels((source.width, source.height), task.max_pixels)
             if not reads_as_frames(task, source) and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
-                return source.width, source.height, tuple(source.channels), None
+                return source.width, source.height, tuple(source.channels), None, True
             if is_store_name(path):  # read whole through zarr: no Pillow
-                return source.width, source.height, tuple(source.channels), None
+                return source.width, source.height, tuple(source.channels), None, False
     with open_image(path, max_pixels=task.max_pixels) as image:
         width, height = image.upright_size
         count = image.frame_count
@@ -89,7 +92,7 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
         stack = plan_stack(task.fmt, image, frames, count) if len(frames) > 1 else None
         if stack is not None:
             width, height = stack.sizes[0]
-        return width, height, image.channels, stack
+        return width, height, image.channels, stack, False
 
 
 def _check_named_file(task: Task, todo: list[Output]) -> None:

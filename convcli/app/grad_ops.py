@@ -22,6 +22,7 @@ from .grad import conv_grads, pool_input_grad, unpad_grad
 from .names import Tags
 from .op_helpers import as_batch, channels_as_images, like_picture, original_panel
 from .pad_pool import PoolOp
+from .work import whole_work_bytes
 
 
 def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> list[Panel]:
@@ -51,6 +52,12 @@ class _Gradient:
 
     def border_fill(self) -> tuple[str | None, float]:
         return None, 0.0
+
+    def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
+        """The input, the upstream gradient and the result in float32, and 20 bytes an
+        output pixel per channel: an upper bound (a gradient is never read in strips)."""
+        return whole_work_bytes(self, height, width, channels, sample_bytes,
+                                float_channels=3 * channels, maps=channels, per_map=(20, 20))
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,10 @@ class Operation(Protocol):
         """The border rows beyond the image hold (a ``--border`` mode) and its constant;
         None where no window reads beyond the image's values."""
 
+    def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
+        """About the peak memory of its whole-image run on an image of `height` x `width`
+        with `channels` samples of `sample_bytes` each (:mod:`convcli.app.work`)."""
+
 
 def result_and_summary(op: Operation, pic) -> tuple[np.ndarray, str]:
     """`op`'s float32 result for `pic`, and what it reports beside its files ("" for nothing)."""

@@ -30,6 +30,7 @@ from .op_helpers import (
     side_widths,
     whole_option,
 )
+from .work import whole_work_bytes
 
 
 class _Channelwise:
@@ -62,6 +63,12 @@ class _Channelwise:
         panels += [Panel(t, data[:, :, c], vmax=white, colorbar=True)
                    for c, t in enumerate(self.titles(pic.channels))]
         return Grid(panels, min(len(panels), 5), f"{self.name} {self.details}")
+
+    def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
+        """Every channel in float32, and per result channel 9 bytes an output pixel (20 with
+        16-bit levels): :mod:`convcli.app.work`."""
+        return whole_work_bytes(self, height, width, channels, sample_bytes,
+                                float_channels=channels, maps=channels, per_map=(9, 20))
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,7 @@ def strips_reason(task: Task, source) -> tuple[str | None, int, int]:
     In strips when the whole-image work would not fit ``--memory``.
     """
     budget = task.memory or memory_budget()
-    size = part("strips").whole_image_bytes(task.op, source.height, source.width,
-                                            len(source.channels))
+    size = part("strips").source_work_bytes(task.op, source)
     if size > budget:
         return "over the --memory budget", size, budget
     return None, size, budget

@@ -47,7 +47,6 @@ from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
 from .outputs import output_depth, save_store
-from .streamed import whole_image_bytes
 from .strips import output_size
 
 FIGURE_FRAMES = 4
@@ -120,7 +119,8 @@ class _Frames:
 
         self.task, self.plan = task, plan
         budget = task.memory or memory_budget()
-        work = [whole_image_bytes(task.op, h, w, len(plan.channels)) for w, h in plan.sizes]
+        # Frames are counted as float32 samples: their depth is known once they are read.
+        work = [task.op.work_bytes(h, w, len(plan.channels), 4) for w, h in plan.sizes]
         self.work, self.budget = sum(work), budget
         self.kept = self.work <= budget
         self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
