@@ -102,7 +102,8 @@ def estimate_bytes(case: str, source_path: Path) -> int:
     dryrun.strips_reason = spying
     try:
         with tempfile.TemporaryDirectory() as out:
-            args = shlex.split(CASES[case]) + ["--dry-run", str(source_path), "-o", out]
+            args = shlex.split(CASES[case]) + ["--dry-run", "--max-pixels", "0",
+                                               str(source_path), "-o", out]
             result = CliRunner().invoke(cli, args)
             assert result.exit_code == 0, result.output
     finally:
@@ -147,7 +148,8 @@ def main(argv=None) -> None:
                 def run(path, fmt=fmt, options=options):
                     out = folder / "out"
                     command = convcli + shlex.split(options) + [
-                        "-j", "1", "--memory", "64G", "--overwrite", "--format", fmt,
+                        "-j", "1", "--memory", "64G", "--max-pixels", "0", "--overwrite",
+                        "--format", fmt,
                         str(path), "-o", str(out)]
                     return statistics.median(peak_bytes(command) for _ in range(args.repeat))
                 work = run(big) - run(small)

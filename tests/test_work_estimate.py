@@ -102,3 +102,40 @@ def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, t
         for name in names(first):
             if name.endswith(".tiff"):
                 assert (folder / name).read_bytes() == (first / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("case", ["png", "frames", "gradient"])
+def test_an_image_read_whole_over_a_memory_given_is_refused_before_it_is_decoded(
+        tmp_path, monkeypatch, case):
+    """A 9000x9000 PNG of zeros (236 KB) took 1.74 GB under --memory 100M: refused now, from
+    its header; without --memory, or with enough, it is processed."""
+    from PIL import Image
+
+    from convcli.io import images
+
+    if case == "png":
+        path, command = tmp_path / "zeros.png", ["pool"]
+        Image.fromarray(np.zeros((1500, 2000), np.uint8)).save(path)
+        why = "only TIFFs and Zarr stores are read in strips"
+    elif case == "frames":
+        path, command = tmp_path / "anim.gif", ["pool", "--frames", "all"]
+        frames = [Image.new("RGB", (1000, 800), (40 * k, 0, 0)) for k in range(3)]
+        frames[0].save(path, save_all=True, append_images=frames[1:])
+        why = "frames are never read in strips"
+    else:
+        path, command = tmp_path / "big.tif", ["grad", "pool"]
+        tifffile.imwrite(path, np.zeros((1500, 2000), np.uint8), tile=(256, 256))
+        why = "a gradient is computed whole"
+    decoded = []
+    monkeypatch.setattr(images.ImageSource, "read",
+                        lambda self, *a, real=images.ImageSource.read, **k:
+                        decoded.append(1) or real(self, *a, **k))
+    refused = run(*command, path, "-o", tmp_path / "small", "--memory", "4M")
+    assert refused.exit_code == 1, refused.output
+    (line,) = [x for x in refused.stderr.splitlines() if path.name in x]
+    assert "over --memory 4.00 MiB" in line and why in line and "raise --memory" in line
+    assert not (tmp_path / "small").exists() and decoded == []
+    for extra in ([], ["--memory", "1G"]):
+        result = run(*command, path, "-o", tmp_path / f"ok{len(extra)}", *extra)
+        assert result.exit_code == 0, result.output
+        assert any((tmp_path / f"ok{len(extra)}").iterdir())

@@ -276,6 +276,10 @@ class Task:
         The bytes one file's work may take (``--memory``): an image whose
         whole-image work would take more is processed in strips
         (:mod:`convcli.app.streamed`); None: half the memory available.
+    memory_given : bool
+        `memory` is the user's ``--memory``, not a share of the memory available:
+        an image read whole whose work is over it is refused
+        (:func:`convcli.app.work.check_whole_work`).
     replace_any : bool
         Replace an existing output whoever wrote it: the file named with
         ``-o FILE --overwrite`` (:func:`convcli.io.safeio.replacing_any`).
@@ -302,6 +306,7 @@ class Task:
     downloaded: bool = False
     existing: tuple[str, ...] | None = None
     memory: int | None = None
+    memory_given: bool = False
     replace_any: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
     out_root: str = ""
@@ -346,7 +351,8 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
                figure: bool = False, overwrite: bool = False,
                max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "",
                storage_options: dict | None = None, memory: int | None = None,
-               replace_any: bool = False, frames=DEFAULT_FRAMES) -> list[Task]:
+               memory_given: bool = False, replace_any: bool = False,
+               frames=DEFAULT_FRAMES) -> list[Task]:
     """One task per distinct input file, with output stems that cannot clash.
 
     The same file named twice (or named and found in a folder, or reached
@@ -358,7 +364,7 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
                    out_file=out_file, storage_options=storage_options, memory=memory,
-                   replace_any=replace_any, frames=frames)
+                   memory_given=memory_given, replace_any=replace_any, frames=frames)
     # Each folder resolved once: resolving follows every link of every component.
     folder_keys: dict[str, str] = {}
 
@@ -420,7 +426,8 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
                  overwrite: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
                  out_file: str = "", storage_options: dict | None = None,
                  by_folder: bool | None = None, memory: int | None = None,
-                 replace_any: bool = False, frames=DEFAULT_FRAMES) -> Iterator[Task]:
+                 memory_given: bool = False, replace_any: bool = False,
+                 frames=DEFAULT_FRAMES) -> Iterator[Task]:
     """The tasks of :func:`find_inputs` and :func:`plan_tasks`, a folder at a time where it can.
 
     Where :func:`streams_by_folder` says so (`by_folder`, if the caller has
@@ -431,7 +438,7 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
     """
     options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
                    out_file=out_file, storage_options=storage_options, memory=memory,
-                   replace_any=replace_any, frames=frames)
+                   memory_given=memory_given, replace_any=replace_any, frames=frames)
     if by_folder is None:
         by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
                                       out_file=out_file, storage_options=storage_options)

@@ -42,6 +42,7 @@ from .outputs import (
 )
 from .parts import part
 from .plan import Task
+from .work import check_whole_work
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
 EXPECTED_ERRORS = (OSError, ValueError, MemoryError)
@@ -317,7 +318,11 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
             return (plan if todo else None), outputs, todo
         outputs = planned_outputs(task, source.channels)
         todo = outputs_to_write(task, outputs)
-        return (_read_frame(source, frames[0], count) if todo else None), outputs, todo
+        if not todo:
+            return None, outputs, todo
+        width, height = source.frame_sizes(frames)[0]
+        check_whole_work(task, width, height, len(source.channels), source.sample_bytes)
+        return _read_frame(source, frames[0], count), outputs, todo
 
 
 def _read_frame(source, frame: int, count: int) -> Picture:
@@ -336,6 +341,8 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
         if not todo:
             return None, outputs, todo
         check_pixels((source.width, source.height), task.max_pixels)
+        check_whole_work(task, source.width, source.height, len(source.channels),
+                         source.dtype.itemsize)
         pixels = source.read_rows(0, source.height)
         return (Picture(pixels, source.channels, source.white, source.depth, source.notes),
                 outputs, todo)

@@ -253,7 +253,7 @@ class _BatchRun:
             plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
                               overwrite=overwrite, max_pixels=options.max_pixels,
                               frames=options.frames, out_file=target.out_file, by_folder=by_folder,
-                              memory=self._memory(),
+                              memory=self._memory(), memory_given=options.memory is not None,
                               replace_any=options.overwrite and bool(target.out_file),
                               **self.listing),
             # Manifest lines and temporary files that killed runs left where this one writes.

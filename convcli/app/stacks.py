@@ -48,6 +48,7 @@ from .names import FORMATS, Output
 from .ops import result_and_summary
 from .outputs import output_depth, save_store
 from .strips import output_size
+from .work import check_whole_work
 
 FIGURE_FRAMES = 4
 """The frames ``--figure`` draws, a row each; it says how many more it leaves out."""
@@ -71,6 +72,8 @@ class StackPlan:
         How many times the animation plays (0: for ever), where the file says.
     per_frame : bool
         Whether the outputs are written one file per frame.
+    sample_bytes : int
+        Bytes of one decoded sample of the first frame (1, 2 or 4).
     """
 
     frames: tuple[int, ...]
@@ -79,6 +82,7 @@ class StackPlan:
     channels: tuple[str, ...]
     loop: int | None
     per_frame: bool
+    sample_bytes: int = 4
 
     @functools.cached_property
     def position(self) -> dict[int, int]:
@@ -94,7 +98,8 @@ def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPl
     """
     sizes = tuple(source.frame_sizes(frames))
     per_frame = fmt == "jpg" or FORMATS[fmt].folder or len(set(sizes)) > 1
-    return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame)
+    return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame,
+                     source.sample_bytes)
 
 
 @dataclass
@@ -119,8 +124,11 @@ class _Frames:
 
         self.task, self.plan = task, plan
         budget = task.memory or memory_budget()
-        # Frames are counted as float32 samples: their depth is known once they are read.
-        work = [task.op.work_bytes(h, w, len(plan.channels), 4) for w, h in plan.sizes]
+        work = [task.op.work_bytes(h, w, len(plan.channels), plan.sample_bytes)
+                for w, h in plan.sizes]
+        largest = max(range(len(work)), key=work.__getitem__)
+        check_whole_work(task, *plan.sizes[largest], len(plan.channels), plan.sample_bytes,
+                         what="each frame")
         self.work, self.budget = sum(work), budget
         self.kept = self.work <= budget
         self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
@@ -417,7 +425,8 @@ def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
         notes.append(f"frames of {sizes} sizes, each size processed on its own and written "
                      "one file per frame")
     if not frames.kept:
-        notes.append(f"read and processed in groups of at most {frames.group_frames} frames "
+        group = f"{frames.group_frames} frame{'s' if frames.group_frames > 1 else ''}"
+        notes.append(f"read and processed in groups of at most {group} "
                      f"(the whole stack's work would take about {size_text(frames.work)}, "
                      "over the --memory budget)")
     return notes

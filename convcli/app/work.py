@@ -15,6 +15,8 @@ whole runs, less the peak of the same run on a 64x64 file
 
 from __future__ import annotations
 
+from ..units import size_text
+
 WORK_FIXED = 1 << 20
 """The engines' buffers, whatever the image's size."""
 
@@ -45,3 +47,38 @@ def whole_work_bytes(op, height: int, width: int, channels: int, sample_bytes: i
     decoded = height * width * (channels * sample_bytes + 4 * float_channels)
     results = out_height * out_width * (maps * per_map[wide] + per_result[wide])
     return int(WORK_FIXED + decoded + results)
+
+
+def check_whole_work(task, width: int, height: int, channels: int, sample_bytes: int, *,
+                     what: str = "it") -> None:
+    """Refuse, before anything is decoded, an image read whole whose work is over ``--memory``.
+
+    Only a ``--memory`` given is held so (``task.memory_given``); the default
+    budget depends on the memory free at the moment, and whether a file is
+    refused depends on the file and the options alone. An image that can be read
+    in strips never comes here over its budget.
+
+    `what` names the image in the message ("it", or "each frame").
+
+    Raises
+    ------
+    ValueError
+        One line: the work, the budget, and why the image is read whole.
+    """
+    if not task.memory_given or task.memory is None:
+        return
+    try:
+        work = task.op.work_bytes(height, width, channels, sample_bytes)
+    except ValueError:  # too small for the operation: its own check says so
+        return
+    if work - WORK_FIXED > task.memory:  # the engines' buffers are the process's, not the image's
+        if what != "it":
+            why = "frames are never read in strips"
+        elif task.op.computed_whole:
+            why = "a gradient is computed whole"
+        else:
+            why = "only TIFFs and Zarr stores are read in strips"
+        subject = "its work" if what == "it" else f"the work of {what}"
+        raise ValueError(f"{subject} would take about {size_text(work)}, over --memory "
+                         f"{size_text(task.memory)}, and {what} is read whole ({why}): raise "
+                         "--memory")

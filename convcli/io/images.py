@@ -203,6 +203,13 @@ def _channels_for(im: Image.Image) -> tuple[str, ...]:
     return ("R", "G", "B")
 
 
+def _sample_bytes_for(mode: str) -> int:
+    """Bytes of one decoded sample of a Pillow `mode`: 4 for 32-bit, 2 for 16-bit, else 1."""
+    if mode in ("I", "F"):
+        return 4
+    return 2 if mode in SIXTEEN_BIT_MODES else 1
+
+
 class ImageSource:
     """An opened image file whose pixels have not been decoded yet.
 
@@ -215,6 +222,7 @@ class ImageSource:
         self.path = path
         self.max_pixels = max_pixels
         self.channels = _channels_for(im)
+        self.sample_bytes = _sample_bytes_for(im.mode)
         self.size = im.size  # (width, height) before the EXIF orientation
 
     @functools.cached_property
@@ -502,6 +510,7 @@ class TiffSource:
         self.path = path
         self.max_pixels = max_pixels
         self.channels = pages.channels
+        self.sample_bytes = pages.sample_bytes
         self.size = self.upright_size = pages.size
         self.frame_count = pages.frame_count
 

@@ -43,12 +43,15 @@ class TiffPages:
         The number of pages.
     notes : tuple of str
         The first page's note, if its samples are read at a lower depth.
+    sample_bytes : int
+        Bytes of one of the first page's samples as stored.
     """
 
     def __init__(self, tif, layout: _Layout):
         self._tif = tif
         page = tif.pages[0]
         self.channels = layout.channels
+        self.sample_bytes = max(1, np.dtype(page.dtype).itemsize) if page.dtype else 4
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
         self.notes = (layout.note,) if layout.note else ()
