@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, hide_modules, names, run
+from helpers import assert_one_line_error, hide_modules, names, ok, run
 from PIL import Image
 
 zarr = pytest.importorskip("zarr")
@@ -143,6 +143,39 @@ def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_p
                 assert len(levels) == len(sizes)
                 for index, level in enumerate(levels):
                     assert np.array_equal(_level(store, index), level.asarray(), equal_nan=True)
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_chunk_files_written_here_are_the_bytes_zarr_writes(tmp_path, monkeypatch, small_strips,
+                                                            channels, memory):
+    """Every file of a store, edge chunks and reduced levels included, the same bytes as when
+    zarr writes the chunks itself; and the values read back through zarr are the input's."""
+    from convcli.io import zarr_stores
+
+    shape = (700, 900) if channels == 1 else (700, 900, 3)
+    values = np.random.default_rng(8).integers(0, 256, shape, np.uint8)
+    tifffile.imwrite(tmp_path / "in.tif", values, tile=(64, 64),
+                     photometric="minisblack" if channels == 1 else "rgb")
+    extra = ["--memory", memory] if memory else []
+    put, chunk_files = zarr_stores._ChunkFiles._put, []
+    monkeypatch.setattr(zarr_stores._ChunkFiles, "_put",
+                        lambda self, key, data: chunk_files.append(key) or put(self, key, data))
+    ok("pad", "--pad", "0", "--format", "zarr", tmp_path / "in.tif", "-o", tmp_path / "here",
+       *extra)
+    assert len(chunk_files) >= 17  # 12 + 4 + 1 chunks of each store, written here
+    monkeypatch.setattr(zarr_stores._ChunkFiles, "of", classmethod(lambda cls, array: None))
+    ok("pad", "--pad", "0", "--format", "zarr", tmp_path / "in.tif", "-o", tmp_path / "zarr",
+       *extra)
+    store = "in_pad-constant-0-L.zarr" if channels == 1 else "in_pad-constant-0.zarr"
+    here, there = tmp_path / "here" / store, tmp_path / "zarr" / store
+    files = sorted(p.relative_to(here) for p in here.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(there) for p in there.rglob("*") if p.is_file())
+    assert len(files) > 20
+    for name in files:
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+    level0 = zarr.open_group(str(here), mode="r")["0"][:]
+    np.testing.assert_array_equal(level0 if channels == 1 else np.moveaxis(level0, 0, 2), values)
 
 
 def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):

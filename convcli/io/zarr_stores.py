@@ -265,16 +265,77 @@ WRITE_PIECE_COLUMNS = 4096
 chunks concurrently: pieces of 512 columns took 30% longer)."""
 
 
+class _ChunkFiles:
+    """The chunks of a zarr array in a folder on this machine, written as files by this process.
+
+    Each chunk is encoded by the array's own compressor and written where the
+    array keeps it, the bytes zarr itself writes (an edge chunk whole, padded
+    with the fill value). zarr's own writes cost about 1.2 ms a chunk in its
+    event loop and threads: a 6000x6000 8-bit dataset of 256 x 256 chunks took
+    0.61 s through ``array[...] = values``, 0.10 s so. Only whole chunks from
+    a chunk's corner are written so (:meth:`write` says whether it could).
+    """
+
+    def __init__(self, array):
+        self._folder = Path(array.store.root) / array.path
+        self._codec = array.compressors[0]
+        self._key = array.metadata.encode_chunk_key
+        self._fill = array.metadata.fill_value
+        self._chunk = tuple(int(n) for n in array.chunks)
+        self._shape = tuple(int(n) for n in array.shape)
+
+    @classmethod
+    def of(cls, array) -> _ChunkFiles | None:
+        """The chunk files of `array`, or None where zarr must write them (object storage,
+        filters, an order other than C)."""
+        local = type(array.store).__name__ == "LocalStore"
+        plain = (len(array.compressors) == 1 and not array.metadata.filters
+                 and array.metadata.order == "C")
+        return cls(array) if local and plain else None
+
+    def write(self, top: int, left: int, piece: np.ndarray) -> bool:
+        """Write `piece` (rows, columns, C) at (`top`, `left`) of the (H, W) or (C, H, W)
+        array, if it covers whole chunks from a chunk's corner (or to the array's edge)."""
+        (rows, columns), (height, width) = self._chunk[-2:], self._shape[-2:]
+        bottom, right = top + piece.shape[0], left + piece.shape[1]
+        if top % rows or left % columns or (bottom % rows and bottom != height) \
+                or (right % columns and right != width):
+            return False
+        chunk = np.full(self._chunk, self._fill, piece.dtype)
+        for r in range(top, bottom, rows):
+            for c in range(left, right, columns):
+                block = piece[r - top:r - top + rows, c - left:c - left + columns]
+                chunk[...] = self._fill
+                if chunk.ndim == 2:
+                    chunk[:len(block), :block.shape[1]] = block[:, :, 0]
+                else:
+                    chunk[:, :len(block), :block.shape[1]] = np.moveaxis(block, 2, 0)
+                index = (r // rows, c // columns)
+                self._put(self._key(index if chunk.ndim == 2 else (0, *index)),
+                          self._codec.encode(chunk))
+        return True
+
+    def _put(self, key: str, data: bytes) -> None:
+        path = self._folder / key
+        try:
+            path.write_bytes(data)
+        except FileNotFoundError:  # the chunk's folder is made on its first chunk
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+
 class _StoreLevel:
     """One dataset of a written store, filled a band of chunk rows at a time.
 
     The band is gathered by :class:`convcli.io.pyramid.RowBands` (on disk
-    where it is wide) and written a column piece at a time.
+    where it is wide) and written a column piece at a time: as files
+    (:class:`_ChunkFiles`) in a folder on this machine, else through zarr.
     """
 
     def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
                  top: int = 0, left: int = 0):
         self._array = array
+        self._files = _ChunkFiles.of(array)
         rows = int(array.chunks[-2])
         self._bands = RowBands(rows, (0, size[1], channels), dtype, files=1, piece_bytes=(
             rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize))
@@ -301,9 +362,10 @@ class _StoreLevel:
         for piece in [band] if isinstance(band, np.ndarray) else band_pieces(band):
             rows = slice(self._top, self._top + len(piece))
             columns = slice(left, left + piece.shape[1])
-            if piece.shape[2] == 1:
+            written = self._files is not None and self._files.write(self._top, left, piece)
+            if not written and piece.shape[2] == 1:
                 self._array[rows, columns] = piece[:, :, 0]
-            else:
+            elif not written:
                 self._array[:, rows, columns] = np.moveaxis(piece, 2, 0)
             left += piece.shape[1]
         self._top += len(piece)
