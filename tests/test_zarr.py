@@ -352,3 +352,76 @@ def test_a_store_on_object_storage_not_written_by_convcli_is_kept(pairs, monkeyp
     import fsspec
 
     assert not fsspec.filesystem("memory").exists("/zarr-kept/failed/a_pool-max-f2-s2-L.zarr")
+
+
+def _memory_store(url: str):
+    """The fsspec memory filesystem and the path of `url` on it."""
+    import fsspec
+
+    return fsspec.filesystem("memory"), url.removeprefix("memory://")
+
+
+def test_a_store_on_object_storage_a_run_never_finished_is_written_again(pairs):
+    """Killed mid-write, a store holds chunks and its run's claim but no marker: the next run
+    writes it again (it used to say "outputs exist"), with --overwrite or without."""
+    pytest.importorskip("fsspec")
+    from convcli.io.store_claims import CLAIM_NAME
+
+    source = pairs / "grey" / "tiff" / "a.tif"
+    tmp_whole = "memory://zarr-claims/whole"
+    ok("pool", "--format", "zarr", source, "-o", tmp_whole)
+    name = "a_pool-max-f2-s2-L.zarr"
+    want = zarr.open_group(f"{tmp_whole}/{name}", mode="r")["0"][:]
+    fs, _ = _memory_store(tmp_whole)
+    for extra in ([], ["--overwrite"]):
+        folder = f"memory://zarr-claims/killed{len(extra)}"
+        fs.pipe_file(f"/zarr-claims/killed{len(extra)}/{name}/{CLAIM_NAME}", b"a run now gone")
+        fs.pipe_file(f"/zarr-claims/killed{len(extra)}/{name}/0/0/0", b"half a chunk")
+        result = ok("pool", "--format", "zarr", source, "-o", folder, *extra)
+        assert "1 processed, 0 skipped" in result.stderr
+        group = zarr.open_group(f"{folder}/{name}", mode="r")
+        assert group.attrs["convcli"]["version"]
+        np.testing.assert_array_equal(group["0"][:], want)
+        assert not fs.exists(f"/zarr-claims/killed{len(extra)}/{name}/{CLAIM_NAME}")
+
+
+def test_a_run_whose_store_another_run_claimed_stops_and_leaves_it(pairs, monkeypatch):
+    """Two runs writing one store name: the one whose claim was taken fails on one line, and
+    removes nothing of the other's (its cleanup used to delete the winner's dataset)."""
+    pytest.importorskip("fsspec")
+    from convcli.io import zarr_stores
+    from convcli.io.store_claims import CLAIM_NAME
+
+    name = "tall_pool-max-f2-s2-L.zarr"
+    claim = f"/zarr-claims/taken/{name}/{CLAIM_NAME}"
+    fs, _ = _memory_store("memory://zarr-claims/taken")
+    real_write = zarr_stores._StoreLevel._write
+
+    def taken_after_the_first_band(self, band):
+        real_write(self, band)
+        fs.pipe_file(claim, b"the other run")  # another run claims the store meanwhile
+
+    monkeypatch.setattr(zarr_stores._StoreLevel, "_write", taken_after_the_first_band)
+    values = np.random.default_rng(3).integers(0, 256, (1100, 300), np.uint8)
+    tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
+    result = run("pool", "--format", "zarr", pairs.parent / "tall.tif", "-o",
+                 "memory://zarr-claims/taken", "-q")
+    assert_one_line_error(result, 1, "another run is writing this Zarr store now")
+    assert fs.cat_file(claim) == b"the other run"
+    assert fs.exists("/zarr-claims/taken/tall_pool-max-f2-s2-L.zarr/0/.zarray")
+
+
+def test_a_band_task_of_a_run_gone_writes_nothing_into_a_store_claimed_since(tmp_path):
+    """The tasks of a client that died still run: each checks the claim before writing."""
+    pytest.importorskip("fsspec")
+    from convcli.io import store_claims, zarr_stores
+
+    url = "memory://zarr-claims/bands/out.zarr"
+    zarr_stores.create_store(url, (512, 256, 1), np.dtype(np.uint8))
+    ours = store_claims.claim(url)
+    store_claims.claim(url)  # a later run's
+    with pytest.raises(store_claims.StoreTaken, match="another run"):
+        zarr_stores.StoreBand(url, (512, 256, 1), np.dtype(np.uint8), top=0, levels=1,
+                              last=False, claim=ours)
+    fs, path = _memory_store(url)
+    assert not fs.exists(f"{path}/0/0/0")

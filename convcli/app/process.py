@@ -21,7 +21,7 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_messages, library_section
 from ..engines.processes import FileResult
 from ..errors import MissingExtra
-from ..io import storage
+from ..io import storage, store_claims
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
@@ -506,8 +506,11 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
 
 def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
     """An output `name` on object storage, on the staging disk: an empty file, or a copy to
-    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only."""
+    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only,
+    and none stands for a store a run claimed and never finished (it is written again)."""
     url, local = storage.join(task.out_dir, name), os.path.join(staging, name)
+    if is_store_name(name) and store_claims.unfinished(url, task.storage_options):
+        return  # a store a run never finished: convcli's own, written again
     if not is_store_name(name):
         if overwrite:
             _fetch(url, local, task.storage_options)

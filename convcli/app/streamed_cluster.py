@@ -131,7 +131,8 @@ def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, store
     """
     last = band[1] == plans.size[0]
     writers = [StoreBand(store.location, store.shape, store.dtype, top=band[0],
-                         levels=store.levels, last=last, storage_options=store.storage_options)
+                         levels=store.levels, last=last, storage_options=store.storage_options,
+                         claim=store.claim)
                for store in stores]
     not_finite, kept = 0, []
     try:
@@ -186,8 +187,8 @@ def in_order(client, function: Callable, job, bands: list, *args, in_flight: int
 
 @dataclass(frozen=True)
 class _Store:
-    """A Zarr output being written by the workers: where (a folder or a URL), its layout and
-    the levels they fill."""
+    """A Zarr output being written by the workers: where (a folder or a URL), its layout,
+    the levels they fill, and the run's claim on it (on object storage)."""
 
     out: object
     location: str
@@ -195,6 +196,7 @@ class _Store:
     dtype: np.dtype
     levels: int
     storage_options: dict | None = None
+    claim: str | None = None
 
 
 def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict,
@@ -270,13 +272,14 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
                 continue
             place = store_place(plans.task, out.path)  # on object storage: written there
             options = place.get("storage_options")
-            location = store_location(stack, output.temporary, place.get("store_url"), options)
+            location, claim = store_location(stack, output.temporary, place.get("store_url"),
+                                             options)
             shape = (layout["height"], layout["width"], layout["channels"])
             dtype = np.dtype(layout["dtype"])
             create_store(location, shape, dtype, options)
             levels = 1 if len(bands) == 1 else band_levels(
                 band_rows, len(level_sizes(shape[0], shape[1])))
-            stores.append(_Store(out, location, shape, dtype, max(1, levels), options))
+            stores.append(_Store(out, location, shape, dtype, max(1, levels), options, claim))
             outputs.append(output)
         [shared] = client.scatter([plans], hash=False)
         for count, result in in_order(client, band_into_stores, job, bands, shared, stores,
@@ -286,7 +289,7 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
                 overview.add(result)
         for store in stores:
             finish_store(store.location, store.shape, store.dtype, written=store.levels,
-                         storage_options=store.storage_options)
+                         storage_options=store.storage_options, claim=store.claim)
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import store_claims
 from .formats import MARKER, load
 from .image_files import written_by_convcli
 from .png import PngRowEncoder
@@ -207,38 +208,43 @@ def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[
     if temporary is None:
         return None
     if store_url is not None:
-        location = store_location(stack, temporary, store_url, storage_options)
-        return StoreSink(location, shape, dtype, storage_options)
+        location, claim = store_location(stack, temporary, store_url, storage_options)
+        return StoreSink(location, shape, dtype, storage_options, claim)
     return _sink(fmt)(temporary, shape, dtype)
 
 
 def store_location(stack: ExitStack, temporary: Path, store_url: str | None,
-                   storage_options: dict | None) -> str:
-    """Where a Zarr output is written: `temporary`, or `store_url` on object storage.
+                   storage_options: dict | None) -> tuple[str, str | None]:
+    """Where a Zarr output is written, and this run's claim on it (None on this disk).
 
-    For a URL, `temporary` is made an empty folder that stands for the store
-    on this disk, and the store is written in place for the life of `stack`
-    (:func:`remote_store`: removed if the block raises).
+    `temporary`, or `store_url` on object storage: `temporary` is then made an
+    empty folder that stands for the store on this disk, and the store is
+    written in place for the life of `stack` (:func:`remote_store`).
     """
     if store_url is None:
-        return str(temporary)
+        return str(temporary), None
     temporary.mkdir()
-    return stack.enter_context(remote_store(store_url, storage_options))
+    return store_url, stack.enter_context(remote_store(store_url, storage_options))
 
 
 @contextmanager
 def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]:
-    """Write a Zarr store at the object-storage prefix `url` in the block; `url` is yielded.
+    """Write a Zarr store at the object-storage prefix `url` in the block; this run's claim
+    on it is yielded (:mod:`convcli.io.store_claims`).
 
     Objects cannot be renamed: a store there already (to be replaced, the
-    checks done) is removed first, and a block that raises removes what it
-    wrote. The group's attributes, with convcli's marker, are written last.
+    checks done) is removed first and the store claimed. The group's
+    attributes, with convcli's marker, are written last, and the claim then
+    removed. A block that raises removes the store while the claim is its own:
+    never what another run has claimed since.
     """
     remove_tree(url, storage_options)
+    claim = store_claims.claim(url, storage_options)
     try:
-        yield url
+        yield claim
     except BaseException:
-        remove_tree(url, storage_options)
+        if store_claims.holder(url, storage_options) == claim:
+            remove_tree(url, storage_options)
         raise
 
 

@@ -400,6 +400,22 @@ def read_bytes(url: str, options: dict | None = None) -> bytes:
         return fs.cat_file(path)
 
 
+def write_bytes(url: str, data: bytes, options: dict | None = None) -> None:
+    """Write the object `url` holding `data`, in one put."""
+    fs, path = filesystem(url, options)
+    with store_errors(url):
+        fs.pipe_file(path, data)
+
+
+def remove_object(url: str, options: dict | None = None) -> None:
+    """Remove the object `url` (none there: nothing to do)."""
+    fs, path = filesystem(url, options)
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass
+
+
 def upload(local: str, url: str, options: dict | None = None) -> None:
     """Copy the local file `local` to the object `url`, in one put (a whole object or none)."""
     fs, path = filesystem(url, options)

@@ -43,6 +43,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ImageError, MissingExtra
+from . import store_claims
 from .bands import float_white
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
@@ -372,16 +373,32 @@ class _StoreLevel:
 
 
 class _LevelRows:
-    """Rows written into a store's level 0 and, halved as they come, its smaller levels."""
+    """Rows written into a store's level 0 and, halved as they come, its smaller levels.
 
-    def __init__(self, arrays, sizes, shape: tuple[int, int, int], dtype: np.dtype, top: int = 0):
+    Where the store is on object storage, this run's claim on it
+    (:mod:`convcli.io.store_claims`) is checked before each band of
+    :data:`TILE` rows: ``claim`` is ``(url, token, storage options)``, or None.
+    """
+
+    def __init__(self, arrays, sizes, shape: tuple[int, int, int], dtype: np.dtype, top: int = 0,
+                 claim: tuple | None = None):
         """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written."""
         self._levels = [_StoreLevel(array, size, shape[2], dtype, top=top >> k)
                         for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
         self._empty = np.empty((0,) + shape[1:], dtype)
+        self._claim, self._row, self._checked_to = claim, top, top
+
+    def _check_claim(self) -> None:
+        """Stop (:class:`StoreTaken`) where another run has claimed the store since."""
+        if self._claim is not None:
+            store_claims.check(*self._claim)
 
     def write(self, rows: np.ndarray) -> None:
+        if self._row >= self._checked_to:
+            self._check_claim()
+            self._checked_to = (self._row // TILE + 1) * TILE
+        self._row += len(rows)
         self._levels[0].add(rows)
         for halver, level in zip(self._halvers, self._levels[1:], strict=True):
             rows = halver.add(rows)
@@ -410,14 +427,18 @@ class StoreSink(_LevelRows):
     """
 
     def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None):
+                 storage_options: dict | None = None, claim: str | None = None):
         self._shape = shape
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
-        super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype)
+        super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype,
+                         claim=(str(temporary), claim, storage_options) if claim else None)
 
     def close(self) -> None:
         self._flush(last=True)
+        self._check_claim()
         self._group.attrs.update(ome_attributes(self._shape, len(self._levels)))
+        if self._claim is not None:  # finished: the marker is there, the claim goes
+            store_claims.release(self._claim[0], self._claim[2])
 
     def abort(self) -> None:
         """Drop the rows held: the writer removes the temporary folder."""
@@ -442,7 +463,9 @@ def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
     """
     zarr = require_zarr("--format zarr needs zarr")
     from numcodecs import Blosc
-    group = zarr.open_group(store=_store(location, storage_options), mode="w-", zarr_format=2)
+    # On object storage the prefix holds this run's claim already (and nothing else).
+    mode = "a" if "://" in str(location) else "w-"
+    group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
         arrays.append(group.create_array(
@@ -478,20 +501,24 @@ class StoreBand(_LevelRows):
     """
 
     def __init__(self, location, shape: tuple[int, int, int], dtype: np.dtype, *, top: int,
-                 levels: int, last: bool, storage_options: dict | None = None):
+                 levels: int, last: bool, storage_options: dict | None = None,
+                 claim: str | None = None):
         zarr = require_zarr("--format zarr needs zarr")
+        store_claims.check(str(location), claim, storage_options)  # a task of a run gone
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
         arrays = [group[str(k)] for k in range(len(sizes))]
-        super().__init__(arrays, sizes, shape, dtype, top)
+        super().__init__(arrays, sizes, shape, dtype, top,
+                         claim=(str(location), claim, storage_options) if claim else None)
         self._last = last
 
     def close(self) -> None:
+        self._check_claim()
         self._flush(self._last)
 
 
 def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
-                 storage_options: dict | None = None) -> None:
+                 storage_options: dict | None = None, claim: str | None = None) -> None:
     """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
 
     The bands of a cluster's tasks write the first `written` levels
@@ -508,7 +535,10 @@ def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, writ
         step = -(-FINISH_PIECE_COLUMNS >> (len(sizes) - written)) << (len(sizes) - written)
         for c0 in range(0, sizes[written - 1][1], step):
             _halve_piece(group, sizes, written, c0, step, shape[2], dtype)
+    store_claims.check(str(location), claim, storage_options)
     group.attrs.update(ome_attributes(shape, len(sizes)))
+    if claim is not None:  # finished: the marker is there, the claim goes
+        store_claims.release(str(location), storage_options)
 
 
 FINISH_PIECE_COLUMNS = 4096
