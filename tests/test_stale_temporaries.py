@@ -78,3 +78,45 @@ def test_a_run_cleans_the_folders_it_writes_to(tmp_path):
     assert result.exit_code == 0, result.output
     assert not top.exists() and not deep.exists() and kept.exists()
     assert (out / "sub" / "b_pool-max-f2-s2-L.png").exists()
+
+
+def _staging(root, pid: int, *, age: float):
+    from convcli.io.safeio import STAGING_PREFIX
+
+    folder = root / f"{STAGING_PREFIX}{pid}-abc123"
+    (folder / "output").mkdir(parents=True)
+    (folder / "output" / "a_pool-max-f2-s2.png").write_bytes(b"x" * 1000)
+    then = time.time() - age
+    for path in (folder / "output" / "a_pool-max-f2-s2.png", folder / "output", folder):
+        os.utime(path, (then, then))
+    return folder
+
+
+def test_staging_folders_of_killed_runs_are_removed_by_the_next_run_to_object_storage(
+        tmp_path, monkeypatch):
+    """A run killed while uploading left its staging folder (2.5 and 40 MB) for ever."""
+    import tempfile
+
+    from convcli.app import process
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = _dead_pid()
+    stale = _staging(tmp_path, dead, age=600)
+    recent = _staging(tmp_path, _dead_pid(), age=0)  # changed just now: kept
+    busy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        mine = _staging(tmp_path, os.getpid(), age=0)
+        other_live = _staging(tmp_path, busy.pid, age=0)
+        process._remove_stale_staging_once.cache_clear()
+        (tmp_path / "in").mkdir()
+        photo = make_image(tmp_path / "in" / "a.png", "RGB")
+        result = run("pool", photo, "-o", "memory://staging-test/out")
+        assert result.exit_code == 0, result.output
+        assert not stale.exists()
+        assert recent.exists() and mine.exists() and other_live.exists()
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("convcli-"))
+        assert left == sorted(p.name for p in (recent, mine, other_live))  # its own gone too
+    finally:
+        busy.kill()
+        busy.wait()
+        process._remove_stale_staging_once.cache_clear()

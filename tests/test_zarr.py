@@ -213,6 +213,37 @@ def test_a_failure_while_writing_leaves_no_store_and_no_temporary(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("failing", [3, 14])
+def test_a_full_disk_while_chunks_are_written_leaves_no_store_and_no_temporary(
+        pairs, tmp_path, monkeypatch, failing):
+    """ENOSPC at a chunk: one line; nothing of the store stays (a chunk written after the
+    cleanup used to make its temporary folder again, without .zgroup, never removed)."""
+    import errno
+
+    from convcli.io import zarr_stores
+
+    calls, put = [], zarr_stores._ChunkFiles._put
+
+    def full_disk(self, key, data):
+        calls.append(key)
+        if len(calls) >= failing:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        put(self, key, data)
+
+    monkeypatch.setattr(zarr_stores._ChunkFiles, "_put", full_disk)
+    out = tmp_path / "out"
+    result = run("pool", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif", "-o", out, "-q")
+    assert_one_line_error(result, 1, "a.tif", "no space left on the device")
+    assert len(calls) >= failing
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    stores = [name for name in left if name.endswith(".zarr")]
+    assert left == sorted(stores + (["convcli-manifest.jsonl"] if stores else []))
+    assert all(zarr_stores.store_marked(out / name) for name in stores)  # each one finished
+    recorded = [json.loads(line)["output"] for line in
+                (out / "convcli-manifest.jsonl").read_text().splitlines()] if stores else []
+    assert sorted(recorded) == stores
+
+
 def test_a_store_named_with_o_is_replaced_as_a_file_is(pairs, tmp_path):
     """-o FILE rules: convcli's own store replaced; another kept unless --overwrite."""
     source = pairs / "grey" / "tiff" / "a.tif"

@@ -14,7 +14,6 @@ the operation's geometry (:func:`convcli.app.strips.output_size`).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -23,6 +22,7 @@ from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
 from ..io.image_files import written_by_convcli
 from ..io.images import check_pixels, open_image
+from ..io.safeio import staging_folder
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .outputs import outputs_to_write
@@ -138,7 +138,7 @@ def _local_copy(task: Task) -> Iterator[str]:
         yield task.source
         return
 
-    with tempfile.TemporaryDirectory(prefix="convcli-") as folder:
+    with staging_folder() as folder:
         path = os.path.join(folder, storage.basename(task.source))
         storage.download(task.source, path, task.storage_options)
         yield path

@@ -36,14 +36,13 @@ import math
 import os
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 
 from .._version import __version__
 from ..engines.base import RunHooks
 from ..io import storage
-from ..io.safeio import random_hex, write_atomic
+from ..io.safeio import random_hex, staging_folder, write_atomic
 from .outputs import checking_outputs
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
@@ -277,7 +276,7 @@ def put_text(url: str, text: str, storage_options: dict | None = None) -> None:
         It could not be put.
     """
     name = storage.basename(url)
-    with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
+    with staging_folder() as staging:
         local = os.path.join(staging, name)
         with open(local, "w", encoding="utf-8") as f:
             f.write(text)

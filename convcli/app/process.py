@@ -7,9 +7,9 @@ for every :class:`convcli.app.plan.Task`, in this process or in another.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +27,12 @@ from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
 from ..io.image_files import save_levels, save_npy
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
-from ..io.safeio import make_output_folder, replacing_any
+from ..io.safeio import (
+    make_output_folder,
+    remove_stale_staging,
+    replacing_any,
+    staging_folder,
+)
 from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
 from ..levels.mapping import LevelScale, count_not_finite, map_levels
@@ -456,7 +461,8 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
     uploaded in one put, so an object appears whole or not at all.
     """
     options = task.storage_options
-    with tempfile.TemporaryDirectory(prefix="convcli-") as staging:
+    _remove_stale_staging_once()
+    with staging_folder() as staging:
         source = task.source
         if is_url(source) and not is_store_name(source):  # a store is read where it is
             source = os.path.join(staging, "input", storage.basename(source))
@@ -502,6 +508,12 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
             written.paths.append(url)
         timings["upload"] = time.perf_counter() - start
         return replace(result, source=task.source, outputs=tuple(written.paths))
+
+
+@functools.cache
+def _remove_stale_staging_once() -> None:
+    """The staging folders of killed runs, removed once a process (:func:`remove_stale_staging`)."""
+    remove_stale_staging()
 
 
 def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:

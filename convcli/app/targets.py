@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..errors import OptionError
 from ..io.formats import is_store_name, load
 from ..io.images import is_image_name
+from ..io.safeio import staging_folder
 from ..io.storage import dirname, is_url, protocol
 from .names import FORMATS, file_format, format_name, planned_outputs, single_output
 from .stdio import save_stdin
@@ -73,7 +73,7 @@ def run_target(out_dir: str, options, op, stack: ExitStack) -> Target:
     elif out_dir == "-":
         check_stream(sys.stdout, "-o -", "standard output is closed: nothing can be written to it",
                       "standard output is a terminal: redirect it to a file (> out.png) or a pipe")
-        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+        folder = stack.enter_context(staging_folder())
         target = Target(folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
                          stdout=True)
     elif options.fmt is not None and named != fmt:
@@ -134,7 +134,7 @@ def read_stdin(inputs: tuple[str, ...], stack: ExitStack,
     check_stream(sys.stdin, "INPUT", "- reads an image from standard input, which is closed",
                   "- reads an image from standard input, which is a terminal: "
                   "pipe an image into it")
-    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="convcli-"))
+    folder = stack.enter_context(staging_folder())
     path = os.path.join(folder, "stdin")
     save_stdin(path, max_pixels)
     return [path if arg == "-" else arg for arg in inputs], {path: "-"}

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -176,6 +177,44 @@ def remove_stale_temporaries(folder, *, min_age: float = STALE_SECONDS) -> int:
             if now - changed <= min_age or _writer_may_live(int(match.group(1)), changed):
                 continue
             _remove_temporary(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+STAGING_PREFIX = "convcli-staging-"
+"""The start of the name of a staging folder (:func:`staging_folder`), before its process id."""
+
+
+def staging_folder() -> tempfile.TemporaryDirectory:
+    """A new folder in the system's temporary folder, for a file on its way to or from
+    object storage; named with this process's id, so that one a killed run left is found
+    (:func:`remove_stale_staging`)."""
+    return tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
+
+
+def remove_stale_staging(min_age: float = STALE_SECONDS) -> int:
+    """Remove the staging folders that killed runs left in the temporary folder; how many.
+
+    As :func:`remove_stale_temporaries`: only convcli's, unchanged for
+    `min_age` seconds, of a process that is gone.
+    """
+    pattern = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-[^/]+$")
+    removed, now = 0, time.time()
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            changed = _last_change_of_folders(entry.path)
+            if now - changed <= min_age or _writer_may_live(int(match.group(1)), changed):
+                continue
+            shutil.rmtree(entry.path)
             removed += 1
         except OSError:
             continue

@@ -320,8 +320,11 @@ class _ChunkFiles:
         path = self._folder / key
         try:
             path.write_bytes(data)
-        except FileNotFoundError:  # the chunk's folder is made on its first chunk
-            path.parent.mkdir(parents=True, exist_ok=True)
+        except FileNotFoundError:  # the chunk's folders are made on its first chunk
+            # One level at a time below the array's folder: never the array's own folder
+            # again, nor the store's, where a failed write has removed them.
+            for folder in reversed(path.relative_to(self._folder).parents[:-1]):
+                (self._folder / folder).mkdir(exist_ok=True)
             path.write_bytes(data)
 
 
