@@ -20,6 +20,7 @@ import numpy as np
 
 from ..choices import RAW_VALUES
 from ..io import storage
+from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.safeio import path_key
 from ..levels.mapping import LevelScale, top_level
@@ -81,11 +82,12 @@ def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Out
     return todo
 
 
-def save_store(path: Path, image: np.ndarray, task: Task) -> bool:
+def save_store(path: Path, image: np.ndarray, task: Task, carried: Carried = NOTHING) -> bool:
     """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
     writer: the same file whole or in strips."""
+    kept = {"carried": carried} if task.fmt == "tiff" else {}
     return load("row writer").save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
-                                        **store_place(task, path))
+                                        **store_place(task, path), **kept)
 
 
 def store_place(task: Task, path) -> dict:
@@ -95,6 +97,39 @@ def store_place(task: Task, path) -> dict:
         return {}
     return {"store_url": storage.join(task.stores_at, Path(path).name),
             "storage_options": task.storage_options}
+
+
+def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
+    """What output `out` keeps of what its input carries (profile, resolution, EXIF).
+
+    The one rule for every path: images keep the resolution, divided by the
+    operation's stride (``--stride``, or the pooling window's); those whose
+    every channel holds the input's levels (mapping ``clip``: pad, pool, a
+    kernel that keeps levels) keep the colour profile and EXIF too. Maps of
+    other values keep neither, raw values and figures nothing.
+    """
+    if out.kind in ("raw", "grid") or carried == NOTHING:
+        return NOTHING
+    kept = carried.scaled(getattr(op, "stride", 1))
+    if not scales or any(scale.mapping != "clip" for scale in scales):
+        kept = kept.without_colour()
+    return kept
+
+
+def carried_note(op, pic, fmt: str) -> str:
+    """What the outputs of `pic` keep of what it carries (:func:`carried_for`), for ``-v``;
+    "" where it carries nothing."""
+    if pic.carried == NOTHING:
+        return ""
+    kept = pic.carried.scaled(getattr(op, "stride", 1))
+    if all(mapping.method != "clip" for mapping in op.mappings(pic)):
+        kept = kept.without_colour()
+    text = kept.kept_text()
+    if fmt not in ("png", "jpg", "tiff"):
+        return f"{pic.carried.kept_text()} not kept: {fmt} outputs hold none of them"
+    if fmt == "tiff" and kept.exif is not None:
+        return f"kept: {text.replace(', EXIF', '')} (TIFF outputs hold no EXIF)"
+    return f"kept: {text}" if text else ""
 
 
 def output_record(out, scales: list[LevelScale], depth: int) -> dict:

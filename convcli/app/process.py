@@ -40,6 +40,8 @@ from ..units import size_text
 from .names import FORMATS, Output, named_for_stem, planned_outputs
 from .ops import result_and_summary
 from .outputs import (
+    carried_for,
+    carried_note,
     output_depth,
     output_record,
     outputs_to_write,
@@ -204,7 +206,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     kept += len(outputs) - len(todo)
-    return FileResult(task.source, "done", _notes(pic, summary, data, kept),
+    return FileResult(task.source, "done", _notes(op, pic, summary, data, kept, task.fmt),
                       tuple(written.paths), timings, records=tuple(written.records),
                       hints=_hints(op, pic.channels))
 
@@ -241,8 +243,9 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                                        written=written.paths, records=written.records)
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
-        notes = list(source.notes) + [f"processed in strips{where} (its work would take about "
-                                      f"{size_text(size)}; {why})"]
+        carried = carried_note(task.op, part("strips").shape_only(source), task.fmt)
+        notes = list(source.notes) + ([carried] if carried else []) + [
+            f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
@@ -391,7 +394,9 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
         values = data[:, :, out.index]
         # The formats that hold floats (TIFF, Zarr; npy is "raw") are written by rows.
-        return save_store(path, values, task), [LevelScale(RAW_VALUES, 1.0, 0.0)]
+        scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
+        return save_store(path, values, task, carried_for(task.op, pic.carried, out, scales)), \
+            scales
     if out.kind == "channel":
         image, scale = levels(out.index)
         scales = [scale]
@@ -405,9 +410,11 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         scales = [scale]
     else:
         return _save_figure(path, task, pic, data), []
+    carried = carried_for(task.op, pic.carried, out, scales)
     if FORMATS[task.fmt].by_rows:  # a TIFF or Zarr store, as the strips path writes it
-        return save_store(path, image, task), scales
-    return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite), scales
+        return save_store(path, image, task, carried), scales
+    return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite,
+                       carried=carried), scales
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -422,9 +429,11 @@ def _hints(op, channels: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hints(channels)) if hints is not None else ()
 
 
-def _notes(pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
-    """The note of a processed file: the picture's notes, the operation's, the result's."""
-    notes = list(pic.notes) + ([summary] if summary else [])
+def _notes(op, pic: Picture, summary: str, data: np.ndarray, kept: int, fmt: str) -> str:
+    """The note of a processed file: the picture's notes, what its outputs keep of what it
+    carries, the operation's, the result's."""
+    carried = carried_note(op, pic, fmt)
+    notes = list(pic.notes) + ([carried] if carried else []) + ([summary] if summary else [])
     return _file_notes(notes, count_not_finite(data), kept)
 
 

@@ -32,7 +32,7 @@ from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping
-from .outputs import output_depth, output_record, store_place
+from .outputs import carried_for, output_depth, output_record, store_place
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
@@ -68,15 +68,16 @@ def rows_for_budget(op, source, budget: int) -> int:
     return max(1, int(budget // max(1.0, STRIP_WORK_FACTOR * per_output_row)))
 
 
-def _shape_only(source) -> Picture:
+def shape_only(source) -> Picture:
     """A picture of the source's size and kind whose pixels take no memory."""
     pixels = np.broadcast_to(np.float32(0), (source.height, source.width, len(source.channels)))
-    return Picture(pixels, source.channels, source.white, source.depth, source.notes)
+    return Picture(pixels, source.channels, source.white, source.depth, source.notes,
+                   source.carried)
 
 
 def check_strips(task, source) -> Picture:
     """A ValueError (one line) if `task` cannot be done in strips; else a shape-only picture."""
-    whole = _shape_only(source)
+    whole = shape_only(source)
     task.op.check(whole)
     if task.fmt not in STREAMED_FORMATS:
         raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
@@ -198,6 +199,7 @@ class _Outputs:
     def __init__(self, task, whole: Picture, todo, size: tuple[int, int, int]):
         self.task, self.todo, self.size = task, todo, size
         self.depth = output_depth(whole.depth, task.fmt)
+        self.carried = whole.carried
         self.mappings = task.op.mappings(whole)
         height, width, _ = size
         self.maps: dict[int, StreamedMapping] = {}
@@ -250,9 +252,10 @@ class _Outputs:
             for out in self.todo:
                 # Registered first, so called once the writer has closed (last in, first out).
                 stack.callback(self._record, out, writers, len(writers), written, records)
+                kept = carried_for(self.task.op, self.carried, out, self._scales(out))
                 writers.append(stack.enter_context(open_row_writer(
                     out.path, overwrite=self.task.overwrite, **self._layout(out),
-                    **store_place(self.task, out.path))))
+                    **store_place(self.task, out.path), carried=kept)))
             for _, result in strips:
                 not_finite += count_not_finite(result)
                 for out, writer in zip(self.todo, writers, strict=True):

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from .carried import NOTHING, Carried
 from .formats import MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .png import ApngWriter, write_png
@@ -82,7 +83,7 @@ def _tiff_marked(path: str) -> bool:
 
 
 def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
-                overwrite: bool = False) -> bool:
+                overwrite: bool = False, carried: Carried = NOTHING) -> bool:
     """Write integer levels as an image file, atomically.
 
     Parameters
@@ -100,6 +101,9 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     overwrite : bool
         Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
         otherwise ``FileExistsError``); without it an existing file is kept.
+    carried : Carried
+        The colour profile, resolution and EXIF the file keeps (:mod:`convcli.io.carried`;
+        a TIFF keeps no EXIF).
 
     Returns
     -------
@@ -119,14 +123,14 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     if fmt == "png":
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as fh:
-                write_png(fh, arr, text={"Software": MARKER})
+                write_png(fh, arr, text={"Software": MARKER}, chunks=carried.png_chunks())
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
     if fmt == "tiff":
-        return write_atomic(path, lambda tmp: write_tiff(tmp, arr), overwrite=overwrite,
-                            replaceable=written_by_convcli)
+        return write_atomic(path, lambda tmp: write_tiff(tmp, arr, carried),
+                            overwrite=overwrite, replaceable=written_by_convcli)
     im = Image.fromarray(arr)
-    options = {"quality": JPEG_QUALITY, "comment": MARKER}
+    options = {"quality": JPEG_QUALITY, "comment": MARKER, **carried.pillow_options()}
 
     def write(tmp: Path) -> None:
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)
@@ -134,18 +138,18 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
 
-def write_tiff(file, image: np.ndarray) -> None:
+def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     """Write `image` as one TIFF page to `file` (a path or a tifffile.TiffWriter), deflated.
 
     Levels (uint8, uint16: grey, grey + alpha, RGB, RGBA), or float32 values
     (one channel), with the tags of every TIFF convcli writes
-    (:func:`convcli.io.formats.tiff_page_tags`).
+    (:func:`convcli.io.formats.tiff_page_tags`) and the profile and resolution `carried`.
     """
     import tifffile  # only where a TIFF is written
 
     channels = image.shape[2] if image.ndim == 3 else 1
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
-    options = tiff_page_tags(channels, image.dtype)
+    options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options()}
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:

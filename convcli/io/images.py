@@ -61,6 +61,7 @@ from PIL import (
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError, PixelLimitError
+from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
     SIXTEEN_BIT_MODES,
@@ -153,6 +154,8 @@ class Picture:
         Bits per sample for output files: 8 or 16.
     notes : tuple of str
         Things the user should know, such as "used the first of 3 frames".
+    carried : Carried
+        The file's colour profile, resolution and EXIF (:mod:`convcli.io.carried`).
     """
 
     samples: np.ndarray
@@ -160,6 +163,7 @@ class Picture:
     white: float
     depth: int
     notes: tuple[str, ...] = ()
+    carried: Carried = NOTHING
 
     @property
     def pixels(self) -> np.ndarray:
@@ -324,18 +328,19 @@ class ImageSource:
                                  "install convcli[deep] for 16)")
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
+            carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
             if decoded is not None:
                 upright = exif_upright(decoded, im.getexif().get(ORIENTATION, 1))
                 if upright.dtype == np.uint8 and upright.flags.c_contiguous:
                     samples = upright.reshape(upright.shape[:2] + (-1,))  # kept as integers
                 else:
                     samples = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
-                return Picture(samples, self.channels, white, depth, tuple(notes))
+                return Picture(samples, self.channels, white, depth, tuple(notes), carried)
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
             samples, white, depth = to_array(im, self.channels, integers=True)
-        return Picture(samples, self.channels, white, depth, tuple(notes))
+        return Picture(samples, self.channels, white, depth, tuple(notes), carried)
 
 
 # What Pillow's plugins raise, besides OSError and friends, when they parse a
@@ -540,7 +545,7 @@ class TiffSource:
         notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
         read = self._pages.read_page(0)
         samples, white, depth = read
-        return Picture(samples, self.channels, white, depth, notes)
+        return Picture(samples, self.channels, white, depth, notes, self._pages.carried)
 
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""

@@ -22,6 +22,7 @@ import functools
 import os
 import struct
 import zlib
+from collections.abc import Iterable
 from typing import BinaryIO
 
 import numpy as np
@@ -86,7 +87,7 @@ def _crc32():
 
 
 def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None = None,
-              backend: str | None = None) -> None:
+              backend: str | None = None, chunks: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Write `levels` to the open binary file `fh` as a PNG stream.
 
     Parameters
@@ -99,6 +100,8 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
         Latin-1 keywords and values, written as ``tEXt`` chunks before the pixels.
     backend : {"isal", "zlib"}, optional
         The deflate to use; :func:`deflate_backend` by default.
+    chunks : iterable of (bytes, bytes)
+        Further chunks (kind, data) before the pixels: ``iCCP``, ``pHYs``, ``eXIf``.
 
     See Also
     --------
@@ -113,7 +116,8 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
     True
     """
     arr = _checked_levels(levels)
-    encoder = PngRowEncoder(fh, shape=arr.shape, dtype=arr.dtype, text=text, backend=backend)
+    encoder = PngRowEncoder(fh, shape=arr.shape, dtype=arr.dtype, text=text, backend=backend,
+                            chunks=chunks)
     encoder.write(arr)
     encoder.close()
 
@@ -169,10 +173,11 @@ class PngRowEncoder:
     """
 
     def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype,
-                 text: dict[str, str] | None = None, backend: str | None = None):
+                 text: dict[str, str] | None = None, backend: str | None = None,
+                 chunks: Iterable[tuple[bytes, bytes]] = ()):
         self._fh = fh
         self._open(shape, dtype, backend)
-        _header(fh, self._shape, self._dtype, text)
+        _header(fh, self._shape, self._dtype, text, chunks=chunks)
 
     def _open(self, shape: tuple[int, int, int], dtype, backend: str | None) -> None:
         """The encoder's state for an image of `shape` and `dtype` (no bytes written)."""
@@ -364,9 +369,11 @@ class ApngWriter:
 
 
 def _header(fh: BinaryIO, shape: tuple[int, int, int], dtype, text: dict[str, str] | None,
-            *, frames: int | None = None, loop: int | None = None) -> None:
+            *, frames: int | None = None, loop: int | None = None,
+            chunks: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """The signature, IHDR and text chunks of a PNG of `shape` (H, W, C); with `frames`, the
-    acTL chunk of an animated PNG of that many frames (after IHDR, before the text)."""
+    acTL chunk of an animated PNG of that many frames (after IHDR, before the text); then
+    `chunks` (kind, data), before the pixels."""
     height, width, channels = shape
     fh.write(_SIGNATURE)
     _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * np.dtype(dtype).itemsize,
@@ -375,6 +382,8 @@ def _header(fh: BinaryIO, shape: tuple[int, int, int], dtype, text: dict[str, st
         _chunk(fh, b"acTL", struct.pack(">II", frames, int(loop or 0)))
     for key, value in (text or {}).items():
         _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+    for kind, data in chunks:
+        _chunk(fh, kind, data)
 
 
 def _delay(duration) -> tuple[int, int]:

@@ -64,6 +64,7 @@ import tifffile
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import float_white
+from .carried import from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
@@ -321,6 +322,8 @@ class RegionSource:
         As :attr:`convcli.io.images.Picture.notes`.
     dtype : numpy.dtype
         The samples as stored (bool for 1-bit files).
+    carried : Carried
+        Its colour profile and resolution (:mod:`convcli.io.carried`).
 
     Notes
     -----
@@ -338,6 +341,7 @@ class RegionSource:
         self.notes = notes
         self.frame_count = len(tif.pages)  # the strips read the first
         self.dtype = np.dtype(page.dtype)
+        self.carried = from_tiff_page(page)
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)

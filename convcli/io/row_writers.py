@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from . import store_claims
+from .carried import NOTHING, Carried
 from .formats import MARKER, load
 from .image_files import written_by_convcli
 from .png import PngRowEncoder
@@ -142,7 +143,8 @@ class RowWriter:
 @contextmanager
 def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: int,
                     channels: int, dtype, overwrite: bool = False, store_url: str | None = None,
-                    storage_options: dict | None = None) -> Iterator[RowWriter]:
+                    storage_options: dict | None = None, carried: Carried = NOTHING
+                    ) -> Iterator[RowWriter]:
     """Write an image file from its rows, given in order in bands of any height.
 
     Parameters
@@ -154,24 +156,23 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     height, width, channels : int
         The image's size; channels 1 (grey), 2 (grey + alpha), 3 (RGB), 4 (RGBA).
     dtype : numpy dtype
-        float32 for ``npy``; uint8 or uint16 levels for ``png``; those or
-        float32 (one channel) for ``tiff``; those or float32 for ``zarr``.
+        float32 (``npy``); uint8 or uint16 levels (``png``), or float32 (``tiff``: one channel).
     overwrite : bool
-        As :func:`convcli.io.image_files.save_levels`: replace a file only if convcli wrote it.
+        Replace a file only if convcli wrote it (:func:`convcli.io.image_files.save_levels`).
     store_url, storage_options : str and dict, optional
-        ``zarr``: the object-storage prefix written in place (:func:`remote_store`);
-        `path`, on this disk, stands for it in the checks above.
+        ``zarr``: the object-storage prefix written in place (:func:`remote_store`).
+    carried : Carried
+        What a ``png`` or ``tiff`` keeps of its input (:mod:`convcli.io.carried`).
 
     Yields
     ------
     RowWriter
-        Its ``written`` says, after the block, whether the file was written.
+        ``written`` says, after the block, whether the file was written.
 
     Raises
     ------
     ValueError
-        A bad argument, rows of the wrong shape or dtype, too many rows, or
-        (when the block ends) too few: no file is left behind.
+        A bad argument, rows of another shape or dtype, too many rows or too few: no file left.
 
     Examples
     --------
@@ -190,8 +191,8 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
                        folder=fmt == "zarr") as output:
         with ExitStack() as stack:
             sink = _open_sink(stack, output.temporary, fmt, shape, dtype, store_url,
-                              storage_options)
-            writer = RowWriter(sink, shape, dtype)
+                              storage_options, carried)
+            writer = RowWriter(sink, shape, dtype)  # `path` stands for a `store_url` here
             try:
                 yield writer
                 writer._finish()
@@ -203,13 +204,16 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
 
 
 def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[int, int, int],
-               dtype: np.dtype, store_url: str | None, storage_options: dict | None):
+               dtype: np.dtype, store_url: str | None, storage_options: dict | None,
+               carried: Carried = NOTHING):
     """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
     if temporary is None:
         return None
     if store_url is not None:
         location, claim = store_location(stack, temporary, store_url, storage_options)
         return StoreSink(location, shape, dtype, storage_options, claim)
+    if fmt in ("png", "tiff"):
+        return _sink(fmt)(temporary, shape, dtype, carried=carried)
     return _sink(fmt)(temporary, shape, dtype)
 
 
@@ -300,11 +304,13 @@ class _NpySink:
 class _PngSink:
     """A PNG stream through :class:`convcli.io.png.PngRowEncoder`, marked as convcli's."""
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
+                 carried: Carried = NOTHING):
         self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
         try:
             self._encoder = PngRowEncoder(self._fh, shape=shape, dtype=dtype,
-                                          text={"Software": MARKER})
+                                          text={"Software": MARKER},
+                                          chunks=carried.png_chunks())
         except BaseException:
             self._fh.close()
             raise

@@ -12,6 +12,7 @@ import numpy as np
 import tifffile
 
 from ..errors import ImageError
+from .carried import from_tiff_page
 from .regions import (
     RegionSource,
     _check_segments,
@@ -45,6 +46,8 @@ class TiffPages:
         The first page's note, if its samples are read at a lower depth.
     sample_bytes : int
         Bytes of one of the first page's samples as stored.
+    carried : Carried
+        The first page's colour profile and resolution (:mod:`convcli.io.carried`).
     """
 
     def __init__(self, tif, layout: _Layout):
@@ -52,6 +55,7 @@ class TiffPages:
         page = tif.pages[0]
         self.channels = layout.channels
         self.sample_bytes = max(1, np.dtype(page.dtype).itemsize) if page.dtype else 4
+        self.carried = from_tiff_page(page)
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
         self.notes = (layout.note,) if layout.note else ()

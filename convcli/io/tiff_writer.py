@@ -14,6 +14,7 @@ import numpy as np
 import tifffile
 
 from ..layers._engine import tiles
+from .carried import NOTHING, Carried
 from .formats import tiff_page_tags
 from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
 from .spill import BandFile, piece_columns
@@ -111,8 +112,9 @@ class TiffSink:
     without the GIL); the reduced levels follow from their files.
     """
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
-        self._shape, self._dtype = shape, dtype
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
+                 carried: Carried = NOTHING):
+        self._shape, self._dtype, self._carried = shape, dtype, carried
         self._levels = _reduced_levels(temporary, shape, dtype)
         try:
             self._tiff = tifffile.TiffWriter(temporary, bigtiff=True)
@@ -136,7 +138,8 @@ class TiffSink:
         try:
             self._tiff.write(_tile_data(self._queued_bands(), self._dtype),
                              subifds=len(self._levels) or None,
-                             **_tiff_options(self._shape, self._dtype))
+                             **_tiff_options(self._shape, self._dtype),
+                             **self._carried.tiff_options())
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
 

@@ -45,6 +45,7 @@ from .._version import __version__
 from ..errors import ImageError, MissingExtra
 from . import store_claims
 from .bands import float_white
+from .carried import NOTHING
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
 from .storage import filesystem, is_url
@@ -163,6 +164,7 @@ class StoreRegions:
             raise ImageError(f"a Zarr image of {count} channels, {self.width}x{self.height}: "
                              "convcli reads 1 to 4 channels")
         self.dtype = np.dtype(array.dtype)
+        self.carried = NOTHING  # a profile or a resolution is no Zarr attribute convcli reads
         if self.dtype not in _DEPTHS:
             raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
                              "uint16 or float32")

@@ -1,0 +1,167 @@
+"""What a file carries besides its pixels, which outputs may keep: colour profile, resolution, EXIF.
+
+Read from an image (:func:`from_pillow`, :func:`from_tiff_page`) into a
+:class:`Carried`, and written by each output format as it can hold them: PNG
+as ``iCCP``, ``pHYs`` and ``eXIf`` chunks (:meth:`Carried.png_chunks`), JPEG
+through Pillow (:meth:`Carried.pillow_options`), TIFF as the ICC profile tag
+and X/YResolution (:meth:`Carried.tiff_options`). Which output keeps what is
+the application's rule (:func:`convcli.app.outputs.carried_for`).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from dataclasses import dataclass, replace
+
+METRES_PER_INCH = 0.0254
+ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A file's colour profile, resolution and EXIF (each None where it has none).
+
+    Attributes
+    ----------
+    icc_profile : bytes or None
+        The ICC profile as the file holds it.
+    dpi : (float, float) or None
+        Pixels per inch across and down.
+    exif : bytes or None
+        The EXIF block (a TIFF structure, without JPEG's ``Exif\\0\\0``), its
+        orientation set to 1: the pixels are read upright.
+    """
+
+    icc_profile: bytes | None = None
+    dpi: tuple[float, float] | None = None
+    exif: bytes | None = None
+
+    def scaled(self, stride: int) -> Carried:
+        """The same, for an output with one pixel for every `stride` input pixels."""
+        if self.dpi is None or stride == 1:
+            return self
+        return replace(self, dpi=(self.dpi[0] / stride, self.dpi[1] / stride))
+
+    def without_colour(self) -> Carried:
+        """The resolution alone: for values that are no colours of the input's space (a map)."""
+        return Carried(dpi=self.dpi)
+
+    def profile_name(self) -> str | None:
+        """The profile's description ("Adobe RGB (1998)"), or None."""
+        if self.icc_profile is None:
+            return None
+        try:
+            from PIL import ImageCms
+
+            profile = ImageCms.ImageCmsProfile(io.BytesIO(self.icc_profile))
+            return ImageCms.getProfileDescription(profile).strip() or "unnamed"
+        except (ImportError, OSError, ValueError, TypeError):
+            return "unnamed"
+
+    def kept_text(self) -> str:
+        """What an output kept, in words ("" for nothing)."""
+        kept = []
+        if self.icc_profile is not None:
+            kept.append(f"colour profile {self.profile_name()!r}")
+        if self.dpi is not None:
+            kept.append(f"{_number(self.dpi[0])}x{_number(self.dpi[1])} dpi")
+        if self.exif is not None:
+            kept.append("EXIF")
+        return ", ".join(kept)
+
+    def png_chunks(self) -> list[tuple[bytes, bytes]]:
+        """The PNG chunks (kind, data) that hold what is carried, to go before the pixels."""
+        chunks = []
+        if self.icc_profile is not None:
+            name = (self.profile_name() or "ICC profile").encode("latin-1", "replace")[:79]
+            chunks.append((b"iCCP", name + b"\0\0" + zlib.compress(self.icc_profile)))
+        if self.dpi is not None:
+            x, y = (max(1, round(d / METRES_PER_INCH)) for d in self.dpi)
+            chunks.append((b"pHYs", struct.pack(">IIB", x, y, 1)))
+        if self.exif is not None:
+            chunks.append((b"eXIf", self.exif))
+        return chunks
+
+    def pillow_options(self) -> dict:
+        """Pillow ``save`` options (JPEG) that hold what is carried."""
+        options: dict = {}
+        if self.icc_profile is not None:
+            options["icc_profile"] = self.icc_profile
+        if self.dpi is not None:
+            options["dpi"] = self.dpi
+        if self.exif is not None:
+            options["exif"] = b"Exif\0\0" + self.exif
+        return options
+
+    def tiff_options(self) -> dict:
+        """tifffile ``write`` options that hold the profile and the resolution."""
+        options: dict = {}
+        if self.icc_profile is not None:
+            options["iccprofile"] = self.icc_profile
+        if self.dpi is not None:
+            options["resolution"] = self.dpi
+            options["resolutionunit"] = "INCH"
+        return options
+
+
+NOTHING = Carried()
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def from_pillow(im) -> Carried:
+    """What the Pillow image `im` (opened, not necessarily loaded) carries."""
+    info = im.info
+    icc = info.get("icc_profile") or None
+    dpi = _dpi(info.get("dpi"))
+    exif = None
+    try:
+        found = im.getexif()
+        if im.format == "JPEG" and info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
+            dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
+        if len(found):
+            from PIL import Image
+
+            tags = Image.Exif()  # a copy: Pillow's own is read again to turn the pixels upright
+            tags.load(found.tobytes())
+            for ifd in (0x8769, 0x8825):  # the camera's (dates, exposure) and GPS blocks
+                if ifd in found:
+                    tags.get_ifd(ifd)
+            tags[ORIENTATION] = 1
+            exif = tags.tobytes()
+            exif = exif[6:] if exif.startswith(b"Exif\0\0") else exif
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        exif = None
+    return Carried(bytes(icc) if icc else None, dpi, exif)
+
+
+def _dpi(value) -> tuple[float, float] | None:
+    """Pixels per inch from Pillow's ``dpi`` (None, or 0 and 1 where the file has none)."""
+    try:
+        x, y = (float(v) for v in value)
+    except (TypeError, ValueError):
+        return None
+    return (x, y) if x > 1 and y > 1 else None
+
+
+def from_tiff_page(page) -> Carried:
+    """What a tifffile page carries: its ICC profile and resolution (EXIF is left)."""
+    tags = page.tags
+    icc = tags.get(34675)
+    dpi = None
+    x, y, unit = tags.get("XResolution"), tags.get("YResolution"), tags.get("ResolutionUnit")
+    if x is not None and y is not None and unit is not None and int(unit.value) in (2, 3):
+        per_unit = 1.0 if int(unit.value) == 2 else 2.54  # inch, centimetre
+        try:
+            dpi = _dpi([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
+        except ZeroDivisionError:
+            dpi = None
+    return Carried(bytes(icc.value) if icc is not None else None, dpi, None)
+
+
+def _ratio(value) -> float:
+    return value[0] / value[1] if isinstance(value, tuple) else float(value)

@@ -1,0 +1,119 @@
+"""Outputs keep what their input carries: colour profile, resolution (scaled), EXIF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import ok
+from PIL import Image, ImageCms
+
+MAKE, ORIENTATION = 0x010F, 0x0112
+
+
+@pytest.fixture(scope="module")
+def profile() -> bytes:
+    """An ICC profile other than Pillow's default: Lab-based, so no reader assumes it."""
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+
+
+@pytest.fixture(scope="module")
+def pixels():
+    return np.random.default_rng(4).integers(0, 256, (120, 160, 3), np.uint8)
+
+
+def _jpeg(path, pixels, profile, *, orientation=1):
+    exif = Image.Exif()
+    exif[MAKE], exif[ORIENTATION] = "Canon", orientation
+    exif.get_ifd(0x8769)[0x9003] = "2024:01:02 03:04:05"  # DateTimeOriginal, in the Exif block
+    Image.fromarray(pixels).save(path, icc_profile=profile, dpi=(300, 300),
+                                 exif=exif.tobytes(), quality=95)
+    return path
+
+
+def _read(path):
+    """Pillow's view: the profile, the dpi, the EXIF camera and orientation, the pixels."""
+    with Image.open(path) as im:
+        exif = im.getexif()
+        return (im.info.get("icc_profile"), im.info.get("dpi"), exif.get(MAKE),
+                exif.get(ORIENTATION), np.asarray(im))
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpg"])
+def test_pool_keeps_the_profile_the_exif_and_the_resolution_over_the_stride(
+        tmp_path, pixels, profile, fmt):
+    source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
+    out = tmp_path / "out"
+    result = ok("pool", "--format", fmt, source, "-o", out, "-v")
+    assert "kept: colour profile 'sRGB built-in', 150x150 dpi, EXIF" in result.stderr
+    for name in ("photo_pool-max-f2-s2", "photo_pool-max-f2-s2-R"):
+        icc, dpi, make, orientation, _ = _read(out / f"{name}.{fmt}")
+        assert icc == profile and make == "Canon" and orientation == 1
+        assert dpi == pytest.approx((150, 150), abs=0.02)  # PNG: pixels a metre, whole
+
+
+def test_the_pixels_are_the_same_with_or_without_a_profile(tmp_path, pixels, profile):
+    """Nothing is converted: the profile goes along, the levels are those of the file."""
+    _jpeg(tmp_path / "with.jpg", pixels, profile)
+    with Image.open(tmp_path / "with.jpg") as decoded:  # its levels, and nothing else
+        Image.fromarray(np.asarray(decoded)).save(tmp_path / "without.png")
+    ok("pool", "--mode", "average", tmp_path / "with.jpg", tmp_path / "without.png", "-o",
+       tmp_path / "out")
+    with_profile = _read(tmp_path / "out" / "with_pool-average-f2-s2.png")
+    without = _read(tmp_path / "out" / "without_pool-average-f2-s2.png")
+    np.testing.assert_array_equal(with_profile[4], without[4])
+    assert with_profile[0] == profile and without[0] is None
+
+
+def test_maps_keep_the_resolution_and_no_profile_or_exif(tmp_path, pixels, profile):
+    source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
+    ok("conv", "-k", "vertical", "--stride", "3", source, "-o", tmp_path / "out")
+    icc, dpi, make, _, _ = _read(tmp_path / "out" / "photo_conv-vertical-s3-sum.png")
+    assert icc is None and make is None
+    assert dpi == pytest.approx((100, 100), abs=0.02)
+
+
+def test_a_blur_by_channel_keeps_the_profile(tmp_path, pixels, profile):
+    source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
+    ok("conv", "-k", "gaussian-3x3", "--channels", "each", source, "-o", tmp_path / "out")
+    icc, dpi, _, _, _ = _read(tmp_path / "out" / "photo_conv-gaussian-3x3-each.png")
+    assert icc == profile and dpi == pytest.approx((300, 300), abs=0.02)
+
+
+def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(tmp_path, pixels,
+                                                                          profile):
+    source = _jpeg(tmp_path / "turned.jpg", pixels, profile, orientation=6)
+    ok("pad", "--pad", "0", source, "-o", tmp_path / "out")
+    path = tmp_path / "out" / "turned_pad-constant-0.png"
+    _, _, make, orientation, written = _read(path)
+    assert make == "Canon" and orientation == 1
+    with Image.open(path) as im:
+        assert im.getexif().get_ifd(0x8769)[0x9003] == "2024:01:02 03:04:05"
+    assert written.shape[:2] == (160, 120)  # turned upright once, and said to be so
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile, memory):
+    values = np.random.default_rng(5).integers(0, 256, (700, 600, 3), np.uint8)
+    tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
+                     resolution=(300, 300), resolutionunit="INCH", iccprofile=profile)
+    extra = ["--memory", memory] if memory else []
+    result = ok("pool", "--size", "3", "--format", "tiff", tmp_path / "scan.tif", "-o",
+                tmp_path / "out", "-v", *extra)
+    assert ("processed in strips" in result.stderr) == bool(memory)
+    for name in ("scan_pool-max-f3-s3.tiff", "scan_pool-max-f3-s3-G.tiff"):
+        with tifffile.TiffFile(tmp_path / "out" / name) as tif:
+            page = tif.pages[0]
+            assert page.tags[34675].value == profile
+            assert page.tags["ResolutionUnit"].value == 2  # inch
+            x, y = page.tags["XResolution"].value, page.tags["YResolution"].value
+            assert x[0] / x[1] == pytest.approx(100) and y[0] / y[1] == pytest.approx(100)
+
+
+def test_a_format_that_holds_none_of_it_says_so(tmp_path, pixels, profile):
+    pytest.importorskip("zarr")
+    values = np.random.default_rng(5).integers(0, 256, (70, 60), np.uint8)
+    tifffile.imwrite(tmp_path / "scan.tif", values, resolution=(300, 300),
+                     resolutionunit="INCH")
+    result = ok("pool", "--format", "zarr", tmp_path / "scan.tif", "-o", tmp_path / "out", "-v")
+    assert "300x300 dpi not kept: zarr outputs hold none of them" in result.stderr
