@@ -117,3 +117,27 @@ def test_a_format_that_holds_none_of_it_says_so(tmp_path, pixels, profile):
                      resolutionunit="INCH")
     result = ok("pool", "--format", "zarr", tmp_path / "scan.tif", "-o", tmp_path / "out", "-v")
     assert "300x300 dpi not kept: zarr outputs hold none of them" in result.stderr
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("command, reduce", [
+    (["pool", "--mode", "average", "--size", "2"],
+     lambda z: z.reshape(150, 2, 100, 2).mean(axis=(1, 3), dtype=np.float64)),
+    (["pad", "--pad", "1", "--mode", "edge"], lambda z: np.pad(z, 1, mode="edge")),
+])
+def test_an_elevation_model_stays_float_with_its_negative_values(tmp_path, command, reduce,
+                                                                 memory):
+    """float32 -600 to 2800 m through pool --format tiff became uint16 levels, the 8,464
+    negative pixels of 60,000 clipped to 0: the values are kept now, as float32."""
+    z = np.random.default_rng(6).uniform(-600, 2800, (300, 200)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "dem.tif", z, tile=(64, 64))
+    extra = ["--memory", memory] if memory else []
+    result = ok(*command, "--format", "tiff", tmp_path / "dem.tif", "-o", tmp_path / "out",
+                "-v", *extra)
+    assert ("processed in strips" in result.stderr) == bool(memory)
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    values = tifffile.imread(written)
+    assert values.dtype == np.float32 and values.min() < -300  # no clip at 0
+    np.testing.assert_allclose(values, reduce(z), rtol=1e-6, atol=1e-3)
+    with Image.open(tmp_path / "dem.tif") as im:  # PNG holds levels: mapped as before
+        assert im.mode == "F"

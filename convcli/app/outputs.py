@@ -23,7 +23,7 @@ from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.safeio import path_key
-from ..levels.mapping import LevelScale, top_level
+from ..levels.mapping import LevelScale, Mapping, top_level
 from .names import FORMATS, Output
 from .plan import Task
 
@@ -97,6 +97,17 @@ def store_place(task: Task, path) -> dict:
         return {}
     return {"store_url": storage.join(task.stores_at, Path(path).name),
             "storage_options": task.storage_options}
+
+
+def mappings_for(task: Task, pic) -> list:
+    """Each result channel's mapping to levels (:meth:`Operation.mappings`), where a float
+    file's values stay floats: a result in the input's scale (mapping ``clip``: pad, pool)
+    of a file of float samples is written as its values (``none``) in a format that holds
+    floats (TIFF, Zarr), never clipped to levels."""
+    mappings = task.op.mappings(pic)
+    if not (pic.floats and FORMATS[task.fmt].floats):
+        return mappings
+    return [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
 
 
 def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:

@@ -42,6 +42,7 @@ from .ops import result_and_summary
 from .outputs import (
     carried_for,
     carried_note,
+    mappings_for,
     output_depth,
     output_record,
     outputs_to_write,
@@ -352,7 +353,8 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
         check_whole_work(task, source.width, source.height, len(source.channels),
                          source.dtype.itemsize)
         pixels = source.read_rows(0, source.height)
-        return (Picture(pixels, source.channels, source.white, source.depth, source.notes),
+        return (Picture(pixels, source.channels, source.white, source.depth, source.notes,
+                        source.carried, source.floats),
                 outputs, todo)
 
 
@@ -366,7 +368,7 @@ class _ChannelLevels:
 
     def __init__(self, task: Task, pic: Picture, data: np.ndarray, todo: list[Output]):
         self.depth = output_depth(pic.depth, task.fmt)
-        self.mappings = task.op.mappings(pic)
+        self.mappings = mappings_for(task, pic)
         self._data = data
         single = {out.index for out in todo if out.kind == "channel"}
         self._twice = single & {i for out in todo if out.kind == "group" for i in out.group}

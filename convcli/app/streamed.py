@@ -32,7 +32,7 @@ from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping
-from .outputs import carried_for, output_depth, output_record, store_place
+from .outputs import carried_for, mappings_for, output_depth, output_record, store_place
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
@@ -72,7 +72,7 @@ def shape_only(source) -> Picture:
     """A picture of the source's size and kind whose pixels take no memory."""
     pixels = np.broadcast_to(np.float32(0), (source.height, source.width, len(source.channels)))
     return Picture(pixels, source.channels, source.white, source.depth, source.notes,
-                   source.carried)
+                   source.carried, source.floats)
 
 
 def check_strips(task, source) -> Picture:
@@ -200,7 +200,7 @@ class _Outputs:
         self.task, self.todo, self.size = task, todo, size
         self.depth = output_depth(whole.depth, task.fmt)
         self.carried = whole.carried
-        self.mappings = task.op.mappings(whole)
+        self.mappings = mappings_for(task, whole)
         height, width, _ = size
         self.maps: dict[int, StreamedMapping] = {}
         for out in todo:

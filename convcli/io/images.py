@@ -156,6 +156,8 @@ class Picture:
         Things the user should know, such as "used the first of 3 frames".
     carried : Carried
         The file's colour profile, resolution and EXIF (:mod:`convcli.io.carried`).
+    floats : bool
+        The file holds float samples (a float TIFF or Zarr store, a Pillow "F" image).
     """
 
     samples: np.ndarray
@@ -164,6 +166,7 @@ class Picture:
     depth: int
     notes: tuple[str, ...] = ()
     carried: Carried = NOTHING
+    floats: bool = False
 
     @property
     def pixels(self) -> np.ndarray:
@@ -340,7 +343,8 @@ class ImageSource:
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
             samples, white, depth = to_array(im, self.channels, integers=True)
-        return Picture(samples, self.channels, white, depth, tuple(notes), carried)
+        return Picture(samples, self.channels, white, depth, tuple(notes), carried,
+                       floats=im.mode == "F")
 
 
 # What Pillow's plugins raise, besides OSError and friends, when they parse a
@@ -545,7 +549,8 @@ class TiffSource:
         notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
         read = self._pages.read_page(0)
         samples, white, depth = read
-        return Picture(samples, self.channels, white, depth, notes, self._pages.carried)
+        return Picture(samples, self.channels, white, depth, notes, self._pages.carried,
+                       self._pages.floats)
 
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""

@@ -324,6 +324,8 @@ class RegionSource:
         The samples as stored (bool for 1-bit files).
     carried : Carried
         Its colour profile and resolution (:mod:`convcli.io.carried`).
+    floats : bool
+        It holds float samples.
 
     Notes
     -----
@@ -342,6 +344,7 @@ class RegionSource:
         self.frame_count = len(tif.pages)  # the strips read the first
         self.dtype = np.dtype(page.dtype)
         self.carried = from_tiff_page(page)
+        self.floats = layout.white is None  # white from the values: float samples
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)

@@ -165,6 +165,7 @@ class StoreRegions:
                              "convcli reads 1 to 4 channels")
         self.dtype = np.dtype(array.dtype)
         self.carried = NOTHING  # a profile or a resolution is no Zarr attribute convcli reads
+        self.floats = self.dtype.kind == "f"
         if self.dtype not in _DEPTHS:
             raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
                              "uint16 or float32")
