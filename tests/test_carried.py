@@ -141,3 +141,77 @@ def test_an_elevation_model_stays_float_with_its_negative_values(tmp_path, comma
     np.testing.assert_allclose(values, reduce(z), rtol=1e-6, atol=1e-3)
     with Image.open(tmp_path / "dem.tif") as im:  # PNG holds levels: mapped as before
         assert im.mode == "F"
+
+
+# A north-up UTM 33N grid: 10 m pixels, the top-left corner at (500000, 4600000); PixelIsArea.
+_GEO_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+
+
+def _geotiff(path, values):
+    tifffile.imwrite(path, values, tile=(64, 64), extratags=[
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0), True),
+        (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True)])
+    return path
+
+
+def _corner_and_size(path) -> tuple[float, float, float]:
+    """(x, y) of the top-left corner and the pixel size, from the file's GeoTIFF tags."""
+    with tifffile.TiffFile(path) as tif:
+        tags = tif.pages[0].tags
+        scale, tie = tags[33550].value, tags[33922].value
+        assert tags[34735].value == _GEO_KEYS  # the coordinate system as it was
+    return tie[3] - tie[0] * scale[0], tie[4] + tie[1] * scale[1], scale[0]
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("command, corner, size", [
+    (["pool", "--size", "2"], (500000, 4600000), 20),  # windows 0-1, 2-3 ...: corners kept
+    (["pool", "--size", "3", "--stride", "2"], (500005, 4599995), 20),  # centre 1.5 px in
+    (["conv", "-k", "vertical", "--pad", "same"], (500000, 4600000), 10),
+    (["conv", "-k", "vertical", "--pad", "valid", "--stride", "2"], (500005, 4599995), 20),
+    (["pad", "--pad", "5"], (499950, 4600050), 10),
+])
+def test_a_geotiff_keeps_its_place_on_the_ground(tmp_path, command, corner, size, memory):
+    """Each output pixel where its window's centre is: hand-computed corners and sizes."""
+    values = np.random.default_rng(7).uniform(0, 900, (400, 300)).astype(np.float32)
+    source = _geotiff(tmp_path / "scene.tif", values)
+    extra = ["--memory", memory] if memory else []
+    result = ok(*command, "--format", "tiff", source, "-o", tmp_path / "out", "-v", *extra)
+    assert "georeference" in result.stderr
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    x, y, pixel = _corner_and_size(written)
+    assert (x, y, pixel) == pytest.approx((*corner, size))
+
+
+@pytest.mark.skipif(__import__("shutil").which("gdalinfo") is None, reason="GDAL's gdalinfo")
+@pytest.mark.parametrize("command", [["pool", "--size", "3", "--stride", "2"],
+                                     ["conv", "-k", "gaussian-5x5", "--pad", "valid"]])
+def test_gdal_puts_every_output_pixel_at_its_windows_centre(tmp_path, command):
+    import json
+    import subprocess
+
+    def transform(path):
+        info = json.loads(subprocess.run(["gdalinfo", "-json", str(path)], check=True,
+                                         capture_output=True, text=True).stdout)
+        assert "32633" in info["coordinateSystem"]["wkt"]
+        return info["geoTransform"]
+
+    source = _geotiff(tmp_path / "scene.tif",
+                      np.random.default_rng(8).uniform(0, 900, (90, 70)).astype(np.float32))
+    ok(*command, "--format", "tiff", source, "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    given, got = transform(source), transform(written)
+    window, step = (3, 2) if command[0] == "pool" else (5, 1)
+    for row, column in [(0, 0), (7, 11), (20, 30)]:
+        centre_in = (column * step + window / 2, row * step + window / 2)  # input pixels
+        want = (given[0] + centre_in[0] * given[1], given[3] + centre_in[1] * given[5])
+        at = (got[0] + (column + 0.5) * got[1], got[3] + (row + 0.5) * got[5])
+        assert at == pytest.approx(want)
+
+
+def test_a_png_says_it_holds_no_georeference(tmp_path):
+    source = _geotiff(tmp_path / "scene.tif",
+                      np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8))
+    result = ok("pool", source, "-o", tmp_path / "out", "-v")
+    assert "georeference not kept: png outputs hold none" in result.stderr

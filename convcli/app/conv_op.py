@@ -270,16 +270,13 @@ class ConvOp:
         return (self.row_geometry(height, width).out_rows,
                 (width + left + right - span) // self.stride + 1)
 
+    def output_grid(self) -> tuple[int, float, float]:
+        """One output pixel a stride, centred on the first kernel's window."""
+        return _output_grid(self)
+
     def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
-        """The samples in float32 (8-bit colour summed first: one channel), per map 4.5
-        bytes an output pixel (8.7 with 16-bit levels), and once 14 bytes an output pixel
-        with 16-bit levels, 4 with 8-bit ones by channel: :mod:`convcli.app.work`."""
-        each = self.channels == "each"
-        summed_first = not each and channels > 1 and sample_bytes == 1
-        return whole_work_bytes(self, height, width, channels, sample_bytes,
-                                float_channels=1 if summed_first else channels,
-                                maps=len(self.kernels) * (channels if each else 1),
-                                per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))
+        """:mod:`convcli.app.work`'s estimate (:func:`_work_bytes`)."""
+        return _work_bytes(self, height, width, channels, sample_bytes)
 
     def border_fill(self) -> tuple[str | None, float]:
         """The border rows beyond the image hold (``--border``); its constant is zeros."""
@@ -366,3 +363,21 @@ def _engine_alignment(op: ConvOp, width: int) -> int:
         for n_C in {1, len(op.kernels)}:
             tiles.append(tile_rows((1, max(span[0], 1), width, 1), span, op.stride, pads, n_C))
     return max(tiles)
+
+
+def _output_grid(op: ConvOp) -> tuple[int, float, float]:
+    kernel = op.kernels[0]
+    (rows, columns), (top, _, left, _) = op.span(kernel), op.pad_widths(kernel)
+    return op.stride, -top + (rows - op.stride) / 2, -left + (columns - op.stride) / 2
+
+
+def _work_bytes(op: ConvOp, height: int, width: int, channels: int, sample_bytes: int) -> int:
+    """The samples in float32 (8-bit colour summed first: one channel), per map 4.5 bytes
+    an output pixel (8.7 with 16-bit levels), and once 14 bytes an output pixel with 16-bit
+    levels, 4 with 8-bit ones by channel."""
+    each = op.channels == "each"
+    summed_first = not each and channels > 1 and sample_bytes == 1
+    return whole_work_bytes(op, height, width, channels, sample_bytes,
+                            float_channels=1 if summed_first else channels,
+                            maps=len(op.kernels) * (channels if each else 1),
+                            per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))

@@ -53,6 +53,10 @@ class _Gradient:
     def border_fill(self) -> tuple[str | None, float]:
         return None, 0.0
 
+    def output_grid(self) -> tuple[int, float, float]:
+        """The input's own grid."""
+        return 1, 0.0, 0.0
+
     def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
         """The input, the upstream gradient and the result in float32, and 20 bytes an
         output pixel per channel: an upper bound (a gradient is never read in strips)."""

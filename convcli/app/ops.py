@@ -110,6 +110,11 @@ class Operation(Protocol):
         """The border rows beyond the image hold (a ``--border`` mode) and its constant;
         None where no window reads beyond the image's values."""
 
+    def output_grid(self) -> tuple[int, float, float]:
+        """Where its output pixels lie on the input's: ``(step, top, left)``, the input pixels
+        between output pixels, and the input coordinates (pixel corners) of output pixel
+        (0, 0)'s top-left corner, centred on its window: ``-pad + (window - step) / 2``."""
+
     def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
         """About the peak memory of its whole-image run on an image of `height` x `width`
         with `channels` samples of `sample_bytes` each (:mod:`convcli.app.work`)."""

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -114,14 +115,15 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     """What output `out` keeps of what its input carries (profile, resolution, EXIF).
 
     The one rule for every path: images keep the resolution, divided by the
-    operation's stride (``--stride``, or the pooling window's); those whose
+    operation's stride (``--stride``, or the pooling window's), and the
+    georeference, moved to the output's grid (:meth:`Operation.output_grid`); those whose
     every channel holds the input's levels (mapping ``clip``: pad, pool, a
     kernel that keeps levels) keep the colour profile and EXIF too. Maps of
     other values keep neither, raw values and figures nothing.
     """
     if out.kind in ("raw", "grid") or carried == NOTHING:
         return NOTHING
-    kept = carried.scaled(getattr(op, "stride", 1))
+    kept = carried.on_grid(*op.output_grid())
     if not scales or any(scale.mapping != "clip" for scale in scales):
         kept = kept.without_colour()
     return kept
@@ -132,15 +134,18 @@ def carried_note(op, pic, fmt: str) -> str:
     "" where it carries nothing."""
     if pic.carried == NOTHING:
         return ""
-    kept = pic.carried.scaled(getattr(op, "stride", 1))
+    kept = pic.carried.on_grid(*op.output_grid())
     if all(mapping.method != "clip" for mapping in op.mappings(pic)):
         kept = kept.without_colour()
-    text = kept.kept_text()
     if fmt not in ("png", "jpg", "tiff"):
         return f"{pic.carried.kept_text()} not kept: {fmt} outputs hold none of them"
-    if fmt == "tiff" and kept.exif is not None:
-        return f"kept: {text.replace(', EXIF', '')} (TIFF outputs hold no EXIF)"
-    return f"kept: {text}" if text else ""
+    lost = [name for name, gone in (("EXIF", fmt == "tiff" and kept.exif is not None),
+                                    ("georeference", fmt != "tiff" and kept.geo is not None))
+            if gone]
+    text = replace(kept, exif=None if "EXIF" in lost else kept.exif,
+                   geo=None if "georeference" in lost else kept.geo).kept_text()
+    said = [f"kept: {text}"] if text else []
+    return "; ".join(said + [f"{name} not kept: {fmt} outputs hold none" for name in lost])
 
 
 def output_record(out, scales: list[LevelScale], depth: int) -> dict:

@@ -128,6 +128,11 @@ class PadOp(_Channelwise):
         top, bottom = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[:2]
         return RowGeometry(1, (top,), (1,), height + top + bottom)
 
+    def output_grid(self) -> tuple[int, float, float]:
+        """The input's grid, moved by the pad above and on the left."""
+        top, left = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[0::2]
+        return 1, float(-top), float(-left)
+
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of the result on an image of `height` x `width`."""
         left, right = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[2:]
@@ -205,3 +210,8 @@ class PoolOp(_Channelwise):
     def border_fill(self) -> tuple[str | None, float]:
         """No border: pooling's padding is counted by no window."""
         return None, 0.0
+
+    def output_grid(self) -> tuple[int, float, float]:
+        """One output pixel a stride, centred on its window."""
+        offset = -self.pad + (self.size - self.stride) / 2
+        return self.stride, offset, offset

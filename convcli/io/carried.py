@@ -32,21 +32,27 @@ class Carried:
     exif : bytes or None
         The EXIF block (a TIFF structure, without JPEG's ``Exif\\0\\0``), its
         orientation set to 1: the pixels are read upright.
+    geo : GeoTags or None
+        A GeoTIFF's georeference.
     """
 
     icc_profile: bytes | None = None
     dpi: tuple[float, float] | None = None
     exif: bytes | None = None
+    geo: GeoTags | None = None
 
-    def scaled(self, stride: int) -> Carried:
-        """The same, for an output with one pixel for every `stride` input pixels."""
-        if self.dpi is None or stride == 1:
-            return self
-        return replace(self, dpi=(self.dpi[0] / stride, self.dpi[1] / stride))
+    def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
+        """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
+        corner at input coordinates (`top`, `left`) (pixel corners)."""
+        dpi = self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step,
+                                                               self.dpi[1] / step)
+        geo = None if self.geo is None else self.geo.on_grid(step, top, left)
+        return replace(self, dpi=dpi, geo=geo)
 
     def without_colour(self) -> Carried:
-        """The resolution alone: for values that are no colours of the input's space (a map)."""
-        return Carried(dpi=self.dpi)
+        """Resolution and georeference alone: for values that are no colours of the input's
+        space (a map)."""
+        return Carried(dpi=self.dpi, geo=self.geo)
 
     def profile_name(self) -> str | None:
         """The profile's description ("Adobe RGB (1998)"), or None."""
@@ -69,6 +75,8 @@ class Carried:
             kept.append(f"{_number(self.dpi[0])}x{_number(self.dpi[1])} dpi")
         if self.exif is not None:
             kept.append("EXIF")
+        if self.geo is not None:
+            kept.append("georeference")
         return ", ".join(kept)
 
     def png_chunks(self) -> list[tuple[bytes, bytes]]:
@@ -103,7 +111,73 @@ class Carried:
         if self.dpi is not None:
             options["resolution"] = self.dpi
             options["resolutionunit"] = "INCH"
+        if self.geo is not None:
+            options["extratags"] = self.geo.extratags()
         return options
+
+
+# GeoTIFF's tags: ModelPixelScale, ModelTiepoint, GeoKeyDirectory, GeoDoubleParams,
+# GeoAsciiParams; GDAL's nodata value.
+PIXEL_SCALE, TIEPOINT, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NODATA = (
+    33550, 33922, 34735, 34736, 34737, 42113)
+_RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
+
+
+@dataclass(frozen=True)
+class GeoTags:
+    """A north-up GeoTIFF's georeference: pixel scale, one tiepoint, the keys that name the
+    coordinate system (kept as they are), and GDAL's nodata value."""
+
+    scale: tuple[float, float, float]
+    tiepoint: tuple[float, float, float, float, float, float]
+    keys: tuple[int, ...]
+    doubles: tuple[float, ...] = ()
+    ascii: str = ""
+    nodata: str = ""
+
+    @property
+    def pixel_is_point(self) -> bool:
+        """Whether the tiepoint names a pixel's centre (GTRasterTypeGeoKey: PixelIsPoint)."""
+        keys = self.keys
+        for k in range(4, len(keys) - 3, 4):
+            if keys[k] == _RASTER_TYPE_KEY and keys[k + 1] == 0:
+                return keys[k + 3] == _PIXEL_IS_POINT
+        return False
+
+    def on_grid(self, step: int, top: float, left: float) -> GeoTags:
+        """The same place on the ground for an output pixel grid (see :meth:`Carried.on_grid`)."""
+        i, j, k, x, y, z = self.tiepoint
+        if self.pixel_is_point:  # centres: the first output pixel's centre, in pixel indices
+            left, top = left + (step - 1) / 2, top + (step - 1) / 2
+        sx, sy, sz = self.scale
+        return replace(self, scale=(sx * step, sy * step, sz),
+                       tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z))
+
+    def extratags(self) -> list[tuple]:
+        """tifffile ``extratags`` that write it."""
+        tags = [(PIXEL_SCALE, "d", 3, self.scale, True),
+                (TIEPOINT, "d", 6, self.tiepoint, True),
+                (GEO_KEYS, "H", len(self.keys), self.keys, True)]
+        if self.doubles:
+            tags.append((GEO_DOUBLES, "d", len(self.doubles), self.doubles, True))
+        if self.ascii:
+            tags.append((GEO_ASCII, "s", 0, self.ascii, True))
+        if self.nodata:
+            tags.append((GDAL_NODATA, "s", 0, self.nodata, True))
+        return tags
+
+
+def _geo_tags(tags) -> GeoTags | None:
+    """The georeference of a TIFF page's `tags`, where it has one tiepoint and a pixel scale."""
+    scale, tiepoint, keys = (tags.get(code) for code in (PIXEL_SCALE, TIEPOINT, GEO_KEYS))
+    if scale is None or tiepoint is None or keys is None or len(tiepoint.value) != 6:
+        return None
+    doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
+    return GeoTags(tuple(float(v) for v in scale.value), tuple(float(v) for v in tiepoint.value),
+                   tuple(int(v) for v in keys.value),
+                   tuple(float(v) for v in doubles.value) if doubles is not None else (),
+                   str(ascii_.value) if ascii_ is not None else "",
+                   str(nodata.value) if nodata is not None else "")
 
 
 NOTHING = Carried()
@@ -149,7 +223,8 @@ def _dpi(value) -> tuple[float, float] | None:
 
 
 def from_tiff_page(page) -> Carried:
-    """What a tifffile page carries: its ICC profile and resolution (EXIF is left)."""
+    """What a tifffile page carries: its ICC profile, resolution and georeference (EXIF is
+    left)."""
     tags = page.tags
     icc = tags.get(34675)
     dpi = None
@@ -160,7 +235,7 @@ def from_tiff_page(page) -> Carried:
             dpi = _dpi([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
         except ZeroDivisionError:
             dpi = None
-    return Carried(bytes(icc.value) if icc is not None else None, dpi, None)
+    return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags))
 
 
 def _ratio(value) -> float:
