@@ -215,3 +215,36 @@ def test_a_png_says_it_holds_no_georeference(tmp_path):
                       np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8))
     result = ok("pool", source, "-o", tmp_path / "out", "-v")
     assert "georeference not kept: png outputs hold none" in result.stderr
+
+
+def _shape_over_hidden_magenta(path):
+    """An RGBA PNG: an opaque green disc, half-transparent ring, magenta where transparent."""
+    y, x = np.mgrid[0:60, 0:80]
+    r = np.hypot(y - 30, x - 40)
+    rgba = np.zeros((60, 80, 4), np.uint8)
+    rgba[...] = (255, 0, 255, 0)  # hidden
+    rgba[r < 22] = (40, 160, 60, 128)
+    rgba[r < 18] = (40, 160, 60, 255)
+    Image.fromarray(rgba, "RGBA").save(path)
+    return path
+
+
+@pytest.mark.parametrize("command", [["pool", "--size", "3"],
+                                     ["pool", "--mode", "average", "--size", "3"],
+                                     ["pool", "--mode", "average", "--size", "4", "--stride", "3",
+                                      "--pad", "1"],
+                                     ["pad", "--pad", "4", "--mode", "reflect"]])
+def test_no_hidden_magenta_ever_shows(tmp_path, command):
+    """Pooling weighted by alpha: every visible output pixel is the disc's green, whatever
+    share of its window was transparent magenta (edge pixels were 71/58/54, 312 of 312 of
+    the max pool's edge pixels magenta)."""
+    source = _shape_over_hidden_magenta(tmp_path / "disc.png")
+    ok(*command, source, "-o", tmp_path / "out")
+    (whole,) = [p for p in (tmp_path / "out").glob("*.png")
+                if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
+    with Image.open(whole) as im:
+        assert im.mode == "RGBA"
+        rgba = np.asarray(im).astype(int)
+    visible = rgba[..., 3] > 0
+    assert visible.sum() > 100 and (~visible).sum() > 100
+    assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1

@@ -338,14 +338,45 @@ def test_pool_average_size_stride(photo, out, mode):
     np.testing.assert_array_equal(got, np.rint(expected[0, :, :, 1]))
 
 
+def visible_max_pool(A: np.ndarray, f: int, stride: int) -> np.ndarray:
+    """Nested loops: alpha (last) pooled as it is, each colour the largest among the visible
+    pixels of its window (alpha above 0), 0 where none is visible."""
+    rows, cols = (A.shape[0] - f) // stride + 1, (A.shape[1] - f) // stride + 1
+    out = np.zeros((rows, cols, A.shape[2]), np.float32)
+    for i in range(rows):
+        for j in range(cols):
+            window = A[i * stride:i * stride + f, j * stride:j * stride + f].reshape(-1, A.shape[2])
+            out[i, j, -1] = window[:, -1].max()
+            seen = window[window[:, -1] > 0]
+            if len(seen):
+                out[i, j, :-1] = seen[:, :-1].max(axis=0)
+    return out
+
+
 def test_pool_pools_alpha(tmp_path, out):
     src = make_image(tmp_path / "a.png", "RGBA")
     ok("pool", src, "-o", out, "--size", 3, "--format", "npy")
-    expected, _ = pool_forward(pixels(src, "RGBA")[None], {"f": 3, "stride": 3})
+    A = pixels(src, "RGBA")
+    assert (A[..., 3] == 0).any()  # some pixels are transparent: their colour is left out
+    expected = visible_max_pool(A, 3, 3)[None]
     np.testing.assert_array_equal(np.load(out / "a_pool-max-f3-s3.npy"), expected[0])
     ok("pool", src, "-o", out, "--size", 3)
     assert read(out / "a_pool-max-f3-s3.png").shape[2] == 4
     np.testing.assert_array_equal(read(out / "a_pool-max-f3-s3-A.png"), expected[0, :, :, 3])
+
+
+def test_average_pooling_weighs_colours_by_alpha(tmp_path, out):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("pool", src, "-o", out, "--mode", "average", "--size", 2, "--format", "npy")
+    A = pixels(src, "RGBA").astype(np.float64)
+    got = np.load(out / "a_pool-average-f2-s2.npy")
+    for i in range(got.shape[0]):
+        for j in range(got.shape[1]):
+            window = A[2 * i:2 * i + 2, 2 * j:2 * j + 2].reshape(-1, 4)
+            alpha = window[:, 3]
+            assert got[i, j, 3] == pytest.approx(alpha.mean(), abs=1e-4)
+            want = (window[:, :3] * alpha[:, None]).sum(0) / alpha.sum() if alpha.sum() else 0
+            np.testing.assert_allclose(got[i, j, :3], want, rtol=1e-5, atol=1e-4)
 
 
 def test_pool_16_bit(tmp_path, out):
@@ -370,7 +401,10 @@ def test_every_mode_through_pool_and_conv(tmp_path, out, mode):
     ok("pool", src, "-o", out, "--format", "npy")
     pillow_mode = {"1": "L", "P": "RGB", "P+transparency": "RGBA", "CMYK": "RGB"}.get(mode)
     A = pixels(src, pillow_mode)
-    expected, _ = pool_forward(A[None], {"f": 2, "stride": 2})
+    if EXPECTED_CHANNELS[mode].endswith("A"):  # colours of visible pixels only
+        expected = visible_max_pool(A, 2, 2)[None]
+    else:
+        expected, _ = pool_forward(A[None], {"f": 2, "stride": 2})
     np.testing.assert_array_equal(np.load(out / "m_pool-max-f2-s2.npy"), expected[0])
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
     colour = EXPECTED_CHANNELS[mode].replace("A", "")

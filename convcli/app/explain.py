@@ -27,6 +27,7 @@ from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, keyed_by
 from ..levels.mapping import LUMA_WEIGHTS
 from .borders import BORDERS, NO_EQUIVALENT, Nearest, border_name
 from .conv_op import ConvOp
+from .explain_alpha import ALPHA_POOL
 from .op_helpers import pad_option, pad_text
 from .pad_pool import PadOp, PoolOp
 
@@ -317,10 +318,10 @@ def _pool_script(op: PoolOp, target: str) -> str:
         main = _padded_pool(op)
     options = f" --pad {op.pad}" if op.pad else ""
     options += " --ceil" if op.ceil else ""
+    before, after = ALPHA_POOL[op.mode]
     body = [f"convcli pool --mode {op.mode} --size {f} --stride {s}{options} --format npy, with "
             f"{_TOOL_NAMES[target]}.",
-            "# pool takes every channel, alpha included.",
-            f"F_SIZE, STRIDE = {f}, {s}", main.rstrip("\n")]
+            f"F_SIZE, STRIDE = {f}, {s}", before + main.rstrip("\n") + "\n" + after.rstrip("\n")]
     return _script(target, body[0], "\n".join(body[1:]))
 
 
@@ -553,7 +554,8 @@ def _pool_rows(op: PoolOp) -> tuple[list[tuple[str, ...]], list[str]]:
             ("PyTorch", fn[2], "whole windows only", "stride="),
             ("skimage", f"measure.{fn[3]}", "blocks (pads the last)", "= size only"),
             ("ImageMagick", fn[4], "centred on each pixel", "none")]
-    return rows, ["Every channel is pooled, alpha included."]
+    return rows, ["Every channel is pooled, alpha included; the colours weighted by alpha "
+                  "(the largest visible one for max), so that no hidden colour shows."]
 
 
 def _pad_rows(op: PadOp) -> tuple[list[tuple[str, ...]], list[str]]:

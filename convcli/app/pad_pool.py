@@ -187,6 +187,8 @@ class PoolOp(_Channelwise):
 
     def compute(self, pic) -> np.ndarray:
         hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
+        if pic.has_alpha:
+            return like_picture(_alpha_weighted_pool(pic, hp, self.mode), pic)
         out, _ = pool_forward(as_batch(pic.pixels), hp, self.mode)
         return like_picture(out, pic)
 
@@ -215,3 +217,29 @@ class PoolOp(_Channelwise):
         """One output pixel a stride, centred on its window."""
         offset = -self.pad + (self.size - self.stride) / 2
         return self.stride, offset, offset
+
+
+def _alpha_weighted_pool(pic, hp: dict, mode: str) -> np.ndarray:
+    """Pooling of a picture with alpha: the colour under transparent pixels never shows.
+
+    Average: each colour weighted by its pixel's opacity (premultiplied, as
+    ImageMagick's resizes and convolutions are), ``sum(c * a) / sum(a)``;
+    max: the largest colour among the visible pixels (alpha above 0). A window
+    of transparent pixels alone gives colour 0. Alpha is pooled as any channel.
+    Opaque pictures get the values of plain pooling, bit for bit (their weights are 1).
+    """
+    pixels = as_batch(pic.pixels)
+    n = pic.colour_channels
+    colour, alpha = pixels[..., :n], pixels[..., n:]
+    alpha_out, _ = pool_forward(alpha, hp, mode)
+    if mode == "average":
+        weight = alpha / np.float32(pic.white or 1.0)
+        pooled, _ = pool_forward(np.concatenate([colour * weight, weight], axis=3), hp, mode)
+        total = pooled[..., n:]
+        colour_out = np.divide(pooled[..., :n], total, out=np.zeros_like(pooled[..., :n]),
+                               where=total > 0)
+    else:
+        hidden = np.float32(-np.inf)
+        pooled, _ = pool_forward(np.where(alpha > 0, colour, hidden), hp, mode)
+        colour_out = np.where(pooled == hidden, np.float32(0), pooled)
+    return np.concatenate([colour_out, alpha_out], axis=3)
