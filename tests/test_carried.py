@@ -248,3 +248,23 @@ def test_no_hidden_magenta_ever_shows(tmp_path, command):
     visible = rgba[..., 3] > 0
     assert visible.sum() > 100 and (~visible).sum() > 100
     assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_the_manifest_says_what_each_output_kept(tmp_path, profile, memory):
+    import json
+
+    values = np.random.default_rng(10).integers(0, 255, (400, 300, 3)).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
+                     resolution=(300, 300), resolutionunit="INCH", iccprofile=profile,
+                     extratags=[(33550, "d", 3, (10.0, 10.0, 0.0), True),
+                                (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+                                (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True)])
+    extra = ["--memory", memory] if memory else []
+    ok("pool", "--format", "tiff", tmp_path / "scan.tif", "-o", tmp_path / "out", *extra)
+    records = {r["output"]: r for r in map(json.loads, (tmp_path / "out" / "convcli-manifest"
+                                                        ".jsonl").read_text().splitlines())}
+    kept = records["scan_pool-max-f2-s2.tiff"]["kept"]
+    assert kept == {"colour_profile": "sRGB built-in", "dpi": [150.0, 150.0],
+                    "crs": "EPSG:32633", "pixel_size": [20.0, 20.0],
+                    "tiepoint": [0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0]}

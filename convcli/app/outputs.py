@@ -129,6 +129,12 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     return kept
 
 
+def kept_by(task: Task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
+    """What the file of `out` holds of what its input carries: :func:`carried_for`, as its
+    format holds it (the manifest's "kept")."""
+    return carried_for(task.op, carried, out, scales).held_by(task.fmt)
+
+
 def carried_note(op, pic, fmt: str) -> str:
     """What the outputs of `pic` keep of what it carries (:func:`carried_for`), for ``-v``;
     "" where it carries nothing."""
@@ -148,14 +154,17 @@ def carried_note(op, pic, fmt: str) -> str:
     return "; ".join(said + [f"{name} not kept: {fmt} outputs hold none" for name in lost])
 
 
-def output_record(out, scales: list[LevelScale], depth: int) -> dict:
+def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:
     """What the manifest says of one output file besides the run: its name and levels.
 
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
     offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
-    clipping to 0.."top"; a colour image has lists, one entry per channel.
+    clipping to 0.."top"; a colour image has lists, one entry per channel; and
+    "kept", what it holds of what its input carries (:meth:`Carried.record`).
     """
     record: dict = {"output": out.path.name, "kind": out.kind}
+    if kept != NOTHING:
+        record["kept"] = kept.record()
     if not scales:
         return record
     fields = {"mapping": [s.mapping for s in scales], "scale": [s.scale for s in scales],

@@ -42,6 +42,7 @@ from .ops import result_and_summary
 from .outputs import (
     carried_for,
     carried_note,
+    kept_by,
     mappings_for,
     output_depth,
     output_record,
@@ -198,7 +199,8 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     for out in todo:
         ok, scales = _write_output(out, task, pic, data, levels)
         if ok:
-            record = output_record(out, scales, levels.depth)
+            record = output_record(out, scales, levels.depth,
+                                   kept_by(task, pic.carried, out, scales))
             written.paths.append(str(out.path))
             written.records.append(record)
         else:

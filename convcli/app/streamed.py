@@ -32,7 +32,14 @@ from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping
-from .outputs import carried_for, mappings_for, output_depth, output_record, store_place
+from .outputs import (
+    carried_for,
+    kept_by,
+    mappings_for,
+    output_depth,
+    output_record,
+    store_place,
+)
 from .strips import row_geometry, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
@@ -266,7 +273,9 @@ class _Outputs:
                 records: list[dict]) -> None:
         if index < len(writers) and writers[index].written:
             written.append(str(out.path))
-            records.append(output_record(out, self._scales(out), self.depth))
+            scales = self._scales(out)
+            records.append(output_record(out, scales, self.depth,
+                                         kept_by(self.task, self.carried, out, scales)))
 
     def _rows(self, out, result: np.ndarray) -> np.ndarray:
         """The rows `out` writes of a strip's result: raw values or levels, (h, W, C)."""

@@ -43,7 +43,7 @@ from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
 from ..levels.mapping import count_not_finite
-from .outputs import output_record, store_place
+from .outputs import kept_by, output_record, store_place
 from .streamed import (
     _Outputs,
     _Overview,
@@ -293,5 +293,7 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))
-            records.append(output_record(store.out, plans._scales(store.out), plans.depth))
+            scales = plans._scales(store.out)
+            records.append(output_record(store.out, scales, plans.depth,
+                                         kept_by(plans.task, plans.carried, store.out, scales)))
     return not_finite

@@ -79,6 +79,29 @@ class Carried:
             kept.append("georeference")
         return ", ".join(kept)
 
+    def held_by(self, fmt: str) -> Carried:
+        """What an output of format `fmt` holds of it: PNG and JPEG no georeference, TIFF
+        no EXIF, the others nothing."""
+        if fmt in ("png", "jpg"):
+            return replace(self, geo=None)
+        if fmt == "tiff":
+            return replace(self, exif=None)
+        return NOTHING
+
+    def record(self) -> dict:
+        """What the manifest says of it: the profile's name, the dpi, EXIF kept, the
+        coordinate system and the output's grid on the ground."""
+        record: dict = {}
+        if self.icc_profile is not None:
+            record["colour_profile"] = self.profile_name()
+        if self.dpi is not None:
+            record["dpi"] = [round(d, 6) for d in self.dpi]
+        if self.exif is not None:
+            record["exif"] = True
+        if self.geo is not None:
+            record.update(self.geo.record())
+        return record
+
     def png_chunks(self) -> list[tuple[bytes, bytes]]:
         """The PNG chunks (kind, data) that hold what is carried, to go before the pixels."""
         chunks = []
@@ -153,6 +176,16 @@ class GeoTags:
         return replace(self, scale=(sx * step, sy * step, sz),
                        tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z))
 
+    def record(self) -> dict:
+        """Its coordinate system (an EPSG code where the keys give one), pixel size and
+        top-left corner (of the tiepoint's pixel, on the ground)."""
+        crs = None
+        for k in range(4, len(self.keys) - 3, 4):
+            if self.keys[k] in (3072, 2048) and self.keys[k + 1] == 0:  # projected, geographic
+                crs = f"EPSG:{self.keys[k + 3]}"
+                break
+        return {"crs": crs, "pixel_size": list(self.scale[:2]), "tiepoint": list(self.tiepoint)}
+
     def extratags(self) -> list[tuple]:
         """tifffile ``extratags`` that write it."""
         tags = [(PIXEL_SCALE, "d", 3, self.scale, True),
@@ -181,6 +214,7 @@ def _geo_tags(tags) -> GeoTags | None:
 
 
 NOTHING = Carried()
+"""Nothing carried."""
 
 
 def _number(value: float) -> str:
