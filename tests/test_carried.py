@@ -268,3 +268,24 @@ def test_the_manifest_says_what_each_output_kept(tmp_path, profile, memory):
     assert kept == {"colour_profile": "sRGB built-in", "dpi": [150.0, 150.0],
                     "crs": "EPSG:32633", "pixel_size": [20.0, 20.0],
                     "tiepoint": [0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0]}
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_gdal_nodata_is_missing_never_averaged_and_written_as_nodata(tmp_path, memory):
+    z = np.random.default_rng(11).uniform(0, 900, (400, 300)).astype(np.float32)
+    z[101:139, 51:89] = -9999  # a hole in the survey
+    tifffile.imwrite(tmp_path / "dem.tif", z, tile=(64, 64), extratags=[
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+        (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True), (42113, "s", 0, "-9999", True)])
+    extra = ["--memory", memory] if memory else []
+    ok("pool", "--mode", "average", "--format", "tiff", tmp_path / "dem.tif", "-o",
+       tmp_path / "out", *extra)
+    with tifffile.TiffFile(tmp_path / "out" / "dem_pool-average-f2-s2-L.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "-9999"
+        got = tif.pages[0].asarray()
+    windows = z.reshape(200, 2, 150, 2).transpose(0, 2, 1, 3).reshape(200, 150, 4)
+    missing = (windows == -9999).any(axis=2)
+    assert missing.sum() == 20 * 20  # the windows that hold a missing value, no others
+    np.testing.assert_array_equal(got[missing], -9999)
+    np.testing.assert_allclose(got[~missing], windows[~missing].mean(axis=1), rtol=1e-6)

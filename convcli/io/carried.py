@@ -15,6 +15,8 @@ import struct
 import zlib
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
 
@@ -78,6 +80,21 @@ class Carried:
         if self.geo is not None:
             kept.append("georeference")
         return ", ".join(kept)
+
+    @property
+    def nodata(self) -> float | None:
+        """GDAL's nodata value of a GeoTIFF, or None."""
+        try:
+            return float(self.geo.nodata) if self.geo is not None and self.geo.nodata else None
+        except ValueError:
+            return None
+
+    def for_samples(self, dtype) -> Carried:
+        """As written with samples of `dtype`: a nodata value only with float values (the
+        levels of a map have none)."""
+        if self.geo is None or not self.geo.nodata or np.dtype(dtype).kind == "f":
+            return self
+        return replace(self, geo=replace(self.geo, nodata=""))
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference, TIFF

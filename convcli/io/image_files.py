@@ -149,7 +149,10 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
 
     channels = image.shape[2] if image.ndim == 3 else 1
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
+    carried = carried.for_samples(image.dtype)
     options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options()}
+    if carried.nodata is not None:  # a GeoTIFF's missing values (NaN) as its nodata value
+        data = np.where(np.isnan(data), np.float32(carried.nodata), data)
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:

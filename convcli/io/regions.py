@@ -345,6 +345,7 @@ class RegionSource:
         self.dtype = np.dtype(page.dtype)
         self.carried = from_tiff_page(page)
         self.floats = layout.white is None  # white from the values: float samples
+        self._nodata = self.carried.nodata if self.floats else None
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
@@ -411,6 +412,8 @@ class RegionSource:
             out *= 255.0
         if convert == "inverted":
             np.subtract(255.0, out, out=out)
+        if self._nodata is not None:  # GDAL's missing values: NaN, never averaged in
+            out[out == self._nodata] = np.nan
 
     def _reads_rows_directly(self) -> bool:
         return _uncompressed_strips(self._page)

@@ -45,8 +45,10 @@ def _isal_zlib():
     return isal_zlib
 
 
-def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype) -> Iterator:
-    """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L.
+def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype, nodata: float | None = None
+               ) -> Iterator:
+    """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L; with
+    `nodata`, a GeoTIFF's missing values (NaN) written as that value.
 
     tifffile deflates with imagecodecs, or Python's zlib without it (50 times
     slower than ISA-L on a float32 map); where python-isal is installed the
@@ -55,10 +57,13 @@ def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype) -> Iterator:
     predictor for levels (each sample minus the one to its left, modulo 2**n).
     """
     isal_zlib = _isal_zlib()
+    tiles = _tiles(bands)
+    if nodata is not None:
+        tiles = (np.where(np.isnan(tile), np.float32(nodata), tile) for tile in tiles)
     if isal_zlib is None:
-        yield from _tiles(bands)
+        yield from tiles
         return
-    for tile in _tiles(bands):
+    for tile in tiles:
         if dtype.kind == "u":
             tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
         yield isal_zlib.compress(tile, ISAL_LEVEL)
@@ -114,7 +119,10 @@ class TiffSink:
 
     def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
                  carried: Carried = NOTHING):
-        self._shape, self._dtype, self._carried = shape, dtype, carried
+        self._shape, self._dtype = shape, dtype
+        self._carried = carried.for_samples(dtype)
+        # GDAL's nodata value where the values are missing (NaN: read from nodata pixels).
+        self._nodata = self._carried.nodata if np.dtype(dtype).kind == "f" else None
         self._levels = _reduced_levels(temporary, shape, dtype)
         try:
             self._tiff = tifffile.TiffWriter(temporary, bigtiff=True)
@@ -136,7 +144,7 @@ class TiffSink:
 
     def _write_full_size(self) -> None:
         try:
-            self._tiff.write(_tile_data(self._queued_bands(), self._dtype),
+            self._tiff.write(_tile_data(self._queued_bands(), self._dtype, self._nodata),
                              subifds=len(self._levels) or None,
                              **_tiff_options(self._shape, self._dtype),
                              **self._carried.tiff_options())
@@ -199,7 +207,8 @@ class TiffSink:
             for level in self._levels:
                 carry = level.finish(carry)
             for level in self._levels:
-                self._tiff.write(_tile_data(level.bands(), self._dtype), subfiletype=1,
+                self._tiff.write(_tile_data(level.bands(), self._dtype, self._nodata),
+                                 subfiletype=1,
                                  **_tiff_options(level.shape, self._dtype))
             self._tiff.close()
         finally:
