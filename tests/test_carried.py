@@ -289,3 +289,14 @@ def test_gdal_nodata_is_missing_never_averaged_and_written_as_nodata(tmp_path, m
     assert missing.sum() == 20 * 20  # the windows that hold a missing value, no others
     np.testing.assert_array_equal(got[missing], -9999)
     np.testing.assert_allclose(got[~missing], windows[~missing].mean(axis=1), rtol=1e-6)
+
+
+def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profile):
+    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(3)]
+    frames[0].save(tmp_path / "anim.png", save_all=True, append_images=frames[1:],
+                   icc_profile=profile, dpi=(200, 200), duration=50)
+    ok("pool", "--frames", "all", tmp_path / "anim.png", "-o", tmp_path / "out")
+    with Image.open(tmp_path / "out" / "anim_pool-max-f2-s2.png") as im:
+        assert getattr(im, "n_frames", 1) == 3
+        assert im.info.get("icc_profile") == profile
+        assert im.info.get("dpi") == pytest.approx((100, 100), abs=0.02)

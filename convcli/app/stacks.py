@@ -36,6 +36,7 @@ import numpy as np
 from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..engines.processes import FileResult
+from ..io.carried import NOTHING, Carried
 from ..io.figures import Grid, save_grid
 from ..io.image_files import frame_writer, save_float_tiff, save_levels, save_npy
 from ..io.images import Picture, open_image
@@ -46,7 +47,7 @@ from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_fi
 from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
-from .outputs import output_depth, save_store
+from .outputs import carried_for, output_depth, save_store
 from .strips import output_size
 from .work import check_whole_work
 
@@ -74,6 +75,8 @@ class StackPlan:
         Whether the outputs are written one file per frame.
     sample_bytes : int
         Bytes of one decoded sample of the first frame (1, 2 or 4).
+    carried : Carried
+        The colour profile and resolution of the file (:mod:`convcli.io.carried`).
     """
 
     frames: tuple[int, ...]
@@ -83,6 +86,7 @@ class StackPlan:
     loop: int | None
     per_frame: bool
     sample_bytes: int = 4
+    carried: Carried = NOTHING
 
     @functools.cached_property
     def position(self) -> dict[int, int]:
@@ -99,7 +103,7 @@ def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPl
     sizes = tuple(source.frame_sizes(frames))
     per_frame = fmt == "jpg" or FORMATS[fmt].folder or len(set(sizes)) > 1
     return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame,
-                     source.sample_bytes)
+                     source.sample_bytes, source.stack_carried)
 
 
 @dataclass
@@ -309,16 +313,22 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
     return fmt
 
 
-def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales) -> bool:
+def _kept(out: Output, task, plan: StackPlan, scales: _Scales):
+    """What `out` keeps of what the file carries (:func:`convcli.app.outputs.carried_for`)."""
+    return carried_for(task.op, plan.carried, out, scales.of(out))
+
+
+def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales, plan: StackPlan) -> bool:
     """Write one frame's file (JPEG, a Zarr store, or frames of several sizes)."""
+    kept = _kept(out, task, plan, scales)
     if FORMATS[task.fmt].folder:  # where the store belongs: on object storage, in place
-        return save_store(out.path, array, task)
+        return save_store(out.path, array, task, kept)
     fmt = _file_format(out, scales, task.fmt)
     if fmt == "npy":
         return save_npy(out.path, array, overwrite=task.overwrite)
     if array.dtype == np.float32:
         return save_float_tiff(out.path, array, overwrite=task.overwrite)
-    return save_levels(out.path, array, fmt=fmt, overwrite=task.overwrite)
+    return save_levels(out.path, array, fmt=fmt, overwrite=task.overwrite, carried=kept)
 
 
 @contextmanager
@@ -332,7 +342,8 @@ def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
                 with library_section():
                     writers[out] = files.enter_context(frame_writer(
                         out.path, fmt=_file_format(out, scales, task.fmt),
-                        count=len(plan.frames), loop=plan.loop, overwrite=task.overwrite))
+                        count=len(plan.frames), loop=plan.loop, overwrite=task.overwrite,
+                        carried=_kept(out, task, plan, scales)))
         yield writers
 
 
@@ -365,22 +376,24 @@ def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: l
             for out in per_frame.get(frame.position, []):
                 array = _frame_array(out, frame.result, scales, levels)
                 with library_section():
-                    ok = _save_frame(out, array, task, scales)
-                _record(out, ok, scales, written, record, plan)
+                    ok = _save_frame(out, array, task, scales, plan)
+                _record(out, ok, scales, written, record, plan, task.op, task.fmt)
             if any(out.kind == "grid" for out in todo) and len(drawn) < FIGURE_FRAMES:
                 drawn.append(frame)
     for out, writer in writers.items():
-        _record(out, writer is not None, scales, written, record, plan)
+        _record(out, writer is not None, scales, written, record, plan, task.op, task.fmt)
     return drawn
 
 
-def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan) -> None:
+def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan,
+            op=None, fmt: str = "") -> None:
     """Add `out`, if written, to `written`, with its manifest record (its frames); else count
     it as kept."""
     if not ok:
         written.todo -= 1
         return
-    entry = record(out, scales.of(out), scales.depth)
+    kept = NOTHING if op is None else carried_for(op, plan.carried, out, scales.of(out))
+    entry = record(out, scales.of(out), scales.depth, kept.held_by(fmt))
     if out.kind != "grid":
         entry.update({"frame": out.frame} if out.frame >= 0 else {"frames": len(plan.frames)})
     written.paths.append(str(out.path))

@@ -242,7 +242,7 @@ def from_pillow(im) -> Carried:
     """What the Pillow image `im` (opened, not necessarily loaded) carries."""
     info = im.info
     icc = info.get("icc_profile") or None
-    dpi = _dpi(info.get("dpi"))
+    dpi = dpi_of(info.get("dpi"))
     exif = None
     try:
         found = im.getexif()
@@ -264,7 +264,14 @@ def from_pillow(im) -> Carried:
     return Carried(bytes(icc) if icc else None, dpi, exif)
 
 
-def _dpi(value) -> tuple[float, float] | None:
+def from_pillow_info(im) -> Carried:
+    """The colour profile and resolution of the Pillow image `im`, read from its header alone
+    (no EXIF: the frames of a stack have no orientation of their own)."""
+    icc = im.info.get("icc_profile") or None
+    return Carried(bytes(icc) if icc else None, dpi_of(im.info.get("dpi")))
+
+
+def dpi_of(value) -> tuple[float, float] | None:
     """Pixels per inch from Pillow's ``dpi`` (None, or 0 and 1 where the file has none)."""
     try:
         x, y = (float(v) for v in value)
@@ -283,7 +290,7 @@ def from_tiff_page(page) -> Carried:
     if x is not None and y is not None and unit is not None and int(unit.value) in (2, 3):
         per_unit = 1.0 if int(unit.value) == 2 else 2.54  # inch, centimetre
         try:
-            dpi = _dpi([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
+            dpi = dpi_of([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
         except ZeroDivisionError:
             dpi = None
     return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags))

@@ -195,7 +195,8 @@ def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
 
 @contextmanager
 def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | None = 0,
-                 overwrite: bool = False) -> Iterator[FrameWriter | None]:
+                 overwrite: bool = False, carried: Carried = NOTHING
+                 ) -> Iterator[FrameWriter | None]:
     """A file of `count` frames written a frame at a time; it appears whole or not at all.
 
     `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
@@ -204,14 +205,15 @@ def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | N
     ``(count, H, W, C)``, as :func:`numpy.save` writes them). Yields a
     :class:`FrameWriter`, or None where the file exists and is kept (see
     :func:`save_levels` for `overwrite`). The file gets its name when the
-    block ends with every frame added; a block that raises leaves nothing.
+    block ends with every frame added; a block that raises leaves nothing. `carried`: as
+    for :func:`save_levels`.
     """
     with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli) as output:
         if output.temporary is None:
             yield None
             return
         with open(output.temporary, "w+b") as fh:
-            writer = FrameWriter(fh, fmt=fmt, count=count, loop=loop)
+            writer = FrameWriter(fh, fmt=fmt, count=count, loop=loop, carried=carried)
             yield writer
             writer.close()
 
@@ -219,10 +221,12 @@ def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | N
 class FrameWriter:
     """The frames of one file in :func:`frame_writer`'s format, written to `fh` as they come."""
 
-    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0):
+    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0,
+                 carried: Carried = NOTHING):
         if fmt not in ("png", "tiff", "npy"):
             raise ValueError(f"fmt must be png, tiff or npy for frames; got {fmt!r}")
         self._fh, self._fmt, self._count, self._loop = fh, fmt, count, loop
+        self._carried = carried
         self._added, self._writer = 0, None
 
     def add(self, frame: np.ndarray, duration=None) -> None:
@@ -245,7 +249,8 @@ class FrameWriter:
             shape = frame.shape if frame.ndim == 3 else frame.shape + (1,)
             self._writer = ApngWriter(self._fh, shape=shape, dtype=frame.dtype,
                                       count=self._count, loop=self._loop,
-                                      text={"Software": MARKER})
+                                      text={"Software": MARKER},
+                                      chunks=self._carried.png_chunks())
         self._writer.add(frame, duration)
 
     def _npy(self, frame: np.ndarray) -> None:
@@ -263,7 +268,7 @@ class FrameWriter:
 
         if self._writer is None:
             self._writer = tifffile.TiffWriter(self._fh)
-        write_tiff(self._writer, frame)
+        write_tiff(self._writer, frame, self._carried)
 
     def close(self) -> None:
         """Finish the file; ValueError if frames are missing."""

@@ -61,7 +61,7 @@ from PIL import (
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError, PixelLimitError
-from .carried import NOTHING, Carried, from_pillow
+from .carried import NOTHING, Carried, from_pillow, from_pillow_info
 from .decoders import (
     ORIENTATION,
     SIXTEEN_BIT_MODES,
@@ -254,6 +254,11 @@ class ImageSource:
     def _first_frame(self) -> int:
         """Pillow's index of frame 0: 1 past an APNG's default image, else 0."""
         return int(bool(self._im.format == "PNG" and self._im.info.get("default_image")))
+
+    @property
+    def stack_carried(self) -> Carried:
+        """What its frames are written with (:func:`convcli.io.carried.from_pillow_info`)."""
+        return from_pillow_info(self._im)
 
     @property
     def loop(self) -> int | None:
@@ -520,6 +525,7 @@ class TiffSource:
         self.max_pixels = max_pixels
         self.channels = pages.channels
         self.sample_bytes = pages.sample_bytes
+        self.stack_carried = pages.carried
         self.size = self.upright_size = pages.size
         self.frame_count = pages.frame_count
 

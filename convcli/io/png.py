@@ -326,12 +326,12 @@ class ApngWriter:
 
     def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype, count: int,
                  loop: int | None = 0, text: dict[str, str] | None = None,
-                 backend: str | None = None):
+                 backend: str | None = None, chunks: Iterable[tuple[bytes, bytes]] = ()):
         _check_layout(tuple(shape), dtype)
         self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
         self._count, self._backend = count, backend
         self._added = self._sequence = 0
-        _header(fh, self._shape, dtype, text, frames=count, loop=loop)
+        _header(fh, self._shape, dtype, text, frames=count, loop=loop, chunks=chunks)
 
     def add(self, frame: np.ndarray, duration=None) -> None:
         """Write the next frame, (H, W) or (H, W, C), shown `duration` ms (None: 100)."""
