@@ -119,6 +119,7 @@ _NOT_FOR_A_SMALL_FILE = (
     "multiprocessing",  # the worker processes of -j 2 and more: 8 ms
     "numpy.ma",  # np.percentile's first call: 8 ms
     "threadpoolctl",  # BLAS thread limits for work spread over threads: 2.4 ms
+    "socket",  # the claims of stores on object storage: 3 ms
     "matplotlib", "tifffile", "dask", "distributed", "zarr", "fsspec",
 )
 

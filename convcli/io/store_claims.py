@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import uuid
 
 from . import storage
@@ -42,6 +41,8 @@ class StoreTaken(OSError):
 
 def claim(url: str, options: dict | None = None) -> str:
     """Claim the store `url` for this run; its token is returned."""
+    import socket  # only where a store on object storage is written (3 ms to load)
+
     token = f"{uuid.uuid4().hex} {socket.gethostname()} {os.getpid()}"
     storage.write_bytes(storage.join(url, CLAIM_NAME), token.encode(), options)
     return token
