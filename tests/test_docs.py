@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tifffile
 from click.testing import CliRunner
 from helpers import make_image, read
 
@@ -85,6 +87,11 @@ def recipe_folder(tmp_path_factory):
     make_image(folder / "photo.jpg", "RGB", seed=1)
     for seed in range(2):
         make_image(folder / "photos" / f"p{seed}.png", "RGB", seed=seed)
+    heights = np.random.default_rng(2).uniform(-50, 900, (60, 80)).astype(np.float32)
+    tifffile.imwrite(folder / "dem.tif", heights, extratags=[  # a GeoTIFF elevation model
+        (33550, "d", 3, (30.0, 30.0, 0.0), True),
+        (33922, "d", 6, (0, 0, 0, 400000.0, 5000000.0, 0), True),
+        (34735, "H", 8, (1, 1, 0, 1, 3072, 0, 1, 32632), True)])
     return folder
 
 
@@ -109,6 +116,9 @@ def test_each_recipe_works_on_a_photo(recipe_folder, monkeypatch, command):
     written = Path(out)
     files = sorted(written.glob("*.png")) if written.is_dir() else [written]
     assert files and all(read(f).size for f in files)
+    if "dem.tif" in command:  # float heights and their place kept
+        with tifffile.TiffFile(written) as tif:
+            assert tif.pages[0].dtype == np.float32 and tif.pages[0].tags[33550].value[0] == 60
     if "--channels each" in command:
         assert read(files[0]).ndim == 3  # the colour result
 
