@@ -116,7 +116,7 @@ def test_a_format_that_holds_none_of_it_says_so(tmp_path, pixels, profile):
     tifffile.imwrite(tmp_path / "scan.tif", values, resolution=(300, 300),
                      resolutionunit="INCH")
     result = ok("pool", "--format", "zarr", tmp_path / "scan.tif", "-o", tmp_path / "out", "-v")
-    assert "300x300 dpi not kept: zarr outputs hold none of them" in result.stderr
+    assert "resolution not kept: zarr outputs hold none" in result.stderr
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
@@ -300,3 +300,19 @@ def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profil
         assert getattr(im, "n_frames", 1) == 3
         assert im.info.get("icc_profile") == profile
         assert im.info.get("dpi") == pytest.approx((100, 100), abs=0.02)
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_a_zarr_store_of_a_geotiff_holds_its_transform(tmp_path, memory):
+    zarr = pytest.importorskip("zarr")
+    source = _geotiff(tmp_path / "scene.tif",
+                      np.random.default_rng(12).uniform(0, 900, (400, 300)).astype(np.float32))
+    extra = ["--memory", memory] if memory else []
+    result = ok("pool", "--size", "3", "--stride", "2", "--format", "zarr", source, "-o",
+                tmp_path / "out", "-v", *extra)
+    assert "kept: georeference" in result.stderr
+    group = zarr.open_group(str(tmp_path / "out" / "scene_pool-max-f3-s2-L.zarr"), mode="r")
+    geo = group.attrs["georeference"]
+    assert geo["crs"] == "EPSG:32633"
+    assert geo["geotransform"] == pytest.approx([500005.0, 20.0, 0.0, 4599995.0, 0.0, -20.0])
+    assert group.attrs["convcli"]["version"]

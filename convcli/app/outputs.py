@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +85,8 @@ def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Out
 def save_store(path: Path, image: np.ndarray, task: Task, carried: Carried = NOTHING) -> bool:
     """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
     writer: the same file whole or in strips."""
-    kept = {"carried": carried} if task.fmt == "tiff" else {}
     return load("row writer").save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
-                                        **store_place(task, path), **kept)
+                                        **store_place(task, path), carried=carried)
 
 
 def store_place(task: Task, path) -> dict:
@@ -143,15 +141,15 @@ def carried_note(op, pic, fmt: str) -> str:
     kept = pic.carried.on_grid(*op.output_grid())
     if all(mapping.method != "clip" for mapping in op.mappings(pic)):
         kept = kept.without_colour()
-    if fmt not in ("png", "jpg", "tiff"):
-        return f"{pic.carried.kept_text()} not kept: {fmt} outputs hold none of them"
-    lost = [name for name, gone in (("EXIF", fmt == "tiff" and kept.exif is not None),
-                                    ("georeference", fmt != "tiff" and kept.geo is not None))
-            if gone]
-    text = replace(kept, exif=None if "EXIF" in lost else kept.exif,
-                   geo=None if "georeference" in lost else kept.geo).kept_text()
-    said = [f"kept: {text}"] if text else []
-    return "; ".join(said + [f"{name} not kept: {fmt} outputs hold none" for name in lost])
+    held = kept.held_by(fmt)
+    lost = [name for name, was, now in (
+        ("colour profile", kept.icc_profile, held.icc_profile), ("resolution", kept.dpi, held.dpi),
+        ("EXIF", kept.exif, held.exif), ("georeference", kept.geo, held.geo))
+        if was is not None and now is None]
+    said = [f"kept: {held.kept_text()}"] if held.kept_text() else []
+    if lost:
+        said.append(f"{', '.join(lost)} not kept: {fmt} outputs hold none")
+    return "; ".join(said)
 
 
 def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:

@@ -289,7 +289,9 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
                 overview.add(result)
         for store in stores:
             finish_store(store.location, store.shape, store.dtype, written=store.levels,
-                         storage_options=store.storage_options, claim=store.claim)
+                         storage_options=store.storage_options, claim=store.claim,
+                         carried=kept_by(plans.task, plans.carried, store.out,
+                                         plans._scales(store.out)))
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))

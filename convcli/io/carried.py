@@ -103,6 +103,8 @@ class Carried:
             return replace(self, geo=None)
         if fmt == "tiff":
             return replace(self, exif=None)
+        if fmt == "zarr":  # the georeference in the group's attributes
+            return Carried(geo=self.geo)
         return NOTHING
 
     def record(self) -> dict:
@@ -203,6 +205,14 @@ class GeoTags:
                 break
         return {"crs": crs, "pixel_size": list(self.scale[:2]), "tiepoint": list(self.tiepoint)}
 
+    def attributes(self) -> dict:
+        """What a Zarr store's attributes say of it: :meth:`record` and GDAL's geotransform
+        (x of the top-left corner, pixel width, 0, y of the corner, 0, -pixel height)."""
+        i, j, _, x, y, _ = self.tiepoint
+        sx, sy = self.scale[:2]
+        return {**self.record(), "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
+                **({"nodata": _number_or_text(self.nodata)} if self.nodata else {})}
+
     def extratags(self) -> list[tuple]:
         """tifffile ``extratags`` that write it."""
         tags = [(PIXEL_SCALE, "d", 3, self.scale, True),
@@ -232,6 +242,13 @@ def _geo_tags(tags) -> GeoTags | None:
 
 NOTHING = Carried()
 """Nothing carried."""
+
+
+def _number_or_text(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _number(value: float) -> str:

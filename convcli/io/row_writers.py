@@ -211,8 +211,8 @@ def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[
         return None
     if store_url is not None:
         location, claim = store_location(stack, temporary, store_url, storage_options)
-        return StoreSink(location, shape, dtype, storage_options, claim)
-    if fmt in ("png", "tiff"):
+        return StoreSink(location, shape, dtype, storage_options, claim, carried=carried)
+    if fmt in ("png", "tiff", "zarr"):
         return _sink(fmt)(temporary, shape, dtype, carried=carried)
     return _sink(fmt)(temporary, shape, dtype)
 

@@ -45,7 +45,7 @@ from .._version import __version__
 from ..errors import ImageError, MissingExtra
 from . import store_claims
 from .bands import float_white
-from .carried import NOTHING
+from .carried import NOTHING, Carried
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
 from .storage import filesystem, is_url
@@ -241,7 +241,7 @@ def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
     return sizes
 
 
-def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
+def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = NOTHING) -> dict:
     """The group attributes of a written store: OME-Zarr 0.4 ``multiscales`` and the marker.
 
     Parameters
@@ -250,6 +250,9 @@ def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
         The image's (H, W, C); the axes are y, x, and c first where C > 1.
     levels : int
         The datasets ``0`` .. ``levels - 1``, each half the size of the one above.
+    carried : Carried
+        A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
+        (:meth:`convcli.io.carried.GeoTags.attributes`); a Zarr store holds nothing else of it.
     """
     channel = shape[2] > 1
     axes = ([{"name": "c", "type": "channel"}] if channel else []) + [
@@ -261,7 +264,8 @@ def ome_attributes(shape: tuple[int, int, int], levels: int) -> dict:
                              "type": "mean",
                              "metadata": {"method": "2 x 2 means, the last odd row or "
                                                     "column averaged with itself"}}],
-            "convcli": {"version": __version__}}
+            "convcli": {"version": __version__},
+            **({"georeference": carried.geo.attributes()} if carried.geo is not None else {})}
 
 
 WRITE_PIECE_COLUMNS = 4096
@@ -433,8 +437,9 @@ class StoreSink(_LevelRows):
     """
 
     def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None, claim: str | None = None):
-        self._shape = shape
+                 storage_options: dict | None = None, claim: str | None = None, *,
+                 carried: Carried = NOTHING):
+        self._shape, self._carried = shape, carried
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
         super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype,
                          claim=(str(temporary), claim, storage_options) if claim else None)
@@ -442,7 +447,7 @@ class StoreSink(_LevelRows):
     def close(self) -> None:
         self._flush(last=True)
         self._check_claim()
-        self._group.attrs.update(ome_attributes(self._shape, len(self._levels)))
+        self._group.attrs.update(ome_attributes(self._shape, len(self._levels), self._carried))
         if self._claim is not None:  # finished: the marker is there, the claim goes
             store_claims.release(self._claim[0], self._claim[2])
 
@@ -524,7 +529,8 @@ class StoreBand(_LevelRows):
 
 
 def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
-                 storage_options: dict | None = None, claim: str | None = None) -> None:
+                 storage_options: dict | None = None, claim: str | None = None,
+                 carried: Carried = NOTHING) -> None:
     """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
 
     The bands of a cluster's tasks write the first `written` levels
@@ -542,7 +548,7 @@ def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, writ
         for c0 in range(0, sizes[written - 1][1], step):
             _halve_piece(group, sizes, written, c0, step, shape[2], dtype)
     store_claims.check(str(location), claim, storage_options)
-    group.attrs.update(ome_attributes(shape, len(sizes)))
+    group.attrs.update(ome_attributes(shape, len(sizes), carried))
     if claim is not None:  # finished: the marker is there, the claim goes
         store_claims.release(str(location), storage_options)
 
