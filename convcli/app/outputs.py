@@ -119,12 +119,17 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     kernel that keeps levels) keep the colour profile and EXIF too. Maps of
     other values keep neither, raw values and figures nothing.
     """
-    if out.kind in ("raw", "grid") or carried == NOTHING:
+    if out.kind in ("raw", "grid"):
+        return NOTHING
+    return _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
+
+
+def _on_output(op, carried: Carried, in_its_colours: bool) -> Carried:
+    """`carried` on `op`'s output grid; its colour profile and EXIF only `in_its_colours`."""
+    if carried == NOTHING:
         return NOTHING
     kept = carried.on_grid(*op.output_grid())
-    if not scales or any(scale.mapping != "clip" for scale in scales):
-        kept = kept.without_colour()
-    return kept
+    return kept if in_its_colours else kept.without_colour()
 
 
 def kept_by(task: Task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
@@ -133,14 +138,15 @@ def kept_by(task: Task, carried: Carried, out, scales: list[LevelScale]) -> Carr
     return carried_for(task.op, carried, out, scales).held_by(task.fmt)
 
 
-def carried_note(op, pic, fmt: str) -> str:
-    """What the outputs of `pic` keep of what it carries (:func:`carried_for`), for ``-v``;
-    "" where it carries nothing."""
+def carried_note(task: Task, pic) -> str:
+    """What the outputs of `pic` keep of what it carries (:func:`carried_for`: the colour
+    profile where one of its result channels keeps the input's levels), for ``-v``; "" where
+    it carries nothing."""
     if pic.carried == NOTHING:
         return ""
-    kept = pic.carried.on_grid(*op.output_grid())
-    if all(mapping.method != "clip" for mapping in op.mappings(pic)):
-        kept = kept.without_colour()
+    fmt = task.fmt
+    kept = _on_output(task.op, pic.carried,
+                      any(m.method == "clip" for m in mappings_for(task, pic)))
     held = kept.held_by(fmt)
     lost = [name for name, was, now in (
         ("colour profile", kept.icc_profile, held.icc_profile), ("resolution", kept.dpi, held.dpi),

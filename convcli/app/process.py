@@ -209,7 +209,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     kept += len(outputs) - len(todo)
-    return FileResult(task.source, "done", _notes(op, pic, summary, data, kept, task.fmt),
+    return FileResult(task.source, "done", _notes(task, pic, summary, data, kept),
                       tuple(written.paths), timings, records=tuple(written.records),
                       hints=_hints(op, pic.channels))
 
@@ -246,7 +246,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
                                        written=written.paths, records=written.records)
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
-        carried = carried_note(task.op, part("strips").shape_only(source), task.fmt)
+        carried = carried_note(task, part("strips").shape_only(source))
         notes = list(source.notes) + ([carried] if carried else []) + [
             f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
     kept = len(outputs) - len(records)
@@ -433,10 +433,10 @@ def _hints(op, channels: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hints(channels)) if hints is not None else ()
 
 
-def _notes(op, pic: Picture, summary: str, data: np.ndarray, kept: int, fmt: str) -> str:
+def _notes(task: Task, pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
     """The note of a processed file: the picture's notes, what its outputs keep of what it
     carries, the operation's, the result's."""
-    carried = carried_note(op, pic, fmt)
+    carried = carried_note(task, pic)
     notes = list(pic.notes) + ([carried] if carried else []) + ([summary] if summary else [])
     return _file_notes(notes, count_not_finite(data), kept)
 

@@ -10,6 +10,7 @@ the application's rule (:func:`convcli.app.outputs.carried_for`).
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import zlib
@@ -58,15 +59,7 @@ class Carried:
 
     def profile_name(self) -> str | None:
         """The profile's description ("Adobe RGB (1998)"), or None."""
-        if self.icc_profile is None:
-            return None
-        try:
-            from PIL import ImageCms
-
-            profile = ImageCms.ImageCmsProfile(io.BytesIO(self.icc_profile))
-            return ImageCms.getProfileDescription(profile).strip() or "unnamed"
-        except (ImportError, OSError, ValueError, TypeError):
-            return "unnamed"
+        return None if self.icc_profile is None else _profile_description(self.icc_profile)
 
     def kept_text(self) -> str:
         """What an output kept, in words ("" for nothing)."""
@@ -240,6 +233,19 @@ def _geo_tags(tags) -> GeoTags | None:
                    str(nodata.value) if nodata is not None else "")
 
 
+@functools.lru_cache(maxsize=16)
+def _profile_description(icc_profile: bytes) -> str:
+    """The description an ICC profile gives itself, read once for all the outputs that keep
+    it (its chunks, the note, the manifest's records)."""
+    try:
+        from PIL import ImageCms
+
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc_profile))
+        return ImageCms.getProfileDescription(profile).strip() or "unnamed"
+    except (ImportError, OSError, ValueError, TypeError):
+        return "unnamed"
+
+
 NOTHING = Carried()
 """Nothing carried."""
 
@@ -256,29 +262,37 @@ def _number(value: float) -> str:
 
 
 def from_pillow(im) -> Carried:
-    """What the Pillow image `im` (opened, not necessarily loaded) carries."""
-    info = im.info
-    icc = info.get("icc_profile") or None
-    dpi = dpi_of(info.get("dpi"))
-    exif = None
+    """What the Pillow image `im` (opened, not necessarily loaded) carries: its profile and
+    resolution (:func:`from_pillow_info`) and its EXIF."""
+    header = from_pillow_info(im)
     try:
         found = im.getexif()
-        if im.format == "JPEG" and info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
-            dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
-        if len(found):
-            from PIL import Image
-
-            tags = Image.Exif()  # a copy: Pillow's own is read again to turn the pixels upright
-            tags.load(found.tobytes())
-            for ifd in (0x8769, 0x8825):  # the camera's (dates, exposure) and GPS blocks
-                if ifd in found:
-                    tags.get_ifd(ifd)
-            tags[ORIENTATION] = 1
-            exif = tags.tobytes()
-            exif = exif[6:] if exif.startswith(b"Exif\0\0") else exif
     except (OSError, ValueError, TypeError, KeyError, struct.error):
-        exif = None
-    return Carried(bytes(icc) if icc else None, dpi, exif)
+        return header
+    dpi = header.dpi
+    if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
+        dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
+    return replace(header, dpi=dpi, exif=_upright_exif(found))
+
+
+def _upright_exif(found) -> bytes | None:
+    """Pillow's EXIF `found`, with its camera (dates, exposure) and GPS blocks and orientation
+    1, as bytes; None where there is none, or it cannot be written again."""
+    if not len(found):
+        return None
+    from PIL import Image
+
+    try:
+        tags = Image.Exif()  # a copy: Pillow's own is read again to turn the pixels upright
+        tags.load(found.tobytes())
+        for ifd in (0x8769, 0x8825):
+            if ifd in found:
+                tags.get_ifd(ifd)
+        tags[ORIENTATION] = 1
+        exif = tags.tobytes()
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        return None
+    return exif[6:] if exif.startswith(b"Exif\0\0") else exif
 
 
 def from_pillow_info(im) -> Carried:
