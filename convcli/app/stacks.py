@@ -47,7 +47,7 @@ from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_fi
 from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
-from .outputs import carried_for, output_depth, save_store
+from .outputs import carried_for, kept_by, output_depth, save_store
 from .strips import output_size
 from .work import check_whole_work
 
@@ -377,23 +377,23 @@ def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: l
                 array = _frame_array(out, frame.result, scales, levels)
                 with library_section():
                     ok = _save_frame(out, array, task, scales, plan)
-                _record(out, ok, scales, written, record, plan, task.op, task.fmt)
+                _record(out, ok, scales, written, record, plan, task)
             if any(out.kind == "grid" for out in todo) and len(drawn) < FIGURE_FRAMES:
                 drawn.append(frame)
     for out, writer in writers.items():
-        _record(out, writer is not None, scales, written, record, plan, task.op, task.fmt)
+        _record(out, writer is not None, scales, written, record, plan, task)
     return drawn
 
 
 def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan,
-            op=None, fmt: str = "") -> None:
+            task) -> None:
     """Add `out`, if written, to `written`, with its manifest record (its frames); else count
     it as kept."""
     if not ok:
         written.todo -= 1
         return
-    kept = NOTHING if op is None else carried_for(op, plan.carried, out, scales.of(out))
-    entry = record(out, scales.of(out), scales.depth, kept.held_by(fmt))
+    entry = record(out, scales.of(out), scales.depth,
+                   kept_by(task, plan.carried, out, scales.of(out)))
     if out.kind != "grid":
         entry.update({"frame": out.frame} if out.frame >= 0 else {"frames": len(plan.frames)})
     written.paths.append(str(out.path))
@@ -470,7 +470,7 @@ def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Outpu
     for out in todo:
         if out.kind == "grid":
             _record(out, _save_figure(out, task, plan, frames, drawn), scales, written, record,
-                    plan)
+                    plan, task)
     timings["encode"] = time.perf_counter() - start
     notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)

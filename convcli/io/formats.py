@@ -21,6 +21,12 @@ TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
 """The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
 
 
+def store_attributes_marked(attrs) -> bool:
+    """Whether a Zarr group's attributes carry convcli's marker: a ``"convcli"`` object,
+    which convcli writes last, once every level of the store is in place."""
+    return isinstance(attrs, dict) and isinstance(attrs.get("convcli"), dict)
+
+
 def tiff_page_tags(channels: int, dtype) -> dict:
     """The tags of every TIFF page convcli writes, as tifffile's ``write`` options.
 

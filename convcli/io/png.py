@@ -155,7 +155,7 @@ class PngRowEncoder:
     shape : (H, W, C) tuple
         The image's size and channels, C in 1..4.
     dtype : uint8 or uint16
-    text, backend
+    text, backend, chunks
         As for :func:`write_png`.
 
     Examples
@@ -322,6 +322,8 @@ class ApngWriter:
         The frames to come (the file's header says how many).
     loop, text, backend
         As for :func:`write_apng`.
+    chunks
+        As for :func:`write_png`.
     """
 
     def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype, count: int,

@@ -212,9 +212,7 @@ def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[
     if store_url is not None:
         location, claim = store_location(stack, temporary, store_url, storage_options)
         return StoreSink(location, shape, dtype, storage_options, claim, carried=carried)
-    if fmt in ("png", "tiff", "zarr"):
-        return _sink(fmt)(temporary, shape, dtype, carried=carried)
-    return _sink(fmt)(temporary, shape, dtype)
+    return _sink(fmt)(temporary, shape, dtype, carried=carried)
 
 
 def store_location(stack: ExitStack, temporary: Path, store_url: str | None,
@@ -285,7 +283,9 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
 class _NpySink:
     """An ``.npy`` file: the header ``np.save`` writes, then the rows' bytes."""
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype):
+    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
+                 carried: Carried = NOTHING):
+        del carried  # raw values hold no profile, resolution or georeference
         self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
         header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
                   "shape": shape}

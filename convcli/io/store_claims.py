@@ -23,6 +23,7 @@ import os
 import uuid
 
 from . import storage
+from .formats import store_attributes_marked
 
 CLAIM_NAME = ".convcli-writing"
 """The object a store on object storage holds while a run writes it."""
@@ -81,4 +82,4 @@ def unfinished(url: str, options: dict | None = None) -> bool:
         attrs = json.loads(storage.read_bytes(storage.join(url, ".zattrs"), options))
     except (FileNotFoundError, ValueError):
         return True
-    return not (isinstance(attrs, dict) and isinstance(attrs.get("convcli"), dict))
+    return not store_attributes_marked(attrs)

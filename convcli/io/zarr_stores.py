@@ -46,6 +46,7 @@ from ..errors import ImageError, MissingExtra
 from . import store_claims
 from .bands import float_white
 from .carried import NOTHING, Carried
+from .formats import store_attributes_marked
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
 from .storage import filesystem, is_url
@@ -82,7 +83,7 @@ def store_marked(path) -> bool:
             continue
         for key in inside:
             attrs = attrs.get(key, {}) if isinstance(attrs, dict) else {}
-        return isinstance(attrs, dict) and isinstance(attrs.get("convcli"), dict)
+        return store_attributes_marked(attrs)
     return False
 
 
@@ -296,7 +297,7 @@ class _ChunkFiles:
     def of(cls, array) -> _ChunkFiles | None:
         """The chunk files of `array`, or None where zarr must write them (object storage,
         filters, an order other than C)."""
-        local = type(array.store).__name__ == "LocalStore"
+        local = isinstance(array.store, require_zarr("--format zarr needs zarr").storage.LocalStore)
         plain = (len(array.compressors) == 1 and not array.metadata.filters
                  and array.metadata.order == "C")
         return cls(array) if local and plain else None
