@@ -258,7 +258,8 @@ def _number_or_text(text: str) -> float | str:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}"
+    """A dpi as said: to a tenth (PNG's pixels a metre make 96 dpi 96.012)."""
+    return f"{round(value, 1):g}"
 
 
 def from_pillow(im) -> Carried:
