@@ -189,7 +189,10 @@ def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
     assert image["axes"] == [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
     assert [d["path"] for d in image["datasets"]] == ["0", "1"]
     assert [d["coordinateTransformations"] for d in image["datasets"]] == [
-        [{"type": "scale", "scale": [1.0, 1.0]}], [{"type": "scale", "scale": [2.0, 2.0]}]]
+        [{"type": "scale", "scale": [1.0, 1.0]}],  # level 1's pixel (0, 0) is centred on 0.5
+        [{"type": "scale", "scale": [2.0, 2.0]}, {"type": "translation",
+                                                  "translation": [0.5, 0.5]}]]
+    assert "omero" not in group.attrs  # a grey image
     assert group.attrs["convcli"]["version"]
     array = group["0"]
     assert array.shape == (350, 300) and array.chunks == (256, 256)
@@ -197,6 +200,9 @@ def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
     colour = tmp_path / "a_pool-max-f2-s2.zarr"
     (image,) = zarr.open_group(str(colour), mode="r").attrs["multiscales"]
     assert [a["name"] for a in image["axes"]] == ["c", "y", "x"]
+    omero = zarr.open_group(str(colour), mode="r").attrs["omero"]
+    assert [(c["label"], c["color"], c["window"]["end"]) for c in omero["channels"]] == [
+        ("R", "FF0000", 255), ("G", "00FF00", 255), ("B", "0000FF", 255)]
     assert zarr.open_group(str(colour), mode="r")["0"].chunks == (3, 256, 256)
 
 

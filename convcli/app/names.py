@@ -98,6 +98,15 @@ def file_format(path: str) -> str | None:
         return None
 
 
+def ome_tiff_name(path) -> bool:
+    """Whether `path` is named as an OME-TIFF: ``.ome.tif`` or ``.ome.tiff`` (any case).
+
+    >>> ome_tiff_name("cells_pool.OME.tif"), ome_tiff_name("cells.tiff")
+    (True, False)
+    """
+    return Path(path).name.lower().endswith((".ome.tif", ".ome.tiff"))
+
+
 GRID_FORMAT = "png"
 
 

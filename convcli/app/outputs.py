@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.safeio import path_key
 from ..levels.mapping import LevelScale, Mapping, top_level
-from .names import FORMATS, Output
+from .names import FORMATS, Output, ome_tiff_name
 from .plan import Task
 
 
@@ -110,18 +111,22 @@ def mappings_for(task: Task, pic) -> list:
 
 
 def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
-    """What output `out` keeps of what its input carries (profile, resolution, EXIF).
+    """What output `out` keeps of what its input carries (profile, resolution, EXIF,
+    georeference, physical size).
 
     The one rule for every path: images keep the resolution, divided by the
     operation's stride (``--stride``, or the pooling window's), and the
-    georeference, moved to the output's grid (:meth:`Operation.output_grid`); those whose
+    georeference and physical pixel size, moved to the output's grid
+    (:meth:`Operation.output_grid`); those whose
     every channel holds the input's levels (mapping ``clip``: pad, pool, a
     kernel that keeps levels) keep the colour profile and EXIF too. Maps of
-    other values keep neither, raw values and figures nothing.
+    other values keep neither, raw values and figures nothing. An image named
+    ``.ome.tif`` or ``.ome.tiff`` is an OME-TIFF, as is one of an OME-TIFF.
     """
     if out.kind in ("raw", "grid"):
         return NOTHING
-    return _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
+    kept = _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
+    return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
 
 
 def _on_output(op, carried: Carried, in_its_colours: bool) -> Carried:
@@ -156,6 +161,18 @@ def carried_note(task: Task, pic) -> str:
     if lost:
         said.append(f"{', '.join(lost)} not kept: {fmt} outputs hold none")
     return "; ".join(said)
+
+
+def run_hints(task: Task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:
+    """What a run says once (not for each file): the operation's tips for an input with
+    these `channels`, and where `task`'s format cannot hold the physical pixel size of an
+    OME image (`carried`) that its outputs keep."""
+    hints = getattr(task.op, "hints", None)
+    said = tuple(hints(channels)) if hints is not None else ()
+    if carried.physical is not None and carried.held_by(task.fmt).physical is None:
+        said += (f"physical pixel size not kept: {task.fmt} outputs hold none "
+                 "(tiff and zarr outputs do)",)
+    return said
 
 
 def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:

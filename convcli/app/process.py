@@ -47,6 +47,7 @@ from .outputs import (
     output_depth,
     output_record,
     outputs_to_write,
+    run_hints,
     save_store,
 )
 from .parts import part
@@ -211,7 +212,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     kept += len(outputs) - len(todo)
     return FileResult(task.source, "done", _notes(task, pic, summary, data, kept),
                       tuple(written.paths), timings, records=tuple(written.records),
-                      hints=_hints(op, pic.channels))
+                      hints=run_hints(task, pic.channels, pic.carried))
 
 
 def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
@@ -252,7 +253,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     kept = len(outputs) - len(records)
     return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
                       tuple(written.paths), timings, records=tuple(records),
-                      hints=_hints(task.op, tuple(source.channels)))
+                      hints=run_hints(task, tuple(source.channels), source.carried))
 
 
 def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, int]:
@@ -425,12 +426,6 @@ def _in_section(save, *args, **kwargs) -> bool:
     """``save(*args, **kwargs)`` in the process's library section."""
     with library_section():
         return save(*args, **kwargs)
-
-
-def _hints(op, channels: tuple[str, ...]) -> tuple[str, ...]:
-    """The operation's tips for an input with these `channels` (said once per run)."""
-    hints = getattr(op, "hints", None)
-    return tuple(hints(channels)) if hints is not None else ()
 
 
 def _notes(task: Task, pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:

@@ -47,7 +47,7 @@ from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_fi
 from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
-from .outputs import carried_for, kept_by, output_depth, save_store
+from .outputs import carried_for, kept_by, output_depth, run_hints, save_store
 from .strips import output_size
 from .work import check_whole_work
 
@@ -474,7 +474,6 @@ def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Outpu
     timings["encode"] = time.perf_counter() - start
     notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)
-    hints = getattr(task.op, "hints", None)
     return FileResult(task.source, "done", file_notes(notes, frames.not_finite, kept),
                       tuple(written.paths), timings, records=tuple(written.records),
-                      hints=tuple(hints(plan.channels)) if hints is not None else ())
+                      hints=run_hints(task, plan.channels, plan.carried))

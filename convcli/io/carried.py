@@ -1,11 +1,12 @@
-"""What a file carries besides its pixels, which outputs may keep: colour profile, resolution, EXIF.
+"""What a file carries besides its pixels, which outputs may keep: colour profile, resolution,
+EXIF, georeference, physical pixel size.
 
 Read from an image (:func:`from_pillow`, :func:`from_tiff_page`) into a
 :class:`Carried`, and written by each output format as it can hold them: PNG
 as ``iCCP``, ``pHYs`` and ``eXIf`` chunks (:meth:`Carried.png_chunks`), JPEG
-through Pillow (:meth:`Carried.pillow_options`), TIFF as the ICC profile tag
-and X/YResolution (:meth:`Carried.tiff_options`). Which output keeps what is
-the application's rule (:func:`convcli.app.outputs.carried_for`).
+through Pillow (:meth:`Carried.pillow_options`), TIFF as the ICC profile tag,
+X/YResolution, GeoTIFF tags and OME-XML (:meth:`Carried.tiff_options`). Which
+output keeps what is the application's rule (:func:`convcli.app.outputs.carried_for`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass, replace
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -37,12 +39,19 @@ class Carried:
         orientation set to 1: the pixels are read upright.
     geo : GeoTags or None
         A GeoTIFF's georeference.
+    physical : PhysicalSize or None
+        An OME image's pixel size on the specimen (OME-XML's PhysicalSizeX/Y).
+    ome : bool
+        Whether a TIFF of it is an OME-TIFF (its input is one, or its name ends
+        ``.ome.tif``/``.ome.tiff``).
     """
 
     icc_profile: bytes | None = None
     dpi: tuple[float, float] | None = None
     exif: bytes | None = None
     geo: GeoTags | None = None
+    physical: PhysicalSize | None = None
+    ome: bool = False
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -50,12 +59,13 @@ class Carried:
         dpi = self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step,
                                                                self.dpi[1] / step)
         geo = None if self.geo is None else self.geo.on_grid(step, top, left)
-        return replace(self, dpi=dpi, geo=geo)
+        physical = None if self.physical is None else self.physical.on_grid(step, top, left)
+        return replace(self, dpi=dpi, geo=geo, physical=physical)
 
     def without_colour(self) -> Carried:
-        """Resolution and georeference alone: for values that are no colours of the input's
-        space (a map)."""
-        return Carried(dpi=self.dpi, geo=self.geo)
+        """Resolution, georeference and physical size alone: for values that are no colours
+        of the input's space (a map)."""
+        return Carried(dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome)
 
     def profile_name(self) -> str | None:
         """The profile's description ("Adobe RGB (1998)"), or None."""
@@ -72,6 +82,8 @@ class Carried:
             kept.append("EXIF")
         if self.geo is not None:
             kept.append("georeference")
+        if self.physical is not None:
+            kept.append(f"pixel size {self.physical.text()}")
         return ", ".join(kept)
 
     @property
@@ -90,19 +102,20 @@ class Carried:
         return replace(self, geo=replace(self.geo, nodata=""))
 
     def held_by(self, fmt: str) -> Carried:
-        """What an output of format `fmt` holds of it: PNG and JPEG no georeference, TIFF
-        no EXIF, the others nothing."""
+        """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
+        physical size, TIFF no EXIF, Zarr the georeference and physical size, the others
+        nothing."""
         if fmt in ("png", "jpg"):
-            return replace(self, geo=None)
+            return replace(self, geo=None, physical=None, ome=False)
         if fmt == "tiff":
-            return replace(self, exif=None)
-        if fmt == "zarr":  # the georeference in the group's attributes
-            return Carried(geo=self.geo)
+            return replace(self, exif=None, ome=self.ome_tiff)
+        if fmt == "zarr":  # in the group's attributes
+            return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
 
     def record(self) -> dict:
         """What the manifest says of it: the profile's name, the dpi, EXIF kept, the
-        coordinate system and the output's grid on the ground."""
+        coordinate system and the output's grid on the ground, the physical pixel size."""
         record: dict = {}
         if self.icc_profile is not None:
             record["colour_profile"] = self.profile_name()
@@ -112,6 +125,10 @@ class Carried:
             record["exif"] = True
         if self.geo is not None:
             record.update(self.geo.record())
+        if self.physical is not None:
+            record["physical_size"] = self.physical.record()
+        if self.ome:
+            record["ome"] = True
         return record
 
     def png_chunks(self) -> list[tuple[bytes, bytes]]:
@@ -138,9 +155,21 @@ class Carried:
             options["exif"] = b"Exif\0\0" + self.exif
         return options
 
+    @property
+    def ome_tiff(self) -> bool:
+        """Whether a TIFF of it is an OME-TIFF: :attr:`ome`, or a physical size to hold."""
+        return self.ome or self.physical is not None
+
+    def tiff_writer_options(self) -> dict:
+        """tifffile ``TiffWriter`` options: an OME-TIFF where it is one (:attr:`ome_tiff`)."""
+        return {"ome": True} if self.ome_tiff else {}
+
     def tiff_options(self) -> dict:
-        """tifffile ``write`` options that hold the profile and the resolution."""
+        """tifffile ``write`` options that hold the profile, the resolution, the
+        georeference and, in an OME-TIFF (:meth:`tiff_writer_options`), the physical size."""
         options: dict = {}
+        if self.ome_tiff:
+            options["metadata"] = {} if self.physical is None else self.physical.ome_metadata()
         if self.icc_profile is not None:
             options["iccprofile"] = self.icc_profile
         if self.dpi is not None:
@@ -218,6 +247,112 @@ class GeoTags:
         if self.nodata:
             tags.append((GDAL_NODATA, "s", 0, self.nodata, True))
         return tags
+
+
+# OME's length units (UnitsLength) and the names OME-Zarr's axes give them (UDUNITS-2).
+_UNIT_NAMES = {
+    "Ym": "yottameter", "Zm": "zettameter", "Em": "exameter", "Pm": "petameter",
+    "Tm": "terameter", "Gm": "gigameter", "Mm": "megameter", "km": "kilometer",
+    "hm": "hectometer", "dam": "decameter", "m": "meter", "dm": "decimeter",
+    "cm": "centimeter", "mm": "millimeter", "\u00b5m": "micrometer", "nm": "nanometer",
+    "pm": "picometer", "fm": "femtometer", "am": "attometer", "zm": "zeptometer",
+    "ym": "yoctometer", "\u00c5": "angstrom", "in": "inch", "ft": "foot", "yd": "yard",
+    "mi": "mile", "pc": "parsec"}
+_UNIT_SYMBOLS = {name: symbol for symbol, name in _UNIT_NAMES.items()}
+_MICRO = {"\u03bcm": "\u00b5m", "um": "\u00b5m", "\u212b": "\u00c5"}  # other spellings
+
+
+def unit_symbol(unit: str) -> str:
+    """OME's symbol of a length `unit`: an OME symbol, its other spellings ("um") or
+    OME-Zarr's name ("micrometer").
+
+    >>> unit_symbol("micrometer"), unit_symbol("um"), unit_symbol("nm")
+    ('\u00b5m', '\u00b5m', 'nm')
+    """
+    return _UNIT_SYMBOLS.get(unit, _MICRO.get(unit, unit))
+
+
+@dataclass(frozen=True)
+class PhysicalSize:
+    """The size of a pixel on the specimen, and where pixel (0, 0)'s centre lies.
+
+    Attributes
+    ----------
+    x, y : float
+        The size across and down (OME's PhysicalSizeX and PhysicalSizeY).
+    x_unit, y_unit : str
+        Their units, as OME's symbols ("\u00b5m", "nm", ...).
+    origin : (float, float)
+        The position (y, x) of pixel (0, 0)'s centre, in those units: 0 in the
+        input, moved by the window offsets and padding of an operation.
+    """
+
+    x: float
+    y: float
+    x_unit: str = "\u00b5m"
+    y_unit: str = "\u00b5m"
+    origin: tuple[float, float] = (0.0, 0.0)
+
+    def on_grid(self, step: int, top: float, left: float) -> PhysicalSize:
+        """The same specimen for an output pixel grid (see :meth:`Carried.on_grid`): pixels
+        `step` times as large, pixel (0, 0)'s centre at input pixel centre
+        ``(top + (step - 1) / 2, left + (step - 1) / 2)``."""
+        oy, ox = self.origin
+        return replace(self, x=self.x * step, y=self.y * step,
+                       origin=(oy + (top + (step - 1) / 2) * self.y,
+                               ox + (left + (step - 1) / 2) * self.x))
+
+    def text(self) -> str:
+        """Said in a note: "0.5x0.5 \u00b5m" ("0.5 \u00b5m x 1 nm" in two units)."""
+        if self.x_unit == self.y_unit:
+            return f"{self.x:g}x{self.y:g} {self.x_unit}"
+        return f"{self.x:g} {self.x_unit} x {self.y:g} {self.y_unit}"
+
+    def record(self) -> dict:
+        """What the manifest says: the size and units across and down, and the origin."""
+        return {"x": self.x, "y": self.y, "unit": [self.x_unit, self.y_unit],
+                "origin": list(self.origin)}
+
+    def ome_metadata(self) -> dict:
+        """tifffile's OME ``metadata`` that hold the size and units."""
+        return {"PhysicalSizeX": self.x, "PhysicalSizeXUnit": self.x_unit,
+                "PhysicalSizeY": self.y, "PhysicalSizeYUnit": self.y_unit}
+
+    def axis_units(self) -> tuple[str | None, str | None]:
+        """OME-Zarr's names of the units down and across (None for a unit it has no name
+        of: pixels, light years)."""
+        return _UNIT_NAMES.get(self.y_unit), _UNIT_NAMES.get(self.x_unit)
+
+    def transformations(self, level: int, channel: bool) -> list[dict]:
+        """OME-Zarr's ``coordinateTransformations`` of pyramid level `level` (each half
+        the size of the one above), with a first axis of channels where `channel`: the
+        scale, and the translation of its pixel (0, 0)'s centre (half a pixel of the
+        level above, over and over)."""
+        factor, lead = 2 ** level, [1.0] * channel
+        shift = (factor - 1) / 2
+        return [{"type": "scale", "scale": lead + [self.y * factor, self.x * factor]},
+                {"type": "translation", "translation": [0.0] * channel + [
+                    self.origin[0] + shift * self.y, self.origin[1] + shift * self.x]}]
+
+
+def physical_size(ome_xml: str) -> PhysicalSize | None:
+    """The physical size of the first image of an OME-XML document, or None where it has
+    none (or the document cannot be read)."""
+    try:
+        root = ElementTree.fromstring(ome_xml)
+    except (ElementTree.ParseError, ValueError):
+        return None
+    pixels = next((e for e in root.iter() if e.tag.rsplit("}", 1)[-1] == "Pixels"), None)
+    if pixels is None:
+        return None
+    try:
+        x, y = (float(pixels.get(f"PhysicalSize{a}", "nan")) for a in "XY")
+    except ValueError:
+        return None
+    if not (x > 0 and y > 0):
+        return None
+    return PhysicalSize(x, y, *(unit_symbol(pixels.get(f"PhysicalSize{a}Unit", "\u00b5m"))
+                                for a in "XY"))
 
 
 def _geo_tags(tags) -> GeoTags | None:
@@ -313,8 +448,8 @@ def dpi_of(value) -> tuple[float, float] | None:
 
 
 def from_tiff_page(page) -> Carried:
-    """What a tifffile page carries: its ICC profile, resolution and georeference (EXIF is
-    left)."""
+    """What a tifffile page carries: its ICC profile, resolution and georeference, and the
+    OME-XML's physical size of an OME-TIFF's first page (EXIF is left)."""
     tags = page.tags
     icc = tags.get(34675)
     dpi = None
@@ -325,7 +460,9 @@ def from_tiff_page(page) -> Carried:
             dpi = dpi_of([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
         except ZeroDivisionError:
             dpi = None
-    return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags))
+    ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
+    return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags),
+                   physical_size(page.parent.ome_metadata) if ome else None, ome)
 
 
 def _ratio(value) -> float:

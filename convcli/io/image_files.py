@@ -156,7 +156,7 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:
-        tifffile.imwrite(file, data, **options)
+        tifffile.imwrite(file, data, **carried.tiff_writer_options(), **options)
 
 
 def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
@@ -267,7 +267,7 @@ class FrameWriter:
         import tifffile  # only where a TIFF is written
 
         if self._writer is None:
-            self._writer = tifffile.TiffWriter(self._fh)
+            self._writer = tifffile.TiffWriter(self._fh, **self._carried.tiff_writer_options())
         write_tiff(self._writer, frame, self._carried)
 
     def close(self) -> None:

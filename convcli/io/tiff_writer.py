@@ -125,7 +125,8 @@ class TiffSink:
         self._nodata = self._carried.nodata if np.dtype(dtype).kind == "f" else None
         self._levels = _reduced_levels(temporary, shape, dtype)
         try:
-            self._tiff = tifffile.TiffWriter(temporary, bigtiff=True)
+            self._tiff = tifffile.TiffWriter(temporary, bigtiff=True,
+                                             **self._carried.tiff_writer_options())
         except BaseException:
             self._remove_levels()
             raise
@@ -146,8 +147,8 @@ class TiffSink:
         try:
             self._tiff.write(_tile_data(self._queued_bands(), self._dtype, self._nodata),
                              subifds=len(self._levels) or None,
-                             **_tiff_options(self._shape, self._dtype),
-                             **self._carried.tiff_options())
+                             **{**_tiff_options(self._shape, self._dtype),
+                                **self._carried.tiff_options()})
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
 

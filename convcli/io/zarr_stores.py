@@ -41,12 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._version import __version__
 from ..errors import ImageError, MissingExtra
 from . import store_claims
 from .bands import float_white
-from .carried import NOTHING, Carried
+from .carried import NOTHING, Carried, PhysicalSize
 from .formats import store_attributes_marked
+from .ome import ome_attributes, physical_of
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
 from .storage import filesystem, is_url
@@ -57,7 +57,6 @@ CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B"
 _DEPTHS = {np.dtype(np.uint8): (255.0, 8), np.dtype(np.uint16): (65535.0, 16),
            np.dtype(np.float32): (None, 16)}  # white (None: from the values), depth
 _AXES = frozenset("tczyx")
-_OME_VERSION = "0.4"
 
 
 def require_zarr(need: str):
@@ -113,8 +112,8 @@ def open_store_regions(path, *, storage_options: dict | None = None) -> StoreReg
         node = zarr.open(store=store, mode="r")
     except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
         raise ImageError(f"not a Zarr array or OME-Zarr image ({_first_line(exc)})") from None
-    array, axes = _full_resolution(zarr, node)
-    return StoreRegions(array, axes)
+    array, axes, physical = _full_resolution(zarr, node)
+    return StoreRegions(array, axes, Carried(physical=physical) if physical else NOTHING)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -122,13 +121,14 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...]]:
-    """The array to read and its axes' names: the node itself, or an OME image's level 0."""
+def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize | None]:
+    """The array to read, its axes' names and physical size: the node itself, or an OME
+    image's level 0 (:func:`convcli.io.ome.physical_of`)."""
     if isinstance(node, zarr.Array):
         if node.ndim not in (2, 3):
             raise ImageError(f"a Zarr array of {node.ndim} dimensions: convcli reads "
                              "(height, width) or (height, width, channels)")
-        return node, ("y", "x", "c")[:node.ndim]
+        return node, ("y", "x", "c")[:node.ndim], None
     attrs = dict(node.attrs)
     scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
     try:
@@ -143,7 +143,7 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...]]:
             set(axes) <= _AXES and {"y", "x"} <= set(axes) and len(set(axes)) == len(axes)):
         raise ImageError(f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads "
                          "t, c, z, y, x")
-    return array, axes
+    return array, axes, physical_of(image)
 
 
 class StoreRegions:
@@ -156,7 +156,7 @@ class StoreRegions:
     read each chunk once when read top to bottom.
     """
 
-    def __init__(self, array, axes: tuple[str, ...]):
+    def __init__(self, array, axes: tuple[str, ...], carried: Carried = NOTHING):
         self._array, self._axes = array, axes
         size = dict(zip(axes, (int(n) for n in array.shape), strict=True))
         self.height, self.width = size["y"], size["x"]
@@ -165,7 +165,7 @@ class StoreRegions:
             raise ImageError(f"a Zarr image of {count} channels, {self.width}x{self.height}: "
                              "convcli reads 1 to 4 channels")
         self.dtype = np.dtype(array.dtype)
-        self.carried = NOTHING  # a profile or a resolution is no Zarr attribute convcli reads
+        self.carried = carried  # an OME image's physical size
         self.floats = self.dtype.kind == "f"
         if self.dtype not in _DEPTHS:
             raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
@@ -240,33 +240,6 @@ def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
     while max(sizes[-1]) > TILE:
         sizes.append((-(-sizes[-1][0] // 2), -(-sizes[-1][1] // 2)))
     return sizes
-
-
-def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = NOTHING) -> dict:
-    """The group attributes of a written store: OME-Zarr 0.4 ``multiscales`` and the marker.
-
-    Parameters
-    ----------
-    shape : (int, int, int)
-        The image's (H, W, C); the axes are y, x, and c first where C > 1.
-    levels : int
-        The datasets ``0`` .. ``levels - 1``, each half the size of the one above.
-    carried : Carried
-        A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
-        (:meth:`convcli.io.carried.GeoTags.attributes`); a Zarr store holds nothing else of it.
-    """
-    channel = shape[2] > 1
-    axes = ([{"name": "c", "type": "channel"}] if channel else []) + [
-        {"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
-    datasets = [{"path": str(level), "coordinateTransformations": [
-        {"type": "scale", "scale": [1.0] * channel + [float(2 ** level)] * 2}]}
-        for level in range(levels)]
-    return {"multiscales": [{"version": _OME_VERSION, "axes": axes, "datasets": datasets,
-                             "type": "mean",
-                             "metadata": {"method": "2 x 2 means, the last odd row or "
-                                                    "column averaged with itself"}}],
-            "convcli": {"version": __version__},
-            **({"georeference": carried.geo.attributes()} if carried.geo is not None else {})}
 
 
 WRITE_PIECE_COLUMNS = 4096
@@ -440,7 +413,7 @@ class StoreSink(_LevelRows):
     def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
                  storage_options: dict | None = None, claim: str | None = None, *,
                  carried: Carried = NOTHING):
-        self._shape, self._carried = shape, carried
+        self._shape, self._carried, self._dtype = shape, carried, np.dtype(dtype)
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
         super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype,
                          claim=(str(temporary), claim, storage_options) if claim else None)
@@ -448,7 +421,8 @@ class StoreSink(_LevelRows):
     def close(self) -> None:
         self._flush(last=True)
         self._check_claim()
-        self._group.attrs.update(ome_attributes(self._shape, len(self._levels), self._carried))
+        self._group.attrs.update(ome_attributes(self._shape, len(self._levels), self._carried,
+                                                self._dtype))
         if self._claim is not None:  # finished: the marker is there, the claim goes
             store_claims.release(self._claim[0], self._claim[2])
 
@@ -549,7 +523,7 @@ def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, writ
         for c0 in range(0, sizes[written - 1][1], step):
             _halve_piece(group, sizes, written, c0, step, shape[2], dtype)
     store_claims.check(str(location), claim, storage_options)
-    group.attrs.update(ome_attributes(shape, len(sizes), carried))
+    group.attrs.update(ome_attributes(shape, len(sizes), carried, dtype))
     if claim is not None:  # finished: the marker is there, the claim goes
         store_claims.release(str(location), storage_options)
 
