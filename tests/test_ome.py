@@ -96,6 +96,17 @@ def test_the_frames_of_an_ome_stack_keep_it(tmp_path):
     assert _ome_sizes(written) == [(0.4, 0.4, MICRO, MICRO)] * 3
 
 
+def test_an_ome_tiff_that_pillow_reads_keeps_it(tmp_path, colour):
+    """JPEG tiles: Pillow decodes them, its ImageDescription gives the OME-XML."""
+    pytest.importorskip("imagecodecs")
+    tifffile.imwrite(tmp_path / "slide.ome.tif", colour, photometric="rgb", compression="jpeg",
+                     metadata={"axes": "YXS", "PhysicalSizeX": 0.25, "PhysicalSizeY": 0.25})
+    ok("pool", "--size", "3", "--format", "tiff", tmp_path / "slide.ome.tif", "-o",
+       tmp_path / "out")
+    assert _ome_sizes(tmp_path / "out" / "slide.ome_pool-max-f3-s3.tiff") == [
+        (0.75, 0.75, MICRO, MICRO)]
+
+
 def _multiscales(store):
     """ome-zarr-py's view of a store: its first image's axes and transformations, and the
     omero channels' names, colours and windows (None for a grey image)."""

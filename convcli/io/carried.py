@@ -432,10 +432,15 @@ def _upright_exif(found) -> bytes | None:
 
 
 def from_pillow_info(im) -> Carried:
-    """The colour profile and resolution of the Pillow image `im`, read from its header alone
-    (no EXIF: the frames of a stack have no orientation of their own)."""
+    """The colour profile, resolution and an OME-TIFF's physical size of the Pillow image
+    `im`, read from its header alone (no EXIF: the frames of a stack have no orientation of
+    their own)."""
     icc = im.info.get("icc_profile") or None
-    return Carried(bytes(icc) if icc else None, dpi_of(im.info.get("dpi")))
+    description = im.tag_v2.get(270) if im.format == "TIFF" else None  # ImageDescription
+    ome = isinstance(description, str) and description.lstrip().startswith("<?xml") and \
+        "<OME" in description
+    return Carried(bytes(icc) if icc else None, dpi_of(im.info.get("dpi")),
+                   physical=physical_size(description) if ome else None, ome=ome)
 
 
 def dpi_of(value) -> tuple[float, float] | None:

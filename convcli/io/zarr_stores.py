@@ -150,7 +150,8 @@ class StoreRegions:
     """A Zarr array read band by band (made by :func:`open_store_regions`).
 
     Attributes as :class:`convcli.io.regions.RegionSource`: ``height``,
-    ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``.
+    ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``, and
+    ``carried`` (an OME image's physical size, :func:`convcli.io.ome.physical_of`).
     The last two rows of chunks read are kept (:class:`convcli.io.spill.SegmentRows`:
     on disk where wide), so that bands that overlap (a halo)
     read each chunk once when read top to bottom.
