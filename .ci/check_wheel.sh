@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 import shutil, sys
 shutil.copytree(sys.argv[1], sys.argv[2], ignore=shutil.ignore_patterns(
     ".git", "build", "dist", "*.egg-info", "__pycache__", ".venv", ".pytest_cache",
-    ".hypothesis", "convcli-out"))
+    ".hypothesis", "convcli-out", "*.so", "*.pyd"))
 EOF
 "$python" -m pip wheel --quiet --no-deps -w "$work/dist" "$work/src"
 
@@ -33,6 +33,8 @@ if not expected:
 expected.add("convcli/kernel_files/__init__.py")
 expected |= {p.relative_to(repo).as_posix() for p in (repo / "convcli").rglob("*.py")}
 missing = sorted(expected - names)
+if not any(n.startswith("convcli/layers/_engine/_native.") for n in names):
+    missing.append("the compiled convcli/layers/_engine/_native extension")
 if missing:
     sys.exit(f"check_wheel: {wheels[0].name} lacks {missing}")
 print(f"check_wheel: {wheels[0].name} holds every module and kernel file ({len(expected)})")
@@ -65,4 +67,20 @@ echo "check_wheel: 'convcli kernels' lists vertical"
 test -s "$work/out/camera_pool-max-f2-s2-L.png" \
     || { echo "check_wheel: 'convcli pool' wrote no output" >&2; exit 1; }
 echo "check_wheel: 'convcli pool' ran from the installed package"
+version=$("$work/venv/bin/convcli" --version)
+grep -q '^engine: native ' <<<"$version" \
+    || { echo "check_wheel: the installed package does not run its native engine: $version" >&2; exit 1; }
+echo "check_wheel: ${version##*$'\n'}"
+
+# Without a C compiler the install still succeeds, and the numpy engines run.
+CC=false "$python" -m pip wheel --quiet --no-deps -w "$work/plain" "$work/src" 2>/dev/null
+"$python" -m venv "$work/plain-venv"
+"$work/plain-venv/bin/python" -m pip install --quiet "$work"/plain/convcli-*.whl
+version=$("$work/plain-venv/bin/convcli" --version)
+grep -q '^engine: numpy (no compiled extension' <<<"$version" \
+    || { echo "check_wheel: without a compiler: $version" >&2; exit 1; }
+"$work/plain-venv/bin/convcli" conv -q -k vertical "$repo/sample_images/camera.png" -o "$work/plain-out"
+test -s "$work/plain-out/camera_conv-vertical-sum.png" \
+    || { echo "check_wheel: without a compiler, conv wrote no output" >&2; exit 1; }
+echo "check_wheel: without a compiler: ${version##*$'\n'}"
 echo "check_wheel: ok"

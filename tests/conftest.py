@@ -65,6 +65,16 @@ def small_strips(monkeypatch):
 
 
 @pytest.fixture
+def numpy_engine():
+    """The layers run their numpy engines (the native engine set aside) during the test."""
+    from convcli.layers._engine import native
+
+    before = native.use_engine("numpy")
+    yield
+    native.use_engine(before)
+
+
+@pytest.fixture
 def out(tmp_path):
     """The output folder ``tmp_path / "out"`` (not made: the command line makes it)."""
     return tmp_path / "out"

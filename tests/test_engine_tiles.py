@@ -37,6 +37,9 @@ from convcli.layers._engine import pool as pool_engine
 from convcli.layers._engine import tiles
 from convcli.layers.depthwise import depthwise_conv_forward
 
+# The numpy engines themselves (the native engine has tests/test_native.py).
+pytestmark = pytest.mark.usefixtures("numpy_engine")
+
 # Values per tile: one row per tile, a few rows, one image, a few images, all.
 TILE_SIZES = [1, 60, 400, 3000, 10**7]
 

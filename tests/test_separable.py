@@ -18,6 +18,9 @@ from convcli.layers._engine import correlate, separable
 from convcli.layers._engine.alignment import tile_rows
 from convcli.layers._engine.separable import passes, rank_one_factors
 
+# The numpy engines themselves (the native engine has tests/test_native.py).
+pytestmark = pytest.mark.usefixtures("numpy_engine")
+
 EPS32 = float(np.finfo(np.float32).eps)
 
 

@@ -13,6 +13,9 @@ from convcli import conv_forward, depthwise_conv_forward
 from convcli.kernels import get_kernel
 from convcli.layers._engine.depthwise import correlate_depthwise, separable_taps
 
+# The numpy engines themselves (the native engine has tests/test_native.py).
+pytestmark = pytest.mark.usefixtures("numpy_engine")
+
 EPS32 = float(np.finfo(np.float32).eps)
 
 

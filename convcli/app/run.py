@@ -37,6 +37,7 @@ from ..errors import MissingExtra
 from ..io.frames import DEFAULT_FRAMES
 from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
 from ..io.storage import StoreError, for_terminal, is_url, local_path
+from ..layers._engine import native
 from ..layers._engine.tiles import memory_budget
 from . import plan, process
 from .manifest import Manifest, ManifestHooks, merge_fragments
@@ -149,6 +150,8 @@ def run_batch(operation, inputs, options: RunOptions | None = None,
     """
     options = options or RunOptions()
     reporter = reporter or Reporter()
+    if reporter.debug:
+        reporter.say(f"engine: {native.description()}")
     try:
         return _BatchRun(operation, inputs, options, reporter).run()
     except _Ended as ended:

@@ -88,8 +88,9 @@ def _print_version(ctx, param, value):
     if not value or ctx.resilient_parsing:
         return
     from .._version import __version__
+    from ..layers._engine import which as native
 
-    click.echo(f"convcli, version {__version__}")
+    click.echo(f"convcli, version {__version__}\nengine: {native.description()}")
     ctx.exit()
 
 
@@ -107,6 +108,12 @@ def main():
       convcli kernels sobel-x
       convcli explain conv -k sobel-x --as opencv > sobel.py
     """
+    if os.environ.get("CONVCLI_ENGINE"):
+        from ..layers._engine import which as native
+
+        problem = native.setting_problem()
+        if problem:
+            raise click.UsageError(problem)
 
 
 # --- the run's reporter, and usage errors -----------------------------------------------------

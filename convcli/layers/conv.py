@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._engine import native
 from ._engine.correlate import correlate, correlate_weights_grad
 from ._engine.depthwise import (
     correlate_depthwise,
@@ -279,6 +280,8 @@ def _conv_forward(A_prev, W, b, hparameters):
     bias = ba.astype(dtype, copy=False).reshape(-1)
     A, pads = _engine_input(A, geometry, pad, dtype)
     Z = _separable(A, Wa, geometry, pads, dtype, bias)
+    if Z is None:
+        Z = _native_direct(A, Wa, geometry, pads, dtype, bias, depthwise=False)
     if Z is not None:
         return Z, (A_prev, W, b, hparameters)
     if Wa.shape[2:] == (1, 1) and taps_are_cheaper(Wa):
@@ -298,29 +301,76 @@ def _conv_forward(A_prev, W, b, hparameters):
     return Z, (A_prev, W, b, hparameters)
 
 
-def _separable(A, Wa, geometry, pads, dtype, bias):
-    """Z of one channel and one rank-1 kernel by two 1-D passes, where that is cheaper; else None.
+def _separable(A, Wa, geometry, pads, dtype, bias, *, depthwise=False):
+    """Z of one-channel rank-1 kernels by two 1-D passes, where that is cheaper; else None.
 
-    Only for float32, stride 1 and no dilation, and only when the kernel's
-    two passes cost less than the cheaper 2-D engine (:func:`passes`): the
-    choice depends on the kernel alone, never on the image, so that bands of
-    an image get its values. The results equal the 2-D engines' within
-    float32 rounding; rows that are not finite are those of the plain path.
+    Only for float32, stride 1, no dilation and one kernel per channel, and
+    only when the kernel's two passes cost less than the 2-D engine
+    (:func:`passes`, :func:`convcli.layers._engine.native.separable_is_cheaper`):
+    the choice depends on the kernel alone, never on the image, so that bands
+    of an image get its values. The numpy engine takes one channel; the
+    native one each channel of a depthwise call (`depthwise`) alone, so that
+    a channel gets the same values whatever channels come with it. The
+    results equal the 2-D engines' within float32 rounding; rows that are
+    not finite are those of the plain path.
     """
-    if (Wa.shape[2:] != (1, 1) or geometry.stride != 1 or geometry.dilation != 1
+    f_h, f_w, C, n = Wa.shape
+    if (n != 1 or (C != 1 and not depthwise) or geometry.stride != 1 or geometry.dilation != 1
             or dtype != np.float32):
         return None
-    if passes(*Wa.shape[:2]) >= min(tap_passes(Wa), matmul_passes(Wa)):
+    if native.active():
+        cheaper = native.separable_is_cheaper(f_h, f_w)
+        return _native_separable(A, Wa, pads, bias) if cheaper else None
+    if C != 1 or passes(f_h, f_w) >= min(tap_passes(Wa), matmul_passes(Wa)):
         return None
     factors = rank_one_factors(Wa[:, :, 0, 0])
     if factors is None:
         return None
     Z, rows = correlate_separable(A, *factors, pads, dtype, bias)
-    if rows:  # NaN or inf met the engine's zeros: those rows by the plain path
-        plain = _conv_forward_plain(A, Wa.astype(dtype), 1, pads[0], Z.shape, 1)
+    return _plain_rows(Z, rows, A, Wa, pads, bias)
+
+
+def _native_separable(A, Wa, pads, bias):
+    """Each channel by the native separable passes where its kernel is rank 1; else None."""
+    C = Wa.shape[2]
+    factors = [rank_one_factors(Wa[:, :, c, 0]) for c in range(C)]
+    if all(f is None for f in factors):
+        return None
+    channels = []
+    for c, f in enumerate(factors):
+        A_c, W_c = A[..., c : c + 1], Wa[:, :, c : c + 1]
+        if f is None:
+            channels.append(native.correlate(A_c, W_c, 1, pads, bias[c : c + 1]))
+        else:
+            Z_c, rows = native.correlate_separable(A_c, *f, pads, bias[c : c + 1])
+            channels.append(_plain_rows(Z_c, rows, A_c, W_c, pads, bias[c : c + 1]))
+    return channels[0] if C == 1 else np.concatenate(channels, axis=3)
+
+
+def _plain_rows(Z, rows, A, Wa, pads, bias):
+    """Z with its ``(image, row)`` `rows` (not finite: NaN or inf met an engine's zeros) by
+    the plain path."""
+    if rows:
+        plain = _conv_forward_plain(A, Wa.astype(Z.dtype), 1, pads[0], Z.shape, 1)
         for i, r in rows:
             Z[i, r] = plain[i, r] + bias
     return Z
+
+
+def _native_direct(A, Wa, geometry, pads, dtype, bias, *, depthwise):
+    """Z by the native engine's direct correlation where it takes the call, else None.
+
+    float32 only, and only for the channel counts it runs faster than the
+    numpy engines (:func:`convcli.layers._engine.native.direct_takes`): the
+    choice depends on the weights' shape alone, never on the image.
+    """
+    if dtype != np.float32 or not native.active():
+        return None
+    f_h, f_w, C, n = Wa.shape
+    if not native.direct_takes(C, n, depthwise=depthwise):
+        return None
+    return native.correlate(A, Wa, geometry.stride, pads, bias, dilation=geometry.dilation,
+                            depthwise=depthwise)
 
 
 def _replace_tiles(Z, other, tiles) -> None:

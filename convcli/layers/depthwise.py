@@ -16,6 +16,7 @@ from .conv import (
     _conv_shapes,
     _engine_input,
     _ieee,
+    _native_direct,
     _padded,
     _replace_tiles,
     _separable,
@@ -62,7 +63,9 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
     )
     A, pads = _engine_input(A, geometry, pad, dtype)
     bias = ba.astype(dtype, copy=False).reshape(-1)
-    Z, not_finite = _separable(A, Wa, geometry, pads, dtype, bias), []
+    Z, not_finite = _separable(A, Wa, geometry, pads, dtype, bias, depthwise=True), []
+    if Z is None:
+        Z = _native_direct(A, Wa, geometry, pads, dtype, bias, depthwise=True)
     if Z is not None:
         return Z, (A_prev, W, b, hparameters)
     if (

@@ -222,7 +222,8 @@ def thread_count(n_tiles: int, work: float | None = None) -> int:
     return max(1, n)
 
 
-def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as_free=False):
+def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as_free=False,
+              blas=True):
     """Call ``work(state, tile)`` for every tile, on up to THREADS threads.
 
     Each thread has its own `state` from ``new_state()`` (scratch buffers,
@@ -237,11 +238,12 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as
     calls use fewer threads (:func:`thread_count`), so that more threads
     never make them slower.
     An exception in `work` is raised here, after all threads stop. BLAS
-    runs on the calling threads meanwhile (:func:`blas_on_calling_thread`).
+    runs on the calling threads meanwhile (:func:`blas_on_calling_thread`),
+    unless `blas` is false (work that calls no BLAS).
     """
     tiles = list(tiles)
     threads = thread_count(len(tiles), cost)
-    if threads == 1 and cost is not None and cost < WORK_PER_THREAD:
+    if not blas or (threads == 1 and cost is not None and cost < WORK_PER_THREAD):
         # Under a thread's worth of work BLAS runs on this thread anyway; not
         # asking spares a small file's run the import of threadpoolctl.
         return _run_tiles(tiles, work, new_state, neighbours_overlap, 1, as_free)

@@ -1,0 +1,287 @@
+/* convcli's native engine: the hot loops of its layers in C11.
+ *
+ * Arrays arrive through the buffer protocol (numpy is not needed to build
+ * this), with their shapes as integers, checked here against the buffers'
+ * lengths. Every kernel runs with the GIL released, so that the Python tile
+ * runner spreads the tiles of a call over threads.
+ *
+ * The kernels are compiled twice (_native_kernels.h): for the baseline
+ * instruction set and, on x86-64, for AVX2; the level is chosen once at
+ * import from the CPU's features, and can be set for tests.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+
+typedef struct {
+    const float *A; /* (m, H, W, C) */
+    Py_ssize_t m, H, W, C;
+    const float *K; /* (groups, f_h, f_w, Cg, Ng) */
+    Py_ssize_t groups, f_h, f_w, Cg, Ng;
+    float *Z; /* (m, n_H, n_W, n_out): output channel n * groups + g */
+    Py_ssize_t n_H, n_W, n_out;
+    const float *bias; /* (n_out,) */
+    Py_ssize_t s, d, top, left, plane_width;
+    const Py_ssize_t *tap_offset; /* (f_w,): a kernel column's place in a staged row */
+} conv_args;
+
+typedef struct {
+    const float *A; /* (m, H, W) */
+    Py_ssize_t m, H, W;
+    const float *u, *v;
+    Py_ssize_t f_h, f_w;
+    float *Z; /* (m, n_H, n_W) */
+    Py_ssize_t n_H, n_W;
+    float bias;
+    Py_ssize_t top, left, line_len;
+} sep_args;
+
+#define SUFFIX _base
+#define vec v4f
+#define VL 4
+#include "_native_kernels.h"
+#undef SUFFIX
+#undef vec
+#undef VL
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_BUILD 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+#define SUFFIX _avx2
+#define vec v8f
+#define VL 8
+#include "_native_kernels.h"
+#undef SUFFIX
+#undef vec
+#undef VL
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+
+#if defined(__x86_64__)
+#define BASELINE_NAME "sse2"
+#elif defined(__aarch64__)
+#define BASELINE_NAME "neon"
+#else
+#define BASELINE_NAME "portable"
+#endif
+
+static int use_avx2 = 0;
+
+static int cpu_has_avx2(void)
+{
+#ifdef HAVE_AVX2_BUILD
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+/* A float32 buffer of exactly `count` values, or an exception. */
+static int check_floats(Py_buffer *buf, Py_ssize_t count, const char *name)
+{
+    if (count < 0 || buf->len != count * (Py_ssize_t)sizeof(float)) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd float32 values", name,
+                     buf->len, count);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *native_correlate(PyObject *self, PyObject *args)
+{
+    Py_buffer A, K, Z, bias, scratch;
+    conv_args a;
+    Py_ssize_t i0, i1, h0, h1;
+    if (!PyArg_ParseTuple(args, "y*y*w*y*w*(nnnn)(nnnnn)(nnn)(nnnn)(nnnn)", &A, &K, &Z, &bias,
+                          &scratch,
+                          &a.m, &a.H, &a.W, &a.C, &a.groups, &a.f_h, &a.f_w, &a.Cg, &a.Ng,
+                          &a.n_H, &a.n_W, &a.n_out, &a.s, &a.d, &a.top, &a.left, &i0, &i1, &h0,
+                          &h1))
+        return NULL;
+    int ok = 0;
+    if (a.m < 0 || a.H < 0 || a.W < 0 || a.C < 1 || a.groups < 1 || a.f_h < 1 || a.f_w < 1 ||
+        a.Cg < 1 || a.Ng < 1 || a.n_H < 0 || a.n_W < 0 || a.s < 1 || a.d < 1 || a.top < 0 ||
+        a.left < 0 || a.groups * a.Cg != a.C || a.groups * a.Ng != a.n_out || i0 < 0 ||
+        i1 > a.m || h0 < 0 || h1 > a.n_H) {
+        PyErr_SetString(PyExc_ValueError, "correlate: inconsistent shapes");
+        goto done;
+    }
+    if (check_floats(&A, a.m * a.H * a.W * a.C, "A") ||
+        check_floats(&K, a.groups * a.f_h * a.f_w * a.Cg * a.Ng, "K") ||
+        check_floats(&Z, a.m * a.n_H * a.n_W * a.n_out, "Z") ||
+        check_floats(&bias, a.n_out, "bias"))
+        goto done;
+    ok = 1;
+    if (i1 <= i0 || h1 <= h0 || a.n_W == 0)
+        goto done;
+    a.A = A.buf;
+    a.K = K.buf;
+    a.Z = Z.buf;
+    a.bias = bias.buf;
+    /* Vectors of up to 8 outputs read past the last output: planes as wide as that. */
+    a.plane_width = (a.n_W + 7) / 8 * 8 + (a.f_w - 1) * a.d / a.s;
+    Py_ssize_t rows = (h1 - h0 - 1) * a.s + (a.f_h - 1) * a.d + 1;
+    Py_ssize_t staged = rows * a.C * a.s * a.plane_width;
+    if (scratch.len < (Py_ssize_t)sizeof(float) * staged) {
+        PyErr_Format(PyExc_ValueError, "correlate: scratch of %zd bytes, %zd needed",
+                     scratch.len, (Py_ssize_t)sizeof(float) * staged);
+        ok = 0;
+        goto done;
+    }
+    float *stage = scratch.buf;
+    Py_ssize_t *tap_offset = malloc(sizeof(Py_ssize_t) * a.f_w);
+    if (tap_offset == NULL) {
+        PyErr_NoMemory();
+        ok = 0;
+        goto done;
+    }
+    for (Py_ssize_t dj = 0; dj < a.f_w; dj++)
+        tap_offset[dj] = (dj * a.d % a.s) * a.plane_width + dj * a.d / a.s;
+    a.tap_offset = tap_offset;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_BUILD
+    if (use_avx2)
+        conv_tile_avx2(&a, i0, i1, h0, h1, stage);
+    else
+#endif
+        conv_tile_base(&a, i0, i1, h0, h1, stage);
+    Py_END_ALLOW_THREADS
+    free(tap_offset);
+done:
+    PyBuffer_Release(&scratch);
+    PyBuffer_Release(&A);
+    PyBuffer_Release(&K);
+    PyBuffer_Release(&Z);
+    PyBuffer_Release(&bias);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *native_separable(PyObject *self, PyObject *args)
+{
+    Py_buffer A, u, v, Z, scratch, flags;
+    sep_args a;
+    Py_ssize_t i, h0, h1, bottom, right;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)f(nnn)", &A, &u, &v, &Z, &scratch,
+                          &flags, &a.m, &a.H,
+                          &a.W, &a.f_h, &a.f_w, &a.n_H, &a.n_W, &a.top, &bottom, &a.left, &right,
+                          &a.bias, &i, &h0, &h1))
+        return NULL;
+    int ok = 0;
+    if (a.m < 0 || a.H < 0 || a.W < 0 || a.f_h < 1 || a.f_w < 1 || a.top < 0 || bottom < 0 ||
+        a.left < 0 || right < 0 || a.n_H != a.H + a.top + bottom - a.f_h + 1 ||
+        a.n_W != a.W + a.left + right - a.f_w + 1 || a.n_H < 0 || a.n_W < 0 || i < 0 ||
+        (a.m > 0 && i >= a.m) || h0 < 0 || h1 > a.n_H) {
+        PyErr_SetString(PyExc_ValueError, "separable: inconsistent shapes");
+        goto done;
+    }
+    if (check_floats(&A, a.m * a.H * a.W, "A") || check_floats(&u, a.f_h, "u") ||
+        check_floats(&v, a.f_w, "v") || check_floats(&Z, a.m * a.n_H * a.n_W, "Z"))
+        goto done;
+    ok = 1;
+    if (h1 <= h0 || a.n_W == 0 || a.m == 0)
+        goto done;
+    a.A = A.buf;
+    a.u = u.buf;
+    a.v = v.buf;
+    a.Z = Z.buf;
+    a.line_len = a.left + a.W + right;
+    if (scratch.len < (Py_ssize_t)sizeof(float) * a.line_len) {
+        PyErr_Format(PyExc_ValueError, "separable: scratch of %zd bytes, %zd needed",
+                     scratch.len, (Py_ssize_t)sizeof(float) * a.line_len);
+        ok = 0;
+        goto done;
+    }
+    float *line = scratch.buf;
+    if (flags.len < h1 - h0) {
+        PyErr_SetString(PyExc_ValueError, "separable: a flag for each row is needed");
+        ok = 0;
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_BUILD
+    if (use_avx2)
+        separable_rows_avx2(&a, i, h0, h1, line, flags.buf);
+    else
+#endif
+        separable_rows_base(&a, i, h0, h1, line, flags.buf);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&scratch);
+    PyBuffer_Release(&A);
+    PyBuffer_Release(&u);
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&Z);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
+{
+    return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
+}
+
+static PyObject *native_vector_levels(PyObject *self, PyObject *noargs)
+{
+    if (cpu_has_avx2())
+        return Py_BuildValue("(ss)", BASELINE_NAME, "avx2");
+    return Py_BuildValue("(s)", BASELINE_NAME);
+}
+
+static PyObject *native_set_vector_level(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (name == NULL)
+        return NULL;
+    if (strcmp(name, BASELINE_NAME) == 0) {
+        use_avx2 = 0;
+    } else if (strcmp(name, "avx2") == 0 && cpu_has_avx2()) {
+        use_avx2 = 1;
+    } else {
+        PyErr_Format(PyExc_ValueError, "vector level %R is not available here", arg);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef native_methods[] = {
+    {"correlate", native_correlate, METH_VARARGS,
+     "correlate(A, K, Z, bias, scratch, (m, H, W, C), (groups, f_h, f_w, Cg, Ng), (n_H, n_W, n_out), "
+     "(stride, dilation, top, left), (i0, i1, h0, h1)): rows h0..h1 of images i0..i1 of Z."},
+    {"separable", native_separable, METH_VARARGS,
+     "separable(A, u, v, Z, scratch, not_finite, (m, H, W), (f_h, f_w), (n_H, n_W), (top, bottom, left, right), "
+     "bias, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
+     "NaN or inf."},
+    {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
+    {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
+    {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "_native", "convcli's native engine (C).", -1, native_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    use_avx2 = cpu_has_avx2();
+    return PyModule_Create(&native_module);
+}

@@ -1,0 +1,313 @@
+/* The kernels of convcli's native engine, compiled once per vector level.
+ *
+ * _native.c includes this file twice: with SUFFIX _base for the baseline
+ * instruction set, and with SUFFIX _avx2 inside `#pragma GCC target`, so
+ * that the same C compiles to SSE2 and to AVX2 code. Both add the same
+ * products in the same order (-ffp-contract=off keeps every multiply and
+ * add rounded on its own), so both give the same bits.
+ *
+ * Vectors are GCC/clang vector types (vec) of VL floats: eight in AVX2
+ * registers, four in SSE2 or NEON ones. Which outputs share a vector does
+ * not change any output's value.
+ */
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define FN(name) CAT(name, SUFFIX)
+
+static inline vec FN(load)(const float *p)
+{
+    vec x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static inline void FN(store)(float *p, vec x)
+{
+    memcpy(p, &x, sizeof x);
+}
+
+/* --- direct correlation ---------------------------------------------------------------- */
+
+/* Stage the padded rows [R0, R0 + rows) of image i as planes: for each row,
+ * channel and phase (column mod stride), the columns of that phase, zeros
+ * outside the image. Plane x of phase ph holds padded column x * s + ph. */
+static void FN(stage_rows)(const conv_args *a, Py_ssize_t i, Py_ssize_t R0, Py_ssize_t rows,
+                           float *stage)
+{
+    const Py_ssize_t C = a->C, s = a->s, PW = a->plane_width;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        Py_ssize_t y = R0 + r - a->top;
+        float *row = stage + r * C * s * PW;
+        if (y < 0 || y >= a->H) {
+            memset(row, 0, sizeof(float) * C * s * PW);
+            continue;
+        }
+        const float *src = a->A + ((i * a->H) + y) * a->W * C;
+        for (Py_ssize_t c = 0; c < C; c++) {
+            for (Py_ssize_t ph = 0; ph < s; ph++) {
+                float *plane = row + (c * s + ph) * PW;
+                /* padded column x*s + ph is image column x*s + ph - left */
+                for (Py_ssize_t x = 0; x < PW; x++) {
+                    Py_ssize_t col = x * s + ph - a->left;
+                    plane[x] = (col >= 0 && col < a->W) ? src[col * C + c] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* NN output channels (n0 on) of group g for PV vectors of 8 outputs from
+ * column w0 of output row h; `stage` holds the tile's staged rows from h0.
+ * Each output adds its products over (di, dj, c) in that order from zero. */
+static inline __attribute__((always_inline)) void FN(conv_block)(
+    const conv_args *a, const float *stage, Py_ssize_t i, Py_ssize_t h, Py_ssize_t h0,
+    Py_ssize_t g, Py_ssize_t n0, Py_ssize_t w0, const int NN, const int PV)
+{
+    const Py_ssize_t C = a->C, Cg = a->Cg, s = a->s, d = a->d, PW = a->plane_width;
+    (void)d;
+    const Py_ssize_t f_h = a->f_h, f_w = a->f_w, Ng = a->Ng;
+    vec acc[8][4];
+    for (int n = 0; n < NN; n++)
+        for (int v = 0; v < PV; v++)
+            acc[n][v] = (vec){0};
+    for (Py_ssize_t di = 0; di < f_h; di++) {
+        const float *row = stage + ((h - h0) * s + di * d) * C * s * PW;
+        for (Py_ssize_t dj = 0; dj < f_w; dj++) {
+            const float *wt = a->K + (((g * f_h + di) * f_w + dj) * Cg) * Ng + n0;
+            const float *p = row + g * Cg * s * PW + a->tap_offset[dj] + w0;
+            for (Py_ssize_t c = 0; c < Cg; c++, wt += Ng, p += s * PW) {
+                vec x[4];
+                for (int v = 0; v < PV; v++)
+                    x[v] = FN(load)(p + VL * v);
+                for (int n = 0; n < NN; n++) {
+                    float wn = wt[n];
+                    for (int v = 0; v < PV; v++)
+                        acc[n][v] += x[v] * wn;
+                }
+            }
+        }
+    }
+    const Py_ssize_t groups = a->groups, n_out = a->n_out, n_W = a->n_W;
+    const float *bias = a->bias;
+    float *zrow = a->Z + ((i * a->n_H) + h) * n_W * n_out;
+    for (int v = 0; v < PV; v++) {
+        float lanes[8][VL];
+        for (int n = 0; n < NN; n++)
+            FN(store)(lanes[n], acc[n][v]);
+        Py_ssize_t w = w0 + VL * v;
+        int valid = (int)(n_W - w < VL ? n_W - w : VL);
+        float *z = zrow + w * n_out + n0 * groups + g;
+        const float *b = bias + n0 * groups + g;
+        for (int p = 0; p < valid; p++, z += n_out)
+            for (int n = 0; n < NN; n++)
+                z[n * groups] = lanes[n][p] + b[n * groups];
+    }
+}
+
+#define CONV_BLOCK(NN, PV)                                                                     \
+    static void FN(conv_block_##NN##_##PV)(const conv_args *a, const float *stage,             \
+                                           Py_ssize_t i, Py_ssize_t h, Py_ssize_t h0,          \
+                                           Py_ssize_t g, Py_ssize_t n0, Py_ssize_t w0)         \
+    {                                                                                          \
+        FN(conv_block)(a, stage, i, h, h0, g, n0, w0, NN, PV);                                 \
+    }
+CONV_BLOCK(1, 4)
+CONV_BLOCK(1, 1)
+CONV_BLOCK(2, 4)
+CONV_BLOCK(2, 1)
+CONV_BLOCK(3, 2)
+CONV_BLOCK(3, 1)
+CONV_BLOCK(4, 2)
+CONV_BLOCK(4, 1)
+CONV_BLOCK(5, 1)
+CONV_BLOCK(6, 1)
+CONV_BLOCK(7, 1)
+CONV_BLOCK(8, 1)
+#undef CONV_BLOCK
+
+/* Output channels n0 .. n0 + NB * VL of a convolution with one group, for
+ * PIX outputs from column w0 of row h: vectors across output channels,
+ * each input value broadcast. The same sums in the same order as
+ * conv_block, stored as whole vectors. */
+static inline __attribute__((always_inline)) void FN(conv_channels)(
+    const conv_args *a, const float *stage, Py_ssize_t i, Py_ssize_t h, Py_ssize_t h0,
+    Py_ssize_t n0, Py_ssize_t w0, const int NB, const int PIX)
+{
+    const Py_ssize_t C = a->C, s = a->s, d = a->d, PW = a->plane_width;
+    const Py_ssize_t f_h = a->f_h, f_w = a->f_w, Ng = a->Ng;
+    vec acc[8][4];
+    for (int q = 0; q < PIX; q++)
+        for (int b = 0; b < NB; b++)
+            acc[q][b] = (vec){0};
+    for (Py_ssize_t di = 0; di < f_h; di++) {
+        const float *row = stage + ((h - h0) * s + di * d) * C * s * PW;
+        for (Py_ssize_t dj = 0; dj < f_w; dj++) {
+            const float *wt = a->K + ((di * f_w + dj) * C) * Ng + n0;
+            const float *p = row + a->tap_offset[dj] + w0;
+            for (Py_ssize_t c = 0; c < C; c++, wt += Ng, p += s * PW) {
+                vec wv[4];
+                for (int b = 0; b < NB; b++)
+                    wv[b] = FN(load)(wt + VL * b);
+                for (int q = 0; q < PIX; q++) {
+                    float x = p[q];
+                    for (int b = 0; b < NB; b++)
+                        acc[q][b] += x * wv[b];
+                }
+            }
+        }
+    }
+    const Py_ssize_t n_out = a->n_out;
+    float *z = a->Z + (((i * a->n_H) + h) * a->n_W + w0) * n_out + n0;
+    for (int q = 0; q < PIX; q++, z += n_out)
+        for (int b = 0; b < NB; b++)
+            FN(store)(z + VL * b, acc[q][b] + FN(load)(a->bias + n0 + VL * b));
+}
+
+#define CONV_CHANNELS(NB, PIX)                                                                 \
+    static void FN(conv_channels_##NB##_##PIX)(const conv_args *a, const float *stage,         \
+                                               Py_ssize_t i, Py_ssize_t h, Py_ssize_t h0,      \
+                                               Py_ssize_t n0, Py_ssize_t w0)                   \
+    {                                                                                          \
+        FN(conv_channels)(a, stage, i, h, h0, n0, w0, NB, PIX);                                \
+    }
+CONV_CHANNELS(1, 8)
+CONV_CHANNELS(1, 1)
+CONV_CHANNELS(2, 4)
+CONV_CHANNELS(2, 1)
+CONV_CHANNELS(4, 2)
+CONV_CHANNELS(4, 1)
+#undef CONV_CHANNELS
+
+typedef void (*FN(conv_channels_fn))(const conv_args *, const float *, Py_ssize_t, Py_ssize_t,
+                                     Py_ssize_t, Py_ssize_t, Py_ssize_t);
+
+/* Output row h of a convolution with one group: whole vectors of output
+ * channels by conv_channels; returns the first channel left for conv_block. */
+static Py_ssize_t FN(conv_row_channels)(const conv_args *a, const float *stage, Py_ssize_t i,
+                                        Py_ssize_t h, Py_ssize_t h0)
+{
+    static const FN(conv_channels_fn) wide[5] = {
+        0, FN(conv_channels_1_8), FN(conv_channels_2_4), 0, FN(conv_channels_4_2)};
+    static const FN(conv_channels_fn) narrow[5] = {
+        0, FN(conv_channels_1_1), FN(conv_channels_2_1), 0, FN(conv_channels_4_1)};
+    static const int pixels[5] = {0, 8, 4, 0, 2};
+    Py_ssize_t n0 = 0;
+    while (a->Ng - n0 >= VL) {
+        int nb = a->Ng - n0 >= 4 * VL ? 4 : a->Ng - n0 >= 2 * VL ? 2 : 1;
+        Py_ssize_t w0 = 0;
+        for (; w0 + pixels[nb] <= a->n_W; w0 += pixels[nb])
+            wide[nb](a, stage, i, h, h0, n0, w0);
+        for (; w0 < a->n_W; w0++)
+            narrow[nb](a, stage, i, h, h0, n0, w0);
+        n0 += nb * VL;
+    }
+    return n0;
+}
+
+typedef void (*FN(conv_block_fn))(const conv_args *, const float *, Py_ssize_t, Py_ssize_t,
+                                   Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t);
+
+/* Output row h of image i, every group and output channel. */
+static void FN(conv_row)(const conv_args *a, const float *stage, Py_ssize_t i, Py_ssize_t h,
+                         Py_ssize_t h0)
+{
+    static const FN(conv_block_fn) wide[9] = {
+        0, FN(conv_block_1_4), FN(conv_block_2_4), FN(conv_block_3_2), FN(conv_block_4_2),
+        FN(conv_block_5_1), FN(conv_block_6_1), FN(conv_block_7_1), FN(conv_block_8_1)};
+    static const FN(conv_block_fn) narrow[9] = {
+        0, FN(conv_block_1_1), FN(conv_block_2_1), FN(conv_block_3_1), FN(conv_block_4_1),
+        FN(conv_block_5_1), FN(conv_block_6_1), FN(conv_block_7_1), FN(conv_block_8_1)};
+    static const int wide_vectors[9] = {0, 4, 4, 2, 2, 1, 1, 1, 1};
+    Py_ssize_t first = a->groups == 1 ? FN(conv_row_channels)(a, stage, i, h, h0) : 0;
+    for (Py_ssize_t g = 0; g < a->groups; g++) {
+        for (Py_ssize_t n0 = first; n0 < a->Ng; n0 += 8) {
+            int nn = (int)(a->Ng - n0 < 8 ? a->Ng - n0 : 8);
+            Py_ssize_t step = VL * wide_vectors[nn], w0 = 0;
+            for (; w0 + step <= a->n_W; w0 += step)
+                wide[nn](a, stage, i, h, h0, g, n0, w0);
+            for (; w0 < a->n_W; w0 += VL)
+                narrow[nn](a, stage, i, h, h0, g, n0, w0);
+        }
+    }
+}
+
+/* Output rows [h0, h1) of images [i0, i1); `stage` holds the staged rows of one image. */
+static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t h0,
+                          Py_ssize_t h1, float *stage)
+{
+    Py_ssize_t rows = (h1 - h0 - 1) * a->s + (a->f_h - 1) * a->d + 1;
+    for (Py_ssize_t i = i0; i < i1; i++) {
+        FN(stage_rows)(a, i, h0 * a->s, rows, stage);
+        for (Py_ssize_t h = h0; h < h1; h++)
+            FN(conv_row)(a, stage, i, h, h0);
+    }
+}
+
+/* --- separable correlation ------------------------------------------------------------- */
+
+/* Output rows [h0, h1) of image i of a one-channel image correlated with
+ * outer(u, v): for each row, the vertical pass into `line` (its padded
+ * columns, zeros at the sides), then the horizontal pass. Rows of the
+ * padding add nothing and are skipped. not_finite[h - h0] says whether
+ * row h holds NaN or inf. */
+static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, Py_ssize_t h1,
+                               float *line, char *not_finite)
+{
+    const Py_ssize_t W = a->W, left = a->left, n_W = a->n_W;
+    const Py_ssize_t W8 = W - W % VL, n8 = n_W - n_W % VL;
+    const float *image = a->A + i * a->H * W;
+    memset(line, 0, sizeof(float) * a->line_len);
+    for (Py_ssize_t h = h0; h < h1; h++) {
+        float *t = line + left;
+        Py_ssize_t k0 = a->top - h > 0 ? a->top - h : 0;
+        Py_ssize_t k1 = a->H + a->top - h < a->f_h ? a->H + a->top - h : a->f_h;
+        if (k1 <= k0) {
+            memset(t, 0, sizeof(float) * W);
+        } else {
+            const float *first = image + (h + k0 - a->top) * W;
+            float u0 = a->u[k0];
+            Py_ssize_t x = 0;
+            for (; x < W8; x += VL) {
+                vec acc = FN(load)(first + x) * u0;
+                for (Py_ssize_t k = k0 + 1; k < k1; k++)
+                    acc += FN(load)(first + (k - k0) * W + x) * a->u[k];
+                FN(store)(t + x, acc);
+            }
+            for (; x < W; x++) {
+                float acc = first[x] * u0;
+                for (Py_ssize_t k = k0 + 1; k < k1; k++)
+                    acc += first[(k - k0) * W + x] * a->u[k];
+                t[x] = acc;
+            }
+        }
+        float *out = a->Z + (i * a->n_H + h) * n_W;
+        vec finite = (vec){0}; /* x - x is 0 for finite x, NaN for NaN and inf */
+        Py_ssize_t w = 0;
+        for (; w < n8; w += VL) {
+            vec acc = FN(load)(line + w) * a->v[0];
+            for (Py_ssize_t j = 1; j < a->f_w; j++)
+                acc += FN(load)(line + w + j) * a->v[j];
+            acc += a->bias;
+            finite += acc - acc;
+            FN(store)(out + w, acc);
+        }
+        float tail = 0;
+        for (; w < n_W; w++) {
+            float acc = line[w] * a->v[0];
+            for (Py_ssize_t j = 1; j < a->f_w; j++)
+                acc += line[w + j] * a->v[j];
+            out[w] = acc + a->bias;
+            tail += out[w] - out[w];
+        }
+        float lanes[VL];
+        FN(store)(lanes, finite);
+        for (int k = 0; k < VL; k++)
+            tail += lanes[k];
+        not_finite[h - h0] = tail != 0; /* NaN != 0 */
+    }
+}
+
+#undef FN
+#undef CAT
+#undef CAT2

@@ -1,0 +1,149 @@
+"""convcli's native engine: its C kernels, which engine runs, and the calls the layers make.
+
+The compiled module ``_native`` (``_native.c``) is built with the package
+where a C compiler is at hand; without it, or with ``CONVCLI_ENGINE=numpy``
+in the environment, the layers run their numpy engines, which stay the
+reference. The C kernels run at the best vector level the CPU has (AVX2 on
+x86-64 where present, else the baseline: SSE2, NEON), chosen at import;
+both levels give the same bits.
+
+What the C kernels compute:
+
+- :func:`correlate`: the direct correlation of A (m, H, W, C) with a few
+  channels in and out, any stride and dilation, or each channel with its
+  own kernels (depthwise). Each output adds its products over the kernel's
+  rows, columns and channels, in that order, from zero, then the bias: as
+  the plain definition does, so NaN and inf reach exactly the outputs whose
+  windows hold them, and a row's value never depends on the rows computed
+  with it (bands of an image get its values).
+- :func:`correlate_separable`: one channel with a rank-1 kernel
+  ``outer(u, v)``, as a vertical then a horizontal pass per output row.
+
+With integer samples and integer weights every sum is exact, so the
+results equal the numpy engines' bit for bit; otherwise they agree within
+float32 rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .tiles import RowTiles, Scratch, covered, run_tiles, window_count
+from .which import (  # noqa: F401  (the engine's state, for the layers and the tests)
+    _native,
+    active,
+    description,
+    set_vector_level,
+    setting_problem,
+    use_engine,
+    vector_levels,
+)
+
+# Staged values of a row tile (1 MB of float32): they stay in the L2 cache
+# while the tile's output rows read them.
+TILE_VALUES = 1 << 18
+# Channels in and out up to which the direct correlation beats the matmul engine.
+DIRECT_CHANNELS = 16
+# The two passes of a rank-1 kernel cost a little more per tap than the direct
+# correlation's (a line written and read again, scalar tails).
+SEPARABLE_SHARE = 0.75
+# Multiply-adds per pass of numpy over one value (tiles.WORK_PER_THREAD's unit).
+MULTIPLY_ADDS_PER_PASS = 8
+
+
+def direct_takes(C: int, n: int, *, depthwise: bool) -> bool:
+    """Whether :func:`correlate` beats the numpy engines on C input channels and n kernels.
+
+    Each channel with its own kernels always; every channel to every output
+    with up to DIRECT_CHANNELS of both (beyond, BLAS's matmuls win).
+    """
+    return C > 0 and n > 0 and (depthwise or max(C, n) <= DIRECT_CHANNELS)
+
+
+def separable_is_cheaper(f_h: int, f_w: int) -> bool:
+    """Whether a rank-1 (f_h, f_w) kernel runs faster as two passes than as :func:`correlate`."""
+    return f_h + f_w < SEPARABLE_SHARE * f_h * f_w
+
+
+def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
+    """Correlate float32 A (m, H, W, C) with W, zero padding ``pads = (top, bottom, left, right)``.
+
+    W is (f_h, f_w, C, n_C), every input channel to every output channel; or
+    with `depthwise`, (f_h, f_w, C, n_K), each channel with its own n_K
+    kernels, output channel ``k * C + c``. `bias` has one value per output
+    channel. No pad may be negative. Returns Z (m, n_H, n_W, n_out) float32.
+    """
+    A = np.ascontiguousarray(A, np.float32)
+    m, H, W_in, C = A.shape
+    f_h, f_w, _, n = W.shape
+    top, bottom, left, right = pads
+    n_H = window_count(H + top + bottom, covered(f_h, 1, dilation), stride)
+    n_W = window_count(W_in + left + right, covered(f_w, 1, dilation), stride)
+    if depthwise:  # groups = channels: (C, f_h, f_w, 1, n_K)
+        K = W.astype(np.float32).transpose(2, 0, 1, 3)[:, :, :, None, :]
+        groups, Cg = C, 1
+    else:
+        K, groups, Cg = W.astype(np.float32)[None], 1, C
+    K = np.ascontiguousarray(K)
+    n_out = n * groups
+    Z = np.empty((m, n_H, n_W, n_out), np.float32)
+    bias = np.ascontiguousarray(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1),
+                                                (n_out,)))
+    if Z.size == 0:
+        return Z
+    if C == 0:
+        Z[...] = bias
+        return Z
+    plane_width = -(-n_W // 8) * 8 + (f_w - 1) * dilation // stride  # as _native.c stages
+    row_values = C * stride * plane_width
+    rows_fit = max(1, (TILE_VALUES // row_values - (f_h - 1) * dilation - 1) // stride + 1)
+    tiles = RowTiles(m, n_H, rows_fit)
+    shapes = ((m, H, W_in, C), (groups, f_h, f_w, Cg, n), (n_H, n_W, n_out),
+              (stride, dilation, top, left))
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        rows = (h1 - h0 - 1) * stride + (f_h - 1) * dilation + 1
+        stage = scratch.take("stage", (rows * row_values,))
+        _native.correlate(A, K, Z, bias, stage, *shapes, tile)
+
+    cost = Z.size * f_h * f_w * Cg / MULTIPLY_ADDS_PER_PASS
+    run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
+    return Z
+
+
+def correlate_separable(A, u, v, pads, bias):
+    """Correlate one-channel float32 images A (m, H, W, 1) with ``outer(u, v)``, stride 1.
+
+    `pads` is (top, bottom, left, right), none negative. Returns
+    ``(Z, rows)`` as :func:`convcli.layers._engine.separable.correlate_separable`
+    does: Z (m, n_H, n_W, 1) float32 with `bias` added, and the
+    ``(image, row)`` pairs whose results are not finite, for the caller's
+    plain path.
+    """
+    A = np.ascontiguousarray(A, np.float32)
+    m, H, W_in, _ = A.shape
+    top, bottom, left, right = pads
+    u32, v32 = np.asarray(u, np.float32), np.asarray(v, np.float32)
+    n_H, n_W = H + top + bottom - len(u32) + 1, W_in + left + right - len(v32) + 1
+    Z = np.empty((m, n_H, n_W, 1), np.float32)
+    if Z.size == 0:
+        return Z, []
+    bias = float(np.asarray(bias, np.float32).reshape(()))
+    line = W_in + left + right
+    shapes = ((m, H, W_in), (len(u32), len(v32)), (n_H, n_W), pads, bias)
+    not_finite = []  # list.append is atomic
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        flags = scratch.take("flags", (h1 - h0,), np.uint8)
+        for i in range(i0, i1):
+            _native.separable(A, u32, v32, Z, scratch.take("line", (line,)), flags, *shapes,
+                              (i, h0, h1))
+            if flags.any():
+                not_finite.extend((i, h0 + int(r)) for r in np.flatnonzero(flags))
+
+    tiles = RowTiles(m, n_H, max(1, TILE_VALUES // max(1, n_W)))
+    cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
+    run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
+    return Z, sorted(not_finite)

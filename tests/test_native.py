@@ -1,0 +1,236 @@
+"""The native engine (convcli.layers._engine.native and its C kernels) against the oracles.
+
+The numpy engines have their own tests (test_separable.py, test_engine_tiles.py,
+...); the layer tests (test_conv.py, ...) run on whichever engine is active,
+and CI runs them once more with ``CONVCLI_ENGINE=numpy``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from helpers import run, run_without
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import conv_forward_loop, depthwise_conv_forward_loop
+
+from convcli import conv_forward, depthwise_conv_forward
+from convcli.layers._engine import native
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+built = pytest.mark.skipif(native._native is None, reason="the C extension was not built")
+
+
+@contextmanager
+def engine(name):
+    before = native.use_engine(name)
+    try:
+        yield
+    finally:
+        native.use_engine(before)
+
+
+@contextmanager
+def vector_level(level):
+    before = native.set_vector_level(level)
+    try:
+        yield
+    finally:
+        native.set_vector_level(before)
+
+
+def test_the_extension_is_built_where_ci_asks_for_it():
+    # CI sets CONVCLI_REQUIRE_NATIVE=1: a build that silently fell back fails there.
+    if os.environ.get("CONVCLI_REQUIRE_NATIVE") != "1":
+        pytest.skip("CONVCLI_REQUIRE_NATIVE is not set")
+    assert native._native is not None
+    assert native.active()
+    assert native.description().startswith("native ")
+
+
+def within_float32_rounding(Z, exact, size, taps):
+    """|Z - exact| within float32 rounding of the window's sum: eps * (taps + 2) * sum|a w|."""
+    assert Z.dtype == np.float32 and Z.shape == exact.shape
+    bound = EPS32 * (taps + 2) * size
+    assert np.all(np.abs(Z.astype(np.float64) - exact) <= bound)
+
+
+@st.composite
+def conv_cases(draw, *, depthwise=False):
+    f_h, f_w = draw(st.integers(1, 5), label="f_h"), draw(st.integers(1, 5), label="f_w")
+    stride = draw(st.integers(1, 3), label="stride")
+    dilation = draw(st.integers(1, 3), label="dilation")
+    pad = draw(st.integers(0, 3), label="pad")
+    C = draw(st.integers(1, 4 if depthwise else 5), label="C")
+    n = draw(st.sampled_from([1, 2, 3, 5, 8, 9, 16] if not depthwise else [1, 2, 3]), label="n")
+    span_h, span_w = dilation * (f_h - 1) + 1, dilation * (f_w - 1) + 1
+    H = draw(st.integers(max(1, span_h - 2 * pad), 19), label="H")
+    W = draw(st.integers(max(1, span_w - 2 * pad), 41), label="W")
+    seed = draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    A = (rng.standard_normal((2, H, W, C)) * 50).astype(np.float32)
+    Wt = rng.standard_normal((f_h, f_w, C, n)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, n * C if depthwise else n)).astype(np.float32)
+    return A, Wt, b, {"stride": stride, "pad": pad, "dilation": dilation}
+
+
+@built
+@given(case=conv_cases())
+@settings(max_examples=80, deadline=None)
+def test_conv_forward_equals_the_loops(case):
+    A, W, b, hp = case
+    with engine("native"):
+        Z, cache = conv_forward(A, W, b, hp)
+    assert cache[0] is A
+    exact = conv_forward_loop(A, W, b, hp)
+    size = conv_forward_loop(np.abs(A), np.abs(W), np.abs(b), hp)
+    within_float32_rounding(Z, exact, size, W.shape[0] * W.shape[1] * W.shape[2])
+
+
+@built
+@given(case=conv_cases(depthwise=True))
+@settings(max_examples=60, deadline=None)
+def test_depthwise_conv_forward_equals_the_loops(case):
+    A, W, b, hp = case
+    with engine("native"):
+        Z, _ = depthwise_conv_forward(A, W, b, hp)
+    exact = depthwise_conv_forward_loop(A, W, b, hp)
+    size = depthwise_conv_forward_loop(np.abs(A), np.abs(W), np.abs(b), hp)
+    within_float32_rounding(Z, exact, size, W.shape[0] * W.shape[1])
+
+
+@built
+@given(case=conv_cases())
+@settings(max_examples=40, deadline=None)
+def test_both_vector_levels_give_the_same_bits(case):
+    A, W, b, hp = case
+    results = []
+    for level in native.vector_levels():
+        with engine("native"), vector_level(level):
+            results.append(conv_forward(A, W, b, hp)[0])
+            results.append(depthwise_conv_forward(A, W[..., :1], b[..., :1].repeat(
+                A.shape[3], axis=3), hp)[0])
+    for a, b_ in zip(results[2:], results[:-2], strict=False):
+        np.testing.assert_array_equal(a, b_)
+
+
+INTEGER_KERNELS = {
+    "vertical": [[1, 0, -1]] * 3,
+    "sobel 5x5": np.outer([1, 4, 6, 4, 1], [1, 2, 0, -2, -1]),
+    "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],
+    "box 7x7": np.ones((7, 7)),
+    "emboss": [[-2, -1, 0], [-1, 1, 1], [0, 1, 2]],
+}
+
+
+@built
+@pytest.mark.parametrize("name", list(INTEGER_KERNELS))
+@pytest.mark.parametrize("stride", [1, 2])
+def test_integer_samples_and_kernels_equal_the_numpy_engine_bit_for_bit(name, stride):
+    rng = np.random.default_rng(7)
+    A = rng.integers(0, 256, (2, 61, 83, 3)).astype(np.float32)
+    K = np.asarray(INTEGER_KERNELS[name], np.float32)
+    calls = [
+        (conv_forward, K[:, :, None, None].repeat(3, axis=2), np.zeros((1, 1, 1, 1))),
+        (conv_forward, K[:, :, None, None], np.zeros((1, 1, 1, 1))),  # one channel
+        (depthwise_conv_forward, K[:, :, None, None].repeat(3, axis=2), np.zeros((1, 1, 1, 3))),
+    ]
+    for layer, W, b in calls:
+        A_in = A[..., :1] if W.shape[2] == 1 else A
+        hp = {"stride": stride, "pad": K.shape[0] // 2}
+        with engine("native"):
+            Z_native, _ = layer(A_in, W, b.astype(np.float32), hp)
+        with engine("numpy"):
+            Z_numpy, _ = layer(A_in, W, b.astype(np.float32), hp)
+        np.testing.assert_array_equal(Z_native, Z_numpy)
+
+
+@built
+def test_a_gaussian_by_two_passes_is_within_rounding_of_the_loops():
+    rng = np.random.default_rng(3)
+    g = np.exp(-0.5 * ((np.arange(15) - 7) / 3.0) ** 2)
+    K = np.outer(g, g / g.sum()).astype(np.float32)[:, :, None, None]
+    A = rng.random((1, 40, 57, 1), dtype=np.float32) * 255
+    b = np.full((1, 1, 1, 1), 0.5, np.float32)
+    hp = {"stride": 1, "pad": 7}
+    with engine("native"):
+        Z, _ = conv_forward(A, K, b, hp)
+    exact = conv_forward_loop(A, K, b, hp)
+    size = conv_forward_loop(np.abs(A), np.abs(K), np.abs(b), hp)
+    within_float32_rounding(Z, exact, size, 30)
+
+
+@built
+@pytest.mark.parametrize("kernel", ["gaussian", "general"])
+def test_nan_and_inf_reach_the_outputs_their_windows_hold(kernel):
+    # The separable passes give way to the plain path for rows that are not finite;
+    # the direct correlation multiplies only under the taps, as the loops do.
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((1, 30, 37, 1)).astype(np.float32)
+    A[0, 10, 11], A[0, 20, 30], A[0, 3, 3] = np.inf, np.nan, -np.inf
+    if kernel == "gaussian":
+        g = np.array([1, 4, 6, 4, 1, 0.5], np.float32)
+        K = np.outer(g, g)[:, :, None, None]
+    else:
+        K = rng.standard_normal((5, 6, 1, 1)).astype(np.float32)
+    b = np.zeros((1, 1, 1, 1), np.float32)
+    hp = {"stride": 1, "pad": 2, "dilation": 1}
+    with engine("native"):
+        Z, _ = conv_forward(A, K, b, hp)
+    exact = conv_forward_loop(A, K, b, hp)
+    np.testing.assert_array_equal(np.isnan(Z), np.isnan(exact))
+    np.testing.assert_array_equal(np.isinf(Z), np.isinf(exact))
+    finite = np.isfinite(exact)
+    size = conv_forward_loop(np.abs(np.nan_to_num(A, posinf=0, neginf=0)), np.abs(K), b, hp)
+    assert np.all(np.abs(Z[finite] - exact[finite]) <= EPS32 * 40 * size[finite])
+
+
+@built
+def test_a_band_of_rows_gets_the_whole_images_values():
+    # Each output is its own sum: any band of rows, wherever it starts, is bit-exact.
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((1, 300, 90, 3)).astype(np.float32)
+    W = rng.standard_normal((5, 5, 3, 4)).astype(np.float32)
+    b = np.zeros((1, 1, 1, 4), np.float32)
+    with engine("native"):
+        whole, _ = conv_forward(A, W, b, {"stride": 1, "pad": 0})
+        band, _ = conv_forward(A[:, 37:120], W, b, {"stride": 1, "pad": 0})
+    np.testing.assert_array_equal(band, whole[:, 37:116])
+
+
+@built
+def test_version_and_debug_name_the_engine(tmp_path):
+    result = run("--version")
+    assert f"engine: native {native._native.vector_level()}" in result.output
+    env = {**os.environ, "CONVCLI_ENGINE": "numpy"}
+    forced = subprocess.run([sys.executable, "-m", "convcli", "--version"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert "engine: numpy (CONVCLI_ENGINE=numpy)" in forced.stdout
+    picture = tmp_path / "a.png"
+    from helpers import make_image
+
+    make_image(picture, "RGB", seed=1)
+    result = run("conv", "-k", "vertical", "--debug", picture, "-o", tmp_path / "out")
+    assert result.exit_code == 0
+    assert "convcli: engine: native" in result.stderr
+
+
+def test_without_the_extension_the_numpy_engines_run_and_say_so(tmp_path):
+    result = run_without("convcli.layers._engine._native", "--version")
+    assert result.returncode == 0
+    assert "engine: numpy (no compiled extension" in result.stdout
+
+
+def test_a_bad_engine_setting_is_one_line(tmp_path):
+    env = {**os.environ, "CONVCLI_ENGINE": "fast"}
+    result = subprocess.run([sys.executable, "-m", "convcli", "kernels"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "CONVCLI_ENGINE must be native or numpy, got 'fast'" in result.stderr
+    assert "Traceback" not in result.stderr
