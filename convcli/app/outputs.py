@@ -22,7 +22,7 @@ from ..choices import RAW_VALUES
 from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
-from ..io.safeio import path_key
+from ..io.safeio import path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, top_level
 from .names import FORMATS, Output
 from .plan import Task
@@ -158,15 +158,24 @@ def carried_note(task: Task, pic) -> str:
     return "; ".join(said)
 
 
+IDENTITY = "_file"
+"""The key of an output record that holds the file's identity when it was put in place
+(:func:`convcli.io.safeio.file_identity`); the manifest checks it and leaves it out."""
+
+
 def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:
     """What the manifest says of one output file besides the run: its name and levels.
 
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
     offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
     clipping to 0.."top"; a colour image has lists, one entry per channel; and
-    "kept", what it holds of what its input carries (:meth:`Carried.record`).
+    "kept", what it holds of what its input carries (:meth:`Carried.record`). Under
+    :data:`IDENTITY`, the file as this process put it in place, if it did.
     """
     record: dict = {"output": out.path.name, "kind": out.kind}
+    identity = published_identity(out.path)
+    if identity is not None:  # for the manifest's check, not written (IDENTITY)
+        record[IDENTITY] = list(identity)
     if kept != NOTHING:
         record["kept"] = kept.record()
     if not scales:
