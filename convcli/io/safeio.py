@@ -341,6 +341,8 @@ def atomic_output(path, *, overwrite: bool = False,
     try:
         yield output
         move = _move_folder_into_place if folder else _move_into_place
+        for check in _PUBLISH_CHECKS:
+            check()
         identity = file_identity(output.temporary)  # a rename keeps it
         output.written = move(output.temporary, path, overwrite)
         if output.written:
@@ -353,6 +355,20 @@ def atomic_output(path, *, overwrite: bool = False,
                 os.unlink(output.temporary)
             except FileNotFoundError:
                 pass
+
+
+_PUBLISH_CHECKS: list[Callable[[], None]] = []
+
+
+@contextmanager
+def publishing_checked(check: Callable[[], None]) -> Iterator[None]:
+    """Inside the block, ``check()`` is called before every output is put in place
+    (:func:`atomic_output`); what it raises (a stop asked for) leaves no output."""
+    _PUBLISH_CHECKS.append(check)
+    try:
+        yield
+    finally:
+        _PUBLISH_CHECKS.remove(check)
 
 
 _PUBLISHED: dict[str, tuple[int, ...] | None] = {}
