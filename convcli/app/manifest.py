@@ -51,7 +51,7 @@ from .._version import __version__
 from ..engines.base import RunHooks
 from ..io import storage
 from ..io.safeio import file_identity, random_hex, staging_folder, write_atomic
-from .outputs import IDENTITY, checking_outputs
+from .outputs import checking_outputs
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
 """The manifest's file name, in each output folder."""
@@ -232,7 +232,7 @@ class ManifestLines:
 
     def entries(self, result) -> dict[str, list[tuple[str, list | None, str]]]:
         """:meth:`of` with each line's output path and the identity the file had when it
-        was put in place (:data:`convcli.app.outputs.IDENTITY`, None if not known)."""
+        was put in place (:class:`convcli.app.outputs.OutputRecord`; None if not known)."""
         source = self.shown.get(result.source, result.source)
         if storage.is_url(source):
             source = storage.redact(source)  # no s3://KEY:SECRET@...
@@ -242,8 +242,8 @@ class ManifestLines:
         for path, record in zip(result.outputs, result.records, strict=False):
             folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
             entry = {"output": record["output"], "input": source, **self.run,
-                     **{k: v for k, v in record.items() if k not in ("output", IDENTITY)}}
-            entries.setdefault(folder, []).append((path, record.get(IDENTITY),
+                     **{k: v for k, v in record.items() if k != "output"}}
+            entries.setdefault(folder, []).append((path, getattr(record, "identity", None),
                                                    _json_line(entry)))
         return entries
 

@@ -158,24 +158,26 @@ def carried_note(task: Task, pic) -> str:
     return "; ".join(said)
 
 
-IDENTITY = "_file"
-"""The key of an output record that holds the file's identity when it was put in place
-(:func:`convcli.io.safeio.file_identity`); the manifest checks it and leaves it out."""
+class OutputRecord(dict):
+    """An output's manifest record (a dict), and the file's identity when this process put
+    it in place (:func:`convcli.io.safeio.file_identity`), for the manifest's check: not
+    one of its keys, so it is never written, and records compare by what they say."""
+
+    identity: tuple[int, ...] | None = None
 
 
-def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:
+def output_record(out, scales: list[LevelScale], depth: int,
+                  kept: Carried = NOTHING) -> OutputRecord:
     """What the manifest says of one output file besides the run: its name and levels.
 
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
     offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
     clipping to 0.."top"; a colour image has lists, one entry per channel; and
-    "kept", what it holds of what its input carries (:meth:`Carried.record`). Under
-    :data:`IDENTITY`, the file as this process put it in place, if it did.
+    "kept", what it holds of what its input carries (:meth:`Carried.record`). Its
+    ``identity``: the file as this process put it in place, if it did (:class:`OutputRecord`).
     """
-    record: dict = {"output": out.path.name, "kind": out.kind}
-    identity = published_identity(out.path)
-    if identity is not None:  # for the manifest's check, not written (IDENTITY)
-        record[IDENTITY] = list(identity)
+    record = OutputRecord(output=out.path.name, kind=out.kind)
+    record.identity = published_identity(out.path)
     if kept != NOTHING:
         record["kept"] = kept.record()
     if not scales:
