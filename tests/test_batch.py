@@ -626,3 +626,43 @@ def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(mo
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         signal.signal(signal.SIGUSR1, previous_usr1)
+
+
+# A run whose Ctrl-C comes while a finalizer (``__del__``) runs inside the file's work,
+# where Python cannot raise: the SIGINT is sent from there, once the image is computed.
+_INTERRUPTED_IN_A_FINALIZER = """
+import signal, sys
+import convcli.app.process as process
+import convcli.app.run as run
+run.RAISE_AGAIN_SECONDS = float(sys.argv.pop(1))
+real = process.result_and_summary
+class Finalized:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # the handler runs here, inside __del__
+def result_and_summary(*args):
+    data = real(*args)
+    Finalized()
+    return data
+process.result_and_summary = result_and_summary
+sys.argv = ["convcli", *sys.argv[1:]]
+from convcli.__main__ import main
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("again", ["0.001", "600"])  # raised again in the work, or at its end
+def test_ctrl_c_in_a_finalizer_stops_the_file_without_exception_ignored(tmp_path, again):
+    src = make_folder(tmp_path / "in", 2, (60, 40))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_IN_A_FINALIZER, again, "pool",
+                           str(src),
+                           "-o", str(out), "-j", "1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr
+    # As any Ctrl-C inside a file: the file abandoned, then the summary.
+    first, summary = proc.stderr.splitlines()
+    assert first.endswith("p00.png: stopped before its outputs were all written")
+    assert summary.startswith("convcli: interrupted: 0 processed")
+    assert not list(out.glob("*.png"))  # nothing put in place after the Ctrl-C

@@ -690,3 +690,32 @@ def test_a_stop_reads_every_task_journal_in_one_request(tmp_path):
     run._remove_unreported()
     assert requests == [["run", "tasks"]] * 2
     assert not any(path.exists() for path in written)
+
+
+def test_a_scheduler_gone_while_waiting_for_workers_is_said_as_such():
+    """The scheduler went away (the client reconnects) while the run waits for a worker:
+    convcli's own line at once, not "no workers" after Dask's "Failed to reconnect"."""
+    from types import SimpleNamespace
+
+    from convcli.engines.dask import check_versions
+
+    client = SimpleNamespace(status="connecting", scheduler_info=lambda: {},
+                             scheduler=SimpleNamespace(address="tcp://127.0.0.1:8786"))
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"^the Dask scheduler at tcp://127\.0\.0\.1:8786 "
+                       r"went away before the run started: no file was processed$"):
+        check_versions(client, wait_seconds=5)
+    assert time.monotonic() - started < 2 and client._convcli_lost
+
+
+def test_dask_s_failed_reconnect_error_is_not_logged(caplog):
+    import logging
+
+    from convcli.engines.dask import connect
+
+    with pytest.raises(ClusterError):
+        connect("tcp://127.0.0.1:1")  # nothing listens: the filter is installed first
+    with caplog.at_level(logging.ERROR, logger="distributed.client"):
+        logging.getLogger("distributed.client").error(
+            "Failed to reconnect to scheduler after %.2f seconds, closing client", 10.0)
+    assert "Failed to reconnect" not in caplog.text

@@ -5,8 +5,10 @@ from __future__ import annotations
 import struct
 import zlib
 
+import numpy as np
 import pytest
-from helpers import assert_one_line_error, make_image, run
+import tifffile
+from helpers import assert_one_line_error, make_image, read, run
 from PIL import Image
 
 from convcli.io.images import open_image
@@ -264,3 +266,64 @@ def test_a_run_in_strips_does_not_load_dask_outside_a_cluster(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "processed in strips" in done.stderr
     assert done.stdout.strip() == "False"
+
+
+# --- --max-pixels: a stack's frames together, and files that store no image -----------------
+
+
+@pytest.mark.parametrize("kind", ["tif", "gif"])
+def test_max_pixels_counts_the_frames_of_a_stack_together(tmp_path, kind):
+    rng = np.random.default_rng(7)
+    frames = rng.integers(0, 255, (3, 100, 100), dtype=np.uint8)
+    path = tmp_path / f"s.{kind}"
+    if kind == "tif":
+        tifffile.imwrite(path, frames, photometric="minisblack")
+    else:
+        pictures = [Image.fromarray(frame) for frame in frames]
+        pictures[0].save(path, save_all=True, append_images=pictures[1:])
+    out = tmp_path / "out"
+    result = run("pool", path, "-o", out, "--frames", "all", "--max-pixels", "29999", "-q")
+    assert_one_line_error(result, 1, "s." + kind, "3 frames read are 30,000 pixels",
+                          "29,999")
+    assert not out.exists() or not list(out.iterdir())
+    result = run("pool", path, "-o", out, "--frames", "all", "--max-pixels", "30000", "-q")
+    assert result.exit_code == 0, result.output
+    # The whole image (a GIF's colours), or its one grey channel (-L)
+    written = min(out.glob("s_pool-max-f2-s2*.png"), key=lambda p: len(p.name))
+    with Image.open(written) as image:
+        assert image.n_frames == 3 and image.size == (50, 50)
+
+
+def _tiles_of_no_bytes(path, size: int = 2048):
+    """A deflated tiled TIFF whose tiles' byte counts all say 0: a size and no image."""
+    pixels = np.random.default_rng(3).integers(0, 255, (size, size), dtype=np.uint8)
+    tifffile.imwrite(path, pixels, tile=(256, 256), compression="zlib")
+    with tifffile.TiffFile(path, mode="r+") as tif:
+        counts = tif.pages[0].tags["TileByteCounts"]
+        counts.overwrite((0,) * len(counts.value))
+    return path
+
+
+@pytest.mark.parametrize("memory", [None, "1000000"])  # read whole, and in strips
+def test_a_tiff_of_empty_tiles_is_refused_unless_max_pixels_is_0(tmp_path, memory):
+    path = _tiles_of_no_bytes(tmp_path / "empty.tif")
+    out = tmp_path / "out"
+    extra = ["--memory", memory] if memory else []
+    result = run("pool", path, "-o", out, "-q", *extra)
+    assert_one_line_error(result, 1, "empty.tif", "stores 0 bytes of image data",
+                          "--max-pixels 0")
+    assert not out.exists() or not list(out.iterdir())
+    result = run("pool", path, "-o", out, "-q", "--max-pixels", "0", *extra)
+    assert result.exit_code == 0, result.output
+    [written] = out.glob("empty_*")
+    assert not read(written).any()  # the fill value: all it had
+
+
+def test_a_zarr_store_without_chunks_is_refused_before_anything_is_written(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "empty.zarr"
+    zarr.create_array(str(path), shape=(3000, 3000, 4), chunks=(512, 512, 4), dtype="float32")
+    out = tmp_path / "out"
+    result = run("pool", path, "-o", out, "-q", "--max-pixels", "10000000")
+    assert_one_line_error(result, 1, "empty.zarr", "bytes of image data", "--max-pixels 0")
+    assert not out.exists() or not list(out.iterdir())

@@ -354,3 +354,38 @@ def test_a_16_bit_input_written_as_jpeg_records_8_bit_levels(tmp_path, frames):
     with Image.open(tmp_path / "out" / record["output"]) as im:
         written = np.asarray(im.convert("L"), np.float64)
     assert abs(written - expected).mean() < 3  # JPEG's loss, not a factor of 257
+
+
+def test_the_last_line_names_the_input_whose_result_the_file_holds(tmp_path, monkeypatch):
+    """Two --overwrite runs write out/x.png from a/x.png and b/x.png: run A puts its file
+    in place, then run B puts its own and records it before A records its line. The last
+    line naming x.png must be B's, the one whose result the file holds."""
+    from convcli.app import manifest as manifest_module
+    from convcli.app import ops
+    from convcli.app.report import Reporter
+    from convcli.app.run import RunOptions, run_batch
+
+    sources = {}
+    for folder, seed in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        sources[folder] = make_image(tmp_path / folder / "x.png", "L", seed=seed)
+    out = tmp_path / "out"
+    options = RunOptions(out_dir=str(out), overwrite=True, jobs=1, engine="processes")
+    op = ops.PadOp(pad=1)
+    add = manifest_module.Manifest.add
+    order = []
+
+    def add_after_b(self, result):  # run A's lines wait until run B has ended
+        if not order:
+            order.append("A published")
+            assert run_batch(op, [str(sources["b"])], options, Reporter(quiet=True)) == 0
+        add(self, result)
+
+    monkeypatch.setattr(manifest_module.Manifest, "add", add_after_b)
+    assert run_batch(op, [str(sources["a"])], options, Reporter(quiet=True)) == 0
+    assert order == ["A published"]
+    [name] = names(out)
+    assert np.array_equal(read(out / name), np.pad(read(sources["b"]), 1))
+    records = [r for r in manifest_records(out) if r["output"] == name]
+    assert records[-1]["input"] == str(sources["b"])
+    assert all("identity" not in r and "_file" not in r for r in records)

@@ -22,6 +22,7 @@ from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
 from ..io.image_files import written_by_convcli
 from ..io.images import check_pixels, open_image
+from ..io.limits import check_stored
 from ..io.safeio import staging_folder
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
@@ -80,6 +81,7 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
     if source is not None:
         with source:
             check_pixels((source.width, source.height), task.max_pixels)
+            check_stored(*source.stored_bytes(), task.max_pixels)
             if not reads_as_frames(task, source) and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
                 return source.width, source.height, tuple(source.channels), None, True

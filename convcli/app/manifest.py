@@ -9,7 +9,10 @@ became levels (``level = scale * x + offset``, see
 
 Only the main process writes it, as results arrive: on disk each file's
 lines are appended in one ``write`` (whole lines, whatever the other runs
-and workers do). Object storage has no append, and a read, append and put
+and workers do), holding a lock on the manifest, and only the lines of
+outputs that still hold what they describe: where another run replaced an
+output meanwhile, its line is that run's, the last one (:func:`append_checked`).
+Object storage has no append, and a read, append and put
 back would lose the lines of a run writing to the same prefix meanwhile: there
 each run puts its own object, ``convcli-manifest-<UTC time>Z-<random>.jsonl``,
 once at its end, and a folder's manifest is all of them (and a
@@ -39,10 +42,15 @@ import sys
 import time
 from collections.abc import Iterable
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: appends are not locked
+    fcntl = None
+
 from .._version import __version__
 from ..engines.base import RunHooks
 from ..io import storage
-from ..io.safeio import random_hex, staging_folder, write_atomic
+from ..io.safeio import file_identity, random_hex, staging_folder, write_atomic
 from .outputs import checking_outputs
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
@@ -217,18 +225,27 @@ class ManifestLines:
 
         `result` is a :class:`convcli.engines.processes.FileResult`.
         """
+        lines: dict[str, list[str]] = {}
+        for folder, entries in self.entries(result).items():
+            lines[folder] = [line for _, _, line in entries]
+        return lines
+
+    def entries(self, result) -> dict[str, list[tuple[str, list | None, str]]]:
+        """:meth:`of` with each line's output path and the identity the file had when it
+        was put in place (:class:`convcli.app.outputs.OutputRecord`; None if not known)."""
         source = self.shown.get(result.source, result.source)
         if storage.is_url(source):
             source = storage.redact(source)  # no s3://KEY:SECRET@...
         elif source != "-":
             source = os.path.abspath(source)
-        lines: dict[str, list[str]] = {}
+        entries: dict[str, list[tuple[str, list | None, str]]] = {}
         for path, record in zip(result.outputs, result.records, strict=False):
             folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
             entry = {"output": record["output"], "input": source, **self.run,
                      **{k: v for k, v in record.items() if k != "output"}}
-            lines.setdefault(folder, []).append(_json_line(entry))
-        return lines
+            entries.setdefault(folder, []).append((path, getattr(record, "identity", None),
+                                                   _json_line(entry)))
+        return entries
 
 
 def append_text(path: str, text: str) -> None:
@@ -237,14 +254,33 @@ def append_text(path: str, text: str) -> None:
     A manifest that is a symbolic link is refused (an OSError): its lines
     would go to whatever file it names.
     """
+    append_checked(path, [("", None, text)])
+
+
+def append_checked(path: str, entries: list[tuple[str, list | None, str]]) -> int:
+    """Append the lines of `entries` whose outputs still hold what they describe; how many.
+
+    Each entry is ``(output path, identity, line)``: a line whose identity
+    (:func:`convcli.io.safeio.file_identity` when the output was put in place)
+    is no longer the file's (another run replaced it meanwhile) is left out.
+    The check and the ``write`` are made holding a lock on the manifest
+    (``flock``, where there is one), so that the last line naming an output
+    is that of the file it holds, whatever two runs writing it do.
+    """
     if os.path.islink(path):  # O_NOFOLLOW where there is one; the check where not
         raise OSError(errno.ELOOP, "a symbolic link: convcli never writes through one", path)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o666)
     try:
-        os.write(fd, text.encode("utf-8"))
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        kept = [line for output, identity, line in entries
+                if identity is None or list(file_identity(output) or ()) == list(identity)]
+        if kept:
+            os.write(fd, "".join(kept).encode("utf-8"))
     finally:
         os.close(fd)
+    return len(kept)
 
 
 def fragment_name(run_key: str, task_key: str) -> str:
@@ -363,15 +399,15 @@ class Manifest:
 
     def add(self, result) -> None:
         """Record the outputs of one result (a :class:`convcli.engines.processes.FileResult`)."""
-        for folder, new in self.lines.of(result).items():
+        for folder, entries in self.lines.entries(result).items():
             if storage.is_url(folder):
-                self.pending.setdefault(folder, []).extend(new)
+                self.pending.setdefault(folder, []).extend(line for _, _, line in entries)
             else:
-                self._append(os.path.join(folder, MANIFEST_NAME), "".join(new))
+                self._append(os.path.join(folder, MANIFEST_NAME), entries)
 
-    def _append(self, path: str, text: str) -> None:
+    def _append(self, path: str, entries: list) -> None:
         try:
-            append_text(path, text)
+            append_checked(path, entries)
         except OSError as exc:
             self._failed(path, exc)
 

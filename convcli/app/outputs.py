@@ -23,7 +23,7 @@ from ..choices import RAW_VALUES
 from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
-from ..io.safeio import path_key
+from ..io.safeio import path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, top_level
 from .names import FORMATS, Output, ome_tiff_name
 from .plan import Task
@@ -175,15 +175,26 @@ def run_hints(task: Task, channels: tuple[str, ...], carried: Carried) -> tuple[
     return said
 
 
-def output_record(out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING) -> dict:
+class OutputRecord(dict):
+    """An output's manifest record (a dict), and the file's identity when this process put
+    it in place (:func:`convcli.io.safeio.file_identity`), for the manifest's check: not
+    one of its keys, so it is never written, and records compare by what they say."""
+
+    identity: tuple[int, ...] | None = None
+
+
+def output_record(out, scales: list[LevelScale], depth: int,
+                  kept: Carried = NOTHING) -> OutputRecord:
     """What the manifest says of one output file besides the run: its name and levels.
 
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
     offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
     clipping to 0.."top"; a colour image has lists, one entry per channel; and
-    "kept", what it holds of what its input carries (:meth:`Carried.record`).
+    "kept", what it holds of what its input carries (:meth:`Carried.record`). Its
+    ``identity``: the file as this process put it in place, if it did (:class:`OutputRecord`).
     """
-    record: dict = {"output": out.path.name, "kind": out.kind}
+    record = OutputRecord(output=out.path.name, kind=out.kind)
+    record.identity = published_identity(out.path)
     if kept != NOTHING:
         record["kept"] = kept.record()
     if not scales:

@@ -27,6 +27,7 @@ from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
 from ..io.image_files import save_levels, save_npy
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
+from ..io.limits import check_stored
 from ..io.safeio import (
     make_output_folder,
     remove_stale_staging,
@@ -231,6 +232,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         return None
     with source:
         check_pixels((source.width, source.height), task.max_pixels)
+        check_stored(*source.stored_bytes(), task.max_pixels)
         if reads_as_frames(task, source):
             return None
         why, size, budget = strips_reason(task, source)
@@ -353,6 +355,7 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
         if not todo:
             return None, outputs, todo
         check_pixels((source.width, source.height), task.max_pixels)
+        check_stored(*source.stored_bytes(), task.max_pixels)
         check_whole_work(task, source.width, source.height, len(source.channels),
                          source.dtype.itemsize)
         pixels = source.read_rows(0, source.height)

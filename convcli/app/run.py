@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import signal
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -35,7 +36,7 @@ from ..engines.base import Engine, EngineError, EngineSettings, make_engine
 from ..engines.processes import default_jobs, working_here
 from ..errors import MissingExtra
 from ..io.frames import DEFAULT_FRAMES
-from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
+from ..io.safeio import STALE_SECONDS, publishing_checked, remove_stale_temporaries
 from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine import native
 from ..layers._engine.tiles import memory_budget
@@ -61,6 +62,8 @@ from .targets import (
 )
 
 FIRST_TASKS = 256
+RAISE_AGAIN_SECONDS = 0.001
+"""How soon a stop that a finalizer swallowed is raised again (:class:`_StopRequests`)."""
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
 
 
@@ -429,6 +432,9 @@ class _StopRequests:
     def __init__(self):
         self.signals: list[int] = []
         self.raise_first = False
+        self.owed = False  # a raise that a finalizer swallowed, to raise again
+        self.in_hook = False
+        self._unraisable = sys.unraisablehook
 
     def __call__(self) -> int:
         return len(self.signals)
@@ -439,13 +445,53 @@ class _StopRequests:
         if self.raise_first and len(self.signals) == 1 and working_here():
             raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
 
+    def unraisable(self, unraisable) -> None:
+        """``sys.unraisablehook`` during the run: the stop raised where Python cannot
+        raise (in a ``__del__``, a weakref callback) is not printed ("Exception
+        ignored") but raised again a millisecond later (SIGALRM: :meth:`raise_owed`),
+        in the file's own code; before its outputs are put in place in any case."""
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and self.signals):
+            self._unraisable(unraisable)
+            return
+        self.in_hook = True
+        try:
+            if self.raise_first and working_here() and hasattr(signal, "setitimer"):
+                self.owed = True
+                signal.setitimer(signal.ITIMER_REAL, RAISE_AGAIN_SECONDS)
+        finally:
+            self.in_hook = False
+
+    def raise_owed(self, signum, frame):
+        """SIGALRM: raise the stop that a finalizer swallowed, in the file being processed."""
+        if not (self.owed and self.raise_first and working_here()):
+            return
+        if self.in_hook:  # not inside the hook itself: later
+            signal.setitimer(signal.ITIMER_REAL, RAISE_AGAIN_SECONDS)
+            return
+        self.owed = False
+        raise KeyboardInterrupt if self.signals[0] == signal.SIGINT else _Terminated
+
     def installed(self) -> ExitStack:
         """A context in which SIGINT and SIGTERM are counted here; the handlers are restored."""
         stack = ExitStack()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 stack.callback(signal.signal, sig, signal.signal(sig, self.handle))
+            if hasattr(signal, "SIGALRM"):
+                stack.callback(signal.signal, signal.SIGALRM,
+                               signal.signal(signal.SIGALRM, self.raise_owed))
+                stack.callback(signal.setitimer, signal.ITIMER_REAL, 0)
+            self._unraisable = sys.unraisablehook
+            sys.unraisablehook = self.unraisable
+            stack.callback(setattr, sys, "unraisablehook", self._unraisable)
+            stack.enter_context(publishing_checked(self.check_publish))
         return stack
+
+    def check_publish(self) -> None:
+        """Raise the stop before a file processed here is put in place, if one was asked
+        for: an output never appears after the run was told to stop at once."""
+        if self.signals and self.raise_first and working_here():
+            raise KeyboardInterrupt if self.signals[0] == signal.SIGINT else _Terminated
 
     @property
     def status(self) -> int | None:

@@ -39,7 +39,7 @@ from ..engines.processes import FileResult
 from ..io.carried import NOTHING, Carried
 from ..io.figures import Grid, save_grid
 from ..io.image_files import frame_writer, save_float_tiff, save_levels, save_npy
-from ..io.images import Picture, open_image
+from ..io.images import Picture, check_stack_pixels, open_image
 from ..io.safeio import make_output_folder
 from ..layers._engine.tiles import memory_budget
 from ..levels import stats as level_stats
@@ -101,6 +101,7 @@ def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPl
     those are written one file (store) per frame.
     """
     sizes = tuple(source.frame_sizes(frames))
+    check_stack_pixels(sizes, source.max_pixels)
     per_frame = fmt == "jpg" or FORMATS[fmt].folder or len(set(sizes)) > 1
     return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame,
                      source.sample_bytes, source.stack_carried)

@@ -91,7 +91,9 @@ def common_options(command):
                      help="List each input's outputs (name, size, format) and the files that "
                           "would be skipped; write nothing."),
         click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
-                     show_default=True, help="Refuse larger images (0: no limit)."),
+                     show_default=True, help="Refuse larger images, a stack's frames counted "
+                     "together, and TIFF or Zarr files storing no image for their size "
+                     "(0: no limit)."),
         _FRAMES_OPTION,
         click.option("--memory", type=SizeParam(), default=None,
                      help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "

@@ -80,10 +80,15 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
     distributed = _import_distributed()
     import logging
 
+    # A scheduler that goes away is said in the run's own line, not in Dask's error.
+    client_log = logging.getLogger("distributed.client")
+    if not any(isinstance(f, _NoReconnectError) for f in client_log.filters):
+        client_log.addFilter(_NoReconnectError())
     if scheduler not in (None, "local"):
         _check_reachable(scheduler, timeout)
 
-    # Dask logs connection chatter at INFO and WARNING; the command line reports on its own.
+    # Dask logs connection chatter at INFO and WARNING; the command line reports on its own,
+    # also a scheduler that went away (its "Failed to reconnect" error).
     _quiet_dask_logs(logging.ERROR)
     try:
         if scheduler == "local":
@@ -127,6 +132,14 @@ def _without_abandoned_gathers(loop, context: dict) -> None:
 
 
 _CLOSE_SECONDS = 2.0  # closing a client whose scheduler was lost
+
+
+class _NoReconnectError:
+    """A filter of ``distributed.client``'s log: without its "Failed to reconnect to
+    scheduler after ... seconds, closing client", which the run says in its own line."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Failed to reconnect to scheduler")
 
 
 def _quiet_dask_logs(level: int) -> None:
@@ -224,6 +237,11 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
     """
     deadline = time.monotonic() + wait_seconds
     while not client.scheduler_info().get("workers") and time.monotonic() < deadline:
+        if client.status not in ("running", "newly-created"):  # the scheduler went away
+            client._convcli_lost = True  # closed without waiting, see close()
+            address = getattr(client.scheduler, "address", None) or "its address"
+            raise ClusterError(f"the Dask scheduler at {address} went away before the run "
+                               "started: no file was processed")
         time.sleep(0.1)
     if not client.scheduler_info().get("workers"):
         raise ClusterError("the Dask cluster has no workers")

@@ -60,7 +60,7 @@ from PIL import (
 )
 
 from ..choices import DEFAULT_MAX_PIXELS
-from ..errors import ImageError, PixelLimitError
+from ..errors import ImageError, PixelLimitError  # noqa: F401 (imported from here)
 from .carried import NOTHING, Carried, from_pillow, from_pillow_info
 from .decoders import (
     ORIENTATION,
@@ -73,6 +73,7 @@ from .decoders import (
     to_array,
 )
 from .formats import load, starts_as_tiff
+from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
 # Formats Pillow registers but cannot decode without extra software.
 _UNDECODABLE = {"MPEG"}
@@ -411,33 +412,6 @@ def _pillow_limit_off() -> None:
     Image.MAX_IMAGE_PIXELS = None
 
 
-def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
-    """Raise :class:`PixelLimitError` if an image of `size` (width, height) is over `max_pixels`.
-
-    0 means no limit. Every read checks it from the header, whole or in strips, before
-    anything is decoded or written; a side over :data:`MAX_SIDE` is refused whatever
-    `max_pixels` says.
-
-    Examples
-    --------
-    >>> check_pixels((640, 480), 0)
-    >>> check_pixels((640, 480), 1000)
-    Traceback (most recent call last):
-    ...
-    convcli.errors.PixelLimitError: image is 640x480 = 307,200 pixels, over the limit of 1,000
-    """
-    width, height = size
-    if max_pixels > 0 and width * height > max_pixels:
-        raise PixelLimitError(
-            f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
-            f"{max_pixels:,}"
-        )
-    if max(width, height) > MAX_SIDE:
-        raise ImageError(f"image is {width}x{height}: over the {MAX_SIDE:,} rows or columns "
-                         "an image can have here")
-
-
-MAX_SIDE = 2**31 - 1
 """The most rows or columns of an image: what numpy indexes in 32 bits and TIFF can hold."""
 
 
@@ -484,7 +458,7 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     pages = _tiff_pages(shown)
     if pages is not None:
         with contextlib.closing(TiffSource(pages, shown, max_pixels)) as source:
-            check_pixels(pages.size, max_pixels)
+            check_page(pages, 0, max_pixels)
             yield source
         return
     _pillow_limit_off()
@@ -541,7 +515,7 @@ class TiffSource:
         """As :meth:`ImageSource.read_frames`; every frame has the first page's channels."""
         for k in frames:
             with _frame_errors(k, self.frame_count):
-                check_pixels(self._pages.page_size(k), self.max_pixels)
+                check_page(self._pages, k, self.max_pixels)
                 read = self._pages.read_page(k)
             if read is None:
                 yield next(self._pillow().read_frames((k,)))
@@ -590,6 +564,7 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         count = source.frame_count
         if count == 1:
             return source.read()
+        check_stack_pixels(source.frame_sizes(tuple(range(count))), max_pixels)
         frames = [pic for pic, _ in source.read_frames(tuple(range(count)))]
     if len({f.pixels.shape for f in frames}) > 1:
         raise ImageError(f"its {count} frames differ in size: a stack needs frames of one size")

@@ -352,6 +352,11 @@ class RegionSource:
         self._kept = SegmentRows()
         self._lock = threading.Lock()
 
+    def stored_bytes(self) -> tuple[int, int]:
+        """The bytes of samples the page declares, and those of image data it stores
+        (its strips' or tiles'): :func:`convcli.io.limits.check_stored`."""
+        return int(self._page.nbytes), int(sum(self._page.databytecounts))
+
     @property
     def white(self) -> float:
         """The value of full intensity, as :attr:`convcli.io.images.Picture.white`.

@@ -341,7 +341,12 @@ def atomic_output(path, *, overwrite: bool = False,
     try:
         yield output
         move = _move_folder_into_place if folder else _move_into_place
+        for check in _PUBLISH_CHECKS:
+            check()
+        identity = file_identity(output.temporary)  # a rename keeps it
         output.written = move(output.temporary, path, overwrite)
+        if output.written:
+            _published(path, identity)
     finally:
         if folder:
             shutil.rmtree(output.temporary, ignore_errors=True)
@@ -350,6 +355,56 @@ def atomic_output(path, *, overwrite: bool = False,
                 os.unlink(output.temporary)
             except FileNotFoundError:
                 pass
+
+
+_PUBLISH_CHECKS: list[Callable[[], None]] = []
+
+
+@contextmanager
+def publishing_checked(check: Callable[[], None]) -> Iterator[None]:
+    """Inside the block, ``check()`` is called before every output is put in place
+    (:func:`atomic_output`); what it raises (a stop asked for) leaves no output."""
+    _PUBLISH_CHECKS.append(check)
+    try:
+        yield
+    finally:
+        _PUBLISH_CHECKS.remove(check)
+
+
+_PUBLISHED: dict[str, tuple[int, ...] | None] = {}
+_PUBLISHED_KEPT = 4096  # the identities of the latest outputs, until they are asked for
+
+
+def file_identity(path) -> tuple[int, ...] | None:
+    """What tells the file (or folder) at `path` from one written later under its name:
+    its device and inode, and for a file its size and time of change; None if it is gone.
+
+    A rename keeps it, so the identity of a temporary file is that of the output it
+    becomes; an output replaced by another run's has another.
+    """
+    try:
+        stat = os.lstat(path)
+    except OSError:
+        return None
+    if os.path.isdir(path):
+        return stat.st_dev, stat.st_ino
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _published(path: Path, identity: tuple[int, ...] | None) -> None:
+    _PUBLISHED[str(path)] = identity
+    while len(_PUBLISHED) > _PUBLISHED_KEPT:
+        del _PUBLISHED[next(iter(_PUBLISHED))]
+
+
+def published_identity(path) -> tuple[int, ...] | None:
+    """The :func:`file_identity` that the output `path` had when this process put it in
+    place (:func:`atomic_output`), taken once; None where it did not (or it was asked for).
+
+    The manifest records it, so that a line is only appended while the file is still the
+    one it describes (:mod:`convcli.app.manifest`).
+    """
+    return _PUBLISHED.pop(str(path), None)
 
 
 def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None,

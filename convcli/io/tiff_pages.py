@@ -69,6 +69,13 @@ class TiffPages:
         page = self._page(k)
         return int(page.imagewidth), int(page.imagelength)
 
+    def page_bytes(self, k: int) -> tuple[int, int]:
+        """Page `k`'s bytes of samples as its header declares them, and the bytes of image
+        data it stores (its strips' or tiles' byte counts), for
+        :func:`convcli.io.limits.check_stored`."""
+        page = self._page(k)
+        return int(page.nbytes), int(sum(page.databytecounts))
+
     def _page(self, k: int):
         """Page `k`, parsed once for the calls about it in a row (its size, then its values)."""
         if self._last[0] != k:

@@ -180,6 +180,12 @@ class StoreRegions:
         self._chunk_columns = int(array.chunks[axes.index("x")])
         self._kept = SegmentRows()
 
+    def stored_bytes(self) -> tuple[int, int]:
+        """The bytes of samples of the image read, and those the array stores (its chunks
+        and metadata, of every plane): :func:`convcli.io.limits.check_stored`."""
+        declared = self.height * self.width * len(self.channels) * self.dtype.itemsize
+        return declared, int(self._array.nbytes_stored())
+
     @property
     def white(self) -> float:
         """The value of full intensity (for float32, read once from the values)."""
