@@ -72,7 +72,9 @@ grep -q '^engine: native ' <<<"$version" \
     || { echo "check_wheel: the installed package does not run its native engine: $version" >&2; exit 1; }
 echo "check_wheel: ${version##*$'\n'}"
 
-# Without a C compiler the install still succeeds, and the numpy engines run.
+# Without a C compiler the install still succeeds, and the numpy engines run. (pip builds
+# in the tree: the first build's build/ would hand over its compiled extension.)
+rm -rf "$work/src/build"
 CC=false "$python" -m pip wheel --quiet --no-deps -w "$work/plain" "$work/src" 2>/dev/null
 "$python" -m venv "$work/plain-venv"
 "$work/plain-venv/bin/python" -m pip install --quiet "$work"/plain/convcli-*.whl

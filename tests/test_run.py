@@ -207,7 +207,8 @@ def test_a_type_error_inside_convcli_is_an_internal_error(folder, tmp_path, monk
     result = run("conv", "-k", "sobel-x", "-j", "1", folder / "a.png", "-o", tmp_path / "o",
                  "--debug")
     assert result.exit_code == 1
-    lines = result.stderr.splitlines()
+    engine, *lines = result.stderr.splitlines()
+    assert engine.startswith("convcli: engine: ")  # --debug names the engine first
     assert lines[0] == (f"convcli: {folder / 'a.png'}: internal error: TypeError: "
                         "unsupported operand")
     assert "Traceback (most recent call last)" in result.stderr

@@ -39,7 +39,11 @@ typedef struct {
     Py_ssize_t n_H, n_W;
     float bias;
     Py_ssize_t top, left, line_len;
+    int symmetric_u, symmetric_v; /* u[k] == u[f_h - 1 - k] for every k; likewise v */
 } sep_args;
+
+/* The most taps of a separable pass (the rows one output reads). */
+#define MAX_TAPS 4096
 
 #define SUFFIX _base
 #define vec v4f
@@ -184,7 +188,8 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
                           &a.bias, &i, &h0, &h1))
         return NULL;
     int ok = 0;
-    if (a.m < 0 || a.H < 0 || a.W < 0 || a.f_h < 1 || a.f_w < 1 || a.top < 0 || bottom < 0 ||
+    if (a.m < 0 || a.H < 0 || a.W < 0 || a.f_h < 1 || a.f_w < 1 || a.f_h > MAX_TAPS ||
+        a.top < 0 || bottom < 0 ||
         a.left < 0 || right < 0 || a.n_H != a.H + a.top + bottom - a.f_h + 1 ||
         a.n_W != a.W + a.left + right - a.f_w + 1 || a.n_H < 0 || a.n_W < 0 || i < 0 ||
         (a.m > 0 && i >= a.m) || h0 < 0 || h1 > a.n_H) {
@@ -202,13 +207,19 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     a.v = v.buf;
     a.Z = Z.buf;
     a.line_len = a.left + a.W + right;
-    if (scratch.len < (Py_ssize_t)sizeof(float) * a.line_len) {
+    if (scratch.len < (Py_ssize_t)sizeof(float) * (a.line_len + a.W)) {
         PyErr_Format(PyExc_ValueError, "separable: scratch of %zd bytes, %zd needed",
-                     scratch.len, (Py_ssize_t)sizeof(float) * a.line_len);
+                     scratch.len, (Py_ssize_t)sizeof(float) * (a.line_len + a.W));
         ok = 0;
         goto done;
     }
-    float *line = scratch.buf;
+    float *line = scratch.buf, *zeros = line + a.line_len;
+    memset(zeros, 0, sizeof(float) * a.W);
+    a.symmetric_u = a.symmetric_v = 1;
+    for (Py_ssize_t k = 0; k < a.f_h; k++)
+        a.symmetric_u &= a.u[k] == a.u[a.f_h - 1 - k];
+    for (Py_ssize_t k = 0; k < a.f_w; k++)
+        a.symmetric_v &= a.v[k] == a.v[a.f_w - 1 - k];
     if (flags.len < h1 - h0) {
         PyErr_SetString(PyExc_ValueError, "separable: a flag for each row is needed");
         ok = 0;
@@ -217,10 +228,10 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_BUILD
     if (use_avx2)
-        separable_rows_avx2(&a, i, h0, h1, line, flags.buf);
+        separable_rows_avx2(&a, i, h0, h1, line, zeros, flags.buf);
     else
 #endif
-        separable_rows_base(&a, i, h0, h1, line, flags.buf);
+        separable_rows_base(&a, i, h0, h1, line, zeros, flags.buf);
     Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&flags);

@@ -246,57 +246,120 @@ static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_s
 
 /* --- separable correlation ------------------------------------------------------------- */
 
+/* One value of a pass: taps t over f values p[0], p[step], ...: from zero, in the
+ * order of the taps; a symmetric kernel adds each pair of values that share a
+ * tap first, (p[k] + p[f-1-k]) * t[k], then the middle one. */
+#define PASS_SUM(T, acc, value, t, f, symmetric)                                              \
+    do {                                                                                       \
+        if (symmetric) {                                                                       \
+            Py_ssize_t half = (f) / 2;                                                         \
+            for (Py_ssize_t k = 0; k < half; k++)                                              \
+                acc += (value(k) + value((f) - 1 - k)) * (t)[k];                               \
+            if ((f) % 2)                                                                       \
+                acc += value(half) * (t)[half];                                                \
+        } else {                                                                               \
+            for (Py_ssize_t k = 0; k < (f); k++)                                               \
+                acc += value(k) * (t)[k];                                                      \
+        }                                                                                      \
+    } while (0)
+
+/* PASS_SUM for NV vectors at once (independent sums, so that they overlap):
+ * value(k, b) is vector b's value under tap k. */
+#define PASS_SUMS(NV, acc, value, t, f, symmetric)                                             \
+    do {                                                                                       \
+        if (symmetric) {                                                                       \
+            Py_ssize_t half = (f) / 2;                                                         \
+            for (Py_ssize_t k = 0; k < half; k++) {                                            \
+                float tk = (t)[k];                                                             \
+                for (int b = 0; b < NV; b++)                                                   \
+                    acc[b] += (value(k, b) + value((f) - 1 - k, b)) * tk;                      \
+            }                                                                                  \
+            if ((f) % 2)                                                                       \
+                for (int b = 0; b < NV; b++)                                                   \
+                    acc[b] += value(half, b) * (t)[half];                                      \
+        } else {                                                                               \
+            for (Py_ssize_t k = 0; k < (f); k++) {                                             \
+                float tk = (t)[k];                                                             \
+                for (int b = 0; b < NV; b++)                                                   \
+                    acc[b] += value(k, b) * tk;                                                \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
 /* Output rows [h0, h1) of image i of a one-channel image correlated with
  * outer(u, v): for each row, the vertical pass into `line` (its padded
  * columns, zeros at the sides), then the horizontal pass. Rows of the
- * padding add nothing and are skipped. not_finite[h - h0] says whether
- * row h holds NaN or inf. */
+ * padding read `zeros`, so that a row's value is the same whether its
+ * zeros are padding or image. not_finite[h - h0] says whether row h holds
+ * NaN or inf. */
 static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, Py_ssize_t h1,
-                               float *line, char *not_finite)
+                               float *line, const float *zeros, char *not_finite)
 {
-    const Py_ssize_t W = a->W, left = a->left, n_W = a->n_W;
+    const Py_ssize_t W = a->W, left = a->left, n_W = a->n_W, f_h = a->f_h, f_w = a->f_w;
     const Py_ssize_t W8 = W - W % VL, n8 = n_W - n_W % VL;
     const float *image = a->A + i * a->H * W;
+    const float *u = a->u, *v = a->v;
+    const int sym_u = a->symmetric_u, sym_v = a->symmetric_v;
+    const float *rows[MAX_TAPS];
     memset(line, 0, sizeof(float) * a->line_len);
     for (Py_ssize_t h = h0; h < h1; h++) {
         float *t = line + left;
-        Py_ssize_t k0 = a->top - h > 0 ? a->top - h : 0;
-        Py_ssize_t k1 = a->H + a->top - h < a->f_h ? a->H + a->top - h : a->f_h;
-        if (k1 <= k0) {
-            memset(t, 0, sizeof(float) * W);
-        } else {
-            const float *first = image + (h + k0 - a->top) * W;
-            float u0 = a->u[k0];
-            Py_ssize_t x = 0;
-            for (; x < W8; x += VL) {
-                vec acc = FN(load)(first + x) * u0;
-                for (Py_ssize_t k = k0 + 1; k < k1; k++)
-                    acc += FN(load)(first + (k - k0) * W + x) * a->u[k];
-                FN(store)(t + x, acc);
-            }
-            for (; x < W; x++) {
-                float acc = first[x] * u0;
-                for (Py_ssize_t k = k0 + 1; k < k1; k++)
-                    acc += first[(k - k0) * W + x] * a->u[k];
-                t[x] = acc;
-            }
+        for (Py_ssize_t k = 0; k < f_h; k++) {
+            Py_ssize_t y = h + k - a->top;
+            rows[k] = (y >= 0 && y < a->H) ? image + y * W : zeros;
+        }
+        Py_ssize_t x = 0;
+        for (; x + 4 * VL <= W; x += 4 * VL) {
+            vec acc[4] = {{0}, {0}, {0}, {0}};
+#define ROW_VALUES(k, b) FN(load)(rows[k] + x + VL * (b))
+            PASS_SUMS(4, acc, ROW_VALUES, u, f_h, sym_u);
+#undef ROW_VALUES
+            for (int b = 0; b < 4; b++)
+                FN(store)(t + x + VL * b, acc[b]);
+        }
+        for (; x < W8; x += VL) {
+            vec acc = (vec){0};
+#define ROW_VALUE(k) FN(load)(rows[k] + x)
+            PASS_SUM(vec, acc, ROW_VALUE, u, f_h, sym_u);
+#undef ROW_VALUE
+            FN(store)(t + x, acc);
+        }
+        for (; x < W; x++) {
+            float acc = 0;
+#define ROW_VALUE(k) rows[k][x]
+            PASS_SUM(float, acc, ROW_VALUE, u, f_h, sym_u);
+#undef ROW_VALUE
+            t[x] = acc;
         }
         float *out = a->Z + (i * a->n_H + h) * n_W;
         vec finite = (vec){0}; /* x - x is 0 for finite x, NaN for NaN and inf */
         Py_ssize_t w = 0;
+        for (; w + 4 * VL <= n_W; w += 4 * VL) {
+            vec acc[4] = {{0}, {0}, {0}, {0}};
+#define LINE_VALUES(j, b) FN(load)(line + w + VL * (b) + (j))
+            PASS_SUMS(4, acc, LINE_VALUES, v, f_w, sym_v);
+#undef LINE_VALUES
+            for (int b = 0; b < 4; b++) {
+                acc[b] += a->bias;
+                finite += acc[b] - acc[b];
+                FN(store)(out + w + VL * b, acc[b]);
+            }
+        }
         for (; w < n8; w += VL) {
-            vec acc = FN(load)(line + w) * a->v[0];
-            for (Py_ssize_t j = 1; j < a->f_w; j++)
-                acc += FN(load)(line + w + j) * a->v[j];
+            vec acc = (vec){0};
+#define LINE_VALUE(j) FN(load)(line + w + (j))
+            PASS_SUM(vec, acc, LINE_VALUE, v, f_w, sym_v);
+#undef LINE_VALUE
             acc += a->bias;
             finite += acc - acc;
             FN(store)(out + w, acc);
         }
         float tail = 0;
         for (; w < n_W; w++) {
-            float acc = line[w] * a->v[0];
-            for (Py_ssize_t j = 1; j < a->f_w; j++)
-                acc += line[w + j] * a->v[j];
+            float acc = 0;
+#define LINE_VALUE(j) line[w + (j)]
+            PASS_SUM(float, acc, LINE_VALUE, v, f_w, sym_v);
+#undef LINE_VALUE
             out[w] = acc + a->bias;
             tail += out[w] - out[w];
         }
@@ -308,6 +371,8 @@ static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, P
     }
 }
 
+#undef PASS_SUM
+#undef PASS_SUMS
 #undef FN
 #undef CAT
 #undef CAT2
