@@ -246,7 +246,7 @@ def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as
     if not blas or (threads == 1 and cost is not None and cost < WORK_PER_THREAD):
         # Under a thread's worth of work BLAS runs on this thread anyway; not
         # asking spares a small file's run the import of threadpoolctl.
-        return _run_tiles(tiles, work, new_state, neighbours_overlap, 1, as_free)
+        return _run_tiles(tiles, work, new_state, neighbours_overlap, threads, as_free)
     with blas_on_calling_thread():
         return _run_tiles(tiles, work, new_state, neighbours_overlap, threads, as_free)
 
