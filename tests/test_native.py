@@ -234,3 +234,74 @@ def test_a_bad_engine_setting_is_one_line(tmp_path):
     assert result.returncode == 2
     assert "CONVCLI_ENGINE must be native or numpy, got 'fast'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- channel sums and 8-bit levels ------------------------------------------------------------
+
+
+@built
+@pytest.mark.parametrize("channels", [2, 3, 4, 5])
+def test_the_channel_sum_equals_numpys(channels):
+    from convcli.app.conv_pixels import channel_sum_padded
+
+    rng = np.random.default_rng(channels)
+    colour = rng.integers(0, 256, (2, 23, 37, channels), dtype=np.uint8)
+    colour[0, 0, 0] = 255  # the largest sum
+    for widths, border in (((0, 0, 0, 0), "constant"), ((2, 1, 3, 4), "reflect")):
+        with engine("native"):
+            ours = channel_sum_padded(colour, widths, border)
+        with engine("numpy"):
+            reference = channel_sum_padded(colour, widths, border)
+        np.testing.assert_array_equal(ours, reference)
+        top, _, left, _ = widths
+        inside = ours[:, top : top + 23, left : left + 37, 0]
+        np.testing.assert_array_equal(inside, colour.sum(axis=3, dtype=np.int64))
+
+
+def _levels_by_numpy(x, scale):
+    """The float32 steps of the numpy path: |x|, times scale, clip, rint."""
+    v = np.abs(x) * np.float32(scale)
+    return np.rint(np.clip(v, 0, 255)).astype(np.uint8)
+
+
+@built
+def test_levels_round_halves_to_even_as_numpy_does():
+    halves = np.arange(0, 256, dtype=np.float32) + np.float32(0.5)
+    x = np.concatenate([halves, -halves, np.float32([0, -0.0, 254.49998, 300, 1e30])])
+    for level in native.vector_levels():
+        with vector_level(level):
+            levels = native.levels_u8(x, np.float32(1), 3e38)
+        np.testing.assert_array_equal(levels, _levels_by_numpy(x, 1))
+    assert levels[:4].tolist() == [0, 2, 2, 4]  # 0.5, 1.5, 2.5, 3.5 to even
+    for bad in (np.nan, np.inf, 1e38):
+        assert native.levels_u8(np.float32([1, bad, 2]), np.float32(1), 1e37) is None
+
+
+@built
+@pytest.mark.parametrize("margin", [0, 3])
+def test_values_at_least_a_threshold_are_numpys(margin):
+    rng = np.random.default_rng(margin)
+    x = (rng.standard_normal((61, 203)) * 10).astype(np.float32)
+    threshold = np.float32(17.5)
+    inside = x[margin : 61 - margin, margin : 203 - margin]
+    expected = np.abs(inside)[np.abs(inside) >= threshold]
+    found = native.abs_at_least(x, margin, threshold, x.size)
+    np.testing.assert_array_equal(found, expected)
+    assert native.abs_at_least(x, margin, threshold, expected.size - 1) is None
+
+
+@built
+@given(seed=st.integers(0, 2**32 - 1), margin=st.sampled_from([0, 1, 5]),
+       spread=st.sampled_from([1.0, 1e-3, 1e4]))
+@settings(max_examples=30, deadline=None)
+def test_robust_levels_equal_the_numpy_engines(seed, margin, spread):
+    from convcli.levels.mapping import map_levels
+
+    rng = np.random.default_rng(seed)
+    x = (rng.laplace(size=(300, 310)) * spread).astype(np.float32)
+    with engine("native"):
+        ours, scale = map_levels(x, "robust", white=255, depth=8, margin=margin)
+    with engine("numpy"):
+        reference, reference_scale = map_levels(x, "robust", white=255, depth=8, margin=margin)
+    np.testing.assert_array_equal(ours, reference)
+    assert scale == reference_scale

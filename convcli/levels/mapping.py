@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..choices import MAPPINGS
+from ..layers._engine import native
 from ..layers.validation import as_real_array
 
 
@@ -291,6 +292,9 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
     if robust is None:
         return None
     scale = np.float32(min(255 / robust, big))
+    if native.active():  # the same levels in one pass
+        levels = native.levels_u8(x, scale, big)
+        return None if levels is None else (levels, _scale_record("robust", scale, 0.0))
     levels = np.empty(x.shape, np.uint8)
     with np.errstate(over="ignore"):
         for r in range(0, x.shape[0], rows):
@@ -323,15 +327,17 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
     sample = np.abs(inside[::8, ::8])
     rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
     threshold = np.partition(sample, rank, axis=None)[rank]
-    tops = []
-    for r in range(kept, x.shape[0] - kept, len(buffer)):
-        part = x[r:min(r + len(buffer), x.shape[0] - kept)]
-        block = np.abs(part, out=buffer[:len(part)])
-        if kept:
-            block[:, :kept] = -1
-            block[:, -kept:] = -1
-        tops.append(block[block >= threshold])
-    top = np.concatenate(tops)
+    top = native.abs_at_least(x, kept, threshold, n // 8) if native.active() else None
+    if top is None:
+        tops = []
+        for r in range(kept, x.shape[0] - kept, len(buffer)):
+            part = x[r:min(r + len(buffer), x.shape[0] - kept)]
+            block = np.abs(part, out=buffer[:len(part)])
+            if kept:
+                block[:, :kept] = -1
+                block[:, -kept:] = -1
+            tops.append(block[block >= threshold])
+        top = np.concatenate(tops)
     # An unlucky sample, or inf among the largest: the whole-map passes then.
     if top.size < wanted or not np.isfinite(top).all():
         return None

@@ -12,11 +12,14 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v8f __attribute__((vector_size(32)));
+typedef int v4i __attribute__((vector_size(16)));
+typedef int v8i __attribute__((vector_size(32)));
 
 typedef struct {
     const float *A; /* (m, H, W, C) */
@@ -47,10 +50,12 @@ typedef struct {
 
 #define SUFFIX _base
 #define vec v4f
+#define veci v4i
 #define VL 4
 #include "_native_kernels.h"
 #undef SUFFIX
 #undef vec
+#undef veci
 #undef VL
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -63,10 +68,12 @@ typedef struct {
 #endif
 #define SUFFIX _avx2
 #define vec v8f
+#define veci v8i
 #define VL 8
 #include "_native_kernels.h"
 #undef SUFFIX
 #undef vec
+#undef veci
 #undef VL
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -245,6 +252,89 @@ done:
     Py_RETURN_NONE;
 }
 
+#ifdef HAVE_AVX2_BUILD
+#define DISPATCH(name, args) (use_avx2 ? name##_avx2 args : name##_base args)
+#else
+#define DISPATCH(name, args) (name##_base args)
+#endif
+
+static PyObject *native_sum_channels(PyObject *self, PyObject *args)
+{
+    Py_buffer colour, out;
+    Py_ssize_t rows, W, C, out_offset, out_stride;
+    if (!PyArg_ParseTuple(args, "y*w*(nnn)(nn)", &colour, &out, &rows, &W, &C, &out_offset,
+                          &out_stride))
+        return NULL;
+    int ok = rows >= 0 && W >= 0 && C >= 1 && out_offset >= 0 && out_stride >= W &&
+             colour.len == rows * W * C &&
+             (rows == 0 || (Py_ssize_t)sizeof(float) * (out_offset + (rows - 1) * out_stride + W) <=
+                               out.len);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "sum_channels: inconsistent shapes");
+    } else {
+        const unsigned char *src = colour.buf;
+        float *dst = (float *)out.buf + out_offset;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(sum_channels_u8, (src, rows, W, C, dst, out_stride));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&colour);
+    PyBuffer_Release(&out);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *native_abs_at_least(PyObject *self, PyObject *args)
+{
+    Py_buffer x, out;
+    Py_ssize_t H, W, margin, count = 0;
+    float threshold;
+    if (!PyArg_ParseTuple(args, "y*w*(nn)nf", &x, &out, &H, &W, &margin, &threshold))
+        return NULL;
+    int ok = H >= 0 && W >= 0 && margin >= 0 && x.len == (Py_ssize_t)sizeof(float) * H * W;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "abs_at_least: inconsistent shapes");
+    } else {
+        const float *src = x.buf;
+        float *dst = out.buf;
+        Py_ssize_t capacity = out.len / (Py_ssize_t)sizeof(float);
+        Py_BEGIN_ALLOW_THREADS
+        count = DISPATCH(abs_at_least, (src, H, W, margin, threshold, dst, capacity));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    if (!ok)
+        return NULL;
+    return PyLong_FromSsize_t(count);
+}
+
+static PyObject *native_levels_u8(PyObject *self, PyObject *args)
+{
+    Py_buffer x, out;
+    float scale, big;
+    int all_within = 0;
+    if (!PyArg_ParseTuple(args, "y*w*ff", &x, &out, &scale, &big))
+        return NULL;
+    Py_ssize_t n = x.len / (Py_ssize_t)sizeof(float);
+    int ok = x.len % (Py_ssize_t)sizeof(float) == 0 && out.len == n;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "levels_u8: one byte of levels for each value");
+    } else {
+        const float *src = x.buf;
+        unsigned char *dst = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        all_within = DISPATCH(levels_u8, (src, n, scale, big, dst));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    if (!ok)
+        return NULL;
+    return PyBool_FromLong(all_within);
+}
+
 static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
@@ -281,6 +371,15 @@ static PyMethodDef native_methods[] = {
      "separable(A, u, v, Z, scratch, not_finite, (m, H, W), (f_h, f_w), (n_H, n_W), (top, bottom, left, right), "
      "bias, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
      "NaN or inf."},
+    {"sum_channels", native_sum_channels, METH_VARARGS,
+     "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "
+     "of rows of W pixels, as float32, into out's rows from value `offset`, `stride` apart."},
+    {"abs_at_least", native_abs_at_least, METH_VARARGS,
+     "abs_at_least(x, out, (H, W), margin, threshold): |x| of the values of a float32 map at "
+     "least threshold, margin left out on every side, into out (as many as fit); their count."},
+    {"levels_u8", native_levels_u8, METH_VARARGS,
+     "levels_u8(x, out, scale, big): out = rint(clip(|x| * scale, 0, 255)) as uint8; False "
+     "where an |x| is NaN or over big."},
     {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
     {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
     {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},

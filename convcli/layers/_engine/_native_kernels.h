@@ -371,6 +371,100 @@ static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, P
     }
 }
 
+/* --- channel sums and levels ------------------------------------------------------------ */
+
+/* The sum of the C 8-bit channels of `rows` rows of W pixels, as float32,
+ * into rows of `out` that are `out_stride` values apart (exact: at most
+ * 255 * C, far below 2**24). */
+static void FN(sum_channels_u8)(const unsigned char *colour, Py_ssize_t rows, Py_ssize_t W,
+                                Py_ssize_t C, float *out, Py_ssize_t out_stride)
+{
+    for (Py_ssize_t y = 0; y < rows; y++) {
+        const unsigned char *p = colour + y * W * C;
+        float *o = out + y * out_stride;
+        if (C == 3) {
+            for (Py_ssize_t x = 0; x < W; x++)
+                o[x] = (float)(p[3 * x] + p[3 * x + 1] + p[3 * x + 2]);
+        } else if (C == 4) {
+            for (Py_ssize_t x = 0; x < W; x++)
+                o[x] = (float)(p[4 * x] + p[4 * x + 1] + p[4 * x + 2] + p[4 * x + 3]);
+        } else {
+            for (Py_ssize_t x = 0; x < W; x++) {
+                int total = 0;
+                for (Py_ssize_t c = 0; c < C; c++)
+                    total += p[x * C + c];
+                o[x] = (float)total;
+            }
+        }
+    }
+}
+
+/* |x| of the values of a (H, W) float32 map at least `threshold`, leaving out
+ * `margin` rows and columns on every side, into `out` (up to `capacity` of
+ * them, in row order); returns how many there are. */
+static Py_ssize_t FN(abs_at_least)(const float *x, Py_ssize_t H, Py_ssize_t W, Py_ssize_t margin,
+                                   float threshold, float *out, Py_ssize_t capacity)
+{
+    Py_ssize_t count = 0;
+    const Py_ssize_t end = W - margin;
+    for (Py_ssize_t y = margin; y < H - margin; y++) {
+        const float *row = x + y * W;
+        Py_ssize_t i = margin;
+        /* Four vectors at a time first: most hold no value at the threshold and are
+         * passed over after one test. */
+        for (; i + 4 * VL <= end; i += 4 * VL) {
+            veci at_least = (veci){0};
+            for (int b = 0; b < 4; b++) {
+                veci bits = (veci)FN(load)(row + i + VL * b) & 0x7fffffff; /* |x| */
+                at_least |= (vec)bits >= threshold;
+            }
+            int any = 0;
+            for (int k = 0; k < VL; k++)
+                any |= at_least[k];
+            if (!any)
+                continue;
+            for (int k = 0; k < 4 * VL; k++) {
+                float a = fabsf(row[i + k]);
+                if (a >= threshold) {
+                    if (count < capacity)
+                        out[count] = a;
+                    count++;
+                }
+            }
+        }
+        for (; i < end; i++) {
+            float a = fabsf(row[i]);
+            if (a >= threshold) {
+                if (count < capacity)
+                    out[count] = a;
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+/* 8-bit levels of n float32 values: rint(clip(|x| * scale, 0, 255)), as numpy's
+ * float32 abs, multiply, clip and rint give them (round half to even: adding
+ * and taking away 2**23 rounds a float32 in 0..255 so). Returns 0 where an
+ * |x| is NaN or over `big` (the levels are then not used), else 1. */
+static int FN(levels_u8)(const float *x, Py_ssize_t n, float scale, float big,
+                         unsigned char *out)
+{
+    const float round = 8388608.0f; /* 2**23 */
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        ok &= a <= big;
+        float v = a * scale;
+        v = v > 0.0f ? v : 0.0f; /* and NaN to 0, never converted */
+        v = v > 255.0f ? 255.0f : v;
+        v = (v + round) - round;
+        out[i] = (unsigned char)(int)v;
+    }
+    return ok;
+}
+
 #undef PASS_SUM
 #undef PASS_SUMS
 #undef FN

@@ -147,3 +147,35 @@ def correlate_separable(A, u, v, pads, bias):
     cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
     run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
     return Z, sorted(not_finite)
+
+
+def sum_channels(colour, out, top: int, left: int) -> None:
+    """The sum of the 8-bit channels of `colour` (m, H, W, C), as float32, into `out`
+    (m, H + top + bottom, W + left + right, 1), from row `top` and column `left` on.
+
+    Exact (at most ``255 * C``), so the same values as numpy's uint16 sum.
+    """
+    m, H, W, C = colour.shape
+    if not out.flags.c_contiguous or out.dtype != np.float32:
+        raise ValueError("sum_channels: out must be a C-contiguous float32 array")
+    _, H_out, W_out, _ = out.shape
+    for i in range(m):
+        _native.sum_channels(np.ascontiguousarray(colour[i]), out, (H, W, C),
+                             ((i * H_out + top) * W_out + left, W_out))
+
+
+def abs_at_least(x, margin: int, threshold: float, capacity: int):
+    """|x| of the float32 map `x` (H, W) at least `threshold`, `margin` rows and columns left
+    out on every side, in row order; None where more than `capacity` are."""
+    out = np.empty(capacity, np.float32)
+    count = _native.abs_at_least(np.ascontiguousarray(x, np.float32), out, x.shape, margin,
+                                 threshold)
+    return out[:count] if count <= capacity else None
+
+
+def levels_u8(x, scale: float, big: float):
+    """8-bit levels ``rint(clip(|x| * scale, 0, 255))`` of float32 `x`, as numpy's float32
+    arithmetic gives them; None where an |x| is NaN or over `big`."""
+    levels = np.empty(x.shape, np.uint8)
+    within = _native.levels_u8(np.ascontiguousarray(x, np.float32), levels, scale, big)
+    return levels if within else None
