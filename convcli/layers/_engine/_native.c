@@ -47,6 +47,9 @@ typedef struct {
 
 /* The most taps of a separable pass (the rows one output reads). */
 #define MAX_TAPS 4096
+/* Output rows whose vertical passes share their input rows' fetches
+ * (native.py's SEPARABLE_ROWS_AT_ONCE). */
+#define ROWS_AT_ONCE 4
 
 #define SUFFIX _base
 #define vec v4f
@@ -214,13 +217,14 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     a.v = v.buf;
     a.Z = Z.buf;
     a.line_len = a.left + a.W + right;
-    if (scratch.len < (Py_ssize_t)sizeof(float) * (a.line_len + a.W)) {
+    Py_ssize_t needed = (Py_ssize_t)sizeof(float) * (ROWS_AT_ONCE * a.line_len + a.W);
+    if (scratch.len < needed) {
         PyErr_Format(PyExc_ValueError, "separable: scratch of %zd bytes, %zd needed",
-                     scratch.len, (Py_ssize_t)sizeof(float) * (a.line_len + a.W));
+                     scratch.len, needed);
         ok = 0;
         goto done;
     }
-    float *line = scratch.buf, *zeros = line + a.line_len;
+    float *lines = scratch.buf, *zeros = lines + ROWS_AT_ONCE * a.line_len;
     memset(zeros, 0, sizeof(float) * a.W);
     a.symmetric_u = a.symmetric_v = 1;
     for (Py_ssize_t k = 0; k < a.f_h; k++)
@@ -235,10 +239,10 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_BUILD
     if (use_avx2)
-        separable_rows_avx2(&a, i, h0, h1, line, zeros, flags.buf);
+        separable_rows_avx2(&a, i, h0, h1, lines, zeros, flags.buf);
     else
 #endif
-        separable_rows_base(&a, i, h0, h1, line, zeros, flags.buf);
+        separable_rows_base(&a, i, h0, h1, lines, zeros, flags.buf);
     Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&flags);

@@ -44,14 +44,33 @@ static void FN(stage_rows)(const conv_args *a, Py_ssize_t i, Py_ssize_t R0, Py_s
             continue;
         }
         const float *src = a->A + ((i * a->H) + y) * a->W * C;
-        for (Py_ssize_t c = 0; c < C; c++) {
-            for (Py_ssize_t ph = 0; ph < s; ph++) {
+        for (Py_ssize_t ph = 0; ph < s; ph++) {
+            /* plane x holds padded column x*s + ph, image column x*s + ph - left:
+             * zeros before x0 and from x1 on, the image's columns between. */
+            Py_ssize_t x0 = a->left > ph ? (a->left - ph + s - 1) / s : 0;
+            Py_ssize_t x1 = (a->W + a->left - ph + s - 1) / s;
+            x0 = x0 < PW ? x0 : PW;
+            x1 = x1 < x0 ? x0 : x1 < PW ? x1 : PW;
+            for (Py_ssize_t c = 0; c < C; c++) {
                 float *plane = row + (c * s + ph) * PW;
-                /* padded column x*s + ph is image column x*s + ph - left */
-                for (Py_ssize_t x = 0; x < PW; x++) {
-                    Py_ssize_t col = x * s + ph - a->left;
-                    plane[x] = (col >= 0 && col < a->W) ? src[col * C + c] : 0.0f;
+                memset(plane, 0, sizeof(float) * x0);
+                memset(plane + x1, 0, sizeof(float) * (PW - x1));
+            }
+            const float *first = src + (x0 * s + ph - a->left) * C;
+            Py_ssize_t step = s * C;
+            if (C == 1 && s == 1) {
+                memcpy(row + x0, first, sizeof(float) * (x1 - x0));
+            } else if (C == 3) {
+                float *p0 = row + ph * PW, *p1 = row + (s + ph) * PW, *p2 = row + (2 * s + ph) * PW;
+                for (Py_ssize_t x = x0; x < x1; x++, first += step) {
+                    p0[x] = first[0];
+                    p1[x] = first[1];
+                    p2[x] = first[2];
                 }
+            } else {
+                for (Py_ssize_t x = x0; x < x1; x++, first += step)
+                    for (Py_ssize_t c = 0; c < C; c++)
+                        row[(c * s + ph) * PW + x] = first[c];
             }
         }
     }
@@ -116,7 +135,7 @@ CONV_BLOCK(1, 4)
 CONV_BLOCK(1, 1)
 CONV_BLOCK(2, 4)
 CONV_BLOCK(2, 1)
-CONV_BLOCK(3, 2)
+CONV_BLOCK(3, 3)
 CONV_BLOCK(3, 1)
 CONV_BLOCK(4, 2)
 CONV_BLOCK(4, 1)
@@ -213,12 +232,12 @@ static void FN(conv_row)(const conv_args *a, const float *stage, Py_ssize_t i, P
                          Py_ssize_t h0)
 {
     static const FN(conv_block_fn) wide[9] = {
-        0, FN(conv_block_1_4), FN(conv_block_2_4), FN(conv_block_3_2), FN(conv_block_4_2),
+        0, FN(conv_block_1_4), FN(conv_block_2_4), FN(conv_block_3_3), FN(conv_block_4_2),
         FN(conv_block_5_1), FN(conv_block_6_1), FN(conv_block_7_1), FN(conv_block_8_1)};
     static const FN(conv_block_fn) narrow[9] = {
         0, FN(conv_block_1_1), FN(conv_block_2_1), FN(conv_block_3_1), FN(conv_block_4_1),
         FN(conv_block_5_1), FN(conv_block_6_1), FN(conv_block_7_1), FN(conv_block_8_1)};
-    static const int wide_vectors[9] = {0, 4, 4, 2, 2, 1, 1, 1, 1};
+    static const int wide_vectors[9] = {0, 4, 4, 3, 2, 1, 1, 1, 1};
     Py_ssize_t first = a->groups == 1 ? FN(conv_row_channels)(a, stage, i, h, h0) : 0;
     for (Py_ssize_t g = 0; g < a->groups; g++) {
         for (Py_ssize_t n0 = first; n0 < a->Ng; n0 += 8) {
@@ -286,88 +305,120 @@ static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_s
         }                                                                                      \
     } while (0)
 
-/* Output rows [h0, h1) of image i of a one-channel image correlated with
- * outer(u, v): for each row, the vertical pass into `line` (its padded
- * columns, zeros at the sides), then the horizontal pass. Rows of the
- * padding read `zeros`, so that a row's value is the same whether its
- * zeros are padding or image. not_finite[h - h0] says whether row h holds
- * NaN or inf. */
-static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, Py_ssize_t h1,
-                               float *line, const float *zeros, char *not_finite)
+/* The vertical passes of `count` consecutive output rows (up to ROWS_AT_ONCE;
+ * row r reads the input rows rows[r .. r + f_h)) into lines[r], W columns,
+ * column block by column block: the input rows they share are fetched once
+ * from the L2 cache. */
+static void FN(vertical_rows)(const sep_args *a, const float **rows, float **lines, int count)
 {
-    const Py_ssize_t W = a->W, left = a->left, n_W = a->n_W, f_h = a->f_h, f_w = a->f_w;
-    const Py_ssize_t W8 = W - W % VL, n8 = n_W - n_W % VL;
-    const float *image = a->A + i * a->H * W;
-    const float *u = a->u, *v = a->v;
-    const int sym_u = a->symmetric_u, sym_v = a->symmetric_v;
-    const float *rows[MAX_TAPS];
-    memset(line, 0, sizeof(float) * a->line_len);
-    for (Py_ssize_t h = h0; h < h1; h++) {
-        float *t = line + left;
-        for (Py_ssize_t k = 0; k < f_h; k++) {
-            Py_ssize_t y = h + k - a->top;
-            rows[k] = (y >= 0 && y < a->H) ? image + y * W : zeros;
-        }
-        Py_ssize_t x = 0;
-        for (; x + 4 * VL <= W; x += 4 * VL) {
+    const Py_ssize_t W = a->W, W8 = W - W % VL, f_h = a->f_h;
+    const float *u = a->u;
+    const int sym_u = a->symmetric_u;
+    Py_ssize_t x = 0;
+    for (; x + 4 * VL <= W; x += 4 * VL) {
+        for (int r = 0; r < count; r++) {
+            const float **rr = rows + r;
             vec acc[4] = {{0}, {0}, {0}, {0}};
-#define ROW_VALUES(k, b) FN(load)(rows[k] + x + VL * (b))
+#define ROW_VALUES(k, b) FN(load)(rr[k] + x + VL * (b))
             PASS_SUMS(4, acc, ROW_VALUES, u, f_h, sym_u);
 #undef ROW_VALUES
             for (int b = 0; b < 4; b++)
-                FN(store)(t + x + VL * b, acc[b]);
+                FN(store)(lines[r] + x + VL * b, acc[b]);
         }
-        for (; x < W8; x += VL) {
+    }
+    for (int r = 0; r < count; r++) {
+        const float **rr = rows + r;
+        float *t = lines[r];
+        Py_ssize_t xx = x;
+        for (; xx < W8; xx += VL) {
             vec acc = (vec){0};
-#define ROW_VALUE(k) FN(load)(rows[k] + x)
+#define ROW_VALUE(k) FN(load)(rr[k] + xx)
             PASS_SUM(vec, acc, ROW_VALUE, u, f_h, sym_u);
 #undef ROW_VALUE
-            FN(store)(t + x, acc);
+            FN(store)(t + xx, acc);
         }
-        for (; x < W; x++) {
+        for (; xx < W; xx++) {
             float acc = 0;
-#define ROW_VALUE(k) rows[k][x]
+#define ROW_VALUE(k) rr[k][xx]
             PASS_SUM(float, acc, ROW_VALUE, u, f_h, sym_u);
 #undef ROW_VALUE
-            t[x] = acc;
+            t[xx] = acc;
         }
-        float *out = a->Z + (i * a->n_H + h) * n_W;
-        vec finite = (vec){0}; /* x - x is 0 for finite x, NaN for NaN and inf */
-        Py_ssize_t w = 0;
-        for (; w + 4 * VL <= n_W; w += 4 * VL) {
-            vec acc[4] = {{0}, {0}, {0}, {0}};
+    }
+}
+
+/* The horizontal pass of a vertical result `line` (padded columns) into the
+ * n_W outputs `out`, plus the bias; returns whether any is NaN or inf. */
+static int FN(horizontal_row)(const sep_args *a, const float *line, float *out)
+{
+    const Py_ssize_t n_W = a->n_W, n8 = n_W - n_W % VL, f_w = a->f_w;
+    const float *v = a->v;
+    const int sym_v = a->symmetric_v;
+    vec finite = (vec){0}; /* x - x is 0 for finite x, NaN for NaN and inf */
+    Py_ssize_t w = 0;
+    for (; w + 4 * VL <= n_W; w += 4 * VL) {
+        vec acc[4] = {{0}, {0}, {0}, {0}};
 #define LINE_VALUES(j, b) FN(load)(line + w + VL * (b) + (j))
-            PASS_SUMS(4, acc, LINE_VALUES, v, f_w, sym_v);
+        PASS_SUMS(4, acc, LINE_VALUES, v, f_w, sym_v);
 #undef LINE_VALUES
-            for (int b = 0; b < 4; b++) {
-                acc[b] += a->bias;
-                finite += acc[b] - acc[b];
-                FN(store)(out + w + VL * b, acc[b]);
-            }
+        for (int b = 0; b < 4; b++) {
+            acc[b] += a->bias;
+            finite += acc[b] - acc[b];
+            FN(store)(out + w + VL * b, acc[b]);
         }
-        for (; w < n8; w += VL) {
-            vec acc = (vec){0};
+    }
+    for (; w < n8; w += VL) {
+        vec acc = (vec){0};
 #define LINE_VALUE(j) FN(load)(line + w + (j))
-            PASS_SUM(vec, acc, LINE_VALUE, v, f_w, sym_v);
+        PASS_SUM(vec, acc, LINE_VALUE, v, f_w, sym_v);
 #undef LINE_VALUE
-            acc += a->bias;
-            finite += acc - acc;
-            FN(store)(out + w, acc);
-        }
-        float tail = 0;
-        for (; w < n_W; w++) {
-            float acc = 0;
+        acc += a->bias;
+        finite += acc - acc;
+        FN(store)(out + w, acc);
+    }
+    float tail = 0;
+    for (; w < n_W; w++) {
+        float acc = 0;
 #define LINE_VALUE(j) line[w + (j)]
-            PASS_SUM(float, acc, LINE_VALUE, v, f_w, sym_v);
+        PASS_SUM(float, acc, LINE_VALUE, v, f_w, sym_v);
 #undef LINE_VALUE
-            out[w] = acc + a->bias;
-            tail += out[w] - out[w];
+        out[w] = acc + a->bias;
+        tail += out[w] - out[w];
+    }
+    float lanes[VL];
+    FN(store)(lanes, finite);
+    for (int k = 0; k < VL; k++)
+        tail += lanes[k];
+    return tail != 0; /* NaN != 0 */
+}
+
+/* Output rows [h0, h1) of image i of a one-channel image correlated with
+ * outer(u, v), ROWS_AT_ONCE rows at a time: the vertical passes into the
+ * lines (padded columns, zeros at the sides; `line_len` values apart from
+ * `lines`), then the horizontal passes. Rows of the padding read `zeros`, so
+ * that a row's value is the same whether its zeros are padding or image.
+ * not_finite[h - h0] says whether row h holds NaN or inf. */
+static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, Py_ssize_t h1,
+                               float *lines, const float *zeros, char *not_finite)
+{
+    const Py_ssize_t W = a->W, left = a->left, f_h = a->f_h;
+    const float *image = a->A + i * a->H * W;
+    const float *rows[MAX_TAPS + ROWS_AT_ONCE];
+    float *line[ROWS_AT_ONCE];
+    memset(lines, 0, sizeof(float) * a->line_len * ROWS_AT_ONCE);
+    for (int r = 0; r < ROWS_AT_ONCE; r++)
+        line[r] = lines + r * a->line_len + left;
+    for (Py_ssize_t h = h0; h < h1; h += ROWS_AT_ONCE) {
+        int count = (int)(h1 - h < ROWS_AT_ONCE ? h1 - h : ROWS_AT_ONCE);
+        for (Py_ssize_t k = 0; k < f_h + count - 1; k++) {
+            Py_ssize_t y = h + k - a->top;
+            rows[k] = (y >= 0 && y < a->H) ? image + y * W : zeros;
         }
-        float lanes[VL];
-        FN(store)(lanes, finite);
-        for (int k = 0; k < VL; k++)
-            tail += lanes[k];
-        not_finite[h - h0] = tail != 0; /* NaN != 0 */
+        FN(vertical_rows)(a, rows, line, count);
+        for (int r = 0; r < count; r++) {
+            float *out = a->Z + (i * a->n_H + h + r) * a->n_W;
+            not_finite[h + r - h0] = (char)FN(horizontal_row)(a, line[r] - left, out);
+        }
     }
 }
 

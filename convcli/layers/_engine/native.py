@@ -47,6 +47,8 @@ DIRECT_CHANNELS = 16
 # The two passes of a rank-1 kernel cost a little more per tap than the direct
 # correlation's (a line written and read again, scalar tails).
 SEPARABLE_SHARE = 0.75
+# Output rows whose vertical passes _native.c makes together (its ROWS_AT_ONCE).
+SEPARABLE_ROWS_AT_ONCE = 4
 # Multiply-adds per pass of numpy over one value (tiles.WORK_PER_THREAD's unit).
 MULTIPLY_ADDS_PER_PASS = 8
 
@@ -138,12 +140,14 @@ def correlate_separable(A, u, v, pads, bias):
         i0, i1, h0, h1 = tile
         flags = scratch.take("flags", (h1 - h0,), np.uint8)
         for i in range(i0, i1):
-            _native.separable(A, u32, v32, Z, scratch.take("line", (line + W_in,)), flags, *shapes,
+            _native.separable(A, u32, v32, Z, scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in,)), flags, *shapes,
                               (i, h0, h1))
             if flags.any():
                 not_finite.extend((i, h0 + int(r)) for r in np.flatnonzero(flags))
 
-    tiles = RowTiles(m, n_H, max(1, TILE_VALUES // max(1, n_W)))
+    # Its scratch is a few rows: tiles of 4 MB of output, few enough calls, and some for
+    # each thread.
+    tiles = RowTiles(m, n_H, max(1, 4 * TILE_VALUES // max(1, n_W)))
     cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
     run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
     return Z, sorted(not_finite)

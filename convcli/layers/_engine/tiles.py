@@ -16,6 +16,7 @@ the cores (``cores // jobs``) instead.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -108,7 +109,7 @@ class Scratch:
         self.dtype, self.buffers = dtype, {}
 
     def take(self, name, shape, dtype=None):
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         buf = self.buffers.get(name)
         if buf is None or buf.size < size:
             buf = self.buffers[name] = np.empty(size, dtype or self.dtype)
