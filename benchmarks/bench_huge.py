@@ -106,15 +106,18 @@ def hiding(folder: Path, modules: list[str]) -> dict | None:
 def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
     """The pairs of commands: (convcli, libvips) for each job."""
     convcli = [sys.executable, "-m", "convcli"]
+    # The images are over the default --max-pixels on purpose.
     return {
         "conv vertical, float32": [
             [*convcli, "conv", "-k", "vertical", "--normalize", "none", "--format", "tiff",
-             "--overwrite", "-q", str(image), "-o", str(out / "convcli-conv.tiff")],
+             "--overwrite", "-q", "--max-pixels", "0", str(image),
+             "-o", str(out / "convcli-conv.tiff")],
             ["vips", "conv", str(image), f"{out / 'vips-conv.tif'}{TIFF_OUT}", str(mask),
              "--precision", "float"]],
         "average pool 2x2": [
             [*convcli, "pool", "--mode", "average", "--size", "2", "--format", "tiff",
-             "--overwrite", "-q", str(image), "-o", str(out / "convcli-pool.tiff")],
+             "--overwrite", "-q", "--max-pixels", "0", str(image),
+             "-o", str(out / "convcli-pool.tiff")],
             ["vips", "shrink", str(image), f"{out / 'vips-shrink.tif'}{TIFF_OUT}", "2", "2"]],
     }
 
