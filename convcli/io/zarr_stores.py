@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,7 @@ from .formats import store_attributes_marked
 from .ome import ome_attributes, physical_of
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
-from .storage import filesystem, is_url
+from .storage import CANCEL_SECONDS, filesystem, is_url
 
 CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
 """The channels of an image with 1 to 4 samples per pixel, as Pillow names them."""
@@ -434,8 +435,40 @@ class StoreSink(_LevelRows):
             store_claims.release(self._claim[0], self._claim[2])
 
     def abort(self) -> None:
-        """Drop the rows held: the writer removes the temporary folder."""
+        """Drop the rows held: the writer removes the temporary folder (the store on object
+        storage, once the writes that Ctrl-C left in flight have ended)."""
         self.discard()
+        if self._claim is not None and isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            _cancel_zarr_requests(CANCEL_SECONDS)
+
+
+def _cancel_zarr_requests(seconds: float) -> None:
+    """Cancel what runs in zarr's event loop, and wait up to `seconds` for it to end.
+
+    A write stopped by Ctrl-C leaves its requests running there (zarr's
+    ``sync`` stops waiting, not the work): chunks written after the store
+    was removed were left behind, a store with neither claim nor marker.
+    """
+    import asyncio
+
+    from zarr.core import sync
+
+    loop = sync.loop[0]
+    if loop is None or loop.is_closed():
+        return
+
+    async def cancel_all():
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=seconds)
+
+    ended = asyncio.run_coroutine_threadsafe(cancel_all(), loop)
+    try:
+        ended.result(seconds + 1)
+    except TimeoutError:  # a second Ctrl-C stops waiting at once
+        pass
 
 
 def _store(location, storage_options: dict | None = None):
