@@ -748,3 +748,19 @@ def test_dask_s_failed_reconnect_error_is_not_logged(caplog):
         logging.getLogger("distributed.client").error(
             "Failed to reconnect to scheduler after %.2f seconds, closing client", 10.0)
     assert "Failed to reconnect" not in caplog.text
+
+
+def test_no_lost_workers_line_once_the_scheduler_is_lost():
+    """The run's own line says the scheduler was lost: the workers lost before it were not
+    made up for, as the lost-workers line would say."""
+    from types import SimpleNamespace
+
+    from convcli.engines.base import EngineSettings
+    from convcli.engines.dask import DaskEngine
+
+    engine = DaskEngine(EngineSettings(scheduler="tcp://127.0.0.1:8786"))
+    engine.recovered_deaths = ["tcp://127.0.0.1:9"]
+    engine._run = SimpleNamespace(lost_scheduler=False)
+    assert engine.deaths_note().startswith("1 Dask worker(s) were lost during the run")
+    engine._run = SimpleNamespace(lost_scheduler=True)
+    assert engine.deaths_note() is None
