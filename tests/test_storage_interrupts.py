@@ -172,5 +172,5 @@ def test_zarr_requests_left_in_flight_by_ctrl_c_are_cancelled():
             ended.set()
 
     asyncio.run_coroutine_threadsafe(never_ends(), sync._get_loop())
-    zarr_stores._cancel_zarr_requests(5.0)
+    zarr_stores.cancel_zarr_requests(5.0)
     assert ended.is_set()

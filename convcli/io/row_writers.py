@@ -58,8 +58,8 @@ from .png import PngRowEncoder
 from .pyramid import TILE
 from .safeio import atomic_output
 from .spill import spills
-from .storage import remove_tree
-from .zarr_stores import StoreSink
+from .storage import CANCEL_SECONDS, remove_tree
+from .zarr_stores import StoreSink, cancel_zarr_requests
 
 ROW_FORMATS = ("npy", "png", "tiff", "zarr")
 """The formats :func:`open_row_writer` writes."""
@@ -244,7 +244,9 @@ def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]
     claim = store_claims.claim(url, storage_options)
     try:
         yield claim
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):  # its writes still run in zarr's loop
+            cancel_zarr_requests(CANCEL_SECONDS)
         _remove_own_store(url, claim, storage_options)
         raise
 

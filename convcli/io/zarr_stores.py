@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,7 @@ from .formats import store_attributes_marked
 from .ome import ome_attributes, physical_of
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
-from .storage import CANCEL_SECONDS, filesystem, is_url
+from .storage import filesystem, is_url
 
 CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
 """The channels of an image with 1 to 4 samples per pixel, as Pillow names them."""
@@ -435,14 +434,11 @@ class StoreSink(_LevelRows):
             store_claims.release(self._claim[0], self._claim[2])
 
     def abort(self) -> None:
-        """Drop the rows held: the writer removes the temporary folder (the store on object
-        storage, once the writes that Ctrl-C left in flight have ended)."""
+        """Drop the rows held: the writer removes the temporary folder."""
         self.discard()
-        if self._claim is not None and isinstance(sys.exc_info()[1], KeyboardInterrupt):
-            _cancel_zarr_requests(CANCEL_SECONDS)
 
 
-def _cancel_zarr_requests(seconds: float) -> None:
+def cancel_zarr_requests(seconds: float) -> None:
     """Cancel what runs in zarr's event loop, and wait up to `seconds` for it to end.
 
     A write stopped by Ctrl-C leaves its requests running there (zarr's
@@ -453,7 +449,7 @@ def _cancel_zarr_requests(seconds: float) -> None:
 
     from zarr.core import sync
 
-    loop = sync.loop[0]
+    loop = sync.loop[0]  # none yet: zarr has run nothing
     if loop is None or loop.is_closed():
         return
 
