@@ -7,8 +7,9 @@ import sys
 def main() -> None:
     """Run the command line; a Ctrl-C while it starts ends it quietly (status 130).
 
-    Once a run was stopped (status 130 or 143), further Ctrl-C and SIGTERM
-    are ignored while Python exits (it joins Dask's threads, for one).
+    Once a run was stopped (status 130 or 143), a further Ctrl-C or SIGTERM
+    while Python exits (it joins Dask's threads and zarr's, for one) ends the
+    process at once with that status, without a traceback.
 
     The modules load here, inside the guard: the package itself imports
     nothing heavy (see ``convcli/__init__.py``).
@@ -22,11 +23,11 @@ def main() -> None:
     try:
         command()
     except SystemExit as exc:
-        if exc.code in (130, 143):  # stopped: another Ctrl-C while Python exits changes nothing
+        if exc.code in (130, 143):  # stopped: another Ctrl-C while Python exits ends it now
             import signal
 
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, signal.SIG_IGN)
+                signal.signal(sig, lambda signum, frame, code=exc.code: os._exit(code))
         _leave_to_exit()
         raise
 

@@ -310,8 +310,9 @@ class DaskProcesses:
         try:
             if not wait_until(self.file.exists, 60):
                 raise TimeoutError("the Dask scheduler did not start")
-            with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
-                client.wait_for_workers(workers, timeout=60)
+            if workers:  # none: a scheduler alone
+                with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
+                    client.wait_for_workers(workers, timeout=60)
         except BaseException:
             self.close()
             raise

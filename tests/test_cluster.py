@@ -708,6 +708,35 @@ def test_a_scheduler_gone_while_waiting_for_workers_is_said_as_such():
     assert time.monotonic() - started < 2 and client._convcli_lost
 
 
+@pytest.mark.slow
+def test_a_scheduler_killed_while_the_run_waits_for_workers_is_said_as_such(tmp_path):
+    """A real scheduler with no workers, killed (SIGKILL) once convcli's client is on it:
+    one line saying it went away, exit 1; it was "the Dask cluster has no workers"
+    (asking the scheduler for its workers waited out Dask's reconnection, 10 s)."""
+    make_image(tmp_path / "a.png", "RGB")
+    lonely = DaskProcesses(tmp_path, 0)
+    try:
+        with distributed.Client(lonely.address, timeout=30, set_as_default=False) as watch:
+            def clients():  # a lambda: sent by value to the scheduler
+                return watch.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
+
+            before = clients()
+            proc = subprocess.Popen([*CONVCLI, "pool", str(tmp_path / "a.png"), "-o",
+                                     str(tmp_path / "out"), "--scheduler", lonely.address],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # convcli's client has joined: it waits for a worker now.
+            joined = wait_until(lambda: clients() > before, 60)
+        assert joined, proc.stderr
+        os.killpg(lonely.procs[0].pid, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        lonely.close()
+    assert proc.returncode == 1, stderr
+    assert stderr.splitlines() == [f"convcli: the Dask scheduler at {lonely.address} went away "
+                                   "before the run started: no file was processed"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_dask_s_failed_reconnect_error_is_not_logged(caplog):
     import logging
 
@@ -719,3 +748,19 @@ def test_dask_s_failed_reconnect_error_is_not_logged(caplog):
         logging.getLogger("distributed.client").error(
             "Failed to reconnect to scheduler after %.2f seconds, closing client", 10.0)
     assert "Failed to reconnect" not in caplog.text
+
+
+def test_no_lost_workers_line_once_the_scheduler_is_lost():
+    """The run's own line says the scheduler was lost: the workers lost before it were not
+    made up for, as the lost-workers line would say."""
+    from types import SimpleNamespace
+
+    from convcli.engines.base import EngineSettings
+    from convcli.engines.dask import DaskEngine
+
+    engine = DaskEngine(EngineSettings(scheduler="tcp://127.0.0.1:8786"))
+    engine.recovered_deaths = ["tcp://127.0.0.1:9"]
+    engine._run = SimpleNamespace(lost_scheduler=False)
+    assert engine.deaths_note().startswith("1 Dask worker(s) were lost during the run")
+    engine._run = SimpleNamespace(lost_scheduler=True)
+    assert engine.deaths_note() is None

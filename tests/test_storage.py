@@ -319,11 +319,11 @@ def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypat
                             records=({"output": f"{name}_p.png"},)))
     real, other = manifest.storage.upload, []
 
-    def upload(local, url, options=None):
+    def upload(local, url, options=None, **counted):
         if not other:  # the other run ends between this one's read and its put
             other.append("closing")
             other.append(runs[1].close())
-        real(local, url, options)
+        real(local, url, options, **counted)
 
     monkeypatch.setattr(manifest.storage, "upload", upload)
     try:
@@ -392,9 +392,9 @@ def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monk
 
     real = storage.upload
 
-    def upload(local, url, options=None):
+    def upload(local, url, options=None, **counted):
         if not manifest.is_manifest_name(storage.basename(url)):
-            return real(local, url, options)
+            return real(local, url, options, **counted)
         raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
 
     monkeypatch.setattr(storage, "upload", upload)
@@ -421,7 +421,7 @@ def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monk
 
     tries = []
 
-    def upload(local, url, options=None):
+    def upload(local, url, options=None, **counted):
         tries.append(url)
         raise storage.StoreError(url, "cannot connect to http://127.0.0.1:9")
 

@@ -514,9 +514,11 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
         start = time.perf_counter()
         for path in staged.paths:
             url = storage.join(task.out_dir, os.path.basename(path))
-            if not (stores and os.path.isdir(path)):  # a store is there already
-                storage.upload(path, url, options)
-            written.paths.append(url)
+            if stores and os.path.isdir(path):  # a store is there already
+                written.paths.append(url)
+            else:  # counted once whole, also where Ctrl-C came as the put finished
+                storage.upload(path, url, options, done=functools.partial(
+                    written.paths.append, url))
         timings["upload"] = time.perf_counter() - start
         return replace(result, source=task.source, outputs=tuple(written.paths))
 

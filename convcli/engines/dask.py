@@ -233,22 +233,17 @@ def worker_version() -> str:
 def check_versions(client, *, wait_seconds: float = 10.0) -> None:
     """Raise ClusterError unless every worker of `client` runs this version of convcli.
 
-    Waits up to `wait_seconds` for a first worker to join.
+    Waits up to `wait_seconds` for a first worker to join
+    (:func:`_wait_for_a_worker`); a scheduler that goes away meanwhile is said
+    as such, not as a cluster without workers.
     """
-    deadline = time.monotonic() + wait_seconds
-    while not client.scheduler_info().get("workers") and time.monotonic() < deadline:
-        if client.status not in ("running", "newly-created"):  # the scheduler went away
-            client._convcli_lost = True  # closed without waiting, see close()
-            address = getattr(client.scheduler, "address", None) or "its address"
-            raise ClusterError(f"the Dask scheduler at {address} went away before the run "
-                               "started: no file was processed")
-        time.sleep(0.1)
-    if not client.scheduler_info().get("workers"):
-        raise ClusterError("the Dask cluster has no workers")
+    _wait_for_a_worker(client, wait_seconds)
     ours = worker_version()
     try:
         theirs = client.run(worker_version)
     except Exception as exc:  # distributed raises a plain Exception for a failed import
+        if isinstance(exc, OSError) or client.status != "running":
+            raise _gone_before_the_run(client) from None
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ClusterError(f"convcli cannot be imported on the Dask workers ({reason}); "
                            f"install convcli {ours} there") from None
@@ -257,6 +252,43 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
         listed = ", ".join(f"{address} has {version}" for address, version in sorted(other.items()))
         raise ClusterError(f"the Dask workers must run convcli {ours}, as this machine does: "
                            f"{listed}")
+
+
+ASK_SECONDS = 5.0
+"""How long the scheduler has to say which workers it has, while a run waits for one."""
+
+
+def _wait_for_a_worker(client, wait_seconds: float) -> None:
+    """Return once the cluster of `client` has a worker; ClusterError after `wait_seconds`
+    without one, or at once where the scheduler went away.
+
+    The scheduler is asked only while the client is connected, and for
+    :data:`ASK_SECONDS` at most: asked while the client reconnects to a
+    scheduler that was killed, Dask waited out the reconnection (10 s), and
+    the run then said that the cluster had no workers.
+    """
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        if client.status not in ("running", "newly-created"):
+            raise _gone_before_the_run(client)
+        try:
+            workers = client.sync(client.scheduler.identity, n_workers=-1,
+                                  callback_timeout=ASK_SECONDS).get("workers")
+        except (OSError, TimeoutError):  # lost while asked, or no answer
+            raise _gone_before_the_run(client) from None
+        if workers:
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError("the Dask cluster has no workers")
+        time.sleep(0.1)
+
+
+def _gone_before_the_run(client) -> ClusterError:
+    """The error of a scheduler that went away before the run started."""
+    client._convcli_lost = True  # closed without waiting, see close()
+    address = getattr(client.scheduler, "address", None) or "its address"
+    return ClusterError(f"the Dask scheduler at {address} went away before the run "
+                        "started: no file was processed")
 
 
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx)://\S+|[^\s:/]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+")
@@ -359,6 +391,13 @@ class DaskEngine(RunEngine):
         return self._started(ClusterRun(self.client, tasks, worker, files_per_task=per_task,
                                         stop_requests=stop_requests,
                                         hooks=self.hooks))
+
+    def deaths_note(self) -> str | None:
+        """None once the scheduler was lost: the run said so on its own line, and the files
+        of the workers lost before it were not processed again."""
+        if self._run is not None and self._run.lost_scheduler:
+            return None
+        return super().deaths_note()
 
     def result_kept(self, result) -> None:
         if self._run is not None:

@@ -104,6 +104,11 @@ class ClusterRun:
         self._watch.failed = value
 
     @property
+    def lost_scheduler(self) -> bool:
+        """Whether the run ended because the scheduler was lost."""
+        return self._watch.failed == "scheduler"
+
+    @property
     def running(self) -> int:
         """Files being processed, at most: one per Dask task not finished, within the threads."""
         return min(len(self._group_of), max(1, self._watch.threads_in_all))

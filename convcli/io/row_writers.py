@@ -58,8 +58,8 @@ from .png import PngRowEncoder
 from .pyramid import TILE
 from .safeio import atomic_output
 from .spill import spills
-from .storage import remove_tree
-from .zarr_stores import StoreSink
+from .storage import CANCEL_SECONDS, remove_tree
+from .zarr_stores import StoreSink, cancel_zarr_requests
 
 ROW_FORMATS = ("npy", "png", "tiff", "zarr")
 """The formats :func:`open_row_writer` writes."""
@@ -244,10 +244,28 @@ def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]
     claim = store_claims.claim(url, storage_options)
     try:
         yield claim
-    except BaseException:
-        if store_claims.holder(url, storage_options) == claim:
-            remove_tree(url, storage_options)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):  # its writes still run in zarr's loop
+            cancel_zarr_requests(CANCEL_SECONDS)
+        _remove_own_store(url, claim, storage_options)
         raise
+
+
+CLEANUP_SECONDS = 3.0
+"""How long each request removing a failed or stopped store may take (reading its claim,
+removing its objects); past it, the store stays claimed and the next run writes it again."""
+
+
+def _remove_own_store(url: str, claim: str, storage_options: dict | None) -> None:
+    """Remove the store `url` while `claim` is still its own, each request bounded by
+    :data:`CLEANUP_SECONDS`. A request that fails leaves the store claimed and
+    unfinished (never taken for an output); the error that ended the write goes
+    on. A second Ctrl-C stops at once."""
+    try:
+        if store_claims.holder(url, storage_options, timeout=CLEANUP_SECONDS) == claim:
+            remove_tree(url, storage_options, timeout=CLEANUP_SECONDS)
+    except Exception:  # noqa: BLE001 - the store stays claimed: written again next time
+        pass
 
 
 def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,

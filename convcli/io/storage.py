@@ -17,6 +17,12 @@ user; a run stops at the first. On ``s3://`` the waits are bounded: unless
 the options or the environment say otherwise, botocore tries a request 3
 times (``standard`` retry mode) and gives up connecting after 5 s, reading
 after 15 s (:data:`S3_CONFIG`).
+
+A request stopped by Ctrl-C is cancelled where it runs, in fsspec's event
+loop, and waited for (:data:`CANCEL_SECONDS` at most) before the interrupt
+goes on: fsspec's own calls left it running, and an upload then finished
+after the run had counted it out, an object in no manifest (:func:`_request`).
+The requests of a stopped run's cleanup take a `timeout`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 
 from ..errors import MissingExtra
 from .formats import is_store_name
@@ -364,6 +372,81 @@ def dirname(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[0]
 
 
+CANCEL_SECONDS = 2.0
+"""How long a request stopped by Ctrl-C has to end once cancelled; a second Ctrl-C stops waiting."""
+
+
+def _request(fs, name: str, *args, timeout: float | None = None, done=None):
+    """``fs.name(*args)``, its coroutine run in the loop of an async file system (s3fs ...).
+
+    A KeyboardInterrupt (or `timeout` seconds, a TimeoutError) cancels the
+    request and waits up to :data:`CANCEL_SECONDS` for it to end, then goes
+    on. `done` is called once the request has finished, also where it
+    finished as it was stopped. Other file systems are called as they are.
+    """
+    loop = getattr(fs, "loop", None)
+    if not getattr(fs, "async_impl", False) or loop is None or getattr(fs, "asynchronous", False):
+        result = getattr(fs, name)(*args)
+    else:
+        result = _in_loop(loop, getattr(fs, "_" + name), args, timeout, done)
+    if done is not None:
+        done()
+    return result
+
+
+def _in_loop(loop, method, args: tuple, timeout: float | None, done):
+    """:func:`_request` in the event loop `loop`. The task is made there, so a Ctrl-C
+    that comes while it is handed over either finds it or stops it before it starts."""
+    import concurrent.futures
+
+    future, ended, state = concurrent.futures.Future(), threading.Event(), {}
+
+    async def watched():
+        try:
+            future.set_result(await method(*args))
+        except Exception as exc:  # noqa: BLE001 - raised where the result is asked for
+            future.set_exception(exc)
+        finally:
+            ended.set()
+
+    def start():
+        if not state.get("stopped"):
+            state["task"] = loop.create_task(watched())
+
+    def stop():
+        state["stopped"] = True
+        if "task" in state:
+            state["task"].cancel()
+        else:
+            ended.set()
+
+    try:
+        loop.call_soon_threadsafe(start)
+        return _result(future, timeout)
+    except (KeyboardInterrupt, TimeoutError):
+        if not future.done():
+            loop.call_soon_threadsafe(stop)
+            ended.wait(CANCEL_SECONDS)  # a second Ctrl-C stops waiting
+        if future.done() and not future.cancelled() and future.exception() is None \
+                and done is not None:
+            done()
+        raise
+
+
+def _result(future, timeout: float | None):
+    """The result of `future`, waited for in slices of a second (a Ctrl-C is seen within
+    one, as in fsspec's own wait); TimeoutError after `timeout` seconds, if given."""
+    import concurrent.futures
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not future.done():
+        left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+        if left <= 0:
+            raise TimeoutError(f"no answer in {timeout:g} s")
+        concurrent.futures.wait([future], timeout=left)
+    return future.result()
+
+
 def list_names(folder: str, options: dict | None = None) -> set[str]:
     """The names of the objects directly in `folder`, and of the Zarr stores (prefixes named
     ``*.zarr``) there (one listing request); empty if none."""
@@ -377,11 +460,12 @@ def list_names(folder: str, options: dict | None = None) -> set[str]:
             or is_store_name(e["name"])}
 
 
-def remove_tree(url: str, options: dict | None = None) -> None:
-    """Remove every object under the prefix `url` (none there: nothing to do)."""
+def remove_tree(url: str, options: dict | None = None, *, timeout: float | None = None) -> None:
+    """Remove every object under the prefix `url` (none there: nothing to do); `timeout`
+    seconds at most, if given (a TimeoutError)."""
     fs, path = filesystem(url, options)
     try:
-        fs.rm(path, recursive=True)
+        _request(fs, "rm", path, True, timeout=timeout)
     except FileNotFoundError:
         pass
 
@@ -390,37 +474,41 @@ def download(url: str, local: str, options: dict | None = None) -> None:
     """Copy the object `url` to the local file `local`."""
     fs, path = filesystem(url, options)
     with store_errors(url, one_object=True):
-        fs.get_file(path, local)
+        _request(fs, "get_file", path, local)
 
 
-def read_bytes(url: str, options: dict | None = None) -> bytes:
-    """The bytes of the object `url`."""
+def read_bytes(url: str, options: dict | None = None, *, timeout: float | None = None) -> bytes:
+    """The bytes of the object `url`; `timeout` seconds at most, if given."""
     fs, path = filesystem(url, options)
     with store_errors(url, one_object=True):
-        return fs.cat_file(path)
+        return _request(fs, "cat_file", path, timeout=timeout)
 
 
 def write_bytes(url: str, data: bytes, options: dict | None = None) -> None:
     """Write the object `url` holding `data`, in one put."""
     fs, path = filesystem(url, options)
     with store_errors(url):
-        fs.pipe_file(path, data)
+        _request(fs, "pipe_file", path, data)
 
 
 def remove_object(url: str, options: dict | None = None) -> None:
     """Remove the object `url` (none there: nothing to do)."""
     fs, path = filesystem(url, options)
     try:
-        fs.rm_file(path)
+        _request(fs, "rm_file", path)
     except FileNotFoundError:
         pass
 
 
-def upload(local: str, url: str, options: dict | None = None) -> None:
-    """Copy the local file `local` to the object `url`, in one put (a whole object or none)."""
+def upload(local: str, url: str, options: dict | None = None, *, done=None) -> None:
+    """Copy the local file `local` to the object `url`, in one put (a whole object or none).
+
+    `done` is called once the object is whole, also where Ctrl-C came as
+    the put finished: the caller then counts it as written.
+    """
     fs, path = filesystem(url, options)
     with store_errors(url):
-        fs.put_file(local, path)
+        _request(fs, "put_file", local, path, done=done)
 
 
 def walk_visible(top: str, *, recursive: bool, options: dict | None = None):

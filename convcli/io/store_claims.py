@@ -49,11 +49,13 @@ def claim(url: str, options: dict | None = None) -> str:
     return token
 
 
-def holder(url: str, options: dict | None = None) -> str | None:
-    """The token of the run that claims the store `url`, or None (finished, or never claimed)."""
+def holder(url: str, options: dict | None = None, *, timeout: float | None = None
+           ) -> str | None:
+    """The token of the run that claims the store `url`, or None (finished, or never claimed);
+    `timeout` seconds at most, if given (:func:`convcli.io.storage.read_bytes`)."""
     try:
-        return storage.read_bytes(storage.join(url, CLAIM_NAME), options).decode(
-            errors="replace")
+        return storage.read_bytes(storage.join(url, CLAIM_NAME), options,
+                                  timeout=timeout).decode(errors="replace")
     except FileNotFoundError:
         return None
 

@@ -438,6 +438,35 @@ class StoreSink(_LevelRows):
         self.discard()
 
 
+def cancel_zarr_requests(seconds: float) -> None:
+    """Cancel what runs in zarr's event loop, and wait up to `seconds` for it to end.
+
+    A write stopped by Ctrl-C leaves its requests running there (zarr's
+    ``sync`` stops waiting, not the work): chunks written after the store
+    was removed were left behind, a store with neither claim nor marker.
+    """
+    import asyncio
+
+    from zarr.core import sync
+
+    loop = sync.loop[0]  # none yet: zarr has run nothing
+    if loop is None or loop.is_closed():
+        return
+
+    async def cancel_all():
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=seconds)
+
+    ended = asyncio.run_coroutine_threadsafe(cancel_all(), loop)
+    try:
+        ended.result(seconds + 1)
+    except TimeoutError:  # a second Ctrl-C stops waiting at once
+        pass
+
+
 def _store(location, storage_options: dict | None = None):
     """The zarr store at `location`: a local folder, or an object-storage URL (fsspec)."""
     zarr = require_zarr("--format zarr needs zarr")
