@@ -462,7 +462,8 @@ def test_a_file_stopped_part_way_reports_the_outputs_it_wrote(photo, out, monkey
         return real(out_, *args)
 
     monkeypatch.setattr(process, "_write_output", stopped_at_the_third)
-    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp())))
+    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp(),
+                                     separate=True)))
     result = process.process_file(task)
     assert result.status == "stopped"
     assert [Path(p).name for p in result.outputs] == [c.path.name for c in calls[:2]]

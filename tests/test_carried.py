@@ -44,7 +44,7 @@ def test_pool_keeps_the_profile_the_exif_and_the_resolution_over_the_stride(
         tmp_path, pixels, profile, fmt):
     source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
     out = tmp_path / "out"
-    result = ok("pool", "--format", fmt, source, "-o", out, "-v")
+    result = ok("pool", "--format", fmt, source, "-o", out, "-v", "--separate")
     assert "kept: colour profile 'sRGB built-in', 150x150 dpi, EXIF" in result.stderr
     for name in ("photo_pool-max-f2-s2", "photo_pool-max-f2-s2-R"):
         icc, dpi, make, orientation, _ = _read(out / f"{name}.{fmt}")
@@ -58,7 +58,7 @@ def test_the_pixels_are_the_same_with_or_without_a_profile(tmp_path, pixels, pro
     with Image.open(tmp_path / "with.jpg") as decoded:  # its levels, and nothing else
         Image.fromarray(np.asarray(decoded)).save(tmp_path / "without.png")
     ok("pool", "--mode", "average", tmp_path / "with.jpg", tmp_path / "without.png", "-o",
-       tmp_path / "out")
+       tmp_path / "out", "--format", "png")
     with_profile = _read(tmp_path / "out" / "with_pool-average-f2-s2.png")
     without = _read(tmp_path / "out" / "without_pool-average-f2-s2.png")
     np.testing.assert_array_equal(with_profile[4], without[4])
@@ -84,7 +84,7 @@ def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(tmp_p
                                                                           profile):
     source = _jpeg(tmp_path / "turned.jpg", pixels, profile, orientation=6)
     ok("pad", "--pad", "0", source, "-o", tmp_path / "out")
-    path = tmp_path / "out" / "turned_pad-constant-0.png"
+    path = tmp_path / "out" / "turned_pad-constant-0.jpg"  # a JPEG stays a JPEG
     _, _, make, orientation, written = _read(path)
     assert make == "Canon" and orientation == 1
     with Image.open(path) as im:
@@ -98,8 +98,8 @@ def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile
     tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
                      resolution=(300, 300), resolutionunit="INCH", iccprofile=profile)
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "3", "--format", "tiff", tmp_path / "scan.tif", "-o",
-                tmp_path / "out", "-v", *extra)
+    result = ok("pool", "--size", "3", tmp_path / "scan.tif", "-o",  # a TIFF stays a TIFF
+                tmp_path / "out", "-v", "--separate", *extra)
     assert ("processed in strips" in result.stderr) == bool(memory)
     for name in ("scan_pool-max-f3-s3.tiff", "scan_pool-max-f3-s3-G.tiff"):
         with tifffile.TiffFile(tmp_path / "out" / name) as tif:
@@ -213,7 +213,7 @@ def test_gdal_puts_every_output_pixel_at_its_windows_centre(tmp_path, command):
 def test_a_png_says_it_holds_no_georeference(tmp_path):
     source = _geotiff(tmp_path / "scene.tif",
                       np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8))
-    result = ok("pool", source, "-o", tmp_path / "out", "-v")
+    result = ok("pool", source, "-o", tmp_path / "out", "-v", "--format", "png")
     assert "georeference not kept: png outputs hold none" in result.stderr
 
 

@@ -61,13 +61,15 @@ def weights(names, n_in):
 # --- pad -------------------------------------------------------------------------------------
 
 
-def test_pad_defaults_write_channels_and_the_whole_image(photo, out):
+def test_pad_defaults_write_the_whole_image_alone_and_separate_adds_channels(photo, out):
     ok("pad", photo, "-o", out)
-    names = {p.name for p in outputs_in(out)}
-    assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
+    assert {p.name for p in outputs_in(out)} == {"photo_pad-constant-2.png"}
     A = pixels(photo)
     expected = pad_images(A[None], 2, mode="constant", value=0)[0]
     np.testing.assert_array_equal(read(out / "photo_pad-constant-2.png"), expected)
+    ok("pad", photo, "-o", out, "--separate")
+    names = {p.name for p in outputs_in(out)}
+    assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
     for c, name in enumerate("RGB"):
         np.testing.assert_array_equal(read(out / f"photo_pad-constant-2-{name}.png"),
                                       expected[:, :, c])
@@ -84,7 +86,7 @@ def test_pad_modes_npy_equals_library(photo, out, mode):
 
 
 def test_pad_value_outside_the_range_is_clipped_in_images_kept_in_npy(photo, out):
-    ok("pad", photo, "-o", out, "--value", 300, "--format", "png")
+    ok("pad", photo, "-o", out, "--value", 300, "--format", "png", "--separate")
     ok("pad", photo, "-o", out, "--value", 300, "--format", "npy")
     assert read(out / "photo_pad-constant-2-v300-R.png")[0, 0] == 255
     assert np.load(out / "photo_pad-constant-2-v300.npy")[0, 0, 0] == 300
@@ -319,7 +321,7 @@ def test_conv_16_bit_in_16_bit_out(tmp_path, out):
 
 
 def test_pool_defaults_max_2x2(photo, out):
-    ok("pool", photo, "-o", out)
+    ok("pool", photo, "-o", out, "--separate")
     expected, _ = pool_forward(pixels(photo)[None], {"f": 2, "stride": 2}, mode="max")
     np.testing.assert_array_equal(read(out / "photo_pool-max-f2-s2.png"), expected[0])
     for c, name in enumerate("RGB"):
@@ -333,7 +335,7 @@ def test_pool_average_size_stride(photo, out, mode):
     A = np.load(out / "photo_pool-average-f5-s3.npy")
     expected, _ = pool_forward(pixels(photo)[None], {"f": 5, "stride": 3}, mode="average")
     np.testing.assert_array_equal(A, expected[0])
-    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3)
+    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3, "--separate")
     got = read(out / "photo_pool-average-f5-s3-G.png")
     np.testing.assert_array_equal(got, np.rint(expected[0, :, :, 1]))
 
@@ -360,7 +362,7 @@ def test_pool_pools_alpha(tmp_path, out):
     assert (A[..., 3] == 0).any()  # some pixels are transparent: their colour is left out
     expected = visible_max_pool(A, 3, 3)[None]
     np.testing.assert_array_equal(np.load(out / "a_pool-max-f3-s3.npy"), expected[0])
-    ok("pool", src, "-o", out, "--size", 3)
+    ok("pool", src, "-o", out, "--size", 3, "--separate")
     assert read(out / "a_pool-max-f3-s3.png").shape[2] == 4
     np.testing.assert_array_equal(read(out / "a_pool-max-f3-s3-A.png"), expected[0, :, :, 3])
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,8 +26,37 @@ from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.safeio import path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, top_level
-from .names import FORMATS, Output, ome_tiff_name
-from .plan import Task
+from .names import FORMATS, Output, file_format, ome_tiff_name
+
+if TYPE_CHECKING:
+    from .plan import Task
+
+
+KEPT_FORMAT_FALLBACK = "png"
+"""What an image changed (pad, pool) of a format convcli cannot write is written as."""
+
+
+def output_format(op, source: str, fmt: str | None) -> str:
+    """The format of `op`'s outputs of the input `source`: `fmt` (``--format``) where given.
+
+    Else an image changed (:attr:`Operation.writes_image`: pad, pool) keeps its
+    input's format, as every peer tool does (a JPEG stays a JPEG, a TIFF a TIFF,
+    a Zarr store a store), and one that convcli cannot write (WebP, GIF, BMP, or
+    standard input) becomes PNG (:func:`run_hints` says so); maps (conv, grad)
+    are PNG.
+
+    >>> from convcli.app.ops import ConvOp, PoolOp
+    >>> output_format(PoolOp(), "a/photo.JPEG", None), output_format(PoolOp(), "a.webp", None)
+    ('jpg', 'png')
+    >>> output_format(ConvOp(["edge"]), "photo.jpg", None), output_format(PoolOp(), "a.jpg", "tiff")
+    ('png', 'tiff')
+    """
+    if fmt is not None:
+        return fmt
+    if not getattr(op, "writes_image", False):
+        return "png"
+    kept = file_format(source)
+    return kept if kept is not None and not FORMATS[kept].raw else KEPT_FORMAT_FALLBACK
 
 
 def output_depth(depth: int, fmt: str) -> int:
@@ -165,10 +195,16 @@ def carried_note(task: Task, pic) -> str:
 
 def run_hints(task: Task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:
     """What a run says once (not for each file): the operation's tips for an input with
-    these `channels`, and where `task`'s format cannot hold the physical pixel size of an
-    OME image (`carried`) that its outputs keep."""
+    these `channels`, the inputs of a format convcli cannot write that keep their format
+    (:func:`output_format`) written as PNG, and where `task`'s format cannot hold the
+    physical pixel size of an OME image (`carried`) that its outputs keep."""
     hints = getattr(task.op, "hints", None)
     said = tuple(hints(channels)) if hints is not None else ()
+    suffix = Path(task.source).suffix.lower()
+    if (task.kept_format and getattr(task.op, "writes_image", False) and suffix
+            and file_format(task.source) != task.fmt):
+        said += (f"{suffix} inputs are written as {task.fmt}: convcli does not write "
+                 f"{suffix} files (--format names another)",)
     if carried.physical is not None and carried.held_by(task.fmt).physical is None:
         said += (f"physical pixel size not kept: {task.fmt} outputs hold none "
                  "(tiff and zarr outputs do)",)
