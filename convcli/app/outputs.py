@@ -46,9 +46,11 @@ def output_format(op, source: str, fmt: str | None) -> str:
     are PNG.
 
     >>> from convcli.app.ops import ConvOp, PoolOp
+    >>> from convcli.kernels import get_kernel
     >>> output_format(PoolOp(), "a/photo.JPEG", None), output_format(PoolOp(), "a.webp", None)
     ('jpg', 'png')
-    >>> output_format(ConvOp(["edge"]), "photo.jpg", None), output_format(PoolOp(), "a.jpg", "tiff")
+    >>> edges = ConvOp([get_kernel("edge")])
+    >>> output_format(edges, "photo.jpg", None), output_format(PoolOp(), "a.jpg", "tiff")
     ('png', 'tiff')
     """
     if fmt is not None:
