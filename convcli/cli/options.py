@@ -63,6 +63,14 @@ _FRAMES_OPTION = click.option(
          "batch axis m: first, all, or numbers from 0 such as 0,2-5.")
 
 
+_FORMAT_OPTION = click.option(
+    "--format", "fmt", type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
+    default=None,
+    help="The format of every output (one raw float32 .npy per input with npy)  [default: pad "
+         "and pool keep the input's (PNG for one convcli cannot write), conv and grad maps "
+         "are PNG]")
+
+
 def common_options(command):
     """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
@@ -75,12 +83,7 @@ def common_options(command):
                      help="Folder for the results (created if needed); or, for one input "
                           "giving one image, a file named with its format's extension, or "
                           "- for standard output."),
-        click.option("--format", "fmt",
-                     type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
-                     default=None,
-                     help="The format of every output (one raw float32 .npy per input with "
-                          "npy)  [default: pad and pool keep the input's (PNG for one convcli "
-                          "cannot write), conv and grad maps are PNG]"),
+        _FORMAT_OPTION,
         click.option("--figure", is_flag=True,
                      help="Also draw <stem>_<op>-<options>_grid.png: the original beside "
                           "every channel."),
