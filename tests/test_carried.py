@@ -233,21 +233,28 @@ def _shape_over_hidden_magenta(path):
                                      ["pool", "--mode", "average", "--size", "3"],
                                      ["pool", "--mode", "average", "--size", "4", "--stride", "3",
                                       "--pad", "1"],
-                                     ["pad", "--pad", "4", "--mode", "reflect"]])
+                                     ["pad", "--pad", "4", "--mode", "reflect"],
+                                     ["conv", "-k", "gaussian-5x5", "--channels", "each"],
+                                     ["conv", "-k", "sharpen", "--channels", "each"],
+                                     ["conv", "-k", "box-blur,gaussian-3x3", "--channels", "each",
+                                      "--stride", "2", "--border", "constant"]])
 def test_no_hidden_magenta_ever_shows(tmp_path, command):
-    """Pooling weighted by alpha: every visible output pixel is the disc's green, whatever
-    share of its window was transparent magenta (edge pixels were 71/58/54, 312 of 312 of
-    the max pool's edge pixels magenta)."""
+    """Pooling and blurring weighted by alpha: every visible output pixel is the disc's
+    green, whatever share of its window was transparent magenta (edge pixels were
+    71/58/54, 312 of 312 of the max pool's edge pixels magenta; a blur by channel dropped
+    alpha and showed the magenta everywhere around the disc)."""
     source = _shape_over_hidden_magenta(tmp_path / "disc.png")
     ok(*command, source, "-o", tmp_path / "out")
-    (whole,) = [p for p in (tmp_path / "out").glob("*.png")
-                if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
-    with Image.open(whole) as im:
-        assert im.mode == "RGBA"
-        rgba = np.asarray(im).astype(int)
-    visible = rgba[..., 3] > 0
-    assert visible.sum() > 100 and (~visible).sum() > 100
-    assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
+    wholes = [p for p in (tmp_path / "out").glob("*.png")
+              if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
+    assert len(wholes) == (2 if "box-blur,gaussian-3x3" in command else 1)
+    for whole in wholes:
+        with Image.open(whole) as im:
+            assert im.mode == "RGBA"
+            rgba = np.asarray(im).astype(int)
+        visible = rgba[..., 3] > 0
+        assert visible.sum() > 100 and (~visible).sum() > 100
+        assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
@@ -316,3 +323,24 @@ def test_a_zarr_store_of_a_geotiff_holds_its_transform(tmp_path, memory):
     assert geo["crs"] == "EPSG:32633"
     assert geo["geotransform"] == pytest.approx([500005.0, 20.0, 0.0, 4599995.0, 0.0, -20.0])
     assert group.attrs["convcli"]["version"]
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-5x5", "sharpen"])
+def test_a_blur_weighted_by_alpha_is_the_same_in_strips(tmp_path, small_strips, kernel):
+    """An RGBA TIFF blurred by channel whole and in strips: the same values, no magenta."""
+    y, x = np.mgrid[0:900, 0:700]
+    rgba = np.zeros((900, 700, 4), np.uint8)
+    rgba[...] = (255, 0, 255, 0)
+    rgba[np.hypot(y - 450, x - 350) < 300] = (40, 160, 60, 255)
+    tifffile.imwrite(tmp_path / "disc.tif", rgba, tile=(64, 64), photometric="rgb",
+                     extrasamples=["unassalpha"])
+    results = []
+    for extra in ([], ["--memory", small_strips]):
+        out = tmp_path / f"out{len(results)}"
+        result = ok("conv", "-k", kernel, "--channels", "each", "--format", "npy",
+                    tmp_path / "disc.tif", "-o", out, "-v", *extra)
+        assert ("processed in strips" in result.stderr) == bool(extra)
+        results.append(np.load(out / f"disc_conv-{kernel}-each.npy"))
+    np.testing.assert_array_equal(results[0], results[1])
+    visible = np.rint(results[0][..., 3]) > 0
+    assert np.abs(results[0][visible][:, :3] - (40, 160, 60)).max() < 0.5

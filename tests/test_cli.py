@@ -287,17 +287,57 @@ def test_conv_channels_gray_uses_luminance(photo, out):
     np.testing.assert_allclose(Z, expected[0], atol=1e-3)
 
 
-def test_conv_drops_alpha(tmp_path, out):
+def test_edge_maps_of_rgba_see_the_colour_as_it_shows_over_black(tmp_path, out):
     src = make_image(tmp_path / "a.png", "RGBA")
     ok("conv", src, "-o", out, "-k", "vertical", "--format", "npy")
     Z = np.load(out / "a_conv-vertical-sum.npy")
-    A = pixels(src, "RGBA")[None, :, :, :3]
+    rgba = pixels(src, "RGBA")[None]
+    assert (rgba[..., 3] == 0).any() and (rgba[..., 3] == 255).any()
+    A = rgba[..., :3] * (rgba[..., 3:] / np.float32(255))
     expected, _ = conv_forward(reflected(A), weights(["vertical"], 3),
                                np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 0})
-    np.testing.assert_array_equal(Z, expected[0])
+    np.testing.assert_allclose(Z, expected[0], rtol=0, atol=1e-3)
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
     assert {p.name for p in out.glob("*.png")} == {
         f"a_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
+
+
+def alpha_weighted_blur(rgba: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Nested loops over the kernel's taps (border reflect): colour sum(w c a) / sum(w a),
+    0 where sum(w a) is not above 0.001; alpha sum(w alpha)."""
+    f = kernel.shape[0]
+    padded = np.pad(rgba.astype(np.float64), ((f // 2, f // 2), (f // 2, f // 2), (0, 0)),
+                    mode="reflect")
+    h, w = rgba.shape[:2]
+    colour, total = np.zeros((h, w, 3)), np.zeros((h, w, 1))
+    for i in range(f):
+        for j in range(f):
+            window = padded[i:i + h, j:j + w]
+            weight = window[..., 3:] / 255
+            colour += kernel[i, j] * window[..., :3] * weight
+            total += kernel[i, j] * weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        colour = np.where(total > 1e-3, colour / total, 0)
+    return np.concatenate([colour, total * 255], axis=2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-3x3", "sharpen"])
+def test_blur_and_sharpen_by_channel_are_weighted_by_alpha_and_keep_it(tmp_path, out, kernel):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("conv", src, "-o", out, "-k", kernel, "--channels", "each", "--format", "npy")
+    got = np.load(out / f"a_conv-{kernel}-each.npy")
+    rgba = pixels(src, "RGBA")
+    want = alpha_weighted_blur(rgba, get_kernel(kernel).weights.astype(np.float64))
+    assert got.shape == rgba.shape
+    stable = np.abs(want[..., 3]) > 10  # away from a nearly empty weight, where it is ill-posed
+    np.testing.assert_allclose(got[stable], want[stable], rtol=1e-5, atol=2e-3)
+    np.testing.assert_allclose(got[..., 3], want[..., 3], rtol=0, atol=2e-3)
+    ok("conv", src, "-o", out, "-k", kernel, "--channels", "each")
+    assert {p.name for p in out.glob("*.png")} == {
+        f"a_conv-{kernel}-{c}.png" for c in ("R", "G", "B", "A", "each")}
+    written = read(out / f"a_conv-{kernel}-each.png")
+    assert written.shape == rgba.shape
+    np.testing.assert_array_equal(written, np.clip(np.rint(got), 0, 255))
 
 
 def test_conv_16_bit_in_16_bit_out(tmp_path, out):

@@ -258,8 +258,9 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, d
              inputs, **common):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
-    Alpha is dropped: only colour channels are convolved. Each output channel
-    is written as a grey image, or all of them as one .npy with --format npy.
+    Alpha weighs the colours: blurs by channel keep it (RGBA out), edge maps
+    see the image over black. Each output channel is written as a grey image,
+    or all of them as one .npy with --format npy.
 
     \b
     Examples:
