@@ -432,3 +432,31 @@ def test_a_stack_on_a_local_dask_cluster_gives_the_files_of_a_local_run(tmp_path
     assert digests(tmp_path / "dask") == digests(tmp_path / "here")
     frames, durations, loop = _read_frames(tmp_path / "dask" / "a_pool-max-f2-s2.png")
     assert (len(frames), durations, loop) == (3, DURATIONS[:3], 2)
+
+
+@pytest.mark.parametrize("suffix, fmt", [(".webp", None), (".png", None), (".webp", "jpg")])
+def test_a_stack_keeps_its_exif_with_the_orientation_of_its_frames(tmp_path, suffix, fmt):
+    """The frames of a stack are not turned upright: their EXIF keeps its orientation."""
+    frames = _frames(3)
+    exif = Image.Exif()
+    exif[0x010F], exif[0x0112] = "Canon", 6
+    exif.get_ifd(0x8769)[0x9003] = "2024:01:02 03:04:05"
+    Image.fromarray(frames[0]).save(tmp_path / f"anim{suffix}", save_all=True, lossless=True,
+                                    append_images=[Image.fromarray(f) for f in frames[1:]],
+                                    exif=exif.tobytes())
+    out = tmp_path / "o"
+    ok("pool", tmp_path / f"anim{suffix}", "-o", out, *(["--format", fmt] if fmt else []))
+    written = sorted(p for p in out.iterdir() if p.suffix in (".png", ".jpg"))
+    assert len(written) == (3 if fmt == "jpg" else 1)
+    expected, _ = pool_forward(np.stack(frames).astype(np.float32), {"f": 2, "stride": 2})
+    for path in written:
+        with Image.open(path) as im:
+            found = im.getexif()
+            assert found[0x010F] == "Canon" and found[0x0112] == 6
+            assert found.get_ifd(0x8769)[0x9003] == "2024:01:02 03:04:05"
+            assert im.size == (W // 2, H // 2)  # as stored, not turned
+            if fmt is None:
+                assert im.n_frames == 3
+                im.seek(2)
+                np.testing.assert_array_equal(np.asarray(im.convert("RGB")),
+                                              expected[2].astype(np.uint8))

@@ -464,9 +464,13 @@ def _number(value: float) -> str:
     return f"{round(value, 1):g}"
 
 
-def from_pillow(im) -> Carried:
+def from_pillow(im, *, upright: bool = True) -> Carried:
     """What the Pillow image `im` (opened, not necessarily loaded) carries: its profile and
-    resolution (:func:`from_pillow_info`) and its EXIF."""
+    resolution (:func:`from_pillow_info`), its EXIF and a JPEG's coding.
+
+    `upright`: its pixels are turned upright (a picture), so the EXIF's orientation is set
+    to 1; else (the frames of a stack, as stored) it is kept.
+    """
     header = from_pillow_info(im)
     try:
         found = im.getexif()
@@ -475,12 +479,13 @@ def from_pillow(im) -> Carried:
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
-    return replace(header, dpi=dpi, exif=_upright_exif(found), jpeg=jpeg_coding(im))
+    return replace(header, dpi=dpi, exif=_upright_exif(found, upright), jpeg=jpeg_coding(im))
 
 
-def _upright_exif(found) -> bytes | None:
+def _upright_exif(found, upright: bool = True) -> bytes | None:
     """Pillow's EXIF `found`, with its camera (dates, exposure) and GPS blocks and orientation
-    1, as bytes; None where there is none, or it cannot be written again."""
+    1 (or as it is, not `upright`), as bytes; None where there is none, or it cannot be
+    written again."""
     if not len(found):
         return None
     from PIL import Image
@@ -491,7 +496,8 @@ def _upright_exif(found) -> bytes | None:
         for ifd in (0x8769, 0x8825):
             if ifd in found:
                 tags.get_ifd(ifd)
-        tags[ORIENTATION] = 1
+        if upright:
+            tags[ORIENTATION] = 1
         exif = tags.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
