@@ -104,6 +104,7 @@ class ConvOp:
     combine: str | None = None
     dilation: int = 1
     name: ClassVar[str] = "conv"
+    writes_image: ClassVar[bool] = False
 
     def __post_init__(self):
         for field_name, value in _checked_options(self).items():

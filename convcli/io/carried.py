@@ -88,9 +88,7 @@ class Carried:
             kept.append("georeference")
         if self.physical is not None:
             kept.append(f"pixel size {self.physical.text()}")
-        if self.jpeg is not None:
-            kept.append(f"JPEG quality {self.jpeg.quality}")
-        return ", ".join(kept)
+        return ", ".join(kept)  # not the JPEG coding: every JPEG has one, the manifest says it
 
     @property
     def nodata(self) -> float | None:
