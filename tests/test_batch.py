@@ -372,8 +372,8 @@ def _start_batch(tmp_path, count, size, *extra):
         shutil.copyfile(picture, src / f"{i:02d}" / "photo.png")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "pool", "--figure", "-r", str(src), "-o", str(out),
-         "--jobs", "2", *extra],
+        [sys.executable, "-m", "convcli", "pool", "--figure", "--separate", "-r", str(src), "-o",
+         str(out), "--jobs", "2", *extra],
         stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 60
@@ -436,8 +436,9 @@ def test_every_output_left_by_a_stop_has_its_manifest_line_and_is_counted(tmp_pa
     """Ctrl-C (twice with processes) while a file that wrote its outputs has not returned."""
     src = make_folder(tmp_path / "in", 4, (60, 40))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_AFTER_WRITING, "pool", str(src), "-o",
-                             str(out), "-j", str(jobs)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_AFTER_WRITING, "pool", "--separate",
+                             str(src), "-o", str(out), "-j", str(jobs)], stderr=subprocess.PIPE,
+                            text=True)
     expected = 4 * (4 if jobs == 2 else 2)  # 3 channels and the whole image of each file done
     assert wait_until(lambda: len(list(out.glob("p*.png"))) == expected, 60)
     for _ in range(1 if jobs == 1 else 2):
@@ -462,7 +463,8 @@ def test_a_file_stopped_part_way_reports_the_outputs_it_wrote(photo, out, monkey
         return real(out_, *args)
 
     monkeypatch.setattr(process, "_write_output", stopped_at_the_third)
-    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp())))
+    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp(),
+                                     separate=True)))
     result = process.process_file(task)
     assert result.status == "stopped"
     assert [Path(p).name for p in result.outputs] == [c.path.name for c in calls[:2]]
@@ -594,8 +596,8 @@ def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     assert "Traceback" not in stderr
     assert "worker process(es) died (signal 9) and were replaced" in stderr
     assert "8 processed, 0 skipped, 0 failed" in stderr.splitlines()[-1]
-    reference = run("pool", "--figure", tmp_path / "in" / "00" / "photo.png", "-o",
-                    tmp_path / "one", "-q")
+    reference = run("pool", "--figure", "--separate", tmp_path / "in" / "00" / "photo.png",
+                    "-o", tmp_path / "one", "-q")
     assert reference.exit_code == 0, reference.output
     expected = digests(tmp_path / "one")
     assert len(expected) == 5  # 3 channels, the whole image, the grid

@@ -44,7 +44,7 @@ def test_pool_keeps_the_profile_the_exif_and_the_resolution_over_the_stride(
         tmp_path, pixels, profile, fmt):
     source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
     out = tmp_path / "out"
-    result = ok("pool", "--format", fmt, source, "-o", out, "-v")
+    result = ok("pool", "--format", fmt, source, "-o", out, "-v", "--separate")
     assert "kept: colour profile 'sRGB built-in', 150x150 dpi, EXIF" in result.stderr
     for name in ("photo_pool-max-f2-s2", "photo_pool-max-f2-s2-R"):
         icc, dpi, make, orientation, _ = _read(out / f"{name}.{fmt}")
@@ -58,7 +58,7 @@ def test_the_pixels_are_the_same_with_or_without_a_profile(tmp_path, pixels, pro
     with Image.open(tmp_path / "with.jpg") as decoded:  # its levels, and nothing else
         Image.fromarray(np.asarray(decoded)).save(tmp_path / "without.png")
     ok("pool", "--mode", "average", tmp_path / "with.jpg", tmp_path / "without.png", "-o",
-       tmp_path / "out")
+       tmp_path / "out", "--format", "png")
     with_profile = _read(tmp_path / "out" / "with_pool-average-f2-s2.png")
     without = _read(tmp_path / "out" / "without_pool-average-f2-s2.png")
     np.testing.assert_array_equal(with_profile[4], without[4])
@@ -84,7 +84,7 @@ def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(tmp_p
                                                                           profile):
     source = _jpeg(tmp_path / "turned.jpg", pixels, profile, orientation=6)
     ok("pad", "--pad", "0", source, "-o", tmp_path / "out")
-    path = tmp_path / "out" / "turned_pad-constant-0.png"
+    path = tmp_path / "out" / "turned_pad-constant-0.jpg"  # a JPEG stays a JPEG
     _, _, make, orientation, written = _read(path)
     assert make == "Canon" and orientation == 1
     with Image.open(path) as im:
@@ -98,8 +98,8 @@ def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile
     tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
                      resolution=(300, 300), resolutionunit="INCH", iccprofile=profile)
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "3", "--format", "tiff", tmp_path / "scan.tif", "-o",
-                tmp_path / "out", "-v", *extra)
+    result = ok("pool", "--size", "3", tmp_path / "scan.tif", "-o",  # a TIFF stays a TIFF
+                tmp_path / "out", "-v", "--separate", *extra)
     assert ("processed in strips" in result.stderr) == bool(memory)
     for name in ("scan_pool-max-f3-s3.tiff", "scan_pool-max-f3-s3-G.tiff"):
         with tifffile.TiffFile(tmp_path / "out" / name) as tif:
@@ -213,7 +213,7 @@ def test_gdal_puts_every_output_pixel_at_its_windows_centre(tmp_path, command):
 def test_a_png_says_it_holds_no_georeference(tmp_path):
     source = _geotiff(tmp_path / "scene.tif",
                       np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8))
-    result = ok("pool", source, "-o", tmp_path / "out", "-v")
+    result = ok("pool", source, "-o", tmp_path / "out", "-v", "--format", "png")
     assert "georeference not kept: png outputs hold none" in result.stderr
 
 
@@ -233,21 +233,28 @@ def _shape_over_hidden_magenta(path):
                                      ["pool", "--mode", "average", "--size", "3"],
                                      ["pool", "--mode", "average", "--size", "4", "--stride", "3",
                                       "--pad", "1"],
-                                     ["pad", "--pad", "4", "--mode", "reflect"]])
+                                     ["pad", "--pad", "4", "--mode", "reflect"],
+                                     ["conv", "-k", "gaussian-5x5", "--channels", "each"],
+                                     ["conv", "-k", "sharpen", "--channels", "each"],
+                                     ["conv", "-k", "box-blur,gaussian-3x3", "--channels", "each",
+                                      "--stride", "2", "--border", "constant"]])
 def test_no_hidden_magenta_ever_shows(tmp_path, command):
-    """Pooling weighted by alpha: every visible output pixel is the disc's green, whatever
-    share of its window was transparent magenta (edge pixels were 71/58/54, 312 of 312 of
-    the max pool's edge pixels magenta)."""
+    """Pooling and blurring weighted by alpha: every visible output pixel is the disc's
+    green, whatever share of its window was transparent magenta (edge pixels were
+    71/58/54, 312 of 312 of the max pool's edge pixels magenta; a blur by channel dropped
+    alpha and showed the magenta everywhere around the disc)."""
     source = _shape_over_hidden_magenta(tmp_path / "disc.png")
     ok(*command, source, "-o", tmp_path / "out")
-    (whole,) = [p for p in (tmp_path / "out").glob("*.png")
-                if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
-    with Image.open(whole) as im:
-        assert im.mode == "RGBA"
-        rgba = np.asarray(im).astype(int)
-    visible = rgba[..., 3] > 0
-    assert visible.sum() > 100 and (~visible).sum() > 100
-    assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
+    wholes = [p for p in (tmp_path / "out").glob("*.png")
+              if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
+    assert len(wholes) == (2 if "box-blur,gaussian-3x3" in command else 1)
+    for whole in wholes:
+        with Image.open(whole) as im:
+            assert im.mode == "RGBA"
+            rgba = np.asarray(im).astype(int)
+        visible = rgba[..., 3] > 0
+        assert visible.sum() > 100 and (~visible).sum() > 100
+        assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
@@ -316,3 +323,24 @@ def test_a_zarr_store_of_a_geotiff_holds_its_transform(tmp_path, memory):
     assert geo["crs"] == "EPSG:32633"
     assert geo["geotransform"] == pytest.approx([500005.0, 20.0, 0.0, 4599995.0, 0.0, -20.0])
     assert group.attrs["convcli"]["version"]
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-5x5", "sharpen"])
+def test_a_blur_weighted_by_alpha_is_the_same_in_strips(tmp_path, small_strips, kernel):
+    """An RGBA TIFF blurred by channel whole and in strips: the same values, no magenta."""
+    y, x = np.mgrid[0:900, 0:700]
+    rgba = np.zeros((900, 700, 4), np.uint8)
+    rgba[...] = (255, 0, 255, 0)
+    rgba[np.hypot(y - 450, x - 350) < 300] = (40, 160, 60, 255)
+    tifffile.imwrite(tmp_path / "disc.tif", rgba, tile=(64, 64), photometric="rgb",
+                     extrasamples=["unassalpha"])
+    results = []
+    for extra in ([], ["--memory", small_strips]):
+        out = tmp_path / f"out{len(results)}"
+        result = ok("conv", "-k", kernel, "--channels", "each", "--format", "npy",
+                    tmp_path / "disc.tif", "-o", out, "-v", *extra)
+        assert ("processed in strips" in result.stderr) == bool(extra)
+        results.append(np.load(out / f"disc_conv-{kernel}-each.npy"))
+    np.testing.assert_array_equal(results[0], results[1])
+    visible = np.rint(results[0][..., 3]) > 0
+    assert np.abs(results[0][visible][:, :3] - (40, 160, 60)).max() < 0.5

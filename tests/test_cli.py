@@ -61,13 +61,15 @@ def weights(names, n_in):
 # --- pad -------------------------------------------------------------------------------------
 
 
-def test_pad_defaults_write_channels_and_the_whole_image(photo, out):
+def test_pad_defaults_write_the_whole_image_alone_and_separate_adds_channels(photo, out):
     ok("pad", photo, "-o", out)
-    names = {p.name for p in outputs_in(out)}
-    assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
+    assert {p.name for p in outputs_in(out)} == {"photo_pad-constant-2.png"}
     A = pixels(photo)
     expected = pad_images(A[None], 2, mode="constant", value=0)[0]
     np.testing.assert_array_equal(read(out / "photo_pad-constant-2.png"), expected)
+    ok("pad", photo, "-o", out, "--separate")
+    names = {p.name for p in outputs_in(out)}
+    assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
     for c, name in enumerate("RGB"):
         np.testing.assert_array_equal(read(out / f"photo_pad-constant-2-{name}.png"),
                                       expected[:, :, c])
@@ -84,7 +86,7 @@ def test_pad_modes_npy_equals_library(photo, out, mode):
 
 
 def test_pad_value_outside_the_range_is_clipped_in_images_kept_in_npy(photo, out):
-    ok("pad", photo, "-o", out, "--value", 300, "--format", "png")
+    ok("pad", photo, "-o", out, "--value", 300, "--format", "png", "--separate")
     ok("pad", photo, "-o", out, "--value", 300, "--format", "npy")
     assert read(out / "photo_pad-constant-2-v300-R.png")[0, 0] == 255
     assert np.load(out / "photo_pad-constant-2-v300.npy")[0, 0, 0] == 300
@@ -285,17 +287,57 @@ def test_conv_channels_gray_uses_luminance(photo, out):
     np.testing.assert_allclose(Z, expected[0], atol=1e-3)
 
 
-def test_conv_drops_alpha(tmp_path, out):
+def test_edge_maps_of_rgba_see_the_colour_as_it_shows_over_black(tmp_path, out):
     src = make_image(tmp_path / "a.png", "RGBA")
     ok("conv", src, "-o", out, "-k", "vertical", "--format", "npy")
     Z = np.load(out / "a_conv-vertical-sum.npy")
-    A = pixels(src, "RGBA")[None, :, :, :3]
+    rgba = pixels(src, "RGBA")[None]
+    assert (rgba[..., 3] == 0).any() and (rgba[..., 3] == 255).any()
+    A = rgba[..., :3] * (rgba[..., 3:] / np.float32(255))
     expected, _ = conv_forward(reflected(A), weights(["vertical"], 3),
                                np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 0})
-    np.testing.assert_array_equal(Z, expected[0])
+    np.testing.assert_allclose(Z, expected[0], rtol=0, atol=1e-3)
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
     assert {p.name for p in out.glob("*.png")} == {
         f"a_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
+
+
+def alpha_weighted_blur(rgba: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Nested loops over the kernel's taps (border reflect): colour sum(w c a) / sum(w a),
+    0 where sum(w a) is not above 0.001; alpha sum(w alpha)."""
+    f = kernel.shape[0]
+    padded = np.pad(rgba.astype(np.float64), ((f // 2, f // 2), (f // 2, f // 2), (0, 0)),
+                    mode="reflect")
+    h, w = rgba.shape[:2]
+    colour, total = np.zeros((h, w, 3)), np.zeros((h, w, 1))
+    for i in range(f):
+        for j in range(f):
+            window = padded[i:i + h, j:j + w]
+            weight = window[..., 3:] / 255
+            colour += kernel[i, j] * window[..., :3] * weight
+            total += kernel[i, j] * weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        colour = np.where(total > 1e-3, colour / total, 0)
+    return np.concatenate([colour, total * 255], axis=2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-3x3", "sharpen"])
+def test_blur_and_sharpen_by_channel_are_weighted_by_alpha_and_keep_it(tmp_path, out, kernel):
+    src = make_image(tmp_path / "a.png", "RGBA")
+    ok("conv", src, "-o", out, "-k", kernel, "--channels", "each", "--format", "npy")
+    got = np.load(out / f"a_conv-{kernel}-each.npy")
+    rgba = pixels(src, "RGBA")
+    want = alpha_weighted_blur(rgba, get_kernel(kernel).weights.astype(np.float64))
+    assert got.shape == rgba.shape
+    stable = np.abs(want[..., 3]) > 10  # away from a nearly empty weight, where it is ill-posed
+    np.testing.assert_allclose(got[stable], want[stable], rtol=1e-5, atol=2e-3)
+    np.testing.assert_allclose(got[..., 3], want[..., 3], rtol=0, atol=2e-3)
+    ok("conv", src, "-o", out, "-k", kernel, "--channels", "each")
+    assert {p.name for p in out.glob("*.png")} == {
+        f"a_conv-{kernel}-{c}.png" for c in ("R", "G", "B", "A", "each")}
+    written = read(out / f"a_conv-{kernel}-each.png")
+    assert written.shape == rgba.shape
+    np.testing.assert_array_equal(written, np.clip(np.rint(got), 0, 255))
 
 
 def test_conv_16_bit_in_16_bit_out(tmp_path, out):
@@ -319,7 +361,7 @@ def test_conv_16_bit_in_16_bit_out(tmp_path, out):
 
 
 def test_pool_defaults_max_2x2(photo, out):
-    ok("pool", photo, "-o", out)
+    ok("pool", photo, "-o", out, "--separate")
     expected, _ = pool_forward(pixels(photo)[None], {"f": 2, "stride": 2}, mode="max")
     np.testing.assert_array_equal(read(out / "photo_pool-max-f2-s2.png"), expected[0])
     for c, name in enumerate("RGB"):
@@ -333,7 +375,7 @@ def test_pool_average_size_stride(photo, out, mode):
     A = np.load(out / "photo_pool-average-f5-s3.npy")
     expected, _ = pool_forward(pixels(photo)[None], {"f": 5, "stride": 3}, mode="average")
     np.testing.assert_array_equal(A, expected[0])
-    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3)
+    ok("pool", photo, "-o", out, "--mode", mode, "--size", 5, "--stride", 3, "--separate")
     got = read(out / "photo_pool-average-f5-s3-G.png")
     np.testing.assert_array_equal(got, np.rint(expected[0, :, :, 1]))
 
@@ -360,7 +402,7 @@ def test_pool_pools_alpha(tmp_path, out):
     assert (A[..., 3] == 0).any()  # some pixels are transparent: their colour is left out
     expected = visible_max_pool(A, 3, 3)[None]
     np.testing.assert_array_equal(np.load(out / "a_pool-max-f3-s3.npy"), expected[0])
-    ok("pool", src, "-o", out, "--size", 3)
+    ok("pool", src, "-o", out, "--size", 3, "--separate")
     assert read(out / "a_pool-max-f3-s3.png").shape[2] == 4
     np.testing.assert_array_equal(read(out / "a_pool-max-f3-s3-A.png"), expected[0, :, :, 3])
 

@@ -87,8 +87,7 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error_making_nothing(tm
 
 def test_the_output_folder_is_made_when_the_first_output_is_written(tmp_path, photo):
     ok("pool", photo, "-o", tmp_path / "a" / "b")
-    assert names(tmp_path / "a") == ["b/photo_pool-max-f2-s2-B.png", "b/photo_pool-max-f2-s2-G.png",
-                                     "b/photo_pool-max-f2-s2-R.png", "b/photo_pool-max-f2-s2.png"]
+    assert names(tmp_path / "a") == ["b/photo_pool-max-f2-s2.png"]
 
 
 def test_output_folder_inside_the_input_folder_is_not_an_input(folder):
@@ -158,21 +157,21 @@ def test_numbering_does_not_depend_on_the_order_of_the_inputs(tmp_path):
 def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
     src = make_image(tmp_path / "p.png", "RGB")
     out = tmp_path / "out"
-    assert run("pool", src, "-o", out).exit_code == 0
+    assert run("pool", src, "--separate", "-o", out).exit_code == 0
     target = out / "p_pool-max-f2-s2-R.png"
     # An earlier output of convcli's (only those are replaced with --overwrite).
     save_levels(target, np.full((3, 3), 7, np.uint8), fmt="png", overwrite=True)
-    result = run("pool", src, "-o", out, "--format", "png")
+    result = run("pool", src, "--separate", "-o", out, "--format", "png")
     assert result.exit_code == 0
     assert result.stderr.startswith("convcli: 0 processed, 1 skipped, 0 failed in ")
     assert result.stderr.endswith(
         "; skipped: outputs exist (--overwrite replaces them, -v lists them)\n")
-    listed = run("pool", src, "-o", out, "-v")
+    listed = run("pool", src, "--separate", "-o", out, "-v")
     assert listed.stderr.splitlines()[0] == (
         f"convcli: {src}: skipped, 0 written (outputs exist (use --overwrite to replace them))")
     with Image.open(target) as im:
         assert im.size == (3, 3)
-    result = run("pool", src, "-o", out, "--overwrite")
+    result = run("pool", src, "--separate", "-o", out, "--overwrite")
     assert result.exit_code == 0 and "1 processed" in result.stderr
     with Image.open(target) as im:
         assert im.size == (20, 15)
@@ -181,10 +180,10 @@ def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
 def test_a_half_done_file_is_completed_and_existing_outputs_kept(tmp_path):
     src = make_image(tmp_path / "p.png", "RGB")
     out = tmp_path / "out"
-    assert run("pool", src, "-o", out).exit_code == 0
+    assert run("pool", src, "--separate", "-o", out).exit_code == 0
     (out / "p_pool-max-f2-s2-G.png").unlink()
     before = (out / "p_pool-max-f2-s2-R.png").stat().st_mtime_ns
-    result = run("pool", src, "-o", out)
+    result = run("pool", src, "--separate", "-o", out)
     assert result.exit_code == 0
     assert "kept 3 existing output(s)" in result.stderr
     assert (out / "p_pool-max-f2-s2-G.png").exists()
@@ -243,7 +242,7 @@ def test_named_non_image_fails_and_the_others_go_on(folder, tmp_path):
     assert result.exit_code == 1
     assert f"convcli: {folder / 'notes.txt'}: not an image file" in result.stderr
     assert "1 processed, 0 skipped, 1 failed" in result.stderr
-    assert (out / "a_pool-max-f2-s2-R.png").exists()
+    assert (out / "a_pool-max-f2-s2.png").exists()
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,8 @@ def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_
     make_folder(there / "data", 5, (32, 24))  # what a worker would read by mistake
     workers = DaskProcesses(tmp_path, 1, cwd=there)
     try:
-        result = _convcli("pool", "data", "-o", "out", "--scheduler", workers.address, cwd=here)
+        result = _convcli("pool", "--separate", "data", "-o", "out", "--scheduler",
+                          workers.address, cwd=here)
     finally:
         workers.close()
     assert result.returncode == 1, result.stderr

@@ -66,7 +66,7 @@ def test_pool_and_pad_write_16_bit_colour_with_the_exact_values(tmp_path, ext, c
     src = tmp_path / f"deep.{ext}"
     write_deep(src, arr)
     out = tmp_path / "out"
-    ok("pool", "--size", 2, src, "-o", out, "--format", ext)
+    ok("pool", "--size", 2, src, "-o", out, "--format", ext, "--separate")
     pooled = decode(out / f"deep_pool-max-f2-s2.{ext}")
     assert pooled.dtype == np.uint16
     np.testing.assert_array_equal(pooled, _max_pool(arr, 2))
@@ -113,7 +113,7 @@ def test_the_command_line_without_imagecodecs_says_8_bits(tmp_path):
     proc = run_without("imagecodecs", "pool", path, "-o", tmp_path / "out", "-j", 1)
     assert proc.returncode == 0, proc.stderr
     assert "16-bit colour read as 8-bit" in proc.stderr and "convcli[deep]" in proc.stderr
-    with Image.open(tmp_path / "out" / "deep_pool-max-f2-s2.png") as im:
+    with Image.open(tmp_path / "out" / "deep_pool-max-f2-s2.tiff") as im:  # a TIFF, as its input
         assert im.mode == "RGBA"
         np.testing.assert_array_equal(np.asarray(im), (_max_pool(arr, 2) >> 8).astype(np.uint8))
 

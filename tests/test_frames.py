@@ -199,12 +199,12 @@ def test_tiff_output_is_multipage_and_jpg_one_file_per_frame(tmp_path):
     A = np.stack(_frames(3)).astype(np.float32)
     expected, _ = pool_forward(A, {"f": 2, "stride": 2})
     out = tmp_path / "o"
-    ok("pool", path, "-o", out, "--format", "tiff")
+    ok("pool", path, "-o", out, "--separate")  # a TIFF stays a TIFF
     pages, _, _ = _read_frames(out / "a_pool-max-f2-s2.tiff")
     np.testing.assert_array_equal(np.stack(pages), expected.astype(np.uint8))
     red, _, _ = _read_frames(out / "a_pool-max-f2-s2-R.tiff")
     np.testing.assert_array_equal(np.stack(red), expected[..., 0].astype(np.uint8))
-    ok("pool", path, "-o", out, "--format", "jpg", "--frames", "2,0")
+    ok("pool", path, "-o", out, "--format", "jpg", "--frames", "2,0", "--separate")
     names = sorted(p.name for p in out.glob("*.jpg"))
     assert names == sorted(f"a_pool-max-f2-s2{c}_f{k}.jpg" for c in ("", "-R", "-G", "-B")
                            for k in (0, 2))
@@ -256,7 +256,8 @@ def test_frames_of_different_sizes_are_each_processed_and_written_on_their_own(t
     for k, frame in enumerate(arrays):
         expected, _ = pool_forward(frame[None].astype(np.float32), {"f": 2, "stride": 2})
         np.testing.assert_array_equal(np.load(out / f"m_pool-max-f2-s2_f{k}.npy"), expected[0])
-    ok("pool", path, "-o", out)  # png: one scale for all the frames, whatever their size
+    # png: one scale for all the frames, whatever their size
+    ok("pool", path, "-o", out, "--format", "png", "--separate")
     with Image.open(out / "m_pool-max-f2-s2-R_f2.png") as im:
         assert im.size == (5, 4)
 
@@ -414,10 +415,10 @@ def test_dry_run_lists_the_files_a_stack_run_writes(tmp_path):
     assert listed.exit_code == 0
     lines = listed.stdout.splitlines()
     assert f"{gif} -> {out / 'a_pool-max-f2-s2.png'} (8x6 png, 3 frames)" in lines
-    assert f"{path} -> {out / 'm_pool-max-f2-s2-R_f2.png'} (5x4 png)" in lines
+    assert f"{path} -> {out / 'm_pool-max-f2-s2_f2.tiff'} (5x4 tiff)" in lines
     ok("pool", path, gif, "-o", out)
     assert sorted(line.split(" -> ")[1].split(" (")[0] for line in lines) == sorted(
-        str(p) for p in out.iterdir() if p.suffix == ".png")
+        str(p) for p in out.iterdir() if p.suffix in (".png", ".tiff"))
 
 
 @pytest.mark.cluster
@@ -431,3 +432,31 @@ def test_a_stack_on_a_local_dask_cluster_gives_the_files_of_a_local_run(tmp_path
     assert digests(tmp_path / "dask") == digests(tmp_path / "here")
     frames, durations, loop = _read_frames(tmp_path / "dask" / "a_pool-max-f2-s2.png")
     assert (len(frames), durations, loop) == (3, DURATIONS[:3], 2)
+
+
+@pytest.mark.parametrize("suffix, fmt", [(".webp", None), (".png", None), (".webp", "jpg")])
+def test_a_stack_keeps_its_exif_with_the_orientation_of_its_frames(tmp_path, suffix, fmt):
+    """The frames of a stack are not turned upright: their EXIF keeps its orientation."""
+    frames = _frames(3)
+    exif = Image.Exif()
+    exif[0x010F], exif[0x0112] = "Canon", 6
+    exif.get_ifd(0x8769)[0x9003] = "2024:01:02 03:04:05"
+    Image.fromarray(frames[0]).save(tmp_path / f"anim{suffix}", save_all=True, lossless=True,
+                                    append_images=[Image.fromarray(f) for f in frames[1:]],
+                                    exif=exif.tobytes())
+    out = tmp_path / "o"
+    ok("pool", tmp_path / f"anim{suffix}", "-o", out, *(["--format", fmt] if fmt else []))
+    written = sorted(p for p in out.iterdir() if p.suffix in (".png", ".jpg"))
+    assert len(written) == (3 if fmt == "jpg" else 1)
+    expected, _ = pool_forward(np.stack(frames).astype(np.float32), {"f": 2, "stride": 2})
+    for path in written:
+        with Image.open(path) as im:
+            found = im.getexif()
+            assert found[0x010F] == "Canon" and found[0x0112] == 6
+            assert found.get_ifd(0x8769)[0x9003] == "2024:01:02 03:04:05"
+            assert im.size == (W // 2, H // 2)  # as stored, not turned
+            if fmt is None:
+                assert im.n_frames == 3
+                im.seek(2)
+                np.testing.assert_array_equal(np.asarray(im.convert("RGB")),
+                                              expected[2].astype(np.uint8))

@@ -288,8 +288,8 @@ def test_max_pixels_counts_the_frames_of_a_stack_together(tmp_path, kind):
     assert not out.exists() or not list(out.iterdir())
     result = run("pool", path, "-o", out, "--frames", "all", "--max-pixels", "30000", "-q")
     assert result.exit_code == 0, result.output
-    # The whole image (a GIF's colours), or its one grey channel (-L)
-    written = min(out.glob("s_pool-max-f2-s2*.png"), key=lambda p: len(p.name))
+    # The whole image (a GIF's colours, as PNG), or its one grey channel (-L, a TIFF)
+    (written,) = out.glob(f"s_pool-max-f2-s2*.{'tiff' if kind == 'tif' else 'png'}")
     with Image.open(written) as image:
         assert image.n_frames == 3 and image.size == (50, 50)
 

@@ -90,7 +90,7 @@ def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
 
 
 def test_pool_whole_image_is_clip_at_the_file_scale(tmp_path, photo):
-    ok("pool", photo, "-o", tmp_path, "-q")
+    ok("pool", photo, "-o", tmp_path, "-q", "--separate")
     records = {r["output"]: r for r in manifest_records(tmp_path)}
     assert set(records) == {f"photo_pool-max-f2-s2{t}.png" for t in ("", "-R", "-G", "-B")}
     whole = records["photo_pool-max-f2-s2.png"]
@@ -144,9 +144,10 @@ def test_recursive_runs_write_one_manifest_per_output_folder(tmp_path):
     make_folder(tmp_path / "in" / "sub", 1)
     make_image(tmp_path / "in" / "top.png", "L")
     out = tmp_path / "out"
-    ok("pool", "-r", tmp_path / "in", "-o", out, "-q")
+    ok("pool", "-r", tmp_path / "in", "-o", out, "-q", "--separate")
     assert [r["output"] for r in manifest_records(out)] == ["top_pool-max-f2-s2-L.png"]
     assert len(manifest_records(out / "sub")) == 4  # three channels and the colour image
+    assert {r["format"] for r in manifest_records(out)} == {"input"}  # each keeps its own
 
 
 def test_one_file_or_standard_output_write_no_manifest(tmp_path, photo, monkeypatch):

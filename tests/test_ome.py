@@ -53,8 +53,8 @@ def colour():
 def test_pool_2_doubles_the_physical_size_of_an_ome_tiff(tmp_path, colour, memory):
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour)
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "2", "--format", "tiff", source, "-o", tmp_path / "out",
-                "-v", *extra)
+    result = ok("pool", "--size", "2", source, "-o", tmp_path / "out",  # TIFF stays TIFF
+                "-v", "--separate", *extra)
     assert ("processed in strips" in result.stderr) == bool(memory)
     assert f"kept: pixel size 0.5x1 {MICRO}" in result.stderr
     for name in ("cells.ome_pool-max-f2-s2.tiff", "cells.ome_pool-max-f2-s2-G.tiff"):
@@ -123,7 +123,8 @@ def _multiscales(store):
 def test_ome_zarr_holds_the_scale_units_and_translation(tmp_path, colour, memory):
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour)
     extra = ["--memory", memory] if memory else []
-    ok("pool", "--size", "2", "--format", "zarr", source, "-o", tmp_path / "out", *extra)
+    ok("pool", "--size", "2", "--format", "zarr", source, "-o", tmp_path / "out", "--separate",
+       *extra)
     axes, transforms, channels = _multiscales(tmp_path / "out" / "cells.ome_pool-max-f2-s2.zarr")
     assert axes == [{"name": "c", "type": "channel"},
                     {"name": "y", "type": "space", "unit": "micrometer"},
@@ -164,7 +165,8 @@ def test_a_valid_convolution_moves_the_origin_as_the_georeference(tmp_path, colo
 def test_a_format_that_holds_none_says_so_once_a_run(tmp_path, colour):
     _ome_tiff(tmp_path / "a.ome.tif", colour[:64, :64])
     _ome_tiff(tmp_path / "b.ome.tif", colour[64:128, :64])
-    result = ok("pool", tmp_path / "a.ome.tif", tmp_path / "b.ome.tif", "-o", tmp_path / "out")
+    result = ok("pool", tmp_path / "a.ome.tif", tmp_path / "b.ome.tif", "-o", tmp_path / "out",
+                "--format", "png")
     assert result.stderr.count("physical pixel size not kept: png outputs hold none") == 1
     assert "physical_size" not in json.dumps(_kept(tmp_path / "out"))
 

@@ -159,11 +159,16 @@ def test_conv_names_bias_and_explicit_normalize():
 
 
 def test_planned_outputs(tmp_path):
-    task = Task("in/p.png", str(tmp_path), "p", PoolOp(), figure=True)
+    task = Task("in/p.png", str(tmp_path), "p", PoolOp(), figure=True, separate=True)
     assert [o.path.name for o in planned_outputs(task, ("R", "G", "B"))] == [
         "p_pool-max-f2-s2-R.png", "p_pool-max-f2-s2-G.png", "p_pool-max-f2-s2-B.png",
         "p_pool-max-f2-s2.png", "p_pool-max-f2-s2_grid.png",
     ]
+    task = Task("in/p.jpg", str(tmp_path), "p", PoolOp(), fmt="jpg", figure=True)
+    assert [o.path.name for o in planned_outputs(task, ("R", "G", "B", "A"))] == [
+        "p_pool-max-f2-s2.jpg", "p_pool-max-f2-s2_grid.png"]
+    assert [o.path.name for o in planned_outputs(task, ("L",))] == [
+        "p_pool-max-f2-s2-L.jpg", "p_pool-max-f2-s2_grid.png"]
     task = Task("in/p.png", str(tmp_path), "p", PadOp(), fmt="npy")
     assert [o.path.name for o in planned_outputs(task, ("L",))] == ["p_pad-constant-2.npy"]
 

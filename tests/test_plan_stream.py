@@ -98,7 +98,7 @@ def test_names_differing_in_case_are_two_files_where_the_file_system_says_so(tmp
         assert sorted(t[2] for t in tasks) == ["Photo-png", "photo-png-2"]
     for name in ("photo.png", "Photo.png"):
         make_image(tmp_path / "in" / name)
-    ok("pool", tmp_path / "in", "-o", tmp_path / "out", "-q")
+    ok("pool", tmp_path / "in", "-o", tmp_path / "out", "-q", "--separate")
     written = names(tmp_path / "out")
     assert len(written) == 8  # the colour image and its three channels, for each file
     assert {n.split("_")[0] for n in written} == {"Photo-png", "photo-png-2"}

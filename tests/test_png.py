@@ -161,8 +161,9 @@ def test_save_levels_writes_the_stream_with_the_marker(tmp_path, monkeypatch, ba
 @pytest.mark.parametrize("missing", ["isal", "simplejpeg"])
 def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path, missing):
     photo = make_image(tmp_path / "photo.jpg", "RGB")
-    ok("pool", photo, "-o", tmp_path / "fast", "-j", 1)
-    proc = run_without(missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1)
+    ok("pool", photo, "-o", tmp_path / "fast", "-j", 1, "--format", "png", "--separate")
+    proc = run_without(missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1, "--format",
+                       "png", "--separate")
     assert proc.returncode == 0, proc.stderr
     names = [p.name for p in outputs_in(tmp_path / "fast")]
     assert names == [p.name for p in outputs_in(tmp_path / "plain")] and len(names) == 4

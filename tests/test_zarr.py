@@ -65,7 +65,7 @@ COMMANDS = [
     ["conv", "-k", "vertical"],
     ["conv", "-k", "vertical,horizontal", "--channels", "each", "--stride", "2"],
     ["conv", "-k", "edge", "--format", "npy"],
-    ["pool", "--mode", "average", "--size", "3", "--pad", "1"],
+    ["pool", "--mode", "average", "--size", "3", "--pad", "1", "--format", "png"],
     ["pad", "--pad", "7,2,3,1", "--mode", "symmetric", "--format", "tiff"],
 ]
 
@@ -180,7 +180,7 @@ def test_chunk_files_written_here_are_the_bytes_zarr_writes(tmp_path, monkeypatc
 
 def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
     assert run("pool", "--size", "2", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif",
-               "-o", tmp_path).exit_code == 0
+               "-o", tmp_path, "--separate").exit_code == 0
     store = tmp_path / "a_pool-max-f2-s2-R.zarr"
     group = zarr.open_group(str(store), mode="r")
     assert group.metadata.zarr_format == 2
@@ -238,7 +238,8 @@ def test_a_full_disk_while_chunks_are_written_leaves_no_store_and_no_temporary(
 
     monkeypatch.setattr(zarr_stores._ChunkFiles, "_put", full_disk)
     out = tmp_path / "out"
-    result = run("pool", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif", "-o", out, "-q")
+    result = run("pool", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif", "-o", out, "-q",
+                 "--separate")
     assert_one_line_error(result, 1, "a.tif", "no space left on the device")
     assert len(calls) >= failing
     left = sorted(p.name for p in out.iterdir()) if out.exists() else []
@@ -275,7 +276,8 @@ def test_stores_in_a_folder_are_inputs_never_walked_and_earlier_outputs_are_not(
     Image.fromarray(_rgb(90, 80)).save(folder / "c.png")
     inside = sorted((folder / "b.zarr").rglob("*"))
     for summary in ("2 processed", "0 processed, 2 skipped"):  # then its own outputs are there
-        result = run("pool", "--size", "2", "-r", folder, "-o", folder, "--format", "zarr")
+        result = run("pool", "--size", "2", "-r", folder, "-o", folder, "--format", "zarr",
+                     "--separate")
         assert result.exit_code == 0 and summary in result.stderr, result.output
     stores = sorted(p.name for p in folder.glob("*.zarr"))
     assert stores[0] == "b.zarr" and len(stores) == 9  # R, G, B and the colour image, twice

@@ -20,7 +20,14 @@ from ..layers._engine.alignment import tile_rows
 from ..layers.padding import pad_mode
 from ..levels.mapping import Mapping
 from .conv_levels import auto_mapping, conv_figure, conv_mappings, robust_margin
-from .conv_pixels import COMBINERS, depthwise_maps, layer_source, padded, summed_maps
+from .conv_pixels import (
+    COMBINERS,
+    alpha_weighted_maps,
+    depthwise_maps,
+    layer_source,
+    padded,
+    summed_maps,
+)
 from .geometry import RowGeometry
 from .names import Tags, number
 from .op_helpers import (
@@ -59,7 +66,8 @@ class ConvOp:
         channel sum, which is conv_forward with the kernel repeated over the input
         channels), one output channel per kernel. ``each``: depthwise, kernel-major
         (k0 on R, G, B, then k1 ...). ``gray``: luminance first, then conv_forward.
-        Alpha is dropped in all three (it is not a colour).
+        Alpha weighs the colours: they show over black, or for ``each`` with
+        kernels that keep levels, alpha is convolved too (:func:`alpha_weighted`).
     normalize : {"auto", "abs", "minmax", "clip", "offset", "robust", "none"}
         Mapping of each output channel to image levels, see :meth:`mapping_for`;
         named in the image outputs (not the ``.npy``) unless it is ``auto``.
@@ -96,6 +104,7 @@ class ConvOp:
     combine: str | None = None
     dilation: int = 1
     name: ClassVar[str] = "conv"
+    writes_image: ClassVar[bool] = False
 
     def __post_init__(self):
         for field_name, value in _checked_options(self).items():
@@ -158,8 +167,7 @@ class ConvOp:
         With ``--channels sum``, a kernel whose weights sum to 1 (a blur,
         ``sharpen``) gives the grey picture of R + G + B: ``each`` keeps the colour.
         """
-        keeping = [k.name for k in self.kernels
-                   if abs(float(k.weights.sum()) - 1) <= 1e-6 * float(np.abs(k.weights).sum())]
+        keeping = [k.name for k in self.kernels if keeps_levels(k)]
         if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
             return []
         return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
@@ -168,10 +176,12 @@ class ConvOp:
     def channel_names(self, channels: tuple[str, ...]) -> list[str]:
         """What each map of a kernel is named after, for an input with these `channels`.
 
-        The colour channels for ``each`` (alpha left out), else the channel mode.
+        The colour channels for ``each`` (and alpha where :meth:`alpha_weighted`), else
+        the channel mode.
         """
         colour = [c for c in channels if c != "A"]
-        return colour if self.channels == "each" else [self.channels]
+        return (colour + ["A"] * alpha_weighted(self, channels) if self.channels == "each"
+                else [self.channels])
 
     def _maps(self) -> list[str]:
         """What each map is named after: every kernel, or all of them combined."""
@@ -227,6 +237,8 @@ class ConvOp:
 
     def compute(self, pic) -> np.ndarray:
         # Kernels of one size make one layer input: the channels are summed into it.
+        if alpha_weighted(self, pic.channels):
+            return like_picture(alpha_weighted_maps(self, pic), pic)
         A = layer_source(self, pic, sum_later=len({k.size for k in self.kernels}) == 1)
         Z = depthwise_maps(self, A) if self.channels == "each" else summed_maps(self, A)
         if self.combine is not None:
@@ -282,6 +294,20 @@ class ConvOp:
         """The border rows beyond the image hold (``--border``); its constant is zeros."""
         return self.border, 0.0
 
+
+
+def alpha_weighted(op: ConvOp, channels: tuple[str, ...]) -> bool:
+    """Whether `op`'s maps of an input with these `channels` are weighted by alpha, with alpha
+    convolved and kept (:func:`convcli.app.conv_pixels.alpha_weighted_maps`): ``each`` on a
+    picture with alpha, with kernels that all keep levels, uncombined."""
+    return (op.channels == "each" and "A" in channels and op.combine is None
+            and all(keeps_levels(k) for k in op.kernels))
+
+
+def keeps_levels(kernel: Kernel) -> bool:
+    """Whether `kernel`'s weights sum to 1 (a blur, ``sharpen``): a flat image stays as it is."""
+    weights = kernel.weights
+    return abs(float(weights.sum()) - 1) <= 1e-6 * float(np.abs(weights).sum())
 
 
 def _checked_options(op: ConvOp) -> dict[str, object]:

@@ -23,6 +23,11 @@ COMBINERS = keyed_by(COMBINE_MODES, {
 }, what="conv's --combine table")
 """``--combine``: one map of the kernels' results, stacked on axis -2 of (..., kernels, maps)."""
 
+MIN_WEIGHT = 1e-3
+"""The least alpha weight (``conv(alpha / white)``) that :func:`alpha_weighted_maps` divides
+by: an output alpha of a quarter of an 8-bit level, where the weights that sharpen's negative
+taps leave are rounding errors."""
+
 # Values of the uint16 block that channel_sum_padded sums a few rows in (64 kB: in cache).
 SUM_BLOCK_VALUES = 1 << 15
 
@@ -36,22 +41,64 @@ def layer_source(op, pic, *, sum_later: bool = False) -> np.ndarray:
     copy of the picture is made (52 MB for a 2400x1800 photo, 3 ms to
     convert and more to touch fresh). With `sum_later`, 8-bit channels
     to be summed are returned as they are, for :func:`padded` to sum
-    straight into the layer input (:func:`channel_sum_padded`).
+    straight into the layer input (:func:`channel_sum_padded`). A picture with
+    alpha gives its colour as it shows over black (:func:`over_black`).
     """
-    integers = pic.integer_samples() if op.channels != "gray" else None
+    integers = pic.integer_samples() if op.channels != "gray" and not pic.has_alpha else None
     if integers is not None:
         colour = as_batch(integers)[..., : pic.colour_channels]
         if op.channels == "each" or colour.shape[3] == 1 or sum_later:
             return colour
         total = np.empty(colour.shape[:3], np.uint16)
         return sum_channels(colour, total)[..., None]
-    colour = as_batch(pic.pixels)[..., : pic.colour_channels]
+    colour = over_black(pic)
     if op.channels == "gray" and colour.shape[3] == 3:
         return luminance(colour)
     if op.channels == "sum" and colour.shape[3] > 1:
         # A kernel repeated over the channels gives the correlation of their sum.
         return colour @ np.ones((colour.shape[3], 1), np.float32)
     return colour
+
+
+def alpha_weight(pic) -> np.ndarray:
+    """The (m, H, W, 1) opacity of a picture with alpha, 0 to 1: alpha / white."""
+    return as_batch(pic.pixels)[..., pic.colour_channels:] / np.float32(pic.white or 1.0)
+
+
+def over_black(pic) -> np.ndarray:
+    """The (m, H, W, C) colour channels of `pic`, as they show over black where it has alpha.
+
+    Each colour weighted by its pixel's opacity (premultiplied): the colour
+    hidden under transparent pixels is 0, so that an edge map finds the edges
+    that show, the alpha boundary among them where the shape meets the black.
+    """
+    colour = as_batch(pic.pixels)[..., : pic.colour_channels]
+    return colour * alpha_weight(pic) if pic.has_alpha else colour
+
+
+def alpha_weighted_maps(op, pic) -> np.ndarray:
+    """``--channels each`` of kernels that keep levels on a picture with alpha, as
+    ImageMagick convolves: weighted by alpha, alpha itself convolved.
+
+    For each kernel, the colours ``conv(c * a) / conv(a)`` (``a`` the opacity,
+    0 to 1; colour 0 where ``conv(a)`` is not above :data:`MIN_WEIGHT`, a sum of
+    rounding errors as much as of opacity), so that the colour
+    hidden under transparent pixels never reaches an output pixel, then alpha,
+    ``conv(alpha)``: (m, H', W', kernels * (colours + 1)), kernel-major. The bias
+    is added to the colours.
+    """
+    n = pic.colour_channels
+    weight = alpha_weight(pic)
+    A = np.concatenate([as_batch(pic.pixels)[..., :n] * weight, weight], axis=3)
+    Z = depthwise_maps(op, A, bias=0.0)
+    white = np.float32(pic.white or 1.0)
+    for start in range(0, Z.shape[3], n + 1):
+        colours, total = Z[..., start:start + n], Z[..., start + n:start + n + 1]
+        np.divide(colours, total, out=colours, where=total > MIN_WEIGHT)
+        colours[np.broadcast_to(total <= MIN_WEIGHT, colours.shape)] = 0
+        colours += np.float32(op.bias)
+        total *= white
+    return Z
 
 
 def padded(op, A: np.ndarray, widths: tuple[int, int, int, int]) -> tuple[np.ndarray, int]:
@@ -97,7 +144,7 @@ def summed_maps(op, A: np.ndarray) -> np.ndarray:
     return np.concatenate(results, axis=3) if len(results) > 1 else results[0]
 
 
-def depthwise_maps(op, A: np.ndarray) -> np.ndarray:
+def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarray:
     """``--channels each``: depthwise_conv_forward one kernel on one channel at a time.
 
     Each output channel is computed exactly as in one call over every kernel
@@ -105,11 +152,12 @@ def depthwise_maps(op, A: np.ndarray) -> np.ndarray:
     temporaries are the size of one channel, not of the whole result: the
     peak memory of a 3-kernel RGB run fell from 7 to 4 times the picture's
     float32 size. The result is a (m, H, W, n) view of (n, m, H, W) planes, so
-    that each map is contiguous for its mapping and file.
+    that each map is contiguous for its mapping and file. `bias`: another than
+    `op`'s.
     """
     n_in = A.shape[3]
     out = None
-    b = np.full((1, 1, 1, 1), op.bias, np.float32)
+    b = np.full((1, 1, 1, 1), op.bias if bias is None else bias, np.float32)
     for k, kernel in enumerate(op.kernels):
         pad = op.pad_widths(kernel)
         W = kernel.weights.astype(np.float32)[:, :, None, None]

@@ -7,8 +7,8 @@ command line and what differs in its result. :func:`conventions` is the
 table of the names each tool gives to the same things.
 
 The scripts do what convcli does, step by step: the picture in the file's own
-scale as float32 (0-255 for 8-bit), alpha dropped by ``conv`` (kept by ``pad``
-and ``pool``), the channel mode (``sum``, ``gray`` with ITU-R 601-2 weights,
+scale as float32 (0-255 for 8-bit), alpha weighing the colours
+(:mod:`convcli.app.explain_alpha`), the channel mode (``sum``, ``gray`` with ITU-R 601-2 weights,
 ``each``), the border of each side, cross-correlation (no flip), the stride,
 the bias, then ``--combine``.
 """
@@ -26,8 +26,8 @@ import numpy as np
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, keyed_by
 from ..levels.mapping import LUMA_WEIGHTS
 from .borders import BORDERS, NO_EQUIVALENT, Nearest, border_name
-from .conv_op import ConvOp
-from .explain_alpha import ALPHA_POOL
+from .conv_op import ConvOp, alpha_weighted
+from .explain_alpha import ALPHA_CONV, ALPHA_POOL, CONV_COLOUR
 from .op_helpers import pad_option, pad_text
 from .pad_pool import PadOp, PoolOp
 
@@ -74,11 +74,6 @@ _INSTALL = keyed_by(EXPLAIN_TARGETS, {
     "torch": "pip install numpy pillow torch",
     "magick": "apt-get install imagemagick (version 6: `convert`) or brew install imagemagick",
 }, what="how to install each tool explain writes for")
-
-_COLOUR = '''\
-# conv drops alpha: it is not a colour.
-colour = pixels[:, :, :3] if pixels.shape[2] >= 3 else pixels[:, :, :1]
-'''
 
 _CHANNELS = keyed_by(CHANNEL_MODES, {
     "sum": "# --channels sum: each kernel over all colour channels, summed (a kernel repeated\n"
@@ -224,14 +219,17 @@ def _conv_script(op: ConvOp, target: str) -> str:
         for k in op.kernels)
     channels = _GRAY_OPENCV if target == "opencv" and op.channels == "gray" else \
         _CHANNELS[op.channels]
+    weighted = ALPHA_CONV if alpha_weighted(op, ("R", "G", "B", "A")) else None
     body = [f"convcli conv {_conv_args(op)} --format npy, with {_TOOL_NAMES[target]}.",
-            _COLOUR + channels,
+            CONV_COLOUR + channels + (weighted[0] if weighted else ""),
             "# Each kernel, and its pad (top, bottom, left, right).",
             "KERNELS = [\n" + kernels + "\n]", "", "", _correlate(op, target),
             "# One map per kernel and plane, kernel-major (k0 on R, G, B, then k1 ...).",
             "maps = [correlate(plane, weights, widths) for weights, widths in KERNELS "
             "for plane in planes]",
             "out = np.stack(maps, axis=2)"]
+    if weighted:
+        body += [weighted[1].replace("BIAS", repr(float(op.bias)))]
     if op.combine is not None:
         body += [f"# --combine {op.combine}: one map of all kernels, per plane.",
                  "stack = out.reshape(out.shape[:2] + (len(KERNELS), len(planes)))",
@@ -411,12 +409,16 @@ def _magick_conv(op: ConvOp) -> list[str]:
         lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
                   f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
                   "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
+    # Over black, as convcli convolves the colour of an image with alpha; by channel with
+    # kernels that keep levels, ImageMagick weighs the colours by alpha itself, as convcli.
+    alpha = [] if alpha_weighted(op, ("R", "G", "B", "A")) else \
+        ["-background", "black", "-alpha", "remove"]
     for k in op.kernels:
         h, w = op.span(k)
         values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
         bias = ["-define", f"convolve:bias={op.bias!r}"] if op.bias else []
         lines.append(shlex.join(
-            [magick_program(), "IN.png", "-alpha", "off", *gray, "-virtual-pixel", method,
+            [magick_program(), "IN.png", *alpha, *gray, "-virtual-pixel", method,
              "-define", "convolve:scale=1", *bias, "-morphology", "Correlate",
              f"{w}x{h}:{values}", f"OUT_{k.label}.tiff"]))
     if nearest:

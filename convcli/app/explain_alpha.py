@@ -1,9 +1,12 @@
-"""What ``convcli explain``'s pool scripts do where the image has alpha, as convcli pools it.
+"""What ``convcli explain``'s scripts do where the image has alpha, as convcli computes it.
 
-Each script reads the image into ``pixels`` (H, W, C) and pools it into ``out``;
-for an image with alpha (C of 2 or 4) these lines go before and after, so that
-the script gives :class:`convcli.app.pad_pool.PoolOp`'s values: alpha pooled as
-it is, the colours weighted by it (the largest visible one for max).
+Each script reads the image into ``pixels`` (H, W, C) and pools or convolves it
+into ``out``; for an image with alpha (C of 2 or 4) these lines go before and
+after, so that the script gives convcli's values: :class:`convcli.app.pad_pool.PoolOp`
+pools alpha as it is, the colours weighted by it (the largest visible one for
+max); :class:`convcli.app.conv_op.ConvOp` convolves the colour as it shows over
+black, or, for kernels that keep levels by channel, weighted by alpha with alpha
+convolved too.
 """
 
 from __future__ import annotations
@@ -40,3 +43,34 @@ if has_alpha:
 }
 """What each pool script does before and after pooling where the image has alpha: as
 :class:`convcli.app.pad_pool.PoolOp` pools it."""
+
+
+CONV_COLOUR = """\
+# Alpha (the last of 2 or 4 channels) is no colour: the colour is taken as it shows over
+# black, weighted by alpha, so that the colour hidden under transparent pixels never counts.
+has_alpha = pixels.shape[2] in (2, 4)
+colour = pixels[:, :, :-1] if has_alpha else pixels
+if has_alpha:
+    weight = pixels[:, :, -1:] / np.float32(65535.0 if raw.dtype == np.uint16 else 255.0)
+    colour = colour * weight
+"""
+"""The colour a conv script convolves: as it shows over black
+(:func:`convcli.app.conv_pixels.over_black`)."""
+
+ALPHA_CONV = ("""\
+# Kernels that keep levels, by channel, on an image with alpha: weighted by alpha, as
+# ImageMagick convolves, and alpha convolved too (the weight is one more plane).
+if has_alpha:
+    planes.append(weight[:, :, 0])
+""", """\
+if has_alpha:  # each kernel's colours conv(colour * weight) / conv(weight), then alpha
+    # (colour 0 where conv(weight) is 0.001 or less: an alpha of a quarter of a level)
+    out = out.reshape(out.shape[:2] + (len(KERNELS), len(planes))) - np.float32(BIAS)
+    total = out[:, :, :, -1:]
+    colour = np.divide(out[:, :, :, :-1], total, out=np.zeros_like(out[:, :, :, :-1]),
+                       where=total > 1e-3) + np.float32(BIAS)
+    white = np.float32(65535.0 if raw.dtype == np.uint16 else 255.0)
+    out = np.concatenate([colour, total * white], axis=3).reshape(out.shape[:2] + (-1,))
+""")
+"""What a conv script does before and after convolving where the image has alpha and the
+kernels all keep levels, by channel (:func:`convcli.app.conv_op.alpha_weighted`)."""

@@ -80,6 +80,7 @@ class GradPoolOp(_Gradient):
     pool: PoolOp
     normalize: str = "robust"
     name: ClassVar[str] = "grad"
+    writes_image: ClassVar[bool] = False
 
     def __post_init__(self):
         if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
@@ -131,6 +132,7 @@ class GradConvOp(_Gradient):
     loss: str = "energy"
     normalize: str = "offset"
     name: ClassVar[str] = "grad"
+    writes_image: ClassVar[bool] = False
 
     def __post_init__(self):
         if self.loss not in LOSSES:

@@ -181,12 +181,26 @@ def single_output(outputs: list[Output]) -> Output | None:
     return None
 
 
+def channels_written(task, tags: Tags) -> bool:
+    """Whether `task` writes its result's channels one grey file each.
+
+    Maps always are; an image changed (an operation's ``writes_image``: pad,
+    pool) is written whole alone, its channels too with ``--separate``
+    (``task.separate``), as ImageMagick's ``-separate`` writes them; a grey
+    image's one channel is the image.
+    """
+    if not getattr(task.op, "writes_image", False) or tags.whole is None:
+        return True
+    return bool(getattr(task, "separate", False))
+
+
 def planned_outputs(task, channels: tuple[str, ...], *,
                     frames: tuple[tuple[int, ...], int] | None = None) -> list[Output]:
     """The files `task` writes for an input with these channels, in writing order.
 
-    `task` has ``out_dir``, ``stem``, ``op``, ``fmt``, ``figure`` and
-    ``out_file`` (a :class:`convcli.app.plan.Task`). With ``out_file``, the
+    `task` has ``out_dir``, ``stem``, ``op``, ``fmt``, ``figure``, ``separate`` and
+    ``out_file`` (a :class:`convcli.app.plan.Task`); channels as
+    :func:`channels_written` says. With ``out_file``, the
     one output of :func:`single_output`, written to that path; a ValueError
     if the run makes several images. `frames`, ``(frame numbers, the file's
     frame count)``, writes each output one file per frame (the figure grid
@@ -210,8 +224,9 @@ def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
     if fmt.raw:
         outputs = [Output(out / f"{base}{tags.raw}.{fmt.extension}", "raw")]
     else:
+        separate = channels_written(task, tags)
         outputs = [Output(out / f"{base}{tag}.{fmt.extension}", "channel", i)
-                   for i, tag in enumerate(tags.channels)]
+                   for i, tag in enumerate(tags.channels) if separate]
         if tags.whole is not None:
             outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
         outputs += [Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)

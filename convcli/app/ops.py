@@ -74,6 +74,11 @@ class Operation(Protocol):
     name: ClassVar[str]
     """The ``<op>`` of output names: also the command's name."""
 
+    writes_image: ClassVar[bool]
+    """Whether its result is the input image changed (pad, pool): written whole, in the
+    input's format, its channels as grey files only with ``--separate``
+    (:func:`convcli.app.outputs.output_format`); else maps, one file each, PNG by default."""
+
     def tags(self, channels: tuple[str, ...]) -> Tags:
         """The output tags for an input with these channels (known from its header)."""
 

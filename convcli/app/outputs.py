@@ -1,11 +1,12 @@
 """What a file's outputs are written as, with one home for each rule.
 
 The rules that every path (a whole image, a frame stack, strips, a cluster's
-bands) follows for an output: which outputs are written
+bands) follows for an output: its format (:func:`output_format`), which outputs are written
 (:func:`outputs_to_write`, and a Dask worker's say in it:
 :func:`checking_outputs`), the depth of its levels (:func:`output_depth`),
 where a Zarr store goes (:func:`store_place`, :func:`save_store`) and what
-the manifest records of it (:func:`output_record`).
+the manifest records of it (:func:`output_record`). A ``task`` is a
+:class:`convcli.app.plan.Task` (not imported: planning asks :func:`output_format`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,35 @@ from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.safeio import path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, top_level
-from .names import FORMATS, Output, ome_tiff_name
-from .plan import Task
+from .names import FORMATS, Output, file_format, ome_tiff_name
+
+KEPT_FORMAT_FALLBACK = "png"
+"""What an image changed (pad, pool) of a format convcli cannot write is written as."""
+
+
+def output_format(op, source: str, fmt: str | None) -> str:
+    """The format of `op`'s outputs of the input `source`: `fmt` (``--format``) where given.
+
+    Else an image changed (:attr:`Operation.writes_image`: pad, pool) keeps its
+    input's format, as every peer tool does (a JPEG stays a JPEG, a TIFF a TIFF,
+    a Zarr store a store), and one that convcli cannot write (WebP, GIF, BMP, or
+    standard input) becomes PNG (:func:`run_hints` says so); maps (conv, grad)
+    are PNG.
+
+    >>> from convcli.app.ops import ConvOp, PoolOp
+    >>> from convcli.kernels import get_kernel
+    >>> output_format(PoolOp(), "a/photo.JPEG", None), output_format(PoolOp(), "a.webp", None)
+    ('jpg', 'png')
+    >>> edges = ConvOp([get_kernel("edge")])
+    >>> output_format(edges, "photo.jpg", None), output_format(PoolOp(), "a.jpg", "tiff")
+    ('png', 'tiff')
+    """
+    if fmt is not None:
+        return fmt
+    if not getattr(op, "writes_image", False):
+        return "png"
+    kept = file_format(source)
+    return kept if kept is not None and not FORMATS[kept].raw else KEPT_FORMAT_FALLBACK
 
 
 def output_depth(depth: int, fmt: str) -> int:
@@ -61,7 +89,7 @@ def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
         _OUTPUTS_CHECK.reset(token)
 
 
-def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Output]:
+def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     """The outputs to write: all with ``--overwrite``, else those that do not exist.
 
     A ValueError if one of them would replace an input file of the run.
@@ -83,14 +111,14 @@ def outputs_to_write(task: Task, outputs: list[Output], exists=None) -> list[Out
     return todo
 
 
-def save_store(path: Path, image: np.ndarray, task: Task, carried: Carried = NOTHING) -> bool:
+def save_store(path: Path, image: np.ndarray, task, carried: Carried = NOTHING) -> bool:
     """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
     writer: the same file whole or in strips."""
     return load("row writer").save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
                                         **store_place(task, path), carried=carried)
 
 
-def store_place(task: Task, path) -> dict:
+def store_place(task, path) -> dict:
     """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
     :func:`convcli.io.row_writers.open_row_writer` where it goes to object storage, else none."""
     if not task.stores_at:
@@ -99,7 +127,7 @@ def store_place(task: Task, path) -> dict:
             "storage_options": task.storage_options}
 
 
-def mappings_for(task: Task, pic) -> list:
+def mappings_for(task, pic) -> list:
     """Each result channel's mapping to levels (:meth:`Operation.mappings`), where a float
     file's values stay floats: a result in the input's scale (mapping ``clip``: pad, pool)
     of a file of float samples is written as its values (``none``) in a format that holds
@@ -137,13 +165,13 @@ def _on_output(op, carried: Carried, in_its_colours: bool) -> Carried:
     return kept if in_its_colours else kept.without_colour()
 
 
-def kept_by(task: Task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
+def kept_by(task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     """What the file of `out` holds of what its input carries: :func:`carried_for`, as its
     format holds it (the manifest's "kept")."""
     return carried_for(task.op, carried, out, scales).held_by(task.fmt)
 
 
-def carried_note(task: Task, pic) -> str:
+def carried_note(task, pic) -> str:
     """What the outputs of `pic` keep of what it carries (:func:`carried_for`: the colour
     profile where one of its result channels keeps the input's levels), for ``-v``; "" where
     it carries nothing."""
@@ -163,12 +191,18 @@ def carried_note(task: Task, pic) -> str:
     return "; ".join(said)
 
 
-def run_hints(task: Task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:
+def run_hints(task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:
     """What a run says once (not for each file): the operation's tips for an input with
-    these `channels`, and where `task`'s format cannot hold the physical pixel size of an
-    OME image (`carried`) that its outputs keep."""
+    these `channels`, the inputs of a format convcli cannot write that keep their format
+    (:func:`output_format`) written as PNG, and where `task`'s format cannot hold the
+    physical pixel size of an OME image (`carried`) that its outputs keep."""
     hints = getattr(task.op, "hints", None)
     said = tuple(hints(channels)) if hints is not None else ()
+    suffix = Path(task.source).suffix.lower()
+    if (task.kept_format and getattr(task.op, "writes_image", False) and suffix
+            and file_format(task.source) != task.fmt):
+        said += (f"{suffix} inputs are written as {task.fmt}: convcli does not write "
+                 f"{suffix} files (--format names another)",)
     if carried.physical is not None and carried.held_by(task.fmt).physical is None:
         said += (f"physical pixel size not kept: {task.fmt} outputs hold none "
                  "(tiff and zarr outputs do)",)

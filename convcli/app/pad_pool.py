@@ -36,12 +36,14 @@ from .work import whole_work_bytes
 class _Channelwise:
     """Pad and pool: the same work on every channel, values kept in the input's scale.
 
-    One file per channel and one for the whole colour image, all tagged with
-    the operation's ``details``.
+    The whole colour image, in the input's format (:attr:`writes_image`); one
+    grey file per channel too with ``--separate``; all tagged with the
+    operation's ``details``.
     """
 
     details: str
     name: ClassVar[str]
+    writes_image: ClassVar[bool] = True
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         return Tags(

@@ -23,6 +23,7 @@ from ..io.safeio import path_key, resolved
 from ..io.storage import basename, is_folder, is_url, join, list_names, walk_visible
 from .names import earlier_outputs, named_for_stem, output_stems
 from .ops import OPERATION_NAMES, Operation
+from .outputs import output_format
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,13 @@ class Task:
     op : Operation
     fmt : str
         A key of :data:`convcli.app.names.FORMATS`.
+    kept_format : bool
+        `fmt` is not the run's ``--format`` but the one
+        :func:`convcli.app.outputs.output_format` gives this input (its own, for pad and pool).
     figure, overwrite : bool
+    separate : bool
+        Write an image changed (pad, pool) channel by channel too, one grey file each
+        (``--separate``, :func:`convcli.app.names.channels_written`).
     max_pixels : int
         Refuse larger images (0: no limit).
     protected : tuple of str
@@ -296,7 +303,9 @@ class Task:
     stem: str
     op: Operation
     fmt: str = "png"
+    kept_format: bool = False
     figure: bool = False
+    separate: bool = False
     overwrite: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
     protected: tuple[str, ...] = ()
@@ -343,12 +352,14 @@ def _plan_group(items: list[InputFile], out_dir: str, inputs_here: list[str], op
         if names_there is not None:
             existing = tuple(n for n in names_there if named_for_stem(n, stem)
                              or (out_file and n == basename(out_file)))
-        yield Task(item.path, item.out_dir, stem, op, protected=protected,
-                   existing=existing, out_root=item.out_root, **options)
+        fmt = options["fmt"]
+        yield Task(item.path, item.out_dir, stem, op, protected=protected, existing=existing,
+                   out_root=item.out_root, **{**options, "fmt": output_format(op, item.path, fmt),
+                                              "kept_format": fmt is None})
 
 
-def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
-               figure: bool = False, overwrite: bool = False,
+def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str | None = "png",
+               figure: bool = False, separate: bool = False, overwrite: bool = False,
                max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "",
                storage_options: dict | None = None, memory: int | None = None,
                memory_given: bool = False, replace_any: bool = False,
@@ -361,10 +372,13 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str = "png",
     over an input. With `out_file` (one input), its output is that file,
     which must not be the input. An output folder on object storage is
     listed once, here, for every task that writes to it (``Task.existing``).
+    `fmt` None: each input's outputs in the format
+    :func:`convcli.app.outputs.output_format` gives it.
     """
-    options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
-                   out_file=out_file, storage_options=storage_options, memory=memory,
-                   memory_given=memory_given, replace_any=replace_any, frames=frames)
+    options = dict(fmt=fmt, figure=figure, separate=separate, overwrite=overwrite,
+                   max_pixels=max_pixels, out_file=out_file, storage_options=storage_options,
+                   memory=memory, memory_given=memory_given, replace_any=replace_any,
+                   frames=frames)
     # Each folder resolved once: resolving follows every link of every component.
     folder_keys: dict[str, str] = {}
 
@@ -422,8 +436,9 @@ def _is_folder(arg: str, options: dict | None = None) -> bool:
 
 
 def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
-                 notes: list[str], fmt: str = "png", figure: bool = False,
-                 overwrite: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 notes: list[str], fmt: str | None = "png", figure: bool = False,
+                 separate: bool = False, overwrite: bool = False,
+                 max_pixels: int = DEFAULT_MAX_PIXELS,
                  out_file: str = "", storage_options: dict | None = None,
                  by_folder: bool | None = None, memory: int | None = None,
                  memory_given: bool = False, replace_any: bool = False,
@@ -436,9 +451,10 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
     the batch's. Otherwise every input is listed first. `notes` receives
     :attr:`Inputs.notes`, once a folder has been listed whole.
     """
-    options = dict(fmt=fmt, figure=figure, overwrite=overwrite, max_pixels=max_pixels,
-                   out_file=out_file, storage_options=storage_options, memory=memory,
-                   memory_given=memory_given, replace_any=replace_any, frames=frames)
+    options = dict(fmt=fmt, figure=figure, separate=separate, overwrite=overwrite,
+                   max_pixels=max_pixels, out_file=out_file, storage_options=storage_options,
+                   memory=memory, memory_given=memory_given, replace_any=replace_any,
+                   frames=frames)
     if by_folder is None:
         by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
                                       out_file=out_file, storage_options=storage_options)

@@ -79,9 +79,10 @@ class RunOptions:
         standard output.
     fmt : str or None
         The output format (``png``, ``jpg``, ``tiff``, ``npy``, or an alias);
-        None: that of `out_dir`'s extension, else ``png``.
-    figure, recursive, overwrite, fail_fast : bool
-        As ``--figure``, ``-r``, ``--overwrite`` and ``--fail-fast``.
+        None: that of `out_dir`'s extension, else each input's own for pad and pool, and
+        ``png`` for maps (:func:`convcli.app.outputs.output_format`).
+    figure, separate, recursive, overwrite, fail_fast : bool
+        As ``--figure``, ``--separate``, ``-r``, ``--overwrite`` and ``--fail-fast``.
     max_pixels : int
         Larger images are refused (0: no limit).
     engine : str or None
@@ -103,6 +104,7 @@ class RunOptions:
     out_dir: str = "convcli-out"
     fmt: str | None = None
     figure: bool = False
+    separate: bool = False
     recursive: bool = False
     overwrite: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
@@ -116,6 +118,14 @@ class RunOptions:
     memory: int | None = None
     dry_run: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
+
+
+def _run_format(options: RunOptions, target, op) -> str | None:
+    """The format of every output of the run: ``--format``, the one ``-o FILE`` and
+    ``-o -`` write, or PNG for maps; None where each input's outputs have their own
+    (:func:`convcli.app.outputs.output_format`: pad, pool)."""
+    given = options.fmt is not None or target.out_file
+    return target.fmt if given or not getattr(op, "writes_image", False) else None
 
 
 class _Ended(Exception):
@@ -255,8 +265,10 @@ class _BatchRun:
         # A file named with -o is the result asked for: replaced if convcli wrote it
         # (a file it did not write is kept, and the run fails naming it), as convert does.
         overwrite = options.overwrite or bool(target.out_file)
+        fmt = _run_format(options, target, self.op)
         tasks = plan.TaskStream(
-            plan.stream_tasks(paths, self.op, notes=notes, fmt=target.fmt, figure=options.figure,
+            plan.stream_tasks(paths, self.op, notes=notes, fmt=fmt,
+                              figure=options.figure, separate=options.separate,
                               overwrite=overwrite, max_pixels=options.max_pixels,
                               frames=options.frames, out_file=target.out_file, by_folder=by_folder,
                               memory=self._memory(), memory_given=options.memory is not None,
@@ -323,8 +335,9 @@ class _BatchRun:
             self.count = plan.count_in_background(paths, **self.listing)
         self.shown = shown
         if not target.out_file:  # -o FILE and -o - write that one file only
-            self.manifest = Manifest(self.op, fmt=target.fmt, shown=shown,
-                                     storage_options=self.options.storage_options)
+            fmt = _run_format(self.options, target, self.op) or "input"
+            self.manifest = Manifest(self.op, fmt=fmt,
+                                     shown=shown, storage_options=self.options.storage_options)
         self.reporter.begin(self.total, self.count)
         try:
             status = self._run_tasks(itertools.chain(first, tasks))

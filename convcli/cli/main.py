@@ -28,6 +28,7 @@ from ..choices import (
 )
 from ..errors import MissingExtra, OptionError
 from .options import (
+    SEPARATE_OPTION,
     PadParam,
     common_options,
     conv_options,
@@ -199,15 +200,16 @@ def _operation(kind: str, *args, **options):
 
 def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
          frames, memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
-         files_per_task, storage_options, dry_run) -> None:
+         files_per_task, storage_options, dry_run, separate=False) -> None:
     """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
     from ..app.run import RunOptions, run_batch
 
     source = click.get_current_context().get_parameter_source("fmt")
     options = RunOptions(
         out_dir=out_dir, fmt=None if source is None or source.name == "DEFAULT" else fmt,
-        figure=figure, recursive=recursive, overwrite=overwrite, max_pixels=max_pixels,
-        fail_fast=fail_fast, engine=engine.lower() if engine else None, jobs=jobs,
+        figure=figure, separate=separate, recursive=recursive, overwrite=overwrite,
+        max_pixels=max_pixels, fail_fast=fail_fast, engine=engine.lower() if engine else None,
+        jobs=jobs,
         scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
         storage_options=storage_options, memory=memory, dry_run=dry_run, frames=frames)
     try:
@@ -224,12 +226,14 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
 
 @main.command("pad")
 @pad_options
+@SEPARATE_OPTION
 @common_options
 def pad_cmd(pad, value, mode, inputs, **common):
     """Pad images: add a border of N pixels to every channel (pad_images).
 
-    Writes each channel as a grey image, and colour images whole as well.
-    Alpha is padded with the same mode (opaque in constant mode).
+    Writes the padded image in the input's format (a JPEG stays a JPEG);
+    --separate adds each channel as a grey image. Alpha is padded with the
+    same mode (opaque in constant mode).
 
     \b
     Examples:
@@ -254,8 +258,9 @@ def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, d
              inputs, **common):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
-    Alpha is dropped: only colour channels are convolved. Each output channel
-    is written as a grey image, or all of them as one .npy with --format npy.
+    Alpha weighs the colours: blurs by channel keep it (RGBA out), edge maps
+    see the image over black. Each output channel is written as a grey image,
+    or all of them as one .npy with --format npy.
 
     \b
     Examples:
@@ -273,12 +278,14 @@ def _pool_op(mode, size, stride, pad, ceil):
 
 @main.command("pool")
 @pool_options
+@SEPARATE_OPTION
 @common_options
 def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
     """Pool images: max or average over F x F windows, channel by channel (pool_forward).
 
-    Alpha is pooled like the other channels. Each channel is written as a
-    grey image, and colour images whole as well.
+    Writes the pooled image in the input's format (a JPEG stays a JPEG);
+    --separate adds each channel as a grey image. Colour under transparent
+    pixels never shows: it is weighted by alpha, which is pooled as well.
 
     \b
     Examples:

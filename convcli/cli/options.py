@@ -63,6 +63,14 @@ _FRAMES_OPTION = click.option(
          "batch axis m: first, all, or numbers from 0 such as 0,2-5.")
 
 
+_FORMAT_OPTION = click.option(
+    "--format", "fmt", type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
+    default=None,
+    help="The format of every output (one raw float32 .npy per input with npy)  [default: pad "
+         "and pool keep the input's (PNG for one convcli cannot write), conv and grad maps "
+         "are PNG]")
+
+
 def common_options(command):
     """INPUT... and the options every image command takes (files, formats, the batch)."""
     decorators = [
@@ -75,10 +83,7 @@ def common_options(command):
                      help="Folder for the results (created if needed); or, for one input "
                           "giving one image, a file named with its format's extension, or "
                           "- for standard output."),
-        click.option("--format", "fmt",
-                     type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
-                     default="png", show_default=True,
-                     help="Per-channel images, or one raw float32 .npy per input."),
+        _FORMAT_OPTION,
         click.option("--figure", is_flag=True,
                      help="Also draw <stem>_<op>-<options>_grid.png: the original beside "
                           "every channel."),
@@ -184,6 +189,13 @@ class PadParam(click.ParamType):
         if number < 0:
             self.fail(f"must be >= 0, got {number}", param, ctx)
         return number
+
+
+SEPARATE_OPTION = click.option(
+    "--separate", is_flag=True,
+    help="Also write each channel as a grey image (as ImageMagick's -separate does).")
+"""pad's and pool's ``--separate``: an image changed is written whole, its channels too
+with it (:func:`convcli.app.names.channels_written`)."""
 
 
 def pad_options(command):

@@ -44,6 +44,9 @@ class Carried:
     ome : bool
         Whether a TIFF of it is an OME-TIFF (its input is one, or its name ends
         ``.ome.tif``/``.ome.tiff``).
+    jpeg : JpegCoding or None
+        A JPEG's quantization tables and chroma subsampling: a JPEG of it is
+        written with them, at the input's quality.
     """
 
     icc_profile: bytes | None = None
@@ -52,6 +55,7 @@ class Carried:
     geo: GeoTags | None = None
     physical: PhysicalSize | None = None
     ome: bool = False
+    jpeg: JpegCoding | None = None
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -64,7 +68,7 @@ class Carried:
 
     def without_colour(self) -> Carried:
         """Resolution, georeference and physical size alone: for values that are no colours
-        of the input's space (a map)."""
+        of the input's space (a map), which no JPEG coding of the input suits."""
         return Carried(dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome)
 
     def profile_name(self) -> str | None:
@@ -84,7 +88,7 @@ class Carried:
             kept.append("georeference")
         if self.physical is not None:
             kept.append(f"pixel size {self.physical.text()}")
-        return ", ".join(kept)
+        return ", ".join(kept)  # not the JPEG coding: every JPEG has one, the manifest says it
 
     @property
     def nodata(self) -> float | None:
@@ -104,11 +108,12 @@ class Carried:
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
         physical size, TIFF no EXIF, Zarr the georeference and physical size, the others
-        nothing."""
+        nothing; the JPEG coding (:class:`JpegCoding`) JPEG alone."""
         if fmt in ("png", "jpg"):
-            return replace(self, geo=None, physical=None, ome=False)
+            return replace(self, geo=None, physical=None, ome=False,
+                           jpeg=self.jpeg if fmt == "jpg" else None)
         if fmt == "tiff":
-            return replace(self, exif=None, ome=self.ome_tiff)
+            return replace(self, exif=None, ome=self.ome_tiff, jpeg=None)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
@@ -129,6 +134,8 @@ class Carried:
             record["physical_size"] = self.physical.record()
         if self.ome:
             record["ome"] = True
+        if self.jpeg is not None:
+            record["jpeg_quality"] = self.jpeg.quality
         return record
 
     def png_chunks(self) -> list[tuple[bytes, bytes]]:
@@ -153,6 +160,8 @@ class Carried:
             options["dpi"] = self.dpi
         if self.exif is not None:
             options["exif"] = b"Exif\0\0" + self.exif
+        if self.jpeg is not None:
+            options.update(self.jpeg.pillow_options())
         return options
 
     @property
@@ -382,6 +391,62 @@ def _profile_description(icc_profile: bytes) -> str:
 
 
 NOTHING = Carried()
+
+
+_IJG_LUMINANCE = (
+    16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
+    14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
+    18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
+    49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99)
+"""The JPEG standard's luminance table (Annex K, natural order), which libjpeg scales by
+its quality: :meth:`JpegCoding.quality`."""
+
+
+@dataclass(frozen=True)
+class JpegCoding:
+    """How a JPEG was coded: its quantization tables (Pillow's ``quantization``, natural
+    order) and chroma subsampling (Pillow's 0 4:4:4, 1 4:2:2, 2 4:2:0; -1 other)."""
+
+    tables: tuple[tuple[int, ...], ...]
+    subsampling: int = -1
+
+    @property
+    def quality(self) -> int:
+        """The libjpeg quality (1-100) whose luminance table is nearest the first table,
+        as ImageMagick's ``identify`` estimates it.
+
+        >>> JpegCoding((tuple(max(1, (v * 34 + 50) // 100) for v in _IJG_LUMINANCE),)).quality
+        83
+        """
+        table = np.asarray(self.tables[0][:64], dtype=np.int64)
+        base = np.asarray(_IJG_LUMINANCE, dtype=np.int64)
+        qualities = np.arange(1, 101)
+        scales = np.where(qualities < 50, 5000 // qualities, 200 - 2 * qualities)
+        scaled = np.clip((base[None, :] * scales[:, None] + 50) // 100, 1, 255)
+        return int(qualities[np.argmin(np.abs(scaled - table[None, :]).sum(axis=1))])
+
+    def pillow_options(self) -> dict:
+        """Pillow ``save`` options that code a JPEG the same way (no ``quality``: Pillow
+        would scale the tables by it)."""
+        options: dict = {"qtables": [list(t) for t in self.tables]}
+        if self.subsampling >= 0:
+            options["subsampling"] = self.subsampling
+        return options
+
+
+def jpeg_coding(im) -> JpegCoding | None:
+    """The coding of the Pillow JPEG `im`, or None (not a JPEG, or no tables read)."""
+    tables = getattr(im, "quantization", None) if im.format == "JPEG" else None
+    if not tables or any(len(t) != 64 for t in tables.values()):
+        return None
+    from PIL import JpegImagePlugin
+
+    try:
+        subsampling = JpegImagePlugin.get_sampling(im)
+    except (AttributeError, TypeError, ValueError):
+        subsampling = -1
+    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)),
+                      subsampling)
 """Nothing carried."""
 
 
@@ -397,9 +462,13 @@ def _number(value: float) -> str:
     return f"{round(value, 1):g}"
 
 
-def from_pillow(im) -> Carried:
+def from_pillow(im, *, upright: bool = True) -> Carried:
     """What the Pillow image `im` (opened, not necessarily loaded) carries: its profile and
-    resolution (:func:`from_pillow_info`) and its EXIF."""
+    resolution (:func:`from_pillow_info`), its EXIF and a JPEG's coding.
+
+    `upright`: its pixels are turned upright (a picture), so the EXIF's orientation is set
+    to 1; else (the frames of a stack, as stored) it is kept.
+    """
     header = from_pillow_info(im)
     try:
         found = im.getexif()
@@ -408,12 +477,13 @@ def from_pillow(im) -> Carried:
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
-    return replace(header, dpi=dpi, exif=_upright_exif(found))
+    return replace(header, dpi=dpi, exif=_upright_exif(found, upright), jpeg=jpeg_coding(im))
 
 
-def _upright_exif(found) -> bytes | None:
+def _upright_exif(found, upright: bool = True) -> bytes | None:
     """Pillow's EXIF `found`, with its camera (dates, exposure) and GPS blocks and orientation
-    1, as bytes; None where there is none, or it cannot be written again."""
+    1 (or as it is, not `upright`), as bytes; None where there is none, or it cannot be
+    written again."""
     if not len(found):
         return None
     from PIL import Image
@@ -424,7 +494,8 @@ def _upright_exif(found) -> bytes | None:
         for ifd in (0x8769, 0x8825):
             if ifd in found:
                 tags.get_ifd(ifd)
-        tags[ORIENTATION] = 1
+        if upright:
+            tags[ORIENTATION] = 1
         exif = tags.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None

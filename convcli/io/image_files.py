@@ -96,7 +96,8 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     fmt : {"png", "jpg", "tiff"}
         PNG through :func:`convcli.io.png.write_png` (Up-filtered rows, a fast
         deflate at level 1); JPEG at quality
-        :data:`JPEG_QUALITY` (8-bit, alpha dropped); TIFF deflated with the
+        :data:`JPEG_QUALITY`, or coded as the input JPEG whose tables `carried` keeps
+        (8-bit, alpha dropped); TIFF deflated with the
         horizontal predictor (:func:`write_tiff`).
     overwrite : bool
         Replace an existing file, if convcli wrote it (:func:`written_by_convcli`;
@@ -130,7 +131,9 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
         return write_atomic(path, lambda tmp: write_tiff(tmp, arr, carried),
                             overwrite=overwrite, replaceable=written_by_convcli)
     im = Image.fromarray(arr)
-    options = {"quality": JPEG_QUALITY, "comment": MARKER, **carried.pillow_options()}
+    options = {"comment": MARKER, **carried.pillow_options()}
+    if "qtables" not in options:  # an input's tables are its quality
+        options["quality"] = JPEG_QUALITY
 
     def write(tmp: Path) -> None:
         im.save(tmp, format=_PIL_FORMATS[fmt], **options)

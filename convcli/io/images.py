@@ -61,7 +61,7 @@ from PIL import (
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError, PixelLimitError  # noqa: F401 (imported from here)
-from .carried import NOTHING, Carried, from_pillow, from_pillow_info
+from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
     SIXTEEN_BIT_MODES,
@@ -258,8 +258,9 @@ class ImageSource:
 
     @property
     def stack_carried(self) -> Carried:
-        """What its frames are written with (:func:`convcli.io.carried.from_pillow_info`)."""
-        return from_pillow_info(self._im)
+        """What its frames are written with (:func:`convcli.io.carried.from_pillow`): the
+        EXIF's orientation as it is, since the frames are not turned upright."""
+        return from_pillow(self._im, upright=False)
 
     @property
     def loop(self) -> int | None:

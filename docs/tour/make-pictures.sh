@@ -12,5 +12,3 @@ photo="$out/chelsea_pool-average-f2-s2.png"
 convcli conv -k vertical -k horizontal -k edge --figure "$photo" -o "$out" --overwrite -q
 # A max-pooled version, f=5, stride 3, as in the blog write-up.
 convcli pool --size 5 --stride 3 "$photo" -o "$out" --overwrite -q
-# Keep only the pictures the README shows (not the per-channel files of the pooling).
-rm -f "$out"/chelsea_pool-average-f2-s2-[RGB].png "$out"/chelsea_pool-average-f2-s2_pool-max-f5-s3-[RGB].png
