@@ -9,7 +9,9 @@ def main() -> None:
 
     Once a run was stopped (status 130 or 143), a further Ctrl-C or SIGTERM
     while Python exits (it joins Dask's threads and zarr's, for one) ends the
-    process at once with that status, without a traceback.
+    process at once with that status, without a traceback; in the last moments
+    of the exit, when Python has put the signals' default actions back, the
+    signal itself ends it (a shell shows 130 or 143 all the same).
 
     The modules load here, inside the guard: the package itself imports
     nothing heavy (see ``convcli/__init__.py``).

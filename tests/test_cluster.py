@@ -232,7 +232,9 @@ def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    # 130, or, where the second Ctrl-C lands in the last moments of Python's exit (its
+    # signal handlers already put back), ended by SIGINT itself: a shell shows 130 for both.
+    assert proc.returncode in (130, -signal.SIGINT) and "Traceback" not in stderr, stderr
     # The tasks still running finish their file, then remove what the run did not record.
     assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60), (
         f"left after 60 s: {_unrecorded_names(out)} unrecorded, "
