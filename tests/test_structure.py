@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "convcli"
 MAX_FUNCTION_LINES = 60
 """From the ``def`` line to the last line of the body, docstring included."""
@@ -199,3 +201,25 @@ def test_no_module_or_class_is_over_the_limits():
                 found.append(f"{where}:{node.lineno} class {node.name}: "
                              f"{node.end_lineno - node.lineno + 1} lines")
     assert not found, "\n".join(found)
+
+
+def test_one_table_of_output_formats():
+    # --format's choices, the app's outputs and io's writers read the same table.
+    from convcli.choices import FORMAT_ALIASES, FORMAT_NAMES
+    from convcli.io import image_files, row_writers
+    from convcli.io.formats import FORMATS
+
+    assert tuple(FORMATS) == FORMAT_NAMES
+    assert set(FORMAT_ALIASES.values()) <= set(FORMATS)
+    assert row_writers.ROW_FORMATS == ("npy", "png", "tiff", "zarr")
+    assert image_files._PIL_FORMATS == {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
+    assert [name for name, f in FORMATS.items() if not f.stacks] == ["jpg", "zarr"]
+
+
+def test_ruff_finds_nothing():
+    pytest.importorskip("ruff")
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "convcli",
+                             "tests", "benchmarks", "docs"], cwd=root, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

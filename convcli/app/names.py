@@ -26,51 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..choices import FORMAT_ALIASES
+from ..io.formats import FORMATS, Format  # noqa: F401  (the table, for the app)
 from ..io.frames import frame_label
 from ..io.safeio import path_order
-
-
-@dataclass(frozen=True)
-class Format:
-    """An output format (``--format``).
-
-    Attributes
-    ----------
-    extension : str
-        The file extension, without the dot.
-    raw : bool
-        One file of raw float32 values per input, instead of image levels per channel.
-    max_depth : int
-        The deepest samples the format holds: 16, or 8 (JPEG).
-    floats : bool
-        Whether it holds float32 values as they are (``--normalize none``).
-    folder : bool
-        Whether an output is a folder (a Zarr store), not a file.
-    by_rows : bool
-        Whether an image is written by :func:`convcli.io.row_writers.open_row_writer`,
-        whole or in strips alike: the same file, tiles, compression and reduced levels
-        whatever the memory budget (TIFF, Zarr).
-    """
-
-    extension: str
-    raw: bool = False
-    max_depth: int = 16
-    floats: bool = False
-    folder: bool = False
-    by_rows: bool = False
-
-
-FORMATS = {
-    "png": Format("png"),
-    "jpg": Format("jpg", max_depth=8),
-    "tiff": Format("tiff", floats=True, by_rows=True),
-    "npy": Format("npy", raw=True, floats=True),
-    "zarr": Format("zarr", floats=True, folder=True, by_rows=True),
-}
-"""The output formats by ``--format`` name; PNG and JPEG images are written by
-:func:`convcli.io.image_files.save_levels`, the raw one by :func:`convcli.io.image_files.save_npy`,
-TIFFs and Zarr stores by :func:`convcli.io.row_writers.open_row_writer`, as the strips
-write them."""
 
 
 def format_name(name: str) -> str:

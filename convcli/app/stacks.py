@@ -102,7 +102,7 @@ def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPl
     """
     sizes = tuple(source.frame_sizes(frames))
     check_stack_pixels(sizes, source.max_pixels)
-    per_frame = fmt == "jpg" or FORMATS[fmt].folder or len(set(sizes)) > 1
+    per_frame = not FORMATS[fmt].stacks or len(set(sizes)) > 1
     return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame,
                      source.sample_bytes, source.stack_carried)
 

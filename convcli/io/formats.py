@@ -1,4 +1,5 @@
-"""What names and marks convcli's files: the ownership marker, the Zarr store name.
+"""What names and marks convcli's files: the output formats, the ownership marker, the
+Zarr store name.
 
 The lowest module of :mod:`convcli.io`: it imports nothing of convcli's, and
 loads the modules that import tifffile on first use (:func:`load`).
@@ -7,12 +8,69 @@ loads the modules that import tifffile on first use (:func:`load`).
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 MARKER = "convcli"
 """What every image convcli writes carries in its metadata, so that ``--overwrite``
 replaces only convcli's own files: the PNG text chunk ``Software``, the TIFF tag
 Software (305), the JPEG comment, a Zarr store's attributes. Metadata only: the
 pixels are not touched."""
+
+@dataclass(frozen=True)
+class Format:
+    """An output format (``--format``).
+
+    Attributes
+    ----------
+    extension : str
+        The file extension, without the dot.
+    raw : bool
+        One file of raw float32 values per input, instead of image levels per channel.
+    max_depth : int
+        The deepest samples the format holds: 16, or 8 (JPEG).
+    floats : bool
+        Whether it holds float32 values as they are (``--normalize none``).
+    folder : bool
+        Whether an output is a folder (a Zarr store), not a file.
+    pillow : str or None
+        The Pillow writer of a whole image (PNG and JPEG: levels and what they carry
+        through :func:`convcli.io.image_files.save_levels`), or None.
+    strips : bool
+        Whether :func:`convcli.io.row_writers.open_row_writer` writes it a strip of
+        rows at a time (an image larger than memory).
+    stacks : bool
+        Whether one file holds a stack of frames of one size (animated PNG, TIFF
+        pages, ``.npy``); the others are written a file per frame.
+    by_rows : bool
+        Whether an image is written by :func:`convcli.io.row_writers.open_row_writer`,
+        whole or in strips alike: the same file, tiles, compression and reduced levels
+        whatever the memory budget (TIFF, Zarr).
+    """
+
+    extension: str
+    raw: bool = False
+    max_depth: int = 16
+    floats: bool = False
+    folder: bool = False
+    pillow: str | None = None
+    strips: bool = True
+    stacks: bool = True
+    by_rows: bool = False
+
+
+FORMATS = {
+    "png": Format("png", pillow="PNG"),
+    "jpg": Format("jpg", max_depth=8, pillow="JPEG", strips=False, stacks=False),
+    "tiff": Format("tiff", floats=True, pillow="TIFF", by_rows=True),
+    "npy": Format("npy", raw=True, floats=True),
+    "zarr": Format("zarr", floats=True, folder=True, stacks=False, by_rows=True),
+}
+"""The output formats by ``--format`` name (:data:`convcli.choices.FORMAT_NAMES`, a test
+checks); PNG and JPEG images are written by
+:func:`convcli.io.image_files.save_levels`, the raw one by :func:`convcli.io.image_files.save_npy`,
+TIFFs and Zarr stores by :func:`convcli.io.row_writers.open_row_writer`, as the strips
+write them."""
+
 
 STORE_EXTENSION = ".zarr"
 """The extension of a Zarr store's folder."""

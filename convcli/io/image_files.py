@@ -21,14 +21,14 @@ import numpy as np
 from PIL import Image
 
 from .carried import NOTHING, Carried
-from .formats import MARKER, load, tiff_page_tags
+from .formats import FORMATS, MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .png import ApngWriter, write_png
 from .safeio import atomic_output, write_atomic
 
 JPEG_QUALITY = 95
 
-_PIL_FORMATS = {"png": "PNG", "jpg": "JPEG", "tiff": "TIFF"}
+_PIL_FORMATS = {name: f.pillow for name, f in FORMATS.items() if f.pillow}
 
 
 _TIFF_SOFTWARE = 305

@@ -52,7 +52,7 @@ import numpy as np
 
 from . import store_claims
 from .carried import NOTHING, Carried
-from .formats import MARKER, load
+from .formats import FORMATS, MARKER, load
 from .image_files import written_by_convcli
 from .png import PngRowEncoder
 from .pyramid import TILE
@@ -61,8 +61,8 @@ from .spill import spills
 from .storage import CANCEL_SECONDS, remove_tree
 from .zarr_stores import StoreSink, cancel_zarr_requests
 
-ROW_FORMATS = ("npy", "png", "tiff", "zarr")
-"""The formats :func:`open_row_writer` writes."""
+ROW_FORMATS = tuple(sorted(name for name, f in FORMATS.items() if f.strips))
+"""The formats :func:`open_row_writer` writes (``npy``, ``png``, ``tiff``, ``zarr``)."""
 
 _LEVEL_TYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
 _FLOAT = np.dtype(np.float32)

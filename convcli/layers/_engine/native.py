@@ -139,9 +139,9 @@ def correlate_separable(A, u, v, pads, bias):
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         flags = scratch.take("flags", (h1 - h0,), np.uint8)
+        lines = scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in,))
         for i in range(i0, i1):
-            _native.separable(A, u32, v32, Z, scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in,)), flags, *shapes,
-                              (i, h0, h1))
+            _native.separable(A, u32, v32, Z, lines, flags, *shapes, (i, h0, h1))
             if flags.any():
                 not_finite.extend((i, h0 + int(r)) for r in np.flatnonzero(flags))
 
