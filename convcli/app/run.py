@@ -40,7 +40,7 @@ from ..io.safeio import STALE_SECONDS, publishing_checked, remove_stale_temporar
 from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine import native
 from ..layers._engine.tiles import memory_budget
-from . import plan, process
+from . import inputs, plan, process
 from .manifest import Manifest, ManifestHooks, merge_fragments
 from .parts import part
 from .report import Reporter
@@ -332,7 +332,7 @@ class _BatchRun:
         """Run the tasks with the manifest recording what is written; the exit status."""
 
         if self.total is None and self.reporter.wants_total():
-            self.count = plan.count_in_background(paths, **self.listing)
+            self.count = inputs.count_in_background(paths, **self.listing)
         self.shown = shown
         if not target.out_file:  # -o FILE and -o - write that one file only
             fmt = _run_format(self.options, target, self.op) or "input"
