@@ -21,7 +21,7 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_messages, library_section
 from ..engines.processes import FileResult
 from ..errors import MissingExtra
-from ..io import storage, store_claims
+from ..io import storage
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
@@ -38,7 +38,7 @@ from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
 from ..levels.mapping import LevelScale, count_not_finite, map_levels
 from ..units import size_text
-from .names import FORMATS, Output, named_for_stem, planned_outputs
+from .names import FORMATS, Output, planned_outputs
 from .ops import result_and_summary
 from .outputs import (
     carried_for,
@@ -53,6 +53,7 @@ from .outputs import (
 )
 from .parts import part
 from .plan import Task
+from .staging import download_input, staged_task, stand_in_for_outputs, upload_outputs
 from .work import check_whole_work
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
@@ -449,20 +450,8 @@ def _file_notes(notes: list[str], not_finite: int, kept: int) -> str:
     return "; ".join(notes)
 
 
-def _fetch(url: str, local: str, options) -> None:
-    """Download `url` to `local`; a failure is an OSError with a reason for the user."""
-    try:
-        storage.download(url, local, options)
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "No such file or directory") from None
-    except OSError as exc:
-        if exc.strerror:
-            raise
-        raise OSError(errno.EIO, f"cannot be read: {exc}") from None
-
-
 def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
-    """:func:`_process` for a task with URLs: through a local staging folder.
+    """:func:`_process` for a task with URLs: through a local staging folder (:mod:`.staging`).
 
     An input on object storage is downloaded first. For an output folder on
     object storage, the staging folder stands for it: the outputs already
@@ -471,16 +460,9 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
     marker says whether convcli wrote them. Each output written is then
     uploaded in one put, so an object appears whole or not at all.
     """
-    options = task.storage_options
     _remove_stale_staging_once()
     with staging_folder() as staging:
-        source = task.source
-        if is_url(source) and not is_store_name(source):  # a store is read where it is
-            source = os.path.join(staging, "input", storage.basename(source))
-            os.makedirs(os.path.dirname(source))
-            start = time.perf_counter()
-            _fetch(task.source, source, options)
-            timings["download"] = time.perf_counter() - start
+        source = download_input(task, staging, timings)
         downloaded = source != task.source
         if not is_url(task.out_dir):
             result = _process(replace(task, source=source, downloaded=downloaded), timings,
@@ -488,38 +470,16 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
             return replace(result, source=task.source)
         out = os.path.join(staging, "output")
         os.makedirs(out)
-        existing = task.existing
-        if existing is None:
-            existing = [n for n in storage.list_names(task.out_dir, options)
-                        if named_for_stem(n, task.stem)]
-        stores = FORMATS[task.fmt].folder  # written in place, see store_place
-        for name in existing:
-            _stand_in(task, name, out, overwrite=task.overwrite)
-        folder = task.out_dir.rstrip("/")
-        staged_task = replace(
-            task, source=source, downloaded=downloaded, out_dir=out, existing=None,
-            stores_at=task.out_dir if stores else "",
-            out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
-            protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
-                            if is_url(p) and storage.dirname(p) == folder),
-        )
+        stand_in_for_outputs(task, out)
         staged = _Written()
         try:
-            result = _process(staged_task, timings, staged)
+            result = _process(staged_task(task, source, downloaded, out), timings, staged)
         except OSError as exc:  # named as the user knows it: its URL, not the staging path
             if isinstance(exc.filename, str) and exc.filename.startswith(out + os.sep):
                 exc.filename = storage.join(task.out_dir, os.path.basename(exc.filename))
             raise
         written.records, written.todo = staged.records, staged.todo
-        start = time.perf_counter()
-        for path in staged.paths:
-            url = storage.join(task.out_dir, os.path.basename(path))
-            if stores and os.path.isdir(path):  # a store is there already
-                written.paths.append(url)
-            else:  # counted once whole, also where Ctrl-C came as the put finished
-                storage.upload(path, url, options, done=functools.partial(
-                    written.paths.append, url))
-        timings["upload"] = time.perf_counter() - start
+        upload_outputs(task, staged.paths, written.paths, timings)
         return replace(result, source=task.source, outputs=tuple(written.paths))
 
 
@@ -527,29 +487,6 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
 def _remove_stale_staging_once() -> None:
     """The staging folders of killed runs, removed once a process (:func:`remove_stale_staging`)."""
     remove_stale_staging()
-
-
-def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
-    """An output `name` on object storage, on the staging disk: an empty file, or a copy to
-    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only,
-    and none stands for a store a run claimed and never finished (it is written again)."""
-    url, local = storage.join(task.out_dir, name), os.path.join(staging, name)
-    if is_store_name(name) and store_claims.unfinished(url, task.storage_options):
-        return  # a store a run never finished: convcli's own, written again
-    if not is_store_name(name):
-        if overwrite:
-            _fetch(url, local, task.storage_options)
-        else:
-            open(local, "wb").close()
-        return
-    os.makedirs(local)
-    if overwrite:  # whether convcli wrote it is in .zattrs (zarr.json for Zarr format 3)
-        for meta in (".zattrs", "zarr.json"):
-            try:
-                storage.download(storage.join(url, meta), os.path.join(local, meta),
-                                 task.storage_options)
-            except FileNotFoundError:
-                continue
 
 
 def _levels(data: np.ndarray, index: int, mapping, depth: int
