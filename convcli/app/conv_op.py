@@ -183,46 +183,13 @@ class ConvOp:
         return (colour + ["A"] * alpha_weighted(self, channels) if self.channels == "each"
                 else [self.channels])
 
-    def _maps(self) -> list[str]:
-        """What each map is named after: every kernel, or all of them combined."""
-        if self.combine is None:
-            return [k.label for k in self.kernels]
-        return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
-
     def tags(self, channels: tuple[str, ...]) -> Tags:
-        options = self.options_tag()
-        mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
-        names = self.channel_names(channels)
-        maps = self._maps()
-        groups = ()
-        if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
-            n = len(names)
-            groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
-                           for i, m in enumerate(maps))
-        raw = "+".join(k.label for k in self.kernels) + options
-        if self.combine is not None:
-            raw += f"-{self.combine}"
-        return Tags(
-            channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
-            whole=None,
-            raw=f"{raw}-{self.channels}",
-            groups=groups,
-        )
+        return _tags(self, channels)
 
     # --- pixels ---
 
     def check(self, pic) -> None:
-        h, w = frame_size(pic)
-        for k in self.kernels:
-            top, bottom, left, right = self.pad_widths(k)
-            span = self.span(k)
-            if h + top + bottom < span[0] or w + left + right < span[1]:
-                p = top if len({top, bottom, left, right}) == 1 else pad_text(self.pad)
-                dilated = f" (dilation {self.dilation}: {span[0]}x{span[1]})"
-                raise ValueError(
-                    f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
-                    f"kernel {k.name!r}{dilated if self.dilation != 1 else ''} with pad {p}"
-                )
+        _check_size(self, pic)
 
     def conv_input(self, pic) -> np.ndarray:
         """The (m, H, W, C) float32 array the library is called on (C = 1 unless ``each``).
@@ -407,3 +374,47 @@ def _work_bytes(op: ConvOp, height: int, width: int, channels: int, sample_bytes
                             float_channels=1 if summed_first else channels,
                             maps=len(op.kernels) * (channels if each else 1),
                             per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))
+
+
+def _map_names(op: ConvOp) -> list[str]:
+    """What each map is named after: every kernel, or all of them combined."""
+    if op.combine is None:
+        return [k.label for k in op.kernels]
+    return ["+".join(k.label for k in op.kernels) + f"-{op.combine}"]
+
+
+def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
+    """:meth:`ConvOp.tags`: the names of its outputs, as its docstring says."""
+    options = op.options_tag()
+    mapping = f"-{op.normalize}" if op.normalize != "auto" else ""
+    names = op.channel_names(channels)
+    maps = _map_names(op)
+    groups = ()
+    if op.channels == "each" and len(names) > 1 and op.normalize != RAW_VALUES:
+        n = len(names)
+        groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
+                       for i, m in enumerate(maps))
+    raw = "+".join(k.label for k in op.kernels) + options
+    if op.combine is not None:
+        raw += f"-{op.combine}"
+    return Tags(
+        channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
+        whole=None,
+        raw=f"{raw}-{op.channels}",
+        groups=groups,
+    )
+
+
+def _check_size(op: ConvOp, pic) -> None:
+    """:meth:`ConvOp.check`: a ValueError where the padded picture is smaller than a kernel."""
+    h, w = frame_size(pic)
+    for k in op.kernels:
+        top, bottom, left, right = op.pad_widths(k)
+        span = op.span(k)
+        if h + top + bottom < span[0] or w + left + right < span[1]:
+            p = top if len({top, bottom, left, right}) == 1 else pad_text(op.pad)
+            dilated = f" (dilation {op.dilation}: {span[0]}x{span[1]})"
+            raise ValueError(
+                f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
+                f"kernel {k.name!r}{dilated if op.dilation != 1 else ''} with pad {p}"
+            )
