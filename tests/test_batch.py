@@ -261,12 +261,12 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
 
 
 def test_sigterm_is_not_caught_by_the_per_file_guard():
-    from convcli.app.run import _Terminated
+    from convcli.app.stop_requests import Terminated
 
     def terminated(task):
-        raise _Terminated
+        raise Terminated
 
-    with pytest.raises(_Terminated):
+    with pytest.raises(Terminated):
         run_guarded(terminated, "x")
 
 

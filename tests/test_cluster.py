@@ -198,7 +198,7 @@ def _assert_manifest_names_every_output(out: Path, *, killed: bool = False) -> l
 
 @pytest.mark.slow
 def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
-    # SIGTERM is counted as Ctrl-C is (convcli.app.run._StopRequests), and exits 143.
+    # SIGTERM is counted as Ctrl-C is (convcli.app.stop_requests.StopRequests), and exits 143.
     sig = signal.SIGINT
     src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
