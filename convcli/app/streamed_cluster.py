@@ -259,28 +259,9 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
     from contextlib import ExitStack
 
 
-    band_rows = bands[0][1] - bands[0][0]
     not_finite = 0
     with ExitStack() as stack:
-        stores, outputs = [], []
-        for out in plans.todo:
-            layout = plans._layout(out)
-            output = stack.enter_context(atomic_output(
-                out.path, overwrite=plans.task.overwrite, replaceable=written_by_convcli,
-                folder=True))
-            if output.temporary is None:  # an existing store kept
-                continue
-            place = store_place(plans.task, out.path)  # on object storage: written there
-            options = place.get("storage_options")
-            location, claim = store_location(stack, output.temporary, place.get("store_url"),
-                                             options)
-            shape = (layout["height"], layout["width"], layout["channels"])
-            dtype = np.dtype(layout["dtype"])
-            create_store(location, shape, dtype, options)
-            levels = 1 if len(bands) == 1 else band_levels(
-                band_rows, len(level_sizes(shape[0], shape[1])))
-            stores.append(_Store(out, location, shape, dtype, max(1, levels), options, claim))
-            outputs.append(output)
+        stores, outputs = _create_stores(stack, plans, bands)
         [shared] = client.scatter([plans], hash=False)
         for count, result in in_order(client, band_into_stores, job, bands, shared, stores,
                                       overview is not None, in_flight=in_flight):
@@ -299,3 +280,29 @@ def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight:
             records.append(output_record(store.out, scales, plans.depth,
                                          kept_by(plans.task, plans.carried, store.out, scales)))
     return not_finite
+
+
+def _create_stores(stack, plans: _Outputs, bands: list) -> tuple[list, list]:
+    """The empty Zarr stores of the outputs to write, each in its temporary place (closed
+    with `stack`), and their atomic outputs; an existing store kept has none."""
+    band_rows = bands[0][1] - bands[0][0]
+    stores, outputs = [], []
+    for out in plans.todo:
+        layout = plans._layout(out)
+        output = stack.enter_context(atomic_output(
+            out.path, overwrite=plans.task.overwrite, replaceable=written_by_convcli,
+            folder=True))
+        if output.temporary is None:  # an existing store kept
+            continue
+        place = store_place(plans.task, out.path)  # on object storage: written there
+        options = place.get("storage_options")
+        location, claim = store_location(stack, output.temporary, place.get("store_url"),
+                                         options)
+        shape = (layout["height"], layout["width"], layout["channels"])
+        dtype = np.dtype(layout["dtype"])
+        create_store(location, shape, dtype, options)
+        levels = 1 if len(bands) == 1 else band_levels(
+            band_rows, len(level_sizes(shape[0], shape[1])))
+        stores.append(_Store(out, location, shape, dtype, max(1, levels), options, claim))
+        outputs.append(output)
+    return stores, outputs
