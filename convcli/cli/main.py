@@ -13,40 +13,26 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import click
 
-from ..app.report import Reporter
-from ..choices import (
-    BORDER_MODES,
-    CHANNEL_MODES,
-    DEFAULT_BORDER,
-    DEFAULT_MAX_PIXELS,
-    LOSSES,
-    NORMALIZE_CHOICES,
-)
+from ..choices import LOSSES, NORMALIZE_CHOICES
 from ..errors import MissingExtra, OptionError
 from .options import (
     SEPARATE_OPTION,
-    PadParam,
     common_options,
     conv_options,
+    fit_options,
     normalize_option,
     pad_options,
     pool_options,
     target_option,
 )
+from .terminal import TerminalReport, say
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # click >= 8.2 raises this for a group called without a command (it prints the help).
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
-
-
-def _say(message: str) -> None:
-    from ..io.storage import for_terminal
-
-    click.echo(f"convcli: {for_terminal(message)}", err=True)
 
 
 class _Group(click.Group):
@@ -67,13 +53,13 @@ class _Group(click.Group):
             message = " ".join(exc.format_message().split())
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see '{exc.ctx.command_path} --help')"
-            _say(message)
+            say(message)
             sys.exit(exc.exit_code)
         except click.Abort:
-            _say("interrupted")
+            say("interrupted")
             sys.exit(130)
         except _stream_error() as exc:  # standard output closed or full
-            _say(str(exc))
+            say(str(exc))
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -117,67 +103,7 @@ def main():
             raise click.UsageError(problem)
 
 
-# --- the run's reporter, and usage errors -----------------------------------------------------
-
-
-class _Report(Reporter):
-    """The run's reporter on a terminal: a progress bar on stderr while files are processed.
-
-    The bar is shown when stderr is a terminal, unless quiet or verbose, once
-    the number of files is known (from a count in the background when the
-    inputs are planned a folder at a time), and if there is more than one.
-    """
-
-    def __init__(self, *, quiet: bool, verbose: bool, debug: bool):
-        super().__init__(quiet=quiet, verbose=verbose, debug=debug)
-        self.bar = None
-        self.done = 0
-        self.total: int | None = None
-        self._count = None
-        self.start = time.monotonic()
-
-    def wants_total(self) -> bool:
-        return not self.quiet and not self.verbose and sys.stderr.isatty()
-
-    def begin(self, total, count=None) -> None:
-        self.total, self._count = total, count
-        self._start_bar()
-
-    def _start_bar(self) -> None:
-        """Show the progress bar once the total is known, if there is more than one file."""
-        if self.total is None and self._count is not None:
-            self.total = self._count()
-        if not self.wants_total() or self.total is None or self.total <= 1:
-            return
-        self.bar = click.progressbar(
-            length=self.total, label="convcli", file=sys.stderr, show_pos=True,
-            show_eta=True, item_show_func=self._rate,
-        )
-        self.bar.__enter__()
-        self.bar.update(self.done)
-
-    def _rate(self, _item) -> str:
-        elapsed = time.monotonic() - self.start
-        return f"{self.done / elapsed:.1f} files/s" if self.done and elapsed > 0 else ""
-
-    def add(self, result, source: str) -> None:
-        self.done += 1
-        super().add(result, source)
-        if self.bar is not None:
-            self.bar.update(1)
-        elif self.total is None:
-            self._start_bar()
-
-    def say(self, line: str) -> None:
-        if self.bar is not None:  # start the message on a line of its own
-            click.echo("\r\x1b[K", nl=False, err=True)
-        _say(line)
-
-    def end(self, line: str, *, interrupted: bool = False) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-        super().end(line, interrupted=interrupted)
+# --- usage errors --------------------------------------------------------------------------------
 
 
 def _usage_error(exc: Exception) -> click.ClickException:
@@ -213,7 +139,7 @@ def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_p
         scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
         storage_options=storage_options, memory=memory, dry_run=dry_run, frames=frames)
     try:
-        report = _Report(quiet=quiet, verbose=verbose, debug=debug)
+        report = TerminalReport(quiet=quiet, verbose=verbose, debug=debug)
         status = run_batch(op, inputs, options, report)
     except (OptionError, MissingExtra) as exc:
         raise _usage_error(exc) from None
@@ -296,33 +222,7 @@ def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
 
 
 @main.command("fit")
-@click.argument("before", type=click.Path(path_type=str, readable=False))
-@click.argument("after", type=click.Path(path_type=str, readable=False))
-@click.option("--size", type=click.IntRange(min=1, max=31), default=3, show_default=True,
-              help="Kernel size F (F x F).")
-@click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
-              default="sum", show_default=True,
-              help="As conv: sum (the channel sum), each (one kernel on every colour channel) "
-                   "or gray.")
-@click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
-              help="As conv: same, valid or N.")
-@click.option("--border", type=click.Choice(BORDER_MODES, case_sensitive=False),
-              default=DEFAULT_BORDER, show_default=True, help="As conv: how the pad is filled.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
-              help="As conv.")
-@click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
-              help="As conv: pixels between the kernel's taps.")
-@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True,
-              help="At most this many gradient steps.")
-@click.option("-o", "--out", default="", metavar="FILE",
-              help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]")
-@click.option("--figure", is_flag=True,
-              help="Also draw FILE's stem + _grid.png: the kernel, the closest named one, "
-                   "the loss curve.")
-@click.option("--overwrite", is_flag=True, help="Replace a kernel file (and figure) fit wrote.")
-@click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
-              show_default=True, help="Refuse larger images (0: no limit).")
-@click.option("-q", "--quiet", is_flag=True, help="Only report errors.")
+@fit_options
 def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps, out, figure,
             overwrite, max_pixels, quiet):
     """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
@@ -336,7 +236,7 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
       convcli conv -k sobel-x --format npy -o edges.npy photo.png
       convcli fit photo.png edges.npy -o learned.toml --figure
     """
-    from ..app.fit import FitError, FitRun, run_fit
+    from ..app.fit import FitRun
 
     if out and os.path.isdir(out):
         raise click.BadParameter(f"{out!r} is a folder: -o names the kernel file",
@@ -348,6 +248,14 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
         run.conv_op()  # options that cannot work together are usage errors, as in conv
     except OptionError as exc:
         raise _usage_error(exc) from None
+    _fit(run, quiet=quiet)
+
+
+def _fit(run, *, quiet: bool) -> None:
+    """Run the fit, its progress on one line of stderr where that is a terminal (not with
+    `quiet`); then what it found and the files written, or its error (exit status 1)."""
+    from ..app.fit import FitError, run_fit
+
     live = not quiet and sys.stderr.isatty()
 
     def progress(step, error):
@@ -360,14 +268,14 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
     except FitError as exc:
         if live:
             click.echo("\r\x1b[K", nl=False, err=True)
-        _say(str(exc))
+        say(str(exc))
         sys.exit(1)
     if live:
         click.echo("\r\x1b[K", nl=False, err=True)
     if not quiet:
         for line in lines:
-            _say(line)
-        _say(f"wrote {', '.join(written)}")
+            say(line)
+        say(f"wrote {', '.join(written)}")
 
 
 @main.group("grad", context_settings=CONTEXT_SETTINGS)
