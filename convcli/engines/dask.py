@@ -91,19 +91,7 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
     # also a scheduler that went away (its "Failed to reconnect" error).
     _quiet_dask_logs(logging.ERROR)
     try:
-        if scheduler == "local":
-            # The scheduler's HTTP server on a free loopback port: with the dashboard
-            # off it would still take 8787, and warn when another cluster holds it.
-            cluster = distributed.LocalCluster(
-                n_workers=jobs, threads_per_worker=1, processes=True,
-                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-            client = distributed.Client(cluster, set_as_default=False)
-            client._convcli_cluster = cluster  # closed with the client, see close()
-        elif scheduler_file is not None:
-            client = distributed.Client(scheduler_file=scheduler_file, timeout=timeout,
-                                        set_as_default=False)
-        else:
-            client = distributed.Client(scheduler, timeout=timeout, set_as_default=False)
+        client = _client(distributed, scheduler, scheduler_file, jobs=jobs, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         where = scheduler_file or scheduler
         raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
@@ -117,6 +105,26 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         close(client)
         raise
     return client
+
+
+def _client(distributed, scheduler: str | None, scheduler_file: str | None, *, jobs: int,
+            timeout: float):
+    """The client of :func:`connect`: of a new local cluster, or of the scheduler named."""
+    import logging
+
+    if scheduler == "local":
+        # The scheduler's HTTP server on a free loopback port: with the dashboard
+        # off it would still take 8787, and warn when another cluster holds it.
+        cluster = distributed.LocalCluster(
+            n_workers=jobs, threads_per_worker=1, processes=True,
+            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+        client = distributed.Client(cluster, set_as_default=False)
+        client._convcli_cluster = cluster  # closed with the client, see close()
+        return client
+    if scheduler_file is not None:
+        return distributed.Client(scheduler_file=scheduler_file, timeout=timeout,
+                                  set_as_default=False)
+    return distributed.Client(scheduler, timeout=timeout, set_as_default=False)
 
 
 def _without_abandoned_gathers(loop, context: dict) -> None:
