@@ -10,8 +10,8 @@ import pytest
 import tifffile
 from helpers import ok
 
-from convcli.io.carried import PhysicalSize, physical_size, unit_symbol
 from convcli.io.ome import physical_of
+from convcli.io.physical import PhysicalSize, physical_size, unit_symbol
 
 MICRO = "\u00b5m"
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._version import __version__
-from .carried import NOTHING, Carried, PhysicalSize, unit_symbol
+from .carried import NOTHING, Carried
+from .physical import PhysicalSize, unit_symbol
 
 OME_VERSION = "0.4"
 
@@ -37,7 +38,7 @@ def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = 
     carried : Carried
         A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
         (:meth:`convcli.io.carried.GeoTags.attributes`), and an OME image's physical size
-        (:class:`convcli.io.carried.PhysicalSize`): the axes' units, the scales and
+        (:class:`convcli.io.physical.PhysicalSize`): the axes' units, the scales and
         translations in them; a Zarr store holds nothing else of it.
     dtype : numpy dtype
         The samples: the windows of ``omero``'s channels are 0 to 255, 0 to 65535, or 0

@@ -44,9 +44,10 @@ import numpy as np
 from ..errors import ImageError, MissingExtra
 from . import store_claims
 from .bands import float_white
-from .carried import NOTHING, Carried, PhysicalSize
+from .carried import NOTHING, Carried
 from .formats import store_attributes_marked
 from .ome import ome_attributes, physical_of
+from .physical import PhysicalSize
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
 from .spill import SegmentRows
 from .storage import filesystem, is_url
