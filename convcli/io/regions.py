@@ -68,7 +68,7 @@ from .carried import from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
-from .zarr_stores import StoreRegions, open_store_regions
+from .zarr_regions import StoreRegions, open_store_regions
 
 MAX_SEGMENT_PIXELS = 1 << 24
 """The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
@@ -212,7 +212,7 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
         whole-image path then reports why), or has a layout listed in the
         module docstring as read whole. Close the source after use (it is a
         context manager). A path named ``*.zarr`` gives a
-        :class:`convcli.io.zarr_stores.StoreRegions`, never None.
+        :class:`convcli.io.zarr_regions.StoreRegions`, never None.
 
     Raises
     ------
