@@ -114,13 +114,6 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     if fmt not in _PIL_FORMATS:
         raise ValueError(f"fmt must be one of {', '.join(_PIL_FORMATS)}; got {fmt!r}")
     arr = np.ascontiguousarray(levels)
-    if fmt == "jpg":
-        if arr.dtype == np.uint16:
-            arr = np.rint(arr / 257.0).astype(np.uint8)
-        if arr.ndim == 3 and arr.shape[2] in (2, 4):
-            arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
-        if arr.ndim == 3 and arr.shape[2] == 1:
-            arr = arr[:, :, 0]
     if fmt == "png":
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as fh:
@@ -130,13 +123,26 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     if fmt == "tiff":
         return write_atomic(path, lambda tmp: write_tiff(tmp, arr, carried),
                             overwrite=overwrite, replaceable=written_by_convcli)
+    return _save_jpeg(path, arr, overwrite=overwrite, carried=carried)
+
+
+def _save_jpeg(path: str | os.PathLike, arr: np.ndarray, *, overwrite: bool,
+               carried: Carried) -> bool:
+    """:func:`save_levels` as a JPEG: 8-bit, alpha dropped, at :data:`JPEG_QUALITY` or with
+    the tables of the input JPEG that `carried` keeps."""
+    if arr.dtype == np.uint16:
+        arr = np.rint(arr / 257.0).astype(np.uint8)
+    if arr.ndim == 3 and arr.shape[2] in (2, 4):
+        arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
     im = Image.fromarray(arr)
     options = {"comment": MARKER, **carried.pillow_options()}
     if "qtables" not in options:  # an input's tables are its quality
         options["quality"] = JPEG_QUALITY
 
     def write(tmp: Path) -> None:
-        im.save(tmp, format=_PIL_FORMATS[fmt], **options)
+        im.save(tmp, format=_PIL_FORMATS["jpg"], **options)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 

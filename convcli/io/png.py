@@ -292,6 +292,17 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
     >>> b"acTL" in buf.getvalue()
     True
     """
+    stack, durations = _frames_and_durations(frames, durations)
+    writer = ApngWriter(fh, shape=stack.shape[1:], dtype=stack.dtype, count=len(stack),
+                        loop=loop, text=text, backend=backend)
+    for frame, duration in zip(stack, durations, strict=True):
+        writer.add(frame, duration)
+    writer.close()
+
+
+def _frames_and_durations(frames, durations) -> tuple[np.ndarray, list]:
+    """:func:`write_apng`'s frames as (m, H, W, C) and a duration for each (None: 100 ms);
+    a ValueError for no frames, or a count of durations that is not theirs."""
     stack = np.asarray(frames)
     if stack.ndim == 3:
         stack = stack[..., None]
@@ -301,11 +312,7 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
     durations = list(durations) if durations is not None else [None] * len(stack)
     if len(durations) != len(stack):
         raise ValueError(f"{len(durations)} durations for {len(stack)} frames")
-    writer = ApngWriter(fh, shape=stack.shape[1:], dtype=stack.dtype, count=len(stack),
-                        loop=loop, text=text, backend=backend)
-    for frame, duration in zip(stack, durations, strict=True):
-        writer.add(frame, duration)
-    writer.close()
+    return stack, durations
 
 
 class ApngWriter:

@@ -187,6 +187,18 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     shape = (int(height), int(width), int(channels))
+    with _written_rows(path, fmt, shape, dtype, overwrite, store_url, storage_options,
+                       carried) as writer:
+        yield writer
+
+
+@contextmanager
+def _written_rows(path: str | os.PathLike, fmt: str, shape: tuple[int, int, int],
+                  dtype: np.dtype, overwrite: bool, store_url: str | None,
+                  storage_options: dict | None, carried: Carried) -> Iterator[RowWriter]:
+    """:func:`open_row_writer` of checked arguments: a :class:`RowWriter` into the sink of
+    :func:`_open_sink` at the output's temporary place, finished after the block and put in
+    place, or aborted where the block raises."""
     with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli,
                        folder=fmt == "zarr") as output:
         with ExitStack() as stack:
