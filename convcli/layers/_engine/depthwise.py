@@ -79,6 +79,19 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     if Z.size == 0 or not taps:  # no values, or every weight zero: the bias alone
         Z[...] = bias.reshape(-1)
         return Z
+    _correlate_tiles(A, W, Z, bias, taps, stride=s, pad=pad, dilation=d, dtype=dtype,
+                     finite=finite)
+    return Z
+
+
+def _correlate_tiles(A, W, Z, bias, taps, *, stride, pad, dilation, dtype, finite) -> None:
+    """:func:`correlate_depthwise`'s output `Z` filled tile of rows by tile, the threads
+    sharing the tiles: the `taps` (di, dj) of W laid over A, and the `bias` (n_K, C)."""
+    m, _, W_in, C = A.shape
+    f_h, f_w, _, n_K = W.shape
+    _, n_H, n_W, _ = Z.shape
+    s, d = stride, dilation
+    span_h, span_w = covered(f_h, 1, d), covered(f_w, 1, d)
     row_len = n_W * C
     kernel_taps = _KernelTaps(W.astype(dtype, copy=False), taps, n_W, s, d,
                               separable_taps(W, dtype) if finite and s == 1 else None)
@@ -109,7 +122,6 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
             np.add(acc.reshape(n_K, k, rows, n_W, C).transpose(1, 2, 3, 0, 4), bias, out=out)
 
     run_tiles(row_tiles, work, lambda: Scratch(dtype), cost=cost)
-    return Z
 
 
 class _KernelTaps:
