@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convcli.levels import mapping as levels
-from convcli.levels.mapping import _high_percentile, robust_top
+from convcli.levels import percentiles
+from convcli.levels.percentiles import _high_percentile, robust_top
 
 
 @settings(max_examples=60, deadline=None)
@@ -69,7 +70,7 @@ def test_large_maps_take_the_sample_and_equal_numpy(monkeypatch, dtype, percenti
     def whole_array(*args, **kwargs):  # the fallback: not expected here
         raise AssertionError("the whole array was taken")
 
-    monkeypatch.setattr(levels, "_whole_percentile", whole_array)
+    monkeypatch.setattr(percentiles, "_whole_percentile", whole_array)
     assert _high_percentile(a, percentile) == want
 
 

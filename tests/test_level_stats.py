@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli.choices import MAPPINGS
-from convcli.levels.mapping import ROBUST_PERCENTILE, _linear_rank, map_levels
+from convcli.levels.mapping import map_levels
+from convcli.levels.percentiles import ROBUST_PERCENTILE, _linear_rank
 from convcli.levels.stats import StreamedMapping
 
 LEVELS = [(8, 255), (16, 65535), (8, 1.0), (16, 1.0)]

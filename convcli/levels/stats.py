@@ -32,22 +32,24 @@ import numbers
 import numpy as np
 
 from .mapping import (
-    ROBUST_PERCENTILE,
     RULES,
     LevelScale,
     _check_mapping_arguments,
     _cleaned,
-    _interpolate,
     _level_arithmetic,
     _level_scale,
+    _rounded_levels,
+    _scale_record,
+    top_level,
+)
+from .percentiles import (
+    ROBUST_PERCENTILE,
+    _interpolate,
     _linear_rank,
     _margin_left_out,
     _percentile_of_largest,
-    _rounded_levels,
-    _scale_record,
     _top_of_magnitudes,
     _top_or_largest,
-    top_level,
 )
 
 KEPT_MAGNITUDES = 1 << 20
@@ -293,7 +295,7 @@ class _ValueRange:
 
 
 class _RobustTop:
-    """:func:`convcli.levels.mapping.robust_top` of a map, from its strips: the exact percentile
+    """:func:`convcli.levels.percentiles.robust_top` of a map, from its strips: the exact percentile
     of the finite |x| inside the margin, by the largest kept (one pass) or a radix
     selection (two)."""
 
@@ -388,7 +390,7 @@ class _RobustTop:
             counts += np.bincount(bits[high == high_bin] & 0xFFFF, minlength=_LOW_BINS)
 
     def top(self) -> float:
-        """The robust top, as :func:`convcli.levels.mapping.robust_top` of the whole map."""
+        """The robust top, as :func:`convcli.levels.percentiles.robust_top` of the whole map."""
         if self._count == 0:
             return 1.0
         if self.passes == 1:
