@@ -137,8 +137,10 @@ class ConvOp:
         if self.pad == "same":
             top, _, left, _ = self.pad_widths(kernel)
             if top != left:
-                raise ValueError(f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
-                                 "by side: use pad_widths")
+                raise ValueError(
+                    f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
+                    "by side: use pad_widths"
+                )
             return top
         if self.pad == "valid":
             return 0
@@ -170,8 +172,10 @@ class ConvOp:
         keeping = [k.name for k in self.kernels if keeps_levels(k)]
         if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
             return []
-        return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
-                "R + G + B; --channels each gives the colour result"]
+        return [
+            f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
+            "R + G + B; --channels each gives the colour result"
+        ]
 
     def channel_names(self, channels: tuple[str, ...]) -> list[str]:
         """What each map of a kernel is named after, for an input with these `channels`.
@@ -180,8 +184,11 @@ class ConvOp:
         the channel mode.
         """
         colour = [c for c in channels if c != "A"]
-        return (colour + ["A"] * alpha_weighted(self, channels) if self.channels == "each"
-                else [self.channels])
+        return (
+            colour + ["A"] * alpha_weighted(self, channels)
+            if self.channels == "each"
+            else [self.channels]
+        )
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         return _tags(self, channels)
@@ -240,14 +247,21 @@ class ConvOp:
         spans = [self.span(k)[0] for k in self.kernels]
         (top, bottom), span = pads[0][:2], spans[0]
         rows = (height + top + bottom - span) // self.stride + 1
-        return RowGeometry(self.stride, tuple(p[0] for p in pads), tuple(spans), rows,
-                           align=_engine_alignment(self, width))
+        return RowGeometry(
+            self.stride,
+            tuple(p[0] for p in pads),
+            tuple(spans),
+            rows,
+            align=_engine_alignment(self, width),
+        )
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of the result on an image of `height` x `width`."""
         (left, right), span = self.pad_widths(self.kernels[0])[2:], self.span(self.kernels[0])[1]
-        return (self.row_geometry(height, width).out_rows,
-                (width + left + right - span) // self.stride + 1)
+        return (
+            self.row_geometry(height, width).out_rows,
+            (width + left + right - span) // self.stride + 1,
+        )
 
     def output_grid(self) -> tuple[int, float, float]:
         """One output pixel a stride, centred on the first kernel's window."""
@@ -262,13 +276,16 @@ class ConvOp:
         return self.border, 0.0
 
 
-
 def alpha_weighted(op: ConvOp, channels: tuple[str, ...]) -> bool:
     """Whether `op`'s maps of an input with these `channels` are weighted by alpha, with alpha
     convolved and kept (:func:`convcli.app.conv_pixels.alpha_weighted_maps`): ``each`` on a
     picture with alpha, with kernels that all keep levels, uncombined."""
-    return (op.channels == "each" and "A" in channels and op.combine is None
-            and all(keeps_levels(k) for k in op.kernels))
+    return (
+        op.channels == "each"
+        and "A" in channels
+        and op.combine is None
+        and all(keeps_levels(k) for k in op.kernels)
+    )
 
 
 def keeps_levels(kernel: Kernel) -> bool:
@@ -301,8 +318,7 @@ def _checked_options(op: ConvOp) -> dict[str, object]:
         checked["pad"] = side_widths(op.pad)
     elif isinstance(op.pad, str):
         if op.pad not in ("same", "valid"):
-            raise OptionError(f"must be same, valid or an integer >= 0, got {op.pad!r}",
-                              "--pad")
+            raise OptionError(f"must be same, valid or an integer >= 0, got {op.pad!r}", "--pad")
     else:
         checked["pad"] = whole_option(op.pad, "--pad", minimum=0)
     return checked
@@ -315,8 +331,9 @@ def _check_kernels(op: ConvOp) -> None:
         if k.label in seen:
             other = seen[k.label]
             raise OptionError(
-                f"{k.name!r} is given twice" if other.name == k.name else
-                f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
+                f"{k.name!r} is given twice"
+                if other.name == k.name
+                else f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
                 "--kernel",
             )
         seen[k.label] = k
@@ -370,10 +387,17 @@ def _work_bytes(op: ConvOp, height: int, width: int, channels: int, sample_bytes
     levels, 4 with 8-bit ones by channel."""
     each = op.channels == "each"
     summed_first = not each and channels > 1 and sample_bytes == 1
-    return whole_work_bytes(op, height, width, channels, sample_bytes,
-                            float_channels=1 if summed_first else channels,
-                            maps=len(op.kernels) * (channels if each else 1),
-                            per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))
+    return whole_work_bytes(
+        op,
+        height,
+        width,
+        channels,
+        sample_bytes,
+        float_channels=1 if summed_first else channels,
+        maps=len(op.kernels) * (channels if each else 1),
+        per_map=(4.5, 8.7),
+        per_result=(4 if each else 0, 14),
+    )
 
 
 def _map_names(op: ConvOp) -> list[str]:
@@ -392,8 +416,10 @@ def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
     groups = ()
     if op.channels == "each" and len(names) > 1 and op.normalize != RAW_VALUES:
         n = len(names)
-        groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
-                       for i, m in enumerate(maps))
+        groups = tuple(
+            (f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
+            for i, m in enumerate(maps)
+        )
     raw = "+".join(k.label for k in op.kernels) + options
     if op.combine is not None:
         raw += f"-{op.combine}"

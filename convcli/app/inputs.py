@@ -87,8 +87,9 @@ def _without_earlier_outputs(names: list[str]) -> list[str]:
     return [n for n in names if n not in outputs] if outputs else names
 
 
-def _url_folders(arg: str, out_dir: str, *, recursive: bool, options: dict | None,
-                 notes: list[str]) -> Iterator[InputFolder]:
+def _url_folders(
+    arg: str, out_dir: str, *, recursive: bool, options: dict | None, notes: list[str]
+) -> Iterator[InputFolder]:
     """The folders of one URL INPUT (an object is one :class:`InputFile`)."""
     count = 0
     for rel, names in walk_visible(arg, recursive=recursive, options=options):
@@ -102,8 +103,10 @@ def _url_folders(arg: str, out_dir: str, *, recursive: bool, options: dict | Non
             count += len(images)
             yield InputFolder(folder, out_folder, images, same)
     if count == 0:
-        notes.append(f"{arg}: no image files in this folder"
-                     + ("" if recursive else " (use -r to include its subfolders)"))
+        notes.append(
+            f"{arg}: no image files in this folder"
+            + ("" if recursive else " (use -r to include its subfolders)")
+        )
 
 
 def _scan(folder: str) -> tuple[list[str], list[str], set[str], set[str]]:
@@ -144,8 +147,9 @@ def _is_loop(entry: os.DirEntry) -> bool:
     return False
 
 
-def _local_folders(top: str, out_dir: str, *, recursive: bool,
-                   notes: list[str]) -> Iterator[InputFolder | InputFile]:
+def _local_folders(
+    top: str, out_dir: str, *, recursive: bool, notes: list[str]
+) -> Iterator[InputFolder | InputFile]:
     """The folders of one local INPUT folder, depth first in name order.
 
     A folder that cannot be listed (the named one, or a subfolder met with
@@ -172,23 +176,31 @@ def _local_folders(top: str, out_dir: str, *, recursive: bool,
             dirs = [d for d in dirs if resolved(os.path.join(folder, d)) != out_real]
         skipped_dirs = skipped_dirs or bool(dirs and not recursive)
         if recursive:
-            pending.extend((os.path.join(folder, d), d if rel == "." else f"{rel}/{d}")
-                           for d in reversed(dirs))
+            pending.extend(
+                (os.path.join(folder, d), d if rel == "." else f"{rel}/{d}") for d in reversed(dirs)
+            )
         images = [n for n in names if _is_input_name(n) or n in loops]
         same = local_out and resolved(out_folder) == resolved(folder)
         if same:
             images = _without_earlier_outputs(images)
         if images:
             count += len(images)
-            yield InputFolder(folder, out_folder, images, same, frozenset(links & set(images)),
-                          out_dir if local_out and rel != "." else "")
+            yield InputFolder(
+                folder,
+                out_folder,
+                images,
+                same,
+                frozenset(links & set(images)),
+                out_dir if local_out and rel != "." else "",
+            )
     if count == 0:
         hint = " (use -r to include its subfolders)" if skipped_dirs else ""
         notes.append(f"{top}: no image files in this folder{hint}")
 
 
-def input_folders(args: Iterable, out_dir: str, *, recursive: bool, options: dict | None,
-                  notes: list[str]) -> Iterator[InputFolder | InputFile]:
+def input_folders(
+    args: Iterable, out_dir: str, *, recursive: bool, options: dict | None, notes: list[str]
+) -> Iterator[InputFolder | InputFile]:
     """Each INPUT as the folders it holds, or as one :class:`InputFile` for a file."""
     top_out = _out_folder(out_dir, ".")
     for arg in args:
@@ -197,8 +209,9 @@ def input_folders(args: Iterable, out_dir: str, *, recursive: bool, options: dic
             yield InputFile(arg, top_out)
         elif is_url(arg):
             if is_folder(arg, options):
-                yield from _url_folders(arg, out_dir, recursive=recursive, options=options,
-                                        notes=notes)
+                yield from _url_folders(
+                    arg, out_dir, recursive=recursive, options=options, notes=notes
+                )
             else:
                 yield InputFile(arg, top_out)
         elif os.path.isdir(arg):  # False for a name too long, or a link loop
@@ -207,8 +220,13 @@ def input_folders(args: Iterable, out_dir: str, *, recursive: bool, options: dic
             yield InputFile(arg, top_out)
 
 
-def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
-                storage_options: dict | None = None) -> Inputs:
+def find_inputs(
+    args,
+    *,
+    out_dir: str | os.PathLike,
+    recursive: bool = False,
+    storage_options: dict | None = None,
+) -> Inputs:
     """Expand the command line's INPUT arguments into image files.
 
     A file is taken as it is (whatever its extension: if it is not an image,
@@ -225,8 +243,9 @@ def find_inputs(args, *, out_dir: str | os.PathLike, recursive: bool = False,
     own line when it is opened.
     """
     found = Inputs()
-    for item in input_folders(args, str(out_dir), recursive=recursive, options=storage_options,
-                         notes=found.notes):
+    for item in input_folders(
+        args, str(out_dir), recursive=recursive, options=storage_options, notes=found.notes
+    ):
         found.files.extend(item.files() if isinstance(item, InputFolder) else [item])
     return found
 
@@ -242,8 +261,9 @@ def folder_holds(outer: str, inner: str) -> bool:
     return inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
-def without_links_to_walked(folder: InputFolder, files: list[InputFile], top: str,
-                            out_dir: str, recursive: bool) -> list[InputFile]:
+def without_links_to_walked(
+    folder: InputFolder, files: list[InputFile], top: str, out_dir: str, recursive: bool
+) -> list[InputFile]:
     """`files` less the links to files that the walk of `top` takes as they are.
 
     Links to the same file elsewhere are kept once.
@@ -259,7 +279,8 @@ def without_links_to_walked(folder: InputFolder, files: list[InputFile], top: st
         target = resolved(item.path)
         rel = os.path.relpath(target, top_real)
         walked = (
-            not rel.startswith(os.pardir) and _is_input_name(target)
+            not rel.startswith(os.pardir)
+            and _is_input_name(target)
             and not any(_is_hidden(part) for part in rel.split(os.sep))
             and (recursive or os.sep not in rel)
             and not (out_real and folder_holds(out_real, target))
@@ -270,20 +291,23 @@ def without_links_to_walked(folder: InputFolder, files: list[InputFile], top: st
     return kept
 
 
-def count_inputs(args, *, out_dir: str, recursive: bool = False,
-                 storage_options: dict | None = None) -> int:
+def count_inputs(
+    args, *, out_dir: str, recursive: bool = False, storage_options: dict | None = None
+) -> int:
     """The number of tasks that :func:`stream_tasks` makes of `args` a folder at a time.
 
     From a listing only; for the `args` that :func:`streams_by_folder` accepts.
     """
     count = 0
-    for item in input_folders(args, out_dir, recursive=recursive, options=storage_options,
-                         notes=[]):
+    for item in input_folders(
+        args, out_dir, recursive=recursive, options=storage_options, notes=[]
+    ):
         if isinstance(item, InputFile):
             count += 1
         elif item.links:
-            count += len(without_links_to_walked(item, item.files(), str(args[0]), out_dir,
-                                                  recursive))
+            count += len(
+                without_links_to_walked(item, item.files(), str(args[0]), out_dir, recursive)
+            )
         else:
             count += len(item.names)
     return count

@@ -122,8 +122,9 @@ def _identity(path: str):
     return st.st_dev, st.st_ino
 
 
-def _plan_group(items: list[InputFile], out_dir: str, inputs_here: list[str], op: Operation,
-                **options) -> Iterator[Task]:
+def _plan_group(
+    items: list[InputFile], out_dir: str, inputs_here: list[str], op: Operation, **options
+) -> Iterator[Task]:
     """The tasks of the inputs `items`, which all write to `out_dir`.
 
     `inputs_here` are the inputs of the run that live in `out_dir`.
@@ -140,16 +141,27 @@ def _plan_group(items: list[InputFile], out_dir: str, inputs_here: list[str], op
             protected = tuple(p for p in inputs_here if named_for_stem(os.path.basename(p), stem))
         existing = None
         if names_there is not None:
-            existing = tuple(n for n in names_there if named_for_stem(n, stem)
-                             or (out_file and n == basename(out_file)))
+            existing = tuple(
+                n
+                for n in names_there
+                if named_for_stem(n, stem) or (out_file and n == basename(out_file))
+            )
         fmt = options["fmt"]
-        yield Task(item.path, item.out_dir, stem, op, protected=protected, existing=existing,
-                   out_root=item.out_root, **{**options, "fmt": output_format(op, item.path, fmt),
-                                              "kept_format": fmt is None})
+        yield Task(
+            item.path,
+            item.out_dir,
+            stem,
+            op,
+            protected=protected,
+            existing=existing,
+            out_root=item.out_root,
+            **{**options, "fmt": output_format(op, item.path, fmt), "kept_format": fmt is None},
+        )
 
 
-def _by_output_folder(inputs: list[InputFile]
-                      ) -> tuple[dict[str, list[InputFile]], dict[str, list[str]]]:
+def _by_output_folder(
+    inputs: list[InputFile],
+) -> tuple[dict[str, list[InputFile]], dict[str, list[str]]]:
     """The distinct files of `inputs` grouped by output folder, and the inputs in each folder.
 
     Both are keyed by the folder's resolved path (its URL for object storage).
@@ -175,12 +187,22 @@ def _by_output_folder(inputs: list[InputFile]
     return groups, inputs_in_dir
 
 
-def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str | None = "png",
-               figure: bool = False, separate: bool = False, overwrite: bool = False,
-               max_pixels: int = DEFAULT_MAX_PIXELS, out_file: str = "",
-               storage_options: dict | None = None, memory: int | None = None,
-               memory_given: bool = False, replace_any: bool = False,
-               frames=DEFAULT_FRAMES) -> list[Task]:
+def plan_tasks(
+    inputs: list[InputFile],
+    op: Operation,
+    *,
+    fmt: str | None = "png",
+    figure: bool = False,
+    separate: bool = False,
+    overwrite: bool = False,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    out_file: str = "",
+    storage_options: dict | None = None,
+    memory: int | None = None,
+    memory_given: bool = False,
+    replace_any: bool = False,
+    frames=DEFAULT_FRAMES,
+) -> list[Task]:
     """One task per distinct input file, with output stems that cannot clash.
 
     The same file named twice (or named and found in a folder, or reached
@@ -192,20 +214,31 @@ def plan_tasks(inputs: list[InputFile], op: Operation, *, fmt: str | None = "png
     `fmt` None: each input's outputs in the format
     :func:`convcli.app.outputs.output_format` gives it.
     """
-    options = dict(fmt=fmt, figure=figure, separate=separate, overwrite=overwrite,
-                   max_pixels=max_pixels, out_file=out_file, storage_options=storage_options,
-                   memory=memory, memory_given=memory_given, replace_any=replace_any,
-                   frames=frames)
+    options = dict(
+        fmt=fmt,
+        figure=figure,
+        separate=separate,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+        out_file=out_file,
+        storage_options=storage_options,
+        memory=memory,
+        memory_given=memory_given,
+        replace_any=replace_any,
+        frames=frames,
+    )
     groups, inputs_in_dir = _by_output_folder(inputs)
     tasks = []
     for key, items in groups.items():
-        tasks.extend(_plan_group(items, items[0].out_dir, inputs_in_dir.get(key, []), op,
-                                 **options))
+        tasks.extend(
+            _plan_group(items, items[0].out_dir, inputs_in_dir.get(key, []), op, **options)
+        )
     return tasks
 
 
-def streams_by_folder(args, *, out_dir: str, recursive: bool, out_file: str = "",
-                      storage_options: dict | None = None) -> bool:
+def streams_by_folder(
+    args, *, out_dir: str, recursive: bool, out_file: str = "", storage_options: dict | None = None
+) -> bool:
     """Whether :func:`stream_tasks` plans `args` a folder at a time.
 
     So it does for one INPUT folder writing to a folder, which is what a big
@@ -224,14 +257,26 @@ def _is_folder(arg: str, options: dict | None = None) -> bool:
     return is_folder(arg, options) if is_url(arg) else os.path.isdir(arg)
 
 
-def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
-                 notes: list[str], fmt: str | None = "png", figure: bool = False,
-                 separate: bool = False, overwrite: bool = False,
-                 max_pixels: int = DEFAULT_MAX_PIXELS,
-                 out_file: str = "", storage_options: dict | None = None,
-                 by_folder: bool | None = None, memory: int | None = None,
-                 memory_given: bool = False, replace_any: bool = False,
-                 frames=DEFAULT_FRAMES) -> Iterator[Task]:
+def stream_tasks(
+    args,
+    op: Operation,
+    *,
+    out_dir: str,
+    recursive: bool = False,
+    notes: list[str],
+    fmt: str | None = "png",
+    figure: bool = False,
+    separate: bool = False,
+    overwrite: bool = False,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    out_file: str = "",
+    storage_options: dict | None = None,
+    by_folder: bool | None = None,
+    memory: int | None = None,
+    memory_given: bool = False,
+    replace_any: bool = False,
+    frames=DEFAULT_FRAMES,
+) -> Iterator[Task]:
     """The tasks of :func:`find_inputs` and :func:`plan_tasks`, a folder at a time where it can.
 
     Where :func:`streams_by_folder` says so (`by_folder`, if the caller has
@@ -240,28 +285,46 @@ def stream_tasks(args, op: Operation, *, out_dir: str, recursive: bool = False,
     the batch's. Otherwise every input is listed first. `notes` receives
     :attr:`convcli.app.inputs.Inputs.notes`, once a folder has been listed whole.
     """
-    options = dict(fmt=fmt, figure=figure, separate=separate, overwrite=overwrite,
-                   max_pixels=max_pixels, out_file=out_file, storage_options=storage_options,
-                   memory=memory, memory_given=memory_given, replace_any=replace_any,
-                   frames=frames)
+    options = dict(
+        fmt=fmt,
+        figure=figure,
+        separate=separate,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+        out_file=out_file,
+        storage_options=storage_options,
+        memory=memory,
+        memory_given=memory_given,
+        replace_any=replace_any,
+        frames=frames,
+    )
     if by_folder is None:
-        by_folder = streams_by_folder(args, out_dir=out_dir, recursive=recursive,
-                                      out_file=out_file, storage_options=storage_options)
+        by_folder = streams_by_folder(
+            args,
+            out_dir=out_dir,
+            recursive=recursive,
+            out_file=out_file,
+            storage_options=storage_options,
+        )
     if not by_folder:
-        found = find_inputs(args, out_dir=out_dir, recursive=recursive,
-                            storage_options=storage_options)
+        found = find_inputs(
+            args, out_dir=out_dir, recursive=recursive, storage_options=storage_options
+        )
         notes.extend(found.notes)
         yield from plan_tasks(found.files, op, **options)
         return
-    yield from _folder_by_folder(args, op, out_dir=out_dir, recursive=recursive, notes=notes,
-                                 **options)
+    yield from _folder_by_folder(
+        args, op, out_dir=out_dir, recursive=recursive, notes=notes, **options
+    )
 
 
-def _folder_by_folder(args, op: Operation, *, out_dir: str, recursive: bool, notes: list[str],
-                      **options) -> Iterator[Task]:
+def _folder_by_folder(
+    args, op: Operation, *, out_dir: str, recursive: bool, notes: list[str], **options
+) -> Iterator[Task]:
     """:func:`stream_tasks` of one INPUT folder: each folder planned as it is listed."""
-    for item in input_folders(args, out_dir, recursive=recursive,
-                              options=options["storage_options"], notes=notes):
+    for item in input_folders(
+        args, out_dir, recursive=recursive, options=options["storage_options"], notes=notes
+    ):
         if isinstance(item, InputFile):  # a folder that cannot be listed
             yield from _plan_group([item], item.out_dir, [], op, **options)
             continue

@@ -132,8 +132,9 @@ class _Ended(Exception):
         self.status = status
 
 
-def run_batch(operation, inputs, options: RunOptions | None = None,
-              reporter: Reporter | None = None) -> int:
+def run_batch(
+    operation, inputs, options: RunOptions | None = None, reporter: Reporter | None = None
+) -> int:
     """Apply `operation` to every image of `inputs`; return the exit status.
 
     Parameters
@@ -195,9 +196,12 @@ class _BatchRun:
         self.store_failed = False  # a file failed for the store's failure: the run stopped
         self.listing: dict = {}
         settings = EngineSettings(
-            jobs=options.jobs, scheduler=options.scheduler,
-            scheduler_file=options.scheduler_file, files_per_task=options.files_per_task,
-            in_memory=in_memory_path((*self.inputs, self.out_dir)))
+            jobs=options.jobs,
+            scheduler=options.scheduler,
+            scheduler_file=options.scheduler_file,
+            files_per_task=options.files_per_task,
+            in_memory=in_memory_path((*self.inputs, self.out_dir)),
+        )
         self.engine: Engine = make_engine(options.engine, settings)
         self.requests = StopRequests()  # Ctrl-C and SIGTERM during the run
 
@@ -222,12 +226,14 @@ class _BatchRun:
             if tasks.error is not None and status not in (130, 143):
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
-            where = target.where(self.out_dir, written=self.written or self.counts["skipped"],
-                                 paths=tuple(self.written_paths))
+            where = target.where(
+                self.out_dir,
+                written=self.written or self.counts["skipped"],
+                paths=tuple(self.written_paths),
+            )
             if not target.stdout and self.written_paths not in ([], [target.out_file]):
                 self.reporter.quiet = quiet  # what was written is not the file named: said
-            self._summarise(where, interrupted=status in (130, 143),
-                            stopped=self.store_failed)
+            self._summarise(where, interrupted=status in (130, 143), stopped=self.store_failed)
             if target.stdout and self.counts["done"]:
                 status = _copy_to_stdout(target.out_file, self.reporter) or status
         return status or 0
@@ -236,8 +242,11 @@ class _BatchRun:
         """The run's task stream and its first tasks; ends the run if there are none."""
 
         notes: list[str] = []
-        self.listing = dict(out_dir=target.folder, recursive=self.options.recursive,
-                            storage_options=self.options.storage_options)
+        self.listing = dict(
+            out_dir=target.folder,
+            recursive=self.options.recursive,
+            storage_options=self.options.storage_options,
+        )
         try:
             by_folder = plan.streams_by_folder(paths, out_file=target.out_file, **self.listing)
         except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
@@ -248,17 +257,34 @@ class _BatchRun:
         overwrite = options.overwrite or bool(target.out_file)
         fmt = _run_format(options, target, self.op)
         tasks = plan.TaskStream(
-            plan.stream_tasks(paths, self.op, notes=notes, fmt=fmt,
-                              figure=options.figure, separate=options.separate,
-                              overwrite=overwrite, max_pixels=options.max_pixels,
-                              frames=options.frames, out_file=target.out_file, by_folder=by_folder,
-                              memory=self._memory(), memory_given=options.memory is not None,
-                              replace_any=options.overwrite and bool(target.out_file),
-                              **self.listing),
+            plan.stream_tasks(
+                paths,
+                self.op,
+                notes=notes,
+                fmt=fmt,
+                figure=options.figure,
+                separate=options.separate,
+                overwrite=overwrite,
+                max_pixels=options.max_pixels,
+                frames=options.frames,
+                out_file=target.out_file,
+                by_folder=by_folder,
+                memory=self._memory(),
+                memory_given=options.memory is not None,
+                replace_any=options.overwrite and bool(target.out_file),
+                **self.listing,
+            ),
             # Manifest lines and temporary files that killed runs left where this one writes.
-            on_folder=None if options.dry_run else
-            lambda folder: is_url(folder) or (merge_fragments(folder, min_age=STALE_SECONDS),
-                                              remove_stale_temporaries(folder)))
+            on_folder=None
+            if options.dry_run
+            else lambda folder: (
+                is_url(folder)
+                or (
+                    merge_fragments(folder, min_age=STALE_SECONDS),
+                    remove_stale_temporaries(folder),
+                )
+            ),
+        )
         # Planned a folder at a time, the first tasks: enough to know whether there are
         # any. Otherwise all of them, which planning has listed already.
         first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
@@ -304,16 +330,18 @@ class _BatchRun:
         self.shown = shown
         if not target.out_file:  # -o FILE and -o - write that one file only
             fmt = _run_format(self.options, target, self.op) or "input"
-            self.manifest = Manifest(self.op, fmt=fmt,
-                                     shown=shown, storage_options=self.options.storage_options)
+            self.manifest = Manifest(
+                self.op, fmt=fmt, shown=shown, storage_options=self.options.storage_options
+            )
         self.reporter.begin(self.total, self.count)
         try:
             status = self._run_tasks(itertools.chain(first, tasks))
         finally:
             lost = self.manifest.close() if self.manifest else []
             if self.manifest:  # the fragment objects of recorded results are copies now
-                self.engine.records_published(self.manifest.put_folders,
-                                         self.options.storage_options)
+                self.engine.records_published(
+                    self.manifest.put_folders, self.options.storage_options
+                )
             for line in lost:
                 self.reporter.say(line)
         # Outputs without their manifest lines: the run did not do all it says it does.
@@ -342,15 +370,19 @@ class _BatchRun:
 
         engine.hooks = ManifestHooks(self.manifest.lines if self.manifest is not None else None)
         with requests.installed():
-            results = engine.start(tasks, process.process_file, count=self.total,
-                                   stop_requests=requests)
+            results = engine.start(
+                tasks, process.process_file, count=self.total, stop_requests=requests
+            )
             requests.raise_first = engine.runs_here
             try:
                 for result in results:
                     self._add(result)
                     # A stop request here: Ctrl-C ended the file processed in this thread.
-                    if (requests() or result.fatal
-                            or (self.options.fail_fast and result.status == "failed")):
+                    if (
+                        requests()
+                        or result.fatal
+                        or (self.options.fail_fast and result.status == "failed")
+                    ):
                         break
             except (KeyboardInterrupt, Terminated):
                 pass  # counted in `requests`
@@ -360,8 +392,10 @@ class _BatchRun:
             # Files not started are cancelled; the ones running are finished,
             # unless a second Ctrl-C (or kill) asks to stop at once.
             if requests() and engine.running and engine.finishes_running:
-                self.reporter.note(f"stopping: finishing {engine.running} file(s) being "
-                                   "written (Ctrl-C again to stop at once)")
+                self.reporter.note(
+                    f"stopping: finishing {engine.running} file(s) being "
+                    "written (Ctrl-C again to stop at once)"
+                )
             late = engine.stop()
         for result in late:
             self._add(result)
@@ -378,10 +412,16 @@ class _BatchRun:
     def _summarise(self, where: str, *, interrupted: bool, stopped: bool = False) -> None:
         """The summary line; `stopped`: by a failure of the store (said, even when quiet)."""
         line = _summary_line(
-            self.counts, time.monotonic() - self.started, where, verbose=self.reporter.verbose,
-            interrupted=interrupted, stopped=stopped,
-            total=lambda: self.total if self.total is not None or self.count is None
-            else self.count())
+            self.counts,
+            time.monotonic() - self.started,
+            where,
+            verbose=self.reporter.verbose,
+            interrupted=interrupted,
+            stopped=stopped,
+            total=lambda: (
+                self.total if self.total is not None or self.count is None else self.count()
+            ),
+        )
         self.reporter.end(line, interrupted=interrupted or stopped)
 
 
@@ -406,6 +446,7 @@ def _dry_run(planned, tasks, shown: dict, target: Target, reporter: Reporter) ->
 
     if target.stdout:
         shown = {**shown, target.out_file: "-"}
+
     def echo(line: str) -> None:
         write_text(for_terminal(line) + "\n")
 
@@ -415,21 +456,33 @@ def _dry_run(planned, tasks, shown: dict, target: Target, reporter: Reporter) ->
     return 1 if failed or tasks.error is not None else 0
 
 
-def _summary_line(counts: dict, seconds: float, where: str, *, verbose: bool,
-                  interrupted: bool, stopped: bool, total) -> str:
+def _summary_line(
+    counts: dict,
+    seconds: float,
+    where: str,
+    *,
+    verbose: bool,
+    interrupted: bool,
+    stopped: bool,
+    total,
+) -> str:
     """The run's summary: its `counts`, its time and `where` the outputs are; for a run
     `interrupted` or `stopped`, what was left, of the `total()` tasks (None: not known)."""
     c = counts
-    line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
-            f"in {seconds:.1f} s; {where}")
+    line = (
+        f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
+        f"in {seconds:.1f} s; {where}"
+    )
     if c["skipped"] and not verbose:
         line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
     if interrupted or stopped:
         total = total()
         finished = c["done"] + c["skipped"] + c["failed"]
         left = "the rest" if total is None else total - finished
-        line = (f"{'interrupted' if interrupted else 'stopped'}: {line}; "
-                f"{left} not started or not finished")
+        line = (
+            f"{'interrupted' if interrupted else 'stopped'}: {line}; "
+            f"{left} not started or not finished"
+        )
     return line
 
 
@@ -449,7 +502,8 @@ def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bo
     if isinstance(error, StoreError):  # the store's reason says it: unreachable, no credentials
         reporter.say(f"{where}: {reason}")
     else:
-        reporter.say(f"{where}: cannot list: {reason}" if where else
-                     f"cannot list the inputs: {reason}")
+        reporter.say(
+            f"{where}: cannot list: {reason}" if where else f"cannot list the inputs: {reason}"
+        )
     if stop:
         raise _Ended(1)

@@ -39,8 +39,11 @@ def stand_in_for_outputs(task: Task, out: str) -> None:
     folder on object storage (``task.existing``, listed once for the run, or listed now)."""
     existing = task.existing
     if existing is None:
-        existing = [n for n in storage.list_names(task.out_dir, task.storage_options)
-                    if named_for_stem(n, task.stem)]
+        existing = [
+            n
+            for n in storage.list_names(task.out_dir, task.storage_options)
+            if named_for_stem(n, task.stem)
+        ]
     for name in existing:
         _stand_in(task, name, out, overwrite=task.overwrite)
 
@@ -50,11 +53,18 @@ def staged_task(task: Task, source: str, downloaded: bool, out: str) -> Task:
     folder = task.out_dir.rstrip("/")
     stores = FORMATS[task.fmt].folder  # written in place, see store_place
     return replace(
-        task, source=source, downloaded=downloaded, out_dir=out, existing=None,
+        task,
+        source=source,
+        downloaded=downloaded,
+        out_dir=out,
+        existing=None,
         stores_at=task.out_dir if stores else "",
         out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
-        protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
-                        if is_url(p) and storage.dirname(p) == folder),
+        protected=tuple(
+            os.path.join(out, storage.basename(p))
+            for p in task.protected
+            if is_url(p) and storage.dirname(p) == folder
+        ),
     )
 
 
@@ -69,8 +79,9 @@ def upload_outputs(task: Task, paths: list[str], uploaded: list[str], timings: d
         if stores and os.path.isdir(path):  # a store is there already
             uploaded.append(url)
         else:  # counted once whole, also where Ctrl-C came as the put finished
-            storage.upload(path, url, task.storage_options, done=functools.partial(
-                uploaded.append, url))
+            storage.upload(
+                path, url, task.storage_options, done=functools.partial(uploaded.append, url)
+            )
     timings["upload"] = time.perf_counter() - start
 
 
@@ -103,7 +114,8 @@ def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
     if overwrite:  # whether convcli wrote it is in .zattrs (zarr.json for Zarr format 3)
         for meta in (".zattrs", "zarr.json"):
             try:
-                storage.download(storage.join(url, meta), os.path.join(local, meta),
-                                 task.storage_options)
+                storage.download(
+                    storage.join(url, meta), os.path.join(local, meta), task.storage_options
+                )
             except FileNotFoundError:
                 continue

@@ -84,8 +84,9 @@ class StopRequests:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 stack.callback(signal.signal, sig, signal.signal(sig, self.handle))
             if hasattr(signal, "SIGALRM"):
-                stack.callback(signal.signal, signal.SIGALRM,
-                               signal.signal(signal.SIGALRM, self.raise_owed))
+                stack.callback(
+                    signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, self.raise_owed)
+                )
                 stack.callback(signal.setitimer, signal.ITIMER_REAL, 0)
             self._unraisable = sys.unraisablehook
             sys.unraisablehook = self.unraisable

@@ -82,8 +82,15 @@ def _print_version(ctx, param, value):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
-@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Show the version and exit.")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main():
     """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad, fit
     and explain.
@@ -124,20 +131,54 @@ def _operation(kind: str, *args, **options):
         raise _usage_error(exc) from None
 
 
-def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         frames, memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
-         files_per_task, storage_options, dry_run, separate=False) -> None:
+def _run(
+    op,
+    inputs,
+    *,
+    out_dir,
+    fmt,
+    figure,
+    recursive,
+    quiet,
+    overwrite,
+    max_pixels,
+    frames,
+    memory,
+    jobs,
+    verbose,
+    fail_fast,
+    debug,
+    engine,
+    scheduler,
+    scheduler_file,
+    files_per_task,
+    storage_options,
+    dry_run,
+    separate=False,
+) -> None:
     """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
     from ..app.run import RunOptions, run_batch
 
     source = click.get_current_context().get_parameter_source("fmt")
     options = RunOptions(
-        out_dir=out_dir, fmt=None if source is None or source.name == "DEFAULT" else fmt,
-        figure=figure, separate=separate, recursive=recursive, overwrite=overwrite,
-        max_pixels=max_pixels, fail_fast=fail_fast, engine=engine.lower() if engine else None,
+        out_dir=out_dir,
+        fmt=None if source is None or source.name == "DEFAULT" else fmt,
+        figure=figure,
+        separate=separate,
+        recursive=recursive,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+        fail_fast=fail_fast,
+        engine=engine.lower() if engine else None,
         jobs=jobs,
-        scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
-        storage_options=storage_options, memory=memory, dry_run=dry_run, frames=frames)
+        scheduler=scheduler,
+        scheduler_file=scheduler_file,
+        files_per_task=files_per_task,
+        storage_options=storage_options,
+        memory=memory,
+        dry_run=dry_run,
+        frames=frames,
+    )
     try:
         report = TerminalReport(quiet=quiet, verbose=verbose, debug=debug)
         status = run_batch(op, inputs, options, report)
@@ -170,18 +211,27 @@ def pad_cmd(pad, value, mode, inputs, **common):
 
 
 def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation=1):
-    return _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                      channels=channels.lower(), normalize=normalize.lower(),
-                      border=border.lower(), combine=combine.lower() if combine else None,
-                      dilation=dilation)
+    return _operation(
+        "ConvOp",
+        kernels,
+        stride=stride,
+        pad=pad,
+        bias=bias,
+        channels=channels.lower(),
+        normalize=normalize.lower(),
+        border=border.lower(),
+        combine=combine.lower() if combine else None,
+        dilation=dilation,
+    )
 
 
 @main.command("conv")
 @conv_options
 @normalize_option
 @common_options
-def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, dilation,
-             inputs, **common):
+def conv_cmd(
+    kernels, stride, pad, bias, channels, border, combine, normalize, dilation, inputs, **common
+):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
     Alpha weighs the colours: blurs by channel keep it (RGBA out), edge maps
@@ -223,8 +273,22 @@ def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
 
 @main.command("fit")
 @fit_options
-def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps, out, figure,
-            overwrite, max_pixels, quiet):
+def fit_cmd(
+    before,
+    after,
+    size,
+    channels,
+    pad,
+    border,
+    stride,
+    dilation,
+    steps,
+    out,
+    figure,
+    overwrite,
+    max_pixels,
+    quiet,
+):
     """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
 
     AFTER is an image, or a .npy of raw values as 'conv --format npy' writes
@@ -239,11 +303,24 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
     from ..app.fit import FitRun
 
     if out and os.path.isdir(out):
-        raise click.BadParameter(f"{out!r} is a folder: -o names the kernel file",
-                                 param_hint="'-o'")
-    run = FitRun(before, after, size=size, channels=channels.lower(), pad=pad,
-                 border=border.lower(), stride=stride, dilation=dilation, steps=steps, out=out,
-                 figure=figure, overwrite=overwrite, max_pixels=max_pixels)
+        raise click.BadParameter(
+            f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
+        )
+    run = FitRun(
+        before,
+        after,
+        size=size,
+        channels=channels.lower(),
+        pad=pad,
+        border=border.lower(),
+        stride=stride,
+        dilation=dilation,
+        steps=steps,
+        out=out,
+        figure=figure,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+    )
     try:
         run.conv_op()  # options that cannot work together are usage errors, as in conv
     except OptionError as exc:
@@ -260,8 +337,9 @@ def _fit(run, *, quiet: bool) -> None:
 
     def progress(step, error):
         if live:
-            click.echo(f"\rconvcli: step {step}: relative error {error:.3e}\x1b[K", nl=False,
-                       err=True)
+            click.echo(
+                f"\rconvcli: step {step}: relative error {error:.3e}\x1b[K", nl=False, err=True
+            )
 
     try:
         lines, written = run_fit(run, progress=progress)
@@ -294,9 +372,13 @@ _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
 
 @grad_cmd.command("pool")
 @pool_options
-@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-              default="robust", show_default=True,
-              help="Values to image levels (robust: the 99.5th percentile white).")
+@click.option(
+    "--normalize",
+    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+    default="robust",
+    show_default=True,
+    help="Values to image levels (robust: the 99.5th percentile white).",
+)
 @common_options
 def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
     """Where pooling sends its gradient (pool_backward's dA_prev for ones).
@@ -309,24 +391,45 @@ def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
       convcli grad pool photo.png
       convcli grad pool --mode average --size 3 --stride 2 --format npy photo.png
     """
-    op = _operation("GradPoolOp", _pool_op(mode, size, stride, pad, ceil),
-                    normalize=normalize.lower())
+    op = _operation(
+        "GradPoolOp", _pool_op(mode, size, stride, pad, ceil), normalize=normalize.lower()
+    )
     _run(op, inputs, **common)
 
 
 @grad_cmd.command("conv")
 @conv_options
-@click.option("--loss", type=click.Choice(LOSSES, case_sensitive=False),
-              default="energy", show_default=True,
-              help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
-                   "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
-                   "image for a zero-sum kernel).")
-@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-              default="offset", show_default=True,
-              help="Values to image levels (offset: zero mid-grey).")
+@click.option(
+    "--loss",
+    type=click.Choice(LOSSES, case_sensitive=False),
+    default="energy",
+    show_default=True,
+    help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
+    "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
+    "image for a zero-sum kernel).",
+)
+@click.option(
+    "--normalize",
+    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+    default="offset",
+    show_default=True,
+    help="Values to image levels (offset: zero mid-grey).",
+)
 @common_options
-def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, loss,
-                  normalize, inputs, **common):
+def grad_conv_cmd(
+    kernels,
+    stride,
+    pad,
+    bias,
+    channels,
+    border,
+    combine,
+    dilation,
+    loss,
+    normalize,
+    inputs,
+    **common,
+):
     """Which pixels would most change the response (conv_backward's dA_prev).
 
     Writes dA_prev of L = sum(Z) or sum(Z^2)/2 per kernel, and prints dW, the
@@ -337,9 +440,17 @@ def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilatio
       convcli grad conv -k vertical photo.png
       convcli grad conv -k edge --loss energy --figure photo.png
     """
-    conv = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                      channels=channels.lower(), border=border.lower(),
-                      combine=combine.lower() if combine else None, dilation=dilation)
+    conv = _operation(
+        "ConvOp",
+        kernels,
+        stride=stride,
+        pad=pad,
+        bias=bias,
+        channels=channels.lower(),
+        border=border.lower(),
+        combine=combine.lower() if combine else None,
+        dilation=dilation,
+    )
     op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
 
@@ -374,11 +485,13 @@ def _explain(op, target) -> None:
 @conv_options
 @normalize_option
 @target_option
-def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, normalize,
-                     target):
+def explain_conv_cmd(
+    kernels, stride, pad, bias, channels, border, combine, dilation, normalize, target
+):
     """Explain conv with these options (the values of --format npy; --normalize is ignored)."""
-    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation),
-             target)
+    _explain(
+        _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation), target
+    )
 
 
 @explain_cmd.command("pool")
@@ -399,8 +512,11 @@ def explain_pad_cmd(pad, value, mode, target):
 
 @main.command("kernels")
 @click.argument("name", required=False)
-@click.option("--check", is_flag=True,
-              help="Say what the kernel does instead: sum, separable, symmetry, centre.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Say what the kernel does instead: sum, separable, symmetry, centre.",
+)
 def kernels_cmd(name, check):
     """List the named kernels, or print one kernel's grid.
 

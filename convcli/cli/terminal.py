@@ -47,8 +47,12 @@ class TerminalReport(Reporter):
         if not self.wants_total() or self.total is None or self.total <= 1:
             return
         self.bar = click.progressbar(
-            length=self.total, label="convcli", file=sys.stderr, show_pos=True,
-            show_eta=True, item_show_func=self._rate,
+            length=self.total,
+            label="convcli",
+            file=sys.stderr,
+            show_pos=True,
+            show_eta=True,
+            item_show_func=self._rate,
         )
         self.bar.__enter__()
         self.bar.update(self.done)

@@ -75,9 +75,11 @@ class _Stopping:
         self._record.set_stop(ABANDON)
         # The tasks that said they were done before reading the flag return their results.
         late += self._gather(_ABANDON_WAIT, interruptible=False, until=self._returning())
-        self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
-                          "task(s) not finished remove the outputs they write, which are not "
-                          "recorded")
+        self.stop_note = (
+            f"stopped waiting for the Dask workers{waited}: the {running} "
+            "task(s) not finished remove the outputs they write, which are not "
+            "recorded"
+        )
         if self._group_of:
             self._client.cancel(list(self._group_of))
         else:
@@ -97,8 +99,9 @@ class _Stopping:
         """Every task's journal of the run, in one request; none if the scheduler is gone."""
         return task_journals(self._client, self._run_key) if self._sent else {}
 
-    def _gather(self, seconds: float, *, interruptible: bool,
-                until: set | None = None) -> list[FileResult]:
+    def _gather(
+        self, seconds: float, *, interruptible: bool, until: set | None = None
+    ) -> list[FileResult]:
         """The results of the tasks that finish within `seconds` (or a second stop request).
 
         With `until`, only until those futures are collected.
@@ -161,10 +164,19 @@ class ClusterRun(_Stopping):
         workers for `no_workers_seconds`.
     """
 
-    def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
-                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0,
-                 no_workers_seconds: float = NO_WORKERS_SECONDS,
-                 stop_wait_seconds: float = STOP_WAIT_SECONDS, hooks: RunHooks | None = None):
+    def __init__(
+        self,
+        client,
+        tasks: Iterable,
+        worker: Callable,
+        *,
+        files_per_task: int,
+        in_flight: int | None = None,
+        stop_requests: Callable[[], int] = lambda: 0,
+        no_workers_seconds: float = NO_WORKERS_SECONDS,
+        stop_wait_seconds: float = STOP_WAIT_SECONDS,
+        hooks: RunHooks | None = None,
+    ):
         self._client = client
         self._hooks = hooks or RunHooks()
         self._fragments = Fragments(self._hooks)
@@ -265,8 +277,10 @@ class ClusterRun(_Stopping):
             return self._watch.task_failed(group, numbers, group_key, error)
         self._record.clear("tasks", task_key, wait=False)
         self._watch.note_lost(outcome.lost_on)
-        results = [_as_given(result, one, given)
-                   for result, one, given in zip(outcome.results, sent, group, strict=False)]
+        results = [
+            _as_given(result, one, given)
+            for result, one, given in zip(outcome.results, sent, group, strict=False)
+        ]
         self._fragments.returned(task_key, results, outcome.fragments)
         return results
 

@@ -61,8 +61,9 @@ class Carried:
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
         corner at input coordinates (`top`, `left`) (pixel corners)."""
-        dpi = self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step,
-                                                               self.dpi[1] / step)
+        dpi = (
+            self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step, self.dpi[1] / step)
+        )
         geo = None if self.geo is None else self.geo.on_grid(step, top, left)
         physical = None if self.physical is None else self.physical.on_grid(step, top, left)
         return replace(self, dpi=dpi, geo=geo, physical=physical)
@@ -111,8 +112,9 @@ class Carried:
         physical size, TIFF no EXIF, Zarr the georeference and physical size, the others
         nothing; the JPEG coding (:class:`JpegCoding`) JPEG alone."""
         if fmt in ("png", "jpg"):
-            return replace(self, geo=None, physical=None, ome=False,
-                           jpeg=self.jpeg if fmt == "jpg" else None)
+            return replace(
+                self, geo=None, physical=None, ome=False, jpeg=self.jpeg if fmt == "jpg" else None
+            )
         if fmt == "tiff":
             return replace(self, exif=None, ome=self.ome_tiff, jpeg=None)
         if fmt == "zarr":  # in the group's attributes
@@ -193,7 +195,13 @@ class Carried:
 # GeoTIFF's tags: ModelPixelScale, ModelTiepoint, GeoKeyDirectory, GeoDoubleParams,
 # GeoAsciiParams; GDAL's nodata value.
 PIXEL_SCALE, TIEPOINT, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NODATA = (
-    33550, 33922, 34735, 34736, 34737, 42113)
+    33550,
+    33922,
+    34735,
+    34736,
+    34737,
+    42113,
+)
 _RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
 
 
@@ -224,8 +232,11 @@ class GeoTags:
         if self.pixel_is_point:  # centres: the first output pixel's centre, in pixel indices
             left, top = left + (step - 1) / 2, top + (step - 1) / 2
         sx, sy, sz = self.scale
-        return replace(self, scale=(sx * step, sy * step, sz),
-                       tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z))
+        return replace(
+            self,
+            scale=(sx * step, sy * step, sz),
+            tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z),
+        )
 
     def record(self) -> dict:
         """Its coordinate system (an EPSG code where the keys give one), pixel size and
@@ -242,14 +253,19 @@ class GeoTags:
         (x of the top-left corner, pixel width, 0, y of the corner, 0, -pixel height)."""
         i, j, _, x, y, _ = self.tiepoint
         sx, sy = self.scale[:2]
-        return {**self.record(), "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
-                **({"nodata": _number_or_text(self.nodata)} if self.nodata else {})}
+        return {
+            **self.record(),
+            "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
+            **({"nodata": _number_or_text(self.nodata)} if self.nodata else {}),
+        }
 
     def extratags(self) -> list[tuple]:
         """tifffile ``extratags`` that write it."""
-        tags = [(PIXEL_SCALE, "d", 3, self.scale, True),
-                (TIEPOINT, "d", 6, self.tiepoint, True),
-                (GEO_KEYS, "H", len(self.keys), self.keys, True)]
+        tags = [
+            (PIXEL_SCALE, "d", 3, self.scale, True),
+            (TIEPOINT, "d", 6, self.tiepoint, True),
+            (GEO_KEYS, "H", len(self.keys), self.keys, True),
+        ]
         if self.doubles:
             tags.append((GEO_DOUBLES, "d", len(self.doubles), self.doubles, True))
         if self.ascii:
@@ -265,11 +281,14 @@ def _geo_tags(tags) -> GeoTags | None:
     if scale is None or tiepoint is None or keys is None or len(tiepoint.value) != 6:
         return None
     doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
-    return GeoTags(tuple(float(v) for v in scale.value), tuple(float(v) for v in tiepoint.value),
-                   tuple(int(v) for v in keys.value),
-                   tuple(float(v) for v in doubles.value) if doubles is not None else (),
-                   str(ascii_.value) if ascii_ is not None else "",
-                   str(nodata.value) if nodata is not None else "")
+    return GeoTags(
+        tuple(float(v) for v in scale.value),
+        tuple(float(v) for v in tiepoint.value),
+        tuple(int(v) for v in keys.value),
+        tuple(float(v) for v in doubles.value) if doubles is not None else (),
+        str(ascii_.value) if ascii_ is not None else "",
+        str(nodata.value) if nodata is not None else "",
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -289,10 +308,71 @@ NOTHING = Carried()
 
 
 _IJG_LUMINANCE = (
-    16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
-    14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
-    18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
-    49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99)
+    16,
+    11,
+    10,
+    16,
+    24,
+    40,
+    51,
+    61,
+    12,
+    12,
+    14,
+    19,
+    26,
+    58,
+    60,
+    55,
+    14,
+    13,
+    16,
+    24,
+    40,
+    57,
+    69,
+    56,
+    14,
+    17,
+    22,
+    29,
+    51,
+    87,
+    80,
+    62,
+    18,
+    22,
+    37,
+    56,
+    68,
+    109,
+    103,
+    77,
+    24,
+    35,
+    55,
+    64,
+    81,
+    104,
+    113,
+    92,
+    49,
+    64,
+    78,
+    87,
+    103,
+    121,
+    120,
+    101,
+    72,
+    92,
+    95,
+    98,
+    112,
+    100,
+    103,
+    99,
+)
 """The JPEG standard's luminance table (Annex K, natural order), which libjpeg scales by
 its quality: :meth:`JpegCoding.quality`."""
 
@@ -340,8 +420,9 @@ def jpeg_coding(im) -> JpegCoding | None:
         subsampling = JpegImagePlugin.get_sampling(im)
     except (AttributeError, TypeError, ValueError):
         subsampling = -1
-    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)),
-                      subsampling)
+    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)), subsampling)
+
+
 """Nothing carried."""
 
 
@@ -403,10 +484,17 @@ def from_pillow_info(im) -> Carried:
     their own)."""
     icc = im.info.get("icc_profile") or None
     description = im.tag_v2.get(270) if im.format == "TIFF" else None  # ImageDescription
-    ome = isinstance(description, str) and description.lstrip().startswith("<?xml") and \
-        "<OME" in description
-    return Carried(bytes(icc) if icc else None, dpi_of(im.info.get("dpi")),
-                   physical=physical_size(description) if ome else None, ome=ome)
+    ome = (
+        isinstance(description, str)
+        and description.lstrip().startswith("<?xml")
+        and "<OME" in description
+    )
+    return Carried(
+        bytes(icc) if icc else None,
+        dpi_of(im.info.get("dpi")),
+        physical=physical_size(description) if ome else None,
+        ome=ome,
+    )
 
 
 def dpi_of(value) -> tuple[float, float] | None:
@@ -432,8 +520,14 @@ def from_tiff_page(page) -> Carried:
         except ZeroDivisionError:
             dpi = None
     ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
-    return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags),
-                   physical_size(page.parent.ome_metadata) if ome else None, ome)
+    return Carried(
+        bytes(icc.value) if icc is not None else None,
+        dpi,
+        None,
+        _geo_tags(tags),
+        physical_size(page.parent.ome_metadata) if ome else None,
+        ome,
+    )
 
 
 def _ratio(value) -> float:

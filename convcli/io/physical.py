@@ -9,13 +9,34 @@ from xml.etree import ElementTree
 
 # OME's length units (UnitsLength) and the names OME-Zarr's axes give them (UDUNITS-2).
 _UNIT_NAMES = {
-    "Ym": "yottameter", "Zm": "zettameter", "Em": "exameter", "Pm": "petameter",
-    "Tm": "terameter", "Gm": "gigameter", "Mm": "megameter", "km": "kilometer",
-    "hm": "hectometer", "dam": "decameter", "m": "meter", "dm": "decimeter",
-    "cm": "centimeter", "mm": "millimeter", "\u00b5m": "micrometer", "nm": "nanometer",
-    "pm": "picometer", "fm": "femtometer", "am": "attometer", "zm": "zeptometer",
-    "ym": "yoctometer", "\u00c5": "angstrom", "in": "inch", "ft": "foot", "yd": "yard",
-    "mi": "mile", "pc": "parsec"}
+    "Ym": "yottameter",
+    "Zm": "zettameter",
+    "Em": "exameter",
+    "Pm": "petameter",
+    "Tm": "terameter",
+    "Gm": "gigameter",
+    "Mm": "megameter",
+    "km": "kilometer",
+    "hm": "hectometer",
+    "dam": "decameter",
+    "m": "meter",
+    "dm": "decimeter",
+    "cm": "centimeter",
+    "mm": "millimeter",
+    "\u00b5m": "micrometer",
+    "nm": "nanometer",
+    "pm": "picometer",
+    "fm": "femtometer",
+    "am": "attometer",
+    "zm": "zeptometer",
+    "ym": "yoctometer",
+    "\u00c5": "angstrom",
+    "in": "inch",
+    "ft": "foot",
+    "yd": "yard",
+    "mi": "mile",
+    "pc": "parsec",
+}
 _UNIT_SYMBOLS = {name: symbol for symbol, name in _UNIT_NAMES.items()}
 _MICRO = {"\u03bcm": "\u00b5m", "um": "\u00b5m", "\u212b": "\u00c5"}  # other spellings
 
@@ -56,9 +77,12 @@ class PhysicalSize:
         :meth:`convcli.io.carried.Carried.on_grid`): pixels `step` times as large, pixel
         (0, 0)'s centre at input pixel centre ``(top + (step - 1) / 2, left + (step - 1) / 2)``."""
         oy, ox = self.origin
-        return replace(self, x=self.x * step, y=self.y * step,
-                       origin=(oy + (top + (step - 1) / 2) * self.y,
-                               ox + (left + (step - 1) / 2) * self.x))
+        return replace(
+            self,
+            x=self.x * step,
+            y=self.y * step,
+            origin=(oy + (top + (step - 1) / 2) * self.y, ox + (left + (step - 1) / 2) * self.x),
+        )
 
     def text(self) -> str:
         """Said in a note: "0.5x0.5 \u00b5m" ("0.5 \u00b5m x 1 nm" in two units)."""
@@ -68,13 +92,21 @@ class PhysicalSize:
 
     def record(self) -> dict:
         """What the manifest says: the size and units across and down, and the origin."""
-        return {"x": self.x, "y": self.y, "unit": [self.x_unit, self.y_unit],
-                "origin": list(self.origin)}
+        return {
+            "x": self.x,
+            "y": self.y,
+            "unit": [self.x_unit, self.y_unit],
+            "origin": list(self.origin),
+        }
 
     def ome_metadata(self) -> dict:
         """tifffile's OME ``metadata`` that hold the size and units."""
-        return {"PhysicalSizeX": self.x, "PhysicalSizeXUnit": self.x_unit,
-                "PhysicalSizeY": self.y, "PhysicalSizeYUnit": self.y_unit}
+        return {
+            "PhysicalSizeX": self.x,
+            "PhysicalSizeXUnit": self.x_unit,
+            "PhysicalSizeY": self.y,
+            "PhysicalSizeYUnit": self.y_unit,
+        }
 
     def axis_units(self) -> tuple[str | None, str | None]:
         """OME-Zarr's names of the units down and across (None for a unit it has no name
@@ -86,11 +118,16 @@ class PhysicalSize:
         the size of the one above), with a first axis of channels where `channel`: the
         scale, and the translation of its pixel (0, 0)'s centre (half a pixel of the
         level above, over and over)."""
-        factor, lead = 2 ** level, [1.0] * channel
+        factor, lead = 2**level, [1.0] * channel
         shift = (factor - 1) / 2
-        return [{"type": "scale", "scale": lead + [self.y * factor, self.x * factor]},
-                {"type": "translation", "translation": [0.0] * channel + [
-                    self.origin[0] + shift * self.y, self.origin[1] + shift * self.x]}]
+        return [
+            {"type": "scale", "scale": lead + [self.y * factor, self.x * factor]},
+            {
+                "type": "translation",
+                "translation": [0.0] * channel
+                + [self.origin[0] + shift * self.y, self.origin[1] + shift * self.x],
+            },
+        ]
 
 
 def physical_size(ome_xml: str) -> PhysicalSize | None:
@@ -109,5 +146,6 @@ def physical_size(ome_xml: str) -> PhysicalSize | None:
         return None
     if not (x > 0 and y > 0):
         return None
-    return PhysicalSize(x, y, *(unit_symbol(pixels.get(f"PhysicalSize{a}Unit", "\u00b5m"))
-                                for a in "XY"))
+    return PhysicalSize(
+        x, y, *(unit_symbol(pixels.get(f"PhysicalSize{a}Unit", "\u00b5m")) for a in "XY")
+    )

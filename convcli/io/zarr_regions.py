@@ -34,8 +34,11 @@ from .zarr_stores import require_zarr
 CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
 """The channels of an image with 1 to 4 samples per pixel, as Pillow names them."""
 
-_DEPTHS = {np.dtype(np.uint8): (255.0, 8), np.dtype(np.uint16): (65535.0, 16),
-           np.dtype(np.float32): (None, 16)}  # white (None: from the values), depth
+_DEPTHS = {
+    np.dtype(np.uint8): (255.0, 8),
+    np.dtype(np.uint16): (65535.0, 16),
+    np.dtype(np.float32): (None, 16),
+}  # white (None: from the values), depth
 _AXES = frozenset("tczyx")
 
 
@@ -55,8 +58,9 @@ def open_store_regions(path, *, storage_options: dict | None = None) -> StoreReg
     shown = os.fspath(path)
     if is_url(shown):
         filesystem(shown, storage_options)  # a missing backend: MissingExtra
-        store = zarr.storage.FsspecStore.from_url(shown, storage_options=storage_options,
-                                                  read_only=True)
+        store = zarr.storage.FsspecStore.from_url(
+            shown, storage_options=storage_options, read_only=True
+        )
     else:
         if not os.path.isdir(shown):
             os.listdir(shown)  # the OSError of a missing folder, or of a file
@@ -79,9 +83,11 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
     image's level 0 (:func:`convcli.io.ome.physical_of`)."""
     if isinstance(node, zarr.Array):
         if node.ndim not in (2, 3):
-            raise ImageError(f"a Zarr array of {node.ndim} dimensions: convcli reads "
-                             "(height, width) or (height, width, channels)")
-        return node, ("y", "x", "c")[:node.ndim], None
+            raise ImageError(
+                f"a Zarr array of {node.ndim} dimensions: convcli reads "
+                "(height, width) or (height, width, channels)"
+            )
+        return node, ("y", "x", "c")[: node.ndim], None
     attrs = dict(node.attrs)
     scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
     try:
@@ -90,12 +96,17 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
         axes = image.get("axes") or ("t", "c", "z", "y", "x")  # before OME-Zarr 0.4
         axes = tuple(str(a["name"] if isinstance(a, dict) else a).lower() for a in axes)
     except (TypeError, KeyError, IndexError, ValueError):
-        raise ImageError("a Zarr group that is not an OME-Zarr image (no multiscales "
-                         "metadata with a dataset)") from None
-    if not isinstance(array, zarr.Array) or len(axes) != array.ndim or not (
-            set(axes) <= _AXES and {"y", "x"} <= set(axes) and len(set(axes)) == len(axes)):
-        raise ImageError(f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads "
-                         "t, c, z, y, x")
+        raise ImageError(
+            "a Zarr group that is not an OME-Zarr image (no multiscales metadata with a dataset)"
+        ) from None
+    if (
+        not isinstance(array, zarr.Array)
+        or len(axes) != array.ndim
+        or not (set(axes) <= _AXES and {"y", "x"} <= set(axes) and len(set(axes)) == len(axes))
+    ):
+        raise ImageError(
+            f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads t, c, z, y, x"
+        )
     return array, axes, physical_of(image)
 
 
@@ -116,19 +127,23 @@ class StoreRegions:
         self.height, self.width = size["y"], size["x"]
         count = size.get("c", 1)
         if count not in CHANNEL_NAMES or 0 in array.shape:
-            raise ImageError(f"a Zarr image of {count} channels, {self.width}x{self.height}: "
-                             "convcli reads 1 to 4 channels")
+            raise ImageError(
+                f"a Zarr image of {count} channels, {self.width}x{self.height}: "
+                "convcli reads 1 to 4 channels"
+            )
         self.dtype = np.dtype(array.dtype)
         self.carried = carried  # an OME image's physical size
         self.floats = self.dtype.kind == "f"
         if self.dtype not in _DEPTHS:
-            raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
-                             "uint16 or float32")
+            raise ImageError(
+                f"a Zarr image of {self.dtype} samples: convcli reads uint8, uint16 or float32"
+            )
         self.channels = CHANNEL_NAMES[count]
         self._white, self.depth = _DEPTHS[self.dtype]
         names = {"t": "time points", "z": "planes"}
-        self.notes = tuple(f"used the first of {size[a]} {names[a]}" for a in "tz"
-                           if size.get(a, 1) > 1)
+        self.notes = tuple(
+            f"used the first of {size[a]} {names[a]}" for a in "tz" if size.get(a, 1) > 1
+        )
         self._step = int(array.chunks[axes.index("y")])
         self._chunk_columns = int(array.chunks[axes.index("x")])
         self._kept = SegmentRows()
@@ -151,26 +166,38 @@ class StoreRegions:
 
         Raises ImageError for a chunk that cannot be read or decoded.
         """
-        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
-                and 0 <= r0 <= r1 <= self.height):
-            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
-                             f"got r0={r0!r}, r1={r1!r}")
+        if not (
+            isinstance(r0, (int, np.integer))
+            and isinstance(r1, (int, np.integer))
+            and 0 <= r0 <= r1 <= self.height
+        ):
+            raise ValueError(
+                f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; got r0={r0!r}, r1={r1!r}"
+            )
         out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
         step = self._step
         for k in range(r0 // step, -(-r1 // step)):
             top = k * step
             lo, hi = max(r0, top), min(r1, top + step)
             shape = (min(step, self.height - top), self.width, len(self.channels))
-            out[lo - r0:hi - r0] = self._kept.read(
-                k, lo - top, hi - top, shape=shape, dtype=self.dtype, tile=self._chunk_columns,
-                decode=lambda c0, c1, values, k=k: self._decode(k, c0, c1, values))
+            out[lo - r0 : hi - r0] = self._kept.read(
+                k,
+                lo - top,
+                hi - top,
+                shape=shape,
+                dtype=self.dtype,
+                tile=self._chunk_columns,
+                decode=lambda c0, c1, values, k=k: self._decode(k, c0, c1, values),
+            )
         return out
 
     def _decode(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
         """Chunk row `k`'s columns `c0` to `c1` - 1, as stored, into `out` (rows, c1 - c0, C)."""
         rows = slice(k * self._step, min((k + 1) * self._step, self.height))
-        where = tuple(rows if a == "y" else slice(c0, c1) if a == "x" else 0 if a in "tz"
-                      else slice(None) for a in self._axes)
+        where = tuple(
+            rows if a == "y" else slice(c0, c1) if a == "x" else 0 if a in "tz" else slice(None)
+            for a in self._axes
+        )
         try:
             values = np.asarray(self._array[where])
         except (OSError, ValueError, RuntimeError, KeyError) as exc:

@@ -102,8 +102,11 @@ class _ChunkFiles:
         """The chunk files of `array`, or None where zarr must write them (object storage,
         filters, an order other than C)."""
         local = isinstance(array.store, require_zarr("--format zarr needs zarr").storage.LocalStore)
-        plain = (len(array.compressors) == 1 and not array.metadata.filters
-                 and array.metadata.order == "C")
+        plain = (
+            len(array.compressors) == 1
+            and not array.metadata.filters
+            and array.metadata.order == "C"
+        )
         return cls(array) if local and plain else None
 
     def write(self, top: int, left: int, piece: np.ndarray) -> bool:
@@ -111,21 +114,26 @@ class _ChunkFiles:
         array, if it covers whole chunks from a chunk's corner (or to the array's edge)."""
         (rows, columns), (height, width) = self._chunk[-2:], self._shape[-2:]
         bottom, right = top + piece.shape[0], left + piece.shape[1]
-        if top % rows or left % columns or (bottom % rows and bottom != height) \
-                or (right % columns and right != width):
+        if (
+            top % rows
+            or left % columns
+            or (bottom % rows and bottom != height)
+            or (right % columns and right != width)
+        ):
             return False
         chunk = np.full(self._chunk, self._fill, piece.dtype)
         for r in range(top, bottom, rows):
             for c in range(left, right, columns):
-                block = piece[r - top:r - top + rows, c - left:c - left + columns]
+                block = piece[r - top : r - top + rows, c - left : c - left + columns]
                 chunk[...] = self._fill
                 if chunk.ndim == 2:
-                    chunk[:len(block), :block.shape[1]] = block[:, :, 0]
+                    chunk[: len(block), : block.shape[1]] = block[:, :, 0]
                 else:
-                    chunk[:, :len(block), :block.shape[1]] = np.moveaxis(block, 2, 0)
+                    chunk[:, : len(block), : block.shape[1]] = np.moveaxis(block, 2, 0)
                 index = (r // rows, c // columns)
-                self._put(self._key(index if chunk.ndim == 2 else (0, *index)),
-                          self._codec.encode(chunk))
+                self._put(
+                    self._key(index if chunk.ndim == 2 else (0, *index)), self._codec.encode(chunk)
+                )
         return True
 
     def _put(self, key: str, data: bytes) -> None:
@@ -148,13 +156,25 @@ class _StoreLevel:
     (:class:`_ChunkFiles`) in a folder on this machine, else through zarr.
     """
 
-    def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
-                 top: int = 0, left: int = 0):
+    def __init__(
+        self,
+        array,
+        size: tuple[int, int],
+        channels: int,
+        dtype: np.dtype,
+        top: int = 0,
+        left: int = 0,
+    ):
         self._array = array
         self._files = _ChunkFiles.of(array)
         rows = int(array.chunks[-2])
-        self._bands = RowBands(rows, (0, size[1], channels), dtype, files=1, piece_bytes=(
-            rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize))
+        self._bands = RowBands(
+            rows,
+            (0, size[1], channels),
+            dtype,
+            files=1,
+            piece_bytes=(rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize),
+        )
         self._top = top  # the band's first row in the image
         self._left = left  # its first column: `size` may be a column piece
 
@@ -195,11 +215,20 @@ class _LevelRows:
     :data:`TILE` rows: ``claim`` is ``(url, token, storage options)``, or None.
     """
 
-    def __init__(self, arrays, sizes, shape: tuple[int, int, int], dtype: np.dtype, top: int = 0,
-                 claim: tuple | None = None):
+    def __init__(
+        self,
+        arrays,
+        sizes,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        top: int = 0,
+        claim: tuple | None = None,
+    ):
         """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written."""
-        self._levels = [_StoreLevel(array, size, shape[2], dtype, top=top >> k)
-                        for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))]
+        self._levels = [
+            _StoreLevel(array, size, shape[2], dtype, top=top >> k)
+            for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))
+        ]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
         self._empty = np.empty((0,) + shape[1:], dtype)
         self._claim, self._row, self._checked_to = claim, top, top
@@ -241,19 +270,32 @@ class StoreSink(_LevelRows):
     the URL of an object-storage prefix written in place.
     """
 
-    def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None, claim: str | None = None, *,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self,
+        temporary: Path | str,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        storage_options: dict | None = None,
+        claim: str | None = None,
+        *,
+        carried: Carried = NOTHING,
+    ):
         self._shape, self._carried, self._dtype = shape, carried, np.dtype(dtype)
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
-        super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype,
-                         claim=(str(temporary), claim, storage_options) if claim else None)
+        super().__init__(
+            arrays,
+            level_sizes(shape[0], shape[1]),
+            shape,
+            dtype,
+            claim=(str(temporary), claim, storage_options) if claim else None,
+        )
 
     def close(self) -> None:
         self._flush(last=True)
         self._check_claim()
-        self._group.attrs.update(ome_attributes(self._shape, len(self._levels), self._carried,
-                                                self._dtype))
+        self._group.attrs.update(
+            ome_attributes(self._shape, len(self._levels), self._carried, self._dtype)
+        )
         if self._claim is not None:  # finished: the marker is there, the claim goes
             store_claims.release(self._claim[0], self._claim[2])
 
@@ -300,8 +342,9 @@ def _store(location, storage_options: dict | None = None):
     return zarr.storage.LocalStore(text)
 
 
-def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None) -> tuple[object, list]:
+def create_store(
+    location, shape: tuple[int, int, int], dtype: np.dtype, storage_options: dict | None = None
+) -> tuple[object, list]:
     """A new store at `location` with an empty array for each level: the group and the arrays.
 
     The layout of :class:`StoreSink` (see the module docstring); the group's
@@ -309,17 +352,23 @@ def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
     """
     zarr = require_zarr("--format zarr needs zarr")
     from numcodecs import Blosc
+
     # On object storage the prefix holds this run's claim already (and nothing else).
     mode = "a" if "://" in str(location) else "w-"
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
-        arrays.append(group.create_array(
-            str(index), dtype=dtype, fill_value=0,
-            shape=(height, width) if channels == 1 else (channels, height, width),
-            chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
-            compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
-            chunk_key_encoding={"name": "v2", "separator": "/"}))
+        arrays.append(
+            group.create_array(
+                str(index),
+                dtype=dtype,
+                fill_value=0,
+                shape=(height, width) if channels == 1 else (channels, height, width),
+                chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
+                compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
+                chunk_key_encoding={"name": "v2", "separator": "/"},
+            )
+        )
     return group, arrays
 
 
@@ -346,16 +395,31 @@ class StoreBand(_LevelRows):
     Several processes write the bands of one store at once.
     """
 
-    def __init__(self, location, shape: tuple[int, int, int], dtype: np.dtype, *, top: int,
-                 levels: int, last: bool, storage_options: dict | None = None,
-                 claim: str | None = None):
+    def __init__(
+        self,
+        location,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        top: int,
+        levels: int,
+        last: bool,
+        storage_options: dict | None = None,
+        claim: str | None = None,
+    ):
         zarr = require_zarr("--format zarr needs zarr")
         store_claims.check(str(location), claim, storage_options)  # a task of a run gone
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
         arrays = [group[str(k)] for k in range(len(sizes))]
-        super().__init__(arrays, sizes, shape, dtype, top,
-                         claim=(str(location), claim, storage_options) if claim else None)
+        super().__init__(
+            arrays,
+            sizes,
+            shape,
+            dtype,
+            top,
+            claim=(str(location), claim, storage_options) if claim else None,
+        )
         self._last = last
 
     def close(self) -> None:
@@ -363,9 +427,16 @@ class StoreBand(_LevelRows):
         self._flush(self._last)
 
 
-def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
-                 storage_options: dict | None = None, claim: str | None = None,
-                 carried: Carried = NOTHING) -> None:
+def finish_store(
+    location,
+    shape: tuple[int, int, int],
+    dtype: np.dtype,
+    *,
+    written: int,
+    storage_options: dict | None = None,
+    claim: str | None = None,
+    carried: Carried = NOTHING,
+) -> None:
     """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
 
     The bands of a cluster's tasks write the first `written` levels
@@ -392,8 +463,9 @@ FINISH_PIECE_COLUMNS = 4096
 """About the columns of level ``written - 1`` that :func:`finish_store` halves at a time."""
 
 
-def _halve_piece(group, sizes, written: int, c0: int, step: int, channels: int,
-                 dtype: np.dtype) -> None:
+def _halve_piece(
+    group, sizes, written: int, c0: int, step: int, channels: int, dtype: np.dtype
+) -> None:
     """Columns `c0` to `c0` + `step` - 1 of level ``written - 1``, halved into every level below."""
     source = group[str(written - 1)]
     height, width = sizes[written - 1]

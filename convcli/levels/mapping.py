@@ -88,8 +88,9 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
         return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 
 
-def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
-               margin: int = 0) -> tuple[np.ndarray, LevelScale]:
+def map_levels(
+    values: np.ndarray, method: str, *, white: float, depth: int, margin: int = 0
+) -> tuple[np.ndarray, LevelScale]:
     """Map result values to the integer levels of an 8- or 16-bit image.
 
     Parameters
@@ -134,10 +135,12 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
         if by_rows is not None:
             return by_rows
     x, lo, hi, magnitudes, robust = _finite_values(x, method, margin, big)
-    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
-                                 big=big, real=real)
-    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
-                             depth=depth)
+    scale, offset = _level_scale(
+        method, lo, hi, robust, top=top_level(depth), white=white, big=big, real=real
+    )
+    levels = _rounded_levels(
+        x.astype(real, copy=False), method, scale, offset, lo, magnitudes, depth=depth
+    )
     return levels, _scale_record(method, scale, offset)
 
 
@@ -145,8 +148,9 @@ _ROWS_BYTES = 1 << 19
 """About the size of the blocks of rows :func:`_robust_bytes_by_rows` works on (in cache)."""
 
 
-def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
-                          ) -> tuple[np.ndarray, LevelScale] | None:
+def _robust_bytes_by_rows(
+    x: np.ndarray, margin: int, big: float
+) -> tuple[np.ndarray, LevelScale] | None:
     """``robust`` 8-bit levels of a float32 map, a block of rows at a time; None where
     :func:`map_levels` works on the whole map instead.
 
@@ -171,13 +175,13 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
     levels = np.empty(x.shape, np.uint8)
     with np.errstate(over="ignore"):
         for r in range(0, x.shape[0], rows):
-            block = np.abs(x[r:r + rows], out=buffer[:min(rows, x.shape[0] - r)])
+            block = np.abs(x[r : r + rows], out=buffer[: min(rows, x.shape[0] - r)])
             if not block.max() <= big:  # NaN, inf or too large (the margin's)
                 return None
             block *= scale
             np.clip(block, 0, 255, out=block)
             np.rint(block, out=block)
-            levels[r:r + rows] = block
+            levels[r : r + rows] = block
     return levels, _scale_record("robust", scale, 0.0)
 
 
@@ -205,8 +209,8 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
     if top is None:
         tops = []
         for r in range(kept, x.shape[0] - kept, len(buffer)):
-            part = x[r:min(r + len(buffer), x.shape[0] - kept)]
-            block = np.abs(part, out=buffer[:len(part)])
+            part = x[r : min(r + len(buffer), x.shape[0] - kept)]
+            block = np.abs(part, out=buffer[: len(part)])
             if kept:
                 block[:, :kept] = -1
                 block[:, -kept:] = -1
@@ -215,12 +219,14 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
     # An unlucky sample, or inf among the largest: the whole-map passes then.
     if top.size < wanted or not np.isfinite(top).all():
         return None
-    return _top_or_largest(_percentile_of_largest(top, n, ROBUST_PERCENTILE),
-                           lambda: np.abs(inside).max())
+    return _top_or_largest(
+        _percentile_of_largest(top, n, ROBUST_PERCENTILE), lambda: np.abs(inside).max()
+    )
 
 
-def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, depth: int,
-                     margin: int = 0) -> tuple[list[np.ndarray], LevelScale]:
+def map_frame_levels(
+    frames: list[np.ndarray], method: str, *, white: float, depth: int, margin: int = 0
+) -> tuple[list[np.ndarray], LevelScale]:
     """:func:`map_levels` of a stack of frames with one scale: no flicker from frame to frame.
 
     In memory; :mod:`convcli.app.stacks` takes the same scale from streamed
@@ -260,14 +266,17 @@ def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, dep
     x, lo, hi, magnitudes, robust = _finite_values(flat, method, 0, big)
     if RULES[method].percentile:  # of each frame's inside, together
         robust = robust_top(np.concatenate([_inside(a, margin).ravel() for a in arrays]))
-    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
-                                 big=big, real=real)
-    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
-                             depth=depth)
+    scale, offset = _level_scale(
+        method, lo, hi, robust, top=top_level(depth), white=white, big=big, real=real
+    )
+    levels = _rounded_levels(
+        x.astype(real, copy=False), method, scale, offset, lo, magnitudes, depth=depth
+    )
     bounds = np.cumsum([a.size for a in arrays])[:-1]
-    return ([part.reshape(a.shape) for part, a in zip(np.split(levels, bounds), arrays,
-                                                          strict=True)],
-            _scale_record(method, scale, offset))
+    return (
+        [part.reshape(a.shape) for part, a in zip(np.split(levels, bounds), arrays, strict=True)],
+        _scale_record(method, scale, offset),
+    )
 
 
 def _level_arithmetic(depth: int) -> tuple[type, float]:
@@ -286,8 +295,16 @@ def _scale_record(method: str, scale, offset: float) -> LevelScale:
     return LevelScale(method, float(scale), float(offset), RULES[method].absolute)
 
 
-def _rounded_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
-                    magnitudes: np.ndarray | None, *, depth: int) -> np.ndarray:
+def _rounded_levels(
+    x: np.ndarray,
+    method: str,
+    scale,
+    offset: float,
+    lo: float,
+    magnitudes: np.ndarray | None,
+    *,
+    depth: int,
+) -> np.ndarray:
     """The integer levels of `x` (in the levels' float type): :func:`_scaled_levels`,
     clipped to 0..top and rounded."""
     top = top_level(depth)
@@ -337,8 +354,17 @@ def _cleaned(x: np.ndarray, big: float) -> np.ndarray:
     return np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), -big, big)
 
 
-def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top: int,
-                 white: float, big: float, real: type) -> tuple[np.floating, float]:
+def _level_scale(
+    method: str,
+    lo: float,
+    hi: float,
+    robust: float | None,
+    *,
+    top: int,
+    white: float,
+    big: float,
+    real: type,
+) -> tuple[np.floating, float]:
     """``(scale, offset)`` of ``level = scale * x + offset`` (|x| for ``abs`` and ``robust``).
 
     `scale` is in the levels' float type `real`, at most `big`; `offset` is a float.
@@ -433,15 +459,17 @@ def _check_rules() -> None:
     if set(RULES) != set(MAPPINGS):
         missing = sorted(set(MAPPINGS) - set(RULES))
         extra = sorted(set(RULES) - set(MAPPINGS))
-        raise ImportError(f"the mappings and their rules differ: no rule for {missing}, "
-                          f"no name for {extra}")
+        raise ImportError(
+            f"the mappings and their rules differ: no rule for {missing}, no name for {extra}"
+        )
 
 
 _check_rules()
 
 
-def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
-                   magnitudes: np.ndarray | None) -> np.ndarray:
+def _scaled_levels(
+    x: np.ndarray, method: str, scale, offset: float, lo: float, magnitudes: np.ndarray | None
+) -> np.ndarray:
     """``scale * x + offset`` (|x| for ``abs`` and ``robust``) in x's type, before rounding.
 
     One new array at most: `magnitudes` (``|x|``) is scaled in place where it
@@ -462,8 +490,9 @@ def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
     return levels
 
 
-def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
-              margin: int = 0) -> np.ndarray:
+def to_levels(
+    values: np.ndarray, method: str, *, white: float, depth: int, margin: int = 0
+) -> np.ndarray:
     """The levels of :func:`map_levels`, without the scale.
 
     Examples

@@ -11,8 +11,9 @@ ROBUST_PERCENTILE = 99.5
 """The percentile of |x| that ``robust`` maps to white (:func:`robust_top`)."""
 
 
-def robust_top(values: np.ndarray, *, margin: int = 0, percentile: float = ROBUST_PERCENTILE
-               ) -> float:
+def robust_top(
+    values: np.ndarray, *, margin: int = 0, percentile: float = ROBUST_PERCENTILE
+) -> float:
     """A high percentile of |values| counted away from the border: the top of a robust scale.
 
     Parameters
