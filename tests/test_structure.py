@@ -245,3 +245,14 @@ def test_ruff_finds_nothing():
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing():
+    # The code is as `ruff format` writes it (line length 100, pyproject.toml).
+    pytest.importorskip("ruff")
+    root = Path(__file__).resolve().parent.parent
+    command = ["ruff", "format", "--check", "--no-cache", "convcli", "tests", "benchmarks", "docs"]
+    result = subprocess.run(
+        [sys.executable, "-m", *command], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
