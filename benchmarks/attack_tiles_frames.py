@@ -730,7 +730,9 @@ def engine_option(work: Path, rng, t: Trial) -> None:
 
 
 ATTACKS = {
-    "hostile frame files (0-delay GIF, 3000-frame GIF, bad fcTL, mixed TIFF pages, cuts)": hostile_frame_files,
+    (
+        "hostile frame files (0-delay GIF, 3000-frame GIF, bad fcTL, mixed TIFF pages, cuts)"
+    ): hostile_frame_files,
     "--frames lists (0-99999999, 40 digits, empty, unicode digits)": frame_lists,
     "frames + -o FILE / --figure / - pipes / --dry-run / zarr": frames_with_other_options,
     "strips (--memory 1M) vs whole run, random TIFFs and ops": strips_equal_whole,

@@ -51,8 +51,10 @@ _IMPORTS = keyed_by(
     tuple(t for t in EXPLAIN_TARGETS if t != "magick"),
     {
         "scipy": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n",
-        "skimage": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n"
-        "from skimage.util import view_as_windows\n",
+        "skimage": (
+            "import numpy as np\nfrom PIL import Image, ImageOps\n"
+            "from scipy import ndimage\nfrom skimage.util import view_as_windows\n"
+        ),
         "opencv": "import cv2\nimport numpy as np\n",
         "torch": "import numpy as np\nimport torch\nimport torch.nn.functional as F\n"
         "from PIL import Image, ImageOps\n",
