@@ -15,7 +15,7 @@ from helpers import make_image, names, ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli.app import plan
+from convcli.app import inputs, plan
 from convcli.app.ops import PoolOp
 
 OP = PoolOp()
@@ -83,7 +83,7 @@ def test_streaming_plans_the_same_tasks_as_listing_everything(
     out_dir = str(top / out)
     assert plan.streams_by_folder([str(top)], out_dir=out_dir, recursive=recursive)
     assert streamed([str(top)], out_dir, recursive) == whole_plan([str(top)], out_dir, recursive)
-    assert plan.count_inputs([str(top)], out_dir=out_dir, recursive=recursive) == len(
+    assert inputs.count_inputs([str(top)], out_dir=out_dir, recursive=recursive) == len(
         whole_plan([str(top)], out_dir, recursive)
     )
 
