@@ -94,9 +94,11 @@ def opencv_edges(photo: str, out_dir: str) -> None:
     scale = 255.0 / robust_top(response, margin=4)  # convcli's margin for a 3x3 kernel
     levels = cv2.convertScaleAbs(response, alpha=scale)  # |x| scaled, rounded, saturated
     name = Path(photo).stem + "_conv-vertical-sum.png"
-    cv2.imwrite(str(Path(out_dir) / name), levels,
-                [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY,
-                 cv2.IMWRITE_PNG_STRATEGY_RLE])
+    cv2.imwrite(
+        str(Path(out_dir) / name),
+        levels,
+        [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE],
+    )
 
 
 def opencv_main(out_dir: str, photos: list[str]) -> None:
@@ -115,6 +117,7 @@ def opencv_main(out_dir: str, photos: list[str]) -> None:
 
 def run_commands(commands: list[list[str]], jobs: int, env=None) -> None:
     """Run the commands, at most `jobs` at a time (one per photo, as xargs -P)."""
+
     def one(cmd):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
 
@@ -143,8 +146,18 @@ def python_env(pycache: Path) -> dict[str, str]:
 
 def batch_commands(photos: list[Path], out: Path, args) -> dict[str, callable]:
     """Label -> a function that runs the whole batch into `out` once."""
-    convcli = [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(photos[0].parent),
-               "-o", str(out), "-q"]
+    convcli = [
+        sys.executable,
+        "-m",
+        "convcli",
+        "conv",
+        "-k",
+        "vertical",
+        str(photos[0].parent),
+        "-o",
+        str(out),
+        "-q",
+    ]
     env = python_env(out.parent / "pycache")
     no_fast = {**env, "CONVCLI_FAST_CODECS": "0"}
     cpus = os.cpu_count() or 1
@@ -153,30 +166,44 @@ def batch_commands(photos: list[Path], out: Path, args) -> dict[str, callable]:
         "convcli (default jobs)": lambda: run_commands([convcli], 1, env),
         "convcli, CONVCLI_FAST_CODECS=0": lambda: run_commands([convcli], 1, no_fast),
         # A colour result: the three channels' maps and one RGB image of them, per photo.
-        "convcli --channels each": lambda: run_commands([[*convcli, "--channels", "each"]], 1,
-                                                        env),
+        "convcli --channels each": lambda: run_commands([[*convcli, "--channels", "each"]], 1, env),
     }
     if shutil.which("vips"):
         mask = out.parent / "vertical.mat"
         mask.write_text("3 3 1 0\n1 0 -1\n1 0 -1\n1 0 -1\n")
         runs[f"vips conv, PNG compression 1, {cpus} at a time"] = lambda: run_commands(
-            [["vips", "conv", str(p), f"{out / (p.stem + '.png')}[compression=1]", str(mask)]
-             for p in photos], cpus)
+            [
+                ["vips", "conv", str(p), f"{out / (p.stem + '.png')}[compression=1]", str(mask)]
+                for p in photos
+            ],
+            cpus,
+        )
     try:
         import cv2  # noqa: F401
     except ImportError:
         pass
     else:
         runs[f"OpenCV script, {cpus} processes"] = lambda: run_commands(
-            [[sys.executable, __file__, "--opencv", str(out), *map(str, photos)]], 1, env)
+            [[sys.executable, __file__, "--opencv", str(out), *map(str, photos)]], 1, env
+        )
     magick = imagemagick()
     if magick:
-        for label, fmt in (("ImageMagick mogrify (JPEG out)", []),
-                           ("ImageMagick mogrify -format png", ["-format", "png"])):
+        for label, fmt in (
+            ("ImageMagick mogrify (JPEG out)", []),
+            ("ImageMagick mogrify -format png", ["-format", "png"]),
+        ):
             if fmt and not args.mogrify_png:
                 continue
-            cmd = [*magick, "-path", str(out), *fmt, "-morphology", "Correlate", VERTICAL,
-                   *map(str, photos)]
+            cmd = [
+                *magick,
+                "-path",
+                str(out),
+                *fmt,
+                "-morphology",
+                "Correlate",
+                VERTICAL,
+                *map(str, photos),
+            ]
             runs[label] = lambda cmd=cmd: run_commands([cmd], 1)
     return runs
 
@@ -201,8 +228,21 @@ def check_opencv_matches(photo: Path, out: Path) -> int:
     opencv_edges(str(photo), str(out / "opencv"))
     with Image.open(out / "opencv" / f"{photo.stem}_conv-vertical-sum.png") as im:
         theirs = np.asarray(im).astype(int)
-    subprocess.run([sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(photo),
-                    "-o", str(out / "convcli"), "-q"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "conv",
+            "-k",
+            "vertical",
+            str(photo),
+            "-o",
+            str(out / "convcli"),
+            "-q",
+        ],
+        check=True,
+    )
     with Image.open(out / "convcli" / f"{photo.stem}_conv-vertical-sum.png") as im:
         ours = np.asarray(im).astype(int)
     return int(np.abs(theirs - ours).max())
@@ -259,6 +299,7 @@ def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
             buf = io.BytesIO()
             png.write_png(buf, levels, backend=backend)
             return buf.getvalue()
+
         return encode
 
     def pillow():
@@ -267,8 +308,10 @@ def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
         Image.fromarray(levels).save(buf, format="PNG", compress_level=1, **options)
         return buf.getvalue()
 
-    encoders = {"Pillow, level 1 (convcli before)": pillow,
-                "numpy Up + zlib level 1 RLE (fallback)": ours("zlib")}
+    encoders = {
+        "Pillow, level 1 (convcli before)": pillow,
+        "numpy Up + zlib level 1 RLE (fallback)": ours("zlib"),
+    }
     try:
         from zlib_ng import zlib_ng
 
@@ -291,16 +334,25 @@ def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
 
         bgr = levels[:, :, ::-1] if levels.ndim == 3 else levels
         encoders["OpenCV imencode, level 1 RLE Up"] = lambda: cv2.imencode(
-            ".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY,
-                          cv2.IMWRITE_PNG_STRATEGY_RLE, cv2.IMWRITE_PNG_FILTER,
-                          cv2.IMWRITE_PNG_FILTER_UP])[1]
+            ".png",
+            bgr,
+            [
+                cv2.IMWRITE_PNG_COMPRESSION,
+                1,
+                cv2.IMWRITE_PNG_STRATEGY,
+                cv2.IMWRITE_PNG_STRATEGY_RLE,
+                cv2.IMWRITE_PNG_FILTER,
+                cv2.IMWRITE_PNG_FILTER_UP,
+            ],
+        )[1]
     except ImportError:
         pass
     try:
         import imagecodecs
 
         encoders["imagecodecs png_encode, level 1 RLE Up"] = lambda: imagecodecs.png_encode(
-            levels, level=1, strategy=3, filter=32)
+            levels, level=1, strategy=3, filter=32
+        )
     except ImportError:
         pass
     rows = []
@@ -329,8 +381,9 @@ def jpeg_decoders(photo: Path) -> list[tuple[str, float]]:
     try:
         import cv2
 
-        decoders["OpenCV imdecode"] = lambda: cv2.imdecode(np.frombuffer(data, np.uint8),
-                                                           cv2.IMREAD_COLOR)
+        decoders["OpenCV imdecode"] = lambda: cv2.imdecode(
+            np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR
+        )
     except ImportError:
         pass
     try:
@@ -351,8 +404,12 @@ def main(argv=None) -> None:
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "convcli-bench")
-    parser.add_argument("--no-mogrify-png", dest="mogrify_png", action="store_false",
-                        help="leave out mogrify -format png (about 20 s a run)")
+    parser.add_argument(
+        "--no-mogrify-png",
+        dest="mogrify_png",
+        action="store_false",
+        help="leave out mogrify -format png (about 20 s a run)",
+    )
     args = parser.parse_args(argv)
 
     photos = make_photos(args.data / "photos", args.count)
@@ -361,12 +418,16 @@ def main(argv=None) -> None:
     cpus = os.cpu_count()
     runs = batch_commands(photos, out, args)
     if any(label.startswith("OpenCV") for label in runs):
-        print(f"OpenCV's map against convcli's, one photo: levels differ by at most "
-              f"{check_opencv_matches(photos[0], out)}")
+        print(
+            f"OpenCV's map against convcli's, one photo: levels differ by at most "
+            f"{check_opencv_matches(photos[0], out)}"
+        )
     medians = time_rounds(runs, out, args.repeat)
 
-    print(f"\n{n} photos of 2400x1800 (JPEG q90), {cpus} CPUs, medians of {args.repeat} "
-          "interleaved rounds")
+    print(
+        f"\n{n} photos of 2400x1800 (JPEG q90), {cpus} CPUs, medians of {args.repeat} "
+        "interleaved rounds"
+    )
     default = medians["convcli (default jobs)"]
     print(f"{'command':48s} {'seconds':>8s} {'photos/s':>9s} {'convcli default vs it':>22s}")
     for label, seconds in medians.items():
@@ -374,9 +435,11 @@ def main(argv=None) -> None:
 
     stages = stage_split(photos, out)
     total = sum(stages.values())
-    print(f"\nconvcli per photo, one process (median ms of {n} photos): " + ", ".join(
-        f"{stage} {ms:.1f} ({100 * ms / total:.0f}%)" for stage, ms in stages.items())
-        + f"; total {total:.1f}")
+    print(
+        f"\nconvcli per photo, one process (median ms of {n} photos): "
+        + ", ".join(f"{stage} {ms:.1f} ({100 * ms / total:.0f}%)" for stage, ms in stages.items())
+        + f"; total {total:.1f}"
+    )
 
     from convcli.io.images import read_image
 
@@ -388,8 +451,10 @@ def main(argv=None) -> None:
     op = ConvOp((parse_kernel_spec("vertical"),))
     edge_map, _ = _levels(np.asarray(op.compute(pic), np.float32), 0, op.mappings(pic)[0], 8)
     photo = pic.pixels.astype(np.uint8)
-    for title, levels in (("the edge map (2400x1800 grey)", edge_map),
-                          ("the photo (2400x1800 RGB)", photo)):
+    for title, levels in (
+        ("the edge map (2400x1800 grey)", edge_map),
+        ("the photo (2400x1800 RGB)", photo),
+    ):
         rows = png_encoders(levels)
         base = rows[0][2]
         print(f"\nPNG encoders on {title}, median ms of 7")

@@ -47,14 +47,20 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
 def workloads():
     rng = np.random.default_rng(0)
     photo = read_image(SAMPLES / "astronaut.png").pixels[:, :, :3] @ [0.299, 0.587, 0.114]
-    for name, W in [("sobel-x", get_kernel("sobel-x").weights),
-                    ("random 3x3", rng.normal(size=(3, 3))),
-                    ("log-5x5", get_kernel("log-5x5").weights),
-                    ("random 5x5", rng.normal(size=(5, 5)))]:
+    for name, W in [
+        ("sobel-x", get_kernel("sobel-x").weights),
+        ("random 3x3", rng.normal(size=(3, 3))),
+        ("log-5x5", get_kernel("log-5x5").weights),
+        ("random 5x5", rng.normal(size=(5, 5))),
+    ]:
         f = W.shape[0]
         A = pad_images(photo[None, :, :, None], (f - 1) // 2, mode="reflect")
-        Y, _ = conv_forward(A.astype(np.float32), W.astype(np.float32)[:, :, None, None],
-                            np.full((1, 1, 1, 1), 3.0, np.float32), {"stride": 1, "pad": 0})
+        Y, _ = conv_forward(
+            A.astype(np.float32),
+            W.astype(np.float32)[:, :, None, None],
+            np.full((1, 1, 1, 1), 3.0, np.float32),
+            {"stride": 1, "pad": 0},
+        )
         yield name, A.astype(np.float64), Y.astype(np.float64), W
 
 
@@ -77,13 +83,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    tools = {"convcli fit": lambda A, Y, f: (fit_kernel(A, Y, (f, f)).weights, None),
-             "numpy lstsq": with_numpy}
+    tools = {
+        "convcli fit": lambda A, Y, f: (fit_kernel(A, Y, (f, f)).weights, None),
+        "numpy lstsq": with_numpy,
+    }
     if torch is not None:
         torch.set_num_threads(2)
         tools["torch lstsq"] = with_torch
-    print(f"{'kernel':<12} {'tool':<12} {'median s':>9} {'vs convcli':>10} "
-          f"{'max |dW|':>9} {'im2col MB':>9}")
+    print(
+        f"{'kernel':<12} {'tool':<12} {'median s':>9} {'vs convcli':>10} "
+        f"{'max |dW|':>9} {'im2col MB':>9}"
+    )
     for name, A, Y, W in workloads():
         f = W.shape[0]
         times = {tool: [] for tool in tools}
@@ -99,8 +109,9 @@ def main() -> None:
         for tool in tools:
             t = statistics.median(times[tool])
             size = f"{sizes[tool] / 2**20:.0f}" if sizes[tool] else ""
-            print(f"{name:<12} {tool:<12} {t:>9.2f} {t / base:>9.2f}x {errors[tool]:>9.1e} "
-                  f"{size:>9}")
+            print(
+                f"{name:<12} {tool:<12} {t:>9.2f} {t / base:>9.2f}x {errors[tool]:>9.1e} {size:>9}"
+            )
 
 
 if __name__ == "__main__":

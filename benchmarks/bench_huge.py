@@ -48,15 +48,26 @@ def make_image(folder: Path, side: int) -> Path:
     if path.exists():
         return path
     grey = folder / "camera.v"
-    subprocess.run(["vips", "colourspace", str(ROOT / "sample_images" / "camera.png"),
-                    str(grey), "b-w"], check=True)
+    subprocess.run(
+        ["vips", "colourspace", str(ROOT / "sample_images" / "camera.png"), str(grey), "b-w"],
+        check=True,
+    )
     times = -(-side // 512)
     big = folder / f"replicated-{side}.v"
-    subprocess.run(["vips", "replicate", str(grey), str(big), str(times), str(times)],
-                   check=True)
-    subprocess.run(["vips", "crop", str(big), f"{path}[tile,tile-width=256,"
-                    "tile-height=256,compression=deflate,bigtiff]", "0", "0", str(side),
-                    str(side)], check=True)
+    subprocess.run(["vips", "replicate", str(grey), str(big), str(times), str(times)], check=True)
+    subprocess.run(
+        [
+            "vips",
+            "crop",
+            str(big),
+            f"{path}[tile,tile-width=256,tile-height=256,compression=deflate,bigtiff]",
+            "0",
+            "0",
+            str(side),
+            str(side),
+        ],
+        check=True,
+    )
     big.unlink()
     return path
 
@@ -64,8 +75,7 @@ def make_image(folder: Path, side: int) -> Path:
 def peak_run(command: list[str], env=None) -> tuple[float, int]:
     """Seconds and peak resident bytes (the process and its children) of `command`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while proc.poll() is None:
         peak = max(peak, _tree_rss(proc.pid))
@@ -109,16 +119,53 @@ def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
     # The images are over the default --max-pixels on purpose.
     return {
         "conv vertical, float32": [
-            [*convcli, "conv", "-k", "vertical", "--normalize", "none", "--format", "tiff",
-             "--overwrite", "-q", "--max-pixels", "0", str(image),
-             "-o", str(out / "convcli-conv.tiff")],
-            ["vips", "conv", str(image), f"{out / 'vips-conv.tif'}{TIFF_OUT}", str(mask),
-             "--precision", "float"]],
+            [
+                *convcli,
+                "conv",
+                "-k",
+                "vertical",
+                "--normalize",
+                "none",
+                "--format",
+                "tiff",
+                "--overwrite",
+                "-q",
+                "--max-pixels",
+                "0",
+                str(image),
+                "-o",
+                str(out / "convcli-conv.tiff"),
+            ],
+            [
+                "vips",
+                "conv",
+                str(image),
+                f"{out / 'vips-conv.tif'}{TIFF_OUT}",
+                str(mask),
+                "--precision",
+                "float",
+            ],
+        ],
         "average pool 2x2": [
-            [*convcli, "pool", "--mode", "average", "--size", "2", "--format", "tiff",
-             "--overwrite", "-q", "--max-pixels", "0", str(image),
-             "-o", str(out / "convcli-pool.tiff")],
-            ["vips", "shrink", str(image), f"{out / 'vips-shrink.tif'}{TIFF_OUT}", "2", "2"]],
+            [
+                *convcli,
+                "pool",
+                "--mode",
+                "average",
+                "--size",
+                "2",
+                "--format",
+                "tiff",
+                "--overwrite",
+                "-q",
+                "--max-pixels",
+                "0",
+                str(image),
+                "-o",
+                str(out / "convcli-pool.tiff"),
+            ],
+            ["vips", "shrink", str(image), f"{out / 'vips-shrink.tif'}{TIFF_OUT}", "2", "2"],
+        ],
     }
 
 
@@ -126,10 +173,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sides", type=int, nargs="+", default=[16000, 32000])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--folder", type=Path, default=None,
-                        help="Where the test images are kept between runs (default: a temp dir)")
-    parser.add_argument("--hide", nargs="*", default=[],
-                        help="Modules convcli runs without (imagecodecs, isal)")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=None,
+        help="Where the test images are kept between runs (default: a temp dir)",
+    )
+    parser.add_argument(
+        "--hide", nargs="*", default=[], help="Modules convcli runs without (imagecodecs, isal)"
+    )
     parser.add_argument("--only", choices=["conv", "pool"], default=None)
     args = parser.parse_args()
     if shutil.which("vips") is None:
@@ -138,8 +190,10 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     mask = folder / "vertical.mat"
     mask.write_text(MASK)
-    print("| image | job | convcli s | libvips s | ratio (libvips / convcli) "
-          "| convcli peak MB | libvips peak MB |")
+    print(
+        "| image | job | convcli s | libvips s | ratio (libvips / convcli) "
+        "| convcli peak MB | libvips peak MB |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for side in args.sides:
         image = make_image(folder, side)
@@ -153,10 +207,14 @@ def main() -> None:
             for _ in range(args.repeat):
                 for which, command in enumerate((ours, theirs)):
                     figures[which].append(peak_run(command, env if which == 0 else None))
-            (t0, m0), (t1, m1) = ([statistics.median(x) for x in zip(*figures[i], strict=True)]
-                                  for i in (0, 1))
-            print(f"| {side}x{side} ({side * side / 1e9:.2f} Gpx) | {job} | {t0:.1f} | "
-                  f"{t1:.1f} | {t1 / t0:.2f}x | {m0 / 1e6:.0f} | {m1 / 1e6:.0f} |", flush=True)
+            (t0, m0), (t1, m1) = (
+                [statistics.median(x) for x in zip(*figures[i], strict=True)] for i in (0, 1)
+            )
+            print(
+                f"| {side}x{side} ({side * side / 1e9:.2f} Gpx) | {job} | {t0:.1f} | "
+                f"{t1:.1f} | {t1 / t0:.2f}x | {m0 / 1e6:.0f} | {m1 / 1e6:.0f} |",
+                flush=True,
+            )
             for path in out.iterdir():
                 path.unlink()
 

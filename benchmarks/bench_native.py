@@ -84,8 +84,10 @@ def convcli_calls(call):
 def torch_calls(A, W, stride, pad):
     x = torch.from_numpy(A).permute(0, 3, 1, 2)
     w = torch.from_numpy(np.ascontiguousarray(W.transpose(3, 2, 0, 1)))
-    layouts = {"NCHW": (x.contiguous(), w),
-               "channels_last": (x, w.contiguous(memory_format=torch.channels_last))}
+    layouts = {
+        "NCHW": (x.contiguous(), w),
+        "channels_last": (x, w.contiguous(memory_format=torch.channels_last)),
+    }
 
     def call(xw):
         def run():
@@ -122,8 +124,9 @@ def gaussian_workload(repeat, clock):
     g = cv2.getGaussianKernel(15, 2.6).astype(np.float32).ravel()
     K = np.outer(g, g)[:, :, None, None]
     b = np.zeros((1, 1, 1, 1), np.float32)
-    ours = convcli_calls(lambda: conv_forward(A[None, :, :, None], K, b,
-                                              {"stride": 1, "pad": 7})[0])
+    ours = convcli_calls(
+        lambda: conv_forward(A[None, :, :, None], K, b, {"stride": 1, "pad": 7})[0]
+    )
     peer = {"cv2": lambda: cv2.sepFilter2D(A, -1, g, g, borderType=cv2.BORDER_CONSTANT)}
     Z, check = ours["native"]()[0, :, :, 0], peer["cv2"]()
     assert np.allclose(Z, check, rtol=1e-4, atol=1e-3), "G15"
@@ -153,8 +156,11 @@ def main():
                 ours, numpy_ms, peer, who = gaussian_workload(args.repeat, args.clock)
             else:
                 ours, numpy_ms, peer, who = conv_workload(name, args.repeat, args.clock)
-            print(f"| {name} vs {who} | {threads} | {ours:.1f} | {numpy_ms:.1f} | {peer:.1f} "
-                  f"| {ours / peer:.2f}x | {ours / numpy_ms:.2f}x |", flush=True)
+            print(
+                f"| {name} vs {who} | {threads} | {ours:.1f} | {numpy_ms:.1f} | {peer:.1f} "
+                f"| {ours / peer:.2f}x | {ours / numpy_ms:.2f}x |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -36,12 +36,20 @@ def make_input(path: Path, size: int) -> None:
     def tiles():
         for index in range(across * across):
             top, left = divmod(index, across)
-            ramp = (np.add.outer(np.arange(256) + top * 256, np.arange(256) + left * 256)
-                    * (255 / (2 * size)))
+            ramp = np.add.outer(np.arange(256) + top * 256, np.arange(256) + left * 256) * (
+                255 / (2 * size)
+            )
             yield (ramp + rng.integers(0, 24, (256, 256))).astype(np.uint8)
 
-    tifffile.imwrite(path, tiles(), shape=(size, size), dtype=np.uint8, tile=(256, 256),
-                     compression="zlib", bigtiff=True)
+    tifffile.imwrite(
+        path,
+        tiles(),
+        shape=(size, size),
+        dtype=np.uint8,
+        tile=(256, 256),
+        compression="zlib",
+        bigtiff=True,
+    )
 
 
 def read_all(source_path: str) -> None:
@@ -56,9 +64,18 @@ def copy_all(source_path: str, out_path: str) -> None:
     from convcli.io.regions import open_regions
     from convcli.io.row_writers import open_row_writer
 
-    with open_regions(source_path) as source, open_row_writer(
-            out_path, fmt="tiff", height=source.height, width=source.width, channels=1,
-            dtype=np.uint8, overwrite=True) as out:
+    with (
+        open_regions(source_path) as source,
+        open_row_writer(
+            out_path,
+            fmt="tiff",
+            height=source.height,
+            width=source.width,
+            channels=1,
+            dtype=np.uint8,
+            overwrite=True,
+        ) as out,
+    ):
         for top in range(0, source.height, BAND):
             out.write(source.read_rows(top, min(top + BAND, source.height)).astype(np.uint8))
 
@@ -96,8 +113,17 @@ def main() -> None:
     steps.append(("copy to pyramid", me + ["--step", "copy", str(source), str(ours)]))
     theirs = args.folder / "bench-regions-vips.tif"
     if shutil.which("vips"):
-        steps.append(("vips copy", ["vips", "copy", str(source),
-                                    f"{theirs}[tile,pyramid,compression=deflate,bigtiff]"]))
+        steps.append(
+            (
+                "vips copy",
+                [
+                    "vips",
+                    "copy",
+                    str(source),
+                    f"{theirs}[tile,pyramid,compression=deflate,bigtiff]",
+                ],
+            )
+        )
     for name, argv in steps:
         seconds, peak = measured(argv)
         print(f"{name:16s} {seconds:6.1f} s   peak RSS {peak:6.0f} MB")

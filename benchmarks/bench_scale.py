@@ -62,7 +62,9 @@ def peak_mib():
 
 # argv: N, files per Dask task, scheduler file, and a folder to plan (or "" for
 # N synthetic tasks, the names of files).
-_STREAM = _PEAK + """
+_STREAM = (
+    _PEAK
+    + """
 import json, sys, time
 import distributed
 from convcli.app.ops import ConvOp
@@ -86,8 +88,11 @@ with distributed.Client(scheduler_file=sys.argv[3], set_as_default=False) as cli
     seconds = time.perf_counter() - start
 print(json.dumps({"count": count, "seconds": seconds, "peak_mib": peak_mib()}))
 """
+)
 
-_PLAN_WHOLE = _PEAK + """
+_PLAN_WHOLE = (
+    _PEAK
+    + """
 import json, sys, time
 from convcli.app.ops import ConvOp
 from convcli.app.plan import find_inputs, plan_tasks
@@ -102,6 +107,7 @@ seconds = time.perf_counter() - start
 print(json.dumps({"count": len(tasks), "seconds": seconds, "peak_mib": peak_mib(),
                   "base_mib": base}))
 """
+)
 
 
 def make_tree(root: Path, count: int, per_folder: int = 1000) -> None:
@@ -119,8 +125,9 @@ def make_tree(root: Path, count: int, per_folder: int = 1000) -> None:
 
 
 def _json_run(code: str, *args) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -138,46 +145,68 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp(prefix="convcli-scale-"))
     cluster = DaskProcesses(work, 2)
     try:
-        job = [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(photos), "-o",
-               str(out), "-q"]
+        job = [
+            sys.executable,
+            "-m",
+            "convcli",
+            "conv",
+            "-k",
+            "vertical",
+            str(photos),
+            "-o",
+            str(out),
+            "-q",
+        ]
         rows = [
             ("--jobs 2", time_command([*job, "--jobs", "2"], out, args.repeat)),
-            ("--scheduler (2 workers running)",
-             time_command([*job, "--scheduler", cluster.address], out, args.repeat)),
-            ("--scheduler local -j 2 (starts it)",
-             time_command([*job, "--scheduler", "local", "-j", "2"], out, args.repeat)),
+            (
+                "--scheduler (2 workers running)",
+                time_command([*job, "--scheduler", cluster.address], out, args.repeat),
+            ),
+            (
+                "--scheduler local -j 2 (starts it)",
+                time_command([*job, "--scheduler", "local", "-j", "2"], out, args.repeat),
+            ),
         ]
         print(f"{args.count} photos of 2400x1800, median of {args.repeat} whole-process runs")
         local = rows[0][1]
         for label, seconds in rows:
-            print(f"  {label:36s} {seconds:6.2f} s  {args.count / seconds:5.1f} photos/s  "
-                  f"{seconds / local:5.2f}x --jobs 2")
+            print(
+                f"  {label:36s} {seconds:6.2f} s  {args.count / seconds:5.1f} photos/s  "
+                f"{seconds / local:5.2f}x --jobs 2"
+            )
 
         # The default grouping on a tenth of the tasks (the scheduler's rate bounds it),
         # and all of them in groups of 100.
         for count, per_task in ((args.tasks // 10, 8), (args.tasks, 100)):
             stream = _json_run(_STREAM, count, per_task, cluster.file, "")
             dask_tasks = -(-stream["count"] // per_task)
-            print(f"client streaming {stream['count']:,} no-op tasks, {per_task} per Dask task: "
-                  f"{stream['seconds']:.1f} s, peak {stream['peak_mib']:.0f} MiB, "
-                  f"{stream['count'] / stream['seconds']:,.0f} files/s, "
-                  f"{dask_tasks / stream['seconds']:,.0f} Dask tasks/s")
+            print(
+                f"client streaming {stream['count']:,} no-op tasks, {per_task} per Dask task: "
+                f"{stream['seconds']:.1f} s, peak {stream['peak_mib']:.0f} MiB, "
+                f"{stream['count'] / stream['seconds']:,.0f} files/s, "
+                f"{dask_tasks / stream['seconds']:,.0f} Dask tasks/s"
+            )
 
         tree = args.data / f"tree-{args.tasks}"
         make_tree(tree, args.tasks)
         stream = _json_run(_STREAM, args.tasks, 100, cluster.file, tree)
-        print(f"planning a folder of {stream['count']:,} files, -r, streamed through the "
-              f"cluster (100 per Dask task): {stream['seconds']:.1f} s, "
-              f"peak {stream['peak_mib']:.0f} MiB")
+        print(
+            f"planning a folder of {stream['count']:,} files, -r, streamed through the "
+            f"cluster (100 per Dask task): {stream['seconds']:.1f} s, "
+            f"peak {stream['peak_mib']:.0f} MiB"
+        )
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
 
     whole = _json_run(_PLAN_WHOLE, tree)
-    print(f"planning the same folder whole first (find_inputs, plan_tasks): "
-          f"{whole['seconds']:.1f} s, peak {whole['peak_mib']:.0f} MiB "
-          f"({whole['base_mib']:.0f} MiB before)")
+    print(
+        f"planning the same folder whole first (find_inputs, plan_tasks): "
+        f"{whole['seconds']:.1f} s, peak {whole['peak_mib']:.0f} MiB "
+        f"({whole['base_mib']:.0f} MiB before)"
+    )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ def interleaved_ms(fns, repeat, clock="wall"):
     The median wall time, or with ``clock="cpu"`` the least CPU time of the
     calling thread (one thread only: what a busy machine disturbs least).
     """
-    timer, summary = ((time.thread_time, min) if clock == "cpu"
-                      else (time.perf_counter, statistics.median))
+    timer, summary = (
+        (time.thread_time, min) if clock == "cpu" else (time.perf_counter, statistics.median)
+    )
     for fn in fns.values():
         fn()
     times = {name: [] for name in fns}
@@ -94,8 +95,10 @@ def calls(A, k):
 
 
 def compare(A, repeat, threads, clock="wall"):
-    print("| kernel | threads | convcli ms | cv2.sepFilter2D ms | cv2.filter2D ms "
-          "| convcli / sepFilter2D | largest difference / largest value |")
+    print(
+        "| kernel | threads | convcli ms | cv2.sepFilter2D ms | cv2.filter2D ms "
+        "| convcli / sepFilter2D | largest difference / largest value |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, k in kernels().items():
         fns = calls(A, k)
@@ -105,9 +108,11 @@ def compare(A, repeat, threads, clock="wall"):
             set_threads(n)
             cv2.setNumThreads(n)
             ms = interleaved_ms(fns, repeat, clock)
-            print(f"| {name} | {n} | {ms['convcli']:.1f} | {ms['sepFilter2D']:.1f} "
-                  f"| {ms['filter2D']:.1f} | {ms['convcli'] / ms['sepFilter2D']:.2f}x "
-                  f"| {difference:.1e} |")
+            print(
+                f"| {name} | {n} | {ms['convcli']:.1f} | {ms['sepFilter2D']:.1f} "
+                f"| {ms['filter2D']:.1f} | {ms['convcli'] / ms['sepFilter2D']:.2f}x "
+                f"| {difference:.1e} |"
+            )
 
 
 def sweep(A, repeat, threads):
@@ -138,8 +143,10 @@ def sweep(A, repeat, threads):
         for n in threads:
             set_threads(n)
             ms = interleaved_ms({"separable": separable, "2-D": two_d}, repeat)
-            print(f"| {f}x{f} Gaussian | {n} | {ms['separable']:.1f} | {ms['2-D']:.1f} "
-                  f"| {passes(f, f):.1f} | {f * f + 2} |")
+            print(
+                f"| {f}x{f} Gaussian | {n} | {ms['separable']:.1f} | {ms['2-D']:.1f} "
+                f"| {passes(f, f):.1f} | {f * f + 2} |"
+            )
 
 
 def main(argv=None):
@@ -147,16 +154,22 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--threads", default="1,2", help="thread counts, such as 1,2")
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="cpu: the least CPU time of the calling thread (with --threads 1)")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: the least CPU time of the calling thread (with --threads 1)",
+    )
     args = parser.parse_args(argv)
     threads = [int(n) for n in args.threads.split(",")]
     if args.clock == "cpu" and threads != [1]:
         parser.error("--clock cpu measures one thread: use it with --threads 1")
     A = photo_channel_sum()
     measure = "least CPU time of the thread" if args.clock == "cpu" else "median wall time"
-    print(f"numpy {np.__version__}, OpenCV {cv2.__version__}; one 2400x1800 channel, float32; "
-          f"ms: {measure}\n")
+    print(
+        f"numpy {np.__version__}, OpenCV {cv2.__version__}; one 2400x1800 channel, float32; "
+        f"ms: {measure}\n"
+    )
     compare(A, args.repeat, threads, args.clock)
     if args.sweep:
         sweep(A, max(3, args.repeat // 3), threads)

@@ -70,8 +70,9 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     set_threads(1)
     rng = np.random.default_rng(0)
-    print("| workload | convcli ms | torch NCHW ms | torch channels_last ms "
-          "| convcli / best torch |")
+    print(
+        "| workload | convcli ms | torch NCHW ms | torch channels_last ms | convcli / best torch |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name, workload in WORKLOADS.items():
         ours, nchw, last = time_workload(*workload, rng, args.repeat)

@@ -32,18 +32,38 @@ def make_stack(path: Path, frames: int, side: int) -> None:
     for k in range(frames):
         page = gen.integers(0, 120, (side, side, 3), dtype=np.uint8)
         x = (7 * k) % (side - side // 4)
-        page[side // 4: side // 2, x:x + side // 4] = 240
+        page[side // 4 : side // 2, x : x + side // 4] = 240
         pages.append(Image.fromarray(page))
     pages[0].save(path, save_all=True, append_images=pages[1:])
 
 
 def run(stack: Path, out: Path, memory: str) -> tuple[float, float]:
     """Wall seconds and peak resident MiB of one convcli run."""
-    command = ["/usr/bin/time", "-v", sys.executable, "-m", "convcli", "conv", str(stack),
-               "-k", "sobel-x", "-o", str(out), "--overwrite", "-q", "--memory", memory]
+    command = [
+        "/usr/bin/time",
+        "-v",
+        sys.executable,
+        "-m",
+        "convcli",
+        "conv",
+        str(stack),
+        "-k",
+        "sobel-x",
+        "-o",
+        str(out),
+        "--overwrite",
+        "-q",
+        "--memory",
+        memory,
+    ]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     seconds = time.perf_counter() - start
     peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     return seconds, int(peak.group(1)) / 1024
@@ -59,8 +79,10 @@ def main() -> None:
         stack = Path(folder) / "stack.tiff"
         make_stack(stack, args.frames, args.side)
         size = stack.stat().st_size / 2**20
-        print(f"{args.frames} frames of {args.side}x{args.side} RGB ({size:.0f} MiB TIFF), "
-              "conv -k sobel-x to an animated PNG")
+        print(
+            f"{args.frames} frames of {args.side}x{args.side} RGB ({size:.0f} MiB TIFF), "
+            "conv -k sobel-x to an animated PNG"
+        )
         print("| --memory | seconds | peak MiB |")
         print("|---|---:|---:|")
         for memory in args.memory:

@@ -72,12 +72,28 @@ def main(argv=None) -> None:
     }
     magick = imagemagick()
     for label, path in (("one 64x64 file", small), ("one 640x480 photo", photo)):
-        commands[f"convcli conv, {label}"] = [*convcli, "conv", "-k", "vertical", str(path),
-                                              "-o", str(work / "out.png"), "-q", "--overwrite"]
+        commands[f"convcli conv, {label}"] = [
+            *convcli,
+            "conv",
+            "-k",
+            "vertical",
+            str(path),
+            "-o",
+            str(work / "out.png"),
+            "-q",
+            "--overwrite",
+        ]
         if magick:
             commands[f"ImageMagick, {label}"] = [
-                magick, str(path), "-colorspace", "gray", "-morphology", "Correlate", VERTICAL,
-                str(work / "magick.png")]
+                magick,
+                str(path),
+                "-colorspace",
+                "gray",
+                "-morphology",
+                "Correlate",
+                VERTICAL,
+                str(work / "magick.png"),
+            ]
 
     times: dict[str, list[float]] = {label: [] for label in commands}
     for _ in range(args.repeat + 1):  # the first round warms the caches and is dropped
@@ -93,8 +109,10 @@ def main(argv=None) -> None:
     print(f"whole-process wall-clock medians of {args.repeat} interleaved rounds")
     print(f"{'command':34s} {'ms':>7s} {'vs import click':>16s} {'vs import numpy, PIL':>21s}")
     for label, seconds in medians.items():
-        print(f"{label:34s} {1000 * seconds:7.1f} {seconds / click_time:15.2f}x "
-              f"{seconds / imports_time:20.2f}x")
+        print(
+            f"{label:34s} {1000 * seconds:7.1f} {seconds / click_time:15.2f}x "
+            f"{seconds / imports_time:20.2f}x"
+        )
     if magick:
         for label in ("one 64x64 file", "one 640x480 photo"):
             ratio = medians[f"convcli conv, {label}"] / medians[f"ImageMagick, {label}"]

@@ -69,8 +69,9 @@ def peak_bytes(command: list[str]) -> int:
     process's peak counts what it held before ``exec``, so a command forked
     from this process (which made the inputs) would count this process's size.
     """
-    proc = subprocess.run([sys.executable, __file__, "--peak", *command],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--peak", *command], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"failed: {shlex.join(command)}\n{proc.stderr}")
     return int(proc.stdout)
@@ -102,8 +103,14 @@ def estimate_bytes(case: str, source_path: Path) -> int:
     dryrun.strips_reason = spying
     try:
         with tempfile.TemporaryDirectory() as out:
-            args = shlex.split(CASES[case]) + ["--dry-run", "--max-pixels", "0",
-                                               str(source_path), "-o", out]
+            args = shlex.split(CASES[case]) + [
+                "--dry-run",
+                "--max-pixels",
+                "0",
+                str(source_path),
+                "-o",
+                out,
+            ]
             result = CliRunner().invoke(cli, args)
             assert result.exit_code == 0, result.output
     finally:
@@ -141,25 +148,51 @@ def main(argv=None) -> None:
         for kind in args.kinds:
             big = make_input(folder, kind, height, width)
             small = make_input(folder, kind, 64, 64)
-            estimate = int(subprocess.run(
-                [sys.executable, __file__, "--estimate", case, str(big)], check=True,
-                capture_output=True, text=True).stdout)
+            estimate = int(
+                subprocess.run(
+                    [sys.executable, __file__, "--estimate", case, str(big)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
             for fmt in args.formats:
+
                 def run(path, fmt=fmt, options=options):
                     out = folder / "out"
-                    command = convcli + shlex.split(options) + [
-                        "-j", "1", "--memory", "64G", "--max-pixels", "0", "--overwrite",
-                        "--format", fmt,
-                        str(path), "-o", str(out)]
+                    command = (
+                        convcli
+                        + shlex.split(options)
+                        + [
+                            "-j",
+                            "1",
+                            "--memory",
+                            "64G",
+                            "--max-pixels",
+                            "0",
+                            "--overwrite",
+                            "--format",
+                            fmt,
+                            str(path),
+                            "-o",
+                            str(out),
+                        ]
+                    )
                     return statistics.median(peak_bytes(command) for _ in range(args.repeat))
+
                 work = run(big) - run(small)
                 ratio = estimate / work
                 ratios.append(ratio)
-                print(f"{case:16} {kind:10} {fmt:6} {work / 2**20:8.1f} {estimate / 2**20:9.1f} "
-                      f"{ratio:6.2f}", flush=True)
-    print(f"estimate / work: median {statistics.median(ratios):.2f}, "
-          f"range {min(ratios):.2f} to {max(ratios):.2f}, "
-          f"{sum(1 / 1.5 <= r <= 1.5 for r in ratios)} of {len(ratios)} within 1.5x")
+                print(
+                    f"{case:16} {kind:10} {fmt:6} {work / 2**20:8.1f} {estimate / 2**20:9.1f} "
+                    f"{ratio:6.2f}",
+                    flush=True,
+                )
+    print(
+        f"estimate / work: median {statistics.median(ratios):.2f}, "
+        f"range {min(ratios):.2f} to {max(ratios):.2f}, "
+        f"{sum(1 / 1.5 <= r <= 1.5 for r in ratios)} of {len(ratios)} within 1.5x"
+    )
 
 
 if __name__ == "__main__":

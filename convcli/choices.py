@@ -73,6 +73,7 @@ def keyed_by(names: tuple[str, ...], table: dict, *, what: str) -> dict:
             raise LookupError(f"{what} has no entry for {name!r} (one of {', '.join(names)})")
     for name in table:
         if name not in names:
-            raise LookupError(f"{what} has an entry for {name!r}, which is not one of "
-                              f"{', '.join(names)}")
+            raise LookupError(
+                f"{what} has an entry for {name!r}, which is not one of {', '.join(names)}"
+            )
     return table

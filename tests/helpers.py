@@ -219,8 +219,10 @@ def names(folder: Path) -> list[str]:
 
 def digests(folder: Path) -> dict[str, str]:
     """sha256 of every file under `folder` (manifests aside), by relative path."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in _written(folder)}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in _written(folder)
+    }
 
 
 def pixels(path, mode="RGB"):
@@ -267,10 +269,16 @@ def interrupt(proc: subprocess.Popen, ready, *, seconds: float = 60) -> str:
 
 def run_without(module: str, *args, timeout: float = 60) -> subprocess.CompletedProcess:
     """The command line in a fresh interpreter where `module` cannot be imported."""
-    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['convcli', *sys.argv[1:]]; "
-            "from convcli.__main__ import main; main()")
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; sys.argv = ['convcli', *sys.argv[1:]]; "
+        "from convcli.__main__ import main; main()"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class DaskProcesses:
@@ -287,26 +295,60 @@ class DaskProcesses:
     worker that shuts down cleanly can wait seconds on a scheduler going away.
     """
 
-    def __init__(self, folder: Path, workers: int, *, preload: Path | None = None,
-                 nthreads: int = 1, nanny: bool = True, cwd: Path | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        workers: int,
+        *,
+        preload: Path | None = None,
+        nthreads: int = 1,
+        nanny: bool = True,
+        cwd: Path | None = None,
+    ):
         import distributed
 
         self.file = folder / "scheduler.json"
-        scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                     "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-                     "--scheduler-file", str(self.file)]
-        worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                  str(self.file), "--nthreads", str(nthreads), "--no-dashboard", "--host",
-                  "127.0.0.1"]
+        scheduler = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--dashboard-address",
+            "127.0.0.1:0",
+            "--scheduler-file",
+            str(self.file),
+        ]
+        worker = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            "--scheduler-file",
+            str(self.file),
+            "--nthreads",
+            str(nthreads),
+            "--no-dashboard",
+            "--host",
+            "127.0.0.1",
+        ]
         if preload is not None:
             worker += ["--preload", str(preload)]
         if not nanny:
             worker += ["--no-nanny"]
         # Each in its own process group, so that close() also reaches a nanny's worker.
-        self.procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True,
-                                       cwd=None if command is scheduler else cwd)
-                      for command in [scheduler] + [worker] * workers]
+        self.procs = [
+            subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=None if command is scheduler else cwd,
+            )
+            for command in [scheduler] + [worker] * workers
+        ]
         try:
             if not wait_until(self.file.exists, 60):
                 raise TimeoutError("the Dask scheduler did not start")
@@ -348,8 +390,9 @@ def imagemagick() -> str | None:
     for program in (shutil.which("magick"), "/usr/bin/convert", shutil.which("convert")):
         if program and os.path.isfile(program):
             try:
-                version = subprocess.run([program, "-version"], capture_output=True,
-                                         text=True, timeout=30).stdout
+                version = subprocess.run(
+                    [program, "-version"], capture_output=True, text=True, timeout=30
+                ).stdout
             except (OSError, subprocess.SubprocessError):
                 continue
             if "ImageMagick" in version:

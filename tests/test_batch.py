@@ -65,15 +65,20 @@ def mixed(tmp_path):
 
 
 GOOD = ["a.png", "photo.png", "photo.webp", "sub/b.png", "sub/deeper/c.tif"]
-BAD = ["empty.png", "text.jpg", "sub/half.png", "sub/bomb.png", "sub/deeper/tiny.png",
-       "sub/corrupt.jpg"]
+BAD = [
+    "empty.png",
+    "text.jpg",
+    "sub/half.png",
+    "sub/bomb.png",
+    "sub/deeper/tiny.png",
+    "sub/corrupt.jpg",
+]
 
 
 def test_every_good_file_processed_every_bad_one_named(mixed, tmp_path):
     out = tmp_path / "out"
     before = digests(mixed)
-    result = run("conv", "-k", "vertical", "--pad", "valid", "-r", mixed, "-o", out,
-                 "--jobs", 2)
+    result = run("conv", "-k", "vertical", "--pad", "valid", "-r", mixed, "-o", out, "--jobs", 2)
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     *failed, summary = result.stderr.splitlines()
@@ -93,15 +98,33 @@ def test_every_good_file_processed_every_bad_one_named(mixed, tmp_path):
 
 def test_npy_values_in_a_parallel_run(mixed, tmp_path):
     out = tmp_path / "out"
-    run("conv", "-k", "vertical", "--border", "constant", mixed / "a.png", mixed / "photo.png",
-        "-o", out, "--format", "npy", "-j", 2)
+    run(
+        "conv",
+        "-k",
+        "vertical",
+        "--border",
+        "constant",
+        mixed / "a.png",
+        mixed / "photo.png",
+        "-o",
+        out,
+        "--format",
+        "npy",
+        "-j",
+        2,
+    )
     for stem, name in (("a", "a.png"), ("photo", "photo.png")):
         with Image.open(mixed / name) as im:
             pixels = np.asarray(im, dtype=np.float32)[None]
-        expected, _ = conv_forward(pixels, np.repeat(VERTICAL[:, :, None, None], 3, 2),
-                                   np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
-        np.testing.assert_array_equal(np.load(out / f"{stem}_conv-vertical-Bconstant-sum.npy"),
-                                      expected[0])
+        expected, _ = conv_forward(
+            pixels,
+            np.repeat(VERTICAL[:, :, None, None], 3, 2),
+            np.zeros((1, 1, 1, 1), np.float32),
+            {"stride": 1, "pad": 1},
+        )
+        np.testing.assert_array_equal(
+            np.load(out / f"{stem}_conv-vertical-Bconstant-sum.npy"), expected[0]
+        )
 
 
 def test_rerun_skips_and_overwrite_replaces(mixed, tmp_path):
@@ -123,8 +146,19 @@ def test_rerun_skips_and_overwrite_replaces(mixed, tmp_path):
 
 
 def test_jobs_2_writes_byte_identical_outputs_to_jobs_1(mixed, tmp_path):
-    args = ["conv", "-k", "sobel-x", "-k", "edge", "--channels", "each", "-r", mixed,
-            "--figure", "-q"]
+    args = [
+        "conv",
+        "-k",
+        "sobel-x",
+        "-k",
+        "edge",
+        "--channels",
+        "each",
+        "-r",
+        mixed,
+        "--figure",
+        "-q",
+    ]
     run(*args, "-o", tmp_path / "one", "--jobs", 1)
     run(*args, "-o", tmp_path / "two", "--jobs", 2)
     one, two = digests(tmp_path / "one"), digests(tmp_path / "two")
@@ -164,8 +198,9 @@ def test_verbose_quiet_and_summary(mixed, tmp_path):
     assert " s; outputs in " in lines[-1]
     quiet = run("pool", mixed / "a.png", mixed / "empty.png", "-o", tmp_path / "q", "-q")
     assert quiet.exit_code == 1
-    assert quiet.stderr.splitlines() == [f"convcli: {mixed / 'empty.png'}: "
-                                         + quiet.stderr.split(": ", 2)[2].strip()]
+    assert quiet.stderr.splitlines() == [
+        f"convcli: {mixed / 'empty.png'}: " + quiet.stderr.split(": ", 2)[2].strip()
+    ]
     assert quiet.stdout == ""
 
 
@@ -183,9 +218,7 @@ def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(tmp_path, mo
     monkeypatch.setattr("convcli.app.process.process_file", broken)
     plain = run("pool", src, "-o", tmp_path / "out", "-q", "-j", 1)
     assert plain.exit_code == 1
-    assert plain.stderr.splitlines() == [
-        f"convcli: {src}: internal error: RuntimeError: boom"
-    ]
+    assert plain.stderr.splitlines() == [f"convcli: {src}: internal error: RuntimeError: boom"]
     debug = run("pool", src, "-o", tmp_path / "out", "-q", "-j", 1, "--debug")
     assert "Traceback" in debug.stderr and "RuntimeError: boom" in debug.stderr
 
@@ -212,8 +245,7 @@ def _explode(task):
 def test_bomb_is_refused_from_the_header(tmp_path):
     # The file holds a header only: decoding would fail differently (truncated).
     bomb = make_bomb_png(tmp_path / "bomb.png", 200_000, 200_000)
-    task = plan.plan_tasks([plan.InputFile(str(bomb), str(tmp_path / "out"))],
-                               ops.PoolOp())[0]
+    task = plan.plan_tasks([plan.InputFile(str(bomb), str(tmp_path / "out"))], ops.PoolOp())[0]
     result = process.process_file(task)
     assert result.status == "failed"
     assert "200000x200000" in result.message and "limit" in result.message
@@ -242,9 +274,25 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
     src = make_copies(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
-         "--channels", "each", str(src), "-o", str(out), "--jobs", str(jobs)],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "conv",
+            "-k",
+            "sobel-x",
+            "-k",
+            "edge",
+            "--channels",
+            "each",
+            str(src),
+            "-o",
+            str(out),
+            "--jobs",
+            str(jobs),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     stderr = interrupt(proc, lambda: len(list(out.glob("*.png"))) >= 3)
     assert "interrupted:" in stderr.splitlines()[-1]
@@ -261,12 +309,12 @@ def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
 
 
 def test_sigterm_is_not_caught_by_the_per_file_guard():
-    from convcli.app.run import _Terminated
+    from convcli.app.stop_requests import Terminated
 
     def terminated(task):
-        raise _Terminated
+        raise Terminated
 
-    with pytest.raises(_Terminated):
+    with pytest.raises(Terminated):
         run_guarded(terminated, "x")
 
 
@@ -275,9 +323,25 @@ def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
     src = make_copies(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-k", "edge",
-         "--channels", "each", str(src), "-o", str(out), "--jobs", "1"],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "conv",
+            "-k",
+            "sobel-x",
+            "-k",
+            "edge",
+            "--channels",
+            "each",
+            str(src),
+            "-o",
+            str(out),
+            "--jobs",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(out.glob("*.png"))) < 3:
@@ -321,12 +385,20 @@ def _png_rgb16(width, height):
     raw = b"".join(b"\x00" + row.tobytes() for row in rows)
 
     def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_output_folder_that_cannot_be_made_is_one_usage_error(tmp_path):
@@ -372,9 +444,23 @@ def _start_batch(tmp_path, count, size, *extra):
         shutil.copyfile(picture, src / f"{i:02d}" / "photo.png")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "pool", "--figure", "--separate", "-r", str(src), "-o",
-         str(out), "--jobs", "2", *extra],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "pool",
+            "--figure",
+            "--separate",
+            "-r",
+            str(src),
+            "-o",
+            str(out),
+            "--jobs",
+            "2",
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(out.glob("*/*_grid.png"))) < 2:
@@ -391,8 +477,9 @@ def test_interrupted_summary_counts_every_finished_file(tmp_path):
     summary = stderr.splitlines()[-1]
     done = int(summary.split("interrupted: ")[1].split(" processed")[0])
     # Every input whose four outputs (3 channels + the whole image) and grid exist is counted.
-    complete = [d for d in (tmp_path / "in").iterdir()
-                if len(list((out / d.name).glob("photo_*"))) == 5]
+    complete = [
+        d for d in (tmp_path / "in").iterdir() if len(list((out / d.name).glob("photo_*"))) == 5
+    ]
     assert done == len(complete)
 
 
@@ -436,9 +523,22 @@ def test_every_output_left_by_a_stop_has_its_manifest_line_and_is_counted(tmp_pa
     """Ctrl-C (twice with processes) while a file that wrote its outputs has not returned."""
     src = make_folder(tmp_path / "in", 4, (60, 40))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_AFTER_WRITING, "pool", "--separate",
-                             str(src), "-o", str(out), "-j", str(jobs)], stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _SLOW_AFTER_WRITING,
+            "pool",
+            "--separate",
+            str(src),
+            "-o",
+            str(out),
+            "-j",
+            str(jobs),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     expected = 4 * (4 if jobs == 2 else 2)  # 3 channels and the whole image of each file done
     assert wait_until(lambda: len(list(out.glob("p*.png"))) == expected, 60)
     for _ in range(1 if jobs == 1 else 2):
@@ -463,8 +563,9 @@ def test_a_file_stopped_part_way_reports_the_outputs_it_wrote(photo, out, monkey
         return real(out_, *args)
 
     monkeypatch.setattr(process, "_write_output", stopped_at_the_third)
-    task = next(iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp(),
-                                     separate=True)))
+    task = next(
+        iter(plan.plan_tasks([plan.InputFile(str(photo), str(out))], ops.PoolOp(), separate=True))
+    )
     result = process.process_file(task)
     assert result.status == "stopped"
     assert [Path(p).name for p in result.outputs] == [c.path.name for c in calls[:2]]
@@ -488,13 +589,16 @@ def _new_pool():
 
 def test_a_worker_that_dies_fails_its_file_once_and_the_batch_goes_on():
     tasks = list("abcdefghij")
-    run = batch.BatchRun(tasks, _dies_on_b, executor=_new_pool(), in_flight=4,
-                         new_executor=_new_pool)
+    run = batch.BatchRun(
+        tasks, _dies_on_b, executor=_new_pool(), in_flight=4, new_executor=_new_pool
+    )
     results = list(run)
     assert sorted(r.source for r in results) == tasks  # each reported exactly once
     failed = {r.source: r.message for r in results if r.status == "failed"}
-    assert failed == {"b": "the worker processing it died (signal 9)",
-                      "g": "the worker processing it died (signal 9)"}
+    assert failed == {
+        "b": "the worker processing it died (signal 9)",
+        "g": "the worker processing it died (signal 9)",
+    }
     assert all(r.outputs == (r.source,) for r in results if r.status == "done")
 
 
@@ -517,8 +621,9 @@ def _dies_once(task):
 def test_a_worker_killed_once_is_replaced_and_its_files_done(tmp_path):
     marker = str(tmp_path / "died")
     tasks = [(name, marker) for name in "abcdef"]
-    run = batch.BatchRun(tasks, _dies_once, executor=_new_pool(), in_flight=4,
-                         new_executor=_new_pool)
+    run = batch.BatchRun(
+        tasks, _dies_once, executor=_new_pool(), in_flight=4, new_executor=_new_pool
+    )
     results = list(run)
     assert sorted(r.source for r in results) == list("abcdef")
     assert all(r.status == "done" for r in results)
@@ -543,7 +648,8 @@ def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert result.stderr.splitlines() == [
-        f"convcli: {src / 'p03.png'}: the worker processing it died (signal 9)"]
+        f"convcli: {src / 'p03.png'}: the worker processing it died (signal 9)"
+    ]
     expected = {k: v for k, v in digests(tmp_path / "one").items() if not k.startswith("p03_")}
     assert digests(tmp_path / "two") == expected  # byte-identical, no temporaries
 
@@ -585,10 +691,14 @@ def test_running_counts_the_files_being_processed_not_the_queued_ones():
 @pytest.mark.slow
 def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     proc, out = _start_batch(tmp_path, 8, (400, 300))
-    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
-                              check=False).stdout.split()
-    workers = [pid for pid in children  # not multiprocessing's resource tracker
-               if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    workers = [
+        pid
+        for pid in children  # not multiprocessing's resource tracker
+        if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert workers, "no worker processes found"
     os.kill(int(workers[0]), signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)
@@ -596,14 +706,22 @@ def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     assert "Traceback" not in stderr
     assert "worker process(es) died (signal 9) and were replaced" in stderr
     assert "8 processed, 0 skipped, 0 failed" in stderr.splitlines()[-1]
-    reference = run("pool", "--figure", "--separate", tmp_path / "in" / "00" / "photo.png",
-                    "-o", tmp_path / "one", "-q")
+    reference = run(
+        "pool",
+        "--figure",
+        "--separate",
+        tmp_path / "in" / "00" / "photo.png",
+        "-o",
+        tmp_path / "one",
+        "-q",
+    )
     assert reference.exit_code == 0, reference.output
     expected = digests(tmp_path / "one")
     assert len(expected) == 5  # 3 channels, the whole image, the grid
     # Every file whole, no temporaries.
-    assert digests(out) == {f"{i:02d}/{name}": digest
-                            for i in range(8) for name, digest in expected.items()}
+    assert digests(out) == {
+        f"{i:02d}/{name}": digest for i in range(8) for name, digest in expected.items()
+    }
 
 
 def test_a_stop_that_lands_where_python_ignores_it_comes_again_after_the_hook(monkeypatch):
@@ -658,9 +776,23 @@ main()
 def test_ctrl_c_in_a_finalizer_stops_the_file_without_exception_ignored(tmp_path, again):
     src = make_folder(tmp_path / "in", 2, (60, 40))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_IN_A_FINALIZER, again, "pool",
-                           str(src),
-                           "-o", str(out), "-j", "1"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _INTERRUPTED_IN_A_FINALIZER,
+            again,
+            "pool",
+            str(src),
+            "-o",
+            str(out),
+            "-j",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 130, proc.stderr
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr
     # As any Ctrl-C inside a file: the file abandoned, then the summary.

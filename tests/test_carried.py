@@ -26,8 +26,9 @@ def _jpeg(path, pixels, profile, *, orientation=1):
     exif = Image.Exif()
     exif[MAKE], exif[ORIENTATION] = "Canon", orientation
     exif.get_ifd(0x8769)[0x9003] = "2024:01:02 03:04:05"  # DateTimeOriginal, in the Exif block
-    Image.fromarray(pixels).save(path, icc_profile=profile, dpi=(300, 300),
-                                 exif=exif.tobytes(), quality=95)
+    Image.fromarray(pixels).save(
+        path, icc_profile=profile, dpi=(300, 300), exif=exif.tobytes(), quality=95
+    )
     return path
 
 
@@ -35,13 +36,19 @@ def _read(path):
     """Pillow's view: the profile, the dpi, the EXIF camera and orientation, the pixels."""
     with Image.open(path) as im:
         exif = im.getexif()
-        return (im.info.get("icc_profile"), im.info.get("dpi"), exif.get(MAKE),
-                exif.get(ORIENTATION), np.asarray(im))
+        return (
+            im.info.get("icc_profile"),
+            im.info.get("dpi"),
+            exif.get(MAKE),
+            exif.get(ORIENTATION),
+            np.asarray(im),
+        )
 
 
 @pytest.mark.parametrize("fmt", ["png", "jpg"])
 def test_pool_keeps_the_profile_the_exif_and_the_resolution_over_the_stride(
-        tmp_path, pixels, profile, fmt):
+    tmp_path, pixels, profile, fmt
+):
     source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
     out = tmp_path / "out"
     result = ok("pool", "--format", fmt, source, "-o", out, "-v", "--separate")
@@ -57,8 +64,17 @@ def test_the_pixels_are_the_same_with_or_without_a_profile(tmp_path, pixels, pro
     _jpeg(tmp_path / "with.jpg", pixels, profile)
     with Image.open(tmp_path / "with.jpg") as decoded:  # its levels, and nothing else
         Image.fromarray(np.asarray(decoded)).save(tmp_path / "without.png")
-    ok("pool", "--mode", "average", tmp_path / "with.jpg", tmp_path / "without.png", "-o",
-       tmp_path / "out", "--format", "png")
+    ok(
+        "pool",
+        "--mode",
+        "average",
+        tmp_path / "with.jpg",
+        tmp_path / "without.png",
+        "-o",
+        tmp_path / "out",
+        "--format",
+        "png",
+    )
     with_profile = _read(tmp_path / "out" / "with_pool-average-f2-s2.png")
     without = _read(tmp_path / "out" / "without_pool-average-f2-s2.png")
     np.testing.assert_array_equal(with_profile[4], without[4])
@@ -80,8 +96,9 @@ def test_a_blur_by_channel_keeps_the_profile(tmp_path, pixels, profile):
     assert icc == profile and dpi == pytest.approx((300, 300), abs=0.02)
 
 
-def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(tmp_path, pixels,
-                                                                          profile):
+def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(
+    tmp_path, pixels, profile
+):
     source = _jpeg(tmp_path / "turned.jpg", pixels, profile, orientation=6)
     ok("pad", "--pad", "0", source, "-o", tmp_path / "out")
     path = tmp_path / "out" / "turned_pad-constant-0.jpg"  # a JPEG stays a JPEG
@@ -95,11 +112,27 @@ def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(tmp_p
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile, memory):
     values = np.random.default_rng(5).integers(0, 256, (700, 600, 3), np.uint8)
-    tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
-                     resolution=(300, 300), resolutionunit="INCH", iccprofile=profile)
+    tifffile.imwrite(
+        tmp_path / "scan.tif",
+        values,
+        tile=(64, 64),
+        photometric="rgb",
+        resolution=(300, 300),
+        resolutionunit="INCH",
+        iccprofile=profile,
+    )
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "3", tmp_path / "scan.tif", "-o",  # a TIFF stays a TIFF
-                tmp_path / "out", "-v", "--separate", *extra)
+    result = ok(
+        "pool",
+        "--size",
+        "3",
+        tmp_path / "scan.tif",
+        "-o",  # a TIFF stays a TIFF
+        tmp_path / "out",
+        "-v",
+        "--separate",
+        *extra,
+    )
     assert ("processed in strips" in result.stderr) == bool(memory)
     for name in ("scan_pool-max-f3-s3.tiff", "scan_pool-max-f3-s3-G.tiff"):
         with tifffile.TiffFile(tmp_path / "out" / name) as tif:
@@ -113,27 +146,31 @@ def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile
 def test_a_format_that_holds_none_of_it_says_so(tmp_path, pixels, profile):
     pytest.importorskip("zarr")
     values = np.random.default_rng(5).integers(0, 256, (70, 60), np.uint8)
-    tifffile.imwrite(tmp_path / "scan.tif", values, resolution=(300, 300),
-                     resolutionunit="INCH")
+    tifffile.imwrite(tmp_path / "scan.tif", values, resolution=(300, 300), resolutionunit="INCH")
     result = ok("pool", "--format", "zarr", tmp_path / "scan.tif", "-o", tmp_path / "out", "-v")
     assert "resolution not kept: zarr outputs hold none" in result.stderr
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
-@pytest.mark.parametrize("command, reduce", [
-    (["pool", "--mode", "average", "--size", "2"],
-     lambda z: z.reshape(150, 2, 100, 2).mean(axis=(1, 3), dtype=np.float64)),
-    (["pad", "--pad", "1", "--mode", "edge"], lambda z: np.pad(z, 1, mode="edge")),
-])
-def test_an_elevation_model_stays_float_with_its_negative_values(tmp_path, command, reduce,
-                                                                 memory):
+@pytest.mark.parametrize(
+    "command, reduce",
+    [
+        (
+            ["pool", "--mode", "average", "--size", "2"],
+            lambda z: z.reshape(150, 2, 100, 2).mean(axis=(1, 3), dtype=np.float64),
+        ),
+        (["pad", "--pad", "1", "--mode", "edge"], lambda z: np.pad(z, 1, mode="edge")),
+    ],
+)
+def test_an_elevation_model_stays_float_with_its_negative_values(tmp_path, command, reduce, memory):
     """float32 -600 to 2800 m through pool --format tiff became uint16 levels, the 8,464
     negative pixels of 60,000 clipped to 0: the values are kept now, as float32."""
     z = np.random.default_rng(6).uniform(-600, 2800, (300, 200)).astype(np.float32)
     tifffile.imwrite(tmp_path / "dem.tif", z, tile=(64, 64))
     extra = ["--memory", memory] if memory else []
-    result = ok(*command, "--format", "tiff", tmp_path / "dem.tif", "-o", tmp_path / "out",
-                "-v", *extra)
+    result = ok(
+        *command, "--format", "tiff", tmp_path / "dem.tif", "-o", tmp_path / "out", "-v", *extra
+    )
     assert ("processed in strips" in result.stderr) == bool(memory)
     (written,) = (tmp_path / "out").glob("*.tiff")
     values = tifffile.imread(written)
@@ -148,10 +185,16 @@ _GEO_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 
 
 
 def _geotiff(path, values):
-    tifffile.imwrite(path, values, tile=(64, 64), extratags=[
-        (33550, "d", 3, (10.0, 10.0, 0.0), True),
-        (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0), True),
-        (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True)])
+    tifffile.imwrite(
+        path,
+        values,
+        tile=(64, 64),
+        extratags=[
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0), True),
+            (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True),
+        ],
+    )
     return path
 
 
@@ -165,13 +208,16 @@ def _corner_and_size(path) -> tuple[float, float, float]:
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
-@pytest.mark.parametrize("command, corner, size", [
-    (["pool", "--size", "2"], (500000, 4600000), 20),  # windows 0-1, 2-3 ...: corners kept
-    (["pool", "--size", "3", "--stride", "2"], (500005, 4599995), 20),  # centre 1.5 px in
-    (["conv", "-k", "vertical", "--pad", "same"], (500000, 4600000), 10),
-    (["conv", "-k", "vertical", "--pad", "valid", "--stride", "2"], (500005, 4599995), 20),
-    (["pad", "--pad", "5"], (499950, 4600050), 10),
-])
+@pytest.mark.parametrize(
+    "command, corner, size",
+    [
+        (["pool", "--size", "2"], (500000, 4600000), 20),  # windows 0-1, 2-3 ...: corners kept
+        (["pool", "--size", "3", "--stride", "2"], (500005, 4599995), 20),  # centre 1.5 px in
+        (["conv", "-k", "vertical", "--pad", "same"], (500000, 4600000), 10),
+        (["conv", "-k", "vertical", "--pad", "valid", "--stride", "2"], (500005, 4599995), 20),
+        (["pad", "--pad", "5"], (499950, 4600050), 10),
+    ],
+)
 def test_a_geotiff_keeps_its_place_on_the_ground(tmp_path, command, corner, size, memory):
     """Each output pixel where its window's centre is: hand-computed corners and sizes."""
     values = np.random.default_rng(7).uniform(0, 900, (400, 300)).astype(np.float32)
@@ -185,20 +231,27 @@ def test_a_geotiff_keeps_its_place_on_the_ground(tmp_path, command, corner, size
 
 
 @pytest.mark.skipif(__import__("shutil").which("gdalinfo") is None, reason="GDAL's gdalinfo")
-@pytest.mark.parametrize("command", [["pool", "--size", "3", "--stride", "2"],
-                                     ["conv", "-k", "gaussian-5x5", "--pad", "valid"]])
+@pytest.mark.parametrize(
+    "command",
+    [["pool", "--size", "3", "--stride", "2"], ["conv", "-k", "gaussian-5x5", "--pad", "valid"]],
+)
 def test_gdal_puts_every_output_pixel_at_its_windows_centre(tmp_path, command):
     import json
     import subprocess
 
     def transform(path):
-        info = json.loads(subprocess.run(["gdalinfo", "-json", str(path)], check=True,
-                                         capture_output=True, text=True).stdout)
+        info = json.loads(
+            subprocess.run(
+                ["gdalinfo", "-json", str(path)], check=True, capture_output=True, text=True
+            ).stdout
+        )
         assert "32633" in info["coordinateSystem"]["wkt"]
         return info["geoTransform"]
 
-    source = _geotiff(tmp_path / "scene.tif",
-                      np.random.default_rng(8).uniform(0, 900, (90, 70)).astype(np.float32))
+    source = _geotiff(
+        tmp_path / "scene.tif",
+        np.random.default_rng(8).uniform(0, 900, (90, 70)).astype(np.float32),
+    )
     ok(*command, "--format", "tiff", source, "-o", tmp_path / "out")
     (written,) = (tmp_path / "out").glob("*.tiff")
     given, got = transform(source), transform(written)
@@ -211,8 +264,9 @@ def test_gdal_puts_every_output_pixel_at_its_windows_centre(tmp_path, command):
 
 
 def test_a_png_says_it_holds_no_georeference(tmp_path):
-    source = _geotiff(tmp_path / "scene.tif",
-                      np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8))
+    source = _geotiff(
+        tmp_path / "scene.tif", np.random.default_rng(9).integers(0, 255, (40, 30)).astype(np.uint8)
+    )
     result = ok("pool", source, "-o", tmp_path / "out", "-v", "--format", "png")
     assert "georeference not kept: png outputs hold none" in result.stderr
 
@@ -229,15 +283,28 @@ def _shape_over_hidden_magenta(path):
     return path
 
 
-@pytest.mark.parametrize("command", [["pool", "--size", "3"],
-                                     ["pool", "--mode", "average", "--size", "3"],
-                                     ["pool", "--mode", "average", "--size", "4", "--stride", "3",
-                                      "--pad", "1"],
-                                     ["pad", "--pad", "4", "--mode", "reflect"],
-                                     ["conv", "-k", "gaussian-5x5", "--channels", "each"],
-                                     ["conv", "-k", "sharpen", "--channels", "each"],
-                                     ["conv", "-k", "box-blur,gaussian-3x3", "--channels", "each",
-                                      "--stride", "2", "--border", "constant"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["pool", "--size", "3"],
+        ["pool", "--mode", "average", "--size", "3"],
+        ["pool", "--mode", "average", "--size", "4", "--stride", "3", "--pad", "1"],
+        ["pad", "--pad", "4", "--mode", "reflect"],
+        ["conv", "-k", "gaussian-5x5", "--channels", "each"],
+        ["conv", "-k", "sharpen", "--channels", "each"],
+        [
+            "conv",
+            "-k",
+            "box-blur,gaussian-3x3",
+            "--channels",
+            "each",
+            "--stride",
+            "2",
+            "--border",
+            "constant",
+        ],
+    ],
+)
 def test_no_hidden_magenta_ever_shows(tmp_path, command):
     """Pooling and blurring weighted by alpha: every visible output pixel is the disc's
     green, whatever share of its window was transparent magenta (edge pixels were
@@ -245,8 +312,9 @@ def test_no_hidden_magenta_ever_shows(tmp_path, command):
     alpha and showed the magenta everywhere around the disc)."""
     source = _shape_over_hidden_magenta(tmp_path / "disc.png")
     ok(*command, source, "-o", tmp_path / "out")
-    wholes = [p for p in (tmp_path / "out").glob("*.png")
-              if not p.stem.endswith(("-R", "-G", "-B", "-A"))]
+    wholes = [
+        p for p in (tmp_path / "out").glob("*.png") if not p.stem.endswith(("-R", "-G", "-B", "-A"))
+    ]
     assert len(wholes) == (2 if "box-blur,gaussian-3x3" in command else 1)
     for whole in wholes:
         with Image.open(whole) as im:
@@ -262,32 +330,65 @@ def test_the_manifest_says_what_each_output_kept(tmp_path, profile, memory):
     import json
 
     values = np.random.default_rng(10).integers(0, 255, (400, 300, 3)).astype(np.uint8)
-    tifffile.imwrite(tmp_path / "scan.tif", values, tile=(64, 64), photometric="rgb",
-                     resolution=(300, 300), resolutionunit="INCH", iccprofile=profile,
-                     extratags=[(33550, "d", 3, (10.0, 10.0, 0.0), True),
-                                (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
-                                (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True)])
+    tifffile.imwrite(
+        tmp_path / "scan.tif",
+        values,
+        tile=(64, 64),
+        photometric="rgb",
+        resolution=(300, 300),
+        resolutionunit="INCH",
+        iccprofile=profile,
+        extratags=[
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+            (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True),
+        ],
+    )
     extra = ["--memory", memory] if memory else []
     ok("pool", "--format", "tiff", tmp_path / "scan.tif", "-o", tmp_path / "out", *extra)
-    records = {r["output"]: r for r in map(json.loads, (tmp_path / "out" / "convcli-manifest"
-                                                        ".jsonl").read_text().splitlines())}
+    records = {
+        r["output"]: r
+        for r in map(
+            json.loads, (tmp_path / "out" / "convcli-manifest.jsonl").read_text().splitlines()
+        )
+    }
     kept = records["scan_pool-max-f2-s2.tiff"]["kept"]
-    assert kept == {"colour_profile": "sRGB built-in", "dpi": [150.0, 150.0],
-                    "crs": "EPSG:32633", "pixel_size": [20.0, 20.0],
-                    "tiepoint": [0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0]}
+    assert kept == {
+        "colour_profile": "sRGB built-in",
+        "dpi": [150.0, 150.0],
+        "crs": "EPSG:32633",
+        "pixel_size": [20.0, 20.0],
+        "tiepoint": [0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0],
+    }
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 def test_gdal_nodata_is_missing_never_averaged_and_written_as_nodata(tmp_path, memory):
     z = np.random.default_rng(11).uniform(0, 900, (400, 300)).astype(np.float32)
     z[101:139, 51:89] = -9999  # a hole in the survey
-    tifffile.imwrite(tmp_path / "dem.tif", z, tile=(64, 64), extratags=[
-        (33550, "d", 3, (10.0, 10.0, 0.0), True),
-        (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
-        (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True), (42113, "s", 0, "-9999", True)])
+    tifffile.imwrite(
+        tmp_path / "dem.tif",
+        z,
+        tile=(64, 64),
+        extratags=[
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+            (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True),
+            (42113, "s", 0, "-9999", True),
+        ],
+    )
     extra = ["--memory", memory] if memory else []
-    ok("pool", "--mode", "average", "--format", "tiff", tmp_path / "dem.tif", "-o",
-       tmp_path / "out", *extra)
+    ok(
+        "pool",
+        "--mode",
+        "average",
+        "--format",
+        "tiff",
+        tmp_path / "dem.tif",
+        "-o",
+        tmp_path / "out",
+        *extra,
+    )
     with tifffile.TiffFile(tmp_path / "out" / "dem_pool-average-f2-s2-L.tiff") as tif:
         assert tif.pages[0].tags[42113].value == "-9999"
         got = tif.pages[0].asarray()
@@ -300,8 +401,14 @@ def test_gdal_nodata_is_missing_never_averaged_and_written_as_nodata(tmp_path, m
 
 def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profile):
     frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(3)]
-    frames[0].save(tmp_path / "anim.png", save_all=True, append_images=frames[1:],
-                   icc_profile=profile, dpi=(200, 200), duration=50)
+    frames[0].save(
+        tmp_path / "anim.png",
+        save_all=True,
+        append_images=frames[1:],
+        icc_profile=profile,
+        dpi=(200, 200),
+        duration=50,
+    )
     ok("pool", "--frames", "all", tmp_path / "anim.png", "-o", tmp_path / "out")
     with Image.open(tmp_path / "out" / "anim_pool-max-f2-s2.png") as im:
         assert getattr(im, "n_frames", 1) == 3
@@ -312,11 +419,25 @@ def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profil
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 def test_a_zarr_store_of_a_geotiff_holds_its_transform(tmp_path, memory):
     zarr = pytest.importorskip("zarr")
-    source = _geotiff(tmp_path / "scene.tif",
-                      np.random.default_rng(12).uniform(0, 900, (400, 300)).astype(np.float32))
+    source = _geotiff(
+        tmp_path / "scene.tif",
+        np.random.default_rng(12).uniform(0, 900, (400, 300)).astype(np.float32),
+    )
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "3", "--stride", "2", "--format", "zarr", source, "-o",
-                tmp_path / "out", "-v", *extra)
+    result = ok(
+        "pool",
+        "--size",
+        "3",
+        "--stride",
+        "2",
+        "--format",
+        "zarr",
+        source,
+        "-o",
+        tmp_path / "out",
+        "-v",
+        *extra,
+    )
     assert "kept: georeference" in result.stderr
     group = zarr.open_group(str(tmp_path / "out" / "scene_pool-max-f3-s2-L.zarr"), mode="r")
     geo = group.attrs["georeference"]
@@ -332,13 +453,26 @@ def test_a_blur_weighted_by_alpha_is_the_same_in_strips(tmp_path, small_strips, 
     rgba = np.zeros((900, 700, 4), np.uint8)
     rgba[...] = (255, 0, 255, 0)
     rgba[np.hypot(y - 450, x - 350) < 300] = (40, 160, 60, 255)
-    tifffile.imwrite(tmp_path / "disc.tif", rgba, tile=(64, 64), photometric="rgb",
-                     extrasamples=["unassalpha"])
+    tifffile.imwrite(
+        tmp_path / "disc.tif", rgba, tile=(64, 64), photometric="rgb", extrasamples=["unassalpha"]
+    )
     results = []
     for extra in ([], ["--memory", small_strips]):
         out = tmp_path / f"out{len(results)}"
-        result = ok("conv", "-k", kernel, "--channels", "each", "--format", "npy",
-                    tmp_path / "disc.tif", "-o", out, "-v", *extra)
+        result = ok(
+            "conv",
+            "-k",
+            kernel,
+            "--channels",
+            "each",
+            "--format",
+            "npy",
+            tmp_path / "disc.tif",
+            "-o",
+            out,
+            "-v",
+            *extra,
+        )
         assert ("processed in strips" in result.stderr) == bool(extra)
         results.append(np.load(out / f"disc_conv-{kernel}-each.npy"))
     np.testing.assert_array_equal(results[0], results[1])

@@ -71,8 +71,9 @@ def test_pad_defaults_write_the_whole_image_alone_and_separate_adds_channels(pho
     names = {p.name for p in outputs_in(out)}
     assert names == {f"photo_pad-constant-2{s}.png" for s in ("", "-R", "-G", "-B")}
     for c, name in enumerate("RGB"):
-        np.testing.assert_array_equal(read(out / f"photo_pad-constant-2-{name}.png"),
-                                      expected[:, :, c])
+        np.testing.assert_array_equal(
+            read(out / f"photo_pad-constant-2-{name}.png"), expected[:, :, c]
+        )
 
 
 @pytest.mark.parametrize("mode", PAD_MODES)
@@ -81,8 +82,9 @@ def test_pad_modes_npy_equals_library(photo, out, mode):
     tag = f"{mode}-3-v50" if mode == "constant" else f"{mode}-3"
     result = np.load(out / f"photo_pad-{tag}.npy")
     assert result.dtype == np.float32
-    np.testing.assert_array_equal(result, pad_images(pixels(photo)[None], 3, mode=mode,
-                                                     value=50)[0])
+    np.testing.assert_array_equal(
+        result, pad_images(pixels(photo)[None], 3, mode=mode, value=50)[0]
+    )
 
 
 def test_pad_value_outside_the_range_is_clipped_in_images_kept_in_npy(photo, out):
@@ -115,8 +117,12 @@ def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
     assert [p.name for p in outputs_in(out)] == ["photo_conv-vertical+horizontal+edge-sum.npy"]
     Z = np.load(out / "photo_conv-vertical+horizontal+edge-sum.npy")
     A = pixels(photo)[None]
-    expected, _ = conv_forward(reflected(A), weights(["vertical", "horizontal", "edge"], 3),
-                               np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        reflected(A),
+        weights(["vertical", "horizontal", "edge"], 3),
+        np.zeros((1, 1, 1, 3), np.float32),
+        {"stride": 1, "pad": 0},
+    )
     assert Z.dtype == np.float32 and Z.shape == (HEIGHT, WIDTH, 3)
     np.testing.assert_array_equal(Z, expected[0])
 
@@ -124,8 +130,12 @@ def test_conv_default_kernels_sum_npy_is_conv_forward(photo, out):
 def test_conv_png_default_mapping_is_robust_for_edge_kernels(photo, out):
     ok("conv", photo, "-o", out, "-k", "vertical")
     assert [p.name for p in outputs_in(out)] == ["photo_conv-vertical-sum.png"]
-    Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["vertical"], 3),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    Z, _ = conv_forward(
+        reflected(pixels(photo)[None]),
+        weights(["vertical"], 3),
+        np.zeros((1, 1, 1, 1)),
+        {"stride": 1, "pad": 0},
+    )
     got = read(out / "photo_conv-vertical-sum.png")
     assert got.dtype == np.uint8 and got.shape == (HEIGHT, WIDTH)
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], "robust")).max() <= 1
@@ -134,8 +144,12 @@ def test_conv_png_default_mapping_is_robust_for_edge_kernels(photo, out):
 @pytest.mark.parametrize("method", MAPPINGS)
 def test_conv_normalize_methods(photo, out, method):
     ok("conv", photo, "-o", out, "-k", "sobel-x", "--normalize", method)
-    Z, _ = conv_forward(reflected(pixels(photo)[None]), weights(["sobel-x"], 3),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    Z, _ = conv_forward(
+        reflected(pixels(photo)[None]),
+        weights(["sobel-x"], 3),
+        np.zeros((1, 1, 1, 1)),
+        {"stride": 1, "pad": 0},
+    )
     # An explicit mapping is part of the image names (but not of the .npy's: raw values).
     got = read(out / f"photo_conv-sobel-x-{method}-sum.png")
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], method)).max() <= 1
@@ -149,8 +163,20 @@ def test_conv_names_differ_by_bias_and_normalize_so_a_rerun_does_not_keep_stale_
     assert "outputs exist" not in result.stderr
     ok("conv", photo, "-o", out, "-k", "vertical", "--normalize", "auto")  # the default: skipped
     ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--format", "npy")
-    ok("conv", photo, "-o", out, "-k", "vertical", "--bias", -0.5, "--normalize", "minmax",
-       "--format", "npy")  # the .npy is the same raw result: skipped
+    ok(
+        "conv",
+        photo,
+        "-o",
+        out,
+        "-k",
+        "vertical",
+        "--bias",
+        -0.5,
+        "--normalize",
+        "minmax",
+        "--format",
+        "npy",
+    )  # the .npy is the same raw result: skipped
     assert sorted(p.name for p in outputs_in(out)) == [
         "photo_conv-vertical-b-0.5-sum.npy",
         "photo_conv-vertical-b100-sum.png",
@@ -158,8 +184,12 @@ def test_conv_names_differ_by_bias_and_normalize_so_a_rerun_does_not_keep_stale_
         "photo_conv-vertical-sum.png",
     ]
     Z = np.load(out / "photo_conv-vertical-b-0.5-sum.npy")
-    expected, _ = conv_forward(reflected(pixels(photo)[None]), weights(["vertical"], 3),
-                               np.full((1, 1, 1, 1), -0.5, np.float32), {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        reflected(pixels(photo)[None]),
+        weights(["vertical"], 3),
+        np.full((1, 1, 1, 1), -0.5, np.float32),
+        {"stride": 1, "pad": 0},
+    )
     np.testing.assert_array_equal(Z, expected[0])
 
 
@@ -169,8 +199,12 @@ def test_conv_auto_mapping_clip_for_identity_on_grey_mean_for_a_colour_blur(tmp_
     np.testing.assert_array_equal(read(out / "g_conv-identity-sum.png"), read(grey))
     colour = make_image(tmp_path / "c.png", "RGB")
     ok("conv", colour, "-o", out, "-k", "box-blur")
-    Z, _ = conv_forward(reflected(pixels(colour)[None]), weights(["box-blur"], 3),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    Z, _ = conv_forward(
+        reflected(pixels(colour)[None]),
+        weights(["box-blur"], 3),
+        np.zeros((1, 1, 1, 1)),
+        {"stride": 1, "pad": 0},
+    )
     got = read(out / "c_conv-box-blur-sum.png").astype(int)
     # R + G + B of the blurred picture, shown as their mean: the blurred photo in grey.
     assert np.abs(got - levels(Z[0, :, :, 0], "clip", white=3 * 255.0)).max() <= 1
@@ -179,26 +213,63 @@ def test_conv_auto_mapping_clip_for_identity_on_grey_mean_for_a_colour_blur(tmp_
 def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
     kfile = tmp_path / "diag.txt"
     kfile.write_text("1 0 0\n0 0 0\n0 0 -1\n")
-    ok("conv", photo, "-o", out, "-k", "SOBEL-X:90", "-k", kfile, "-k", "Vertical",
-       "--format", "npy")
+    ok(
+        "conv",
+        photo,
+        "-o",
+        out,
+        "-k",
+        "SOBEL-X:90",
+        "-k",
+        kfile,
+        "-k",
+        "Vertical",
+        "--format",
+        "npy",
+    )
     (npy,) = outputs_in(out)
     assert npy.name == "photo_conv-sobel-x_rot90+diag+vertical-sum.npy"
     Z = np.load(npy)
     A = pixels(photo)[None]
-    stack = np.stack([get_kernel("sobel-y").weights, load_kernel_file(kfile).weights,
-                      get_kernel("vertical").weights], axis=-1)
+    stack = np.stack(
+        [
+            get_kernel("sobel-y").weights,
+            load_kernel_file(kfile).weights,
+            get_kernel("vertical").weights,
+        ],
+        axis=-1,
+    )
     W = np.repeat(stack[:, :, None, :], 3, axis=2).astype(np.float32)
-    expected, _ = conv_forward(reflected(A), W, np.zeros((1, 1, 1, 3), np.float32),
-                               {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        reflected(A), W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 1, "pad": 0}
+    )
     np.testing.assert_array_equal(Z, expected[0])
 
 
 def test_conv_stride_pad_and_bias(photo, out):
-    ok("conv", photo, "-o", out, "-k", "edge", "--stride", 2, "--pad", "valid", "--bias", 10,
-       "--format", "npy")
+    ok(
+        "conv",
+        photo,
+        "-o",
+        out,
+        "-k",
+        "edge",
+        "--stride",
+        2,
+        "--pad",
+        "valid",
+        "--bias",
+        10,
+        "--format",
+        "npy",
+    )
     Z = np.load(out / "photo_conv-edge-s2-p0-b10-sum.npy")
-    expected, _ = conv_forward(pixels(photo)[None], weights(["edge"], 3),
-                               np.full((1, 1, 1, 1), 10, np.float32), {"stride": 2, "pad": 0})
+    expected, _ = conv_forward(
+        pixels(photo)[None],
+        weights(["edge"], 3),
+        np.full((1, 1, 1, 1), 10, np.float32),
+        {"stride": 2, "pad": 0},
+    )
     assert Z.shape == ((HEIGHT - 3) // 2 + 1, (WIDTH - 3) // 2 + 1, 1)
     np.testing.assert_array_equal(Z, expected[0])
     ok("conv", photo, "-o", out, "-k", "edge", "--pad", 4)
@@ -217,18 +288,28 @@ def usage_error(result, *needles):
 
 def test_conv_even_kernel_with_pad_same(photo, out):
     # --pad same (the default) needs a centre cell: a 2x2 kernel is a usage error.
-    usage_error(run("conv", photo, "-o", out, "-k", "roberts-nw"),
-                "--pad", "kernel 'roberts-nw' is 2x2", "--pad valid")
-    usage_error(run("conv", photo, "-o", out, "-k", "vertical", "-k", "roberts-nw:90",
-                    "--pad", "same"), "kernel 'roberts-nw:90' is 2x2")
+    usage_error(
+        run("conv", photo, "-o", out, "-k", "roberts-nw"),
+        "--pad",
+        "kernel 'roberts-nw' is 2x2",
+        "--pad valid",
+    )
+    usage_error(
+        run("conv", photo, "-o", out, "-k", "vertical", "-k", "roberts-nw:90", "--pad", "same"),
+        "kernel 'roberts-nw:90' is 2x2",
+    )
     assert not out.exists()
 
 
 def test_conv_even_kernel_with_pad_valid_or_n(photo, out):
     ok("conv", photo, "-o", out, "-k", "roberts-nw", "--pad", "valid", "--format", "npy")
     Z = np.load(out / "photo_conv-roberts-nw-p0-sum.npy")
-    expected, _ = conv_forward(pixels(photo)[None], weights(["roberts-nw"], 3),
-                               np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        pixels(photo)[None],
+        weights(["roberts-nw"], 3),
+        np.zeros((1, 1, 1, 1)),
+        {"stride": 1, "pad": 0},
+    )
     assert Z.shape == (HEIGHT - 1, WIDTH - 1, 1)
     np.testing.assert_array_equal(Z, expected[0])
     ok("conv", photo, "-o", out, "-k", "roberts-ne", "--pad", 1, "--format", "npy")
@@ -236,12 +317,15 @@ def test_conv_even_kernel_with_pad_valid_or_n(photo, out):
 
 
 @pytest.mark.parametrize("grid, size", [("1 0\n0 -1\n", "2x2"), ("1 2 0\n-2 -1 0\n", "2x3")])
-def test_conv_even_sided_kernel_file_with_pad_same_names_the_file(
-        photo, out, tmp_path, grid, size):
+def test_conv_even_sided_kernel_file_with_pad_same_names_the_file(photo, out, tmp_path, grid, size):
     kfile = tmp_path / "k.txt"
     kfile.write_text(grid)
-    usage_error(run("conv", photo, "-o", out, "-k", kfile),
-                f"kernel 'k' ({kfile}) is {size}", "--pad same", "--pad valid")
+    usage_error(
+        run("conv", photo, "-o", out, "-k", kfile),
+        f"kernel 'k' ({kfile}) is {size}",
+        "--pad same",
+        "--pad valid",
+    )
     ok("conv", photo, "-o", out, "-k", kfile, "--pad", "valid", "--format", "npy")
     h, w = load_kernel_file(kfile).size
     assert np.load(out / "photo_conv-k-p0-sum.npy").shape == (HEIGHT - h + 1, WIDTH - w + 1, 1)
@@ -258,23 +342,43 @@ def test_conv_pad_same_keeps_the_size_with_an_odd_kernel_that_is_not_square(phot
 
 
 def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
-    ok("conv", photo, "-o", out, "-k", "vertical", "-k", "horizontal", "--channels", "each",
-       "--format", "npy")
+    ok(
+        "conv",
+        photo,
+        "-o",
+        out,
+        "-k",
+        "vertical",
+        "-k",
+        "horizontal",
+        "--channels",
+        "each",
+        "--format",
+        "npy",
+    )
     Z = np.load(out / "photo_conv-vertical+horizontal-each.npy")
     A = pixels(photo)[None]
-    expected, _ = depthwise_conv_forward(reflected(A), weights(["vertical", "horizontal"], 3),
-                                         np.zeros((1, 1, 1, 6), np.float32),
-                                         {"stride": 1, "pad": 0})
+    expected, _ = depthwise_conv_forward(
+        reflected(A),
+        weights(["vertical", "horizontal"], 3),
+        np.zeros((1, 1, 1, 6), np.float32),
+        {"stride": 1, "pad": 0},
+    )
     np.testing.assert_array_equal(Z, expected[0])
     # Kernel-major: channel k * 3 + c is kernel k on input channel c alone.
     for k, name in enumerate(["vertical", "horizontal"]):
         for c in range(3):
-            alone, _ = conv_forward(reflected(A[:, :, :, c:c + 1]), weights([name], 1),
-                                    np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+            alone, _ = conv_forward(
+                reflected(A[:, :, :, c : c + 1]),
+                weights([name], 1),
+                np.zeros((1, 1, 1, 1)),
+                {"stride": 1, "pad": 0},
+            )
             np.testing.assert_allclose(Z[:, :, k * 3 + c], alone[0, :, :, 0], atol=1e-3)
     ok("conv", photo, "-o", out, "-k", "vertical", "--channels", "each")
     assert {p.name for p in out.glob("*.png")} == {
-        f"photo_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
+        f"photo_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")
+    }
 
 
 def test_conv_channels_gray_uses_luminance(photo, out):
@@ -282,8 +386,9 @@ def test_conv_channels_gray_uses_luminance(photo, out):
     Z = np.load(out / "photo_conv-laplacian-gray.npy")
     rgb = pixels(photo)
     grey = (0.299 * rgb[:, :, 0] + 0.587 * rgb[:, :, 1] + 0.114 * rgb[:, :, 2])[None, :, :, None]
-    expected, _ = conv_forward(reflected(grey), weights(["laplacian"], 1),
-                               np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        reflected(grey), weights(["laplacian"], 1), np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0}
+    )
     np.testing.assert_allclose(Z, expected[0], atol=1e-3)
 
 
@@ -294,25 +399,31 @@ def test_edge_maps_of_rgba_see_the_colour_as_it_shows_over_black(tmp_path, out):
     rgba = pixels(src, "RGBA")[None]
     assert (rgba[..., 3] == 0).any() and (rgba[..., 3] == 255).any()
     A = rgba[..., :3] * (rgba[..., 3:] / np.float32(255))
-    expected, _ = conv_forward(reflected(A), weights(["vertical"], 3),
-                               np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        reflected(A),
+        weights(["vertical"], 3),
+        np.zeros((1, 1, 1, 1), np.float32),
+        {"stride": 1, "pad": 0},
+    )
     np.testing.assert_allclose(Z, expected[0], rtol=0, atol=1e-3)
     ok("conv", src, "-o", out, "-k", "vertical", "--channels", "each")
     assert {p.name for p in out.glob("*.png")} == {
-        f"a_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")}
+        f"a_conv-vertical-{c}.png" for c in ("R", "G", "B", "each")
+    }
 
 
 def alpha_weighted_blur(rgba: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """Nested loops over the kernel's taps (border reflect): colour sum(w c a) / sum(w a),
     0 where sum(w a) is not above 0.001; alpha sum(w alpha)."""
     f = kernel.shape[0]
-    padded = np.pad(rgba.astype(np.float64), ((f // 2, f // 2), (f // 2, f // 2), (0, 0)),
-                    mode="reflect")
+    padded = np.pad(
+        rgba.astype(np.float64), ((f // 2, f // 2), (f // 2, f // 2), (0, 0)), mode="reflect"
+    )
     h, w = rgba.shape[:2]
     colour, total = np.zeros((h, w, 3)), np.zeros((h, w, 1))
     for i in range(f):
         for j in range(f):
-            window = padded[i:i + h, j:j + w]
+            window = padded[i : i + h, j : j + w]
             weight = window[..., 3:] / 255
             colour += kernel[i, j] * window[..., :3] * weight
             total += kernel[i, j] * weight
@@ -334,7 +445,8 @@ def test_blur_and_sharpen_by_channel_are_weighted_by_alpha_and_keep_it(tmp_path,
     np.testing.assert_allclose(got[..., 3], want[..., 3], rtol=0, atol=2e-3)
     ok("conv", src, "-o", out, "-k", kernel, "--channels", "each")
     assert {p.name for p in out.glob("*.png")} == {
-        f"a_conv-{kernel}-{c}.png" for c in ("R", "G", "B", "A", "each")}
+        f"a_conv-{kernel}-{c}.png" for c in ("R", "G", "B", "A", "each")
+    }
     written = read(out / f"a_conv-{kernel}-each.png")
     assert written.shape == rgba.shape
     np.testing.assert_array_equal(written, np.clip(np.rint(got), 0, 255))
@@ -346,8 +458,12 @@ def test_conv_16_bit_in_16_bit_out(tmp_path, out):
     with Image.open(out / "deep_conv-vertical-sum.png") as im:
         assert im.mode == "I;16"
         got = np.asarray(im)
-    Z, _ = conv_forward(reflected(pixels(src, None)[None]), weights(["vertical"], 1),
-                        np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0})
+    Z, _ = conv_forward(
+        reflected(pixels(src, None)[None]),
+        weights(["vertical"], 1),
+        np.zeros((1, 1, 1, 1)),
+        {"stride": 1, "pad": 0},
+    )
     assert np.abs(got.astype(int) - levels(Z[0, :, :, 0], "robust", top=65535)).max() <= 1
     ok("conv", src, "-o", out, "-k", "vertical", "--format", "tiff")
     with Image.open(out / "deep_conv-vertical-sum.tiff") as im:
@@ -365,8 +481,9 @@ def test_pool_defaults_max_2x2(photo, out):
     expected, _ = pool_forward(pixels(photo)[None], {"f": 2, "stride": 2}, mode="max")
     np.testing.assert_array_equal(read(out / "photo_pool-max-f2-s2.png"), expected[0])
     for c, name in enumerate("RGB"):
-        np.testing.assert_array_equal(read(out / f"photo_pool-max-f2-s2-{name}.png"),
-                                      expected[0, :, :, c])
+        np.testing.assert_array_equal(
+            read(out / f"photo_pool-max-f2-s2-{name}.png"), expected[0, :, :, c]
+        )
 
 
 @pytest.mark.parametrize("mode", ["average", "avg", "AVG"])
@@ -387,7 +504,9 @@ def visible_max_pool(A: np.ndarray, f: int, stride: int) -> np.ndarray:
     out = np.zeros((rows, cols, A.shape[2]), np.float32)
     for i in range(rows):
         for j in range(cols):
-            window = A[i * stride:i * stride + f, j * stride:j * stride + f].reshape(-1, A.shape[2])
+            window = A[i * stride : i * stride + f, j * stride : j * stride + f].reshape(
+                -1, A.shape[2]
+            )
             out[i, j, -1] = window[:, -1].max()
             seen = window[window[:, -1] > 0]
             if len(seen):
@@ -414,7 +533,7 @@ def test_average_pooling_weighs_colours_by_alpha(tmp_path, out):
     got = np.load(out / "a_pool-average-f2-s2.npy")
     for i in range(got.shape[0]):
         for j in range(got.shape[1]):
-            window = A[2 * i:2 * i + 2, 2 * j:2 * j + 2].reshape(-1, 4)
+            window = A[2 * i : 2 * i + 2, 2 * j : 2 * j + 2].reshape(-1, 4)
             alpha = window[:, 3]
             assert got[i, j, 3] == pytest.approx(alpha.mean(), abs=1e-4)
             want = (window[:, :3] * alpha[:, None]).sum(0) / alpha.sum() if alpha.sum() else 0
@@ -433,8 +552,19 @@ def test_pool_16_bit(tmp_path, out):
 # --- images in -------------------------------------------------------------------------------
 
 
-EXPECTED_CHANNELS = {"1": "L", "L": "L", "LA": "LA", "P": "RGB", "P+transparency": "RGBA",
-                     "RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB", "I;16": "L", "I": "L", "F": "L"}
+EXPECTED_CHANNELS = {
+    "1": "L",
+    "L": "L",
+    "LA": "LA",
+    "P": "RGB",
+    "P+transparency": "RGBA",
+    "RGB": "RGB",
+    "RGBA": "RGBA",
+    "CMYK": "RGB",
+    "I;16": "L",
+    "I": "L",
+    "F": "L",
+}
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -452,7 +582,8 @@ def test_every_mode_through_pool_and_conv(tmp_path, out, mode):
     colour = EXPECTED_CHANNELS[mode].replace("A", "")
     colour_image = {"m_conv-vertical-each.png"} if len(colour) > 1 else set()
     assert {p.name for p in out.glob("*.png")} == {
-        f"m_conv-vertical-{c}.png" for c in colour} | colour_image
+        f"m_conv-vertical-{c}.png" for c in colour
+    } | colour_image
 
 
 def test_exif_orientation_is_applied(tmp_path, out):
@@ -488,12 +619,15 @@ def test_gif_and_multipage_tiff_give_every_frame_by_default(tmp_path, out):
 # --- figures ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command, grid_name", [
-    (["conv"], "photo_conv-vertical+horizontal+edge-sum_grid.png"),
-    (["conv", "--channels", "each"], "photo_conv-vertical+horizontal+edge-each_grid.png"),
-    (["pool"], "photo_pool-max-f2-s2_grid.png"),
-    (["pad"], "photo_pad-constant-2_grid.png"),
-])
+@pytest.mark.parametrize(
+    "command, grid_name",
+    [
+        (["conv"], "photo_conv-vertical+horizontal+edge-sum_grid.png"),
+        (["conv", "--channels", "each"], "photo_conv-vertical+horizontal+edge-each_grid.png"),
+        (["pool"], "photo_pool-max-f2-s2_grid.png"),
+        (["pad"], "photo_pad-constant-2_grid.png"),
+    ],
+)
 def test_figure_grid_is_written_beside_the_outputs(photo, out, command, grid_name):
     ok(*command, photo, "-o", out, "--figure")
     grid = out / grid_name
@@ -503,8 +637,10 @@ def test_figure_grid_is_written_beside_the_outputs(photo, out, command, grid_nam
 
 def test_figure_with_npy_output(photo, out):
     ok("conv", photo, "-o", out, "--figure", "--format", "npy", "-k", "vertical")
-    assert sorted(p.name for p in outputs_in(out)) == ["photo_conv-vertical-sum.npy",
-                                                      "photo_conv-vertical-sum_grid.png"]
+    assert sorted(p.name for p in outputs_in(out)) == [
+        "photo_conv-vertical-sum.npy",
+        "photo_conv-vertical-sum_grid.png",
+    ]
 
 
 def test_importing_the_cli_does_not_import_matplotlib():
@@ -554,16 +690,23 @@ def test_help_has_examples(command):
 
 def test_command_functions_and_common_options():
     assert {name: cmd.callback.__name__ for name, cmd in main.commands.items()} == {
-        "pad": "pad_cmd", "conv": "conv_cmd", "pool": "pool_cmd", "kernels": "kernels_cmd",
-        "grad": "grad_cmd", "fit": "fit_cmd", "explain": "explain_cmd"}
+        "pad": "pad_cmd",
+        "conv": "conv_cmd",
+        "pool": "pool_cmd",
+        "kernels": "kernels_cmd",
+        "grad": "grad_cmd",
+        "fit": "fit_cmd",
+        "explain": "explain_cmd",
+    }
     common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels"}
     for name in ("pad", "conv", "pool"):
         assert common <= {p.name for p in main.commands[name].params}
 
 
 def test_python_dash_m_and_version():
-    result = subprocess.run([sys.executable, "-m", "convcli", "--version"], capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "convcli", "--version"], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0 and "convcli" in result.stdout
 
 
@@ -580,8 +723,20 @@ def test_overwrite_in_the_input_folder_keeps_a_real_image_with_an_output_name(tm
     make_image(folder / "a.png", "RGB")
     real = make_image(folder / "a_conv-vertical-sum.png", "L", seed=3)
     before = real.read_bytes()
-    result = run("conv", "-k", "vertical", "-k", "edge", "-j", "1", "--overwrite", "--figure",
-                 folder / "a.png", "-o", folder)
+    result = run(
+        "conv",
+        "-k",
+        "vertical",
+        "-k",
+        "edge",
+        "-j",
+        "1",
+        "--overwrite",
+        "--figure",
+        folder / "a.png",
+        "-o",
+        folder,
+    )
     assert result.exit_code == 1, result.output
     assert f"{real}: the existing file was not written by convcli and is kept" in result.stderr
     assert real.read_bytes() == before
@@ -603,14 +758,21 @@ def test_overwrite_in_the_input_folder_keeps_a_real_image_with_an_output_name(tm
 def test_conv_border_constant_is_conv_forwards_zero_padding(photo, out):
     ok("conv", photo, "-o", out, "-k", "edge", "--border", "constant", "--format", "npy")
     Z = np.load(out / "photo_conv-edge-Bconstant-sum.npy")
-    expected, _ = conv_forward(pixels(photo)[None], weights(["edge"], 3),
-                               np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
+    expected, _ = conv_forward(
+        pixels(photo)[None],
+        weights(["edge"], 3),
+        np.zeros((1, 1, 1, 1), np.float32),
+        {"stride": 1, "pad": 1},
+    )
     np.testing.assert_array_equal(Z, expected[0])
     ok("conv", photo, "-o", out, "-k", "edge", "--border", "WRAP", "--format", "npy")
     Z = np.load(out / "photo_conv-edge-Bwrap-sum.npy")
-    expected, _ = conv_forward(pad_images(pixels(photo)[None], 1, mode="wrap"),
-                               weights(["edge"], 3), np.zeros((1, 1, 1, 1), np.float32),
-                               {"stride": 1, "pad": 0})
+    expected, _ = conv_forward(
+        pad_images(pixels(photo)[None], 1, mode="wrap"),
+        weights(["edge"], 3),
+        np.zeros((1, 1, 1, 1), np.float32),
+        {"stride": 1, "pad": 0},
+    )
     np.testing.assert_array_equal(Z, expected[0])
     usage_error(run("conv", photo, "-o", out, "--border", "mirror"), "--border")
 
@@ -630,17 +792,29 @@ def test_conv_combine_magnitude_max_and_sum_from_the_separate_results(photo, out
     ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--format", "npy")
     separate = np.load(out / "photo_conv-sobel-x+sobel-y-sum.npy")
     x, y = separate[:, :, 0], separate[:, :, 1]
-    combined = {"magnitude": np.sqrt(x ** 2 + y ** 2), "max": np.maximum(x, y), "sum": x + y}
+    combined = {"magnitude": np.sqrt(x**2 + y**2), "max": np.maximum(x, y), "sum": x + y}
     assert tuple(combined) == COMBINE_MODES
     for combine, expected in combined.items():
-        ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", combine,
-           "--format", "npy")
+        ok(
+            "conv",
+            photo,
+            "-o",
+            out,
+            "-k",
+            "sobel-x",
+            "-k",
+            "sobel-y",
+            "--combine",
+            combine,
+            "--format",
+            "npy",
+        )
         Z = np.load(out / f"photo_conv-sobel-x+sobel-y-{combine}-sum.npy")
         assert Z.shape == (HEIGHT, WIDTH, 1)
         np.testing.assert_allclose(Z[:, :, 0], expected, rtol=1e-6)
     ok("conv", photo, "-o", out, "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude")
     got = read(out / "photo_conv-sobel-x+sobel-y-magnitude-sum.png").astype(int)
-    assert np.abs(got - levels(np.sqrt(x ** 2 + y ** 2), "robust")).max() <= 1
+    assert np.abs(got - levels(np.sqrt(x**2 + y**2), "robust")).max() <= 1
 
 
 def test_a_blur_of_colour_pictures_summed_says_once_that_each_keeps_colour(tmp_path):
@@ -649,12 +823,17 @@ def test_a_blur_of_colour_pictures_summed_says_once_that_each_keeps_colour(tmp_p
     for seed in range(3):
         make_image(folder / f"p{seed}.png", "RGB", seed=seed)
     make_image(folder / "grey.png", "L", seed=9)
-    hint = ("gaussian-3x3, sharpen on colour pictures with --channels sum: one grey map of "
-            "R + G + B; --channels each gives the colour result")
+    hint = (
+        "gaussian-3x3, sharpen on colour pictures with --channels sum: one grey map of "
+        "R + G + B; --channels each gives the colour result"
+    )
     result = ok("conv", "-k", "gaussian-3x3,sharpen,edge", folder, "-o", tmp_path / "a", "-j", 2)
     assert result.stderr.count(hint) == 1
     assert result.stderr.count("--channels each") == 1
-    for args in (["-k", "gaussian-3x3", "--channels", "each"], ["-k", "edge"],
-                 ["-k", "gaussian-3x3", folder / "grey.png", "-o", tmp_path / "g.png"]):
+    for args in (
+        ["-k", "gaussian-3x3", "--channels", "each"],
+        ["-k", "edge"],
+        ["-k", "gaussian-3x3", folder / "grey.png", "-o", tmp_path / "g.png"],
+    ):
         args = args if "-o" in args else [*args, folder, "-o", tmp_path / "b", "--overwrite"]
         assert "--channels each" not in ok("conv", *args).stderr

@@ -49,12 +49,17 @@ def test_recursive_mirrors_subfolders(folder, tmp_path):
     out = tmp_path / "out"
     result = run("pool", "-r", folder, "-o", out, "--format", "npy")
     assert result.exit_code == 0, result.output
-    assert names(out) == ["B_pool-max-f2-s2.npy", "a_pool-max-f2-s2.npy",
-                          "sub/c_pool-max-f2-s2.npy", "sub/deeper/d_pool-max-f2-s2.npy"]
+    assert names(out) == [
+        "B_pool-max-f2-s2.npy",
+        "a_pool-max-f2-s2.npy",
+        "sub/c_pool-max-f2-s2.npy",
+        "sub/deeper/d_pool-max-f2-s2.npy",
+    ]
     with Image.open(folder / "sub" / "c.png") as im:
         A = np.asarray(im).astype(np.float32)[None, :, :, None]
-    np.testing.assert_array_equal(np.load(out / "sub" / "c_pool-max-f2-s2.npy"),
-                                  pool_forward(A, {"f": 2, "stride": 2})[0][0])
+    np.testing.assert_array_equal(
+        np.load(out / "sub" / "c_pool-max-f2-s2.npy"), pool_forward(A, {"f": 2, "stride": 2})[0][0]
+    )
 
 
 def test_folder_without_images_is_reported(tmp_path):
@@ -64,7 +69,8 @@ def test_folder_without_images_is_reported(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"convcli: {empty}: no image files in this folder (use -r to include its subfolders)",
-        "convcli: no input images: nothing done"]
+        "convcli: no input images: nothing done",
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -118,8 +124,11 @@ def test_same_stem_inputs_get_their_extension_appended(tmp_path):
     out = tmp_path / "out"
     result = run("pool", d, "-o", out, "--format", "npy")
     assert result.exit_code == 0, result.output
-    assert names(out) == ["other_pool-max-f2-s2.npy", "photo-png_pool-max-f2-s2.npy",
-                          "photo-webp_pool-max-f2-s2.npy"]
+    assert names(out) == [
+        "other_pool-max-f2-s2.npy",
+        "photo-png_pool-max-f2-s2.npy",
+        "photo-webp_pool-max-f2-s2.npy",
+    ]
     png = np.load(out / "photo-png_pool-max-f2-s2.npy")
     webp = np.load(out / "photo-webp_pool-max-f2-s2.npy")
     assert not np.array_equal(png, webp)
@@ -147,7 +156,9 @@ def test_numbering_does_not_depend_on_the_order_of_the_inputs(tmp_path):
         for name, folder in expected.items():
             source, _ = pool_forward(
                 np.asarray(Image.open(folder / "photo.png"), np.float32)[None],
-                {"f": 2, "stride": 2}, "max")
+                {"f": 2, "stride": 2},
+                "max",
+            )
             np.testing.assert_array_equal(np.load(out / name), source[0])
 
 
@@ -165,10 +176,12 @@ def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
     assert result.exit_code == 0
     assert result.stderr.startswith("convcli: 0 processed, 1 skipped, 0 failed in ")
     assert result.stderr.endswith(
-        "; skipped: outputs exist (--overwrite replaces them, -v lists them)\n")
+        "; skipped: outputs exist (--overwrite replaces them, -v lists them)\n"
+    )
     listed = run("pool", src, "--separate", "-o", out, "-v")
     assert listed.stderr.splitlines()[0] == (
-        f"convcli: {src}: skipped, 0 written (outputs exist (use --overwrite to replace them))")
+        f"convcli: {src}: skipped, 0 written (outputs exist (use --overwrite to replace them))"
+    )
     with Image.open(target) as im:
         assert im.size == (3, 3)
     result = run("pool", src, "--separate", "-o", out, "--overwrite")
@@ -215,8 +228,14 @@ def test_output_folder_equal_to_the_input_folder_when_run_again(tmp_path):
     d.mkdir()
     make_image(d / "a.png", "RGB", seed=1)
     make_image(d / "b.JPG", "RGB", seed=2)
-    expected = ["a.png", "a_conv-vertical-sum.png", "a_conv-vertical-sum_grid.png", "b.JPG",
-                "b_conv-vertical-sum.png", "b_conv-vertical-sum_grid.png"]
+    expected = [
+        "a.png",
+        "a_conv-vertical-sum.png",
+        "a_conv-vertical-sum_grid.png",
+        "b.JPG",
+        "b_conv-vertical-sum.png",
+        "b_conv-vertical-sum_grid.png",
+    ]
     for _ in range(3):
         result = run("conv", "-k", "vertical", d, "-o", d, "-q", "--figure")
         assert result.exit_code == 0, result.output
@@ -251,10 +270,14 @@ def test_named_non_image_fails_and_the_others_go_on(folder, tmp_path):
         (lambda d: d / "missing.png", ["missing.png", "No such file or directory"]),
         (lambda d: (d / "t.txt").write_text("x") and d / "t.txt", ["t.txt", "not an image file"]),
         (lambda d: make_truncated_png(d / "half.png"), ["half.png", "truncated"]),
-        (lambda d: make_bomb_png(d / "bomb.png"),
-         ["bomb.png", "100000x100000", "over the limit of 89,478,485", "--max-pixels"]),
-        (lambda d: make_image(d / "tiny.png", "RGB", size=(1, 1)),
-         ["tiny.png", "too small for the 2x2 pooling window"]),
+        (
+            lambda d: make_bomb_png(d / "bomb.png"),
+            ["bomb.png", "100000x100000", "over the limit of 89,478,485", "--max-pixels"],
+        ),
+        (
+            lambda d: make_image(d / "tiny.png", "RGB", size=(1, 1)),
+            ["tiny.png", "too small for the 2x2 pooling window"],
+        ),
     ],
     ids=["missing", "not-an-image", "truncated", "pixel-limit", "too-small"],
 )
@@ -287,8 +310,10 @@ def test_conv_too_small_for_the_kernel(tmp_path):
         (["conv", "IMG", "-k", "vertical:30"], ["--kernel", "30"]),
         (["conv", "IMG", "-k", "missing/k.txt"], ["--kernel", "missing/k.txt"]),
         (["conv", "IMG", "-k", "vertical", "-k", "vertical"], ["--kernel", "vertical"]),
-        (["conv", "IMG", "-k", "vertical", "-k", "gaussian-5x5", "--pad", "1"],
-         ["--pad", "different sizes"]),
+        (
+            ["conv", "IMG", "-k", "vertical", "-k", "gaussian-5x5", "--pad", "1"],
+            ["--pad", "different sizes"],
+        ),
         (["conv", "IMG", "--pad", "wide"], ["--pad", "wide"]),
         (["conv", "IMG", "--pad", "-1"], ["--pad"]),
         (["conv", "IMG", "--stride", "0"], ["--stride"]),

@@ -35,13 +35,18 @@ def test_o_file_writes_the_one_image_of_a_single_kernel(photo, tmp_path):
     assert names(tmp_path) == sorted(["edges.png", "photo.png", "ref/photo_conv-vertical-sum.png"])
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["pool"], "photo_pool-max-f2-s2.png"),  # the whole colour image, not a channel
-    (["pad", "--pad", "3"], "photo_pad-constant-3.png"),
-    (["conv", "-k", "gaussian", "--channels", "each"], "photo_conv-gaussian-3x3-each.png"),
-    (["conv", "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude"],
-     "photo_conv-sobel-x+sobel-y-magnitude-sum.png"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["pool"], "photo_pool-max-f2-s2.png"),  # the whole colour image, not a channel
+        (["pad", "--pad", "3"], "photo_pad-constant-3.png"),
+        (["conv", "-k", "gaussian", "--channels", "each"], "photo_conv-gaussian-3x3-each.png"),
+        (
+            ["conv", "-k", "sobel-x", "-k", "sobel-y", "--combine", "magnitude"],
+            "photo_conv-sobel-x+sobel-y-magnitude-sum.png",
+        ),
+    ],
+)
 def test_o_file_writes_the_image_that_stands_for_the_result(photo, tmp_path, args, expected):
     target = tmp_path / "result.png"
     ok(*args, photo, "-o", target)
@@ -49,10 +54,14 @@ def test_o_file_writes_the_image_that_stands_for_the_result(photo, tmp_path, arg
     np.testing.assert_array_equal(read(target), read(folder / expected))
 
 
-@pytest.mark.parametrize(("name", "fmt", "extra"), [
-    ("small.jpeg", "JPEG", []), ("small.TIF", "TIFF", []),
-    ("small.jpg", "JPEG", ["--format", "jpeg"]),
-])
+@pytest.mark.parametrize(
+    ("name", "fmt", "extra"),
+    [
+        ("small.jpeg", "JPEG", []),
+        ("small.TIF", "TIFF", []),
+        ("small.jpg", "JPEG", ["--format", "jpeg"]),
+    ],
+)
 def test_o_file_takes_its_format_from_the_extension(photo, tmp_path, name, fmt, extra):
     target = tmp_path / name
     ok("pool", photo, "-o", target, *extra)
@@ -73,11 +82,14 @@ def test_o_file_in_a_new_folder_creates_the_folder(photo, tmp_path):
     assert target.is_file() and names(tmp_path / "a") == ["b/edges.png"]
 
 
-@pytest.mark.parametrize(("args", "needles"), [
-    (["conv"], ["'-o'", "an image per kernel", "--combine"]),
-    (["conv", "-k", "vertical", "--figure"], ["'-o'", "--figure needs a folder"]),
-    (["conv", "-k", "vertical", "--format", "jpg"], ["'-o'", "names a png file", "jpg"]),
-])
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["conv"], ["'-o'", "an image per kernel", "--combine"]),
+        (["conv", "-k", "vertical", "--figure"], ["'-o'", "--figure needs a folder"]),
+        (["conv", "-k", "vertical", "--format", "jpg"], ["'-o'", "names a png file", "jpg"]),
+    ],
+)
 def test_o_file_that_cannot_hold_the_result_is_a_usage_error(photo, tmp_path, args, needles):
     result = run(*args, photo, "-o", tmp_path / "out.png")
     assert_one_line_error(result, 2, *needles)
@@ -108,7 +120,8 @@ def test_o_file_convcli_did_not_write_is_kept_and_the_run_fails(photo, tmp_path)
     assert result.exit_code == 1
     assert result.stderr.splitlines()[0] == (
         f"convcli: {photo}: {target}: the existing file was not written by convcli and is kept "
-        "(choose another -o; --overwrite replaces a file named with -o)")
+        "(choose another -o; --overwrite replaces a file named with -o)"
+    )
     assert target.read_bytes() == before
 
 
@@ -136,8 +149,9 @@ def test_o_file_from_a_pipe_is_replaced_by_the_next_image(photo, tmp_path):
     other = make_image(tmp_path / "other.png", "RGB", seed=9)
     target = tmp_path / "e2.png"
     for picture in (photo, other):
-        result = CliRunner().invoke(main, ["conv", "-k", "vertical", "-", "-o", str(target)],
-                                    input=picture.read_bytes())
+        result = CliRunner().invoke(
+            main, ["conv", "-k", "vertical", "-", "-o", str(target)], input=picture.read_bytes()
+        )
         assert result.exit_code == 0, result.stderr
     folder = _folder_run(other, tmp_path / "ref", "conv", "-k", "vertical")
     np.testing.assert_array_equal(read(target), read(folder / "other_conv-vertical-sum.png"))
@@ -172,15 +186,17 @@ def test_stdin_to_stdout_in_a_pipe(photo, tmp_path):
     """``cat photo.png | convcli conv -k vertical - -o - > edges.png``, as a shell runs it."""
     proc = subprocess.run(
         [sys.executable, "-m", "convcli", "conv", "-k", "vertical", "-", "-o", "-"],
-        input=photo.read_bytes(), capture_output=True, timeout=120, cwd=tmp_path,
+        input=photo.read_bytes(),
+        capture_output=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == b""  # a filter: quiet unless something goes wrong
     folder = _folder_run(photo, tmp_path / "ref", "conv", "-k", "vertical")
     with Image.open(io.BytesIO(proc.stdout)) as im:
         assert im.format == "PNG"
-        np.testing.assert_array_equal(np.asarray(im),
-                                      read(folder / "photo_conv-vertical-sum.png"))
+        np.testing.assert_array_equal(np.asarray(im), read(folder / "photo_conv-vertical-sum.png"))
     assert names(tmp_path) == ["photo.png", "ref/photo_conv-vertical-sum.png"]  # nothing else
 
 
@@ -192,20 +208,26 @@ def test_stdout_takes_the_format_option(photo):
 
 
 def test_stdin_to_a_folder_is_named_stdin(photo, tmp_path):
-    result = CliRunner().invoke(main, ["conv", "-k", "edge", "-", "-o", str(tmp_path / "out")],
-                                input=photo.read_bytes())
+    result = CliRunner().invoke(
+        main, ["conv", "-k", "edge", "-", "-o", str(tmp_path / "out")], input=photo.read_bytes()
+    )
     assert result.exit_code == 0, result.stderr
     assert names(tmp_path / "out") == ["stdin_conv-edge-sum.png"]
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (b"", "empty file"), (b"not an image\n", "not an image file"),
-])
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "empty file"),
+        (b"not an image\n", "not an image file"),
+    ],
+)
 def test_bad_stdin_fails_as_a_file_named_dash(tmp_path, data, reason):
     result = CliRunner().invoke(main, ["pool", "-", "-o", str(tmp_path / "out")], input=data)
     assert result.exit_code == 1
-    assert result.stderr.splitlines()[0] == f"convcli: -: {reason}" or \
-        result.stderr.splitlines()[0].startswith(f"convcli: -: {reason}")
+    assert result.stderr.splitlines()[0] == f"convcli: -: {reason}" or result.stderr.splitlines()[
+        0
+    ].startswith(f"convcli: -: {reason}")
 
 
 def test_stdout_with_several_images_is_a_usage_error(photo, tmp_path):
@@ -236,8 +258,9 @@ def test_a_usage_error_makes_no_output_folder(photo, tmp_path, args):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("alias", "extension", "fmt"), [("jpeg", "jpg", "JPEG"),
-                                                          ("tif", "tiff", "TIFF")])
+@pytest.mark.parametrize(
+    ("alias", "extension", "fmt"), [("jpeg", "jpg", "JPEG"), ("tif", "tiff", "TIFF")]
+)
 def test_format_aliases(photo, tmp_path, alias, extension, fmt):
     ok("pool", photo, "-o", tmp_path / "out", "--format", alias.upper())
     written = tmp_path / "out" / f"photo_pool-max-f2-s2.{extension}"
@@ -274,11 +297,21 @@ print("heavy:", ",".join(heavy))
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["conv", "--help"],
-                                  ["pool", "--help"], ["pad", "-h"], ["kernels", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--version"],
+        ["conv", "--help"],
+        ["pool", "--help"],
+        ["pad", "-h"],
+        ["kernels", "--help"],
+    ],
+)
 def test_help_and_version_import_neither_numpy_nor_pillow(args):
-    proc = subprocess.run([sys.executable, "-c", _IMPORTS_OF, *args], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_OF, *args], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "heavy: "
     assert "Usage" in proc.stdout or "version" in proc.stdout
@@ -302,24 +335,38 @@ def test_a_folder_or_file_named_like_a_kernel_does_not_hide_it(photo, tmp_path, 
     (tmp_path / "edge").mkdir()  # the default kernels include edge
     (tmp_path / "sobel-y").write_text("0 0 0\n0 5 0\n0 0 0\n")  # convcli kernels X > X, edited
     ok("conv", photo, "-o", "out")
-    assert names(tmp_path / "out") == [f"photo_conv-{k}-sum.png"
-                                       for k in ("edge", "horizontal", "vertical")]
+    assert names(tmp_path / "out") == [
+        f"photo_conv-{k}-sum.png" for k in ("edge", "horizontal", "vertical")
+    ]
     for _ in range(2):  # an output folder named like the kernel, then run again
         ok("conv", "-k", "sobel-x", photo, "-o", "sobel-x", "--overwrite")
     ok("conv", "-k", "sobel-y", photo, "-o", "ref")
     ok("conv", "-k", "./sobel-y", photo, "-o", "file")
-    assert not np.array_equal(read(tmp_path / "ref" / "photo_conv-sobel-y-sum.png"),
-                              read(outputs_in(tmp_path / "file")[0]))
+    assert not np.array_equal(
+        read(tmp_path / "ref" / "photo_conv-sobel-y-sum.png"),
+        read(outputs_in(tmp_path / "file")[0]),
+    )
 
 
 def test_comma_list_of_kernels_is_the_same_as_repeating_k(photo, tmp_path):
     ok("conv", "-k", "sobel-x, sobel-y:90", photo, "-o", tmp_path / "list", "--format", "npy")
-    ok("conv", "-k", "sobel-x", "-k", "sobel-y:90", photo, "-o", tmp_path / "repeated",
-       "--format", "npy")
+    ok(
+        "conv",
+        "-k",
+        "sobel-x",
+        "-k",
+        "sobel-y:90",
+        photo,
+        "-o",
+        tmp_path / "repeated",
+        "--format",
+        "npy",
+    )
     name = "photo_conv-sobel-x+sobel-y_rot90-sum.npy"
     assert names(tmp_path / "list") == [name]
-    np.testing.assert_array_equal(np.load(tmp_path / "list" / name),
-                                  np.load(tmp_path / "repeated" / name))
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "list" / name), np.load(tmp_path / "repeated" / name)
+    )
 
 
 def test_an_empty_item_in_a_kernel_list_is_a_usage_error(photo, tmp_path):
@@ -347,4 +394,5 @@ def test_frames_written_to_files_of_their_own_are_named_in_the_summary(tmp_path)
     assert not (tmp_path / "x.jpg").exists()
     assert sorted(p.name for p in tmp_path.glob("x_f*.jpg")) == [f"x_f{k}.jpg" for k in range(6)]
     assert result.stderr.rstrip().endswith(
-        f"6 outputs in {tmp_path} (x_f0.jpg ... x_f5.jpg), not {tmp_path / 'x.jpg'}")
+        f"6 outputs in {tmp_path} (x_f0.jpg ... x_f5.jpg), not {tmp_path / 'x.jpg'}"
+    )

@@ -31,8 +31,26 @@ def test_conv_dilation_is_conv_forward_with_dilation(photo, out):
 
 
 def test_conv_dilation_each_channel_and_options_in_the_name(photo, out):
-    ok("conv", photo, "-o", out, "-k", "vertical", "--dilation", 3, "--stride", 2,
-       "--pad", 1, "--border", "constant", "--channels", "each", "--format", "npy")
+    ok(
+        "conv",
+        photo,
+        "-o",
+        out,
+        "-k",
+        "vertical",
+        "--dilation",
+        3,
+        "--stride",
+        2,
+        "--pad",
+        1,
+        "--border",
+        "constant",
+        "--channels",
+        "each",
+        "--format",
+        "npy",
+    )
     assert names(out) == ["photo_conv-vertical-s2-d3-p1-Bconstant-each.npy"]
     Z = np.load(out / names(out)[0])
     A = pixels(photo)[None]
@@ -75,8 +93,21 @@ def test_conv_dilated_kernel_larger_than_the_image(tmp_path, out):
     ],
 )
 def test_pool_pad_and_ceil_are_pool_forward(photo, out, mode, options, pad, ceil, tag):
-    ok("pool", photo, "-o", out, "--mode", mode, "--size", 3, "--stride", 2, *options,
-       "--format", "npy")
+    ok(
+        "pool",
+        photo,
+        "-o",
+        out,
+        "--mode",
+        mode,
+        "--size",
+        3,
+        "--stride",
+        2,
+        *options,
+        "--format",
+        "npy",
+    )
     assert names(out) == [f"photo_pool-{mode}-{tag}.npy"]
     got = np.load(out / names(out)[0])
     hp = {"f": 3, "stride": 2, "pad": pad, "ceil_mode": ceil}

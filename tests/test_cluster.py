@@ -39,8 +39,9 @@ CONVCLI = [sys.executable, "-m", "convcli"]
 
 
 def _convcli(*args, timeout=180, cwd=None):
-    return subprocess.run([*CONVCLI, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [*CONVCLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,26 +52,50 @@ def photos(tmp_path_factory):
 
 
 def test_a_cluster_run_writes_what_a_local_run_writes(cluster, photos, tmp_path):
-    local = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "local",
-                     "-j", "2")
-    remote = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "remote",
-                      "--scheduler", cluster.address, "--files-per-task", "3")
+    local = _convcli(
+        "conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "local", "-j", "2"
+    )
+    remote = _convcli(
+        "conv",
+        "-k",
+        "vertical",
+        "-k",
+        "edge",
+        photos,
+        "-o",
+        tmp_path / "remote",
+        "--scheduler",
+        cluster.address,
+        "--files-per-task",
+        "3",
+    )
     assert local.returncode == remote.returncode == 1, remote.stderr
     assert digests(tmp_path / "remote") == digests(tmp_path / "local")  # byte for byte
     assert len(digests(tmp_path / "remote")) == 20
     # The manifests hold the same records (the command lines aside), in any order.
     records = {}
     for name in ("local", "remote"):
-        records[name] = sorted(json.dumps({**record, "command": ""})
-                               for record in manifest_records(tmp_path / name))
+        records[name] = sorted(
+            json.dumps({**record, "command": ""}) for record in manifest_records(tmp_path / name)
+        )
     assert records["remote"] == records["local"] and len(records["local"]) == 20
     failure = f"convcli: {photos / 'broken.png'}: not an image file"
     for result in (local, remote):
         lines = result.stderr.splitlines()
         assert [line for line in lines if line.startswith(failure)] == [lines[0]]
         assert lines[-1].startswith("convcli: 10 processed, 0 skipped, 1 failed in ")
-    again = _convcli("conv", "-k", "vertical", "-k", "edge", photos, "-o", tmp_path / "remote",
-                     "--scheduler-file", cluster.file)
+    again = _convcli(
+        "conv",
+        "-k",
+        "vertical",
+        "-k",
+        "edge",
+        photos,
+        "-o",
+        tmp_path / "remote",
+        "--scheduler-file",
+        cluster.file,
+    )
     assert again.returncode == 1
     assert "0 processed, 10 skipped, 1 failed" in again.stderr
 
@@ -93,8 +118,9 @@ def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_
     make_folder(there / "data", 5, (32, 24))  # what a worker would read by mistake
     workers = DaskProcesses(tmp_path, 1, cwd=there)
     try:
-        result = _convcli("pool", "--separate", "data", "-o", "out", "--scheduler",
-                          workers.address, cwd=here)
+        result = _convcli(
+            "pool", "--separate", "data", "-o", "out", "--scheduler", workers.address, cwd=here
+        )
     finally:
         workers.close()
     assert result.returncode == 1, result.stderr
@@ -104,7 +130,8 @@ def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_
     assert len(records) == len(digests(here / "out")) == 12  # 4 images a file
     assert all(Path(here / "out" / record["output"]).is_file() for record in records)
     assert {record["input"] for record in records} == {
-        str(path) for path in (here / "data").iterdir() if path.name != "broken.png"}
+        str(path) for path in (here / "data").iterdir() if path.name != "broken.png"
+    }
     # Messages name the files as they were given.
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"convcli: {os.path.join('data', 'broken.png')}: not an image")
@@ -112,12 +139,14 @@ def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_
 
 
 def test_an_unreachable_scheduler_is_one_line_and_no_folder(photos, tmp_path):
-    result = _convcli("pool", photos, "-o", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:9",
-                      timeout=120)
+    result = _convcli(
+        "pool", photos, "-o", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:9", timeout=120
+    )
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "convcli: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+        "convcli: cannot reach the Dask scheduler at tcp://127.0.0.1:9"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -133,8 +162,9 @@ def _pool_on_a_worker_preloaded_with(code: str, photos, tmp_path):
 
 
 def test_workers_without_convcli_are_one_line(photos, tmp_path):
-    result = _pool_on_a_worker_preloaded_with("import sys\nsys.modules['convcli'] = None\n",
-                                              photos, tmp_path)
+    result = _pool_on_a_worker_preloaded_with(
+        "import sys\nsys.modules['convcli'] = None\n", photos, tmp_path
+    )
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -155,10 +185,16 @@ def test_a_scheduler_that_is_no_address_is_a_usage_error(photos, tmp_path, addre
     assert time.monotonic() - started < 5 and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    (None, "No such file or directory"), ("", "is not a Dask scheduler file"),
-    ("{not json", "is not a Dask scheduler file"), ('{"id": 1}', "names no address"),
-    ("[1]", "names no address")])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (None, "No such file or directory"),
+        ("", "is not a Dask scheduler file"),
+        ("{not json", "is not a Dask scheduler file"),
+        ('{"id": 1}', "names no address"),
+        ("[1]", "names no address"),
+    ],
+)
 def test_a_scheduler_file_that_names_no_scheduler_is_a_usage_error(photos, tmp_path, text, says):
     path = tmp_path / "scheduler.json"
     if text is not None:
@@ -171,7 +207,8 @@ def test_a_scheduler_file_that_names_no_scheduler_is_a_usage_error(photos, tmp_p
 
 def test_workers_with_another_version_are_named(photos, tmp_path):
     result = _pool_on_a_worker_preloaded_with(
-        "import convcli._version\nconvcli._version.__version__ = '0.0.1'\n", photos, tmp_path)
+        "import convcli._version\nconvcli._version.__version__ = '0.0.1'\n", photos, tmp_path
+    )
     from convcli import __version__
 
     assert result.returncode == 1
@@ -198,13 +235,26 @@ def _assert_manifest_names_every_output(out: Path, *, killed: bool = False) -> l
 
 @pytest.mark.slow
 def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
-    # SIGTERM is counted as Ctrl-C is (convcli.app.run._StopRequests), and exits 143.
+    # SIGTERM is counted as Ctrl-C is (convcli.app.stop_requests.StopRequests), and exits 143.
     sig = signal.SIGINT
     src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
-    proc = subprocess.Popen([*CONVCLI, "conv", str(src), "-o", str(out), "--scheduler",
-                             cluster.address, "--files-per-task", "8"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *CONVCLI,
+            "conv",
+            str(src),
+            "-o",
+            str(out),
+            "--scheduler",
+            cluster.address,
+            "--files-per-task",
+            "8",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 12, 120)
     proc.send_signal(sig)
     stopped = time.monotonic()
@@ -224,9 +274,26 @@ def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
 def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     src = make_copies(tmp_path / "big", 16, (1200, 900))
     out = tmp_path / "out"
-    proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", "-k", "vertical", str(src), "-o",
-                             str(out), "--scheduler", cluster.address, "--files-per-task", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *CONVCLI,
+            "conv",
+            "-k",
+            "edge",
+            "-k",
+            "vertical",
+            str(src),
+            "-o",
+            str(out),
+            "--scheduler",
+            cluster.address,
+            "--files-per-task",
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_until(lambda: out.exists() and any(out.glob("*.png")), 120)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.1)
@@ -238,7 +305,8 @@ def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     # The tasks still running finish their file, then remove what the run did not record.
     assert wait_until(lambda: _unrecorded(out) == 0 and not list(out.glob(".convcli-*")), 60), (
         f"left after 60 s: {_unrecorded_names(out)} unrecorded, "
-        f"{sorted(path.name for path in out.glob('.convcli-*'))}; stderr: {stderr}")
+        f"{sorted(path.name for path in out.glob('.convcli-*'))}; stderr: {stderr}"
+    )
     time.sleep(1)
     _assert_manifest_names_every_output(out)
 
@@ -249,8 +317,11 @@ def _unrecorded(out: Path) -> int:
 
 def _unrecorded_names(out: Path) -> list[str]:
     """The PNG outputs in `out` that its manifest does not name."""
-    named = {record["output"] for record in manifest_records(out)} if (
-        out / "convcli-manifest.jsonl").exists() else set()
+    named = (
+        {record["output"] for record in manifest_records(out)}
+        if (out / "convcli-manifest.jsonl").exists()
+        else set()
+    )
     return sorted({path.name for path in out.glob("*.png")} - named)
 
 
@@ -261,9 +332,24 @@ def test_a_worker_killed_mid_batch_loses_nothing(own_cluster, tmp_path):
     with distributed.Client(scheduler_file=str(own_cluster.file), set_as_default=False) as client:
         victim = next(iter(client.run(os.getpid).values()))
         out = tmp_path / "remote"
-        proc = subprocess.Popen([*CONVCLI, "conv", "-k", "edge", str(src), "-o", str(out),
-                                 "--scheduler", own_cluster.address, "--files-per-task", "8"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                *CONVCLI,
+                "conv",
+                "-k",
+                "edge",
+                str(src),
+                "-o",
+                str(out),
+                "--scheduler",
+                own_cluster.address,
+                "--files-per-task",
+                "8",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 4, 120)
         os.kill(victim, signal.SIGKILL)  # its nanny starts another
         _, stderr = proc.communicate(timeout=180)
@@ -289,8 +375,12 @@ def _recorded(folder: Path) -> set[str]:
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     files = [folder / MANIFEST, *folder.glob(FRAGMENT_PREFIX + "*")]
-    return {json.loads(line)["output"] for path in files if path.exists()
-            for line in path.read_text().splitlines()}
+    return {
+        json.loads(line)["output"]
+        for path in files
+        if path.exists()
+        for line in path.read_text().splitlines()
+    }
 
 
 @pytest.mark.slow
@@ -299,9 +389,22 @@ def test_a_lost_scheduler_is_one_line(tmp_path):
     doomed = DaskProcesses(tmp_path, 1, nanny=False)
     out = tmp_path / "out"
     try:
-        proc = subprocess.Popen([*CONVCLI, "pool", str(src), "-o", str(out), "--scheduler",
-                                 doomed.address, "--files-per-task", "4"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                *CONVCLI,
+                "pool",
+                str(src),
+                "-o",
+                str(out),
+                "--scheduler",
+                doomed.address,
+                "--files-per-task",
+                "4",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 8, 120)
         os.kill(doomed.procs[0].pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -314,8 +417,10 @@ def test_a_lost_scheduler_is_one_line(tmp_path):
         doomed.close()
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr
     lines = stderr.splitlines()
-    assert lines[0] == (f"convcli: lost the Dask scheduler at {doomed.address}: the files not "
-                        "reported were not processed")
+    assert lines[0] == (
+        f"convcli: lost the Dask scheduler at {doomed.address}: the files not "
+        "reported were not processed"
+    )
     assert len(lines) == 2 and " processed, 0 skipped, 0 failed in " in lines[1]
     assert waited < 30
     assert not list(out.glob(".convcli-*"))
@@ -358,8 +463,9 @@ def _local_cluster(workers: int = 2):
     import dask
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address="127.0.0.1:0")
+        return distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -404,13 +510,22 @@ def test_a_second_stop_request_abandons_the_running_tasks(own_local_client, tmp_
     # A cluster of its own: tasks another test abandoned may still run on a shared one.
     requests = []
     jobs = [_Job(str(n), str(tmp_path / f"{n}.out")) for n in range(16)]
-    run = ClusterRun(own_local_client, jobs, _writes_slowly, files_per_task=2,
-                     stop_requests=lambda: len(requests), stop_wait_seconds=30)
+    run = ClusterRun(
+        own_local_client,
+        jobs,
+        _writes_slowly,
+        files_per_task=2,
+        stop_requests=lambda: len(requests),
+        stop_wait_seconds=30,
+    )
     taken = [next(iter(run))]
     requests += ["Ctrl-C", "Ctrl-C"]
     late = run.stop()  # the tasks running are abandoned, not waited for: the note says so
-    assert re.match(r"stopped waiting for the Dask workers: the \d+ task\(s\) "
-                    "not finished remove the outputs they write", run.stop_note)
+    assert re.match(
+        r"stopped waiting for the Dask workers: the \d+ task\(s\) "
+        "not finished remove the outputs they write",
+        run.stop_note,
+    )
     # Each running task finishes its file, sees that it was abandoned, and removes what it
     # wrote: the outputs left are those of the results the run had.
     reported = {Path(path).name for result in taken + late for path in result.outputs}
@@ -425,21 +540,41 @@ def test_a_cluster_left_without_workers_ends_the_run(local_client):
     path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
     with distributed.LocalCluster(n_workers=0, dashboard_address="127.0.0.1:0") as cluster:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
-             "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": path})
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                cluster.scheduler_address,
+                "--nthreads",
+                "1",
+                "--no-nanny",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path},
+        )
         try:
             with distributed.Client(cluster, set_as_default=False) as client:
                 client.wait_for_workers(1, timeout=60)
-                run = ClusterRun(client, [_Job(str(n)) for n in range(100)], _slow,
-                                 files_per_task=1, no_workers_seconds=1)
+                run = ClusterRun(
+                    client,
+                    [_Job(str(n)) for n in range(100)],
+                    _slow,
+                    files_per_task=1,
+                    no_workers_seconds=1,
+                )
                 results = iter(run)
                 assert next(results).status == "done"
                 worker.kill()
                 killed = time.monotonic()
-                with pytest.raises(ClusterError, match=r"^the Dask cluster at tcp://\S+ has had "
-                                   r"no workers for 1 s: stopping$"):
+                with pytest.raises(
+                    ClusterError,
+                    match=r"^the Dask cluster at tcp://\S+ has had "
+                    r"no workers for 1 s: stopping$",
+                ):
                     list(results)
                 assert time.monotonic() - killed < 10
                 assert run.stop() == []
@@ -457,8 +592,12 @@ def _writes_an_output(job):
     """Writes SOURCE.out in `job.out_dir`, with its manifest record."""
     name = f"{Path(job.source).name}.out"
     Path(job.out_dir, name).write_text(job.source)
-    return FileResult(job.source, "done", outputs=(str(Path(job.out_dir, name)),),
-                      records=({"output": name, "bytes": len(job.source)},))
+    return FileResult(
+        job.source,
+        "done",
+        outputs=(str(Path(job.out_dir, name)),),
+        records=({"output": name, "bytes": len(job.source)},),
+    )
 
 
 def _lines_and_jobs(tmp_path):
@@ -475,28 +614,48 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines(local_client,
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     lines, jobs = _lines_and_jobs(tmp_path)
-    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
-                     hooks=ManifestHooks(lines))
+    run = ClusterRun(
+        local_client,
+        jobs,
+        _writes_an_output,
+        files_per_task=2,
+        in_flight=3,
+        hooks=ManifestHooks(lines),
+    )
     run._fill()  # its three tasks submitted (in_flight); their results are never taken
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
     run._failed = "scheduler"  # what the run notes when it loses the scheduler
     assert run.stop() == []
     records = sorted(manifest_records(tmp_path), key=lambda record: record["output"])
-    assert records == [{"output": f"{name}.png.out", "input": str(tmp_path / f"{name}.png"),
-                        "command": "convcli pool in -o out", "version": "1",
-                        "bytes": len(str(tmp_path / f"{name}.png"))} for name in "abcde"]
+    assert records == [
+        {
+            "output": f"{name}.png.out",
+            "input": str(tmp_path / f"{name}.png"),
+            "command": "convcli pool in -o out",
+            "version": "1",
+            "bytes": len(str(tmp_path / f"{name}.png")),
+        }
+        for name in "abcde"
+    ]
     assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
 
 
-def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, tmp_path,
-                                                                  monkeypatch):
+def test_results_that_cannot_be_fetched_keep_their_manifest_lines(
+    local_client, tmp_path, monkeypatch
+):
     # The tasks return, then fetching their results fails as with a scheduler killed in that
     # moment (the run ends on one line): their outputs' lines come from their fragments.
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     lines, jobs = _lines_and_jobs(tmp_path)
-    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2, in_flight=3,
-                     hooks=ManifestHooks(lines))
+    run = ClusterRun(
+        local_client,
+        jobs,
+        _writes_an_output,
+        files_per_task=2,
+        in_flight=3,
+        hooks=ManifestHooks(lines),
+    )
     run._fill()  # its three tasks submitted (in_flight)
     assert wait_until(lambda: all(future.done() for future in run._group_of), 60)
 
@@ -511,7 +670,8 @@ def test_results_that_cannot_be_fetched_keep_their_manifest_lines(local_client, 
     finally:
         del local_client._convcli_lost  # it was not lost: closed as usual
     assert sorted(record["output"] for record in manifest_records(tmp_path)) == [
-        f"{name}.png.out" for name in "abcde"]
+        f"{name}.png.out" for name in "abcde"
+    ]
     assert not list(tmp_path.glob(FRAGMENT_PREFIX + "*"))
 
 
@@ -522,8 +682,11 @@ def s3_options():
     s3fs = pytest.importorskip("s3fs")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    options = {"key": "testing", "secret": "testing",
-               "endpoint_url": "http://{}:{}".format(*server.get_host_and_port())}
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": "http://{}:{}".format(*server.get_host_and_port()),
+    }
     s3fs.S3FileSystem(**options).mkdir("fragments")
     yield options
     server.stop()
@@ -543,8 +706,9 @@ def _puts_an_output(job):
     url = storage.join(job.out_dir, name)
     fs, path = storage.filesystem(url, job.storage_options)
     fs.pipe_file(path, job.source.encode())
-    return FileResult(job.source, "done", outputs=(url,),
-                      records=({"output": name, "bytes": len(job.source)},))
+    return FileResult(
+        job.source, "done", outputs=(url,), records=({"output": name, "bytes": len(job.source)},)
+    )
 
 
 def _url_run(client, out, options):
@@ -554,8 +718,9 @@ def _url_run(client, out, options):
 
     lines = ManifestLines({"command": "convcli pool in -o out", "version": "1"}, {})
     jobs = [_UrlJob(f"s3://fragments/in/{name}.png", out, options) for name in "abcde"]
-    return lines, ClusterRun(client, jobs, _puts_an_output, files_per_task=2, in_flight=3,
-                             hooks=ManifestHooks(lines))
+    return lines, ClusterRun(
+        client, jobs, _puts_an_output, files_per_task=2, in_flight=3, hooks=ManifestHooks(lines)
+    )
 
 
 def _object_names(out, options):
@@ -565,7 +730,8 @@ def _object_names(out, options):
 
 
 def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_storage(
-        local_client, s3_options):
+    local_client, s3_options
+):
     # As above, with outputs on object storage: each task puts its lines in a manifest
     # object of its own, which readers of the manifest take.
     from convcli.app.manifest import read_manifest
@@ -577,14 +743,22 @@ def test_a_result_lost_with_the_scheduler_keeps_its_manifest_lines_on_object_sto
     run._failed = "scheduler"
     assert run.stop() == []
     records = sorted(read_manifest(out, s3_options), key=lambda record: record["output"])
-    assert records == [{"output": f"{name}.png.out", "input": f"s3://fragments/in/{name}.png",
-                        "command": "convcli pool in -o out", "version": "1",
-                        "bytes": len(f"s3://fragments/in/{name}.png")} for name in "abcde"]
+    assert records == [
+        {
+            "output": f"{name}.png.out",
+            "input": f"s3://fragments/in/{name}.png",
+            "command": "convcli pool in -o out",
+            "version": "1",
+            "bytes": len(f"s3://fragments/in/{name}.png"),
+        }
+        for name in "abcde"
+    ]
     assert sum("-part-convcli-run-" in name for name in _object_names(out, s3_options)) == 3
 
 
 def test_fragment_objects_of_recorded_results_go_once_the_run_s_manifest_is_put(
-        local_client, s3_options):
+    local_client, s3_options
+):
     from convcli.io import storage
 
     out = "s3://fragments/recorded"
@@ -599,8 +773,11 @@ def test_fragment_objects_of_recorded_results_go_once_the_run_s_manifest_is_put(
 
     # The run's manifest object, put as the run ends: both hold the lines, read once.
     name = run_manifest_name()
-    put_text(storage.join(out, name),
-             "".join(line for result in results for line in lines.of(result)[out]), s3_options)
+    put_text(
+        storage.join(out, name),
+        "".join(line for result in results for line in lines.of(result)[out]),
+        s3_options,
+    )
     expected = sorted(read_manifest(out, s3_options), key=lambda record: record["output"])
     assert [record["output"] for record in expected] == [f"{n}.png.out" for n in "abcde"]
     run.manifest_put([out], s3_options)
@@ -612,8 +789,9 @@ def test_the_fragments_of_recorded_results_are_removed(local_client, tmp_path):
     from convcli.app.manifest import FRAGMENT_PREFIX
 
     lines, jobs = _lines_and_jobs(tmp_path)
-    run = ClusterRun(local_client, jobs, _writes_an_output, files_per_task=2,
-                     hooks=ManifestHooks(lines))
+    run = ClusterRun(
+        local_client, jobs, _writes_an_output, files_per_task=2, hooks=ManifestHooks(lines)
+    )
     results = list(run)
     assert len(list(tmp_path.glob(FRAGMENT_PREFIX + "*"))) == 3  # one per task, until ...
     for result in results:
@@ -641,8 +819,9 @@ def test_the_tasks_in_flight_follow_the_workers_that_join(by_value, monkeypatch)
 
 def test_a_file_that_kills_every_worker_fails_alone(own_local_client, tmp_path):
     tasks = [_Job(name) for name in "abcdef"]
-    results = list(ClusterRun(own_local_client, tasks, _always_dies_on_c, files_per_task=3,
-                              in_flight=2))
+    results = list(
+        ClusterRun(own_local_client, tasks, _always_dies_on_c, files_per_task=3, in_flight=2)
+    )
     assert sorted(r.source for r in results) == list("abcdef")
     failed = [r for r in results if r.status == "failed"]
     assert [r.source for r in failed] == ["c"]
@@ -657,7 +836,8 @@ def test_without_dask_the_option_names_the_extra(tmp_path):
     proc = run_without("distributed", "pool", src, "-o", tmp_path / "out", "--scheduler", "local")
     assert proc.returncode == 2
     assert proc.stderr.startswith(
-        "convcli: --scheduler needs Dask distributed: pip install 'convcli[dask]'")
+        "convcli: --scheduler needs Dask distributed: pip install 'convcli[dask]'"
+    )
     assert len(proc.stderr.splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
@@ -676,9 +856,12 @@ def test_a_stop_reads_every_task_journal_in_one_request(tmp_path):
     written = [tmp_path / f"p{i}.png" for i in range(3)]
     for path in written:
         path.write_bytes(b"x")
-    journals = {"t1": {"done": True}, "t2": None,
-                "g1": {"files": {0: [str(written[0])], 2: [str(written[1])]}},
-                "g2": {"files": {1: [str(written[2])]}}}
+    journals = {
+        "t1": {"done": True},
+        "t2": None,
+        "g1": {"files": {0: [str(written[0])], 2: [str(written[1])]}},
+        "g2": {"files": {1: [str(written[2])]}},
+    }
     requests = []
 
     class Client:
@@ -702,11 +885,17 @@ def test_a_scheduler_gone_while_waiting_for_workers_is_said_as_such():
 
     from convcli.engines.dask import check_versions
 
-    client = SimpleNamespace(status="connecting", scheduler_info=lambda: {},
-                             scheduler=SimpleNamespace(address="tcp://127.0.0.1:8786"))
+    client = SimpleNamespace(
+        status="connecting",
+        scheduler_info=lambda: {},
+        scheduler=SimpleNamespace(address="tcp://127.0.0.1:8786"),
+    )
     started = time.monotonic()
-    with pytest.raises(ClusterError, match=r"^the Dask scheduler at tcp://127\.0\.0\.1:8786 "
-                       r"went away before the run started: no file was processed$"):
+    with pytest.raises(
+        ClusterError,
+        match=r"^the Dask scheduler at tcp://127\.0\.0\.1:8786 "
+        r"went away before the run started: no file was processed$",
+    ):
         check_versions(client, wait_seconds=5)
     assert time.monotonic() - started < 2 and client._convcli_lost
 
@@ -720,13 +909,25 @@ def test_a_scheduler_killed_while_the_run_waits_for_workers_is_said_as_such(tmp_
     lonely = DaskProcesses(tmp_path, 0)
     try:
         with distributed.Client(lonely.address, timeout=30, set_as_default=False) as watch:
+
             def clients():  # a lambda: sent by value to the scheduler
                 return watch.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
 
             before = clients()
-            proc = subprocess.Popen([*CONVCLI, "pool", str(tmp_path / "a.png"), "-o",
-                                     str(tmp_path / "out"), "--scheduler", lonely.address],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(
+                [
+                    *CONVCLI,
+                    "pool",
+                    str(tmp_path / "a.png"),
+                    "-o",
+                    str(tmp_path / "out"),
+                    "--scheduler",
+                    lonely.address,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             # convcli's client has joined: it waits for a worker now.
             joined = wait_until(lambda: clients() > before, 60)
         assert joined, proc.stderr
@@ -735,8 +936,10 @@ def test_a_scheduler_killed_while_the_run_waits_for_workers_is_said_as_such(tmp_
     finally:
         lonely.close()
     assert proc.returncode == 1, stderr
-    assert stderr.splitlines() == [f"convcli: the Dask scheduler at {lonely.address} went away "
-                                   "before the run started: no file was processed"]
+    assert stderr.splitlines() == [
+        f"convcli: the Dask scheduler at {lonely.address} went away "
+        "before the run started: no file was processed"
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -749,7 +952,8 @@ def test_dask_s_failed_reconnect_error_is_not_logged(caplog):
         connect("tcp://127.0.0.1:1")  # nothing listens: the filter is installed first
     with caplog.at_level(logging.ERROR, logger="distributed.client"):
         logging.getLogger("distributed.client").error(
-            "Failed to reconnect to scheduler after %.2f seconds, closing client", 10.0)
+            "Failed to reconnect to scheduler after %.2f seconds, closing client", 10.0
+        )
     assert "Failed to reconnect" not in caplog.text
 
 

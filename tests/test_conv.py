@@ -560,8 +560,9 @@ def unit_weight_params(draw):
     # Most often one weight per tap for every channel (a unit tap), sometimes not.
     same = draw(st.booleans())
     cells = (f_h, f_w, 1 if same else C, n_K)
-    W = np.array(draw(st.lists(UNIT_WEIGHTS, min_size=int(np.prod(cells)),
-                               max_size=int(np.prod(cells))))).reshape(cells)
+    W = np.array(
+        draw(st.lists(UNIT_WEIGHTS, min_size=int(np.prod(cells)), max_size=int(np.prod(cells))))
+    ).reshape(cells)
     W = np.broadcast_to(W, (f_h, f_w, C, n_K)).copy()
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
@@ -1357,12 +1358,20 @@ def test_depthwise_dense_and_tap_paths_match_the_loop(
 
 
 @settings(max_examples=25)
-@given(m=st.integers(1, 3), H=st.integers(3, 24), W=st.integers(3, 24), C=st.integers(1, 3),
-       n_K=st.integers(1, 2), dilation=st.integers(1, 2), weights=st.sampled_from(
-           ["vertical", "units", "random"]), bad=st.sampled_from([None, np.nan, np.inf]),
-       seed=st.integers(0, 2**32 - 1))
-def test_tap_engine_reads_an_unpadded_input_in_place_bit_for_bit(m, H, W, C, n_K, dilation,
-                                                                 weights, bad, seed):
+@given(
+    m=st.integers(1, 3),
+    H=st.integers(3, 24),
+    W=st.integers(3, 24),
+    C=st.integers(1, 3),
+    n_K=st.integers(1, 2),
+    dilation=st.integers(1, 2),
+    weights=st.sampled_from(["vertical", "units", "random"]),
+    bad=st.sampled_from([None, np.nan, np.inf]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_tap_engine_reads_an_unpadded_input_in_place_bit_for_bit(
+    m, H, W, C, n_K, dilation, weights, bad, seed
+):
     """With nothing to pad (stride 1, pad 0) a contiguous input is read where it is,
     not staged: the same bits as staging the same values (a strided copy is staged)."""
     from convcli.layers._engine.depthwise import correlate_depthwise
@@ -1372,9 +1381,11 @@ def test_tap_engine_reads_an_unpadded_input_in_place_bit_for_bit(m, H, W, C, n_K
     A = (g.standard_normal((m, H, W, C)) * 50).astype(np.float32)
     if bad is not None:
         A[0, H // 2, W // 3, 0] = bad
-    Wk = {"vertical": lambda: np.broadcast_to(VERTICAL_EDGE[:f, :f, None, None], (f, f, C, n_K)),
-          "units": lambda: g.choice([-1.0, 0.0, 1.0], (f, f, C, n_K)),
-          "random": lambda: g.standard_normal((f, f, C, n_K))}[weights]().astype(np.float32)
+    Wk = {
+        "vertical": lambda: np.broadcast_to(VERTICAL_EDGE[:f, :f, None, None], (f, f, C, n_K)),
+        "units": lambda: g.choice([-1.0, 0.0, 1.0], (f, f, C, n_K)),
+        "random": lambda: g.standard_normal((f, f, C, n_K)),
+    }[weights]().astype(np.float32)
     bias = g.standard_normal(n_K * C).astype(np.float32)
     strided = np.empty((m, H, W + 1, C), np.float32)[:, :, :W]
     strided[...] = A

@@ -91,9 +91,22 @@ def test_corrupt_corpus_in_one_batch(corpus, tmp_path, command):
     for jobs in (1, 2):
         out = tmp_path / f"jobs{jobs}"
         proc = subprocess.run(
-            [sys.executable, "-m", "convcli", *command, str(corpus), "-o", str(out), "-q",
-             "--jobs", str(jobs)],
-            capture_output=True, text=True, timeout=300, check=False,
+            [
+                sys.executable,
+                "-m",
+                "convcli",
+                *command,
+                str(corpus),
+                "-o",
+                str(out),
+                "-q",
+                "--jobs",
+                str(jobs),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
         assert proc.returncode == 1, proc.stderr
         assert "Traceback" not in proc.stderr

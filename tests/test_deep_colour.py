@@ -30,8 +30,11 @@ def write_deep(path, arr) -> None:
     if path.suffix == ".png":
         path.write_bytes(imagecodecs.png_encode(arr))
     else:
-        path.write_bytes(imagecodecs.tiff_encode(
-            arr, photometric="rgb", extrasample="unassalpha" if arr.shape[2] == 4 else None))
+        path.write_bytes(
+            imagecodecs.tiff_encode(
+                arr, photometric="rgb", extrasample="unassalpha" if arr.shape[2] == 4 else None
+            )
+        )
 
 
 def decode(path) -> np.ndarray:

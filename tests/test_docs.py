@@ -18,19 +18,22 @@ from helpers import make_image, read
 from convcli.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ["docs/tour/make-pictures.sh", "docs/learning/make-pictures.sh",
-           "docs/side-by-side/make.sh"]
+SCRIPTS = [
+    "docs/tour/make-pictures.sh",
+    "docs/learning/make-pictures.sh",
+    "docs/side-by-side/make.sh",
+]
 
 # Stands in for convcli in the picture scripts: writes, as convcli does, a manifest in the
 # folder of -o (a folder, or a file's folder), and nothing else.
-MANIFEST_ONLY = '''\
+MANIFEST_ONLY = """\
 import os, sys
 args = sys.argv[1:]
 out = args[args.index("-o") + 1] if "-o" in args else "convcli-out"
 folder = os.path.dirname(out) if os.path.splitext(out)[1] else out
 os.makedirs(folder, exist_ok=True)
 open(os.path.join(folder, "convcli-manifest.jsonl"), "a").write("{}\\n")
-'''
+"""
 
 
 def on_path(folder: Path, name: str, code: str) -> dict:
@@ -54,8 +57,9 @@ def test_picture_scripts_leave_no_manifest_in_docs(tmp_path, script):
     env = on_path(tmp_path, "convcli", MANIFEST_ONLY)
     for tool in ("convert", "montage", "python"):  # side-by-side's other tools do nothing
         env = on_path(tmp_path, tool, "import sys\nprint('Version: ImageMagick')\n")
-    result = subprocess.run(["bash", script], cwd=copy, env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        ["bash", script], cwd=copy, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert not list((copy / "docs").rglob("convcli-manifest.jsonl"))
 
@@ -75,8 +79,16 @@ def recipes() -> list[str]:
 def test_the_recipes_cover_what_a_newcomer_asks_for():
     commands = recipes()
     assert len(commands) <= 12
-    for wanted in ("-r photos", "--channels each", "-k sharpen", "--combine magnitude",
-                   "--size 2", "-o vertical.png", "| convcli", "--scheduler"):
+    for wanted in (
+        "-r photos",
+        "--channels each",
+        "-k sharpen",
+        "--combine magnitude",
+        "--size 2",
+        "-o vertical.png",
+        "| convcli",
+        "--scheduler",
+    ):
         assert any(wanted in c for c in commands), wanted
 
 
@@ -88,10 +100,15 @@ def recipe_folder(tmp_path_factory):
     for seed in range(2):
         make_image(folder / "photos" / f"p{seed}.png", "RGB", seed=seed)
     heights = np.random.default_rng(2).uniform(-50, 900, (60, 80)).astype(np.float32)
-    tifffile.imwrite(folder / "dem.tif", heights, extratags=[  # a GeoTIFF elevation model
-        (33550, "d", 3, (30.0, 30.0, 0.0), True),
-        (33922, "d", 6, (0, 0, 0, 400000.0, 5000000.0, 0), True),
-        (34735, "H", 8, (1, 1, 0, 1, 3072, 0, 1, 32632), True)])
+    tifffile.imwrite(
+        folder / "dem.tif",
+        heights,
+        extratags=[  # a GeoTIFF elevation model
+            (33550, "d", 3, (30.0, 30.0, 0.0), True),
+            (33922, "d", 6, (0, 0, 0, 400000.0, 5000000.0, 0), True),
+            (34735, "H", 8, (1, 1, 0, 1, 3072, 0, 1, 32632), True),
+        ],
+    )
     return folder
 
 
@@ -133,7 +150,12 @@ def test_the_cluster_recipe_parses():
 
 
 def test_the_library_reference_is_made_from_the_docstrings_as_they_are():
-    done = subprocess.run([sys.executable, str(ROOT / "docs" / "make_reference.py"), "--check"],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "make_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert done.returncode == 0, done.stderr

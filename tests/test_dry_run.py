@@ -8,8 +8,10 @@ import pytest
 from helpers import make_image, names, ok, run
 from PIL import Image
 
-_LINE = re.compile(r"(?P<source>.+) -> (?P<output>.+) \((?P<width>\d+)x(?P<height>\d+) "
-                   r"(?P<fmt>\w+)\)")
+_LINE = re.compile(
+    r"(?P<source>.+) -> (?P<output>.+) \((?P<width>\d+)x(?P<height>\d+) "
+    r"(?P<fmt>\w+)\)"
+)
 
 COMMANDS = [
     ["pad", "--pad", "1,2,3,4"],
@@ -54,7 +56,8 @@ def test_dry_run_lists_the_inputs_it_would_skip_and_the_raw_values(photo, out):
     dry = _dry("pool", "-n", "--size", "4", "--figure", photo, "-o", out, "--format", "npy")
     assert dry.stdout.splitlines() == [
         f"{photo} -> {out / 'photo_pool-max-f4-s4.npy'} (10x7x3 npy)",
-        f"{photo} -> {out / 'photo_pool-max-f4-s4_grid.png'} (figure png)"]
+        f"{photo} -> {out / 'photo_pool-max-f4-s4_grid.png'} (figure png)",
+    ]
 
 
 def test_dry_run_of_an_input_that_cannot_be_read_is_one_line_and_exit_1(photo, tmp_path):
@@ -62,8 +65,9 @@ def test_dry_run_of_an_input_that_cannot_be_read_is_one_line_and_exit_1(photo, t
     result = run("conv", "-k", "vertical", "-n", missing, photo, "-o", tmp_path / "out")
     assert result.exit_code == 1
     assert result.stderr == f"convcli: {missing}: No such file or directory\n"
-    assert result.stdout == (f"{photo} -> {tmp_path / 'out' / 'photo_conv-vertical-sum.png'} "
-                             "(40x30 png)\n")
+    assert result.stdout == (
+        f"{photo} -> {tmp_path / 'out' / 'photo_conv-vertical-sum.png'} (40x30 png)\n"
+    )
     assert names(tmp_path) == ["photo.png"]
 
 
@@ -84,12 +88,23 @@ def test_dry_run_reads_as_the_run_does_for_files_read_in_strips(tmp_path):
     tifffile.imwrite(big, np.zeros((300, 400), np.uint8), tile=(64, 64))
     dry, _ = _agree("conv", "-k", "vertical", big, "-o", tmp_path / "a", "--memory", "1M")
     assert "(400x300 png, in strips)" in dry.stdout
-    dry, real = _agree("conv", "-k", "vertical", big, "-o", tmp_path / "a2", "--memory", "1M",
-                       "--max-pixels", "1000")  # in strips or whole: over the limit, refused
+    dry, real = _agree(
+        "conv",
+        "-k",
+        "vertical",
+        big,
+        "-o",
+        tmp_path / "a2",
+        "--memory",
+        "1M",
+        "--max-pixels",
+        "1000",
+    )  # in strips or whole: over the limit, refused
     assert dry.exit_code == real.exit_code == 1
     assert "over the limit of 1,000" in dry.stderr and "over the limit of 1,000" in real.stderr
-    _agree("conv", "-k", "vertical", big, "-o", tmp_path / "b", "--memory", "1M",
-           "--format", "jpg")  # strips write no JPEG: both fail on the same line
+    _agree(
+        "conv", "-k", "vertical", big, "-o", tmp_path / "b", "--memory", "1M", "--format", "jpg"
+    )  # strips write no JPEG: both fail on the same line
     zarr = pytest.importorskip("zarr")
     store = tmp_path / "scan.zarr"
     zarr.save_array(str(store), np.zeros((30, 40), np.uint8))

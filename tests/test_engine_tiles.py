@@ -429,10 +429,13 @@ def test_merged_forward_tiles_give_the_row_tiles_values_bit_for_bit(
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
-@pytest.mark.parametrize("height, width, nan_at, rows_hit", [
-    (120, 31, (50, 7), range(24, 27)),
-    (121, 29, (113, 0), range(56, 58)),  # only in the first matmul chunk of row tile 56-58
-])
+@pytest.mark.parametrize(
+    "height, width, nan_at, rows_hit",
+    [
+        (120, 31, (50, 7), range(24, 27)),
+        (121, 29, (113, 0), range(56, 58)),  # only in the first matmul chunk of row tile 56-58
+    ],
+)
 def test_merged_forward_tile_with_nan_replaces_only_its_row_tile(
     height, width, nan_at, rows_hit, monkeypatch
 ):
@@ -470,8 +473,9 @@ def test_merged_forward_tiles_without_partial_give_none_for_a_nan(width, monkeyp
     rng = np.random.default_rng(13)
     A = rng.standard_normal((1, 121, width, 3)).astype(np.float32)
     W = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
-    _forward(A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 2, "pad": 2}, 10**6, 2,
-             monkeypatch)  # the small tiles and chunks, two threads
+    _forward(
+        A, W, np.zeros((1, 1, 1, 3), np.float32), {"stride": 2, "pad": 2}, 10**6, 2, monkeypatch
+    )  # the small tiles and chunks, two threads
     plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, plan_dtype())
     assert plan.merge > 1
     Z, tiles_out = correlate_engine.correlate(A, W, 2, (2,) * 4, plan_dtype(), partial=True)

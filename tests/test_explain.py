@@ -48,14 +48,21 @@ CONV_CASES = [
     ["-k", "vertical", "--dilation", "3", "--pad", "1,2,3,0", "--border", "wrap"],
     ["-k", "gaussian-3x3,sharpen", "--channels", "each", "--stride", "2", "--bias", "2"],
 ]
-POOL_CASES = [["--mode", "max"], ["--mode", "average", "--size", "3", "--stride", "2"],
-              ["--mode", "max", "--size", "3", "--stride", "1"],
-              ["--mode", "max", "--size", "3", "--stride", "2", "--pad", "1", "--ceil"],
-              ["--mode", "average", "--size", "4", "--stride", "3", "--pad", "2", "--ceil"],
-              ["--mode", "average", "--size", "3", "--stride", "2", "--pad", "1"]]
-PAD_CASES = [["--pad", "1,2,3,4", "--value", "7"], ["--mode", "reflect", "--pad", "2"],
-             ["--mode", "symmetric", "--pad", "1,0,2,3"], ["--mode", "wrap", "--pad", "0,3,2,1"],
-             ["--mode", "edge", "--pad", "3"]]
+POOL_CASES = [
+    ["--mode", "max"],
+    ["--mode", "average", "--size", "3", "--stride", "2"],
+    ["--mode", "max", "--size", "3", "--stride", "1"],
+    ["--mode", "max", "--size", "3", "--stride", "2", "--pad", "1", "--ceil"],
+    ["--mode", "average", "--size", "4", "--stride", "3", "--pad", "2", "--ceil"],
+    ["--mode", "average", "--size", "3", "--stride", "2", "--pad", "1"],
+]
+PAD_CASES = [
+    ["--pad", "1,2,3,4", "--value", "7"],
+    ["--mode", "reflect", "--pad", "2"],
+    ["--mode", "symmetric", "--pad", "1,0,2,3"],
+    ["--mode", "wrap", "--pad", "0,3,2,1"],
+    ["--mode", "edge", "--pad", "3"],
+]
 
 
 @pytest.fixture(autouse=True)
@@ -79,9 +86,12 @@ def explained(*args) -> str:
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     folder = tmp_path_factory.mktemp("explain")
-    return {mode: make_image(folder / f"{mode.replace(';', '')}.{MODES[mode]}", mode, seed=3,
-                             size=(23, 17))
-            for mode in ("RGB", "L", "RGBA", "P", "P+transparency", "I;16", "1", "CMYK")}
+    return {
+        mode: make_image(
+            folder / f"{mode.replace(';', '')}.{MODES[mode]}", mode, seed=3, size=(23, 17)
+        )
+        for mode in ("RGB", "L", "RGBA", "P", "P+transparency", "I;16", "1", "CMYK")
+    }
 
 
 def _script_values(tmp_path, monkeypatch, command: list[str], image) -> np.ndarray:
@@ -139,8 +149,9 @@ def test_pad_scripts_give_convcli_values(tmp_path, monkeypatch, images, target, 
 def test_scripts_read_other_modes_as_convcli(tmp_path, monkeypatch, images, target, mode):
     if target == "opencv" and mode == "CMYK":
         pytest.skip("OpenCV reads a CMYK TIFF as four channels")
-    _check(tmp_path, monkeypatch, "conv", ["-k", "sobel-x", "--channels", "each"], target,
-           images[mode])
+    _check(
+        tmp_path, monkeypatch, "conv", ["-k", "sobel-x", "--channels", "each"], target, images[mode]
+    )
     _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, images[mode])
 
 
@@ -149,8 +160,9 @@ def test_skimage_script_gives_convcli_values(tmp_path, monkeypatch, images):
     pytest.importorskip("scipy.ndimage")
     for op, args in [("conv", CONV_CASES[1]), ("pool", POOL_CASES[1]), ("pad", PAD_CASES[0])]:
         ours = _convcli_values(tmp_path, [op, *args], images["RGB"])
-        theirs = _script_values(tmp_path, monkeypatch, [op, *args, "--as", "skimage"],
-                                images["RGB"])
+        theirs = _script_values(
+            tmp_path, monkeypatch, [op, *args, "--as", "skimage"], images["RGB"]
+        )
         np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-3)
 
 
@@ -164,7 +176,7 @@ def test_the_skimage_sobel_note_holds():
     padded = pad_images(plane[None, :, :, None], 1, mode="symmetric")[0, :, :, 0]
     for name, theirs in (("sobel-x", filters.sobel_v), ("sobel-y", filters.sobel_h)):
         w = parse_kernel_spec(name).weights
-        ours = sum(w[i, j] * padded[i:i + 9, j:j + 11] for i in range(3) for j in range(3))
+        ours = sum(w[i, j] * padded[i : i + 9, j : j + 11] for i in range(3) for j in range(3))
         np.testing.assert_allclose(theirs(plane), -ours / 4, atol=1e-3)
 
 
@@ -173,9 +185,14 @@ def test_a_kernel_is_written_with_every_digit():
     assert "0.1111111111111111" in text
 
 
-@pytest.mark.parametrize("op", [["conv", "-k", "sobel-x", "--stride", "2", "--pad", "1,2,0,1",
-                                 "--border", "reflect"],
-                                ["pool", "--mode", "average"], ["pad", "--mode", "reflect"]])
+@pytest.mark.parametrize(
+    "op",
+    [
+        ["conv", "-k", "sobel-x", "--stride", "2", "--pad", "1,2,0,1", "--border", "reflect"],
+        ["pool", "--mode", "average"],
+        ["pad", "--mode", "reflect"],
+    ],
+)
 def test_magick_says_what_differs(op):
     text = explained(*op, "--as", "magick")
     assert "magick IN.png" in text
@@ -188,8 +205,14 @@ def test_magick_says_what_differs(op):
 
 def test_without_as_a_table_of_conventions():
     text = explained("conv", "-k", "sobel-x")
-    for needle in ("ndimage.correlate", "mirror", "BORDER_REFLECT_101", "F.conv2d",
-                   "-morphology Correlate", "convolve flips"):
+    for needle in (
+        "ndimage.correlate",
+        "mirror",
+        "BORDER_REFLECT_101",
+        "F.conv2d",
+        "-morphology Correlate",
+        "convolve flips",
+    ):
         assert needle in text
     assert "cv2.dilate" in explained("pool")
     assert "copyMakeBorder" in explained("pad", "--mode", "wrap")
@@ -221,9 +244,11 @@ def test_every_tool_has_words_for_every_border(target, border):
     from convcli.app.ops import ConvOp, PadOp
     from convcli.kernels import get_kernel
 
-    ops = [ConvOp((get_kernel("sobel-x"),), border=border),
-           ConvOp((get_kernel("edge"),), pad=(1, 2, 0, 1), border=border),
-           PadOp(pad=(1, 0, 2, 3), mode=border)]
+    ops = [
+        ConvOp((get_kernel("sobel-x"),), border=border),
+        ConvOp((get_kernel("edge"),), pad=(1, 2, 0, 1), border=border),
+        PadOp(pad=(1, 0, 2, 3), mode=border),
+    ]
     for op in ops:
         for text in (explain(op, target), conventions(op)):
             # None only where the scripts index (x[None]) or test for it (raw is None)
@@ -236,13 +261,25 @@ def test_scripts_centre_odd_kernels_that_are_not_square(tmp_path, monkeypatch, i
     path = tmp_path / "wide.txt"
     path.write_text("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1\n")
     for border in ("reflect", "constant"):
-        _check(tmp_path, monkeypatch, "conv", ["-k", str(path), "--border", border], target,
-               images["RGB"])
+        _check(
+            tmp_path,
+            monkeypatch,
+            "conv",
+            ["-k", str(path), "--border", border],
+            target,
+            images["RGB"],
+        )
 
 
 # The package that installs each module the scripts import.
-PACKAGES = {"numpy": "numpy", "PIL": "pillow", "scipy": "scipy", "skimage": "scikit-image",
-            "cv2": "opencv-python-headless", "torch": "torch"}
+PACKAGES = {
+    "numpy": "numpy",
+    "PIL": "pillow",
+    "scipy": "scipy",
+    "skimage": "scikit-image",
+    "cv2": "opencv-python-headless",
+    "torch": "torch",
+}
 
 
 @pytest.mark.parametrize("kind", ["conv", "pool", "pad"])
@@ -270,8 +307,9 @@ def _run_magick(text: str, image, out) -> np.ndarray:
         pytest.skip("ImageMagick is not installed")
     (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
     words = shlex.split(line)
-    words = [str(image) if w == "IN.png" else str(out) if w.startswith("OUT") else w
-             for w in words[1:]]
+    words = [
+        str(image) if w == "IN.png" else str(out) if w.startswith("OUT") else w for w in words[1:]
+    ]
     subprocess.run([program, *words], check=True, capture_output=True)
     with Image.open(out) as im:
         return np.asarray(im).astype(np.float32)
@@ -280,8 +318,9 @@ def _run_magick(text: str, image, out) -> np.ndarray:
 def test_the_magick_blur_by_channel_weighs_colours_by_alpha_as_convcli(tmp_path, images):
     """ImageMagick's convolution of an RGBA image is alpha-weighted, alpha convolved too."""
     args = ["-k", "gaussian-3x3", "--channels", "each", "--border", "edge"]
-    theirs = _run_magick(explained("conv", *args, "--as", "magick"), images["RGBA"],
-                         tmp_path / "magick.tiff")
+    theirs = _run_magick(
+        explained("conv", *args, "--as", "magick"), images["RGBA"], tmp_path / "magick.tiff"
+    )
     ours = _convcli_values(tmp_path, ["conv", *args], images["RGBA"])
     assert theirs.shape == ours.shape and ours.shape[2] == 4
     np.testing.assert_allclose(theirs[..., 3], ours[..., 3], atol=1.0)
@@ -291,18 +330,24 @@ def test_the_magick_blur_by_channel_weighs_colours_by_alpha_as_convcli(tmp_path,
 
 
 def test_the_magick_pad_command_gives_the_pad_values(tmp_path, images):
-    for args in (["--pad", "1,2,3,4", "--value", "9"], ["--mode", "symmetric", "--pad", "0,2,1,3"],
-                 ["--mode", "wrap", "--pad", "2"], ["--mode", "edge", "--pad", "3,1,0,2"]):
-        theirs = _run_magick(explained("pad", *args, "--as", "magick"), images["RGB"],
-                             tmp_path / "magick.tiff")
+    for args in (
+        ["--pad", "1,2,3,4", "--value", "9"],
+        ["--mode", "symmetric", "--pad", "0,2,1,3"],
+        ["--mode", "wrap", "--pad", "2"],
+        ["--mode", "edge", "--pad", "3,1,0,2"],
+    ):
+        theirs = _run_magick(
+            explained("pad", *args, "--as", "magick"), images["RGB"], tmp_path / "magick.tiff"
+        )
         ours = _convcli_values(tmp_path, ["pad", *args], images["RGB"])
         np.testing.assert_array_equal(theirs, ours)
 
 
 def test_the_magick_conv_command_is_within_a_level_where_nothing_clips(tmp_path, images):
     args = ["-k", "gaussian-3x3", "--channels", "each", "--border", "symmetric"]
-    theirs = _run_magick(explained("conv", *args, "--as", "magick"), images["RGB"],
-                         tmp_path / "magick.tiff")
+    theirs = _run_magick(
+        explained("conv", *args, "--as", "magick"), images["RGB"], tmp_path / "magick.tiff"
+    )
     ours = _convcli_values(tmp_path, ["conv", *args], images["RGB"])
     assert np.abs(theirs - ours).max() <= 1.0  # ImageMagick writes 8-bit levels here
 
@@ -323,10 +368,13 @@ def test_the_readme_table_is_what_explain_prints():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     table = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2")
     assert "```text\n" + table + "```" in readme
-    script = explained("conv", "-k", "sobel-x", "--border", "constant", "--stride", "2",
-                       "--as", "scipy")
-    assert "out = ndimage.correlate(plane, weights, mode='constant', cval=0.0)\n" \
+    script = explained(
+        "conv", "-k", "sobel-x", "--border", "constant", "--stride", "2", "--as", "scipy"
+    )
+    assert (
+        "out = ndimage.correlate(plane, weights, mode='constant', cval=0.0)\n"
         "    return out[::2, ::2] + np.float32(0.0)" in script
+    )
 
 
 # File names that break out of a docstring, a comment or a shell word if written as they are.
@@ -371,16 +419,19 @@ def test_a_hostile_file_name_stays_text_in_the_scripts(tmp_path, images, target,
     tree = ast.parse(compile(script, "script.py", "exec", flags=ast.PyCF_ONLY_AST))
     command = ast.get_docstring(tree, clean=False).split("\n\n", 1)[0].rsplit(", with ", 1)[0]
     assert shlex.split(command) == ["convcli", "conv", "-k", str(kernel), "--format", "npy"]
-    assert len(tree.body) == len(ast.parse(explained("conv", "-k", "sobel-x",
-                                                     "--as", target)).body)
+    assert len(tree.body) == len(ast.parse(explained("conv", "-k", "sobel-x", "--as", target)).body)
     module = {"skimage": "skimage", **PYTHON_TARGETS}[target]
     if target in ("torch", "skimage") or importlib.util.find_spec(module.split(".")[0]) is None:
         return  # compiled only: the tool is not installed here
     if name not in HOSTILE_NAMES[:2]:
         return  # the same code as every other name (above); two of them are also run
     (tmp_path / "script.py").write_text(script, encoding="utf-8")
-    done = subprocess.run([sys.executable, "script.py", str(images["RGB"]), "out.npy"],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "script.py", str(images["RGB"]), "out.npy"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     _no_marker(tmp_path)
     ours = _convcli_values(tmp_path, ["conv", "-k", kernel], images["RGB"])
@@ -419,9 +470,21 @@ def test_a_hostile_file_name_gives_magick_exactly_its_words(tmp_path, name):
     assert all(line.startswith(("# ", "magick ")) for line in text.splitlines())
     (line,) = [x for x in text.splitlines() if x.startswith("magick ")]
     assert shlex.split(line) == [
-        "magick", "IN.png", "-background", "black", "-alpha", "remove", "-virtual-pixel",
-        "Mirror", "-define", "convolve:scale=1", "-morphology", "Correlate",
-        "3x3:1,0,-1,2,0,-2,1,0,-1", f"OUT_{label}.tiff"]
+        "magick",
+        "IN.png",
+        "-background",
+        "black",
+        "-alpha",
+        "remove",
+        "-virtual-pixel",
+        "Mirror",
+        "-define",
+        "convolve:scale=1",
+        "-morphology",
+        "Correlate",
+        "3x3:1,0,-1,2,0,-2,1,0,-1",
+        f"OUT_{label}.tiff",
+    ]
     assert not set(f"OUT_{label}") & set("$`'\"\\\n\r")
 
 
@@ -440,12 +503,15 @@ def test_a_tool_without_a_border_mode_is_said_to_have_no_equivalent(mode):
             assert "mode=None" not in explain(op, target)
 
 
-@pytest.mark.parametrize(("installed", "program"), [
-    ({"magick": "/usr/bin/magick", "convert": "/usr/bin/convert"}, "magick"),
-    ({"convert": "IM6"}, "convert"),  # Debian 12: ImageMagick 6 only
-    ({"convert": "other"}, "magick"),  # a convert that is not ImageMagick's
-    ({}, "magick"),
-])
+@pytest.mark.parametrize(
+    ("installed", "program"),
+    [
+        ({"magick": "/usr/bin/magick", "convert": "/usr/bin/convert"}, "magick"),
+        ({"convert": "IM6"}, "convert"),  # Debian 12: ImageMagick 6 only
+        ({"convert": "other"}, "magick"),  # a convert that is not ImageMagick's
+        ({}, "magick"),
+    ],
+)
 def test_the_magick_scripts_use_the_imagemagick_installed(monkeypatch, installed, program):
     import shutil
     import subprocess
@@ -457,13 +523,21 @@ def test_the_magick_scripts_use_the_imagemagick_installed(monkeypatch, installed
 
     monkeypatch.setattr(shutil, "which", installed.get)
     said = {"IM6": "Version: ImageMagick 6.9.11-60 Q16", "other": "convert: not ImageMagick"}
-    monkeypatch.setattr(subprocess, "run", lambda args, **kw: SimpleNamespace(
-        stdout=said.get(args[0], "Version: ImageMagick 7.1"), returncode=0))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda args, **kw: SimpleNamespace(
+            stdout=said.get(args[0], "Version: ImageMagick 7.1"), returncode=0
+        ),
+    )
     explain_module.magick_program.cache_clear()  # what is installed, asked once a process
     try:
         for op in (ConvOp((get_kernel("vertical"),)), PoolOp(size=2), PadOp(pad=1)):
-            commands = [line for line in explain_module.explain(op, "magick").splitlines()
-                        if not line.startswith("#")]
+            commands = [
+                line
+                for line in explain_module.explain(op, "magick").splitlines()
+                if not line.startswith("#")
+            ]
             assert commands and all(line.split()[0] == program for line in commands)
     finally:
         explain_module.magick_program.cache_clear()

@@ -19,15 +19,20 @@ def _drawn(fig):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig).draw()
-    return [(ax.images[0].get_window_extent().width, ax.images[0].get_window_extent().height)
-            for ax in fig.axes if ax.images]
+    return [
+        (ax.images[0].get_window_extent().width, ax.images[0].get_window_extent().height)
+        for ax in fig.axes
+        if ax.images
+    ]
 
 
 @pytest.mark.parametrize(("h", "w"), [(5000, 1), (20_000, 3), (1, 5000), (3, 20_000)])
 def test_a_strip_is_drawn_as_a_strip_within_the_figure_cap(h, w):
     g = np.random.default_rng(3)
-    panels = [Panel("original", g.random((h, w, 3))),
-              Panel("R", g.random((h, w)) * 255, vmax=255.0, colorbar=True)]
+    panels = [
+        Panel("original", g.random((h, w, 3))),
+        Panel("R", g.random((h, w)) * 255, vmax=255.0, colorbar=True),
+    ]
     fig = figures.draw_grid(panels, ncols=2, title="strip")
     width, height = fig.get_size_inches() * figures.DPI
     assert max(width, height) <= MAX_FIGURE_PIXELS  # was 500,000 pixels tall for 1 x 5000
@@ -51,8 +56,9 @@ def test_block_means_average_what_is_far_larger_than_its_cell():
     out = figures._block_means(image, (100.0, 100.0))  # rows: 10 x the cell; columns: small
     # Blocks of 1001 // 200 = 5 rows; the last block holds the one row left over.
     assert out.shape == (201, 7, 3)
-    np.testing.assert_allclose(out[:200], image[:1000].reshape(200, 5, 7, 3).mean(axis=1),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        out[:200], image[:1000].reshape(200, 5, 7, 3).mean(axis=1), rtol=1e-6
+    )
     np.testing.assert_allclose(out[200], image[1000], rtol=1e-6)
     small = g.random((399, 399))
     assert figures._block_means(small, (100.0, 100.0)) is small  # under 4 x: untouched
@@ -62,8 +68,9 @@ def test_block_means_sum_in_float64_a_few_blocks_at_a_time(monkeypatch):
     monkeypatch.setattr(figures, "_CHUNK_VALUES", 50)  # many chunks, uneven last one
     image = np.arange(2 * 1003, dtype=np.float32).reshape(2, 1003) + 1e7
     out = figures._block_means(image, (1.0, 10.0))
-    expected = [np.mean(image[:, i:i + 50].astype(np.float64), axis=1)
-                for i in range(0, 1003, 50)]
+    expected = [
+        np.mean(image[:, i : i + 50].astype(np.float64), axis=1) for i in range(0, 1003, 50)
+    ]
     np.testing.assert_allclose(out, np.stack(expected, axis=1), rtol=1e-12)
 
 
@@ -89,11 +96,13 @@ def test_figures_of_long_strips_take_bounded_memory(tmp_path):
     for w, h in ((1, 5000), (3, 20_000)):
         path = tmp_path / f"strip{w}x{h}.png"
         Image.fromarray(g.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
-        runs.append(["pool", "--size", "1", "--figure", str(path), "-o", str(tmp_path / "pool"),
-                     "-q"])
+        runs.append(
+            ["pool", "--size", "1", "--figure", str(path), "-o", str(tmp_path / "pool"), "-q"]
+        )
         runs.append(["conv", "--figure", str(path), "-o", str(tmp_path / "conv"), "-q"])
-    result = subprocess.run([sys.executable, "-c", _PEAK, json.dumps(runs)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK, json.dumps(runs)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     peak_mb = int(result.stdout) / 1024  # VmHWM is in KiB
     assert peak_mb < 600
@@ -128,7 +137,8 @@ def _image_boxes(fig):
 def test_a_wide_strip_figure_has_one_long_panel_per_row():
     g = np.random.default_rng(7)
     panels = [Panel("original", g.random((100, 10_000, 3)))] + [
-        Panel(f"k{i}", g.normal(size=(100, 10_000)), signed=True, colorbar=True) for i in range(3)]
+        Panel(f"k{i}", g.normal(size=(100, 10_000)), signed=True, colorbar=True) for i in range(3)
+    ]
     boxes = _image_boxes(figures.draw_grid(panels, ncols=4))
     assert len(boxes) == 4
     tops = [b.y0 for b in boxes]
@@ -139,7 +149,8 @@ def test_a_wide_strip_figure_has_one_long_panel_per_row():
 def test_a_tall_strip_figure_has_every_panel_in_one_row():
     g = np.random.default_rng(8)
     panels = [Panel("original", g.random((10_000, 100, 3))), None] + [
-        Panel(f"k{i}", g.normal(size=(10_000, 100)), signed=True, colorbar=True) for i in range(3)]
+        Panel(f"k{i}", g.normal(size=(10_000, 100)), signed=True, colorbar=True) for i in range(3)
+    ]
     boxes = _image_boxes(figures.draw_grid(panels, ncols=2))
     assert len(boxes) == 4 and len({round(b.y0) for b in boxes}) == 1
     assert all(b.height >= 600 for b in boxes)

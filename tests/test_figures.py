@@ -10,8 +10,9 @@ from PIL import Image
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
+    )
 
 
 def test_only_drawing_a_figure_imports_matplotlib_with_agg_and_no_pyplot(tmp_path):
@@ -38,8 +39,7 @@ def test_save_grid_writes_a_png_with_empty_cells(tmp_path):
     g = np.random.default_rng(0)
     panels = [
         figures.Panel("original", g.random((30, 40, 3))),
-        figures.Panel("signed", g.standard_normal((30, 40)), signed=True, vmax=1.0,
-                      colorbar=True),
+        figures.Panel("signed", g.standard_normal((30, 40)), signed=True, vmax=1.0, colorbar=True),
         None,
         figures.Panel("grey", g.random((30, 40)) * 255, vmax=255.0, colorbar=True),
     ]
@@ -73,8 +73,15 @@ def _panel_regions(panels, ncols, title, png_height):
             continue  # an empty cell, or a colour bar
         box = ax.images[0].get_window_extent()
         # Display y grows upwards, PNG rows downwards; keep 2 pixels off every edge.
-        regions.append((ax.get_title(), int(png_height - box.y1) + 2,
-                        int(png_height - box.y0) - 2, int(box.x0) + 2, int(box.x1) - 2))
+        regions.append(
+            (
+                ax.get_title(),
+                int(png_height - box.y1) + 2,
+                int(png_height - box.y0) - 2,
+                int(box.x0) + 2,
+                int(box.x1) - 2,
+            )
+        )
     return regions
 
 
@@ -83,7 +90,7 @@ def test_grid_panels_show_their_own_pixels_in_their_own_places(tmp_path):
 
     h, w = 60, 80
     split = np.zeros((h, w))
-    split[:, w // 2:] = 200.0  # dark left half, bright right half on a 0..200 scale
+    split[:, w // 2 :] = 200.0  # dark left half, bright right half on a 0..200 scale
     colour = np.zeros((h, w, 3))
     colour[..., 0] = 1.0  # pure red
     positive = np.full((h, w), 3.0)  # the top of a signed scale: the darkest red
@@ -99,8 +106,10 @@ def test_grid_panels_show_their_own_pixels_in_their_own_places(tmp_path):
     assert figures.save_grid(path, panels, ncols=2, title="t")
     with Image.open(path) as im:
         png = np.asarray(im.convert("RGB")).astype(int)
-    regions = {t: (top, bottom, left, right)
-               for t, top, bottom, left, right in _panel_regions(panels, 2, "t", png.shape[0])}
+    regions = {
+        t: (top, bottom, left, right)
+        for t, top, bottom, left, right in _panel_regions(panels, 2, "t", png.shape[0])
+    }
     assert list(regions) == ["red", "split", "plus", "minus"]
 
     def region(title):
@@ -112,7 +121,7 @@ def test_grid_panels_show_their_own_pixels_in_their_own_places(tmp_path):
     split_px = region("split")
     half = split_px.shape[1] // 2
     assert (split_px[:, : half - 2] <= 1).all()  # black
-    assert (np.abs(split_px[:, half + 2:] - 255) <= 1).all()  # white: 200 is the top
+    assert (np.abs(split_px[:, half + 2 :] - 255) <= 1).all()  # white: 200 is the top
     plus, minus = region("plus"), region("minus")
     assert (plus[..., 0] > 90).all() and (plus[..., 2] < 60).all()  # red end of RdBu_r
     assert (minus[..., 2] > 90).all() and (minus[..., 0] < 60).all()  # blue end

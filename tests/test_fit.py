@@ -22,12 +22,13 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
 def sample_crop(name="camera.png", size=96):
     """A grey crop of a sample photo, float64 (1, size, size, 1)."""
     A = pixels(SAMPLES / name, "L").astype(np.float64)
-    return A[100:100 + size, 150:150 + size][None]
+    return A[100 : 100 + size, 150 : 150 + size][None]
 
 
 def convolved(A, W, bias=0.0, stride=1):
-    Z, _ = conv_forward(A, W[:, :, None, None], np.full((1, 1, 1, 1), bias),
-                        {"stride": stride, "pad": 0})
+    Z, _ = conv_forward(
+        A, W[:, :, None, None], np.full((1, 1, 1, 1), bias), {"stride": stride, "pad": 0}
+    )
     return Z
 
 
@@ -38,7 +39,7 @@ def im2col(A, f, stride=1):
     for i in range(m):
         for r in range(0, h - f + 1, stride):
             for c in range(0, w - f + 1, stride):
-                rows.append(np.append(A[i, r:r + f, c:c + f, 0].ravel(), 1.0))
+                rows.append(np.append(A[i, r : r + f, c : c + f, 0].ravel(), 1.0))
     return np.array(rows)
 
 
@@ -46,8 +47,14 @@ def random_kernel(f, seed):
     return np.random.default_rng(seed).normal(size=(f, f))
 
 
-KERNELS = [("sobel-x", None), ("gaussian-5x5", None), ("log-5x5", None), ("sharpen", None),
-           ("random", 3), ("random", 5)]
+KERNELS = [
+    ("sobel-x", None),
+    ("gaussian-5x5", None),
+    ("log-5x5", None),
+    ("sharpen", None),
+    ("random", 3),
+    ("random", 5),
+]
 
 
 # --- the solver ----------------------------------------------------------------------------------
@@ -93,8 +100,13 @@ def test_fit_learns_one_kernel_over_a_batch():
 def test_fit_stops_at_steps_and_reports_progress():
     A = sample_crop(size=32)
     seen = []
-    fit = fit_kernel(A, convolved(A, random_kernel(5, 14)), (5, 5), steps=3,
-                     progress=lambda step, error: seen.append((step, error)))
+    fit = fit_kernel(
+        A,
+        convolved(A, random_kernel(5, 14)),
+        (5, 5),
+        steps=3,
+        progress=lambda step, error: seen.append((step, error)),
+    )
     assert fit.stopped == "steps" and fit.steps == 3
     assert [s for s, _ in seen] == [1, 2, 3]
     assert [e for _, e in seen] == fit.losses[1:]
@@ -117,8 +129,7 @@ def test_closest_kernel_ignores_sign_and_scale():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(min_value=-1e30, max_value=1e30, width=64), min_size=9,
-                max_size=9))
+@given(st.lists(st.floats(min_value=-1e30, max_value=1e30, width=64), min_size=9, max_size=9))
 def test_kernel_file_gives_the_weights_back_exactly(tmp_path_factory, values):
     weights = np.array(values).reshape(3, 3)
     text = kernel_toml(weights, description='learned "here"', comments=["a note"])
@@ -154,21 +165,23 @@ def test_fit_command_recovers_a_random_kernel_from_a_512_photo(tmp_path):
     assert np.linalg.norm(Z - Y) / np.linalg.norm(Y) < 1e-3
 
 
-@pytest.mark.parametrize("options, kernel", [
-    (["--channels", "each", "--border", "constant"], "gaussian-3x3"),
-    (["--stride", "2", "--pad", "valid"], "kirsch-ne"),
-    (["--channels", "gray", "--border", "wrap"], "emboss"),
-    (["--dilation", "2", "--pad", "1,2,3,0"], "sobel-y"),
-    (["--dilation", "3", "--stride", "2", "--border", "symmetric"], "laplacian"),
-])
+@pytest.mark.parametrize(
+    "options, kernel",
+    [
+        (["--channels", "each", "--border", "constant"], "gaussian-3x3"),
+        (["--stride", "2", "--pad", "valid"], "kirsch-ne"),
+        (["--channels", "gray", "--border", "wrap"], "emboss"),
+        (["--dilation", "2", "--pad", "1,2,3,0"], "sobel-y"),
+        (["--dilation", "3", "--stride", "2", "--border", "symmetric"], "laplacian"),
+    ],
+)
 def test_fit_command_takes_convs_options(tmp_path, options, kernel):
     src = make_image(tmp_path / "photo.png", "RGB", seed=16, size=(48, 40))
     after = tmp_path / "after.npy"
     ok("conv", "-k", kernel, *options, "--format", "npy", "-o", after, src)
     out = tmp_path / "k.toml"
     result = ok("fit", src, after, *options, "-o", out)
-    np.testing.assert_allclose(load_kernel_file(out).weights, get_kernel(kernel).weights,
-                               atol=1e-4)
+    np.testing.assert_allclose(load_kernel_file(out).weights, get_kernel(kernel).weights, atol=1e-4)
     assert f"closest named kernel: {kernel} x 1 " in result.stderr
 
 
@@ -188,8 +201,9 @@ def test_fit_default_name_figure_and_overwrite_rules(tmp_path, monkeypatch):
     assert kernel.read_bytes() == before
     mine = tmp_path / "mine.toml"
     mine.write_text("weights = [[1]]\n")
-    assert_one_line_error(run("fit", src, after, "-o", mine, "--overwrite"), 1,
-                          "not written by convcli")
+    assert_one_line_error(
+        run("fit", src, after, "-o", mine, "--overwrite"), 1, "not written by convcli"
+    )
     assert mine.read_text() == "weights = [[1]]\n"
 
 
@@ -214,8 +228,9 @@ def test_fit_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.npy"
     np.save(bad, np.full((30, 40, 1), np.nan, np.float32))
     assert_one_line_error(run("fit", src, bad, "-o", tmp_path / "k.toml"), 1, "not finite")
-    assert_one_line_error(run("fit", src, tmp_path / "missing.png", "-o", tmp_path / "k.toml"),
-                          1, "missing.png")
+    assert_one_line_error(
+        run("fit", src, tmp_path / "missing.png", "-o", tmp_path / "k.toml"), 1, "missing.png"
+    )
     assert_one_line_error(run("fit", src, after, "--size", "4"), 2, "--pad")
     assert not (tmp_path / "k.toml").exists()
     # the inputs are left as they were
@@ -225,9 +240,14 @@ def test_fit_errors_are_one_line(tmp_path):
 # --- AFTER as convcli wrote it: levels, not values ----------------------------------------------
 
 
-@pytest.mark.parametrize(("mapping", "channels", "kernel"), [
-    ("offset", "sum", "sobel-x"), ("minmax", "each", "gaussian-3x3"), ("auto", "gray", "box-blur"),
-])
+@pytest.mark.parametrize(
+    ("mapping", "channels", "kernel"),
+    [
+        ("offset", "sum", "sobel-x"),
+        ("minmax", "each", "gaussian-3x3"),
+        ("auto", "gray", "box-blur"),
+    ],
+)
 def test_fit_undoes_the_levels_of_a_png_convcli_wrote(tmp_path, mapping, channels, kernel):
     """A signed mapping in the manifest is undone: the kernel comes back at its own scale."""
     src = make_image(tmp_path / "photo.png", "RGB", seed=21, size=(64, 48))
@@ -238,8 +258,9 @@ def test_fit_undoes_the_levels_of_a_png_convcli_wrote(tmp_path, mapping, channel
     assert f"{after}: holds levels convcli mapped" in result.stderr
     assert "--format npy keeps the raw values" in result.stderr
     assert re.search(f"closest named kernel: {kernel} x (1 |1.000|0.999)", result.stderr)
-    np.testing.assert_allclose(load_kernel_file(tmp_path / "k.toml").weights,
-                               get_kernel(kernel).weights, atol=0.05)
+    np.testing.assert_allclose(
+        load_kernel_file(tmp_path / "k.toml").weights, get_kernel(kernel).weights, atol=0.05
+    )
 
 
 def test_fit_refuses_the_magnitudes_convcli_wrote_and_notes_a_png_without_a_record(tmp_path):
@@ -248,8 +269,9 @@ def test_fit_refuses_the_magnitudes_convcli_wrote_and_notes_a_png_without_a_reco
     ok("conv", "-k", "sobel-x", src, "-o", out)  # robust: |x|
     (after,) = out.glob("*.png")
     result = run("fit", src, after, "-o", tmp_path / "k.toml")
-    assert_one_line_error(result, 1, str(after), "|x|", "the sign is gone",
-                          "--format npy keeps the raw values")
+    assert_one_line_error(
+        result, 1, str(after), "|x|", "the sign is gone", "--format npy keeps the raw values"
+    )
     assert not (tmp_path / "k.toml").exists()
     moved = tmp_path / "moved.png"
     after.replace(moved)  # no manifest beside it: fitted as it is, with a note
@@ -262,8 +284,9 @@ def test_fit_says_where_clip_may_have_cut_values(tmp_path):
     ok("conv", "-k", "sharpen", src, "-o", tmp_path / "maps")  # auto: clip, noise saturates
     (after,) = (tmp_path / "maps").glob("*.png")
     result = ok("fit", src, after, "-o", tmp_path / "k.toml")
-    assert re.search(r"; \d+\.\d% of its levels are 0 or 255, where clip may have cut values",
-                     result.stderr)
+    assert re.search(
+        r"; \d+\.\d% of its levels are 0 or 255, where clip may have cut values", result.stderr
+    )
 
 
 # --- what fit writes: any file name stays text -------------------------------------------------
@@ -308,16 +331,25 @@ def test_fit_fails_on_one_line_when_the_file_would_not_read_back(tmp_path, monke
     after = tmp_path / "after.npy"
     ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
     for extra in ("scale = 2\n", "weights = 1\n"):
-        monkeypatch.setattr(fit, "kernel_toml",
-                            lambda *a, extra=extra, **k: kernel_toml(*a, **k) + extra)
+        monkeypatch.setattr(
+            fit, "kernel_toml", lambda *a, extra=extra, **k: kernel_toml(*a, **k) + extra
+        )
         out = tmp_path / "k.toml"
         assert_one_line_error(run("fit", src, after, "-o", out), 1, str(out), "read back")
         assert sorted(tmp_path.iterdir()) == sorted([after, src])  # no file, no temporary
 
 
-@pytest.mark.parametrize(("option", "value", "code"), [
-    ("--pad", "100000", 1), ("--dilation", "100000", 1), ("--pad", str(10**12), 1),
-    ("--dilation", str(10**12), 1), ("--dilation", "1e12", 2), ("--pad", "1e12", 2)])
+@pytest.mark.parametrize(
+    ("option", "value", "code"),
+    [
+        ("--pad", "100000", 1),
+        ("--dilation", "100000", 1),
+        ("--pad", str(10**12), 1),
+        ("--dilation", str(10**12), 1),
+        ("--dilation", "1e12", 2),
+        ("--pad", "1e12", 2),
+    ],
+)
 def test_fit_refuses_a_pad_too_large_on_one_line(tmp_path, option, value, code):
     src = make_image(tmp_path / "photo.png", "L", seed=23, size=(20, 20))
     after = tmp_path / "after.npy"
@@ -335,7 +367,8 @@ def test_fit_refuses_a_npy_whose_header_claims_more_than_the_file_holds(tmp_path
     liar = tmp_path / "liar.npy"
     with open(liar, "wb") as f:
         np.lib.format.write_array_header_1_0(
-            f, {"descr": "<f4", "fortran_order": False, "shape": (100000, 100000, 3)})
+            f, {"descr": "<f4", "fortran_order": False, "shape": (100000, 100000, 3)}
+        )
         f.write(b"\0" * 16)
     result = run("fit", before, liar, "-o", tmp_path / "k.toml")
     assert result.exit_code == 1 and "Traceback" not in result.output

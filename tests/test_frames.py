@@ -67,15 +67,17 @@ def test_frames_option_parses_and_selects():
 
 def test_a_bad_frames_option_is_a_usage_error(tmp_path):
     path = _save(tmp_path / "a.tiff", _frames(2))
-    assert_one_line_error(run("pool", path, "-o", tmp_path / "o", "--frames", "2-1"), 2,
-                          "--frames", "backwards")
+    assert_one_line_error(
+        run("pool", path, "-o", tmp_path / "o", "--frames", "2-1"), 2, "--frames", "backwards"
+    )
 
 
 def test_a_frame_past_the_end_is_a_usage_error_naming_the_file_and_its_frame_count(tmp_path):
     path = _save(tmp_path / "a.gif", _frames(3))
     result = run("pool", path, "-o", tmp_path / "o", "--frames", "1,3", "-q")
-    assert_one_line_error(result, 2, "a.gif", "--frames: frame 3 is past the end",
-                          "the file has 3 frames (0-2)")
+    assert_one_line_error(
+        result, 2, "a.gif", "--frames: frame 3 is past the end", "the file has 3 frames (0-2)"
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -104,25 +106,48 @@ def test_tiff_pages_are_m_of_pool_forward_and_conv_forward(tmp_path):
     A = np.stack(arrays).astype(np.float32)
     expected, _ = pool_forward(A, {"f": 2, "stride": 2})
     np.testing.assert_array_equal(np.load(out / "z_pool-max-f2-s2.npy"), expected)
-    ok("conv", path, "-o", out, "--format", "npy", "-k", "sobel-x", "--pad", "1",
-       "--border", "constant")
+    ok(
+        "conv",
+        path,
+        "-o",
+        out,
+        "--format",
+        "npy",
+        "-k",
+        "sobel-x",
+        "--pad",
+        "1",
+        "--border",
+        "constant",
+    )
     W_ = get_kernel("sobel-x").weights.astype(np.float32)[:, :, None, None]
-    Z, _ = conv_forward(A.sum(axis=3, keepdims=True), W_, np.zeros((1, 1, 1, 1), np.float32),
-                        {"stride": 1, "pad": 1})
+    Z, _ = conv_forward(
+        A.sum(axis=3, keepdims=True),
+        W_,
+        np.zeros((1, 1, 1, 1), np.float32),
+        {"stride": 1, "pad": 1},
+    )
     result = np.load(out / "z_conv-sobel-x-p1-Bconstant-sum.npy")
     assert result.shape == (3, H, W, 1)
     np.testing.assert_array_equal(result, Z)
     for k in range(3):  # each frame as on its own, to float32 rounding of the summation order
-        alone, _ = conv_forward(A[k:k + 1].sum(axis=3, keepdims=True), W_,
-                                np.zeros((1, 1, 1, 1), np.float32), {"stride": 1, "pad": 1})
+        alone, _ = conv_forward(
+            A[k : k + 1].sum(axis=3, keepdims=True),
+            W_,
+            np.zeros((1, 1, 1, 1), np.float32),
+            {"stride": 1, "pad": 1},
+        )
         np.testing.assert_allclose(result[k], alone[0], rtol=1e-6, atol=1e-3)
 
 
-@pytest.mark.parametrize("name, options", [
-    ("a.gif", {"duration": DURATIONS, "loop": 3}),
-    ("a.png", {"duration": DURATIONS, "loop": 3}),
-    ("a.webp", {"duration": DURATIONS, "loop": 3, "lossless": True}),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("a.gif", {"duration": DURATIONS, "loop": 3}),
+        ("a.png", {"duration": DURATIONS, "loop": 3}),
+        ("a.webp", {"duration": DURATIONS, "loop": 3, "lossless": True}),
+    ],
+)
 def test_animations_give_their_composited_frames_as_m(tmp_path, name, options):
     path = _save(tmp_path / name, _frames(4), **options)
     shown, _, _ = _read_frames(path, "RGB")
@@ -179,7 +204,8 @@ def test_png_output_is_an_animation_with_the_durations_loop_and_one_mapping(tmp_
         np.testing.assert_array_equal(frame, expected)
     # One scale for all: the frames' levels are |x| * scale, clipped and rounded.
     np.testing.assert_array_equal(
-        np.stack(levels), np.rint(np.clip(np.abs(Z[..., 0]) * np.float32(scale.scale), 0, 255)))
+        np.stack(levels), np.rint(np.clip(np.abs(Z[..., 0]) * np.float32(scale.scale), 0, 255))
+    )
 
 
 def test_one_mapping_for_a_stack_is_that_of_its_frames_mapped_together():
@@ -187,8 +213,9 @@ def test_one_mapping_for_a_stack_is_that_of_its_frames_mapped_together():
     frames = [gen.standard_normal((20, 30)).astype(np.float32) * k for k in (1, 5, 2)]
     for method in ("robust", "minmax", "abs", "offset", "clip"):
         levels, scale = map_frame_levels(frames, method, white=255, depth=8, margin=2)
-        together, expected = map_levels(np.stack(frames, axis=2), method, white=255, depth=8,
-                                        margin=2)
+        together, expected = map_levels(
+            np.stack(frames, axis=2), method, white=255, depth=8, margin=2
+        )
         assert scale == expected
         for k, frame in enumerate(levels):
             np.testing.assert_array_equal(frame, together[:, :, k])
@@ -206,8 +233,9 @@ def test_tiff_output_is_multipage_and_jpg_one_file_per_frame(tmp_path):
     np.testing.assert_array_equal(np.stack(red), expected[..., 0].astype(np.uint8))
     ok("pool", path, "-o", out, "--format", "jpg", "--frames", "2,0", "--separate")
     names = sorted(p.name for p in out.glob("*.jpg"))
-    assert names == sorted(f"a_pool-max-f2-s2{c}_f{k}.jpg" for c in ("", "-R", "-G", "-B")
-                           for k in (0, 2))
+    assert names == sorted(
+        f"a_pool-max-f2-s2{c}_f{k}.jpg" for c in ("", "-R", "-G", "-B") for k in (0, 2)
+    )
     with Image.open(out / "a_pool-max-f2-s2-G_f2.jpg") as im:
         assert np.abs(np.asarray(im).astype(float) - expected[2, ..., 1]).mean() < 3
     records = [r for r in manifest_records(out) if r["output"].endswith(".jpg")]
@@ -229,8 +257,18 @@ def test_zarr_output_is_one_store_per_frame(tmp_path):
 def test_zarr_stores_of_frames_go_to_object_storage(tmp_path):
     zarr = pytest.importorskip("zarr")
     path = _save(tmp_path / "a.tiff", _frames(2))
-    ok("conv", path, "-o", "memory://frames-zarr/out", "-k", "sobel-y", "--normalize", "none",
-       "--format", "zarr")
+    ok(
+        "conv",
+        path,
+        "-o",
+        "memory://frames-zarr/out",
+        "-k",
+        "sobel-y",
+        "--normalize",
+        "none",
+        "--format",
+        "zarr",
+    )
     ok("conv", path, "-o", tmp_path / "o", "-k", "sobel-y", "--format", "npy")
     values = np.load(tmp_path / "o" / "a_conv-sobel-y-sum.npy")
     for k in (0, 1):
@@ -264,8 +302,13 @@ def test_frames_of_different_sizes_are_each_processed_and_written_on_their_own(t
 
 def test_a_phone_mpo_jpeg_is_no_stack_its_first_image_is_used(tmp_path):
     photo, preview = _frames(1)[0], _frames(1, size=(8, 6), seed=2)[0]
-    Image.fromarray(photo).save(tmp_path / "p.jpg", format="MPO", save_all=True,
-                                append_images=[Image.fromarray(preview)], quality=95)
+    Image.fromarray(photo).save(
+        tmp_path / "p.jpg",
+        format="MPO",
+        save_all=True,
+        append_images=[Image.fromarray(preview)],
+        quality=95,
+    )
     result = ok("pool", tmp_path / "p.jpg", "-o", tmp_path / "o", "--format", "npy")
     assert "used the first of 2 frames" in result.stderr
     assert np.load(tmp_path / "o" / "p_pool-max-f2-s2.npy").shape == (H // 2, W // 2, 3)
@@ -287,15 +330,17 @@ def _corrupt_tiff_of_3_frames(path, frame: int, garbage):
         im.seek(frame)
         offset, count = im.tag_v2[273][0], im.tag_v2[279][0]
     data = bytearray(path.read_bytes())
-    data[offset:offset + count] = garbage(count)
+    data[offset : offset + count] = garbage(count)
     path.write_bytes(bytes(data))
     return path
 
 
 def test_a_corrupt_frame_in_the_middle_fails_the_file_naming_it_and_writes_nothing(tmp_path):
-    path = _corrupt_tiff_of_3_frames(tmp_path / "c.tiff", 1,
-                                     lambda count: bytes(range(256)) * (count // 256)
-                                     + bytes(count % 256))
+    path = _corrupt_tiff_of_3_frames(
+        tmp_path / "c.tiff",
+        1,
+        lambda count: bytes(range(256)) * (count // 256) + bytes(count % 256),
+    )
     out = tmp_path / "o"
     out.mkdir()
     result = run("pool", path, "-o", out, "-q")
@@ -319,8 +364,10 @@ def test_figure_draws_a_row_per_frame_and_says_how_many_are_left_out(tmp_path):
     path = _save(tmp_path / "a.gif", arrays[:2])
     ok("pool", path, "-o", tmp_path / "o", "--figure")
     ok("pool", path, "-o", tmp_path / "one", "--figure", "--frames", "first")
-    with (Image.open(tmp_path / "o" / "a_pool-max-f2-s2_grid.png") as two,
-          Image.open(tmp_path / "one" / "a_pool-max-f2-s2_grid.png") as one):
+    with (
+        Image.open(tmp_path / "o" / "a_pool-max-f2-s2_grid.png") as two,
+        Image.open(tmp_path / "one" / "a_pool-max-f2-s2_grid.png") as one,
+    ):
         assert two.width == one.width and two.height > 1.5 * one.height  # a row per frame
 
 
@@ -329,8 +376,9 @@ def test_grad_conv_of_a_stack_sums_dW_over_its_frames():
     op = GradConvOp(ConvOp((get_kernel("sobel-x"),)))
     whole = Picture(np.stack(arrays).astype(np.float32), ("R", "G", "B"), 255.0, 8)
     maps, (dW,) = op.gradients(whole)
-    singles = [op.gradients(Picture(a.astype(np.float32), ("R", "G", "B"), 255.0, 8))
-               for a in arrays]
+    singles = [
+        op.gradients(Picture(a.astype(np.float32), ("R", "G", "B"), 255.0, 8)) for a in arrays
+    ]
     for k, (single_maps, _) in enumerate(singles):
         np.testing.assert_allclose(maps[k], single_maps, rtol=1e-5, atol=1e-2)
     np.testing.assert_allclose(dW, sum(s[1][0] for s in singles), rtol=1e-5)
@@ -364,13 +412,16 @@ def test_write_apng_keeps_every_frame_even_repeated_ones(shape, dtype):
 # --- memory: frames in groups -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, args", [
-    ("a.gif", ["conv", "-k", "sobel-x", "-k", "box-blur", "--channels", "each"]),
-    ("a.tiff", ["pool", "--format", "tiff"]),
-    ("a.png", ["conv", "-k", "sobel-y", "--format", "npy"]),
-    ("a.tiff", ["conv", "-k", "emboss", "--normalize", "none", "--format", "tiff"]),
-    ("a.gif", ["pad", "--format", "jpg"]),
-])
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("a.gif", ["conv", "-k", "sobel-x", "-k", "box-blur", "--channels", "each"]),
+        ("a.tiff", ["pool", "--format", "tiff"]),
+        ("a.png", ["conv", "-k", "sobel-y", "--format", "npy"]),
+        ("a.tiff", ["conv", "-k", "emboss", "--normalize", "none", "--format", "tiff"]),
+        ("a.gif", ["pad", "--format", "jpg"]),
+    ],
+)
 def test_frames_in_groups_under_memory_give_the_same_files(tmp_path, name, args):
     path = _save(tmp_path / name, _frames(5), duration=DURATIONS + [20], loop=0)
     whole, grouped = tmp_path / "whole", tmp_path / "grouped"
@@ -418,7 +469,8 @@ def test_dry_run_lists_the_files_a_stack_run_writes(tmp_path):
     assert f"{path} -> {out / 'm_pool-max-f2-s2_f2.tiff'} (5x4 tiff)" in lines
     ok("pool", path, gif, "-o", out)
     assert sorted(line.split(" -> ")[1].split(" (")[0] for line in lines) == sorted(
-        str(p) for p in out.iterdir() if p.suffix in (".png", ".tiff"))
+        str(p) for p in out.iterdir() if p.suffix in (".png", ".tiff")
+    )
 
 
 @pytest.mark.cluster
@@ -427,8 +479,23 @@ def test_a_stack_on_a_local_dask_cluster_gives_the_files_of_a_local_run(tmp_path
     tiff = _save(tmp_path / "z.tiff", _frames(2, seed=7))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     for out, extra in (("here", []), ("dask", ["--scheduler", "local", "-j", "1"])):
-        subprocess.run([sys.executable, "-m", "convcli", "pool", gif, tiff, "-o",
-                        tmp_path / out, "-q", *extra], check=True, env=env, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "convcli",
+                "pool",
+                gif,
+                tiff,
+                "-o",
+                tmp_path / out,
+                "-q",
+                *extra,
+            ],
+            check=True,
+            env=env,
+            timeout=120,
+        )
     assert digests(tmp_path / "dask") == digests(tmp_path / "here")
     frames, durations, loop = _read_frames(tmp_path / "dask" / "a_pool-max-f2-s2.png")
     assert (len(frames), durations, loop) == (3, DURATIONS[:3], 2)
@@ -441,9 +508,13 @@ def test_a_stack_keeps_its_exif_with_the_orientation_of_its_frames(tmp_path, suf
     exif = Image.Exif()
     exif[0x010F], exif[0x0112] = "Canon", 6
     exif.get_ifd(0x8769)[0x9003] = "2024:01:02 03:04:05"
-    Image.fromarray(frames[0]).save(tmp_path / f"anim{suffix}", save_all=True, lossless=True,
-                                    append_images=[Image.fromarray(f) for f in frames[1:]],
-                                    exif=exif.tobytes())
+    Image.fromarray(frames[0]).save(
+        tmp_path / f"anim{suffix}",
+        save_all=True,
+        lossless=True,
+        append_images=[Image.fromarray(f) for f in frames[1:]],
+        exif=exif.tobytes(),
+    )
     out = tmp_path / "o"
     ok("pool", tmp_path / f"anim{suffix}", "-o", out, *(["--format", fmt] if fmt else []))
     written = sorted(p for p in out.iterdir() if p.suffix in (".png", ".jpg"))
@@ -458,5 +529,6 @@ def test_a_stack_keeps_its_exif_with_the_orientation_of_its_frames(tmp_path, suf
             if fmt is None:
                 assert im.n_frames == 3
                 im.seek(2)
-                np.testing.assert_array_equal(np.asarray(im.convert("RGB")),
-                                              expected[2].astype(np.uint8))
+                np.testing.assert_array_equal(
+                    np.asarray(im.convert("RGB")), expected[2].astype(np.uint8)
+                )

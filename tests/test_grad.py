@@ -53,16 +53,12 @@ def test_pool_grad_equals_the_loop(mode, f, stride):
 
 
 def test_max_routing_is_one_pixel_per_window_the_first_maximum():
-    A = np.array([[5, 5, 1, 2],
-                  [0, 1, 2, 2],
-                  [3, 0, 0, 9],
-                  [0, 3, 1, 0]], np.float64).reshape(1, 4, 4, 1)
+    A = np.array([[5, 5, 1, 2], [0, 1, 2, 2], [3, 0, 0, 9], [0, 3, 1, 0]], np.float64).reshape(
+        1, 4, 4, 1
+    )
     got = pool_input_grad(A, f=2, stride=2, mode="max")[0, :, :, 0]
     # Ties go to the first maximum in row-major order (5 at the top-left, 2 at the top).
-    np.testing.assert_array_equal(got, [[1, 0, 0, 1],
-                                        [0, 0, 0, 0],
-                                        [1, 0, 0, 1],
-                                        [0, 0, 0, 0]])
+    np.testing.assert_array_equal(got, [[1, 0, 0, 1], [0, 0, 0, 0], [1, 0, 0, 1], [0, 0, 0, 0]])
 
 
 def test_average_counts_the_windows_sharing_a_pixel():
@@ -106,14 +102,23 @@ def test_conv_grads_match_centred_differences():
 
 def test_conv_grads_refuse_an_unknown_loss():
     with pytest.raises(ValueError, match="loss"):
-        conv_grads(np.ones((1, 3, 3, 1)), np.ones((3, 3, 1, 1)), np.zeros((1, 1, 1, 1)),
-                   {"stride": 1, "pad": 0}, loss="mean")
+        conv_grads(
+            np.ones((1, 3, 3, 1)),
+            np.ones((3, 3, 1, 1)),
+            np.zeros((1, 1, 1, 1)),
+            {"stride": 1, "pad": 0},
+            loss="mean",
+        )
 
 
 @settings(max_examples=60, deadline=None)
-@given(mode=st.sampled_from(PAD_MODES), h=st.integers(1, 6), w=st.integers(1, 6),
-       widths=st.one_of(st.integers(0, 4), st.tuples(*[st.integers(0, 4)] * 4)),
-       seed=st.integers(0, 2**16))
+@given(
+    mode=st.sampled_from(PAD_MODES),
+    h=st.integers(1, 6),
+    w=st.integers(1, 6),
+    widths=st.one_of(st.integers(0, 4), st.tuples(*[st.integers(0, 4)] * 4)),
+    seed=st.integers(0, 2**16),
+)
 def test_unpad_grad_is_the_adjoint_of_padding(mode, h, w, widths, seed):
     """<pad(A), G> = <A, unpad(G)> for every A and G: the gradient through pad_images.
 
@@ -161,9 +166,17 @@ def _photo(name="camera.png", mode="L"):
     return pixels(SAMPLES / name, mode).astype(np.float64)
 
 
-@pytest.mark.parametrize("mode, f, stride, pad, ceil", [
-    ("max", 2, 2, 0, False), ("max", 3, 2, 0, False), ("average", 3, 1, 0, False),
-    ("max", 3, 2, 1, True), ("average", 4, 3, 2, True), ("average", 3, 2, 1, False)])
+@pytest.mark.parametrize(
+    "mode, f, stride, pad, ceil",
+    [
+        ("max", 2, 2, 0, False),
+        ("max", 3, 2, 0, False),
+        ("average", 3, 1, 0, False),
+        ("max", 3, 2, 1, True),
+        ("average", 4, 3, 2, True),
+        ("average", 3, 2, 1, False),
+    ],
+)
 def test_pool_grad_equals_torch_on_a_photo(mode, f, stride, pad, ceil):
     torch = pytest.importorskip("torch")
     A = _photo("chelsea.png", "RGB")[None]
@@ -172,16 +185,18 @@ def test_pool_grad_equals_torch_on_a_photo(mode, f, stride, pad, ceil):
     if mode == "max":
         Z = torch.nn.functional.max_pool2d(x, f, stride, padding=pad, ceil_mode=ceil)
     else:
-        Z = torch.nn.functional.avg_pool2d(x, f, stride, padding=pad, ceil_mode=ceil,
-                                           count_include_pad=False)
+        Z = torch.nn.functional.avg_pool2d(
+            x, f, stride, padding=pad, ceil_mode=ceil, count_include_pad=False
+        )
     Z.sum().backward()
     expected = x.grad.numpy().transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("loss", choices.LOSSES)
-@pytest.mark.parametrize("kernel, stride, pad", [("sobel-x", 1, 1), ("edge", 2, 1),
-                                                 ("log-5x5", 1, 0)])
+@pytest.mark.parametrize(
+    "kernel, stride, pad", [("sobel-x", 1, 1), ("edge", 2, 1), ("log-5x5", 1, 0)]
+)
 def test_conv_grad_equals_torch_on_a_photo(loss, kernel, stride, pad):
     torch = pytest.importorskip("torch")
     A = _photo()[None]
@@ -193,8 +208,9 @@ def test_conv_grad_equals_torch_on_a_photo(loss, kernel, stride, pad):
     Z = torch.nn.functional.conv2d(x, k, stride=stride, padding=pad)
     (Z.sum() if loss == "sum" else 0.5 * (Z * Z).sum()).backward()
     scale = float(np.abs(dA).max())
-    np.testing.assert_allclose(dA, x.grad.numpy().transpose(0, 2, 3, 1), rtol=1e-9,
-                               atol=1e-12 * scale)
+    np.testing.assert_allclose(
+        dA, x.grad.numpy().transpose(0, 2, 3, 1), rtol=1e-9, atol=1e-12 * scale
+    )
     np.testing.assert_allclose(dW, k.grad.numpy().transpose(2, 3, 1, 0), rtol=1e-9)
 
 
@@ -218,16 +234,30 @@ def test_grad_pool_writes_the_routing_map(tmp_path):
 def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
     src = make_image(tmp_path / "photo.png", "L", seed=2)
     out = tmp_path / "out"
-    result = ok("grad", "conv", "-k", "vertical", "--loss", "energy", "--border", "constant",
-                src, "-o", out, "--format", "npy")
+    result = ok(
+        "grad",
+        "conv",
+        "-k",
+        "vertical",
+        "--loss",
+        "energy",
+        "--border",
+        "constant",
+        src,
+        "-o",
+        out,
+        "--format",
+        "npy",
+    )
     data = np.load(out / "photo_grad-conv-vertical-Bconstant-energy-sum.npy")
     A = pixels(src, "L").astype(np.float64)[None]
     W = get_kernel("vertical").weights[:, :, None, None]
     dA, dW = conv_grads(A, W, np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 1}, loss="energy")
     np.testing.assert_allclose(data, dA[0], rtol=1e-4, atol=1e-3 * np.abs(dA).max())
     assert "dW of vertical" in result.stderr
-    printed = np.array([[float(x) for x in line.split()]
-                        for line in result.stderr.splitlines()[1:4]])
+    printed = np.array(
+        [[float(x) for x in line.split()] for line in result.stderr.splitlines()[1:4]]
+    )
     np.testing.assert_allclose(printed, dW[:, :, 0, 0], rtol=1e-5)
     quiet = run("grad", "conv", "-k", "vertical", src, "-o", tmp_path / "q", "-q")
     assert quiet.exit_code == 0 and quiet.stderr == ""
@@ -243,31 +273,61 @@ def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
 def test_grad_pool_takes_pool_pad_and_ceil(tmp_path):
     src = make_image(tmp_path / "photo.png", "L", seed=5, size=(11, 8))
     out = tmp_path / "out"
-    ok("grad", "pool", "--mode", "average", "--size", "3", "--stride", "2", "--pad", "1",
-       "--ceil", src, "-o", out, "--format", "npy")
+    ok(
+        "grad",
+        "pool",
+        "--mode",
+        "average",
+        "--size",
+        "3",
+        "--stride",
+        "2",
+        "--pad",
+        "1",
+        "--ceil",
+        src,
+        "-o",
+        out,
+        "--format",
+        "npy",
+    )
     data = np.load(out / "photo_grad-pool-average-f3-s2-p1-ceil.npy")
     A = pixels(src, "L").astype(np.float64)[None]
     expected = pool_input_grad(A, f=3, stride=2, mode="average", pad=1, ceil=True)[0]
     np.testing.assert_allclose(data, expected, rtol=1e-6)
-    assert_one_line_error(run("grad", "pool", "--size", "3", "--pad", "2", src, "-o", out),
-                          2, "--pad")
+    assert_one_line_error(
+        run("grad", "pool", "--size", "3", "--pad", "2", src, "-o", out), 2, "--pad"
+    )
 
 
 def test_grad_conv_takes_a_pad_per_side(tmp_path):
     """--pad T,B,L,R: the border's gradient folds back onto the pixels each side copies."""
     src = make_image(tmp_path / "photo.png", "L", seed=4, size=(11, 8))
     out = tmp_path / "out"
-    ok("grad", "conv", "-k", "sobel-x", "--pad", "2,0,1,3", "--loss", "energy", src,
-       "-o", out, "--format", "npy")
+    ok(
+        "grad",
+        "conv",
+        "-k",
+        "sobel-x",
+        "--pad",
+        "2,0,1,3",
+        "--loss",
+        "energy",
+        src,
+        "-o",
+        out,
+        "--format",
+        "npy",
+    )
     (written,) = [p for p in outputs_in(out) if p.suffix == ".npy"]
     A = pixels(src, "L").astype(np.float64)[None]
     W = get_kernel("sobel-x").weights[:, :, None, None]
     padded = pad_images(A, (2, 0, 1, 3), mode="reflect")
-    dA, _ = conv_grads(padded, W, np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0},
-                       loss="energy")
+    dA, _ = conv_grads(padded, W, np.zeros((1, 1, 1, 1)), {"stride": 1, "pad": 0}, loss="energy")
     expected = unpad_grad(dA, (2, 0, 1, 3), mode="reflect")[0]
-    np.testing.assert_allclose(np.load(written), expected, rtol=1e-4,
-                               atol=1e-4 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        np.load(written), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max()
+    )
 
 
 def test_grad_conv_pads_a_kernel_that_is_not_square_by_side(tmp_path):
@@ -278,8 +338,21 @@ def test_grad_conv_pads_a_kernel_that_is_not_square_by_side(tmp_path):
     written = []
     for pad in ("same", "0,0,1,1"):
         out = tmp_path / pad
-        ok("grad", "conv", "-k", row, "--pad", pad, "--loss", "energy", src, "-o", out,
-           "--format", "npy")
+        ok(
+            "grad",
+            "conv",
+            "-k",
+            row,
+            "--pad",
+            pad,
+            "--loss",
+            "energy",
+            src,
+            "-o",
+            out,
+            "--format",
+            "npy",
+        )
         (npy,) = [p for p in outputs_in(out) if p.suffix == ".npy"]
         written.append(np.load(npy))
     assert written[0].shape == (8, 11, 1)
@@ -291,22 +364,42 @@ def test_grad_conv_folds_the_border_back(tmp_path, border):
     """With a border, each border value's gradient goes to the pixel it copies."""
     src = make_image(tmp_path / "photo.png", "RGB", seed=3, size=(9, 7))
     out = tmp_path / "out"
-    ok("grad", "conv", "-k", "sobel-x", "--channels", "each", "--border", border,
-       "--loss", "energy", src, "-o", out, "--format", "npy")
+    ok(
+        "grad",
+        "conv",
+        "-k",
+        "sobel-x",
+        "--channels",
+        "each",
+        "--border",
+        border,
+        "--loss",
+        "energy",
+        src,
+        "-o",
+        out,
+        "--format",
+        "npy",
+    )
     tag = "" if border == "reflect" else f"-B{border}"
     data = np.load(out / f"photo_grad-conv-sobel-x{tag}-energy-each.npy")
     W = get_kernel("sobel-x").weights[:, :, None, None]
     for c in range(3):
-        channel = pixels(src)[None, :, :, c:c + 1].astype(np.float64)
+        channel = pixels(src)[None, :, :, c : c + 1].astype(np.float64)
 
         def loss(channel=channel):
-            Z, _ = conv_forward(pad_images(channel, 1, mode=border), W, np.zeros((1, 1, 1, 1)),
-                                {"stride": 1, "pad": 0})
+            Z, _ = conv_forward(
+                pad_images(channel, 1, mode=border),
+                W,
+                np.zeros((1, 1, 1, 1)),
+                {"stride": 1, "pad": 0},
+            )
             return 0.5 * float(np.sum(Z * Z))
 
         expected = numerical_gradient(loss, channel, eps=1e-3)[0, :, :, 0]
-        np.testing.assert_allclose(data[:, :, c], expected, rtol=1e-4,
-                                   atol=1e-5 * np.abs(expected).max())
+        np.testing.assert_allclose(
+            data[:, :, c], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max()
+        )
 
 
 def test_grad_figure_and_offset_mapping(tmp_path):
@@ -317,13 +410,16 @@ def test_grad_figure_and_offset_mapping(tmp_path):
     levels = read(out / "photo_grad-conv-edge-energy-sum.png").astype(float)
     ok("grad", "conv", "-k", "edge", "--loss", "energy", src, "-o", out, "--format", "npy")
     raw = np.load(out / "photo_grad-conv-edge-energy-sum.npy")[:, :, 0]
-    np.testing.assert_allclose(levels, np.rint(127.5 + raw / np.abs(raw).max() * 127.5),
-                               atol=1)
+    np.testing.assert_allclose(levels, np.rint(127.5 + raw / np.abs(raw).max() * 127.5), atol=1)
 
 
 def test_grad_outputs_are_earlier_outputs(tmp_path):
-    names = ["photo.png", "photo_grad-pool-max-f2-s2-R.png",
-             "photo_grad-conv-vertical-sum-sum.npy", "photo_grad-conv-edge-energy-sum_grid.png"]
+    names = [
+        "photo.png",
+        "photo_grad-pool-max-f2-s2-R.png",
+        "photo_grad-conv-vertical-sum-sum.npy",
+        "photo_grad-conv-edge-energy-sum_grid.png",
+    ]
     assert "grad" in OPERATION_NAMES
     assert earlier_outputs(names, OPERATION_NAMES) == set(names[1:])
     # and a run into its own input folder takes only the photo
@@ -338,19 +434,31 @@ def test_grad_outputs_are_earlier_outputs(tmp_path):
 def test_grad_commands_take_the_common_options():
     from convcli.cli.main import main
 
-    common = {"out_dir", "fmt", "figure", "recursive", "quiet", "overwrite", "max_pixels",
-              "jobs", "scheduler"}
+    common = {
+        "out_dir",
+        "fmt",
+        "figure",
+        "recursive",
+        "quiet",
+        "overwrite",
+        "max_pixels",
+        "jobs",
+        "scheduler",
+    }
     grad = main.commands["grad"]
     assert {name: cmd.callback.__name__ for name, cmd in grad.commands.items()} == {
-        "pool": "grad_pool_cmd", "conv": "grad_conv_cmd"}
+        "pool": "grad_pool_cmd",
+        "conv": "grad_conv_cmd",
+    }
     for cmd in grad.commands.values():
         assert common <= {p.name for p in cmd.params}
 
 
 def test_grad_usage_errors(tmp_path):
     src = make_image(tmp_path / "photo.png", "L", seed=6)
-    result = run("grad", "conv", "-k", "vertical,horizontal", "--combine", "max", src,
-                 "-o", tmp_path / "o")
+    result = run(
+        "grad", "conv", "-k", "vertical,horizontal", "--combine", "max", src, "-o", tmp_path / "o"
+    )
     assert_one_line_error(result, 2, "--combine")
     result = run("grad", "pool", "--size", "50", src, "-o", tmp_path / "o2")
     assert result.exit_code == 1

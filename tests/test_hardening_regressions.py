@@ -20,8 +20,8 @@ def _apng_claiming(path, frames: int, claimed: int):
     images[0].save(path, save_all=True, append_images=images[1:], duration=50)
     data = bytearray(path.read_bytes())
     at = data.find(b"acTL")
-    data[at + 4:at + 8] = struct.pack(">I", claimed)
-    data[at + 12:at + 16] = struct.pack(">I", zlib.crc32(bytes(data[at:at + 12])))
+    data[at + 4 : at + 8] = struct.pack(">I", claimed)
+    data[at + 12 : at + 16] = struct.pack(">I", zlib.crc32(bytes(data[at : at + 12])))
     path.write_bytes(bytes(data))
     return path
 
@@ -49,15 +49,22 @@ def test_an_apng_claiming_fewer_frames_keeps_its_word(tmp_path):
 @pytest.mark.parametrize("size", ["", " ", "b", "k", "MiB"])
 def test_a_memory_size_without_a_number_is_refused_in_one_line(tmp_path, size):
     image = make_image(tmp_path / "a.png")
-    assert_one_line_error(run("pool", image, "-o", tmp_path / "o", "--memory", size), 2,
-                          "--memory", "is not a size")
+    assert_one_line_error(
+        run("pool", image, "-o", tmp_path / "o", "--memory", size), 2, "--memory", "is not a size"
+    )
 
 
 def test_control_characters_in_a_file_name_are_escaped_in_every_message(tmp_path):
     (tmp_path / "bad\nFAKE LINE.png").write_bytes(b"junk")
     make_image(tmp_path / "e\x1b[31mred.png")
-    result = run("pool", tmp_path / "bad\nFAKE LINE.png", tmp_path / "e\x1b[31mred.png",
-                 "-o", tmp_path / "o", "-v")
+    result = run(
+        "pool",
+        tmp_path / "bad\nFAKE LINE.png",
+        tmp_path / "e\x1b[31mred.png",
+        "-o",
+        tmp_path / "o",
+        "-v",
+    )
     assert result.exit_code == 1
     assert "\x1b" not in result.stderr and "\r" not in result.stderr
     lines = result.stderr.splitlines()
@@ -73,8 +80,13 @@ def test_for_terminal_escapes_c0_and_c1_controls_and_keeps_the_rest():
 
 
 def test_a_secret_of_the_arguments_is_hidden_where_a_library_quotes_it_in_pieces():
-    remember_secrets(["s3://AKIAEXAMPLE:Sup3rSecretValue@bad_bucket!/x",
-                      "--storage-option", "secret=AnotherSecret1"])
+    remember_secrets(
+        [
+            "s3://AKIAEXAMPLE:Sup3rSecretValue@bad_bucket!/x",
+            "--storage-option",
+            "secret=AnotherSecret1",
+        ]
+    )
     quoted = 'Invalid bucket name "AKIAEXAMPLE:Sup3rSecretValue@bad_bucket!" (AnotherSecret1)'
     hidden = redact(quoted)
     assert "Sup3rSecretValue" not in hidden and "AKIAEXAMPLE" not in hidden
@@ -100,10 +112,24 @@ def test_a_tiff_of_many_pages_is_parsed_a_bounded_number_of_times_a_page(tmp_pat
             tif.write(np.full((1, 2), k % 251, np.uint8), contiguous=False)
     parsed = []
     page_init = tifffile.TiffPage.__init__
-    monkeypatch.setattr(tifffile.TiffPage, "__init__",
-                        lambda self, *a, **k: parsed.append(1) or page_init(self, *a, **k))
-    result = run("pool", "--size", "1", "--stride", "1", tmp_path / "p.tif", "-o",
-                 tmp_path / "out.png", "-q", "-j", "1")
+    monkeypatch.setattr(
+        tifffile.TiffPage,
+        "__init__",
+        lambda self, *a, **k: parsed.append(1) or page_init(self, *a, **k),
+    )
+    result = run(
+        "pool",
+        "--size",
+        "1",
+        "--stride",
+        "1",
+        tmp_path / "p.tif",
+        "-o",
+        tmp_path / "out.png",
+        "-q",
+        "-j",
+        "1",
+    )
     assert result.exit_code == 0, result.output
     assert len(parsed) <= 3 * pages
     with Image.open(tmp_path / "out.png") as written:
@@ -145,7 +171,7 @@ def test_convclis_own_lines_stay_lines_while_a_name_is_escaped(tmp_path):
     lines = result.stderr.splitlines()
     assert any("x\\nFAKE.png: " in line and "dW of vertical" in line for line in lines)
     heading = next(k for k, line in enumerate(lines) if "dW of vertical" in line)
-    grid = lines[heading + 1:heading + 4]
+    grid = lines[heading + 1 : heading + 4]
     assert all(len(row.split()) == 3 for row in grid)
     assert not any(line.startswith("FAKE") for line in lines)
 
@@ -163,8 +189,7 @@ def test_a_small_work_size_is_said_in_a_unit_that_shows_it(tmp_path):
 
 
 @pytest.mark.parametrize("greeting", [b"", b"HTTP/1.1 400 Bad Request\r\n\r\n"])
-def test_a_scheduler_address_that_is_no_dask_scheduler_is_one_line(tmp_path, monkeypatch,
-                                                                    greeting):
+def test_a_scheduler_address_that_is_no_dask_scheduler_is_one_line(tmp_path, monkeypatch, greeting):
     # An HTTP server's port hung for minutes, or ended in "Unable to allocate 3.07 EiB".
     import contextlib
     import socket
@@ -198,12 +223,19 @@ def test_a_zarr_store_declaring_huge_sides_is_refused_from_its_header(tmp_path):
     zarr = pytest.importorskip("zarr")
     group = zarr.open_group(str(tmp_path / "huge.zarr"), mode="w")
     group.create_array("0", shape=(2**40, 2**40), dtype="uint8", chunks=(256, 256))
-    group.attrs["multiscales"] = [{
-        "version": "0.4", "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
-        "datasets": [{"path": "0", "coordinateTransformations": [
-            {"type": "scale", "scale": [1, 1]}]}]}]
-    for extra, said in (((), "over the limit of 89,478,485"),
-                        (("--max-pixels", "0"), "over the 2,147,483,647 rows or columns")):
+    group.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "datasets": [
+                {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}
+            ],
+        }
+    ]
+    for extra, said in (
+        ((), "over the limit of 89,478,485"),
+        (("--max-pixels", "0"), "over the 2,147,483,647 rows or columns"),
+    ):
         for dry in ((), ("-n",)):
             result = run("pool", tmp_path / "huge.zarr", "-o", tmp_path / "out", *extra, *dry)
             assert result.exit_code == 1, result.output
@@ -239,11 +271,18 @@ def test_a_tiny_budget_still_gives_strips_of_a_useful_height(tmp_path):
     from convcli.kernels import get_kernel
 
     tifffile.imwrite(tmp_path / "a.tif", np.zeros((977, 1249, 3), np.uint8), photometric="rgb")
-    task = Task(str(tmp_path / "a.tif"), str(tmp_path / "out"), "a",
-                ConvOp((get_kernel("emboss"),)), memory=64 << 10)
+    task = Task(
+        str(tmp_path / "a.tif"),
+        str(tmp_path / "out"),
+        "a",
+        ConvOp((get_kernel("emboss"),)),
+        memory=64 << 10,
+    )
     with open_regions(task.source) as source:
-        rows = [streamed.plan_in_strips(task, source, [], budget)[2]
-                for budget in (64 << 10, streamed.MIN_STRIP_WORK)]
+        rows = [
+            streamed.plan_in_strips(task, source, [], budget)[2]
+            for budget in (64 << 10, streamed.MIN_STRIP_WORK)
+        ]
     assert rows[0] == rows[1] > 16
 
 
@@ -256,13 +295,16 @@ def test_a_run_in_strips_does_not_load_dask_outside_a_cluster(tmp_path):
     import tifffile
 
     tifffile.imwrite(tmp_path / "a.tif", np.zeros((300, 400), np.uint8))
-    script = ("import sys\nfrom convcli.cli import main\n"
-              f"try:\n    main(['pool', {str(tmp_path / 'a.tif')!r}, '-o', "
-              f"{str(tmp_path / 'out')!r}, '--memory', '64K', '-v', '-j', '1'])\n"
-              "except SystemExit as exc:\n    assert not exc.code\n"
-              "print('distributed' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
+    script = (
+        "import sys\nfrom convcli.cli import main\n"
+        f"try:\n    main(['pool', {str(tmp_path / 'a.tif')!r}, '-o', "
+        f"{str(tmp_path / 'out')!r}, '--memory', '64K', '-v', '-j', '1'])\n"
+        "except SystemExit as exc:\n    assert not exc.code\n"
+        "print('distributed' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert "processed in strips" in done.stderr
     assert done.stdout.strip() == "False"
@@ -283,8 +325,7 @@ def test_max_pixels_counts_the_frames_of_a_stack_together(tmp_path, kind):
         pictures[0].save(path, save_all=True, append_images=pictures[1:])
     out = tmp_path / "out"
     result = run("pool", path, "-o", out, "--frames", "all", "--max-pixels", "29999", "-q")
-    assert_one_line_error(result, 1, "s." + kind, "3 frames read are 30,000 pixels",
-                          "29,999")
+    assert_one_line_error(result, 1, "s." + kind, "3 frames read are 30,000 pixels", "29,999")
     assert not out.exists() or not list(out.iterdir())
     result = run("pool", path, "-o", out, "--frames", "all", "--max-pixels", "30000", "-q")
     assert result.exit_code == 0, result.output
@@ -310,8 +351,7 @@ def test_a_tiff_of_empty_tiles_is_refused_unless_max_pixels_is_0(tmp_path, memor
     out = tmp_path / "out"
     extra = ["--memory", memory] if memory else []
     result = run("pool", path, "-o", out, "-q", *extra)
-    assert_one_line_error(result, 1, "empty.tif", "stores 0 bytes of image data",
-                          "--max-pixels 0")
+    assert_one_line_error(result, 1, "empty.tif", "stores 0 bytes of image data", "--max-pixels 0")
     assert not out.exists() or not list(out.iterdir())
     result = run("pool", path, "-o", out, "-q", "--max-pixels", "0", *extra)
     assert result.exit_code == 0, result.output

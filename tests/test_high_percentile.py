@@ -8,14 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convcli.levels import mapping as levels
-from convcli.levels.mapping import _high_percentile, robust_top
+from convcli.levels import percentiles
+from convcli.levels.percentiles import _high_percentile, robust_top
 
 
 @settings(max_examples=60, deadline=None)
-@given(size=st.integers(1, 300_000), kind=st.sampled_from(["normal", "levels", "sparse", "heavy"]),
-       percentile=st.sampled_from([99.5, 99.9, 99.0, 100.0, 97.0, 50.0, 0.0, 99.87, 99.95]),
-       dtype=st.sampled_from([np.float32, np.float64]), inside=st.booleans(),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    size=st.integers(1, 300_000),
+    kind=st.sampled_from(["normal", "levels", "sparse", "heavy"]),
+    percentile=st.sampled_from([99.5, 99.9, 99.0, 100.0, 97.0, 50.0, 0.0, 99.87, 99.95]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    inside=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_equals_numpy_percentile(size, kind, percentile, dtype, inside, seed):
     g = np.random.default_rng(seed)
     if kind == "normal":
@@ -69,26 +74,33 @@ def test_large_maps_take_the_sample_and_equal_numpy(monkeypatch, dtype, percenti
     def whole_array(*args, **kwargs):  # the fallback: not expected here
         raise AssertionError("the whole array was taken")
 
-    monkeypatch.setattr(levels, "_whole_percentile", whole_array)
+    monkeypatch.setattr(percentiles, "_whole_percentile", whole_array)
     assert _high_percentile(a, percentile) == want
 
 
 @settings(max_examples=40, deadline=None)
-@given(shape=st.tuples(st.integers(260, 420), st.integers(300, 700)),
-       kind=st.sampled_from(["normal", "levels", "sparse", "zeros", "heavy"]),
-       bad=st.sampled_from([None, np.nan, np.inf, -np.inf, 1e38, -3e38]),
-       bad_inside=st.booleans(), margin=st.integers(0, 6),
-       rows_bytes=st.sampled_from([4, 1 << 12, 1 << 19]), seed=st.integers(0, 2**32 - 1))
-def test_robust_levels_by_rows_are_the_whole_map_levels(shape, kind, bad, bad_inside, margin,
-                                                        rows_bytes, seed):
+@given(
+    shape=st.tuples(st.integers(260, 420), st.integers(300, 700)),
+    kind=st.sampled_from(["normal", "levels", "sparse", "zeros", "heavy"]),
+    bad=st.sampled_from([None, np.nan, np.inf, -np.inf, 1e38, -3e38]),
+    bad_inside=st.booleans(),
+    margin=st.integers(0, 6),
+    rows_bytes=st.sampled_from([4, 1 << 12, 1 << 19]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_robust_levels_by_rows_are_the_whole_map_levels(
+    shape, kind, bad, bad_inside, margin, rows_bytes, seed
+):
     """8-bit robust levels a block of rows at a time: the whole-map passes' levels and scale;
     NaN, inf and huge values, inside or in the margin, are left to the whole-map passes."""
     g = np.random.default_rng(seed)
-    x = {"normal": lambda: g.standard_normal(shape) * 40,
-         "levels": lambda: g.integers(-3, 4, shape).astype(float),
-         "sparse": lambda: np.where(g.random(shape) < 0.01, g.standard_normal(shape) * 90, 0),
-         "zeros": lambda: np.zeros(shape),
-         "heavy": lambda: g.standard_cauchy(shape)}[kind]().astype(np.float32)
+    x = {
+        "normal": lambda: g.standard_normal(shape) * 40,
+        "levels": lambda: g.integers(-3, 4, shape).astype(float),
+        "sparse": lambda: np.where(g.random(shape) < 0.01, g.standard_normal(shape) * 90, 0),
+        "zeros": lambda: np.zeros(shape),
+        "heavy": lambda: g.standard_cauchy(shape),
+    }[kind]().astype(np.float32)
     if bad is not None:
         x[(shape[0] // 2, shape[1] // 3) if bad_inside else (0, shape[1] - 1)] = bad
     before = x.copy()

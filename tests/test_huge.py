@@ -19,8 +19,13 @@ def tiffs(tmp_path_factory):
     """A tiled deflate RGB TIFF and a stripped grey one, larger than a 1 MB budget's work."""
     folder = tmp_path_factory.mktemp("tiffs")
     rgb = np.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB"))
-    tifffile.imwrite(folder / "rgb.tif", np.tile(rgb, (1, 2, 1))[:700], tile=(256, 256),
-                     compression="zlib", photometric="rgb")
+    tifffile.imwrite(
+        folder / "rgb.tif",
+        np.tile(rgb, (1, 2, 1))[:700],
+        tile=(256, 256),
+        compression="zlib",
+        photometric="rgb",
+    )
     grey = np.asarray(Image.open(SAMPLES / "camera.png").convert("L"))
     tifffile.imwrite(folder / "grey.tif", np.tile(grey, (2, 1))[:900, :333], rowsperstrip=64)
     return folder
@@ -58,8 +63,11 @@ def test_strips_write_the_whole_image_paths_bytes(tiffs, tmp_path, command, name
     assert names(strips) == names(whole)
     for output in names(whole):
         if output.endswith(".png"):  # the same levels (the deflate stream may differ)
-            np.testing.assert_array_equal(np.asarray(Image.open(strips / output)),
-                                          np.asarray(Image.open(whole / output)), output)
+            np.testing.assert_array_equal(
+                np.asarray(Image.open(strips / output)),
+                np.asarray(Image.open(whole / output)),
+                output,
+            )
         elif output != "convcli-manifest.jsonl":
             assert (strips / output).read_bytes() == (whole / output).read_bytes(), output
     assert _records(strips) == _records(whole)
@@ -81,14 +89,25 @@ def test_raw_values_become_a_tiled_bigtiff_with_reduced_levels(tiffs, tmp_path):
 
 
 def test_a_budget_large_enough_reads_the_image_whole(tiffs, tmp_path):
-    result = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path, "-v",
-                 "--memory", "4G")
+    result = run(
+        "conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path, "-v", "--memory", "4G"
+    )
     assert result.exit_code == 0 and "strips" not in result.stderr
 
 
 def test_jpeg_is_not_written_in_strips(tiffs, tmp_path):
-    jpg = run("conv", "-k", "vertical", tiffs / "grey.tif", "-o", tmp_path / "j",
-              "--format", "jpg", "--memory", "1M")
+    jpg = run(
+        "conv",
+        "-k",
+        "vertical",
+        tiffs / "grey.tif",
+        "-o",
+        tmp_path / "j",
+        "--format",
+        "jpg",
+        "--memory",
+        "1M",
+    )
     assert jpg.exit_code == 1
     assert "processed in strips, which write npy, png, tiff, zarr, not jpg" in jpg.stderr
     assert not any((tmp_path / "j").glob("*.jpg"))
@@ -106,12 +125,23 @@ def test_the_figure_of_an_image_in_strips_is_an_overview(tiffs, tmp_path, comman
     assert any(r["output"] == grid.name for r in _records(tmp_path))
 
 
-def test_outputs_that_would_not_fit_the_disk_are_refused_before_writing(tiffs, tmp_path,
-                                                                     monkeypatch):
+def test_outputs_that_would_not_fit_the_disk_are_refused_before_writing(
+    tiffs, tmp_path, monkeypatch
+):
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1000))
-    result = run("conv", "-k", "vertical", "-j", "1", tiffs / "rgb.tif", "-o", tmp_path / "o",
-                 "--memory", "1M")
+    result = run(
+        "conv",
+        "-k",
+        "vertical",
+        "-j",
+        "1",
+        tiffs / "rgb.tif",
+        "-o",
+        tmp_path / "o",
+        "--memory",
+        "1M",
+    )
     assert result.exit_code == 1
     assert "not enough free space for" in result.stderr and "1.0 kB free" in result.stderr
     assert not any((tmp_path / "o").glob("*.png"))
@@ -134,12 +164,27 @@ def test_memory_stays_within_strips_of_a_large_image(tmp_path):
 
     rng = np.random.default_rng(0)
     side = 3000  # 9 megapixels: 36 MB as float32, several times that for the whole path
-    tifffile.imwrite(tmp_path / "big.tif", rng.integers(0, 256, (side, side), np.uint8),
-                     tile=(256, 256), compression="zlib")
+    tifffile.imwrite(
+        tmp_path / "big.tif",
+        rng.integers(0, 256, (side, side), np.uint8),
+        tile=(256, 256),
+        compression="zlib",
+    )
     tracemalloc.start()
     try:
-        result = run("conv", "-k", "sobel-x", "-j", "1", tmp_path / "big.tif", "-o",
-                     tmp_path / "out", "--memory", "24M", "-v")
+        result = run(
+            "conv",
+            "-k",
+            "sobel-x",
+            "-j",
+            "1",
+            tmp_path / "big.tif",
+            "-o",
+            tmp_path / "out",
+            "--memory",
+            "24M",
+            "-v",
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -164,8 +209,20 @@ def test_outputs_in_place_before_a_later_one_fails_are_recorded(tiffs, tmp_path,
         return real_close(self)
 
     monkeypatch.setattr(row_writers._PngSink, "close", full_disk_on_the_second)
-    result = run("conv", "-k", "vertical", "--channels", "each", "-j", "1", tiffs / "rgb.tif",
-                 "-o", tmp_path, "--memory", "8M")
+    result = run(
+        "conv",
+        "-k",
+        "vertical",
+        "--channels",
+        "each",
+        "-j",
+        "1",
+        tiffs / "rgb.tif",
+        "-o",
+        tmp_path,
+        "--memory",
+        "8M",
+    )
     assert result.exit_code == 1 and "no space left" in result.stderr
     on_disk = sorted(p.name for p in tmp_path.glob("*.png"))
     recorded = sorted(r["output"] for r in _records(tmp_path))

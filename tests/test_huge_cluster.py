@@ -25,22 +25,35 @@ def tiffs(tmp_path_factory):
     """A tiled RGB TIFF (700 x 500) and a stripped grey one of an odd height (2101 x 200)."""
     folder = tmp_path_factory.mktemp("tiffs")
     rgb = np.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB"))
-    tifffile.imwrite(folder / "rgb.tif", np.tile(rgb, (2, 1, 1))[:700, :500], tile=(256, 256),
-                     compression="zlib", photometric="rgb")
+    tifffile.imwrite(
+        folder / "rgb.tif",
+        np.tile(rgb, (2, 1, 1))[:700, :500],
+        tile=(256, 256),
+        compression="zlib",
+        photometric="rgb",
+    )
     grey = np.asarray(Image.open(SAMPLES / "camera.png").convert("L"))
     tifffile.imwrite(folder / "grey.tif", np.tile(grey, (5, 1))[:2101, :200], rowsperstrip=64)
     return folder
 
 
 def _on_cluster(cluster, *args):
-    command = [sys.executable, "-m", "convcli", *map(str, args), "--scheduler",
-               cluster.address, "-v"]
+    command = [
+        sys.executable,
+        "-m",
+        "convcli",
+        *map(str, args),
+        "--scheduler",
+        cluster.address,
+        "-v",
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
 def _records(folder):
-    records = [json.loads(line) for line in
-               (folder / "convcli-manifest.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (folder / "convcli-manifest.jsonl").read_text().splitlines()
+    ]
     return sorted((dict(r, command="") for r in records), key=lambda r: r["output"])
 
 
@@ -50,8 +63,20 @@ def _tasks(stderr: str, name: str) -> int:
 
 
 def test_band_tasks_write_the_local_runs_tiff_bytes(cluster, tiffs, tmp_path):
-    command = ["conv", "-k", "sobel-x", "-k", "edge", "--channels", "gray", "--format", "tiff",
-               "--memory", "1M", tiffs]
+    command = [
+        "conv",
+        "-k",
+        "sobel-x",
+        "-k",
+        "edge",
+        "--channels",
+        "gray",
+        "--format",
+        "tiff",
+        "--memory",
+        "1M",
+        tiffs,
+    ]
     assert run(*command, "-o", tmp_path / "local").exit_code == 0
     result = _on_cluster(cluster, *command, "-o", tmp_path / "remote")
     assert result.returncode == 0, result.stderr
@@ -59,8 +84,9 @@ def test_band_tasks_write_the_local_runs_tiff_bytes(cluster, tiffs, tmp_path):
     assert names(tmp_path / "remote") == names(tmp_path / "local")
     for name in names(tmp_path / "local"):
         if name != "convcli-manifest.jsonl":
-            assert (tmp_path / "remote" / name).read_bytes() == \
-                (tmp_path / "local" / name).read_bytes(), name
+            assert (tmp_path / "remote" / name).read_bytes() == (
+                tmp_path / "local" / name
+            ).read_bytes(), name
     assert _records(tmp_path / "remote") == _records(tmp_path / "local")
 
 
@@ -78,25 +104,47 @@ def bucket():
     server.stop()
 
 
-def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs, bucket,
-                                                                  tmp_path):
+def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs, bucket, tmp_path):
     """grey.tif to an S3 bucket (moto): 2 bands of 1024 rows, the workers write levels 0 to
     2 straight into the store there, the rest are made from level 2; rgb.tif to a folder:
     raw values, 2 bands of 256 rows. The local run's values at every level, bit for bit."""
     given = [arg for key, value in bucket.items() for arg in ("--storage-option", f"{key}={value}")]
-    grey = ["conv", "-k", "edge", "--normalize", "robust", "--format", "zarr", "--memory", "1M",
-            tiffs / "grey.tif"]
-    raw = ["conv", "-k", "vertical", "--normalize", "none", "--format", "zarr", "--memory", "1M",
-           tiffs / "rgb.tif"]
+    grey = [
+        "conv",
+        "-k",
+        "edge",
+        "--normalize",
+        "robust",
+        "--format",
+        "zarr",
+        "--memory",
+        "1M",
+        tiffs / "grey.tif",
+    ]
+    raw = [
+        "conv",
+        "-k",
+        "vertical",
+        "--normalize",
+        "none",
+        "--format",
+        "zarr",
+        "--memory",
+        "1M",
+        tiffs / "rgb.tif",
+    ]
     for args, there in ((grey, ["s3://huge/out", *given]), (raw, [tmp_path / "remote"])):
         assert run(*args, "-o", tmp_path / "local").exit_code == 0
         result = _on_cluster(cluster, *args, "-o", *there)
         assert result.returncode == 0, result.stderr
         assert _tasks(result.stderr, args[-1].name) == 2
     grey_store, raw_store = "grey_conv-edge-robust-sum.zarr", "rgb_conv-vertical-none-sum.zarr"
-    stores = {grey_store: zarr.storage.FsspecStore.from_url(
-        f"s3://huge/out/{grey_store}", storage_options=bucket, read_only=True),
-        raw_store: str(tmp_path / "remote" / raw_store)}
+    stores = {
+        grey_store: zarr.storage.FsspecStore.from_url(
+            f"s3://huge/out/{grey_store}", storage_options=bucket, read_only=True
+        ),
+        raw_store: str(tmp_path / "remote" / raw_store),
+    }
     assert sorted(path.name for path in (tmp_path / "local").glob("*.zarr")) == sorted(stores)
     for name, store in stores.items():
         local = zarr.open_group(str(tmp_path / "local" / name), mode="r")

@@ -179,8 +179,10 @@ def test_every_truncation_of_a_multi_frame_file_is_an_image_error(tmp_path, make
                 read_image(path)
             except ImageError as exc:
                 failures.add(str(exc).split(":")[0])
-    assert failures <= {"cannot decode the image", "not an image file (Pillow cannot identify "
-                        "its format)"}
+    assert failures <= {
+        "cannot decode the image",
+        "not an image file (Pillow cannot identify its format)",
+    }
     assert "cannot decode the image" in failures
 
 
@@ -196,9 +198,19 @@ def test_truncated_gif_is_one_line_on_the_command_line(tmp_path):
 
 @pytest.mark.parametrize(
     "name, expected",
-    [("a.png", True), ("A.JPG", True), ("b.Jpeg", True), ("c.tif", True), ("d.webp", True),
-     ("e.bmp", True), ("f.gif", True), ("notes.txt", False), ("data.npy", False),
-     ("noext", False), ("stub.h5", False)],
+    [
+        ("a.png", True),
+        ("A.JPG", True),
+        ("b.Jpeg", True),
+        ("c.tif", True),
+        ("d.webp", True),
+        ("e.bmp", True),
+        ("f.gif", True),
+        ("notes.txt", False),
+        ("data.npy", False),
+        ("noext", False),
+        ("stub.h5", False),
+    ],
 )
 def test_is_image_name(name, expected):
     assert images.is_image_name(name) is expected
@@ -212,13 +224,25 @@ def test_usual_image_names_load_no_other_pillow_plugin(monkeypatch):
     inits = []
     monkeypatch.setattr(Image, "init", lambda: inits.append(1))
     monkeypatch.setattr(images, "image_extensions", lambda: inits.append(1) or frozenset())
-    names = ["a.jpg", "B.JPEG", "c.jfif", "d.png", "e.apng", "f.gif", "g.bmp", "h.ppm",
-             "i.pgm", "out", "folder/out"]
+    names = [
+        "a.jpg",
+        "B.JPEG",
+        "c.jfif",
+        "d.png",
+        "e.apng",
+        "f.gif",
+        "g.bmp",
+        "h.ppm",
+        "i.pgm",
+        "out",
+        "folder/out",
+    ]
     answers = [images.is_image_name(name) for name in names]
     assert inits == [] and answers == [True] * 9 + [False] * 2
     monkeypatch.undo()
-    assert [name for name in names if Path(name).suffix.lower() in images.image_extensions()
-            ] == names[:9]
+    assert [
+        name for name in names if Path(name).suffix.lower() in images.image_extensions()
+    ] == names[:9]
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -298,13 +322,18 @@ def test_npy_is_replaced_only_over_a_valid_npy(tmp_path):
 
 # --- the fast JPEG path (simplejpeg) and its fallback, Pillow ---------------------------------
 
+
 def _jpeg_variants(folder):
     """JPEGs of every kind the fast path must read as Pillow does, or leave to Pillow."""
     g = np.random.default_rng(11)
     rgb = g.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8)
     paths = []
-    for name, options in [("plain", {}), ("progressive", {"progressive": True}),
-                          ("subsampled", {"subsampling": 2}), ("full", {"subsampling": 0})]:
+    for name, options in [
+        ("plain", {}),
+        ("progressive", {"progressive": True}),
+        ("subsampled", {"subsampling": 2}),
+        ("full", {"subsampling": 0}),
+    ]:
         paths.append(folder / f"{name}.jpg")
         Image.fromarray(rgb).save(paths[-1], quality=90, **options)
     paths.append(folder / "grey.jpg")
@@ -333,8 +362,9 @@ def test_jpeg_reads_as_pillow_with_and_without_the_fast_decoder(tmp_path, monkey
     calls = []
     if fast:
         decode = decoder.decode_jpeg
-        monkeypatch.setattr(decoder, "decode_jpeg",
-                            lambda *a, **k: calls.append(1) or decode(*a, **k))
+        monkeypatch.setattr(
+            decoder, "decode_jpeg", lambda *a, **k: calls.append(1) or decode(*a, **k)
+        )
     else:
         monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
     paths = _jpeg_variants(tmp_path)
@@ -375,8 +405,11 @@ def test_jpeg_is_written_at_quality_95(tmp_path, shape):
     save_levels(tmp_path / "ours.jpg", levels, fmt="jpg")
     Image.fromarray(levels).save(tmp_path / "q95.jpg", quality=95)
     Image.fromarray(levels).save(tmp_path / "q94.jpg", quality=94)
-    with (Image.open(tmp_path / "ours.jpg") as ours, Image.open(tmp_path / "q95.jpg") as q95,
-          Image.open(tmp_path / "q94.jpg") as q94):
+    with (
+        Image.open(tmp_path / "ours.jpg") as ours,
+        Image.open(tmp_path / "q95.jpg") as q95,
+        Image.open(tmp_path / "q94.jpg") as q94,
+    ):
         assert ours.quantization == q95.quantization != q94.quantization
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(q95))
 

@@ -81,7 +81,8 @@ def test_symlink_loops_met_in_a_folder_walk_are_named_whatever_their_names(tmp_p
     assert result.exception is None or isinstance(result.exception, SystemExit)
     loops = ["loop1.png", "loop2.png", "self"] + (["sub/deep.png"] if recursive else [])
     assert sorted(error_lines(result)) == sorted(
-        f"convcli: {folder / name}: Too many levels of symbolic links" for name in loops)
+        f"convcli: {folder / name}: Too many levels of symbolic links" for name in loops
+    )
     assert names(out) == ["a_pool-max-f2-s2-L.png"]
     assert run("pool", folder / "a.png", "-o", tmp_path / "alone").exit_code == 0
     alone = pixels(tmp_path / "alone" / "a_pool-max-f2-s2-L.png", "L")

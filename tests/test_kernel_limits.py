@@ -106,8 +106,11 @@ def test_a_kernel_at_the_limit_loads_from_text_and_toml(tmp_path):
     text = tmp_path / "k.txt"
     text.write_text(format_kernel_grid(weights) + "\n")
     toml = tmp_path / "k.toml"
-    toml.write_text("weights = [\n" + "".join(
-        "  [" + ", ".join(repr(float(x)) for x in row) + "],\n" for row in weights) + "]\n")
+    toml.write_text(
+        "weights = [\n"
+        + "".join("  [" + ", ".join(repr(float(x)) for x in row) + "],\n" for row in weights)
+        + "]\n"
+    )
     for path in (text, toml):
         assert path.stat().st_size <= MAX_KERNEL_FILE_BYTES
         kernel = load_kernel_file(path)
@@ -119,8 +122,11 @@ def test_a_kernel_at_the_limit_loads_from_text_and_toml(tmp_path):
     [
         ("rows.txt", ("1 " * 255 + "\n") * 256, "the grid has 256 rows"),
         ("cols.txt", "1, " * 256 + "\n", "line 1 has 256 values"),
-        ("ragged.txt", "# wide\n" + ("1 " * 5 + "\n") * 3 + "1 " * 300 + "\n",
-         "line 5 has 300 values"),
+        (
+            "ragged.txt",
+            "# wide\n" + ("1 " * 5 + "\n") * 3 + "1 " * 300 + "\n",
+            "line 5 has 300 values",
+        ),
         ("rows.toml", "weights = [" + "[1, 2], " * 256 + "]\n", "'weights' has 256 rows"),
         ("cols.toml", "weights = [[1], [" + "1, " * 256 + "]]\n", "row 2 has 256 values"),
     ],
@@ -159,6 +165,7 @@ def test_a_huge_kernel_file_is_a_usage_error_on_the_command_line(tmp_path):
     path.write_text(("1 " * 2_000 + "\n") * 600)  # 2.4 MB: 600 x 2000 weights
     assert_one_line_error(run("kernels", path), 2, str(path), "larger than 2 MiB")
     photo = make_image(tmp_path / "photo.png")
-    assert_one_line_error(run("conv", "-k", path, photo, "-o", tmp_path / "out"), 2,
-                          str(path), "larger than 2 MiB")
+    assert_one_line_error(
+        run("conv", "-k", path, photo, "-o", tmp_path / "out"), 2, str(path), "larger than 2 MiB"
+    )
     assert not (tmp_path / "out").exists()

@@ -612,18 +612,36 @@ MALFORMED = [
     ("zero.toml", "scale = 0\nweights = [[1]]\n", "scale must be a finite non-zero number"),
     ("scale.toml", 'scale = "a/b"\nweights = [[1]]\n', "scale 'a/b' is not a number"),
     ("huge.toml", "scale = 1e300\nweights = [[1e10]]\n", "is inf; weights must be finite"),
-    ("bigfraction.toml", f'scale = "{10 ** 400}/1"\nweights = [[1]]\n',
-     "scale must be a finite non-zero number"),
-    ("tinyfraction.toml", f'scale = "1/{10 ** 400}"\nweights = [[1]]\n',
-     "scale must be a finite non-zero number"),
-    ("bigintscale.toml", f"scale = {10 ** 400}\nweights = [[1]]\n",
-     "scale must be a finite non-zero number"),
-    ("bigint.toml", f"weights = [[1], [{'9' * 400}]]\n",
-     "row 2, column 1 is an integer of 400 digits: weights beyond the float32 range"),
-    ("big.toml", "weights = [[1, 1e308]]\n",
-     "row 1, column 2 is 1e+308: weights beyond the float32 range"),
-    ("scaled.toml", "scale = 1e30\nweights = [[1e10]]\n",
-     "row 1, column 1 is 1e+40: weights beyond the float32 range"),
+    (
+        "bigfraction.toml",
+        f'scale = "{10**400}/1"\nweights = [[1]]\n',
+        "scale must be a finite non-zero number",
+    ),
+    (
+        "tinyfraction.toml",
+        f'scale = "1/{10**400}"\nweights = [[1]]\n',
+        "scale must be a finite non-zero number",
+    ),
+    (
+        "bigintscale.toml",
+        f"scale = {10**400}\nweights = [[1]]\n",
+        "scale must be a finite non-zero number",
+    ),
+    (
+        "bigint.toml",
+        f"weights = [[1], [{'9' * 400}]]\n",
+        "row 2, column 1 is an integer of 400 digits: weights beyond the float32 range",
+    ),
+    (
+        "big.toml",
+        "weights = [[1, 1e308]]\n",
+        "row 1, column 2 is 1e+308: weights beyond the float32 range",
+    ),
+    (
+        "scaled.toml",
+        "scale = 1e30\nweights = [[1e10]]\n",
+        "row 1, column 1 is 1e+40: weights beyond the float32 range",
+    ),
     ("big.txt", "1 2\n3 -1e308\n", "row 2, column 2 is -1e+308: weights beyond the float32 range"),
     ("desc.toml", "description = 3\nweights = [[1]]\n", "'description' must be one line"),
 ]
@@ -743,8 +761,13 @@ def test_format_kernel_grid():
 IMAGEMAGICK_GRIDS = {
     "Laplacian:0": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],
     "Laplacian:1": [[0, -1, 0], [-1, 4, -1], [0, -1, 0]],
-    "Laplacian:15": [[0, 0, -1, 0, 0], [0, -1, -2, -1, 0], [-1, -2, 16, -2, -1],
-                     [0, -1, -2, -1, 0], [0, 0, -1, 0, 0]],
+    "Laplacian:15": [
+        [0, 0, -1, 0, 0],
+        [0, -1, -2, -1, 0],
+        [-1, -2, 16, -2, -1],
+        [0, -1, -2, -1, 0],
+        [0, 0, -1, 0, 0],
+    ],
     "Sobel:0": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
     "Sobel:45": [[2, 1, 0], [1, 0, -1], [0, -1, -2]],
     "Sobel:90": [[1, 2, 1], [0, 0, 0], [-1, -2, -1]],
@@ -754,25 +777,38 @@ IMAGEMAGICK_GRIDS = {
     "Kirsch:0": [[5, -3, -3], [5, 0, -3], [5, -3, -3]],
     "Kirsch:45": [[5, 5, -3], [5, 0, -3], [-3, -3, -3]],
 }
-IMAGEMAGICK_ANGLES = [f"{name}:{45 * step}" for name in ("Sobel", "Prewitt", "Kirsch")
-                      for step in range(8)]
+IMAGEMAGICK_ANGLES = [
+    f"{name}:{45 * step}" for name in ("Sobel", "Prewitt", "Kirsch") for step in range(8)
+]
 
 
 @pytest.mark.parametrize("spec", sorted(IMAGEMAGICK_GRIDS))
 def test_imagemagick_names_give_imagemagick_grids(spec):
     """NAME:ARG, where NAME is an ImageMagick kernel too, is the grid ImageMagick prints."""
     for written in (spec, spec.lower(), spec.upper()):
-        np.testing.assert_array_equal(parse_kernel_spec(written).weights,
-                                      IMAGEMAGICK_GRIDS[spec])
+        np.testing.assert_array_equal(parse_kernel_spec(written).weights, IMAGEMAGICK_GRIDS[spec])
 
 
 def imagemagick_grid(program: str, spec: str) -> np.ndarray:
     """The kernel ImageMagick builds for `spec`, from its showKernel listing."""
     listing = subprocess.run(
-        [program, "xc:", "-define", "morphology:showKernel=1", "-morphology", "Convolve", spec,
-         "null:"], capture_output=True, text=True, check=True).stderr
-    rows = [line.split(":", 1)[1].split() for line in listing.splitlines()
-            if re.match(r"\s*\d+:", line)]
+        [
+            program,
+            "xc:",
+            "-define",
+            "morphology:showKernel=1",
+            "-morphology",
+            "Convolve",
+            spec,
+            "null:",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    rows = [
+        line.split(":", 1)[1].split() for line in listing.splitlines() if re.match(r"\s*\d+:", line)
+    ]
     return np.array(rows, dtype=float)
 
 
@@ -781,8 +817,9 @@ def test_imagemagick_names_equal_the_installed_imagemagick():
     if program is None:
         pytest.skip("ImageMagick is not installed")
     for spec in sorted({*IMAGEMAGICK_GRIDS, *IMAGEMAGICK_ANGLES}):
-        np.testing.assert_array_equal(parse_kernel_spec(spec).weights,
-                                      imagemagick_grid(program, spec), err_msg=spec)
+        np.testing.assert_array_equal(
+            parse_kernel_spec(spec).weights, imagemagick_grid(program, spec), err_msg=spec
+        )
     for spec, grid in IMAGEMAGICK_GRIDS.items():
         np.testing.assert_array_equal(imagemagick_grid(program, spec), grid, err_msg=spec)
 
@@ -799,25 +836,29 @@ def test_imagemagick_names_equal_the_installed_imagemagick():
     ],
 )
 def test_imagemagick_arguments_that_are_not_angles_are_explained(spec, message):
-    with pytest.raises(KernelError, match=re.escape(f"kernel spec {spec!r}: ") + ".*"
-                       + re.escape(message)):
+    with pytest.raises(
+        KernelError, match=re.escape(f"kernel spec {spec!r}: ") + ".*" + re.escape(message)
+    ):
         parse_kernel_spec(spec)
 
 
 def test_names_that_are_not_imagemagick_kernels_keep_the_angle():
-    np.testing.assert_array_equal(parse_kernel_spec("laplacian4:90").weights,
-                                  get_kernel("laplacian").weights)
-    np.testing.assert_array_equal(parse_kernel_spec("gaussian-3x3:90").weights,
-                                  get_kernel("gaussian").weights)
-    np.testing.assert_array_equal(parse_kernel_spec("log-5x5:180").weights,
-                                  get_kernel("log").weights)
+    np.testing.assert_array_equal(
+        parse_kernel_spec("laplacian4:90").weights, get_kernel("laplacian").weights
+    )
+    np.testing.assert_array_equal(
+        parse_kernel_spec("gaussian-3x3:90").weights, get_kernel("gaussian").weights
+    )
+    np.testing.assert_array_equal(
+        parse_kernel_spec("log-5x5:180").weights, get_kernel("log").weights
+    )
 
 
 def test_a_scale_beyond_a_float_is_one_line_from_the_cli(tmp_path, photo):
     from helpers import assert_one_line_error, run
 
     path = tmp_path / "huge.toml"
-    path.write_text(f'scale = "{10 ** 400}/1"\nweights = [[1]]\n')
+    path.write_text(f'scale = "{10**400}/1"\nweights = [[1]]\n')
     result = run("conv", "-k", path, photo, "-o", tmp_path / "out")
     assert_one_line_error(result, 2, str(path), "scale")
 
@@ -829,8 +870,9 @@ def test_a_kernel_named_by_its_file_reads_that_file_alone(monkeypatch):
 
     built = []
     build = kernels_module._build_registry
-    monkeypatch.setattr(kernels_module, "_build_registry",
-                        lambda files: built.append(1) or build(files))
+    monkeypatch.setattr(
+        kernels_module, "_build_registry", lambda files: built.append(1) or build(files)
+    )
     for cache in (kernels_module._registry, kernels_module._shipped_file):
         cache.cache_clear()
     try:

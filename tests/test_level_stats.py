@@ -10,20 +10,38 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli.choices import MAPPINGS
-from convcli.levels.mapping import ROBUST_PERCENTILE, _linear_rank, map_levels
+from convcli.levels.mapping import map_levels
+from convcli.levels.percentiles import ROBUST_PERCENTILE, _linear_rank
 from convcli.levels.stats import StreamedMapping
 
 LEVELS = [(8, 255), (16, 65535), (8, 1.0), (16, 1.0)]
 RADIX = 0  # max_kept that makes robust take its two-pass radix selection
-KINDS = ["normal", "ties", "constant", "zeros", "huge", "non-finite", "all non-finite",
-         "negative zeros", "tiny", "positive with NaN"]
+KINDS = [
+    "normal",
+    "ties",
+    "constant",
+    "zeros",
+    "huge",
+    "non-finite",
+    "all non-finite",
+    "negative zeros",
+    "tiny",
+    "positive with NaN",
+]
 
 
 def streamed(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 << 20):
     """The levels and scale of `x` mapped strip by strip (strips cut at rows `cuts`)."""
     height, width = x.shape
-    plan = StreamedMapping(method, white=white, depth=depth, height=height, width=width,
-                           margin=margin, max_kept=max_kept)
+    plan = StreamedMapping(
+        method,
+        white=white,
+        depth=depth,
+        height=height,
+        width=width,
+        margin=margin,
+        max_kept=max_kept,
+    )
     bounds = [0, *cuts, height]
     strips = list(zip(bounds, bounds[1:], strict=False))
     for pass_index in range(plan.passes):
@@ -36,8 +54,9 @@ def streamed(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 << 20):
 def assert_same_mapping(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 << 20):
     before = x.copy()
     want_levels, want = map_levels(x, method, white=white, depth=depth, margin=margin)
-    levels, scale, _ = streamed(x, method, depth=depth, white=white, margin=margin, cuts=cuts,
-                                max_kept=max_kept)
+    levels, scale, _ = streamed(
+        x, method, depth=depth, white=white, margin=margin, cuts=cuts, max_kept=max_kept
+    )
     np.testing.assert_array_equal(levels, want_levels)
     assert levels.dtype == want_levels.dtype
     assert scale == want
@@ -81,12 +100,20 @@ def mappings(draw):
     margin = draw(st.sampled_from([0, 1, 2, short // 2, (short - 1) // 2, short]))
     cuts = draw(st.lists(st.integers(1, max(1, height - 1)), max_size=6, unique=True))
     strip = draw(st.integers(1, height))  # or strips of one height
-    cuts = sorted(c for c in cuts if c < height) if draw(st.booleans()) else list(
-        range(strip, height, strip))
-    return dict(shape=(height, width), margin=margin, cuts=cuts,
-                kind=draw(st.sampled_from(KINDS)), seed=draw(st.integers(0, 2**32 - 1)),
-                levels=draw(st.sampled_from(LEVELS)),
-                max_kept=draw(st.sampled_from([RADIX, 1 << 20])))
+    cuts = (
+        sorted(c for c in cuts if c < height)
+        if draw(st.booleans())
+        else list(range(strip, height, strip))
+    )
+    return dict(
+        shape=(height, width),
+        margin=margin,
+        cuts=cuts,
+        kind=draw(st.sampled_from(KINDS)),
+        seed=draw(st.integers(0, 2**32 - 1)),
+        levels=draw(st.sampled_from(LEVELS)),
+        max_kept=draw(st.sampled_from([RADIX, 1 << 20])),
+    )
 
 
 @given(case=mappings())
@@ -94,8 +121,15 @@ def test_strips_give_the_levels_and_scale_of_the_whole_map(case):
     x = sample_map(case["kind"], case["shape"], case["seed"])
     depth, white = case["levels"]
     for method in MAPPINGS:
-        assert_same_mapping(x, method, depth=depth, white=white, margin=case["margin"],
-                            cuts=case["cuts"], max_kept=case["max_kept"])
+        assert_same_mapping(
+            x,
+            method,
+            depth=depth,
+            white=white,
+            margin=case["margin"],
+            cuts=case["cuts"],
+            max_kept=case["max_kept"],
+        )
 
 
 def merged_in_parts(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 << 20, seed=0):
@@ -104,8 +138,15 @@ def merged_in_parts(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 <<
     import pickle
 
     height, width = x.shape
-    plan = StreamedMapping(method, white=white, depth=depth, height=height, width=width,
-                           margin=margin, max_kept=max_kept)
+    plan = StreamedMapping(
+        method,
+        white=white,
+        depth=depth,
+        height=height,
+        width=width,
+        margin=margin,
+        max_kept=max_kept,
+    )
     bounds = [0, *cuts, height]
     strips = list(zip(bounds, bounds[1:], strict=False))
     g = np.random.default_rng(seed)
@@ -114,7 +155,7 @@ def merged_in_parts(x, method, *, depth, white, margin=0, cuts=(), max_kept=1 <<
         for group in np.array_split(g.permutation(len(strips)), g.integers(1, len(strips) + 1)):
             part = plan.part(pass_index)
             for k in group:
-                part.add(strips[k][0], x[strips[k][0]:strips[k][1]])
+                part.add(strips[k][0], x[strips[k][0] : strips[k][1]])
             parts.append(pickle.loads(pickle.dumps(part)))
         while len(parts) > 1:  # merged pairwise, in a random order
             a = parts.pop(int(g.integers(len(parts))))
@@ -129,11 +170,17 @@ def test_parts_merged_in_any_order_give_the_levels_and_scale_of_the_whole_map(ca
     x = sample_map(case["kind"], case["shape"], case["seed"])
     depth, white = case["levels"]
     for method in MAPPINGS:
-        want_levels, want = map_levels(x, method, white=white, depth=depth,
-                                       margin=case["margin"])
-        levels, scale = merged_in_parts(x, method, depth=depth, white=white,
-                                        margin=case["margin"], cuts=case["cuts"],
-                                        max_kept=case["max_kept"], seed=case["seed"])
+        want_levels, want = map_levels(x, method, white=white, depth=depth, margin=case["margin"])
+        levels, scale = merged_in_parts(
+            x,
+            method,
+            depth=depth,
+            white=white,
+            margin=case["margin"],
+            cuts=case["cuts"],
+            max_kept=case["max_kept"],
+            seed=case["seed"],
+        )
         np.testing.assert_array_equal(levels, want_levels)
         assert scale == want
         for got, expected in zip(scale[1:3], want[1:3], strict=True):
@@ -146,8 +193,15 @@ def test_large_maps_merged_in_parts_trim_the_largest_as_strips_do(max_kept):
     x = sample_map("ties", (700, 900), seed=3)
     for method in ("robust", "minmax"):
         want_levels, want = map_levels(x, method, white=255, depth=8, margin=3)
-        levels, scale = merged_in_parts(x, method, depth=8, white=255, margin=3,
-                                        cuts=list(range(64, 700, 64)), max_kept=max_kept)
+        levels, scale = merged_in_parts(
+            x,
+            method,
+            depth=8,
+            white=255,
+            margin=3,
+            cuts=list(range(64, 700, 64)),
+            max_kept=max_kept,
+        )
         np.testing.assert_array_equal(levels, want_levels)
         assert scale == want
 
@@ -175,8 +229,7 @@ def test_large_maps_take_the_sampled_percentile_and_match(kind, max_kept):
     x = sample_map(kind, (700, 900), seed=len(kind))
     cuts = list(range(64, 700, 64)) if max_kept else [1, 2, 300, 301, 699]
     for method in MAPPINGS:
-        assert_same_mapping(x, method, depth=8, white=255, margin=3, cuts=cuts,
-                            max_kept=max_kept)
+        assert_same_mapping(x, method, depth=8, white=255, margin=3, cuts=cuts, max_kept=max_kept)
     assert_same_mapping(x, "robust", depth=16, white=65535, cuts=cuts, max_kept=max_kept)
 
 
@@ -192,8 +245,7 @@ def test_the_two_ranks_in_different_high_bins(shape, max_kept):
     assert_same_mapping(x, "robust", depth=8, white=255, cuts=[2], max_kept=max_kept)
 
 
-@pytest.mark.parametrize("method, max_kept",
-                         [(m, 1 << 20) for m in MAPPINGS] + [("robust", RADIX)])
+@pytest.mark.parametrize("method, max_kept", [(m, 1 << 20) for m in MAPPINGS] + [("robust", RADIX)])
 def test_a_four_thousand_square_map_in_strips_holds_memory_to_a_strip(method, max_kept):
     """4000x4000 float32 (64 MB) in 64-row strips, made strip by strip, never whole."""
     height = width = 4000
@@ -205,8 +257,9 @@ def test_a_four_thousand_square_map_in_strips_holds_memory_to_a_strip(method, ma
 
     tracemalloc.start()
     try:
-        plan = StreamedMapping(method, white=255, depth=8, height=height, width=width,
-                               margin=2, max_kept=max_kept)
+        plan = StreamedMapping(
+            method, white=255, depth=8, height=height, width=width, margin=2, max_kept=max_kept
+        )
         for pass_index in range(plan.passes):
             for row0, strip in strips():
                 plan.add(pass_index, row0, strip)
@@ -224,8 +277,9 @@ def test_a_four_thousand_square_map_in_strips_holds_memory_to_a_strip(method, ma
 
 def test_passes_of_each_mapping():
     def passes(method, **options):
-        return StreamedMapping(method, white=255, depth=8, height=4000, width=4000,
-                               **options).passes
+        return StreamedMapping(
+            method, white=255, depth=8, height=4000, width=4000, **options
+        ).passes
 
     assert [passes(m) for m in ("clip", "abs", "minmax", "offset")] == [0, 1, 1, 1]
     assert passes("robust") == 1  # the 80000 largest magnitudes are kept
@@ -253,12 +307,18 @@ def test_strips_out_of_order_and_missing_passes_are_refused():
     assert plan.levels(x).shape == (4, 3)
 
 
-@pytest.mark.parametrize("options, error", [
-    (dict(method="median"), ValueError), (dict(depth=12), ValueError),
-    (dict(white="255"), TypeError), (dict(height=0), ValueError),
-    (dict(width=2.5), ValueError), (dict(margin=-1), ValueError),
-    (dict(max_kept=True), ValueError),
-])
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        (dict(method="median"), ValueError),
+        (dict(depth=12), ValueError),
+        (dict(white="255"), TypeError),
+        (dict(height=0), ValueError),
+        (dict(width=2.5), ValueError),
+        (dict(margin=-1), ValueError),
+        (dict(max_kept=True), ValueError),
+    ],
+)
 def test_bad_options_are_refused_by_name(options, error):
     arguments = dict(method="abs", white=255, depth=8, height=4, width=3) | options
     method = arguments.pop("method")

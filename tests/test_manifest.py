@@ -69,8 +69,10 @@ def test_sixteen_bit_levels_and_colour_groups_give_back_the_values(tmp_path):
     Image.fromarray(grey).save(deep)
     photo = make_image(tmp_path / "photo.png", "RGB", seed=2)
     out = tmp_path / "out"
-    for args in ([deep, "-k", "sobel-y", "--normalize", "offset"],
-                 [photo, "-k", "laplacian", "--channels", "each", "--normalize", "minmax"]):
+    for args in (
+        [deep, "-k", "sobel-y", "--normalize", "offset"],
+        [photo, "-k", "laplacian", "--channels", "each", "--normalize", "minmax"],
+    ):
         ok("conv", *args, "-o", out, "-q")
         ok("conv", *args, "-o", out, "-q", "--format", "npy")
     records = {r["output"]: r for r in manifest_records(out)}
@@ -94,14 +96,28 @@ def test_pool_whole_image_is_clip_at_the_file_scale(tmp_path, photo):
     records = {r["output"]: r for r in manifest_records(tmp_path)}
     assert set(records) == {f"photo_pool-max-f2-s2{t}.png" for t in ("", "-R", "-G", "-B")}
     whole = records["photo_pool-max-f2-s2.png"]
-    assert (whole["kind"], whole["mapping"], whole["scale"], whole["offset"]) == \
-        ("whole", "clip", 1.0, 0.0)
+    assert (whole["kind"], whole["mapping"], whole["scale"], whole["offset"]) == (
+        "whole",
+        "clip",
+        1.0,
+        0.0,
+    )
 
 
 def test_one_line_per_file_written_with_the_run(tmp_path, photo, monkeypatch):
     out = tmp_path / "out"
-    args = ["conv", "-k", "sobel-x,edge", "--pad", "1,0,2,1", "--figure", str(photo), "-o",
-            str(out), "-q"]
+    args = [
+        "conv",
+        "-k",
+        "sobel-x,edge",
+        "--pad",
+        "1,0,2,1",
+        "--figure",
+        str(photo),
+        "-o",
+        str(out),
+        "-q",
+    ]
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/convcli", *args])  # as the shell gives it
     ok(*args)
     records = manifest_records(out)
@@ -169,15 +185,23 @@ def test_on_object_storage_each_run_puts_its_own_manifest_object(tmp_path, photo
         fs.pipe_file(f"/convcli-manifest/out/{MANIFEST}", b'{"output": "old.png"}\n')
         for kernel in ("vertical", "horizontal"):
             ok("conv", "-k", kernel, photo, "-o", "memory://convcli-manifest/out", "-q")
-        objects = sorted(p.rsplit("/", 1)[1] for p in fs.ls("/convcli-manifest/out", detail=False)
-                         if is_manifest_name(p.rsplit("/", 1)[1]))
+        objects = sorted(
+            p.rsplit("/", 1)[1]
+            for p in fs.ls("/convcli-manifest/out", detail=False)
+            if is_manifest_name(p.rsplit("/", 1)[1])
+        )
         assert len(objects) == 3 and objects[-1] == MANIFEST
-        lines = [fs.cat_file(f"/convcli-manifest/out/{name}").decode().splitlines()
-                 for name in objects[:2]]
+        lines = [
+            fs.cat_file(f"/convcli-manifest/out/{name}").decode().splitlines()
+            for name in objects[:2]
+        ]
         assert [len(each) for each in lines] == [1, 1]
         outputs = [m["output"] for m in read_manifest("memory://convcli-manifest/out")]
-        assert outputs == ["old.png", "photo_conv-vertical-sum.png",
-                           "photo_conv-horizontal-sum.png"]
+        assert outputs == [
+            "old.png",
+            "photo_conv-vertical-sum.png",
+            "photo_conv-horizontal-sum.png",
+        ]
     finally:
         fs.rm("/convcli-manifest", recursive=True)
 
@@ -192,29 +216,43 @@ def test_a_line_put_twice_on_object_storage_is_read_once(tmp_path):
     first, second = '{"output": "a.png", "n": 1}\n', '{"output": "b.png", "n": 2}\n'
     again = '{"output": "a.png", "n": 3}\n'
     try:
-        fs.pipe_file("/convcli-twice/out/convcli-manifest-19700101T000010.000000Z-part-"
-                     "convcli-run-1f-0.jsonl",
-                     (first + second).encode())
-        fs.pipe_file("/convcli-twice/out/convcli-manifest-19700101T000011.000000Z-1a2b3c4d.jsonl",
-                     (first + again + second).encode())
+        fs.pipe_file(
+            "/convcli-twice/out/convcli-manifest-19700101T000010.000000Z-part-"
+            "convcli-run-1f-0.jsonl",
+            (first + second).encode(),
+        )
+        fs.pipe_file(
+            "/convcli-twice/out/convcli-manifest-19700101T000011.000000Z-1a2b3c4d.jsonl",
+            (first + again + second).encode(),
+        )
         records = read_manifest("memory://convcli-twice/out")
-        assert records == [{"output": "a.png", "n": 1}, {"output": "a.png", "n": 3},
-                           {"output": "b.png", "n": 2}]
+        assert records == [
+            {"output": "a.png", "n": 1},
+            {"output": "a.png", "n": 3},
+            {"output": "b.png", "n": 2},
+        ]
     finally:
         fs.rm("/convcli-twice", recursive=True)
     # On disk too, and the last record of a file is the same as with every line read.
     (tmp_path / MANIFEST).write_text(first + again + first + second + second)
-    assert read_manifest(str(tmp_path)) == [{"output": "a.png", "n": 3},
-                                            {"output": "a.png", "n": 1},
-                                            {"output": "b.png", "n": 2}]
+    assert read_manifest(str(tmp_path)) == [
+        {"output": "a.png", "n": 3},
+        {"output": "a.png", "n": 1},
+        {"output": "b.png", "n": 2},
+    ]
     assert record_of(str(tmp_path / "a.png")) == {"output": "a.png", "n": 1}
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=arrays(np.float32, st.tuples(st.integers(1, 6), st.integers(1, 6)),
-                     elements=st.floats(-1e4, 1e4, width=32)),
-       method=st.sampled_from(MAPPINGS),
-       depth=st.sampled_from([8, 16]))
+@given(
+    values=arrays(
+        np.float32,
+        st.tuples(st.integers(1, 6), st.integers(1, 6)),
+        elements=st.floats(-1e4, 1e4, width=32),
+    ),
+    method=st.sampled_from(MAPPINGS),
+    depth=st.sampled_from([8, 16]),
+)
 def test_map_levels_scale_gives_back_the_values(values, method, depth):
     levels, used = map_levels(values, method, white=255.0, depth=depth)
     np.testing.assert_array_equal(levels, to_levels(values, method, white=255.0, depth=depth))
@@ -235,13 +273,27 @@ def test_values_that_are_not_finite_are_null_in_strict_json():
 
 @pytest.mark.parametrize(("stride", "margin"), [(1, 4), (2, 2), (3, 2), (5, 1)])
 def test_robust_scale_leaves_out_half_the_kernel_and_3_output_pixels_rounded_up(
-        tmp_path, stride, margin):
+    tmp_path, stride, margin
+):
     # A 3x3 kernel: 1 + 3 = 4 input pixels on every side, ceil(4 / stride) output pixels.
     photo = make_image(tmp_path / "photo.png", "RGB", seed=9, size=(90, 70))
     out = tmp_path / "out"
     for fmt in ("npy", "png"):
-        ok("conv", "-k", "vertical", "--stride", stride, "--normalize", "robust", photo, "-o", out,
-           "--format", fmt, "-q")
+        ok(
+            "conv",
+            "-k",
+            "vertical",
+            "--stride",
+            stride,
+            "--normalize",
+            "robust",
+            photo,
+            "-o",
+            out,
+            "--format",
+            fmt,
+            "-q",
+        )
     (npy,) = out.glob("*.npy")
     (record,) = [r for r in manifest_records(out) if r["output"].endswith(".png")]
     magnitudes = np.abs(np.load(npy)[:, :, 0].astype(np.float64))
@@ -262,10 +314,11 @@ def test_the_input_is_recorded_as_an_absolute_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ok("pool", "photo.png", "-o", "out", "-q")
     ok("pool", "-r", "in", "-o", "tree", "-q")
-    assert {r["input"] for r in manifest_records(tmp_path / "out")} == {
-        str(tmp_path / "photo.png")}
+    assert {r["input"] for r in manifest_records(tmp_path / "out")} == {str(tmp_path / "photo.png")}
     assert {r["input"] for r in manifest_records(tmp_path / "tree" / "sub")} == {
-        str(tmp_path / "in" / "sub" / "p00.png"), str(tmp_path / "in" / "sub" / "p01.png")}
+        str(tmp_path / "in" / "sub" / "p00.png"),
+        str(tmp_path / "in" / "sub" / "p01.png"),
+    }
 
 
 def test_record_of_finds_the_last_line_naming_a_file(tmp_path):
@@ -275,7 +328,8 @@ def test_record_of_finds_the_last_line_naming_a_file(tmp_path):
     assert record_of(str(image)) is None  # no manifest
     (tmp_path / MANIFEST).write_text(
         '{"output": "map.png", "scale": 1}\nnot json\n[1, 2]\n'
-        '{"output": "other.png", "scale": 2}\n{"output": "map.png", "scale": 3}\n')
+        '{"output": "other.png", "scale": 2}\n{"output": "map.png", "scale": 3}\n'
+    )
     assert record_of(str(image)) == {"output": "map.png", "scale": 3}
     assert record_of(str(tmp_path / "none.png")) is None
 
@@ -302,8 +356,11 @@ def test_a_later_run_records_the_fragments_a_killed_run_left(tmp_path):
 
     src = make_folder(tmp_path / "in", 2, (16, 12))
     ok("pool", src, "-o", tmp_path / "whole")
-    killed = [line for line in (tmp_path / "whole" / MANIFEST).read_text().splitlines()
-              if '"output": "p00_' in line]
+    killed = [
+        line
+        for line in (tmp_path / "whole" / MANIFEST).read_text().splitlines()
+        if '"output": "p00_' in line
+    ]
     out = tmp_path / "out"
     out.mkdir()
     for record in map(json.loads, killed):
@@ -312,9 +369,10 @@ def test_a_later_run_records_the_fragments_a_killed_run_left(tmp_path):
     going = _fragment(out, fragment_name("convcli-run-4567", "3"), ['{"output": "d"}'], age=1)
     result = ok("pool", src, "-o", out)
     assert "1 processed, 1 skipped, 0 failed" in result.stderr
-    assert manifest_records(out)[:len(killed)] == [json.loads(line) for line in killed]
+    assert manifest_records(out)[: len(killed)] == [json.loads(line) for line in killed]
     assert sorted(r["output"] for r in manifest_records(out)) == sorted(
-        r["output"] for r in manifest_records(tmp_path / "whole"))
+        r["output"] for r in manifest_records(tmp_path / "whole")
+    )
     assert not left.exists() and going.read_text() == '{"output": "d"}\n'
     assert [p.name for p in out.glob(FRAGMENT_PREFIX + "*")] == [going.name]
 
@@ -344,8 +402,19 @@ def test_a_16_bit_input_written_as_jpeg_records_8_bit_levels(tmp_path, frames):
     with tifffile.TiffWriter(tmp_path / "deep.tif") as tif:
         for page in stack:
             tif.write(page, photometric="minisblack")
-    result = run("pool", "--mode", "average", "--size", "2", "--format", "jpg",
-                 tmp_path / "deep.tif", "-o", tmp_path / "out", "-q")
+    result = run(
+        "pool",
+        "--mode",
+        "average",
+        "--size",
+        "2",
+        "--format",
+        "jpg",
+        tmp_path / "deep.tif",
+        "-o",
+        tmp_path / "out",
+        "-q",
+    )
     assert result.exit_code == 0, result.output
     records = [r for r in manifest_records(tmp_path / "out") if r["output"].endswith(".jpg")]
     assert records and all(r["top"] == 255 for r in records)

@@ -114,8 +114,9 @@ def test_both_vector_levels_give_the_same_bits(case):
     for level in native.vector_levels():
         with engine("native"), vector_level(level):
             results.append(conv_forward(A, W, b, hp)[0])
-            results.append(depthwise_conv_forward(A, W[..., :1], b[..., :1].repeat(
-                A.shape[3], axis=3), hp)[0])
+            results.append(
+                depthwise_conv_forward(A, W[..., :1], b[..., :1].repeat(A.shape[3], axis=3), hp)[0]
+            )
     for a, b_ in zip(results[2:], results[:-2], strict=False):
         np.testing.assert_array_equal(a, b_)
 
@@ -209,8 +210,13 @@ def test_version_and_debug_name_the_engine(tmp_path):
     result = run("--version")
     assert f"engine: native {native._native.vector_level()}" in result.output
     env = {**os.environ, "CONVCLI_ENGINE": "numpy"}
-    forced = subprocess.run([sys.executable, "-m", "convcli", "--version"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    forced = subprocess.run(
+        [sys.executable, "-m", "convcli", "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "engine: numpy (CONVCLI_ENGINE=numpy)" in forced.stdout
     picture = tmp_path / "a.png"
     from helpers import make_image
@@ -229,8 +235,13 @@ def test_without_the_extension_the_numpy_engines_run_and_say_so(tmp_path):
 
 def test_a_bad_engine_setting_is_one_line(tmp_path):
     env = {**os.environ, "CONVCLI_ENGINE": "fast"}
-    result = subprocess.run([sys.executable, "-m", "convcli", "kernels"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "convcli", "kernels"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "CONVCLI_ENGINE must be native or numpy, got 'fast'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -291,8 +302,11 @@ def test_values_at_least_a_threshold_are_numpys(margin):
 
 
 @built
-@given(seed=st.integers(0, 2**32 - 1), margin=st.sampled_from([0, 1, 5]),
-       spread=st.sampled_from([1.0, 1e-3, 1e4]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    margin=st.sampled_from([0, 1, 5]),
+    spread=st.sampled_from([1.0, 1e-3, 1e4]),
+)
 @settings(max_examples=30, deadline=None)
 def test_robust_levels_equal_the_numpy_engines(seed, margin, spread):
     from convcli.levels.mapping import map_levels

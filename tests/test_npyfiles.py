@@ -29,8 +29,11 @@ def test_a_whole_file_loads_as_numpy_saved_it(tmp_path, dtype):
 def test_a_header_claiming_more_than_the_file_is_refused_naming_it(tmp_path):
     path = _lying_npy(tmp_path / "liar.npy")
     assert path.stat().st_size < 200
-    with pytest.raises(ValueError, match=r"liar\.npy: the header claims 100000x100000x3 "
-                                         r"float32 values \(120,000,000,000 bytes\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"liar\.npy: the header claims 100000x100000x3 "
+        r"float32 values \(120,000,000,000 bytes\)",
+    ):
         load_npy_checked(path)
 
 

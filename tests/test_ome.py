@@ -10,8 +10,8 @@ import pytest
 import tifffile
 from helpers import ok
 
-from convcli.io.carried import PhysicalSize, physical_size, unit_symbol
 from convcli.io.ome import physical_of
+from convcli.io.physical import PhysicalSize, physical_size, unit_symbol
 
 MICRO = "\u00b5m"
 
@@ -19,9 +19,18 @@ MICRO = "\u00b5m"
 def _ome_tiff(path, values, x=0.25, y=0.5, unit=MICRO):
     """An OME-TIFF of `values` ((H, W), (H, W, 3) or frames (T, H, W)) with pixels of x by y."""
     axes = {2: "YX", 3: "YXS" if values.shape[-1] == 3 else "TYX"}[values.ndim]
-    tifffile.imwrite(path, values, photometric="rgb" if axes == "YXS" else "minisblack",
-                     metadata={"axes": axes, "PhysicalSizeX": x, "PhysicalSizeXUnit": unit,
-                               "PhysicalSizeY": y, "PhysicalSizeYUnit": unit})
+    tifffile.imwrite(
+        path,
+        values,
+        photometric="rgb" if axes == "YXS" else "minisblack",
+        metadata={
+            "axes": axes,
+            "PhysicalSizeX": x,
+            "PhysicalSizeXUnit": unit,
+            "PhysicalSizeY": y,
+            "PhysicalSizeYUnit": unit,
+        },
+    )
     return path
 
 
@@ -33,8 +42,14 @@ def _ome_sizes(path) -> list[tuple[float, float, str, str]]:
     sizes = []
     for pixels in images:
         found = dict(re.findall(r'(PhysicalSize[XY]\w*)="([^"]*)"', pixels))
-        sizes.append((float(found["PhysicalSizeX"]), float(found["PhysicalSizeY"]),
-                      found["PhysicalSizeXUnit"], found["PhysicalSizeYUnit"]))
+        sizes.append(
+            (
+                float(found["PhysicalSizeX"]),
+                float(found["PhysicalSizeY"]),
+                found["PhysicalSizeXUnit"],
+                found["PhysicalSizeYUnit"],
+            )
+        )
     return sizes
 
 
@@ -53,8 +68,17 @@ def colour():
 def test_pool_2_doubles_the_physical_size_of_an_ome_tiff(tmp_path, colour, memory):
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour)
     extra = ["--memory", memory] if memory else []
-    result = ok("pool", "--size", "2", source, "-o", tmp_path / "out",  # TIFF stays TIFF
-                "-v", "--separate", *extra)
+    result = ok(
+        "pool",
+        "--size",
+        "2",
+        source,
+        "-o",
+        tmp_path / "out",  # TIFF stays TIFF
+        "-v",
+        "--separate",
+        *extra,
+    )
     assert ("processed in strips" in result.stderr) == bool(memory)
     assert f"kept: pixel size 0.5x1 {MICRO}" in result.stderr
     for name in ("cells.ome_pool-max-f2-s2.tiff", "cells.ome_pool-max-f2-s2-G.tiff"):
@@ -63,16 +87,28 @@ def test_pool_2_doubles_the_physical_size_of_an_ome_tiff(tmp_path, colour, memor
             (series,) = tif.series
             assert series.shape[:2] == (300, 270)
             assert [level.shape[:2] for level in series.levels] == [(300, 270), (150, 135)]
-        assert _kept(tmp_path / "out")[name] == {"physical_size": {
-            "x": 0.5, "y": 1.0, "unit": [MICRO, MICRO], "origin": [0.25, 0.125]}, "ome": True}
+        assert _kept(tmp_path / "out")[name] == {
+            "physical_size": {"x": 0.5, "y": 1.0, "unit": [MICRO, MICRO], "origin": [0.25, 0.125]},
+            "ome": True,
+        }
 
 
 def test_conv_with_stride_1_keeps_the_physical_size_and_an_ome_name_is_ome(tmp_path, colour):
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour[..., 0], x=80, y=80, unit="nm")
     ok("conv", "-k", "gaussian-3x3", source, "-o", tmp_path / "blur.ome.tiff")
     assert _ome_sizes(tmp_path / "blur.ome.tiff") == [(80.0, 80.0, "nm", "nm")]
-    ok("conv", "-k", "gaussian-3x3", "--stride", "3", "--format", "tiff", source, "-o",
-       tmp_path / "out")
+    ok(
+        "conv",
+        "-k",
+        "gaussian-3x3",
+        "--stride",
+        "3",
+        "--format",
+        "tiff",
+        source,
+        "-o",
+        tmp_path / "out",
+    )
     (written,) = (tmp_path / "out").glob("*.tiff")
     assert _ome_sizes(written) == [(240.0, 240.0, "nm", "nm")]
 
@@ -99,12 +135,26 @@ def test_the_frames_of_an_ome_stack_keep_it(tmp_path):
 def test_an_ome_tiff_that_pillow_reads_keeps_it(tmp_path, colour):
     """JPEG tiles: Pillow decodes them, its ImageDescription gives the OME-XML."""
     pytest.importorskip("imagecodecs")
-    tifffile.imwrite(tmp_path / "slide.ome.tif", colour, photometric="rgb", compression="jpeg",
-                     metadata={"axes": "YXS", "PhysicalSizeX": 0.25, "PhysicalSizeY": 0.25})
-    ok("pool", "--size", "3", "--format", "tiff", tmp_path / "slide.ome.tif", "-o",
-       tmp_path / "out")
+    tifffile.imwrite(
+        tmp_path / "slide.ome.tif",
+        colour,
+        photometric="rgb",
+        compression="jpeg",
+        metadata={"axes": "YXS", "PhysicalSizeX": 0.25, "PhysicalSizeY": 0.25},
+    )
+    ok(
+        "pool",
+        "--size",
+        "3",
+        "--format",
+        "tiff",
+        tmp_path / "slide.ome.tif",
+        "-o",
+        tmp_path / "out",
+    )
     assert _ome_sizes(tmp_path / "out" / "slide.ome_pool-max-f3-s3.tiff") == [
-        (0.75, 0.75, MICRO, MICRO)]
+        (0.75, 0.75, MICRO, MICRO)
+    ]
 
 
 def _multiscales(store):
@@ -123,41 +173,73 @@ def _multiscales(store):
 def test_ome_zarr_holds_the_scale_units_and_translation(tmp_path, colour, memory):
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour)
     extra = ["--memory", memory] if memory else []
-    ok("pool", "--size", "2", "--format", "zarr", source, "-o", tmp_path / "out", "--separate",
-       *extra)
+    ok(
+        "pool",
+        "--size",
+        "2",
+        "--format",
+        "zarr",
+        source,
+        "-o",
+        tmp_path / "out",
+        "--separate",
+        *extra,
+    )
     axes, transforms, channels = _multiscales(tmp_path / "out" / "cells.ome_pool-max-f2-s2.zarr")
-    assert axes == [{"name": "c", "type": "channel"},
-                    {"name": "y", "type": "space", "unit": "micrometer"},
-                    {"name": "x", "type": "space", "unit": "micrometer"}]
+    assert axes == [
+        {"name": "c", "type": "channel"},
+        {"name": "y", "type": "space", "unit": "micrometer"},
+        {"name": "x", "type": "space", "unit": "micrometer"},
+    ]
     # Output pixel (0, 0) is the window over input pixels 0 and 1: centred on 0.5 of them;
     # level 1's pixel (0, 0) over level 0's first two: half a level-0 pixel further.
     assert transforms == [
-        [{"type": "scale", "scale": [1.0, 1.0, 0.5]},
-         {"type": "translation", "translation": [0.0, 0.25, 0.125]}],
-        [{"type": "scale", "scale": [1.0, 2.0, 1.0]},
-         {"type": "translation", "translation": [0.0, 0.75, 0.375]}]]
+        [
+            {"type": "scale", "scale": [1.0, 1.0, 0.5]},
+            {"type": "translation", "translation": [0.0, 0.25, 0.125]},
+        ],
+        [
+            {"type": "scale", "scale": [1.0, 2.0, 1.0]},
+            {"type": "translation", "translation": [0.0, 0.75, 0.375]},
+        ],
+    ]
     assert channels == [("R", [0, 255]), ("G", [0, 255]), ("B", [0, 255])]
-    axes, transforms, channels = _multiscales(tmp_path / "out" /
-                                              "cells.ome_pool-max-f2-s2-G.zarr")
+    axes, transforms, channels = _multiscales(tmp_path / "out" / "cells.ome_pool-max-f2-s2-G.zarr")
     assert [a["unit"] for a in axes] == ["micrometer", "micrometer"] and channels is None
-    assert transforms[0] == [{"type": "scale", "scale": [1.0, 0.5]},
-                             {"type": "translation", "translation": [0.25, 0.125]}]
+    assert transforms[0] == [
+        {"type": "scale", "scale": [1.0, 0.5]},
+        {"type": "translation", "translation": [0.25, 0.125]},
+    ]
 
 
 def test_a_valid_convolution_moves_the_origin_as_the_georeference(tmp_path, colour):
     """No padding: output pixel (0, 0) is the 3x3 window's centre, input pixel (1, 1)."""
     source = _ome_tiff(tmp_path / "cells.ome.tif", colour[..., 0], x=2.0, y=3.0, unit="nm")
-    ok("conv", "-k", "gaussian-3x3", "--pad", "valid", "--format", "zarr", source, "-o",
-       tmp_path / "out")
+    ok(
+        "conv",
+        "-k",
+        "gaussian-3x3",
+        "--pad",
+        "valid",
+        "--format",
+        "zarr",
+        source,
+        "-o",
+        tmp_path / "out",
+    )
     (store,) = (tmp_path / "out").glob("*.zarr")
     axes, transforms, _ = _multiscales(store)
     assert [a["unit"] for a in axes] == ["nanometer", "nanometer"]
-    assert transforms[0] == [{"type": "scale", "scale": [3.0, 2.0]},
-                             {"type": "translation", "translation": [3.0, 2.0]}]
+    assert transforms[0] == [
+        {"type": "scale", "scale": [3.0, 2.0]},
+        {"type": "translation", "translation": [3.0, 2.0]},
+    ]
     ok("pool", "--size", "2", "--format", "zarr", store, "-o", tmp_path / "again")
     (again,) = (tmp_path / "again").glob("*.zarr")
-    assert _multiscales(again)[1][0] == [{"type": "scale", "scale": [6.0, 4.0]},
-                                         {"type": "translation", "translation": [4.5, 3.0]}]
+    assert _multiscales(again)[1][0] == [
+        {"type": "scale", "scale": [6.0, 4.0]},
+        {"type": "translation", "translation": [4.5, 3.0]},
+    ]
     ok("pool", "--size", "2", "--format", "tiff", store, "-o", tmp_path / "back.ome.tif")
     assert _ome_sizes(tmp_path / "back.ome.tif") == [(4.0, 6.0, "nm", "nm")]
 
@@ -165,8 +247,15 @@ def test_a_valid_convolution_moves_the_origin_as_the_georeference(tmp_path, colo
 def test_a_format_that_holds_none_says_so_once_a_run(tmp_path, colour):
     _ome_tiff(tmp_path / "a.ome.tif", colour[:64, :64])
     _ome_tiff(tmp_path / "b.ome.tif", colour[64:128, :64])
-    result = ok("pool", tmp_path / "a.ome.tif", tmp_path / "b.ome.tif", "-o", tmp_path / "out",
-                "--format", "png")
+    result = ok(
+        "pool",
+        tmp_path / "a.ome.tif",
+        tmp_path / "b.ome.tif",
+        "-o",
+        tmp_path / "out",
+        "--format",
+        "png",
+    )
     assert result.stderr.count("physical pixel size not kept: png outputs hold none") == 1
     assert "physical_size" not in json.dumps(_kept(tmp_path / "out"))
 
@@ -178,22 +267,41 @@ def test_the_physical_size_moves_to_the_output_grid():
     assert size.on_grid(1, -4.0, -2.0).origin == (-2.0, -0.5)  # pad 4 above, 2 left
     assert size.on_grid(2, 0, 0).transformations(2, False) == [
         {"type": "scale", "scale": [4.0, 2.0]},
-        {"type": "translation", "translation": [1.75, 0.875]}]
+        {"type": "translation", "translation": [1.75, 0.875]},
+    ]
 
 
 def test_units_and_ome_xml_are_read():
     assert unit_symbol("micrometer") == unit_symbol("um") == unit_symbol("\u03bcm") == MICRO
-    xml = ('<OME xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06"><Image ID="Image:0">'
-           '<Pixels ID="Pixels:0" PhysicalSizeX="0.1" PhysicalSizeY="0.2" '
-           'PhysicalSizeYUnit="nm"/></Image></OME>')
+    xml = (
+        '<OME xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06"><Image ID="Image:0">'
+        '<Pixels ID="Pixels:0" PhysicalSizeX="0.1" PhysicalSizeY="0.2" '
+        'PhysicalSizeYUnit="nm"/></Image></OME>'
+    )
     assert physical_size(xml) == PhysicalSize(0.1, 0.2, MICRO, "nm")
     assert physical_size("<OME><Image><Pixels/></Image></OME>") is None
     assert physical_size("not xml") is None
-    image = {"axes": [{"name": "y", "unit": "millimeter"}, {"name": "x", "unit": "millimeter"}],
-             "datasets": [{"path": "0", "coordinateTransformations": [
-                 {"type": "scale", "scale": [2.0, 1.0]},
-                 {"type": "translation", "translation": [5.0, 6.0]}]}]}
+    image = {
+        "axes": [{"name": "y", "unit": "millimeter"}, {"name": "x", "unit": "millimeter"}],
+        "datasets": [
+            {
+                "path": "0",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [2.0, 1.0]},
+                    {"type": "translation", "translation": [5.0, 6.0]},
+                ],
+            }
+        ],
+    }
     assert physical_of(image) == PhysicalSize(1.0, 2.0, "mm", "mm", (5.0, 6.0))
-    assert physical_of({"axes": ["y", "x"], "datasets": [{"path": "0",
-                        "coordinateTransformations": [{"type": "scale",
-                                                       "scale": [1, 1]}]}]}) is None
+    assert (
+        physical_of(
+            {
+                "axes": ["y", "x"],
+                "datasets": [
+                    {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}
+                ],
+            }
+        )
+        is None
+    )

@@ -76,11 +76,14 @@ def test_a_bad_option_is_an_option_error_naming_it(op, options, option):
     assert isinstance(info.value, ValueError)  # as the library's own checks
 
 
-@pytest.mark.parametrize(("options", "option"), [
-    ({"loss": "mean"}, "--loss"),
-    ({"normalize": "auto"}, "--normalize"),
-    ({"normalize": "bright"}, "--normalize"),
-])
+@pytest.mark.parametrize(
+    ("options", "option"),
+    [
+        ({"loss": "mean"}, "--loss"),
+        ({"normalize": "auto"}, "--normalize"),
+        ({"normalize": "bright"}, "--normalize"),
+    ],
+)
 def test_grad_conv_options(options, option):
     with pytest.raises(OptionError) as info:
         GradConvOp(ConvOp(SOBEL), **options)
@@ -144,19 +147,30 @@ def test_conv_names_its_options_and_channels_in_public():
 
 def _integer_and_float_pictures(seed: int, shape, channels):
     samples = np.random.default_rng(seed).integers(0, 256, shape).astype(np.uint8)
-    return (Picture(samples, channels, 255.0, 8),
-            Picture(samples.astype(np.float32), channels, 255.0, 8))
+    return (
+        Picture(samples, channels, 255.0, 8),
+        Picture(samples.astype(np.float32), channels, 255.0, 8),
+    )
 
 
-@pytest.mark.parametrize("options", [
-    {}, {"channels": "each"}, {"channels": "gray"}, {"pad": 2}, {"pad": "valid"},
-    {"pad": (0, 1, 2, 3), "channels": "each"}, {"border": "constant"},
-    {"border": "constant", "pad": (1, 1, 2, 2)}, {"border": "wrap", "stride": 2},
-    {"border": "symmetric", "dilation": 2}, {"border": "edge", "channels": "each"},
-    {"combine": "magnitude", "bias": 0.5},
-])
-@pytest.mark.parametrize("channels", [("R", "G", "B"), ("R", "G", "B", "A"), ("L",),
-                                      ("L", "A")])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"channels": "each"},
+        {"channels": "gray"},
+        {"pad": 2},
+        {"pad": "valid"},
+        {"pad": (0, 1, 2, 3), "channels": "each"},
+        {"border": "constant"},
+        {"border": "constant", "pad": (1, 1, 2, 2)},
+        {"border": "wrap", "stride": 2},
+        {"border": "symmetric", "dilation": 2},
+        {"border": "edge", "channels": "each"},
+        {"combine": "magnitude", "bias": 0.5},
+    ],
+)
+@pytest.mark.parametrize("channels", [("R", "G", "B"), ("R", "G", "B", "A"), ("L",), ("L", "A")])
 def test_conv_of_integer_samples_is_conv_of_their_floats(options, channels):
     """The channels' sum in uint16 and the samples written straight into the padded
     input give the float32 picture's results bit for bit; no float32 picture is made."""
@@ -164,8 +178,7 @@ def test_conv_of_integer_samples_is_conv_of_their_floats(options, channels):
     if options.get("channels") == "gray" and channels[0] == "L":
         return
     op = ConvOp(kernels, **options)
-    integers, floats = _integer_and_float_pictures(3, (13, 17, len(channels)),
-                                                   channels)
+    integers, floats = _integer_and_float_pictures(3, (13, 17, len(channels)), channels)
     op.check(integers)
     result = op.compute(integers)
     expected = op.compute(floats)

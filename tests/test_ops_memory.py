@@ -52,8 +52,9 @@ def test_channels_each_equals_one_depthwise_call_exactly(specs, options):
     for kernel in kernels:
         W = kernel.weights.astype(np.float32)[:, :, None, None].repeat(3, axis=2)
         b = np.full((1, 1, 1, 3), op.bias, np.float32)
-        Z, _ = depthwise_conv_forward(colour, W, b,
-                                      {"stride": op.stride, "pad": op.pad_for(kernel)})
+        Z, _ = depthwise_conv_forward(
+            colour, W, b, {"stride": op.stride, "pad": op.pad_for(kernel)}
+        )
         expected.append(Z[0])
     expected = np.concatenate(expected, axis=2)
     assert out.dtype == np.float32 and out.shape == expected.shape

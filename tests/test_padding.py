@@ -223,19 +223,20 @@ def test_pad_images_as_is_pad_images_of_the_converted_input(mode, shape, width, 
     x_copy = x.copy()
     out = pad_images_as(x, width, np.float32, mode=mode, value=7)
     assert out.dtype == np.float32
-    np.testing.assert_array_equal(out, pad_loop(x.astype(np.float32), *width, mode=mode,
-                                                value=7))
+    np.testing.assert_array_equal(out, pad_loop(x.astype(np.float32), *width, mode=mode, value=7))
     np.testing.assert_array_equal(x, x_copy)
 
 
 def test_fill_border_by_hand():
     row = np.full((1, 1, 9, 1), -1)
     row[0, 0, 2:6, 0] = [1, 2, 3, 4]  # 2 left, 3 right
-    for mode, expected in {"reflect": [3, 2, 1, 2, 3, 4, 3, 2, 1],
-                           "symmetric": [2, 1, 1, 2, 3, 4, 4, 3, 2],
-                           "wrap": [3, 4, 1, 2, 3, 4, 1, 2, 3],
-                           "edge": [1, 1, 1, 2, 3, 4, 4, 4, 4],
-                           "constant": [5, 5, 1, 2, 3, 4, 5, 5, 5]}.items():
+    for mode, expected in {
+        "reflect": [3, 2, 1, 2, 3, 4, 3, 2, 1],
+        "symmetric": [2, 1, 1, 2, 3, 4, 4, 3, 2],
+        "wrap": [3, 4, 1, 2, 3, 4, 1, 2, 3],
+        "edge": [1, 1, 1, 2, 3, 4, 4, 4, 4],
+        "constant": [5, 5, 1, 2, 3, 4, 5, 5, 5],
+    }.items():
         out = fill_border(row.copy(), (0, 0, 2, 3), mode=mode, value=5)
         assert out[0, 0, :, 0].tolist() == expected, mode
 

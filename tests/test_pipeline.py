@@ -63,14 +63,19 @@ def test_conv_pad_for():
 
 
 def test_conv_pad_same_needs_odd_sides(tmp_path):
-    with pytest.raises(OptionError, match=r"kernel 'roberts-nw' is 2x2: --pad same .*--pad valid"
-                       ) as info:
+    with pytest.raises(
+        OptionError, match=r"kernel 'roberts-nw' is 2x2: --pad same .*--pad valid"
+    ) as info:
         ConvOp(kernels("roberts-nw"))
     assert info.value.option == "--pad"
     wide = tmp_path / "wide.txt"
     wide.write_text("1 2 0\n-2 -1 0\n")
-    with pytest.raises(OptionError, match=re.escape(f"kernel 'wide' ({wide}) is 2x3: --pad same "
-                                                    "needs an odd number of rows and of columns")):
+    with pytest.raises(
+        OptionError,
+        match=re.escape(
+            f"kernel 'wide' ({wide}) is 2x3: --pad same needs an odd number of rows and of columns"
+        ),
+    ):
         ConvOp(kernels("vertical", str(wide)), pad="same")
     line = tmp_path / "line.txt"
     line.write_text("1 2 0 -2 -1\n")
@@ -80,9 +85,14 @@ def test_conv_pad_same_needs_odd_sides(tmp_path):
 
 
 @pytest.mark.parametrize("channels", ["sum", "each"])
-@pytest.mark.parametrize(("grid", "widths"), [("1 2 -1", (0, 0, 1, 1)),
-                                              ("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1", (1, 1, 2, 2)),
-                                              ("1\n-2\n1", (1, 1, 0, 0))])
+@pytest.mark.parametrize(
+    ("grid", "widths"),
+    [
+        ("1 2 -1", (0, 0, 1, 1)),
+        ("1 0 -1 2 3\n0 1 1 0 2\n-1 2 0 1 1", (1, 1, 2, 2)),
+        ("1\n-2\n1", (1, 1, 0, 0)),
+    ],
+)
 def test_conv_pad_same_centres_odd_kernels_that_are_not_square(tmp_path, grid, widths, channels):
     """A 1x3 or 3x5 kernel is centred, as scipy and OpenCV centre it: half each side per side."""
     path = tmp_path / "k.txt"
@@ -153,22 +163,31 @@ def test_conv_names_bias_and_explicit_normalize():
     op = ConvOp(kernels("vertical"), bias=-0.25, channels="each")
     assert op.tags(("R", "G", "B")).channels == [f"vertical-b-0.25-{c}" for c in "RGB"]
     assert ConvOp(kernels("vertical"), bias=0.0, normalize="auto").tags(("L",)).channels == [
-        "vertical-sum"]
+        "vertical-sum"
+    ]
     assert ConvOp(kernels("vertical"), normalize="abs").tags(("L",)).channels == [
-        "vertical-abs-sum"]
+        "vertical-abs-sum"
+    ]
 
 
 def test_planned_outputs(tmp_path):
     task = Task("in/p.png", str(tmp_path), "p", PoolOp(), figure=True, separate=True)
     assert [o.path.name for o in planned_outputs(task, ("R", "G", "B"))] == [
-        "p_pool-max-f2-s2-R.png", "p_pool-max-f2-s2-G.png", "p_pool-max-f2-s2-B.png",
-        "p_pool-max-f2-s2.png", "p_pool-max-f2-s2_grid.png",
+        "p_pool-max-f2-s2-R.png",
+        "p_pool-max-f2-s2-G.png",
+        "p_pool-max-f2-s2-B.png",
+        "p_pool-max-f2-s2.png",
+        "p_pool-max-f2-s2_grid.png",
     ]
     task = Task("in/p.jpg", str(tmp_path), "p", PoolOp(), fmt="jpg", figure=True)
     assert [o.path.name for o in planned_outputs(task, ("R", "G", "B", "A"))] == [
-        "p_pool-max-f2-s2.jpg", "p_pool-max-f2-s2_grid.png"]
+        "p_pool-max-f2-s2.jpg",
+        "p_pool-max-f2-s2_grid.png",
+    ]
     assert [o.path.name for o in planned_outputs(task, ("L",))] == [
-        "p_pool-max-f2-s2-L.jpg", "p_pool-max-f2-s2_grid.png"]
+        "p_pool-max-f2-s2-L.jpg",
+        "p_pool-max-f2-s2_grid.png",
+    ]
     task = Task("in/p.png", str(tmp_path), "p", PadOp(), fmt="npy")
     assert [o.path.name for o in planned_outputs(task, ("L",))] == ["p_pad-constant-2.npy"]
 
@@ -181,10 +200,16 @@ def test_output_stems():
     assert output_stems(paths) == ["photo-png", "photo-webp", "cat"]
     assert output_stems([Path("Photo.PNG"), Path("photo.png")]) == ["Photo-PNG", "photo-png-2"]
     assert output_stems([Path("a/x.png"), Path("b/x.png"), Path("c/x.png")]) == [
-        "x-png", "x-png-2", "x-png-3"]
+        "x-png",
+        "x-png-2",
+        "x-png-3",
+    ]
     # Numbered in the order of the full paths, not of the arguments.
     assert output_stems([Path("c/x.png"), Path("a/x.png"), Path("B/x.png")]) == [
-        "x-png-3", "x-png", "x-png-2"]
+        "x-png-3",
+        "x-png",
+        "x-png-2",
+    ]
 
 
 def test_plan_tasks_numbering_does_not_depend_on_the_input_order(tmp_path):
@@ -196,8 +221,7 @@ def test_plan_tasks_numbering_does_not_depend_on_the_input_order(tmp_path):
         found = find_inputs([tmp_path / d for d in order], out_dir=tmp_path / "out")
         tasks = plan_tasks(found.files, PoolOp())
         mappings.add(frozenset((t.stem, Path(t.source).parent.name) for t in tasks))
-    assert mappings == {frozenset({("photo-png", "a"), ("photo-png-2", "b"),
-                                   ("photo-png-3", "C")})}
+    assert mappings == {frozenset({("photo-png", "a"), ("photo-png-2", "b"), ("photo-png-3", "C")})}
 
 
 def test_find_inputs(tmp_path):
@@ -213,7 +237,10 @@ def test_find_inputs(tmp_path):
     assert [Path(f.path).name for f in deep.files] == ["a.jpeg", "b.PNG"]
     deep = find_inputs([d], out_dir=tmp_path / "out", recursive=True)
     assert [(Path(f.path).name, Path(f.out_dir).name) for f in deep.files] == [
-        ("a.jpeg", "out"), ("b.PNG", "out"), ("c.png", "sub")]
+        ("a.jpeg", "out"),
+        ("b.PNG", "out"),
+        ("c.png", "sub"),
+    ]
     named = find_inputs([d / "x.txt"], out_dir=tmp_path / "out")
     assert [Path(f.path).name for f in named.files] == ["x.txt"]  # named files are always tried
 
@@ -222,15 +249,28 @@ def test_find_inputs_passes_over_earlier_outputs_in_the_output_folder(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
     outputs = [
-        "a_conv-vertical-sum.png", "A_CONV-vertical-sum.png",
-        "a_conv-vertical-sum_conv-vertical-sum.png", "a_pool-max-f2-s2.tiff",
-        "a_pad-constant-2-R.jpg", "a_conv_grid.png", "photo-png_conv-edge-sum.png",
-        "photo-webp-2_pool-max-f2-s2-R.png", "photo_pool_grid.png",
-        "a_conv-vertical+edge-s2-sum_grid.png", "photo-webp_pool-max-f2-s2_grid.png",
+        "a_conv-vertical-sum.png",
+        "A_CONV-vertical-sum.png",
+        "a_conv-vertical-sum_conv-vertical-sum.png",
+        "a_pool-max-f2-s2.tiff",
+        "a_pad-constant-2-R.jpg",
+        "a_conv_grid.png",
+        "photo-png_conv-edge-sum.png",
+        "photo-webp-2_pool-max-f2-s2-R.png",
+        "photo_pool_grid.png",
+        "a_conv-vertical+edge-s2-sum_grid.png",
+        "photo-webp_pool-max-f2-s2_grid.png",
     ]
     kept = [
-        "a.png", "a_convolved.png", "a_conv-x.gif", "a_blur-1.png", "b_conv-vertical-sum.png",
-        "photo.png", "photo.webp", "photo-jpg_conv-edge-sum.png", "x_pool_grid.png",
+        "a.png",
+        "a_convolved.png",
+        "a_conv-x.gif",
+        "a_blur-1.png",
+        "b_conv-vertical-sum.png",
+        "photo.png",
+        "photo.webp",
+        "photo-jpg_conv-edge-sum.png",
+        "x_pool_grid.png",
     ]
     for name in outputs + kept:
         (d / name).write_bytes(b"")
@@ -302,8 +342,10 @@ def test_tasks_pickle_and_run_in_worker_processes(tmp_path):
 
     with Image.open(srcs[0]) as im:
         A = np.asarray(im).astype(np.float32)[None]
-    np.testing.assert_array_equal(np.load(tmp_path / "out" / "p0_pool-max-f2-s2.npy"),
-                                  pool_forward(A, {"f": 2, "stride": 2})[0][0])
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "out" / "p0_pool-max-f2-s2.npy"),
+        pool_forward(A, {"f": 2, "stride": 2})[0][0],
+    )
 
 
 # --- borders, mappings, colour results and combined maps (issue 9) ---------------------------
@@ -351,7 +393,8 @@ def test_conv_default_border_is_reflect_and_named_only_when_not_default():
     assert op.tags(("L",)).raw == "vertical-s2-b1-Bconstant-sum"
     # No padding, no border: the names of --pad valid do not depend on it.
     assert ConvOp(kernels("vertical"), pad="valid", border="wrap").tags(("L",)).raw == (
-        "vertical-p0-sum")
+        "vertical-p0-sum"
+    )
     with pytest.raises(ValueError, match="mode must be one of"):
         ConvOp(kernels("vertical"), border="mirror")
 
@@ -380,8 +423,7 @@ def test_conv_combine_names_and_values():
         np.testing.assert_allclose(got[:, :, 0], expected, rtol=1e-6)
         assert [m.method for m in op.mappings(pic)] == ["robust"]
     each = ConvOp(ks, channels="each", combine="magnitude")
-    assert each.tags(("R", "G", "B")).channels == [
-        f"sobel-x+sobel-y-magnitude-{c}" for c in "RGB"]
+    assert each.tags(("R", "G", "B")).channels == [f"sobel-x+sobel-y-magnitude-{c}" for c in "RGB"]
     assert each.tags(("R", "G", "B")).groups == (("sobel-x+sobel-y-magnitude-each", (0, 1, 2)),)
     assert each.compute(pic).shape[2] == 3
     with pytest.raises(ValueError, match="combine"):
@@ -414,15 +456,16 @@ def test_conv_figure_scale_is_counted_away_from_the_border():
     assert limit == pytest.approx(150.0)
 
 
-def test_each_channel_is_mapped_once_for_its_own_file_and_the_colour_image(tmp_path,
-                                                                            monkeypatch):
+def test_each_channel_is_mapped_once_for_its_own_file_and_the_colour_image(tmp_path, monkeypatch):
     from convcli.app import process
 
     calls = []
     original = process._levels
-    monkeypatch.setattr(process, "_levels",
-                        lambda data, index, *args: calls.append(index) or original(
-                            data, index, *args))
+    monkeypatch.setattr(
+        process,
+        "_levels",
+        lambda data, index, *args: calls.append(index) or original(data, index, *args),
+    )
     src = make_image(tmp_path / "photo.png", "RGB")
     op = ConvOp((get_kernel("vertical"),), channels="each")
     (task,) = plan_tasks(find_inputs([src], out_dir=tmp_path / "out").files, op)
@@ -436,11 +479,12 @@ def test_each_channel_is_mapped_once_for_its_own_file_and_the_colour_image(tmp_p
             np.testing.assert_array_equal(np.asarray(im), colour[:, :, i])
 
 
-@pytest.mark.parametrize("bad", [[], [np.nan], [np.inf], [-np.inf],
-                                 [np.nan, np.inf, -np.inf, np.nan]])
+@pytest.mark.parametrize(
+    "bad", [[], [np.nan], [np.inf], [-np.inf], [np.nan, np.inf, -np.inf, np.nan]]
+)
 def test_a_files_note_counts_the_values_that_are_not_finite(bad):
     """Counted as isfinite does, whether the smallest and largest values show them or not."""
     data = np.random.default_rng(2).standard_normal((7, 9, 2)).astype(np.float32)
-    data.flat[[3, 17, 40, 99][:len(bad)]] = bad
+    data.flat[[3, 17, 40, 99][: len(bad)]] = bad
     assert count_not_finite(data) == len(bad) == data.size - np.isfinite(data).sum()
     assert count_not_finite(data[:0]) == 0

@@ -15,7 +15,7 @@ from helpers import make_image, names, ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli.app import plan
+from convcli.app import inputs, plan
 from convcli.app.ops import PoolOp
 
 OP = PoolOp()
@@ -44,18 +44,37 @@ def touch(path: Path) -> None:
 # Names that clash in output stems (same stem, other extension or case); inputs
 # named for another's stem, which outputs must not replace; hidden files,
 # non-images and the outputs of earlier runs, which are passed over.
-NAMES = ["photo.png", "photo.webp", "Photo.jpg", "cat.png", "CAT.PNG", "x-png.png", "a.png",
-         "a_pool-max-f2-s2.png", "cat_pool.png", "cat-png_x.png", ".hidden.png", "notes.txt"]
+NAMES = [
+    "photo.png",
+    "photo.webp",
+    "Photo.jpg",
+    "cat.png",
+    "CAT.PNG",
+    "x-png.png",
+    "a.png",
+    "a_pool-max-f2-s2.png",
+    "cat_pool.png",
+    "cat-png_x.png",
+    ".hidden.png",
+    "notes.txt",
+]
 FOLDERS = [".", "sub", "sub/deep", "Sub2", ".git", "out"]
 
 
 @settings(max_examples=60, deadline=None)
-@given(files=st.lists(st.tuples(st.sampled_from(FOLDERS), st.sampled_from(NAMES)),
-                      min_size=1, max_size=14, unique=True),
-       out=st.sampled_from(["out", ".", "sub", "../elsewhere"]),
-       recursive=st.booleans())
-def test_streaming_plans_the_same_tasks_as_listing_everything(tmp_path_factory, files, out,
-                                                              recursive):
+@given(
+    files=st.lists(
+        st.tuples(st.sampled_from(FOLDERS), st.sampled_from(NAMES)),
+        min_size=1,
+        max_size=14,
+        unique=True,
+    ),
+    out=st.sampled_from(["out", ".", "sub", "../elsewhere"]),
+    recursive=st.booleans(),
+)
+def test_streaming_plans_the_same_tasks_as_listing_everything(
+    tmp_path_factory, files, out, recursive
+):
     root = tmp_path_factory.mktemp("tree")
     top = root / "in"
     top.mkdir()
@@ -64,8 +83,9 @@ def test_streaming_plans_the_same_tasks_as_listing_everything(tmp_path_factory, 
     out_dir = str(top / out)
     assert plan.streams_by_folder([str(top)], out_dir=out_dir, recursive=recursive)
     assert streamed([str(top)], out_dir, recursive) == whole_plan([str(top)], out_dir, recursive)
-    assert plan.count_inputs([str(top)], out_dir=out_dir, recursive=recursive) == len(
-        whole_plan([str(top)], out_dir, recursive))
+    assert inputs.count_inputs([str(top)], out_dir=out_dir, recursive=recursive) == len(
+        whole_plan([str(top)], out_dir, recursive)
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symbolic links")
@@ -85,7 +105,10 @@ def test_links_to_files_of_the_walk_are_not_planned_twice(tmp_path):
     assert len(tasks) == len(whole_plan([str(top)], out, True))
     # Not walking the subfolder, a link into it is the only way to b.png.
     assert [Path(t[0]).name for t in streamed([str(top)], out, False)] == [
-        "a.png", "o1.png", "to-b.png"]
+        "a.png",
+        "o1.png",
+        "to-b.png",
+    ]
 
 
 def test_names_differing_in_case_are_two_files_where_the_file_system_says_so(tmp_path):
@@ -93,8 +116,10 @@ def test_names_differing_in_case_are_two_files_where_the_file_system_says_so(tmp
     touch(tmp_path / "in" / "Photo.png")
     if len(os.listdir(tmp_path / "in")) == 1:
         pytest.skip("a case-insensitive file system")
-    for tasks in (streamed([str(tmp_path / "in")], str(tmp_path / "out"), False),
-                  whole_plan([str(tmp_path / "in")], str(tmp_path / "out"), False)):
+    for tasks in (
+        streamed([str(tmp_path / "in")], str(tmp_path / "out"), False),
+        whole_plan([str(tmp_path / "in")], str(tmp_path / "out"), False),
+    ):
         assert sorted(t[2] for t in tasks) == ["Photo-png", "photo-png-2"]
     for name in ("photo.png", "Photo.png"):
         make_image(tmp_path / "in" / name)
@@ -108,8 +133,9 @@ def test_folders_are_listed_only_when_their_tasks_are_taken(tmp_path):
     top = tmp_path / "in"
     for folder in ("a", "b", "c"):
         touch(top / folder / "x.png")
-    tasks = plan.stream_tasks([str(top)], OP, out_dir=str(tmp_path / "out"), recursive=True,
-                              notes=[])
+    tasks = plan.stream_tasks(
+        [str(top)], OP, out_dir=str(tmp_path / "out"), recursive=True, notes=[]
+    )
     assert Path(next(tasks).source).parent.name == "a"
     # Files that appear in a later folder once planning has begun are planned;
     # a whole listing would have missed them.
@@ -121,18 +147,19 @@ def test_folders_are_listed_only_when_their_tasks_are_taken(tmp_path):
 def test_several_inputs_or_an_output_holding_the_input_are_planned_whole(tmp_path):
     top = tmp_path / "in"
     touch(top / "a.png")
-    assert not plan.streams_by_folder([str(top), str(top)], out_dir=str(tmp_path / "o"),
-                                      recursive=False)
-    assert not plan.streams_by_folder([str(top / "a.png")], out_dir=str(tmp_path / "o"),
-                                      recursive=False)
+    assert not plan.streams_by_folder(
+        [str(top), str(top)], out_dir=str(tmp_path / "o"), recursive=False
+    )
+    assert not plan.streams_by_folder(
+        [str(top / "a.png")], out_dir=str(tmp_path / "o"), recursive=False
+    )
     assert not plan.streams_by_folder([str(top)], out_dir=str(tmp_path), recursive=True)
     assert plan.streams_by_folder([str(top)], out_dir=str(tmp_path), recursive=False)
     # The one case where a subfolder's output folder is another input folder:
     # in/in's outputs go to out/in, which is the walked folder in/in when out is tmp.
     touch(top / "in" / "a.png")
     touch(top / "in" / "in" / "a.png")
-    assert streamed([str(top)], str(tmp_path), True) == whole_plan([str(top)], str(tmp_path),
-                                                                  True)
+    assert streamed([str(top)], str(tmp_path), True) == whole_plan([str(top)], str(tmp_path), True)
 
 
 def test_a_listing_error_ends_the_tasks_and_is_kept():
@@ -169,9 +196,20 @@ def test_the_progress_bar_counts_a_folder_listed_as_it_goes(tmp_path, twice):
         make_image(top / f"{i:03d}.png", "L", seed=i, size=(4, 4))
     main_fd, terminal = os.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "convcli", "pool", str(top), *[str(top)] * twice, "-o",
-         str(tmp_path / "out")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal)
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "pool",
+            str(top),
+            *[str(top)] * twice,
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+    )
     os.close(terminal)
     shown = b""
     while True:

@@ -19,10 +19,22 @@ from PIL import Image
 
 from convcli.io import formats, image_files, png
 
-BACKENDS = ["zlib", pytest.param("isal", marks=pytest.mark.skipif(
-    png.deflate_backend() != "isal", reason="isal is not installed"))]
-PILLOW_MODES = {(1, 8): "L", (2, 8): "LA", (3, 8): "RGB", (4, 8): "RGBA", (1, 16): "I;16",
-                (3, 16): "RGB", (4, 16): "RGBA"}
+BACKENDS = [
+    "zlib",
+    pytest.param(
+        "isal",
+        marks=pytest.mark.skipif(png.deflate_backend() != "isal", reason="isal is not installed"),
+    ),
+]
+PILLOW_MODES = {
+    (1, 8): "L",
+    (2, 8): "LA",
+    (3, 8): "RGB",
+    (4, 8): "RGBA",
+    (1, 16): "I;16",
+    (3, 16): "RGB",
+    (4, 16): "RGBA",
+}
 
 
 def encode(levels, backend, text=None) -> bytes:
@@ -41,9 +53,9 @@ def chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     out, pos = [], 8
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, payload = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, payload = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
         assert crc == zlib.crc32(kind + payload)
         out.append((kind, payload))
         pos += 12 + length
@@ -68,8 +80,13 @@ def test_pillow_reads_back_every_layout_pixel_for_pixel(channels, dtype, backend
 
 
 @settings(max_examples=40, deadline=None)
-@given(height=st.integers(1, 40), width=st.integers(1, 40), channels=st.sampled_from([1, 2, 3, 4]),
-       sixteen=st.booleans(), seed=st.integers(0, 2**32 - 1))
+@given(
+    height=st.integers(1, 40),
+    width=st.integers(1, 40),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    sixteen=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_the_decoded_stream_is_the_levels_row_by_row(height, width, channels, sixteen, seed):
     """Undo the Up filter by hand: the rows are the levels, big-endian for 16 bits."""
     dtype = np.uint16 if sixteen else np.uint8
@@ -78,8 +95,12 @@ def test_the_decoded_stream_is_the_levels_row_by_row(height, width, channels, si
     parts = chunks(data)
     assert [k for k, _ in parts][0] == b"IHDR" and parts[-1] == (b"IEND", b"")
     width_, height_, depth, colour, *_ = struct.unpack(">IIBBBBB", parts[0][1])
-    assert (width_, height_, depth, colour) == (width, height, 8 * levels.itemsize,
-                                                {1: 0, 2: 4, 3: 2, 4: 6}[channels])
+    assert (width_, height_, depth, colour) == (
+        width,
+        height,
+        8 * levels.itemsize,
+        {1: 0, 2: 4, 3: 2, 4: 6}[channels],
+    )
     raw = zlib.decompress(b"".join(p for k, p in parts if k == b"IDAT"))
     rows = np.frombuffer(raw, np.uint8).reshape(height, -1)
     assert np.all(rows[:, 0] == 2)  # Up
@@ -98,11 +119,14 @@ def test_rows_are_written_in_blocks_the_same_as_at_once(monkeypatch):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.zeros((2, 2), np.float32), "uint8 or uint16"),
-    (np.zeros((2, 2, 5), np.uint8), "C in 1..4"),
-    (np.zeros((0, 3), np.uint8), "at least one row"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.zeros((2, 2), np.float32), "uint8 or uint16"),
+        (np.zeros((2, 2, 5), np.uint8), "C in 1..4"),
+        (np.zeros((0, 3), np.uint8), "at least one row"),
+    ],
+)
 def test_bad_levels_are_a_value_error(bad, message):
     with pytest.raises(ValueError, match=message):
         encode(bad, "zlib")
@@ -129,15 +153,18 @@ def _imagemagick() -> list[str] | None:
 
 @pytest.mark.skipif(_imagemagick() is None, reason="ImageMagick is not installed")
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("channels, dtype", [(1, np.uint8), (1, np.uint16), (2, np.uint8),
-                                              (3, np.uint8), (3, np.uint16), (4, np.uint16)])
+@pytest.mark.parametrize(
+    "channels, dtype",
+    [(1, np.uint8), (1, np.uint16), (2, np.uint8), (3, np.uint8), (3, np.uint16), (4, np.uint16)],
+)
 def test_imagemagick_reads_back_pixel_for_pixel(tmp_path, channels, dtype, backend):
     levels = levels_of((21, 34, channels), dtype, seed=7)
     path = tmp_path / "a.png"
     path.write_bytes(encode(levels, backend))
     # PAM keeps the channels and the depth: a text header, then big-endian samples.
-    pam = subprocess.run([*_imagemagick(), str(path), "PAM:-"], capture_output=True,
-                         check=True).stdout
+    pam = subprocess.run(
+        [*_imagemagick(), str(path), "PAM:-"], capture_output=True, check=True
+    ).stdout
     header, body = pam.split(b"ENDHDR\n", 1)
     fields = dict(line.split(b" ", 1) for line in header.splitlines()[1:] if b" " in line)
     depth = int(fields[b"DEPTH"])
@@ -162,28 +189,34 @@ def test_save_levels_writes_the_stream_with_the_marker(tmp_path, monkeypatch, ba
 def test_the_command_line_without_a_fast_library_writes_the_same_pixels(tmp_path, missing):
     photo = make_image(tmp_path / "photo.jpg", "RGB")
     ok("pool", photo, "-o", tmp_path / "fast", "-j", 1, "--format", "png", "--separate")
-    proc = run_without(missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1, "--format",
-                       "png", "--separate")
+    proc = run_without(
+        missing, "pool", photo, "-o", tmp_path / "plain", "-j", 1, "--format", "png", "--separate"
+    )
     assert proc.returncode == 0, proc.stderr
     names = [p.name for p in outputs_in(tmp_path / "fast")]
     assert names == [p.name for p in outputs_in(tmp_path / "plain")] and len(names) == 4
     for name in names:
-        np.testing.assert_array_equal(read(tmp_path / "fast" / name),
-                                      read(tmp_path / "plain" / name))
+        np.testing.assert_array_equal(
+            read(tmp_path / "fast" / name), read(tmp_path / "plain" / name)
+        )
         assert image_files.written_by_convcli(tmp_path / "plain" / name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@given(data=st.data(), channels=st.sampled_from([1, 2, 3, 4]),
-       dtype=st.sampled_from([np.uint8, np.uint16]))
+@given(
+    data=st.data(),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    dtype=st.sampled_from([np.uint8, np.uint16]),
+)
 @settings(max_examples=20)
 def test_rows_streamed_in_bands_give_write_pngs_bytes(backend, data, channels, dtype):
     height = data.draw(st.integers(1, 40), label="height")
     levels = levels_of((height, 9, channels), dtype, seed=height)
     cuts = sorted(data.draw(st.lists(st.integers(0, height), max_size=6), label="cuts"))
     streamed = io.BytesIO()
-    encoder = png.PngRowEncoder(streamed, shape=levels.shape, dtype=dtype,
-                                text={"Software": "convcli"}, backend=backend)
+    encoder = png.PngRowEncoder(
+        streamed, shape=levels.shape, dtype=dtype, text={"Software": "convcli"}, backend=backend
+    )
     for band in np.split(levels, cuts):
         encoder.write(band)
     encoder.close()

@@ -52,11 +52,13 @@ def _in_threads(tasks: dict[str, object], start_next=lambda name: None) -> dict:
 
 def _then(call, after):
     """`call`, which runs `after` when it returns or raises."""
+
     def wrapped(*args, **kwargs):
         try:
             return call(*args, **kwargs)
         finally:
             after()
+
     return wrapped
 
 
@@ -65,8 +67,9 @@ def _said(message: str) -> list[str]:
 
 
 def test_threads_keep_their_own_library_messages(tmp_path, monkeypatch):
-    sources = {name: make_image(tmp_path / f"{name}.png", "RGB", seed=i)
-               for i, name in enumerate("ab")}
+    sources = {
+        name: make_image(tmp_path / f"{name}.png", "RGB", seed=i) for i, name in enumerate("ab")
+    }
     both_computing = threading.Barrier(2, timeout=10)
     real_open, real_save, real_compute = process.open_image, process.save_levels, ConvOp.compute
     limits_while_open = []
@@ -92,14 +95,19 @@ def test_threads_keep_their_own_library_messages(tmp_path, monkeypatch):
     monkeypatch.setattr(process, "open_image", chatty_open)
     monkeypatch.setattr(process, "save_levels", chatty_save)
     monkeypatch.setattr(ConvOp, "compute", computing)
-    results = _in_threads({name: _task(src, tmp_path / "out", max_pixels=10_000 * (i + 1))
-                           for i, (name, src) in enumerate(sources.items())})
+    results = _in_threads(
+        {
+            name: _task(src, tmp_path / "out", max_pixels=10_000 * (i + 1))
+            for i, (name, src) in enumerate(sources.items())
+        }
+    )
     for name, result in results.items():
         assert result.status == "done", result.message
         assert len(result.outputs) == 1
         said = _said(result.message)
-        assert sorted(said) == sorted(f"{step}: about {name}" for step in
-                                      ("decoder", "encoder", "reader", "compute")), said
+        assert sorted(said) == sorted(
+            f"{step}: about {name}" for step in ("decoder", "encoder", "reader", "compute")
+        ), said
     # Pillow's limit is one for the process: never set to a file's own.
     assert limits_while_open == [None, None]
     assert Image.MAX_IMAGE_PIXELS is None
@@ -129,15 +137,18 @@ def test_a_pixel_limit_stays_with_its_file(tmp_path, monkeypatch):
             yield source
 
     monkeypatch.setattr(process, "open_image", interleaved_open)
-    tasks = {"high": _task(high, tmp_path / "out", max_pixels=20_000),
-             "low": _task(low, tmp_path / "out", max_pixels=1000)}
+    tasks = {
+        "high": _task(high, tmp_path / "out", max_pixels=20_000),
+        "low": _task(low, tmp_path / "out", max_pixels=1000),
+    }
     results = _in_threads(tasks, start_next=lambda name: opened[name].wait(10))
     assert results["high"].status == "done", results["high"].message
     assert results["low"].status == "done", results["low"].message
     refused = process_file(_task(over, tmp_path / "out", max_pixels=1000))
     assert refused.status == "failed"
-    assert refused.message == ("image is 40x40 = 1,600 pixels, over the limit of 1,000 "
-                               "(raise it with --max-pixels)")
+    assert refused.message == (
+        "image is 40x40 = 1,600 pixels, over the limit of 1,000 (raise it with --max-pixels)"
+    )
     assert Image.MAX_IMAGE_PIXELS is None
 
 
@@ -186,7 +197,7 @@ def test_sections_exclude_each_other():
 
 
 # A worker's decoder that writes to fd 2, as libtiff does, naming the file it reads.
-_CHATTY_DECODER = '''
+_CHATTY_DECODER = """
 import os
 from convcli.app import process
 
@@ -200,7 +211,7 @@ def _chatty(path, **kwargs):
 
 _chatty.real = _open_image
 process.open_image = _chatty
-'''
+"""
 
 # An EXIF block cut short: Pillow warns "Corrupt EXIF data. Expecting to read 12 bytes but
 # only got N." with N the bytes left of its one entry (0 to 10).
@@ -238,23 +249,45 @@ def test_two_runs_on_one_two_thread_worker_keep_their_notes_and_limits(tmp_path,
     high = _photos(tmp_path / "high", "high", sizes)
     cluster = DaskProcesses(tmp_path, 1, preload=preload, nthreads=2)
     try:
-        runs = {limit: subprocess.Popen(
-            [sys.executable, "-m", "convcli", "conv", "-k", "vertical", str(folder), "-o",
-             str(tmp_path / f"out-{limit}"), "--scheduler", cluster.address, "--max-pixels",
-             str(limit), "--files-per-task", "1"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for limit, folder in ((5000, tmp_path / "low"), (20_000, tmp_path / "high"))}
+        runs = {
+            limit: subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "convcli",
+                    "conv",
+                    "-k",
+                    "vertical",
+                    str(folder),
+                    "-o",
+                    str(tmp_path / f"out-{limit}"),
+                    "--scheduler",
+                    cluster.address,
+                    "--max-pixels",
+                    str(limit),
+                    "--files-per-task",
+                    "1",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for limit, folder in ((5000, tmp_path / "low"), (20_000, tmp_path / "high"))
+        }
         stderr = {limit: run.communicate(timeout=120)[1] for limit, run in runs.items()}
     finally:
         cluster.close()
     assert runs[20_000].returncode == 0, stderr[20_000]
     assert runs[5000].returncode == 1, stderr[5000]
-    refused = ("image is 120x120 = 14,400 pixels, over the limit of 5,000 (raise it with "
-               "--max-pixels); ")
-    expected = [f"convcli: {path}: {refused if run == 'low' and size == (120, 120) else ''}"
-                f"libraries said: decoder: reading {path.name}; {exif}"
-                for run, notes in (("low", low), ("high", high))
-                for (path, exif), size in zip(notes.items(), sizes, strict=True)]
+    refused = (
+        "image is 120x120 = 14,400 pixels, over the limit of 5,000 (raise it with --max-pixels); "
+    )
+    expected = [
+        f"convcli: {path}: {refused if run == 'low' and size == (120, 120) else ''}"
+        f"libraries said: decoder: reading {path.name}; {exif}"
+        for run, notes in (("low", low), ("high", high))
+        for (path, exif), size in zip(notes.items(), sizes, strict=True)
+    ]
     assert "8 processed, 0 skipped, 0 failed" in stderr[20_000].splitlines()[-1]
     assert "4 processed, 0 skipped, 4 failed" in stderr[5000].splitlines()[-1]
     lines = [line for limit in runs for line in stderr[limit].splitlines()[:-1]]

@@ -28,12 +28,17 @@ def _float_tiff(path) -> np.ndarray:
         return np.asarray(im)
 
 
-@pytest.mark.parametrize(("args", "tiffs"), [
-    (["-k", "sobel-x"], ["sobel-x-none-sum"]),
-    (["-k", "edge", "--bias", "-300"], ["edge-b-300-none-sum"]),
-    (["-k", "laplacian", "--channels", "each", "--stride", "2"],
-     ["laplacian-s2-none-R", "laplacian-s2-none-G", "laplacian-s2-none-B"]),
-])
+@pytest.mark.parametrize(
+    ("args", "tiffs"),
+    [
+        (["-k", "sobel-x"], ["sobel-x-none-sum"]),
+        (["-k", "edge", "--bias", "-300"], ["edge-b-300-none-sum"]),
+        (
+            ["-k", "laplacian", "--channels", "each", "--stride", "2"],
+            ["laplacian-s2-none-R", "laplacian-s2-none-G", "laplacian-s2-none-B"],
+        ),
+    ],
+)
 def test_none_writes_the_npy_values_as_float_tiffs(tmp_path, photo, args, tiffs):
     out = tmp_path / "out"
     ok("conv", *args, "--normalize", "none", "--format", "tiff", photo, "-o", out)
@@ -41,8 +46,9 @@ def test_none_writes_the_npy_values_as_float_tiffs(tmp_path, photo, args, tiffs)
     (npy,) = [n for n in names(out) if n.endswith(".npy")]
     raw = np.load(out / npy)
     # One TIFF per channel, no colour image of the channels (8-bit levels).
-    assert [n for n in names(out) if n.endswith(".tiff")] == \
-        sorted(f"photo_conv-{tag}.tiff" for tag in tiffs)
+    assert [n for n in names(out) if n.endswith(".tiff")] == sorted(
+        f"photo_conv-{tag}.tiff" for tag in tiffs
+    )
     for c, tag in enumerate(tiffs):
         np.testing.assert_array_equal(_float_tiff(out / f"photo_conv-{tag}.tiff"), raw[:, :, c])
     assert raw.min() < 0  # signed values kept
@@ -59,8 +65,12 @@ def test_float_tiffs_read_back_in_tifffile_and_imagemagick(tmp_path):
     if magick is None:
         pytest.skip("ImageMagick is not installed")
     command = [magick, "identify"] if magick.endswith("magick") else [magick]
-    text = subprocess.run([*command, "-format", "%w %h %z %[fx:mean]", str(path)],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [*command, "-format", "%w %h %z %[fx:mean]", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     width, height, depth, mean = text.split()
     assert (width, height, depth) == ("3", "2", "32")
     assert abs(float(mean) - values.mean()) < 1e-4  # ImageMagick reads floats on a 0-1 scale
@@ -75,8 +85,18 @@ def test_the_readme_says_how_imagemagick_reads_a_raw_tiff_right(tmp_path):
     if program is None:
         pytest.skip("ImageMagick is not installed")
     photo = Path(__file__).resolve().parent.parent / "sample_images" / "camera.png"
-    ok("conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", photo,
-       "-o", tmp_path / "map.tiff")
+    ok(
+        "conv",
+        "-k",
+        "sobel-x",
+        "--normalize",
+        "none",
+        "--format",
+        "tiff",
+        photo,
+        "-o",
+        tmp_path / "map.tiff",
+    )
     words = [str(tmp_path / w) if w.startswith("map.") else w for w in shlex.split(line)[1:]]
     subprocess.run([program, *words], check=True, capture_output=True)
     values = _float_tiff(tmp_path / "map.tiff").astype(np.float64)
@@ -86,8 +106,9 @@ def test_the_readme_says_how_imagemagick_reads_a_raw_tiff_right(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", [["--format", "png"], ["--format", "jpg"], ["-o", "x.png"]])
-def test_none_with_an_eight_or_sixteen_bit_format_is_a_usage_error(tmp_path, photo, fmt,
-                                                                    monkeypatch):
+def test_none_with_an_eight_or_sixteen_bit_format_is_a_usage_error(
+    tmp_path, photo, fmt, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     result = run("conv", "-k", "sobel-x", "--normalize", "none", photo, *fmt)
     assert_one_line_error(result, 2, "--normalize", "tiff or npy")
@@ -100,8 +121,22 @@ def test_none_with_an_eight_or_sixteen_bit_format_is_a_usage_error(tmp_path, pho
 def test_conv_pad_per_side_is_conv_forward_on_the_padded_picture(tmp_path, photo):
     out = tmp_path / "out"
     for border in ("constant", "wrap"):
-        ok("conv", "-k", "sobel-x", "--pad", "1,0,2,3", "--border", border, "--stride", "2",
-           "--format", "npy", photo, "-o", out)
+        ok(
+            "conv",
+            "-k",
+            "sobel-x",
+            "--pad",
+            "1,0,2,3",
+            "--border",
+            border,
+            "--stride",
+            "2",
+            "--format",
+            "npy",
+            photo,
+            "-o",
+            out,
+        )
     A = pixels(photo).sum(axis=2)[None, :, :, None]
     W = np.array([[1, 0, -1], [2, 0, -2], [1, 0, -1]], np.float64)[:, :, None, None]
     for border, tag in (("constant", "-Bconstant"), ("wrap", "-Bwrap")):
@@ -120,8 +155,9 @@ def test_pad_per_side_and_equal_sides_keep_the_single_number_names(tmp_path, pho
     ok("conv", "-k", "vertical", "--pad", "2,2,2,2", photo, "-o", tmp_path / "a")
     ok("conv", "-k", "vertical", "--pad", "2", photo, "-o", tmp_path / "b")
     assert names(tmp_path / "a") == names(tmp_path / "b") == ["photo_conv-vertical-p2-sum.png"]
-    assert (tmp_path / "a" / "photo_conv-vertical-p2-sum.png").read_bytes() == \
-        (tmp_path / "b" / "photo_conv-vertical-p2-sum.png").read_bytes()
+    assert (tmp_path / "a" / "photo_conv-vertical-p2-sum.png").read_bytes() == (
+        tmp_path / "b" / "photo_conv-vertical-p2-sum.png"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize("command", ["conv", "pad"])

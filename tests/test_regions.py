@@ -38,41 +38,59 @@ ALPHA = {"extrasamples": ["unassalpha"]}
 CASES = {
     "grey strips": (_levels((53, 71)), {}),
     "grey one strip deflate": (_levels((53, 71)), {"compression": "zlib"}),
-    "grey tiled bigtiff deflate": (_levels((53, 71)), {"tile": (16, 32), "compression": "zlib",
-                                                       "bigtiff": True}),
-    "grey lzw predictor": (_levels((53, 71)), {"rowsperstrip": 7, "compression": "lzw",
-                                               "predictor": 2}),
+    "grey tiled bigtiff deflate": (
+        _levels((53, 71)),
+        {"tile": (16, 32), "compression": "zlib", "bigtiff": True},
+    ),
+    "grey lzw predictor": (
+        _levels((53, 71)),
+        {"rowsperstrip": 7, "compression": "lzw", "predictor": 2},
+    ),
     "grey packbits tiled": (_levels((40, 33)), {"tile": (16, 16), "compression": "packbits"}),
     "grey old deflate code": (_levels((20, 30)), {"compression": 32946, "rowsperstrip": 3}),
     "one row": (_levels((1, 300)), {"tile": (16, 16), "compression": "zlib"}),
     "one column": (_levels((90, 1)), {"rowsperstrip": 4, "compression": "zlib"}),
     "one pixel": (_levels((1, 1)), {}),
-    "grey 16 big-endian tiled": (_levels((53, 71), np.uint16), {"byteorder": ">",
-                                                                "tile": (16, 16)}),
-    "grey 16 deflate predictor": (_levels((53, 71), np.uint16), {
-        "compression": "zlib", "predictor": 2, "rowsperstrip": 10}),
-    "grey alpha tiled": (_levels((53, 71, 2)), {"photometric": "minisblack", **ALPHA,
-                                                "tile": (32, 16), "compression": "zlib"}),
-    "grey extra unspecified": (_levels((20, 25, 2)), {"photometric": "minisblack",
-                                                      "extrasamples": ["unspecified"]}),
+    "grey 16 big-endian tiled": (
+        _levels((53, 71), np.uint16),
+        {"byteorder": ">", "tile": (16, 16)},
+    ),
+    "grey 16 deflate predictor": (
+        _levels((53, 71), np.uint16),
+        {"compression": "zlib", "predictor": 2, "rowsperstrip": 10},
+    ),
+    "grey alpha tiled": (
+        _levels((53, 71, 2)),
+        {"photometric": "minisblack", **ALPHA, "tile": (32, 16), "compression": "zlib"},
+    ),
+    "grey extra unspecified": (
+        _levels((20, 25, 2)),
+        {"photometric": "minisblack", "extrasamples": ["unspecified"]},
+    ),
     "rgb tiled lzw": (_levels((53, 71, 3)), {**RGB, "tile": (16, 48), "compression": "lzw"}),
-    "rgba strips deflate": (_levels((53, 71, 4)), {**RGB, **ALPHA, "rowsperstrip": 5,
-                                                   "compression": "zlib"}),
+    "rgba strips deflate": (
+        _levels((53, 71, 4)),
+        {**RGB, **ALPHA, "rowsperstrip": 5, "compression": "zlib"},
+    ),
     "rgbx": (_levels((20, 25, 4)), {**RGB, "extrasamples": ["unspecified"]}),
     "rgb 16 tiled": (_levels((53, 71, 3), np.uint16), {**RGB, "tile": (16, 16)}),
-    "rgba 16 deflate": (_levels((30, 20, 4), np.uint16), {**RGB, **ALPHA,
-                                                          "compression": "zlib"}),
-    "float tiled predictor": (_floats((53, 71)), {"tile": (16, 16), "compression": "zlib",
-                                                  "predictor": 3}),
+    "rgba 16 deflate": (_levels((30, 20, 4), np.uint16), {**RGB, **ALPHA, "compression": "zlib"}),
+    "float tiled predictor": (
+        _floats((53, 71)),
+        {"tile": (16, 16), "compression": "zlib", "predictor": 3},
+    ),
     "float big-endian strips": (_floats((33, 20)), {"byteorder": ">", "rowsperstrip": 4}),
     "float small values": (_floats((20, 20)) / 100, {}),
     "bilevel min-is-white": (_levels((53, 71), bool), {}),
-    "bilevel min-is-black packbits": (_levels((53, 71), bool), {
-        "photometric": "minisblack", "compression": "packbits", "rowsperstrip": 3}),
-    "grey min-is-white": (_levels((53, 71)), {"photometric": "miniswhite",
-                                              "compression": "zlib"}),
-    "ome-tiff three planes": (_levels((3, 53, 71)), {"ome": True, "tile": (16, 16),
-                                                     "compression": "zlib"}),
+    "bilevel min-is-black packbits": (
+        _levels((53, 71), bool),
+        {"photometric": "minisblack", "compression": "packbits", "rowsperstrip": 3},
+    ),
+    "grey min-is-white": (_levels((53, 71)), {"photometric": "miniswhite", "compression": "zlib"}),
+    "ome-tiff three planes": (
+        _levels((3, 53, 71)),
+        {"ome": True, "tile": (16, 16), "compression": "zlib"},
+    ),
     "pages": (_levels((2, 20, 30)), {"photometric": "minisblack"}),
 }
 
@@ -139,14 +157,17 @@ def _jpeg(path):
 
 
 FALLBACKS = {
-    "palette": lambda p: tifffile.imwrite(p, _levels((20, 30)), photometric="palette",
-                                          colormap=_levels((3, 256), np.uint16)),
+    "palette": lambda p: tifffile.imwrite(
+        p, _levels((20, 30)), photometric="palette", colormap=_levels((3, 256), np.uint16)
+    ),
     "cmyk": _cmyk,
     "rotated": _orientation,
-    "planar separate": lambda p: tifffile.imwrite(p, _levels((3, 20, 30)), photometric="rgb",
-                                                  planarconfig="separate"),
-    "premultiplied alpha": lambda p: tifffile.imwrite(p, _levels((20, 30, 4)), **RGB,
-                                                      extrasamples=["assocalpha"]),
+    "planar separate": lambda p: tifffile.imwrite(
+        p, _levels((3, 20, 30)), photometric="rgb", planarconfig="separate"
+    ),
+    "premultiplied alpha": lambda p: tifffile.imwrite(
+        p, _levels((20, 30, 4)), **RGB, extrasamples=["assocalpha"]
+    ),
     "jpeg": _jpeg,
     "png": lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40)),
     "not tiff at all": lambda p: p.write_bytes(b"plain text"),
@@ -184,9 +205,14 @@ def test_bad_rows_name_the_arguments(files):
                 source.read_rows(r0, r1)
 
 
-@pytest.mark.parametrize("options", [{"tile": (16, 16), "compression": "zlib"},
-                                     {"rowsperstrip": 8}, {"rowsperstrip": 8,
-                                                           "compression": "zlib"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"tile": (16, 16), "compression": "zlib"},
+        {"rowsperstrip": 8},
+        {"rowsperstrip": 8, "compression": "zlib"},
+    ],
+)
 def test_truncated_file_is_one_line_image_error(tmp_path, options):
     path = tmp_path / "cut.tif"
     tifffile.imwrite(path, _levels((64, 64)), **options)
@@ -225,8 +251,15 @@ def test_a_band_of_a_large_image_allocates_about_the_band(tmp_path):
     path = tmp_path / "large.tif"
     size, tile = 20000, 256
     tiles = (np.full((tile, tile), i % 251, np.uint8) for i in range(79 * 79))
-    tifffile.imwrite(path, tiles, shape=(size, size), dtype=np.uint8, tile=(tile, tile),
-                     compression="zlib", bigtiff=True)
+    tifffile.imwrite(
+        path,
+        tiles,
+        shape=(size, size),
+        dtype=np.uint8,
+        tile=(tile, tile),
+        compression="zlib",
+        bigtiff=True,
+    )
     with open_regions(path) as source:
         tracemalloc.start()
         try:
@@ -241,9 +274,15 @@ def test_a_band_of_a_large_image_allocates_about_the_band(tmp_path):
 
 
 def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files):
-    paths = {name: str(files[name][0]) for name in (
-        "grey tiled bigtiff deflate", "grey packbits tiled", "grey lzw predictor",
-        "float tiled predictor")}
+    paths = {
+        name: str(files[name][0])
+        for name in (
+            "grey tiled bigtiff deflate",
+            "grey packbits tiled",
+            "grey lzw predictor",
+            "float tiled predictor",
+        )
+    }
     script = textwrap.dedent(f"""
         import sys
         sys.modules["imagecodecs"] = None  # as if not installed
@@ -253,8 +292,9 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
             source = open_regions(path)
             print(name, "none" if source is None else source.read_rows(0, 5).sum())
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     lines = dict(line.rsplit(" ", 1) for line in done.stdout.splitlines())
     for name in ("grey tiled bigtiff deflate", "grey packbits tiled"):
         assert float(lines[name]) == files[name][1].pixels[:5].sum()

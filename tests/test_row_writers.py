@@ -38,8 +38,15 @@ def _values(shape, dtype, seed=0):
 def _write(path, values, cuts, fmt, *, height=None, **options):
     """`values` (H, W, C) written by a row writer in the bands `cuts` gives."""
     rows, width, channels = values.shape
-    with open_row_writer(path, fmt=fmt, height=height or rows, width=width, channels=channels,
-                         dtype=values.dtype, **options) as out:
+    with open_row_writer(
+        path,
+        fmt=fmt,
+        height=height or rows,
+        width=width,
+        channels=channels,
+        dtype=values.dtype,
+        **options,
+    ) as out:
         for band in np.split(values, sorted(cuts)):
             out.write(band)
     return out
@@ -60,12 +67,17 @@ def test_npy_bytes_are_save_npys(data, channels):
         assert _write(banded, values, cuts, "npy").written
         save_npy(whole, values)
         assert banded.read_bytes() == whole.read_bytes()
-        assert space_needed("npy", height=height, width=7, channels=channels,
-                            dtype=np.float32) == whole.stat().st_size
+        assert (
+            space_needed("npy", height=height, width=7, channels=channels, dtype=np.float32)
+            == whole.stat().st_size
+        )
 
 
-@given(data=st.data(), channels=st.sampled_from([1, 2, 3, 4]),
-       dtype=st.sampled_from([np.uint8, np.uint16]))
+@given(
+    data=st.data(),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    dtype=st.sampled_from([np.uint8, np.uint16]),
+)
 @settings(max_examples=15)
 def test_png_bytes_are_save_levels(data, channels, dtype):
     height = data.draw(st.integers(1, 30), label="height")
@@ -103,10 +115,16 @@ def _tiff_levels(path):
 
 
 TiffCase = namedtuple("TiffCase", "shape dtype")
-TIFF_CASES = [TiffCase((600, 300, 1), np.uint8), TiffCase((257, 513, 3), np.uint8),
-              TiffCase((300, 40, 2), np.uint16), TiffCase((260, 270, 4), np.uint16),
-              TiffCase((531, 270, 1), np.float32), TiffCase((1, 1, 1), np.uint8),
-              TiffCase((700, 1, 1), np.uint8), TiffCase((1, 300, 3), np.uint8)]
+TIFF_CASES = [
+    TiffCase((600, 300, 1), np.uint8),
+    TiffCase((257, 513, 3), np.uint8),
+    TiffCase((300, 40, 2), np.uint16),
+    TiffCase((260, 270, 4), np.uint16),
+    TiffCase((531, 270, 1), np.float32),
+    TiffCase((1, 1, 1), np.uint8),
+    TiffCase((700, 1, 1), np.uint8),
+    TiffCase((1, 300, 3), np.uint8),
+]
 
 
 @pytest.mark.parametrize("case", TIFF_CASES, ids=str)
@@ -132,8 +150,9 @@ def test_tiff_holds_the_rows_and_a_pyramid_of_2x2_means(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", [TIFF_CASES[i] for i in (1, 3, 4)], ids=str)
-def test_tiff_tiles_deflated_by_isal_are_zlib_streams_of_the_same_levels(tmp_path, case,
-                                                                         monkeypatch):
+def test_tiff_tiles_deflated_by_isal_are_zlib_streams_of_the_same_levels(
+    tmp_path, case, monkeypatch
+):
     """With python-isal the tiles come encoded (its deflate, the predictor applied here);
     without it tifffile deflates them: the same values at every level, the same tags."""
     import zlib
@@ -157,8 +176,9 @@ def test_tiff_tiles_deflated_by_isal_are_zlib_streams_of_the_same_levels(tmp_pat
         assert len(tile) == TILE * TILE * case.shape[2] * np.dtype(case.dtype).itemsize
 
 
-@pytest.mark.parametrize("case", [c for c in TIFF_CASES if c.shape[2] in (1, 3)
-                                  and c.dtype == np.uint8], ids=str)
+@pytest.mark.parametrize(
+    "case", [c for c in TIFF_CASES if c.shape[2] in (1, 3) and c.dtype == np.uint8], ids=str
+)
 def test_tiff_reads_back_through_pillow_and_by_regions(tmp_path, case):
     values = _values(case.shape, case.dtype, seed=3)
     path = tmp_path / "out.tif"
@@ -174,14 +194,14 @@ def _failing_bands(values):
     raise RuntimeError("the computation failed")
 
 
-@pytest.mark.parametrize("fmt, dtype", [("npy", np.float32), ("png", np.uint8),
-                                        ("tiff", np.uint8), ("tiff", np.float32)])
+@pytest.mark.parametrize(
+    "fmt, dtype", [("npy", np.float32), ("png", np.uint8), ("tiff", np.uint8), ("tiff", np.float32)]
+)
 def test_a_failure_leaves_no_file_and_no_temporary(tmp_path, fmt, dtype):
     values = _values((600, 300, 1), dtype)
     path = tmp_path / f"out.{fmt}"
     with pytest.raises(RuntimeError, match="the computation failed"):
-        with open_row_writer(path, fmt=fmt, height=600, width=300, channels=1,
-                             dtype=dtype) as out:
+        with open_row_writer(path, fmt=fmt, height=600, width=300, channels=1, dtype=dtype) as out:
             for band in _failing_bands(values):
                 out.write(band)
     with pytest.raises(ValueError, match="3 rows written of 600"):
@@ -195,8 +215,7 @@ def test_a_failure_of_the_tiff_writing_thread_reaches_the_caller(tmp_path, monke
 
     monkeypatch.setattr(tifffile.TiffWriter, "write", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        _write(tmp_path / "out.tif", _values((2000, 30, 1), np.uint8), range(0, 2000, 100),
-               "tiff")
+        _write(tmp_path / "out.tif", _values((2000, 30, 1), np.uint8), range(0, 2000, 100), "tiff")
     assert os.listdir(tmp_path) == []
 
 
@@ -204,8 +223,7 @@ def _write_sized(path, values, fmt, **options):
     return _write(path, values, [], fmt, **options)
 
 
-@pytest.mark.parametrize("fmt, dtype", [("npy", np.float32), ("png", np.uint8),
-                                        ("tiff", np.uint8)])
+@pytest.mark.parametrize("fmt, dtype", [("npy", np.float32), ("png", np.uint8), ("tiff", np.uint8)])
 def test_an_existing_file_is_kept_or_replaced_as_save_levels_does(tmp_path, fmt, dtype):
     path = tmp_path / f"out.{fmt}"
     path.write_bytes(b"someone else's")
@@ -221,18 +239,27 @@ def test_an_existing_file_is_kept_or_replaced_as_save_levels_does(tmp_path, fmt,
     assert os.listdir(tmp_path) == [path.name]
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"fmt": "jpg"}, "fmt must be one of npy, png, tiff"),
-    ({"height": 0}, "height must be a positive integer"),
-    ({"width": 2.5}, "width must be a positive integer"),
-    ({"channels": 0}, "channels must be a positive integer"),
-    ({"fmt": "png", "dtype": np.uint8, "channels": 5}, "channels must be 1, 2, 3 or 4"),
-    ({"fmt": "png", "dtype": np.float32}, "dtype for png must be one of uint8, uint16"),
-    ({"fmt": "tiff", "channels": 3}, "float32 TIFF output has one channel"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"fmt": "jpg"}, "fmt must be one of npy, png, tiff"),
+        ({"height": 0}, "height must be a positive integer"),
+        ({"width": 2.5}, "width must be a positive integer"),
+        ({"channels": 0}, "channels must be a positive integer"),
+        ({"fmt": "png", "dtype": np.uint8, "channels": 5}, "channels must be 1, 2, 3 or 4"),
+        ({"fmt": "png", "dtype": np.float32}, "dtype for png must be one of uint8, uint16"),
+        ({"fmt": "tiff", "channels": 3}, "float32 TIFF output has one channel"),
+    ],
+)
 def test_bad_arguments_name_themselves(tmp_path, options, message):
-    arguments = {"fmt": "npy", "height": 4, "width": 3, "channels": 1, "dtype": np.float32,
-                 **options}
+    arguments = {
+        "fmt": "npy",
+        "height": 4,
+        "width": 3,
+        "channels": 1,
+        "dtype": np.float32,
+        **options,
+    }
     with pytest.raises(ValueError, match=message):
         with open_row_writer(tmp_path / "x", **arguments):
             pass
@@ -241,22 +268,26 @@ def test_bad_arguments_name_themselves(tmp_path, options, message):
 
 def test_rows_of_the_wrong_shape_or_kind_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"rows must be \(n, 3, 1\)"):
-        with open_row_writer(tmp_path / "x.png", fmt="png", height=4, width=3, channels=1,
-                             dtype=np.uint8) as out:
+        with open_row_writer(
+            tmp_path / "x.png", fmt="png", height=4, width=3, channels=1, dtype=np.uint8
+        ) as out:
             out.write(np.zeros((2, 4), np.uint8))
     with pytest.raises(ValueError, match="rows must be uint8; got uint16"):
-        with open_row_writer(tmp_path / "x.png", fmt="png", height=4, width=3, channels=1,
-                             dtype=np.uint8) as out:
+        with open_row_writer(
+            tmp_path / "x.png", fmt="png", height=4, width=3, channels=1, dtype=np.uint8
+        ) as out:
             out.write(np.zeros((2, 3), np.uint16))
     with pytest.raises(ValueError, match="5 rows for an image of 4"):
-        with open_row_writer(tmp_path / "x.npy", fmt="npy", height=4, width=3, channels=1,
-                             dtype=np.float32) as out:
+        with open_row_writer(
+            tmp_path / "x.npy", fmt="npy", height=4, width=3, channels=1, dtype=np.float32
+        ) as out:
             out.write(np.zeros((5, 3)))  # float64 is taken as float32; too many rows are not
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("fmt, dtype", [("png", np.uint16), ("tiff", np.uint8),
-                                        ("tiff", np.float32)])
+@pytest.mark.parametrize(
+    "fmt, dtype", [("png", np.uint16), ("tiff", np.uint8), ("tiff", np.float32)]
+)
 def test_space_needed_bounds_incompressible_outputs(tmp_path, fmt, dtype):
     values = np.random.default_rng(7).integers(0, 65536, (300, 290, 1)).astype(dtype)
     path = tmp_path / f"out.{fmt}"
@@ -270,8 +301,8 @@ def test_free_space_problem_names_the_sizes(tmp_path, monkeypatch):
     monkeypatch.setattr(row_writers.shutil, "disk_usage", lambda folder: usage(0, 0, 2_500_000))
     assert free_space_problem(tmp_path / "out.tif", 2_400_000) is None
     assert free_space_problem(tmp_path / "out.tif", 3_100_000_000) == (
-        f"not enough free space for {tmp_path / 'out.tif'}: it needs about 3.1 GB, "
-        "2.5 MB free")
+        f"not enough free space for {tmp_path / 'out.tif'}: it needs about 3.1 GB, 2.5 MB free"
+    )
 
 
 def _peak_while_writing(path, height, width):
@@ -279,8 +310,9 @@ def _peak_while_writing(path, height, width):
     band = np.zeros((TILE, width, 1), np.uint8)
     tracemalloc.start()
     try:
-        with open_row_writer(path, fmt="tiff", height=height, width=width, channels=1,
-                             dtype=np.uint8) as out:
+        with open_row_writer(
+            path, fmt="tiff", height=height, width=width, channels=1, dtype=np.uint8
+        ) as out:
             for top in range(0, height, TILE):
                 rows = min(TILE, height - top)
                 band[:rows] = top % 251
@@ -304,4 +336,5 @@ def test_a_wide_tiff_is_written_with_memory_for_a_few_bands_whatever_its_height(
         page = tif.pages[0]
         assert page.shape == (8192, width) and len(page.subifds) == 7
         assert page.asarray()[::TILE, ::4999].tolist() == [
-            [top % 251] * 5 for top in range(0, 8192, TILE)]
+            [top % 251] * 5 for top in range(0, 8192, TILE)
+        ]

@@ -100,8 +100,12 @@ def test_options_that_cannot_work_raise_before_anything_is_written(folder, tmp_p
     assert caught.value.option == "-o"
     assert "2 input images" in str(caught.value)
     with pytest.raises(OptionError) as caught:
-        run_batch(_conv(), [str(folder)], RunOptions(out_dir=str(tmp_path / "o"),
-                                                      files_per_task=4), Recorder())
+        run_batch(
+            _conv(),
+            [str(folder)],
+            RunOptions(out_dir=str(tmp_path / "o"), files_per_task=4),
+            Recorder(),
+        )
     assert caught.value.option == "--files-per-task"
     with pytest.raises(OptionError) as caught:
         Recorder(quiet=True, verbose=True)
@@ -158,8 +162,10 @@ def test_an_engine_is_one_class_and_one_entry(folder, tmp_path, monkeypatch):
     (engine,) = made
     assert isinstance(engine, SerialEngine) and engine.opened and engine.closed
     reference = tmp_path / "processes"
-    assert run_batch(_conv(), [str(folder)], RunOptions(out_dir=str(reference), jobs=2),
-                     Recorder()) == 0
+    assert (
+        run_batch(_conv(), [str(folder)], RunOptions(out_dir=str(reference), jobs=2), Recorder())
+        == 0
+    )
     assert names(out) == names(reference)
     for name in names(reference):
         if name.endswith(".png"):
@@ -204,13 +210,15 @@ def test_a_type_error_inside_convcli_is_an_internal_error(folder, tmp_path, monk
         raise TypeError("unsupported operand")
 
     monkeypatch.setattr(ops.ConvOp, "compute", broken)
-    result = run("conv", "-k", "sobel-x", "-j", "1", folder / "a.png", "-o", tmp_path / "o",
-                 "--debug")
+    result = run(
+        "conv", "-k", "sobel-x", "-j", "1", folder / "a.png", "-o", tmp_path / "o", "--debug"
+    )
     assert result.exit_code == 1
     engine, *lines = result.stderr.splitlines()
     assert engine.startswith("convcli: engine: ")  # --debug names the engine first
-    assert lines[0] == (f"convcli: {folder / 'a.png'}: internal error: TypeError: "
-                        "unsupported operand")
+    assert lines[0] == (
+        f"convcli: {folder / 'a.png'}: internal error: TypeError: unsupported operand"
+    )
     assert "Traceback (most recent call last)" in result.stderr
     quiet = run("conv", "-k", "sobel-x", "-j", "1", folder / "b.png", "-o", tmp_path / "o")
     assert "Traceback" not in quiet.stderr and "internal error: TypeError" in quiet.stderr
@@ -238,15 +246,17 @@ def test_a_missing_extra_is_a_usage_error_on_the_command_line(folder, tmp_path, 
     result = run("pool", folder, "-o", tmp_path / "out", "--scheduler", "local")
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
-    assert line.startswith("convcli: --scheduler needs Dask distributed: "
-                           "pip install 'convcli[dask]' (see ")
+    assert line.startswith(
+        "convcli: --scheduler needs Dask distributed: pip install 'convcli[dask]' (see "
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_reporter_lines_match_the_results(folder, tmp_path):
     report = Recorder(verbose=True)
-    assert run_batch(_conv(), [str(folder / "a.png")], RunOptions(out_dir=str(tmp_path)),
-                     report) == 0
+    assert (
+        run_batch(_conv(), [str(folder / "a.png")], RunOptions(out_dir=str(tmp_path)), report) == 0
+    )
     assert report.lines[0] == f"{folder / 'a.png'}: done, 1 written"
     written = np.asarray(report.results[0].outputs)
     assert written.size == 1 and written[0].endswith("a_conv-sobel-x-sum.png")

@@ -16,31 +16,51 @@ from convcli.io.storage import redact
 SECRETS = ("AKIAEXAMPLE", "s3cr3t", "sessTOK", "hunter2", "sigSIG")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("secret=s3cr3t", "secret=***"),
-    ("key=AKIAEXAMPLE", "key=***"),
-    ("password=hunter2 with spaces", "password=***"),
-    ("--storage-option=token=sessTOK", "--storage-option=token=***"),
-    ('client_kwargs={"aws_session_token": "sessTOK", "region_name": "eu"}',
-     'client_kwargs={"aws_session_token": "***", "region_name": "eu"}'),
-    ("{'password': 'hunter2', 'anon': True}", "{'password': '***', 'anon': True}"),
-    ("s3://AKIAEXAMPLE:s3cr3t@bucket/a.png: not found", "s3://***@bucket/a.png: not found"),
-    ("https://user:hunter2@host/a.png", "https://***@host/a.png"),
-    ("https://host/a.png?X-Amz-Signature=sigSIG&x=1", "https://host/a.png?X-Amz-Signature=***&x=1"),
-    ("endpoint_url=http://127.0.0.1:9000", "endpoint_url=http://127.0.0.1:9000"),
-    ("anon=true", "anon=true"),
-    ("s3://bucket/keyboard@2x.png", "s3://bucket/keyboard@2x.png"),
-    ("photos/a.png: not an image file", "photos/a.png: not an image file"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("secret=s3cr3t", "secret=***"),
+        ("key=AKIAEXAMPLE", "key=***"),
+        ("password=hunter2 with spaces", "password=***"),
+        ("--storage-option=token=sessTOK", "--storage-option=token=***"),
+        (
+            'client_kwargs={"aws_session_token": "sessTOK", "region_name": "eu"}',
+            'client_kwargs={"aws_session_token": "***", "region_name": "eu"}',
+        ),
+        ("{'password': 'hunter2', 'anon': True}", "{'password': '***', 'anon': True}"),
+        ("s3://AKIAEXAMPLE:s3cr3t@bucket/a.png: not found", "s3://***@bucket/a.png: not found"),
+        ("https://user:hunter2@host/a.png", "https://***@host/a.png"),
+        (
+            "https://host/a.png?X-Amz-Signature=sigSIG&x=1",
+            "https://host/a.png?X-Amz-Signature=***&x=1",
+        ),
+        ("endpoint_url=http://127.0.0.1:9000", "endpoint_url=http://127.0.0.1:9000"),
+        ("anon=true", "anon=true"),
+        ("s3://bucket/keyboard@2x.png", "s3://bucket/keyboard@2x.png"),
+        ("photos/a.png: not an image file", "photos/a.png: not an image file"),
+    ],
+)
 def test_redact_hides_secrets_and_keeps_the_rest(text, expected):
     assert redact(text) == expected
 
 
 def _secret_args(out) -> list[str]:
-    return ["conv", "-k", "vertical", "-o", str(out), "-q",
-            "--storage-option", "key=AKIAEXAMPLE", "--storage-option", "secret=s3cr3t",
-            "--storage-option", 'client_kwargs={"aws_session_token": "sessTOK"}',
-            "--storage-option", "anon=false"]
+    return [
+        "conv",
+        "-k",
+        "vertical",
+        "-o",
+        str(out),
+        "-q",
+        "--storage-option",
+        "key=AKIAEXAMPLE",
+        "--storage-option",
+        "secret=s3cr3t",
+        "--storage-option",
+        'client_kwargs={"aws_session_token": "sessTOK"}',
+        "--storage-option",
+        "anon=false",
+    ]
 
 
 def test_the_manifest_command_shows_no_secret(tmp_path, photo, monkeypatch):
@@ -52,10 +72,25 @@ def test_the_manifest_command_shows_no_secret(tmp_path, photo, monkeypatch):
     assert not any(secret in text for secret in SECRETS)
     command = manifest_records(out)[0]["command"]
     assert command == shlex.join(
-        ["convcli", "conv", "-k", "vertical", "-o", str(out), "-q",
-         "--storage-option", "key=***", "--storage-option", "secret=***",
-         "--storage-option", 'client_kwargs={"aws_session_token": "***"}',
-         "--storage-option", "anon=false", str(photo)])
+        [
+            "convcli",
+            "conv",
+            "-k",
+            "vertical",
+            "-o",
+            str(out),
+            "-q",
+            "--storage-option",
+            "key=***",
+            "--storage-option",
+            "secret=***",
+            "--storage-option",
+            'client_kwargs={"aws_session_token": "***"}',
+            "--storage-option",
+            "anon=false",
+            str(photo),
+        ]
+    )
 
 
 def test_the_manifest_on_object_storage_shows_no_secret(photo, monkeypatch):
@@ -77,8 +112,14 @@ def test_the_manifest_on_object_storage_shows_no_secret(photo, monkeypatch):
 
 
 def test_an_input_url_with_credentials_fails_on_a_line_without_them(tmp_path):
-    result = run("conv", "-k", "vertical", "memory://AKIAEXAMPLE:s3cr3t@nowhere/a.png",
-                 "-o", tmp_path / "out")
+    result = run(
+        "conv",
+        "-k",
+        "vertical",
+        "memory://AKIAEXAMPLE:s3cr3t@nowhere/a.png",
+        "-o",
+        tmp_path / "out",
+    )
     assert result.exit_code == 1
     assert "memory://***@nowhere/a.png: " in result.stderr
     assert not any(secret in result.output for secret in SECRETS)
@@ -91,7 +132,8 @@ def test_a_storage_option_without_a_name_is_not_echoed(tmp_path, photo):
 
 
 def test_every_message_hides_secrets(capsys):
-    Reporter().say("s3://AKIAEXAMPLE:s3cr3t@b/a.png: internal error: "
-                   "TypeError: bad {'token': 'sessTOK'}")
+    Reporter().say(
+        "s3://AKIAEXAMPLE:s3cr3t@b/a.png: internal error: TypeError: bad {'token': 'sessTOK'}"
+    )
     err = capsys.readouterr().err
     assert err == "convcli: s3://***@b/a.png: internal error: TypeError: bad {'token': '***'}\n"

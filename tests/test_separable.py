@@ -128,13 +128,20 @@ def test_bands_aligned_on_the_tiles_get_the_whole_images_rows(monkeypatch):
 def test_the_choice_follows_the_cost(monkeypatch):
     calls = []
     engine = conv_module.correlate_separable
-    monkeypatch.setattr(conv_module, "correlate_separable",
-                        lambda *a, **k: calls.append(a[1].size) or engine(*a, **k))
+    monkeypatch.setattr(
+        conv_module,
+        "correlate_separable",
+        lambda *a, **k: calls.append(a[1].size) or engine(*a, **k),
+    )
     A = np.random.default_rng(0).random((1, 40, 40, 1)).astype(np.float32)
     b = np.zeros((1, 1, 1, 1), np.float32)
     g = np.array([1, 4, 6, 4, 1], np.float32)
-    for W in (get_kernel("gaussian-3x3").weights, get_kernel("vertical").weights,
-              np.outer(g, g) / 256, np.ones((15, 15)) / 225):
+    for W in (
+        get_kernel("gaussian-3x3").weights,
+        get_kernel("vertical").weights,
+        np.outer(g, g) / 256,
+        np.ones((15, 15)) / 225,
+    ):
         conv_forward(A, W.astype(np.float32)[:, :, None, None], b, {"stride": 1, "pad": 1})
     assert calls == [5, 15]  # 3x3 kernels stay 2-D; 5x5 and 15x15 go separable
     calls.clear()
@@ -147,15 +154,20 @@ def test_the_choice_follows_the_cost(monkeypatch):
     assert passes(3, 3) >= 3 * 3 + 2 and passes(5, 5) < 5 * 5 + 2
 
 
-@pytest.mark.parametrize("weights, expected", [
-    (np.outer([1, 2, 1], [1, 0, -1]), ([1, 2, 1], [1, 0, -1])),
-    (np.ones((31, 31)) / 961, (np.ones(31), np.full(31, 1 / 961, np.float32))),
-    # Exact float32 factors: integer levels are multiplied without rounding.
-    (np.outer([1, 4, 6, 4, 1], [1, 4, 6, 4, 1]) / 256, ([1, 4, 6, 4, 1],
-                                                         np.array([1, 4, 6, 4, 1]) / 256)),
-    # None exact: the column through the largest weight, divided by it.
-    (np.outer([1, 3, 1], [1, 1 / 3, 2]), ([1 / 3, 1, 1 / 3], [3, 1, 6])),
-])
+@pytest.mark.parametrize(
+    "weights, expected",
+    [
+        (np.outer([1, 2, 1], [1, 0, -1]), ([1, 2, 1], [1, 0, -1])),
+        (np.ones((31, 31)) / 961, (np.ones(31), np.full(31, 1 / 961, np.float32))),
+        # Exact float32 factors: integer levels are multiplied without rounding.
+        (
+            np.outer([1, 4, 6, 4, 1], [1, 4, 6, 4, 1]) / 256,
+            ([1, 4, 6, 4, 1], np.array([1, 4, 6, 4, 1]) / 256),
+        ),
+        # None exact: the column through the largest weight, divided by it.
+        (np.outer([1, 3, 1], [1, 1 / 3, 2]), ([1 / 3, 1, 1 / 3], [3, 1, 6])),
+    ],
+)
 def test_rank_one_factors(weights, expected):
     u, v = rank_one_factors(weights)
     np.testing.assert_array_equal(u, expected[0])
@@ -164,14 +176,19 @@ def test_rank_one_factors(weights, expected):
 
 
 def test_rank_one_within_float32_rounding_and_no_further():
-    g = np.exp(-np.linspace(-2, 2, 9) ** 2)
+    g = np.exp(-(np.linspace(-2, 2, 9) ** 2))
     K32 = np.outer(g, g).astype(np.float32).astype(np.float64)  # rounded: rank 1 within eps
     assert rank_one_factors(K32) is not None
     nudged = K32.copy()
     nudged[4, 4] *= 1 + 1e-4  # far beyond rounding
     assert rank_one_factors(nudged) is None
-    for weights in (get_kernel("laplacian").weights, get_kernel("emboss").weights,
-                    np.zeros((3, 3)), np.ones((1, 5)), [[1.0, np.nan], [1.0, 1.0]]):
+    for weights in (
+        get_kernel("laplacian").weights,
+        get_kernel("emboss").weights,
+        np.zeros((3, 3)),
+        np.ones((1, 5)),
+        [[1.0, np.nan], [1.0, 1.0]],
+    ):
         assert rank_one_factors(weights) is None
 
 
@@ -198,8 +215,9 @@ def test_kernels_check_of_a_file(tmp_path):
     lines = run("kernels", "--check", path).stdout.splitlines()
     assert lines[0] == "blur (3x3)"
     assert lines[1].startswith("sum: 1 (keeps levels")
-    assert lines[2].startswith("separable: yes (rank 1: the column 1 2 1 times the row "
-                               "0.0625 0.125 0.0625")
+    assert lines[2].startswith(
+        "separable: yes (rank 1: the column 1 2 1 times the row 0.0625 0.125 0.0625"
+    )
     path.write_text("1 2 3\n4 5 6\n")
     assert run("kernels", "--check", path).stdout.splitlines()[1:] == [
         "sum: 21 (neither: a flat area's value is multiplied by 21)",
@@ -229,8 +247,9 @@ def test_a_photo_in_strips_with_a_separable_kernel(monkeypatch, border, channels
 
     pic = read_image(Path(__file__).parents[1] / "sample_images" / "camera.png")
     g = np.array([1, 4, 6, 4, 1, 4, 6, 4, 1], np.float64)
-    op = ops.ConvOp((Kernel("g9", "rank 1", np.outer(g, g) / g.sum() ** 2),),
-                    border=border, channels=channels)
+    op = ops.ConvOp(
+        (Kernel("g9", "rank 1", np.outer(g, g) / g.sum() ** 2),), border=border, channels=channels
+    )
     monkeypatch.setattr(separable, "TILE_VALUES", 1 << 16)  # tiles of 64 rows
     monkeypatch.setattr(correlate, "TILE_VALUES", 1 << 7)  # 2-D engine's tiles of 1 row
     with always_separable() as calls:

@@ -83,8 +83,9 @@ def test_integer_samples_give_the_loops_values_bit_for_bit(case):
         np.testing.assert_array_equal(Z, want)
     if A.shape[3] == 1 and W.shape[3] == 1:
         Z, _ = conv_forward(A.astype(np.float32), W, b[..., :1], hp)
-        np.testing.assert_array_equal(Z, conv_forward_loop(A.astype(np.float64), W, b[..., :1],
-                                                           hp).astype(np.float32))
+        np.testing.assert_array_equal(
+            Z, conv_forward_loop(A.astype(np.float64), W, b[..., :1], hp).astype(np.float32)
+        )
 
 
 def test_the_separable_passes_run_and_match_the_2d_taps(monkeypatch):
@@ -92,8 +93,7 @@ def test_the_separable_passes_run_and_match_the_2d_taps(monkeypatch):
     passes for ``vertical`` and Sobel, and their integer results are the 2-D taps'."""
     calls = []
     passes = depthwise._separable_pass
-    monkeypatch.setattr(depthwise, "_separable_pass",
-                        lambda *a: calls.append(1) or passes(*a))
+    monkeypatch.setattr(depthwise, "_separable_pass", lambda *a: calls.append(1) or passes(*a))
     A = np.random.default_rng(3).integers(0, 766, (1, 300, 411, 1)).astype(np.float32)
     bias = np.array([0.5], np.float32)
     for name in ("vertical", "sobel-x"):
@@ -102,8 +102,9 @@ def test_the_separable_passes_run_and_match_the_2d_taps(monkeypatch):
         assert len(calls) > 1  # several row tiles
         with monkeypatch.context() as m:
             m.setattr(depthwise, "separable_taps", lambda *a: None)
-            np.testing.assert_array_equal(Z, correlate_depthwise(A, kernel(name), 1, 1,
-                                                                 np.float32, bias))
+            np.testing.assert_array_equal(
+                Z, correlate_depthwise(A, kernel(name), 1, 1, np.float32, bias)
+            )
 
 
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["vertical", "horizontal", "sobel-y"]))
@@ -129,8 +130,14 @@ def test_rows_a_vertical_sum_overflows_are_the_2d_taps(monkeypatch):
     W, zero = kernel("vertical"), np.zeros(1, np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         passes_alone = np.empty((1, 1, 10, 8), np.float32)
-        depthwise._separable_pass(passes_alone, A, depthwise.tiles.Scratch(np.float32),
-                                  separable_taps(W, np.float32), 1, 8)
+        depthwise._separable_pass(
+            passes_alone,
+            A,
+            depthwise.tiles.Scratch(np.float32),
+            separable_taps(W, np.float32),
+            1,
+            8,
+        )
         Z = correlate_depthwise(A, W, 1, 0, np.float32, zero)
         monkeypatch.setattr(depthwise, "separable_taps", lambda *a: None)
         want = correlate_depthwise(A, W, 1, 0, np.float32, zero)

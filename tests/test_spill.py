@@ -24,8 +24,11 @@ def spill_everything(monkeypatch):
     monkeypatch.setattr(spill, "PIECE_BYTES", 1)
 
 
-@given(data=st.data(), channels=st.sampled_from([1, 3]),
-       dtype=st.sampled_from([np.uint8, np.uint16, np.float32]))
+@given(
+    data=st.data(),
+    channels=st.sampled_from([1, 3]),
+    dtype=st.sampled_from([np.uint8, np.uint16, np.float32]),
+)
 @settings(max_examples=30, deadline=None, derandomize=True)
 def test_a_band_file_gives_back_the_rows_and_pieces_written(data, channels, dtype):
     rows = data.draw(st.integers(1, 20), label="rows")
@@ -64,15 +67,15 @@ def _image(height, width, channels, dtype, seed=0):
 
 def _write(path, values, fmt, rows_per_write=37):
     height, width, channels = values.shape
-    with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
-                         dtype=values.dtype) as out:
+    with open_row_writer(
+        path, fmt=fmt, height=height, width=width, channels=channels, dtype=values.dtype
+    ) as out:
         for top in range(0, height, rows_per_write):
-            out.write(values[top:top + rows_per_write])
+            out.write(values[top : top + rows_per_write])
 
 
 @pytest.mark.parametrize("channels, dtype", [(3, np.uint8), (1, np.float32), (2, np.uint16)])
-def test_a_tiff_written_through_band_files_is_the_same_file(tmp_path, monkeypatch, channels,
-                                                            dtype):
+def test_a_tiff_written_through_band_files_is_the_same_file(tmp_path, monkeypatch, channels, dtype):
     values = _image(3 * TILE + 41, 4 * TILE + 77, channels, dtype)
     _write(tmp_path / "memory.tif", values, "tiff")
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
@@ -108,8 +111,9 @@ def _tiled_tiff(path, height, width, seed=0):
     return values
 
 
-def test_a_wide_row_of_tiles_is_read_through_a_band_file_with_the_same_values(tmp_path,
-                                                                               spill_everything):
+def test_a_wide_row_of_tiles_is_read_through_a_band_file_with_the_same_values(
+    tmp_path, spill_everything
+):
     values = _tiled_tiff(tmp_path / "in.tif", 2 * TILE + 30, 3 * TILE + 50)
     with open_regions(tmp_path / "in.tif") as source:
         for r0, r1 in [(0, 10), (5, 300), (250, 2 * TILE + 30), (0, 2 * TILE + 30)]:
@@ -130,11 +134,12 @@ def _write_in_strips(path, height, width):
     (their work fits the memory budget)."""
     rows = max(1, 320_000 // width)
     strip = np.zeros((rows, width, 1), np.uint8)
-    with open_row_writer(path, fmt="tiff", height=height, width=width, channels=1,
-                         dtype=np.uint8) as out:
+    with open_row_writer(
+        path, fmt="tiff", height=height, width=width, channels=1, dtype=np.uint8
+    ) as out:
         for top in range(0, height, rows):
             strip[:] = (top // rows) % 251
-            out.write(strip[:min(rows, height - top)])
+            out.write(strip[: min(rows, height - top)])
 
 
 def test_the_memory_of_a_tiff_written_in_strips_does_not_grow_with_its_width(tmp_path):
@@ -149,7 +154,8 @@ def test_the_memory_of_a_tiff_written_in_strips_does_not_grow_with_its_width(tmp
     assert wide < 4 * spill.PIECE_BYTES + (2 << 20)
     with tifffile.TiffFile(tmp_path / "wide.tif") as tif:
         assert tif.pages[0].asarray()[::4, ::7919].tolist() == [
-            [top % 251] * 11 for top in range(2 * TILE // 4)]
+            [top % 251] * 11 for top in range(2 * TILE // 4)
+        ]
 
 
 def test_the_memory_of_a_tiled_tiff_read_in_strips_does_not_grow_with_its_width(tmp_path):
@@ -169,11 +175,18 @@ def test_the_memory_of_a_tiled_tiff_read_in_strips_does_not_grow_with_its_width(
 
 
 def test_a_wide_row_of_zarr_chunks_is_read_through_a_band_file_with_the_same_values(
-        tmp_path, spill_everything):
+    tmp_path, spill_everything
+):
     zarr = pytest.importorskip("zarr")
     values = _image(2 * 64 + 10, 5 * 64 + 7, 3, np.uint16, seed=5)
-    array = zarr.open_array(str(tmp_path / "in.zarr"), mode="w", shape=values.shape,
-                            chunks=(64, 64, 3), dtype=np.uint16, zarr_format=2)
+    array = zarr.open_array(
+        str(tmp_path / "in.zarr"),
+        mode="w",
+        shape=values.shape,
+        chunks=(64, 64, 3),
+        dtype=np.uint16,
+        zarr_format=2,
+    )
     array[:] = values
     with open_regions(tmp_path / "in.zarr") as source:
         for r0, r1 in [(0, 7), (60, 70), (100, 2 * 64 + 10), (0, 2 * 64 + 10)]:
@@ -181,9 +194,9 @@ def test_a_wide_row_of_zarr_chunks_is_read_through_a_band_file_with_the_same_val
 
 
 @pytest.mark.parametrize("piece", [100, 4096])
-def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writer(tmp_path,
-                                                                                  monkeypatch,
-                                                                                  piece):
+def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writer(
+    tmp_path, monkeypatch, piece
+):
     pytest.importorskip("zarr")
     from convcli.io import zarr_stores
     from convcli.io.zarr_stores import StoreBand, create_store, finish_store
@@ -192,8 +205,9 @@ def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writ
     values = _image(700, 1101, 3, np.uint8, seed=7)
     _write(tmp_path / "whole.zarr", values, "zarr")
     create_store(tmp_path / "banded.zarr", values.shape, values.dtype)
-    band = StoreBand(tmp_path / "banded.zarr", values.shape, values.dtype, top=0, levels=1,
-                     last=True)
+    band = StoreBand(
+        tmp_path / "banded.zarr", values.shape, values.dtype, top=0, levels=1, last=True
+    )
     band.write(values)
     band.close()
     finish_store(tmp_path / "banded.zarr", values.shape, values.dtype, written=1)
@@ -206,23 +220,29 @@ def test_a_clusters_store_finished_in_column_pieces_holds_the_levels_of_one_writ
     assert dict(banded.attrs) == dict(whole.attrs)
 
 
-@pytest.mark.parametrize("command", [
-    ["conv", "-k", "vertical", "--format", "tiff"],
-    ["conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", "--stride", "2"],
-    ["pool", "--mode", "average", "--size", "3", "--format", "npy"],
-], ids=lambda c: " ".join(c[:3]))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["conv", "-k", "vertical", "--format", "tiff"],
+        ["conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", "--stride", "2"],
+        ["pool", "--mode", "average", "--size", "3", "--format", "npy"],
+    ],
+    ids=lambda c: " ".join(c[:3]),
+)
 def test_strips_through_band_files_write_the_whole_image_paths_bytes(tmp_path, command):
     from helpers import names, run
 
     values = _image(600, 700, 3, np.uint8, seed=11)
-    tifffile.imwrite(tmp_path / "in.tif", values, tile=(64, 64), compression="zlib",
-                     photometric="rgb")
+    tifffile.imwrite(
+        tmp_path / "in.tif", values, tile=(64, 64), compression="zlib", photometric="rgb"
+    )
     assert run(*command, tmp_path / "in.tif", "-o", tmp_path / "whole").exit_code == 0
     with pytest.MonkeyPatch.context() as patch:  # every band on disk, in pieces of a tile
         patch.setattr(spill, "SPILL_BYTES", 0)
         patch.setattr(spill, "PIECE_BYTES", 1)
-        result = run(*command, tmp_path / "in.tif", "-o", tmp_path / "strips", "--memory", "4M",
-                     "-v")
+        result = run(
+            *command, tmp_path / "in.tif", "-o", tmp_path / "strips", "--memory", "4M", "-v"
+        )
     assert result.exit_code == 0 and "processed in strips" in result.stderr
     assert names(tmp_path / "strips") == names(tmp_path / "whole")
     for name in names(tmp_path / "whole"):
@@ -250,8 +270,10 @@ def test_a_band_that_cannot_be_kept_on_disk_is_an_error_naming_the_folder(tmp_pa
     band = BandFile(4, 600, 1, np.uint8, folder=tmp_path)
     band._fh.close()
     band._fh = _FullDisk()
-    with pytest.raises(spill.SpillError, match=f"cannot keep rows of 600 pixels on disk in "
-                                               f"{tmp_path}: No space left on device"):
+    with pytest.raises(
+        spill.SpillError,
+        match=f"cannot keep rows of 600 pixels on disk in {tmp_path}: No space left on device",
+    ):
         band.write_rows(0, np.zeros((4, 600, 1), np.uint8))
 
 
@@ -261,10 +283,20 @@ def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatc
     _tiled_tiff(tmp_path / "in.tif", 300, 700)
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
     monkeypatch.setattr(spill.tempfile, "TemporaryFile", lambda **options: _FullDisk())
-    result = run("conv", "-k", "vertical", tmp_path / "in.tif", "-o", tmp_path / "out",
-                 "--memory", "1M", "-q")
-    assert_one_line_error(result, 1, "in.tif: cannot keep rows of 700 pixels on disk in ",
-                          "No space left on device")
+    result = run(
+        "conv",
+        "-k",
+        "vertical",
+        tmp_path / "in.tif",
+        "-o",
+        tmp_path / "out",
+        "--memory",
+        "1M",
+        "-q",
+    )
+    assert_one_line_error(
+        result, 1, "in.tif: cannot keep rows of 700 pixels on disk in ", "No space left on device"
+    )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -274,8 +306,11 @@ def test_bands_whose_halo_reaches_back_decode_each_row_of_tiles_once(tmp_path, m
     _tiled_tiff(tmp_path / "in.tif", 3 * TILE, 700)
     decoded = []
     decode = RegionSource._decode_tiles
-    monkeypatch.setattr(RegionSource, "_decode_tiles", lambda self, k, c0, c1, out: (
-        decoded.append(k), decode(self, k, c0, c1, out)))
+    monkeypatch.setattr(
+        RegionSource,
+        "_decode_tiles",
+        lambda self, k, c0, c1, out: (decoded.append(k), decode(self, k, c0, c1, out)),
+    )
     with open_regions(tmp_path / "in.tif") as source:
         for top in range(0, 3 * TILE, 8):  # strips of 8 rows with a halo of one row each side
             source.read_rows(max(0, top - 1), min(3 * TILE, top + 9))

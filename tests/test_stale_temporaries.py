@@ -35,9 +35,15 @@ def test_only_old_temporaries_of_gone_writers_are_removed(tmp_path):
         stale = _part(tmp_path, f".convcli-a_pool-max-f2-s2.png.{dead}-0a1b2c3d.part", age=600)
         reused = _part(tmp_path, f".convcli-b.png.{alive.pid}-00ff00ff.part", age=600)
         recent = _part(tmp_path, f".convcli-c.png.{dead}-12345678.part", age=0)
-        others = [_part(tmp_path, name, age=600) for name in (
-            f"photo.{dead}-0a1b2c3d.part", f".convcli-e.png.{dead}-0a1b2c3d.partial",
-            ".convcli-notes.txt", f"x.convcli-f.png.{dead}-0a1b2c3d.part")]
+        others = [
+            _part(tmp_path, name, age=600)
+            for name in (
+                f"photo.{dead}-0a1b2c3d.part",
+                f".convcli-e.png.{dead}-0a1b2c3d.partial",
+                ".convcli-notes.txt",
+                f"x.convcli-f.png.{dead}-0a1b2c3d.part",
+            )
+        ]
         folder = tmp_path / f".convcli-g.png.{dead}-0a1b2c3d.part"
         folder.mkdir()
         os.utime(folder, (time.time() - 600,) * 2)
@@ -93,7 +99,8 @@ def _staging(root, pid: int, *, age: float):
 
 
 def test_staging_folders_of_killed_runs_are_removed_by_the_next_run_to_object_storage(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """A run killed while uploading left its staging folder (2.5 and 40 MB) for ever."""
     import tempfile
 

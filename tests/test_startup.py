@@ -24,18 +24,20 @@ convcli.__main__.main()
 
 
 def test_ctrl_c_while_modules_load_is_one_line_and_status_130():
-    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "convcli: interrupted\n"
     assert proc.stdout == ""
 
 
 def test_the_package_loads_nothing_heavy_until_used():
-    code = ("import sys, convcli; heavy = {'numpy', 'PIL', 'click'} & set(sys.modules); "
-            "print(sorted(heavy)); print(convcli.zero_pad.__module__, convcli.__version__ != '')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    code = (
+        "import sys, convcli; heavy = {'numpy', 'PIL', 'click'} & set(sys.modules); "
+        "print(sorted(heavy)); print(convcli.zero_pad.__module__, convcli.__version__ != '')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "convcli.layers.padding True"]
 
@@ -91,8 +93,12 @@ def test_blas_threads_sleep_at_once_unless_the_environment_says(monkeypatch):
             monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
         else:
             monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", given)
-        proc = subprocess.run([sys.executable, "-c", _BLAS_TIMEOUT_AT_NUMPY_IMPORT],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", _BLAS_TIMEOUT_AT_NUMPY_IMPORT],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.splitlines()[-1] == expected
 
@@ -120,13 +126,22 @@ _NOT_FOR_A_SMALL_FILE = (
     "numpy.ma",  # np.percentile's first call: 8 ms
     "threadpoolctl",  # BLAS thread limits for work spread over threads: 2.4 ms
     "socket",  # the claims of stores on object storage: 3 ms
-    "matplotlib", "tifffile", "dask", "distributed", "zarr", "fsspec",
+    "matplotlib",
+    "tifffile",
+    "dask",
+    "distributed",
+    "zarr",
+    "fsspec",
 )
 
 
 def test_a_small_file_to_one_output_loads_only_what_it_uses(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _SMALL_RUN, str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SMALL_RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # -o FILE: nothing to say on success
     loaded = set(proc.stdout.split())

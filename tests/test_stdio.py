@@ -18,15 +18,21 @@ _SUBPROCESS = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells a
 
 
 def _convcli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "convcli", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "convcli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,
+    )
 
 
 def _shell(line: str, **kwargs) -> subprocess.CompletedProcess:
     """`line` run by sh, ``convcli`` standing for this interpreter's ``-m convcli``."""
     command = line.replace("convcli", f"'{sys.executable}' -m convcli", 1)
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
-                          **kwargs)
+    return subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 def _one_line(proc: subprocess.CompletedProcess, status: int, words: str) -> None:
@@ -55,8 +61,18 @@ def test_endless_stdin_stops_at_the_limit_and_leaves_nothing(tmp_path):
     """``convcli conv - < /dev/zero`` once wrote 5 GB to the temporary folder."""
     tmp, env = _temp_env(tmp_path)
     with open("/dev/zero", "rb") as zeros:
-        proc = _convcli("conv", "-k", "sobel-x", "--max-pixels", "1000", "-", "-o",
-                        tmp_path / "out", stdin=zeros, env=env)
+        proc = _convcli(
+            "conv",
+            "-k",
+            "sobel-x",
+            "--max-pixels",
+            "1000",
+            "-",
+            "-o",
+            tmp_path / "out",
+            stdin=zeros,
+            env=env,
+        )
     _one_line(proc, 1, "standard input is larger than 1,056,576 bytes")
     assert "--max-pixels" in proc.stderr
     assert list(tmp.iterdir()) == [] and not (tmp_path / "out").exists()
@@ -65,15 +81,32 @@ def test_endless_stdin_stops_at_the_limit_and_leaves_nothing(tmp_path):
 @_SUBPROCESS
 def test_sigterm_while_reading_stdin_removes_the_saved_part(tmp_path):
     tmp, env = _temp_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "convcli", "conv", "-k", "sobel-x", "-",
-                             "-o", str(tmp_path / "out")], stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=False, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "convcli",
+            "conv",
+            "-k",
+            "sobel-x",
+            "-",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=False,
+        env=env,
+    )
     proc.stdin.write(b"\0" * (1 << 20))
     proc.stdin.flush()
 
     def saved() -> bool:
-        return any(os.path.getsize(os.path.join(folder, name)) > 0
-                   for folder, _, files in os.walk(tmp) for name in files)
+        return any(
+            os.path.getsize(os.path.join(folder, name)) > 0
+            for folder, _, files in os.walk(tmp)
+            for name in files
+        )
 
     assert wait_until(saved, 60)
     proc.send_signal(signal.SIGTERM)
@@ -85,8 +118,9 @@ def test_sigterm_while_reading_stdin_removes_the_saved_part(tmp_path):
 
 def test_a_full_disk_while_saving_stdin_is_one_line(monkeypatch):
     monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(b"x" * 5000)))
-    with pytest.raises(stdio.StreamError, match="^cannot save standard input: no space left "
-                                                "on the device$"):
+    with pytest.raises(
+        stdio.StreamError, match="^cannot save standard input: no space left on the device$"
+    ):
         stdio.save_stdin("/dev/full", 1000)
 
 
@@ -94,8 +128,9 @@ def test_a_full_disk_while_saving_stdin_is_one_line(monkeypatch):
 
 
 @_SUBPROCESS
-@pytest.mark.parametrize("args", ["kernels", "kernels sobel-x", "explain conv --as scipy",
-                                  "explain pool"])
+@pytest.mark.parametrize(
+    "args", ["kernels", "kernels sobel-x", "explain conv --as scipy", "explain pool"]
+)
 def test_text_to_a_full_device_is_one_line(args):
     proc = _shell(f"convcli {args} > /dev/full")
     _one_line(proc, 1, "cannot write to standard output: no space left on the device")

@@ -29,8 +29,13 @@ def s3(tmp_path_factory):
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-               AWS_DEFAULT_REGION="us-east-1", FSSPEC_S3_ENDPOINT_URL=endpoint)
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        FSSPEC_S3_ENDPOINT_URL=endpoint,
+    )
     env.pop("AWS_PROFILE", None)
     fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
     yield env, fs
@@ -63,7 +68,7 @@ def _upload(fs, folder, url):
 def _download(fs, url, folder):
     folder.mkdir(parents=True, exist_ok=True)
     for key in fs.find(url):
-        rel = key[len(url.split("://", 1)[-1]):].lstrip("/")
+        rel = key[len(url.split("://", 1)[-1]) :].lstrip("/")
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         fs.get_file(key, str(target))
@@ -71,8 +76,13 @@ def _download(fs, url, folder):
 
 
 def _convcli(env, *args):
-    return subprocess.run([sys.executable, "-m", "convcli", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "convcli", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_a_bucket_to_a_bucket_as_on_disk(s3, bucket, tmp_path):
@@ -80,18 +90,21 @@ def test_a_bucket_to_a_bucket_as_on_disk(s3, bucket, tmp_path):
     photos = _photos(tmp_path)
     _upload(fs, photos, f"{bucket}/in")
     local = _convcli(env, "conv", "-k", "vertical", "-r", photos, "-o", tmp_path / "local")
-    remote = _convcli(env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o",
-                      f"s3://{bucket}/out")
+    remote = _convcli(
+        env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o", f"s3://{bucket}/out"
+    )
     assert local.returncode == remote.returncode == 1, remote.stderr
     assert remote.stderr.splitlines()[0] == (
         f"convcli: s3://{bucket}/in/broken.png: not an image file "
-        "(Pillow cannot identify its format)")
+        "(Pillow cannot identify its format)"
+    )
     assert remote.stderr.splitlines()[-1].startswith("convcli: 5 processed, 0 skipped, 1 failed")
     got = digests(_download(fs, f"s3://{bucket}/out", tmp_path / "got"))
     assert got == digests(tmp_path / "local")  # byte for byte, sub/ mirrored
     assert "sub/deep_conv-vertical-sum.png" in got
-    again = _convcli(env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o",
-                     f"s3://{bucket}/out")
+    again = _convcli(
+        env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o", f"s3://{bucket}/out"
+    )
     assert "0 processed, 5 skipped, 1 failed" in again.stderr
 
 
@@ -104,8 +117,7 @@ def test_overwrite_replaces_only_what_convcli_wrote(s3, bucket, tmp_path):
     mine = f"{bucket}/out/a_pool-max-f2-s2-R.png"
     first = fs.cat_file(mine)
     fs.pipe_file(f"{bucket}/out/a_pool-max-f2-s2-G.png", b"somebody else's file")
-    forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite",
-                      "--separate")
+    forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite", "--separate")
     assert forced.returncode == 1
     assert "a_pool-max-f2-s2-G.png" in forced.stderr and "not written by convcli" in forced.stderr
     # Named by its URL, not by the local staging copy.
@@ -134,8 +146,21 @@ def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
     photos = make_folder(tmp_path / "photos", 6, (48, 36))
     ok_local = _convcli(env, "conv", "-k", "edge", photos, "-o", tmp_path / "local")
     assert ok_local.returncode == 0, ok_local.stderr
-    remote = _convcli(env, "conv", "-k", "edge", photos, "-o", f"s3://{bucket}/edges",
-                      "--scheduler", "local", "-j", "2", "--files-per-task", "2")
+    remote = _convcli(
+        env,
+        "conv",
+        "-k",
+        "edge",
+        photos,
+        "-o",
+        f"s3://{bucket}/edges",
+        "--scheduler",
+        "local",
+        "-j",
+        "2",
+        "--files-per-task",
+        "2",
+    )
     assert remote.returncode == 0, remote.stderr
     # The tasks' manifest fragment objects are gone once the run's own object is put.
     objects = [p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/edges", detail=False, refresh=True)]
@@ -153,8 +178,7 @@ def test_one_object_to_one_object(s3, bucket, tmp_path):
     env, fs = s3
     make_image(tmp_path / "a.png", "RGB")
     fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
-    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png",
-                      "-v")
+    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png", "-v")
     assert result.returncode == 0, result.stderr
     assert result.stderr.rstrip().endswith(f"output in s3://{bucket}/small.png")
     local = _convcli(env, "pool", tmp_path / "a.png", "-o", tmp_path / "small.png")
@@ -167,7 +191,8 @@ def test_missing_objects_fail_on_one_line(s3, bucket, tmp_path):
     result = _convcli(env, "pool", f"s3://{bucket}/none.png", "-o", f"s3://{bucket}/out")
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
-        f"convcli: s3://{bucket}/none.png: No such file or directory")
+        f"convcli: s3://{bucket}/none.png: No such file or directory"
+    )
 
 
 # --- without a cluster or a server ------------------------------------------------------------
@@ -181,13 +206,15 @@ def test_memory_urls_in_this_process(tmp_path):
         make_image(tmp_path / f"p{i}.png", "RGB", seed=i)
         fs.put_file(str(tmp_path / f"p{i}.png"), f"/convcli-test/in/p{i}.png")
     try:
-        result = CliRunner().invoke(main, ["pool", "memory://convcli-test/in", "-o",
-                                           "memory://convcli-test/out", "-j", "2"])
+        result = CliRunner().invoke(
+            main, ["pool", "memory://convcli-test/in", "-o", "memory://convcli-test/out", "-j", "2"]
+        )
         assert result.exit_code == 0, result.stderr
         names = sorted(p.rsplit("/", 1)[1] for p in fs.find("/convcli-test/out"))
         manifests = [n for n in names if n.startswith("convcli-manifest-")]
         assert sorted(set(names) - set(manifests)) == sorted(
-            f"p{i}_pool-max-f2-s2.png" for i in range(3))  # the image alone, a PNG as its input
+            f"p{i}_pool-max-f2-s2.png" for i in range(3)
+        )  # the image alone, a PNG as its input
         assert len(manifests) == 1 and manifests[0].endswith(".jsonl")
     finally:
         fs.rm("/convcli-test", recursive=True)
@@ -206,8 +233,10 @@ def test_an_output_folder_on_object_storage_is_listed_once(tmp_path, monkeypatch
     real = plan.list_names
     monkeypatch.setattr(plan, "list_names", lambda *a: calls.append(a) or real(*a))
     try:
-        inputs = [plan.InputFile(f"memory://convcli-list/in/p{i}.png", "memory://convcli-list/out")
-                  for i in range(5)]
+        inputs = [
+            plan.InputFile(f"memory://convcli-list/in/p{i}.png", "memory://convcli-list/out")
+            for i in range(5)
+        ]
         tasks = plan.plan_tasks(inputs, PoolOp())
     finally:
         fs.rm("/convcli-list", recursive=True)
@@ -218,8 +247,10 @@ def test_an_output_folder_on_object_storage_is_listed_once(tmp_path, monkeypatch
 def test_memory_with_a_scheduler_is_a_usage_error(tmp_path):
     result = run("pool", "memory://x/in", "-o", tmp_path / "out", "--scheduler", "local")
     assert result.exit_code == 2 and "memory://" in result.stderr
-    for cluster, blamed in ((["--scheduler", "local"], "--scheduler"),
-                            (["--engine", "dask"], "--engine")):
+    for cluster, blamed in (
+        (["--scheduler", "local"], "--scheduler"),
+        (["--engine", "dask"], "--engine"),
+    ):
         result = run("pool", tmp_path / "a.png", "-o", "memory://x/out", *cluster)
         assert result.exit_code == 2 and f"Invalid value for '{blamed}'" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -238,10 +269,13 @@ def test_a_storage_option_must_be_key_value(tmp_path):
     assert result.exit_code == 2 and "--storage-option" in result.stderr
 
 
-@pytest.mark.parametrize(("url", "names"), [
-    ("hdfs://nn/in", "no convcli extra installs (fsspec: pyarrow"),
-    ("abfs://c/in", "needs adlfs, which no convcli extra installs"),
-])
+@pytest.mark.parametrize(
+    ("url", "names"),
+    [
+        ("hdfs://nn/in", "no convcli extra installs (fsspec: pyarrow"),
+        ("abfs://c/in", "needs adlfs, which no convcli extra installs"),
+    ],
+)
 def test_a_protocol_no_extra_installs_names_its_package_not_s3(url, names, tmp_path):
     result = run("pool", url, "-o", tmp_path / "out")
     assert result.exit_code == 2
@@ -276,8 +310,11 @@ def _options(env):
 
 def _manifest_records(fs, folder):
     """The lines of every manifest object in `folder`, in name order, as JSON."""
-    names = sorted(p for p in fs.ls(folder, detail=False, refresh=True)
-                   if p.rsplit("/", 1)[1].startswith("convcli-manifest"))
+    names = sorted(
+        p
+        for p in fs.ls(folder, detail=False, refresh=True)
+        if p.rsplit("/", 1)[1].startswith("convcli-manifest")
+    )
     return [json.loads(line) for name in names for line in fs.cat_file(name).splitlines()]
 
 
@@ -285,9 +322,26 @@ def _manifest_records(fs, folder):
 def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path):
     env, fs = s3
     out = f"s3://{bucket}/out"
-    runs = [subprocess.Popen([sys.executable, "-m", "convcli", "pool",
-                              _gray_photos(tmp_path / side, side, 6), "-o", out, "-q", "-j", "1"],
-                             env=env, stderr=subprocess.PIPE, text=True) for side in "ab"]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "convcli",
+                "pool",
+                _gray_photos(tmp_path / side, side, 6),
+                "-o",
+                out,
+                "-q",
+                "-j",
+                "1",
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for side in "ab"
+    ]
     for proc in runs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
         proc.stderr.close()
@@ -298,10 +352,13 @@ def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path)
 
     assert read_manifest(out, _options(env)) == records
     for record in records:
-        assert record["input"] == str(tmp_path / record["output"][0] / (
-            record["output"].split("_")[0] + ".png"))
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out")
-                  if p.endswith(".png")) == expected
+        assert record["input"] == str(
+            tmp_path / record["output"][0] / (record["output"].split("_")[0] + ".png")
+        )
+    assert (
+        sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out") if p.endswith(".png"))
+        == expected
+    )
 
 
 def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypatch):
@@ -313,11 +370,19 @@ def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypat
     from convcli.engines.processes import FileResult
 
     out = "memory://convcli-race/out"
-    runs = [manifest.Manifest(PoolOp(), fmt="png", argv=["convcli", "pool", name])
-            for name in ("a.png", "b.png")]
+    runs = [
+        manifest.Manifest(PoolOp(), fmt="png", argv=["convcli", "pool", name])
+        for name in ("a.png", "b.png")
+    ]
     for run_, name in zip(runs, ("a", "b"), strict=True):
-        run_.add(FileResult(f"/in/{name}.png", "done", outputs=(f"{out}/{name}_p.png",),
-                            records=({"output": f"{name}_p.png"},)))
+        run_.add(
+            FileResult(
+                f"/in/{name}.png",
+                "done",
+                outputs=(f"{out}/{name}_p.png",),
+                records=({"output": f"{name}_p.png"},),
+            )
+        )
     real, other = manifest.storage.upload, []
 
     def upload(local, url, options=None, **counted):
@@ -333,7 +398,9 @@ def test_a_run_that_ends_while_another_puts_its_manifest_loses_no_line(monkeypat
     finally:
         fsspec.filesystem("memory").rm("/convcli-race", recursive=True)
     assert sorted((r["output"], r["input"]) for r in records) == [
-        ("a_p.png", "/in/a.png"), ("b_p.png", "/in/b.png")]
+        ("a_p.png", "/in/a.png"),
+        ("b_p.png", "/in/b.png"),
+    ]
 
 
 def _free_port():
@@ -351,21 +418,34 @@ def _one_line_exit_1(result, *, written=None):
     return result.stderr.rstrip()
 
 
-@pytest.mark.parametrize(("option", "reason"), [
-    ("endpoint_url=http://127.0.0.1:{port}", "cannot connect to http://127.0.0.1:{port}"),
-    ("endpoint_url=notaurl", "Invalid endpoint: notaurl (endpoint_url must be a URL"),
-    ("foo=1", "the store does not take the option 'foo' (--storage-option)"),
-    ("config_kwargs=5", "the storage options do not work (AttributeError: "),
-])
+@pytest.mark.parametrize(
+    ("option", "reason"),
+    [
+        ("endpoint_url=http://127.0.0.1:{port}", "cannot connect to http://127.0.0.1:{port}"),
+        ("endpoint_url=notaurl", "Invalid endpoint: notaurl (endpoint_url must be a URL"),
+        ("foo=1", "the store does not take the option 'foo' (--storage-option)"),
+        ("config_kwargs=5", "the storage options do not work (AttributeError: "),
+    ],
+)
 def test_a_store_that_cannot_be_used_is_one_line(option, reason, tmp_path):
     port = _free_port()  # nothing listens there
     photos = _gray_photos(tmp_path / "in", "p", 3)
-    result = run("pool", photos, "-o", "s3://convcli-none/out", "--storage-option",
-                 option.format(port=port), "--storage-option", "key=testing",
-                 "--storage-option", "secret=testing")
+    result = run(
+        "pool",
+        photos,
+        "-o",
+        "s3://convcli-none/out",
+        "--storage-option",
+        option.format(port=port),
+        "--storage-option",
+        "key=testing",
+        "--storage-option",
+        "secret=testing",
+    )
     line = _one_line_exit_1(result)
     assert line == f"convcli: s3://convcli-none/out: {reason.format(port=port)}" or (
-        line.startswith(f"convcli: s3://convcli-none/out: {reason}"))
+        line.startswith(f"convcli: s3://convcli-none/out: {reason}")
+    )
 
 
 def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
@@ -375,8 +455,13 @@ def test_an_error_of_a_connection_cut_that_nobody_awaits_is_not_printed(caplog):
 
     loop = asyncio.new_event_loop()
     try:
-        _orphaned_task_error(loop, {"message": "Task exception was never retrieved",
-                                    "exception": ConnectionResetError("closing transport")})
+        _orphaned_task_error(
+            loop,
+            {
+                "message": "Task exception was never retrieved",
+                "exception": ConnectionResetError("closing transport"),
+            },
+        )
         assert caplog.messages == []
         _orphaned_task_error(loop, {"message": "something else", "exception": KeyError("k")})
         assert caplog.messages == ["something else"]  # other errors: asyncio's own handler
@@ -409,8 +494,10 @@ def test_a_manifest_that_cannot_be_put_after_every_file_is_exit_1(tmp_path, monk
     assert result.exit_code == 1, result.output
     lines = result.stderr.splitlines()
     assert lines[0].startswith("convcli: memory://convcli-lost/out/convcli-manifest-")
-    assert lines[0].endswith(": the manifest could not be written (1 line(s) of this run lost): "
-                             "cannot connect to http://127.0.0.1:9")
+    assert lines[0].endswith(
+        ": the manifest could not be written (1 line(s) of this run lost): "
+        "cannot connect to http://127.0.0.1:9"
+    )
     assert lines[1].startswith("convcli: 1 processed, 0 skipped, 0 failed") and len(lines) == 2
 
 
@@ -438,9 +525,11 @@ def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monk
     assert result.stderr.splitlines() == [
         f"convcli: {photos}/p00.png: memory://convcli-stops/out/p00_pool-max-f2-s2-L.png: "
         "cannot connect to http://127.0.0.1:9; the run stops",
-        result.stderr.splitlines()[1]]
-    assert result.stderr.splitlines()[1].startswith("convcli: stopped: 0 processed, 0 skipped, "
-                                                    "1 failed in ")
+        result.stderr.splitlines()[1],
+    ]
+    assert result.stderr.splitlines()[1].startswith(
+        "convcli: stopped: 0 processed, 0 skipped, 1 failed in "
+    )
     assert result.stderr.rstrip().endswith("no outputs written; 5 not started or not finished")
 
 
@@ -451,12 +540,20 @@ def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    result = run("pool", _gray_photos(tmp_path / "in", "p", 2), "-o", f"s3://{bucket}/out",
-                 "--storage-option", f"endpoint_url={env['FSSPEC_S3_ENDPOINT_URL']}",
-                 "--storage-option", "skip_instance_cache=true")
+    result = run(
+        "pool",
+        _gray_photos(tmp_path / "in", "p", 2),
+        "-o",
+        f"s3://{bucket}/out",
+        "--storage-option",
+        f"endpoint_url={env['FSSPEC_S3_ENDPOINT_URL']}",
+        "--storage-option",
+        "skip_instance_cache=true",
+    )
     line = _one_line_exit_1(result)
-    assert line.startswith(f"convcli: s3://{bucket}/out: Unable to locate credentials (set "
-                           "AWS_ACCESS_KEY_ID")
+    assert line.startswith(
+        f"convcli: s3://{bucket}/out: Unable to locate credentials (set AWS_ACCESS_KEY_ID"
+    )
 
 
 def test_an_http_403_is_one_line(tmp_path):
@@ -479,7 +576,8 @@ def test_an_http_403_is_one_line(tmp_path):
         server.shutdown()
         server.server_close()
     assert _one_line_exit_1(result, written=tmp_path / "out") == (
-        f"convcli: {url}: HTTP 403 Forbidden")
+        f"convcli: {url}: HTTP 403 Forbidden"
+    )
 
 
 @pytest.mark.slow
@@ -489,17 +587,26 @@ def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
     server.start()
     try:
         endpoint = "http://{}:{}".format(*server.get_host_and_port())
-        fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint,
-                               skip_instance_cache=True)
+        fs = s3fs.S3FileSystem(
+            key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True
+        )
         fs.mkdir("killed")
         # One try per request (honoured over convcli's 3): the bound of those is tested above.
-        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                   AWS_DEFAULT_REGION="us-east-1", FSSPEC_S3_ENDPOINT_URL=endpoint,
-                   AWS_MAX_ATTEMPTS="1")
+        env = dict(
+            os.environ,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+            FSSPEC_S3_ENDPOINT_URL=endpoint,
+            AWS_MAX_ATTEMPTS="1",
+        )
         photos = _gray_photos(tmp_path / "in", "p", 60)
-        proc = subprocess.Popen([sys.executable, "-m", "convcli", "pool", photos, "-o",
-                                 "s3://killed/out", "-j", "1"], env=env, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "convcli", "pool", photos, "-o", "s3://killed/out", "-j", "1"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         while not fs.ls("killed", refresh=True) and proc.poll() is None:
             time.sleep(0.02)  # until the first output is there
     finally:
@@ -535,5 +642,7 @@ def test_access_denied_to_one_input_fails_that_file_and_elsewhere_stops_the_run(
     with pytest.raises(StoreError) as store:
         with store_errors("s3://b/out"):
             raise denied
-    assert (store.value.filename, store.value.strerror) == ("s3://b/out",
-                                                            "access denied: Access Denied")
+    assert (store.value.filename, store.value.strerror) == (
+        "s3://b/out",
+        "access denied: Access Denied",
+    )

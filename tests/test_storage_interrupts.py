@@ -64,8 +64,9 @@ def stuck(monkeypatch):
     def make(*names):
         fs = _StuckFS(names)
         made.append(fs)
-        monkeypatch.setattr(storage, "filesystem",
-                            lambda url, options=None: (fs, url.split("://", 1)[-1]))
+        monkeypatch.setattr(
+            storage, "filesystem", lambda url, options=None: (fs, url.split("://", 1)[-1])
+        )
         return fs
 
     yield make
@@ -75,6 +76,7 @@ def stuck(monkeypatch):
 
 def _ctrl_c_once(event: threading.Event) -> threading.Thread:
     """Ctrl-C this process's main thread once `event` is set (a request has begun)."""
+
     def wait_then_interrupt():
         event.wait()
         _thread.interrupt_main()
@@ -124,7 +126,8 @@ def _in_a_thread(function) -> tuple[threading.Thread, list]:
 
 @pytest.mark.parametrize("never_answers", ["cat_file", "rm"])
 def test_removing_a_stopped_store_is_bounded_when_the_store_does_not_answer(
-        stuck, monkeypatch, never_answers):
+    stuck, monkeypatch, never_answers
+):
     """The store written in place is removed when its write stops; reading the claim or
     removing the objects that never answer ended the run only when botocore gave up.
     Now each takes CLEANUP_SECONDS at most, and the interrupt goes on."""

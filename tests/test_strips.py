@@ -41,8 +41,9 @@ def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
     return Kernel(label, "random", weights)
 
 
-def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: bool = True,
-                              cuts: tuple[int, ...] = ()) -> None:
+def assert_strips_equal_whole(
+    op, pic, rows_per_strip: int, *, dense: bool = True, cuts: tuple[int, ...] = ()
+) -> None:
     """Strips equal the whole result; with `dense`, depthwise layers of up to 4 channels take
     the matmul engine (as they do), else the tap engine.
 
@@ -50,18 +51,26 @@ def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: bool = Tru
     a cluster's tasks compute it), each band in strips from its first row.
     """
     dense_channels = 4 if dense else 0
-    with np.errstate(all="ignore"), mock.patch.object(depthwise, "DENSE_DEPTHWISE_CHANNELS",
-                                                      dense_channels):
+    with (
+        np.errstate(all="ignore"),
+        mock.patch.object(depthwise, "DENSE_DEPTHWISE_CHANNELS", dense_channels),
+    ):
         # As a file is processed: inf - inf is NaN, no warning.
         whole = np.asarray(op.compute(pic), np.float32)
         geometry = row_geometry(op, pic.pixels.shape[0], pic.pixels.shape[1])
-        ends = sorted({c for c in cuts if 0 < c < geometry.out_rows}
-                      if geometry.out_rows > geometry.align else ())
+        ends = sorted(
+            {c for c in cuts if 0 < c < geometry.out_rows}
+            if geometry.out_rows > geometry.align
+            else ()
+        )
         bounds = [0, *ends, geometry.out_rows]
-        parts = [rows for band in zip(bounds, bounds[1:], strict=False)
-                 for _, rows in strip_results(op, PictureRows.of(pic),
-                                              rows_per_strip=rows_per_strip,
-                                              band=band)]
+        parts = [
+            rows
+            for band in zip(bounds, bounds[1:], strict=False)
+            for _, rows in strip_results(
+                op, PictureRows.of(pic), rows_per_strip=rows_per_strip, band=band
+            )
+        ]
     strips = np.concatenate(parts, axis=0)
     assert strips.shape == whole.shape
     # Bit for bit (-0.0 told from 0.0); NaN where the whole result has NaN, of either sign.
@@ -70,8 +79,9 @@ def assert_strips_equal_whole(op, pic, rows_per_strip: int, *, dense: bool = Tru
     np.testing.assert_array_equal(strips.view(np.uint32)[~nan], whole.view(np.uint32)[~nan])
 
 
-pads = st.one_of(st.sampled_from(["same", "valid"]), st.integers(0, 4),
-                 st.tuples(*[st.integers(0, 4)] * 4))
+pads = st.one_of(
+    st.sampled_from(["same", "valid"]), st.integers(0, 4), st.tuples(*[st.integers(0, 4)] * 4)
+)
 
 
 @st.composite
@@ -82,17 +92,32 @@ def conv_ops(draw):
     pad = draw(pads.filter(lambda p: p != "same" or odd_square))
     kernels = tuple(_kernel(draw(st.integers(0, 99)), *size, f"k{i}") for i in range(n))
     return ops.ConvOp(
-        kernels, stride=draw(st.integers(1, 3)), pad=pad, dilation=draw(st.integers(1, 3)),
-        border=draw(st.sampled_from(PAD_MODES)), channels=draw(st.sampled_from(CHANNEL_MODES)),
-        combine=draw(st.sampled_from((None, *COMBINE_MODES))), bias=draw(st.sampled_from([0, 1.5])))
+        kernels,
+        stride=draw(st.integers(1, 3)),
+        pad=pad,
+        dilation=draw(st.integers(1, 3)),
+        border=draw(st.sampled_from(PAD_MODES)),
+        channels=draw(st.sampled_from(CHANNEL_MODES)),
+        combine=draw(st.sampled_from((None, *COMBINE_MODES))),
+        bias=draw(st.sampled_from([0, 1.5])),
+    )
 
 
-@given(op=conv_ops(), seed=st.integers(0, 2**16), height=st.integers(1, 60),
-       width=st.integers(1, 30), n_channels=st.integers(1, 4), rows=st.integers(1, 20),
-       odd=st.booleans(), tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]),
-       dense=st.booleans(), cuts=st.lists(st.integers(1, 30), max_size=3))
-def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows, odd,
-                                         tile_values, dense, cuts):
+@given(
+    op=conv_ops(),
+    seed=st.integers(0, 2**16),
+    height=st.integers(1, 60),
+    width=st.integers(1, 30),
+    n_channels=st.integers(1, 4),
+    rows=st.integers(1, 20),
+    odd=st.booleans(),
+    tile_values=st.sampled_from([1 << 7, 1 << 9, 1 << 11, 1 << 19]),
+    dense=st.booleans(),
+    cuts=st.lists(st.integers(1, 30), max_size=3),
+)
+def test_conv_in_strips_is_the_whole_conv(
+    op, seed, height, width, n_channels, rows, odd, tile_values, dense, cuts
+):
     # Small engine tiles make a small image several tiles tall, as a wide one is.
     pic = _picture(seed, height, width, n_channels, odd=odd)
     try:
@@ -103,13 +128,23 @@ def test_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, r
         assert_strips_equal_whole(op, pic, rows, dense=dense, cuts=tuple(cuts))
 
 
-@given(mode=st.sampled_from(POOL_MODES), size=st.integers(1, 5), stride=st.integers(1, 4),
-       pad=st.integers(0, 2), ceil=st.booleans(), seed=st.integers(0, 2**16),
-       height=st.integers(1, 40), width=st.integers(1, 12), n_channels=st.integers(1, 4),
-       rows=st.integers(1, 20), odd=st.booleans(),
-       cuts=st.lists(st.integers(1, 30), max_size=3))
-def test_pool_in_strips_is_the_whole_pool(mode, size, stride, pad, ceil, seed, height, width,
-                                         n_channels, rows, odd, cuts):
+@given(
+    mode=st.sampled_from(POOL_MODES),
+    size=st.integers(1, 5),
+    stride=st.integers(1, 4),
+    pad=st.integers(0, 2),
+    ceil=st.booleans(),
+    seed=st.integers(0, 2**16),
+    height=st.integers(1, 40),
+    width=st.integers(1, 12),
+    n_channels=st.integers(1, 4),
+    rows=st.integers(1, 20),
+    odd=st.booleans(),
+    cuts=st.lists(st.integers(1, 30), max_size=3),
+)
+def test_pool_in_strips_is_the_whole_pool(
+    mode, size, stride, pad, ceil, seed, height, width, n_channels, rows, odd, cuts
+):
     if pad > size // 2:
         pad = size // 2
     op = ops.PoolOp(mode=mode, size=size, stride=stride, pad=pad, ceil=ceil)
@@ -121,10 +156,16 @@ def test_pool_in_strips_is_the_whole_pool(mode, size, stride, pad, ceil, seed, h
     assert_strips_equal_whole(op, pic, rows, cuts=tuple(cuts))
 
 
-@given(pad=st.one_of(st.integers(0, 6), st.tuples(*[st.integers(0, 6)] * 4)),
-       mode=st.sampled_from(PAD_MODES), value=st.sampled_from([0.0, 7.5]),
-       seed=st.integers(0, 2**16), height=st.integers(1, 30), width=st.integers(1, 10),
-       n_channels=st.integers(1, 4), rows=st.integers(1, 20))
+@given(
+    pad=st.one_of(st.integers(0, 6), st.tuples(*[st.integers(0, 6)] * 4)),
+    mode=st.sampled_from(PAD_MODES),
+    value=st.sampled_from([0.0, 7.5]),
+    seed=st.integers(0, 2**16),
+    height=st.integers(1, 30),
+    width=st.integers(1, 10),
+    n_channels=st.integers(1, 4),
+    rows=st.integers(1, 20),
+)
 def test_pad_in_strips_is_the_whole_pad(pad, mode, value, seed, height, width, n_channels, rows):
     op = ops.PadOp(pad=pad, mode=mode, value=value)
     assert_strips_equal_whole(op, _picture(seed, height, width, n_channels), rows)
@@ -137,12 +178,19 @@ def test_a_photo_in_strips_of_any_height():
     from convcli.kernels import parse_kernel_spec
 
     pic = read_image(Path(__file__).parents[1] / "sample_images" / "chelsea.png")
-    op = ops.ConvOp((parse_kernel_spec("sobel-x"), parse_kernel_spec("log-5x5")),
-                    combine="magnitude", channels="each")
+    op = ops.ConvOp(
+        (parse_kernel_spec("sobel-x"), parse_kernel_spec("log-5x5")),
+        combine="magnitude",
+        channels="each",
+    )
     for rows in (1, 7, 64, 1000):
         assert_strips_equal_whole(op, pic, rows)
-    gray = ops.ConvOp((parse_kernel_spec("gaussian-5x5"), parse_kernel_spec("box-blur")),
-                      channels="gray", border="wrap", stride=2)
+    gray = ops.ConvOp(
+        (parse_kernel_spec("gaussian-5x5"), parse_kernel_spec("box-blur")),
+        channels="gray",
+        border="wrap",
+        stride=2,
+    )
     with mock.patch.object(correlate, "TILE_VALUES", 1 << 14):  # tiles of a few rows
         assert_strips_equal_whole(gray, pic, 5)
 
@@ -151,8 +199,14 @@ def test_strips_cover_the_result_once_and_read_only_their_band():
     geometry = row_geometry(ops.PoolOp(size=3, stride=2, pad=1, ceil=True), 101)
     strips = plan_strips(geometry, 101, 8)
     assert geometry.out_rows == 51
-    assert [(s.out0, s.out1) for s in strips] == [(0, 8), (8, 16), (16, 24), (24, 32),
-                                                   (32, 40), (40, 51)]  # no short strip
+    assert [(s.out0, s.out1) for s in strips] == [
+        (0, 8),
+        (8, 16),
+        (16, 24),
+        (24, 32),
+        (32, 40),
+        (40, 51),
+    ]  # no short strip
     assert all(0 <= s.in0 < s.in1 <= 101 and s.in1 - s.in0 <= 11 * 2 + 3 for s in strips)
     conv = ops.ConvOp((_kernel(0, 5, 5, "k"),), stride=2)
     geometry = row_geometry(conv, 5000, 3000)
@@ -175,8 +229,11 @@ def test_the_gradients_have_no_strips():
     conv = ops.ConvOp((_kernel(0, 3, 3, "k"),))
     assert row_geometry(ops.GradConvOp(conv), 10) is None
     with pytest.raises(ValueError, match="computed whole"):
-        next(strip_results(ops.GradConvOp(conv), PictureRows.of(_picture(0, 9, 9, 1)),
-                           rows_per_strip=2))
+        next(
+            strip_results(
+                ops.GradConvOp(conv), PictureRows.of(_picture(0, 9, 9, 1)), rows_per_strip=2
+            )
+        )
 
 
 def test_a_last_pooling_window_over_the_edge_in_a_strip_of_its_own():
@@ -212,8 +269,16 @@ def test_a_depthwise_conv_in_strips_takes_the_whole_images_engine(tmp_path):
     values = np.random.default_rng(1).integers(0, 256, (1000, 900)).astype(np.uint8)
     tifffile.imwrite(tmp_path / "g1000.tif", values)
     (tmp_path / "k.txt").write_text("0.3 -1.7 2.9\n1.1 0.5 -0.25\n-2 0.7 1.3\n")
-    whole, strips = _conv_npy(tmp_path, tmp_path / "g1000.tif", "-k", tmp_path / "k.txt",
-                              "--stride", "2", "--channels", "each")
+    whole, strips = _conv_npy(
+        tmp_path,
+        tmp_path / "g1000.tif",
+        "-k",
+        tmp_path / "k.txt",
+        "--stride",
+        "2",
+        "--channels",
+        "each",
+    )
     assert whole.shape == (500, 450, 1)
     np.testing.assert_array_equal(strips, whole)
 
@@ -224,8 +289,9 @@ def test_strips_of_more_than_four_maps_are_written_to_npy(tmp_path):
 
     values = np.random.default_rng(2).integers(0, 256, (215, 1160, 3)).astype(np.uint8)
     tifffile.imwrite(tmp_path / "rgb.tif", values, photometric="rgb")
-    whole, strips = _conv_npy(tmp_path, tmp_path / "rgb.tif", "-k", "sharpen", "-k", "emboss",
-                              "--channels", "each")
+    whole, strips = _conv_npy(
+        tmp_path, tmp_path / "rgb.tif", "-k", "sharpen", "-k", "emboss", "--channels", "each"
+    )
     assert whole.shape == (215, 1160, 6)
     np.testing.assert_array_equal(strips, whole)
 
@@ -240,8 +306,19 @@ def test_a_tiff_output_is_the_same_file_whole_and_in_strips(tmp_path, options):
     values = np.random.default_rng(3).integers(0, 256, (300, 520, 3)).astype(np.uint8)
     tifffile.imwrite(tmp_path / "a.tif", values, photometric="rgb")
     for name, extra in (("whole", ()), ("strips", ("--memory", "1M"))):
-        ok("conv", "-k", "sobel-x", tmp_path / "a.tif", "-o", tmp_path / name, "-q",
-           "--format", "tiff", *options, *extra)
+        ok(
+            "conv",
+            "-k",
+            "sobel-x",
+            tmp_path / "a.tif",
+            "-o",
+            tmp_path / name,
+            "-q",
+            "--format",
+            "tiff",
+            *options,
+            *extra,
+        )
     whole = sorted((tmp_path / "whole").glob("*.tiff"))
     assert whole
     for path in whole:

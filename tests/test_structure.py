@@ -68,8 +68,9 @@ def test_every_benchmark_imports():
     )
     names = sorted(path.stem for path in folder.glob("bench_*.py"))
     assert len(names) >= 5
-    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True,
-                          text=True, cwd=folder)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *names], capture_output=True, text=True, cwd=folder
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -98,18 +99,23 @@ def convcli_imports(root: Path) -> dict[str, list[tuple[str, bool]]]:
     found: dict[str, list[tuple[str, bool]]] = {}
     for name, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        in_function = {id(inner) for node in ast.walk(tree)
-                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                       for inner in ast.walk(node)}
+        in_function = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for inner in ast.walk(node)
+        }
         here = name.split(".") if is_package else name.split(".")[:-1]
         imports = []
         for node in ast.walk(tree):
             targets = []
             if isinstance(node, ast.ImportFrom):
-                base = (here[:len(here) - node.level + 1] if node.level else [])
+                base = here[: len(here) - node.level + 1] if node.level else []
                 base = ".".join(base + ([node.module] if node.module else []))
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             for target in targets:
@@ -149,7 +155,7 @@ def import_problems(graph: dict[str, list[tuple[str, bool]]]) -> list[str]:
         path.append(module)
         for target, _ in graph.get(module, []):
             if state.get(target) == 1:
-                problems.append("cycle: " + " -> ".join(path[path.index(target):] + [target]))
+                problems.append("cycle: " + " -> ".join(path[path.index(target) :] + [target]))
             elif target not in state:
                 visit(target)
         path.pop()
@@ -198,8 +204,10 @@ def test_no_module_or_class_is_over_the_limits():
             found.append(f"{where}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno >= MAX_CLASS_LINES:
-                found.append(f"{where}:{node.lineno} class {node.name}: "
-                             f"{node.end_lineno - node.lineno + 1} lines")
+                found.append(
+                    f"{where}:{node.lineno} class {node.name}: "
+                    f"{node.end_lineno - node.lineno + 1} lines"
+                )
     assert not found, "\n".join(found)
 
 
@@ -219,7 +227,32 @@ def test_one_table_of_output_formats():
 def test_ruff_finds_nothing():
     pytest.importorskip("ruff")
     root = Path(__file__).resolve().parent.parent
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "convcli",
-                             "tests", "benchmarks", "docs"], cwd=root, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "convcli",
+            "tests",
+            "benchmarks",
+            "docs",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing():
+    # The code is as `ruff format` writes it (line length 100, pyproject.toml).
+    pytest.importorskip("ruff")
+    root = Path(__file__).resolve().parent.parent
+    command = ["ruff", "format", "--check", "--no-cache", "convcli", "tests", "benchmarks", "docs"]
+    result = subprocess.run(
+        [sys.executable, "-m", *command], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr

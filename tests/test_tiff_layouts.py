@@ -22,8 +22,17 @@ from convcli.io.regions import open_regions
 RNG = np.random.default_rng(31)
 SHAPE = (37, 45)  # rows, columns: tiles of 16 leave partial tiles on both edges
 
-SAMPLE_TYPES = ["uint8", "int8", "uint16", "int16", "uint32", "int32", "float16", "float32",
-                "float64"]
+SAMPLE_TYPES = [
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "uint32",
+    "int32",
+    "float16",
+    "float32",
+    "float64",
+]
 COMPRESSIONS = [None, "deflate", "lzw", "packbits", "zstd", "lzma"]
 
 
@@ -42,8 +51,13 @@ def _values(dtype: str, channels: int) -> np.ndarray:
 
 def _layouts():
     for dtype, byteorder, compression, predictor, bigtiff, tiled in itertools.product(
-            SAMPLE_TYPES, "<>", COMPRESSIONS, (None, "horizontal", "float"), (False, True),
-            (False, True)):
+        SAMPLE_TYPES,
+        "<>",
+        COMPRESSIONS,
+        (None, "horizontal", "float"),
+        (False, True),
+        (False, True),
+    ):
         if predictor and compression is None:
             continue
         if predictor == "float" and not dtype.startswith("float"):
@@ -53,10 +67,17 @@ def _layouts():
 
 def _write(path, values, byteorder, compression, predictor, bigtiff, tiled, **options):
     predictor = {None: None, "horizontal": 2, "float": 3}[predictor]
-    tifffile.imwrite(path, values, byteorder=byteorder, compression=compression,
-                     predictor=predictor, bigtiff=bigtiff,
-                     tile=(16, 16) if tiled else None, rowsperstrip=None if tiled else 5,
-                     **options)
+    tifffile.imwrite(
+        path,
+        values,
+        byteorder=byteorder,
+        compression=compression,
+        predictor=predictor,
+        bigtiff=bigtiff,
+        tile=(16, 16) if tiled else None,
+        rowsperstrip=None if tiled else 5,
+        **options,
+    )
 
 
 def _read_strips(path) -> np.ndarray | None:
@@ -106,8 +127,17 @@ def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype,
         values = _values(dtype, channels)
         path = tmp_path / f"{k}.tif"
         extra = {"extrasamples": ["unassalpha"]} if channels == 4 else {}
-        _write(path, values, byteorder, compression, predictor, bigtiff, tiled,
-               photometric="rgb", **extra)
+        _write(
+            path,
+            values,
+            byteorder,
+            compression,
+            predictor,
+            bigtiff,
+            tiled,
+            photometric="rgb",
+            **extra,
+        )
         expected = tifffile.imread(path).astype(np.float32)
         assert _same(read_image(path).pixels, expected), (byteorder, compression, predictor)
         strips = _read_strips(path)
@@ -121,8 +151,20 @@ def test_the_reported_big_endian_deflate_float_file_gives_its_values_by_every_pa
     tifffile.imwrite(tmp_path / "be.tif", values, byteorder=">", compression="deflate")
     for extra in ([], ["--memory", "64K"]):
         out = tmp_path / f"out{len(extra)}"
-        result = run("pool", "--size", "1", "--stride", "1", "--format", "npy",
-                     str(tmp_path / "be.tif"), "-o", str(out), "-q", *extra)
+        result = run(
+            "pool",
+            "--size",
+            "1",
+            "--stride",
+            "1",
+            "--format",
+            "npy",
+            str(tmp_path / "be.tif"),
+            "-o",
+            str(out),
+            "-q",
+            *extra,
+        )
         assert result.exit_code == 0, result.output
         written = np.load(next(out.glob("*.npy")))
         np.testing.assert_array_equal(written.reshape(64, 80), values)

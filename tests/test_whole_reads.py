@@ -66,9 +66,17 @@ def test_a_folder_of_jpegs_is_processed_without_importing_tifffile(tmp_path):
         "print(sorted(m for m in sys.modules if m in ('tifffile', 'convcli.io.regions')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == [
-        "a_conv-vertical-sum.png", "b_conv-vertical-sum.png"]
+        "a_conv-vertical-sum.png",
+        "b_conv-vertical-sum.png",
+    ]

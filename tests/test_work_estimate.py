@@ -35,15 +35,21 @@ def tiffs(tmp_path_factory):
     g = np.random.default_rng(5)
     for kind, make in KINDS.items():
         samples = make(g, (700, 900))
-        tifffile.imwrite(folder / f"{kind}.tif", samples, tile=(256, 256), compression="zlib",
-                         photometric="rgb" if samples.ndim == 3 else "minisblack")
+        tifffile.imwrite(
+            folder / f"{kind}.tif",
+            samples,
+            tile=(256, 256),
+            compression="zlib",
+            photometric="rgb" if samples.ndim == 3 else "minisblack",
+        )
     return folder
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_estimate_is_within_one_and_a_half_times_the_whole_runs_peak(
-        tiffs, tmp_path, monkeypatch, kind, command):
+    tiffs, tmp_path, monkeypatch, kind, command
+):
     """The peak is tracemalloc's (numpy's and Python's allocations: what grows with the
     image), of the run itself, whole."""
     estimates = []
@@ -58,8 +64,18 @@ def test_the_estimate_is_within_one_and_a_half_times_the_whole_runs_peak(
     tracemalloc.start()
     try:
         # PNG levels, as the estimate counts them (pad and pool keep a TIFF otherwise)
-        result = run(*command, "-j", "1", "--memory", "64G", tiffs / f"{kind}.tif", "-o",
-                     tmp_path, "--format", "png")
+        result = run(
+            *command,
+            "-j",
+            "1",
+            "--memory",
+            "64G",
+            tiffs / f"{kind}.tif",
+            "-o",
+            tmp_path,
+            "--format",
+            "png",
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -74,8 +90,7 @@ def _strips_said(result) -> bool:
 
 
 @pytest.mark.parametrize("command", [COMMANDS[1], COMMANDS[4]], ids=["pool", "conv"])
-def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, tmp_path,
-                                                                        command):
+def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, tmp_path, command):
     """Below the estimate in strips, above it whole; a larger budget never fails where a
     smaller one worked; the files are the same bytes (TIFF: tiles, deflate, levels)."""
     from convcli.app import dryrun
@@ -84,8 +99,11 @@ def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, t
     estimates = []
     real = process.strips_reason
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dryrun, "strips_reason",
-                      lambda task, src: estimates.append(real(task, src)[1]) or real(task, src))
+        patch.setattr(
+            dryrun,
+            "strips_reason",
+            lambda task, src: estimates.append(real(task, src)[1]) or real(task, src),
+        )
         assert run(*command, "--dry-run", source, "-o", tmp_path / "probe").exit_code == 0
     (estimate,) = estimates
     folders = {}
@@ -107,7 +125,8 @@ def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, t
 
 @pytest.mark.parametrize("case", ["png", "frames", "gradient"])
 def test_an_image_read_whole_over_a_memory_given_is_refused_before_it_is_decoded(
-        tmp_path, monkeypatch, case):
+    tmp_path, monkeypatch, case
+):
     """A 9000x9000 PNG of zeros (236 KB) took 1.74 GB under --memory 100M: refused now, from
     its header; without --memory, or with enough, it is processed."""
     from PIL import Image
@@ -128,9 +147,13 @@ def test_an_image_read_whole_over_a_memory_given_is_refused_before_it_is_decoded
         tifffile.imwrite(path, np.zeros((1500, 2000), np.uint8), tile=(256, 256))
         why = "a gradient is computed whole"
     decoded = []
-    monkeypatch.setattr(images.ImageSource, "read",
-                        lambda self, *a, real=images.ImageSource.read, **k:
-                        decoded.append(1) or real(self, *a, **k))
+    monkeypatch.setattr(
+        images.ImageSource,
+        "read",
+        lambda self, *a, real=images.ImageSource.read, **k: (
+            decoded.append(1) or real(self, *a, **k)
+        ),
+    )
     refused = run(*command, path, "-o", tmp_path / "small", "--memory", "4M")
     assert refused.exit_code == 1, refused.output
     (line,) = [x for x in refused.stderr.splitlines() if path.name in x]

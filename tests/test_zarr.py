@@ -32,9 +32,16 @@ def _ome(path, planes: np.ndarray, axes: str) -> None:
     group = zarr.open_group(str(path), mode="w", zarr_format=2)
     group.create_array("0", data=planes, chunks=planes.shape[:-2] + (128, 128))
     group.create_array("1", data=planes[..., ::2, ::2])
-    group.attrs["multiscales"] = [{"version": "0.4", "axes": [
-        {"name": a, "type": "channel" if a == "c" else "space" if a in "zyx" else "time"}
-        for a in axes], "datasets": [{"path": "0"}, {"path": "1"}]}]
+    group.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [
+                {"name": a, "type": "channel" if a == "c" else "space" if a in "zyx" else "time"}
+                for a in axes
+            ],
+            "datasets": [{"path": "0"}, {"path": "1"}],
+        }
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +52,26 @@ def pairs(tmp_path_factory):
     grey = rgb[:, :, 1]
     deep = (grey.astype(np.uint16) * 257)[:300, :400]
     floats = (grey.astype(np.float32) / 100 - 0.5)[:333, :555]
-    cases = {"rgb": (rgb, lambda p: zarr.create_array(str(p), data=rgb, chunks=(100, 256, 3))),
-             "grey": (grey, lambda p: zarr.save_array(str(p), grey, zarr_format=2)),
-             "deep": (deep, lambda p: zarr.save_array(str(p), deep)),
-             "float": (floats, lambda p: zarr.save_array(str(p), floats)),
-             "ome": (rgb, lambda p: _ome(p, np.moveaxis(rgb, 2, 0), "cyx")),
-             "ome5": (grey, lambda p: _ome(p, np.stack([np.stack([grey, grey // 2])[None]] * 2),
-                                           "tczyx"))}
+    cases = {
+        "rgb": (rgb, lambda p: zarr.create_array(str(p), data=rgb, chunks=(100, 256, 3))),
+        "grey": (grey, lambda p: zarr.save_array(str(p), grey, zarr_format=2)),
+        "deep": (deep, lambda p: zarr.save_array(str(p), deep)),
+        "float": (floats, lambda p: zarr.save_array(str(p), floats)),
+        "ome": (rgb, lambda p: _ome(p, np.moveaxis(rgb, 2, 0), "cyx")),
+        "ome5": (
+            grey,
+            lambda p: _ome(p, np.stack([np.stack([grey, grey // 2])[None]] * 2), "tczyx"),
+        ),
+    }
     for name, (pixels, save) in cases.items():
         (top / name / "tiff").mkdir(parents=True)
         (top / name / "zarr").mkdir()
-        tifffile.imwrite(top / name / "tiff" / "a.tif", pixels, tile=(256, 256),
-                         photometric="rgb" if pixels.ndim == 3 else "minisblack")
+        tifffile.imwrite(
+            top / name / "tiff" / "a.tif",
+            pixels,
+            tile=(256, 256),
+            photometric="rgb" if pixels.ndim == 3 else "minisblack",
+        )
         save(top / name / "zarr" / "a.zarr")
     return top
 
@@ -73,8 +88,9 @@ COMMANDS = [
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
 @pytest.mark.parametrize("case", ["rgb", "grey", "deep", "float", "ome", "ome5"])
-def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(pairs, tmp_path, case,
-                                                                 command, memory, small_strips):
+def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(
+    pairs, tmp_path, case, command, memory, small_strips
+):
     extra = ["--memory", memory, "-v"] if memory else []
     outputs = {}
     for kind, name in (("tiff", "a.tif"), ("zarr", "a.zarr")):
@@ -85,11 +101,13 @@ def test_a_store_gives_the_outputs_of_the_same_pixels_in_a_tiff(pairs, tmp_path,
     assert names(outputs["zarr"]) == names(outputs["tiff"])
     for output in names(outputs["tiff"]):
         if output.endswith(".npy"):
-            assert np.array_equal(np.load(outputs["zarr"] / output),
-                                  np.load(outputs["tiff"] / output))
+            assert np.array_equal(
+                np.load(outputs["zarr"] / output), np.load(outputs["tiff"] / output)
+            )
         elif not output.endswith(".jsonl"):
-            assert (np.array_equal(_pixels(outputs["zarr"] / output),
-                                   _pixels(outputs["tiff"] / output))), output
+            assert np.array_equal(
+                _pixels(outputs["zarr"] / output), _pixels(outputs["tiff"] / output)
+            ), output
 
 
 def _pixels(path) -> np.ndarray:
@@ -119,8 +137,9 @@ OUTPUT_COMMANDS = [
 
 @pytest.mark.parametrize("memory", [None, "4M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=lambda c: " ".join(c))
-def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_path, command,
-                                                                    memory):
+def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(
+    pairs, tmp_path, command, memory
+):
     extra = ["--memory", memory] if memory else []
     source = pairs / "rgb" / "tiff" / "a.tif"
     for fmt in ("tiff", "zarr"):
@@ -128,9 +147,10 @@ def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_p
         assert result.exit_code == 0, result.output
     tiffs = [n for n in names(tmp_path / "tiff") if n.endswith(".tiff")]
     assert sorted(p.name for p in (tmp_path / "zarr").glob("*.zarr")) == [
-        n[:-len("tiff")] + "zarr" for n in tiffs]
+        n[: -len("tiff")] + "zarr" for n in tiffs
+    ]
     for name in tiffs:
-        store = tmp_path / "zarr" / (name[:-len("tiff")] + "zarr")
+        store = tmp_path / "zarr" / (name[: -len("tiff")] + "zarr")
         expected = tifffile.imread(tmp_path / "tiff" / name)
         assert np.array_equal(_level(store, 0), expected, equal_nan=True)
         sizes = level_sizes(*expected.shape[:2])
@@ -147,26 +167,52 @@ def test_zarr_outputs_hold_the_tiff_outputs_values_and_their_levels(pairs, tmp_p
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 @pytest.mark.parametrize("channels", [1, 3])
-def test_chunk_files_written_here_are_the_bytes_zarr_writes(tmp_path, monkeypatch, small_strips,
-                                                            channels, memory):
+def test_chunk_files_written_here_are_the_bytes_zarr_writes(
+    tmp_path, monkeypatch, small_strips, channels, memory
+):
     """Every file of a store, edge chunks and reduced levels included, the same bytes as when
     zarr writes the chunks itself; and the values read back through zarr are the input's."""
     from convcli.io import zarr_stores
 
     shape = (700, 900) if channels == 1 else (700, 900, 3)
     values = np.random.default_rng(8).integers(0, 256, shape, np.uint8)
-    tifffile.imwrite(tmp_path / "in.tif", values, tile=(64, 64),
-                     photometric="minisblack" if channels == 1 else "rgb")
+    tifffile.imwrite(
+        tmp_path / "in.tif",
+        values,
+        tile=(64, 64),
+        photometric="minisblack" if channels == 1 else "rgb",
+    )
     extra = ["--memory", memory] if memory else []
     put, chunk_files = zarr_stores._ChunkFiles._put, []
-    monkeypatch.setattr(zarr_stores._ChunkFiles, "_put",
-                        lambda self, key, data: chunk_files.append(key) or put(self, key, data))
-    ok("pad", "--pad", "0", "--format", "zarr", tmp_path / "in.tif", "-o", tmp_path / "here",
-       *extra)
+    monkeypatch.setattr(
+        zarr_stores._ChunkFiles,
+        "_put",
+        lambda self, key, data: chunk_files.append(key) or put(self, key, data),
+    )
+    ok(
+        "pad",
+        "--pad",
+        "0",
+        "--format",
+        "zarr",
+        tmp_path / "in.tif",
+        "-o",
+        tmp_path / "here",
+        *extra,
+    )
     assert len(chunk_files) >= 17  # 12 + 4 + 1 chunks of each store, written here
     monkeypatch.setattr(zarr_stores._ChunkFiles, "of", classmethod(lambda cls, array: None))
-    ok("pad", "--pad", "0", "--format", "zarr", tmp_path / "in.tif", "-o", tmp_path / "zarr",
-       *extra)
+    ok(
+        "pad",
+        "--pad",
+        "0",
+        "--format",
+        "zarr",
+        tmp_path / "in.tif",
+        "-o",
+        tmp_path / "zarr",
+        *extra,
+    )
     store = "in_pad-constant-0-L.zarr" if channels == 1 else "in_pad-constant-0.zarr"
     here, there = tmp_path / "here" / store, tmp_path / "zarr" / store
     files = sorted(p.relative_to(here) for p in here.rglob("*") if p.is_file())
@@ -179,8 +225,20 @@ def test_chunk_files_written_here_are_the_bytes_zarr_writes(tmp_path, monkeypatc
 
 
 def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
-    assert run("pool", "--size", "2", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif",
-               "-o", tmp_path, "--separate").exit_code == 0
+    assert (
+        run(
+            "pool",
+            "--size",
+            "2",
+            "--format",
+            "zarr",
+            pairs / "rgb" / "tiff" / "a.tif",
+            "-o",
+            tmp_path,
+            "--separate",
+        ).exit_code
+        == 0
+    )
     store = tmp_path / "a_pool-max-f2-s2-R.zarr"
     group = zarr.open_group(str(store), mode="r")
     assert group.metadata.zarr_format == 2
@@ -190,8 +248,11 @@ def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
     assert [d["path"] for d in image["datasets"]] == ["0", "1"]
     assert [d["coordinateTransformations"] for d in image["datasets"]] == [
         [{"type": "scale", "scale": [1.0, 1.0]}],  # level 1's pixel (0, 0) is centred on 0.5
-        [{"type": "scale", "scale": [2.0, 2.0]}, {"type": "translation",
-                                                  "translation": [0.5, 0.5]}]]
+        [
+            {"type": "scale", "scale": [2.0, 2.0]},
+            {"type": "translation", "translation": [0.5, 0.5]},
+        ],
+    ]
     assert "omero" not in group.attrs  # a grey image
     assert group.attrs["convcli"]["version"]
     array = group["0"]
@@ -202,26 +263,32 @@ def test_the_store_is_ome_zarr_with_convcli_s_marker(pairs, tmp_path):
     assert [a["name"] for a in image["axes"]] == ["c", "y", "x"]
     omero = zarr.open_group(str(colour), mode="r").attrs["omero"]
     assert [(c["label"], c["color"], c["window"]["end"]) for c in omero["channels"]] == [
-        ("R", "FF0000", 255), ("G", "00FF00", 255), ("B", "0000FF", 255)]
+        ("R", "FF0000", 255),
+        ("G", "00FF00", 255),
+        ("B", "0000FF", 255),
+    ]
     assert zarr.open_group(str(colour), mode="r")["0"].chunks == (3, 256, 256)
 
 
 def test_a_failure_while_writing_leaves_no_store_and_no_temporary(tmp_path):
     with pytest.raises(RuntimeError, match="stopped"):
-        with open_row_writer(tmp_path / "out.zarr", fmt="zarr", height=600, width=300,
-                             channels=3, dtype=np.uint8) as writer:
+        with open_row_writer(
+            tmp_path / "out.zarr", fmt="zarr", height=600, width=300, channels=3, dtype=np.uint8
+        ) as writer:
             writer.write(np.ones((300, 300, 3), np.uint8))
             raise RuntimeError("stopped")
     with pytest.raises(ValueError, match="rows written of"):
-        with open_row_writer(tmp_path / "out.zarr", fmt="zarr", height=600, width=300,
-                             channels=1, dtype=np.float32) as writer:
+        with open_row_writer(
+            tmp_path / "out.zarr", fmt="zarr", height=600, width=300, channels=1, dtype=np.float32
+        ) as writer:
             writer.write(np.ones((599, 300), np.float32))
     assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("failing", [3, 14])
 def test_a_full_disk_while_chunks_are_written_leaves_no_store_and_no_temporary(
-        pairs, tmp_path, monkeypatch, failing):
+    pairs, tmp_path, monkeypatch, failing
+):
     """ENOSPC at a chunk: one line; nothing of the store stays (a chunk written after the
     cleanup used to make its temporary folder again, without .zgroup, never removed)."""
     import errno
@@ -238,16 +305,23 @@ def test_a_full_disk_while_chunks_are_written_leaves_no_store_and_no_temporary(
 
     monkeypatch.setattr(zarr_stores._ChunkFiles, "_put", full_disk)
     out = tmp_path / "out"
-    result = run("pool", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif", "-o", out, "-q",
-                 "--separate")
+    result = run(
+        "pool", "--format", "zarr", pairs / "rgb" / "tiff" / "a.tif", "-o", out, "-q", "--separate"
+    )
     assert_one_line_error(result, 1, "a.tif", "no space left on the device")
     assert len(calls) >= failing
     left = sorted(p.name for p in out.iterdir()) if out.exists() else []
     stores = [name for name in left if name.endswith(".zarr")]
     assert left == sorted(stores + (["convcli-manifest.jsonl"] if stores else []))
     assert all(zarr_stores.store_marked(out / name) for name in stores)  # each one finished
-    recorded = [json.loads(line)["output"] for line in
-                (out / "convcli-manifest.jsonl").read_text().splitlines()] if stores else []
+    recorded = (
+        [
+            json.loads(line)["output"]
+            for line in (out / "convcli-manifest.jsonl").read_text().splitlines()
+        ]
+        if stores
+        else []
+    )
     assert sorted(recorded) == stores
 
 
@@ -268,16 +342,16 @@ def test_a_store_named_with_o_is_replaced_as_a_file_is(pairs, tmp_path):
     assert np.array_equal(_level(foreign, 0), first)
 
 
-def test_stores_in_a_folder_are_inputs_never_walked_and_earlier_outputs_are_not(pairs,
-                                                                                tmp_path):
+def test_stores_in_a_folder_are_inputs_never_walked_and_earlier_outputs_are_not(pairs, tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
     zarr.save_array(str(folder / "b.zarr"), _rgb(100, 120))
     Image.fromarray(_rgb(90, 80)).save(folder / "c.png")
     inside = sorted((folder / "b.zarr").rglob("*"))
     for summary in ("2 processed", "0 processed, 2 skipped"):  # then its own outputs are there
-        result = run("pool", "--size", "2", "-r", folder, "-o", folder, "--format", "zarr",
-                     "--separate")
+        result = run(
+            "pool", "--size", "2", "-r", folder, "-o", folder, "--format", "zarr", "--separate"
+        )
         assert result.exit_code == 0 and summary in result.stderr, result.output
     stores = sorted(p.name for p in folder.glob("*.zarr"))
     assert stores[0] == "b.zarr" and len(stores) == 9  # R, G, B and the colour image, twice
@@ -295,8 +369,9 @@ def test_a_stale_temporary_store_is_removed(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     stale = tmp_path / f".convcli-a_pool.zarr.{proc.pid}-0a1b2c3d.part"
-    zarr.create_array(str(stale), data=np.ones((300, 300), np.uint8), zarr_format=2,
-                      chunks=(100, 100))
+    zarr.create_array(
+        str(stale), data=np.ones((300, 300), np.uint8), zarr_format=2, chunks=(100, 100)
+    )
     stale.joinpath(".zgroup").write_text(json.dumps({"zarr_format": 2}))
     then = __import__("time").time() - 600
     for folder, _, _ in os.walk(stale):
@@ -310,8 +385,12 @@ def test_a_bad_store_is_one_line_naming_it(tmp_path):
     group.create_array("x", shape=(4, 4), dtype="u1")
     zarr.save_array(str(tmp_path / "ints.zarr"), np.zeros((4, 4), np.int32))
     zarr.save_array(str(tmp_path / "five.zarr"), np.zeros((4, 4, 5), np.uint8))
-    for name, needle in (("group.zarr", "not an OME-Zarr image"), ("ints.zarr", "int32"),
-                         ("five.zarr", "5 channels"), ("missing.zarr", "No such file")):
+    for name, needle in (
+        ("group.zarr", "not an OME-Zarr image"),
+        ("ints.zarr", "int32"),
+        ("five.zarr", "5 channels"),
+        ("missing.zarr", "No such file"),
+    ):
         result = run("pool", tmp_path / name, "-o", tmp_path / "out")
         assert result.exit_code == 1
         (line,) = [x for x in result.stderr.splitlines() if name in x]
@@ -322,8 +401,9 @@ def test_without_zarr_each_use_is_one_line_naming_the_extra(pairs, tmp_path, mon
     hide_modules(monkeypatch, "zarr")
     result = run("pool", pairs / "grey" / "zarr" / "a.zarr", "-o", tmp_path / "a")
     assert_one_line_error(result, 2, "reading .zarr needs zarr: pip install 'convcli[zarr]'")
-    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
-                 "-o", tmp_path / "b")
+    result = run(
+        "pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o", tmp_path / "b"
+    )
     assert_one_line_error(result, 2, "--format zarr needs zarr: pip install 'convcli[zarr]'")
     result = run("pool", pairs / "grey" / "zarr", "-o", tmp_path / "c")  # found in a folder
     assert result.exit_code == 1
@@ -335,16 +415,29 @@ def test_a_store_on_object_storage_is_read_where_it_is(pairs, tmp_path):
     pytest.importorskip("fsspec")
     grey = np.asarray(Image.open(pairs / "grey" / "tiff" / "a.tif"))
     zarr.create_array("memory://zarr-test/in/a.zarr", data=grey, chunks=(128, 128))
-    for source, out in ((pairs / "grey" / "tiff" / "a.tif", "tiff"),
-                        ("memory://zarr-test/in", "url")):
+    for source, out in (
+        (pairs / "grey" / "tiff" / "a.tif", "tiff"),
+        ("memory://zarr-test/in", "url"),
+    ):
         result = run("conv", "-k", "vertical", "--memory", "1M", source, "-o", tmp_path / out)
         assert result.exit_code == 0 and "1 processed" in result.stderr, result.output
-    assert np.array_equal(_pixels(tmp_path / "url" / "a_conv-vertical-sum.png"),
-                          _pixels(tmp_path / "tiff" / "a_conv-vertical-sum.png"))
+    assert np.array_equal(
+        _pixels(tmp_path / "url" / "a_conv-vertical-sum.png"),
+        _pixels(tmp_path / "tiff" / "a_conv-vertical-sum.png"),
+    )
     for out in (tmp_path / "disk", "memory://zarr-test/out"):  # whole, and in strips
         for memory in ("4G", "1M"):
-            result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
-                         "-o", out, "--memory", memory, "--overwrite")
+            result = run(
+                "pool",
+                "--format",
+                "zarr",
+                pairs / "grey" / "tiff" / "a.tif",
+                "-o",
+                out,
+                "--memory",
+                memory,
+                "--overwrite",
+            )
             assert result.exit_code == 0 and "1 processed" in result.stderr, result.output
             assert ("in strips" in result.stderr) == (memory == "1M")
     local = zarr.open_group(str(tmp_path / "disk" / "a_pool-max-f2-s2-L.zarr"), mode="r")
@@ -352,8 +445,15 @@ def test_a_store_on_object_storage_is_read_where_it_is(pairs, tmp_path):
     assert dict(remote.attrs) == dict(local.attrs) and "convcli" in remote.attrs
     for key in local.array_keys():
         np.testing.assert_array_equal(remote[key][:], local[key][:])
-    again = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif",
-                "-o", "memory://zarr-test/out", "-v")
+    again = run(
+        "pool",
+        "--format",
+        "zarr",
+        pairs / "grey" / "tiff" / "a.tif",
+        "-o",
+        "memory://zarr-test/out",
+        "-v",
+    )
     assert again.exit_code == 0 and "1 skipped" in again.stderr, again.output
 
 
@@ -377,16 +477,34 @@ def test_a_store_on_object_storage_not_written_by_convcli_is_kept(pairs, monkeyp
     theirs = "memory://zarr-kept/out/a_pool-max-f2-s2-L.zarr"
     zarr.create_array(theirs, data=np.ones((4, 4), np.uint8))
     for memory in ("4G", "1M"):
-        result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o",
-                     "memory://zarr-kept/out", "--memory", memory, "--overwrite")
+        result = run(
+            "pool",
+            "--format",
+            "zarr",
+            pairs / "grey" / "tiff" / "a.tif",
+            "-o",
+            "memory://zarr-kept/out",
+            "--memory",
+            memory,
+            "--overwrite",
+        )
         assert result.exit_code == 1 and "not written by convcli" in result.stderr, result.output
         np.testing.assert_array_equal(zarr.open_array(theirs, mode="r")[:], 1)
+
     def full(self):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(zarr_stores.StoreSink, "close", full)
-    result = run("pool", "--format", "zarr", pairs / "grey" / "tiff" / "a.tif", "-o",
-                 "memory://zarr-kept/failed", "--memory", "1M")
+    result = run(
+        "pool",
+        "--format",
+        "zarr",
+        pairs / "grey" / "tiff" / "a.tif",
+        "-o",
+        "memory://zarr-kept/failed",
+        "--memory",
+        "1M",
+    )
     assert result.exit_code == 1 and "no space left" in result.stderr.lower(), result.output
     import fsspec
 
@@ -443,8 +561,15 @@ def test_a_run_whose_store_another_run_claimed_stops_and_leaves_it(pairs, monkey
     monkeypatch.setattr(zarr_stores._StoreLevel, "_write", taken_after_the_first_band)
     values = np.random.default_rng(3).integers(0, 256, (1100, 300), np.uint8)
     tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
-    result = run("pool", "--format", "zarr", pairs.parent / "tall.tif", "-o",
-                 "memory://zarr-claims/taken", "-q")
+    result = run(
+        "pool",
+        "--format",
+        "zarr",
+        pairs.parent / "tall.tif",
+        "-o",
+        "memory://zarr-claims/taken",
+        "-q",
+    )
     assert_one_line_error(result, 1, "another run is writing this Zarr store now")
     assert fs.cat_file(claim) == b"the other run"
     assert fs.exists("/zarr-claims/taken/tall_pool-max-f2-s2-L.zarr/0/.zarray")
@@ -460,7 +585,8 @@ def test_a_band_task_of_a_run_gone_writes_nothing_into_a_store_claimed_since(tmp
     ours = store_claims.claim(url)
     store_claims.claim(url)  # a later run's
     with pytest.raises(store_claims.StoreTaken, match="another run"):
-        zarr_stores.StoreBand(url, (512, 256, 1), np.dtype(np.uint8), top=0, levels=1,
-                              last=False, claim=ours)
+        zarr_stores.StoreBand(
+            url, (512, 256, 1), np.dtype(np.uint8), top=0, levels=1, last=False, claim=ours
+        )
     fs, path = _memory_store(url)
     assert not fs.exists(f"{path}/0/0/0")

@@ -55,14 +55,24 @@ def _named_everywhere(table: dict[str, Border]) -> dict[str, Border]:
 
 
 # Each border mode of convcli in the other tools: a row per mode of convcli.choices.PAD_MODES.
-BORDERS = _named_everywhere(keyed_by(PAD_MODES, {
-    "constant": Border("constant", "BORDER_CONSTANT", "constant", "Black"),
-    "edge": Border("nearest", "BORDER_REPLICATE", "replicate", "Edge"),
-    "reflect": Border("mirror", "BORDER_REFLECT_101", "reflect",
-                      Nearest("Mirror", "symmetric", "repeats the edge pixel")),
-    "symmetric": Border("reflect", "BORDER_REFLECT", None, "Mirror"),
-    "wrap": Border("grid-wrap", "BORDER_WRAP", "circular", "Tile"),
-}, what="explain's border table"))
+BORDERS = _named_everywhere(
+    keyed_by(
+        PAD_MODES,
+        {
+            "constant": Border("constant", "BORDER_CONSTANT", "constant", "Black"),
+            "edge": Border("nearest", "BORDER_REPLICATE", "replicate", "Edge"),
+            "reflect": Border(
+                "mirror",
+                "BORDER_REFLECT_101",
+                "reflect",
+                Nearest("Mirror", "symmetric", "repeats the edge pixel"),
+            ),
+            "symmetric": Border("reflect", "BORDER_REFLECT", None, "Mirror"),
+            "wrap": Border("grid-wrap", "BORDER_WRAP", "circular", "Tile"),
+        },
+        what="explain's border table",
+    )
+)
 
 
 def border_name(mode: str, target: str):

@@ -66,18 +66,22 @@ def conv_mappings(op, pic) -> list[Mapping]:
     # The auto clip of a channel sum shows the mean; an explicit one, the values.
     mean = pic.white * n_summed if op.normalize == "auto" else pic.white
     margin = op.margin()
-    return [Mapping(m, mean if m == "clip" else pic.white, margin)
-            for m in methods for _ in names]
+    return [Mapping(m, mean if m == "clip" else pic.white, margin) for m in methods for _ in names]
 
 
 def conv_figure(op, pic, data: np.ndarray) -> Grid:
     """The figure of `pic` and `op`'s result `data`: the original, then each kernel's maps."""
     names = op.channel_names(pic.channels)
     per_kernel = len(names)
-    titles = ([k.name for k in op.kernels] if op.combine is None
-              else [" + ".join(k.name for k in op.kernels) + f" ({op.combine})"])
-    rows = [_kernel_row(op, data[:, :, k * per_kernel:(k + 1) * per_kernel], title, names)
-            for k, title in enumerate(titles)]
+    titles = (
+        [k.name for k in op.kernels]
+        if op.combine is None
+        else [" + ".join(k.name for k in op.kernels) + f" ({op.combine})"]
+    )
+    rows = [
+        _kernel_row(op, data[:, :, k * per_kernel : (k + 1) * per_kernel], title, names)
+        for k, title in enumerate(titles)
+    ]
     original = original_panel(pic)
     if per_kernel == 1:  # one row: the original, then every kernel
         panels = [original] + [row[0] for row in rows]
@@ -87,8 +91,7 @@ def conv_figure(op, pic, data: np.ndarray) -> Grid:
         for k, row in enumerate(rows):
             panels += [original if k == 0 else None] + row
         ncols = 1 + per_kernel
-    title = (f"conv, --channels {op.channels}, stride {op.stride}, "
-             f"pad {pad_text(op.pad)}")
+    title = f"conv, --channels {op.channels}, stride {op.stride}, pad {pad_text(op.pad)}"
     title += f", dilation {op.dilation}" if op.dilation != 1 else ""
     return Grid(panels, ncols, title)
 
@@ -106,6 +109,13 @@ def _kernel_row(op, chans: np.ndarray, title: str, names: list[str]) -> list[Pan
     # of |x| away from the border), so that a few extreme values (a
     # zero-padded frame, specular highlights) do not wash the map out.
     limit = robust_top(chans, margin=op.margin())
-    return [Panel(f"{title}: {c}{note}", chans[:, :, i], signed=signed,
-                  vmax=limit or 1.0, colorbar=not constant)
-            for i, c in enumerate(names)]
+    return [
+        Panel(
+            f"{title}: {c}{note}",
+            chans[:, :, i],
+            signed=signed,
+            vmax=limit or 1.0,
+            colorbar=not constant,
+        )
+        for i, c in enumerate(names)
+    ]

@@ -137,8 +137,10 @@ class ConvOp:
         if self.pad == "same":
             top, _, left, _ = self.pad_widths(kernel)
             if top != left:
-                raise ValueError(f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
-                                 "by side: use pad_widths")
+                raise ValueError(
+                    f"--pad same pads a {kernel.size[0]}x{kernel.size[1]} kernel "
+                    "by side: use pad_widths"
+                )
             return top
         if self.pad == "valid":
             return 0
@@ -170,8 +172,10 @@ class ConvOp:
         keeping = [k.name for k in self.kernels if keeps_levels(k)]
         if self.channels != "sum" or not keeping or not {"R", "G", "B"} <= set(channels):
             return []
-        return [f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
-                "R + G + B; --channels each gives the colour result"]
+        return [
+            f"{', '.join(keeping)} on colour pictures with --channels sum: one grey map of "
+            "R + G + B; --channels each gives the colour result"
+        ]
 
     def channel_names(self, channels: tuple[str, ...]) -> list[str]:
         """What each map of a kernel is named after, for an input with these `channels`.
@@ -180,49 +184,19 @@ class ConvOp:
         the channel mode.
         """
         colour = [c for c in channels if c != "A"]
-        return (colour + ["A"] * alpha_weighted(self, channels) if self.channels == "each"
-                else [self.channels])
-
-    def _maps(self) -> list[str]:
-        """What each map is named after: every kernel, or all of them combined."""
-        if self.combine is None:
-            return [k.label for k in self.kernels]
-        return ["+".join(k.label for k in self.kernels) + f"-{self.combine}"]
+        return (
+            colour + ["A"] * alpha_weighted(self, channels)
+            if self.channels == "each"
+            else [self.channels]
+        )
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
-        options = self.options_tag()
-        mapping = f"-{self.normalize}" if self.normalize != "auto" else ""
-        names = self.channel_names(channels)
-        maps = self._maps()
-        groups = ()
-        if self.channels == "each" and len(names) > 1 and self.normalize != RAW_VALUES:
-            n = len(names)
-            groups = tuple((f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
-                           for i, m in enumerate(maps))
-        raw = "+".join(k.label for k in self.kernels) + options
-        if self.combine is not None:
-            raw += f"-{self.combine}"
-        return Tags(
-            channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
-            whole=None,
-            raw=f"{raw}-{self.channels}",
-            groups=groups,
-        )
+        return _tags(self, channels)
 
     # --- pixels ---
 
     def check(self, pic) -> None:
-        h, w = frame_size(pic)
-        for k in self.kernels:
-            top, bottom, left, right = self.pad_widths(k)
-            span = self.span(k)
-            if h + top + bottom < span[0] or w + left + right < span[1]:
-                p = top if len({top, bottom, left, right}) == 1 else pad_text(self.pad)
-                dilated = f" (dilation {self.dilation}: {span[0]}x{span[1]})"
-                raise ValueError(
-                    f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
-                    f"kernel {k.name!r}{dilated if self.dilation != 1 else ''} with pad {p}"
-                )
+        _check_size(self, pic)
 
     def conv_input(self, pic) -> np.ndarray:
         """The (m, H, W, C) float32 array the library is called on (C = 1 unless ``each``).
@@ -273,14 +247,21 @@ class ConvOp:
         spans = [self.span(k)[0] for k in self.kernels]
         (top, bottom), span = pads[0][:2], spans[0]
         rows = (height + top + bottom - span) // self.stride + 1
-        return RowGeometry(self.stride, tuple(p[0] for p in pads), tuple(spans), rows,
-                           align=_engine_alignment(self, width))
+        return RowGeometry(
+            self.stride,
+            tuple(p[0] for p in pads),
+            tuple(spans),
+            rows,
+            align=_engine_alignment(self, width),
+        )
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of the result on an image of `height` x `width`."""
         (left, right), span = self.pad_widths(self.kernels[0])[2:], self.span(self.kernels[0])[1]
-        return (self.row_geometry(height, width).out_rows,
-                (width + left + right - span) // self.stride + 1)
+        return (
+            self.row_geometry(height, width).out_rows,
+            (width + left + right - span) // self.stride + 1,
+        )
 
     def output_grid(self) -> tuple[int, float, float]:
         """One output pixel a stride, centred on the first kernel's window."""
@@ -295,13 +276,16 @@ class ConvOp:
         return self.border, 0.0
 
 
-
 def alpha_weighted(op: ConvOp, channels: tuple[str, ...]) -> bool:
     """Whether `op`'s maps of an input with these `channels` are weighted by alpha, with alpha
     convolved and kept (:func:`convcli.app.conv_pixels.alpha_weighted_maps`): ``each`` on a
     picture with alpha, with kernels that all keep levels, uncombined."""
-    return (op.channels == "each" and "A" in channels and op.combine is None
-            and all(keeps_levels(k) for k in op.kernels))
+    return (
+        op.channels == "each"
+        and "A" in channels
+        and op.combine is None
+        and all(keeps_levels(k) for k in op.kernels)
+    )
 
 
 def keeps_levels(kernel: Kernel) -> bool:
@@ -334,8 +318,7 @@ def _checked_options(op: ConvOp) -> dict[str, object]:
         checked["pad"] = side_widths(op.pad)
     elif isinstance(op.pad, str):
         if op.pad not in ("same", "valid"):
-            raise OptionError(f"must be same, valid or an integer >= 0, got {op.pad!r}",
-                              "--pad")
+            raise OptionError(f"must be same, valid or an integer >= 0, got {op.pad!r}", "--pad")
     else:
         checked["pad"] = whole_option(op.pad, "--pad", minimum=0)
     return checked
@@ -348,8 +331,9 @@ def _check_kernels(op: ConvOp) -> None:
         if k.label in seen:
             other = seen[k.label]
             raise OptionError(
-                f"{k.name!r} is given twice" if other.name == k.name else
-                f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
+                f"{k.name!r} is given twice"
+                if other.name == k.name
+                else f"{other.name!r} and {k.name!r} would both be written as {k.label!r}",
                 "--kernel",
             )
         seen[k.label] = k
@@ -403,7 +387,60 @@ def _work_bytes(op: ConvOp, height: int, width: int, channels: int, sample_bytes
     levels, 4 with 8-bit ones by channel."""
     each = op.channels == "each"
     summed_first = not each and channels > 1 and sample_bytes == 1
-    return whole_work_bytes(op, height, width, channels, sample_bytes,
-                            float_channels=1 if summed_first else channels,
-                            maps=len(op.kernels) * (channels if each else 1),
-                            per_map=(4.5, 8.7), per_result=(4 if each else 0, 14))
+    return whole_work_bytes(
+        op,
+        height,
+        width,
+        channels,
+        sample_bytes,
+        float_channels=1 if summed_first else channels,
+        maps=len(op.kernels) * (channels if each else 1),
+        per_map=(4.5, 8.7),
+        per_result=(4 if each else 0, 14),
+    )
+
+
+def _map_names(op: ConvOp) -> list[str]:
+    """What each map is named after: every kernel, or all of them combined."""
+    if op.combine is None:
+        return [k.label for k in op.kernels]
+    return ["+".join(k.label for k in op.kernels) + f"-{op.combine}"]
+
+
+def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
+    """:meth:`ConvOp.tags`: the names of its outputs, as its docstring says."""
+    options = op.options_tag()
+    mapping = f"-{op.normalize}" if op.normalize != "auto" else ""
+    names = op.channel_names(channels)
+    maps = _map_names(op)
+    groups = ()
+    if op.channels == "each" and len(names) > 1 and op.normalize != RAW_VALUES:
+        n = len(names)
+        groups = tuple(
+            (f"{m}{options}{mapping}-each", tuple(range(i * n, (i + 1) * n)))
+            for i, m in enumerate(maps)
+        )
+    raw = "+".join(k.label for k in op.kernels) + options
+    if op.combine is not None:
+        raw += f"-{op.combine}"
+    return Tags(
+        channels=[f"{m}{options}{mapping}-{c}" for m in maps for c in names],
+        whole=None,
+        raw=f"{raw}-{op.channels}",
+        groups=groups,
+    )
+
+
+def _check_size(op: ConvOp, pic) -> None:
+    """:meth:`ConvOp.check`: a ValueError where the padded picture is smaller than a kernel."""
+    h, w = frame_size(pic)
+    for k in op.kernels:
+        top, bottom, left, right = op.pad_widths(k)
+        span = op.span(k)
+        if h + top + bottom < span[0] or w + left + right < span[1]:
+            p = top if len({top, bottom, left, right}) == 1 else pad_text(op.pad)
+            dilated = f" (dilation {op.dilation}: {span[0]}x{span[1]})"
+            raise ValueError(
+                f"image is {w}x{h} pixels, too small for the {k.size[0]}x{k.size[1]} "
+                f"kernel {k.name!r}{dilated if op.dilation != 1 else ''} with pad {p}"
+            )

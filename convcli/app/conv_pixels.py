@@ -16,11 +16,15 @@ from ..layers.padding import fill_border, pad_images, pad_images_as
 from ..levels.mapping import luminance
 from .op_helpers import as_batch
 
-COMBINERS = keyed_by(COMBINE_MODES, {
-    "magnitude": lambda stack: np.sqrt(np.square(stack).sum(axis=-2)),
-    "max": lambda stack: stack.max(axis=-2),
-    "sum": lambda stack: stack.sum(axis=-2),
-}, what="conv's --combine table")
+COMBINERS = keyed_by(
+    COMBINE_MODES,
+    {
+        "magnitude": lambda stack: np.sqrt(np.square(stack).sum(axis=-2)),
+        "max": lambda stack: stack.max(axis=-2),
+        "sum": lambda stack: stack.sum(axis=-2),
+    },
+    what="conv's --combine table",
+)
 """``--combine``: one map of the kernels' results, stacked on axis -2 of (..., kernels, maps)."""
 
 MIN_WEIGHT = 1e-3
@@ -62,7 +66,7 @@ def layer_source(op, pic, *, sum_later: bool = False) -> np.ndarray:
 
 def alpha_weight(pic) -> np.ndarray:
     """The (m, H, W, 1) opacity of a picture with alpha, 0 to 1: alpha / white."""
-    return as_batch(pic.pixels)[..., pic.colour_channels:] / np.float32(pic.white or 1.0)
+    return as_batch(pic.pixels)[..., pic.colour_channels :] / np.float32(pic.white or 1.0)
 
 
 def over_black(pic) -> np.ndarray:
@@ -93,7 +97,7 @@ def alpha_weighted_maps(op, pic) -> np.ndarray:
     Z = depthwise_maps(op, A, bias=0.0)
     white = np.float32(pic.white or 1.0)
     for start in range(0, Z.shape[3], n + 1):
-        colours, total = Z[..., start:start + n], Z[..., start + n:start + n + 1]
+        colours, total = Z[..., start : start + n], Z[..., start + n : start + n + 1]
         np.divide(colours, total, out=colours, where=total > MIN_WEIGHT)
         colours[np.broadcast_to(total <= MIN_WEIGHT, colours.shape)] = 0
         colours += np.float32(op.bias)
@@ -109,12 +113,10 @@ def padded(op, A: np.ndarray, widths: tuple[int, int, int, int]) -> tuple[np.nda
     straight into the padded input; for ``sum``, several 8-bit channels are
     summed into it.
     """
-    zeros_by_the_layer = len(set(widths)) == 1 and (op.border == "constant"
-                                                     or widths[0] == 0)
+    zeros_by_the_layer = len(set(widths)) == 1 and (op.border == "constant" or widths[0] == 0)
     if op.channels == "sum" and A.shape[3] > 1 and A.dtype == np.uint8:
         own = (0, 0, 0, 0) if zeros_by_the_layer else widths
-        return (channel_sum_padded(A, own, op.border),
-                widths[0] if zeros_by_the_layer else 0)
+        return (channel_sum_padded(A, own, op.border), widths[0] if zeros_by_the_layer else 0)
     if zeros_by_the_layer:
         return A.astype(np.float32, copy=False), widths[0]
     if A.dtype == np.float32:
@@ -162,7 +164,7 @@ def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarra
         pad = op.pad_widths(kernel)
         W = kernel.weights.astype(np.float32)[:, :, None, None]
         for c in range(n_in):
-            A_in, p = padded(op, A[:, :, :, c:c + 1], pad)
+            A_in, p = padded(op, A[:, :, :, c : c + 1], pad)
             hp = {"stride": op.stride, "pad": p, "dilation": op.dilation}
             Z, _ = depthwise_conv_forward(A_in, W, b, hp)
             del A_in
@@ -173,8 +175,9 @@ def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarra
     return out.transpose(1, 2, 3, 0)
 
 
-def channel_sum_padded(colour: np.ndarray, widths: tuple[int, int, int, int],
-                       border: str) -> np.ndarray:
+def channel_sum_padded(
+    colour: np.ndarray, widths: tuple[int, int, int, int], border: str
+) -> np.ndarray:
     """The channels' sum of 8-bit `colour` (m, H, W, C), padded by `widths` as `border` fills
     it, in float32 (m, H + top + bottom, W + left + right, 1).
 
@@ -189,12 +192,14 @@ def channel_sum_padded(colour: np.ndarray, widths: tuple[int, int, int, int],
     if native.active():  # one pass, straight into the float32 input
         native.sum_channels(colour, bordered, top, left)
         return fill_border(bordered, widths, mode=border)
-    inside = bordered[:, top:top + H, left:left + W, 0]
+    inside = bordered[:, top : top + H, left : left + W, 0]
     rows = max(1, SUM_BLOCK_VALUES // max(1, W))
     block = np.empty((rows, W), np.uint16)
     for i in range(m):
         for r in range(0, H, rows):
-            inside[i, r:r + rows] = sum_channels(colour[i, r:r + rows], block[:min(rows, H - r)])
+            inside[i, r : r + rows] = sum_channels(
+                colour[i, r : r + rows], block[: min(rows, H - r)]
+            )
     return fill_border(bordered, widths, mode=border)
 
 

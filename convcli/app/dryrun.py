@@ -103,9 +103,11 @@ def _check_named_file(task: Task, todo: list[Output]) -> None:
         return
     for out in todo:
         if os.path.exists(out.path) and not written_by_convcli(out.path):
-            raise FileExistsError(f"{out.path}: the existing file was not written by convcli "
-                                  "and is kept (choose another -o; --overwrite replaces a file "
-                                  "named with -o)")
+            raise FileExistsError(
+                f"{out.path}: the existing file was not written by convcli "
+                "and is kept (choose another -o; --overwrite replaces a file "
+                "named with -o)"
+            )
 
 
 def _size(out: Output, columns: int, rows: int, count: int) -> str:

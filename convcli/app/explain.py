@@ -10,7 +10,7 @@ The scripts do what convcli does, step by step: the picture in the file's own
 scale as float32 (0-255 for 8-bit), alpha weighing the colours
 (:mod:`convcli.app.explain_alpha`), the channel mode (``sum``, ``gray`` with ITU-R 601-2 weights,
 ``each``), the border of each side, cross-correlation (no flip), the stride,
-the bias, then ``--combine``.
+the bias, then ``--combine`` (:mod:`convcli.app.explain_scripts` writes them).
 """
 
 from __future__ import annotations
@@ -21,369 +21,13 @@ import shutil
 import subprocess
 import textwrap
 
-import numpy as np
-
-from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, keyed_by
+from ..choices import EXPLAIN_TARGETS
 from ..levels.mapping import LUMA_WEIGHTS
 from .borders import BORDERS, NO_EQUIVALENT, Nearest, border_name
 from .conv_op import ConvOp, alpha_weighted
-from .explain_alpha import ALPHA_CONV, ALPHA_POOL, CONV_COLOUR
-from .op_helpers import pad_option, pad_text
+from .explain_scripts import INSTALL, conv_script, kernel_taps, pad_script, pool_script
+from .op_helpers import pad_text
 from .pad_pool import PadOp, PoolOp
-
-_READ_PILLOW = '''\
-with Image.open(sys.argv[1]) as im:
-    im.seek(0)  # the first frame of an animation or a multi-page TIFF
-    im = ImageOps.exif_transpose(im)  # upright, as convcli reads it
-    if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
-        # Palette, bilevel, CMYK ...: grey or colour samples, as convcli reads them.
-        alpha = im.mode in ("PA", "RGBa", "La") or "transparency" in im.info
-        im = im.convert("RGBA" if alpha else "L" if im.mode == "1" else "RGB")
-    raw = np.asarray(im)
-pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
-if pixels.ndim == 2:
-    pixels = pixels[:, :, None]
-'''
-
-_READ_OPENCV = '''\
-# IMREAD_UNCHANGED keeps 16-bit samples and alpha (it does not apply EXIF orientation,
-# and gives a CMYK TIFF's four channels: convert such files to RGB first).
-raw = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
-if raw is None:
-    sys.exit(f"cannot read {sys.argv[1]}")
-pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
-if pixels.ndim == 2:
-    pixels = pixels[:, :, None]
-if pixels.shape[2] >= 3:  # OpenCV's BGR(A) to convcli's RGB(A)
-    pixels = pixels[:, :, [2, 1, 0, *range(3, pixels.shape[2])]]
-'''
-
-_IMPORTS = keyed_by(tuple(t for t in EXPLAIN_TARGETS if t != "magick"), {
-    "scipy": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n",
-    "skimage": "import numpy as np\nfrom PIL import Image, ImageOps\nfrom scipy import ndimage\n"
-               "from skimage.util import view_as_windows\n",
-    "opencv": "import cv2\nimport numpy as np\n",
-    "torch": "import numpy as np\nimport torch\nimport torch.nn.functional as F\n"
-             "from PIL import Image, ImageOps\n",
-}, what="explain's imports of each Python tool")
-
-_INSTALL = keyed_by(EXPLAIN_TARGETS, {
-    "scipy": "pip install numpy pillow scipy",
-    "skimage": "pip install numpy pillow scipy scikit-image",
-    "opencv": "pip install numpy opencv-python-headless",
-    "torch": "pip install numpy pillow torch",
-    "magick": "apt-get install imagemagick (version 6: `convert`) or brew install imagemagick",
-}, what="how to install each tool explain writes for")
-
-_CHANNELS = keyed_by(CHANNEL_MODES, {
-    "sum": "# --channels sum: each kernel over all colour channels, summed (a kernel repeated\n"
-           "# over the channels gives the correlation of their sum).\n"
-           "planes = [colour.sum(axis=2, dtype=np.float32)]\n",
-    "gray": "# --channels gray: luminance first, ITU-R 601-2 (as Pillow's convert(\"L\"),\n"
-            "# not rounded).\n"
-            "planes = [colour @ np.float32([0.299, 0.587, 0.114]) if colour.shape[2] == 3\n"
-            "          else colour[:, :, 0]]\n",
-    "each": "# --channels each: every colour channel on its own (depthwise).\n"
-            "planes = [colour[:, :, c] for c in range(colour.shape[2])]\n",
-}, what="explain's channel modes")
-
-_GRAY_OPENCV = ("# --channels gray: luminance first; cvtColor on float32 uses ITU-R 601-2 weights\n"
-                "# (0.299, 0.587, 0.114) and does not round.\n"
-                "planes = [cv2.cvtColor(colour, cv2.COLOR_RGB2GRAY) if colour.shape[2] == 3\n"
-                "          else colour[:, :, 0]]\n")
-
-_COMBINE = keyed_by(COMBINE_MODES, {
-    "magnitude": "np.sqrt(np.square(stack).sum(axis=2))",
-    "max": "stack.max(axis=2)",
-    "sum": "stack.sum(axis=2)",
-}, what="explain's --combine modes")
-
-
-def _array(weights) -> str:
-    """A kernel as a numpy literal with every digit (``repr`` of each float)."""
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in weights)
-    return f"np.array([{rows}], dtype=np.float32)"
-
-
-def _docstring_text(text: str) -> str:
-    """`text` made safe inside a triple-quoted literal, where it reads back as `text`.
-
-    Backslashes, control characters, line breaks and non-ASCII characters are
-    escaped (``unicode_escape``), and so is every double quote.
-    """
-    return text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
-
-
-def _script(target: str, title: str, body: str) -> str:
-    """The whole script: `title` (a command line, user text in it) as its docstring's first line."""
-    reader = _READ_OPENCV if target == "opencv" else _READ_PILLOW
-    head = (f'"""{_docstring_text(title)}\n\nNeeds: {_INSTALL[target]}\n'
-            'Usage: python THIS_SCRIPT IMAGE OUT.npy\n"""\n')
-    return (head + "import sys\n\n" + _IMPORTS[target] + "\n" + reader + "\n" + body + "\n"
-            + "np.save(sys.argv[2], np.ascontiguousarray(out, dtype=np.float32))\n")
-
-
-def _centred(op: ConvOp) -> bool:
-    """Whether every kernel is odd and padded by half its size on each side (``--pad same``)."""
-    spans = [op.span(k) for k in op.kernels]
-    return all(h % 2 and w % 2 and op.pad_widths(k) == ((h - 1) // 2,) * 2 + ((w - 1) // 2,) * 2
-               for k, (h, w) in zip(op.kernels, spans, strict=True))
-
-
-def _weights(op: ConvOp, kernel) -> np.ndarray:
-    """The kernel as the other tools take it: with ``dilation - 1`` zeros between its taps."""
-    d = op.dilation
-    if d == 1:
-        return kernel.weights
-    out = np.zeros(op.span(kernel), kernel.weights.dtype)
-    out[::d, ::d] = kernel.weights
-    return out
-
-
-def _crop(stride: int) -> str:
-    """Keep the positions where the whole kernel lies in the padded plane, every stride-th."""
-    return ("    top, left = weights.shape[0] // 2, weights.shape[1] // 2  # the kernel's centre\n"
-            "    rows = padded.shape[0] - weights.shape[0] + 1\n"
-            "    cols = padded.shape[1] - weights.shape[1] + 1\n"
-            f"    out = out[top:top + rows:{stride}, left:left + cols:{stride}]\n")
-
-
-_WIDTHS = ("widths[0]", "widths[1]", "widths[2]", "widths[3]")
-
-
-def _np_pad(widths, border: str) -> str:
-    """``np.pad`` of a plane by (top, bottom, left, right), given as code."""
-    top, bottom, left, right = widths
-    return f"np.pad(plane, (({top}, {bottom}), ({left}, {right})), mode={border!r})"
-
-
-def _correlate(op: ConvOp, target: str) -> str:
-    """``def correlate(plane, weights, widths)``: one plane, one kernel, as conv_forward."""
-    s, bias, border = op.stride, repr(float(op.bias)), op.border
-    name = border_name(border, target)
-    if target in ("scipy", "skimage"):
-        if _centred(op):
-            return ("def correlate(plane, weights, widths):\n"
-                    "    # ndimage.correlate lays the kernel over the image as written "
-                    "(ndimage.convolve flips it);\n"
-                    f"    # convcli's border {border!r} is ndimage's mode {name!r}.\n"
-                    f"    out = ndimage.correlate(plane, weights, mode={name!r}, cval=0.0)\n"
-                    f"    return out[::{s}, ::{s}] + np.float32({bias})\n")
-        return ("def correlate(plane, weights, widths):\n"
-                f"    # Each side padded on its own (numpy's mode {border!r} is ndimage's "
-                f"{name!r}), then\n"
-                "    # the kernel laid over the padded plane as written (no flip).\n"
-                f"    padded = {_np_pad(_WIDTHS, border)}\n"
-                "    out = ndimage.correlate(padded, weights, mode='constant', cval=0.0)\n"
-                + _crop(s)
-                + f"    return out + np.float32({bias})\n")
-    if target == "opencv":
-        if _centred(op) and border != "wrap":
-            return ("def correlate(plane, weights, widths):\n"
-                    "    # filter2D correlates (no flip) about the kernel's centre; convcli's "
-                    f"border {border!r}\n    # is cv2.{name}.\n"
-                    f"    out = cv2.filter2D(plane, cv2.CV_32F, weights, delta={bias},\n"
-                    f"                       borderType=cv2.{name})\n"
-                    f"    return out[::{s}, ::{s}]\n")
-        return ("def correlate(plane, weights, widths):\n"
-                f"    # Each side padded on its own: convcli's border {border!r} is cv2.{name}\n"
-                "    # (filter2D cannot wrap: copyMakeBorder can). Then filter2D (no flip).\n"
-                "    top, bottom, left, right = widths\n"
-                "    padded = cv2.copyMakeBorder(plane, top, bottom, left, right, "
-                f"cv2.{name}, value=0)\n"
-                f"    out = cv2.filter2D(padded, cv2.CV_32F, weights, delta={bias},\n"
-                "                       borderType=cv2.BORDER_CONSTANT)\n"
-                + _crop(s)
-                + "    return out\n")
-    # torch
-    if name is None:
-        pad = (f"    # PyTorch has no {border!r} border: numpy pads it.\n"
-               f"    x = torch.from_numpy({_np_pad(('t', 'b', 'l', 'r'), border)})[None, None]\n")
-    else:
-        pad = ("    x = torch.from_numpy(np.ascontiguousarray(plane))[None, None]\n"
-               f"    # F.pad takes (left, right, top, bottom); convcli's {border!r} is {name!r}.\n"
-               f"    x = F.pad(x, (l, r, t, b), mode={name!r})\n")
-    return ("def correlate(plane, weights, widths):\n"
-            "    t, b, l, r = widths  # noqa: E741\n"
-            + pad
-            + "    # F.conv2d is cross-correlation (no flip), as conv_forward.\n"
-            "    w = torch.from_numpy(weights)[None, None]\n"
-            f"    out = F.conv2d(x, w, bias=torch.tensor([{bias}]), stride={s})\n"
-            "    return out[0, 0].numpy()\n")
-
-
-def _conv_script(op: ConvOp, target: str) -> str:
-    dilated = f", its taps {op.dilation} apart (--dilation)" if op.dilation != 1 else ""
-    kernels = "\n".join(
-        f"    # {k.name!r}{dilated}\n    ({_array(_weights(op, k))},\n     {op.pad_widths(k)}),"
-        for k in op.kernels)
-    channels = _GRAY_OPENCV if target == "opencv" and op.channels == "gray" else \
-        _CHANNELS[op.channels]
-    weighted = ALPHA_CONV if alpha_weighted(op, ("R", "G", "B", "A")) else None
-    body = [f"convcli conv {_conv_args(op)} --format npy, with {_TOOL_NAMES[target]}.",
-            CONV_COLOUR + channels + (weighted[0] if weighted else ""),
-            "# Each kernel, and its pad (top, bottom, left, right).",
-            "KERNELS = [\n" + kernels + "\n]", "", "", _correlate(op, target),
-            "# One map per kernel and plane, kernel-major (k0 on R, G, B, then k1 ...).",
-            "maps = [correlate(plane, weights, widths) for weights, widths in KERNELS "
-            "for plane in planes]",
-            "out = np.stack(maps, axis=2)"]
-    if weighted:
-        body += [weighted[1].replace("BIAS", repr(float(op.bias)))]
-    if op.combine is not None:
-        body += [f"# --combine {op.combine}: one map of all kernels, per plane.",
-                 "stack = out.reshape(out.shape[:2] + (len(KERNELS), len(planes)))",
-                 f"out = {_COMBINE[op.combine]}"]
-    if target == "skimage":
-        body.insert(1, _SKIMAGE_NOTE)
-    return _script(target, body[0], "\n".join(body[1:]))
-
-
-_SKIMAGE_NOTE = '''\
-# scikit-image's filters run on scipy.ndimage, as here. Its named edge filters differ:
-# skimage.filters.sobel_v(plane) is -1/4 of convcli's sobel-x (sobel_h: of sobel-y), with
-# the border 'symmetric' (ndimage's "reflect"); skimage.color.rgb2gray uses other weights
-# (0.2125, 0.7154, 0.0721) on a 0-1 scale.
-'''
-
-_TOOL_NAMES = keyed_by(EXPLAIN_TARGETS, {
-    "scipy": "numpy and scipy.ndimage", "opencv": "OpenCV (cv2)",
-    "torch": "PyTorch (torch.nn.functional)",
-    "skimage": "scikit-image's tools (scipy.ndimage underneath)",
-    "magick": "ImageMagick"}, what="explain's tool names")
-
-
-def _conv_args(op: ConvOp) -> str:
-    specs = ",".join(k.name if k.source == "builtin" else k.source for k in op.kernels)
-    args = ["-k " + shlex.quote(specs)]  # a shell word, whatever the file is called
-    if op.stride != 1:
-        args.append(f"--stride {op.stride}")
-    if op.dilation != 1:
-        args.append(f"--dilation {op.dilation}")
-    pad = op.pad
-    if pad != "same":
-        args.append(f"--pad {pad_option(pad)}")
-    if op.bias:
-        args.append(f"--bias {op.bias!r}")
-    if op.channels != "sum":
-        args.append(f"--channels {op.channels}")
-    if op.border != "reflect":
-        args.append(f"--border {op.border}")
-    if op.combine:
-        args.append(f"--combine {op.combine}")
-    return " ".join(args)
-
-
-def _pool_script(op: PoolOp, target: str) -> str:
-    f, s = op.size, op.stride
-    count = ("n_h = (pixels.shape[0] - F_SIZE) // STRIDE + 1\n"
-             "n_w = (pixels.shape[1] - F_SIZE) // STRIDE + 1\n")
-    crop = ("# The filter is centred on each pixel: the window starting at (i, j) is centred\n"
-            "# at (i + F_SIZE // 2, j + F_SIZE // 2). Keep every STRIDE-th whole window.\n"
-            "c = F_SIZE // 2\n"
-            "out = filtered[c:c + (n_h - 1) * STRIDE + 1:STRIDE, "
-            "c:c + (n_w - 1) * STRIDE + 1:STRIDE]\n")
-    if target in ("scipy", "skimage"):
-        if target == "skimage":
-            how = ("# F x F windows every STRIDE pixels (skimage.measure.block_reduce does the\n"
-                   "# same only when STRIDE == F_SIZE).\n"
-                   "windows = view_as_windows(pixels, (F_SIZE, F_SIZE, pixels.shape[2]), "
-                   "step=(STRIDE, STRIDE, 1))\n"
-                   f"out = windows.{'max' if op.mode == 'max' else 'mean'}(axis=(3, 4))"
-                   "[:, :, 0, :]\n")
-            main = how
-        else:
-            fn = "maximum_filter" if op.mode == "max" else "uniform_filter"
-            main = (f"filtered = ndimage.{fn}(pixels, size=(F_SIZE, F_SIZE, 1), mode='constant')\n"
-                    + count + crop)
-    elif target == "opencv":
-        fn = ("cv2.dilate(plane, np.ones((F_SIZE, F_SIZE), np.uint8))" if op.mode == "max"
-              else "cv2.blur(plane, (F_SIZE, F_SIZE))")
-        what = "the largest (dilate)" if op.mode == "max" else "the mean (blur)"
-        main = (f"# {what} over F x F windows, one channel at a time.\n"
-                "filtered = np.stack([" + fn.replace("plane", "pixels[:, :, k]")
-                + " for k in range(pixels.shape[2])], axis=2)\n" + count + crop)
-    else:
-        fn = "F.max_pool2d" if op.mode == "max" else "F.avg_pool2d"
-        extra = ""
-        if op.pad or op.ceil:
-            extra = f", padding={op.pad}, ceil_mode={op.ceil}"
-            extra += ", count_include_pad=False" if op.mode == "average" else ""
-        main = ("x = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))[None]\n"
-                f"out = {fn}(x, kernel_size=F_SIZE, stride=STRIDE{extra})"
-                "[0].numpy().transpose(1, 2, 0)\n")
-    if (op.pad or op.ceil) and target != "torch":
-        main = _padded_pool(op)
-    options = f" --pad {op.pad}" if op.pad else ""
-    options += " --ceil" if op.ceil else ""
-    before, after = ALPHA_POOL[op.mode]
-    body = [f"convcli pool --mode {op.mode} --size {f} --stride {s}{options} --format npy, with "
-            f"{_TOOL_NAMES[target]}.",
-            f"F_SIZE, STRIDE = {f}, {s}", before + main.rstrip("\n") + "\n" + after.rstrip("\n")]
-    return _script(target, body[0], "\n".join(body[1:]))
-
-
-def _padded_pool(op: PoolOp) -> str:
-    """Pooling with ``--pad`` or ``--ceil`` in numpy: padding (NaN) is never part of a window."""
-    reduce = "np.nanmax" if op.mode == "max" else "np.nanmean"
-    size = ("n = (length + 2 * PAD - F_SIZE + (STRIDE - 1 if CEIL else 0)) // STRIDE + 1\n"
-            "    if CEIL and (n - 1) * STRIDE >= length + PAD:  # the last window starts in the"
-            " right padding\n"
-            "        n -= 1\n"
-            "    return n\n")
-    return ("# None of these tools pools with padding that is never part of a window (as\n"
-            "# PyTorch's max_pool2d, and avg_pool2d with count_include_pad=False): numpy does it,\n"
-            "# the padding NaN, left out of each window's max or mean.\n"
-            f"PAD, CEIL = {op.pad}, {op.ceil}\n\n\n"
-            "def windows(length):\n    " + size + "\n\n"
-            "n_h, n_w = windows(pixels.shape[0]), windows(pixels.shape[1])\n"
-            "bottom = max(0, (n_h - 1) * STRIDE + F_SIZE - pixels.shape[0] - 2 * PAD)\n"
-            "right = max(0, (n_w - 1) * STRIDE + F_SIZE - pixels.shape[1] - 2 * PAD)\n"
-            "padded = np.pad(pixels, ((PAD, PAD + bottom), (PAD, PAD + right), (0, 0)),\n"
-            "                constant_values=np.nan)\n"
-            "views = np.lib.stride_tricks.sliding_window_view(padded, (F_SIZE, F_SIZE), "
-            "axis=(0, 1))\n"
-            "views = views[:(n_h - 1) * STRIDE + 1:STRIDE, :(n_w - 1) * STRIDE + 1:STRIDE]\n"
-            f"out = {reduce}(views, axis=(3, 4)).astype(np.float32)\n")
-
-
-def _pad_script(op: PadOp, target: str) -> str:
-    t, b, l, r = op.pad if isinstance(op.pad, tuple) else (op.pad,) * 4  # noqa: E741
-    mode, value = op.mode, repr(float(op.value))
-    name = border_name(mode, target)
-    alpha = ("# Alpha is padded as the colour; in constant mode with full opacity (white).\n"
-             "white = 255.0 if raw.dtype == np.uint8 else 65535.0\n"
-             "n = 3 if pixels.shape[2] >= 3 else 1  # colour channels\n")
-    if target == "opencv":
-        main = (f"# convcli's {mode!r} is cv2.{name}.\n"
-                "def pad(channels, fill):\n"
-                f"    out = cv2.copyMakeBorder(channels, {t}, {b}, {l}, {r}, cv2.{name}, "
-                "value=[fill] * 4)\n"
-                "    return out if out.ndim == 3 else out[:, :, None]\n")
-    elif target == "torch" and name is not None:
-        main = (f"# F.pad takes (left, right, top, bottom); convcli's {mode!r} is {name!r}.\n"
-                "def pad(channels, fill):\n"
-                "    x = np.ascontiguousarray(channels.transpose(2, 0, 1))\n"
-                "    x = torch.from_numpy(x)[None]\n"
-                f"    x = F.pad(x, ({l}, {r}, {t}, {b}), mode={name!r}"
-                + (", value=fill" if mode == "constant" else "") + ")\n"
-                "    return x[0].numpy().transpose(1, 2, 0)\n")
-    else:
-        why = (f"# PyTorch has no {mode!r} border: numpy pads it.\n" if target == "torch"
-               else "# scipy has no padding of its own: numpy's np.pad is the one.\n")
-        extra = ", constant_values=fill" if mode == "constant" else ""
-        main = (why + "def pad(channels, fill):\n"
-                f"    return np.pad(channels, (({t}, {b}), ({l}, {r}), (0, 0)), mode={mode!r}"
-                f"{extra})\n")
-    body = [f"convcli pad --pad {t},{b},{l},{r} --mode {mode}"
-            + (f" --value {op.value!r}" if mode == "constant" else "")
-            + f" --format npy, with {_TOOL_NAMES[target]}.",
-            alpha + main,
-            f"parts = [pad(pixels[:, :, :n], {value})]",
-            "if pixels.shape[2] > n:",
-            "    parts.append(pad(pixels[:, :, n:], white))",
-            "out = np.concatenate(parts, axis=2)"]
-    return _script(target, body[0], "\n".join(body[1:]))
 
 
 def _virtual_pixel(mode: str) -> tuple[str, str]:
@@ -397,36 +41,77 @@ def _virtual_pixel(mode: str) -> tuple[str, str]:
 def _magick_conv(op: ConvOp) -> list[str]:
     """The lines of :func:`_magick` for conv: one command line per kernel, and what differs."""
     method, nearest = _virtual_pixel(op.border)
-    lines = ["# Correlate lays the kernel as written (Convolve flips it), over each channel "
-             "on its own:",
-             "# --channels each. No channel sum (--channels sum adds them: "
-             "-separate -evaluate-sequence Add after)."]
-    gray = []
-    if op.channels == "gray":
-        weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
-        gray = ["-color-matrix", f"{weights} {weights} {weights}", "-channel", "R",
-                "-separate", "+channel"]
-        lines += ["# --channels gray: convcli's luminance, R, G and B weighted "
-                  f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
-                  "# (ImageMagick 6's -colorspace Gray makes the values linear first)."]
+    lines = [
+        "# Correlate lays the kernel as written (Convolve flips it), over each channel on its own:",
+        "# --channels each. No channel sum (--channels sum adds them: "
+        "-separate -evaluate-sequence Add after).",
+    ]
+    gray, said = _magick_gray(op)
+    lines += said
     # Over black, as convcli convolves the colour of an image with alpha; by channel with
     # kernels that keep levels, ImageMagick weighs the colours by alpha itself, as convcli.
-    alpha = [] if alpha_weighted(op, ("R", "G", "B", "A")) else \
-        ["-background", "black", "-alpha", "remove"]
+    alpha = (
+        []
+        if alpha_weighted(op, ("R", "G", "B", "A"))
+        else ["-background", "black", "-alpha", "remove"]
+    )
     for k in op.kernels:
         h, w = op.span(k)
-        values = ",".join(format(float(v), "g") for v in _weights(op, k).ravel())
+        values = ",".join(format(float(v), "g") for v in kernel_taps(op, k).ravel())
         bias = ["-define", f"convolve:bias={op.bias!r}"] if op.bias else []
-        lines.append(shlex.join(
-            [magick_program(), "IN.png", *alpha, *gray, "-virtual-pixel", method,
-             "-define", "convolve:scale=1", *bias, "-morphology", "Correlate",
-             f"{w}x{h}:{values}", f"OUT_{k.label}.tiff"]))
+        lines.append(
+            shlex.join(
+                [
+                    magick_program(),
+                    "IN.png",
+                    *alpha,
+                    *gray,
+                    "-virtual-pixel",
+                    method,
+                    "-define",
+                    "convolve:scale=1",
+                    *bias,
+                    "-morphology",
+                    "Correlate",
+                    f"{w}x{h}:{values}",
+                    f"OUT_{k.label}.tiff",
+                ]
+            )
+        )
+    return lines + _magick_conv_differs(op, nearest)
+
+
+def _magick_gray(op: ConvOp) -> tuple[list[str], list[str]]:
+    """For ``--channels gray``: the words that make the luminance, and the lines that say so."""
+    if op.channels != "gray":
+        return [], []
+    weights = " ".join(format(w, "g") for w in LUMA_WEIGHTS)
+    words = [
+        "-color-matrix",
+        f"{weights} {weights} {weights}",
+        "-channel",
+        "R",
+        "-separate",
+        "+channel",
+    ]
+    return words, [
+        "# --channels gray: convcli's luminance, R, G and B weighted "
+        f"{', '.join(map(str, LUMA_WEIGHTS))} as they are",
+        "# (ImageMagick 6's -colorspace Gray makes the values linear first).",
+    ]
+
+
+def _magick_conv_differs(op: ConvOp, nearest: str) -> list[str]:
+    """The lines after the conv command lines: what ImageMagick does otherwise than convcli."""
+    lines = []
     if nearest:
         lines.append(f"# nearest to {op.border!r}: {nearest}")
     if op.pad not in ("same",) or op.stride != 1:
-        lines.append(f"# The size is kept (pad same); --pad {pad_text(op.pad)} and "
-                     f"--stride {op.stride} have no equivalent: crop (-crop) and "
-                     "subsample (-sample) after.")
+        lines.append(
+            f"# The size is kept (pad same); --pad {pad_text(op.pad)} and "
+            f"--stride {op.stride} have no equivalent: crop (-crop) and "
+            "subsample (-sample) after."
+        )
     if op.combine:
         lines.append("# --combine: -evaluate-sequence (Add, Max) or -fx over the results.")
     return lines
@@ -442,10 +127,27 @@ def _magick_pad(op: PadOp) -> list[str]:
     lines = [
         "# A viewport larger than the picture, filled by the virtual pixels; point sampling",
         "# copies the pixels exactly.",
-        shlex.join([magick_program(), "IN.png", "-virtual-pixel", *fill, "-filter", "point",
-                    "-interpolate", "integer", "-set", "option:distort:viewport",
-                    f"%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}", "-distort", "SRT", "0",
-                    "+repage", "OUT.tiff"])]
+        shlex.join(
+            [
+                magick_program(),
+                "IN.png",
+                "-virtual-pixel",
+                *fill,
+                "-filter",
+                "point",
+                "-interpolate",
+                "integer",
+                "-set",
+                "option:distort:viewport",
+                f"%[fx:w+{l + r}]x%[fx:h+{t + b}]-{l}-{t}",
+                "-distort",
+                "SRT",
+                "0",
+                "+repage",
+                "OUT.tiff",
+            ]
+        ),
+    ]
     if nearest:
         lines.append(f"# {op.mode!r} has no virtual-pixel method: {nearest}.")
     return lines
@@ -465,8 +167,9 @@ def _is_imagemagick(program: str | None) -> bool:
     if program is None:
         return False
     try:
-        done = subprocess.run([program, "-version"], capture_output=True, text=True,
-                              timeout=10, check=False)
+        done = subprocess.run(
+            [program, "-version"], capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.stdout.startswith("Version: ImageMagick")
@@ -478,23 +181,31 @@ def _magick(op, kind: str) -> str:
     Each command line is made by ``shlex.join`` of its words.
     """
     program = magick_program()
-    version = ("ImageMagick 6 (`convert`, the one installed here; ImageMagick 7: `magick`)"
-               if program == "convert" else "ImageMagick 7 (`magick`; ImageMagick 6: `convert`)")
-    lines = [f"# Needs ImageMagick: {_INSTALL['magick']}.",
-             f"# {version}. It clips every result to",
-             "# the image's range (0..white): negative responses become 0 unless it is built",
-             "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
-             "# values then in 0..1, not the file's 0-255 scale). It has no stride."]
+    version = (
+        "ImageMagick 6 (`convert`, the one installed here; ImageMagick 7: `magick`)"
+        if program == "convert"
+        else "ImageMagick 7 (`magick`; ImageMagick 6: `convert`)"
+    )
+    lines = [
+        f"# Needs ImageMagick: {INSTALL['magick']}.",
+        f"# {version}. It clips every result to",
+        "# the image's range (0..white): negative responses become 0 unless it is built",
+        "# with HDRI and writes floats (-define quantum:format=floating-point -depth 32,",
+        "# values then in 0..1, not the file's 0-255 scale). It has no stride.",
+    ]
     if kind == "conv":
         lines += _magick_conv(op)
     elif kind == "pool":
         stat = "Maximum" if op.mode == "max" else "Mean"
-        lines += [shlex.join([program, "IN.png", "-statistic", stat, f"{op.size}x{op.size}",
-                              "OUT_filtered.tiff"]),
-                  "# then every stride-th window: -statistic centres each window on its pixel; "
-                  "for --stride equal",
-                  f"# to --size, {'-scale' if op.mode == 'average' else '-sample'} does it at "
-                  f"once (average: {program} IN.png -scale 50% for --size 2)."]
+        lines += [
+            shlex.join(
+                [program, "IN.png", "-statistic", stat, f"{op.size}x{op.size}", "OUT_filtered.tiff"]
+            ),
+            "# then every stride-th window: -statistic centres each window on its pixel; "
+            "for --stride equal",
+            f"# to --size, {'-scale' if op.mode == 'average' else '-sample'} does it at "
+            f"once (average: {program} IN.png -scale 50% for --size 2).",
+        ]
     else:
         lines += _magick_pad(op)
     return "\n".join(lines) + "\n"
@@ -515,7 +226,7 @@ def explain(op, target: str) -> str:
     kind = op.name
     if target == "magick":
         return _magick(op, kind)
-    build = {"conv": _conv_script, "pool": _pool_script, "pad": _pad_script}[kind]
+    build = {"conv": conv_script, "pool": pool_script, "pad": pad_script}[kind]
     return build(op, target)
 
 
@@ -528,51 +239,78 @@ def _conv_rows(op: ConvOp) -> tuple[list[tuple[str, ...]], list[str]]:
         ("tool", "call", "kernel", f"border {border!r}", "stride"),
         ("convcli", "conv_forward", "as written", border, "--stride"),
         ("scipy", "ndimage.correlate", "as written (convolve flips)", row.scipy, "slice [::s]"),
-        ("OpenCV", "cv2.filter2D", "as written", row.opencv
-         + (" (copyMakeBorder)" if border == "wrap" else ""), "slice [::s]"),
-        ("PyTorch", "F.conv2d", "as written", row.torch or f"{NO_EQUIVALENT} (np.pad)",
-         "stride="),
+        (
+            "OpenCV",
+            "cv2.filter2D",
+            "as written",
+            row.opencv + (" (copyMakeBorder)" if border == "wrap" else ""),
+            "slice [::s]",
+        ),
+        ("PyTorch", "F.conv2d", "as written", row.torch or f"{NO_EQUIVALENT} (np.pad)", "stride="),
         ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4", row.skimage, "slice [::s]"),
         ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)", magick, "none"),
     ]
-    notes = ["OpenCV's default border is BORDER_REFLECT_101, convcli's 'reflect'; scipy's "
-             "and scikit-image's 'reflect' (skimage.filters' default) is convcli's "
-             "'symmetric'.",
-             "Values: convcli, scipy, OpenCV and PyTorch keep floats; ImageMagick clips to "
-             "the image's range; skimage.color.rgb2gray is 0-1 with other weights."]
+    notes = [
+        "OpenCV's default border is BORDER_REFLECT_101, convcli's 'reflect'; scipy's "
+        "and scikit-image's 'reflect' (skimage.filters' default) is convcli's "
+        "'symmetric'.",
+        "Values: convcli, scipy, OpenCV and PyTorch keep floats; ImageMagick clips to "
+        "the image's range; skimage.color.rgb2gray is 0-1 with other weights.",
+    ]
     return rows, notes
 
 
 def _pool_rows(op: PoolOp) -> tuple[list[tuple[str, ...]], list[str]]:
     """The rows of :func:`conventions` for pool, and its notes."""
-    fn = {"max": ("maximum_filter", "cv2.dilate", "F.max_pool2d", "block_reduce np.max",
-                  "-statistic Maximum"),
-          "average": ("uniform_filter", "cv2.blur", "F.avg_pool2d", "block_reduce np.mean",
-                      "-statistic Mean / -scale")}[op.mode]
-    rows = [("tool", "call", "windows", "stride"),
-            ("convcli", "pool_forward", "whole windows only", "--stride"),
-            ("scipy", f"ndimage.{fn[0]}", "centred on each pixel", "slice"),
-            ("OpenCV", fn[1], "centred on each pixel", "slice"),
-            ("PyTorch", fn[2], "whole windows only", "stride="),
-            ("skimage", f"measure.{fn[3]}", "blocks (pads the last)", "= size only"),
-            ("ImageMagick", fn[4], "centred on each pixel", "none")]
-    return rows, ["Every channel is pooled, alpha included; the colours weighted by alpha "
-                  "(the largest visible one for max), so that no hidden colour shows."]
+    fn = {
+        "max": (
+            "maximum_filter",
+            "cv2.dilate",
+            "F.max_pool2d",
+            "block_reduce np.max",
+            "-statistic Maximum",
+        ),
+        "average": (
+            "uniform_filter",
+            "cv2.blur",
+            "F.avg_pool2d",
+            "block_reduce np.mean",
+            "-statistic Mean / -scale",
+        ),
+    }[op.mode]
+    rows = [
+        ("tool", "call", "windows", "stride"),
+        ("convcli", "pool_forward", "whole windows only", "--stride"),
+        ("scipy", f"ndimage.{fn[0]}", "centred on each pixel", "slice"),
+        ("OpenCV", fn[1], "centred on each pixel", "slice"),
+        ("PyTorch", fn[2], "whole windows only", "stride="),
+        ("skimage", f"measure.{fn[3]}", "blocks (pads the last)", "= size only"),
+        ("ImageMagick", fn[4], "centred on each pixel", "none"),
+    ]
+    return rows, [
+        "Every channel is pooled, alpha included; the colours weighted by alpha "
+        "(the largest visible one for max), so that no hidden colour shows."
+    ]
 
 
 def _pad_rows(op: PadOp) -> tuple[list[tuple[str, ...]], list[str]]:
     """The rows of :func:`conventions` for pad, and its notes."""
     mode = op.mode
     row = BORDERS[mode]
-    magick = (row.magick if isinstance(row.magick, str)
-              else f"none ({row.magick.name} is {row.magick.mode!r})")
-    rows = [("tool", "call", f"mode {mode!r}"),
-            ("convcli", "pad_images", mode),
-            ("numpy/scipy", "np.pad", mode),
-            ("OpenCV", "cv2.copyMakeBorder", row.opencv),
-            ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or NO_EQUIVALENT),
-            ("skimage", "skimage.util.pad = np.pad", mode),
-            ("ImageMagick", "-virtual-pixel + -distort viewport", magick)]
+    magick = (
+        row.magick
+        if isinstance(row.magick, str)
+        else f"none ({row.magick.name} is {row.magick.mode!r})"
+    )
+    rows = [
+        ("tool", "call", f"mode {mode!r}"),
+        ("convcli", "pad_images", mode),
+        ("numpy/scipy", "np.pad", mode),
+        ("OpenCV", "cv2.copyMakeBorder", row.opencv),
+        ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or NO_EQUIVALENT),
+        ("skimage", "skimage.util.pad = np.pad", mode),
+        ("ImageMagick", "-virtual-pixel + -distort viewport", magick),
+    ]
     return rows, ["Sides are (top, bottom, left, right) in convcli's --pad T,B,L,R."]
 
 
@@ -580,9 +318,12 @@ def conventions(op) -> str:
     """A short table: how each tool names and does what `op` (a ConvOp, PoolOp or PadOp) does."""
     rows, notes = {"conv": _conv_rows, "pool": _pool_rows, "pad": _pad_rows}[op.name](op)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes.append(f"convcli explain ... --as {'|'.join(EXPLAIN_TARGETS)} prints the "
-                 "whole translation.")
+    notes.append(
+        f"convcli explain ... --as {'|'.join(EXPLAIN_TARGETS)} prints the whole translation."
+    )
     return "\n".join(lines) + "\n\n" + "\n".join(textwrap.fill(n, 100) for n in notes) + "\n"

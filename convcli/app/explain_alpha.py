@@ -12,7 +12,8 @@ convolved too.
 from __future__ import annotations
 
 ALPHA_POOL = {
-    "average": ("""\
+    "average": (
+        """\
 # Alpha (the last of 2 or 4 channels) is pooled as it is, and weighs the colours: each
 # window's colour is sum(colour * alpha) / sum(alpha), so that the colour under
 # transparent pixels never shows (pooled with alpha / white as one more channel).
@@ -20,14 +21,17 @@ has_alpha = pixels.shape[2] in (2, 4)
 if has_alpha:
     weight = pixels[:, :, -1:] / np.float32(65535.0 if raw.dtype == np.uint16 else 255.0)
     pixels = np.concatenate([pixels[:, :, :-1] * weight, weight, pixels[:, :, -1:]], axis=2)
-""", """\
+""",
+        """\
 if has_alpha:
     total = out[:, :, -2:-1]
     colour = np.divide(out[:, :, :-2], total, out=np.zeros_like(out[:, :, :-2]),
                        where=total > 0)
     out = np.concatenate([colour, out[:, :, -1:]], axis=2)
-"""),
-    "max": ("""\
+""",
+    ),
+    "max": (
+        """\
 # Alpha (the last of 2 or 4 channels) is pooled as it is; each window's colour is the
 # largest among its visible pixels (alpha above 0): the colour under transparent pixels
 # never shows, and a window of transparent pixels alone has colour 0.
@@ -35,11 +39,13 @@ has_alpha = pixels.shape[2] in (2, 4)
 if has_alpha:
     hidden = np.where(pixels[:, :, -1:] > 0, pixels[:, :, :-1], np.float32(-np.inf))
     pixels = np.concatenate([hidden, pixels[:, :, -1:]], axis=2)
-""", """\
+""",
+        """\
 if has_alpha:
     colour = np.where(np.isneginf(out[:, :, :-1]), np.float32(0), out[:, :, :-1])
     out = np.concatenate([colour, out[:, :, -1:]], axis=2)
-"""),
+""",
+    ),
 }
 """What each pool script does before and after pooling where the image has alpha: as
 :class:`convcli.app.pad_pool.PoolOp` pools it."""
@@ -57,12 +63,14 @@ if has_alpha:
 """The colour a conv script convolves: as it shows over black
 (:func:`convcli.app.conv_pixels.over_black`)."""
 
-ALPHA_CONV = ("""\
+ALPHA_CONV = (
+    """\
 # Kernels that keep levels, by channel, on an image with alpha: weighted by alpha, as
 # ImageMagick convolves, and alpha convolved too (the weight is one more plane).
 if has_alpha:
     planes.append(weight[:, :, 0])
-""", """\
+""",
+    """\
 if has_alpha:  # each kernel's colours conv(colour * weight) / conv(weight), then alpha
     # (colour 0 where conv(weight) is 0.001 or less: an alpha of a quarter of a level)
     out = out.reshape(out.shape[:2] + (len(KERNELS), len(planes))) - np.float32(BIAS)
@@ -71,6 +79,7 @@ if has_alpha:  # each kernel's colours conv(colour * weight) / conv(weight), the
                        where=total > 1e-3) + np.float32(BIAS)
     white = np.float32(65535.0 if raw.dtype == np.uint16 else 255.0)
     out = np.concatenate([colour, total * white], axis=3).reshape(out.shape[:2] + (-1,))
-""")
+""",
+)
 """What a conv script does before and after convolving where the image has alpha and the
 kernels all keep levels, by channel (:func:`convcli.app.conv_op.alpha_weighted`)."""

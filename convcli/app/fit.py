@@ -152,8 +152,14 @@ class FitRun:
         """The :class:`ConvOp` whose input and layer the fit uses (options checked there)."""
 
         placeholder = Kernel("learned", "", np.ones((self.size, self.size)))
-        return ConvOp((placeholder,), stride=self.stride, pad=self.pad, channels=self.channels,
-                      border=self.border, dilation=self.dilation)
+        return ConvOp(
+            (placeholder,),
+            stride=self.stride,
+            pad=self.pad,
+            channels=self.channels,
+            border=self.border,
+            dilation=self.dilation,
+        )
 
     def out_path(self) -> str:
         """``-o``, or ``convcli-out/<stem of BEFORE>_fit-<f>x<f>.toml``."""
@@ -172,16 +178,18 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
         try:
             Y = load_npy_checked(path)
         except (OSError, ValueError) as exc:
-            raise FitError(f"{path}: cannot read the .npy: {getattr(exc, 'strerror', None) or exc}"
-                           ) from None
+            raise FitError(
+                f"{path}: cannot read the .npy: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         if Y.ndim == 2:
             Y = Y[:, :, None]
         if Y.ndim not in (3, 4) or not np.issubdtype(Y.dtype, np.number) or np.iscomplexobj(Y):
-            raise FitError(f"{path}: expected a real (H, W, C) or (m, H, W, C) array, got "
-                           f"{Y.dtype} {Y.shape}")
+            raise FitError(
+                f"{path}: expected a real (H, W, C) or (m, H, W, C) array, got {Y.dtype} {Y.shape}"
+            )
     else:
         pic = _read_picture(path, max_pixels)
-        Y = pic.pixels[..., :pic.colour_channels]
+        Y = pic.pixels[..., : pic.colour_channels]
     if not np.isfinite(Y).all():
         raise FitError(f"{path}: holds values that are not finite (NaN or inf)")
     return Y
@@ -214,8 +222,10 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
     raw = "--format npy keeps the raw values"
     record = record_of(path)
     if record is None or "mapping" not in record:
-        return Y, [f"{path}: written by convcli, so it holds levels mapped from the values; "
-                   f"{MANIFEST_NAME} beside it does not say how: fitted as it is ({raw})"]
+        return Y, [
+            f"{path}: written by convcli, so it holds levels mapped from the values; "
+            f"{MANIFEST_NAME} beside it does not say how: fitted as it is ({raw})"
+        ]
     mappings = [str(m) for m in np.atleast_1d(record["mapping"])]
     if all(m == RAW_VALUES for m in mappings):
         return Y, []
@@ -224,15 +234,24 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
         raise FitError(
             f"{path}: holds |x| mapped to levels ({named}, as convcli wrote it): the sign is gone "
             f"and the values cannot be had back; {raw}, and --normalize offset or minmax "
-            "levels are undone here")
+            "levels are undone here"
+        )
     scale = np.asarray(record.get("scale"), dtype=np.float64)
     offset = np.asarray(record.get("offset"), dtype=np.float64)
-    if (scale.ndim > 1 or scale.size not in (1, Y.shape[-1]) or offset.shape != scale.shape
-            or not (np.isfinite(scale).all() and np.isfinite(offset).all() and scale.all())):
-        return Y, [f"{path}: written by convcli, so it holds levels mapped from the values; "
-                   f"{MANIFEST_NAME} gives no usable scale: fitted as it is ({raw})"]
-    note = (f"{path}: holds levels convcli mapped ({named}); fitted on the values undone "
-            f"from {MANIFEST_NAME}, x = (level - offset) / scale, to within half a level ({raw})")
+    if (
+        scale.ndim > 1
+        or scale.size not in (1, Y.shape[-1])
+        or offset.shape != scale.shape
+        or not (np.isfinite(scale).all() and np.isfinite(offset).all() and scale.all())
+    ):
+        return Y, [
+            f"{path}: written by convcli, so it holds levels mapped from the values; "
+            f"{MANIFEST_NAME} gives no usable scale: fitted as it is ({raw})"
+        ]
+    note = (
+        f"{path}: holds levels convcli mapped ({named}); fitted on the values undone "
+        f"from {MANIFEST_NAME}, x = (level - offset) / scale, to within half a level ({raw})"
+    )
     top = record.get("top")
     if "clip" in mappings and isinstance(top, (int, float)):
         cut = float(np.mean((Y <= 0) | (Y >= top)))
@@ -278,8 +297,9 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
         A_in, pad = conv.layer_input(A, conv.kernels[0])
         A_in = zero_padded(A_in, pad)
     except ValueError as exc:  # a pad (or dilated kernel) too large for the input
-        raise FitError(f"{run.before}: --pad {pad_option(run.pad)}"
-                       f"{_dilation_option(run.dilation)}: {exc}") from None
+        raise FitError(
+            f"{run.before}: --pad {pad_option(run.pad)}{_dilation_option(run.dilation)}: {exc}"
+        ) from None
     levels = _read_after(run.after, run.max_pixels)
     Y, notes = _undo_levels(run.after, levels)
     Y_frames = _frames_of_after(Y, frames, run)
@@ -287,12 +307,12 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     m = A_in.shape[0] // frames
     expected = layer_output_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     _check_after_shape(Y.shape, (expected[1], expected[2], m), pic.colour_channels, run)
-    return (A_in, channels_as_images(Y_frames, np.float64), notes,
-            clipped_share(run.after, levels))
+    return (A_in, channels_as_images(Y_frames, np.float64), notes, clipped_share(run.after, levels))
 
 
-def _check_after_shape(shape: tuple[int, ...], wanted: tuple[int, int, int], colour: int,
-                       run: FitRun) -> None:
+def _check_after_shape(
+    shape: tuple[int, ...], wanted: tuple[int, int, int], colour: int, run: FitRun
+) -> None:
     """A FitError unless a frame of AFTER has the `wanted` shape that BEFORE's layer makes."""
     if shape == wanted:
         return
@@ -311,8 +331,10 @@ def _frames_of_after(Y: np.ndarray, frames: int, run: FitRun) -> np.ndarray:
     """AFTER as (m, H', W', C') frames; a FitError unless it has as many as BEFORE."""
     Y = as_batch(Y)
     if len(Y) != frames:
-        raise FitError(f"{run.after}: has {len(Y)} frame{'s' if len(Y) > 1 else ''} and "
-                       f"{run.before} {frames}: fit takes two stacks of the same frames")
+        raise FitError(
+            f"{run.after}: has {len(Y)} frame{'s' if len(Y) > 1 else ''} and "
+            f"{run.before} {frames}: fit takes two stacks of the same frames"
+        )
     return Y
 
 
@@ -320,32 +342,39 @@ def describe(fit: Fit, run: FitRun, match: Match | None, clipped: float = 0.0) -
     """The lines ``convcli fit`` prints about a fit: how well, and `match`, the closest named
     kernel; `clipped`, the share of AFTER's levels at black or white (:func:`clipped_share`)."""
     why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
-    lines = [f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
-             f"bias {fit.bias!r}"]
+    lines = [
+        f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
+        f"bias {fit.bias!r}"
+    ]
     if fit.relative_error > UNEXPLAINED and clipped >= CLIPPED:
         lines.append(
             f"{run.after} is not {run.before} convolved with one {run.size}x{run.size} kernel: "
             f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
             f"{UNEXPLAINED}), and {clipped:.1%} of its levels are black or white: values "
             "past them were cut (clipped), which no kernel does; fit on the values "
-            "(conv --format npy, or --normalize none --format tiff)")
+            "(conv --format npy, or --normalize none --format tiff)"
+        )
     elif fit.relative_error > UNEXPLAINED:
         lines.append(
             f"{run.after} is not {run.before} convolved with one {run.size}x{run.size} kernel: "
             f"the best one leaves a relative error of {fit.relative_error:.3g} (over "
             f"{UNEXPLAINED}); try another --size, --pad or --border, or the pair differs by more "
-            "than a convolution")
+            "than a convolution"
+        )
     if match is not None and abs(match.cosine) >= CLOSE:
-        lines.append(f"closest named kernel: {match.name} x {match.scale:.6g} "
-                     f"(cosine {abs(match.cosine):.4f})")
+        lines.append(
+            f"closest named kernel: {match.name} x {match.scale:.6g} "
+            f"(cosine {abs(match.cosine):.4f})"
+        )
     elif match is not None:
-        lines.append(f"no named kernel is close (the closest, {match.name}, has cosine "
-                     f"{abs(match.cosine):.2f})")
+        lines.append(
+            f"no named kernel is close (the closest, {match.name}, has cosine "
+            f"{abs(match.cosine):.2f})"
+        )
     return lines
 
 
-def write_results(fit: Fit, run: FitRun, match: Match | None,
-                  match_lines: list[str]) -> list[str]:
+def write_results(fit: Fit, run: FitRun, match: Match | None, match_lines: list[str]) -> list[str]:
     """Write the kernel file (and the figure, beside the `match`); the paths written."""
     path = run.out_path()
     folder = os.path.dirname(path)
@@ -353,13 +382,18 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
         os.makedirs(folder, exist_ok=True)
     text = kernel_toml(
         fit.weights,
-        description=_one_line(f"learned by convcli fit from {os.path.basename(run.before)} "
-                              f"and {os.path.basename(run.after)}; bias {fit.bias!r}"),
-        comments=[f"{_MARK} {run.before} -> {run.after}", *match_lines,
-                  f"convcli conv -k {shlex.quote(os.path.basename(path))} --bias {fit.bias!r} "
-                  f"--stride {run.stride}{_dilation_option(run.dilation)} "
-                  f"--pad {pad_option(run.pad)} --border {run.border} "
-                  f"--channels {run.channels} gives the refit"],
+        description=_one_line(
+            f"learned by convcli fit from {os.path.basename(run.before)} "
+            f"and {os.path.basename(run.after)}; bias {fit.bias!r}"
+        ),
+        comments=[
+            f"{_MARK} {run.before} -> {run.after}",
+            *match_lines,
+            f"convcli conv -k {shlex.quote(os.path.basename(path))} --bias {fit.bias!r} "
+            f"--stride {run.stride}{_dilation_option(run.dilation)} "
+            f"--pad {pad_option(run.pad)} --border {run.border} "
+            f"--channels {run.channels} gives the refit",
+        ],
     )
 
     def write(tmp: Path) -> None:
@@ -374,13 +408,19 @@ def write_results(fit: Fit, run: FitRun, match: Match | None,
         named = None
         if match is not None and abs(match.cosine) >= CLOSE:
             grid = _centred_in(get_kernel(match.name).weights, fit.weights.shape)
-            named = (f"{match.name} x {match.scale:.3g} (cosine {abs(match.cosine):.3f})",
-                     grid * match.scale)
+            named = (
+                f"{match.name} x {match.scale:.3g} (cosine {abs(match.cosine):.3f})",
+                grid * match.scale,
+            )
         figure = run.figure_path()
-        if not save_fit_figure(figure, fit.weights, fit.losses, named=named,
-                               title=f"convcli fit: {os.path.basename(run.before)} -> "
-                                     f"{os.path.basename(run.after)}",
-                               overwrite=run.overwrite):
+        if not save_fit_figure(
+            figure,
+            fit.weights,
+            fit.losses,
+            named=named,
+            title=f"convcli fit: {os.path.basename(run.before)} -> {os.path.basename(run.after)}",
+            overwrite=run.overwrite,
+        ):
             raise FitError(f"{figure}: exists (--overwrite replaces it, or choose another -o)")
         written.append(figure)
     return written
@@ -394,12 +434,14 @@ def _check_read_back(tmp: Path, path: str, weights: np.ndarray) -> None:
     try:
         kernel = load_kernel_file(tmp)
     except KernelError as exc:
-        raise FitError(f"{_one_line(path)}: the kernel file does not read back: "
-                       f"{_one_line(str(exc))}") from None
+        raise FitError(
+            f"{_one_line(path)}: the kernel file does not read back: {_one_line(str(exc))}"
+        ) from None
     wanted = np.asarray(weights, np.float64)
     if kernel.weights.shape != wanted.shape or kernel.weights.tobytes() != wanted.tobytes():
-        raise FitError(f"{_one_line(path)}: the kernel file does not read back as the "
-                       "learned kernel")
+        raise FitError(
+            f"{_one_line(path)}: the kernel file does not read back as the learned kernel"
+        )
 
 
 def _written_by_fit(path) -> bool:
@@ -423,8 +465,9 @@ def check_outputs(run: FitRun) -> None:
             if not run.overwrite:
                 raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
             if not ours(path):
-                raise FitError(f"{path}: exists and was not written by convcli; it is kept "
-                               "(choose another -o)")
+                raise FitError(
+                    f"{path}: exists and was not written by convcli; it is kept (choose another -o)"
+                )
 
 
 def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
@@ -432,8 +475,15 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     check_outputs(run)
     A_in, Y, notes, clipped = prepare(run)
     with np.errstate(all="ignore"):
-        fit = fit_kernel(A_in, Y, (run.size, run.size), stride=run.stride,
-                         dilation=run.dilation, steps=run.steps, progress=progress)
+        fit = fit_kernel(
+            A_in,
+            Y,
+            (run.size, run.size),
+            stride=run.stride,
+            dilation=run.dilation,
+            steps=run.steps,
+            progress=progress,
+        )
 
     match = closest_kernel(fit.weights, list_kernels())
     lines = describe(fit, run, match, clipped)

@@ -54,9 +54,16 @@ class Fit:
         return self.losses[-1]
 
 
-def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stride: int = 1,
-               dilation: int = 1, steps: int = 200,
-               progress: Callable[[int, float], None] | None = None) -> Fit:
+def fit_kernel(
+    A_prev: np.ndarray,
+    Y: np.ndarray,
+    size: tuple[int, int],
+    *,
+    stride: int = 1,
+    dilation: int = 1,
+    steps: int = 200,
+    progress: Callable[[int, float], None] | None = None,
+) -> Fit:
     """The kernel W and bias b whose conv_forward of `A_prev` (pad 0) is closest to `Y`.
 
     Parameters
@@ -96,8 +103,10 @@ def fit_kernel(A_prev: np.ndarray, Y: np.ndarray, size: tuple[int, int], *, stri
     mean = float(A.mean()) if A.size else 0.0
     layer = _CentredLayer(A - mean, size, stride, dilation)
     if Y.shape != layer_output_shape(A.shape, size, stride, dilation):
-        raise ValueError(f"Y has shape {Y.shape}, conv_forward gives "
-                         f"{layer_output_shape(A.shape, size, stride, dilation)}")
+        raise ValueError(
+            f"Y has shape {Y.shape}, conv_forward gives "
+            f"{layer_output_shape(A.shape, size, stride, dilation)}"
+        )
     fit = _conjugate_gradients(layer, Y, size, steps, progress)
     # The bias of the input as given: conv(A - mean, W) + b = conv(A, W) + b - mean * sum(W).
     fit.bias -= mean * float(fit.weights.sum())
@@ -131,8 +140,13 @@ class _CentredLayer:
         return np.where(diag_W > 0, diag_W, 1.0), float(Y.size)
 
 
-def _conjugate_gradients(layer: _CentredLayer, Y: np.ndarray, size: tuple[int, int], steps: int,
-                         progress: Callable[[int, float], None] | None) -> Fit:
+def _conjugate_gradients(
+    layer: _CentredLayer,
+    Y: np.ndarray,
+    size: tuple[int, int],
+    steps: int,
+    progress: Callable[[int, float], None] | None,
+) -> Fit:
     """:func:`fit_kernel` on the centred input, from zero weights and bias.
 
     Preconditioned by :meth:`_CentredLayer.diagonal`, with an exact line
@@ -185,8 +199,9 @@ def _stalled(losses: list[float], *, window: int = 5, gain: float = 1e-13) -> bo
     return losses[-window - 1] - losses[-1] <= gain * losses[-window - 1]
 
 
-def layer_output_shape(shape: tuple[int, ...], size: tuple[int, int], stride: int,
-               dilation: int = 1) -> tuple[int, ...]:
+def layer_output_shape(
+    shape: tuple[int, ...], size: tuple[int, int], stride: int, dilation: int = 1
+) -> tuple[int, ...]:
     m, h, w, c = shape
     span_h, span_w = (dilation * (n - 1) + 1 for n in size)
     return (m, (h - span_h) // stride + 1, (w - span_w) // stride + 1, c)

@@ -16,8 +16,9 @@ from ..layers.padding import border_source
 from ..layers.pooling import pool_backward, pool_forward
 
 
-def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: int = 0,
-                    ceil: bool = False) -> np.ndarray:
+def pool_input_grad(
+    A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: int = 0, ceil: bool = False
+) -> np.ndarray:
     """dA_prev of :func:`convcli.pool_forward` for an upstream gradient of ones.
 
     Parameters
@@ -53,8 +54,9 @@ def pool_input_grad(A_prev: np.ndarray, *, f: int, stride: int, mode: str, pad: 
     return pool_backward(np.ones_like(Z), cache, mode)
 
 
-def conv_grads(A_prev: np.ndarray, W: np.ndarray, b: np.ndarray, hparameters: dict, *,
-               loss: str = "sum") -> tuple[np.ndarray, np.ndarray]:
+def conv_grads(
+    A_prev: np.ndarray, W: np.ndarray, b: np.ndarray, hparameters: dict, *, loss: str = "sum"
+) -> tuple[np.ndarray, np.ndarray]:
     """dA_prev and dW of :func:`convcli.conv_forward` for L = sum(Z) or L = sum(Z**2) / 2.
 
     Parameters
@@ -141,13 +143,17 @@ def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) ->
 
 # How the gradient of each border mode goes back to the pixels: a fill value comes from no
 # pixel (dropped), a copy adds to the pixel it copies. An entry per mode of PAD_MODES.
-FOLDS = keyed_by(PAD_MODES, {
-    "constant": _drop,
-    "edge": _fold,
-    "reflect": _fold,
-    "symmetric": _fold,
-    "wrap": _fold,
-}, what="grad's fold table")
+FOLDS = keyed_by(
+    PAD_MODES,
+    {
+        "constant": _drop,
+        "edge": _fold,
+        "reflect": _fold,
+        "symmetric": _fold,
+        "wrap": _fold,
+    },
+    what="grad's fold table",
+)
 
 
 def _fold_for(mode: str):

@@ -32,8 +32,10 @@ def _gradient_panels(data: np.ndarray, titles: list[str], *, signed: bool) -> li
     pixels that many overlapping windows route to do not leave the rest dark.
     """
     top = robust_top(data)
-    return [Panel(t, data[:, :, c], signed=signed, vmax=top or 1.0, colorbar=True)
-            for c, t in enumerate(titles)]
+    return [
+        Panel(t, data[:, :, c], signed=signed, vmax=top or 1.0, colorbar=True)
+        for c, t in enumerate(titles)
+    ]
 
 
 class _Gradient:
@@ -60,8 +62,16 @@ class _Gradient:
     def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
         """The input, the upstream gradient and the result in float32, and 20 bytes an
         output pixel per channel: an upper bound (a gradient is never read in strips)."""
-        return whole_work_bytes(self, height, width, channels, sample_bytes,
-                                float_channels=3 * channels, maps=channels, per_map=(20, 20))
+        return whole_work_bytes(
+            self,
+            height,
+            width,
+            channels,
+            sample_bytes,
+            float_channels=3 * channels,
+            maps=channels,
+            per_map=(20, 20),
+        )
 
 
 @dataclass(frozen=True)
@@ -92,16 +102,28 @@ class GradPoolOp(_Gradient):
 
     def tags(self, channels: tuple[str, ...]) -> Tags:
         mapping = f"-{self.normalize}" if self.normalize != "robust" else ""
-        return Tags(channels=[f"{self.details}{mapping}-{c}" for c in channels], whole=None,
-                    raw=self.details)
+        return Tags(
+            channels=[f"{self.details}{mapping}-{c}" for c in channels],
+            whole=None,
+            raw=self.details,
+        )
 
     def check(self, pic) -> None:
         self.pool.check(pic)
 
     def compute(self, pic) -> np.ndarray:
         pool = self.pool
-        return like_picture(pool_input_grad(as_batch(pic.pixels), f=pool.size, stride=pool.stride,
-                                            mode=pool.mode, pad=pool.pad, ceil=pool.ceil), pic)
+        return like_picture(
+            pool_input_grad(
+                as_batch(pic.pixels),
+                f=pool.size,
+                stride=pool.stride,
+                mode=pool.mode,
+                pad=pool.pad,
+                ceil=pool.ceil,
+            ),
+            pic,
+        )
 
     def mappings(self, pic) -> list[Mapping]:
         return [Mapping(self.normalize, pic.white)] * len(pic.channels)
@@ -110,8 +132,11 @@ class GradPoolOp(_Gradient):
         titles = [f"dA_prev: {c}" for c in pic.channels]
         panels = [original_panel(pic)] + _gradient_panels(data, titles, signed=False)
         pool = self.pool
-        return Grid(panels, min(len(panels), 4),
-                    f"grad {pool.mode} pool f={pool.size} s={pool.stride}, upstream ones")
+        return Grid(
+            panels,
+            min(len(panels), 4),
+            f"grad {pool.mode} pool f={pool.size} s={pool.stride}, upstream ones",
+        )
 
 
 @dataclass(frozen=True)
@@ -138,8 +163,7 @@ class GradConvOp(_Gradient):
         if self.loss not in LOSSES:
             raise OptionError(f"must be one of {', '.join(LOSSES)}", "--loss")
         if self.conv.combine is not None:
-            raise OptionError("combines results; grad conv makes one map per kernel",
-                              "--combine")
+            raise OptionError("combines results; grad conv makes one map per kernel", "--combine")
         if self.normalize not in NORMALIZE_CHOICES or self.normalize == "auto":
             raise OptionError(f"must be one of {', '.join(NORMALIZE_CHOICES[1:])}", "--normalize")
 
@@ -152,8 +176,9 @@ class GradConvOp(_Gradient):
         names = self.conv.channel_names(channels)
         kernels = "+".join(k.label for k in self.conv.kernels)
         return Tags(
-            channels=[f"conv-{k.label}{options}{mapping}-{c}"
-                      for k in self.conv.kernels for c in names],
+            channels=[
+                f"conv-{k.label}{options}{mapping}-{c}" for k in self.conv.kernels for c in names
+            ],
             whole=None,
             raw=f"conv-{kernels}{options}-{self.conv.channels}",
         )
@@ -195,8 +220,10 @@ class GradConvOp(_Gradient):
 
     def dW_text(self, dWs: list[np.ndarray]) -> str:
         """Each kernel's dW (from :meth:`gradients`) as a grid in full digits."""
-        blocks = [f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
-                  for k, dW in zip(self.conv.kernels, dWs, strict=True)]
+        blocks = [
+            f"dW of {k.name} (L = {self._loss_text()}):\n{format_kernel_grid(dW)}"
+            for k, dW in zip(self.conv.kernels, dWs, strict=True)
+        ]
         return "\n".join(blocks)
 
     def _loss_text(self) -> str:
@@ -210,5 +237,8 @@ class GradConvOp(_Gradient):
         names = self.conv.channel_names(pic.channels)
         titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
         panels = [original_panel(pic)] + _gradient_panels(data, titles, signed=True)
-        return Grid(panels, min(len(panels), 4),
-                    f"grad conv, L = {self._loss_text()}, --channels {self.conv.channels}")
+        return Grid(
+            panels,
+            min(len(panels), 4),
+            f"grad conv, L = {self._loss_text()}, --channels {self.conv.channels}",
+        )

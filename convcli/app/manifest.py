@@ -129,14 +129,14 @@ def read_manifest(folder: str, storage_options: dict | None = None) -> list[dict
             return []
     names = sorted(n for n in storage.list_names(folder, storage_options) if is_manifest_name(n))
     names.sort(key=lambda n: n != MANIFEST_NAME)  # the one of earlier versions first
-    return _records([storage.read_bytes(storage.join(folder, name), storage_options)
-                     for name in names])
+    return _records(
+        [storage.read_bytes(storage.join(folder, name), storage_options) for name in names]
+    )
 
 
 def _records(blobs: list[bytes]) -> list[dict]:
     """The JSON objects of the lines of `blobs`, in order; a line that comes again, once (last)."""
-    lines = [line for data in blobs
-             for line in data.decode("utf-8", errors="replace").splitlines()]
+    lines = [line for data in blobs for line in data.decode("utf-8", errors="replace").splitlines()]
     last = {line: number for number, line in enumerate(lines)}
     records = []
     for number, line in enumerate(lines):
@@ -162,11 +162,14 @@ def _options(op) -> dict:
     for field in dataclasses.fields(op):
         value = getattr(op, field.name)
         if field.name == "kernels":
-            value = [{"name": k.name, "label": k.label, "weights": k.weights.tolist()}
-                     for k in value]
+            value = [
+                {"name": k.name, "label": k.label, "weights": k.weights.tolist()} for k in value
+            ]
         elif dataclasses.is_dataclass(value):
-            value = {"operation": getattr(value, "name", type(value).__name__),
-                     "options": _options(value)}
+            value = {
+                "operation": getattr(value, "name", type(value).__name__),
+                "options": _options(value),
+            }
         elif isinstance(value, tuple):
             value = list(value)
         options[field.name] = value
@@ -241,10 +244,15 @@ class ManifestLines:
         entries: dict[str, list[tuple[str, list | None, str]]] = {}
         for path, record in zip(result.outputs, result.records, strict=False):
             folder = storage.dirname(path) if storage.is_url(path) else os.path.dirname(path)
-            entry = {"output": record["output"], "input": source, **self.run,
-                     **{k: v for k, v in record.items() if k != "output"}}
-            entries.setdefault(folder, []).append((path, getattr(record, "identity", None),
-                                                   _json_line(entry)))
+            entry = {
+                "output": record["output"],
+                "input": source,
+                **self.run,
+                **{k: v for k, v in record.items() if k != "output"},
+            }
+            entries.setdefault(folder, []).append(
+                (path, getattr(record, "identity", None), _json_line(entry))
+            )
         return entries
 
 
@@ -274,8 +282,11 @@ def append_checked(path: str, entries: list[tuple[str, list | None, str]]) -> in
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
-        kept = [line for output, identity, line in entries
-                if identity is None or list(file_identity(output) or ()) == list(identity)]
+        kept = [
+            line
+            for output, identity, line in entries
+            if identity is None or list(file_identity(output) or ()) == list(identity)
+        ]
         if kept:
             os.write(fd, "".join(kept).encode("utf-8"))
     finally:
@@ -296,8 +307,9 @@ def write_fragment(folder: str, name: str, text: str) -> str | None:
     """
     path = os.path.join(folder, name)
     try:
-        write_atomic(path, lambda temporary: temporary.write_bytes(text.encode("utf-8")),
-                     overwrite=True)
+        write_atomic(
+            path, lambda temporary: temporary.write_bytes(text.encode("utf-8")), overwrite=True
+        )
     except OSError:
         return None
     return path
@@ -319,8 +331,9 @@ def put_text(url: str, text: str, storage_options: dict | None = None) -> None:
         storage.upload(local, url, storage_options)
 
 
-def put_fragment(folder: str, name: str, text: str,
-                 storage_options: dict | None = None) -> str | None:
+def put_fragment(
+    folder: str, name: str, text: str, storage_options: dict | None = None
+) -> str | None:
     """Put the lines `text` in the fragment object `name` in the URL `folder`.
 
     Returns its URL, or None where it could not be put (the main process
@@ -334,8 +347,9 @@ def put_fragment(folder: str, name: str, text: str,
     return url
 
 
-def merge_fragments(folder: str, names: Iterable[str] | None = None, *,
-                    min_age: float = 0.0) -> int:
+def merge_fragments(
+    folder: str, names: Iterable[str] | None = None, *, min_age: float = 0.0
+) -> int:
     """Append the manifest fragments left in `folder` to its manifest; return how many.
 
     `names`: only those fragments, else every one last changed at least
@@ -345,15 +359,20 @@ def merge_fragments(folder: str, names: Iterable[str] | None = None, *,
     """
     if names is None:
         try:
-            names = [entry.name for entry in os.scandir(folder)
-                     if entry.name.startswith(FRAGMENT_PREFIX) and entry.name.endswith(".jsonl")
-                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= min_age]
+            names = [
+                entry.name
+                for entry in os.scandir(folder)
+                if entry.name.startswith(FRAGMENT_PREFIX)
+                and entry.name.endswith(".jsonl")
+                and time.time() - entry.stat(follow_symlinks=False).st_mtime >= min_age
+            ]
         except OSError:
             return 0
     merged = 0
     for name in names:
-        claimed = os.path.join(folder, f"{FRAGMENT_PREFIX}taken-{os.getpid()}-"
-                                       f"{random_hex(4)}.jsonl")
+        claimed = os.path.join(
+            folder, f"{FRAGMENT_PREFIX}taken-{os.getpid()}-{random_hex(4)}.jsonl"
+        )
         try:
             os.rename(os.path.join(folder, name), claimed)
             os.utime(claimed)  # recent: not taken again as left behind
@@ -384,14 +403,23 @@ class Manifest:
         The command line; default ``sys.argv`` (the program as ``convcli``).
     """
 
-    def __init__(self, op, *, fmt: str, shown: dict | None = None,
-                 storage_options: dict | None = None, argv: list[str] | None = None):
+    def __init__(
+        self,
+        op,
+        *,
+        fmt: str,
+        shown: dict | None = None,
+        storage_options: dict | None = None,
+        argv: list[str] | None = None,
+    ):
         argv = list(sys.argv if argv is None else argv)
         argv[:1] = ["convcli"]
         # Secrets (--storage-option secret=..., s3://KEY:SECRET@...) never reach a manifest.
         command = shlex.join(storage.redact(arg) for arg in argv)
-        self.lines = ManifestLines({"command": command, "version": __version__,
-                                    **operation_record(op), "format": fmt}, shown or {})
+        self.lines = ManifestLines(
+            {"command": command, "version": __version__, **operation_record(op), "format": fmt},
+            shown or {},
+        )
         self.storage_options = storage_options
         self.pending: dict[str, list[str]] = {}  # object-storage folder: its new lines
         self.errors: list[str] = []
@@ -455,8 +483,9 @@ class ManifestHooks(RunHooks):
     def checking(self, check):
         return checking_outputs(check)
 
-    def write_records(self, results: list, run_key: str, task_key: str,
-                      options: dict | None = None) -> tuple[str, ...]:
+    def write_records(
+        self, results: list, run_key: str, task_key: str, options: dict | None = None
+    ) -> tuple[str, ...]:
         """Write the manifest lines of `results`' outputs to a fragment in each folder.
 
         Should the result never reach the client (its scheduler or itself
@@ -472,9 +501,12 @@ class ManifestHooks(RunHooks):
             for folder, new in self.lines.of(result).items():
                 by_folder.setdefault(folder, []).extend(new)
         name, url_name = fragment_name(run_key, task_key), url_fragment_name(run_key, task_key)
-        written = (put_fragment(folder, url_name, "".join(new), options)
-                   if storage.is_url(folder) else write_fragment(folder, name, "".join(new))
-                   for folder, new in by_folder.items())
+        written = (
+            put_fragment(folder, url_name, "".join(new), options)
+            if storage.is_url(folder)
+            else write_fragment(folder, name, "".join(new))
+            for folder, new in by_folder.items()
+        )
         return tuple(path for path in written if path is not None)
 
     def merge_records(self, folder: str, run_key: str, task_key: str) -> None:

@@ -152,8 +152,9 @@ def channels_written(task, tags: Tags) -> bool:
     return bool(getattr(task, "separate", False))
 
 
-def planned_outputs(task, channels: tuple[str, ...], *,
-                    frames: tuple[tuple[int, ...], int] | None = None) -> list[Output]:
+def planned_outputs(
+    task, channels: tuple[str, ...], *, frames: tuple[tuple[int, ...], int] | None = None
+) -> list[Output]:
     """The files `task` writes for an input with these channels, in writing order.
 
     `task` has ``out_dir``, ``stem``, ``op``, ``fmt``, ``figure``, ``separate`` and
@@ -168,10 +169,19 @@ def planned_outputs(task, channels: tuple[str, ...], *,
     if frames is None:
         return outputs
     numbers, count = frames
-    return [out if out.kind == "grid" else
-            Output(out.path.with_name(f"{out.path.stem}_{frame_label(k, count)}{out.path.suffix}"),
-                   out.kind, out.index, out.group, k)
-            for out in outputs for k in (numbers if out.kind != "grid" else (-1,))]
+    return [
+        out
+        if out.kind == "grid"
+        else Output(
+            out.path.with_name(f"{out.path.stem}_{frame_label(k, count)}{out.path.suffix}"),
+            out.kind,
+            out.index,
+            out.group,
+            k,
+        )
+        for out in outputs
+        for k in (numbers if out.kind != "grid" else (-1,))
+    ]
 
 
 def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
@@ -183,18 +193,24 @@ def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
         outputs = [Output(out / f"{base}{tags.raw}.{fmt.extension}", "raw")]
     else:
         separate = channels_written(task, tags)
-        outputs = [Output(out / f"{base}{tag}.{fmt.extension}", "channel", i)
-                   for i, tag in enumerate(tags.channels) if separate]
+        outputs = [
+            Output(out / f"{base}{tag}.{fmt.extension}", "channel", i)
+            for i, tag in enumerate(tags.channels)
+            if separate
+        ]
         if tags.whole is not None:
             outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
-        outputs += [Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)
-                    for tag, group in tags.groups]
+        outputs += [
+            Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)
+            for tag, group in tags.groups
+        ]
     if task.out_file:
         single = single_output(outputs)
         if single is None:
             count = sum(o.kind != "whole" for o in outputs)
-            raise ValueError(f"the result is {count} images, and -o names one file: "
-                             "give a folder instead")
+            raise ValueError(
+                f"the result is {count} images, and -o names one file: give a folder instead"
+            )
         return [Output(Path(task.out_file), single.kind, single.index, single.group)]
     if task.figure:
         outputs.append(Output(out / f"{base}{tags.raw}{_GRID_TAIL}", "grid"))
@@ -272,4 +288,3 @@ def earlier_outputs(names: list[str], op_names: Iterable[str]) -> set[str]:
                 found.add(name)
                 break
     return found
-

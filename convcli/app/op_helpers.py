@@ -29,8 +29,7 @@ def channels_as_images(A: np.ndarray, dtype=None) -> np.ndarray:
     >>> channels_as_images(np.arange(12).reshape(1, 2, 2, 3))[:, :, :, 0].tolist()
     [[[0, 3], [6, 9]], [[1, 4], [7, 10]], [[2, 5], [8, 11]]]
     """
-    return np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)),
-                                dtype)
+    return np.ascontiguousarray(A.transpose(0, 3, 1, 2).reshape((-1,) + A.shape[1:3] + (1,)), dtype)
 
 
 def like_picture(result: np.ndarray, pic) -> np.ndarray:
@@ -54,8 +53,9 @@ def side_widths(pad) -> tuple[int, int, int, int] | int:
     widths = tuple(pad)
     whole = all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) for w in widths)
     if len(widths) != 4 or not whole or min(widths) < 0:
-        raise OptionError(f"needs 4 whole numbers >= 0 (top, bottom, left, right), got {pad!r}",
-                          "--pad")
+        raise OptionError(
+            f"needs 4 whole numbers >= 0 (top, bottom, left, right), got {pad!r}", "--pad"
+        )
     widths = tuple(int(w) for w in widths)
     return widths[0] if len(set(widths)) == 1 else widths
 
@@ -87,8 +87,9 @@ def whole_option(value, option: str, *, minimum: int) -> int:
 def one_of(names: tuple[str, ...], value, option: str) -> str:
     """`value` if it is one of `names`; else an OptionError naming `option`."""
     if not (isinstance(value, str) and value in names):
-        raise OptionError(f"{option.lstrip('-')} must be one of {', '.join(names)}; "
-                          f"got {value!r}", option)
+        raise OptionError(
+            f"{option.lstrip('-')} must be one of {', '.join(names)}; got {value!r}", option
+        )
     return value
 
 

@@ -73,8 +73,7 @@ _OUTPUTS_CHECK: ContextVar[Callable | None] = ContextVar("convcli_outputs_check"
 
 
 @contextmanager
-def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
-                     ) -> Iterator[None]:
+def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]) -> Iterator[None]:
     """Inside the block (in this thread), ``check(outputs, todo)`` decides the outputs to write.
 
     It is given a file's planned outputs and those :func:`outputs_to_write`
@@ -105,8 +104,7 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     for out in todo:
         if path_key(out.path) in protected:
             raise ValueError(
-                f"output {out.path.name} would replace an input file of this run; "
-                "choose another -o"
+                f"output {out.path.name} would replace an input file of this run; choose another -o"
             )
     return todo
 
@@ -114,8 +112,14 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
 def save_store(path: Path, image: np.ndarray, task, carried: Carried = NOTHING) -> bool:
     """Write levels or float32 values as a TIFF or Zarr store, through the strips path's row
     writer: the same file whole or in strips."""
-    return load("row writer").save_rows(path, image, fmt=task.fmt, overwrite=task.overwrite,
-                                        **store_place(task, path), carried=carried)
+    return load("row writer").save_rows(
+        path,
+        image,
+        fmt=task.fmt,
+        overwrite=task.overwrite,
+        **store_place(task, path),
+        carried=carried,
+    )
 
 
 def store_place(task, path) -> dict:
@@ -123,8 +127,10 @@ def store_place(task, path) -> dict:
     :func:`convcli.io.row_writers.open_row_writer` where it goes to object storage, else none."""
     if not task.stores_at:
         return {}
-    return {"store_url": storage.join(task.stores_at, Path(path).name),
-            "storage_options": task.storage_options}
+    return {
+        "store_url": storage.join(task.stores_at, Path(path).name),
+        "storage_options": task.storage_options,
+    }
 
 
 def mappings_for(task, pic) -> list:
@@ -178,13 +184,20 @@ def carried_note(task, pic) -> str:
     if pic.carried == NOTHING:
         return ""
     fmt = task.fmt
-    kept = _on_output(task.op, pic.carried,
-                      any(m.method == "clip" for m in mappings_for(task, pic)))
+    kept = _on_output(
+        task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
+    )
     held = kept.held_by(fmt)
-    lost = [name for name, was, now in (
-        ("colour profile", kept.icc_profile, held.icc_profile), ("resolution", kept.dpi, held.dpi),
-        ("EXIF", kept.exif, held.exif), ("georeference", kept.geo, held.geo))
-        if was is not None and now is None]
+    lost = [
+        name
+        for name, was, now in (
+            ("colour profile", kept.icc_profile, held.icc_profile),
+            ("resolution", kept.dpi, held.dpi),
+            ("EXIF", kept.exif, held.exif),
+            ("georeference", kept.geo, held.geo),
+        )
+        if was is not None and now is None
+    ]
     said = [f"kept: {held.kept_text()}"] if held.kept_text() else []
     if lost:
         said.append(f"{', '.join(lost)} not kept: {fmt} outputs hold none")
@@ -199,13 +212,21 @@ def run_hints(task, channels: tuple[str, ...], carried: Carried) -> tuple[str, .
     hints = getattr(task.op, "hints", None)
     said = tuple(hints(channels)) if hints is not None else ()
     suffix = Path(task.source).suffix.lower()
-    if (task.kept_format and getattr(task.op, "writes_image", False) and suffix
-            and file_format(task.source) != task.fmt):
-        said += (f"{suffix} inputs are written as {task.fmt}: convcli does not write "
-                 f"{suffix} files (--format names another)",)
+    if (
+        task.kept_format
+        and getattr(task.op, "writes_image", False)
+        and suffix
+        and file_format(task.source) != task.fmt
+    ):
+        said += (
+            f"{suffix} inputs are written as {task.fmt}: convcli does not write "
+            f"{suffix} files (--format names another)",
+        )
     if carried.physical is not None and carried.held_by(task.fmt).physical is None:
-        said += (f"physical pixel size not kept: {task.fmt} outputs hold none "
-                 "(tiff and zarr outputs do)",)
+        said += (
+            f"physical pixel size not kept: {task.fmt} outputs hold none "
+            "(tiff and zarr outputs do)",
+        )
     return said
 
 
@@ -217,8 +238,9 @@ class OutputRecord(dict):
     identity: tuple[int, ...] | None = None
 
 
-def output_record(out, scales: list[LevelScale], depth: int,
-                  kept: Carried = NOTHING) -> OutputRecord:
+def output_record(
+    out, scales: list[LevelScale], depth: int, kept: Carried = NOTHING
+) -> OutputRecord:
     """What the manifest says of one output file besides the run: its name and levels.
 
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
@@ -233,8 +255,12 @@ def output_record(out, scales: list[LevelScale], depth: int,
         record["kept"] = kept.record()
     if not scales:
         return record
-    fields = {"mapping": [s.mapping for s in scales], "scale": [s.scale for s in scales],
-              "offset": [s.offset for s in scales], "absolute": [s.absolute for s in scales]}
+    fields = {
+        "mapping": [s.mapping for s in scales],
+        "scale": [s.scale for s in scales],
+        "offset": [s.offset for s in scales],
+        "absolute": [s.absolute for s in scales],
+    }
     if len(scales) == 1 and out.kind != "group":
         fields = {key: values[0] for key, values in fields.items()}
     record.update(fields)

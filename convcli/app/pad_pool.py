@@ -62,15 +62,25 @@ class _Channelwise:
             colour = data / white
             np.clip(colour, 0.0, 1.0, out=colour)
             panels.append(Panel(f"{self.name} {self.details}", colour))
-        panels += [Panel(t, data[:, :, c], vmax=white, colorbar=True)
-                   for c, t in enumerate(self.titles(pic.channels))]
+        panels += [
+            Panel(t, data[:, :, c], vmax=white, colorbar=True)
+            for c, t in enumerate(self.titles(pic.channels))
+        ]
         return Grid(panels, min(len(panels), 5), f"{self.name} {self.details}")
 
     def work_bytes(self, height: int, width: int, channels: int, sample_bytes: int) -> int:
         """Every channel in float32, and per result channel 9 bytes an output pixel (20 with
         16-bit levels): :mod:`convcli.app.work`."""
-        return whole_work_bytes(self, height, width, channels, sample_bytes,
-                                float_channels=channels, maps=channels, per_map=(9, 20))
+        return whole_work_bytes(
+            self,
+            height,
+            width,
+            channels,
+            sample_bytes,
+            float_channels=channels,
+            maps=channels,
+            per_map=(9, 20),
+        )
 
 
 @dataclass(frozen=True)
@@ -159,8 +169,9 @@ class PoolOp(_Channelwise):
     def __post_init__(self):
         object.__setattr__(self, "mode", mode_option(pool_mode, self.mode, "--mode"))
         object.__setattr__(self, "size", whole_option(self.size, "--size", minimum=1))
-        stride = (self.size if self.stride is None
-                  else whole_option(self.stride, "--stride", minimum=1))
+        stride = (
+            self.size if self.stride is None else whole_option(self.stride, "--stride", minimum=1)
+        )
         object.__setattr__(self, "stride", stride)
         object.__setattr__(self, "pad", whole_option(self.pad, "--pad", minimum=0))
         if not isinstance(self.ceil, (bool, np.bool_)):
@@ -208,8 +219,10 @@ class PoolOp(_Channelwise):
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of the result on an image of `height` x `width`."""
-        return (self.row_geometry(height).out_rows,
-                _pooled_size(width, self.size, self.stride, self.pad, self.ceil))
+        return (
+            self.row_geometry(height).out_rows,
+            _pooled_size(width, self.size, self.stride, self.pad, self.ceil),
+        )
 
     def border_fill(self) -> tuple[str | None, float]:
         """No border: pooling's padding is counted by no window."""
@@ -238,8 +251,9 @@ def _alpha_weighted_pool(pic, hp: dict, mode: str) -> np.ndarray:
         weight = alpha / np.float32(pic.white or 1.0)
         pooled, _ = pool_forward(np.concatenate([colour * weight, weight], axis=3), hp, mode)
         total = pooled[..., n:]
-        colour_out = np.divide(pooled[..., :n], total, out=np.zeros_like(pooled[..., :n]),
-                               where=total > 0)
+        colour_out = np.divide(
+            pooled[..., :n], total, out=np.zeros_like(pooled[..., :n]), where=total > 0
+        )
     else:
         hidden = np.float32(-np.inf)
         pooled, _ = pool_forward(np.where(alpha > 0, colour, hidden), hp, mode)

@@ -21,7 +21,7 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_messages, library_section
 from ..engines.processes import FileResult
 from ..errors import MissingExtra
-from ..io import storage, store_claims
+from ..io import storage
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
@@ -38,7 +38,7 @@ from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
 from ..levels.mapping import LevelScale, count_not_finite, map_levels
 from ..units import size_text
-from .names import FORMATS, Output, named_for_stem, planned_outputs
+from .names import FORMATS, Output, planned_outputs
 from .ops import result_and_summary
 from .outputs import (
     carried_for,
@@ -53,6 +53,7 @@ from .outputs import (
 )
 from .parts import part
 from .plan import Task
+from .staging import download_input, staged_task, stand_in_for_outputs, upload_outputs
 from .work import check_whole_work
 
 # Errors that mean "this file cannot be processed"; anything else is a bug and propagates.
@@ -150,20 +151,24 @@ def process_file(task: Task) -> FileResult:
         return replace(result, usage=True) if isinstance(exc, FramesPastEnd) else result
     except KeyboardInterrupt:
         finished = written.todo == len(written.paths)
-        return _partial(task, "done" if finished else "stopped",
-                        "" if finished else "stopped before its outputs were all written",
-                        written, timings)
+        return _partial(
+            task,
+            "done" if finished else "stopped",
+            "" if finished else "stopped before its outputs were all written",
+            written,
+            timings,
+        )
 
 
-def _partial(task: Task, status: str, message: str, written: _Written,
-             timings: dict) -> FileResult:
+def _partial(task: Task, status: str, message: str, written: _Written, timings: dict) -> FileResult:
     """The result of a file that ended early, with the outputs it had written."""
     count = len(written.paths)
     # Records match paths one for one from the first; an upload stopped part way has more
     # records than paths, strips stopped while closing their files fewer (no lines then).
     records = written.records[:count] if len(written.records) >= count else []
-    return FileResult(task.source, status, message, tuple(written.paths), timings,
-                      records=tuple(records))
+    return FileResult(
+        task.source, status, message, tuple(written.paths), timings, records=tuple(records)
+    )
 
 
 def _with(message: str, said: list[str]) -> str:
@@ -180,12 +185,12 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     start = time.perf_counter()
     pic, outputs, todo = _decode(task)
     if pic is None:
-        return FileResult(task.source, "skipped",
-                          "outputs exist (use --overwrite to replace them)")
+        return FileResult(task.source, "skipped", "outputs exist (use --overwrite to replace them)")
     timings["decode"] = time.perf_counter() - start
     if not isinstance(pic, Picture):  # a StackPlan: read, computed and written there, in groups
-        return part("stacks").process_stack(task, pic, outputs, todo, timings, written,
-                                            record=output_record, file_notes=_file_notes)
+        return part("stacks").process_stack(
+            task, pic, outputs, todo, timings, written, record=output_record, file_notes=_file_notes
+        )
 
     start = time.perf_counter()
     op = task.op
@@ -201,8 +206,9 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     for out in todo:
         ok, scales = _write_output(out, task, pic, data, levels)
         if ok:
-            record = output_record(out, scales, levels.depth,
-                                   kept_by(task, pic.carried, out, scales))
+            record = output_record(
+                out, scales, levels.depth, kept_by(task, pic.carried, out, scales)
+            )
             written.paths.append(str(out.path))
             written.records.append(record)
         else:
@@ -211,9 +217,15 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     kept += len(outputs) - len(todo)
-    return FileResult(task.source, "done", _notes(task, pic, summary, data, kept),
-                      tuple(written.paths), timings, records=tuple(written.records),
-                      hints=run_hints(task, pic.channels, pic.carried))
+    return FileResult(
+        task.source,
+        "done",
+        _notes(task, pic, summary, data, kept),
+        tuple(written.paths),
+        timings,
+        records=tuple(written.records),
+        hints=run_hints(task, pic.channels, pic.carried),
+    )
 
 
 def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResult | None:
@@ -226,8 +238,9 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         return None  # without importing tifffile and the strips' modules (in every worker)
     if task.op.computed_whole:
         return None
-    source = open_regions(task.source, max_pixels=task.max_pixels,
-                          storage_options=task.storage_options)
+    source = open_regions(
+        task.source, max_pixels=task.max_pixels, storage_options=task.storage_options
+    )
     if source is None:
         return None
     with source:
@@ -241,21 +254,38 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         outputs = planned_outputs(task, source.channels)
         todo = outputs_to_write(task, outputs)
         if not todo:
-            return FileResult(task.source, "skipped",
-                              "outputs exist (use --overwrite to replace them)")
+            return FileResult(
+                task.source, "skipped", "outputs exist (use --overwrite to replace them)"
+            )
         make_output_folder(task.out_dir, task.out_root)
         written.todo = len(todo)
-        not_finite, tasks = _in_strips(task, source, todo, budget=budget, timings=timings,
-                                       written=written.paths, records=written.records)
+        not_finite, tasks = _in_strips(
+            task,
+            source,
+            todo,
+            budget=budget,
+            timings=timings,
+            written=written.paths,
+            records=written.records,
+        )
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
         carried = carried_note(task, part("strips").shape_only(source))
-        notes = list(source.notes) + ([carried] if carried else []) + [
-            f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
+        notes = (
+            list(source.notes)
+            + ([carried] if carried else [])
+            + [f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
+        )
     kept = len(outputs) - len(records)
-    return FileResult(task.source, "done", _file_notes(notes, not_finite, kept),
-                      tuple(written.paths), timings, records=tuple(records),
-                      hints=run_hints(task, tuple(source.channels), source.carried))
+    return FileResult(
+        task.source,
+        "done",
+        _file_notes(notes, not_finite, kept),
+        tuple(written.paths),
+        timings,
+        records=tuple(records),
+        hints=run_hints(task, tuple(source.channels), source.carried),
+    )
 
 
 def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, int]:
@@ -326,8 +356,9 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
         frames = select_frames(task.frames, count)
         if len(frames) > 1:
             plan = part("stacks").plan_stack(task.fmt, source, frames, count)
-            outputs = planned_outputs(task, source.channels,
-                                      frames=(frames, count) if plan.per_frame else None)
+            outputs = planned_outputs(
+                task, source.channels, frames=(frames, count) if plan.per_frame else None
+            )
             todo = outputs_to_write(task, outputs)
             return (plan if todo else None), outputs, todo
         outputs = planned_outputs(task, source.channels)
@@ -356,12 +387,23 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
             return None, outputs, todo
         check_pixels((source.width, source.height), task.max_pixels)
         check_stored(*source.stored_bytes(), task.max_pixels)
-        check_whole_work(task, source.width, source.height, len(source.channels),
-                         source.dtype.itemsize)
+        check_whole_work(
+            task, source.width, source.height, len(source.channels), source.dtype.itemsize
+        )
         pixels = source.read_rows(0, source.height)
-        return (Picture(pixels, source.channels, source.white, source.depth, source.notes,
-                        source.carried, source.floats),
-                outputs, todo)
+        return (
+            Picture(
+                pixels,
+                source.channels,
+                source.white,
+                source.depth,
+                source.notes,
+                source.carried,
+                source.floats,
+            ),
+            outputs,
+            todo,
+        )
 
 
 class _ChannelLevels:
@@ -389,8 +431,9 @@ class _ChannelLevels:
         return result
 
 
-def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
-                  levels: _ChannelLevels) -> tuple[bool, list[LevelScale]]:
+def _write_output(
+    out: Output, task: Task, pic: Picture, data: np.ndarray, levels: _ChannelLevels
+) -> tuple[bool, list[LevelScale]]:
     """Write one output; whether it was written (not kept), and the scales of its levels.
 
     Levels are mapped outside the process's library section, the file is
@@ -403,8 +446,9 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
         values = data[:, :, out.index]
         # The formats that hold floats (TIFF, Zarr; npy is "raw") are written by rows.
         scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
-        return save_store(path, values, task, carried_for(task.op, pic.carried, out, scales)), \
-            scales
+        return save_store(
+            path, values, task, carried_for(task.op, pic.carried, out, scales)
+        ), scales
     if out.kind == "channel":
         image, scale = levels(out.index)
         scales = [scale]
@@ -421,8 +465,9 @@ def _write_output(out: Output, task: Task, pic: Picture, data: np.ndarray,
     carried = carried_for(task.op, pic.carried, out, scales)
     if FORMATS[task.fmt].by_rows:  # a TIFF or Zarr store, as the strips path writes it
         return save_store(path, image, task, carried), scales
-    return _in_section(save_levels, path, image, fmt=task.fmt, overwrite=overwrite,
-                       carried=carried), scales
+    return _in_section(
+        save_levels, path, image, fmt=task.fmt, overwrite=overwrite, carried=carried
+    ), scales
 
 
 def _in_section(save, *args, **kwargs) -> bool:
@@ -442,27 +487,16 @@ def _notes(task: Task, pic: Picture, summary: str, data: np.ndarray, kept: int) 
 def _file_notes(notes: list[str], not_finite: int, kept: int) -> str:
     """`notes`, then what the result's values and the outputs kept call for, in one line."""
     if not_finite:
-        notes.append(f"{not_finite:,} result values are not finite (overflow, or NaN/inf in "
-                     "the input)")
+        notes.append(
+            f"{not_finite:,} result values are not finite (overflow, or NaN/inf in the input)"
+        )
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
     return "; ".join(notes)
 
 
-def _fetch(url: str, local: str, options) -> None:
-    """Download `url` to `local`; a failure is an OSError with a reason for the user."""
-    try:
-        storage.download(url, local, options)
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "No such file or directory") from None
-    except OSError as exc:
-        if exc.strerror:
-            raise
-        raise OSError(errno.EIO, f"cannot be read: {exc}") from None
-
-
 def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
-    """:func:`_process` for a task with URLs: through a local staging folder.
+    """:func:`_process` for a task with URLs: through a local staging folder (:mod:`.staging`).
 
     An input on object storage is downloaded first. For an output folder on
     object storage, the staging folder stands for it: the outputs already
@@ -471,55 +505,25 @@ def _process_staged(task: Task, timings: dict, written: _Written) -> FileResult:
     marker says whether convcli wrote them. Each output written is then
     uploaded in one put, so an object appears whole or not at all.
     """
-    options = task.storage_options
     _remove_stale_staging_once()
     with staging_folder() as staging:
-        source = task.source
-        if is_url(source) and not is_store_name(source):  # a store is read where it is
-            source = os.path.join(staging, "input", storage.basename(source))
-            os.makedirs(os.path.dirname(source))
-            start = time.perf_counter()
-            _fetch(task.source, source, options)
-            timings["download"] = time.perf_counter() - start
+        source = download_input(task, staging, timings)
         downloaded = source != task.source
         if not is_url(task.out_dir):
-            result = _process(replace(task, source=source, downloaded=downloaded), timings,
-                              written)
+            result = _process(replace(task, source=source, downloaded=downloaded), timings, written)
             return replace(result, source=task.source)
         out = os.path.join(staging, "output")
         os.makedirs(out)
-        existing = task.existing
-        if existing is None:
-            existing = [n for n in storage.list_names(task.out_dir, options)
-                        if named_for_stem(n, task.stem)]
-        stores = FORMATS[task.fmt].folder  # written in place, see store_place
-        for name in existing:
-            _stand_in(task, name, out, overwrite=task.overwrite)
-        folder = task.out_dir.rstrip("/")
-        staged_task = replace(
-            task, source=source, downloaded=downloaded, out_dir=out, existing=None,
-            stores_at=task.out_dir if stores else "",
-            out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
-            protected=tuple(os.path.join(out, storage.basename(p)) for p in task.protected
-                            if is_url(p) and storage.dirname(p) == folder),
-        )
+        stand_in_for_outputs(task, out)
         staged = _Written()
         try:
-            result = _process(staged_task, timings, staged)
+            result = _process(staged_task(task, source, downloaded, out), timings, staged)
         except OSError as exc:  # named as the user knows it: its URL, not the staging path
             if isinstance(exc.filename, str) and exc.filename.startswith(out + os.sep):
                 exc.filename = storage.join(task.out_dir, os.path.basename(exc.filename))
             raise
         written.records, written.todo = staged.records, staged.todo
-        start = time.perf_counter()
-        for path in staged.paths:
-            url = storage.join(task.out_dir, os.path.basename(path))
-            if stores and os.path.isdir(path):  # a store is there already
-                written.paths.append(url)
-            else:  # counted once whole, also where Ctrl-C came as the put finished
-                storage.upload(path, url, options, done=functools.partial(
-                    written.paths.append, url))
-        timings["upload"] = time.perf_counter() - start
+        upload_outputs(task, staged.paths, written.paths, timings)
         return replace(result, source=task.source, outputs=tuple(written.paths))
 
 
@@ -529,40 +533,22 @@ def _remove_stale_staging_once() -> None:
     remove_stale_staging()
 
 
-def _stand_in(task: Task, name: str, staging: str, *, overwrite: bool) -> None:
-    """An output `name` on object storage, on the staging disk: an empty file, or a copy to
-    replace (``--overwrite``); a Zarr store is a folder with its group's attributes only,
-    and none stands for a store a run claimed and never finished (it is written again)."""
-    url, local = storage.join(task.out_dir, name), os.path.join(staging, name)
-    if is_store_name(name) and store_claims.unfinished(url, task.storage_options):
-        return  # a store a run never finished: convcli's own, written again
-    if not is_store_name(name):
-        if overwrite:
-            _fetch(url, local, task.storage_options)
-        else:
-            open(local, "wb").close()
-        return
-    os.makedirs(local)
-    if overwrite:  # whether convcli wrote it is in .zattrs (zarr.json for Zarr format 3)
-        for meta in (".zattrs", "zarr.json"):
-            try:
-                storage.download(storage.join(url, meta), os.path.join(local, meta),
-                                 task.storage_options)
-            except FileNotFoundError:
-                continue
-
-
-def _levels(data: np.ndarray, index: int, mapping, depth: int
-            ) -> tuple[np.ndarray, LevelScale]:
+def _levels(data: np.ndarray, index: int, mapping, depth: int) -> tuple[np.ndarray, LevelScale]:
     # A contiguous copy of the channel first: the mapping's passes over a strided
     # channel of 9 took 55 ms on a 2400x1800 map, 33 ms with the copy (8 ms of it).
     channel = np.ascontiguousarray(data[:, :, index])
-    return map_levels(channel, mapping.method, white=mapping.white, depth=depth,
-                      margin=mapping.margin)
+    return map_levels(
+        channel, mapping.method, white=mapping.white, depth=depth, margin=mapping.margin
+    )
 
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:
     grid = task.op.figure(pic, data)
-    return _in_section(save_grid, path, grid.panels, ncols=grid.ncols,
-                       title=f"{Path(task.source).name}: {grid.title}",
-                       overwrite=task.overwrite)
+    return _in_section(
+        save_grid,
+        path,
+        grid.panels,
+        ncols=grid.ncols,
+        title=f"{Path(task.source).name}: {grid.title}",
+        overwrite=task.overwrite,
+    )

@@ -22,8 +22,9 @@ class Reporter:
 
     def __init__(self, *, quiet: bool = False, verbose: bool = False, debug: bool = False):
         if quiet and verbose:
-            raise OptionError("-q (errors only) and -v (a line per file) cannot be used together",
-                              None)
+            raise OptionError(
+                "-q (errors only) and -v (a line per file) cannot be used together", None
+            )
         self.quiet, self.verbose, self.debug = quiet, verbose, debug
         self.causes_said: set[str] = set()  # the store's failures said (FileResult.fatal)
 
@@ -70,8 +71,9 @@ class Reporter:
                 self.say_lines(result.detail.rstrip())
         elif self.verbose:
             note = f" ({result.message})" if result.message else ""
-            self.say_lines(f"{for_terminal(source)}: {result.status}, "
-                           f"{len(result.outputs)} written{note}")
+            self.say_lines(
+                f"{for_terminal(source)}: {result.status}, {len(result.outputs)} written{note}"
+            )
         elif result.message and not self.quiet and result.status != "skipped":
             self.say_lines(f"{for_terminal(source)}: {result.message}")
 

@@ -24,23 +24,20 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import signal
-import sys
-import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..engines.base import Engine, EngineError, EngineSettings, make_engine
-from ..engines.processes import default_jobs, working_here
+from ..engines.processes import default_jobs
 from ..errors import MissingExtra
 from ..io.frames import DEFAULT_FRAMES
-from ..io.safeio import STALE_SECONDS, publishing_checked, remove_stale_temporaries
+from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
 from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine import native
 from ..layers._engine.tiles import memory_budget
-from . import plan, process
+from . import inputs, plan, process
 from .manifest import Manifest, ManifestHooks, merge_fragments
 from .parts import part
 from .report import Reporter
@@ -51,6 +48,7 @@ from .stdio import (
     write_failed,
     write_text,
 )
+from .stop_requests import StopRequests, Terminated
 from .targets import (
     Target,
     check_folder,
@@ -62,8 +60,6 @@ from .targets import (
 )
 
 FIRST_TASKS = 256
-RAISE_AGAIN_SECONDS = 0.001
-"""How soon a stop that a finalizer swallowed is raised again (:class:`_StopRequests`)."""
 """Tasks planned before the run starts, for an INPUT folder planned a folder at a time."""
 
 
@@ -136,8 +132,9 @@ class _Ended(Exception):
         self.status = status
 
 
-def run_batch(operation, inputs, options: RunOptions | None = None,
-              reporter: Reporter | None = None) -> int:
+def run_batch(
+    operation, inputs, options: RunOptions | None = None, reporter: Reporter | None = None
+) -> int:
     """Apply `operation` to every image of `inputs`; return the exit status.
 
     Parameters
@@ -172,7 +169,7 @@ def run_batch(operation, inputs, options: RunOptions | None = None,
     except StreamError as exc:  # standard input or output (its temporaries are removed)
         reporter.say(str(exc))
         return 1
-    except _Terminated:  # SIGTERM before the run's own handlers (see run)
+    except Terminated:  # SIGTERM before the run's own handlers (see run)
         reporter.say("stopped (SIGTERM)")
         return 143
 
@@ -199,22 +196,25 @@ class _BatchRun:
         self.store_failed = False  # a file failed for the store's failure: the run stopped
         self.listing: dict = {}
         settings = EngineSettings(
-            jobs=options.jobs, scheduler=options.scheduler,
-            scheduler_file=options.scheduler_file, files_per_task=options.files_per_task,
-            in_memory=in_memory_path((*self.inputs, self.out_dir)))
+            jobs=options.jobs,
+            scheduler=options.scheduler,
+            scheduler_file=options.scheduler_file,
+            files_per_task=options.files_per_task,
+            in_memory=in_memory_path((*self.inputs, self.out_dir)),
+        )
         self.engine: Engine = make_engine(options.engine, settings)
-        self.requests = _StopRequests()  # Ctrl-C and SIGTERM during the run
+        self.requests = StopRequests()  # Ctrl-C and SIGTERM during the run
 
     def run(self) -> int:
         with ExitStack() as stack:
             # Entered first, left last: a kill unwinds the stack, removing its temporaries.
-            stack.enter_context(terminate_raises(_Terminated))
+            stack.enter_context(terminate_raises(Terminated))
             target = run_target(self.out_dir, self.options, self.op, stack)
             paths, shown = read_stdin(self.inputs, stack, self.options.max_pixels)
             check_store_inputs(paths)
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
-                return self._dry_run(itertools.chain(first, tasks), tasks, shown, target)
+                return _dry_run(itertools.chain(first, tasks), tasks, shown, target, self.reporter)
             check_folder(target.folder)  # before a cluster is started or reached
             self._open_engine(stack)
             # One file to -o FILE or -o -: nothing said on success (as cp and convert), -v says it.
@@ -226,37 +226,27 @@ class _BatchRun:
             if tasks.error is not None and status not in (130, 143):
                 _planning_error(tasks.error, self.reporter, stop=False)
                 status = status or 1
-            where = target.where(self.out_dir, written=self.written or self.counts["skipped"],
-                                 paths=tuple(self.written_paths))
+            where = target.where(
+                self.out_dir,
+                written=self.written or self.counts["skipped"],
+                paths=tuple(self.written_paths),
+            )
             if not target.stdout and self.written_paths not in ([], [target.out_file]):
                 self.reporter.quiet = quiet  # what was written is not the file named: said
-            self._summarise(where, interrupted=status in (130, 143),
-                            stopped=self.store_failed)
+            self._summarise(where, interrupted=status in (130, 143), stopped=self.store_failed)
             if target.stdout and self.counts["done"]:
-                status = self._copy_to_stdout(target.out_file) or status
+                status = _copy_to_stdout(target.out_file, self.reporter) or status
         return status or 0
-
-    def _copy_to_stdout(self, path: str) -> int | None:
-        """Copy the output file `path` to standard output; 1 if that fails (said), else None."""
-        try:
-            with open(path, "rb") as f:
-                out = stdout_binary()
-                try:
-                    shutil.copyfileobj(f, out)
-                    out.flush()
-                except OSError as exc:
-                    raise write_failed(exc) from None
-        except StreamError as exc:
-            self.reporter.say(str(exc))
-            return 1
-        return None
 
     def _plan(self, paths: list[str], target: Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
 
         notes: list[str] = []
-        self.listing = dict(out_dir=target.folder, recursive=self.options.recursive,
-                            storage_options=self.options.storage_options)
+        self.listing = dict(
+            out_dir=target.folder,
+            recursive=self.options.recursive,
+            storage_options=self.options.storage_options,
+        )
         try:
             by_folder = plan.streams_by_folder(paths, out_file=target.out_file, **self.listing)
         except (OSError, ImportError) as exc:  # MissingExtra is an ImportError
@@ -267,17 +257,34 @@ class _BatchRun:
         overwrite = options.overwrite or bool(target.out_file)
         fmt = _run_format(options, target, self.op)
         tasks = plan.TaskStream(
-            plan.stream_tasks(paths, self.op, notes=notes, fmt=fmt,
-                              figure=options.figure, separate=options.separate,
-                              overwrite=overwrite, max_pixels=options.max_pixels,
-                              frames=options.frames, out_file=target.out_file, by_folder=by_folder,
-                              memory=self._memory(), memory_given=options.memory is not None,
-                              replace_any=options.overwrite and bool(target.out_file),
-                              **self.listing),
+            plan.stream_tasks(
+                paths,
+                self.op,
+                notes=notes,
+                fmt=fmt,
+                figure=options.figure,
+                separate=options.separate,
+                overwrite=overwrite,
+                max_pixels=options.max_pixels,
+                frames=options.frames,
+                out_file=target.out_file,
+                by_folder=by_folder,
+                memory=self._memory(),
+                memory_given=options.memory is not None,
+                replace_any=options.overwrite and bool(target.out_file),
+                **self.listing,
+            ),
             # Manifest lines and temporary files that killed runs left where this one writes.
-            on_folder=None if options.dry_run else
-            lambda folder: is_url(folder) or (merge_fragments(folder, min_age=STALE_SECONDS),
-                                              remove_stale_temporaries(folder)))
+            on_folder=None
+            if options.dry_run
+            else lambda folder: (
+                is_url(folder)
+                or (
+                    merge_fragments(folder, min_age=STALE_SECONDS),
+                    remove_stale_temporaries(folder),
+                )
+            ),
+        )
         # Planned a folder at a time, the first tasks: enough to know whether there are
         # any. Otherwise all of them, which planning has listed already.
         first = list(itertools.islice(tasks, FIRST_TASKS if by_folder else None))
@@ -292,19 +299,6 @@ class _BatchRun:
         self.total = len(first) if tasks.finished else None  # else planned a folder at a time
         return tasks, first
 
-    def _dry_run(self, planned, tasks, shown: dict, target: Target) -> int:
-        """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
-
-        if target.stdout:
-            shown = {**shown, target.out_file: "-"}
-        def echo(line: str) -> None:
-            write_text(for_terminal(line) + "\n")
-
-        dry_run = part("dry run").dry_run
-        failed = sum(not read for read in dry_run(planned, shown, self.reporter.say, echo))
-        _planning_error(tasks.error, self.reporter, stop=False)
-        return 1 if failed or tasks.error is not None else 0
-
     def _memory(self) -> int:
         """The bytes one file's work may take: ``memory``, or a share of what is available."""
         if self.options.memory is not None:
@@ -315,7 +309,7 @@ class _BatchRun:
     def _open_engine(self, stack: ExitStack) -> None:
         """Open the engine, closed with `stack`; a failure ends the run (exit status 1).
 
-        While it closes, Ctrl-C and SIGTERM are counted (:class:`_StopRequests`):
+        While it closes, Ctrl-C and SIGTERM are counted (:class:`StopRequests`):
         a request after the run stopped does not cut the closing short.
         """
         closing = ExitStack()
@@ -332,20 +326,22 @@ class _BatchRun:
         """Run the tasks with the manifest recording what is written; the exit status."""
 
         if self.total is None and self.reporter.wants_total():
-            self.count = plan.count_in_background(paths, **self.listing)
+            self.count = inputs.count_in_background(paths, **self.listing)
         self.shown = shown
         if not target.out_file:  # -o FILE and -o - write that one file only
             fmt = _run_format(self.options, target, self.op) or "input"
-            self.manifest = Manifest(self.op, fmt=fmt,
-                                     shown=shown, storage_options=self.options.storage_options)
+            self.manifest = Manifest(
+                self.op, fmt=fmt, shown=shown, storage_options=self.options.storage_options
+            )
         self.reporter.begin(self.total, self.count)
         try:
             status = self._run_tasks(itertools.chain(first, tasks))
         finally:
             lost = self.manifest.close() if self.manifest else []
             if self.manifest:  # the fragment objects of recorded results are copies now
-                self.engine.records_published(self.manifest.put_folders,
-                                         self.options.storage_options)
+                self.engine.records_published(
+                    self.manifest.put_folders, self.options.storage_options
+                )
             for line in lost:
                 self.reporter.say(line)
         # Outputs without their manifest lines: the run did not do all it says it does.
@@ -374,17 +370,21 @@ class _BatchRun:
 
         engine.hooks = ManifestHooks(self.manifest.lines if self.manifest is not None else None)
         with requests.installed():
-            results = engine.start(tasks, process.process_file, count=self.total,
-                                   stop_requests=requests)
+            results = engine.start(
+                tasks, process.process_file, count=self.total, stop_requests=requests
+            )
             requests.raise_first = engine.runs_here
             try:
                 for result in results:
                     self._add(result)
                     # A stop request here: Ctrl-C ended the file processed in this thread.
-                    if (requests() or result.fatal
-                            or (self.options.fail_fast and result.status == "failed")):
+                    if (
+                        requests()
+                        or result.fatal
+                        or (self.options.fail_fast and result.status == "failed")
+                    ):
                         break
-            except (KeyboardInterrupt, _Terminated):
+            except (KeyboardInterrupt, Terminated):
                 pass  # counted in `requests`
             except EngineError as exc:
                 self.reporter.say(str(exc))
@@ -392,8 +392,10 @@ class _BatchRun:
             # Files not started are cancelled; the ones running are finished,
             # unless a second Ctrl-C (or kill) asks to stop at once.
             if requests() and engine.running and engine.finishes_running:
-                self.reporter.note(f"stopping: finishing {engine.running} file(s) being "
-                                   "written (Ctrl-C again to stop at once)")
+                self.reporter.note(
+                    f"stopping: finishing {engine.running} file(s) being "
+                    "written (Ctrl-C again to stop at once)"
+                )
             late = engine.stop()
         for result in late:
             self._add(result)
@@ -409,108 +411,79 @@ class _BatchRun:
 
     def _summarise(self, where: str, *, interrupted: bool, stopped: bool = False) -> None:
         """The summary line; `stopped`: by a failure of the store (said, even when quiet)."""
-        c = self.counts
-        line = (f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
-                f"in {time.monotonic() - self.started:.1f} s; {where}")
-        if c["skipped"] and not self.reporter.verbose:
-            line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
-        if interrupted or stopped:
-            total = self.total if self.total is not None or self.count is None else self.count()
-            finished = c["done"] + c["skipped"] + c["failed"]
-            left = "the rest" if total is None else total - finished
-            line = (f"{'interrupted' if interrupted else 'stopped'}: {line}; "
-                    f"{left} not started or not finished")
+        line = _summary_line(
+            self.counts,
+            time.monotonic() - self.started,
+            where,
+            verbose=self.reporter.verbose,
+            interrupted=interrupted,
+            stopped=stopped,
+            total=lambda: (
+                self.total if self.total is not None or self.count is None else self.count()
+            ),
+        )
         self.reporter.end(line, interrupted=interrupted or stopped)
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C so that the run stops cleanly.
+def _copy_to_stdout(path: str, reporter: Reporter) -> int | None:
+    """Copy the output file `path` to standard output; 1 if that fails (said), else None."""
+    try:
+        with open(path, "rb") as f:
+            out = stdout_binary()
+            try:
+                shutil.copyfileobj(f, out)
+                out.flush()
+            except OSError as exc:
+                raise write_failed(exc) from None
+    except StreamError as exc:
+        reporter.say(str(exc))
+        return 1
+    return None
 
-    A KeyboardInterrupt, so that the per-file guard
-    (:func:`convcli.engines.processes.run_guarded`) does not take it for a file's error,
-    and a file processed in this thread reports the outputs it wrote.
-    """
+
+def _dry_run(planned, tasks, shown: dict, target: Target, reporter: Reporter) -> int:
+    """``--dry-run``: each input's outputs on the standard output; 1 if one cannot be read."""
+
+    if target.stdout:
+        shown = {**shown, target.out_file: "-"}
+
+    def echo(line: str) -> None:
+        write_text(for_terminal(line) + "\n")
+
+    dry_run = part("dry run").dry_run
+    failed = sum(not read for read in dry_run(planned, shown, reporter.say, echo))
+    _planning_error(tasks.error, reporter, stop=False)
+    return 1 if failed or tasks.error is not None else 0
 
 
-class _StopRequests:
-    """Counts Ctrl-C and kill during a run.
-
-    Where the work runs in this thread (`raise_first`), the first request
-    raises (KeyboardInterrupt or _Terminated) to abandon the file at once.
-    Otherwise the handler only counts, and the engine polls the count:
-    nothing is raised in the middle of the bookkeeping. Handlers are only
-    installed from the main thread (elsewhere Python refuses them).
-    """
-
-    def __init__(self):
-        self.signals: list[int] = []
-        self.raise_first = False
-        self.owed = False  # a raise that a finalizer swallowed, to raise again
-        self.in_hook = False
-        self._unraisable = sys.unraisablehook
-
-    def __call__(self) -> int:
-        return len(self.signals)
-
-    def handle(self, signum, frame):
-        self.signals.append(signum)
-        # Only inside the file being processed: in the bookkeeping the loop sees the count.
-        if self.raise_first and len(self.signals) == 1 and working_here():
-            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
-
-    def unraisable(self, unraisable) -> None:
-        """``sys.unraisablehook`` during the run: the stop raised where Python cannot
-        raise (in a ``__del__``, a weakref callback) is not printed ("Exception
-        ignored") but raised again a millisecond later (SIGALRM: :meth:`raise_owed`),
-        in the file's own code; before its outputs are put in place in any case."""
-        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and self.signals):
-            self._unraisable(unraisable)
-            return
-        self.in_hook = True
-        try:
-            if self.raise_first and working_here() and hasattr(signal, "setitimer"):
-                self.owed = True
-                signal.setitimer(signal.ITIMER_REAL, RAISE_AGAIN_SECONDS)
-        finally:
-            self.in_hook = False
-
-    def raise_owed(self, signum, frame):
-        """SIGALRM: raise the stop that a finalizer swallowed, in the file being processed."""
-        if not (self.owed and self.raise_first and working_here()):
-            return
-        if self.in_hook:  # not inside the hook itself: later
-            signal.setitimer(signal.ITIMER_REAL, RAISE_AGAIN_SECONDS)
-            return
-        self.owed = False
-        raise KeyboardInterrupt if self.signals[0] == signal.SIGINT else _Terminated
-
-    def installed(self) -> ExitStack:
-        """A context in which SIGINT and SIGTERM are counted here; the handlers are restored."""
-        stack = ExitStack()
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                stack.callback(signal.signal, sig, signal.signal(sig, self.handle))
-            if hasattr(signal, "SIGALRM"):
-                stack.callback(signal.signal, signal.SIGALRM,
-                               signal.signal(signal.SIGALRM, self.raise_owed))
-                stack.callback(signal.setitimer, signal.ITIMER_REAL, 0)
-            self._unraisable = sys.unraisablehook
-            sys.unraisablehook = self.unraisable
-            stack.callback(setattr, sys, "unraisablehook", self._unraisable)
-            stack.enter_context(publishing_checked(self.check_publish))
-        return stack
-
-    def check_publish(self) -> None:
-        """Raise the stop before a file processed here is put in place, if one was asked
-        for: an output never appears after the run was told to stop at once."""
-        if self.signals and self.raise_first and working_here():
-            raise KeyboardInterrupt if self.signals[0] == signal.SIGINT else _Terminated
-
-    @property
-    def status(self) -> int | None:
-        if not self.signals:
-            return None
-        return 130 if self.signals[0] == signal.SIGINT else 143
+def _summary_line(
+    counts: dict,
+    seconds: float,
+    where: str,
+    *,
+    verbose: bool,
+    interrupted: bool,
+    stopped: bool,
+    total,
+) -> str:
+    """The run's summary: its `counts`, its time and `where` the outputs are; for a run
+    `interrupted` or `stopped`, what was left, of the `total()` tasks (None: not known)."""
+    c = counts
+    line = (
+        f"{c['done']} processed, {c['skipped']} skipped, {c['failed']} failed "
+        f"in {seconds:.1f} s; {where}"
+    )
+    if c["skipped"] and not verbose:
+        line += "; skipped: outputs exist (--overwrite replaces them, -v lists them)"
+    if interrupted or stopped:
+        total = total()
+        finished = c["done"] + c["skipped"] + c["failed"]
+        left = "the rest" if total is None else total - finished
+        line = (
+            f"{'interrupted' if interrupted else 'stopped'}: {line}; "
+            f"{left} not started or not finished"
+        )
+    return line
 
 
 def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bool) -> None:
@@ -529,7 +502,8 @@ def _planning_error(error: BaseException | None, reporter: Reporter, *, stop: bo
     if isinstance(error, StoreError):  # the store's reason says it: unreachable, no credentials
         reporter.say(f"{where}: {reason}")
     else:
-        reporter.say(f"{where}: cannot list: {reason}" if where else
-                     f"cannot list the inputs: {reason}")
+        reporter.say(
+            f"{where}: cannot list: {reason}" if where else f"cannot list the inputs: {reason}"
+        )
     if stop:
         raise _Ended(1)

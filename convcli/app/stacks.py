@@ -103,8 +103,16 @@ def plan_stack(fmt: str, source, frames: tuple[int, ...], count: int) -> StackPl
     sizes = tuple(source.frame_sizes(frames))
     check_stack_pixels(sizes, source.max_pixels)
     per_frame = not FORMATS[fmt].stacks or len(set(sizes)) > 1
-    return StackPlan(frames, count, sizes, tuple(source.channels), source.loop, per_frame,
-                     source.sample_bytes, source.stack_carried)
+    return StackPlan(
+        frames,
+        count,
+        sizes,
+        tuple(source.channels),
+        source.loop,
+        per_frame,
+        source.sample_bytes,
+        source.stack_carried,
+    )
 
 
 @dataclass
@@ -129,11 +137,13 @@ class _Frames:
 
         self.task, self.plan = task, plan
         budget = task.memory or memory_budget()
-        work = [task.op.work_bytes(h, w, len(plan.channels), plan.sample_bytes)
-                for w, h in plan.sizes]
+        work = [
+            task.op.work_bytes(h, w, len(plan.channels), plan.sample_bytes) for w, h in plan.sizes
+        ]
         largest = max(range(len(work)), key=work.__getitem__)
-        check_whole_work(task, *plan.sizes[largest], len(plan.channels), plan.sample_bytes,
-                         what="each frame")
+        check_whole_work(
+            task, *plan.sizes[largest], len(plan.channels), plan.sample_bytes, what="each frame"
+        )
         self.work, self.budget = sum(work), budget
         self.kept = self.work <= budget
         self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
@@ -162,8 +172,10 @@ class _Frames:
         self.summary, self._dWs, self.not_finite = "", None, 0
         group: list[_Frame] = []
         for frame in self._read():
-            if group and (len(group) == self.group_frames or
-                          frame.picture.pixels.shape != group[0].picture.pixels.shape):
+            if group and (
+                len(group) == self.group_frames
+                or frame.picture.pixels.shape != group[0].picture.pixels.shape
+            ):
                 yield from self._computed(group)
                 group = []
             group.append(frame)
@@ -189,8 +201,9 @@ class _Frames:
         op.check(pic)
         if hasattr(op, "dW_text"):  # grad conv: dW summed over every frame
             data, dWs = op.gradients(pic)
-            self._dWs = dWs if self._dWs is None else [a + b for a, b in zip(self._dWs, dWs,
-                                                                            strict=True)]
+            self._dWs = (
+                dWs if self._dWs is None else [a + b for a, b in zip(self._dWs, dWs, strict=True)]
+            )
             self.summary = op.dW_text(self._dWs)
         else:
             data, summary = result_and_summary(op, pic)
@@ -213,8 +226,9 @@ class _Frames:
         """The frames in order, each decoded in the process's library section."""
         with ExitStack() as files:
             with library_section():
-                source = files.enter_context(open_image(self.task.source,
-                                                        max_pixels=self.task.max_pixels))
+                source = files.enter_context(
+                    open_image(self.task.source, max_pixels=self.task.max_pixels)
+                )
                 frames = source.read_frames(self.plan.frames)
             for position in range(len(self.plan.frames)):
                 with library_section():
@@ -235,20 +249,31 @@ class _Scales:
         self.depth = output_depth(frames.depth, fmt)
         self.mappings = op.mappings(stands_for)
         sizes = [output_size(op, h, w) for w, h in plan.sizes]
-        channels = {i for out in todo if out.kind in ("channel", "group")
-                    for i in (out.group if out.kind == "group" else (out.index,))
-                    if self.mappings[i].method != RAW_VALUES}
+        channels = {
+            i
+            for out in todo
+            if out.kind in ("channel", "group")
+            for i in (out.group if out.kind == "group" else (out.index,))
+            if self.mappings[i].method != RAW_VALUES
+        }
         self.plans: dict[int, level_stats.StreamedMapping] = {}
         for i in sorted(channels):
             m = self.mappings[i]
-            values = sum(_inside_size(s, m.margin) if m.method == "robust" else s[0] * s[1]
-                         for s in sizes)
+            values = sum(
+                _inside_size(s, m.margin) if m.method == "robust" else s[0] * s[1] for s in sizes
+            )
             self.plans[i] = level_stats.StreamedMapping(
-                m.method, white=m.white, depth=self.depth, height=max(values, 1), width=1,
-                max_kept=level_stats.KEPT_MAGNITUDES)
+                m.method,
+                white=m.white,
+                depth=self.depth,
+                height=max(values, 1),
+                width=1,
+                max_kept=level_stats.KEPT_MAGNITUDES,
+            )
         whole = sum(s[0] * s[1] for s in sizes) * len(self.mappings)
-        self.whole = level_stats.StreamedMapping("clip", white=stands_for.white, depth=self.depth,
-                                     height=max(whole, 1), width=1)
+        self.whole = level_stats.StreamedMapping(
+            "clip", white=stands_for.white, depth=self.depth, height=max(whole, 1), width=1
+        )
         self.passes = max((p.passes for p in self.plans.values()), default=0)
         self._rows: dict[int, int] = {}
 
@@ -282,8 +307,10 @@ class _Scales:
         if out.kind == "whole":
             return [self.whole.scale()]
         indices = out.group if out.kind == "group" else (out.index,)
-        return [self.plans[i].scale() if i in self.plans else LevelScale(RAW_VALUES, 1.0, 0.0)
-                for i in indices]
+        return [
+            self.plans[i].scale() if i in self.plans else LevelScale(RAW_VALUES, 1.0, 0.0)
+            for i in indices
+        ]
 
 
 def _inside_size(size: tuple[int, int], margin: int) -> int:
@@ -341,15 +368,22 @@ def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
         for out in todo:
             if out.frame < 0 and out.kind != "grid":
                 with library_section():
-                    writers[out] = files.enter_context(frame_writer(
-                        out.path, fmt=_file_format(out, scales, task.fmt),
-                        count=len(plan.frames), loop=plan.loop, overwrite=task.overwrite,
-                        carried=_kept(out, task, plan, scales)))
+                    writers[out] = files.enter_context(
+                        frame_writer(
+                            out.path,
+                            fmt=_file_format(out, scales, task.fmt),
+                            count=len(plan.frames),
+                            loop=plan.loop,
+                            overwrite=task.overwrite,
+                            carried=_kept(out, task, plan, scales),
+                        )
+                    )
         yield writers
 
 
-def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: list[Output],
-                written, record) -> list[_Frame]:
+def _write_pass(
+    task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: list[Output], written, record
+) -> list[_Frame]:
     """Compute the frames (or take them kept) and write every output; the frames drawn.
 
     Per-frame files are recorded in `written` as each is renamed into place,
@@ -386,15 +420,15 @@ def _write_pass(task, plan: StackPlan, frames: _Frames, scales: _Scales, todo: l
     return drawn
 
 
-def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan,
-            task) -> None:
+def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan, task) -> None:
     """Add `out`, if written, to `written`, with its manifest record (its frames); else count
     it as kept."""
     if not ok:
         written.todo -= 1
         return
-    entry = record(out, scales.of(out), scales.depth,
-                   kept_by(task, plan.carried, out, scales.of(out)))
+    entry = record(
+        out, scales.of(out), scales.depth, kept_by(task, plan.carried, out, scales.of(out))
+    )
     if out.kind != "grid":
         entry.update({"frame": out.frame} if out.frame >= 0 else {"frames": len(plan.frames)})
     written.paths.append(str(out.path))
@@ -408,8 +442,9 @@ def stack_figure(op, drawn: list[tuple[int, Picture, np.ndarray]], total: int) -
     ncols = max(g.ncols for g in grids)
     panels = []
     for (number, _, _), grid in zip(drawn, grids, strict=True):
-        row = [p if p is None else replace(p, title=f"frame {number}: {p.title}")
-               for p in grid.panels]
+        row = [
+            p if p is None else replace(p, title=f"frame {number}: {p.title}") for p in grid.panels
+        ]
         panels += row + [None] * (-len(row) % ncols)
     left = total - len(drawn)
     title = grids[0].title
@@ -418,16 +453,25 @@ def stack_figure(op, drawn: list[tuple[int, Picture, np.ndarray]], total: int) -
     return Grid(panels, ncols, title)
 
 
-def _save_figure(out: Output, task, plan: StackPlan, frames: _Frames,
-                 drawn: list[_Frame]) -> bool:
+def _save_figure(out: Output, task, plan: StackPlan, frames: _Frames, drawn: list[_Frame]) -> bool:
     stands_for = frames.stands_for()
-    pictures = [(plan.frames[f.position],
-                 Picture(f.picture.pixels, plan.channels, stands_for.white, stands_for.depth),
-                 f.result) for f in drawn]
+    pictures = [
+        (
+            plan.frames[f.position],
+            Picture(f.picture.pixels, plan.channels, stands_for.white, stands_for.depth),
+            f.result,
+        )
+        for f in drawn
+    ]
     grid = stack_figure(task.op, pictures, len(plan.frames))
     with library_section():
-        return save_grid(out.path, grid.panels, ncols=grid.ncols, overwrite=task.overwrite,
-                         title=f"{Path(task.source).name}: {grid.title}")
+        return save_grid(
+            out.path,
+            grid.panels,
+            ncols=grid.ncols,
+            overwrite=task.overwrite,
+            title=f"{Path(task.source).name}: {grid.title}",
+        )
 
 
 def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
@@ -436,18 +480,31 @@ def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
     notes = [f"{m} frames" if m == plan.count else f"{m} of {plan.count} frames"]
     sizes = len(set(plan.sizes))
     if sizes > 1:
-        notes.append(f"frames of {sizes} sizes, each size processed on its own and written "
-                     "one file per frame")
+        notes.append(
+            f"frames of {sizes} sizes, each size processed on its own and written "
+            "one file per frame"
+        )
     if not frames.kept:
         group = f"{frames.group_frames} frame{'s' if frames.group_frames > 1 else ''}"
-        notes.append(f"read and processed in groups of at most {group} "
-                     f"(the whole stack's work would take about {size_text(frames.work)}, "
-                     "over the --memory budget)")
+        notes.append(
+            f"read and processed in groups of at most {group} "
+            f"(the whole stack's work would take about {size_text(frames.work)}, "
+            "over the --memory budget)"
+        )
     return notes
 
 
-def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Output],
-                  timings: dict, written, *, record, file_notes) -> FileResult:
+def process_stack(
+    task,
+    plan: StackPlan,
+    outputs: list[Output],
+    todo: list[Output],
+    timings: dict,
+    written,
+    *,
+    record,
+    file_notes,
+) -> FileResult:
     """Compute the frames of `plan` and write the outputs `todo`; the file's result.
 
     `written` (:class:`convcli.app.process._Written`) grows as each output is
@@ -470,11 +527,24 @@ def process_stack(task, plan: StackPlan, outputs: list[Output], todo: list[Outpu
     drawn = _write_pass(task, plan, frames, scales, todo, written, record)
     for out in todo:
         if out.kind == "grid":
-            _record(out, _save_figure(out, task, plan, frames, drawn), scales, written, record,
-                    plan, task)
+            _record(
+                out,
+                _save_figure(out, task, plan, frames, drawn),
+                scales,
+                written,
+                record,
+                plan,
+                task,
+            )
     timings["encode"] = time.perf_counter() - start
     notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)
-    return FileResult(task.source, "done", file_notes(notes, frames.not_finite, kept),
-                      tuple(written.paths), timings, records=tuple(written.records),
-                      hints=run_hints(task, plan.channels, plan.carried))
+    return FileResult(
+        task.source,
+        "done",
+        file_notes(notes, frames.not_finite, kept),
+        tuple(written.paths),
+        timings,
+        records=tuple(written.records),
+        hints=run_hints(task, plan.channels, plan.carried),
+    )

@@ -72,7 +72,8 @@ def save_stdin(path: str, max_pixels: int) -> None:
                     raise StreamError(
                         f"standard input is larger than {limit:,} bytes, the limit for "
                         f"--max-pixels {max_pixels:,} ({BYTES_PER_PIXEL} bytes a pixel and "
-                        "1 MiB): raise --max-pixels, or 0 for no limit")
+                        "1 MiB): raise --max-pixels, or 0 for no limit"
+                    )
                 f.write(chunk)
             f.flush()
         except OSError as exc:

@@ -56,8 +56,7 @@ than they save (a 1249x977 photo under --memory 64K took 150 times its whole run
 
 def source_work_bytes(op, source) -> int:
     """About the memory `op`'s whole-image run on `source` takes (:mod:`convcli.app.work`)."""
-    return op.work_bytes(source.height, source.width, len(source.channels),
-                         source.dtype.itemsize)
+    return op.work_bytes(source.height, source.width, len(source.channels), source.dtype.itemsize)
 
 
 STRIP_WORK_FACTOR = 5
@@ -78,8 +77,15 @@ def rows_for_budget(op, source, budget: int) -> int:
 def shape_only(source) -> Picture:
     """A picture of the source's size and kind whose pixels take no memory."""
     pixels = np.broadcast_to(np.float32(0), (source.height, source.width, len(source.channels)))
-    return Picture(pixels, source.channels, source.white, source.depth, source.notes,
-                   source.carried, source.floats)
+    return Picture(
+        pixels,
+        source.channels,
+        source.white,
+        source.depth,
+        source.notes,
+        source.carried,
+        source.floats,
+    )
 
 
 def check_strips(task, source) -> Picture:
@@ -87,9 +93,11 @@ def check_strips(task, source) -> Picture:
     whole = shape_only(source)
     task.op.check(whole)
     if task.fmt not in STREAMED_FORMATS:
-        raise ValueError(f"an image this large ({source.width}x{source.height}) is processed "
-                         f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
-                         f"{task.fmt}: give --format png, tiff or zarr")
+        raise ValueError(
+            f"an image this large ({source.width}x{source.height}) is processed "
+            f"in strips, which write {', '.join(STREAMED_FORMATS)}, not "
+            f"{task.fmt}: give --format png, tiff or zarr"
+        )
     return whole
 
 
@@ -109,8 +117,9 @@ def plan_in_strips(task, source, todo, budget: int):
     return grids, files, rows, size, plans
 
 
-def save_overviews(grids, task, source, overview, depth: int, written: list[str],
-                   records: list[dict]) -> None:
+def save_overviews(
+    grids, task, source, overview, depth: int, written: list[str], records: list[dict]
+) -> None:
     """Draw the ``--figure`` outputs `grids` from `overview`, each recorded once in place."""
     for out in grids:
         if _save_overview(out.path, task, source, overview):
@@ -118,8 +127,9 @@ def save_overviews(grids, task, source, overview, depth: int, written: list[str]
             records.append(output_record(out, [], depth))
 
 
-def process_in_strips(task, source, todo, *, budget: int, timings: dict,
-                      written: list[str], records: list[dict]) -> int:
+def process_in_strips(
+    task, source, todo, *, budget: int, timings: dict, written: list[str], records: list[dict]
+) -> int:
     """Write the outputs `todo` of `task` from `source`, strip by strip.
 
     Each output written is added to `written` and its manifest record to
@@ -179,23 +189,34 @@ class _Overview:
 def _save_overview(path: Path, task, source, result: _Overview) -> bool:
     """``--figure`` of an image processed in strips: block means of the image and the result."""
     image = _Overview(result.factor, source.width, len(source.channels))
-    band = max(result.factor, (STRIP_WORK // 8) // max(1, source.width * 4) // result.factor
-               * result.factor)
+    band = max(
+        result.factor,
+        (STRIP_WORK // 8) // max(1, source.width * 4) // result.factor * result.factor,
+    )
     for row0 in range(0, source.height, band):
         image.add(source.read_rows(row0, min(source.height, row0 + band)))
     small = Picture(image.picture(), source.channels, source.white, source.depth)
     grid = task.op.figure(small, result.picture())
-    return save_grid(path, grid.panels, ncols=grid.ncols, overwrite=task.overwrite,
-                     title=f"{Path(task.source).name}: {grid.title} (overview: means of "
-                           f"{result.factor}x{result.factor} pixels)")
+    return save_grid(
+        path,
+        grid.panels,
+        ncols=grid.ncols,
+        overwrite=task.overwrite,
+        title=f"{Path(task.source).name}: {grid.title} (overview: means of "
+        f"{result.factor}x{result.factor} pixels)",
+    )
 
 
 def _result_size(op, source) -> tuple[int, int, int]:
     """The (H', W', C') of `op`'s result on the source: W' and C' from a few rows of zeros."""
     geometry = row_geometry(op, source.height, source.width)
     rows = min(source.height, max(geometry.spans) + geometry.stride)
-    probe = Picture(np.zeros((rows, source.width, len(source.channels)), np.float32),
-                    source.channels, source.white, source.depth)
+    probe = Picture(
+        np.zeros((rows, source.width, len(source.channels)), np.float32),
+        source.channels,
+        source.white,
+        source.depth,
+    )
     width, channels = np.asarray(op.compute(probe)).shape[1:]
     return geometry.out_rows, width, channels
 
@@ -215,11 +236,18 @@ class _Outputs:
                 mapping = self.mappings[index]
                 if mapping.method != RAW_VALUES and index not in self.maps:
                     self.maps[index] = StreamedMapping(
-                        mapping.method, white=mapping.white, depth=self.depth, height=height,
-                        width=width, margin=mapping.margin)
-        self.whole = (StreamedMapping("clip", white=whole.white, depth=self.depth,
-                                      height=height, width=width)
-                      if any(out.kind == "whole" for out in todo) else None)
+                        mapping.method,
+                        white=mapping.white,
+                        depth=self.depth,
+                        height=height,
+                        width=width,
+                        margin=mapping.margin,
+                    )
+        self.whole = (
+            StreamedMapping("clip", white=whole.white, depth=self.depth, height=height, width=width)
+            if any(out.kind == "whole" for out in todo)
+            else None
+        )
         self.passes = max([m.passes for m in self.maps.values()], default=0)
 
     def check_space(self, folder: Path) -> None:
@@ -238,13 +266,13 @@ class _Outputs:
         height, width, channels = self.size
         fmt = self.task.fmt
         if out.kind == "raw":
-            return dict(fmt=fmt, height=height, width=width, channels=channels,
-                        dtype=np.float32)
+            return dict(fmt=fmt, height=height, width=width, channels=channels, dtype=np.float32)
         count = len(_channels_of(out)) if out.kind != "whole" else channels
         raw = out.kind == "channel" and self.mappings[out.index].method == RAW_VALUES
         levels = np.uint16 if self.depth > 8 else np.uint8
-        return dict(fmt=fmt, height=height, width=width, channels=count,
-                    dtype=np.float32 if raw else levels)
+        return dict(
+            fmt=fmt, height=height, width=width, channels=count, dtype=np.float32 if raw else levels
+        )
 
     def write(self, strips, written: list[str], records: list[dict]) -> int:
         """Write every output from the strips of the last pass; the non-finite values' count.
@@ -260,30 +288,47 @@ class _Outputs:
                 # Registered first, so called once the writer has closed (last in, first out).
                 stack.callback(self._record, out, writers, len(writers), written, records)
                 kept = carried_for(self.task.op, self.carried, out, self._scales(out))
-                writers.append(stack.enter_context(open_row_writer(
-                    out.path, overwrite=self.task.overwrite, **self._layout(out),
-                    **store_place(self.task, out.path), carried=kept)))
+                writers.append(
+                    stack.enter_context(
+                        open_row_writer(
+                            out.path,
+                            overwrite=self.task.overwrite,
+                            **self._layout(out),
+                            **store_place(self.task, out.path),
+                            carried=kept,
+                        )
+                    )
+                )
             for _, result in strips:
                 not_finite += count_not_finite(result)
                 for out, writer in zip(self.todo, writers, strict=True):
                     writer.write(self._rows(out, result))
         return not_finite
 
-    def _record(self, out, writers: list, index: int, written: list[str],
-                records: list[dict]) -> None:
+    def _record(
+        self, out, writers: list, index: int, written: list[str], records: list[dict]
+    ) -> None:
         if index < len(writers) and writers[index].written:
             written.append(str(out.path))
             scales = self._scales(out)
-            records.append(output_record(out, scales, self.depth,
-                                         kept_by(self.task, self.carried, out, scales)))
+            records.append(
+                output_record(
+                    out, scales, self.depth, kept_by(self.task, self.carried, out, scales)
+                )
+            )
 
     def _rows(self, out, result: np.ndarray) -> np.ndarray:
         """The rows `out` writes of a strip's result: raw values or levels, (h, W, C)."""
         if out.kind == "raw":
             return result
         if out.kind == "whole":
-            return np.stack([self.whole.levels(np.ascontiguousarray(result[:, :, i]))
-                             for i in range(result.shape[2])], axis=2)
+            return np.stack(
+                [
+                    self.whole.levels(np.ascontiguousarray(result[:, :, i]))
+                    for i in range(result.shape[2])
+                ],
+                axis=2,
+            )
         planes = []
         for index in _channels_of(out):
             plane = np.ascontiguousarray(result[:, :, index])
@@ -295,8 +340,10 @@ class _Outputs:
             return []
         if out.kind == "whole":
             return [self.whole.scale()]
-        return [self.maps[i].scale() if i in self.maps else LevelScale(RAW_VALUES, 1.0, 0.0)
-                for i in _channels_of(out)]
+        return [
+            self.maps[i].scale() if i in self.maps else LevelScale(RAW_VALUES, 1.0, 0.0)
+            for i in _channels_of(out)
+        ]
 
 
 def _channels_of(out) -> tuple[int, ...]:

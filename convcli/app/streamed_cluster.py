@@ -122,18 +122,28 @@ def band_result(job: BandJob, band: tuple[int, int]) -> np.ndarray:
         return np.concatenate([result for _, result in _band_strips(job, band)])
 
 
-def band_into_stores(job: BandJob, band: tuple[int, int], plans: _Outputs, stores: list,
-                     keep: bool) -> tuple[int, np.ndarray | None]:
+def band_into_stores(
+    job: BandJob, band: tuple[int, int], plans: _Outputs, stores: list, keep: bool
+) -> tuple[int, np.ndarray | None]:
     """Write `band`'s rows into each Zarr store of `stores` (a task).
 
     Returns the band's count of non-finite values, and its result where
     `keep` (for ``--figure``'s overview).
     """
     last = band[1] == plans.size[0]
-    writers = [StoreBand(store.location, store.shape, store.dtype, top=band[0],
-                         levels=store.levels, last=last, storage_options=store.storage_options,
-                         claim=store.claim)
-               for store in stores]
+    writers = [
+        StoreBand(
+            store.location,
+            store.shape,
+            store.dtype,
+            top=band[0],
+            levels=store.levels,
+            last=last,
+            storage_options=store.storage_options,
+            claim=store.claim,
+        )
+        for store in stores
+    ]
     not_finite, kept = 0, []
     try:
         with np.errstate(all="ignore"):
@@ -176,8 +186,9 @@ def in_order(client, function: Callable, job, bands: list, *args, in_flight: int
         try:
             result = future.result()
         except KilledWorker:  # Dask ran it again each time its worker died, then gave up
-            raise OSError(errno.EIO, f"{WORKER_DIED} in each try of one of its band "
-                                     "tasks (out of memory?)") from None
+            raise OSError(
+                errno.EIO, f"{WORKER_DIED} in each try of one of its band tasks (out of memory?)"
+            ) from None
         future.release()
         band = next(queued, None)
         if band is not None:
@@ -199,8 +210,17 @@ class _Store:
     claim: str | None = None
 
 
-def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict,
-                       written: list[str], records: list[dict]) -> tuple[int, int]:
+def process_on_cluster(
+    task,
+    source,
+    todo,
+    *,
+    client,
+    budget: int,
+    timings: dict,
+    written: list[str],
+    records: list[dict],
+) -> tuple[int, int]:
     """:func:`convcli.app.streamed.process_in_strips`, its bands as tasks on `client`'s cluster.
 
     The same outputs, records and count of non-finite values, value for value.
@@ -216,14 +236,20 @@ def process_on_cluster(task, source, todo, *, client, budget: int, timings: dict
     [job] = client.scatter([job], hash=False)
     for pass_index in range(plans.passes):
         _statistics(client, job, bands, plans, pass_index, in_flight)
-    overview = (_Overview(_overview_factor(source.height, source.width), size[1], size[2])
-                if grids else None)
+    overview = (
+        _Overview(_overview_factor(source.height, source.width), size[1], size[2])
+        if grids
+        else None
+    )
     if zarr:
-        not_finite = _into_stores(client, job, bands, plans, overview, in_flight,
-                                  written, records)
+        not_finite = _into_stores(client, job, bands, plans, overview, in_flight, written, records)
     else:
-        results = ((band, result) for band, result in zip(
-            bands, in_order(client, band_result, job, bands, in_flight=in_flight), strict=True))
+        results = (
+            (band, result)
+            for band, result in zip(
+                bands, in_order(client, band_result, job, bands, in_flight=in_flight), strict=True
+            )
+        )
         if overview is not None:
             results = (overview.add(result) or (band, result) for band, result in results)
         not_finite = plans.write(results, written, records)
@@ -238,11 +264,9 @@ def _chunk_rows(rows: int) -> int:
     return TILE << max(0, (chunks - 1).bit_length())
 
 
-def _statistics(client, job, bands: list, plans: _Outputs, pass_index: int,
-                in_flight: int) -> None:
+def _statistics(client, job, bands: list, plans: _Outputs, pass_index: int, in_flight: int) -> None:
     """One pass of the mappings' statistics: a part per band, merged, taken by each mapping."""
-    maps = {index: mapping for index, mapping in plans.maps.items()
-            if pass_index < mapping.passes}
+    maps = {index: mapping for index, mapping in plans.maps.items() if pass_index < mapping.passes}
     empty = {index: mapping.part(pass_index) for index, mapping in maps.items()}
     [parts] = client.scatter([empty], hash=False)
     merged = {index: mapping.part(pass_index) for index, mapping in maps.items()}
@@ -253,49 +277,87 @@ def _statistics(client, job, bands: list, plans: _Outputs, pass_index: int,
         mapping.take(merged[index])
 
 
-def _into_stores(client, job, bands: list, plans: _Outputs, overview, in_flight: int,
-                 written: list[str], records: list[dict]) -> int:
+def _into_stores(
+    client,
+    job,
+    bands: list,
+    plans: _Outputs,
+    overview,
+    in_flight: int,
+    written: list[str],
+    records: list[dict],
+) -> int:
     """The Zarr outputs, written by the workers (see the module docstring); non-finite values."""
     from contextlib import ExitStack
 
-
-    band_rows = bands[0][1] - bands[0][0]
     not_finite = 0
     with ExitStack() as stack:
-        stores, outputs = [], []
-        for out in plans.todo:
-            layout = plans._layout(out)
-            output = stack.enter_context(atomic_output(
-                out.path, overwrite=plans.task.overwrite, replaceable=written_by_convcli,
-                folder=True))
-            if output.temporary is None:  # an existing store kept
-                continue
-            place = store_place(plans.task, out.path)  # on object storage: written there
-            options = place.get("storage_options")
-            location, claim = store_location(stack, output.temporary, place.get("store_url"),
-                                             options)
-            shape = (layout["height"], layout["width"], layout["channels"])
-            dtype = np.dtype(layout["dtype"])
-            create_store(location, shape, dtype, options)
-            levels = 1 if len(bands) == 1 else band_levels(
-                band_rows, len(level_sizes(shape[0], shape[1])))
-            stores.append(_Store(out, location, shape, dtype, max(1, levels), options, claim))
-            outputs.append(output)
+        stores, outputs = _create_stores(stack, plans, bands)
         [shared] = client.scatter([plans], hash=False)
-        for count, result in in_order(client, band_into_stores, job, bands, shared, stores,
-                                      overview is not None, in_flight=in_flight):
+        for count, result in in_order(
+            client,
+            band_into_stores,
+            job,
+            bands,
+            shared,
+            stores,
+            overview is not None,
+            in_flight=in_flight,
+        ):
             not_finite += count
             if overview is not None:
                 overview.add(result)
         for store in stores:
-            finish_store(store.location, store.shape, store.dtype, written=store.levels,
-                         storage_options=store.storage_options, claim=store.claim,
-                         carried=kept_by(plans.task, plans.carried, store.out,
-                                         plans._scales(store.out)))
+            finish_store(
+                store.location,
+                store.shape,
+                store.dtype,
+                written=store.levels,
+                storage_options=store.storage_options,
+                claim=store.claim,
+                carried=kept_by(plans.task, plans.carried, store.out, plans._scales(store.out)),
+            )
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))
             scales = plans._scales(store.out)
-            records.append(output_record(store.out, scales, plans.depth,
-                                         kept_by(plans.task, plans.carried, store.out, scales)))
+            records.append(
+                output_record(
+                    store.out,
+                    scales,
+                    plans.depth,
+                    kept_by(plans.task, plans.carried, store.out, scales),
+                )
+            )
     return not_finite
+
+
+def _create_stores(stack, plans: _Outputs, bands: list) -> tuple[list, list]:
+    """The empty Zarr stores of the outputs to write, each in its temporary place (closed
+    with `stack`), and their atomic outputs; an existing store kept has none."""
+    band_rows = bands[0][1] - bands[0][0]
+    stores, outputs = [], []
+    for out in plans.todo:
+        layout = plans._layout(out)
+        output = stack.enter_context(
+            atomic_output(
+                out.path,
+                overwrite=plans.task.overwrite,
+                replaceable=written_by_convcli,
+                folder=True,
+            )
+        )
+        if output.temporary is None:  # an existing store kept
+            continue
+        place = store_place(plans.task, out.path)  # on object storage: written there
+        options = place.get("storage_options")
+        location, claim = store_location(stack, output.temporary, place.get("store_url"), options)
+        shape = (layout["height"], layout["width"], layout["channels"])
+        dtype = np.dtype(layout["dtype"])
+        create_store(location, shape, dtype, options)
+        levels = (
+            1 if len(bands) == 1 else band_levels(band_rows, len(level_sizes(shape[0], shape[1])))
+        )
+        stores.append(_Store(out, location, shape, dtype, max(1, levels), options, claim))
+        outputs.append(output)
+    return stores, outputs

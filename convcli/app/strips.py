@@ -68,8 +68,9 @@ class Strip:
     skip: int
 
 
-def plan_strips(geometry: RowGeometry, height: int, rows_per_strip: int,
-                band: tuple[int, int] | None = None) -> list[Strip]:
+def plan_strips(
+    geometry: RowGeometry, height: int, rows_per_strip: int, band: tuple[int, int] | None = None
+) -> list[Strip]:
     """The strips of `rows_per_strip` output rows (the last may have more) covering the result.
 
     With `band`, ``(out0, out1)``, only those output rows, from ``out0`` on:
@@ -128,7 +129,7 @@ def source_rows(in0: int, in1: int, height: int, mode: str) -> np.ndarray:
     """
     before, after = max(0, -in0), max(0, in1 - height)
     rows = border_source(height, before, after, mode)  # from row -before on
-    return rows[in0 + before: in1 + before]
+    return rows[in0 + before : in1 + before]
 
 
 def border_of(op) -> tuple[str | None, float]:
@@ -136,8 +137,9 @@ def border_of(op) -> tuple[str | None, float]:
     return op.border_fill()
 
 
-def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | None = None
-                  ) -> Iterator[tuple[Strip, np.ndarray]]:
+def strip_results(
+    op, source, *, rows_per_strip: int, band: tuple[int, int] | None = None
+) -> Iterator[tuple[Strip, np.ndarray]]:
     """``op.compute`` of the whole image, a strip of output rows at a time.
 
     Parameters
@@ -168,7 +170,7 @@ def strip_results(op, source, *, rows_per_strip: int, band: tuple[int, int] | No
         pixels = _band(source, strip, mode, _fill(source, value))
         pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
         result = op.compute(pic)
-        yield strip, result[strip.skip: strip.skip + strip.out1 - strip.out0]
+        yield strip, result[strip.skip : strip.skip + strip.out1 - strip.out0]
 
 
 def _fill(source, value: float) -> np.ndarray:
@@ -204,7 +206,7 @@ def _read_runs(source, needed: np.ndarray, low: int) -> np.ndarray:
     block = np.empty((int(needed[-1]) - low + 1, source.width, len(source.channels)), np.float32)
     breaks = np.flatnonzero(np.diff(needed) != 1) + 1
     for run in np.split(needed, breaks):
-        block[run[0] - low: run[-1] + 1 - low] = source.read_rows(int(run[0]), int(run[-1]) + 1)
+        block[run[0] - low : run[-1] + 1 - low] = source.read_rows(int(run[0]), int(run[-1]) + 1)
     return block
 
 

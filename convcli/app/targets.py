@@ -48,8 +48,11 @@ class Target:
         if paths and list(paths) != [self.out_file]:
             names = [os.path.basename(p) for p in paths]
             shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
-            return (f"{len(names)} outputs in {self.folder} ({shown}), not {out_dir}"
-                    if len(names) > 1 else f"output in {paths[0]}, not {out_dir}")
+            return (
+                f"{len(names)} outputs in {self.folder} ({shown}), not {out_dir}"
+                if len(names) > 1
+                else f"output in {paths[0]}, not {out_dir}"
+            )
         return f"output in {out_dir}"
 
 
@@ -71,11 +74,16 @@ def run_target(out_dir: str, options, op, stack: ExitStack) -> Target:
     elif options.figure:
         raise OptionError(f"{out_dir!r} is one image: --figure needs a folder", "-o")
     elif out_dir == "-":
-        check_stream(sys.stdout, "-o -", "standard output is closed: nothing can be written to it",
-                      "standard output is a terminal: redirect it to a file (> out.png) or a pipe")
+        check_stream(
+            sys.stdout,
+            "-o -",
+            "standard output is closed: nothing can be written to it",
+            "standard output is a terminal: redirect it to a file (> out.png) or a pipe",
+        )
         folder = stack.enter_context(staging_folder())
-        target = Target(folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"),
-                         stdout=True)
+        target = Target(
+            folder, fmt, os.path.join(folder, f"stdout.{FORMATS[fmt].extension}"), stdout=True
+        )
     elif options.fmt is not None and named != fmt:
         raise OptionError(f"{out_dir!r} names a {named} file, but --format is {fmt}", "-o")
     else:
@@ -95,9 +103,12 @@ def check_not_an_image_name(out_dir: str) -> None:
     if is_image_name(out_dir):
         suffix = os.path.splitext(out_dir)[1]
         writes = ", ".join(f".{f.extension}" for f in FORMATS.values())
-        raise OptionError(f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
-                          f"{writes} (.jpeg and .tif too), and a folder's name has no image "
-                          "extension", "-o")
+        raise OptionError(
+            f"{out_dir!r}: convcli does not write {suffix} files; -o FILE takes "
+            f"{writes} (.jpeg and .tif too), and a folder's name has no image "
+            "extension",
+            "-o",
+        )
 
 
 def check_folder_format(target: Target) -> None:
@@ -107,8 +118,11 @@ def check_folder_format(target: Target) -> None:
     if not FORMATS[target.fmt].folder:
         return
     if target.stdout:
-        raise OptionError(f"--format {target.fmt} writes a folder, which cannot go to standard "
-                          "output: give -o a folder or a .zarr name", "-o -")
+        raise OptionError(
+            f"--format {target.fmt} writes a folder, which cannot go to standard "
+            "output: give -o a folder or a .zarr name",
+            "-o -",
+        )
     load("zarr stores").require_zarr(f"--format {target.fmt} needs zarr")
 
 
@@ -116,12 +130,15 @@ def check_raw_values(op, fmt: str) -> None:
     """``--normalize none`` needs a format that holds float32 values."""
     if getattr(op, "normalize", None) == RAW_VALUES and not FORMATS[fmt].floats:
         holding = " or ".join(name for name, f in FORMATS.items() if f.floats)
-        raise OptionError(f"none writes float32 values, which {fmt} cannot hold: "
-                          f"use --format {holding}", "--normalize")
+        raise OptionError(
+            f"none writes float32 values, which {fmt} cannot hold: use --format {holding}",
+            "--normalize",
+        )
 
 
-def read_stdin(inputs: tuple[str, ...], stack: ExitStack,
-                max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[list[str], dict[str, str]]:
+def read_stdin(
+    inputs: tuple[str, ...], stack: ExitStack, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> tuple[list[str], dict[str, str]]:
     """INPUT ``-``: standard input saved to a temporary file named ``stdin``.
 
     At most :func:`convcli.app.stdio.stdin_limit` bytes are taken: more is a
@@ -131,9 +148,12 @@ def read_stdin(inputs: tuple[str, ...], stack: ExitStack,
         return list(inputs), {}
     if inputs.count("-") > 1:
         raise OptionError("- (standard input) is given more than once", "INPUT")
-    check_stream(sys.stdin, "INPUT", "- reads an image from standard input, which is closed",
-                  "- reads an image from standard input, which is a terminal: "
-                  "pipe an image into it")
+    check_stream(
+        sys.stdin,
+        "INPUT",
+        "- reads an image from standard input, which is closed",
+        "- reads an image from standard input, which is a terminal: pipe an image into it",
+    )
     folder = stack.enter_context(staging_folder())
     path = os.path.join(folder, "stdin")
     save_stdin(path, max_pixels)
@@ -161,14 +181,20 @@ def check_stream(stream, option: str, closed: str, terminal: str) -> None:
 def check_one_image(tasks, out_dir: str) -> None:
     """An OptionError unless the run makes one image, for ``-o FILE`` and ``-o -``."""
     if len(tasks) > 1:
-        raise OptionError(f"{out_dir!r} is one image, but there are {len(tasks)} "
-                          "input images: give a folder", "-o")
+        raise OptionError(
+            f"{out_dir!r} is one image, but there are {len(tasks)} input images: give a folder",
+            "-o",
+        )
     probe = replace(tasks[0], out_file="")
-    if all(single_output(planned_outputs(probe, channels)) is None
-           for channels in (("L",), ("R", "G", "B"))):
+    if all(
+        single_output(planned_outputs(probe, channels)) is None
+        for channels in (("L",), ("R", "G", "B"))
+    ):
         raise OptionError(
             f"{out_dir!r} is one image, but this run makes an image per kernel: give a folder, "
-            "or one map with --combine", "-o")
+            "or one map with --combine",
+            "-o",
+        )
 
 
 def check_folder(folder: str) -> None:
@@ -185,7 +211,8 @@ def check_folder(folder: str) -> None:
     while not os.path.lexists(path) and path != path.parent:
         path, made = path.parent, True
     if not path.is_dir():
-        raise OptionError(f"cannot create the folder {folder}: {path} is in the way, "
-                          "and not a folder", "-o")
+        raise OptionError(
+            f"cannot create the folder {folder}: {path} is in the way, and not a folder", "-o"
+        )
     if made and not os.access(path, os.W_OK | os.X_OK):
         raise OptionError(f"cannot create the folder {folder}: {path}: Permission denied", "-o")

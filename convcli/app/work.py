@@ -21,9 +21,18 @@ WORK_FIXED = 1 << 20
 """The engines' buffers, whatever the image's size."""
 
 
-def whole_work_bytes(op, height: int, width: int, channels: int, sample_bytes: int, *,
-                     float_channels: int, maps: int, per_map: tuple[float, float],
-                     per_result: tuple[float, float] = (0.0, 0.0)) -> int:
+def whole_work_bytes(
+    op,
+    height: int,
+    width: int,
+    channels: int,
+    sample_bytes: int,
+    *,
+    float_channels: int,
+    maps: int,
+    per_map: tuple[float, float],
+    per_result: tuple[float, float] = (0.0, 0.0),
+) -> int:
     """About the peak memory of `op`'s whole-image run on an image of this size.
 
     Parameters
@@ -49,8 +58,9 @@ def whole_work_bytes(op, height: int, width: int, channels: int, sample_bytes: i
     return int(WORK_FIXED + decoded + results)
 
 
-def check_whole_work(task, width: int, height: int, channels: int, sample_bytes: int, *,
-                     what: str = "it") -> None:
+def check_whole_work(
+    task, width: int, height: int, channels: int, sample_bytes: int, *, what: str = "it"
+) -> None:
     """Refuse, before anything is decoded, an image read whole whose work is over ``--memory``.
 
     Only a ``--memory`` given is held so (``task.memory_given``); the default
@@ -79,6 +89,8 @@ def check_whole_work(task, width: int, height: int, channels: int, sample_bytes:
         else:
             why = "only TIFFs and Zarr stores are read in strips"
         subject = "its work" if what == "it" else f"the work of {what}"
-        raise ValueError(f"{subject} would take about {size_text(work)}, over --memory "
-                         f"{size_text(task.memory)}, and {what} is read whole ({why}): raise "
-                         "--memory")
+        raise ValueError(
+            f"{subject} would take about {size_text(work)}, over --memory "
+            f"{size_text(task.memory)}, and {what} is read whole ({why}): raise "
+            "--memory"
+        )

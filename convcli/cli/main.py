@@ -13,40 +13,26 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import click
 
-from ..app.report import Reporter
-from ..choices import (
-    BORDER_MODES,
-    CHANNEL_MODES,
-    DEFAULT_BORDER,
-    DEFAULT_MAX_PIXELS,
-    LOSSES,
-    NORMALIZE_CHOICES,
-)
+from ..choices import LOSSES, NORMALIZE_CHOICES
 from ..errors import MissingExtra, OptionError
 from .options import (
     SEPARATE_OPTION,
-    PadParam,
     common_options,
     conv_options,
+    fit_options,
     normalize_option,
     pad_options,
     pool_options,
     target_option,
 )
+from .terminal import TerminalReport, say
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # click >= 8.2 raises this for a group called without a command (it prints the help).
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
-
-
-def _say(message: str) -> None:
-    from ..io.storage import for_terminal
-
-    click.echo(f"convcli: {for_terminal(message)}", err=True)
 
 
 class _Group(click.Group):
@@ -67,13 +53,13 @@ class _Group(click.Group):
             message = " ".join(exc.format_message().split())
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see '{exc.ctx.command_path} --help')"
-            _say(message)
+            say(message)
             sys.exit(exc.exit_code)
         except click.Abort:
-            _say("interrupted")
+            say("interrupted")
             sys.exit(130)
         except _stream_error() as exc:  # standard output closed or full
-            _say(str(exc))
+            say(str(exc))
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -96,8 +82,15 @@ def _print_version(ctx, param, value):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
-@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Show the version and exit.")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main():
     """Convolution and pooling on image files: pad, conv, pool, the kernel list; grad, fit
     and explain.
@@ -117,67 +110,7 @@ def main():
             raise click.UsageError(problem)
 
 
-# --- the run's reporter, and usage errors -----------------------------------------------------
-
-
-class _Report(Reporter):
-    """The run's reporter on a terminal: a progress bar on stderr while files are processed.
-
-    The bar is shown when stderr is a terminal, unless quiet or verbose, once
-    the number of files is known (from a count in the background when the
-    inputs are planned a folder at a time), and if there is more than one.
-    """
-
-    def __init__(self, *, quiet: bool, verbose: bool, debug: bool):
-        super().__init__(quiet=quiet, verbose=verbose, debug=debug)
-        self.bar = None
-        self.done = 0
-        self.total: int | None = None
-        self._count = None
-        self.start = time.monotonic()
-
-    def wants_total(self) -> bool:
-        return not self.quiet and not self.verbose and sys.stderr.isatty()
-
-    def begin(self, total, count=None) -> None:
-        self.total, self._count = total, count
-        self._start_bar()
-
-    def _start_bar(self) -> None:
-        """Show the progress bar once the total is known, if there is more than one file."""
-        if self.total is None and self._count is not None:
-            self.total = self._count()
-        if not self.wants_total() or self.total is None or self.total <= 1:
-            return
-        self.bar = click.progressbar(
-            length=self.total, label="convcli", file=sys.stderr, show_pos=True,
-            show_eta=True, item_show_func=self._rate,
-        )
-        self.bar.__enter__()
-        self.bar.update(self.done)
-
-    def _rate(self, _item) -> str:
-        elapsed = time.monotonic() - self.start
-        return f"{self.done / elapsed:.1f} files/s" if self.done and elapsed > 0 else ""
-
-    def add(self, result, source: str) -> None:
-        self.done += 1
-        super().add(result, source)
-        if self.bar is not None:
-            self.bar.update(1)
-        elif self.total is None:
-            self._start_bar()
-
-    def say(self, line: str) -> None:
-        if self.bar is not None:  # start the message on a line of its own
-            click.echo("\r\x1b[K", nl=False, err=True)
-        _say(line)
-
-    def end(self, line: str, *, interrupted: bool = False) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-        super().end(line, interrupted=interrupted)
+# --- usage errors --------------------------------------------------------------------------------
 
 
 def _usage_error(exc: Exception) -> click.ClickException:
@@ -198,22 +131,56 @@ def _operation(kind: str, *args, **options):
         raise _usage_error(exc) from None
 
 
-def _run(op, inputs, *, out_dir, fmt, figure, recursive, quiet, overwrite, max_pixels,
-         frames, memory, jobs, verbose, fail_fast, debug, engine, scheduler, scheduler_file,
-         files_per_task, storage_options, dry_run, separate=False) -> None:
+def _run(
+    op,
+    inputs,
+    *,
+    out_dir,
+    fmt,
+    figure,
+    recursive,
+    quiet,
+    overwrite,
+    max_pixels,
+    frames,
+    memory,
+    jobs,
+    verbose,
+    fail_fast,
+    debug,
+    engine,
+    scheduler,
+    scheduler_file,
+    files_per_task,
+    storage_options,
+    dry_run,
+    separate=False,
+) -> None:
     """Run the batch (:func:`convcli.app.run.run_batch`) and exit with its status."""
     from ..app.run import RunOptions, run_batch
 
     source = click.get_current_context().get_parameter_source("fmt")
     options = RunOptions(
-        out_dir=out_dir, fmt=None if source is None or source.name == "DEFAULT" else fmt,
-        figure=figure, separate=separate, recursive=recursive, overwrite=overwrite,
-        max_pixels=max_pixels, fail_fast=fail_fast, engine=engine.lower() if engine else None,
+        out_dir=out_dir,
+        fmt=None if source is None or source.name == "DEFAULT" else fmt,
+        figure=figure,
+        separate=separate,
+        recursive=recursive,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+        fail_fast=fail_fast,
+        engine=engine.lower() if engine else None,
         jobs=jobs,
-        scheduler=scheduler, scheduler_file=scheduler_file, files_per_task=files_per_task,
-        storage_options=storage_options, memory=memory, dry_run=dry_run, frames=frames)
+        scheduler=scheduler,
+        scheduler_file=scheduler_file,
+        files_per_task=files_per_task,
+        storage_options=storage_options,
+        memory=memory,
+        dry_run=dry_run,
+        frames=frames,
+    )
     try:
-        report = _Report(quiet=quiet, verbose=verbose, debug=debug)
+        report = TerminalReport(quiet=quiet, verbose=verbose, debug=debug)
         status = run_batch(op, inputs, options, report)
     except (OptionError, MissingExtra) as exc:
         raise _usage_error(exc) from None
@@ -244,18 +211,27 @@ def pad_cmd(pad, value, mode, inputs, **common):
 
 
 def _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation=1):
-    return _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                      channels=channels.lower(), normalize=normalize.lower(),
-                      border=border.lower(), combine=combine.lower() if combine else None,
-                      dilation=dilation)
+    return _operation(
+        "ConvOp",
+        kernels,
+        stride=stride,
+        pad=pad,
+        bias=bias,
+        channels=channels.lower(),
+        normalize=normalize.lower(),
+        border=border.lower(),
+        combine=combine.lower() if combine else None,
+        dilation=dilation,
+    )
 
 
 @main.command("conv")
 @conv_options
 @normalize_option
 @common_options
-def conv_cmd(kernels, stride, pad, bias, channels, border, combine, normalize, dilation,
-             inputs, **common):
+def conv_cmd(
+    kernels, stride, pad, bias, channels, border, combine, normalize, dilation, inputs, **common
+):
     """Convolve images with named kernels (conv_forward; cross-correlation, no flip).
 
     Alpha weighs the colours: blurs by channel keep it (RGBA out), edge maps
@@ -296,35 +272,23 @@ def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
 
 
 @main.command("fit")
-@click.argument("before", type=click.Path(path_type=str, readable=False))
-@click.argument("after", type=click.Path(path_type=str, readable=False))
-@click.option("--size", type=click.IntRange(min=1, max=31), default=3, show_default=True,
-              help="Kernel size F (F x F).")
-@click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
-              default="sum", show_default=True,
-              help="As conv: sum (the channel sum), each (one kernel on every colour channel) "
-                   "or gray.")
-@click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
-              help="As conv: same, valid or N.")
-@click.option("--border", type=click.Choice(BORDER_MODES, case_sensitive=False),
-              default=DEFAULT_BORDER, show_default=True, help="As conv: how the pad is filled.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
-              help="As conv.")
-@click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
-              help="As conv: pixels between the kernel's taps.")
-@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True,
-              help="At most this many gradient steps.")
-@click.option("-o", "--out", default="", metavar="FILE",
-              help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]")
-@click.option("--figure", is_flag=True,
-              help="Also draw FILE's stem + _grid.png: the kernel, the closest named one, "
-                   "the loss curve.")
-@click.option("--overwrite", is_flag=True, help="Replace a kernel file (and figure) fit wrote.")
-@click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
-              show_default=True, help="Refuse larger images (0: no limit).")
-@click.option("-q", "--quiet", is_flag=True, help="Only report errors.")
-def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps, out, figure,
-            overwrite, max_pixels, quiet):
+@fit_options
+def fit_cmd(
+    before,
+    after,
+    size,
+    channels,
+    pad,
+    border,
+    stride,
+    dilation,
+    steps,
+    out,
+    figure,
+    overwrite,
+    max_pixels,
+    quiet,
+):
     """Learn the F x F kernel and bias that turn BEFORE into AFTER (by conv_backward).
 
     AFTER is an image, or a .npy of raw values as 'conv --format npy' writes
@@ -336,38 +300,60 @@ def fit_cmd(before, after, size, channels, pad, border, stride, dilation, steps,
       convcli conv -k sobel-x --format npy -o edges.npy photo.png
       convcli fit photo.png edges.npy -o learned.toml --figure
     """
-    from ..app.fit import FitError, FitRun, run_fit
+    from ..app.fit import FitRun
 
     if out and os.path.isdir(out):
-        raise click.BadParameter(f"{out!r} is a folder: -o names the kernel file",
-                                 param_hint="'-o'")
-    run = FitRun(before, after, size=size, channels=channels.lower(), pad=pad,
-                 border=border.lower(), stride=stride, dilation=dilation, steps=steps, out=out,
-                 figure=figure, overwrite=overwrite, max_pixels=max_pixels)
+        raise click.BadParameter(
+            f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
+        )
+    run = FitRun(
+        before,
+        after,
+        size=size,
+        channels=channels.lower(),
+        pad=pad,
+        border=border.lower(),
+        stride=stride,
+        dilation=dilation,
+        steps=steps,
+        out=out,
+        figure=figure,
+        overwrite=overwrite,
+        max_pixels=max_pixels,
+    )
     try:
         run.conv_op()  # options that cannot work together are usage errors, as in conv
     except OptionError as exc:
         raise _usage_error(exc) from None
+    _fit(run, quiet=quiet)
+
+
+def _fit(run, *, quiet: bool) -> None:
+    """Run the fit, its progress on one line of stderr where that is a terminal (not with
+    `quiet`); then what it found and the files written, or its error (exit status 1)."""
+    from ..app.fit import FitError, run_fit
+
     live = not quiet and sys.stderr.isatty()
 
     def progress(step, error):
         if live:
-            click.echo(f"\rconvcli: step {step}: relative error {error:.3e}\x1b[K", nl=False,
-                       err=True)
+            click.echo(
+                f"\rconvcli: step {step}: relative error {error:.3e}\x1b[K", nl=False, err=True
+            )
 
     try:
         lines, written = run_fit(run, progress=progress)
     except FitError as exc:
         if live:
             click.echo("\r\x1b[K", nl=False, err=True)
-        _say(str(exc))
+        say(str(exc))
         sys.exit(1)
     if live:
         click.echo("\r\x1b[K", nl=False, err=True)
     if not quiet:
         for line in lines:
-            _say(line)
-        _say(f"wrote {', '.join(written)}")
+            say(line)
+        say(f"wrote {', '.join(written)}")
 
 
 @main.group("grad", context_settings=CONTEXT_SETTINGS)
@@ -386,9 +372,13 @@ _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
 
 @grad_cmd.command("pool")
 @pool_options
-@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-              default="robust", show_default=True,
-              help="Values to image levels (robust: the 99.5th percentile white).")
+@click.option(
+    "--normalize",
+    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+    default="robust",
+    show_default=True,
+    help="Values to image levels (robust: the 99.5th percentile white).",
+)
 @common_options
 def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
     """Where pooling sends its gradient (pool_backward's dA_prev for ones).
@@ -401,24 +391,45 @@ def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
       convcli grad pool photo.png
       convcli grad pool --mode average --size 3 --stride 2 --format npy photo.png
     """
-    op = _operation("GradPoolOp", _pool_op(mode, size, stride, pad, ceil),
-                    normalize=normalize.lower())
+    op = _operation(
+        "GradPoolOp", _pool_op(mode, size, stride, pad, ceil), normalize=normalize.lower()
+    )
     _run(op, inputs, **common)
 
 
 @grad_cmd.command("conv")
 @conv_options
-@click.option("--loss", type=click.Choice(LOSSES, case_sensitive=False),
-              default="energy", show_default=True,
-              help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
-                   "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
-                   "image for a zero-sum kernel).")
-@click.option("--normalize", type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-              default="offset", show_default=True,
-              help="Values to image levels (offset: zero mid-grey).")
+@click.option(
+    "--loss",
+    type=click.Choice(LOSSES, case_sensitive=False),
+    default="energy",
+    show_default=True,
+    help="energy: L = sum(Z^2)/2, the pixels that most change the strong responses; "
+    "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
+    "image for a zero-sum kernel).",
+)
+@click.option(
+    "--normalize",
+    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+    default="offset",
+    show_default=True,
+    help="Values to image levels (offset: zero mid-grey).",
+)
 @common_options
-def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, loss,
-                  normalize, inputs, **common):
+def grad_conv_cmd(
+    kernels,
+    stride,
+    pad,
+    bias,
+    channels,
+    border,
+    combine,
+    dilation,
+    loss,
+    normalize,
+    inputs,
+    **common,
+):
     """Which pixels would most change the response (conv_backward's dA_prev).
 
     Writes dA_prev of L = sum(Z) or sum(Z^2)/2 per kernel, and prints dW, the
@@ -429,9 +440,17 @@ def grad_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilatio
       convcli grad conv -k vertical photo.png
       convcli grad conv -k edge --loss energy --figure photo.png
     """
-    conv = _operation("ConvOp", kernels, stride=stride, pad=pad, bias=bias,
-                      channels=channels.lower(), border=border.lower(),
-                      combine=combine.lower() if combine else None, dilation=dilation)
+    conv = _operation(
+        "ConvOp",
+        kernels,
+        stride=stride,
+        pad=pad,
+        bias=bias,
+        channels=channels.lower(),
+        border=border.lower(),
+        combine=combine.lower() if combine else None,
+        dilation=dilation,
+    )
     op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
 
@@ -466,11 +485,13 @@ def _explain(op, target) -> None:
 @conv_options
 @normalize_option
 @target_option
-def explain_conv_cmd(kernels, stride, pad, bias, channels, border, combine, dilation, normalize,
-                     target):
+def explain_conv_cmd(
+    kernels, stride, pad, bias, channels, border, combine, dilation, normalize, target
+):
     """Explain conv with these options (the values of --format npy; --normalize is ignored)."""
-    _explain(_conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation),
-             target)
+    _explain(
+        _conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation), target
+    )
 
 
 @explain_cmd.command("pool")
@@ -491,8 +512,11 @@ def explain_pad_cmd(pad, value, mode, target):
 
 @main.command("kernels")
 @click.argument("name", required=False)
-@click.option("--check", is_flag=True,
-              help="Say what the kernel does instead: sum, separable, symmetry, centre.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Say what the kernel does instead: sum, separable, symmetry, centre.",
+)
 def kernels_cmd(name, check):
     """List the named kernels, or print one kernel's grid.
 

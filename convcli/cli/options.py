@@ -1,8 +1,9 @@
 """The options the commands share, as click decorators (rasterio's ``rio/options.py``).
 
 ``common_options`` (INPUT... and the batch's options), ``pad_options``,
-``conv_options``, ``normalize_option``, ``pool_options`` and
-``target_option`` (explain's ``--as``); :class:`PadParam` parses ``--pad``.
+``conv_options``, ``normalize_option``, ``pool_options``, ``fit_options`` and
+``target_option`` (explain's ``--as``), each list of options applied in order;
+:class:`PadParam` parses ``--pad``.
 Their choices come from :mod:`convcli.choices` and :data:`convcli.engines.base.ENGINES`.
 """
 
@@ -57,77 +58,25 @@ def _frames(ctx, param, value):
 
 
 _FRAMES_OPTION = click.option(
-    "--frames", default=DEFAULT_FRAMES, show_default=True, metavar="first|all|LIST",
+    "--frames",
+    default=DEFAULT_FRAMES,
+    show_default=True,
+    metavar="first|all|LIST",
     callback=_frames,
     help="Frames of multi-page TIFFs and animations (GIF, WebP, PNG) to process, as the "
-         "batch axis m: first, all, or numbers from 0 such as 0,2-5.")
+    "batch axis m: first, all, or numbers from 0 such as 0,2-5.",
+)
 
 
 _FORMAT_OPTION = click.option(
-    "--format", "fmt", type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
+    "--format",
+    "fmt",
+    type=click.Choice([*FORMAT_NAMES, *FORMAT_ALIASES], case_sensitive=False),
     default=None,
     help="The format of every output (one raw float32 .npy per input with npy)  [default: pad "
-         "and pool keep the input's (PNG for one convcli cannot write), conv and grad maps "
-         "are PNG]")
-
-
-def common_options(command):
-    """INPUT... and the options every image command takes (files, formats, the batch)."""
-    decorators = [
-        # Not checked for reading here: an unreadable file or folder fails on its own
-        # line in the batch, and the rest runs.
-        click.argument("inputs", metavar="INPUT...", nargs=-1, required=True,
-                       type=click.Path(path_type=str, readable=False)),
-        click.option("-o", "--out-dir", default="convcli-out", show_default=True,
-                     metavar="DIR|FILE|-",
-                     help="Folder for the results (created if needed); or, for one input "
-                          "giving one image, a file named with its format's extension, or "
-                          "- for standard output."),
-        _FORMAT_OPTION,
-        click.option("--figure", is_flag=True,
-                     help="Also draw <stem>_<op>-<options>_grid.png: the original beside "
-                          "every channel."),
-        click.option("-r", "--recursive", is_flag=True,
-                     help="Also take images in subfolders (mirrored under --out-dir)."),
-        click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
-        click.option("--overwrite", is_flag=True,
-                     help="Replace existing outputs (otherwise a done file is skipped)."),
-        click.option("-n", "--dry-run", is_flag=True,
-                     help="List each input's outputs (name, size, format) and the files that "
-                          "would be skipped; write nothing."),
-        click.option("--max-pixels", type=click.IntRange(min=0), default=DEFAULT_MAX_PIXELS,
-                     show_default=True, help="Refuse larger images, a stack's frames counted "
-                     "together, and TIFF or Zarr files storing no image for their size "
-                     "(0: no limit)."),
-        _FRAMES_OPTION,
-        click.option("--memory", type=SizeParam(), default=None,
-                     help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "
-                          "computed and written in strips  [default: half the memory "
-                          "available, shared by --jobs]"),
-        click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-                     help="Files processed in parallel, each in its own process  "
-                          "[default: the number of CPUs]"),
-        click.option("-v", "--verbose", is_flag=True, help="One line per file."),
-        click.option("--fail-fast", is_flag=True, help="Stop at the first file that fails."),
-        click.option("--debug", is_flag=True,
-                     help="Show the traceback of an unexpected error."),
-        click.option("--engine", type=click.Choice(list(ENGINES), case_sensitive=False),
-                     default=None,
-                     help="Where the files are processed: worker processes here, or a Dask "
-                          "cluster  [default: dask with --scheduler, else processes]"),
-        click.option("--scheduler", metavar="ADDRESS|local",
-                     help="Run the batch on a Dask cluster (tcp://HOST:PORT), or on a local one "
-                          "of --jobs worker processes (needs convcli[dask])."),
-        click.option("--scheduler-file", type=click.Path(dir_okay=False, path_type=str),
-                     help="Run the batch on the Dask cluster that this scheduler file names."),
-        click.option("--files-per-task", type=click.IntRange(min=1), default=None,
-                     help="Files in each Dask task  [default: 8]"),
-        click.option("--storage-option", "storage_options", multiple=True,
-                     metavar="KEY=VALUE", callback=_storage_options,
-                     help="An fsspec option for s3://, gs:// ... inputs and outputs "
-                          "(endpoint_url=..., anon=true); repeatable."),
-    ]
-    return _apply(decorators, command)
+    "and pool keep the input's (PNG for one convcli cannot write), conv and grad maps "
+    "are PNG]",
+)
 
 
 def _side_widths(text: str):
@@ -136,8 +85,9 @@ def _side_widths(text: str):
         return None
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"{text!r} is not T,B,L,R: four whole numbers >= 0 "
-                         "(top, bottom, left, right)")
+        raise ValueError(
+            f"{text!r} is not T,B,L,R: four whole numbers >= 0 (top, bottom, left, right)"
+        )
     return tuple(int(p) for p in parts)
 
 
@@ -191,26 +141,158 @@ class PadParam(click.ParamType):
         return number
 
 
+_COMMON_OPTIONS = [
+    # Not checked for reading here: an unreadable file or folder fails on its own
+    # line in the batch, and the rest runs.
+    click.argument(
+        "inputs",
+        metavar="INPUT...",
+        nargs=-1,
+        required=True,
+        type=click.Path(path_type=str, readable=False),
+    ),
+    click.option(
+        "-o",
+        "--out-dir",
+        default="convcli-out",
+        show_default=True,
+        metavar="DIR|FILE|-",
+        help="Folder for the results (created if needed); or, for one input "
+        "giving one image, a file named with its format's extension, or "
+        "- for standard output.",
+    ),
+    _FORMAT_OPTION,
+    click.option(
+        "--figure",
+        is_flag=True,
+        help="Also draw <stem>_<op>-<options>_grid.png: the original beside every channel.",
+    ),
+    click.option(
+        "-r",
+        "--recursive",
+        is_flag=True,
+        help="Also take images in subfolders (mirrored under --out-dir).",
+    ),
+    click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
+    click.option(
+        "--overwrite",
+        is_flag=True,
+        help="Replace existing outputs (otherwise a done file is skipped).",
+    ),
+    click.option(
+        "-n",
+        "--dry-run",
+        is_flag=True,
+        help="List each input's outputs (name, size, format) and the files that "
+        "would be skipped; write nothing.",
+    ),
+    click.option(
+        "--max-pixels",
+        type=click.IntRange(min=0),
+        default=DEFAULT_MAX_PIXELS,
+        show_default=True,
+        help="Refuse larger images, a stack's frames counted "
+        "together, and TIFF or Zarr files storing no image for their size "
+        "(0: no limit).",
+    ),
+    _FRAMES_OPTION,
+    click.option(
+        "--memory",
+        type=SizeParam(),
+        default=None,
+        help="Memory one image's work may take (512M, 4G); a larger TIFF is read, "
+        "computed and written in strips  [default: half the memory "
+        "available, shared by --jobs]",
+    ),
+    click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Files processed in parallel, each in its own process  [default: the number of CPUs]",
+    ),
+    click.option("-v", "--verbose", is_flag=True, help="One line per file."),
+    click.option("--fail-fast", is_flag=True, help="Stop at the first file that fails."),
+    click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error."),
+    click.option(
+        "--engine",
+        type=click.Choice(list(ENGINES), case_sensitive=False),
+        default=None,
+        help="Where the files are processed: worker processes here, or a Dask "
+        "cluster  [default: dask with --scheduler, else processes]",
+    ),
+    click.option(
+        "--scheduler",
+        metavar="ADDRESS|local",
+        help="Run the batch on a Dask cluster (tcp://HOST:PORT), or on a local one "
+        "of --jobs worker processes (needs convcli[dask]).",
+    ),
+    click.option(
+        "--scheduler-file",
+        type=click.Path(dir_okay=False, path_type=str),
+        help="Run the batch on the Dask cluster that this scheduler file names.",
+    ),
+    click.option(
+        "--files-per-task",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Files in each Dask task  [default: 8]",
+    ),
+    click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_storage_options,
+        help="An fsspec option for s3://, gs:// ... inputs and outputs "
+        "(endpoint_url=..., anon=true); repeatable.",
+    ),
+]
+
+
+def common_options(command):
+    """INPUT... and the options every image command takes (files, formats, the batch)."""
+    return _apply(_COMMON_OPTIONS, command)
+
+
 SEPARATE_OPTION = click.option(
-    "--separate", is_flag=True,
-    help="Also write each channel as a grey image (as ImageMagick's -separate does).")
+    "--separate",
+    is_flag=True,
+    help="Also write each channel as a grey image (as ImageMagick's -separate does).",
+)
 """pad's and pool's ``--separate``: an image changed is written whole, its channels too
 with it (:func:`convcli.app.names.channels_written`)."""
 
 
+_PAD_OPTIONS = [
+    click.option(
+        "--pad",
+        "pad",
+        type=PadParam(words=False),
+        default="2",
+        show_default=True,
+        help="Pixels added on every side, or T,B,L,R: on the top, bottom, left and right.",
+    ),
+    click.option(
+        "--value",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Fill value for --mode constant, in the image's scale (0-255 for 8-bit).",
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice(PAD_MODES, case_sensitive=False),
+        default="constant",
+        show_default=True,
+        help="How the border is filled.",
+    ),
+]
+
+
 def pad_options(command):
     """pad's options: for pad, and explain pad."""
-    decorators = [
-        click.option("--pad", "pad", type=PadParam(words=False), default="2", show_default=True,
-                     help="Pixels added on every side, or T,B,L,R: on the top, bottom, left "
-                          "and right."),
-        click.option("--value", type=float, default=0.0, show_default=True,
-                     help="Fill value for --mode constant, in the image's scale (0-255 for "
-                          "8-bit)."),
-        click.option("--mode", type=click.Choice(PAD_MODES, case_sensitive=False),
-                     default="constant", show_default=True, help="How the border is filled."),
-    ]
-    return _apply(decorators, command)
+    return _apply(_PAD_OPTIONS, command)
 
 
 def _kernels(ctx, param, values):
@@ -225,70 +307,214 @@ def _kernels(ctx, param, values):
     return tuple(kernels)
 
 
+_CONV_OPTIONS = [
+    click.option(
+        "-k",
+        "--kernel",
+        "kernels",
+        multiple=True,
+        callback=_kernels,
+        metavar="SPEC",
+        help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file "
+        "(a path with / or an extension); repeatable, or a comma list. "
+        "Default: vertical, horizontal and edge.",
+    ),
+    click.option(
+        "--stride",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Step between kernel positions.",
+    ),
+    click.option(
+        "--pad",
+        "pad",
+        type=PadParam(),
+        default="same",
+        show_default=True,
+        help="same: keep the size (odd kernels, stride 1); valid: 0; "
+        "N pixels on every side, or T,B,L,R (top, bottom, left, right), "
+        "filled as --border says.",
+    ),
+    click.option(
+        "--bias", type=float, default=0.0, show_default=True, help="Added to every output value."
+    ),
+    click.option(
+        "--channels",
+        type=click.Choice(CHANNEL_MODES, case_sensitive=False),
+        default="sum",
+        show_default=True,
+        help="sum: each kernel over all channels, summed; each: every channel "
+        "separately (and each kernel's result in colour); gray: luminance "
+        "first.",
+    ),
+    click.option(
+        "--border",
+        type=click.Choice(BORDER_MODES, case_sensitive=False),
+        default=DEFAULT_BORDER,
+        show_default=True,
+        help="How the pad is filled (as pad --mode); constant is zeros.",
+    ),
+    click.option(
+        "--combine",
+        type=click.Choice(COMBINE_MODES, case_sensitive=False),
+        default=None,
+        help="One map of all kernels: magnitude (sqrt of the sum of squares), max or sum.",
+    ),
+    click.option(
+        "--dilation",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Pixels between a kernel's taps (as PyTorch's dilation); --pad same "
+        "pads for the dilated kernel.",
+    ),
+]
+
+
 def conv_options(command):
     """The kernels and conv_forward's options: for conv, and any command that convolves."""
-    decorators = [
-        click.option("-k", "--kernel", "kernels", multiple=True, callback=_kernels,
-                     metavar="SPEC",
-                     help="Kernel name (see 'convcli kernels'), NAME:ANGLE, or a kernel file "
-                          "(a path with / or an extension); repeatable, or a comma list. "
-                          "Default: vertical, horizontal and edge."),
-        click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Step between kernel positions."),
-        click.option("--pad", "pad", type=PadParam(), default="same", show_default=True,
-                     help="same: keep the size (odd kernels, stride 1); valid: 0; "
-                          "N pixels on every side, or T,B,L,R (top, bottom, left, right), "
-                          "filled as --border says."),
-        click.option("--bias", type=float, default=0.0, show_default=True,
-                     help="Added to every output value."),
-        click.option("--channels", type=click.Choice(CHANNEL_MODES, case_sensitive=False),
-                     default="sum", show_default=True,
-                     help="sum: each kernel over all channels, summed; each: every channel "
-                          "separately (and each kernel's result in colour); gray: luminance "
-                          "first."),
-        click.option("--border", type=click.Choice(BORDER_MODES, case_sensitive=False),
-                     default=DEFAULT_BORDER, show_default=True,
-                     help="How the pad is filled (as pad --mode); constant is zeros."),
-        click.option("--combine", type=click.Choice(COMBINE_MODES, case_sensitive=False),
-                     default=None,
-                     help="One map of all kernels: magnitude (sqrt of the sum of squares), "
-                          "max or sum."),
-        click.option("--dilation", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Pixels between a kernel's taps (as PyTorch's dilation); --pad same "
-                          "pads for the dilated kernel."),
-    ]
-    return _apply(decorators, command)
+    return _apply(_CONV_OPTIONS, command)
 
 
 normalize_option = click.option(
-    "--normalize", type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
-    default="auto", show_default=True,
+    "--normalize",
+    type=click.Choice(NORMALIZE_CHOICES, case_sensitive=False),
+    default="auto",
+    show_default=True,
     help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
-         "99.5th percentile of |x| is white), clip for kernels that keep the level "
-         "(blur, sharpen; a channel sum shown as the mean), minmax otherwise; "
-         "none: the float32 values (--format tiff or npy).")
+    "99.5th percentile of |x| is white), clip for kernels that keep the level "
+    "(blur, sharpen; a channel sum shown as the mean), minmax otherwise; "
+    "none: the float32 values (--format tiff or npy).",
+)
+
+
+_POOL_OPTIONS = [
+    click.option(
+        "--mode",
+        type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
+        default="max",
+        show_default=True,
+        help="Max or average pooling.",
+    ),
+    click.option(
+        "--size",
+        type=click.IntRange(min=1),
+        default=2,
+        show_default=True,
+        help="Window size F (F x F).",
+    ),
+    click.option(
+        "--stride",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Step between windows  [default: the size]",
+    ),
+    click.option(
+        "--pad",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Pixels of padding on every side, at most half the size; padding is "
+        "never part of a window (max of, or mean of, the real pixels).",
+    ),
+    click.option(
+        "--ceil",
+        is_flag=True,
+        help="Round the output size up (PyTorch's ceil_mode): a last, partial "
+        "window where the image does not divide evenly.",
+    ),
+]
 
 
 def pool_options(command):
     """pool's options: for pool, grad pool and explain pool."""
-    decorators = [
-        click.option("--mode",
-                     type=click.Choice([*POOL_MODES, *POOL_MODE_ALIASES], case_sensitive=False),
-                     default="max", show_default=True, help="Max or average pooling."),
-        click.option("--size", type=click.IntRange(min=1), default=2, show_default=True,
-                     help="Window size F (F x F)."),
-        click.option("--stride", type=click.IntRange(min=1), default=None,
-                     help="Step between windows  [default: the size]"),
-        click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Pixels of padding on every side, at most half the size; padding is "
-                          "never part of a window (max of, or mean of, the real pixels)."),
-        click.option("--ceil", is_flag=True,
-                     help="Round the output size up (PyTorch's ceil_mode): a last, partial "
-                          "window where the image does not divide evenly."),
-    ]
-    return _apply(decorators, command)
+    return _apply(_POOL_OPTIONS, command)
 
 
 target_option = click.option(
-    "--as", "target", type=click.Choice(EXPLAIN_TARGETS, case_sensitive=False), default=None,
-    help="The tool to write the operation for; without it, a table of conventions.")
+    "--as",
+    "target",
+    type=click.Choice(EXPLAIN_TARGETS, case_sensitive=False),
+    default=None,
+    help="The tool to write the operation for; without it, a table of conventions.",
+)
+
+
+_FIT_OPTIONS = [
+    click.argument("before", type=click.Path(path_type=str, readable=False)),
+    click.argument("after", type=click.Path(path_type=str, readable=False)),
+    click.option(
+        "--size",
+        type=click.IntRange(min=1, max=31),
+        default=3,
+        show_default=True,
+        help="Kernel size F (F x F).",
+    ),
+    click.option(
+        "--channels",
+        type=click.Choice(CHANNEL_MODES, case_sensitive=False),
+        default="sum",
+        show_default=True,
+        help="As conv: sum (the channel sum), each (one kernel on every colour channel) or gray.",
+    ),
+    click.option(
+        "--pad",
+        "pad",
+        type=PadParam(),
+        default="same",
+        show_default=True,
+        help="As conv: same, valid or N.",
+    ),
+    click.option(
+        "--border",
+        type=click.Choice(BORDER_MODES, case_sensitive=False),
+        default=DEFAULT_BORDER,
+        show_default=True,
+        help="As conv: how the pad is filled.",
+    ),
+    click.option(
+        "--stride", type=click.IntRange(min=1), default=1, show_default=True, help="As conv."
+    ),
+    click.option(
+        "--dilation",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="As conv: pixels between the kernel's taps.",
+    ),
+    click.option(
+        "--steps",
+        type=click.IntRange(min=1),
+        default=200,
+        show_default=True,
+        help="At most this many gradient steps.",
+    ),
+    click.option(
+        "-o",
+        "--out",
+        default="",
+        metavar="FILE",
+        help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]",
+    ),
+    click.option(
+        "--figure",
+        is_flag=True,
+        help="Also draw FILE's stem + _grid.png: the kernel, the closest named one, "
+        "the loss curve.",
+    ),
+    click.option("--overwrite", is_flag=True, help="Replace a kernel file (and figure) fit wrote."),
+    click.option(
+        "--max-pixels",
+        type=click.IntRange(min=0),
+        default=DEFAULT_MAX_PIXELS,
+        show_default=True,
+        help="Refuse larger images (0: no limit).",
+    ),
+    click.option("-q", "--quiet", is_flag=True, help="Only report errors."),
+]
+
+
+def fit_options(command):
+    """fit's BEFORE and AFTER, and its options (those of conv with their meaning there)."""
+    return _apply(_FIT_OPTIONS, command)

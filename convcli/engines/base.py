@@ -120,8 +120,14 @@ class Engine(ABC):
         self.close()
 
     @abstractmethod
-    def start(self, tasks: Iterable, worker: Callable, *, count: int | None = None,
-              stop_requests: Callable[[], int] = lambda: 0) -> Iterator:
+    def start(
+        self,
+        tasks: Iterable,
+        worker: Callable,
+        *,
+        count: int | None = None,
+        stop_requests: Callable[[], int] = lambda: 0,
+    ) -> Iterator:
         """Run ``worker(task)`` for every task; yield each ``FileResult`` as it completes.
 
         Parameters
@@ -167,8 +173,9 @@ class Engine(ABC):
         """One line on workers that died and were recovered from, or None."""
         if not self.recovered_deaths:
             return None
-        return self.deaths_text.format(count=len(self.recovered_deaths),
-                                       names=", ".join(self.recovered_deaths))
+        return self.deaths_text.format(
+            count=len(self.recovered_deaths), names=", ".join(self.recovered_deaths)
+        )
 
 
 class RunHooks:
@@ -188,8 +195,9 @@ class RunHooks:
         outputs a task writes (a Dask worker's journal of what was written)."""
         return nullcontext()
 
-    def write_records(self, results: list, run_key: str, task_key: str,
-                      options: dict | None = None) -> tuple[str, ...]:
+    def write_records(
+        self, results: list, run_key: str, task_key: str, options: dict | None = None
+    ) -> tuple[str, ...]:
         """Keep the records of `results`' outputs beside them, should the results never
         reach the run; the paths written."""
         return ()

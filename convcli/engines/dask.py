@@ -62,8 +62,13 @@ DEFAULT_FILES_PER_TASK = 8
 (about a millisecond a task), few enough to spread a folder over many workers."""
 
 
-def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
-            jobs: int = 1, timeout: float = 10.0):
+def connect(
+    scheduler: str | None = None,
+    scheduler_file: str | None = None,
+    *,
+    jobs: int = 1,
+    timeout: float = 10.0,
+):
     """A ``distributed.Client`` for `scheduler` (an address or ``"local"``) or `scheduler_file`.
 
     ``"local"`` starts a LocalCluster of `jobs` worker processes of one
@@ -91,23 +96,13 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
     # also a scheduler that went away (its "Failed to reconnect" error).
     _quiet_dask_logs(logging.ERROR)
     try:
-        if scheduler == "local":
-            # The scheduler's HTTP server on a free loopback port: with the dashboard
-            # off it would still take 8787, and warn when another cluster holds it.
-            cluster = distributed.LocalCluster(
-                n_workers=jobs, threads_per_worker=1, processes=True,
-                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-            client = distributed.Client(cluster, set_as_default=False)
-            client._convcli_cluster = cluster  # closed with the client, see close()
-        elif scheduler_file is not None:
-            client = distributed.Client(scheduler_file=scheduler_file, timeout=timeout,
-                                        set_as_default=False)
-        else:
-            client = distributed.Client(scheduler, timeout=timeout, set_as_default=False)
+        client = _client(distributed, scheduler, scheduler_file, jobs=jobs, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         where = scheduler_file or scheduler
-        raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
-                           f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {where}: "
+            f"{' '.join(str(exc).split()) or type(exc).__name__}"
+        ) from None
     asyncio_loop = getattr(client.loop, "asyncio_loop", None)
     if asyncio_loop is not None:
         asyncio_loop.set_exception_handler(_without_abandoned_gathers)
@@ -117,6 +112,32 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None, *,
         close(client)
         raise
     return client
+
+
+def _client(
+    distributed, scheduler: str | None, scheduler_file: str | None, *, jobs: int, timeout: float
+):
+    """The client of :func:`connect`: of a new local cluster, or of the scheduler named."""
+    import logging
+
+    if scheduler == "local":
+        # The scheduler's HTTP server on a free loopback port: with the dashboard
+        # off it would still take 8787, and warn when another cluster holds it.
+        cluster = distributed.LocalCluster(
+            n_workers=jobs,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
+        )
+        client = distributed.Client(cluster, set_as_default=False)
+        client._convcli_cluster = cluster  # closed with the client, see close()
+        return client
+    if scheduler_file is not None:
+        return distributed.Client(
+            scheduler_file=scheduler_file, timeout=timeout, set_as_default=False
+        )
+    return distributed.Client(scheduler, timeout=timeout, set_as_default=False)
 
 
 def _without_abandoned_gathers(loop, context: dict) -> None:
@@ -146,8 +167,11 @@ def _quiet_dask_logs(level: int) -> None:
     """Dask's loggers (``distributed`` and those its configuration sets apart) at `level`."""
     import logging
 
-    names = [name for name in logging.root.manager.loggerDict
-             if name == "distributed" or name.startswith("distributed.")]
+    names = [
+        name
+        for name in logging.root.manager.loggerDict
+        if name == "distributed" or name.startswith("distributed.")
+    ]
     for name in names or ["distributed"]:
         logging.getLogger(name).setLevel(level)
 
@@ -161,7 +185,7 @@ def _check_reachable(address: str, timeout: float) -> None:
     """
     import socket
 
-    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    rest = address[len("tcp://") :] if address.startswith("tcp://") else address
     host, sep, port = rest.rpartition(":")
     if "://" in rest or not sep or not port.isdigit():
         return
@@ -201,9 +225,11 @@ def _check_greeting(connection, address: str) -> None:
     length = int.from_bytes(header, "little") if len(header) == 8 else 0
     if not 0 < length <= _LARGEST_HANDSHAKE:
         said = "said nothing" if not header else "answered in another protocol"
-        raise ClusterError(f"{address} is not a Dask scheduler: it {said} in "
-                           f"{HANDSHAKE_SECONDS:g} s (a dashboard or web server? a scheduler "
-                           "listens on 8786, its dashboard on 8787)")
+        raise ClusterError(
+            f"{address} is not a Dask scheduler: it {said} in "
+            f"{HANDSHAKE_SECONDS:g} s (a dashboard or web server? a scheduler "
+            "listens on 8786, its dashboard on 8787)"
+        )
 
 
 def close(client) -> None:
@@ -245,13 +271,16 @@ def check_versions(client, *, wait_seconds: float = 10.0) -> None:
         if isinstance(exc, OSError) or client.status != "running":
             raise _gone_before_the_run(client) from None
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ClusterError(f"convcli cannot be imported on the Dask workers ({reason}); "
-                           f"install convcli {ours} there") from None
+        raise ClusterError(
+            f"convcli cannot be imported on the Dask workers ({reason}); "
+            f"install convcli {ours} there"
+        ) from None
     other = {address: version for address, version in theirs.items() if version != ours}
     if other:
         listed = ", ".join(f"{address} has {version}" for address, version in sorted(other.items()))
-        raise ClusterError(f"the Dask workers must run convcli {ours}, as this machine does: "
-                           f"{listed}")
+        raise ClusterError(
+            f"the Dask workers must run convcli {ours}, as this machine does: {listed}"
+        )
 
 
 ASK_SECONDS = 5.0
@@ -272,8 +301,9 @@ def _wait_for_a_worker(client, wait_seconds: float) -> None:
         if client.status not in ("running", "newly-created"):
             raise _gone_before_the_run(client)
         try:
-            workers = client.sync(client.scheduler.identity, n_workers=-1,
-                                  callback_timeout=ASK_SECONDS).get("workers")
+            workers = client.sync(
+                client.scheduler.identity, n_workers=-1, callback_timeout=ASK_SECONDS
+            ).get("workers")
         except (OSError, TimeoutError):  # lost while asked, or no answer
             raise _gone_before_the_run(client) from None
         if workers:
@@ -287,8 +317,9 @@ def _gone_before_the_run(client) -> ClusterError:
     """The error of a scheduler that went away before the run started."""
     client._convcli_lost = True  # closed without waiting, see close()
     address = getattr(client.scheduler, "address", None) or "its address"
-    return ClusterError(f"the Dask scheduler at {address} went away before the run "
-                        "started: no file was processed")
+    return ClusterError(
+        f"the Dask scheduler at {address} went away before the run started: no file was processed"
+    )
 
 
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx)://\S+|[^\s:/]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+")
@@ -313,8 +344,11 @@ def check_scheduler(address: str) -> str:
     if address.strip().lower() == "local":
         return "local"
     if not _ADDRESS.fullmatch(address):
-        raise OptionError(f"{address!r} is not a Dask scheduler address: give tcp://HOST:PORT "
-                          "(or tls://, inproc://, ucx://), HOST:PORT, or local", "--scheduler")
+        raise OptionError(
+            f"{address!r} is not a Dask scheduler address: give tcp://HOST:PORT "
+            "(or tls://, inproc://, ucx://), HOST:PORT, or local",
+            "--scheduler",
+        )
     return address
 
 
@@ -332,12 +366,14 @@ def scheduler_file_address(path: str) -> str:
     except OSError as exc:
         raise OptionError(f"{path}: {exc.strerror or exc}", "--scheduler-file") from None
     except ValueError:  # not JSON, or not text
-        raise OptionError(f"{path} is not a Dask scheduler file (JSON with an address)",
-                          "--scheduler-file") from None
+        raise OptionError(
+            f"{path} is not a Dask scheduler file (JSON with an address)", "--scheduler-file"
+        ) from None
     address = data.get("address") if isinstance(data, dict) else None
     if not isinstance(address, str) or not address:
-        raise OptionError(f"{path} is not a Dask scheduler file: it names no address",
-                          "--scheduler-file")
+        raise OptionError(
+            f"{path} is not a Dask scheduler file: it names no address", "--scheduler-file"
+        )
     return address
 
 
@@ -354,18 +390,29 @@ class DaskEngine(RunEngine):
     """
 
     name = "dask"
-    deaths_text = ("{count} Dask worker(s) were lost during the run ({names}); the files they "
-                   "had in hand were processed again on the others")
+    deaths_text = (
+        "{count} Dask worker(s) were lost during the run ({names}); the files they "
+        "had in hand were processed again on the others"
+    )
 
     def __init__(self, settings: EngineSettings):
         if settings.scheduler is not None and settings.scheduler_file is not None:
-            raise OptionError("--scheduler and --scheduler-file name the same thing: give one",
-                              None)
+            raise OptionError(
+                "--scheduler and --scheduler-file name the same thing: give one", None
+            )
         if settings.in_memory:  # blamed on the option that asked for the cluster
-            asked = ("--scheduler" if settings.scheduler is not None else
-                     "--scheduler-file" if settings.scheduler_file is not None else "--engine")
-            raise OptionError(f"{settings.in_memory}: memory:// lives in this process only, "
-                              "where the cluster's workers cannot see it", asked)
+            asked = (
+                "--scheduler"
+                if settings.scheduler is not None
+                else "--scheduler-file"
+                if settings.scheduler_file is not None
+                else "--engine"
+            )
+            raise OptionError(
+                f"{settings.in_memory}: memory:// lives in this process only, "
+                "where the cluster's workers cannot see it",
+                asked,
+            )
         super().__init__(settings)
         self.client = None
         self.scheduler = None if settings.scheduler is None else check_scheduler(settings.scheduler)
@@ -388,9 +435,16 @@ class DaskEngine(RunEngine):
 
     def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0):
         per_task = self.settings.files_per_task or DEFAULT_FILES_PER_TASK
-        return self._started(ClusterRun(self.client, tasks, worker, files_per_task=per_task,
-                                        stop_requests=stop_requests,
-                                        hooks=self.hooks))
+        return self._started(
+            ClusterRun(
+                self.client,
+                tasks,
+                worker,
+                files_per_task=per_task,
+                stop_requests=stop_requests,
+                hooks=self.hooks,
+            )
+        )
 
     def deaths_note(self) -> str | None:
         """None once the scheduler was lost: the run said so on its own line, and the files

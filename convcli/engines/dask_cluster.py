@@ -105,7 +105,8 @@ class ClusterWatch:
         if nthreads.keys() - self.threads.keys():
             try:
                 self.threads = layer_threads(
-                    self._client, self._client.scheduler_info().get("workers", {}))
+                    self._client, self._client.scheduler_info().get("workers", {})
+                )
             except Exception:  # noqa: BLE001 - a worker lost while asked: the next count
                 pass
 
@@ -124,8 +125,9 @@ class ClusterWatch:
         """Note that the scheduler was lost; the error that says so."""
         self.failed = "scheduler"
         self._client._convcli_lost = True  # closed without waiting, see dask.close()
-        return ClusterError(f"lost the Dask scheduler at {self._address}: the files not "
-                            "reported were not processed")
+        return ClusterError(
+            f"lost the Dask scheduler at {self._address}: the files not reported were not processed"
+        )
 
     def check_workers(self) -> None:
         """Raise ClusterError if the cluster has had no workers for the bound (or no scheduler)."""
@@ -147,8 +149,9 @@ class ClusterWatch:
             since = now
         elif now - since >= bound:
             self.failed = "workers"
-            raise ClusterError(f"the Dask cluster at {self._address} has had no workers for "
-                               f"{bound:g} s: stopping")
+            raise ClusterError(
+                f"the Dask cluster at {self._address} has had no workers for {bound:g} s: stopping"
+            )
         self._no_workers = (bound, since)
 
     def note_departures(self, workers: set) -> None:
@@ -170,8 +173,9 @@ class ClusterWatch:
         if address and address not in self.recovered_deaths:
             self.recovered_deaths.append(address)
 
-    def task_failed(self, group: tuple, numbers: tuple, group_key: str,
-                    error: Exception) -> list[FileResult]:
+    def task_failed(
+        self, group: tuple, numbers: tuple, group_key: str, error: Exception
+    ) -> list[FileResult]:
         """The results of a Dask task that raised `error` instead of returning."""
         if isinstance(error, self._distributed.KilledWorker):
             return self._killed(group, numbers, group_key, error)
@@ -181,17 +185,26 @@ class ClusterWatch:
         if isinstance(error, OSError):  # the result could not be fetched: no scheduler
             raise self.lost_scheduler()
         reason = " ".join(f"{type(error).__name__}: {error}".split())
-        return [FileResult(str(getattr(task, "source", task)), "failed",
-                           f"the Dask task failed: {reason}") for task in group]
+        return [
+            FileResult(
+                str(getattr(task, "source", task)), "failed", f"the Dask task failed: {reason}"
+            )
+            for task in group
+        ]
 
-    def _killed(self, group: tuple, numbers: tuple, group_key: str,
-                exc: BaseException) -> list[FileResult]:
+    def _killed(
+        self, group: tuple, numbers: tuple, group_key: str, exc: BaseException
+    ) -> list[FileResult]:
         """Results for a group whose workers kept dying: split it, or fail its one file."""
         if len(group) > 1:
-            self.singles.extend((task, number, group_key)
-                                for task, number in zip(group, numbers, strict=True))
+            self.singles.extend(
+                (task, number, group_key) for task, number in zip(group, numbers, strict=True)
+            )
             return []
         task = group[0]
         source = str(getattr(task, "source", task))
-        return [FileResult(source, "failed",
-                           f"{WORKER_DIED} (each time it was tried: {type(exc).__name__})")]
+        return [
+            FileResult(
+                source, "failed", f"{WORKER_DIED} (each time it was tried: {type(exc).__name__})"
+            )
+        ]

@@ -86,8 +86,11 @@ def said_done(journals: dict, sent: dict) -> set:
 
     `sent` maps each future to ``(tasks as sent, numbers, task key, group key)``.
     """
-    return {future for future, (_, _, task_key, _) in sent.items()
-            if (journals.get(task_key) or {}).get("done")}
+    return {
+        future
+        for future, (_, _, task_key, _) in sent.items()
+        if (journals.get(task_key) or {}).get("done")
+    }
 
 
 def named_outputs(journals: dict, sent: dict) -> Iterator[str]:
@@ -103,8 +106,11 @@ def named_outputs(journals: dict, sent: dict) -> Iterator[str]:
 
 def _folders(tasks: tuple) -> set[str]:
     """The local output folders of `tasks` (where their manifest fragments would be)."""
-    return {task.out_dir for task in tasks
-            if getattr(task, "out_dir", None) and not is_url(task.out_dir)}
+    return {
+        task.out_dir
+        for task in tasks
+        if getattr(task, "out_dir", None) and not is_url(task.out_dir)
+    }
 
 
 class Fragments:

@@ -30,7 +30,101 @@ _ABANDON_WAIT = 10.0  # seconds for results already on their way when tasks are 
 _FETCH_SECONDS = 2.0  # the longest wait for a finished task's result (a small record)
 
 
-class ClusterRun:
+class _Stopping:
+    """How a :class:`ClusterRun` stops: its tasks asked to stop between files, the results
+    of the running ones waited for, the rest abandoned (the attributes are ClusterRun's)."""
+
+    def stop(self, *, force: bool = False) -> list[FileResult]:
+        """Stop the tasks between files, and return the results of what they wrote.
+
+        Tasks not started end at once. The running ones end after their file:
+        their results are waited for :attr:`stop_wait_seconds` at most, or
+        until a second stop request (or `force`). Tasks still running then are
+        abandoned: they remove the outputs they wrote (the run does not record
+        them), and :attr:`stop_note` says so. Last, the manifest fragments of
+        tasks that returned but whose results never arrived (the scheduler was
+        lost, or they were no longer waited for) are merged into the manifests.
+        """
+        try:
+            return self._stop(force)
+        finally:
+            self._fragments.merge(self._run_key, self._sent.values())
+
+    def _stop(self, force: bool) -> list[FileResult]:
+        """:meth:`stop`, before the fragments are merged."""
+        self._stopping = True
+        self._watch.singles.clear()
+        late, self._unreported = self._unreported, []
+        if self._failed == "scheduler":  # nothing can be asked of it any more
+            return late
+        if not self._group_of or self._client.status != "running":
+            self._record.forget()
+            return late
+        if self._failed:  # no workers: what their lost tasks wrote is removed
+            self._record.set_stop(ABANDON)
+            self._client.cancel(list(self._group_of))
+            self._remove_unreported()
+            return late
+        if self._record.set_stop(STOP) and not force:
+            late += self._gather(self._stop_wait, interruptible=True)
+        if not self._group_of:
+            self._record.forget()
+            return late
+        waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
+        running = len(self._group_of)
+        self._record.set_stop(ABANDON)
+        # The tasks that said they were done before reading the flag return their results.
+        late += self._gather(_ABANDON_WAIT, interruptible=False, until=self._returning())
+        self.stop_note = (
+            f"stopped waiting for the Dask workers{waited}: the {running} "
+            "task(s) not finished remove the outputs they write, which are not "
+            "recorded"
+        )
+        if self._group_of:
+            self._client.cancel(list(self._group_of))
+        else:
+            self._record.forget()
+        return late
+
+    def _remove_unreported(self) -> None:
+        """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
+        for path in named_outputs(self._journals(), self._sent):
+            _remove(path)
+
+    def _returning(self) -> set:
+        """The futures not collected whose tasks said they were done (``_Journal.done``)."""
+        return said_done(self._journals(), self._sent)
+
+    def _journals(self) -> dict:
+        """Every task's journal of the run, in one request; none if the scheduler is gone."""
+        return task_journals(self._client, self._run_key) if self._sent else {}
+
+    def _gather(
+        self, seconds: float, *, interruptible: bool, until: set | None = None
+    ) -> list[FileResult]:
+        """The results of the tasks that finish within `seconds` (or a second stop request).
+
+        With `until`, only until those futures are collected.
+        """
+        late: list[FileResult] = []
+        deadline = time.monotonic() + seconds
+        while self._group_of and time.monotonic() < deadline:
+            if interruptible and self._stop_requests() >= 2:
+                break
+            if until is not None and not until & self._group_of.keys():
+                break
+            try:
+                done = self._flight.pending.next_batch(block=False)
+                if not done:
+                    self._wait_for_results()
+                for future in done:
+                    late += self._collect(future)
+            except ClusterError:  # no scheduler, or no workers: nothing more will come
+                break
+        return late
+
+
+class ClusterRun(_Stopping):
     """Run ``worker(task)`` for every task on a Dask client; iterate to get the results.
 
     The same interface as :class:`convcli.engines.processes.BatchRun` (iteration in
@@ -70,10 +164,19 @@ class ClusterRun:
         workers for `no_workers_seconds`.
     """
 
-    def __init__(self, client, tasks: Iterable, worker: Callable, *, files_per_task: int,
-                 in_flight: int | None = None, stop_requests: Callable[[], int] = lambda: 0,
-                 no_workers_seconds: float = NO_WORKERS_SECONDS,
-                 stop_wait_seconds: float = STOP_WAIT_SECONDS, hooks: RunHooks | None = None):
+    def __init__(
+        self,
+        client,
+        tasks: Iterable,
+        worker: Callable,
+        *,
+        files_per_task: int,
+        in_flight: int | None = None,
+        stop_requests: Callable[[], int] = lambda: 0,
+        no_workers_seconds: float = NO_WORKERS_SECONDS,
+        stop_wait_seconds: float = STOP_WAIT_SECONDS,
+        hooks: RunHooks | None = None,
+    ):
         self._client = client
         self._hooks = hooks or RunHooks()
         self._fragments = Fragments(self._hooks)
@@ -174,8 +277,10 @@ class ClusterRun:
             return self._watch.task_failed(group, numbers, group_key, error)
         self._record.clear("tasks", task_key, wait=False)
         self._watch.note_lost(outcome.lost_on)
-        results = [_as_given(result, one, given)
-                   for result, one, given in zip(outcome.results, sent, group, strict=False)]
+        results = [
+            _as_given(result, one, given)
+            for result, one, given in zip(outcome.results, sent, group, strict=False)
+        ]
         self._fragments.returned(task_key, results, outcome.fragments)
         return results
 
@@ -193,89 +298,3 @@ class ClusterRun:
         requests; every second, check the cluster too (:meth:`ClusterWatch.check_when_due`)."""
         self._flight.wait()
         self._watch.check_when_due()
-
-    def stop(self, *, force: bool = False) -> list[FileResult]:
-        """Stop the tasks between files, and return the results of what they wrote.
-
-        Tasks not started end at once. The running ones end after their file:
-        their results are waited for :attr:`stop_wait_seconds` at most, or
-        until a second stop request (or `force`). Tasks still running then are
-        abandoned: they remove the outputs they wrote (the run does not record
-        them), and :attr:`stop_note` says so. Last, the manifest fragments of
-        tasks that returned but whose results never arrived (the scheduler was
-        lost, or they were no longer waited for) are merged into the manifests.
-        """
-        try:
-            return self._stop(force)
-        finally:
-            self._fragments.merge(self._run_key, self._sent.values())
-
-    def _stop(self, force: bool) -> list[FileResult]:
-        """:meth:`stop`, before the fragments are merged."""
-        self._stopping = True
-        self._watch.singles.clear()
-        late, self._unreported = self._unreported, []
-        if self._failed == "scheduler":  # nothing can be asked of it any more
-            return late
-        if not self._group_of or self._client.status != "running":
-            self._record.forget()
-            return late
-        if self._failed:  # no workers: what their lost tasks wrote is removed
-            self._record.set_stop(ABANDON)
-            self._client.cancel(list(self._group_of))
-            self._remove_unreported()
-            return late
-        if self._record.set_stop(STOP) and not force:
-            late += self._gather(self._stop_wait, interruptible=True)
-        if not self._group_of:
-            self._record.forget()
-            return late
-        waited = "" if force or self._stop_requests() >= 2 else f" after {self._stop_wait:g} s"
-        running = len(self._group_of)
-        self._record.set_stop(ABANDON)
-        # The tasks that said they were done before reading the flag return their results.
-        late += self._gather(_ABANDON_WAIT, interruptible=False, until=self._returning())
-        self.stop_note = (f"stopped waiting for the Dask workers{waited}: the {running} "
-                          "task(s) not finished remove the outputs they write, which are not "
-                          "recorded")
-        if self._group_of:
-            self._client.cancel(list(self._group_of))
-        else:
-            self._record.forget()
-        return late
-
-    def _remove_unreported(self) -> None:
-        """Remove the new outputs that the unfinished tasks' journals name (workers lost)."""
-        for path in named_outputs(self._journals(), self._sent):
-            _remove(path)
-
-    def _returning(self) -> set:
-        """The futures not collected whose tasks said they were done (``_Journal.done``)."""
-        return said_done(self._journals(), self._sent)
-
-    def _journals(self) -> dict:
-        """Every task's journal of the run, in one request; none if the scheduler is gone."""
-        return task_journals(self._client, self._run_key) if self._sent else {}
-
-    def _gather(self, seconds: float, *, interruptible: bool,
-                until: set | None = None) -> list[FileResult]:
-        """The results of the tasks that finish within `seconds` (or a second stop request).
-
-        With `until`, only until those futures are collected.
-        """
-        late: list[FileResult] = []
-        deadline = time.monotonic() + seconds
-        while self._group_of and time.monotonic() < deadline:
-            if interruptible and self._stop_requests() >= 2:
-                break
-            if until is not None and not until & self._group_of.keys():
-                break
-            try:
-                done = self._flight.pending.next_batch(block=False)
-                if not done:
-                    self._wait_for_results()
-                for future in done:
-                    late += self._collect(future)
-            except ClusterError:  # no scheduler, or no workers: nothing more will come
-                break
-        return late

@@ -27,6 +27,7 @@ def _absolute(task, cwd: str):
     directory; joined here, it names the files this process means. Tasks
     without paths, URLs and absolute paths are left as they are.
     """
+
     def join(path):
         return path if not path or is_url(path) else os.path.join(cwd, path)
 
@@ -44,21 +45,33 @@ def _as_given(result: FileResult, sent, given) -> FileResult:
     """`result` of task `sent` (:func:`_absolute` of `given`) naming paths as `given` does."""
     if sent is given:
         return result
-    pairs = sorted([(a, b) for a, b in ((sent.out_dir, given.out_dir), (sent.source, given.source),
-                                 (getattr(sent, "out_file", ""), getattr(given, "out_file", "")))
-             if a and a != b], key=lambda pair: -len(pair[0]))
+    pairs = sorted(
+        [
+            (a, b)
+            for a, b in (
+                (sent.out_dir, given.out_dir),
+                (sent.source, given.source),
+                (getattr(sent, "out_file", ""), getattr(given, "out_file", "")),
+            )
+            if a and a != b
+        ],
+        key=lambda pair: -len(pair[0]),
+    )
 
     def back(text: str, *, whole: bool = False) -> str:
         for absolute, relative in pairs:
             if whole and text.startswith(absolute):
-                return relative + text[len(absolute):]
+                return relative + text[len(absolute) :]
             if not whole:
                 text = text.replace(absolute, relative)
         return text
 
     return dataclasses.replace(
-        result, source=given.source, message=back(result.message),
-        outputs=tuple(back(path, whole=True) for path in result.outputs))
+        result,
+        source=given.source,
+        message=back(result.message),
+        outputs=tuple(back(path, whole=True) for path in result.outputs),
+    )
 
 
 class TasksInFlight:
@@ -102,8 +115,9 @@ class TasksInFlight:
         """`count` new file numbers, for the files of a group."""
         return tuple(str(next(self._numbers)) for _ in range(count))
 
-    def submit(self, group: tuple, numbers: tuple, threads: dict,
-               group_key: str | None = None) -> None:
+    def submit(
+        self, group: tuple, numbers: tuple, threads: dict, group_key: str | None = None
+    ) -> None:
         """Submit `group` (files `numbers`) as one Dask task, `threads` its layer threads.
 
         `group_key` is the key of the group split into tasks of one file that
@@ -112,9 +126,15 @@ class TasksInFlight:
         sent = tuple(_absolute(task, self._cwd) for task in group)
         task_key = str(next(self._numbers))
         group_key = group_key or task_key
-        future = self._client.submit(run_group, self._worker, sent, threads,
-                                     (self._run_key, task_key, group_key, numbers), self._hooks,
-                                     pure=False)
+        future = self._client.submit(
+            run_group,
+            self._worker,
+            sent,
+            threads,
+            (self._run_key, task_key, group_key, numbers),
+            self._hooks,
+            pure=False,
+        )
         self.group_of[future] = group
         self.sent[future] = (sent, numbers, task_key, group_key)
         self.pending.add(future)

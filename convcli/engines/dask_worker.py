@@ -35,8 +35,10 @@ def layer_threads(client, workers: dict) -> dict[str, int]:
     on_host: dict[str, int] = {}
     for info in workers.values():
         on_host[info.get("host")] = on_host.get(info.get("host"), 0) + info.get("nthreads", 1)
-    return {address: max(1, cores.get(address, 1) // on_host[info.get("host")])
-            for address, info in workers.items()}
+    return {
+        address: max(1, cores.get(address, 1) // on_host[info.get("host")])
+        for address, info in workers.items()
+    }
 
 
 _prepared = False
@@ -159,6 +161,7 @@ class _Journal:
 
     def check(self, number: str) -> Callable:
         """The check of file `number`'s outputs (:func:`convcli.app.process.checking_outputs`)."""
+
         def check(outputs: list, todo: list) -> list:
             if len(todo) < len(outputs):  # some exist: written by a lost run of this task?
                 earlier = set(self._get("tasks", self.group_key, "files", number) or ())
@@ -190,8 +193,13 @@ def _remove(path: str, options: dict | None = None) -> None:
         pass
 
 
-def run_group(worker: Callable, tasks: tuple, threads: dict | None = None,
-              run: tuple | None = None, hooks: RunHooks | None = None) -> GroupResult:
+def run_group(
+    worker: Callable,
+    tasks: tuple,
+    threads: dict | None = None,
+    run: tuple | None = None,
+    hooks: RunHooks | None = None,
+) -> GroupResult:
     """Each task of a group through :func:`convcli.engines.processes.run_guarded`, in a Dask worker.
 
     `threads` maps worker addresses to layer threads (:func:`layer_threads`).

@@ -44,8 +44,12 @@ class LocalProcessPool(ProcessPoolExecutor):
         self._busy = context.Value("i", 0)
         self._stopping = context.Event()
         threads = max(1, default_jobs() // jobs)
-        super().__init__(max_workers=jobs, mp_context=context, initializer=_worker_init,
-                         initargs=(threads, self._pid_queue, self._busy, self._stopping))
+        super().__init__(
+            max_workers=jobs,
+            mp_context=context,
+            initializer=_worker_init,
+            initargs=(threads, self._pid_queue, self._busy, self._stopping),
+        )
 
     def submit(self, fn, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` in a worker, unless :meth:`stop_starting` was called.
@@ -55,8 +59,11 @@ class LocalProcessPool(ProcessPoolExecutor):
         """
         future = super().submit(_tracked_call, fn, *args, **kwargs)
         if not self._workers:  # the pool starts its processes on the first submit
-            self._workers = {p.pid: p for p in multiprocessing.active_children()
-                             if p.pid not in self._other_children}
+            self._workers = {
+                p.pid: p
+                for p in multiprocessing.active_children()
+                if p.pid not in self._other_children
+            }
         return future
 
     def busy(self) -> int:
@@ -82,8 +89,11 @@ class LocalProcessPool(ProcessPoolExecutor):
         moment before it can be read.
         """
         for _ in range(100):
-            deaths = {pid: p.exitcode for pid, p in self._workers.items()
-                      if p.exitcode and p.exitcode != -signal.SIGTERM}
+            deaths = {
+                pid: p.exitcode
+                for pid, p in self._workers.items()
+                if p.exitcode and p.exitcode != -signal.SIGTERM
+            }
             if deaths:
                 return deaths
             time.sleep(0.01)

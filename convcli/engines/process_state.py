@@ -181,7 +181,8 @@ def _show(message, category, filename, lineno, file=None, line=None) -> None:
         _shown_before(message, category, filename, lineno, file, line)
     else:
         gathered.warnings.append(
-            warnings.WarningMessage(message, category, filename, lineno, file, line))
+            warnings.WarningMessage(message, category, filename, lineno, file, line)
+        )
 
 
 def _route_warnings() -> None:

@@ -143,9 +143,16 @@ class BatchRun:
     and a task run again keeps the outputs its first run completed.
     """
 
-    def __init__(self, tasks: Iterable, worker: Callable, *, executor: Executor | None = None,
-                 in_flight: int = 2, stop_requests: Callable[[], int] = lambda: 0,
-                 new_executor: Callable[[], Executor] | None = None):
+    def __init__(
+        self,
+        tasks: Iterable,
+        worker: Callable,
+        *,
+        executor: Executor | None = None,
+        in_flight: int = 2,
+        stop_requests: Callable[[], int] = lambda: 0,
+        new_executor: Callable[[], Executor] | None = None,
+    ):
         self._tasks = iter(tasks)
         self._worker = worker
         self._executor = executor
@@ -319,8 +326,11 @@ class BatchRun:
                 folder = getattr(self._task_of[future], "out_dir", None)
                 if folder is not None:
                     remove_temporaries(folder, pids)
-        finished = [f.result() for f in self._pending
-                    if f.done() and not f.cancelled() and f.exception() is None]
+        finished = [
+            f.result()
+            for f in self._pending
+            if f.done() and not f.cancelled() and f.exception() is None
+        ]
         late = self._unreported + finished
         self._pending, self._unreported = set(), []
         self._executor.shutdown(wait=not force, cancel_futures=True)
@@ -357,9 +367,7 @@ def _death(codes: dict[int, int]) -> str:
     return f" (signal {-code})" if code < 0 else f" (exit status {code})"
 
 
-def iter_results(
-    tasks: Iterable, worker: Callable, *, jobs: int = 1
-) -> Iterator[FileResult]:
+def iter_results(tasks: Iterable, worker: Callable, *, jobs: int = 1) -> Iterator[FileResult]:
     """Yield ``worker(task)`` for every task, on `jobs` local processes (:class:`ProcessEngine`).
 
     Stopping the iteration early stops the run: tasks not yet started are
@@ -382,17 +390,22 @@ class ProcessEngine(RunEngine):
     """
 
     name = "processes"
-    deaths_text = ("{count} worker process(es) died ({names}) and were replaced; the files they "
-                   "had in hand were processed again, one at a time")
+    deaths_text = (
+        "{count} worker process(es) died ({names}) and were replaced; the files they "
+        "had in hand were processed again, one at a time"
+    )
 
     def __init__(self, settings: EngineSettings):
         if settings.files_per_task is not None:
-            raise OptionError("only applies to Dask (--scheduler, --scheduler-file, --engine dask)",
-                              "--files-per-task")
+            raise OptionError(
+                "only applies to Dask (--scheduler, --scheduler-file, --engine dask)",
+                "--files-per-task",
+            )
         if settings.scheduler is not None or settings.scheduler_file is not None:
-            raise OptionError("names a Dask scheduler, which --engine processes does not use",
-                              "--scheduler" if settings.scheduler is not None
-                              else "--scheduler-file")
+            raise OptionError(
+                "names a Dask scheduler, which --engine processes does not use",
+                "--scheduler" if settings.scheduler is not None else "--scheduler-file",
+            )
         super().__init__(settings)
         self.jobs = 1 if settings.in_memory else settings.jobs or default_jobs()
 
@@ -409,9 +422,16 @@ class ProcessEngine(RunEngine):
             self.jobs = min(self.jobs, max(1, count))
         jobs = self.jobs
         executor = _local_pool(jobs) if jobs > 1 else None
-        return self._started(BatchRun(tasks, worker, executor=executor, in_flight=2 * jobs,
-                                      stop_requests=stop_requests,
-                                      new_executor=lambda: _local_pool(jobs)))
+        return self._started(
+            BatchRun(
+                tasks,
+                worker,
+                executor=executor,
+                in_flight=2 * jobs,
+                stop_requests=stop_requests,
+                new_executor=lambda: _local_pool(jobs),
+            )
+        )
 
 
 def _local_pool(jobs: int):
@@ -421,7 +441,6 @@ def _local_pool(jobs: int):
     more than one job.
     """
     return importlib.import_module("convcli.engines.pool").LocalProcessPool(jobs)
-
 
 
 def run_guarded(worker: Callable, task) -> FileResult:
@@ -436,8 +455,9 @@ def run_guarded(worker: Callable, task) -> FileResult:
     except Exception as exc:  # noqa: BLE001 - reported to the user, never swallowed
         source = str(getattr(task, "source", task))
         message = f"internal error: {type(exc).__name__}: {exc}"
-        return FileResult(source, "failed", " ".join(message.split()),
-                          detail=traceback.format_exc())
+        return FileResult(
+            source, "failed", " ".join(message.split()), detail=traceback.format_exc()
+        )
 
 
 # glibc's mallopt parameters (malloc.h).

@@ -2,7 +2,7 @@
 
 A source of rows has ``height``, ``width`` and ``read_rows(r0, r1)``, the
 (r1 - r0, width, C) float32 rows (:class:`convcli.io.regions.RegionSource`,
-:class:`convcli.io.zarr_stores.StoreRegions`).
+:class:`convcli.io.zarr_regions.StoreRegions`).
 """
 
 from __future__ import annotations

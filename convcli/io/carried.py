@@ -1,5 +1,5 @@
 """What a file carries besides its pixels, which outputs may keep: colour profile, resolution,
-EXIF, georeference, physical pixel size.
+EXIF, georeference, physical pixel size (:mod:`convcli.io.physical`).
 
 Read from an image (:func:`from_pillow`, :func:`from_tiff_page`) into a
 :class:`Carried`, and written by each output format as it can hold them: PNG
@@ -16,9 +16,10 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass, replace
-from xml.etree import ElementTree
 
 import numpy as np
+
+from .physical import PhysicalSize, physical_size
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
@@ -60,8 +61,9 @@ class Carried:
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
         corner at input coordinates (`top`, `left`) (pixel corners)."""
-        dpi = self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step,
-                                                               self.dpi[1] / step)
+        dpi = (
+            self.dpi if self.dpi is None or step == 1 else (self.dpi[0] / step, self.dpi[1] / step)
+        )
         geo = None if self.geo is None else self.geo.on_grid(step, top, left)
         physical = None if self.physical is None else self.physical.on_grid(step, top, left)
         return replace(self, dpi=dpi, geo=geo, physical=physical)
@@ -110,8 +112,9 @@ class Carried:
         physical size, TIFF no EXIF, Zarr the georeference and physical size, the others
         nothing; the JPEG coding (:class:`JpegCoding`) JPEG alone."""
         if fmt in ("png", "jpg"):
-            return replace(self, geo=None, physical=None, ome=False,
-                           jpeg=self.jpeg if fmt == "jpg" else None)
+            return replace(
+                self, geo=None, physical=None, ome=False, jpeg=self.jpeg if fmt == "jpg" else None
+            )
         if fmt == "tiff":
             return replace(self, exif=None, ome=self.ome_tiff, jpeg=None)
         if fmt == "zarr":  # in the group's attributes
@@ -192,7 +195,13 @@ class Carried:
 # GeoTIFF's tags: ModelPixelScale, ModelTiepoint, GeoKeyDirectory, GeoDoubleParams,
 # GeoAsciiParams; GDAL's nodata value.
 PIXEL_SCALE, TIEPOINT, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NODATA = (
-    33550, 33922, 34735, 34736, 34737, 42113)
+    33550,
+    33922,
+    34735,
+    34736,
+    34737,
+    42113,
+)
 _RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
 
 
@@ -223,8 +232,11 @@ class GeoTags:
         if self.pixel_is_point:  # centres: the first output pixel's centre, in pixel indices
             left, top = left + (step - 1) / 2, top + (step - 1) / 2
         sx, sy, sz = self.scale
-        return replace(self, scale=(sx * step, sy * step, sz),
-                       tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z))
+        return replace(
+            self,
+            scale=(sx * step, sy * step, sz),
+            tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z),
+        )
 
     def record(self) -> dict:
         """Its coordinate system (an EPSG code where the keys give one), pixel size and
@@ -241,14 +253,19 @@ class GeoTags:
         (x of the top-left corner, pixel width, 0, y of the corner, 0, -pixel height)."""
         i, j, _, x, y, _ = self.tiepoint
         sx, sy = self.scale[:2]
-        return {**self.record(), "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
-                **({"nodata": _number_or_text(self.nodata)} if self.nodata else {})}
+        return {
+            **self.record(),
+            "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
+            **({"nodata": _number_or_text(self.nodata)} if self.nodata else {}),
+        }
 
     def extratags(self) -> list[tuple]:
         """tifffile ``extratags`` that write it."""
-        tags = [(PIXEL_SCALE, "d", 3, self.scale, True),
-                (TIEPOINT, "d", 6, self.tiepoint, True),
-                (GEO_KEYS, "H", len(self.keys), self.keys, True)]
+        tags = [
+            (PIXEL_SCALE, "d", 3, self.scale, True),
+            (TIEPOINT, "d", 6, self.tiepoint, True),
+            (GEO_KEYS, "H", len(self.keys), self.keys, True),
+        ]
         if self.doubles:
             tags.append((GEO_DOUBLES, "d", len(self.doubles), self.doubles, True))
         if self.ascii:
@@ -258,123 +275,20 @@ class GeoTags:
         return tags
 
 
-# OME's length units (UnitsLength) and the names OME-Zarr's axes give them (UDUNITS-2).
-_UNIT_NAMES = {
-    "Ym": "yottameter", "Zm": "zettameter", "Em": "exameter", "Pm": "petameter",
-    "Tm": "terameter", "Gm": "gigameter", "Mm": "megameter", "km": "kilometer",
-    "hm": "hectometer", "dam": "decameter", "m": "meter", "dm": "decimeter",
-    "cm": "centimeter", "mm": "millimeter", "\u00b5m": "micrometer", "nm": "nanometer",
-    "pm": "picometer", "fm": "femtometer", "am": "attometer", "zm": "zeptometer",
-    "ym": "yoctometer", "\u00c5": "angstrom", "in": "inch", "ft": "foot", "yd": "yard",
-    "mi": "mile", "pc": "parsec"}
-_UNIT_SYMBOLS = {name: symbol for symbol, name in _UNIT_NAMES.items()}
-_MICRO = {"\u03bcm": "\u00b5m", "um": "\u00b5m", "\u212b": "\u00c5"}  # other spellings
-
-
-def unit_symbol(unit: str) -> str:
-    """OME's symbol of a length `unit`: an OME symbol, its other spellings ("um") or
-    OME-Zarr's name ("micrometer").
-
-    >>> unit_symbol("micrometer"), unit_symbol("um"), unit_symbol("nm")
-    ('\u00b5m', '\u00b5m', 'nm')
-    """
-    return _UNIT_SYMBOLS.get(unit, _MICRO.get(unit, unit))
-
-
-@dataclass(frozen=True)
-class PhysicalSize:
-    """The size of a pixel on the specimen, and where pixel (0, 0)'s centre lies.
-
-    Attributes
-    ----------
-    x, y : float
-        The size across and down (OME's PhysicalSizeX and PhysicalSizeY).
-    x_unit, y_unit : str
-        Their units, as OME's symbols ("\u00b5m", "nm", ...).
-    origin : (float, float)
-        The position (y, x) of pixel (0, 0)'s centre, in those units: 0 in the
-        input, moved by the window offsets and padding of an operation.
-    """
-
-    x: float
-    y: float
-    x_unit: str = "\u00b5m"
-    y_unit: str = "\u00b5m"
-    origin: tuple[float, float] = (0.0, 0.0)
-
-    def on_grid(self, step: int, top: float, left: float) -> PhysicalSize:
-        """The same specimen for an output pixel grid (see :meth:`Carried.on_grid`): pixels
-        `step` times as large, pixel (0, 0)'s centre at input pixel centre
-        ``(top + (step - 1) / 2, left + (step - 1) / 2)``."""
-        oy, ox = self.origin
-        return replace(self, x=self.x * step, y=self.y * step,
-                       origin=(oy + (top + (step - 1) / 2) * self.y,
-                               ox + (left + (step - 1) / 2) * self.x))
-
-    def text(self) -> str:
-        """Said in a note: "0.5x0.5 \u00b5m" ("0.5 \u00b5m x 1 nm" in two units)."""
-        if self.x_unit == self.y_unit:
-            return f"{self.x:g}x{self.y:g} {self.x_unit}"
-        return f"{self.x:g} {self.x_unit} x {self.y:g} {self.y_unit}"
-
-    def record(self) -> dict:
-        """What the manifest says: the size and units across and down, and the origin."""
-        return {"x": self.x, "y": self.y, "unit": [self.x_unit, self.y_unit],
-                "origin": list(self.origin)}
-
-    def ome_metadata(self) -> dict:
-        """tifffile's OME ``metadata`` that hold the size and units."""
-        return {"PhysicalSizeX": self.x, "PhysicalSizeXUnit": self.x_unit,
-                "PhysicalSizeY": self.y, "PhysicalSizeYUnit": self.y_unit}
-
-    def axis_units(self) -> tuple[str | None, str | None]:
-        """OME-Zarr's names of the units down and across (None for a unit it has no name
-        of: pixels, light years)."""
-        return _UNIT_NAMES.get(self.y_unit), _UNIT_NAMES.get(self.x_unit)
-
-    def transformations(self, level: int, channel: bool) -> list[dict]:
-        """OME-Zarr's ``coordinateTransformations`` of pyramid level `level` (each half
-        the size of the one above), with a first axis of channels where `channel`: the
-        scale, and the translation of its pixel (0, 0)'s centre (half a pixel of the
-        level above, over and over)."""
-        factor, lead = 2 ** level, [1.0] * channel
-        shift = (factor - 1) / 2
-        return [{"type": "scale", "scale": lead + [self.y * factor, self.x * factor]},
-                {"type": "translation", "translation": [0.0] * channel + [
-                    self.origin[0] + shift * self.y, self.origin[1] + shift * self.x]}]
-
-
-def physical_size(ome_xml: str) -> PhysicalSize | None:
-    """The physical size of the first image of an OME-XML document, or None where it has
-    none (or the document cannot be read)."""
-    try:
-        root = ElementTree.fromstring(ome_xml)
-    except (ElementTree.ParseError, ValueError):
-        return None
-    pixels = next((e for e in root.iter() if e.tag.rsplit("}", 1)[-1] == "Pixels"), None)
-    if pixels is None:
-        return None
-    try:
-        x, y = (float(pixels.get(f"PhysicalSize{a}", "nan")) for a in "XY")
-    except ValueError:
-        return None
-    if not (x > 0 and y > 0):
-        return None
-    return PhysicalSize(x, y, *(unit_symbol(pixels.get(f"PhysicalSize{a}Unit", "\u00b5m"))
-                                for a in "XY"))
-
-
 def _geo_tags(tags) -> GeoTags | None:
     """The georeference of a TIFF page's `tags`, where it has one tiepoint and a pixel scale."""
     scale, tiepoint, keys = (tags.get(code) for code in (PIXEL_SCALE, TIEPOINT, GEO_KEYS))
     if scale is None or tiepoint is None or keys is None or len(tiepoint.value) != 6:
         return None
     doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
-    return GeoTags(tuple(float(v) for v in scale.value), tuple(float(v) for v in tiepoint.value),
-                   tuple(int(v) for v in keys.value),
-                   tuple(float(v) for v in doubles.value) if doubles is not None else (),
-                   str(ascii_.value) if ascii_ is not None else "",
-                   str(nodata.value) if nodata is not None else "")
+    return GeoTags(
+        tuple(float(v) for v in scale.value),
+        tuple(float(v) for v in tiepoint.value),
+        tuple(int(v) for v in keys.value),
+        tuple(float(v) for v in doubles.value) if doubles is not None else (),
+        str(ascii_.value) if ascii_ is not None else "",
+        str(nodata.value) if nodata is not None else "",
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -394,10 +308,71 @@ NOTHING = Carried()
 
 
 _IJG_LUMINANCE = (
-    16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
-    14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
-    18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
-    49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99)
+    16,
+    11,
+    10,
+    16,
+    24,
+    40,
+    51,
+    61,
+    12,
+    12,
+    14,
+    19,
+    26,
+    58,
+    60,
+    55,
+    14,
+    13,
+    16,
+    24,
+    40,
+    57,
+    69,
+    56,
+    14,
+    17,
+    22,
+    29,
+    51,
+    87,
+    80,
+    62,
+    18,
+    22,
+    37,
+    56,
+    68,
+    109,
+    103,
+    77,
+    24,
+    35,
+    55,
+    64,
+    81,
+    104,
+    113,
+    92,
+    49,
+    64,
+    78,
+    87,
+    103,
+    121,
+    120,
+    101,
+    72,
+    92,
+    95,
+    98,
+    112,
+    100,
+    103,
+    99,
+)
 """The JPEG standard's luminance table (Annex K, natural order), which libjpeg scales by
 its quality: :meth:`JpegCoding.quality`."""
 
@@ -445,8 +420,9 @@ def jpeg_coding(im) -> JpegCoding | None:
         subsampling = JpegImagePlugin.get_sampling(im)
     except (AttributeError, TypeError, ValueError):
         subsampling = -1
-    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)),
-                      subsampling)
+    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)), subsampling)
+
+
 """Nothing carried."""
 
 
@@ -508,10 +484,17 @@ def from_pillow_info(im) -> Carried:
     their own)."""
     icc = im.info.get("icc_profile") or None
     description = im.tag_v2.get(270) if im.format == "TIFF" else None  # ImageDescription
-    ome = isinstance(description, str) and description.lstrip().startswith("<?xml") and \
-        "<OME" in description
-    return Carried(bytes(icc) if icc else None, dpi_of(im.info.get("dpi")),
-                   physical=physical_size(description) if ome else None, ome=ome)
+    ome = (
+        isinstance(description, str)
+        and description.lstrip().startswith("<?xml")
+        and "<OME" in description
+    )
+    return Carried(
+        bytes(icc) if icc else None,
+        dpi_of(im.info.get("dpi")),
+        physical=physical_size(description) if ome else None,
+        ome=ome,
+    )
 
 
 def dpi_of(value) -> tuple[float, float] | None:
@@ -537,8 +520,14 @@ def from_tiff_page(page) -> Carried:
         except ZeroDivisionError:
             dpi = None
     ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
-    return Carried(bytes(icc.value) if icc is not None else None, dpi, None, _geo_tags(tags),
-                   physical_size(page.parent.ome_metadata) if ome else None, ome)
+    return Carried(
+        bytes(icc.value) if icc is not None else None,
+        dpi,
+        None,
+        _geo_tags(tags),
+        physical_size(page.parent.ome_metadata) if ome else None,
+        ome,
+    )
 
 
 def _ratio(value) -> float:

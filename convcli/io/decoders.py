@@ -54,8 +54,11 @@ def fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
     if im.format != "JPEG" or im.mode not in ("RGB", "L"):
         return None
     colorspace = "RGB" if im.mode == "RGB" else "GRAY"
-    pixels = decoded_by("simplejpeg", path, lambda simplejpeg, data: simplejpeg.decode_jpeg(
-        data, colorspace=colorspace, strict=True))
+    pixels = decoded_by(
+        "simplejpeg",
+        path,
+        lambda simplejpeg, data: simplejpeg.decode_jpeg(data, colorspace=colorspace, strict=True),
+    )
     width, height = im.size
     return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
 
@@ -73,8 +76,11 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     name = "png_decode" if im.format == "PNG" else "tiff_decode"
     pixels = decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
     width, height = im.size
-    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != (height, width,
-                                                                          len(channels)):
+    if (
+        pixels is None
+        or pixels.dtype != np.uint16
+        or pixels.shape != (height, width, len(channels))
+    ):
         return None
     return pixels
 
@@ -123,8 +129,9 @@ def is_deep_colour(im: Image.Image) -> bool:
     return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
 
 
-def to_array(im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
-              ) -> tuple[np.ndarray, float, int]:
+def to_array(
+    im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
+) -> tuple[np.ndarray, float, int]:
     """Pixels as float32 (H, W, C), the value of white, and the output bit depth.
 
     With `integers`, 8-bit pixels come as they are (uint8).

@@ -133,8 +133,14 @@ def draw_grid(panels: list[Panel | None], *, ncols: int, title: str | None = Non
     return fig
 
 
-def save_grid(path: str | os.PathLike, panels: list[Panel | None], *, ncols: int,
-              title: str | None = None, overwrite: bool = False) -> bool:
+def save_grid(
+    path: str | os.PathLike,
+    panels: list[Panel | None],
+    *,
+    ncols: int,
+    title: str | None = None,
+    overwrite: bool = False,
+) -> bool:
     """Draw `panels` (see :func:`draw_grid`) and write a PNG at :data:`DPI`, atomically.
 
     Returns False if `path` existed and was kept (without `overwrite`). The PNG
@@ -197,8 +203,12 @@ def _block_means(image: np.ndarray, cell_pixels: tuple[float, float]) -> np.ndar
         step = max(1, _CHUNK_VALUES // max(1, out.size // n * block))
         before = (slice(None),) * axis
         sums = [
-            np.add.reduceat(out[(*before, slice(starts[i], starts[i] + step * block))],
-                            starts[i:i + step] - starts[i], axis=axis, dtype=np.float64)
+            np.add.reduceat(
+                out[(*before, slice(starts[i], starts[i] + step * block))],
+                starts[i : i + step] - starts[i],
+                axis=axis,
+                dtype=np.float64,
+            )
             for i in range(0, len(starts), step)
         ]
         out = np.concatenate(sums, axis=axis) / counts
@@ -213,20 +223,32 @@ def _draw(fig, ax, panel: Panel, cell_pixels: tuple[float, float]) -> None:
     if h and w and not 1 / MAX_DRAWN_ASPECT <= h / w <= MAX_DRAWN_ASPECT:
         # A strip: drawn MAX_DRAWN_ASPECT times longer than thick, stretched across.
         placing["aspect"] = (MAX_DRAWN_ASPECT if h > w else 1 / MAX_DRAWN_ASPECT) * w / h
-    shown_image = (_block_means(image, cell_pixels) if image.ndim == 3
-                   else _block_peaks(image, cell_pixels))
+    shown_image = (
+        _block_means(image, cell_pixels) if image.ndim == 3 else _block_peaks(image, cell_pixels)
+    )
     if shown_image is not image:  # fewer pixels, over the same place
         placing["extent"] = (-0.5, w - 0.5, h - 0.5, -0.5)
     if image.ndim == 3:
-        shown = ax.imshow(np.clip(shown_image, 0.0, 1.0), interpolation="antialiased",
-                          **placing)
+        shown = ax.imshow(np.clip(shown_image, 0.0, 1.0), interpolation="antialiased", **placing)
     elif panel.signed:
         limit = panel.vmax if panel.vmax > 0 else 1.0
-        shown = ax.imshow(shown_image, cmap=SIGNED_CMAP, vmin=-limit, vmax=limit,
-                          interpolation="antialiased", **placing)
+        shown = ax.imshow(
+            shown_image,
+            cmap=SIGNED_CMAP,
+            vmin=-limit,
+            vmax=limit,
+            interpolation="antialiased",
+            **placing,
+        )
     else:
-        shown = ax.imshow(shown_image, cmap="gray", vmin=0.0, vmax=panel.vmax or 1.0,
-                          interpolation="antialiased", **placing)
+        shown = ax.imshow(
+            shown_image,
+            cmap="gray",
+            vmin=0.0,
+            vmax=panel.vmax or 1.0,
+            interpolation="antialiased",
+            **placing,
+        )
     if panel.colorbar and image.ndim == 2:
         finite = np.isfinite(image)  # a mask, not a copy of the values
         over = bool(np.max(image, where=finite, initial=-np.inf) > panel.vmax)
@@ -249,14 +271,27 @@ def _draw_kernel(fig, ax, weights: np.ndarray, title: str) -> None:
     size = 8 if max(weights.shape) <= 3 else 7
     for (i, j), value in np.ndenumerate(weights):
         text = f"{value:.3g}" if abs(value) > 1e-6 * top else "0"  # rounding noise shown as 0
-        ax.text(j, i, text, ha="center", va="center", fontsize=size,
-                color="white" if abs(value) > 0.6 * top else "black")
+        ax.text(
+            j,
+            i,
+            text,
+            ha="center",
+            va="center",
+            fontsize=size,
+            color="white" if abs(value) > 0.6 * top else "black",
+        )
     fig.colorbar(image, ax=ax, shrink=0.8)
 
 
-def save_fit_figure(path: str | os.PathLike, weights: np.ndarray, losses: list[float], *,
-                    named: tuple[str, np.ndarray] | None, title: str,
-                    overwrite: bool = False) -> bool:
+def save_fit_figure(
+    path: str | os.PathLike,
+    weights: np.ndarray,
+    losses: list[float],
+    *,
+    named: tuple[str, np.ndarray] | None,
+    title: str,
+    overwrite: bool = False,
+) -> bool:
     """The learned kernel beside the closest named one, and the loss curve, as a PNG.
 
     Parameters

@@ -16,6 +16,7 @@ replaces only convcli's own files: the PNG text chunk ``Software``, the TIFF tag
 Software (305), the JPEG comment, a Zarr store's attributes. Metadata only: the
 pixels are not touched."""
 
+
 @dataclass(frozen=True)
 class Format:
     """An output format (``--format``).
@@ -97,8 +98,13 @@ def tiff_page_tags(channels: int, dtype) -> dict:
     >>> sorted(tiff_page_tags(4, np.dtype(np.uint8)).items())[:3]
     [('compression', 8), ('extrasamples', ['unassalpha']), ('metadata', None)]
     """
-    tags = {"photometric": "rgb" if channels >= 3 else "minisblack", "planarconfig": "contig",
-            "compression": 8, "software": MARKER, "metadata": None}
+    tags = {
+        "photometric": "rgb" if channels >= 3 else "minisblack",
+        "planarconfig": "contig",
+        "compression": 8,
+        "software": MARKER,
+        "metadata": None,
+    }
     if channels in (2, 4):
         tags["extrasamples"] = ["unassalpha"]
     if dtype.kind == "u":  # a numpy dtype

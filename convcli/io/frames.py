@@ -37,8 +37,10 @@ def parse_frames(text: str) -> str | tuple[int, ...]:
     ranges = [_frame_range(part, text) for part in text.split(",")]
     named = sum(numbers.stop - numbers.start for numbers in ranges)
     if named > MAX_LISTED_FRAMES:
-        raise ValueError(f"a list may name at most {MAX_LISTED_FRAMES} frames (use all); "
-                         f"got {text!r}, {named} frames")
+        raise ValueError(
+            f"a list may name at most {MAX_LISTED_FRAMES} frames (use all); "
+            f"got {text!r}, {named} frames"
+        )
     picked: dict[int, None] = {}
     for numbers in ranges:
         picked.update(dict.fromkeys(numbers))
@@ -49,8 +51,9 @@ def _frame_range(part: str, text: str) -> range:
     """The frame numbers of one comma-separated `part` of the LIST `text`."""
     match = _PART.fullmatch(part)
     if match is None:
-        raise ValueError(f"must be first, all or a list such as 0,2-5 (frames numbered "
-                         f"from 0); got {text!r}")
+        raise ValueError(
+            f"must be first, all or a list such as 0,2-5 (frames numbered from 0); got {text!r}"
+        )
     start = int(match.group(1))
     stop = int(match.group(2)) if match.group(2) is not None else start
     if stop < start:

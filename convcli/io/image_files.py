@@ -46,7 +46,6 @@ def written_by_convcli(path: str | os.PathLike) -> bool:
     """
     path = os.fspath(path)
     if os.path.isdir(path):  # a Zarr store: its group's attributes say
-
         return load("zarr stores").store_marked(path)
     if path.lower().endswith(".npy"):
         try:
@@ -82,8 +81,14 @@ def _tiff_marked(path: str) -> bool:
         return False
 
 
-def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
-                overwrite: bool = False, carried: Carried = NOTHING) -> bool:
+def save_levels(
+    path: str | os.PathLike,
+    levels: np.ndarray,
+    *,
+    fmt: str,
+    overwrite: bool = False,
+    carried: Carried = NOTHING,
+) -> bool:
     """Write integer levels as an image file, atomically.
 
     Parameters
@@ -114,29 +119,41 @@ def save_levels(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     if fmt not in _PIL_FORMATS:
         raise ValueError(f"fmt must be one of {', '.join(_PIL_FORMATS)}; got {fmt!r}")
     arr = np.ascontiguousarray(levels)
-    if fmt == "jpg":
-        if arr.dtype == np.uint16:
-            arr = np.rint(arr / 257.0).astype(np.uint8)
-        if arr.ndim == 3 and arr.shape[2] in (2, 4):
-            arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
-        if arr.ndim == 3 and arr.shape[2] == 1:
-            arr = arr[:, :, 0]
     if fmt == "png":
+
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as fh:
                 write_png(fh, arr, text={"Software": MARKER}, chunks=carried.png_chunks())
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
     if fmt == "tiff":
-        return write_atomic(path, lambda tmp: write_tiff(tmp, arr, carried),
-                            overwrite=overwrite, replaceable=written_by_convcli)
+        return write_atomic(
+            path,
+            lambda tmp: write_tiff(tmp, arr, carried),
+            overwrite=overwrite,
+            replaceable=written_by_convcli,
+        )
+    return _save_jpeg(path, arr, overwrite=overwrite, carried=carried)
+
+
+def _save_jpeg(
+    path: str | os.PathLike, arr: np.ndarray, *, overwrite: bool, carried: Carried
+) -> bool:
+    """:func:`save_levels` as a JPEG: 8-bit, alpha dropped, at :data:`JPEG_QUALITY` or with
+    the tables of the input JPEG that `carried` keeps."""
+    if arr.dtype == np.uint16:
+        arr = np.rint(arr / 257.0).astype(np.uint8)
+    if arr.ndim == 3 and arr.shape[2] in (2, 4):
+        arr = np.ascontiguousarray(arr[:, :, :-1])  # JPEG has no alpha
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
     im = Image.fromarray(arr)
     options = {"comment": MARKER, **carried.pillow_options()}
     if "qtables" not in options:  # an input's tables are its quality
         options["quality"] = JPEG_QUALITY
 
     def write(tmp: Path) -> None:
-        im.save(tmp, format=_PIL_FORMATS[fmt], **options)
+        im.save(tmp, format=_PIL_FORMATS["jpg"], **options)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
@@ -162,8 +179,15 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
         tifffile.imwrite(file, data, **carried.tiff_writer_options(), **options)
 
 
-def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
-                durations=None, loop: int | None = 0, overwrite: bool = False) -> bool:
+def save_frames(
+    path: str | os.PathLike,
+    levels: np.ndarray,
+    *,
+    fmt: str,
+    durations=None,
+    loop: int | None = 0,
+    overwrite: bool = False,
+) -> bool:
     """Write a stack of integer levels as one animated PNG or multi-page TIFF, atomically.
 
     Parameters
@@ -188,8 +212,7 @@ def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
     """
     stack = np.asarray(levels)
     durations = list(durations) if durations is not None else [None] * len(stack)
-    with frame_writer(path, fmt=fmt, count=len(stack), loop=loop,
-                      overwrite=overwrite) as writer:
+    with frame_writer(path, fmt=fmt, count=len(stack), loop=loop, overwrite=overwrite) as writer:
         if writer is not None:
             for frame, duration in zip(stack, durations, strict=True):
                 writer.add(frame, duration)
@@ -197,9 +220,15 @@ def save_frames(path: str | os.PathLike, levels: np.ndarray, *, fmt: str,
 
 
 @contextmanager
-def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | None = 0,
-                 overwrite: bool = False, carried: Carried = NOTHING
-                 ) -> Iterator[FrameWriter | None]:
+def frame_writer(
+    path: str | os.PathLike,
+    *,
+    fmt: str,
+    count: int,
+    loop: int | None = 0,
+    overwrite: bool = False,
+    carried: Carried = NOTHING,
+) -> Iterator[FrameWriter | None]:
     """A file of `count` frames written a frame at a time; it appears whole or not at all.
 
     `fmt` is ``png`` (an animated PNG: :class:`convcli.io.png.ApngWriter`, with
@@ -224,8 +253,9 @@ def frame_writer(path: str | os.PathLike, *, fmt: str, count: int, loop: int | N
 class FrameWriter:
     """The frames of one file in :func:`frame_writer`'s format, written to `fh` as they come."""
 
-    def __init__(self, fh, *, fmt: str, count: int, loop: int | None = 0,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self, fh, *, fmt: str, count: int, loop: int | None = 0, carried: Carried = NOTHING
+    ):
         if fmt not in ("png", "tiff", "npy"):
             raise ValueError(f"fmt must be png, tiff or npy for frames; got {fmt!r}")
         self._fh, self._fmt, self._count, self._loop = fh, fmt, count, loop
@@ -250,16 +280,24 @@ class FrameWriter:
     def _png(self, frame: np.ndarray, duration) -> None:
         if self._writer is None:
             shape = frame.shape if frame.ndim == 3 else frame.shape + (1,)
-            self._writer = ApngWriter(self._fh, shape=shape, dtype=frame.dtype,
-                                      count=self._count, loop=self._loop,
-                                      text={"Software": MARKER},
-                                      chunks=self._carried.png_chunks())
+            self._writer = ApngWriter(
+                self._fh,
+                shape=shape,
+                dtype=frame.dtype,
+                count=self._count,
+                loop=self._loop,
+                text={"Software": MARKER},
+                chunks=self._carried.png_chunks(),
+            )
         self._writer.add(frame, duration)
 
     def _npy(self, frame: np.ndarray) -> None:
         if self._writer is None:  # the header of the whole (count, ...) array, as np.save's
-            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                      "fortran_order": False, "shape": (self._count,) + frame.shape}
+            header = {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                "fortran_order": False,
+                "shape": (self._count,) + frame.shape,
+            }
             np.lib.format.write_array_header_1_0(self._fh, header)
             self._writer = frame.shape
         if frame.shape != self._writer:
@@ -297,8 +335,9 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = Fa
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
 
 
-def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
-                    overwrite: bool = False) -> bool:
+def save_float_tiff(
+    path: str | os.PathLike, values: np.ndarray, *, overwrite: bool = False
+) -> bool:
     """Write one channel of values as a 32-bit float TIFF, atomically (``--normalize none``).
 
     Parameters
@@ -321,5 +360,6 @@ def save_float_tiff(path: str | os.PathLike, values: np.ndarray, *,
         return save_frames(path, data, fmt="tiff", overwrite=overwrite)
     if data.ndim != 2:
         raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
-    return write_atomic(path, lambda tmp: write_tiff(tmp, data), overwrite=overwrite,
-                        replaceable=written_by_convcli)
+    return write_atomic(
+        path, lambda tmp: write_tiff(tmp, data), overwrite=overwrite, replaceable=written_by_convcli
+    )

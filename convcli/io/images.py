@@ -299,8 +299,10 @@ class ImageSource:
                 self._im.load()
                 duration = self._im.info.get("duration")
                 pixels, white, depth = to_array(self._im, self.channels)
-            yield (Picture(pixels, self.channels, white, depth),
-                   int(duration) if isinstance(duration, (int, float)) else None)
+            yield (
+                Picture(pixels, self.channels, white, depth),
+                int(duration) if isinstance(duration, (int, float)) else None,
+            )
 
     @property
     def upright_size(self) -> tuple[int, int]:
@@ -334,8 +336,10 @@ class ImageSource:
             if is_deep_colour(im):  # before load(), which forgets the file's layout
                 decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
                 if decoded is None:
-                    notes.append("16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
-                                 "install convcli[deep] for 16)")
+                    notes.append(
+                        "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+                        "install convcli[deep] for 16)"
+                    )
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
@@ -350,8 +354,9 @@ class ImageSource:
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
             samples, white, depth = to_array(im, self.channels, integers=True)
-        return Picture(samples, self.channels, white, depth, tuple(notes), carried,
-                       floats=im.mode == "F")
+        return Picture(
+            samples, self.channels, white, depth, tuple(notes), carried, floats=im.mode == "F"
+        )
 
 
 # What Pillow's plugins raise, besides OSError and friends, when they parse a
@@ -530,8 +535,9 @@ class TiffSource:
         notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
         read = self._pages.read_page(0)
         samples, white, depth = read
-        return Picture(samples, self.channels, white, depth, notes, self._pages.carried,
-                       self._pages.floats)
+        return Picture(
+            samples, self.channels, white, depth, notes, self._pages.carried, self._pages.floats
+        )
 
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""
@@ -569,6 +575,10 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         frames = [pic for pic, _ in source.read_frames(tuple(range(count)))]
     if len({f.pixels.shape for f in frames}) > 1:
         raise ImageError(f"its {count} frames differ in size: a stack needs frames of one size")
-    return Picture(np.stack([f.pixels for f in frames]), frames[0].channels,
-                   max(f.white for f in frames), max(f.depth for f in frames),
-                   (f"{count} frames",))
+    return Picture(
+        np.stack([f.pixels for f in frames]),
+        frames[0].channels,
+        max(f.white for f in frames),
+        max(f.depth for f in frames),
+        (f"{count} frames",),
+    )

@@ -43,7 +43,8 @@ def check_stack_pixels(sizes, max_pixels: int) -> None:
     if max_pixels > 0 and total > max_pixels:
         raise PixelLimitError(
             f"the {len(sizes)} frames read are {total:,} pixels in all, over the limit of "
-            f"{max_pixels:,} for a stack's frames together")
+            f"{max_pixels:,} for a stack's frames together"
+        )
 
 
 def check_stored(declared: int, stored: int, max_pixels: int) -> None:
@@ -64,7 +65,8 @@ def check_stored(declared: int, stored: int, max_pixels: int) -> None:
         raise ImageError(
             f"declares {declared:,} bytes of samples but stores {stored:,} bytes of image data "
             f"(under 1 byte for {STORED_RATIO:,}, more than any compression gives): refused "
-            "(--max-pixels 0 reads it)")
+            "(--max-pixels 0 reads it)"
+        )
 
 
 def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
@@ -89,8 +91,10 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
             f"{max_pixels:,}"
         )
     if max(width, height) > MAX_SIDE:
-        raise ImageError(f"image is {width}x{height}: over the {MAX_SIDE:,} rows or columns "
-                         "an image can have here")
+        raise ImageError(
+            f"image is {width}x{height}: over the {MAX_SIDE:,} rows or columns "
+            "an image can have here"
+        )
 
 
 def check_page(pages, k: int, max_pixels: int) -> None:

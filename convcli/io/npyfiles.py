@@ -54,7 +54,9 @@ def load_npy_checked(path) -> np.ndarray:
         needed = math.prod(shape) * dtype.itemsize
         held = os.fstat(f.fileno()).st_size - f.tell()
         if held < needed:
-            raise ValueError(f"{path}: the header claims {'x'.join(map(str, shape))} {dtype} "
-                             f"values ({needed:,} bytes) but the file holds {held:,}")
+            raise ValueError(
+                f"{path}: the header claims {'x'.join(map(str, shape))} {dtype} "
+                f"values ({needed:,} bytes) but the file holds {held:,}"
+            )
         f.seek(0)
         return np.load(f, allow_pickle=False)

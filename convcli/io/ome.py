@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._version import __version__
-from .carried import NOTHING, Carried, PhysicalSize, unit_symbol
+from .carried import NOTHING, Carried
+from .physical import PhysicalSize, unit_symbol
 
 OME_VERSION = "0.4"
 
@@ -21,8 +22,9 @@ _CHANNELS = {2: "LA", 3: "RGB", 4: "RGBA"}
 _WHITES = {np.dtype(np.uint8): 255, np.dtype(np.uint16): 65535}
 
 
-def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = NOTHING,
-                   dtype=np.uint8) -> dict:
+def ome_attributes(
+    shape: tuple[int, int, int], levels: int, carried: Carried = NOTHING, dtype=np.uint8
+) -> dict:
     """The group attributes of a written store: OME-Zarr 0.4 ``multiscales``, ``omero`` for
     a colour image, and the marker.
 
@@ -37,7 +39,7 @@ def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = 
     carried : Carried
         A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
         (:meth:`convcli.io.carried.GeoTags.attributes`), and an OME image's physical size
-        (:class:`convcli.io.carried.PhysicalSize`): the axes' units, the scales and
+        (:class:`convcli.io.physical.PhysicalSize`): the axes' units, the scales and
         translations in them; a Zarr store holds nothing else of it.
     dtype : numpy dtype
         The samples: the windows of ``omero``'s channels are 0 to 255, 0 to 65535, or 0
@@ -48,16 +50,33 @@ def ome_attributes(shape: tuple[int, int, int], levels: int, carried: Carried = 
     units = grid.axis_units() if carried.physical is not None else (None, None)
     axes = ([{"name": "c", "type": "channel"}] if channel else []) + [
         {"name": name, "type": "space", **({"unit": unit} if unit else {})}
-        for name, unit in zip("yx", units, strict=True)]
-    datasets = [{"path": str(level), "coordinateTransformations": [
-        t for t in grid.transformations(level, channel)
-        if t["type"] == "scale" or any(t["translation"])]} for level in range(levels)]
+        for name, unit in zip("yx", units, strict=True)
+    ]
+    datasets = [
+        {
+            "path": str(level),
+            "coordinateTransformations": [
+                t
+                for t in grid.transformations(level, channel)
+                if t["type"] == "scale" or any(t["translation"])
+            ],
+        }
+        for level in range(levels)
+    ]
     attributes = {
-        "multiscales": [{"version": OME_VERSION, "axes": axes, "datasets": datasets,
-                         "type": "mean",
-                         "metadata": {"method": "2 x 2 means, the last odd row or "
-                                                "column averaged with itself"}}],
-        "convcli": {"version": __version__}}
+        "multiscales": [
+            {
+                "version": OME_VERSION,
+                "axes": axes,
+                "datasets": datasets,
+                "type": "mean",
+                "metadata": {
+                    "method": "2 x 2 means, the last odd row or column averaged with itself"
+                },
+            }
+        ],
+        "convcli": {"version": __version__},
+    }
     if channel:
         attributes["omero"] = _omero(shape[2], dtype)
     if carried.geo is not None:
@@ -69,11 +88,21 @@ def _omero(channels: int, dtype) -> dict:
     """OME-Zarr's ``omero`` of a colour image: each channel's name, colour and window (an
     alpha channel off)."""
     white = _WHITES.get(np.dtype(dtype), 1.0)
-    return {"channels": [{"label": name, "color": _COLOURS[name], "active": name != "A",
-                          "coefficient": 1.0, "family": "linear", "inverted": False,
-                          "window": {"min": 0, "max": white, "start": 0, "end": white}}
-                         for name in _CHANNELS[channels]],
-            "rdefs": {"model": "color" if channels > 2 else "greyscale"}}
+    return {
+        "channels": [
+            {
+                "label": name,
+                "color": _COLOURS[name],
+                "active": name != "A",
+                "coefficient": 1.0,
+                "family": "linear",
+                "inverted": False,
+                "window": {"min": 0, "max": white, "start": 0, "end": white},
+            }
+            for name in _CHANNELS[channels]
+        ],
+        "rdefs": {"model": "color" if channels > 2 else "greyscale"},
+    }
 
 
 def physical_of(image: dict) -> PhysicalSize | None:
@@ -84,8 +113,10 @@ def physical_of(image: dict) -> PhysicalSize | None:
         axes = [a if isinstance(a, dict) else {"name": a} for a in image["axes"]]
         names = [str(a.get("name", "")).lower() for a in axes]
         iy, ix = names.index("y"), names.index("x")
-        found = {t.get("type"): t.get(t.get("type"))
-                 for t in image["datasets"][0]["coordinateTransformations"]}
+        found = {
+            t.get("type"): t.get(t.get("type"))
+            for t in image["datasets"][0]["coordinateTransformations"]
+        }
         scale = [float(v) for v in found.get("scale") or ()]
         origin = [float(v) for v in found.get("translation") or [0.0] * len(names)]
         y_unit, x_unit = axes[iy].get("unit"), axes[ix].get("unit")
@@ -95,5 +126,6 @@ def physical_of(image: dict) -> PhysicalSize | None:
         return None
     if not (scale[iy] > 0 and scale[ix] > 0):
         return None
-    return PhysicalSize(scale[ix], scale[iy], unit_symbol(x_unit), unit_symbol(y_unit),
-                        (origin[iy], origin[ix]))
+    return PhysicalSize(
+        scale[ix], scale[iy], unit_symbol(x_unit), unit_symbol(y_unit), (origin[iy], origin[ix])
+    )

@@ -86,8 +86,14 @@ def _crc32():
     return zlib.crc32
 
 
-def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None = None,
-              backend: str | None = None, chunks: Iterable[tuple[bytes, bytes]] = ()) -> None:
+def write_png(
+    fh: BinaryIO,
+    levels: np.ndarray,
+    *,
+    text: dict[str, str] | None = None,
+    backend: str | None = None,
+    chunks: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
     """Write `levels` to the open binary file `fh` as a PNG stream.
 
     Parameters
@@ -116,8 +122,9 @@ def write_png(fh: BinaryIO, levels: np.ndarray, *, text: dict[str, str] | None =
     True
     """
     arr = _checked_levels(levels)
-    encoder = PngRowEncoder(fh, shape=arr.shape, dtype=arr.dtype, text=text, backend=backend,
-                            chunks=chunks)
+    encoder = PngRowEncoder(
+        fh, shape=arr.shape, dtype=arr.dtype, text=text, backend=backend, chunks=chunks
+    )
     encoder.write(arr)
     encoder.close()
 
@@ -172,9 +179,16 @@ class PngRowEncoder:
     True
     """
 
-    def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype,
-                 text: dict[str, str] | None = None, backend: str | None = None,
-                 chunks: Iterable[tuple[bytes, bytes]] = ()):
+    def __init__(
+        self,
+        fh: BinaryIO,
+        *,
+        shape: tuple[int, int, int],
+        dtype,
+        text: dict[str, str] | None = None,
+        backend: str | None = None,
+        chunks: Iterable[tuple[bytes, bytes]] = (),
+    ):
         self._fh = fh
         self._open(shape, dtype, backend)
         _header(fh, self._shape, self._dtype, text, chunks=chunks)
@@ -201,8 +215,10 @@ class PngRowEncoder:
         if band.ndim == 2 and channels == 1:
             band = band[:, :, None]
         if band.ndim != 3 or band.shape[1:] != (width, channels) or band.dtype != self._dtype:
-            raise ValueError(f"rows must be (n, {width}, {channels}) {self._dtype}; "
-                             f"got {band.shape} {band.dtype}")
+            raise ValueError(
+                f"rows must be (n, {width}, {channels}) {self._dtype}; "
+                f"got {band.shape} {band.dtype}"
+            )
         if self._rows_written + len(band) > height:
             raise ValueError(f"{self._rows_written + len(band)} rows for an image of {height}")
         self._rows_written += len(band)
@@ -210,17 +226,17 @@ class PngRowEncoder:
         start = 0
         if self._pending_rows:  # complete the block begun by earlier rows first
             start = min(len(flat), self._block_rows - self._pending_rows)
-            self._pending[self._pending_rows:self._pending_rows + start] = flat[:start]
+            self._pending[self._pending_rows : self._pending_rows + start] = flat[:start]
             self._pending_rows += start
             if self._pending_rows < self._block_rows:
                 return
             self._encode(self._pending)
             self._pending_rows = 0
         while len(flat) - start >= self._block_rows:
-            self._encode(flat[start:start + self._block_rows])
+            self._encode(flat[start : start + self._block_rows])
             start += self._block_rows
         self._pending_rows = len(flat) - start
-        self._pending[:self._pending_rows] = flat[start:]
+        self._pending[: self._pending_rows] = flat[start:]
 
     def close(self) -> None:
         """Write the last rows and the end of the stream; ValueError if rows are missing."""
@@ -232,7 +248,7 @@ class PngRowEncoder:
         if self._rows_written != self._shape[0]:
             raise ValueError(f"{self._rows_written} rows written of {self._shape[0]}")
         if self._pending_rows:
-            self._encode(self._pending[:self._pending_rows])
+            self._encode(self._pending[: self._pending_rows])
             self._pending_rows = 0
         self._data(self._compressor.flush())
 
@@ -245,7 +261,7 @@ class PngRowEncoder:
         if self._dtype == np.uint16:  # samples big-endian in the file
             block = block.astype(self._dtype.newbyteorder(">"))
         raw = block.view(np.uint8).reshape(len(block), self._row_bytes)
-        out = self._filtered[:len(raw)]
+        out = self._filtered[: len(raw)]
         # Up: each byte minus the byte above it, modulo 256.
         np.subtract(raw[:1], self._previous, out=out[:1, 1:])
         np.subtract(raw[1:], raw[:-1], out=out[1:, 1:])
@@ -258,8 +274,15 @@ class PngRowEncoder:
 _DEFAULT_DURATION_MS = 100  # where the input gives no duration (a TIFF's pages)
 
 
-def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | None = 0,
-               text: dict[str, str] | None = None, backend: str | None = None) -> None:
+def write_apng(
+    fh: BinaryIO,
+    frames: np.ndarray,
+    *,
+    durations=None,
+    loop: int | None = 0,
+    text: dict[str, str] | None = None,
+    backend: str | None = None,
+) -> None:
     """Write the frames of `frames` to `fh` as an animated PNG.
 
     Parameters
@@ -292,20 +315,33 @@ def write_apng(fh: BinaryIO, frames: np.ndarray, *, durations=None, loop: int | 
     >>> b"acTL" in buf.getvalue()
     True
     """
+    stack, durations = _frames_and_durations(frames, durations)
+    writer = ApngWriter(
+        fh,
+        shape=stack.shape[1:],
+        dtype=stack.dtype,
+        count=len(stack),
+        loop=loop,
+        text=text,
+        backend=backend,
+    )
+    for frame, duration in zip(stack, durations, strict=True):
+        writer.add(frame, duration)
+    writer.close()
+
+
+def _frames_and_durations(frames, durations) -> tuple[np.ndarray, list]:
+    """:func:`write_apng`'s frames as (m, H, W, C) and a duration for each (None: 100 ms);
+    a ValueError for no frames, or a count of durations that is not theirs."""
     stack = np.asarray(frames)
     if stack.ndim == 3:
         stack = stack[..., None]
     if stack.ndim != 4 or len(stack) == 0:
-        raise ValueError(f"frames must be (m, H, W) or (m, H, W, C) with m >= 1, "
-                         f"got {stack.shape}")
+        raise ValueError(f"frames must be (m, H, W) or (m, H, W, C) with m >= 1, got {stack.shape}")
     durations = list(durations) if durations is not None else [None] * len(stack)
     if len(durations) != len(stack):
         raise ValueError(f"{len(durations)} durations for {len(stack)} frames")
-    writer = ApngWriter(fh, shape=stack.shape[1:], dtype=stack.dtype, count=len(stack),
-                        loop=loop, text=text, backend=backend)
-    for frame, duration in zip(stack, durations, strict=True):
-        writer.add(frame, duration)
-    writer.close()
+    return stack, durations
 
 
 class ApngWriter:
@@ -326,9 +362,18 @@ class ApngWriter:
         As for :func:`write_png`.
     """
 
-    def __init__(self, fh: BinaryIO, *, shape: tuple[int, int, int], dtype, count: int,
-                 loop: int | None = 0, text: dict[str, str] | None = None,
-                 backend: str | None = None, chunks: Iterable[tuple[bytes, bytes]] = ()):
+    def __init__(
+        self,
+        fh: BinaryIO,
+        *,
+        shape: tuple[int, int, int],
+        dtype,
+        count: int,
+        loop: int | None = 0,
+        text: dict[str, str] | None = None,
+        backend: str | None = None,
+        chunks: Iterable[tuple[bytes, bytes]] = (),
+    ):
         _check_layout(tuple(shape), dtype)
         self._fh, self._shape, self._dtype = fh, tuple(shape), np.dtype(dtype)
         self._count, self._backend = count, backend
@@ -341,14 +386,20 @@ class ApngWriter:
         if arr.ndim == 2:
             arr = arr[:, :, None]
         if arr.shape != self._shape or arr.dtype != self._dtype:
-            raise ValueError(f"a frame must be {self._shape} {self._dtype}; "
-                             f"got {arr.shape} {arr.dtype}")
+            raise ValueError(
+                f"a frame must be {self._shape} {self._dtype}; got {arr.shape} {arr.dtype}"
+            )
         if self._added == self._count:
             raise ValueError(f"more than the {self._count} frames announced")
         height, width = self._shape[:2]
         numerator, denominator = _delay(duration)
-        _chunk(self._fh, b"fcTL", struct.pack(">IIIIIHHBB", self._sequence, width, height, 0,
-                                              0, numerator, denominator, 0, 0))
+        _chunk(
+            self._fh,
+            b"fcTL",
+            struct.pack(
+                ">IIIIIHHBB", self._sequence, width, height, 0, 0, numerator, denominator, 0, 0
+            ),
+        )
         self._sequence += 1
         frame_data = _FrameData(self._frame_data, self._shape, self._dtype, self._backend)
         frame_data.write(arr)
@@ -370,16 +421,35 @@ class ApngWriter:
         _chunk(self._fh, b"IEND", b"")
 
 
-def _header(fh: BinaryIO, shape: tuple[int, int, int], dtype, text: dict[str, str] | None,
-            *, frames: int | None = None, loop: int | None = None,
-            chunks: Iterable[tuple[bytes, bytes]] = ()) -> None:
+def _header(
+    fh: BinaryIO,
+    shape: tuple[int, int, int],
+    dtype,
+    text: dict[str, str] | None,
+    *,
+    frames: int | None = None,
+    loop: int | None = None,
+    chunks: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
     """The signature, IHDR and text chunks of a PNG of `shape` (H, W, C); with `frames`, the
     acTL chunk of an animated PNG of that many frames (after IHDR, before the text); then
     `chunks` (kind, data), before the pixels."""
     height, width, channels = shape
     fh.write(_SIGNATURE)
-    _chunk(fh, b"IHDR", struct.pack(">IIBBBBB", width, height, 8 * np.dtype(dtype).itemsize,
-                                    _COLOUR_TYPES[channels], 0, 0, 0))
+    _chunk(
+        fh,
+        b"IHDR",
+        struct.pack(
+            ">IIBBBBB",
+            width,
+            height,
+            8 * np.dtype(dtype).itemsize,
+            _COLOUR_TYPES[channels],
+            0,
+            0,
+            0,
+        ),
+    )
     if frames is not None:
         _chunk(fh, b"acTL", struct.pack(">II", frames, int(loop or 0)))
     for key, value in (text or {}).items():

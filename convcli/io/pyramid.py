@@ -31,8 +31,9 @@ def _mean_2x2(rows: np.ndarray) -> np.ndarray:
     """
     if rows.shape[1] % 2:
         rows = np.concatenate([rows, rows[:, -1:]], axis=1)
-    wide = {np.dtype(np.uint8): np.uint16, np.dtype(np.uint16): np.uint32}.get(rows.dtype,
-                                                                              np.float64)
+    wide = {np.dtype(np.uint8): np.uint16, np.dtype(np.uint16): np.uint32}.get(
+        rows.dtype, np.float64
+    )
     pairs = rows[0::2].astype(wide)  # row pairs first: whole rows, contiguous
     pairs += rows[1::2]
     total = pairs[:, 0::2]
@@ -143,7 +144,7 @@ def band_pieces(band) -> Iterator[np.ndarray]:
     rows, width, channels = band.shape
     step = piece_columns(TILE, channels * band.dtype.itemsize, TILE)
     for left in range(0, width, step):
-        yield band[:, left:left + step]
+        yield band[:, left : left + step]
 
 
 class RowBands:
@@ -158,17 +159,28 @@ class RowBands:
     sizes the files' pieces (:class:`convcli.io.spill.BandFile`).
     """
 
-    def __init__(self, rows: int, shape: tuple[int, int, int], dtype: np.dtype, *,
-                 folder=None, files: int = 2, piece_bytes: int | None = None,
-                 wait: Callable[[queue.Queue], BandFile] | None = None):
+    def __init__(
+        self,
+        rows: int,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        folder=None,
+        files: int = 2,
+        piece_bytes: int | None = None,
+        wait: Callable[[queue.Queue], BandFile] | None = None,
+    ):
         self.rows, self._shape, self._dtype = rows, shape, dtype
         self._files: list[BandFile] = []
         self._free: queue.Queue | None = None
         if spills(rows, *shape[1:], dtype):
             self._free = queue.Queue()
             for _ in range(files):
-                self._files.append(BandFile(rows, *shape[1:], dtype, tile=TILE, folder=folder,
-                                            piece_bytes=piece_bytes))
+                self._files.append(
+                    BandFile(
+                        rows, *shape[1:], dtype, tile=TILE, folder=folder, piece_bytes=piece_bytes
+                    )
+                )
                 self._free.put(self._files[-1])
         self._wait = wait or (lambda free: free.get())
         self._band = None
@@ -180,13 +192,16 @@ class RowBands:
         start = 0
         while start < len(rows):
             if self._band is None:
-                self._band = (self._wait(self._free) if self._free is not None
-                              else np.empty((self.rows,) + self._shape[1:], self._dtype))
+                self._band = (
+                    self._wait(self._free)
+                    if self._free is not None
+                    else np.empty((self.rows,) + self._shape[1:], self._dtype)
+                )
             take = min(self.rows - self._filled, len(rows) - start)
             if self._free is not None:
-                self._band.write_rows(self._filled, rows[start:start + take])
+                self._band.write_rows(self._filled, rows[start : start + take])
             else:
-                self._band[self._filled:self._filled + take] = rows[start:start + take]
+                self._band[self._filled : self._filled + take] = rows[start : start + take]
             self._filled += take
             start += take
             if self._filled == self.rows:

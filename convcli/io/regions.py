@@ -68,7 +68,7 @@ from .carried import from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
-from .zarr_stores import StoreRegions, open_store_regions
+from .zarr_regions import StoreRegions, open_store_regions
 
 MAX_SEGMENT_PIXELS = 1 << 24
 """The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
@@ -108,8 +108,7 @@ _WIDE_GREY = {
 
 def _uncompressed_strips(page) -> bool:
     """Whether `page`'s rows can be read straight from the file (uncompressed strips)."""
-    return (page.compression == 1 and not page.is_tiled
-            and page.bitspersample in (8, 16, 32, 64))
+    return page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32, 64)
 
 
 def _deep_colour_read() -> bool:
@@ -139,16 +138,25 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
         return None
     if _deep_colour_read():
         return _Layout(colour + alpha, 65535.0, 16)
-    return _Layout(colour + alpha, 255.0, 8, "high byte",
-                   "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
-                   "install convcli[deep] for 16)")
+    return _Layout(
+        colour + alpha,
+        255.0,
+        8,
+        "high byte",
+        "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; install convcli[deep] for 16)",
+    )
 
 
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
-    if (page.planarconfig != 1 or page.fillorder != 1 or page.imagedepth != 1
-            or page.is_subsampled or page.compression not in _LOSSLESS
-            or page.tags.valueof(274, 1) != 1):  # Orientation: top-left only
+    if (
+        page.planarconfig != 1
+        or page.fillorder != 1
+        or page.imagedepth != 1
+        or page.is_subsampled
+        or page.compression not in _LOSSLESS
+        or page.tags.valueof(274, 1) != 1
+    ):  # Orientation: top-left only
         return None
     bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
     samples = page.samplesperpixel
@@ -189,8 +197,12 @@ def _decodable(page) -> bool:
     return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
 
 
-def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 storage_options: dict | None = None) -> RegionSource | StoreRegions | None:
+def open_regions(
+    path: str | os.PathLike,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    storage_options: dict | None = None,
+) -> RegionSource | StoreRegions | None:
     """Open a TIFF (or a Zarr store) for reading by row bands, or None where it must be read whole.
 
     Parameters
@@ -212,7 +224,7 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
         whole-image path then reports why), or has a layout listed in the
         module docstring as read whole. Close the source after use (it is a
         context manager). A path named ``*.zarr`` gives a
-        :class:`convcli.io.zarr_stores.StoreRegions`, never None.
+        :class:`convcli.io.zarr_regions.StoreRegions`, never None.
 
     Raises
     ------
@@ -234,14 +246,15 @@ def open_regions(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXEL
     tif, page, layout, frames = opened
     _check_segments(tif, page)
     notes = ([f"used the first of {frames} frames"] if frames > 1 else []) + (
-        [layout.note] if layout.note else [])
+        [layout.note] if layout.note else []
+    )
     return RegionSource(tif, page, layout, tuple(notes))
 
 
 def _check_segments(tif, page, *, close: bool = True) -> None:
     """An ImageError (`tif` closed, with `close`) where `page`'s tiles or strips are declared
     0 rows or columns, or it lists fewer than its size needs."""
-    sides = ((page.tilelength, page.tilewidth) if page.is_tiled else (page.rowsperstrip,))
+    sides = (page.tilelength, page.tilewidth) if page.is_tiled else (page.rowsperstrip,)
     problem = None
     if min(sides) < 1:
         what = "tiles of" if page.is_tiled else "strips of"
@@ -251,8 +264,10 @@ def _check_segments(tif, page, *, close: bool = True) -> None:
         needed = int(np.prod(page.chunked))
         listed = min(len(page.dataoffsets), len(page.databytecounts))
         if listed < needed:
-            problem = (f"it lists {listed} tiles or strips where its {page.imagewidth} x "
-                       f"{page.imagelength} pixels need {needed}")
+            problem = (
+                f"it lists {listed} tiles or strips where its {page.imagewidth} x "
+                f"{page.imagelength} pixels need {needed}"
+            )
     if problem is not None:
         if close:
             tif.close()
@@ -385,10 +400,14 @@ class RegionSource:
         ImageError
             A truncated or corrupt segment.
         """
-        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
-                and 0 <= r0 <= r1 <= self.height):
-            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
-                             f"got r0={r0!r}, r1={r1!r}")
+        if not (
+            isinstance(r0, (int, np.integer))
+            and isinstance(r1, (int, np.integer))
+            and 0 <= r0 <= r1 <= self.height
+        ):
+            raise ValueError(
+                f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; got r0={r0!r}, r1={r1!r}"
+            )
         out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
         self._read_into(r0, out)
         return out
@@ -404,11 +423,11 @@ class RegionSource:
             for k in range(r0 // step, -(-r1 // step)):
                 top = k * step
                 lo, hi = max(r0, top), min(r1, top + step)
-                self._convert(self._segments(k, lo - top, hi - top), out[lo - r0:hi - r0])
+                self._convert(self._segments(k, lo - top, hi - top), out[lo - r0 : hi - r0])
 
     def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
         """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale."""
-        kept = samples[:, :, :out.shape[2]]  # an unspecified extra sample is dropped
+        kept = samples[:, :, : out.shape[2]]  # an unspecified extra sample is dropped
         convert = self._layout.convert
         if convert == "high byte":
             kept = kept >> 8
@@ -440,8 +459,9 @@ class RegionSource:
             wanted = (hi - lo) * row_bytes
             if len(data) != wanted or page.databytecounts[k] < (hi - top) * row_bytes:
                 raise ImageError(f"cannot decode the image: strip {k} is truncated")
-            rows[lo - r0:hi - r0] = np.frombuffer(data, dtype).reshape(hi - lo, self.width,
-                                                                       samples)
+            rows[lo - r0 : hi - r0] = np.frombuffer(data, dtype).reshape(
+                hi - lo, self.width, samples
+            )
         return rows
 
     def _segments(self, k: int, lo: int, hi: int) -> np.ndarray:
@@ -450,9 +470,15 @@ class RegionSource:
         page = self._page
         top = k * self._segment_rows
         shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
-        return self._kept.read(k, lo, hi, shape=shape, dtype=page.dtype,
-                               tile=int(page.tilewidth) if page.is_tiled else None,
-                               decode=lambda c0, c1, out: self._decode_tiles(k, c0, c1, out))
+        return self._kept.read(
+            k,
+            lo,
+            hi,
+            shape=shape,
+            dtype=page.dtype,
+            tile=int(page.tilewidth) if page.is_tiled else None,
+            decode=lambda c0, c1, out: self._decode_tiles(k, c0, c1, out),
+        )
 
     def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
         """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`."""
@@ -464,12 +490,13 @@ class RegionSource:
         counts = [page.databytecounts[i] for i in indices]
         decode = page.decode
         for data, index in self._tif.filehandle.read_segments(
-                offsets, counts, indices=indices, length=len(indices), sort=True):
+            offsets, counts, indices=indices, length=len(indices), sort=True
+        ):
             segment, (_, _, _, left, _), _ = decode(data, index)
             if segment is None:
                 continue  # a segment the file does not hold: left at 0, as tifffile does
-            block = segment[0, :len(out), :c1 - left]
-            out[:, left - c0:left - c0 + block.shape[1]] = block
+            block = segment[0, : len(out), : c1 - left]
+            out[:, left - c0 : left - c0 + block.shape[1]] = block
 
     def close(self) -> None:
         """Close the file (and forget the kept segments)."""
@@ -490,8 +517,17 @@ def _decode_errors() -> Iterator[None]:
         yield
     except (ImageError, SpillError, FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except (tifffile.TiffFileError, ValueError, OSError, EOFError, zlib.error, struct.error,
-            NotImplementedError, RuntimeError) as exc:
+    except (
+        tifffile.TiffFileError,
+        ValueError,
+        OSError,
+        EOFError,
+        zlib.error,
+        struct.error,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
         lines = str(exc).strip().splitlines()
-        raise ImageError(f"cannot decode the image: {lines[0] if lines else type(exc).__name__}"
-                         ) from None
+        raise ImageError(
+            f"cannot decode the image: {lines[0] if lines else type(exc).__name__}"
+        ) from None

@@ -81,11 +81,16 @@ def _checked_layout(fmt: str, height: int, width: int, channels: int, dtype) -> 
     elif channels not in (1, 2, 3, 4):
         raise ValueError(f"channels must be 1, 2, 3 or 4; got {channels!r}")
     dtype = np.dtype(dtype)
-    allowed = {"npy": (_FLOAT,), "png": _LEVEL_TYPES, "tiff": _LEVEL_TYPES + (_FLOAT,),
-               "zarr": _LEVEL_TYPES + (_FLOAT,)}[fmt]
+    allowed = {
+        "npy": (_FLOAT,),
+        "png": _LEVEL_TYPES,
+        "tiff": _LEVEL_TYPES + (_FLOAT,),
+        "zarr": _LEVEL_TYPES + (_FLOAT,),
+    }[fmt]
     if dtype not in allowed:
-        raise ValueError(f"dtype for {fmt} must be one of "
-                         f"{', '.join(str(d) for d in allowed)}; got {dtype}")
+        raise ValueError(
+            f"dtype for {fmt} must be one of {', '.join(str(d) for d in allowed)}; got {dtype}"
+        )
     if fmt == "tiff" and dtype == _FLOAT and channels != 1:
         raise ValueError(f"float32 TIFF output has one channel; got channels={channels}")
     return dtype
@@ -125,7 +130,8 @@ class RowWriter:
         if band.ndim != 3 or band.shape[1:] != (width, channels):
             raise ValueError(f"rows must be (n, {width}, {channels}); got {band.shape}")
         if not np.can_cast(band.dtype, self._dtype, "same_kind") or (
-                self._dtype.kind == "u" and band.dtype != self._dtype):
+            self._dtype.kind == "u" and band.dtype != self._dtype
+        ):
             raise ValueError(f"rows must be {self._dtype}; got {band.dtype}")
         if self.rows_written + len(band) > height:
             raise ValueError(f"{self.rows_written + len(band)} rows for an image of {height}")
@@ -141,10 +147,19 @@ class RowWriter:
 
 
 @contextmanager
-def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: int,
-                    channels: int, dtype, overwrite: bool = False, store_url: str | None = None,
-                    storage_options: dict | None = None, carried: Carried = NOTHING
-                    ) -> Iterator[RowWriter]:
+def open_row_writer(
+    path: str | os.PathLike,
+    *,
+    fmt: str,
+    height: int,
+    width: int,
+    channels: int,
+    dtype,
+    overwrite: bool = False,
+    store_url: str | None = None,
+    storage_options: dict | None = None,
+    carried: Carried = NOTHING,
+) -> Iterator[RowWriter]:
     """Write an image file from its rows, given in order in bands of any height.
 
     Parameters
@@ -187,11 +202,33 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     shape = (int(height), int(width), int(channels))
-    with atomic_output(path, overwrite=overwrite, replaceable=written_by_convcli,
-                       folder=fmt == "zarr") as output:
+    with _written_rows(
+        path, fmt, shape, dtype, overwrite, store_url, storage_options, carried
+    ) as writer:
+        yield writer
+
+
+@contextmanager
+def _written_rows(
+    path: str | os.PathLike,
+    fmt: str,
+    shape: tuple[int, int, int],
+    dtype: np.dtype,
+    overwrite: bool,
+    store_url: str | None,
+    storage_options: dict | None,
+    carried: Carried,
+) -> Iterator[RowWriter]:
+    """:func:`open_row_writer` of checked arguments: a :class:`RowWriter` into the sink of
+    :func:`_open_sink` at the output's temporary place, finished after the block and put in
+    place, or aborted where the block raises."""
+    with atomic_output(
+        path, overwrite=overwrite, replaceable=written_by_convcli, folder=fmt == "zarr"
+    ) as output:
         with ExitStack() as stack:
-            sink = _open_sink(stack, output.temporary, fmt, shape, dtype, store_url,
-                              storage_options, carried)
+            sink = _open_sink(
+                stack, output.temporary, fmt, shape, dtype, store_url, storage_options, carried
+            )
             writer = RowWriter(sink, shape, dtype)  # `path` stands for a `store_url` here
             try:
                 yield writer
@@ -203,9 +240,16 @@ def open_row_writer(path: str | os.PathLike, *, fmt: str, height: int, width: in
     writer.written = output.written
 
 
-def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[int, int, int],
-               dtype: np.dtype, store_url: str | None, storage_options: dict | None,
-               carried: Carried = NOTHING):
+def _open_sink(
+    stack: ExitStack,
+    temporary: Path | None,
+    fmt: str,
+    shape: tuple[int, int, int],
+    dtype: np.dtype,
+    store_url: str | None,
+    storage_options: dict | None,
+    carried: Carried = NOTHING,
+):
     """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
     if temporary is None:
         return None
@@ -215,8 +259,9 @@ def _open_sink(stack: ExitStack, temporary: Path | None, fmt: str, shape: tuple[
     return _sink(fmt)(temporary, shape, dtype, carried=carried)
 
 
-def store_location(stack: ExitStack, temporary: Path, store_url: str | None,
-                   storage_options: dict | None) -> tuple[str, str | None]:
+def store_location(
+    stack: ExitStack, temporary: Path, store_url: str | None, storage_options: dict | None
+) -> tuple[str, str | None]:
     """Where a Zarr output is written, and this run's claim on it (None on this disk).
 
     `temporary`, or `store_url` on object storage: `temporary` is then made an
@@ -268,8 +313,9 @@ def _remove_own_store(url: str, claim: str, storage_options: dict | None) -> Non
         pass
 
 
-def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
-              overwrite: bool = False, **store) -> bool:
+def save_rows(
+    path: str | os.PathLike, image: np.ndarray, *, fmt: str, overwrite: bool = False, **store
+) -> bool:
     """Write a whole image through :func:`open_row_writer`, one band of :data:`TILE` rows at a time.
 
     Parameters
@@ -291,22 +337,39 @@ def save_rows(path: str | os.PathLike, image: np.ndarray, *, fmt: str,
     """
     values = image if image.ndim == 3 else image[:, :, None]
     height, width, channels = values.shape
-    with open_row_writer(path, fmt=fmt, height=height, width=width, channels=channels,
-                         dtype=values.dtype, overwrite=overwrite, **store) as writer:
+    with open_row_writer(
+        path,
+        fmt=fmt,
+        height=height,
+        width=width,
+        channels=channels,
+        dtype=values.dtype,
+        overwrite=overwrite,
+        **store,
+    ) as writer:
         for top in range(0, height, TILE):
-            writer.write(values[top:top + TILE])  # dropped where the file is kept
+            writer.write(values[top : top + TILE])  # dropped where the file is kept
     return writer.written
 
 
 class _NpySink:
     """An ``.npy`` file: the header ``np.save`` writes, then the rows' bytes."""
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self,
+        temporary: Path,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        carried: Carried = NOTHING,
+    ):
         del carried  # raw values hold no profile, resolution or georeference
         self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
-        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                  "shape": shape}
+        header = {
+            "descr": np.lib.format.dtype_to_descr(dtype),
+            "fortran_order": False,
+            "shape": shape,
+        }
         np.lib.format.write_array_header_1_0(self._fh, header)
 
     def write(self, rows: np.ndarray) -> None:
@@ -322,13 +385,23 @@ class _NpySink:
 class _PngSink:
     """A PNG stream through :class:`convcli.io.png.PngRowEncoder`, marked as convcli's."""
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self,
+        temporary: Path,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        carried: Carried = NOTHING,
+    ):
         self._fh = open(temporary, "wb")  # noqa: SIM115 (closed by close or abort)
         try:
-            self._encoder = PngRowEncoder(self._fh, shape=shape, dtype=dtype,
-                                          text={"Software": MARKER},
-                                          chunks=carried.png_chunks())
+            self._encoder = PngRowEncoder(
+                self._fh,
+                shape=shape,
+                dtype=dtype,
+                text={"Software": MARKER},
+                chunks=carried.png_chunks(),
+            )
         except BaseException:
             self._fh.close()
             raise
@@ -413,5 +486,7 @@ def free_space_problem(path: str | os.PathLike, needed: int) -> str | None:
         return None
     if needed <= free:
         return None
-    return (f"not enough free space for {os.fspath(path)}: it needs about "
-            f"{_in_units(needed)}, {_in_units(free)} free")
+    return (
+        f"not enough free space for {os.fspath(path)}: it needs about "
+        f"{_in_units(needed)}, {_in_units(free)} free"
+    )

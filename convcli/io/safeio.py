@@ -35,9 +35,13 @@ def make_output_folder(folder: str, root: str = "") -> None:
         for part in Path(os.path.relpath(folder, root)).parts:
             path = os.path.join(path, part)
             if part not in (".", "..") and os.path.islink(path):
-                raise OSError(errno.ELOOP, "a symbolic link inside the output folder: convcli "
-                                           "never writes through one", path)
+                raise OSError(
+                    errno.ELOOP,
+                    "a symbolic link inside the output folder: convcli never writes through one",
+                    path,
+                )
     Path(folder).mkdir(parents=True, exist_ok=True)
+
 
 def resolved(path) -> str:
     """`path` made absolute with its symbolic links followed as far as they go.
@@ -116,8 +120,11 @@ STORE_MARK = ".zgroup"
 
 def _is_temporary_store(path) -> bool:
     """Whether `path` is a folder output's temporary: a folder (not a link) with a Zarr group."""
-    return (os.path.isdir(path) and not os.path.islink(path)
-            and os.path.isfile(os.path.join(path, STORE_MARK)))
+    return (
+        os.path.isdir(path)
+        and not os.path.islink(path)
+        and os.path.isfile(os.path.join(path, STORE_MARK))
+    )
 
 
 def _remove_temporary(path) -> None:
@@ -155,8 +162,9 @@ def remove_stale_temporaries(folder, *, min_age: float = STALE_SECONDS) -> int:
     still at work keeps changing its file, and one on another machine
     sharing the folder keeps it recent, so neither loses it.
     """
-    pattern = re.compile(re.escape(TEMP_PREFIX) + r".*[.-](\d+)-[0-9a-f]+"
-                         + re.escape(TEMP_SUFFIX) + "$", re.DOTALL)
+    pattern = re.compile(
+        re.escape(TEMP_PREFIX) + r".*[.-](\d+)-[0-9a-f]+" + re.escape(TEMP_SUFFIX) + "$", re.DOTALL
+    )
     removed = 0
     now = time.time()
     try:
@@ -259,8 +267,13 @@ def _process_start_time(pid: int) -> float | None:
         return None
 
 
-def write_atomic(path, write: Callable[[Path], None], *, overwrite: bool = False,
-                 replaceable: Callable[[Path], bool] | None = None) -> bool:
+def write_atomic(
+    path,
+    write: Callable[[Path], None],
+    *,
+    overwrite: bool = False,
+    replaceable: Callable[[Path], bool] | None = None,
+) -> bool:
     """Write a file through a temporary file in the same folder, then rename it.
 
     Parameters
@@ -309,9 +322,13 @@ class AtomicOutput:
 
 
 @contextmanager
-def atomic_output(path, *, overwrite: bool = False,
-                  replaceable: Callable[[Path], bool] | None = None,
-                  folder: bool = False) -> Iterator[AtomicOutput]:
+def atomic_output(
+    path,
+    *,
+    overwrite: bool = False,
+    replaceable: Callable[[Path], bool] | None = None,
+    folder: bool = False,
+) -> Iterator[AtomicOutput]:
     """:func:`write_atomic` for content written over time: the block writes ``.temporary``.
 
     The checks come first (an existing file kept without `overwrite`:
@@ -407,8 +424,9 @@ def published_identity(path) -> tuple[int, ...] | None:
     return _PUBLISHED.pop(str(path), None)
 
 
-def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None,
-               folder: bool = False) -> bool:
+def _may_write(
+    path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None, folder: bool = False
+) -> bool:
     """:func:`write_atomic`'s checks before writing: False where an existing `path` is kept.
 
     Raises OSError where the name is too long or a folder has it (a file, for
@@ -423,11 +441,18 @@ def _may_write(path: Path, overwrite: bool, replaceable: Callable[[Path], bool] 
         raise NotADirectoryError(errno.ENOTDIR, "a file has the output's name", str(path))
     if not overwrite and path.exists():
         return False
-    if (overwrite and replaceable is not None and not _REPLACE_ANY.get() and path.exists()
-            and not replaceable(path)):
+    if (
+        overwrite
+        and replaceable is not None
+        and not _REPLACE_ANY.get()
+        and path.exists()
+        and not replaceable(path)
+    ):
         raise FileExistsError(
-            errno.EEXIST, "the existing file was not written by convcli and is kept "
-            "(choose another -o; --overwrite replaces a file named with -o)", str(path)
+            errno.EEXIST,
+            "the existing file was not written by convcli and is kept "
+            "(choose another -o; --overwrite replaces a file named with -o)",
+            str(path),
         )
     return True
 
@@ -479,8 +504,9 @@ def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
     return True
 
 
-_HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1")
-                      if hasattr(signal, name))
+_HELD_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
+)
 
 
 @contextmanager

@@ -78,9 +78,18 @@ class BandFile:
     >>> band.close()
     """
 
-    def __init__(self, rows: int, width: int, channels: int, dtype, *, tile: int = 256,
-                 band_rows: int | None = None, piece_bytes: int | None = None,
-                 folder: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        rows: int,
+        width: int,
+        channels: int,
+        dtype,
+        *,
+        tile: int = 256,
+        band_rows: int | None = None,
+        piece_bytes: int | None = None,
+        folder: str | os.PathLike | None = None,
+    ):
         self.shape = (int(rows), int(width), int(channels))
         self.dtype = np.dtype(dtype)
         self.band_rows = int(band_rows or rows)
@@ -101,8 +110,9 @@ class BandFile:
             raise
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            raise SpillError(f"cannot keep rows of {self.shape[1]} pixels on disk in "
-                             f"{self._folder}: {reason}") from None
+            raise SpillError(
+                f"cannot keep rows of {self.shape[1]} pixels on disk in {self._folder}: {reason}"
+            ) from None
 
     def _offset(self, index: int, r0: int) -> int:
         """The byte where row `r0` of piece `index` starts."""
@@ -151,14 +161,14 @@ class BandFile:
         """Rows ``r0 ..``, all columns: `values` (n, width, channels)."""
         for a, b in self._within_bands(r0, r0 + len(values)):
             for index, (c0, c1) in enumerate(self.pieces):
-                self.write_piece(index, a, values[a - r0:b - r0, c0:c1])
+                self.write_piece(index, a, values[a - r0 : b - r0, c0:c1])
 
     def read_rows(self, r0: int, r1: int) -> np.ndarray:
         """Rows `r0` to `r1` - 1, all columns."""
         out = np.empty((r1 - r0,) + self.shape[1:], self.dtype)
         for a, b in self._within_bands(r0, r1):
             for index, (c0, c1) in enumerate(self.pieces):
-                out[a - r0:b - r0, c0:c1] = self.read_piece(index, a, b)
+                out[a - r0 : b - r0, c0:c1] = self.read_piece(index, a, b)
         return out
 
     def close(self) -> None:
@@ -185,8 +195,17 @@ class SegmentRows:
         self.kept = kept
         self._rows: dict[int, np.ndarray | BandFile] = {}
 
-    def read(self, k: int, lo: int, hi: int, *, shape: tuple[int, int, int], dtype,
-             tile: int | None, decode) -> np.ndarray:
+    def read(
+        self,
+        k: int,
+        lo: int,
+        hi: int,
+        *,
+        shape: tuple[int, int, int],
+        dtype,
+        tile: int | None,
+        decode,
+    ) -> np.ndarray:
         """Rows `lo` to `hi` - 1 of segment row `k`, decoded if it is not kept.
 
         `shape` is the row of segments' (rows, width, channels) and `dtype` its

@@ -42,8 +42,12 @@ from .formats import is_store_name
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 # The package to install for each protocol, and the extra that brings it.
-_BACKENDS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"),
-             "gcs": ("gcsfs", "gcs")}
+_BACKENDS = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+}
 
 
 def protocol(path) -> str | None:
@@ -67,7 +71,7 @@ def local_path(path: str) -> str:
     >>> local_path("file:///data/photos"), local_path("s3://b/k")
     ('/data/photos', 's3://b/k')
     """
-    return path[len("file://"):] if protocol(path) == "file" else path
+    return path[len("file://") :] if protocol(path) == "file" else path
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -88,8 +92,10 @@ def parse_option(text: str) -> tuple[str, object]:
 
 
 # Option and parameter names whose values are secrets (fsspec, s3fs, gcsfs, adlfs, presigned URLs).
-_SECRET_NAME = (r"[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|signature|auth)[\w.-]*"
-                r"|sig")
+_SECRET_NAME = (
+    r"[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|signature|auth)[\w.-]*"
+    r"|sig"
+)
 _SECRET_PAIR = re.compile(rf"(?i)(?<![\w.-])({_SECRET_NAME})(\s*=\s*)([^\s&;,'\"]*)")
 _SECRET_WHOLE = re.compile(rf"(?is)^(-[\w-]*=)?\s*({_SECRET_NAME})(\s*=).*$")
 _SECRET_ITEM = re.compile(rf"""(?i)(["'])({_SECRET_NAME})\1(\s*:\s*)(["'])(?:(?!\4).)*\4""")
@@ -118,7 +124,7 @@ def remember_secrets(arguments) -> None:
             _KNOWN_SECRETS.update(url.group(2).split(":") + [url.group(2)])
         whole = _SECRET_WHOLE.match(text)
         if whole:
-            _KNOWN_SECRETS.add(text[whole.end(3):].strip())
+            _KNOWN_SECRETS.add(text[whole.end(3) :].strip())
         _KNOWN_SECRETS.update(match.group(3) for match in _SECRET_PAIR.finditer(text))
     _KNOWN_SECRETS.difference_update({s for s in _KNOWN_SECRETS if len(s) < _SHORTEST_SECRET})
 
@@ -134,8 +140,7 @@ def for_terminal(text: str) -> str:
     'a\\\\nFAKE.png: cannot decode'
     """
     text = redact(text)
-    return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m.group(), f"\\x{ord(m.group()):02x}"),
-                        text)
+    return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 def redact(text: str) -> str:
@@ -165,8 +170,11 @@ def redact(text: str) -> str:
     return _SECRET_PAIR.sub(rf"\1\2{REDACTED}", text)
 
 
-S3_CONFIG = {"connect_timeout": 5, "read_timeout": 15,
-             "retries": {"total_max_attempts": 3, "mode": "standard"}}
+S3_CONFIG = {
+    "connect_timeout": 5,
+    "read_timeout": 15,
+    "retries": {"total_max_attempts": 3, "mode": "standard"},
+}
 """botocore's settings for ``s3://`` where ``--storage-option config_kwargs`` does not give them.
 
 (botocore's own default, 5 tries in ``legacy`` mode, made each of 40 files
@@ -268,8 +276,10 @@ def _network_failure(exc: BaseException) -> str:
     if endpoint:
         endpoint = re.sub(r"^([a-z][a-z0-9+.-]*://[^/]*).*$", r"\1", str(endpoint))
     if "Credential" in name:
-        return (f"{exc} (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use a profile, or "
-                "give --storage-option key and secret)")
+        return (
+            f"{exc} (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use a profile, or "
+            "give --storage-option key and secret)"
+        )
     if name == "EndpointConnectionError" or name.startswith("ClientConnector"):
         return f"cannot connect to {endpoint or getattr(exc, 'host', 'the endpoint')}"
     if "Timeout" in name or isinstance(exc, TimeoutError):
@@ -296,8 +306,11 @@ def filesystem(url: str, options: dict | None = None):
     except ImportError:
         if name in _BACKENDS or name in ("file", "memory"):
             raise MissingExtra(f"{url}: {name}:// needs fsspec", extra or "s3") from None
-        raise MissingExtra(f"{url}: {name}:// needs fsspec and a package for {name}://, "
-                           "which no convcli extra installs", None) from None
+        raise MissingExtra(
+            f"{url}: {name}:// needs fsspec and a package for {name}://, "
+            "which no convcli extra installs",
+            None,
+        ) from None
     try:
         fsspec.get_filesystem_class(name)
         with store_errors(url):  # options of the wrong kind
@@ -332,7 +345,8 @@ def _orphaned_task_error(loop, context: dict) -> None:
     """asyncio's handler for errors nobody awaited: a connection's error is dropped."""
     exc = context.get("exception")
     if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__module__.startswith(
-            "aiohttp"):
+        "aiohttp"
+    ):
         return
     loop.default_exception_handler(context)
 
@@ -427,8 +441,12 @@ def _in_loop(loop, method, args: tuple, timeout: float | None, done):
         if not future.done():
             loop.call_soon_threadsafe(stop)
             ended.wait(CANCEL_SECONDS)  # a second Ctrl-C stops waiting
-        if future.done() and not future.cancelled() and future.exception() is None \
-                and done is not None:
+        if (
+            future.done()
+            and not future.cancelled()
+            and future.exception() is None
+            and done is not None
+        ):
             done()
         raise
 
@@ -456,8 +474,11 @@ def list_names(folder: str, options: dict | None = None) -> set[str]:
             entries = fs.ls(path, detail=True)
     except FileNotFoundError:
         return set()
-    return {basename(e["name"].rstrip("/")) for e in entries if e.get("type") != "directory"
-            or is_store_name(e["name"])}
+    return {
+        basename(e["name"].rstrip("/"))
+        for e in entries
+        if e.get("type") != "directory" or is_store_name(e["name"])
+    }
 
 
 def remove_tree(url: str, options: dict | None = None, *, timeout: float | None = None) -> None:
@@ -530,7 +551,7 @@ def _walk(fs, root: str, recursive: bool):
     for folder, dirs, files in fs.walk(root, maxdepth=None if recursive else 1):
         stores = [d for d in dirs if is_store_name(d)]  # images, not walked
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in stores)
-        rel = folder.rstrip("/")[len(root):].strip("/") or "."
+        rel = folder.rstrip("/")[len(root) :].strip("/") or "."
         if any(part.startswith(".") for part in rel.split("/") if part != "."):
             continue
         yield rel, sorted(n for n in [*files, *stores] if not n.startswith("."))

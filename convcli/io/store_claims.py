@@ -33,8 +33,11 @@ class StoreTaken(OSError):
     """Another run claimed the store this run was writing: this one stops and leaves it."""
 
     def __init__(self, url: str):
-        super().__init__(errno.EBUSY, "another run is writing this Zarr store now; this run "
-                                      "stops and leaves it to that one", url)
+        super().__init__(
+            errno.EBUSY,
+            "another run is writing this Zarr store now; this run stops and leaves it to that one",
+            url,
+        )
 
     def __reduce__(self):  # through a process pool or a cluster: the same arguments
         return type(self), (self.filename,)
@@ -49,13 +52,13 @@ def claim(url: str, options: dict | None = None) -> str:
     return token
 
 
-def holder(url: str, options: dict | None = None, *, timeout: float | None = None
-           ) -> str | None:
+def holder(url: str, options: dict | None = None, *, timeout: float | None = None) -> str | None:
     """The token of the run that claims the store `url`, or None (finished, or never claimed);
     `timeout` seconds at most, if given (:func:`convcli.io.storage.read_bytes`)."""
     try:
-        return storage.read_bytes(storage.join(url, CLAIM_NAME), options,
-                                  timeout=timeout).decode(errors="replace")
+        return storage.read_bytes(storage.join(url, CLAIM_NAME), options, timeout=timeout).decode(
+            errors="replace"
+        )
     except FileNotFoundError:
         return None
 

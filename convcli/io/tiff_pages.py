@@ -97,8 +97,9 @@ class TiffPages:
         _check_segments(self._tif, page, close=False)
         source = RegionSource(self._tif, page, layout, ())
         stored = page.dtype == np.uint8 and layout.convert == "same"
-        samples = np.empty((source.height, source.width, len(self.channels)),
-                           np.uint8 if stored else np.float32)
+        samples = np.empty(
+            (source.height, source.width, len(self.channels)), np.uint8 if stored else np.float32
+        )
         try:
             source._read_into(0, samples)
         finally:
@@ -126,8 +127,10 @@ def _whole_layout(page) -> _Layout | None:
     if not _codecs_here(page):
         codec = getattr(page.compression, "name", page.compression)
         predictor = getattr(page.predictor, "name", page.predictor)
-        raise ImageError(f"cannot decode the image: its compression ({codec}) or predictor "
-                         f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'")
+        raise ImageError(
+            f"cannot decode the image: its compression ({codec}) or predictor "
+            f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'"
+        )
     return layout
 
 
@@ -140,8 +143,7 @@ def open_tiff_pages(path: str) -> TiffPages | None:
     with _tifffile_quiet():
         try:
             tif = tifffile.TiffFile(path)
-        except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError,
-                KeyError):
+        except (tifffile.TiffFileError, ValueError, struct.error, OSError, IndexError, KeyError):
             return None
         try:
             layout = _whole_layout(tif.pages[0])

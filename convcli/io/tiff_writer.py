@@ -29,7 +29,7 @@ def _tiles(bands: Iterator) -> Iterator[np.ndarray]:
             padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), piece.dtype)
             padded[:rows, :width] = piece
             for left in range(0, width, TILE):
-                yield np.ascontiguousarray(padded[:, left:left + TILE])
+                yield np.ascontiguousarray(padded[:, left : left + TILE])
 
 
 ISAL_LEVEL = 1
@@ -45,8 +45,9 @@ def _isal_zlib():
     return isal_zlib
 
 
-def _tile_data(bands: Iterator[np.ndarray], dtype: np.dtype, nodata: float | None = None
-               ) -> Iterator:
+def _tile_data(
+    bands: Iterator[np.ndarray], dtype: np.dtype, nodata: float | None = None
+) -> Iterator:
     """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L; with
     `nodata`, a GeoTIFF's missing values (NaN) written as that value.
 
@@ -74,19 +75,23 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
     height, width, channels = shape
     return {
         **tiff_page_tags(channels, dtype),
-        "shape": (height, width) if channels == 1 else shape, "dtype": dtype,
+        "shape": (height, width) if channels == 1 else shape,
+        "dtype": dtype,
         "tile": (TILE, TILE),
         # tifffile encodes tiles in passes of this many bytes: a row of tiles (or a
         # piece of one, as the bands on disk are), deflated on the layers' threads
         # (1.8 times as fast with 2 as with 1)
-        "buffersize": TILE * channels * dtype.itemsize * min(
-            -(-width // TILE) * TILE, piece_columns(TILE, channels * dtype.itemsize, TILE)),
+        "buffersize": TILE
+        * channels
+        * dtype.itemsize
+        * min(-(-width // TILE) * TILE, piece_columns(TILE, channels * dtype.itemsize, TILE)),
         "maxworkers": tiles.THREADS,
     }
 
 
-def _reduced_levels(temporary: Path, shape: tuple[int, int, int],
-                    dtype: np.dtype) -> list[_ReducedLevel]:
+def _reduced_levels(
+    temporary: Path, shape: tuple[int, int, int], dtype: np.dtype
+) -> list[_ReducedLevel]:
     """The pyramid's levels below full size, halving until one fits in a tile."""
     levels: list[_ReducedLevel] = []
     size = shape[:2]
@@ -117,38 +122,48 @@ class TiffSink:
     without the GIL); the reduced levels follow from their files.
     """
 
-    def __init__(self, temporary: Path, shape: tuple[int, int, int], dtype: np.dtype, *,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self,
+        temporary: Path,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        carried: Carried = NOTHING,
+    ):
         self._shape, self._dtype = shape, dtype
         self._carried = carried.for_samples(dtype)
         # GDAL's nodata value where the values are missing (NaN: read from nodata pixels).
         self._nodata = self._carried.nodata if np.dtype(dtype).kind == "f" else None
         self._levels = _reduced_levels(temporary, shape, dtype)
         try:
-            self._tiff = tifffile.TiffWriter(temporary, bigtiff=True,
-                                             **self._carried.tiff_writer_options())
+            self._tiff = tifffile.TiffWriter(
+                temporary, bigtiff=True, **self._carried.tiff_writer_options()
+            )
         except BaseException:
             self._remove_levels()
             raise
         self._failure: BaseException | None = None
         try:
-            self._gathered = RowBands(TILE, shape, dtype, folder=temporary.parent,
-                                      wait=self._free_file)
+            self._gathered = RowBands(
+                TILE, shape, dtype, folder=temporary.parent, wait=self._free_file
+            )
         except BaseException:
             self._tiff.close()
             self._remove_levels()
             raise
         self._bands: queue.Queue = queue.Queue(maxsize=1)
-        self._thread = threading.Thread(target=self._write_full_size, daemon=True,
-                                        name="convcli-tiff-writer")
+        self._thread = threading.Thread(
+            target=self._write_full_size, daemon=True, name="convcli-tiff-writer"
+        )
         self._thread.start()
 
     def _write_full_size(self) -> None:
         try:
-            self._tiff.write(_tile_data(self._queued_bands(), self._dtype, self._nodata),
-                             subifds=len(self._levels) or None,
-                             **{**_tiff_options(self._shape, self._dtype),
-                                **self._carried.tiff_options()})
+            self._tiff.write(
+                _tile_data(self._queued_bands(), self._dtype, self._nodata),
+                subifds=len(self._levels) or None,
+                **{**_tiff_options(self._shape, self._dtype), **self._carried.tiff_options()},
+            )
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
 
@@ -208,9 +223,11 @@ class TiffSink:
             for level in self._levels:
                 carry = level.finish(carry)
             for level in self._levels:
-                self._tiff.write(_tile_data(level.bands(), self._dtype, self._nodata),
-                                 subfiletype=1,
-                                 **_tiff_options(level.shape, self._dtype))
+                self._tiff.write(
+                    _tile_data(level.bands(), self._dtype, self._nodata),
+                    subfiletype=1,
+                    **_tiff_options(level.shape, self._dtype),
+                )
             self._tiff.close()
         finally:
             self._remove_levels()

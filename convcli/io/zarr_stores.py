@@ -1,24 +1,10 @@
-"""Zarr stores in and out: images as chunked arrays in a folder (``*.zarr``).
+"""Zarr stores written: images as chunked arrays in a folder (``*.zarr``).
 
 The only module that imports the ``zarr`` package, and only when a store is
 met (the ``zarr`` extra); a missing one is one line,
 :class:`convcli.errors.MissingExtra`, naming the extra.
 
-In
---
-:func:`open_store_regions` opens a store as a source of row bands, like
-:func:`convcli.io.regions.open_regions` for a TIFF; only the chunks that hold a
-band are read. A store is either
-
-- an array, (H, W) or (H, W, C), or
-- an OME-Zarr image (a group with ``multiscales`` metadata, version 0.4, or
-  0.5 under ``ome``): its first dataset, the full resolution, with axes
-  among t, c, z, y, x; the first time point and plane are read, the channel
-  axis moved last.
-
-C is 1 to 4 (L, L A, R G B, R G B A); samples are uint8 (white 255, depth 8),
-uint16 (65535, 16) or float32 (white the larger of 1 and the largest finite
-value, depth 16, as for a float TIFF).
+Reading a store is :mod:`convcli.io.zarr_regions` (through :func:`require_zarr`).
 
 Out
 ---
@@ -36,27 +22,16 @@ stores convcli wrote (:func:`store_marked`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ImageError, MissingExtra
+from ..errors import MissingExtra
 from . import store_claims
-from .bands import float_white
-from .carried import NOTHING, Carried, PhysicalSize
+from .carried import NOTHING, Carried
 from .formats import store_attributes_marked
-from .ome import ome_attributes, physical_of
+from .ome import ome_attributes
 from .pyramid import TILE, RowBands, RowHalver, band_pieces
-from .spill import SegmentRows
-from .storage import filesystem, is_url
-
-CHANNEL_NAMES = {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}
-"""The channels of an image with 1 to 4 samples per pixel, as Pillow names them."""
-
-_DEPTHS = {np.dtype(np.uint8): (255.0, 8), np.dtype(np.uint16): (65535.0, 16),
-           np.dtype(np.float32): (None, 16)}  # white (None: from the values), depth
-_AXES = frozenset("tczyx")
 
 
 def require_zarr(need: str):
@@ -84,157 +59,6 @@ def store_marked(path) -> bool:
             attrs = attrs.get(key, {}) if isinstance(attrs, dict) else {}
         return store_attributes_marked(attrs)
     return False
-
-
-def open_store_regions(path, *, storage_options: dict | None = None) -> StoreRegions:
-    """Open a Zarr store (a folder, or a URL through fsspec) for reading by row bands.
-
-    Raises
-    ------
-    MissingExtra
-        The ``zarr`` package (or the URL's fsspec backend) is not installed.
-    ImageError
-        Not a store convcli reads (see the module docstring), in one line.
-    OSError
-        The folder is missing or cannot be read.
-    """
-    zarr = require_zarr("reading .zarr needs zarr")
-    shown = os.fspath(path)
-    if is_url(shown):
-        filesystem(shown, storage_options)  # a missing backend: MissingExtra
-        store = zarr.storage.FsspecStore.from_url(shown, storage_options=storage_options,
-                                                  read_only=True)
-    else:
-        if not os.path.isdir(shown):
-            os.listdir(shown)  # the OSError of a missing folder, or of a file
-        store = zarr.storage.LocalStore(shown, read_only=True)
-    try:
-        node = zarr.open(store=store, mode="r")
-    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
-        raise ImageError(f"not a Zarr array or OME-Zarr image ({_first_line(exc)})") from None
-    array, axes, physical = _full_resolution(zarr, node)
-    return StoreRegions(array, axes, Carried(physical=physical) if physical else NOTHING)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize | None]:
-    """The array to read, its axes' names and physical size: the node itself, or an OME
-    image's level 0 (:func:`convcli.io.ome.physical_of`)."""
-    if isinstance(node, zarr.Array):
-        if node.ndim not in (2, 3):
-            raise ImageError(f"a Zarr array of {node.ndim} dimensions: convcli reads "
-                             "(height, width) or (height, width, channels)")
-        return node, ("y", "x", "c")[:node.ndim], None
-    attrs = dict(node.attrs)
-    scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
-    try:
-        image = scales[0]
-        array = node[str(image["datasets"][0]["path"])]
-        axes = image.get("axes") or ("t", "c", "z", "y", "x")  # before OME-Zarr 0.4
-        axes = tuple(str(a["name"] if isinstance(a, dict) else a).lower() for a in axes)
-    except (TypeError, KeyError, IndexError, ValueError):
-        raise ImageError("a Zarr group that is not an OME-Zarr image (no multiscales "
-                         "metadata with a dataset)") from None
-    if not isinstance(array, zarr.Array) or len(axes) != array.ndim or not (
-            set(axes) <= _AXES and {"y", "x"} <= set(axes) and len(set(axes)) == len(axes)):
-        raise ImageError(f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads "
-                         "t, c, z, y, x")
-    return array, axes, physical_of(image)
-
-
-class StoreRegions:
-    """A Zarr array read band by band (made by :func:`open_store_regions`).
-
-    Attributes as :class:`convcli.io.regions.RegionSource`: ``height``,
-    ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``, and
-    ``carried`` (an OME image's physical size, :func:`convcli.io.ome.physical_of`).
-    The last two rows of chunks read are kept (:class:`convcli.io.spill.SegmentRows`:
-    on disk where wide), so that bands that overlap (a halo)
-    read each chunk once when read top to bottom.
-    """
-
-    def __init__(self, array, axes: tuple[str, ...], carried: Carried = NOTHING):
-        self._array, self._axes = array, axes
-        size = dict(zip(axes, (int(n) for n in array.shape), strict=True))
-        self.height, self.width = size["y"], size["x"]
-        count = size.get("c", 1)
-        if count not in CHANNEL_NAMES or 0 in array.shape:
-            raise ImageError(f"a Zarr image of {count} channels, {self.width}x{self.height}: "
-                             "convcli reads 1 to 4 channels")
-        self.dtype = np.dtype(array.dtype)
-        self.carried = carried  # an OME image's physical size
-        self.floats = self.dtype.kind == "f"
-        if self.dtype not in _DEPTHS:
-            raise ImageError(f"a Zarr image of {self.dtype} samples: convcli reads uint8, "
-                             "uint16 or float32")
-        self.channels = CHANNEL_NAMES[count]
-        self._white, self.depth = _DEPTHS[self.dtype]
-        names = {"t": "time points", "z": "planes"}
-        self.notes = tuple(f"used the first of {size[a]} {names[a]}" for a in "tz"
-                           if size.get(a, 1) > 1)
-        self._step = int(array.chunks[axes.index("y")])
-        self._chunk_columns = int(array.chunks[axes.index("x")])
-        self._kept = SegmentRows()
-
-    def stored_bytes(self) -> tuple[int, int]:
-        """The bytes of samples of the image read, and those the array stores (its chunks
-        and metadata, of every plane): :func:`convcli.io.limits.check_stored`."""
-        declared = self.height * self.width * len(self.channels) * self.dtype.itemsize
-        return declared, int(self._array.nbytes_stored())
-
-    @property
-    def white(self) -> float:
-        """The value of full intensity (for float32, read once from the values)."""
-        if self._white is None:
-            self._white = float_white(self)
-        return self._white
-
-    def read_rows(self, r0: int, r1: int) -> np.ndarray:
-        """Rows `r0` to `r1` (excluded), all columns: (r1 - r0, width, C) float32.
-
-        Raises ImageError for a chunk that cannot be read or decoded.
-        """
-        if not (isinstance(r0, (int, np.integer)) and isinstance(r1, (int, np.integer))
-                and 0 <= r0 <= r1 <= self.height):
-            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; "
-                             f"got r0={r0!r}, r1={r1!r}")
-        out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
-        step = self._step
-        for k in range(r0 // step, -(-r1 // step)):
-            top = k * step
-            lo, hi = max(r0, top), min(r1, top + step)
-            shape = (min(step, self.height - top), self.width, len(self.channels))
-            out[lo - r0:hi - r0] = self._kept.read(
-                k, lo - top, hi - top, shape=shape, dtype=self.dtype, tile=self._chunk_columns,
-                decode=lambda c0, c1, values, k=k: self._decode(k, c0, c1, values))
-        return out
-
-    def _decode(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
-        """Chunk row `k`'s columns `c0` to `c1` - 1, as stored, into `out` (rows, c1 - c0, C)."""
-        rows = slice(k * self._step, min((k + 1) * self._step, self.height))
-        where = tuple(rows if a == "y" else slice(c0, c1) if a == "x" else 0 if a in "tz"
-                      else slice(None) for a in self._axes)
-        try:
-            values = np.asarray(self._array[where])
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
-            raise ImageError(f"cannot decode the image: {_first_line(exc)}") from None
-        kept = [a for a in self._axes if a not in "tz"]
-        values = np.moveaxis(values, [kept.index(a) for a in "yx"], [0, 1])
-        out[:] = values if values.ndim == 3 else values[:, :, None]
-
-    def close(self) -> None:
-        """Forget the kept chunks (a store holds no open file)."""
-        self._kept.forget()
-
-    def __enter__(self) -> StoreRegions:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
 
 def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
@@ -278,8 +102,11 @@ class _ChunkFiles:
         """The chunk files of `array`, or None where zarr must write them (object storage,
         filters, an order other than C)."""
         local = isinstance(array.store, require_zarr("--format zarr needs zarr").storage.LocalStore)
-        plain = (len(array.compressors) == 1 and not array.metadata.filters
-                 and array.metadata.order == "C")
+        plain = (
+            len(array.compressors) == 1
+            and not array.metadata.filters
+            and array.metadata.order == "C"
+        )
         return cls(array) if local and plain else None
 
     def write(self, top: int, left: int, piece: np.ndarray) -> bool:
@@ -287,21 +114,26 @@ class _ChunkFiles:
         array, if it covers whole chunks from a chunk's corner (or to the array's edge)."""
         (rows, columns), (height, width) = self._chunk[-2:], self._shape[-2:]
         bottom, right = top + piece.shape[0], left + piece.shape[1]
-        if top % rows or left % columns or (bottom % rows and bottom != height) \
-                or (right % columns and right != width):
+        if (
+            top % rows
+            or left % columns
+            or (bottom % rows and bottom != height)
+            or (right % columns and right != width)
+        ):
             return False
         chunk = np.full(self._chunk, self._fill, piece.dtype)
         for r in range(top, bottom, rows):
             for c in range(left, right, columns):
-                block = piece[r - top:r - top + rows, c - left:c - left + columns]
+                block = piece[r - top : r - top + rows, c - left : c - left + columns]
                 chunk[...] = self._fill
                 if chunk.ndim == 2:
-                    chunk[:len(block), :block.shape[1]] = block[:, :, 0]
+                    chunk[: len(block), : block.shape[1]] = block[:, :, 0]
                 else:
-                    chunk[:, :len(block), :block.shape[1]] = np.moveaxis(block, 2, 0)
+                    chunk[:, : len(block), : block.shape[1]] = np.moveaxis(block, 2, 0)
                 index = (r // rows, c // columns)
-                self._put(self._key(index if chunk.ndim == 2 else (0, *index)),
-                          self._codec.encode(chunk))
+                self._put(
+                    self._key(index if chunk.ndim == 2 else (0, *index)), self._codec.encode(chunk)
+                )
         return True
 
     def _put(self, key: str, data: bytes) -> None:
@@ -324,13 +156,25 @@ class _StoreLevel:
     (:class:`_ChunkFiles`) in a folder on this machine, else through zarr.
     """
 
-    def __init__(self, array, size: tuple[int, int], channels: int, dtype: np.dtype,
-                 top: int = 0, left: int = 0):
+    def __init__(
+        self,
+        array,
+        size: tuple[int, int],
+        channels: int,
+        dtype: np.dtype,
+        top: int = 0,
+        left: int = 0,
+    ):
         self._array = array
         self._files = _ChunkFiles.of(array)
         rows = int(array.chunks[-2])
-        self._bands = RowBands(rows, (0, size[1], channels), dtype, files=1, piece_bytes=(
-            rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize))
+        self._bands = RowBands(
+            rows,
+            (0, size[1], channels),
+            dtype,
+            files=1,
+            piece_bytes=(rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize),
+        )
         self._top = top  # the band's first row in the image
         self._left = left  # its first column: `size` may be a column piece
 
@@ -371,11 +215,20 @@ class _LevelRows:
     :data:`TILE` rows: ``claim`` is ``(url, token, storage options)``, or None.
     """
 
-    def __init__(self, arrays, sizes, shape: tuple[int, int, int], dtype: np.dtype, top: int = 0,
-                 claim: tuple | None = None):
+    def __init__(
+        self,
+        arrays,
+        sizes,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        top: int = 0,
+        claim: tuple | None = None,
+    ):
         """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written."""
-        self._levels = [_StoreLevel(array, size, shape[2], dtype, top=top >> k)
-                        for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))]
+        self._levels = [
+            _StoreLevel(array, size, shape[2], dtype, top=top >> k)
+            for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))
+        ]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
         self._empty = np.empty((0,) + shape[1:], dtype)
         self._claim, self._row, self._checked_to = claim, top, top
@@ -417,19 +270,32 @@ class StoreSink(_LevelRows):
     the URL of an object-storage prefix written in place.
     """
 
-    def __init__(self, temporary: Path | str, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None, claim: str | None = None, *,
-                 carried: Carried = NOTHING):
+    def __init__(
+        self,
+        temporary: Path | str,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        storage_options: dict | None = None,
+        claim: str | None = None,
+        *,
+        carried: Carried = NOTHING,
+    ):
         self._shape, self._carried, self._dtype = shape, carried, np.dtype(dtype)
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
-        super().__init__(arrays, level_sizes(shape[0], shape[1]), shape, dtype,
-                         claim=(str(temporary), claim, storage_options) if claim else None)
+        super().__init__(
+            arrays,
+            level_sizes(shape[0], shape[1]),
+            shape,
+            dtype,
+            claim=(str(temporary), claim, storage_options) if claim else None,
+        )
 
     def close(self) -> None:
         self._flush(last=True)
         self._check_claim()
-        self._group.attrs.update(ome_attributes(self._shape, len(self._levels), self._carried,
-                                                self._dtype))
+        self._group.attrs.update(
+            ome_attributes(self._shape, len(self._levels), self._carried, self._dtype)
+        )
         if self._claim is not None:  # finished: the marker is there, the claim goes
             store_claims.release(self._claim[0], self._claim[2])
 
@@ -476,8 +342,9 @@ def _store(location, storage_options: dict | None = None):
     return zarr.storage.LocalStore(text)
 
 
-def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
-                 storage_options: dict | None = None) -> tuple[object, list]:
+def create_store(
+    location, shape: tuple[int, int, int], dtype: np.dtype, storage_options: dict | None = None
+) -> tuple[object, list]:
     """A new store at `location` with an empty array for each level: the group and the arrays.
 
     The layout of :class:`StoreSink` (see the module docstring); the group's
@@ -485,17 +352,23 @@ def create_store(location, shape: tuple[int, int, int], dtype: np.dtype,
     """
     zarr = require_zarr("--format zarr needs zarr")
     from numcodecs import Blosc
+
     # On object storage the prefix holds this run's claim already (and nothing else).
     mode = "a" if "://" in str(location) else "w-"
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
-        arrays.append(group.create_array(
-            str(index), dtype=dtype, fill_value=0,
-            shape=(height, width) if channels == 1 else (channels, height, width),
-            chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
-            compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
-            chunk_key_encoding={"name": "v2", "separator": "/"}))
+        arrays.append(
+            group.create_array(
+                str(index),
+                dtype=dtype,
+                fill_value=0,
+                shape=(height, width) if channels == 1 else (channels, height, width),
+                chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
+                compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
+                chunk_key_encoding={"name": "v2", "separator": "/"},
+            )
+        )
     return group, arrays
 
 
@@ -522,16 +395,31 @@ class StoreBand(_LevelRows):
     Several processes write the bands of one store at once.
     """
 
-    def __init__(self, location, shape: tuple[int, int, int], dtype: np.dtype, *, top: int,
-                 levels: int, last: bool, storage_options: dict | None = None,
-                 claim: str | None = None):
+    def __init__(
+        self,
+        location,
+        shape: tuple[int, int, int],
+        dtype: np.dtype,
+        *,
+        top: int,
+        levels: int,
+        last: bool,
+        storage_options: dict | None = None,
+        claim: str | None = None,
+    ):
         zarr = require_zarr("--format zarr needs zarr")
         store_claims.check(str(location), claim, storage_options)  # a task of a run gone
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
         arrays = [group[str(k)] for k in range(len(sizes))]
-        super().__init__(arrays, sizes, shape, dtype, top,
-                         claim=(str(location), claim, storage_options) if claim else None)
+        super().__init__(
+            arrays,
+            sizes,
+            shape,
+            dtype,
+            top,
+            claim=(str(location), claim, storage_options) if claim else None,
+        )
         self._last = last
 
     def close(self) -> None:
@@ -539,9 +427,16 @@ class StoreBand(_LevelRows):
         self._flush(self._last)
 
 
-def finish_store(location, shape: tuple[int, int, int], dtype: np.dtype, *, written: int,
-                 storage_options: dict | None = None, claim: str | None = None,
-                 carried: Carried = NOTHING) -> None:
+def finish_store(
+    location,
+    shape: tuple[int, int, int],
+    dtype: np.dtype,
+    *,
+    written: int,
+    storage_options: dict | None = None,
+    claim: str | None = None,
+    carried: Carried = NOTHING,
+) -> None:
     """Fill the levels from `written` on from level ``written - 1``, read back; set the attributes.
 
     The bands of a cluster's tasks write the first `written` levels
@@ -568,8 +463,9 @@ FINISH_PIECE_COLUMNS = 4096
 """About the columns of level ``written - 1`` that :func:`finish_store` halves at a time."""
 
 
-def _halve_piece(group, sizes, written: int, c0: int, step: int, channels: int,
-                 dtype: np.dtype) -> None:
+def _halve_piece(
+    group, sizes, written: int, c0: int, step: int, channels: int, dtype: np.dtype
+) -> None:
     """Columns `c0` to `c0` + `step` - 1 of level ``written - 1``, halved into every level below."""
     source = group[str(written - 1)]
     height, width = sizes[written - 1]

@@ -63,8 +63,10 @@ def _sum_line(weights: np.ndarray) -> str:
         return "sum: 1 (keeps levels: a flat area keeps its value, as a blur or sharpen does)"
     if abs(total) <= 1e-12 * scale:
         return "sum: 0 (shows edges: a flat area gives 0, changes give the values)"
-    return (f"sum: {_short_number(total)} (neither: a flat area's value is multiplied by "
-            f"{_short_number(total)})")
+    return (
+        f"sum: {_short_number(total)} (neither: a flat area's value is multiplied by "
+        f"{_short_number(total)})"
+    )
 
 
 def _separable_line(weights: np.ndarray) -> str:
@@ -75,9 +77,13 @@ def _separable_line(weights: np.ndarray) -> str:
     nonzero = np.abs(column[column != 0])
     scale = float(nonzero.min()) * (1.0 if column[column != 0][0] > 0 else -1.0)
     column, row = column / scale, row * scale  # the column's smallest weight 1
-    return ("separable: yes (rank 1: the column " + " ".join(map(_short_number, column))
-            + " times the row " + " ".join(map(_short_number, row))
-            + "; runs as two 1-D passes where that is faster)")
+    return (
+        "separable: yes (rank 1: the column "
+        + " ".join(map(_short_number, column))
+        + " times the row "
+        + " ".join(map(_short_number, row))
+        + "; runs as two 1-D passes where that is faster)"
+    )
 
 
 def _symmetry_line(weights: np.ndarray) -> str:
@@ -97,10 +103,11 @@ def _symmetry_line(weights: np.ndarray) -> str:
 def _centre_line(weights: np.ndarray) -> str:
     h, w = weights.shape
     if h % 2 == 0 or w % 2 == 0:
-        return (f"centre: none (a {h}x{w} grid has an even side: run it with --pad valid "
-                "or --pad N)")
-    return (f"centre: row {h // 2 + 1}, column {w // 2 + 1} "
-            f"(weight {_short_number(weights[h // 2, w // 2])})")
+        return f"centre: none (a {h}x{w} grid has an even side: run it with --pad valid or --pad N)"
+    return (
+        f"centre: row {h // 2 + 1}, column {w // 2 + 1} "
+        f"(weight {_short_number(weights[h // 2, w // 2])})"
+    )
 
 
 def describe_kernel(kernel: Kernel) -> str:
@@ -117,5 +124,12 @@ def describe_kernel(kernel: Kernel) -> str:
     """
     weights = np.asarray(kernel.weights, np.float64)
     h, w = weights.shape
-    return "\n".join([f"{kernel.name} ({h}x{w})", _sum_line(weights), _separable_line(weights),
-                      _symmetry_line(weights), _centre_line(weights)])
+    return "\n".join(
+        [
+            f"{kernel.name} ({h}x{w})",
+            _sum_line(weights),
+            _separable_line(weights),
+            _symmetry_line(weights),
+            _centre_line(weights),
+        ]
+    )

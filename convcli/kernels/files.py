@@ -92,7 +92,6 @@ def _checked_scale(value, where: str) -> float:
     return scale
 
 
-
 # --- reading files --------------------------------------------------------------------------
 
 
@@ -230,8 +229,9 @@ def _loadtxt_rows(rows: list[str], line_numbers: list[int], shown: str) -> np.nd
         message = str(exc)
         if match := _LOADTXT_NOT_A_NUMBER.search(message):
             line = line_numbers[int(match.group(2))]
-            raise KernelError(f"{shown}: line {line}: {_short(match.group(1))} is not a number"
-                              ) from None
+            raise KernelError(
+                f"{shown}: line {line}: {_short(match.group(1))} is not a number"
+            ) from None
         if match := _LOADTXT_RAGGED.search(message):
             first, count, row = (int(g) for g in match.groups())
             raise KernelError(

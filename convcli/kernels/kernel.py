@@ -124,6 +124,7 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
     numbers of a text grid) names rows as ``line N`` instead.
     """
     if rows_named is not None:
+
         def cell(i, j):
             return f"line {rows_named[i]}"
     else:
@@ -143,8 +144,9 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
     if bad.size:
         i, j = bad[0]
         if rows_named is not None:
-            raise KernelError(f"{where}: {cell(i, j)}: {str(out[i, j])!r}; "
-                              "weights must be finite numbers")
+            raise KernelError(
+                f"{where}: {cell(i, j)}: {str(out[i, j])!r}; weights must be finite numbers"
+            )
         raise KernelError(f"{where}: {cell(i, j)} is {out[i, j]}; weights must be finite numbers")
     big = np.argwhere(np.abs(out) > _FLOAT32_MAX)
     if big.size:
@@ -164,19 +166,20 @@ def _check_grid(weights, where: str, cell, rows_named) -> None:
     cell and `rows_named` the rows, as in :func:`_checked_weights`.
     """
     if not isinstance(weights, (list, tuple)):
-        raise KernelError(f"{where}: 'weights' must be a list of rows, "
-                          f"got {type(weights).__name__}")
+        raise KernelError(
+            f"{where}: 'weights' must be a list of rows, got {type(weights).__name__}"
+        )
     if not weights:
         raise KernelError(f"{where}: the kernel is empty (no weights)")
     if not all(isinstance(row, (list, tuple)) for row in weights):
-        raise KernelError(f"{where}: 'weights' must be a list of rows (a 2-D grid) "
-                          "such as [[1, 0, -1], [1, 0, -1]]")
+        raise KernelError(
+            f"{where}: 'weights' must be a list of rows (a 2-D grid) "
+            "such as [[1, 0, -1], [1, 0, -1]]"
+        )
     for i, row in enumerate(weights):
         for j, value in enumerate(row):
             if not _is_number(value):
-                raise KernelError(
-                    f"{where}: {cell(i, j)}: {_short(value)} is not a number"
-                )
+                raise KernelError(f"{where}: {cell(i, j)}: {_short(value)} is not a number")
             if isinstance(value, numbers.Integral) and abs(value) > _FLOAT32_MAX:
                 # Too large even for float64 conversion, possibly.
                 raise KernelError(
@@ -192,8 +195,10 @@ def _check_grid(weights, where: str, cell, rows_named) -> None:
             unit = "line" if rows_named is not None else "row"
             first = rows_named[0] if rows_named is not None else 1
             number = rows_named[i] if rows_named is not None else i + 1
-            raise KernelError(f"{where}: ragged rows: {unit} {number} has {length} "
-                              f"value(s) but {unit} {first} has {lengths[0]}")
+            raise KernelError(
+                f"{where}: ragged rows: {unit} {number} has {length} "
+                f"value(s) but {unit} {first} has {lengths[0]}"
+            )
 
 
 def _is_number(value) -> bool:

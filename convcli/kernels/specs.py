@@ -30,14 +30,19 @@ _ANGLE_RE = re.compile(r"[+-]?\d+(\.0*)?")
 # the same grids at every angle; these take a type, a size or a sigma.
 _IMAGEMAGICK_LAPLACIANS = {0: "edge", 1: "laplacian", 15: "log-5x5"}
 _IMAGEMAGICK_MEANINGS = {
-    "gaussian": ("Gaussian:RADIUSxSIGMA is a sampled Gaussian of that radius and sigma",
-                 "gaussian (the 3x3 binomial, sigma about 0.71) or gaussian-5x5, with no "
-                 "number, or the grid in a kernel file"),
-    "log": ("LoG:RADIUS,SIGMA is a Laplacian of Gaussian of that radius and sigma",
-            "log (ImageMagick's Laplacian:15) with no number, or the grid in a kernel file"),
-    "roberts": ("Roberts:ANGLE is a 3x3 kernel of two neighbouring cells turned by ANGLE",
-                "roberts-nw or roberts-ne (the 2x2 Roberts cross, run with --pad 0), "
-                "NAME:90 to turn them"),
+    "gaussian": (
+        "Gaussian:RADIUSxSIGMA is a sampled Gaussian of that radius and sigma",
+        "gaussian (the 3x3 binomial, sigma about 0.71) or gaussian-5x5, with no "
+        "number, or the grid in a kernel file",
+    ),
+    "log": (
+        "LoG:RADIUS,SIGMA is a Laplacian of Gaussian of that radius and sigma",
+        "log (ImageMagick's Laplacian:15) with no number, or the grid in a kernel file",
+    ),
+    "roberts": (
+        "Roberts:ANGLE is a 3x3 kernel of two neighbouring cells turned by ANGLE",
+        "roberts-nw or roberts-ne (the 2x2 Roberts cross, run with --pad 0), NAME:90 to turn them",
+    ),
 }
 
 
@@ -83,8 +88,13 @@ def _not_a_file(text: str) -> str:
         mode = os.stat(text).st_mode
     except OSError as exc:  # a link to nothing, or a loop of links
         return f"a link that leads nowhere ({exc.strerror or exc})"
-    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (
-        stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket or other special file"
+    return (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))
+        else "a socket or other special file"
+    )
 
 
 def _load_named(text: str) -> Kernel:

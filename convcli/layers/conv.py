@@ -287,14 +287,14 @@ def _conv_forward(A_prev, W, b, hparameters):
     if Wa.shape[2:] == (1, 1) and taps_are_cheaper(Wa):
         # One channel in and out is a depthwise correlation; with unit weights
         # (edge kernels) the tap engine's adds beat the matmul engine.
-        Z = correlate_depthwise(A, Wa, geometry.stride, pads[0], dtype, bias,
-                                dilation=geometry.dilation)
+        Z = correlate_depthwise(
+            A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation
+        )
         return Z, (A_prev, W, b, hparameters)
     Wd = _dilated(Wa.astype(dtype, copy=False), geometry.dilation)
     Z, not_finite = correlate(A, Wd, geometry.stride, pads, dtype, bias, partial=True)
     if not_finite:  # those row tiles by the plain path
-        plain = _conv_forward_plain(A, Wd, geometry.stride, pads[0], out_shape,
-                                    geometry.dilation)
+        plain = _conv_forward_plain(A, Wd, geometry.stride, pads[0], out_shape, geometry.dilation)
         with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
             plain += bias
         _replace_tiles(Z, plain, not_finite)
@@ -315,8 +315,13 @@ def _separable(A, Wa, geometry, pads, dtype, bias, *, depthwise=False):
     not finite are those of the plain path.
     """
     f_h, f_w, C, n = Wa.shape
-    if (n != 1 or (C != 1 and not depthwise) or geometry.stride != 1 or geometry.dilation != 1
-            or dtype != np.float32):
+    if (
+        n != 1
+        or (C != 1 and not depthwise)
+        or geometry.stride != 1
+        or geometry.dilation != 1
+        or dtype != np.float32
+    ):
         return None
     if native.active():
         cheaper = native.separable_is_cheaper(f_h, f_w)
@@ -369,8 +374,9 @@ def _native_direct(A, Wa, geometry, pads, dtype, bias, *, depthwise):
     f_h, f_w, C, n = Wa.shape
     if not native.direct_takes(C, n, depthwise=depthwise):
         return None
-    return native.correlate(A, Wa, geometry.stride, pads, bias, dilation=geometry.dilation,
-                            depthwise=depthwise)
+    return native.correlate(
+        A, Wa, geometry.stride, pads, bias, dilation=geometry.dilation, depthwise=depthwise
+    )
 
 
 def _replace_tiles(Z, other, tiles) -> None:

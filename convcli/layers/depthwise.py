@@ -73,8 +73,15 @@ def _depthwise_conv_forward(A_prev, W, b, hparameters):
         and geometry.dilation == 1
         and not taps_are_cheaper(Wa)
     ):
-        Z, not_finite = correlate(A, _block_diagonal(Wa.astype(dtype, copy=False)),
-                                  geometry.stride, pads, dtype, bias, partial=True)
+        Z, not_finite = correlate(
+            A,
+            _block_diagonal(Wa.astype(dtype, copy=False)),
+            geometry.stride,
+            pads,
+            dtype,
+            bias,
+            partial=True,
+        )
     if Z is None or not_finite:  # many channels, dilated, mostly unit taps: the tap engine
         taps = correlate_depthwise(
             A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation

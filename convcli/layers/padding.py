@@ -142,7 +142,7 @@ def _pad(X, widths, mode, value, cause, dtype=None):
     elif X.size == 0:
         raise ValueError(f"mode {mode!r} cannot pad an empty X, got shape {X.shape}")
     X_pad = np.empty(shape, dtype)
-    X_pad[:, top:top + n_H, left:left + n_W] = X
+    X_pad[:, top : top + n_H, left : left + n_W] = X
     return fill_border(X_pad, widths, mode=mode, value=value)
 
 
@@ -195,17 +195,21 @@ def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.nda
         raise ValueError(f"X_pad of shape {X_pad.shape} has no inside for width = {width!r}")
     if mode == "constant":
         value = _check_fill_value(value, X_pad.dtype)
-        for part in (X_pad[:, :top], X_pad[:, top + n_H:], X_pad[:, :, :left],
-                     X_pad[:, :, left + n_W:]):
+        for part in (
+            X_pad[:, :top],
+            X_pad[:, top + n_H :],
+            X_pad[:, :, :left],
+            X_pad[:, :, left + n_W :],
+        ):
             part[...] = value
         return X_pad
     rows = border_source(n_H, top, bottom, mode) + top
     cols = border_source(n_W, left, right, mode) + left
     inside = slice(left, left + n_W)
     X_pad[:, :top, inside] = X_pad[:, rows[:top], inside]
-    X_pad[:, top + n_H:, inside] = X_pad[:, rows[top + n_H:], inside]
+    X_pad[:, top + n_H :, inside] = X_pad[:, rows[top + n_H :], inside]
     X_pad[:, :, :left] = X_pad[:, :, cols[:left]]
-    X_pad[:, :, left + n_W:] = X_pad[:, :, cols[left + n_W:]]
+    X_pad[:, :, left + n_W :] = X_pad[:, :, cols[left + n_W :]]
     return X_pad
 
 

@@ -114,6 +114,5 @@ def check_result_size(shape, dtype, cause: str, what: str = "the result") -> Non
         nbytes *= n
     if nbytes > MAX_BYTES:
         raise ValueError(
-            f"{cause} makes {what} {dims} ({size_text(nbytes)}), "
-            f"more than this machine's memory"
+            f"{cause} makes {what} {dims} ({size_text(nbytes)}), more than this machine's memory"
         )

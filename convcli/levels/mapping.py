@@ -16,6 +16,16 @@ import numpy as np
 from ..choices import MAPPINGS
 from ..layers._engine import native
 from ..layers.validation import as_real_array
+from .percentiles import (
+    ROBUST_PERCENTILE,
+    _inside,
+    _linear_rank,
+    _margin_left_out,
+    _percentile_of_largest,
+    _top_of_magnitudes,
+    _top_or_largest,
+    robust_top,
+)
 
 
 class LevelScale(NamedTuple):
@@ -44,143 +54,6 @@ class Mapping(NamedTuple):
     method: str
     white: float
     margin: int = 0
-
-
-ROBUST_PERCENTILE = 99.5
-"""The percentile of |x| that ``robust`` maps to white (:func:`robust_top`)."""
-
-
-def robust_top(values: np.ndarray, *, margin: int = 0, percentile: float = ROBUST_PERCENTILE
-               ) -> float:
-    """A high percentile of |values| counted away from the border: the top of a robust scale.
-
-    Parameters
-    ----------
-    values : (H, W) or (H, W, C) ndarray
-        Results; non-finite values are left out.
-    margin : int
-        Rows and columns left out on every side (where padding shapes the
-        results), unless that leaves nothing.
-    percentile : float
-        Of |values|; a few extreme values (a bright frame, specular
-        highlights) then no longer decide the scale.
-
-    Returns
-    -------
-    float
-        The percentile, or the largest |value| where that is 0 (sparse maps);
-        1.0 where there are no finite values or all are 0.
-
-    Examples
-    --------
-    >>> x = np.zeros((20, 20)); x[10, :] = 4.0; x[0, :] = 100.0
-    >>> robust_top(x, margin=2)
-    4.0
-    """
-    x = _inside(np.asarray(values), margin)
-    if x.size and np.isfinite(x.min()) and np.isfinite(x.max()):  # no mask to build
-        a = np.abs(x)
-    else:
-        a = np.abs(x[np.isfinite(x)])
-    return _top_of_magnitudes(a, percentile)
-
-
-def _inside(x: np.ndarray, margin: int) -> np.ndarray:
-    """`x` without `margin` rows and columns on every side, unless that leaves nothing."""
-    kept = _margin_left_out(x.shape, margin)
-    return x[kept:-kept, kept:-kept] if kept else x
-
-
-def _margin_left_out(shape: tuple[int, ...], margin: int) -> int:
-    """The rows and columns :func:`_inside` leaves out on every side of a map of `shape`."""
-    if margin > 0 and len(shape) >= 2 and min(shape[:2]) > 2 * margin:
-        return margin
-    return 0
-
-
-def _top_of_magnitudes(a: np.ndarray, percentile: float) -> float:
-    """:func:`robust_top` of finite magnitudes `a` (any shape, left unchanged)."""
-    if not a.size:
-        return 1.0
-    return _top_or_largest(_high_percentile(a, percentile), a.max)
-
-
-def _top_or_largest(top: float, largest) -> float:
-    """The robust top from percentile `top`: the largest magnitude (``largest()``) where
-    `top` is 0, and 1.0 where that is 0 too."""
-    return top if top > 0 else float(largest()) or 1.0
-
-
-def _high_percentile(a: np.ndarray, percentile: float) -> float:
-    """``np.percentile(a, percentile)`` of an array of finite values, which is left unchanged.
-
-    The same number, from the largest values only when the percentile is high:
-    a strided sample gives a threshold below the two values numpy interpolates
-    between, and only the values above it are partitioned (4 ms instead of
-    42 ms for the 99.5th percentile of a 2400x1800 edge map). `a` may be a
-    view with any strides (the inside of a map): nothing is copied whole.
-    """
-    n = a.size
-    below, _ = _linear_rank(n, percentile)
-    wanted = n - below  # the values from the lower of the two up
-    if n < 1 << 16 or 16 * wanted > n or below >= n - 1:
-        return _whole_percentile(a, percentile)
-    sample = a[::64] if a.ndim == 1 else a[::8, ::8]
-    rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
-    top = a[a >= np.partition(sample, rank, axis=None)[rank]]
-    if top.size < wanted:  # an unlucky sample: the whole array then
-        return _whole_percentile(a, percentile)
-    return _percentile_of_largest(top, n, percentile)
-
-
-def _whole_percentile(a: np.ndarray, percentile: float) -> float:
-    """``np.percentile(a, percentile)`` from a partitioned copy of all of `a`.
-
-    The same number for float arrays, without ``np.percentile``'s first-call
-    import of numpy.ma (8 ms of a small file's run); other types go to numpy.
-    """
-    if a.dtype.kind != "f":
-        return float(np.percentile(a, percentile))
-    return _percentile_of_largest(a.ravel(order="K").copy(), a.size, percentile)
-
-
-def _linear_rank(n: int, percentile: float) -> tuple[int, float]:
-    """Where ``np.percentile`` of `n` values finds `percentile` ("linear" method).
-
-    Returns ``(below, weight)``: it interpolates with `weight` between the
-    values of ranks `below` and ``below + 1`` (the last rank where that is past it).
-    """
-    position = (n - 1) * (percentile / 100)
-    below = int(position)
-    return below, position - below
-
-
-def _percentile_of_largest(top: np.ndarray, n: int, percentile: float) -> float:
-    """``np.percentile`` of `n` values, from a 1-D array `top` of the largest of them.
-
-    `top` holds at least the ``n - below`` largest (:func:`_linear_rank`); it
-    is reordered in place.
-    """
-    below, weight = _linear_rank(n, percentile)
-    first = top.size - (n - below)
-    upper = min(first + 1, top.size - 1)
-    top.partition([first, upper])
-    return _interpolate(top[first], top[upper], weight)
-
-
-def _interpolate(lower, upper, weight: float) -> float:
-    """numpy's linear interpolation between two neighbouring values, in its arithmetic.
-
-    As ``np.percentile`` does (its ``_lerp``), in the values' type with a
-    Python float weight: ``lower + (upper - lower) * weight``, or from the
-    upper value when the weight is at least 0.5. Written out, it costs
-    microseconds where ``np.quantile`` on the pair took 0.1 ms (and 7 ms to
-    import numpy.ma on its first call in a process).
-    """
-    diff = upper - lower
-    if weight >= 0.5:
-        return float(upper - diff * (1 - weight))
-    return float(lower + diff * weight)
 
 
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)
@@ -215,8 +88,9 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
         return (pixels[..., :3] @ weights)[..., None].astype(np.float32, copy=False)
 
 
-def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
-               margin: int = 0) -> tuple[np.ndarray, LevelScale]:
+def map_levels(
+    values: np.ndarray, method: str, *, white: float, depth: int, margin: int = 0
+) -> tuple[np.ndarray, LevelScale]:
     """Map result values to the integer levels of an 8- or 16-bit image.
 
     Parameters
@@ -261,10 +135,12 @@ def map_levels(values: np.ndarray, method: str, *, white: float, depth: int,
         if by_rows is not None:
             return by_rows
     x, lo, hi, magnitudes, robust = _finite_values(x, method, margin, big)
-    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
-                                 big=big, real=real)
-    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
-                             depth=depth)
+    scale, offset = _level_scale(
+        method, lo, hi, robust, top=top_level(depth), white=white, big=big, real=real
+    )
+    levels = _rounded_levels(
+        x.astype(real, copy=False), method, scale, offset, lo, magnitudes, depth=depth
+    )
     return levels, _scale_record(method, scale, offset)
 
 
@@ -272,14 +148,15 @@ _ROWS_BYTES = 1 << 19
 """About the size of the blocks of rows :func:`_robust_bytes_by_rows` works on (in cache)."""
 
 
-def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
-                          ) -> tuple[np.ndarray, LevelScale] | None:
+def _robust_bytes_by_rows(
+    x: np.ndarray, margin: int, big: float
+) -> tuple[np.ndarray, LevelScale] | None:
     """``robust`` 8-bit levels of a float32 map, a block of rows at a time; None where
     :func:`map_levels` works on the whole map instead.
 
     The same numbers as the whole-map passes (|x|, the sampled percentile of
-    :func:`_high_percentile`, then scaled, clipped and rounded), each block's
-    |x| made in a small buffer that stays in cache: no map-sized |x| or mask
+    :func:`~convcli.levels.percentiles._high_percentile`, then scaled, clipped and rounded),
+    each block's |x| made in a small buffer that stays in cache: no map-sized |x| or mask
     (17 MB and 4 MB for 2400x1800), and no pass for the range. None for a
     map with NaN, inf or values past +-`big` (found on the way), for
     several channels, and where the percentile is not taken from a sample.
@@ -298,19 +175,20 @@ def _robust_bytes_by_rows(x: np.ndarray, margin: int, big: float
     levels = np.empty(x.shape, np.uint8)
     with np.errstate(over="ignore"):
         for r in range(0, x.shape[0], rows):
-            block = np.abs(x[r:r + rows], out=buffer[:min(rows, x.shape[0] - r)])
+            block = np.abs(x[r : r + rows], out=buffer[: min(rows, x.shape[0] - r)])
             if not block.max() <= big:  # NaN, inf or too large (the margin's)
                 return None
             block *= scale
             np.clip(block, 0, 255, out=block)
             np.rint(block, out=block)
-            levels[r:r + rows] = block
+            levels[r : r + rows] = block
     return levels, _scale_record("robust", scale, 0.0)
 
 
 def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float | None:
     """:func:`robust_top` of the float32 map `x` without `margin` rows and columns on every
-    side (:func:`_inside`), as :func:`_high_percentile` samples it; None where it would not
+    side (:func:`~convcli.levels.percentiles._inside`), as
+    :func:`~convcli.levels.percentiles._high_percentile` samples it; None where it would not
     sample.
 
     |x| is made a block of whole rows of `buffer` at a time (contiguous, so
@@ -331,8 +209,8 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
     if top is None:
         tops = []
         for r in range(kept, x.shape[0] - kept, len(buffer)):
-            part = x[r:min(r + len(buffer), x.shape[0] - kept)]
-            block = np.abs(part, out=buffer[:len(part)])
+            part = x[r : min(r + len(buffer), x.shape[0] - kept)]
+            block = np.abs(part, out=buffer[: len(part)])
             if kept:
                 block[:, :kept] = -1
                 block[:, -kept:] = -1
@@ -341,12 +219,14 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
     # An unlucky sample, or inf among the largest: the whole-map passes then.
     if top.size < wanted or not np.isfinite(top).all():
         return None
-    return _top_or_largest(_percentile_of_largest(top, n, ROBUST_PERCENTILE),
-                           lambda: np.abs(inside).max())
+    return _top_or_largest(
+        _percentile_of_largest(top, n, ROBUST_PERCENTILE), lambda: np.abs(inside).max()
+    )
 
 
-def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, depth: int,
-                     margin: int = 0) -> tuple[list[np.ndarray], LevelScale]:
+def map_frame_levels(
+    frames: list[np.ndarray], method: str, *, white: float, depth: int, margin: int = 0
+) -> tuple[list[np.ndarray], LevelScale]:
     """:func:`map_levels` of a stack of frames with one scale: no flicker from frame to frame.
 
     In memory; :mod:`convcli.app.stacks` takes the same scale from streamed
@@ -386,14 +266,17 @@ def map_frame_levels(frames: list[np.ndarray], method: str, *, white: float, dep
     x, lo, hi, magnitudes, robust = _finite_values(flat, method, 0, big)
     if RULES[method].percentile:  # of each frame's inside, together
         robust = robust_top(np.concatenate([_inside(a, margin).ravel() for a in arrays]))
-    scale, offset = _level_scale(method, lo, hi, robust, top=top_level(depth), white=white,
-                                 big=big, real=real)
-    levels = _rounded_levels(x.astype(real, copy=False), method, scale, offset, lo, magnitudes,
-                             depth=depth)
+    scale, offset = _level_scale(
+        method, lo, hi, robust, top=top_level(depth), white=white, big=big, real=real
+    )
+    levels = _rounded_levels(
+        x.astype(real, copy=False), method, scale, offset, lo, magnitudes, depth=depth
+    )
     bounds = np.cumsum([a.size for a in arrays])[:-1]
-    return ([part.reshape(a.shape) for part, a in zip(np.split(levels, bounds), arrays,
-                                                          strict=True)],
-            _scale_record(method, scale, offset))
+    return (
+        [part.reshape(a.shape) for part, a in zip(np.split(levels, bounds), arrays, strict=True)],
+        _scale_record(method, scale, offset),
+    )
 
 
 def _level_arithmetic(depth: int) -> tuple[type, float]:
@@ -412,8 +295,16 @@ def _scale_record(method: str, scale, offset: float) -> LevelScale:
     return LevelScale(method, float(scale), float(offset), RULES[method].absolute)
 
 
-def _rounded_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
-                    magnitudes: np.ndarray | None, *, depth: int) -> np.ndarray:
+def _rounded_levels(
+    x: np.ndarray,
+    method: str,
+    scale,
+    offset: float,
+    lo: float,
+    magnitudes: np.ndarray | None,
+    *,
+    depth: int,
+) -> np.ndarray:
     """The integer levels of `x` (in the levels' float type): :func:`_scaled_levels`,
     clipped to 0..top and rounded."""
     top = top_level(depth)
@@ -463,8 +354,17 @@ def _cleaned(x: np.ndarray, big: float) -> np.ndarray:
     return np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), -big, big)
 
 
-def _level_scale(method: str, lo: float, hi: float, robust: float | None, *, top: int,
-                 white: float, big: float, real: type) -> tuple[np.floating, float]:
+def _level_scale(
+    method: str,
+    lo: float,
+    hi: float,
+    robust: float | None,
+    *,
+    top: int,
+    white: float,
+    big: float,
+    real: type,
+) -> tuple[np.floating, float]:
     """``(scale, offset)`` of ``level = scale * x + offset`` (|x| for ``abs`` and ``robust``).
 
     `scale` is in the levels' float type `real`, at most `big`; `offset` is a float.
@@ -559,15 +459,17 @@ def _check_rules() -> None:
     if set(RULES) != set(MAPPINGS):
         missing = sorted(set(MAPPINGS) - set(RULES))
         extra = sorted(set(RULES) - set(MAPPINGS))
-        raise ImportError(f"the mappings and their rules differ: no rule for {missing}, "
-                          f"no name for {extra}")
+        raise ImportError(
+            f"the mappings and their rules differ: no rule for {missing}, no name for {extra}"
+        )
 
 
 _check_rules()
 
 
-def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
-                   magnitudes: np.ndarray | None) -> np.ndarray:
+def _scaled_levels(
+    x: np.ndarray, method: str, scale, offset: float, lo: float, magnitudes: np.ndarray | None
+) -> np.ndarray:
     """``scale * x + offset`` (|x| for ``abs`` and ``robust``) in x's type, before rounding.
 
     One new array at most: `magnitudes` (``|x|``) is scaled in place where it
@@ -588,8 +490,9 @@ def _scaled_levels(x: np.ndarray, method: str, scale, offset: float, lo: float,
     return levels
 
 
-def to_levels(values: np.ndarray, method: str, *, white: float, depth: int,
-              margin: int = 0) -> np.ndarray:
+def to_levels(
+    values: np.ndarray, method: str, *, white: float, depth: int, margin: int = 0
+) -> np.ndarray:
     """The levels of :func:`map_levels`, without the scale.
 
     Examples

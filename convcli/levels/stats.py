@@ -32,22 +32,24 @@ import numbers
 import numpy as np
 
 from .mapping import (
-    ROBUST_PERCENTILE,
     RULES,
     LevelScale,
     _check_mapping_arguments,
     _cleaned,
-    _interpolate,
     _level_arithmetic,
     _level_scale,
+    _rounded_levels,
+    _scale_record,
+    top_level,
+)
+from .percentiles import (
+    ROBUST_PERCENTILE,
+    _interpolate,
     _linear_rank,
     _margin_left_out,
     _percentile_of_largest,
-    _rounded_levels,
-    _scale_record,
     _top_of_magnitudes,
     _top_or_largest,
-    top_level,
 )
 
 KEPT_MAGNITUDES = 1 << 20
@@ -101,19 +103,35 @@ class StreamedMapping:
            [209, 232, 255]], dtype=uint8)
     """
 
-    def __init__(self, method: str, *, white: float, depth: int, height: int, width: int,
-                 margin: int = 0, max_kept: int = KEPT_MAGNITUDES):
+    def __init__(
+        self,
+        method: str,
+        *,
+        white: float,
+        depth: int,
+        height: int,
+        width: int,
+        margin: int = 0,
+        max_kept: int = KEPT_MAGNITUDES,
+    ):
         _check_mapping_arguments(method, white, depth)
-        for name, value, least in (("height", height, 1), ("width", width, 1),
-                                   ("margin", margin, 0), ("max_kept", max_kept, 0)):
+        for name, value, least in (
+            ("height", height, 1),
+            ("width", width, 1),
+            ("margin", margin, 0),
+            ("max_kept", max_kept, 0),
+        ):
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
         self.method, self.white, self.depth = method, white, depth
         self.height, self.width = int(height), int(width)
         self._real, self._big = _level_arithmetic(depth)
         self._range = _ValueRange()
-        self._robust = (_RobustTop(self.height, self.width, int(margin), int(max_kept))
-                        if RULES[method].percentile else None)
+        self._robust = (
+            _RobustTop(self.height, self.width, int(margin), int(max_kept))
+            if RULES[method].percentile
+            else None
+        )
         if not RULES[method].from_values:
             self.passes = 0  # the white's scale: no pass over the values
         else:
@@ -136,8 +154,10 @@ class StreamedMapping:
         _check_strip(values, self.width)
         self._check_pass(pass_index)
         if row0 != self._next_row or row0 + values.shape[0] > self.height:
-            raise ValueError(f"row0 must be {self._next_row} (strips in order, within "
-                             f"{self.height} rows) for {values.shape[0]} rows, got {row0!r}")
+            raise ValueError(
+                f"row0 must be {self._next_row} (strips in order, within "
+                f"{self.height} rows) for {values.shape[0]} rows, got {row0!r}"
+            )
         if pass_index == 0:
             self._range.add(values)
         if self._robust is not None:
@@ -156,15 +176,18 @@ class StreamedMapping:
         """
         self._check_pass(pass_index)
         robust = self._robust.empty_copy(pass_index) if self._robust is not None else None
-        return MappingPart(pass_index, self.width, _ValueRange() if pass_index == 0 else None,
-                           robust)
+        return MappingPart(
+            pass_index, self.width, _ValueRange() if pass_index == 0 else None, robust
+        )
 
     def take(self, part: MappingPart) -> None:
         """End the pass under way with `part`, the merge of parts that hold every row once."""
         self._check_pass(part.pass_index)
         if self._next_row or part.rows != self.height:
-            raise ValueError(f"the parts of a pass must hold the map's {self.height} rows once "
-                             f"and alone; they hold {part.rows}")
+            raise ValueError(
+                f"the parts of a pass must hold the map's {self.height} rows once "
+                f"and alone; they hold {part.rows}"
+            )
         if part.range is not None:
             self._range.merge(part.range)
         if self._robust is not None:
@@ -174,8 +197,9 @@ class StreamedMapping:
 
     def _check_pass(self, pass_index: int) -> None:
         if pass_index != self._pass or self._pass >= self.passes:
-            raise ValueError(f"pass_index must be {self._pass} of {self.passes} passes, "
-                             f"got {pass_index!r}")
+            raise ValueError(
+                f"pass_index must be {self._pass} of {self.passes} passes, got {pass_index!r}"
+            )
 
     def scale(self) -> LevelScale:
         """The :class:`LevelScale` of :func:`~convcli.levels.mapping.map_levels` on the map."""
@@ -198,19 +222,36 @@ class StreamedMapping:
         low, high = float(values.min()), float(values.max())
         if not max(-low, high) <= self._big:  # NaN, inf or huge values: as map_levels cleans them
             values = _cleaned(values, self._big)
-        return _rounded_levels(values.astype(self._real, copy=False), self.method, scale,
-                               offset, lo, None, depth=self.depth)
+        return _rounded_levels(
+            values.astype(self._real, copy=False),
+            self.method,
+            scale,
+            offset,
+            lo,
+            None,
+            depth=self.depth,
+        )
 
     def _scale_and_offset(self):
         """``(scale, offset, lo)`` of :func:`~convcli.levels.mapping._level_scale`, passes done."""
         if self._pass < self.passes:
-            raise RuntimeError(f"the statistics need {self.passes} passes over the strips; "
-                               f"{self._pass} done, row {self._next_row} reached")
+            raise RuntimeError(
+                f"the statistics need {self.passes} passes over the strips; "
+                f"{self._pass} done, row {self._next_row} reached"
+            )
         if self._scale is None:
             lo, hi = self._range.bounds(self._big)
             robust = self._robust.top() if self._robust is not None else None
-            scale, offset = _level_scale(self.method, lo, hi, robust, top=top_level(self.depth),
-                                         white=self.white, big=self._big, real=self._real)
+            scale, offset = _level_scale(
+                self.method,
+                lo,
+                hi,
+                robust,
+                top=top_level(self.depth),
+                white=self.white,
+                big=self._big,
+                real=self._real,
+            )
             self._scale = scale, offset, lo
         return self._scale
 
@@ -260,8 +301,9 @@ def _check_strip(values, width: int) -> None:
         got = getattr(values, "dtype", type(values).__name__)
         raise TypeError(f"values must be a float32 ndarray, got {got}")
     if values.ndim != 2 or values.shape[0] < 1 or values.shape[1] != width:
-        raise ValueError(f"values must be (rows, {width}): rows of the map; got shape "
-                         f"{values.shape}")
+        raise ValueError(
+            f"values must be (rows, {width}): rows of the map; got shape {values.shape}"
+        )
 
 
 class _ValueRange:
@@ -293,7 +335,7 @@ class _ValueRange:
 
 
 class _RobustTop:
-    """:func:`convcli.levels.mapping.robust_top` of a map, from its strips: the exact percentile
+    """:func:`convcli.levels.percentiles.robust_top` of a map, from its strips: the exact percentile
     of the finite |x| inside the margin, by the largest kept (one pass) or a radix
     selection (two)."""
 
@@ -325,13 +367,14 @@ class _RobustTop:
             self._keep_largest(magnitudes.ravel())
         else:
             self._largest = max(self._largest, float(magnitudes.max()))
-            self._high += np.bincount((magnitudes.view(np.uint32) >> 16).ravel(),
-                                      minlength=_HIGH_BINS)
+            self._high += np.bincount(
+                (magnitudes.view(np.uint32) >> 16).ravel(), minlength=_HIGH_BINS
+            )
 
     def _magnitudes(self, row0: int, values: np.ndarray) -> np.ndarray:
         """|x| of the finite values of the strip's rows and columns inside the margin."""
         start, stop = max(self._rows[0], row0), min(self._rows[1], row0 + values.shape[0])
-        inside = values[max(0, start - row0):max(0, stop - row0), self._columns]
+        inside = values[max(0, start - row0) : max(0, stop - row0), self._columns]
         if inside.size and np.isfinite(inside.min()) and np.isfinite(inside.max()):
             return np.abs(inside)
         return np.abs(inside[np.isfinite(inside)])
@@ -343,7 +386,7 @@ class _RobustTop:
         kept = np.concatenate([self._kept, magnitudes])
         if kept.size > 2 * self._keep:
             kept.partition(kept.size - self._keep)
-            kept = kept[kept.size - self._keep:].copy()
+            kept = kept[kept.size - self._keep :].copy()
             self._floor = kept[0]
         self._kept = kept
 
@@ -351,10 +394,14 @@ class _RobustTop:
         """A copy with nothing counted, for the rows of a part of pass `pass_index`."""
         part = copy.copy(self)
         part._count, part._largest, part._kept, part._floor = 0, 0.0, np.empty(0, np.float32), None
-        part._high = np.zeros(_HIGH_BINS, np.int64) if pass_index == 0 and self.passes == 2 \
-            else None
-        part._low = {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin in self._low} \
-            if pass_index == 1 else {}
+        part._high = (
+            np.zeros(_HIGH_BINS, np.int64) if pass_index == 0 and self.passes == 2 else None
+        )
+        part._low = (
+            {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin in self._low}
+            if pass_index == 1
+            else {}
+        )
         part._targets = list(self._targets)
         return part
 
@@ -388,17 +435,20 @@ class _RobustTop:
             counts += np.bincount(bits[high == high_bin] & 0xFFFF, minlength=_LOW_BINS)
 
     def top(self) -> float:
-        """The robust top, as :func:`convcli.levels.mapping.robust_top` of the whole map."""
+        """The robust top, as :func:`convcli.levels.percentiles.robust_top` of the whole map."""
         if self._count == 0:
             return 1.0
         if self.passes == 1:
             if self._kept.size == self._count:  # all of them: as map_levels
                 return _top_of_magnitudes(self._kept, ROBUST_PERCENTILE)
-            return _top_or_largest(_percentile_of_largest(self._kept, self._count,
-                                                          ROBUST_PERCENTILE), self._kept.max)
-        patterns = [high_bin << 16
-                    | int(np.searchsorted(np.cumsum(self._low[high_bin]), rank, side="right"))
-                    for high_bin, rank in self._targets]
+            return _top_or_largest(
+                _percentile_of_largest(self._kept, self._count, ROBUST_PERCENTILE), self._kept.max
+            )
+        patterns = [
+            high_bin << 16
+            | int(np.searchsorted(np.cumsum(self._low[high_bin]), rank, side="right"))
+            for high_bin, rank in self._targets
+        ]
         lower, upper = np.array(patterns, np.uint32).view(np.float32)
         _, weight = _linear_rank(self._count, ROBUST_PERCENTILE)
         return _top_or_largest(_interpolate(lower, upper, weight), lambda: self._largest)

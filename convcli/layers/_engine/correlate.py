@@ -121,8 +121,9 @@ class _Plan:
         self.extra = (f_h - 1) // s  # phase rows read below the last output row
         self.chunk = max(MIN_CHUNK, MATMUL_WORK // max(1, self.K * self.N))
         self.tiles = RowTiles(m, self.n_H, tile_rows_fit(self.nbw * self.K))
-        self.max_chunks = ceil_div(self.tiles.images * (self.tiles.rows + self.extra) * self.nbw,
-                                   self.chunk)  # the matmuls of one row tile
+        self.max_chunks = ceil_div(
+            self.tiles.images * (self.tiles.rows + self.extra) * self.nbw, self.chunk
+        )  # the matmuls of one row tile
         self.merge = self._merge()
         # BLAS multiply-adds, about a sixteenth of a numpy pass each (tiles.WORK_PER_THREAD).
         self.cost = m * self.n_H * self.nbw * self.K * self.N / 16
@@ -152,8 +153,10 @@ class _Plan:
         for i in range(self.tiles.m):
             for h0 in range(0, self.n_H, step):
                 h1 = min(self.n_H, h0 + step)
-                yield (i, i + 1, h0, h1), [(i, i + 1, g, min(h1, g + rows))
-                                           for g in range(h0, h1, rows)]
+                yield (
+                    (i, i + 1, h0, h1),
+                    [(i, i + 1, g, min(h1, g + rows)) for g in range(h0, h1, rows)],
+                )
 
     def buffers(self, dtype, merged=True):
         """Zeroed staging rows (s, rows + extra, row_px*C) and X (blocks, K).
@@ -245,8 +248,11 @@ class _Plan:
             if self.laid_out_as_Z(tile):  # the block results are Z's rows: straight in
                 y = out.reshape(-1, self.N)
                 if len(y) >= n * chunk:
-                    np.matmul(X[: n * chunk].reshape(n, chunk, -1), T,
-                              out=y[: n * chunk].reshape(n, chunk, -1))
+                    np.matmul(
+                        X[: n * chunk].reshape(n, chunk, -1),
+                        T,
+                        out=y[: n * chunk].reshape(n, chunk, -1),
+                    )
                 else:
                     _chunked_matmul(X, T, nq, chunk, y, Y)
                 return y[:nq]
@@ -385,8 +391,11 @@ def _chunked_matmul(X, T, nq, chunk, y, Y):
     """
     full = nq // chunk
     if full:
-        np.matmul(X[: full * chunk].reshape(full, chunk, -1), T,
-                  out=y[: full * chunk].reshape(full, chunk, -1))
+        np.matmul(
+            X[: full * chunk].reshape(full, chunk, -1),
+            T,
+            out=y[: full * chunk].reshape(full, chunk, -1),
+        )
     rest = nq - full * chunk
     if rest:
         np.matmul(X[full * chunk : (full + 1) * chunk].reshape(1, chunk, -1), T, out=Y[:1])

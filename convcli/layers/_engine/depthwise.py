@@ -79,9 +79,27 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     if Z.size == 0 or not taps:  # no values, or every weight zero: the bias alone
         Z[...] = bias.reshape(-1)
         return Z
+    _correlate_tiles(A, W, Z, bias, taps, stride=s, pad=pad, dilation=d, dtype=dtype, finite=finite)
+    return Z
+
+
+def _correlate_tiles(A, W, Z, bias, taps, *, stride, pad, dilation, dtype, finite) -> None:
+    """:func:`correlate_depthwise`'s output `Z` filled tile of rows by tile, the threads
+    sharing the tiles: the `taps` (di, dj) of W laid over A, and the `bias` (n_K, C)."""
+    m, _, W_in, C = A.shape
+    f_h, f_w, _, n_K = W.shape
+    _, n_H, n_W, _ = Z.shape
+    s, d = stride, dilation
+    span_h, span_w = covered(f_h, 1, d), covered(f_w, 1, d)
     row_len = n_W * C
-    kernel_taps = _KernelTaps(W.astype(dtype, copy=False), taps, n_W, s, d,
-                              separable_taps(W, dtype) if finite and s == 1 else None)
+    kernel_taps = _KernelTaps(
+        W.astype(dtype, copy=False),
+        taps,
+        n_W,
+        s,
+        d,
+        separable_taps(W, dtype) if finite and s == 1 else None,
+    )
     width = covered(n_W, span_w, s)  # padded columns any window reads
     cols = max(0, min(W_in, width - pad))  # image columns staged
     # Small inputs are cut into a few tiles per thread: the threads share the
@@ -95,8 +113,16 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         k, rows = i1 - i0, h1 - h0
-        staged = _tile_rows(A[i0:i1], scratch, h0 * s - pad, covered(rows, span_h, s), width,
-                            pad, cols, in_place=in_place)
+        staged = _tile_rows(
+            A[i0:i1],
+            scratch,
+            h0 * s - pad,
+            covered(rows, span_h, s),
+            width,
+            pad,
+            cols,
+            in_place=in_place,
+        )
         if n_K == 1:
             acc = Z[i0:i1, h0:h1].reshape(1, k, rows, row_len)
         else:
@@ -109,7 +135,6 @@ def correlate_depthwise(A, W, stride, pad, dtype, bias, *, dilation=1):
             np.add(acc.reshape(n_K, k, rows, n_W, C).transpose(1, 2, 3, 0, 4), bias, out=out)
 
     run_tiles(row_tiles, work, lambda: Scratch(dtype), cost=cost)
-    return Z
 
 
 class _KernelTaps:
@@ -145,8 +170,7 @@ class _KernelTaps:
         _, k, rows, row_len = acc.shape
         product = scratch.take("product", (k, rows, row_len))
         for t, (di, dj) in enumerate(self.taps):
-            window = _tap_inputs(staged, scratch, self.d * di, self.d * dj, self.s, rows,
-                                 self.n_W)
+            window = _tap_inputs(staged, scratch, self.d * di, self.d * dj, self.s, rows, self.n_W)
             _add_tap(acc, window, self.units[di, dj], self.rows_w[t], product, first=t == 0)
 
 
@@ -158,7 +182,7 @@ def _tile_rows(A, scratch, y0, n_in, width, pad, cols, *, in_place):
     `scratch` with its zero padding (:func:`_stage_rows`).
     """
     if in_place:
-        return A[:, y0:y0 + n_in]
+        return A[:, y0 : y0 + n_in]
     staged = scratch.take("staged", (len(A), n_in, width, A.shape[3]))
     _stage_rows(staged, A, y0, pad, cols)
     return staged
@@ -276,8 +300,10 @@ def _passes(taps) -> int:
 def _dyadic(weights, largest: int = 1 << 12) -> bool:
     """Whether the weights are integers up to `largest` times one power of two (2**-16 to 1)."""
     w = np.abs(np.asarray(weights, np.float64))
-    return any(np.all(w * 2.0 ** e == np.round(w * 2.0 ** e)) and np.max(w) * 2.0 ** e <= largest
-               for e in range(17))
+    return any(
+        np.all(w * 2.0**e == np.round(w * 2.0**e)) and np.max(w) * 2.0**e <= largest
+        for e in range(17)
+    )
 
 
 def _separable_pass(acc, staged, scratch, factors, d, n_W):
@@ -290,8 +316,11 @@ def _separable_pass(acc, staged, scratch, factors, d, n_W):
     flat = staged.reshape(k, staged.shape[1], width * C)
     for kk, (column, row) in enumerate(factors):
         _weighted_sum(vertical, [(flat[:, d * i : d * i + rows], w) for i, w in column], product)
-        _weighted_sum(acc[kk], [(vertical[:, :, d * j * C : d * j * C + row_len], w)
-                                for j, w in row], product[:, :, :row_len])
+        _weighted_sum(
+            acc[kk],
+            [(vertical[:, :, d * j * C : d * j * C + row_len], w) for j, w in row],
+            product[:, :, :row_len],
+        )
 
 
 def _weighted_sum(out, terms, product) -> None:
@@ -325,7 +354,7 @@ def _unit_signs(W) -> np.ndarray:
 
     Such a tap adds (subtracts) its inputs instead of multiplying them.
     """
-    return (np.all(W == 1, axis=2).astype(np.int8) - np.all(W == -1, axis=2).astype(np.int8))
+    return np.all(W == 1, axis=2).astype(np.int8) - np.all(W == -1, axis=2).astype(np.int8)
 
 
 def tap_passes(W) -> int:

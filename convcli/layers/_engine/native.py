@@ -89,8 +89,7 @@ def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
     K = np.ascontiguousarray(K)
     n_out = n * groups
     Z = np.empty((m, n_H, n_W, n_out), np.float32)
-    bias = np.ascontiguousarray(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1),
-                                                (n_out,)))
+    bias = np.ascontiguousarray(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (n_out,)))
     if Z.size == 0:
         return Z
     if C == 0:
@@ -100,8 +99,12 @@ def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
     row_values = C * stride * plane_width
     rows_fit = max(1, (TILE_VALUES // row_values - (f_h - 1) * dilation - 1) // stride + 1)
     tiles = RowTiles(m, n_H, rows_fit)
-    shapes = ((m, H, W_in, C), (groups, f_h, f_w, Cg, n), (n_H, n_W, n_out),
-              (stride, dilation, top, left))
+    shapes = (
+        (m, H, W_in, C),
+        (groups, f_h, f_w, Cg, n),
+        (n_H, n_W, n_out),
+        (stride, dilation, top, left),
+    )
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
@@ -164,16 +167,21 @@ def sum_channels(colour, out, top: int, left: int) -> None:
         raise ValueError("sum_channels: out must be a C-contiguous float32 array")
     _, H_out, W_out, _ = out.shape
     for i in range(m):
-        _native.sum_channels(np.ascontiguousarray(colour[i]), out, (H, W, C),
-                             ((i * H_out + top) * W_out + left, W_out))
+        _native.sum_channels(
+            np.ascontiguousarray(colour[i]),
+            out,
+            (H, W, C),
+            ((i * H_out + top) * W_out + left, W_out),
+        )
 
 
 def abs_at_least(x, margin: int, threshold: float, capacity: int):
     """|x| of the float32 map `x` (H, W) at least `threshold`, `margin` rows and columns left
     out on every side, in row order; None where more than `capacity` are."""
     out = np.empty(capacity, np.float32)
-    count = _native.abs_at_least(np.ascontiguousarray(x, np.float32), out, x.shape, margin,
-                                 threshold)
+    count = _native.abs_at_least(
+        np.ascontiguousarray(x, np.float32), out, x.shape, margin, threshold
+    )
     return out[:count] if count <= capacity else None
 
 

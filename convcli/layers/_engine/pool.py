@@ -71,8 +71,12 @@ def pool_max_claims_tiles(X, f):
         _copy_channels(out[i0:i1, h0:h1], maxima)
 
     if claimed.size:
-        run_tiles(RowTiles(m, n_H, _tile_rows_fit(X, f, f)), work, lambda: Scratch(X.dtype),
-                  cost=6 * X.size)
+        run_tiles(
+            RowTiles(m, n_H, _tile_rows_fit(X, f, f)),
+            work,
+            lambda: Scratch(X.dtype),
+            cost=6 * X.size,
+        )
     return out, claimed
 
 
@@ -124,8 +128,9 @@ def pool_backward_tiles(dA, A, f, stride, mode, claimed=None):
     # tiles overlap; other overlapping strides run as one tile.
     rows_fit = _tile_rows_fit(X, f, stride) if stride == 1 or stride >= f else n_H
     tiles = RowTiles(m, n_H, rows_fit)
-    run_tiles(tiles, work, lambda: Scratch(dtype), neighbours_overlap=f > stride,
-              cost=4 * dA_prev.size)
+    run_tiles(
+        tiles, work, lambda: Scratch(dtype), neighbours_overlap=f > stride, cost=4 * dA_prev.size
+    )
     return dA_prev
 
 

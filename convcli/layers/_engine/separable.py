@@ -161,8 +161,12 @@ class _Plan:
             src[max(lo, hi) :] = 0
             src[lo:hi] = A[i, y0 + lo : y0 + hi, : self.cols]
         row_bytes, item = src.strides
-        slabs = as_strided(src, (nbv, self.Mv.shape[1], self.cols),
-                           (BLOCK_ROWS * row_bytes, row_bytes, item), writeable=False)
+        slabs = as_strided(
+            src,
+            (nbv, self.Mv.shape[1], self.cols),
+            (BLOCK_ROWS * row_bytes, row_bytes, item),
+            writeable=False,
+        )
         T = scratch.take("vertical", (nbv * BLOCK_ROWS, self.row_len))
         T[:, : self.left] = 0
         T[:, self.left + self.cols :] = 0
@@ -178,8 +182,9 @@ class _Plan:
         full = n_W // Bh
         if full:
             X = as_strided(T, (full, rows, span), (Bh * item, row_bytes, item), writeable=False)
-            Y = as_strided(out, (full, rows, Bh), (Bh * out.strides[1], out.strides[0],
-                                                   out.strides[1]))
+            Y = as_strided(
+                out, (full, rows, Bh), (Bh * out.strides[1], out.strides[0], out.strides[1])
+            )
             np.matmul(X, self.Mh, out=Y)
         rest = n_W - full * Bh
         if rest:  # the last, partial block
@@ -218,6 +223,7 @@ def correlate_separable(A, u, v, pads, dtype, bias):
                 not_finite.extend((i, h0 + int(r)) for r in rows)
 
     with np.errstate(invalid="ignore", over="ignore"):  # reported by row, not warned
-        run_tiles(plan.tiles, work, lambda: Scratch(dtype),
-                  cost=Z.size * passes(plan.f_h, plan.f_w))
+        run_tiles(
+            plan.tiles, work, lambda: Scratch(dtype), cost=Z.size * passes(plan.f_h, plan.f_w)
+        )
     return Z, sorted(not_finite)

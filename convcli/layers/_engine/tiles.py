@@ -223,8 +223,9 @@ def thread_count(n_tiles: int, work: float | None = None) -> int:
     return max(1, n)
 
 
-def run_tiles(tiles, work, new_state, *, neighbours_overlap=False, cost=None, as_free=False,
-              blas=True):
+def run_tiles(
+    tiles, work, new_state, *, neighbours_overlap=False, cost=None, as_free=False, blas=True
+):
     """Call ``work(state, tile)`` for every tile, on up to THREADS threads.
 
     Each thread has its own `state` from ``new_state()`` (scratch buffers,
@@ -261,7 +262,6 @@ def _run_tiles(tiles, work, new_state, neighbours_overlap, n, as_free=False):
     rounds = [tiles[0::2], tiles[1::2]] if neighbours_overlap else [tiles]
     errors = np.geterr()  # the caller's floating-point error handling, in every thread
     for group in rounds:
-
         turns = _Shared(group) if as_free else None
 
         def worker(w, group=group, turns=turns):
