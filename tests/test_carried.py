@@ -478,3 +478,18 @@ def test_a_blur_weighted_by_alpha_is_the_same_in_strips(tmp_path, small_strips, 
     np.testing.assert_array_equal(results[0], results[1])
     visible = np.rint(results[0][..., 3]) > 0
     assert np.abs(results[0][visible][:, :3] - (40, 160, 60)).max() < 0.5
+
+
+def test_what_is_kept_is_said_with_v_and_what_is_lost_always(tmp_path, pixels, profile):
+    # A folder of photos says nothing per photo by default; -v names what each keeps;
+    # what a format cannot hold is said without -v.
+    source = _jpeg(tmp_path / "photo.jpg", pixels, profile)
+    quiet = ok("pool", source, "-o", tmp_path / "a")
+    (line,) = quiet.stderr.splitlines()  # the summary alone
+    assert line.startswith("convcli: 1 processed, 0 skipped, 0 failed in ")
+    verbose = ok("pool", source, "-o", tmp_path / "b", "-v")
+    assert "done, 1 written (kept: colour profile 'sRGB built-in', 150x150 dpi, EXIF)" in (
+        verbose.stderr
+    )
+    lost = ok("pool", source, "-o", tmp_path / "c", "--format", "npy")
+    assert "not kept: npy outputs hold none" in lost.stderr

@@ -177,12 +177,12 @@ def kept_by(task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     return carried_for(task.op, carried, out, scales).held_by(task.fmt)
 
 
-def carried_note(task, pic) -> str:
+def carried_note(task, pic) -> tuple[str, str]:
     """What the outputs of `pic` keep of what it carries (:func:`carried_for`: the colour
-    profile where one of its result channels keeps the input's levels), for ``-v``; "" where
-    it carries nothing."""
+    profile where one of its result channels keeps the input's levels), said with ``-v``,
+    and what they lose for their format, always said; "" for either where there is none."""
     if pic.carried == NOTHING:
-        return ""
+        return "", ""
     fmt = task.fmt
     kept = _on_output(
         task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
@@ -198,10 +198,9 @@ def carried_note(task, pic) -> str:
         )
         if was is not None and now is None
     ]
-    said = [f"kept: {held.kept_text()}"] if held.kept_text() else []
-    if lost:
-        said.append(f"{', '.join(lost)} not kept: {fmt} outputs hold none")
-    return "; ".join(said)
+    kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
+    lost_said = f"{', '.join(lost)} not kept: {fmt} outputs hold none" if lost else ""
+    return kept_said, lost_said
 
 
 def run_hints(task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:

@@ -217,14 +217,16 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     timings["encode"] = time.perf_counter() - start
 
     kept += len(outputs) - len(todo)
+    carried, lost = carried_note(task, pic)
     return FileResult(
         task.source,
         "done",
-        _notes(task, pic, summary, data, kept),
+        _notes(pic, [lost, summary], data, kept),
         tuple(written.paths),
         timings,
         records=tuple(written.records),
         hints=run_hints(task, pic.channels, pic.carried),
+        kept=carried,
     )
 
 
@@ -270,10 +272,10 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         )
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
-        carried = carried_note(task, part("strips").shape_only(source))
+        carried, lost = carried_note(task, part("strips").shape_only(source))
         notes = (
             list(source.notes)
-            + ([carried] if carried else [])
+            + ([lost] if lost else [])
             + [f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
         )
     kept = len(outputs) - len(records)
@@ -285,6 +287,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         timings,
         records=tuple(records),
         hints=run_hints(task, tuple(source.channels), source.carried),
+        kept=carried,
     )
 
 
@@ -476,11 +479,10 @@ def _in_section(save, *args, **kwargs) -> bool:
         return save(*args, **kwargs)
 
 
-def _notes(task: Task, pic: Picture, summary: str, data: np.ndarray, kept: int) -> str:
-    """The note of a processed file: the picture's notes, what its outputs keep of what it
-    carries, the operation's, the result's."""
-    carried = carried_note(task, pic)
-    notes = list(pic.notes) + ([carried] if carried else []) + ([summary] if summary else [])
+def _notes(pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
+    """The note of a processed file: the picture's notes, then `said` (what its outputs
+    lose of what it carries, the operation's summary), the result's."""
+    notes = list(pic.notes) + [note for note in said if note]
     return _file_notes(notes, count_not_finite(data), kept)
 
 

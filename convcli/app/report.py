@@ -70,7 +70,8 @@ class Reporter:
             if self.debug and result.detail:
                 self.say_lines(result.detail.rstrip())
         elif self.verbose:
-            note = f" ({result.message})" if result.message else ""
+            said = "; ".join(part for part in (result.message, result.kept) if part)
+            note = f" ({said})" if said else ""
             self.say_lines(
                 f"{for_terminal(source)}: {result.status}, {len(result.outputs)} written{note}"
             )

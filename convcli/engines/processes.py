@@ -65,6 +65,9 @@ class FileResult:
         For a failure of what every file needs (the object store: see
         :class:`convcli.io.storage.StoreError`), its reason: the run stops, and
         says it once.
+    kept : str
+        What the outputs keep of what the input carries (colour profile,
+        resolution, EXIF, georeference): said with ``-v`` only.
     """
 
     source: str
@@ -77,6 +80,7 @@ class FileResult:
     hints: tuple[str, ...] = ()
     usage: bool = False
     fatal: str = ""
+    kept: str = ""
 
 
 # How often a run on an executor looks at its stop requests, in seconds.
