@@ -144,6 +144,48 @@ def mappings_for(task, pic) -> list:
     return [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
 
 
+RAW_SCALE = LevelScale(RAW_VALUES, 1.0, 0.0)
+"""The scale of a channel written as its values (``--normalize none``)."""
+
+
+def channels_of(out: Output) -> tuple[int, ...]:
+    """The result channels an output holds as channels: a channel's, a colour image's
+    group; none for the raw values, the whole result and a figure.
+
+    >>> red, raw = Output(Path("a-R.png"), "channel", 0), Output(Path("a.npy"), "raw")
+    >>> channels_of(red), channels_of(raw)
+    ((0,), ())
+    """
+    if out.kind == "channel":
+        return (out.index,)
+    if out.kind == "group":
+        return tuple(out.group)
+    return ()
+
+
+def mapped_channels(todo: list[Output], mappings: list[Mapping]) -> list[int]:
+    """The result channels that the outputs `todo` write as levels (not as values), in order."""
+    return sorted({i for out in todo for i in channels_of(out) if mappings[i].method != RAW_VALUES})
+
+
+def written_as_values(out: Output, mappings: list[Mapping]) -> bool:
+    """Whether `out` is a channel written as its float values (``--normalize none`` into a
+    format that holds floats), not as levels."""
+    return out.kind == "channel" and mappings[out.index].method == RAW_VALUES
+
+
+def output_scales(
+    out: Output, channel_scale: Callable[[int], LevelScale], whole_scale: Callable[[], LevelScale]
+) -> list[LevelScale]:
+    """The scales of `out`'s levels, for the manifest: none for the raw values and a figure,
+    the input's for the whole result, each channel's (`channel_scale(i)`; :data:`RAW_SCALE`
+    where it is written as values) for the others. The strips, the stacks and the cluster
+    bands give their streamed mappings' scales."""
+    if out.kind == "whole":
+        return [whole_scale()]
+    return [channel_scale(i) for i in channels_of(out)]
+
+
 def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     """What output `out` keeps of what its input carries (profile, resolution, EXIF,
     georeference, physical size).

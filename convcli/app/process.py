@@ -50,6 +50,7 @@ from .outputs import (
     outputs_to_write,
     run_hints,
     save_store,
+    written_as_values,
 )
 from .parts import part
 from .plan import Task
@@ -445,7 +446,7 @@ def _write_output(
     path, overwrite = out.path, task.overwrite
     if out.kind == "raw":
         return _in_section(save_npy, path, data, overwrite=overwrite), []
-    if out.kind == "channel" and levels.mappings[out.index].method == RAW_VALUES:
+    if written_as_values(out, levels.mappings):
         values = data[:, :, out.index]
         # The formats that hold floats (TIFF, Zarr; npy is "raw") are written by rows.
         scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]

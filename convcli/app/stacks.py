@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..engines.processes import FileResult
 from ..io.carried import NOTHING, Carried
@@ -47,7 +46,17 @@ from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_fi
 from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
-from .outputs import carried_for, kept_by, output_depth, run_hints, save_store
+from .outputs import (
+    RAW_SCALE,
+    carried_for,
+    kept_by,
+    mapped_channels,
+    output_depth,
+    output_scales,
+    run_hints,
+    save_store,
+    written_as_values,
+)
 from .strips import output_size
 from .work import check_whole_work
 
@@ -249,15 +258,8 @@ class _Scales:
         self.depth = output_depth(frames.depth, fmt)
         self.mappings = op.mappings(stands_for)
         sizes = [output_size(op, h, w) for w, h in plan.sizes]
-        channels = {
-            i
-            for out in todo
-            if out.kind in ("channel", "group")
-            for i in (out.group if out.kind == "group" else (out.index,))
-            if self.mappings[i].method != RAW_VALUES
-        }
         self.plans: dict[int, level_stats.StreamedMapping] = {}
-        for i in sorted(channels):
+        for i in mapped_channels(todo, self.mappings):
             m = self.mappings[i]
             values = sum(
                 _inside_size(s, m.margin) if m.method == "robust" else s[0] * s[1] for s in sizes
@@ -302,15 +304,11 @@ class _Scales:
 
     def of(self, out: Output) -> list[LevelScale]:
         """The scales of the levels of `out`, for the manifest."""
-        if out.kind == "raw":
-            return []
-        if out.kind == "whole":
-            return [self.whole.scale()]
-        indices = out.group if out.kind == "group" else (out.index,)
-        return [
-            self.plans[i].scale() if i in self.plans else LevelScale(RAW_VALUES, 1.0, 0.0)
-            for i in indices
-        ]
+        return output_scales(
+            out,
+            lambda i: self.plans[i].scale() if i in self.plans else RAW_SCALE,
+            lambda: self.whole.scale(),
+        )
 
 
 def _inside_size(size: tuple[int, int], margin: int) -> int:
@@ -327,7 +325,7 @@ def _frame_array(out: Output, result: np.ndarray, scales: _Scales, levels) -> np
         return scales.whole_levels(result)
     if out.kind == "group":
         return np.stack([levels(i) for i in out.group], axis=2)
-    if scales.mappings[out.index].method == RAW_VALUES:
+    if written_as_values(out, scales.mappings):
         return result[:, :, out.index]
     return levels(out.index)
 
@@ -336,7 +334,7 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
     """The format of a stack file: npy for the raw values, float TIFF for ``--normalize none``."""
     if out.kind == "raw":
         return "npy"
-    if out.kind == "channel" and scales.mappings[out.index].method == RAW_VALUES:
+    if written_as_values(out, scales.mappings):
         return "tiff"
     return fmt
 

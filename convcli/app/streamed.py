@@ -26,19 +26,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..choices import RAW_VALUES
 from ..io.figures import save_grid
 from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping
 from .outputs import (
+    RAW_SCALE,
     carried_for,
+    channels_of,
     kept_by,
+    mapped_channels,
     mappings_for,
     output_depth,
     output_record,
+    output_scales,
     store_place,
+    written_as_values,
 )
 from .strips import row_geometry, strip_results
 
@@ -230,19 +234,17 @@ class _Outputs:
         self.carried = whole.carried
         self.mappings = mappings_for(task, whole)
         height, width, _ = size
-        self.maps: dict[int, StreamedMapping] = {}
-        for out in todo:
-            for index in _channels_of(out):
-                mapping = self.mappings[index]
-                if mapping.method != RAW_VALUES and index not in self.maps:
-                    self.maps[index] = StreamedMapping(
-                        mapping.method,
-                        white=mapping.white,
-                        depth=self.depth,
-                        height=height,
-                        width=width,
-                        margin=mapping.margin,
-                    )
+        self.maps: dict[int, StreamedMapping] = {
+            index: StreamedMapping(
+                self.mappings[index].method,
+                white=self.mappings[index].white,
+                depth=self.depth,
+                height=height,
+                width=width,
+                margin=self.mappings[index].margin,
+            )
+            for index in mapped_channels(todo, self.mappings)
+        }
         self.whole = (
             StreamedMapping("clip", white=whole.white, depth=self.depth, height=height, width=width)
             if any(out.kind == "whole" for out in todo)
@@ -267,8 +269,8 @@ class _Outputs:
         fmt = self.task.fmt
         if out.kind == "raw":
             return dict(fmt=fmt, height=height, width=width, channels=channels, dtype=np.float32)
-        count = len(_channels_of(out)) if out.kind != "whole" else channels
-        raw = out.kind == "channel" and self.mappings[out.index].method == RAW_VALUES
+        count = len(channels_of(out)) if out.kind != "whole" else channels
+        raw = written_as_values(out, self.mappings)
         levels = np.uint16 if self.depth > 8 else np.uint8
         return dict(
             fmt=fmt, height=height, width=width, channels=count, dtype=np.float32 if raw else levels
@@ -330,26 +332,14 @@ class _Outputs:
                 axis=2,
             )
         planes = []
-        for index in _channels_of(out):
+        for index in channels_of(out):
             plane = np.ascontiguousarray(result[:, :, index])
             planes.append(plane if index not in self.maps else self.maps[index].levels(plane))
         return np.stack(planes, axis=2)
 
     def _scales(self, out) -> list[LevelScale]:
-        if out.kind == "raw":
-            return []
-        if out.kind == "whole":
-            return [self.whole.scale()]
-        return [
-            self.maps[i].scale() if i in self.maps else LevelScale(RAW_VALUES, 1.0, 0.0)
-            for i in _channels_of(out)
-        ]
-
-
-def _channels_of(out) -> tuple[int, ...]:
-    """The result channels an output holds."""
-    if out.kind == "channel":
-        return (out.index,)
-    if out.kind == "group":
-        return tuple(out.group)
-    return ()
+        return output_scales(
+            out,
+            lambda i: self.maps[i].scale() if i in self.maps else RAW_SCALE,
+            lambda: self.whole.scale(),
+        )
