@@ -688,6 +688,21 @@ def test_running_counts_the_files_being_processed_not_the_queued_ones():
     assert run.stop(force=True) == []
 
 
+def test_a_stop_stops_the_files_that_take_longer_than_the_finishing_time(monkeypatch):
+    # A file that never ends (a huge upload, say) does not hold a stopped run: after
+    # FINISH_SECONDS it is stopped as a second Ctrl-C stops it. (0 here: no clock involved.)
+    monkeypatch.setattr(batch, "FINISH_SECONDS", 0.0)
+    pool = local_pool.LocalProcessPool(1)
+    run = batch.BatchRun([3600, 0], _nap, executor=pool, in_flight=2, stop_requests=lambda: 1)
+    run._fill()
+    deadline = time.monotonic() + 10
+    while pool.busy() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert run.running == 1
+    assert run.stop() == []  # returns: the hour-long nap was stopped, not waited for
+    assert all(f.done() for f in run._task_of)
+
+
 @pytest.mark.slow
 def test_a_worker_killed_from_outside_is_replaced_and_the_run_exits_1(tmp_path):
     proc, out = _start_batch(tmp_path, 8, (400, 300))

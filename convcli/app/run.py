@@ -392,9 +392,10 @@ class _BatchRun:
             # Files not started are cancelled; the ones running are finished,
             # unless a second Ctrl-C (or kill) asks to stop at once.
             if requests() and engine.running and engine.finishes_running:
+                most = f", {engine.finish_seconds:g} s at most" if engine.finish_seconds else ""
                 self.reporter.note(
-                    f"stopping: finishing {engine.running} file(s) being "
-                    "written (Ctrl-C again to stop at once)"
+                    f"stopping: finishing {engine.running} file(s) being written{most} "
+                    "(Ctrl-C again to stop at once)"
                 )
             late = engine.stop()
         for result in late:

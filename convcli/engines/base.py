@@ -92,6 +92,9 @@ class Engine(ABC):
     finishes_running: ClassVar[bool] = True
     """Whether :meth:`stop` waits for the files being written (a second request stops them)."""
 
+    finish_seconds: ClassVar[float | None] = None
+    """How long at most :meth:`stop` waits for them (None: until they end)."""
+
     def __init__(self, settings: EngineSettings):
         self.settings = settings
         self.recovered_deaths: list[str] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -88,6 +89,10 @@ _POLL_SECONDS = 0.1
 
 # How long workers asked to stop at once have to report what they wrote, in seconds.
 _INTERRUPT_SECONDS = 2.0
+
+FINISH_SECONDS = 10.0
+"""How long a stopped run waits for the files being written to finish before it stops them
+at once, as a second Ctrl-C does: a stop never waits on a large file (or a slow upload)."""
 
 WORKER_DIED = "the worker processing it died"
 
@@ -317,10 +322,12 @@ class BatchRun:
         stop_starting = getattr(self._executor, "stop_starting", None)
         if callable(stop_starting):
             stop_starting()
-        # Wait for the running files, unless a second request (or `force`) comes.
+        # Wait for the running files, unless a second request (or `force`) comes, or
+        # they take longer than FINISH_SECONDS.
+        deadline = time.monotonic() + FINISH_SECONDS
         while not force and not all(f.done() for f in self._pending):
             wait(self._pending, timeout=_POLL_SECONDS)
-            force = self._stop_requests() >= 2
+            force = self._stop_requests() >= 2 or time.monotonic() > deadline
         terminate = getattr(self._executor, "terminate", None)
         if force and callable(terminate):
             self._interrupt()
@@ -394,6 +401,7 @@ class ProcessEngine(RunEngine):
     """
 
     name = "processes"
+    finish_seconds = FINISH_SECONDS
     deaths_text = (
         "{count} worker process(es) died ({names}) and were replaced; the files they "
         "had in hand were processed again, one at a time"
