@@ -103,6 +103,18 @@ def conv_ops(draw):
     )
 
 
+@pytest.mark.usefixtures("numpy_engine")
+def test_a_strip_whose_last_tile_runs_past_the_image_gets_the_whole_values():
+    # The matmul engine's last tile of a band holds a row past the image's (from the
+    # band's own border), infinite here: only the rows that are not finite go the
+    # plain path, not the whole tile, so rows 35 and 37 keep the whole image's bits.
+    kernel = Kernel("k0", "random", np.array([[1.0, -1.5], [-1.0, -1.0]]))
+    op = ops.ConvOp((kernel,), stride=1, pad=1, channels="sum", border="wrap")
+    pic = _picture(1, 42, 1, 4, odd=True)
+    with mock.patch.object(correlate, "TILE_VALUES", 512):
+        assert_strips_equal_whole(op, pic, 1, dense=False)
+
+
 @given(
     op=conv_ops(),
     seed=st.integers(0, 2**16),

@@ -380,9 +380,19 @@ def _native_direct(A, Wa, geometry, pads, dtype, bias, *, depthwise):
 
 
 def _replace_tiles(Z, other, tiles) -> None:
-    """Z's row tiles ``(i0, i1, h0, h1)`` taken from `other`, a result of Z's shape."""
+    """The rows of Z's row tiles ``(i0, i1, h0, h1)`` whose values are not finite, taken from
+    `other`, a result of Z's shape.
+
+    Row by row, not the whole tile: a row whose inputs hold no NaN or inf is finite
+    and right in the engine's result (0 * inf, where NaN meets the engine's zeros,
+    is not finite), so a row's value never depends on which rows share its tile,
+    and a band of an image (convcli's strips, whose last tile may hold rows past
+    the image's) gets the whole image's values.
+    """
     for i0, i1, h0, h1 in tiles:
-        Z[i0:i1, h0:h1] = other[i0:i1, h0:h1]
+        block = Z[i0:i1, h0:h1]
+        bad = ~np.isfinite(block).all(axis=(2, 3))  # (images, rows)
+        block[bad] = other[i0:i1, h0:h1][bad]
 
 
 def _ieee():
