@@ -207,6 +207,39 @@ def test_stdout_takes_the_format_option(photo):
         assert im.format == "TIFF" and im.size == (20, 15)
 
 
+def test_a_piped_jpeg_stays_a_jpeg_through_pool_and_pad(tmp_path):
+    """``cat photo.jpg | convcli pool - -o -``: standard input is told by its first bytes,
+    and pool and pad write its format as they do for files; maps stay PNG."""
+    photo = tmp_path / "photo.jpg"
+    pixels = np.random.default_rng(4).integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(photo, quality=90)
+    expected = {
+        ("pool",): ("JPEG", (40, 30)),
+        ("pad", "--pad", "2"): ("JPEG", (84, 64)),
+        ("conv", "-k", "edge"): ("PNG", (80, 60)),
+        ("pool", "--format", "png"): ("PNG", (40, 30)),
+    }
+    for args, (fmt, size) in expected.items():
+        proc = subprocess.run(
+            [sys.executable, "-m", "convcli", *args, "-", "-o", "-"],
+            input=photo.read_bytes(),
+            capture_output=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        assert proc.returncode == 0, proc.stderr
+        with Image.open(io.BytesIO(proc.stdout)) as im:
+            assert (im.format, im.size) == (fmt, size), args
+    folder = _folder_run(photo, tmp_path / "ref", "pool")
+    proc = subprocess.run(
+        [sys.executable, "-m", "convcli", "pool", "-", "-o", "-"],
+        input=photo.read_bytes(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.stdout == (folder / "photo_pool-max-f2-s2.jpg").read_bytes()
+
+
 def test_stdin_to_a_folder_is_named_stdin(photo, tmp_path):
     result = CliRunner().invoke(
         main, ["conv", "-k", "edge", "-", "-o", str(tmp_path / "out")], input=photo.read_bytes()

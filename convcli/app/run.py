@@ -57,6 +57,7 @@ from .targets import (
     in_memory_path,
     read_stdin,
     run_target,
+    stdout_target,
 )
 
 FIRST_TASKS = 256
@@ -211,6 +212,7 @@ class _BatchRun:
             stack.enter_context(terminate_raises(Terminated))
             target = run_target(self.out_dir, self.options, self.op, stack)
             paths, shown = read_stdin(self.inputs, stack, self.options.max_pixels)
+            target = stdout_target(target, self.op, paths, self.options.fmt)
             check_store_inputs(paths)
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from ..choices import DEFAULT_MAX_PIXELS, RAW_VALUES
 from ..errors import OptionError
-from ..io.formats import is_store_name, load
+from ..io.formats import extension_of_bytes, is_store_name, load
 from ..io.images import is_image_name
 from ..io.safeio import staging_folder
 from ..io.storage import dirname, is_url, protocol
 from .names import FORMATS, file_format, format_name, planned_outputs, single_output
+from .outputs import output_format
 from .stdio import save_stdin
 
 
@@ -157,7 +158,23 @@ def read_stdin(
     folder = stack.enter_context(staging_folder())
     path = os.path.join(folder, "stdin")
     save_stdin(path, max_pixels)
-    return [path if arg == "-" else arg for arg in inputs], {path: "-"}
+    with open(path, "rb") as fh:  # named by what it is, as a file is by its extension
+        named = path + extension_of_bytes(fh.read(12))
+    os.replace(path, named)
+    return [named if arg == "-" else arg for arg in inputs], {named: "-"}
+
+
+def stdout_target(target: Target, op, paths: list[str], fmt: str | None) -> Target:
+    """``-o -`` writes as ``-o FILE`` does: pad's and pool's image in its input's format
+    (:func:`convcli.app.outputs.output_format`: a JPEG stays a JPEG) unless ``--format``
+    says otherwise; one file's stream, never a store's folder."""
+    if not target.stdout or fmt is not None or len(paths) != 1:
+        return target
+    kept = output_format(op, paths[0], None)
+    if kept == target.fmt or FORMATS[kept].folder:
+        return target
+    out_file = os.path.join(target.folder, f"stdout.{FORMATS[kept].extension}")
+    return replace(target, fmt=kept, out_file=out_file)
 
 
 def check_store_inputs(paths: list[str]) -> None:

@@ -77,6 +77,34 @@ STORE_EXTENSION = ".zarr"
 """The extension of a Zarr store's folder."""
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+
+
+def extension_of_bytes(head: bytes) -> str:
+    """The extension that the first bytes of an image file say it has (``.jpg``, ``.png``,
+    ``.tif``, ``.gif``, ``.webp``, ``.bmp``), or "" where they say none of these: standard
+    input has no name to tell it by.
+
+    >>> extension_of_bytes(b"\\xff\\xd8\\xff\\xe0"), extension_of_bytes(b"II*\\0")
+    ('.jpg', '.tif')
+    >>> extension_of_bytes(b"?")
+    ''
+
+    """
+    if head.startswith(b"\xff\xd8\xff"):
+        return ".jpg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return ".png"
+    if head[:4] in TIFF_SIGNATURES:
+        return ".tif"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return ".gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return ".webp"
+    if head.startswith(b"BM"):
+        return ".bmp"
+    return ""
+
+
 """The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
 
 
