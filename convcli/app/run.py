@@ -53,11 +53,8 @@ from .targets import (
     Target,
     check_folder,
     check_one_image,
-    check_store_inputs,
     in_memory_path,
-    read_stdin,
-    run_target,
-    stdout_target,
+    target_and_inputs,
 )
 
 FIRST_TASKS = 256
@@ -210,10 +207,9 @@ class _BatchRun:
         with ExitStack() as stack:
             # Entered first, left last: a kill unwinds the stack, removing its temporaries.
             stack.enter_context(terminate_raises(Terminated))
-            target = run_target(self.out_dir, self.options, self.op, stack)
-            paths, shown = read_stdin(self.inputs, stack, self.options.max_pixels)
-            target = stdout_target(target, self.op, paths, self.options.fmt)
-            check_store_inputs(paths)
+            target, paths, shown = target_and_inputs(
+                self.out_dir, self.inputs, self.options, self.op, stack
+            )
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
                 return _dry_run(itertools.chain(first, tasks), tasks, shown, target, self.reporter)

@@ -164,6 +164,17 @@ def read_stdin(
     return [named if arg == "-" else arg for arg in inputs], {named: "-"}
 
 
+def target_and_inputs(out_dir: str, inputs, options, op, stack: ExitStack):
+    """``(target, paths, shown)``: where the run writes (:func:`run_target`), the input paths
+    with standard input saved (:func:`read_stdin`; `shown`: how each saved one is named to
+    the user) and checked (:func:`check_store_inputs`), and ``-o -`` in the format those
+    inputs keep (:func:`stdout_target`)."""
+    target = run_target(out_dir, options, op, stack)
+    paths, shown = read_stdin(inputs, stack, options.max_pixels)
+    check_store_inputs(paths)
+    return stdout_target(target, op, paths, options.fmt), paths, shown
+
+
 def stdout_target(target: Target, op, paths: list[str], fmt: str | None) -> Target:
     """``-o -`` writes as ``-o FILE`` does: pad's and pool's image in its input's format
     (:func:`convcli.app.outputs.output_format`: a JPEG stays a JPEG) unless ``--format``
