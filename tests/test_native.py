@@ -319,3 +319,21 @@ def test_robust_levels_equal_the_numpy_engines(seed, margin, spread):
         reference, reference_scale = map_levels(x, "robust", white=255, depth=8, margin=margin)
     np.testing.assert_array_equal(ours, reference)
     assert scale == reference_scale
+
+
+@built
+@pytest.mark.parametrize("f", [2, 3])
+def test_max_pool_backward_equals_the_numpy_engine(f):
+    from convcli import pool_backward, pool_forward
+
+    rng = np.random.default_rng(f)
+    A = rng.integers(0, 4, (2, 7 * f + 1, 5 * f + 2, 3)).astype(np.float32)  # ties, margins
+    hp = {"f": f, "stride": f}
+    out, cache = pool_forward(A, hp, mode="max")
+    dA = rng.standard_normal(out.shape).astype(np.float32)
+    dA[0, 1, 1, 0], dA[1, 2, 3, 2], dA[0, 0, 0, 1] = np.nan, np.inf, -2.0
+    with engine("native"):
+        ours = pool_backward(dA, cache, mode="max")
+    with engine("numpy"):
+        reference = pool_backward(dA, cache, mode="max")
+    np.testing.assert_array_equal(ours.view(np.uint32), reference.view(np.uint32))

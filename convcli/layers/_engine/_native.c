@@ -339,6 +339,36 @@ static PyObject *native_levels_u8(PyObject *self, PyObject *args)
     return PyBool_FromLong(all_within);
 }
 
+static PyObject *native_spread_claims(PyObject *self, PyObject *args)
+{
+    Py_buffer dA, claimed, dA_prev;
+    Py_ssize_t m, n_H, n_W, n_C, Hc, Wc, H, W, f, i0, i1, h0, h1;
+    if (!PyArg_ParseTuple(args, "y*y*w*(nnnn)(nn)(nn)n(nnnn)", &dA, &claimed, &dA_prev, &m, &n_H,
+                          &n_W, &n_C, &Hc, &Wc, &H, &W, &f, &i0, &i1, &h0, &h1))
+        return NULL;
+    int ok = m >= 0 && n_H >= 0 && n_W >= 0 && n_C >= 0 && f >= 1 && Hc >= f * n_H &&
+             Wc >= f * n_W && H >= f * n_H && W >= f * n_W && i0 >= 0 && i1 <= m && h0 >= 0 &&
+             h1 <= n_H && dA.len == (Py_ssize_t)sizeof(float) * m * n_H * n_W * n_C &&
+             claimed.len == m * Hc * Wc * n_C &&
+             dA_prev.len == (Py_ssize_t)sizeof(float) * m * H * W * n_C;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "spread_claims: inconsistent shapes");
+    } else {
+        const float *d = dA.buf;
+        const unsigned char *cl = claimed.buf;
+        float *out = dA_prev.buf;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(spread_claims, (d, cl, out, n_H, n_W, n_C, Hc, Wc, H, W, f, i0, i1, h0, h1));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&dA);
+    PyBuffer_Release(&claimed);
+    PyBuffer_Release(&dA_prev);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
@@ -384,6 +414,9 @@ static PyMethodDef native_methods[] = {
     {"levels_u8", native_levels_u8, METH_VARARGS,
      "levels_u8(x, out, scale, big): out = rint(clip(|x| * scale, 0, 255)) as uint8; False "
      "where an |x| is NaN or over big."},
+    {"spread_claims", native_spread_claims, METH_VARARGS,
+     "spread_claims(dA, claimed, dA_prev, (m, n_H, n_W, n_C), (Hc, Wc), (H, W), f, "
+     "(i0, i1, h0, h1)): dA_prev = dA * claimed over the f x f windows of those rows."},
     {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
     {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
     {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},

@@ -516,6 +516,37 @@ static int FN(levels_u8)(const float *x, Py_ssize_t n, float scale, float big,
     return ok;
 }
 
+/* --- max pooling's backward pass --------------------------------------------------------- */
+
+/* dA_prev = dA * claimed over the f x f windows of output rows [h0, h1) of
+ * images [i0, i1), as numpy's multiply of dA by the boolean claims: the
+ * pixels not claimed get 0 * dA (NaN where dA is NaN or inf). */
+static void FN(spread_claims)(const float *dA, const unsigned char *claimed, float *dA_prev,
+                              Py_ssize_t n_H, Py_ssize_t n_W, Py_ssize_t n_C, Py_ssize_t Hc,
+                              Py_ssize_t Wc, Py_ssize_t H, Py_ssize_t W, Py_ssize_t f,
+                              Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t h0, Py_ssize_t h1)
+{
+    const Py_ssize_t run = f * n_C; /* one window row of one output: f pixels */
+    for (Py_ssize_t i = i0; i < i1; i++) {
+        for (Py_ssize_t h = h0; h < h1; h++) {
+            const float *d = dA + ((i * n_H + h) * n_W) * n_C;
+            for (Py_ssize_t r = 0; r < f; r++) {
+                Py_ssize_t y = h * f + r;
+                const unsigned char *cl = claimed + ((i * Hc + y) * Wc) * n_C;
+                float *out = dA_prev + ((i * H + y) * W) * n_C;
+                for (Py_ssize_t w = 0; w < n_W; w++) {
+                    const float *dw = d + w * n_C;
+                    const unsigned char *cw = cl + w * run;
+                    float *ow = out + w * run;
+                    for (Py_ssize_t q = 0; q < f; q++)
+                        for (Py_ssize_t c = 0; c < n_C; c++)
+                            ow[q * n_C + c] = dw[c] * (float)cw[q * n_C + c];
+                }
+            }
+        }
+    }
+}
+
 #undef PASS_SUM
 #undef PASS_SUMS
 #undef FN

@@ -191,3 +191,27 @@ def levels_u8(x, scale: float, big: float):
     levels = np.empty(x.shape, np.uint8)
     within = _native.levels_u8(np.ascontiguousarray(x, np.float32), levels, scale, big)
     return levels if within else None
+
+
+def spread_takes(dA, claimed, dA_prev) -> bool:
+    """Whether :func:`spread_claims` takes these arrays: the native engine, float32,
+    C-contiguous arrays (the claims a forward pass kept)."""
+    return (
+        active()
+        and dA.dtype == np.float32
+        and dA_prev.dtype == np.float32
+        and claimed.dtype == np.bool_
+        and all(a.flags.c_contiguous for a in (dA, claimed, dA_prev))
+    )
+
+
+def spread_claims(dA, claimed, dA_prev, f: int, tile) -> None:
+    """``dA_prev = dA * claimed`` over the f x f windows of `tile`'s output rows
+    ``(i0, i1, h0, h1)``: max pooling's backward pass where the windows tile the input.
+
+    The same values as numpy's multiply by the boolean claims: the pixels not
+    claimed get ``0 * dA``.
+    """
+    _native.spread_claims(
+        dA, claimed, dA_prev, dA.shape, claimed.shape[1:3], dA_prev.shape[1:3], f, tile
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from .tiles import RowTiles, Scratch, ceil_div, covered, run_tiles, window_count, window_slice
 
 # Values per row tile: a tile's input, scratch and results stay in L2 cache.
@@ -105,9 +106,19 @@ def pool_backward_tiles(dA, A, f, stride, mode, claimed=None):
     else:
         X = np.ascontiguousarray(A, dtype=dtype) if mode == "max" else A
 
+    native_spread = (
+        mode == "max"
+        and stride == f > 1
+        and claimed is not None
+        and native.spread_takes(dA, claimed, dA_prev)
+    )
+
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         rows = _input_rows(h0, h1, f, stride)
+        if native_spread:  # the claims the forward pass kept, spread in one pass
+            native.spread_claims(dA, claimed, dA_prev, f, tile)
+            return
         if mode == "max" and stride == f > 1:
             if claimed is None:
                 tile_claims = scratch.take("claims", X[i0:i1, rows, : f * n_W].shape, bool)
