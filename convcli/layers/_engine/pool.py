@@ -106,12 +106,7 @@ def pool_backward_tiles(dA, A, f, stride, mode, claimed=None):
     else:
         X = np.ascontiguousarray(A, dtype=dtype) if mode == "max" else A
 
-    native_spread = (
-        mode == "max"
-        and stride == f > 1
-        and claimed is not None
-        and native.spread_takes(dA, claimed, dA_prev)
-    )
+    native_spread = _spreads_natively(dA, claimed, dA_prev, f, stride, mode)
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
@@ -143,6 +138,16 @@ def pool_backward_tiles(dA, A, f, stride, mode, claimed=None):
         tiles, work, lambda: Scratch(dtype), neighbours_overlap=f > stride, cost=4 * dA_prev.size
     )
     return dA_prev
+
+
+def _spreads_natively(dA, claimed, dA_prev, f, stride, mode) -> bool:
+    """Whether max pooling's backward pass spreads the kept claims by the native engine."""
+    return (
+        mode == "max"
+        and stride == f > 1
+        and claimed is not None
+        and native.spread_takes(dA, claimed, dA_prev)
+    )
 
 
 def _input_rows(h0, h1, f, stride):
