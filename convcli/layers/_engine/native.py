@@ -18,10 +18,16 @@ What the C kernels compute:
   with it (bands of an image get its values).
 - :func:`correlate_separable`: one channel with a rank-1 kernel
   ``outer(u, v)``, as a vertical then a horizontal pass per output row.
+- :func:`spread_claims`: max pooling's backward pass where the windows
+  tile the input, from the claims the forward pass kept.
+- Around the layers, for a photo's edge map: :func:`sum_channels` (8-bit
+  channels summed into the float32 layer input), :func:`abs_at_least` and
+  :func:`levels_u8` (the robust 8-bit levels, as numpy's float32 steps
+  give them).
 
 With integer samples and integer weights every sum is exact, so the
 results equal the numpy engines' bit for bit; otherwise they agree within
-float32 rounding.
+float32 rounding. The other kernels give numpy's values exactly.
 """
 
 from __future__ import annotations
