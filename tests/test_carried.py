@@ -493,3 +493,22 @@ def test_what_is_kept_is_said_with_v_and_what_is_lost_always(tmp_path, pixels, p
     )
     lost = ok("pool", source, "-o", tmp_path / "c", "--format", "npy")
     assert "not kept: npy outputs hold none" in lost.stderr
+
+
+def test_a_multi_page_tiff_keeps_its_camera_tags_in_each_frame(tmp_path):
+    # tifffile reads the pages; their Make, Model and DateTime go to the frames' EXIF.
+    frames = [Image.fromarray(np.full((8, 6, 3), 40 * i, np.uint8)) for i in range(2)]
+    exif = Image.Exif()
+    exif[271], exif[272], exif[306] = "Canon", "EOS R5", "2026:11:27 10:00:00"
+    source = tmp_path / "pages.tif"
+    frames[0].save(source, save_all=True, append_images=frames[1:], exif=exif)
+    ok("pool", "--format", "jpg", source, "-o", tmp_path / "out")
+    for k in range(2):
+        with Image.open(tmp_path / "out" / f"pages_pool-max-f2-s2_f{k}.jpg") as im:
+            found = im.getexif()
+            assert (found[271], found[272], found[306]) == (
+                "Canon",
+                "EOS R5",
+                "2026:11:27 10:00:00",
+            )
+            assert np.asarray(im).mean() == pytest.approx(40 * k, abs=2)

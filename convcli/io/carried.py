@@ -507,8 +507,8 @@ def dpi_of(value) -> tuple[float, float] | None:
 
 
 def from_tiff_page(page) -> Carried:
-    """What a tifffile page carries: its ICC profile, resolution and georeference, and the
-    OME-XML's physical size of an OME-TIFF's first page (EXIF is left)."""
+    """What a tifffile page carries: its ICC profile, resolution, camera tags (as EXIF) and
+    georeference, and the OME-XML's physical size of an OME-TIFF's first page."""
     tags = page.tags
     icc = tags.get(34675)
     dpi = None
@@ -523,11 +523,49 @@ def from_tiff_page(page) -> Carried:
     return Carried(
         bytes(icc.value) if icc is not None else None,
         dpi,
-        None,
+        _tiff_exif(tags),
         _geo_tags(tags),
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
     )
+
+
+# The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
+# DateTime, Artist, Copyright), and its EXIF and GPS directories.
+_TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
+_EXIF_IFD, _GPS_IFD = 0x8769, 0x8825
+
+
+def _tiff_exif(tags) -> bytes | None:
+    """A TIFF page's camera tags and EXIF and GPS directories, as EXIF bytes (as Pillow
+    writes them, the orientation as stored: tifffile's pixels are not turned); None where
+    it has none, or they cannot be written again."""
+    import tifffile
+    from PIL import Image
+
+    found = {code: tags[code].value for code in _TIFF_CAMERA_TAGS if code in tags}
+    directories = [
+        (ifd, tags[code].value, registry)
+        for code, ifd, registry in (
+            (34665, _EXIF_IFD, tifffile.TIFF.EXIF_TAGS),
+            (34853, _GPS_IFD, tifffile.TIFF.GPS_TAGS),
+        )
+        if code in tags and isinstance(tags[code].value, dict)
+    ]
+    if not found and not directories:
+        return None
+    try:
+        exif = Image.Exif()
+        for code, value in found.items():
+            exif[code] = int(value) if code == ORIENTATION else value
+        for ifd, values, registry in directories:
+            block = exif.get_ifd(ifd)
+            for name, value in values.items():
+                block[registry[name] if isinstance(name, str) else name] = value
+        data = exif.tobytes()
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        return None
+    return data[6:] if data.startswith(b"Exif\0\0") else data
 
 
 def _ratio(value) -> float:
