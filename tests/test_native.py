@@ -337,3 +337,31 @@ def test_max_pool_backward_equals_the_numpy_engine(f):
     with engine("numpy"):
         reference = pool_backward(dA, cache, mode="max")
     np.testing.assert_array_equal(ours.view(np.uint32), reference.view(np.uint32))
+
+
+@built
+@pytest.mark.parametrize("kernel", ["box", "vertical", "gaussian 7x7"])
+def test_a_channel_gets_the_same_bits_alone_or_with_others(kernel):
+    # Depthwise calls of one rank-1 kernel run the channels interleaved; each channel,
+    # NaN and inf included, equals its call alone (as --channels each makes it).
+    rng = np.random.default_rng(9)
+    A = (rng.standard_normal((2, 37, 41, 3)) * 60).astype(np.float32)
+    A[0, 5, 7, 1], A[1, 20, 3, 2], A[0, 30, 40, 0] = np.nan, np.inf, -np.inf
+    g = np.array([1, 6, 15, 20, 15, 6, 1], np.float32) / 64
+    K = {
+        "box": np.full((3, 3), 1 / 9),
+        "vertical": [[1, 0, -1]] * 3,
+        "gaussian 7x7": np.outer(g, g),
+    }[kernel]
+    W = np.asarray(K, np.float32)[:, :, None, None].repeat(3, axis=2)
+    b = np.float32([0.5, -2.0, 0.0]).reshape(1, 1, 1, 3)
+    hp = {"stride": 1, "pad": W.shape[0] // 2}
+    with engine("native"):
+        together, _ = depthwise_conv_forward(A, W, b, hp)
+        for c in range(3):
+            alone, _ = depthwise_conv_forward(
+                A[..., c : c + 1], W[:, :, c : c + 1], b[..., c : c + 1], hp
+            )
+            np.testing.assert_array_equal(
+                together[..., c].view(np.uint32), alone[..., 0].view(np.uint32)
+            )

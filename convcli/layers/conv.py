@@ -336,11 +336,18 @@ def _separable(A, Wa, geometry, pads, dtype, bias, *, depthwise=False):
 
 
 def _native_separable(A, Wa, pads, bias):
-    """Each channel by the native separable passes where its kernel is rank 1; else None."""
+    """Each channel by the native separable passes where its kernel is rank 1; else None.
+
+    Channels with one kernel run together (interleaved, as each would alone);
+    a channel whose kernel is not rank 1 takes the direct correlation.
+    """
     C = Wa.shape[2]
     factors = [rank_one_factors(Wa[:, :, c, 0]) for c in range(C)]
     if all(f is None for f in factors):
         return None
+    if C > 1 and np.all(Wa == Wa[:, :, :1]):  # one kernel for every channel
+        Z, rows = native.correlate_separable(A, *factors[0], pads, bias)
+        return _plain_rows(Z, rows, A, Wa, pads, bias)
     channels = []
     for c, f in enumerate(factors):
         A_c, W_c = A[..., c : c + 1], Wa[:, :, c : c + 1]
@@ -354,8 +361,20 @@ def _native_separable(A, Wa, pads, bias):
 
 def _plain_rows(Z, rows, A, Wa, pads, bias):
     """Z with its ``(image, row)`` `rows` (not finite: NaN or inf met an engine's zeros) by
-    the plain path."""
+    the plain path, channel by channel: only a channel whose row is not finite, as that
+    channel alone would be (`Wa` one kernel a channel, or one channel in and out)."""
     if rows:
+        if Wa.shape[2] > 1:  # depthwise: each channel with its own kernel
+            for c in range(Wa.shape[2]):
+                _plain_rows(
+                    Z[..., c : c + 1],
+                    [(i, r) for i, r in rows if not np.isfinite(Z[i, r, :, c]).all()],
+                    A[..., c : c + 1],
+                    Wa[:, :, c : c + 1],
+                    pads,
+                    bias[c : c + 1],
+                )
+            return Z
         plain = _conv_forward_plain(A, Wa.astype(Z.dtype), 1, pads[0], Z.shape, 1)
         for i, r in rows:
             Z[i, r] = plain[i, r] + bias

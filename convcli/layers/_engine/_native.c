@@ -41,7 +41,7 @@ typedef struct {
     float *Z; /* (m, n_H, n_W) */
     Py_ssize_t n_H, n_W;
     float bias;
-    Py_ssize_t top, left, line_len;
+    Py_ssize_t top, left, line_len, step; /* step: values between horizontal taps */
     int symmetric_u, symmetric_v; /* u[k] == u[f_h - 1 - k] for every k; likewise v */
 } sep_args;
 
@@ -192,16 +192,17 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     Py_buffer A, u, v, Z, scratch, flags;
     sep_args a;
     Py_ssize_t i, h0, h1, bottom, right;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)f(nnn)", &A, &u, &v, &Z, &scratch,
-                          &flags, &a.m, &a.H,
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)fn(nnn)", &A, &u, &v, &Z,
+                          &scratch, &flags, &a.m, &a.H,
                           &a.W, &a.f_h, &a.f_w, &a.n_H, &a.n_W, &a.top, &bottom, &a.left, &right,
-                          &a.bias, &i, &h0, &h1))
+                          &a.bias, &a.step, &i, &h0, &h1))
         return NULL;
     int ok = 0;
     if (a.m < 0 || a.H < 0 || a.W < 0 || a.f_h < 1 || a.f_w < 1 || a.f_h > MAX_TAPS ||
+        a.step < 1 ||
         a.top < 0 || bottom < 0 ||
         a.left < 0 || right < 0 || a.n_H != a.H + a.top + bottom - a.f_h + 1 ||
-        a.n_W != a.W + a.left + right - a.f_w + 1 || a.n_H < 0 || a.n_W < 0 || i < 0 ||
+        a.n_W != a.W + a.left + right - (a.f_w - 1) * a.step || a.n_H < 0 || a.n_W < 0 || i < 0 ||
         (a.m > 0 && i >= a.m) || h0 < 0 || h1 > a.n_H) {
         PyErr_SetString(PyExc_ValueError, "separable: inconsistent shapes");
         goto done;
@@ -403,7 +404,7 @@ static PyMethodDef native_methods[] = {
      "(stride, dilation, top, left), (i0, i1, h0, h1)): rows h0..h1 of images i0..i1 of Z."},
     {"separable", native_separable, METH_VARARGS,
      "separable(A, u, v, Z, scratch, not_finite, (m, H, W), (f_h, f_w), (n_H, n_W), (top, bottom, left, right), "
-     "bias, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
+     "bias, step, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
      "NaN or inf."},
     {"sum_channels", native_sum_channels, METH_VARARGS,
      "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "

@@ -348,17 +348,19 @@ static void FN(vertical_rows)(const sep_args *a, const float **rows, float **lin
 }
 
 /* The horizontal pass of a vertical result `line` (padded columns) into the
- * n_W outputs `out`, plus the bias; returns whether any is NaN or inf. */
+ * n_W outputs `out`, plus the bias; returns whether any is NaN or inf. The
+ * taps are `step` values apart: 1, or the channels of interleaved pixels
+ * (each channel then passes with the same kernel, as it would alone). */
 static int FN(horizontal_row)(const sep_args *a, const float *line, float *out)
 {
-    const Py_ssize_t n_W = a->n_W, n8 = n_W - n_W % VL, f_w = a->f_w;
+    const Py_ssize_t n_W = a->n_W, n8 = n_W - n_W % VL, f_w = a->f_w, step = a->step;
     const float *v = a->v;
     const int sym_v = a->symmetric_v;
     vec finite = (vec){0}; /* x - x is 0 for finite x, NaN for NaN and inf */
     Py_ssize_t w = 0;
     for (; w + 4 * VL <= n_W; w += 4 * VL) {
         vec acc[4] = {{0}, {0}, {0}, {0}};
-#define LINE_VALUES(j, b) FN(load)(line + w + VL * (b) + (j))
+#define LINE_VALUES(j, b) FN(load)(line + w + VL * (b) + (j) * step)
         PASS_SUMS(4, acc, LINE_VALUES, v, f_w, sym_v);
 #undef LINE_VALUES
         for (int b = 0; b < 4; b++) {
@@ -369,7 +371,7 @@ static int FN(horizontal_row)(const sep_args *a, const float *line, float *out)
     }
     for (; w < n8; w += VL) {
         vec acc = (vec){0};
-#define LINE_VALUE(j) FN(load)(line + w + (j))
+#define LINE_VALUE(j) FN(load)(line + w + (j) * step)
         PASS_SUM(vec, acc, LINE_VALUE, v, f_w, sym_v);
 #undef LINE_VALUE
         acc += a->bias;
@@ -379,7 +381,7 @@ static int FN(horizontal_row)(const sep_args *a, const float *line, float *out)
     float tail = 0;
     for (; w < n_W; w++) {
         float acc = 0;
-#define LINE_VALUE(j) line[w + (j)]
+#define LINE_VALUE(j) line[w + (j) * step]
         PASS_SUM(float, acc, LINE_VALUE, v, f_w, sym_v);
 #undef LINE_VALUE
         out[w] = acc + a->bias;

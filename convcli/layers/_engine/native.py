@@ -124,31 +124,41 @@ def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
 
 
 def correlate_separable(A, u, v, pads, bias):
-    """Correlate one-channel float32 images A (m, H, W, 1) with ``outer(u, v)``, stride 1.
+    """Correlate each channel of float32 images A (m, H, W, C) with ``outer(u, v)``, stride 1.
 
-    `pads` is (top, bottom, left, right), none negative. Returns
-    ``(Z, rows)`` as :func:`convcli.layers._engine.separable.correlate_separable`
-    does: Z (m, n_H, n_W, 1) float32 with `bias` added, and the
-    ``(image, row)`` pairs whose results are not finite, for the caller's
-    plain path.
+    `pads` is (top, bottom, left, right), none negative; `bias` one value per
+    channel. Each channel gets the values it gets alone: the passes run on the
+    interleaved pixels, the horizontal taps C values apart, and a bias that
+    differs between channels is added after them (as the C kernel adds one).
+    Returns ``(Z, rows)`` as :func:`convcli.layers._engine.separable.correlate_separable`
+    does: Z (m, n_H, n_W, C) float32, and the ``(image, row)`` pairs whose
+    results are not finite in some channel, for the caller's plain path.
     """
     A = np.ascontiguousarray(A, np.float32)
-    m, H, W_in, _ = A.shape
+    m, H, W_in, C = A.shape
     top, bottom, left, right = pads
     u32, v32 = np.asarray(u, np.float32), np.asarray(v, np.float32)
     n_H, n_W = H + top + bottom - len(u32) + 1, W_in + left + right - len(v32) + 1
-    Z = np.empty((m, n_H, n_W, 1), np.float32)
+    Z = np.empty((m, n_H, n_W, C), np.float32)
     if Z.size == 0:
         return Z, []
-    bias = float(np.asarray(bias, np.float32).reshape(()))
-    line = W_in + left + right
-    shapes = ((m, H, W_in), (len(u32), len(v32)), (n_H, n_W), pads, bias)
+    biases = np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (C,))
+    same = bool(np.all(biases == biases[0]))
+    line = (W_in + left + right) * C
+    shapes = (
+        (m, H, W_in * C),
+        (len(u32), len(v32)),
+        (n_H, n_W * C),
+        (top, bottom, left * C, right * C),
+        float(biases[0]) if same else 0.0,
+        C,
+    )
     not_finite = []  # list.append is atomic
 
     def work(scratch, tile):
         i0, i1, h0, h1 = tile
         flags = scratch.take("flags", (h1 - h0,), np.uint8)
-        lines = scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in,))
+        lines = scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in * C,))
         for i in range(i0, i1):
             _native.separable(A, u32, v32, Z, lines, flags, *shapes, (i, h0, h1))
             if flags.any():
@@ -156,9 +166,11 @@ def correlate_separable(A, u, v, pads, bias):
 
     # Its scratch is a few rows: tiles of 4 MB of output, few enough calls, and some for
     # each thread.
-    tiles = RowTiles(m, n_H, max(1, 4 * TILE_VALUES // max(1, n_W)))
+    tiles = RowTiles(m, n_H, max(1, 4 * TILE_VALUES // max(1, n_W * C)))
     cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
     run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
+    if not same:
+        np.add(Z, biases, out=Z)
     return Z, sorted(not_finite)
 
 
