@@ -475,6 +475,12 @@ def _upright_exif(found, upright: bool = True) -> bytes | None:
         exif = tags.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
+    return _without_exif_header(exif)
+
+
+def _without_exif_header(exif: bytes) -> bytes:
+    """EXIF bytes as Pillow writes them, without the ``Exif\\0\\0`` header a JPEG's APP1
+    segment starts with (:meth:`Carried.pillow_options` puts it back)."""
     return exif[6:] if exif.startswith(b"Exif\0\0") else exif
 
 
@@ -565,7 +571,7 @@ def _tiff_exif(tags) -> bytes | None:
         data = exif.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
-    return data[6:] if data.startswith(b"Exif\0\0") else data
+    return _without_exif_header(data)
 
 
 def _ratio(value) -> float:

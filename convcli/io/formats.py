@@ -77,6 +77,10 @@ STORE_EXTENSION = ".zarr"
 """The extension of a Zarr store's folder."""
 
 TIFF_SIGNATURES = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+"""The first four bytes of a TIFF (``*``) or BigTIFF (``+``), little- or big-endian."""
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+"""The first eight bytes of every PNG."""
 
 
 def extension_of_bytes(head: bytes) -> str:
@@ -92,7 +96,7 @@ def extension_of_bytes(head: bytes) -> str:
     """
     if head.startswith(b"\xff\xd8\xff"):
         return ".jpg"
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+    if head.startswith(PNG_SIGNATURE):
         return ".png"
     if head[:4] in TIFF_SIGNATURES:
         return ".tif"

@@ -27,11 +27,12 @@ from typing import BinaryIO
 
 import numpy as np
 
+from .formats import PNG_SIGNATURE
+
 FAST_CODECS_VARIABLE = "CONVCLI_FAST_CODECS"
 """Set to ``0`` to use only Pillow, numpy and Python's zlib, even where the optional
 libraries of the ``fast`` and ``deep`` extras are installed."""
 
-_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _UP = 2  # the PNG filter type "Up"
 # PNG colour types by the number of channels: grey, grey + alpha, RGB, RGBA.
 _COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}
@@ -435,7 +436,7 @@ def _header(
     acTL chunk of an animated PNG of that many frames (after IHDR, before the text); then
     `chunks` (kind, data), before the pixels."""
     height, width, channels = shape
-    fh.write(_SIGNATURE)
+    fh.write(PNG_SIGNATURE)
     _chunk(
         fh,
         b"IHDR",
