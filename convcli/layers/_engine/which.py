@@ -18,10 +18,15 @@ ENGINE_VARIABLE = "CONVCLI_ENGINE"
 ENGINES = ("native", "numpy")
 
 
+def _setting() -> str:
+    """``CONVCLI_ENGINE`` as the environment gives it, any case and spaces ignored."""
+    return os.environ.get(ENGINE_VARIABLE, "").strip().lower()
+
+
 def setting_problem() -> str | None:
     """What is wrong with ``CONVCLI_ENGINE`` in the environment, if anything (the command
     line refuses it; the library then runs the default, ``native``)."""
-    value = os.environ.get(ENGINE_VARIABLE, "").strip().lower()
+    value = _setting()
     if value and value not in ENGINES:
         return f"{ENGINE_VARIABLE} must be native or numpy, got {value!r}"
     return None
@@ -29,7 +34,7 @@ def setting_problem() -> str | None:
 
 def _chosen() -> str:
     """The engine the environment asks for: ``native`` (the default) or ``numpy``."""
-    value = os.environ.get(ENGINE_VARIABLE, "").strip().lower()
+    value = _setting()
     return value if value in ENGINES else "native"
 
 
