@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 from helpers import assert_one_line_error, digests, manifest_records, ok, run
 from PIL import Image
 
@@ -298,6 +299,55 @@ def test_frames_of_different_sizes_are_each_processed_and_written_on_their_own(t
     ok("pool", path, "-o", out, "--format", "png", "--separate")
     with Image.open(out / "m_pool-max-f2-s2-R_f2.png") as im:
         assert im.size == (5, 4)
+
+
+def _tiff_layout(path) -> tuple:
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages[0]
+        return tif.is_bigtiff, page.is_tiled, page.compression, page.predictor, page.dtype
+
+
+@pytest.mark.parametrize("args", [(), ("--normalize", "none")], ids=["levels", "values"])
+def test_a_frame_written_on_its_own_is_the_file_a_single_image_gives(tmp_path, args):
+    arrays = [f[:, :, 0] for f in _frames(2) + _frames(1, size=(10, 8), seed=4)]
+    with tifffile.TiffWriter(tmp_path / "m.tif") as tif:
+        for frame in arrays:
+            tif.write(frame)
+    tifffile.imwrite(tmp_path / "one.tif", arrays[2])
+    op = ("conv", "-k", "sobel-y", *args) if args else ("pool",)
+    ok(*op, tmp_path / "m.tif", "-o", tmp_path / "stack", "--format", "tiff")
+    ok(*op, tmp_path / "one.tif", "-o", tmp_path / "single", "--format", "tiff")
+    (frame_file,) = (tmp_path / "stack").glob("*_f2.tiff")
+    (single_file,) = (tmp_path / "single").glob("*.tiff")
+    assert _tiff_layout(frame_file) == _tiff_layout(single_file)
+    frame_values, single_values = tifffile.imread(frame_file), tifffile.imread(single_file)
+    assert frame_values.dtype == (np.float32 if args else np.uint8)
+    if args:  # the values: the same scale for every frame
+        np.testing.assert_array_equal(frame_values, single_values)
+
+
+def test_a_stack_of_float_pages_stays_float_values_in_tiff(tmp_path):
+    gen = np.random.default_rng(7)
+    heights = (gen.random((3, 12, 16), dtype=np.float32) * 3400 - 600).astype(np.float32)
+    tifffile.imwrite(tmp_path / "dem.tif", heights, photometric="minisblack")
+    mixed = tmp_path / "mixed.tif"
+    with tifffile.TiffWriter(mixed) as tif:
+        tif.write(heights[0])
+        tif.write(heights[1, :8, :10])
+    ok("pool", "--mode", "average", tmp_path / "dem.tif", "-o", tmp_path / "o")
+    expected, _ = pool_forward(heights[..., None], {"f": 2, "stride": 2}, mode="average")
+    (written,) = (tmp_path / "o").glob("dem_*.tiff")
+    np.testing.assert_array_equal(tifffile.imread(written), expected[..., 0])
+    assert (manifest_records(tmp_path / "o")[0]["mapping"]) == "none"
+    ok("pool", "--mode", "average", mixed, "-o", tmp_path / "m")
+    second = tifffile.imread(next((tmp_path / "m").glob("mixed_*_f1.tiff")))
+    assert second.dtype == np.float32
+    np.testing.assert_array_equal(
+        second,
+        pool_forward(heights[1:2, :8, :10, None], {"f": 2, "stride": 2}, mode="average")[0][
+            0, ..., 0
+        ],
+    )
 
 
 def test_a_phone_mpo_jpeg_is_no_stack_its_first_image_is_used(tmp_path):

@@ -17,13 +17,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from ..choices import RAW_VALUES
+from ..engines.process_state import library_section
 from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
+from ..io.image_files import save_levels, save_npy
 from ..io.safeio import path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
@@ -122,6 +125,19 @@ def save_store(path: Path, image: np.ndarray, task, carried: Carried = NOTHING) 
     )
 
 
+def save_output(out: Output, array: np.ndarray, task, carried: Carried = NOTHING) -> bool:
+    """Write `array` (:func:`output_array`) as output `out`'s file, whole; whether it was
+    written (not kept). The one writer of a whole image's and a frame's files: the raw
+    values as npy, values and the levels of a TIFF or Zarr store through the row writer
+    (the same file as in strips), other levels through Pillow."""
+    if out.kind != "raw" and (FORMATS[task.fmt].by_rows or array.dtype == np.float32):
+        return save_store(out.path, array, task, carried)
+    with library_section():  # the image libraries, one thread at a time
+        if out.kind == "raw":
+            return save_npy(out.path, array, overwrite=task.overwrite)
+        return save_levels(out.path, array, fmt=task.fmt, overwrite=task.overwrite, carried=carried)
+
+
 def store_place(task, path) -> dict:
     """Where the Zarr output `path` is written: ``store_url`` and ``storage_options`` for
     :func:`convcli.io.row_writers.open_row_writer` where it goes to object storage, else none."""
@@ -174,16 +190,57 @@ def written_as_values(out: Output, mappings: list[Mapping]) -> bool:
     return out.kind == "channel" and mappings[out.index].method == RAW_VALUES
 
 
-def output_scales(
-    out: Output, channel_scale: Callable[[int], LevelScale], whole_scale: Callable[[], LevelScale]
-) -> list[LevelScale]:
-    """The scales of `out`'s levels, for the manifest: none for the raw values and a figure,
-    the input's for the whole result, each channel's (`channel_scale(i)`; :data:`RAW_SCALE`
-    where it is written as values) for the others. The strips, the stacks and the cluster
-    bands give their streamed mappings' scales."""
+class ResultLevels(Protocol):
+    """How one path maps a result's values to levels: a whole image's mapping at once, a
+    stack's or the strips' streamed mappings (:class:`convcli.levels.stats.StreamedMapping`).
+
+    `result` is what the path holds of the result at a time (the whole, a frame, a strip's
+    rows), (h, w, C'); ``mappings`` are the result channels' (:func:`mappings_for`).
+    """
+
+    mappings: list[Mapping]
+
+    def channel_levels(self, index: int, result: np.ndarray) -> np.ndarray:
+        """The (h, w) levels of channel `index` of `result`."""
+
+    def whole_levels(self, result: np.ndarray) -> np.ndarray:
+        """The (h, w, C') levels of `result` in the input's scale (``clip``)."""
+
+    def channel_scale(self, index: int) -> LevelScale:
+        """The scale of channel `index`'s levels (once they are known)."""
+
+    def whole_scale(self) -> LevelScale:
+        """The scale of the whole result's levels (once they are known)."""
+
+
+def output_array(out: Output, result: np.ndarray, levels: ResultLevels) -> np.ndarray:
+    """What output `out` holds of `result` (the whole, a frame, a strip's rows, (h, w, C')):
+    every value for the raw values; for a channel, its (h, w) values where it is written as
+    values, else its levels; a colour image's (h, w, c) levels; the whole result's levels.
+    The one rule for every path (not for a figure, drawn from the picture too)."""
+    if out.kind == "raw":
+        return result
     if out.kind == "whole":
-        return [whole_scale()]
-    return [channel_scale(i) for i in channels_of(out)]
+        return levels.whole_levels(result)
+    planes = [
+        result[:, :, i]
+        if levels.mappings[i].method == RAW_VALUES
+        else levels.channel_levels(i, result)
+        for i in channels_of(out)
+    ]
+    return planes[0] if out.kind == "channel" else np.stack(planes, axis=2)
+
+
+def output_scales(out: Output, levels: ResultLevels) -> list[LevelScale]:
+    """The scales of `out`'s levels, for the manifest: none for the raw values and a figure,
+    the input's for the whole result, each channel's (:data:`RAW_SCALE` where it is written
+    as values) for the others."""
+    if out.kind == "whole":
+        return [levels.whole_scale()]
+    return [
+        RAW_SCALE if levels.mappings[i].method == RAW_VALUES else levels.channel_scale(i)
+        for i in channels_of(out)
+    ]
 
 
 def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:

@@ -17,7 +17,6 @@ from stat import S_ISREG
 
 import numpy as np
 
-from ..choices import RAW_VALUES
 from ..engines.process_state import library_messages, library_section
 from ..engines.processes import FileResult
 from ..errors import MissingExtra
@@ -25,7 +24,6 @@ from ..io import storage
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
-from ..io.image_files import save_levels, save_npy
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
 from ..io.limits import check_stored
 from ..io.safeio import (
@@ -38,19 +36,20 @@ from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
 from ..levels.mapping import LevelScale, count_not_finite, map_levels
 from ..units import size_text
-from .names import FORMATS, Output, planned_outputs
+from .names import Output, planned_outputs
 from .ops import result_and_summary
 from .outputs import (
     carried_for,
     carried_note,
     kept_by,
     mappings_for,
+    output_array,
     output_depth,
     output_record,
+    output_scales,
     outputs_to_write,
     run_hints,
-    save_store,
-    written_as_values,
+    save_output,
 )
 from .parts import part
 from .plan import Task
@@ -201,7 +200,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
 
     start = time.perf_counter()
     make_output_folder(task.out_dir, task.out_root)
-    levels = _ChannelLevels(task, pic, data, todo)
+    levels = _WholeLevels(task, pic, todo)
     kept = 0
     written.todo = len(todo)
     for out in todo:
@@ -410,74 +409,53 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
         )
 
 
-class _ChannelLevels:
-    """The levels of each channel of a result, for the output format's depth.
+class _WholeLevels:
+    """The levels of a whole result's channels, for the output format's depth
+    (:class:`convcli.app.outputs.ResultLevels`).
 
     A channel that is written both on its own and in a colour image
     (``--channels each``) is mapped once, and kept until its second file is
     written.
     """
 
-    def __init__(self, task: Task, pic: Picture, data: np.ndarray, todo: list[Output]):
+    def __init__(self, task: Task, pic: Picture, todo: list[Output]):
         self.depth = output_depth(pic.depth, task.fmt)
         self.mappings = mappings_for(task, pic)
-        self._data = data
+        self._white = pic.white
         single = {out.index for out in todo if out.kind == "channel"}
         self._twice = single & {i for out in todo if out.kind == "group" for i in out.group}
-        self._kept: dict[int, tuple[np.ndarray, LevelScale]] = {}
+        self._kept: dict[int, np.ndarray] = {}
+        self._scales: dict[int, LevelScale] = {}
+        self._whole_scale: LevelScale | None = None
 
-    def __call__(self, index: int) -> tuple[np.ndarray, LevelScale]:
+    def channel_levels(self, index: int, result: np.ndarray) -> np.ndarray:
         if index in self._kept:
             return self._kept.pop(index)
-        result = _levels(self._data, index, self.mappings[index], self.depth)
+        levels, self._scales[index] = _levels(result, index, self.mappings[index], self.depth)
         if index in self._twice:
-            self._kept[index] = result
-        return result
+            self._kept[index] = levels
+        return levels
+
+    def whole_levels(self, result: np.ndarray) -> np.ndarray:
+        levels, self._whole_scale = map_levels(result, "clip", white=self._white, depth=self.depth)
+        return levels
+
+    def channel_scale(self, index: int) -> LevelScale:
+        return self._scales[index]
+
+    def whole_scale(self) -> LevelScale:
+        return self._whole_scale
 
 
 def _write_output(
-    out: Output, task: Task, pic: Picture, data: np.ndarray, levels: _ChannelLevels
+    out: Output, task: Task, pic: Picture, data: np.ndarray, levels: _WholeLevels
 ) -> tuple[bool, list[LevelScale]]:
-    """Write one output; whether it was written (not kept), and the scales of its levels.
-
-    Levels are mapped outside the process's library section, the file is
-    written inside it.
-    """
-    path, overwrite = out.path, task.overwrite
-    if out.kind == "raw":
-        return _in_section(save_npy, path, data, overwrite=overwrite), []
-    if written_as_values(out, levels.mappings):
-        values = data[:, :, out.index]
-        # The formats that hold floats (TIFF, Zarr; npy is "raw") are written by rows.
-        scales = [LevelScale(RAW_VALUES, 1.0, 0.0)]
-        return save_store(
-            path, values, task, carried_for(task.op, pic.carried, out, scales)
-        ), scales
-    if out.kind == "channel":
-        image, scale = levels(out.index)
-        scales = [scale]
-    elif out.kind == "group":  # the channels of one colour image, each mapped as its file
-        planes = [levels(i) for i in out.group]
-        scales = [scale for _, scale in planes]
-        image = np.stack([lv for lv, _ in planes], axis=2)
-        del planes
-    elif out.kind == "whole":
-        image, scale = map_levels(data, "clip", white=pic.white, depth=levels.depth)
-        scales = [scale]
-    else:
-        return _save_figure(path, task, pic, data), []
-    carried = carried_for(task.op, pic.carried, out, scales)
-    if FORMATS[task.fmt].by_rows:  # a TIFF or Zarr store, as the strips path writes it
-        return save_store(path, image, task, carried), scales
-    return _in_section(
-        save_levels, path, image, fmt=task.fmt, overwrite=overwrite, carried=carried
-    ), scales
-
-
-def _in_section(save, *args, **kwargs) -> bool:
-    """``save(*args, **kwargs)`` in the process's library section."""
-    with library_section():
-        return save(*args, **kwargs)
+    """Write one output; whether it was written (not kept), and the scales of its levels."""
+    if out.kind == "grid":
+        return _save_figure(out.path, task, pic, data), []
+    array = output_array(out, data, levels)
+    scales = output_scales(out, levels)
+    return save_output(out, array, task, carried_for(task.op, pic.carried, out, scales)), scales
 
 
 def _notes(pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
@@ -547,11 +525,11 @@ def _levels(data: np.ndarray, index: int, mapping, depth: int) -> tuple[np.ndarr
 
 def _save_figure(path: Path, task: Task, pic, data: np.ndarray) -> bool:
     grid = task.op.figure(pic, data)
-    return _in_section(
-        save_grid,
-        path,
-        grid.panels,
-        ncols=grid.ncols,
-        title=f"{Path(task.source).name}: {grid.title}",
-        overwrite=task.overwrite,
-    )
+    with library_section():
+        return save_grid(
+            path,
+            grid.panels,
+            ncols=grid.ncols,
+            title=f"{Path(task.source).name}: {grid.title}",
+            overwrite=task.overwrite,
+        )

@@ -37,7 +37,7 @@ from ..engines.process_state import library_section
 from ..engines.processes import FileResult
 from ..io.carried import NOTHING, Carried
 from ..io.figures import Grid, save_grid
-from ..io.image_files import frame_writer, save_float_tiff, save_levels, save_npy
+from ..io.image_files import frame_writer
 from ..io.images import Picture, check_stack_pixels, open_image
 from ..io.safeio import make_output_folder
 from ..layers._engine.tiles import memory_budget
@@ -47,14 +47,15 @@ from ..units import size_text
 from .names import FORMATS, Output
 from .ops import result_and_summary
 from .outputs import (
-    RAW_SCALE,
     carried_for,
     kept_by,
     mapped_channels,
+    mappings_for,
+    output_array,
     output_depth,
     output_scales,
     run_hints,
-    save_store,
+    save_output,
     written_as_values,
 )
 from .strips import output_size
@@ -137,7 +138,8 @@ class _Frame:
 class _Frames:
     """The frames of a stack, read and computed a group at a time, or all kept if they fit.
 
-    `white` and `depth` are the stack's (the largest of its frames'), known
+    `white`, `depth` and `floats` are the stack's (the largest of its frames', whether
+    one holds floats), known
     after :meth:`first_pass`; `summary` what the operation reported over the
     frames of the last pass (grad conv: dW summed over them).
     """
@@ -156,7 +158,7 @@ class _Frames:
         self.work, self.budget = sum(work), budget
         self.kept = self.work <= budget
         self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
-        self.white, self.depth = 0.0, 8
+        self.white, self.depth, self.floats = 0.0, 8, False
         self.summary, self.not_finite, self._dWs = "", 0, None
         self._kept: list[_Frame] | None = None
 
@@ -224,12 +226,15 @@ class _Frames:
             frame.result = result
 
     def _picture(self, pixels: list[np.ndarray]) -> Picture:
-        return Picture(np.stack(pixels), self.plan.channels, self.white, self.depth)
+        return Picture(
+            np.stack(pixels), self.plan.channels, self.white, self.depth, floats=self.floats
+        )
 
     def _stack_of(self, frames: list[_Frame]) -> None:
         for frame in frames:
             self.white = max(self.white, frame.picture.white)
             self.depth = max(self.depth, frame.picture.depth)
+            self.floats = self.floats or frame.picture.floats
 
     def _read(self) -> Iterator[_Frame]:
         """The frames in order, each decoded in the process's library section."""
@@ -247,16 +252,16 @@ class _Frames:
     def stands_for(self) -> Picture:
         """A picture of the stack's channels, white and depth, whose pixels take no memory."""
         pixels = np.broadcast_to(np.float32(0), (1, 1, len(self.plan.channels)))
-        return Picture(pixels, self.plan.channels, self.white, self.depth)
+        return Picture(pixels, self.plan.channels, self.white, self.depth, floats=self.floats)
 
 
 class _Scales:
     """One level mapping per result channel for all the frames, from their statistics."""
 
-    def __init__(self, op, plan: StackPlan, frames: _Frames, todo: list[Output], fmt: str):
-        stands_for = frames.stands_for()
-        self.depth = output_depth(frames.depth, fmt)
-        self.mappings = op.mappings(stands_for)
+    def __init__(self, task, plan: StackPlan, frames: _Frames, todo: list[Output]):
+        op, stands_for = task.op, frames.stands_for()
+        self.depth = output_depth(frames.depth, task.fmt)
+        self.mappings = mappings_for(task, stands_for)
         sizes = [output_size(op, h, w) for w, h in plan.sizes]
         self.plans: dict[int, level_stats.StreamedMapping] = {}
         for i in mapped_channels(todo, self.mappings):
@@ -278,6 +283,8 @@ class _Scales:
         )
         self.passes = max((p.passes for p in self.plans.values()), default=0)
         self._rows: dict[int, int] = {}
+        self._levels_of: np.ndarray | None = None
+        self._levels: dict[int, np.ndarray] = {}
 
     def add(self, pass_index: int, result: np.ndarray) -> None:
         """Take the statistics of one frame's (H', W', C') result, in the pass under way."""
@@ -292,23 +299,29 @@ class _Scales:
             plan.add(pass_index, row, column)
             self._rows[i] = (row + len(column)) % plan.height
 
-    def levels(self, i: int, result: np.ndarray) -> np.ndarray:
-        """The (H', W') levels of channel `i` of one frame's result."""
-        values = np.ascontiguousarray(result[:, :, i], np.float32)
-        return self.plans[i].levels(values.reshape(-1, 1)).reshape(values.shape)
+    def of(self, out: Output) -> list[LevelScale]:
+        """The scales of the levels of `out`, for the manifest."""
+        return output_scales(out, self)
+
+    def channel_levels(self, i: int, result: np.ndarray) -> np.ndarray:
+        """The (H', W') levels of channel `i` of one frame's result, mapped once a frame."""
+        if result is not self._levels_of:
+            self._levels_of, self._levels = result, {}
+        if i not in self._levels:
+            values = np.ascontiguousarray(result[:, :, i], np.float32)
+            self._levels[i] = self.plans[i].levels(values.reshape(-1, 1)).reshape(values.shape)
+        return self._levels[i]
 
     def whole_levels(self, result: np.ndarray) -> np.ndarray:
         """The (H', W', C') levels of one frame's result in the input's scale (``clip``)."""
         values = np.ascontiguousarray(result, np.float32)
         return self.whole.levels(values.reshape(-1, 1)).reshape(values.shape)
 
-    def of(self, out: Output) -> list[LevelScale]:
-        """The scales of the levels of `out`, for the manifest."""
-        return output_scales(
-            out,
-            lambda i: self.plans[i].scale() if i in self.plans else RAW_SCALE,
-            lambda: self.whole.scale(),
-        )
+    def channel_scale(self, i: int) -> LevelScale:
+        return self.plans[i].scale()
+
+    def whole_scale(self) -> LevelScale:
+        return self.whole.scale()
 
 
 def _inside_size(size: tuple[int, int], margin: int) -> int:
@@ -317,21 +330,9 @@ def _inside_size(size: tuple[int, int], margin: int) -> int:
     return (size[0] - 2 * left_out) * (size[1] - 2 * left_out)
 
 
-def _frame_array(out: Output, result: np.ndarray, scales: _Scales, levels) -> np.ndarray:
-    """What `out` holds of one frame: its values, or levels (`levels(i)`: channel i's)."""
-    if out.kind == "raw":
-        return result
-    if out.kind == "whole":
-        return scales.whole_levels(result)
-    if out.kind == "group":
-        return np.stack([levels(i) for i in out.group], axis=2)
-    if written_as_values(out, scales.mappings):
-        return result[:, :, out.index]
-    return levels(out.index)
-
-
 def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
-    """The format of a stack file: npy for the raw values, float TIFF for ``--normalize none``."""
+    """The format of a file of every frame: npy for the raw values, float TIFF for
+    ``--normalize none``."""
     if out.kind == "raw":
         return "npy"
     if written_as_values(out, scales.mappings):
@@ -342,19 +343,6 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
 def _kept(out: Output, task, plan: StackPlan, scales: _Scales):
     """What `out` keeps of what the file carries (:func:`convcli.app.outputs.carried_for`)."""
     return carried_for(task.op, plan.carried, out, scales.of(out))
-
-
-def _save_frame(out: Output, array: np.ndarray, task, scales: _Scales, plan: StackPlan) -> bool:
-    """Write one frame's file (JPEG, a Zarr store, or frames of several sizes)."""
-    kept = _kept(out, task, plan, scales)
-    if FORMATS[task.fmt].folder:  # where the store belongs: on object storage, in place
-        return save_store(out.path, array, task, kept)
-    fmt = _file_format(out, scales, task.fmt)
-    if fmt == "npy":
-        return save_npy(out.path, array, overwrite=task.overwrite)
-    if array.dtype == np.float32:
-        return save_float_tiff(out.path, array, overwrite=task.overwrite)
-    return save_levels(out.path, array, fmt=fmt, overwrite=task.overwrite, carried=kept)
 
 
 @contextmanager
@@ -394,22 +382,14 @@ def _write_pass(
     drawn = []
     with _stack_files(todo, task, plan, scales) as writers:
         for frame in frames.each():
-            cache: dict[int, np.ndarray] = {}
-
-            def levels(i, result=frame.result, cache=cache):
-                if i not in cache:
-                    cache[i] = scales.levels(i, result)
-                return cache[i]
-
             for out, writer in writers.items():
                 if writer is not None:
-                    array = _frame_array(out, frame.result, scales, levels)
+                    array = output_array(out, frame.result, scales)
                     with library_section():
                         writer.add(array, frame.duration)
             for out in per_frame.get(frame.position, []):
-                array = _frame_array(out, frame.result, scales, levels)
-                with library_section():
-                    ok = _save_frame(out, array, task, scales, plan)
+                array = output_array(out, frame.result, scales)
+                ok = save_output(out, array, task, _kept(out, task, plan, scales))
                 _record(out, ok, scales, written, record, plan, task)
             if any(out.kind == "grid" for out in todo) and len(drawn) < FIGURE_FRAMES:
                 drawn.append(frame)
@@ -512,7 +492,7 @@ def process_stack(
     start = time.perf_counter()
     frames = _Frames(task, plan)
     frames.first_pass()
-    scales = _Scales(task.op, plan, frames, todo, task.fmt)
+    scales = _Scales(task, plan, frames, todo)
     timings["decode"] = time.perf_counter() - start
     start = time.perf_counter()
     for pass_index in range(scales.passes):

@@ -32,12 +32,12 @@ from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, s
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping
 from .outputs import (
-    RAW_SCALE,
     carried_for,
     channels_of,
     kept_by,
     mapped_channels,
     mappings_for,
+    output_array,
     output_depth,
     output_record,
     output_scales,
@@ -289,7 +289,7 @@ class _Outputs:
             for out in self.todo:
                 # Registered first, so called once the writer has closed (last in, first out).
                 stack.callback(self._record, out, writers, len(writers), written, records)
-                kept = carried_for(self.task.op, self.carried, out, self._scales(out))
+                kept = carried_for(self.task.op, self.carried, out, output_scales(out, self))
                 writers.append(
                     stack.enter_context(
                         open_row_writer(
@@ -304,7 +304,7 @@ class _Outputs:
             for _, result in strips:
                 not_finite += count_not_finite(result)
                 for out, writer in zip(self.todo, writers, strict=True):
-                    writer.write(self._rows(out, result))
+                    writer.write(output_array(out, result, self))
         return not_finite
 
     def _record(
@@ -312,34 +312,26 @@ class _Outputs:
     ) -> None:
         if index < len(writers) and writers[index].written:
             written.append(str(out.path))
-            scales = self._scales(out)
+            scales = output_scales(out, self)
             records.append(
                 output_record(
                     out, scales, self.depth, kept_by(self.task, self.carried, out, scales)
                 )
             )
 
-    def _rows(self, out, result: np.ndarray) -> np.ndarray:
-        """The rows `out` writes of a strip's result: raw values or levels, (h, W, C)."""
-        if out.kind == "raw":
-            return result
-        if out.kind == "whole":
-            return np.stack(
-                [
-                    self.whole.levels(np.ascontiguousarray(result[:, :, i]))
-                    for i in range(result.shape[2])
-                ],
-                axis=2,
-            )
-        planes = []
-        for index in channels_of(out):
-            plane = np.ascontiguousarray(result[:, :, index])
-            planes.append(plane if index not in self.maps else self.maps[index].levels(plane))
+    def channel_levels(self, index: int, result: np.ndarray) -> np.ndarray:
+        """The (h, W) levels of channel `index` of a strip's rows."""
+        return self.maps[index].levels(np.ascontiguousarray(result[:, :, index]))
+
+    def whole_levels(self, result: np.ndarray) -> np.ndarray:
+        """The (h, W, C') levels of a strip's rows in the input's scale (``clip``)."""
+        planes = [
+            self.whole.levels(np.ascontiguousarray(result[:, :, i])) for i in range(result.shape[2])
+        ]
         return np.stack(planes, axis=2)
 
-    def _scales(self, out) -> list[LevelScale]:
-        return output_scales(
-            out,
-            lambda i: self.maps[i].scale() if i in self.maps else RAW_SCALE,
-            lambda: self.whole.scale(),
-        )
+    def channel_scale(self, index: int) -> LevelScale:
+        return self.maps[index].scale()
+
+    def whole_scale(self) -> LevelScale:
+        return self.whole.scale()

@@ -43,7 +43,7 @@ from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
 from ..levels.mapping import count_not_finite
-from .outputs import kept_by, output_record, store_place
+from .outputs import kept_by, output_array, output_record, store_place
 from .streamed import (
     _Outputs,
     _Overview,
@@ -150,7 +150,7 @@ def band_into_stores(
             for _, result in _band_strips(job, band):
                 not_finite += count_not_finite(result)
                 for store, writer in zip(stores, writers, strict=True):
-                    writer.write(plans._rows(store.out, result))
+                    writer.write(output_array(store.out, result, plans))
                 if keep:
                     kept.append(result)
         for writer in writers:

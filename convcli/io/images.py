@@ -526,18 +526,16 @@ class TiffSource:
             if read is None:
                 yield next(self._pillow().read_frames((k,)))
                 continue
-            samples, white, depth = read
-            yield Picture(samples, self.channels, white, depth), None
+            samples, white, depth, floats = read
+            yield Picture(samples, self.channels, white, depth, floats=floats), None
 
     def read(self) -> Picture:
         """Decode the first page into a :class:`Picture`, as :meth:`ImageSource.read`."""
         count = self.frame_count
         notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
         read = self._pages.read_page(0)
-        samples, white, depth = read
-        return Picture(
-            samples, self.channels, white, depth, notes, self._pages.carried, self._pages.floats
-        )
+        samples, white, depth, floats = read
+        return Picture(samples, self.channels, white, depth, notes, self._pages.carried, floats)
 
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""

@@ -83,8 +83,9 @@ class TiffPages:
                 self._last = (k, self._tif.pages[k])
         return self._last[1]
 
-    def read_page(self, k: int) -> tuple[np.ndarray, float, int] | None:
-        """Page `k`'s samples (H, W, C), white and depth; None where Pillow reads the page.
+    def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool] | None:
+        """Page `k`'s samples (H, W, C), white, depth and whether it holds float samples;
+        None where Pillow reads the page.
 
         The samples are uint8 where the page stores 8-bit values as they
         are read, else float32. An :class:`ImageError` for damaged data.
@@ -104,11 +105,11 @@ class TiffPages:
             source._read_into(0, samples)
         finally:
             source._kept.forget()
-        white = layout.white
-        if white is None:
+        white, floats = layout.white, layout.white is None  # white from the values: floats
+        if floats:
             finite = samples[np.isfinite(samples)]
             white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
-        return samples, white, layout.depth
+        return samples, white, layout.depth, floats
 
     def close(self) -> None:
         self._tif.close()
