@@ -14,7 +14,7 @@ import pytest
 from helpers import make_image
 from PIL import Image
 
-from convcli.app import process
+from convcli.app import outputs, process
 from convcli.app.ops import ConvOp
 from convcli.app.plan import find_inputs, plan_tasks
 from convcli.app.process import process_file
@@ -71,7 +71,7 @@ def test_threads_keep_their_own_library_messages(tmp_path, monkeypatch):
         name: make_image(tmp_path / f"{name}.png", "RGB", seed=i) for i, name in enumerate("ab")
     }
     both_computing = threading.Barrier(2, timeout=10)
-    real_open, real_save, real_compute = process.open_image, process.save_levels, ConvOp.compute
+    real_open, real_save, real_compute = process.open_image, outputs.save_levels, ConvOp.compute
     limits_while_open = []
 
     @contextmanager
@@ -93,7 +93,7 @@ def test_threads_keep_their_own_library_messages(tmp_path, monkeypatch):
         return real_compute(self, pic)
 
     monkeypatch.setattr(process, "open_image", chatty_open)
-    monkeypatch.setattr(process, "save_levels", chatty_save)
+    monkeypatch.setattr(outputs, "save_levels", chatty_save)
     monkeypatch.setattr(ConvOp, "compute", computing)
     results = _in_threads(
         {

@@ -43,7 +43,7 @@ from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
 from ..levels.mapping import count_not_finite
-from .outputs import kept_by, output_array, output_record, store_place
+from .outputs import kept_by, output_array, output_record, output_scales, store_place
 from .streamed import (
     _Outputs,
     _Overview,
@@ -315,12 +315,14 @@ def _into_stores(
                 written=store.levels,
                 storage_options=store.storage_options,
                 claim=store.claim,
-                carried=kept_by(plans.task, plans.carried, store.out, plans._scales(store.out)),
+                carried=kept_by(
+                    plans.task, plans.carried, store.out, output_scales(store.out, plans)
+                ),
             )
     for store, output in zip(stores, outputs, strict=True):
         if output.written:
             written.append(str(store.out.path))
-            scales = plans._scales(store.out)
+            scales = output_scales(store.out, plans)
             records.append(
                 output_record(
                     store.out,

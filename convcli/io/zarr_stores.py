@@ -239,6 +239,9 @@ class _LevelRows:
             store_claims.check(*self._claim)
 
     def write(self, rows: np.ndarray) -> None:
+        """Add the next rows: (n, W, C), or (n, W) for one channel, as the row writers take."""
+        if rows.ndim == 2:
+            rows = rows[:, :, None]
         if self._row >= self._checked_to:
             self._check_claim()
             self._checked_to = (self._row // TILE + 1) * TILE
