@@ -6,12 +6,15 @@ test with no deadline; set ``CONVCLI_HYPOTHESIS_PROFILE=thorough`` for 1000.
 Fixtures: ``photo`` (an RGB picture written to ``tmp_path``, drawn with
 ``photo_seed``, which a module overrides to draw another picture), ``out``
 (the output folder ``tmp_path / "out"``, not yet made), ``cluster`` (a Dask
-scheduler and two workers on 127.0.0.1, shared by a module's tests) and
-``own_cluster`` (the same, for one test that kills its workers).
+scheduler and two workers on 127.0.0.1, shared by a module's tests),
+``own_cluster`` (the same, for one test that kills its workers), ``s3_server``
+(an S3 server, moto, on 127.0.0.1 for the whole run) and ``s3_bucket`` (a fresh
+bucket on it for one test).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 
@@ -98,3 +101,26 @@ def own_cluster(tmp_path_factory):
     processes = DaskProcesses(tmp_path_factory.mktemp("own-cluster"), 2)
     yield processes
     processes.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3 server (moto) on 127.0.0.1 for the whole run: the fsspec options that reach it
+    (``endpoint_url``, ``key``, ``secret``). Skips where moto or s3fs is missing."""
+    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    """The name of a fresh, empty bucket on ``s3_server``, its own to the test."""
+    import s3fs
+
+    name = "b-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]
+    s3fs.S3FileSystem(**s3_server).mkdir(name)
+    return name

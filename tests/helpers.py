@@ -350,7 +350,8 @@ class DaskProcesses:
             for command in [scheduler] + [worker] * workers
         ]
         try:
-            if not wait_until(self.file.exists, 60):
+            # The scheduler writes its file after creating it: wait for the whole address.
+            if not wait_until(lambda: self._address_written() is not None, 60):
                 raise TimeoutError("the Dask scheduler did not start")
             if workers:  # none: a scheduler alone
                 with distributed.Client(scheduler_file=str(self.file), timeout=30) as client:
@@ -358,7 +359,14 @@ class DaskProcesses:
         except BaseException:
             self.close()
             raise
-        self.address = json.loads(self.file.read_text())["address"]
+        self.address = self._address_written()
+
+    def _address_written(self) -> str | None:
+        """The scheduler's address from its file, or None until it is written whole."""
+        try:
+            return json.loads(self.file.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            return None
 
     def close(self) -> None:
         for proc in self.procs:

@@ -676,20 +676,10 @@ def test_results_that_cannot_be_fetched_keep_their_manifest_lines(
 
 
 @pytest.fixture(scope="module")
-def s3_options():
-    """fsspec options for an S3 server (moto) on 127.0.0.1 holding the bucket ``fragments``."""
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    options = {
-        "key": "testing",
-        "secret": "testing",
-        "endpoint_url": "http://{}:{}".format(*server.get_host_and_port()),
-    }
-    s3fs.S3FileSystem(**options).mkdir("fragments")
-    yield options
-    server.stop()
+def s3_options(s3_server):
+    """fsspec options for the S3 server (moto), which holds the bucket ``fragments``."""
+    pytest.importorskip("s3fs").S3FileSystem(**s3_server).mkdir("fragments")
+    return s3_server
 
 
 class _UrlJob(NamedTuple):

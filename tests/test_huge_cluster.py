@@ -90,25 +90,15 @@ def test_band_tasks_write_the_local_runs_tiff_bytes(cluster, tiffs, tmp_path):
     assert _records(tmp_path / "remote") == _records(tmp_path / "local")
 
 
-@pytest.fixture
-def bucket():
-    """An S3 bucket on a moto server on 127.0.0.1, and the options that reach it."""
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    options = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
-    s3fs.S3FileSystem(**options).mkdir("huge")
-    yield options
-    server.stop()
-
-
-def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs, bucket, tmp_path):
+def test_workers_write_zarr_bands_into_a_folder_or_object_storage(
+    cluster, tiffs, s3_server, s3_bucket, tmp_path
+):
     """grey.tif to an S3 bucket (moto): 2 bands of 1024 rows, the workers write levels 0 to
     2 straight into the store there, the rest are made from level 2; rgb.tif to a folder:
     raw values, 2 bands of 256 rows. The local run's values at every level, bit for bit."""
-    given = [arg for key, value in bucket.items() for arg in ("--storage-option", f"{key}={value}")]
+    given = [
+        arg for key, value in s3_server.items() for arg in ("--storage-option", f"{key}={value}")
+    ]
     grey = [
         "conv",
         "-k",
@@ -133,7 +123,7 @@ def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs
         "1M",
         tiffs / "rgb.tif",
     ]
-    for args, there in ((grey, ["s3://huge/out", *given]), (raw, [tmp_path / "remote"])):
+    for args, there in ((grey, [f"s3://{s3_bucket}/out", *given]), (raw, [tmp_path / "remote"])):
         assert run(*args, "-o", tmp_path / "local").exit_code == 0
         result = _on_cluster(cluster, *args, "-o", *there)
         assert result.returncode == 0, result.stderr
@@ -141,7 +131,7 @@ def test_workers_write_zarr_bands_into_a_folder_or_object_storage(cluster, tiffs
     grey_store, raw_store = "grey_conv-edge-robust-sum.zarr", "rgb_conv-vertical-none-sum.zarr"
     stores = {
         grey_store: zarr.storage.FsspecStore.from_url(
-            f"s3://huge/out/{grey_store}", storage_options=bucket, read_only=True
+            f"s3://{s3_bucket}/out/{grey_store}", storage_options=s3_server, read_only=True
         ),
         raw_store: str(tmp_path / "remote" / raw_store),
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import json
 import os
@@ -18,37 +17,21 @@ from helpers import digests, make_folder, make_image, run, run_without
 
 from convcli.cli.main import main
 
-moto_server = pytest.importorskip("moto.server")
 s3fs = pytest.importorskip("s3fs")
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """An S3 endpoint on 127.0.0.1, the environment that points convcli at it, and a client."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+def s3(s3_server):
+    """The environment that points convcli at the S3 server, and a client of it."""
     env = dict(
         os.environ,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_ACCESS_KEY_ID=s3_server["key"],
+        AWS_SECRET_ACCESS_KEY=s3_server["secret"],
         AWS_DEFAULT_REGION="us-east-1",
-        FSSPEC_S3_ENDPOINT_URL=endpoint,
+        FSSPEC_S3_ENDPOINT_URL=s3_server["endpoint_url"],
     )
     env.pop("AWS_PROFILE", None)
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
-    yield env, fs
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3, request):
-    """A fresh bucket holding in/ (four photos and a broken file) and in/sub/ (one photo)."""
-    env, fs = s3
-    name = "b-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:12]
-    fs.mkdir(name)
-    return name
+    return env, s3fs.S3FileSystem(**s3_server)
 
 
 def _photos(tmp_path):
@@ -85,62 +68,64 @@ def _convcli(env, *args):
     )
 
 
-def test_a_bucket_to_a_bucket_as_on_disk(s3, bucket, tmp_path):
+def test_a_bucket_to_a_bucket_as_on_disk(s3, s3_bucket, tmp_path):
     env, fs = s3
     photos = _photos(tmp_path)
-    _upload(fs, photos, f"{bucket}/in")
+    _upload(fs, photos, f"{s3_bucket}/in")
     local = _convcli(env, "conv", "-k", "vertical", "-r", photos, "-o", tmp_path / "local")
     remote = _convcli(
-        env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o", f"s3://{bucket}/out"
+        env, "conv", "-k", "vertical", "-r", f"s3://{s3_bucket}/in", "-o", f"s3://{s3_bucket}/out"
     )
     assert local.returncode == remote.returncode == 1, remote.stderr
     assert remote.stderr.splitlines()[0] == (
-        f"convcli: s3://{bucket}/in/broken.png: not an image file "
+        f"convcli: s3://{s3_bucket}/in/broken.png: not an image file "
         "(Pillow cannot identify its format)"
     )
     assert remote.stderr.splitlines()[-1].startswith("convcli: 5 processed, 0 skipped, 1 failed")
-    got = digests(_download(fs, f"s3://{bucket}/out", tmp_path / "got"))
+    got = digests(_download(fs, f"s3://{s3_bucket}/out", tmp_path / "got"))
     assert got == digests(tmp_path / "local")  # byte for byte, sub/ mirrored
     assert "sub/deep_conv-vertical-sum.png" in got
     again = _convcli(
-        env, "conv", "-k", "vertical", "-r", f"s3://{bucket}/in", "-o", f"s3://{bucket}/out"
+        env, "conv", "-k", "vertical", "-r", f"s3://{s3_bucket}/in", "-o", f"s3://{s3_bucket}/out"
     )
     assert "0 processed, 5 skipped, 1 failed" in again.stderr
 
 
-def test_overwrite_replaces_only_what_convcli_wrote(s3, bucket, tmp_path):
+def test_overwrite_replaces_only_what_convcli_wrote(s3, s3_bucket, tmp_path):
     env, fs = s3
     make_image(tmp_path / "a.png", "RGB")
-    fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
-    out = f"s3://{bucket}/out"
-    assert _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--separate").returncode == 0
-    mine = f"{bucket}/out/a_pool-max-f2-s2-R.png"
+    fs.put_file(str(tmp_path / "a.png"), f"{s3_bucket}/a.png")
+    out = f"s3://{s3_bucket}/out"
+    assert _convcli(env, "pool", f"s3://{s3_bucket}/a.png", "-o", out, "--separate").returncode == 0
+    mine = f"{s3_bucket}/out/a_pool-max-f2-s2-R.png"
     first = fs.cat_file(mine)
-    fs.pipe_file(f"{bucket}/out/a_pool-max-f2-s2-G.png", b"somebody else's file")
-    forced = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", out, "--overwrite", "--separate")
+    fs.pipe_file(f"{s3_bucket}/out/a_pool-max-f2-s2-G.png", b"somebody else's file")
+    forced = _convcli(
+        env, "pool", f"s3://{s3_bucket}/a.png", "-o", out, "--overwrite", "--separate"
+    )
     assert forced.returncode == 1
     assert "a_pool-max-f2-s2-G.png" in forced.stderr and "not written by convcli" in forced.stderr
     # Named by its URL, not by the local staging copy.
-    assert f"s3://{bucket}/out/a_pool-max-f2-s2-G.png: the existing file" in forced.stderr
+    assert f"s3://{s3_bucket}/out/a_pool-max-f2-s2-G.png: the existing file" in forced.stderr
     assert "/output/" not in forced.stderr
-    assert fs.cat_file(f"{bucket}/out/a_pool-max-f2-s2-G.png") == b"somebody else's file"
+    assert fs.cat_file(f"{s3_bucket}/out/a_pool-max-f2-s2-G.png") == b"somebody else's file"
     assert fs.cat_file(mine) == first  # replaced by the same bytes
 
 
-def test_output_prefix_equal_to_the_input_prefix(s3, bucket, tmp_path):
+def test_output_prefix_equal_to_the_input_prefix(s3, s3_bucket, tmp_path):
     env, fs = s3
     make_image(tmp_path / "p.png", "RGB")
-    fs.put_file(str(tmp_path / "p.png"), f"{bucket}/photos/p.png")
-    url = f"s3://{bucket}/photos"
+    fs.put_file(str(tmp_path / "p.png"), f"{s3_bucket}/photos/p.png")
+    url = f"s3://{s3_bucket}/photos"
     assert _convcli(env, "pool", url, "-o", url).returncode == 0
-    listed = sorted(fs.ls(f"{bucket}/photos"))
+    listed = sorted(fs.ls(f"{s3_bucket}/photos"))
     again = _convcli(env, "pool", url, "-o", url)
     assert again.returncode == 0
     assert "0 processed, 1 skipped, 0 failed" in again.stderr  # its outputs are not inputs
-    assert sorted(fs.ls(f"{bucket}/photos")) == listed
+    assert sorted(fs.ls(f"{s3_bucket}/photos")) == listed
 
 
-def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
+def test_local_photos_to_a_bucket_on_a_local_cluster(s3, s3_bucket, tmp_path):
     pytest.importorskip("distributed")
     env, fs = s3
     photos = make_folder(tmp_path / "photos", 6, (48, 36))
@@ -153,7 +138,7 @@ def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
         "edge",
         photos,
         "-o",
-        f"s3://{bucket}/edges",
+        f"s3://{s3_bucket}/edges",
         "--scheduler",
         "local",
         "-j",
@@ -163,35 +148,37 @@ def test_local_photos_to_a_bucket_on_a_local_cluster(s3, bucket, tmp_path):
     )
     assert remote.returncode == 0, remote.stderr
     # The tasks' manifest fragment objects are gone once the run's own object is put.
-    objects = [p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/edges", detail=False, refresh=True)]
+    objects = [p.rsplit("/", 1)[1] for p in fs.ls(f"{s3_bucket}/edges", detail=False, refresh=True)]
     manifests = [name for name in objects if name.startswith("convcli-manifest")]
     assert len(manifests) == 1 and "-part-" not in manifests[0], objects
     from convcli.app.manifest import read_manifest
 
-    records = read_manifest(f"s3://{bucket}/edges", _options(env))
+    records = read_manifest(f"s3://{s3_bucket}/edges", _options(env))
     assert sorted(r["output"] for r in records) == sorted(digests(tmp_path / "local"))
-    got = digests(_download(fs, f"s3://{bucket}/edges", tmp_path / "got"))
+    got = digests(_download(fs, f"s3://{s3_bucket}/edges", tmp_path / "got"))
     assert got == digests(tmp_path / "local")
 
 
-def test_one_object_to_one_object(s3, bucket, tmp_path):
+def test_one_object_to_one_object(s3, s3_bucket, tmp_path):
     env, fs = s3
     make_image(tmp_path / "a.png", "RGB")
-    fs.put_file(str(tmp_path / "a.png"), f"{bucket}/a.png")
-    result = _convcli(env, "pool", f"s3://{bucket}/a.png", "-o", f"s3://{bucket}/small.png", "-v")
+    fs.put_file(str(tmp_path / "a.png"), f"{s3_bucket}/a.png")
+    result = _convcli(
+        env, "pool", f"s3://{s3_bucket}/a.png", "-o", f"s3://{s3_bucket}/small.png", "-v"
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stderr.rstrip().endswith(f"output in s3://{bucket}/small.png")
+    assert result.stderr.rstrip().endswith(f"output in s3://{s3_bucket}/small.png")
     local = _convcli(env, "pool", tmp_path / "a.png", "-o", tmp_path / "small.png")
     assert local.returncode == 0
-    assert fs.cat_file(f"{bucket}/small.png") == (tmp_path / "small.png").read_bytes()
+    assert fs.cat_file(f"{s3_bucket}/small.png") == (tmp_path / "small.png").read_bytes()
 
 
-def test_missing_objects_fail_on_one_line(s3, bucket, tmp_path):
+def test_missing_objects_fail_on_one_line(s3, s3_bucket, tmp_path):
     env, _ = s3
-    result = _convcli(env, "pool", f"s3://{bucket}/none.png", "-o", f"s3://{bucket}/out")
+    result = _convcli(env, "pool", f"s3://{s3_bucket}/none.png", "-o", f"s3://{s3_bucket}/out")
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
-        f"convcli: s3://{bucket}/none.png: No such file or directory"
+        f"convcli: s3://{s3_bucket}/none.png: No such file or directory"
     )
 
 
@@ -319,9 +306,9 @@ def _manifest_records(fs, folder):
 
 
 @pytest.mark.slow
-def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path):
+def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, s3_bucket, tmp_path):
     env, fs = s3
-    out = f"s3://{bucket}/out"
+    out = f"s3://{s3_bucket}/out"
     runs = [
         subprocess.Popen(
             [
@@ -345,7 +332,7 @@ def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path)
     for proc in runs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
         proc.stderr.close()
-    records = _manifest_records(fs, f"{bucket}/out")
+    records = _manifest_records(fs, f"{s3_bucket}/out")
     expected = sorted(f"{side}{i:02d}_pool-max-f2-s2-L.png" for side in "ab" for i in range(6))
     assert sorted(r["output"] for r in records) == expected  # 12 lines, none lost
     from convcli.app.manifest import read_manifest
@@ -356,7 +343,7 @@ def test_two_runs_into_one_prefix_keep_every_manifest_line(s3, bucket, tmp_path)
             tmp_path / record["output"][0] / (record["output"].split("_")[0] + ".png")
         )
     assert (
-        sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out") if p.endswith(".png"))
+        sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{s3_bucket}/out") if p.endswith(".png"))
         == expected
     )
 
@@ -533,7 +520,7 @@ def test_the_first_failure_of_the_store_stops_the_run_on_one_line(tmp_path, monk
     assert result.stderr.rstrip().endswith("no outputs written; 5 not started or not finished")
 
 
-def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
+def test_no_credentials_is_one_line(s3, s3_bucket, tmp_path, monkeypatch):
     env, _ = s3
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -544,7 +531,7 @@ def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
         "pool",
         _gray_photos(tmp_path / "in", "p", 2),
         "-o",
-        f"s3://{bucket}/out",
+        f"s3://{s3_bucket}/out",
         "--storage-option",
         f"endpoint_url={env['FSSPEC_S3_ENDPOINT_URL']}",
         "--storage-option",
@@ -552,7 +539,7 @@ def test_no_credentials_is_one_line(s3, bucket, tmp_path, monkeypatch):
     )
     line = _one_line_exit_1(result)
     assert line.startswith(
-        f"convcli: s3://{bucket}/out: Unable to locate credentials (set AWS_ACCESS_KEY_ID"
+        f"convcli: s3://{s3_bucket}/out: Unable to locate credentials (set AWS_ACCESS_KEY_ID"
     )
 
 
@@ -582,7 +569,10 @@ def test_an_http_403_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
-    """Each of the files left once waited out botocore's retries: 167 s for 40 files."""
+    """Each of the files left once waited out botocore's retries: 167 s for 40 files.
+
+    Its own S3 server, which it stops mid-run."""
+    moto_server = pytest.importorskip("moto.server")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
