@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -159,3 +160,23 @@ def test_the_library_reference_is_made_from_the_docstrings_as_they_are():
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "page, most", [("README.md", 2000), ("docs/performance.md", 2500)], ids=["readme", "perf"]
+)
+def test_the_front_pages_stay_short(page, most):
+    """The README is a front door and the performance page a page of figures: their words
+    (as ``wc -w`` counts them, table bars included) stay within these limits."""
+    assert len((ROOT / page).read_text(encoding="utf-8").split()) <= most
+
+
+def test_the_guide_speaks_of_convcli_not_of_how_it_was_made():
+    """Pages for users: no work log (rounds, issue numbers, what a turn or session built)."""
+    log = re.compile(
+        r"\b(first|second|third|fourth|last|next|this) round\b|\bissue #?\d+|"
+        r"\bthis (turn|session)\b|\bwhat was tried\b",
+        re.IGNORECASE,
+    )
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        assert log.search(page.read_text(encoding="utf-8")) is None, page.name
