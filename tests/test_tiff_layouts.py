@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 import tifffile
-from helpers import run
+from helpers import ok, run
 
 from convcli.io import tiff_pages
 from convcli.io.images import ImageError, read_image, read_stack
@@ -144,6 +144,76 @@ def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype,
         assert strips is None or _same(strips, expected)
         checked += 1
     assert checked >= 40
+
+
+def _colour_options(channels: int, planar: str = "contig") -> dict:
+    """tifffile's options for RGB or RGBA (unassociated alpha) samples, `planar` as given."""
+    alpha = {"extrasamples": ["unassalpha"]} if channels == 4 else {}
+    return {"photometric": "rgb", "planarconfig": planar, **alpha}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels"), [("float16", 3), ("float32", 3), ("float32", 4), ("float64", 4)]
+)
+def test_float_colour_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
+    tmp_path, dtype, channels
+):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        path = tmp_path / f"{k}.tif"
+        layout = (byteorder, compression, predictor, bigtiff, tiled)
+        try:
+            _write(path, _values(dtype, channels), *layout, **_colour_options(channels))
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        expected = tifffile.imread(path).astype(np.float32)
+        whole = read_image(path)
+        assert whole.channels == ("R", "G", "B", "A")[:channels] and whole.floats, layout
+        assert _same(whole.pixels, expected), layout
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, expected), layout
+        finite = expected[np.isfinite(expected)]
+        assert whole.white == max(1.0, float(finite.max()))
+        checked += 1
+    assert checked >= 40
+
+
+def _pool_by_one(path, out, *extra) -> np.ndarray:
+    """The values `pool --size 1 --stride 1` writes as npy of `path` (its input's values)."""
+    options = ("--size", 1, "--stride", 1, "--format", "npy", "-v")
+    result = ok("pool", *options, path, "-o", out, *extra)
+    assert ("in strips" in result.stderr) == bool(extra), result.stderr
+    return np.load(next(out.glob("*.npy")))
+
+
+def test_the_frames_of_a_float_rgba_stack_give_tifffiles_values(tmp_path):
+    values = _values("float32", 4)
+    stack = np.stack([values, values * 2, -values])
+    path = tmp_path / "stack.tif"
+    with tifffile.TiffWriter(path, byteorder=">", bigtiff=True) as tif:
+        for page in stack:
+            tif.write(page, compression="zlib", predictor=3, tile=(16, 16), **_colour_options(4))
+    expected = tifffile.imread(path, key=range(len(stack))).astype(np.float32)
+    assert _same(read_stack(path).pixels, expected)
+
+
+def test_a_float_rgb_file_is_run_with_tifffiles_values_whole_and_in_strips(tmp_path):
+    path = tmp_path / "colour.tif"
+    tifffile.imwrite(
+        path,
+        _values("float32", 3),
+        byteorder=">",
+        compression="zlib",
+        predictor=3,
+        rowsperstrip=5,
+        **_colour_options(3),
+    )
+    expected = tifffile.imread(path).astype(np.float32)
+    whole = _pool_by_one(path, tmp_path / "whole")
+    strips = _pool_by_one(path, tmp_path / "strips", "--memory", "64K")
+    assert _same(whole, strips) and _same(whole.reshape(expected.shape), expected)
 
 
 def test_the_reported_big_endian_deflate_float_file_gives_its_values_by_every_path(tmp_path):

@@ -13,35 +13,43 @@ What is read by regions
 -----------------------
 The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
 first series at full resolution), tiled or in strips, TIFF or BigTIFF, either
-byte order, uncompressed or compressed with deflate (both codes), LZW or
-PackBits, with or without a predictor, as far as tifffile decodes them here
-(LZW and the floating-point predictor need imagecodecs), and these layouts:
+byte order, uncompressed or compressed with deflate (both codes), LZW,
+PackBits, LZMA or Zstandard, with or without a predictor, as far as tifffile
+decodes them here (LZW and the floating-point predictor need imagecodecs),
+and these layouts:
 
-=========================================  ===========  =========  =====
-samples (PhotometricInterpretation)        channels     white      depth
-=========================================  ===========  =========  =====
-1-bit, 8-bit grey (min-is-black or white)  L            255        8
-8-bit grey + unassociated alpha            L A          255        8
-16-bit unsigned grey                       L            65535      16
-32-bit float grey                          L            max(1, m)  16
-8-bit RGB, RGB + unassociated alpha        R G B (A)    255        8
-16-bit RGB, RGBA                           R G B (A)    65535 [1]  16
-=========================================  ===========  =========  =====
+=========================================  ===========  ==============  =====
+samples (PhotometricInterpretation)        channels     white           depth
+=========================================  ===========  ==============  =====
+1-bit, 8-bit grey (min-is-black or white)  L            255             8
+8-bit grey + unassociated alpha            L A          255             8
+signed 8-bit grey                          L            255             8
+16-bit unsigned grey                       L            65535           16
+signed 16-bit, 32-bit integer grey         L            max(65535, m)   16
+16-, 32-, 64-bit float grey                L            max(1, m)       16
+8-bit RGB, RGB + unassociated alpha        R G B (A)    255             8
+16-bit RGB, RGBA                           R G B (A)    65535 [1]       16
+16-, 32-, 64-bit float RGB, RGBA [2]       R G B (A)    max(1, m)       16
+=========================================  ===========  ==============  =====
 
-An extra sample marked "unspecified" is dropped, as Pillow drops it. [1] with
-imagecodecs installed and allowed (the ``deep`` extra, as ``read_image``);
-otherwise the high byte, white 255, depth 8, with ``read_image``'s note. For
-float files ``m`` is the largest finite value of the whole image: the first use
-of :attr:`RegionSource.white` reads the image once, band by band.
+An extra sample marked "unspecified" is dropped from 8-bit pages, as Pillow
+drops it. [1] with imagecodecs installed and allowed (the ``deep`` extra, as
+``read_image``); otherwise the high byte, white 255, depth 8, with
+``read_image``'s note. [2] the alpha unassociated. Where the white depends on
+``m``, ``m`` is the largest finite value of the whole image (alpha included):
+the first use of :attr:`RegionSource.white` reads the image once, band by
+band. Float samples are read as float32 (64-bit values rounded, 16-bit ones
+exact), as tifffile's values converted.
 
 Everything else returns None, and the caller reads the file whole with
 Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
 (JPEG-compressed or subsampled), CIELab and other colour spaces, JPEG or
 other lossy compression (Pillow's decoder and imagecodecs' may differ),
 associated (premultiplied) alpha, planar configuration "separate", an
-orientation other than top-left, fill order 2, signed integers, 32-bit
-integers, floats other than 32-bit, volumes (SGI ImageDepth), a compression or
-predictor tifffile cannot decode here, and compressed segments of more than
+orientation other than top-left, fill order 2, signed or 32-bit integers
+other than grey, floats other than grey, RGB and RGBA, volumes (SGI
+ImageDepth), a compression or predictor tifffile cannot decode here, and
+compressed segments of more than
 :data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be
 a whole decode).
 """
@@ -76,6 +84,7 @@ MAX_SEGMENT_PIXELS = 1 << 24
 # none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard
 _LOSSLESS = {1, 5, 8, 32773, 32946, 34925, 50000}
 _MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
+_FLOAT = 3  # SampleFormat IEEEFP
 _UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
 
 
@@ -147,6 +156,19 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     )
 
 
+def _float_colour_layout(page) -> _Layout | None:
+    """The layout of a float RGB page, with or without unassociated alpha, or None.
+
+    Its white comes from its values, as a float grey page's does.
+    """
+    extras = tuple(page.extrasamples)
+    if page.samplesperpixel == 3 and not extras:
+        return _Layout(("R", "G", "B"), None, 16)
+    if page.samplesperpixel == 4 and extras == (_UNASSOCIATED,):
+        return _Layout(("R", "G", "B", "A"), None, 16)
+    return None
+
+
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
     if (
@@ -166,6 +188,8 @@ def _layout(page) -> _Layout | None:
         return _Layout(("L",), 255.0, 8, "inverted")
     if samples == 1 and photometric == _MINISBLACK and (bits, kind) in _WIDE_GREY:
         return _WIDE_GREY[bits, kind]
+    if kind == _FLOAT and bits in (16, 32, 64) and photometric == _RGB:
+        return _float_colour_layout(page)
     if bits not in (8, 16) or kind != 1:
         return None
     if photometric == _MINISBLACK:
