@@ -15,7 +15,7 @@ import pytest
 import tifffile
 from helpers import ok, run
 
-from convcli.io import tiff_pages
+from convcli.io import spill, tiff_pages
 from convcli.io.images import ImageError, read_image, read_stack
 from convcli.io.regions import open_regions
 
@@ -147,9 +147,10 @@ def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype,
 
 
 def _colour_options(channels: int, planar: str = "contig") -> dict:
-    """tifffile's options for RGB or RGBA (unassociated alpha) samples, `planar` as given."""
-    alpha = {"extrasamples": ["unassalpha"]} if channels == 4 else {}
-    return {"photometric": "rgb", "planarconfig": planar, **alpha}
+    """tifffile's options for grey + alpha, RGB or RGBA samples (the alpha unassociated),
+    contiguous or planar ("separate")."""
+    alpha = {"extrasamples": ["unassalpha"]} if channels in (2, 4) else {}
+    return {"photometric": "rgb" if channels > 2 else "minisblack", "planarconfig": planar, **alpha}
 
 
 @pytest.mark.parametrize(
@@ -178,6 +179,45 @@ def test_float_colour_layouts_are_read_with_tifffiles_values_whole_and_in_strips
         assert whole.white == max(1.0, float(finite.max()))
         checked += 1
     assert checked >= 40
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels"), [("uint8", 2), ("uint8", 3), ("uint16", 4), ("float32", 3)]
+)
+def test_planar_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
+    tmp_path, dtype, channels
+):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        path = tmp_path / f"{k}.tif"
+        layout = (byteorder, compression, predictor, bigtiff, tiled)
+        options = _colour_options(channels, "separate")
+        planes = np.moveaxis(_values(dtype, channels), -1, 0)  # (samples, rows, columns)
+        try:
+            _write(path, planes, *layout, **options)
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        with tifffile.TiffFile(path) as tif:
+            assert tif.pages[0].planarconfig == 2
+            expected = np.moveaxis(tif.asarray(), 0, -1).astype(np.float32)
+        assert _same(read_image(path).pixels, expected), layout
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, expected), layout
+        checked += 1
+    assert checked >= 40
+
+
+def test_planar_tiles_read_through_band_files_give_tifffiles_values(tmp_path, monkeypatch):
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)  # every row of tiles on disk
+    monkeypatch.setattr(spill, "PIECE_BYTES", 1)  # in pieces of one tile
+    path = tmp_path / "planar.tif"
+    planes = np.moveaxis(_values("float32", 4), -1, 0)
+    _write(path, planes, "<", "zlib", "float", False, True, **_colour_options(4, "separate"))
+    with tifffile.TiffFile(path) as tif:
+        expected = np.moveaxis(tif.asarray(), 0, -1)
+    assert _same(_read_strips(path), expected)
 
 
 def _pool_by_one(path, out, *extra) -> np.ndarray:
