@@ -256,6 +256,49 @@ def test_a_float_rgb_file_is_run_with_tifffiles_values_whole_and_in_strips(tmp_p
     assert _same(whole, strips) and _same(whole.reshape(expected.shape), expected)
 
 
+UNREAD = {  # layouts neither the TIFF reader nor Pillow reads: what the error says of them
+    "5 float planes": (
+        (5, 20, 30),
+        {"photometric": "minisblack", "planarconfig": "separate"},
+        "5 float32 samples per pixel (grey + 4 unspecified, planar)",
+    ),
+    "float grey + alpha": (
+        (20, 30, 2),
+        {"photometric": "minisblack", "extrasamples": ["unassalpha"]},
+        "2 float32 samples per pixel (grey + alpha)",
+    ),
+    "float CMYK": ((20, 30, 4), {"photometric": "separated"}, "4 float32 samples per pixel (CMYK)"),
+}
+
+
+@pytest.mark.parametrize("name", UNREAD)
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]])
+def test_a_tiff_no_reader_reads_is_refused_in_one_line_saying_what_it_holds(tmp_path, name, memory):
+    shape, options, held = UNREAD[name]
+    path = tmp_path / "unread.tif"
+    tifffile.imwrite(path, RNG.random(shape, np.float32), **options)
+    result = run("pool", path, "-o", tmp_path / "out", "-q", *memory)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"convcli: {path}: a TIFF of {held}, which convcli does not read"
+    ]
+    with pytest.raises(ImageError, match=r"^a TIFF of .*, which convcli does not read$"):
+        read_image(path)
+
+
+def test_a_page_of_a_stack_that_no_reader_reads_is_named_in_the_error(tmp_path):
+    path = tmp_path / "mixed.tif"
+    with tifffile.TiffWriter(path) as tif:
+        tif.write(_values("uint8", 3), photometric="rgb")
+        tif.write(RNG.random((*SHAPE, 2), np.float32), **_colour_options(2))
+    with pytest.raises(ImageError) as raised:
+        read_stack(path)
+    assert str(raised.value) == (
+        "frame 1 of 2: a TIFF of 2 float32 samples per pixel (grey + alpha), "
+        "which convcli does not read"
+    )
+
+
 def test_the_reported_big_endian_deflate_float_file_gives_its_values_by_every_path(tmp_path):
     values = (np.arange(5120).reshape(64, 80) * 0.5).astype("float32")
     tifffile.imwrite(tmp_path / "be.tif", values, byteorder=">", compression="deflate")
