@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tifffile
 from helpers import ok, run
+from PIL import Image
 
 from convcli.io import spill, tiff_pages
 from convcli.io.images import ImageError, read_image, read_stack
@@ -254,6 +255,67 @@ def test_a_float_rgb_file_is_run_with_tifffiles_values_whole_and_in_strips(tmp_p
     whole = _pool_by_one(path, tmp_path / "whole")
     strips = _pool_by_one(path, tmp_path / "strips", "--memory", "64K")
     assert _same(whole, strips) and _same(whole.reshape(expected.shape), expected)
+
+
+def _linear_rgb(path, shape=(60, 80)) -> np.ndarray:
+    """A float RGB TIFF of linear light beyond 1 (an HDR render) and below 0 at `path`."""
+    values = RNG.uniform(-2, 40, (*shape, 3)).astype(np.float32)
+    tifffile.imwrite(path, values, photometric="rgb", tile=(16, 16), compression="zlib")
+    return values
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+@pytest.mark.parametrize(
+    "command, expected_of",
+    [
+        (["pool", "--size", "2"], lambda v: v.reshape(30, 2, 40, 2, 3).max(axis=(1, 3))),
+        (
+            ["pad", "--pad", "1", "--mode", "edge"],
+            lambda v: np.pad(v, ((1, 1), (1, 1), (0, 0)), "edge"),
+        ),
+    ],
+    ids=["pool", "pad"],
+)
+def test_a_float_rgb_tiff_keeps_its_float_values_through_pool_and_pad_into_tiff(
+    tmp_path, command, expected_of, memory
+):
+    values = _linear_rgb(tmp_path / "render.tif")
+    out = tmp_path / "out"
+    result = ok(*command, "--format", "tiff", tmp_path / "render.tif", "-o", out, "-v", *memory)
+    assert ("processed in strips" in result.stderr) == bool(memory), result.stderr
+    (written,) = out.glob("*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.RGB
+        kept = tif.pages[0].asarray()
+    assert kept.dtype == np.float32  # the values beyond 0..1, not levels clipped to them
+    np.testing.assert_array_equal(kept, expected_of(values))
+
+
+def test_the_frames_of_a_float_rgb_stack_keep_their_float_values_into_tiff(tmp_path):
+    pages = [_linear_rgb(tmp_path / f"{k}.tif") for k in range(3)]
+    with tifffile.TiffWriter(tmp_path / "stack.tif") as tif:
+        for page in pages:
+            tif.write(page, photometric="rgb")
+    ok("pool", "--size", "2", "--format", "tiff", tmp_path / "stack.tif", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        kept = np.stack([page.asarray() for page in tif.pages])
+    expected = np.stack(pages).reshape(3, 30, 2, 40, 2, 3).max(axis=(2, 4))
+    assert kept.dtype == np.float32
+    np.testing.assert_array_equal(kept, expected)
+
+
+def test_a_float_rgb_tiff_pooled_into_png_becomes_16_bit_levels_of_its_white(tmp_path):
+    values = _linear_rgb(tmp_path / "render.tif")
+    ok("pool", "--size", "2", "--format", "png", tmp_path / "render.tif", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.png")
+    bit_depth, colour_type = written.read_bytes()[24:26]  # IHDR
+    assert (bit_depth, colour_type) == (16, 2)  # 16-bit RGB
+    pooled = values.reshape(30, 2, 40, 2, 3).max(axis=(1, 3))
+    expected = np.clip(pooled / values.max(), 0, 1) * 255  # the white: the largest value
+    with Image.open(written) as im:  # Pillow reads 16-bit colour at 8 bits
+        assert im.mode == "RGB"
+        assert np.abs(np.asarray(im, np.float64) - expected).max() <= 1
 
 
 UNREAD = {  # layouts neither the TIFF reader nor Pillow reads: what the error says of them
