@@ -305,6 +305,32 @@ def test_the_frames_of_a_float_rgb_stack_keep_their_float_values_into_tiff(tmp_p
     np.testing.assert_array_equal(kept, expected)
 
 
+GEO_TAGS = [  # a GeoTIFF's pixel size, tie point and keys (UTM 33N), and GDAL's nodata
+    (33550, "d", 3, (10.0, 10.0, 0.0), True),
+    (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+    (34735, "H", 16, (1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633), True),
+    (42113, "s", 0, "-9999", True),
+]
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+def test_the_nodata_samples_of_a_float_rgb_geotiff_are_never_averaged_and_kept(tmp_path, memory):
+    bands = RNG.uniform(0, 900, (64, 48, 3)).astype(np.float32)
+    bands[10:14, 6:10] = -9999  # a hole in every band
+    bands[21, 21, 1] = -9999  # and in one
+    tifffile.imwrite(tmp_path / "scene.tif", bands, photometric="rgb", extratags=GEO_TAGS)
+    command = ("pool", "--mode", "average", "--format", "tiff", tmp_path / "scene.tif")
+    ok(*command, "-o", tmp_path / "out", *memory)
+    with tifffile.TiffFile(tmp_path / "out" / "scene_pool-average-f2-s2.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "-9999"
+        kept = tif.pages[0].asarray()
+    windows = bands.reshape(32, 2, 24, 2, 3).transpose(0, 2, 4, 1, 3).reshape(32, 24, 3, 4)
+    missing = (windows == -9999).any(axis=3)
+    assert missing.sum(axis=(0, 1)).tolist() == [4, 5, 4]
+    np.testing.assert_array_equal(kept[missing], -9999)
+    np.testing.assert_allclose(kept[~missing], windows[~missing].mean(axis=1), rtol=1e-6)
+
+
 def test_a_float_rgb_tiff_pooled_into_png_becomes_16_bit_levels_of_its_white(tmp_path):
     values = _linear_rgb(tmp_path / "render.tif")
     ok("pool", "--size", "2", "--format", "png", tmp_path / "render.tif", "-o", tmp_path / "out")
