@@ -162,9 +162,6 @@ FALLBACKS = {
     ),
     "cmyk": _cmyk,
     "rotated": _orientation,
-    "planar separate": lambda p: tifffile.imwrite(
-        p, _levels((3, 20, 30)), photometric="rgb", planarconfig="separate"
-    ),
     "premultiplied alpha": lambda p: tifffile.imwrite(
         p, _levels((20, 30, 4)), **RGB, extrasamples=["assocalpha"]
     ),

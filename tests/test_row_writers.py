@@ -121,6 +121,8 @@ TIFF_CASES = [
     TiffCase((300, 40, 2), np.uint16),
     TiffCase((260, 270, 4), np.uint16),
     TiffCase((531, 270, 1), np.float32),
+    TiffCase((270, 300, 3), np.float32),
+    TiffCase((290, 260, 4), np.float32),
     TiffCase((1, 1, 1), np.uint8),
     TiffCase((700, 1, 1), np.uint8),
     TiffCase((1, 300, 3), np.uint8),
@@ -248,7 +250,7 @@ def test_an_existing_file_is_kept_or_replaced_as_save_levels_does(tmp_path, fmt,
         ({"channels": 0}, "channels must be a positive integer"),
         ({"fmt": "png", "dtype": np.uint8, "channels": 5}, "channels must be 1, 2, 3 or 4"),
         ({"fmt": "png", "dtype": np.float32}, "dtype for png must be one of uint8, uint16"),
-        ({"fmt": "tiff", "channels": 3}, "float32 TIFF output has one channel"),
+        ({"fmt": "tiff", "channels": 5}, "channels must be 1, 2, 3 or 4"),
     ],
 )
 def test_bad_arguments_name_themselves(tmp_path, options, message):

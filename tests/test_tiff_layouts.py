@@ -13,9 +13,10 @@ import itertools
 import numpy as np
 import pytest
 import tifffile
-from helpers import run
+from helpers import ok, run
+from PIL import Image
 
-from convcli.io import tiff_pages
+from convcli.io import spill, tiff_pages
 from convcli.io.images import ImageError, read_image, read_stack
 from convcli.io.regions import open_regions
 
@@ -144,6 +145,246 @@ def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype,
         assert strips is None or _same(strips, expected)
         checked += 1
     assert checked >= 40
+
+
+def _colour_options(channels: int, planar: str = "contig") -> dict:
+    """tifffile's options for grey + alpha, RGB or RGBA samples (the alpha unassociated),
+    contiguous or planar ("separate")."""
+    alpha = {"extrasamples": ["unassalpha"]} if channels in (2, 4) else {}
+    return {"photometric": "rgb" if channels > 2 else "minisblack", "planarconfig": planar, **alpha}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels"), [("float16", 3), ("float32", 3), ("float32", 4), ("float64", 4)]
+)
+def test_float_colour_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
+    tmp_path, dtype, channels
+):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        path = tmp_path / f"{k}.tif"
+        layout = (byteorder, compression, predictor, bigtiff, tiled)
+        try:
+            _write(path, _values(dtype, channels), *layout, **_colour_options(channels))
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        expected = tifffile.imread(path).astype(np.float32)
+        whole = read_image(path)
+        assert whole.channels == ("R", "G", "B", "A")[:channels] and whole.floats, layout
+        assert _same(whole.pixels, expected), layout
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, expected), layout
+        finite = expected[np.isfinite(expected)]
+        assert whole.white == max(1.0, float(finite.max()))
+        checked += 1
+    assert checked >= 40
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels"), [("uint8", 2), ("uint8", 3), ("uint16", 4), ("float32", 3)]
+)
+def test_planar_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
+    tmp_path, dtype, channels
+):
+    checked = 0
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        path = tmp_path / f"{k}.tif"
+        layout = (byteorder, compression, predictor, bigtiff, tiled)
+        options = _colour_options(channels, "separate")
+        planes = np.moveaxis(_values(dtype, channels), -1, 0)  # (samples, rows, columns)
+        try:
+            _write(path, planes, *layout, **options)
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        with tifffile.TiffFile(path) as tif:
+            assert tif.pages[0].planarconfig == 2
+            expected = np.moveaxis(tif.asarray(), 0, -1).astype(np.float32)
+        assert _same(read_image(path).pixels, expected), layout
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, expected), layout
+        checked += 1
+    assert checked >= 40
+
+
+def test_planar_tiles_read_through_band_files_give_tifffiles_values(tmp_path, monkeypatch):
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)  # every row of tiles on disk
+    monkeypatch.setattr(spill, "PIECE_BYTES", 1)  # in pieces of one tile
+    path = tmp_path / "planar.tif"
+    planes = np.moveaxis(_values("float32", 4), -1, 0)
+    _write(path, planes, "<", "zlib", "float", False, True, **_colour_options(4, "separate"))
+    with tifffile.TiffFile(path) as tif:
+        expected = np.moveaxis(tif.asarray(), 0, -1)
+    assert _same(_read_strips(path), expected)
+
+
+def _pool_by_one(path, out, *extra) -> np.ndarray:
+    """The values `pool --size 1 --stride 1` writes as npy of `path` (its input's values)."""
+    options = ("--size", 1, "--stride", 1, "--format", "npy", "-v")
+    result = ok("pool", *options, path, "-o", out, *extra)
+    assert ("in strips" in result.stderr) == bool(extra), result.stderr
+    return np.load(next(out.glob("*.npy")))
+
+
+def test_the_frames_of_a_float_rgba_stack_give_tifffiles_values(tmp_path):
+    values = _values("float32", 4)
+    stack = np.stack([values, values * 2, -values])
+    path = tmp_path / "stack.tif"
+    with tifffile.TiffWriter(path, byteorder=">", bigtiff=True) as tif:
+        for page in stack:
+            tif.write(page, compression="zlib", predictor=3, tile=(16, 16), **_colour_options(4))
+    expected = tifffile.imread(path, key=range(len(stack))).astype(np.float32)
+    assert _same(read_stack(path).pixels, expected)
+
+
+def test_a_float_rgb_file_is_run_with_tifffiles_values_whole_and_in_strips(tmp_path):
+    path = tmp_path / "colour.tif"
+    tifffile.imwrite(
+        path,
+        _values("float32", 3),
+        byteorder=">",
+        compression="zlib",
+        predictor=3,
+        rowsperstrip=5,
+        **_colour_options(3),
+    )
+    expected = tifffile.imread(path).astype(np.float32)
+    whole = _pool_by_one(path, tmp_path / "whole")
+    strips = _pool_by_one(path, tmp_path / "strips", "--memory", "64K")
+    assert _same(whole, strips) and _same(whole.reshape(expected.shape), expected)
+
+
+def _linear_rgb(path, shape=(60, 80)) -> np.ndarray:
+    """A float RGB TIFF of linear light beyond 1 (an HDR render) and below 0 at `path`."""
+    values = RNG.uniform(-2, 40, (*shape, 3)).astype(np.float32)
+    tifffile.imwrite(path, values, photometric="rgb", tile=(16, 16), compression="zlib")
+    return values
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+@pytest.mark.parametrize(
+    "command, expected_of",
+    [
+        (["pool", "--size", "2"], lambda v: v.reshape(30, 2, 40, 2, 3).max(axis=(1, 3))),
+        (
+            ["pad", "--pad", "1", "--mode", "edge"],
+            lambda v: np.pad(v, ((1, 1), (1, 1), (0, 0)), "edge"),
+        ),
+    ],
+    ids=["pool", "pad"],
+)
+def test_a_float_rgb_tiff_keeps_its_float_values_through_pool_and_pad_into_tiff(
+    tmp_path, command, expected_of, memory
+):
+    values = _linear_rgb(tmp_path / "render.tif")
+    out = tmp_path / "out"
+    result = ok(*command, "--format", "tiff", tmp_path / "render.tif", "-o", out, "-v", *memory)
+    assert ("processed in strips" in result.stderr) == bool(memory), result.stderr
+    (written,) = out.glob("*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.RGB
+        kept = tif.pages[0].asarray()
+    assert kept.dtype == np.float32  # the values beyond 0..1, not levels clipped to them
+    np.testing.assert_array_equal(kept, expected_of(values))
+
+
+def test_the_frames_of_a_float_rgb_stack_keep_their_float_values_into_tiff(tmp_path):
+    pages = [_linear_rgb(tmp_path / f"{k}.tif") for k in range(3)]
+    with tifffile.TiffWriter(tmp_path / "stack.tif") as tif:
+        for page in pages:
+            tif.write(page, photometric="rgb")
+    ok("pool", "--size", "2", "--format", "tiff", tmp_path / "stack.tif", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        kept = np.stack([page.asarray() for page in tif.pages])
+    expected = np.stack(pages).reshape(3, 30, 2, 40, 2, 3).max(axis=(2, 4))
+    assert kept.dtype == np.float32
+    np.testing.assert_array_equal(kept, expected)
+
+
+GEO_TAGS = [  # a GeoTIFF's pixel size, tie point and keys (UTM 33N), and GDAL's nodata
+    (33550, "d", 3, (10.0, 10.0, 0.0), True),
+    (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+    (34735, "H", 16, (1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633), True),
+    (42113, "s", 0, "-9999", True),
+]
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+def test_the_nodata_samples_of_a_float_rgb_geotiff_are_never_averaged_and_kept(tmp_path, memory):
+    bands = RNG.uniform(0, 900, (64, 48, 3)).astype(np.float32)
+    bands[10:14, 6:10] = -9999  # a hole in every band
+    bands[21, 21, 1] = -9999  # and in one
+    tifffile.imwrite(tmp_path / "scene.tif", bands, photometric="rgb", extratags=GEO_TAGS)
+    command = ("pool", "--mode", "average", "--format", "tiff", tmp_path / "scene.tif")
+    ok(*command, "-o", tmp_path / "out", *memory)
+    with tifffile.TiffFile(tmp_path / "out" / "scene_pool-average-f2-s2.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "-9999"
+        kept = tif.pages[0].asarray()
+    windows = bands.reshape(32, 2, 24, 2, 3).transpose(0, 2, 4, 1, 3).reshape(32, 24, 3, 4)
+    missing = (windows == -9999).any(axis=3)
+    assert missing.sum(axis=(0, 1)).tolist() == [4, 5, 4]
+    np.testing.assert_array_equal(kept[missing], -9999)
+    np.testing.assert_allclose(kept[~missing], windows[~missing].mean(axis=1), rtol=1e-6)
+
+
+def test_a_float_rgb_tiff_pooled_into_png_becomes_16_bit_levels_of_its_white(tmp_path):
+    values = _linear_rgb(tmp_path / "render.tif")
+    ok("pool", "--size", "2", "--format", "png", tmp_path / "render.tif", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.png")
+    bit_depth, colour_type = written.read_bytes()[24:26]  # IHDR
+    assert (bit_depth, colour_type) == (16, 2)  # 16-bit RGB
+    pooled = values.reshape(30, 2, 40, 2, 3).max(axis=(1, 3))
+    expected = np.clip(pooled / values.max(), 0, 1) * 255  # the white: the largest value
+    with Image.open(written) as im:  # Pillow reads 16-bit colour at 8 bits
+        assert im.mode == "RGB"
+        assert np.abs(np.asarray(im, np.float64) - expected).max() <= 1
+
+
+UNREAD = {  # layouts neither the TIFF reader nor Pillow reads: what the error says of them
+    "5 float planes": (
+        (5, 20, 30),
+        {"photometric": "minisblack", "planarconfig": "separate"},
+        "5 float32 samples per pixel (grey + 4 unspecified, planar)",
+    ),
+    "float grey + alpha": (
+        (20, 30, 2),
+        {"photometric": "minisblack", "extrasamples": ["unassalpha"]},
+        "2 float32 samples per pixel (grey + alpha)",
+    ),
+    "float CMYK": ((20, 30, 4), {"photometric": "separated"}, "4 float32 samples per pixel (CMYK)"),
+}
+
+
+@pytest.mark.parametrize("name", UNREAD)
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]])
+def test_a_tiff_no_reader_reads_is_refused_in_one_line_saying_what_it_holds(tmp_path, name, memory):
+    shape, options, held = UNREAD[name]
+    path = tmp_path / "unread.tif"
+    tifffile.imwrite(path, RNG.random(shape, np.float32), **options)
+    result = run("pool", path, "-o", tmp_path / "out", "-q", *memory)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"convcli: {path}: a TIFF of {held}, which convcli does not read"
+    ]
+    with pytest.raises(ImageError, match=r"^a TIFF of .*, which convcli does not read$"):
+        read_image(path)
+
+
+def test_a_page_of_a_stack_that_no_reader_reads_is_named_in_the_error(tmp_path):
+    path = tmp_path / "mixed.tif"
+    with tifffile.TiffWriter(path) as tif:
+        tif.write(_values("uint8", 3), photometric="rgb")
+        tif.write(RNG.random((*SHAPE, 2), np.float32), **_colour_options(2))
+    with pytest.raises(ImageError) as raised:
+        read_stack(path)
+    assert str(raised.value) == (
+        "frame 1 of 2: a TIFF of 2 float32 samples per pixel (grey + alpha), "
+        "which convcli does not read"
+    )
 
 
 def test_the_reported_big_endian_deflate_float_file_gives_its_values_by_every_path(tmp_path):

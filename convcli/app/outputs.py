@@ -185,9 +185,11 @@ def mapped_channels(todo: list[Output], mappings: list[Mapping]) -> list[int]:
 
 
 def written_as_values(out: Output, mappings: list[Mapping]) -> bool:
-    """Whether `out` is a channel written as its float values (``--normalize none`` into a
-    format that holds floats), not as levels."""
-    return out.kind == "channel" and mappings[out.index].method == RAW_VALUES
+    """Whether `out` is an image written as its float values, not as levels: a channel, a
+    colour image's group or the whole result whose every channel is (``--normalize none``,
+    or a float file's result in its scale, into a format that holds floats)."""
+    channels = range(len(mappings)) if out.kind == "whole" else channels_of(out)
+    return bool(channels) and all(mappings[i].method == RAW_VALUES for i in channels)
 
 
 class ResultLevels(Protocol):
@@ -215,13 +217,14 @@ class ResultLevels(Protocol):
 
 def output_array(out: Output, result: np.ndarray, levels: ResultLevels) -> np.ndarray:
     """What output `out` holds of `result` (the whole, a frame, a strip's rows, (h, w, C')):
-    every value for the raw values; for a channel, its (h, w) values where it is written as
-    values, else its levels; a colour image's (h, w, c) levels; the whole result's levels.
-    The one rule for every path (not for a figure, drawn from the picture too)."""
+    every value for the raw values; for a channel, its (h, w) levels; a colour image's
+    (h, w, c) levels; the whole result's levels; each its values instead where it is
+    :func:`written_as_values`. The one rule for every path (not for a figure, drawn from
+    the picture too)."""
     if out.kind == "raw":
         return result
     if out.kind == "whole":
-        return levels.whole_levels(result)
+        return result if written_as_values(out, levels.mappings) else levels.whole_levels(result)
     planes = [
         result[:, :, i]
         if levels.mappings[i].method == RAW_VALUES
@@ -233,10 +236,10 @@ def output_array(out: Output, result: np.ndarray, levels: ResultLevels) -> np.nd
 
 def output_scales(out: Output, levels: ResultLevels) -> list[LevelScale]:
     """The scales of `out`'s levels, for the manifest: none for the raw values and a figure,
-    the input's for the whole result, each channel's (:data:`RAW_SCALE` where it is written
-    as values) for the others."""
+    the input's for the whole result, each channel's for the others; :data:`RAW_SCALE`
+    where the values are written (:func:`written_as_values`)."""
     if out.kind == "whole":
-        return [levels.whole_scale()]
+        return [RAW_SCALE if written_as_values(out, levels.mappings) else levels.whole_scale()]
     return [
         RAW_SCALE if levels.mappings[i].method == RAW_VALUES else levels.channel_scale(i)
         for i in channels_of(out)

@@ -161,8 +161,8 @@ def _save_jpeg(
 def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     """Write `image` as one TIFF page to `file` (a path or a tifffile.TiffWriter), deflated.
 
-    Levels (uint8, uint16: grey, grey + alpha, RGB, RGBA), or float32 values
-    (one channel), with the tags of every TIFF convcli writes
+    Levels or float32 values (grey, grey + alpha, RGB, RGBA; levels uint8 or
+    uint16), with the tags of every TIFF convcli writes
     (:func:`convcli.io.formats.tiff_page_tags`) and the profile and resolution `carried`.
     """
     import tifffile  # only where a TIFF is written

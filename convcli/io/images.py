@@ -277,7 +277,7 @@ class ImageSource:
             return [self.size] * len(frames)
         sizes = []
         for k in frames:
-            with _frame_errors(k, self.frame_count):
+            with _frame_errors(k, self.frame_count, self.path):
                 self._im.seek(k)
                 sizes.append(self._im.size)
         return sizes
@@ -293,7 +293,7 @@ class ImageSource:
         """
         count = self.frame_count
         for k in frames:
-            with _frame_errors(k, count):
+            with _frame_errors(k, count, self.path):
                 self._im.seek(k + self._first_frame)
                 check_pixels(self._im.size, self.max_pixels)
                 self._im.load()
@@ -350,7 +350,8 @@ class ImageSource:
                 else:
                     samples = upright.astype(np.float32).reshape(upright.shape[:2] + (-1,))
                 return Picture(samples, self.channels, white, depth, tuple(notes), carried)
-            im.load()
+            with _pillow_errors(tiff=self.path):  # a TIFF layout Pillow lacks is said
+                im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
             samples, white, depth = to_array(im, self.channels, integers=True)
@@ -366,11 +367,16 @@ _PARSING_ERRORS = (IndexError, KeyError, TypeError, struct.error)
 
 
 @contextmanager
-def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
+def _pillow_errors(
+    *, parsing: bool = False, tiff: str | None = None, frame: int = 0
+) -> Iterator[None]:
     """Turn Pillow's errors about bad files into ImageError (one line each).
 
     With `parsing`, also the errors in :data:`_PARSING_ERRORS` that Pillow's
-    plugins let through from a corrupt header.
+    plugins let through from a corrupt header. With `tiff` (the file's path),
+    a layout Pillow does not know (it cannot identify the file, parse the
+    page's layout or set up its decoder) of a TIFF that tifffile parses is
+    said as :func:`convcli.io.tiff_pages.unread_error` says it (page `frame`).
     """
     try:
         yield
@@ -379,23 +385,33 @@ def _pillow_errors(*, parsing: bool = False) -> Iterator[None]:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageError(f"image too large (Pillow's decompression-bomb check): {exc}") from None
     except UnidentifiedImageError:
-        raise ImageError("not an image file (Pillow cannot identify its format)") from None
+        unknown = ImageError("not an image file (Pillow cannot identify its format)")
+        raise _unread_tiff(tiff, frame) or unknown from None
     except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
-        # Pillow reports truncated and corrupt data with these.
-        raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
+        # Pillow reports truncated and corrupt data with these; a layout it lacks with the last.
+        unread = None if isinstance(exc, (OSError, EOFError)) else _unread_tiff(tiff, frame)
+        raise unread or ImageError(f"cannot decode the image: {_reason(exc)}") from None
     except _PARSING_ERRORS as exc:
         if not parsing:
             raise
         raise ImageError(f"cannot decode the image: {_reason(exc)}") from None
 
 
+def _unread_tiff(path: str | None, frame: int) -> ImageError | None:
+    """:func:`convcli.io.tiff_pages.unread_error` of `path` where it starts as a TIFF, else None."""
+    if path is None or not starts_as_tiff(path):
+        return None
+    return load("tiff pages").unread_error(path, frame)
+
+
 @contextmanager
-def _frame_errors(frame: int, count: int) -> Iterator[None]:
-    """:func:`_pillow_errors` of one frame's decoding, the message naming the frame."""
+def _frame_errors(frame: int, count: int, path: str | None = None) -> Iterator[None]:
+    """:func:`_pillow_errors` of one frame's decoding (of file `path`), the message naming
+    the frame."""
     try:
-        with _pillow_errors(parsing=True):
+        with _pillow_errors(parsing=True, tiff=path, frame=frame):
             yield
     except ImageError as exc:
         raise type(exc)(f"frame {frame} of {count}: {exc}") from None
@@ -468,7 +484,7 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
             yield source
         return
     _pillow_limit_off()
-    with _pillow_errors():
+    with _pillow_errors(tiff=shown):
         im = Image.open(shown)
     with im:
         check_pixels(im.size, max_pixels)
@@ -540,10 +556,11 @@ class TiffSource:
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""
         if self._pillow_source is None:
-            with _pillow_errors():
+            with _pillow_errors(tiff=self.path):
                 im = Image.open(self.path)
             self._pillow_source = ImageSource(im, self.path, self.max_pixels)
             self._pillow_source.channels = self.channels
+            self._pillow_source.frame_count = self.frame_count  # its pages, counted already
         return self._pillow_source
 
     def close(self) -> None:

@@ -12,36 +12,44 @@ band itself plus one row of segments, whatever the size of the image.
 What is read by regions
 -----------------------
 The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
-first series at full resolution), tiled or in strips, TIFF or BigTIFF, either
-byte order, uncompressed or compressed with deflate (both codes), LZW or
-PackBits, with or without a predictor, as far as tifffile decodes them here
-(LZW and the floating-point predictor need imagecodecs), and these layouts:
+first series at full resolution), tiled or in strips, its samples contiguous
+or planar (configuration "separate": each sample in segments of its own),
+TIFF or BigTIFF, either byte order, uncompressed or compressed with deflate (both codes), LZW,
+PackBits, LZMA or Zstandard, with or without a predictor, as far as tifffile
+decodes them here (LZW and the floating-point predictor need imagecodecs),
+and these layouts:
 
-=========================================  ===========  =========  =====
-samples (PhotometricInterpretation)        channels     white      depth
-=========================================  ===========  =========  =====
-1-bit, 8-bit grey (min-is-black or white)  L            255        8
-8-bit grey + unassociated alpha            L A          255        8
-16-bit unsigned grey                       L            65535      16
-32-bit float grey                          L            max(1, m)  16
-8-bit RGB, RGB + unassociated alpha        R G B (A)    255        8
-16-bit RGB, RGBA                           R G B (A)    65535 [1]  16
-=========================================  ===========  =========  =====
+=========================================  ===========  ==============  =====
+samples (PhotometricInterpretation)        channels     white           depth
+=========================================  ===========  ==============  =====
+1-bit, 8-bit grey (min-is-black or white)  L            255             8
+8-bit grey + unassociated alpha            L A          255             8
+signed 8-bit grey                          L            255             8
+16-bit unsigned grey                       L            65535           16
+signed 16-bit, 32-bit integer grey         L            max(65535, m)   16
+16-, 32-, 64-bit float grey                L            max(1, m)       16
+8-bit RGB, RGB + unassociated alpha        R G B (A)    255             8
+16-bit RGB, RGBA                           R G B (A)    65535 [1]       16
+16-, 32-, 64-bit float RGB, RGBA [2]       R G B (A)    max(1, m)       16
+=========================================  ===========  ==============  =====
 
-An extra sample marked "unspecified" is dropped, as Pillow drops it. [1] with
-imagecodecs installed and allowed (the ``deep`` extra, as ``read_image``);
-otherwise the high byte, white 255, depth 8, with ``read_image``'s note. For
-float files ``m`` is the largest finite value of the whole image: the first use
-of :attr:`RegionSource.white` reads the image once, band by band.
+An extra sample marked "unspecified" is dropped from 8-bit pages, as Pillow
+drops it. [1] with imagecodecs installed and allowed (the ``deep`` extra, as
+``read_image``); otherwise the high byte, white 255, depth 8, with
+``read_image``'s note. [2] the alpha unassociated. Where the white depends on
+``m``, ``m`` is the largest finite value of the whole image (alpha included):
+the first use of :attr:`RegionSource.white` reads the image once, band by
+band. Float samples are read as float32 (64-bit values rounded, 16-bit ones
+exact), as tifffile's values converted.
 
 Everything else returns None, and the caller reads the file whole with
 Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
 (JPEG-compressed or subsampled), CIELab and other colour spaces, JPEG or
 other lossy compression (Pillow's decoder and imagecodecs' may differ),
-associated (premultiplied) alpha, planar configuration "separate", an
-orientation other than top-left, fill order 2, signed integers, 32-bit
-integers, floats other than 32-bit, volumes (SGI ImageDepth), a compression or
-predictor tifffile cannot decode here, and compressed segments of more than
+associated (premultiplied) alpha, an orientation other than top-left, fill
+order 2, signed or 32-bit integers other than grey, floats other than grey,
+RGB and RGBA, volumes (SGI ImageDepth), a compression or predictor tifffile
+cannot decode here, and compressed segments of more than
 :data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be
 a whole decode).
 """
@@ -76,6 +84,8 @@ MAX_SEGMENT_PIXELS = 1 << 24
 # none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard
 _LOSSLESS = {1, 5, 8, 32773, 32946, 34925, 50000}
 _MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
+_FLOAT = 3  # SampleFormat IEEEFP
+_SEPARATE = 2  # PlanarConfiguration: each sample in segments of its own
 _UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
 
 
@@ -147,11 +157,23 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     )
 
 
+def _float_colour_layout(page) -> _Layout | None:
+    """The layout of a float RGB page, with or without unassociated alpha, or None.
+
+    Its white comes from its values, as a float grey page's does.
+    """
+    extras = tuple(page.extrasamples)
+    if page.samplesperpixel == 3 and not extras:
+        return _Layout(("R", "G", "B"), None, 16)
+    if page.samplesperpixel == 4 and extras == (_UNASSOCIATED,):
+        return _Layout(("R", "G", "B", "A"), None, 16)
+    return None
+
+
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
     if (
-        page.planarconfig != 1
-        or page.fillorder != 1
+        page.fillorder != 1
         or page.imagedepth != 1
         or page.is_subsampled
         or page.compression not in _LOSSLESS
@@ -166,6 +188,8 @@ def _layout(page) -> _Layout | None:
         return _Layout(("L",), 255.0, 8, "inverted")
     if samples == 1 and photometric == _MINISBLACK and (bits, kind) in _WIDE_GREY:
         return _WIDE_GREY[bits, kind]
+    if kind == _FLOAT and bits in (16, 32, 64) and photometric == _RGB:
+        return _float_colour_layout(page)
     if bits not in (8, 16) or kind != 1:
         return None
     if photometric == _MINISBLACK:
@@ -187,13 +211,18 @@ def _codecs_here(page) -> bool:
     return True
 
 
+def _samples_per_segment(page) -> int:
+    """The samples of a pixel that one segment holds: all (contiguous), or one (planar)."""
+    return 1 if page.planarconfig == _SEPARATE else int(page.samplesperpixel)
+
+
 def _decodable(page) -> bool:
     """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
     if not _codecs_here(page):
         return False
     if _uncompressed_strips(page):
         return True  # rows are read straight from the file
-    segment = page.chunks[-3:-1] if page.samplesperpixel > 1 else page.chunks[-2:]
+    segment = page.chunks[-3:-1] if _samples_per_segment(page) > 1 else page.chunks[-2:]
     return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
 
 
@@ -445,23 +474,25 @@ class RegionSource:
     def _file_rows(self, r0: int, r1: int) -> np.ndarray:
         """Rows of uncompressed strips, read straight from the file: (rows, width, samples)."""
         page, fh = self._page, self._tif.filehandle
-        samples = page.samplesperpixel
+        samples, per_strip = page.samplesperpixel, _samples_per_segment(page)
         dtype = np.dtype(self._tif.byteorder + self.dtype.char)
-        row_bytes = self.width * samples * dtype.itemsize
+        row_bytes = self.width * per_strip * dtype.itemsize
         rows = np.empty((r1 - r0, self.width, samples), dtype)
         step = self._segment_rows
-        for k in range(r0 // step, -(-r1 // step)):
-            top = k * step
-            lo, hi = max(r0, top), min(r1, top + step)
-            with fh.lock:
-                fh.seek(page.dataoffsets[k] + (lo - top) * row_bytes)
-                data = fh.read((hi - lo) * row_bytes)
-            wanted = (hi - lo) * row_bytes
-            if len(data) != wanted or page.databytecounts[k] < (hi - top) * row_bytes:
-                raise ImageError(f"cannot decode the image: strip {k} is truncated")
-            rows[lo - r0 : hi - r0] = np.frombuffer(data, dtype).reshape(
-                hi - lo, self.width, samples
-            )
+        strips = -(-self.height // step)  # of each plane (one, where samples are contiguous)
+        for first in range(0, samples, per_strip):  # the first sample of each plane
+            for k in range(r0 // step, -(-r1 // step)):
+                top, index = k * step, first * strips + k
+                lo, hi = max(r0, top), min(r1, top + step)
+                with fh.lock:
+                    fh.seek(page.dataoffsets[index] + (lo - top) * row_bytes)
+                    data = fh.read((hi - lo) * row_bytes)
+                wanted = (hi - lo) * row_bytes
+                if len(data) != wanted or page.databytecounts[index] < (hi - top) * row_bytes:
+                    raise ImageError(f"cannot decode the image: strip {index} is truncated")
+                rows[lo - r0 : hi - r0, :, first : first + per_strip] = np.frombuffer(
+                    data, dtype
+                ).reshape(hi - lo, self.width, per_strip)
         return rows
 
     def _segments(self, k: int, lo: int, hi: int) -> np.ndarray:
@@ -481,22 +512,29 @@ class RegionSource:
         )
 
     def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
-        """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`."""
+        """Decode the segments of segment row `k` over columns `c0` to `c1` - 1 into `out`
+        (every plane's, where each sample has segments of its own)."""
         page = self._page
         tile = int(page.tilewidth) if page.is_tiled else self.width
         across = -(-self.width // tile)
-        indices = list(range(k * across + c0 // tile, k * across + -(-c1 // tile)))
+        plane = across * -(-self.height // self._segment_rows)  # segments of one plane
+        planes = page.samplesperpixel // _samples_per_segment(page)
+        indices = [
+            p * plane + i
+            for p in range(planes)
+            for i in range(k * across + c0 // tile, k * across + -(-c1 // tile))
+        ]
         offsets = [page.dataoffsets[i] for i in indices]
         counts = [page.databytecounts[i] for i in indices]
         decode = page.decode
         for data, index in self._tif.filehandle.read_segments(
             offsets, counts, indices=indices, length=len(indices), sort=True
         ):
-            segment, (_, _, _, left, _), _ = decode(data, index)
+            segment, (first, _, _, left, _), _ = decode(data, index)
             if segment is None:
                 continue  # a segment the file does not hold: left at 0, as tifffile does
             block = segment[0, : len(out), : c1 - left]
-            out[:, left - c0 : left - c0 + block.shape[1]] = block
+            out[:, left - c0 : left - c0 + block.shape[1], first : first + block.shape[2]] = block
 
     def close(self) -> None:
         """Close the file (and forget the kept segments)."""

@@ -13,8 +13,8 @@ npy      float32, (H, W, C)              what :func:`convcli.io.image_files.save
                                          byte for byte
 png      uint8 / uint16 levels, C 1..4   what :func:`convcli.io.png.write_png` writes
                                          (and so ``save_levels``), byte for byte
-tiff     uint8 / uint16 levels, C 1..4;  a tiled BigTIFF (256 x 256 tiles, deflate,
-         float32 raw values, C = 1       horizontal predictor for levels) with reduced
+tiff     uint8 / uint16 levels or        a tiled BigTIFF (256 x 256 tiles, deflate,
+         float32 values, C 1..4          horizontal predictor for levels) with reduced
                                          levels as SubIFDs, each half the one above
 zarr     uint8 / uint16 levels or        a folder: an OME-Zarr image with the same
          float32 values, C 1..4          reduced levels (:mod:`convcli.io.zarr_stores`;
@@ -91,8 +91,6 @@ def _checked_layout(fmt: str, height: int, width: int, channels: int, dtype) -> 
         raise ValueError(
             f"dtype for {fmt} must be one of {', '.join(str(d) for d in allowed)}; got {dtype}"
         )
-    if fmt == "tiff" and dtype == _FLOAT and channels != 1:
-        raise ValueError(f"float32 TIFF output has one channel; got channels={channels}")
     return dtype
 
 
@@ -171,7 +169,7 @@ def open_row_writer(
     height, width, channels : int
         The image's size; channels 1 (grey), 2 (grey + alpha), 3 (RGB), 4 (RGBA).
     dtype : numpy dtype
-        float32 (``npy``); uint8 or uint16 levels (``png``), or float32 (``tiff``: one channel).
+        float32 (``npy``); uint8 or uint16 levels (``png``), or float32 (``tiff``, ``zarr``).
     overwrite : bool
         Replace a file only if convcli wrote it (:func:`convcli.io.image_files.save_levels`).
     store_url, storage_options : str and dict, optional

@@ -14,6 +14,7 @@ import tifffile
 from ..errors import ImageError
 from .carried import from_tiff_page
 from .regions import (
+    _SEPARATE,
     RegionSource,
     _check_segments,
     _codecs_here,
@@ -157,3 +158,58 @@ def open_tiff_pages(path: str) -> TiffPages | None:
         tif.close()
         return None
     return TiffPages(tif, layout)
+
+
+# PhotometricInterpretation in words (min-is-white and min-is-black both grey)
+_PHOTOMETRIC_WORDS = {
+    0: "grey",
+    1: "grey",
+    2: "RGB",
+    3: "palette",
+    4: "mask",
+    5: "CMYK",
+    6: "YCbCr",
+    8: "CIELab",
+}
+
+# ExtraSamples in words
+_EXTRA_WORDS = {0: "unspecified", 1: "premultiplied alpha", 2: "alpha"}
+
+
+def unread_error(path: str, frame: int = 0) -> ImageError | None:
+    """The one-line error of a TIFF whose page `frame` tifffile parses and whose layout
+    neither the TIFF reader nor Pillow reads, saying what the page holds.
+
+    For a file Pillow cannot open or decode for its layout: "a TIFF of 5
+    float32 samples per pixel (grey, planar), which convcli does not read".
+    None where tifffile cannot parse the page, or the TIFF reader reads its
+    layout: Pillow's own error then stands.
+    """
+    with _tifffile_quiet():
+        try:
+            with tifffile.TiffFile(path) as tif:
+                page = tif.pages[frame]
+                if _layout(page) is not None:
+                    return None
+                held = _held(page)
+        except Exception:  # not a TIFF tifffile parses: Pillow's word stands
+            return None
+    return ImageError(f"{held}, which convcli does not read")
+
+
+def _held(page) -> str:
+    """What `page`'s samples are, in words: "a TIFF of 2 float32 samples per pixel (grey +
+    alpha)"."""
+    samples = int(page.samplesperpixel)
+    kind = page.dtype.name if page.dtype is not None else f"{page.bitspersample}-bit"
+    photometric = int(page.photometric)
+    colour = _PHOTOMETRIC_WORDS.get(photometric, f"photometric {photometric}")
+    extras = [_EXTRA_WORDS.get(int(extra), "unspecified") for extra in page.extrasamples]
+    for word in dict.fromkeys(extras):  # in order, each once
+        count = extras.count(word)
+        colour += f" + {word}" if count == 1 else f" + {count} {word}"
+    said = [colour]
+    if page.planarconfig == _SEPARATE and samples > 1:
+        said.append("planar")
+    plural = "s" if samples != 1 else ""
+    return f"a TIFF of {samples} {kind} sample{plural} per pixel ({', '.join(said)})"
