@@ -50,6 +50,8 @@ typedef struct {
 /* Output rows whose vertical passes share their input rows' fetches
  * (native.py's SEPARABLE_ROWS_AT_ONCE). */
 #define ROWS_AT_ONCE 4
+/* How far ahead (in floats) the vertical passes fetch the rows they read first. */
+#define PREFETCH_VALUES 256
 
 #define SUFFIX _base
 #define vec v4f

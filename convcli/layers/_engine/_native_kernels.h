@@ -316,6 +316,12 @@ static void FN(vertical_rows)(const sep_args *a, const float **rows, float **lin
     const int sym_u = a->symmetric_u;
     Py_ssize_t x = 0;
     for (; x + 4 * VL <= W; x += 4 * VL) {
+        /* The rows this band reads first come from memory: fetch them ahead. */
+        for (int r = 0; r < count; r++) {
+            const float *fresh = rows[f_h - 1 + r] + x + PREFETCH_VALUES;
+            for (int line = 0; line < 4 * VL; line += 16)
+                __builtin_prefetch(fresh + line, 0, 3);
+        }
         for (int r = 0; r < count; r++) {
             const float **rr = rows + r;
             vec acc[4] = {{0}, {0}, {0}, {0}};
