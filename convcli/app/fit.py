@@ -23,6 +23,7 @@ from ..io.npyfiles import load_npy_checked
 from ..io.safeio import write_atomic
 from ..kernels import Kernel, KernelError, get_kernel, list_kernels, load_kernel_file
 from ..layers.padding import pad_images
+from ..levels.mapping import RULES, values_from_levels
 from .conv_op import ConvOp
 from .fit_solver import UNEXPLAINED, Fit, fit_kernel, layer_output_shape
 from .manifest import MANIFEST_NAME, record_of
@@ -253,11 +254,15 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
         f"from {MANIFEST_NAME}, x = (level - offset) / scale, to within half a level ({raw})"
     )
     top = record.get("top")
-    if "clip" in mappings and isinstance(top, (int, float)):
+    cutting = [m for m in dict.fromkeys(mappings) if m in RULES and RULES[m].cuts]
+    if cutting and isinstance(top, (int, float)):
         cut = float(np.mean((Y <= 0) | (Y >= top)))
         if cut:
-            note += f"; {cut:.1%} of its levels are 0 or {top:g}, where clip may have cut values"
-    return (Y - offset) / scale, [note]
+            note += (
+                f"; {cut:.1%} of its levels are 0 or {top:g}, where {'/'.join(cutting)} "
+                "may have cut values"
+            )
+    return values_from_levels(record, Y), [note]
 
 
 def _read_picture(path: str, max_pixels: int):

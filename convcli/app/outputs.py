@@ -28,7 +28,7 @@ from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy
 from ..io.safeio import path_key, published_identity
-from ..levels.mapping import LevelScale, Mapping, top_level
+from ..levels.mapping import LevelScale, Mapping, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 
 KEPT_FORMAT_FALLBACK = "png"
@@ -356,12 +356,8 @@ def output_record(
         record["kept"] = kept.record()
     if not scales:
         return record
-    fields = {
-        "mapping": [s.mapping for s in scales],
-        "scale": [s.scale for s in scales],
-        "offset": [s.offset for s in scales],
-        "absolute": [s.absolute for s in scales],
-    }
+    each = [scale_fields(s) for s in scales]
+    fields = {key: [one[key] for one in each] for key in each[0]}
     if len(scales) == 1 and out.kind != "group":
         fields = {key: values[0] for key, values in fields.items()}
     record.update(fields)

@@ -43,6 +43,36 @@ class LevelScale(NamedTuple):
     absolute: bool = False
 
 
+def scale_fields(scale: LevelScale) -> dict:
+    """What a manifest records of levels made with `scale`, to have the values back from
+    them (:func:`values_from_levels`).
+
+    >>> scale_fields(LevelScale("offset", 127.5, 127.5))
+    {'mapping': 'offset', 'scale': 127.5, 'offset': 127.5, 'absolute': False}
+    """
+    return {
+        "mapping": scale.mapping,
+        "scale": scale.scale,
+        "offset": scale.offset,
+        "absolute": scale.absolute,
+    }
+
+
+def values_from_levels(fields: dict, levels: np.ndarray) -> np.ndarray:
+    """The values that became `levels` (float64), from what :func:`scale_fields` recorded:
+    one scale, or one a channel (lists, for the last axis of `levels`).
+
+    ``(level - offset) / scale``: to within half a level, where the level was not cut off
+    (:attr:`LevelRule.cuts`) and the mapping kept the sign (not ``absolute``).
+
+    >>> values_from_levels({"scale": 2.0, "offset": 10.0}, np.array([10, 12, 30]))
+    array([ 0.,  1., 10.])
+    """
+    scale = np.asarray(fields["scale"], dtype=np.float64)
+    offset = np.asarray(fields["offset"], dtype=np.float64)
+    return (np.asarray(levels, np.float64) - offset) / scale
+
+
 def top_level(depth: int) -> int:
     """The largest level of a `depth`-bit image (8 or 16)."""
     return 255 if depth == 8 else 65535
@@ -433,6 +463,9 @@ class LevelRule:
         The scale needs the high percentile of ``|x|`` (``robust``).
     from_values : bool
         The scale depends on the values (all but ``clip``, whose scale is the white's).
+    cuts : bool
+        Values beyond the levels are cut off to 0 or the top level (``clip``), so a
+        level there may stand for a value further out.
     """
 
     scale: Callable
@@ -442,10 +475,11 @@ class LevelRule:
     adds_offset: bool = False
     percentile: bool = False
     from_values: bool = True
+    cuts: bool = False
 
 
 RULES: dict[str, LevelRule] = {
-    "clip": LevelRule(_clip_scale, from_values=False),
+    "clip": LevelRule(_clip_scale, from_values=False, cuts=True),
     "abs": LevelRule(_abs_scale, absolute=True),
     "robust": LevelRule(_robust_scale, absolute=True, percentile=True),
     "minmax": LevelRule(_minmax_scale, _minmax_offset, from_low=True),
