@@ -20,7 +20,7 @@ from convcli.app.plan import Task
 from convcli.app.process import process_file
 from convcli.app.stacks import FIGURE_FRAMES, stack_figure
 from convcli.io.frames import parse_frames, select_frames
-from convcli.io.images import Picture
+from convcli.io.images import Picture, read_stack
 from convcli.io.png import write_apng
 from convcli.kernels import get_kernel, load_kernel_file
 from convcli.levels import stats as level_stats
@@ -339,6 +339,7 @@ def test_a_stack_of_float_pages_stays_float_values_in_tiff(tmp_path):
     (written,) = (tmp_path / "o").glob("dem_*.tiff")
     np.testing.assert_array_equal(tifffile.imread(written), expected[..., 0])
     assert (manifest_records(tmp_path / "o")[0]["mapping"]) == "none"
+    assert read_stack(tmp_path / "dem.tif").floats
     ok("pool", "--mode", "average", mixed, "-o", tmp_path / "m")
     second = tifffile.imread(next((tmp_path / "m").glob("mixed_*_f1.tiff")))
     assert second.dtype == np.float32

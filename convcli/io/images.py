@@ -596,4 +596,5 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         max(f.white for f in frames),
         max(f.depth for f in frames),
         (f"{count} frames",),
+        floats=any(f.floats for f in frames),
     )
