@@ -360,9 +360,18 @@ static PyObject *native_spread_claims(PyObject *self, PyObject *args)
         const float *d = dA.buf;
         const unsigned char *cl = claimed.buf;
         float *out = dA_prev.buf;
-        Py_BEGIN_ALLOW_THREADS
-        DISPATCH(spread_claims, (d, cl, out, n_H, n_W, n_C, Hc, Wc, H, W, f, i0, i1, h0, h1));
-        Py_END_ALLOW_THREADS
+        /* A row of dA spread over its windows' columns (n_W * f * n_C values). */
+        float *spread = PyMem_RawMalloc(sizeof(float) * (size_t)(n_W * f * n_C + 1));
+        if (spread == NULL) {
+            PyErr_NoMemory();
+            ok = 0;
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            DISPATCH(spread_claims,
+                     (d, cl, out, n_H, n_W, n_C, Hc, Wc, H, W, f, i0, i1, h0, h1, spread));
+            Py_END_ALLOW_THREADS
+            PyMem_RawFree(spread);
+        }
     }
     PyBuffer_Release(&dA);
     PyBuffer_Release(&claimed);

@@ -532,24 +532,25 @@ static int FN(levels_u8)(const float *x, Py_ssize_t n, float scale, float big,
 static void FN(spread_claims)(const float *dA, const unsigned char *claimed, float *dA_prev,
                               Py_ssize_t n_H, Py_ssize_t n_W, Py_ssize_t n_C, Py_ssize_t Hc,
                               Py_ssize_t Wc, Py_ssize_t H, Py_ssize_t W, Py_ssize_t f,
-                              Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t h0, Py_ssize_t h1)
+                              Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t h0, Py_ssize_t h1,
+                              float *spread)
 {
-    const Py_ssize_t run = f * n_C; /* one window row of one output: f pixels */
+    const Py_ssize_t run = f * n_C, len = n_W * run; /* run: one window row of one output */
     for (Py_ssize_t i = i0; i < i1; i++) {
         for (Py_ssize_t h = h0; h < h1; h++) {
+            /* Row h of dA, each value repeated over its window's f columns: then each of
+             * the window rows is one contiguous product with its claims. */
             const float *d = dA + ((i * n_H + h) * n_W) * n_C;
+            for (Py_ssize_t w = 0; w < n_W; w++)
+                for (Py_ssize_t q = 0; q < f; q++)
+                    for (Py_ssize_t c = 0; c < n_C; c++)
+                        spread[w * run + q * n_C + c] = d[w * n_C + c];
             for (Py_ssize_t r = 0; r < f; r++) {
                 Py_ssize_t y = h * f + r;
                 const unsigned char *cl = claimed + ((i * Hc + y) * Wc) * n_C;
                 float *out = dA_prev + ((i * H + y) * W) * n_C;
-                for (Py_ssize_t w = 0; w < n_W; w++) {
-                    const float *dw = d + w * n_C;
-                    const unsigned char *cw = cl + w * run;
-                    float *ow = out + w * run;
-                    for (Py_ssize_t q = 0; q < f; q++)
-                        for (Py_ssize_t c = 0; c < n_C; c++)
-                            ow[q * n_C + c] = dw[c] * (float)cw[q * n_C + c];
-                }
+                for (Py_ssize_t k = 0; k < len; k++)
+                    out[k] = spread[k] * (float)cl[k];
             }
         }
     }
