@@ -147,6 +147,21 @@ def test_colour_layouts_of_both_byte_orders_agree_with_tifffile(tmp_path, dtype,
     assert checked >= 40
 
 
+def _written(tmp_path, dtype: str, values: np.ndarray, options: dict):
+    """Each layout of :func:`_layouts` of samples `dtype` that tifffile writes, `values`
+    written so with `options`: (path, layout)."""
+    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
+        if dtype_ != dtype:
+            continue
+        path = tmp_path / f"{k}.tif"
+        layout = (byteorder, compression, predictor, bigtiff, tiled)
+        try:
+            _write(path, values, *layout, **options)
+        except (ValueError, NotImplementedError, KeyError):
+            continue  # a layout tifffile does not write
+        yield path, layout
+
+
 def _colour_options(channels: int, planar: str = "contig") -> dict:
     """tifffile's options for grey + alpha, RGB or RGBA samples (the alpha unassociated),
     contiguous or planar ("separate")."""
@@ -161,15 +176,8 @@ def test_float_colour_layouts_are_read_with_tifffiles_values_whole_and_in_strips
     tmp_path, dtype, channels
 ):
     checked = 0
-    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
-        if dtype_ != dtype:
-            continue
-        path = tmp_path / f"{k}.tif"
-        layout = (byteorder, compression, predictor, bigtiff, tiled)
-        try:
-            _write(path, _values(dtype, channels), *layout, **_colour_options(channels))
-        except (ValueError, NotImplementedError, KeyError):
-            continue  # a layout tifffile does not write
+    values = _values(dtype, channels)
+    for path, layout in _written(tmp_path, dtype, values, _colour_options(channels)):
         expected = tifffile.imread(path).astype(np.float32)
         whole = read_image(path)
         assert whole.channels == ("R", "G", "B", "A")[:channels] and whole.floats, layout
@@ -189,17 +197,9 @@ def test_planar_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
     tmp_path, dtype, channels
 ):
     checked = 0
-    for k, (dtype_, byteorder, compression, predictor, bigtiff, tiled) in enumerate(_layouts()):
-        if dtype_ != dtype:
-            continue
-        path = tmp_path / f"{k}.tif"
-        layout = (byteorder, compression, predictor, bigtiff, tiled)
-        options = _colour_options(channels, "separate")
-        planes = np.moveaxis(_values(dtype, channels), -1, 0)  # (samples, rows, columns)
-        try:
-            _write(path, planes, *layout, **options)
-        except (ValueError, NotImplementedError, KeyError):
-            continue  # a layout tifffile does not write
+    planes = np.moveaxis(_values(dtype, channels), -1, 0)  # (samples, rows, columns)
+    options = _colour_options(channels, "separate")
+    for path, layout in _written(tmp_path, dtype, planes, options):
         with tifffile.TiffFile(path) as tif:
             assert tif.pages[0].planarconfig == 2
             expected = np.moveaxis(tif.asarray(), 0, -1).astype(np.float32)
