@@ -17,8 +17,6 @@ from helpers import digests, make_folder, make_image, run, run_without
 
 from convcli.cli.main import main
 
-s3fs = pytest.importorskip("s3fs")
-
 
 @pytest.fixture(scope="module")
 def s3(s3_server):
@@ -31,7 +29,7 @@ def s3(s3_server):
         FSSPEC_S3_ENDPOINT_URL=s3_server["endpoint_url"],
     )
     env.pop("AWS_PROFILE", None)
-    return env, s3fs.S3FileSystem(**s3_server)
+    return env, pytest.importorskip("s3fs").S3FileSystem(**s3_server)
 
 
 def _photos(tmp_path):
@@ -577,7 +575,7 @@ def test_a_store_killed_mid_batch_stops_the_run_on_one_line(tmp_path):
     server.start()
     try:
         endpoint = "http://{}:{}".format(*server.get_host_and_port())
-        fs = s3fs.S3FileSystem(
+        fs = pytest.importorskip("s3fs").S3FileSystem(
             key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True
         )
         fs.mkdir("killed")
