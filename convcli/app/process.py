@@ -394,19 +394,7 @@ def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]
             task, source.width, source.height, len(source.channels), source.dtype.itemsize
         )
         pixels = source.read_rows(0, source.height)
-        return (
-            Picture(
-                pixels,
-                source.channels,
-                source.white,
-                source.depth,
-                source.notes,
-                source.carried,
-                source.floats,
-            ),
-            outputs,
-            todo,
-        )
+        return part("strips").source_picture(source, pixels), outputs, todo
 
 
 class _WholeLevels:

@@ -44,7 +44,7 @@ from .outputs import (
     store_place,
     written_as_values,
 )
-from .strips import row_geometry, strip_results
+from .strips import row_geometry, source_picture, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
 """The formats written in strips (JPEG is at most 65535 pixels a side)."""
@@ -81,15 +81,7 @@ def rows_for_budget(op, source, budget: int) -> int:
 def shape_only(source) -> Picture:
     """A picture of the source's size and kind whose pixels take no memory."""
     pixels = np.broadcast_to(np.float32(0), (source.height, source.width, len(source.channels)))
-    return Picture(
-        pixels,
-        source.channels,
-        source.white,
-        source.depth,
-        source.notes,
-        source.carried,
-        source.floats,
-    )
+    return source_picture(source, pixels)
 
 
 def check_strips(task, source) -> Picture:
@@ -215,12 +207,7 @@ def _result_size(op, source) -> tuple[int, int, int]:
     """The (H', W', C') of `op`'s result on the source: W' and C' from a few rows of zeros."""
     geometry = row_geometry(op, source.height, source.width)
     rows = min(source.height, max(geometry.spans) + geometry.stride)
-    probe = Picture(
-        np.zeros((rows, source.width, len(source.channels)), np.float32),
-        source.channels,
-        source.white,
-        source.depth,
-    )
+    probe = source_picture(source, np.zeros((rows, source.width, len(source.channels)), np.float32))
     width, channels = np.asarray(op.compute(probe)).shape[1:]
     return geometry.out_rows, width, channels
 

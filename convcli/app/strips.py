@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io.carried import NOTHING, Carried
 from ..io.images import Picture
 from ..layers.padding import border_source
 from .geometry import RowGeometry
@@ -132,6 +133,20 @@ def source_rows(in0: int, in1: int, height: int, mode: str) -> np.ndarray:
     return rows[in0 + before : in1 + before]
 
 
+def source_picture(source, pixels: np.ndarray) -> Picture:
+    """A picture of `pixels` (rows of `source`, or an array standing for them) with the
+    source's channels, white, depth, notes, what it carries and whether it holds floats."""
+    return Picture(
+        pixels,
+        source.channels,
+        source.white,
+        source.depth,
+        source.notes,
+        source.carried,
+        source.floats,
+    )
+
+
 def border_of(op) -> tuple[str | None, float]:
     """The border `op` fills rows beyond the image with, and its constant; None: no border."""
     return op.border_fill()
@@ -168,7 +183,7 @@ def strip_results(
     mode, value = border_of(op)
     for strip in plan_strips(geometry, source.height, rows_per_strip, band):
         pixels = _band(source, strip, mode, _fill(source, value))
-        pic = Picture(pixels, source.channels, source.white, source.depth, source.notes)
+        pic = source_picture(source, pixels)
         result = op.compute(pic)
         yield strip, result[strip.skip : strip.skip + strip.out1 - strip.out0]
 
@@ -219,10 +234,14 @@ class PictureRows:
     white: float
     depth: int
     notes: tuple[str, ...] = ()
+    carried: Carried = NOTHING
+    floats: bool = False
 
     @classmethod
     def of(cls, pic) -> PictureRows:
-        return cls(pic.pixels, pic.channels, pic.white, pic.depth, pic.notes)
+        return cls(
+            pic.pixels, pic.channels, pic.white, pic.depth, pic.notes, pic.carried, pic.floats
+        )
 
     @property
     def height(self) -> int:
