@@ -26,3 +26,14 @@ def float_white(source, least: float = 1.0) -> float:
         if finite.size:
             top = max(top, float(finite.max()))
     return top
+
+
+def check_rows(r0, r1, height: int) -> None:
+    """A ValueError unless rows `r0` to `r1` (excluded) are integers with
+    ``0 <= r0 <= r1 <= height``: the rows ``read_rows`` may be asked for."""
+    if not (
+        isinstance(r0, (int, np.integer))
+        and isinstance(r1, (int, np.integer))
+        and 0 <= r0 <= r1 <= height
+    ):
+        raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {height}; got r0={r0!r}, r1={r1!r}")

@@ -71,7 +71,7 @@ import tifffile
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
-from .bands import float_white
+from .bands import check_rows, float_white
 from .carried import from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
@@ -429,14 +429,7 @@ class RegionSource:
         ImageError
             A truncated or corrupt segment.
         """
-        if not (
-            isinstance(r0, (int, np.integer))
-            and isinstance(r1, (int, np.integer))
-            and 0 <= r0 <= r1 <= self.height
-        ):
-            raise ValueError(
-                f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; got r0={r0!r}, r1={r1!r}"
-            )
+        check_rows(r0, r1, self.height)
         out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
         self._read_into(r0, out)
         return out

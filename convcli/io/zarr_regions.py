@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from ..errors import ImageError
-from .bands import float_white
+from .bands import check_rows, float_white
 from .carried import NOTHING, Carried
 from .ome import physical_of
 from .physical import PhysicalSize
@@ -166,14 +166,7 @@ class StoreRegions:
 
         Raises ImageError for a chunk that cannot be read or decoded.
         """
-        if not (
-            isinstance(r0, (int, np.integer))
-            and isinstance(r1, (int, np.integer))
-            and 0 <= r0 <= r1 <= self.height
-        ):
-            raise ValueError(
-                f"rows must satisfy 0 <= r0 <= r1 <= {self.height}; got r0={r0!r}, r1={r1!r}"
-            )
+        check_rows(r0, r1, self.height)
         out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
         step = self._step
         for k in range(r0 // step, -(-r1 // step)):
