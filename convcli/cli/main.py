@@ -440,17 +440,8 @@ def grad_conv_cmd(
       convcli grad conv -k vertical photo.png
       convcli grad conv -k edge --loss energy --figure photo.png
     """
-    conv = _operation(
-        "ConvOp",
-        kernels,
-        stride=stride,
-        pad=pad,
-        bias=bias,
-        channels=channels.lower(),
-        border=border.lower(),
-        combine=combine.lower() if combine else None,
-        dilation=dilation,
-    )
+    # The layer with its default mapping; the gradient's levels follow --normalize.
+    conv = _conv_op(kernels, stride, pad, bias, channels, border, combine, "auto", dilation)
     op = _operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     _run(op, inputs, **common)
 
