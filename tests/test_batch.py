@@ -268,32 +268,24 @@ def _readable(path: Path) -> bool:
         return False
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
+def _long_batch(tmp_path: Path, jobs: int) -> tuple[subprocess.Popen, Path]:
+    """convcli started on 40 copies of a photo (6 outputs each) into ``tmp_path / "out"``,
+    with `jobs` jobs and its stderr piped: a run long enough to stop midway."""
     src = make_copies(tmp_path / "in", 40, (400, 300))
     out = tmp_path / "out"
+    command = ["conv", "-k", "sobel-x", "-k", "edge", "--channels", "each", src, "-o", out]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "convcli",
-            "conv",
-            "-k",
-            "sobel-x",
-            "-k",
-            "edge",
-            "--channels",
-            "each",
-            str(src),
-            "-o",
-            str(out),
-            "--jobs",
-            str(jobs),
-        ],
+        [sys.executable, "-m", "convcli", *map(str, command), "--jobs", str(jobs)],
         stderr=subprocess.PIPE,
         text=True,
     )
+    return proc, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigint_leaves_only_whole_files_and_exit_130(tmp_path, jobs):
+    proc, out = _long_batch(tmp_path, jobs)
     stderr = interrupt(proc, lambda: len(list(out.glob("*.png"))) >= 3)
     assert "interrupted:" in stderr.splitlines()[-1]
     files = outputs_in(out)
@@ -320,32 +312,8 @@ def test_sigterm_is_not_caught_by_the_per_file_guard():
 
 @pytest.mark.slow
 def test_sigterm_with_one_job_stops_like_ctrl_c(tmp_path):
-    src = make_copies(tmp_path / "in", 40, (400, 300))
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "convcli",
-            "conv",
-            "-k",
-            "sobel-x",
-            "-k",
-            "edge",
-            "--channels",
-            "each",
-            str(src),
-            "-o",
-            str(out),
-            "--jobs",
-            "1",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(out.glob("*.png"))) < 3:
-        time.sleep(0.02)
+    proc, out = _long_batch(tmp_path, 1)
+    wait_until(lambda: len(list(out.glob("*.png"))) >= 3, 60)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 143, stderr
@@ -462,9 +430,7 @@ def _start_batch(tmp_path, count, size, *extra):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(out.glob("*/*_grid.png"))) < 2:
-        time.sleep(0.02)
+    wait_until(lambda: len(list(out.glob("*/*_grid.png"))) >= 2, 60)
     return proc, out
 
 
