@@ -44,6 +44,13 @@ def _convcli(*args, timeout=180, cwd=None):
     )
 
 
+def _started(*args) -> subprocess.Popen:
+    """convcli started with `args`, its output and errors piped as text, not waited for."""
+    return subprocess.Popen(
+        [*CONVCLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
     folder = make_folder(tmp_path_factory.mktemp("photos") / "in", 10, (64, 48))
@@ -239,21 +246,8 @@ def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
     sig = signal.SIGINT
     src = make_copies(tmp_path / "many", 120, (320, 240))
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            *CONVCLI,
-            "conv",
-            str(src),
-            "-o",
-            str(out),
-            "--scheduler",
-            cluster.address,
-            "--files-per-task",
-            "8",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = _started(
+        "conv", str(src), "-o", str(out), "--scheduler", cluster.address, "--files-per-task", "8"
     )
     wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 12, 120)
     proc.send_signal(sig)
@@ -274,25 +268,19 @@ def test_a_stopped_cluster_run_records_every_output_written(cluster, tmp_path):
 def test_a_second_ctrl_c_leaves_no_output_unrecorded(cluster, tmp_path):
     src = make_copies(tmp_path / "big", 16, (1200, 900))
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            *CONVCLI,
-            "conv",
-            "-k",
-            "edge",
-            "-k",
-            "vertical",
-            str(src),
-            "-o",
-            str(out),
-            "--scheduler",
-            cluster.address,
-            "--files-per-task",
-            "4",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = _started(
+        "conv",
+        "-k",
+        "edge",
+        "-k",
+        "vertical",
+        str(src),
+        "-o",
+        str(out),
+        "--scheduler",
+        cluster.address,
+        "--files-per-task",
+        "4",
     )
     wait_until(lambda: out.exists() and any(out.glob("*.png")), 120)
     proc.send_signal(signal.SIGINT)
@@ -332,23 +320,17 @@ def test_a_worker_killed_mid_batch_loses_nothing(own_cluster, tmp_path):
     with distributed.Client(scheduler_file=str(own_cluster.file), set_as_default=False) as client:
         victim = next(iter(client.run(os.getpid).values()))
         out = tmp_path / "remote"
-        proc = subprocess.Popen(
-            [
-                *CONVCLI,
-                "conv",
-                "-k",
-                "edge",
-                str(src),
-                "-o",
-                str(out),
-                "--scheduler",
-                own_cluster.address,
-                "--files-per-task",
-                "8",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = _started(
+            "conv",
+            "-k",
+            "edge",
+            str(src),
+            "-o",
+            str(out),
+            "--scheduler",
+            own_cluster.address,
+            "--files-per-task",
+            "8",
         )
         assert wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 4, 120)
         os.kill(victim, signal.SIGKILL)  # its nanny starts another
@@ -389,21 +371,8 @@ def test_a_lost_scheduler_is_one_line(tmp_path):
     doomed = DaskProcesses(tmp_path, 1, nanny=False)
     out = tmp_path / "out"
     try:
-        proc = subprocess.Popen(
-            [
-                *CONVCLI,
-                "pool",
-                str(src),
-                "-o",
-                str(out),
-                "--scheduler",
-                doomed.address,
-                "--files-per-task",
-                "4",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = _started(
+            "pool", str(src), "-o", str(out), "--scheduler", doomed.address, "--files-per-task", "4"
         )
         wait_until(lambda: out.exists() and len(list(out.glob("*.png"))) >= 8, 120)
         os.kill(doomed.procs[0].pid, signal.SIGKILL)
@@ -904,19 +873,13 @@ def test_a_scheduler_killed_while_the_run_waits_for_workers_is_said_as_such(tmp_
                 return watch.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
 
             before = clients()
-            proc = subprocess.Popen(
-                [
-                    *CONVCLI,
-                    "pool",
-                    str(tmp_path / "a.png"),
-                    "-o",
-                    str(tmp_path / "out"),
-                    "--scheduler",
-                    lonely.address,
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+            proc = _started(
+                "pool",
+                str(tmp_path / "a.png"),
+                "-o",
+                str(tmp_path / "out"),
+                "--scheduler",
+                lonely.address,
             )
             # convcli's client has joined: it waits for a worker now.
             joined = wait_until(lambda: clients() > before, 60)
