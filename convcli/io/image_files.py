@@ -333,33 +333,3 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, overwrite: bool = Fa
             np.save(fh, data, allow_pickle=False)
 
     return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
-
-
-def save_float_tiff(
-    path: str | os.PathLike, values: np.ndarray, *, overwrite: bool = False
-) -> bool:
-    """Write one channel of values as a 32-bit float TIFF, atomically (``--normalize none``).
-
-    Parameters
-    ----------
-    path : str or path-like
-        Final file name.
-    values : (H, W) ndarray, or (m, H, W) for one page per frame
-        Written as float32 (one sample of 32-bit IEEE float per pixel, deflated:
-        :func:`write_tiff`), readable by Pillow, tifffile and ImageMagick.
-    overwrite : bool
-        As for :func:`save_levels`.
-
-    Returns
-    -------
-    bool
-        True if written, False if the file existed and was kept.
-    """
-    data = np.ascontiguousarray(values, dtype=np.float32)
-    if data.ndim == 3:
-        return save_frames(path, data, fmt="tiff", overwrite=overwrite)
-    if data.ndim != 2:
-        raise ValueError(f"values must be one channel (H, W), got shape {data.shape}")
-    return write_atomic(
-        path, lambda tmp: write_tiff(tmp, data), overwrite=overwrite, replaceable=written_by_convcli
-    )
