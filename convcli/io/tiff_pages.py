@@ -49,8 +49,6 @@ class TiffPages:
         Bytes of one of the first page's samples as stored.
     carried : Carried
         The first page's colour profile and resolution (:mod:`convcli.io.carried`).
-    floats : bool
-        The first page holds float samples.
     """
 
     def __init__(self, tif, layout: _Layout):
@@ -59,7 +57,6 @@ class TiffPages:
         self.channels = layout.channels
         self.sample_bytes = max(1, np.dtype(page.dtype).itemsize) if page.dtype else 4
         self.carried = from_tiff_page(page)
-        self.floats = layout.white is None  # white from the values: float samples
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
         self.notes = (layout.note,) if layout.note else ()
