@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli.app import ops
+from convcli.app.conv_op import alpha_weighted
 from convcli.app.strips import (
     PictureRows,
     plan_strips,
@@ -36,8 +37,10 @@ def _picture(seed: int, height: int, width: int, n_channels: int, *, odd: bool =
     return Picture(pixels, CHANNELS[n_channels], 255.0, 8)
 
 
-def _kernel(seed: int, f_h: int, f_w: int, label: str) -> Kernel:
+def _kernel(seed: int, f_h: int, f_w: int, label: str, *, keeps_levels=False) -> Kernel:
     weights = np.random.default_rng(seed).integers(-3, 4, (f_h, f_w)).astype(np.float64) / 2
+    if keeps_levels:  # weights that sum to 1 (halves: exactly), as a blur's or sharpen's
+        weights.flat[0] += 1 - weights.sum()
     return Kernel(label, "random", weights)
 
 
@@ -85,20 +88,25 @@ pads = st.one_of(
 
 
 @st.composite
-def conv_ops(draw):
+def conv_ops(draw, *, alpha_weighted=False):
+    """Conv operations; with `alpha_weighted`, those whose maps of a picture with alpha are
+    weighted by it (``each``, uncombined, kernels that keep levels)."""
     n = draw(st.integers(1, 3))
     size = draw(st.tuples(st.integers(1, 5), st.integers(1, 5)))
     odd_square = size[0] == size[1] and size[0] % 2
     pad = draw(pads.filter(lambda p: p != "same" or odd_square))
-    kernels = tuple(_kernel(draw(st.integers(0, 99)), *size, f"k{i}") for i in range(n))
+    keeps = alpha_weighted or draw(st.booleans())
+    kernels = tuple(
+        _kernel(draw(st.integers(0, 99)), *size, f"k{i}", keeps_levels=keeps) for i in range(n)
+    )
     return ops.ConvOp(
         kernels,
         stride=draw(st.integers(1, 3)),
         pad=pad,
         dilation=draw(st.integers(1, 3)),
         border=draw(st.sampled_from(PAD_MODES)),
-        channels=draw(st.sampled_from(CHANNEL_MODES)),
-        combine=draw(st.sampled_from((None, *COMBINE_MODES))),
+        channels="each" if alpha_weighted else draw(st.sampled_from(CHANNEL_MODES)),
+        combine=None if alpha_weighted else draw(st.sampled_from((None, *COMBINE_MODES))),
         bias=draw(st.sampled_from([0, 1.5])),
     )
 
@@ -138,6 +146,26 @@ def test_conv_in_strips_is_the_whole_conv(
         return  # too small for the kernel: refused whole as in strips
     with mock.patch.object(correlate, "TILE_VALUES", tile_values):
         assert_strips_equal_whole(op, pic, rows, dense=dense, cuts=tuple(cuts))
+
+
+@given(
+    op=conv_ops(alpha_weighted=True),
+    seed=st.integers(0, 2**16),
+    height=st.integers(1, 40),
+    width=st.integers(1, 20),
+    n_channels=st.sampled_from([2, 4]),
+    rows=st.integers(1, 12),
+)
+def test_alpha_weighted_conv_in_strips_is_the_whole_conv(op, seed, height, width, n_channels, rows):
+    # Colours weighted by alpha and alpha convolved: the border beyond the image's rows
+    # holds what the whole image's layer input holds there (a constant border: transparent).
+    pic = _picture(seed, height, width, n_channels)
+    try:
+        op.check(pic)
+    except ValueError:
+        return
+    assert alpha_weighted(op, pic.channels)
+    assert_strips_equal_whole(op, pic, rows)
 
 
 @given(
@@ -293,6 +321,23 @@ def test_a_depthwise_conv_in_strips_takes_the_whole_images_engine(tmp_path):
     )
     assert whole.shape == (500, 450, 1)
     np.testing.assert_array_equal(strips, whole)
+
+
+def test_a_blur_of_an_image_with_alpha_in_strips_has_the_whole_images_border(tmp_path):
+    # With --border constant the rows beyond the image were opaque black in strips and
+    # transparent whole: a blur's top and bottom rows differed by up to 120 levels.
+    import tifffile
+
+    values = np.random.default_rng(5).integers(0, 256, (300, 400, 4)).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "rgba.tif", values, photometric="rgb", extrasamples=[2])
+    whole, strips = _conv_npy(
+        tmp_path,
+        tmp_path / "rgba.tif",
+        *("-k", "gaussian-5x5", "--channels", "each", "--border", "constant"),
+    )
+    assert whole.shape == (300, 400, 4)
+    np.testing.assert_array_equal(strips, whole)
+    assert whole[0, :, 3].max() < 255 * 0.9  # alpha fades at the top: outside is transparent
 
 
 def test_strips_of_more_than_four_maps_are_written_to_npy(tmp_path):

@@ -271,9 +271,11 @@ class ConvOp:
         """:mod:`convcli.app.work`'s estimate (:func:`_work_bytes`)."""
         return _work_bytes(self, height, width, channels, sample_bytes)
 
-    def border_fill(self) -> tuple[str | None, float]:
-        """The border rows beyond the image hold (``--border``); its constant is zeros."""
-        return self.border, 0.0
+    def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
+        """The border rows beyond the image hold (``--border``); its constant is zeros, alpha
+        too: outside the image is transparent, as the whole image's layer input pads it
+        (its colours weighted by alpha, :func:`convcli.app.conv_pixels.alpha_weighted_maps`)."""
+        return self.border, np.zeros(len(channels), np.float32)
 
 
 def alpha_weighted(op: ConvOp, channels: tuple[str, ...]) -> bool:

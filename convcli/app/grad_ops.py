@@ -52,8 +52,8 @@ class _Gradient:
         """The input's size: a gradient with respect to the input."""
         return height, width
 
-    def border_fill(self) -> tuple[str | None, float]:
-        return None, 0.0
+    def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
+        return None, np.zeros(len(channels), np.float32)
 
     def output_grid(self) -> tuple[int, float, float]:
         """The input's own grid."""

@@ -111,9 +111,11 @@ class Operation(Protocol):
         """The (height, width) of its result on an image of `height` x `width`: what the dry
         run says and the memory budget counts."""
 
-    def border_fill(self) -> tuple[str | None, float]:
-        """The border rows beyond the image hold (a ``--border`` mode) and its constant;
-        None where no window reads beyond the image's values."""
+    def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
+        """The border rows beyond the image hold (a ``--border`` mode), None where no window
+        reads beyond the image's values; and the constant of each of `channels` (float32),
+        alpha's included, where the mode is ``constant``: the one rule of the border's values
+        for the whole image and its strips alike."""
 
     def output_grid(self) -> tuple[int, float, float]:
         """Where its output pixels lie on the input's: ``(step, top, left)``, the input pixels

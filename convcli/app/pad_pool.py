@@ -123,10 +123,11 @@ class PadOp(_Channelwise):
     def compute(self, pic) -> np.ndarray:
         n = pic.colour_channels
         pixels = as_batch(pic.pixels)
-        colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=self.value)
+        _, fill = self.border_fill(pic.channels, pic.white)
+        colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=float(fill[0]))
         if not pic.has_alpha:
             return like_picture(colour, pic)
-        alpha = pad_images(pixels[..., n:], self.pad, mode=self.mode, value=pic.white)
+        alpha = pad_images(pixels[..., n:], self.pad, mode=self.mode, value=float(fill[-1]))
         return like_picture(np.concatenate([colour, alpha], axis=3), pic)
 
     def titles(self, channels: tuple[str, ...]) -> list[str]:
@@ -150,9 +151,13 @@ class PadOp(_Channelwise):
         left, right = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[2:]
         return self.row_geometry(height).out_rows, width + left + right
 
-    def border_fill(self) -> tuple[str | None, float]:
-        """The border rows beyond the image hold, and its constant."""
-        return self.mode, self.value
+    def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
+        """The border rows beyond the image hold, and its constant: ``--value``, alpha opaque
+        (the border is drawn around the image, as ImageMagick's ``-border`` draws it)."""
+        fill = np.full(len(channels), self.value, np.float32)
+        if channels[-1] == "A":
+            fill[-1] = white
+        return self.mode, fill
 
 
 @dataclass(frozen=True)
@@ -224,9 +229,9 @@ class PoolOp(_Channelwise):
             _pooled_size(width, self.size, self.stride, self.pad, self.ceil),
         )
 
-    def border_fill(self) -> tuple[str | None, float]:
+    def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
         """No border: pooling's padding is counted by no window."""
-        return None, 0.0
+        return None, np.zeros(len(channels), np.float32)
 
     def output_grid(self) -> tuple[int, float, float]:
         """One output pixel a stride, centred on its window."""

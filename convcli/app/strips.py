@@ -147,11 +147,6 @@ def source_picture(source, pixels: np.ndarray) -> Picture:
     )
 
 
-def border_of(op) -> tuple[str | None, float]:
-    """The border `op` fills rows beyond the image with, and its constant; None: no border."""
-    return op.border_fill()
-
-
 def strip_results(
     op, source, *, rows_per_strip: int, band: tuple[int, int] | None = None
 ) -> Iterator[tuple[Strip, np.ndarray]]:
@@ -180,20 +175,12 @@ def strip_results(
     geometry = row_geometry(op, source.height, source.width)
     if geometry is None:
         raise ValueError(f"{op.name} has no row geometry: it is computed whole")
-    mode, value = border_of(op)
+    mode, fill = op.border_fill(source.channels, source.white)
     for strip in plan_strips(geometry, source.height, rows_per_strip, band):
-        pixels = _band(source, strip, mode, _fill(source, value))
+        pixels = _band(source, strip, mode, fill)
         pic = source_picture(source, pixels)
         result = op.compute(pic)
         yield strip, result[strip.skip : strip.skip + strip.out1 - strip.out0]
-
-
-def _fill(source, value: float) -> np.ndarray:
-    """The constant border of each channel: `value`, and full opacity for alpha."""
-    fill = np.full(len(source.channels), value, np.float32)
-    if source.channels[-1] == "A":
-        fill[-1] = source.white
-    return fill
 
 
 def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarray:
