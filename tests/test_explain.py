@@ -541,3 +541,25 @@ def test_the_magick_scripts_use_the_imagemagick_installed(monkeypatch, installed
             assert commands and all(line.split()[0] == program for line in commands)
     finally:
         explain_module.magick_program.cache_clear()
+
+
+@pytest.mark.parametrize("target", ["scipy", "opencv"])
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        ("conv", ["-k", "sobel-x", "--border", "reflect", "--pad", "2"]),
+        ("pad", ["--mode", "reflect", "--pad", "2"]),
+    ],
+)
+def test_a_border_scipy_and_opencv_lack_is_padded_by_numpy(
+    tmp_path, monkeypatch, images, target, op, args
+):
+    # A border mode with no scipy or OpenCV name (numpy's odd reflection, say) is one row
+    # of the table: the scripts pad with np.pad, and still give convcli's values.
+    from convcli.app.borders import BORDERS, NO_EQUIVALENT
+
+    monkeypatch.setitem(BORDERS, "reflect", BORDERS["reflect"]._replace(scipy=None, opencv=None))
+    script = explained(op, *args, "--as", target)
+    assert "np.pad(" in script and "mode='reflect'" in script
+    assert NO_EQUIVALENT in explained(op, *args)
+    _check(tmp_path, monkeypatch, op, args, target, images["RGB"])

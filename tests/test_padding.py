@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from reference import pad_loop
 
 from convcli import PAD_MODES, pad_images, zero_pad
-from convcli.layers.padding import fill_border, pad_images_as
+from convcli.layers.padding import NP_PAD_ARGUMENTS, border_terms, fill_border, pad_images_as
 
 # The row "a b c d" (here 1 2 3 4) padded by 2 on each side, by hand.
 ROW_PADDED_BY_2 = {
@@ -393,3 +393,28 @@ def test_pad_images_float16_largest_value_and_infinity_are_kept():
     X = np.ones((1, 1, 1, 1), np.float16)
     assert pad_images(X, 1, value=65504)[0, 0, 0, 0] == 65504
     assert pad_images(X, 1, value=-np.inf)[0, 0, 0, 0] == -np.inf
+
+
+@pytest.mark.parametrize("modes", [(*PAD_MODES, "fake"), PAD_MODES[:-1]])
+def test_a_mode_added_or_removed_in_choices_stops_the_import_by_name(monkeypatch, modes):
+    # What every border holds is one table (np.pad's arguments): padding, the gradient's
+    # fold and the strips' rows beyond the image all follow it.
+    from helpers import import_afresh
+
+    from convcli import choices
+
+    odd = (set(modes) ^ set(PAD_MODES)).pop()
+    monkeypatch.setattr(choices, "PAD_MODES", modes)
+    with pytest.raises(LookupError, match=f"np.pad arguments .*{odd!r}"):
+        import_afresh("convcli.layers.padding")
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+@pytest.mark.parametrize(
+    "n, before, after", [(1, 3, 2), (2, 5, 0), (4, 2, 3), (9, 2, 2), (30, 4, 1)]
+)
+def test_border_terms_give_what_np_pad_gives(mode, n, before, after):
+    row = np.random.default_rng(n).standard_normal(n)
+    terms = border_terms(n, before, after, mode)
+    made = (np.where(terms.sources >= 0, row[terms.sources], 0) * terms.weights).sum(axis=1)
+    np.testing.assert_array_equal(made, np.pad(row, (before, after), **NP_PAD_ARGUMENTS[mode]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..choices import PAD_MODES, keyed_by
+from ..layers.padding import NP_PAD_ARGUMENTS
 
 NO_EQUIVALENT = "no equivalent"
 """What the tables say where a tool has no border mode of convcli's."""
@@ -28,10 +29,11 @@ class Nearest(NamedTuple):
 class Border(NamedTuple):
     """One border mode of convcli (numpy's name) in the other tools."""
 
-    scipy: str
-    """scipy.ndimage's mode (scikit-image's filters take the same)."""
-    opencv: str
-    """OpenCV's ``cv2.BORDER_*``."""
+    scipy: str | None
+    """scipy.ndimage's mode (scikit-image's filters take the same); None: it has none, and
+    the scripts pad with numpy."""
+    opencv: str | None
+    """OpenCV's ``cv2.BORDER_*``; None: as scipy."""
     torch: str | None
     """F.pad's mode; None: F.pad has none, and the scripts pad with numpy."""
     magick: str | Nearest
@@ -43,15 +45,22 @@ class Border(NamedTuple):
 
 
 def _named_everywhere(table: dict[str, Border]) -> dict[str, Border]:
-    """`table` itself if each row names its mode in scipy and OpenCV; else LookupError.
-
-    The scripts have no other way to pad for these two; PyTorch and
-    ImageMagick may lack a mode (numpy pads; the nearest mode is named).
-    """
+    """`table` itself if each row names its mode in both scipy and OpenCV or in neither
+    (numpy pads it for both: :func:`np_pad_mode`); else LookupError."""
     for mode, row in table.items():
-        if not (isinstance(row.scipy, str) and isinstance(row.opencv, str)):
+        if (row.scipy is None) != (row.opencv is None):
             raise LookupError(f"explain's border table: {mode!r} needs a scipy and an OpenCV name")
     return table
+
+
+def np_pad_mode(mode: str) -> str:
+    """``np.pad``'s arguments for the border `mode`, as code
+    (:data:`convcli.layers.padding.NP_PAD_ARGUMENTS`).
+
+    >>> np_pad_mode("wrap")
+    "mode='wrap'"
+    """
+    return ", ".join(f"{name}={value!r}" for name, value in NP_PAD_ARGUMENTS[mode].items())
 
 
 # Each border mode of convcli in the other tools: a row per mode of convcli.choices.PAD_MODES.

@@ -235,19 +235,26 @@ def _conv_rows(op: ConvOp) -> tuple[list[tuple[str, ...]], list[str]]:
     border = op.border
     row = BORDERS[border]
     magick = row.magick if isinstance(row.magick, str) else f"(none; {row.magick.name} nearest)"
+    np_pad, S = f"{NO_EQUIVALENT} (np.pad)", "slice [::s]"  # noqa: N806
     rows = [
         ("tool", "call", "kernel", f"border {border!r}", "stride"),
         ("convcli", "conv_forward", "as written", border, "--stride"),
-        ("scipy", "ndimage.correlate", "as written (convolve flips)", row.scipy, "slice [::s]"),
+        ("scipy", "ndimage.correlate", "as written (convolve flips)", row.scipy or np_pad, S),
         (
             "OpenCV",
             "cv2.filter2D",
             "as written",
-            row.opencv + (" (copyMakeBorder)" if border == "wrap" else ""),
+            (row.opencv or np_pad) + (" (copyMakeBorder)" if border == "wrap" else ""),
             "slice [::s]",
         ),
         ("PyTorch", "F.conv2d", "as written", row.torch or f"{NO_EQUIVALENT} (np.pad)", "stride="),
-        ("skimage", "filters.sobel_v ...", "sobel_v = -sobel-x / 4", row.skimage, "slice [::s]"),
+        (
+            "skimage",
+            "filters.sobel_v ...",
+            "sobel_v = -sobel-x / 4",
+            row.skimage or np_pad,
+            S,
+        ),
         ("ImageMagick", "-morphology Correlate", "as written (Convolve flips)", magick, "none"),
     ]
     notes = [
@@ -306,7 +313,7 @@ def _pad_rows(op: PadOp) -> tuple[list[tuple[str, ...]], list[str]]:
         ("tool", "call", f"mode {mode!r}"),
         ("convcli", "pad_images", mode),
         ("numpy/scipy", "np.pad", mode),
-        ("OpenCV", "cv2.copyMakeBorder", row.opencv),
+        ("OpenCV", "cv2.copyMakeBorder", row.opencv or f"{NO_EQUIVALENT} (np.pad)"),
         ("PyTorch", "F.pad (left, right, top, bottom)", row.torch or NO_EQUIVALENT),
         ("skimage", "skimage.util.pad = np.pad", mode),
         ("ImageMagick", "-virtual-pixel + -distort viewport", magick),

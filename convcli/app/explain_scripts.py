@@ -14,7 +14,7 @@ import shlex
 import numpy as np
 
 from ..choices import CHANNEL_MODES, COMBINE_MODES, EXPLAIN_TARGETS, keyed_by
-from .borders import border_name
+from .borders import border_name, np_pad_mode
 from .conv_op import ConvOp, alpha_weighted
 from .explain_alpha import ALPHA_CONV, ALPHA_POOL, CONV_COLOUR
 from .op_helpers import pad_option
@@ -178,7 +178,7 @@ _WIDTHS = ("widths[0]", "widths[1]", "widths[2]", "widths[3]")
 def _np_pad(widths, border: str) -> str:
     """``np.pad`` of a plane by (top, bottom, left, right), given as code."""
     top, bottom, left, right = widths
-    return f"np.pad(plane, (({top}, {bottom}), ({left}, {right})), mode={border!r})"
+    return f"np.pad(plane, (({top}, {bottom}), ({left}, {right})), {np_pad_mode(border)})"
 
 
 def _correlate(op: ConvOp, target: str) -> str:
@@ -195,7 +195,7 @@ def _correlate(op: ConvOp, target: str) -> str:
 def _correlate_ndimage(op: ConvOp, name: str) -> str:
     """:func:`_correlate` with ``ndimage.correlate`` (scipy, scikit-image)."""
     s, bias, border = op.stride, repr(float(op.bias)), op.border
-    if _centred(op):
+    if _centred(op) and name is not None:
         return (
             "def correlate(plane, weights, widths):\n"
             "    # ndimage.correlate lays the kernel over the image as written "
@@ -204,10 +204,14 @@ def _correlate_ndimage(op: ConvOp, name: str) -> str:
             f"    out = ndimage.correlate(plane, weights, mode={name!r}, cval=0.0)\n"
             f"    return out[::{s}, ::{s}] + np.float32({bias})\n"
         )
+    said = (
+        f"numpy's mode {border!r} is ndimage's {name!r}"
+        if name is not None
+        else f"ndimage has no {border!r}"
+    )
     return (
         "def correlate(plane, weights, widths):\n"
-        f"    # Each side padded on its own (numpy's mode {border!r} is ndimage's "
-        f"{name!r}), then\n"
+        f"    # Each side padded on its own ({said}), then\n"
         "    # the kernel laid over the padded plane as written (no flip).\n"
         f"    padded = {_np_pad(_WIDTHS, border)}\n"
         "    out = ndimage.correlate(padded, weights, mode='constant', cval=0.0)\n"
@@ -219,6 +223,16 @@ def _correlate_ndimage(op: ConvOp, name: str) -> str:
 def _correlate_opencv(op: ConvOp, name: str) -> str:
     """:func:`_correlate` with ``cv2.filter2D``."""
     s, bias, border = op.stride, repr(float(op.bias)), op.border
+    if name is None:
+        return (
+            "def correlate(plane, weights, widths):\n"
+            f"    # OpenCV has no {border!r} border: numpy pads each side. Then filter2D.\n"
+            f"    padded = {_np_pad(_WIDTHS, border)}\n"
+            f"    out = cv2.filter2D(padded, cv2.CV_32F, weights, delta={bias},\n"
+            "                       borderType=cv2.BORDER_CONSTANT)\n"
+            + _crop(s)
+            + "    return out\n"
+        )
     if _centred(op) and border != "wrap":
         return (
             "def correlate(plane, weights, widths):\n"
@@ -466,7 +480,7 @@ def pad_script(op: PadOp, target: str) -> str:
         "white = 255.0 if raw.dtype == np.uint8 else 65535.0\n"
         "n = 3 if pixels.shape[2] >= 3 else 1  # colour channels\n"
     )
-    if target == "opencv":
+    if target == "opencv" and name is not None:
         main = (
             f"# convcli's {mode!r} is cv2.{name}.\n"
             "def pad(channels, fill):\n"
@@ -487,14 +501,14 @@ def pad_script(op: PadOp, target: str) -> str:
         )
     else:
         why = (
-            f"# PyTorch has no {mode!r} border: numpy pads it.\n"
-            if target == "torch"
+            f"# {_TOOL_NAMES[target]} has no {mode!r} border: numpy pads it.\n"
+            if target in ("torch", "opencv")
             else "# scipy has no padding of its own: numpy's np.pad is the one.\n"
         )
         extra = ", constant_values=fill" if mode == "constant" else ""
         main = (
             why + "def pad(channels, fill):\n"
-            f"    return np.pad(channels, (({t}, {b}), ({l}, {r}), (0, 0)), mode={mode!r}"
+            f"    return np.pad(channels, (({t}, {b}), ({l}, {r}), (0, 0)), {np_pad_mode(mode)}"
             f"{extra})\n"
         )
     body = [

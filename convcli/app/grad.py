@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..choices import LOSSES, PAD_MODES, keyed_by
+from ..choices import LOSSES
 from ..layers.conv import conv_backward, conv_forward
-from ..layers.padding import border_source
+from ..layers.padding import border_terms, pad_mode
 from ..layers.pooling import pool_backward, pool_forward
 
 
@@ -105,59 +105,38 @@ def unpad_grad(dA_padded: np.ndarray, pad, *, mode: str) -> np.ndarray:
            [3., 9., 3.],
            [1., 3., 1.]])
     """
-    fold = _fold_for(mode)
+    mode = pad_mode(mode)
     top, bottom, left, right = (pad,) * 4 if np.isscalar(pad) else pad
-    return fold(fold(dA_padded, (top, bottom), mode, axis=1), (left, right), mode, axis=2)
-
-
-def _drop(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) -> np.ndarray:
-    """Leave out the border on the ends of `axis`: its values come from no pixel."""
-    before, after = widths
-    inner = [slice(None)] * grad.ndim
-    inner[axis] = slice(before, grad.shape[axis] - after)
-    return grad[tuple(inner)].copy()
+    return _fold(_fold(dA_padded, (top, bottom), mode, axis=1), (left, right), mode, axis=2)
 
 
 def _fold(grad: np.ndarray, widths: tuple[int, int], mode: str, *, axis: int) -> np.ndarray:
-    """Add the border values on the ends of `axis` (`widths` before and after) to their sources.
-
-    For a mode whose every border value is a copy of one pixel of the row.
-    """
+    """Add the border values on the ends of `axis` (`widths` before and after) to the pixels
+    they read, each times its weight (:func:`convcli.layers.padding.border_terms`): a copy
+    adds to the pixel it copies, a fill value comes from no pixel and is dropped."""
     before, after = widths
     if before == after == 0:
         return grad
     n = grad.shape[axis] - before - after
-    source = border_source(n, *widths, mode)
+    terms = border_terms(n, before, after, mode)
     inner = [slice(None)] * grad.ndim
     inner[axis] = slice(before, before + n)
     out = grad[tuple(inner)].copy()
-    for border in (slice(0, before), slice(before + n, None)):
-        where = [slice(None)] * grad.ndim
-        where[axis] = source[border]
-        values = [slice(None)] * grad.ndim
-        values[axis] = border
-        # np.add.at: one position may receive several border values (wrap, narrow images).
-        np.add.at(out, tuple(where), grad[tuple(values)])
+    for border in (np.r_[0:before], np.r_[before + n : before + n + after]):
+        for k in range(terms.sources.shape[1]):
+            used = border[terms.sources[border, k] >= 0]
+            if used.size == 0:
+                continue
+            where = [slice(None)] * grad.ndim
+            where[axis] = terms.sources[used, k]
+            values = [slice(None)] * grad.ndim
+            values[axis] = used
+            part = grad[tuple(values)]
+            weight = terms.weights[used, k]
+            if np.any(weight != 1):  # a computed border: each value times its weight
+                shape = [1] * grad.ndim
+                shape[axis] = weight.size
+                part = part * weight.astype(grad.dtype).reshape(shape)
+            # np.add.at: one position may receive several border values (wrap, narrow images).
+            np.add.at(out, tuple(where), part)
     return out
-
-
-# How the gradient of each border mode goes back to the pixels: a fill value comes from no
-# pixel (dropped), a copy adds to the pixel it copies. An entry per mode of PAD_MODES.
-FOLDS = keyed_by(
-    PAD_MODES,
-    {
-        "constant": _drop,
-        "edge": _fold,
-        "reflect": _fold,
-        "symmetric": _fold,
-        "wrap": _fold,
-    },
-    what="grad's fold table",
-)
-
-
-def _fold_for(mode: str):
-    """The fold of `mode`'s border (see :data:`FOLDS`); ValueError for a mode it does not know."""
-    if not isinstance(mode, str) or mode not in FOLDS:
-        raise ValueError(f"mode must be one of {', '.join(FOLDS)}; got {mode!r}")
-    return FOLDS[mode]

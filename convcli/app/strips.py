@@ -23,7 +23,7 @@ import numpy as np
 
 from ..io.carried import NOTHING, Carried
 from ..io.images import Picture
-from ..layers.padding import border_source
+from ..layers.padding import border_terms
 from .geometry import RowGeometry
 
 
@@ -118,19 +118,21 @@ def _strip(g: RowGeometry, height: int, out0: int, out1: int) -> Strip:
     return Strip(out0, out1, first * g.stride, end, out0 - first)
 
 
-def source_rows(in0: int, in1: int, height: int, mode: str) -> np.ndarray:
-    """The image row each row of ``in0 .. in1 - 1`` holds under the border `mode`; -1: a constant.
+def source_rows(in0: int, in1: int, height: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """What each row of ``in0 .. in1 - 1`` holds under the border `mode`: the image rows it
+    reads and their weights, (in1 - in0, K) each; a row with no source (-1) holds the constant.
 
-    Rows beyond the image read as :func:`convcli.layers.padding.border_source` says.
+    Rows beyond the image read as :func:`convcli.layers.padding.border_terms` says.
 
-    >>> source_rows(-2, 6, 4, "reflect").tolist()
+    >>> source_rows(-2, 6, 4, "reflect")[0][:, 0].tolist()
     [2, 1, 0, 1, 2, 3, 2, 1]
-    >>> source_rows(-1, 5, 4, "constant").tolist()
+    >>> source_rows(-1, 5, 4, "constant")[0][:, 0].tolist()
     [-1, 0, 1, 2, 3, -1]
     """
     before, after = max(0, -in0), max(0, in1 - height)
-    rows = border_source(height, before, after, mode)  # from row -before on
-    return rows[in0 + before : in1 + before]
+    terms = border_terms(height, before, after, mode)  # from row -before on
+    rows = slice(in0 + before, in1 + before)
+    return terms.sources[rows], terms.weights[rows]
 
 
 def source_picture(source, pixels: np.ndarray) -> Picture:
@@ -187,19 +189,27 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
     """The input rows of `strip`, those beyond the image made as the border `mode` makes them."""
     if mode is None:
         return source.read_rows(strip.in0, strip.in1)
-    rows = source_rows(strip.in0, strip.in1, source.height, mode)
-    inside = rows[rows >= 0]
-    if inside.size == 0:
-        return np.broadcast_to(fill, (rows.size, source.width, fill.size)).copy()
-    if mode in ("constant", "edge") or np.all(np.diff(inside) == 1):
-        low = int(inside.min())
-        block = source.read_rows(low, int(inside.max()) + 1)
-    else:  # reflected or wrapped rows: read each run of consecutive rows once
-        low = int(inside.min())
-        block = _read_runs(source, np.unique(inside), low)
-    band = np.empty((rows.size, source.width, fill.size), np.float32)
-    band[rows >= 0] = block[inside - low]
-    band[rows < 0] = fill
+    sources, weights = source_rows(strip.in0, strip.in1, source.height, mode)
+    read = sources >= 0
+    needed = np.unique(sources[read])
+    shape = (len(sources), source.width, fill.size)
+    if needed.size == 0:
+        return np.broadcast_to(fill, shape).copy()
+    low = int(needed[0])
+    if needed[-1] - low + 1 == needed.size:
+        block = source.read_rows(low, int(needed[-1]) + 1)
+    else:  # wrapped rows: read each run of consecutive rows once
+        block = _read_runs(source, needed, low)
+    filled = read.any(axis=1)
+    if sources.shape[1] == 1 and np.all(weights[read] == 1):  # copies of rows
+        band = np.empty(shape, np.float32)
+        band[filled] = block[sources[filled, 0] - low]
+    else:  # a computed border: each row the weighted sum of those it reads
+        band = np.zeros(shape, np.float32)
+        for k in range(sources.shape[1]):
+            at = read[:, k]
+            band[at] += weights[at, k, None, None].astype(np.float32) * block[sources[at, k] - low]
+    band[~filled] = fill
     return band
 
 

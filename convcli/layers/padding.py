@@ -11,12 +11,29 @@ value is not repeated), ``symmetric`` ``b a | a b c d | d c`` (it is), and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..choices import PAD_MODES
+from ..choices import PAD_MODES, keyed_by
 from .validation import as_int, as_real_array, check_ndim, check_result_size
 
 _LAYOUT = "(m, n_H, n_W, n_C)"
+
+NP_PAD_ARGUMENTS = keyed_by(
+    PAD_MODES,
+    {
+        "constant": {"mode": "constant"},
+        "edge": {"mode": "edge"},
+        "reflect": {"mode": "reflect"},
+        "symmetric": {"mode": "symmetric"},
+        "wrap": {"mode": "wrap"},
+    },
+    what="the border modes' np.pad arguments",
+)
+"""``np.pad``'s arguments for each border mode: the one definition of what a border holds.
+:func:`border_terms` derives from it which pixels each border value reads, for padding, for
+the gradient that goes back through a border and for the rows a strip reads beyond the image."""
 
 
 def pad_mode(mode) -> str:
@@ -195,30 +212,107 @@ def fill_border(X_pad: np.ndarray, width, *, mode="constant", value=0) -> np.nda
         raise ValueError(f"X_pad of shape {X_pad.shape} has no inside for width = {width!r}")
     if mode == "constant":
         value = _check_fill_value(value, X_pad.dtype)
-        for part in (
-            X_pad[:, :top],
-            X_pad[:, top + n_H :],
-            X_pad[:, :, :left],
-            X_pad[:, :, left + n_W :],
-        ):
-            part[...] = value
-        return X_pad
-    rows = border_source(n_H, top, bottom, mode) + top
-    cols = border_source(n_W, left, right, mode) + left
-    inside = slice(left, left + n_W)
-    X_pad[:, :top, inside] = X_pad[:, rows[:top], inside]
-    X_pad[:, top + n_H :, inside] = X_pad[:, rows[top + n_H :], inside]
-    X_pad[:, :, :left] = X_pad[:, :, cols[:left]]
-    X_pad[:, :, left + n_W :] = X_pad[:, :, cols[left + n_W :]]
+    # The rows of the inside columns first, then the columns of every row.
+    _fill_axis(X_pad, border_terms(n_H, top, bottom, mode), 1, top, slice(left, left + n_W), value)
+    _fill_axis(X_pad, border_terms(n_W, left, right, mode), 2, left, slice(None), value)
     return X_pad
 
 
-def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
-    """Which of `n` positions each of the ``before + n + after`` padded ones reads.
+def _fill_axis(X_pad, terms: BorderTerms, axis: int, before: int, rows, value) -> None:
+    """Fill the border positions of `axis` (`before` of them first) as `terms` say, on the
+    rows `rows` of axis 1 (for the columns: every row)."""
+    n = len(terms.sources)
+    border = np.r_[0:before, before + terms.inside : n]
+    if border.size == 0:
+        return
 
-    The one rule of the border modes, for padding, for the gradient that goes
-    back through a border, and for the rows a strip reads beyond the image:
-    -1 where a position reads none (``constant``: the fill value).
+    def at(positions):
+        where = [slice(None), rows, slice(None)]
+        where[axis - 1] = positions
+        return (slice(None), *where)
+
+    sources = terms.sources[border]
+    copies = terms.copies()
+    if copies is not None:  # copies of pixels, or the fill: gathered
+        src = copies[border]
+        if np.any(src < 0):
+            X_pad[at(border[src < 0])] = value
+        if np.any(src >= 0):
+            X_pad[at(border[src >= 0])] = X_pad[at(src[src >= 0] + before)]
+        return
+    total = np.zeros_like(X_pad[at(border)])
+    for k in range(sources.shape[1]):
+        used = sources[:, k] >= 0
+        weight = terms.weights[border[used], k].astype(X_pad.dtype)
+        shape = [1] * X_pad.ndim
+        shape[axis] = weight.size
+        part = total[at(np.flatnonzero(used))]
+        part += weight.reshape(shape) * X_pad[at(sources[used, k] + before)]
+        total[at(np.flatnonzero(used))] = part
+    X_pad[at(border)] = total
+
+
+class BorderTerms(NamedTuple):
+    """The values of a row of n padded by a border mode, each a weighted sum of its pixels.
+
+    ``padded[p] = sum over k of weights[p, k] * row[sources[p, k]]``, for the
+    ``before + n + after`` positions p; a term whose source is -1 is unused,
+    and a position with none holds the constant fill.
+    """
+
+    sources: np.ndarray
+    """(before + n + after, K) int64: the pixels each position reads; -1 where unused."""
+    weights: np.ndarray
+    """(before + n + after, K) float64: their weights; 0 where unused."""
+    inside: int
+    """n, the row's own pixels, from position ``before`` on."""
+
+    def copies(self) -> np.ndarray | None:
+        """Where every position copies one pixel or holds the fill: the pixel each copies
+        (-1: the fill), as :func:`border_source` gives it; else None (a computed border)."""
+        used = self.sources >= 0
+        if np.all(used.sum(axis=1) <= 1) and np.all(self.weights[used] == 1):
+            return np.where(used.any(axis=1), self.sources.max(axis=1), -1)
+        return None
+
+
+def border_terms(n: int, before: int, after: int, mode: str) -> BorderTerms:
+    """Each of the ``before + n + after`` positions of a row of `n` padded by `mode`, as a
+    weighted sum of the row's pixels (:class:`BorderTerms`): :data:`NP_PAD_ARGUMENTS` of the
+    identity, so that a border is whatever ``np.pad`` makes of it.
+
+    Examples
+    --------
+    >>> border_terms(4, 2, 1, "reflect").sources[:, 0].tolist()
+    [2, 1, 0, 1, 2, 3, 2]
+    >>> terms = border_terms(3, 1, 0, "constant")
+    >>> terms.sources.tolist(), terms.weights.tolist()
+    ([[-1], [0], [1], [2]], [[0.0], [1.0], [1.0], [1.0]])
+    """
+    mode = pad_mode(mode)
+    reach = max(before, after)
+    # np.pad reads at most `reach` + 1 pixels at each end where it reflects once: the
+    # border of a long row is that of its two ends side by side.
+    ends = n > 2 * reach + 2
+    index = np.r_[0 : reach + 1, n - reach - 1 : n] if ends else np.arange(n)
+    padded = np.pad(np.eye(index.size), ((before, after), (0, 0)), **NP_PAD_ARGUMENTS[mode])
+    border = np.r_[0:before, before + index.size : before + index.size + after]
+    counts = np.count_nonzero(padded[border], axis=1)
+    width = max(1, int(counts.max(initial=0)))
+    sources = np.full((before + n + after, width), -1, np.int64)
+    weights = np.zeros(sources.shape)
+    sources[before : before + n, 0], weights[before : before + n, 0] = np.arange(n), 1.0
+    for row, position in zip(border, np.r_[0:before, before + n : before + n + after], strict=True):
+        read = np.flatnonzero(padded[row])
+        sources[position, : read.size] = index[read]
+        weights[position, : read.size] = padded[row, read]
+    return BorderTerms(sources, weights, n)
+
+
+def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Which of `n` positions each of the ``before + n + after`` padded ones copies, for a
+    mode whose border copies pixels (:meth:`BorderTerms.copies`): -1 where a position reads
+    none (``constant``: the fill value).
 
     Examples
     --------
@@ -227,10 +321,10 @@ def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
     >>> border_source(4, 1, 1, "constant").tolist()
     [-1, 0, 1, 2, 3, -1]
     """
-    mode = pad_mode(mode)
-    if mode == "constant":
-        return np.concatenate([np.full(before, -1), np.arange(n), np.full(after, -1)])
-    return np.pad(np.arange(n), (before, after), mode=mode)
+    copies = border_terms(n, before, after, mode).copies()
+    if copies is None:
+        raise ValueError(f"mode {mode!r} computes its border values: see border_terms")
+    return copies
 
 
 def _check_fill_value(value, dtype: np.dtype):
