@@ -77,6 +77,22 @@ class Carried:
         """The profile's description ("Adobe RGB (1998)"), or None."""
         return None if self.icc_profile is None else _profile_description(self.icc_profile)
 
+    def profile_space(self) -> str | None:
+        """The colour space the profile is for, from its header ("RGB", "GRAY", "CMYK"), or
+        None."""
+        if self.icc_profile is None or len(self.icc_profile) < 20:
+            return None
+        return self.icc_profile[16:20].decode("latin-1").strip()
+
+    def for_pixels(self, grey: bool) -> Carried:
+        """The same, without a profile of another colour space than the pixels written:
+        `grey` ones (one channel) keep a grey profile only, colour ones an RGB or grey one
+        (never a CMYK file's, read as RGB)."""
+        space = self.profile_space()
+        if space is None or space == "GRAY" or (space == "RGB" and not grey):
+            return self
+        return replace(self, icc_profile=None)
+
     def kept_text(self) -> str:
         """What an output kept, in words ("" for nothing)."""
         kept = []
