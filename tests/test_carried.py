@@ -462,6 +462,17 @@ def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profil
         assert im.info.get("dpi") == pytest.approx((100, 100), abs=0.02)
 
 
+def test_frames_say_what_they_keep_and_what_their_format_cannot_hold(tmp_path, profile):
+    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(2)]
+    frames[0].save(
+        tmp_path / "anim.png", save_all=True, append_images=frames[1:], icc_profile=profile
+    )
+    kept = ok("pool", tmp_path / "anim.png", "-o", tmp_path / "a", "-v")
+    assert "done, 1 written (2 frames; kept: colour profile 'sRGB built-in')" in kept.stderr
+    lost = ok("pool", "--format", "npy", tmp_path / "anim.png", "-o", tmp_path / "b")
+    assert "colour profile not kept: npy outputs hold none" in lost.stderr
+
+
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 def test_a_zarr_store_of_a_geotiff_holds_its_transform(tmp_path, memory):
     zarr = pytest.importorskip("zarr")
