@@ -569,3 +569,25 @@ def test_a_multi_page_tiff_keeps_its_camera_tags_in_each_frame(tmp_path):
                 "2026:11:27 10:00:00",
             )
             assert np.asarray(im).mean() == pytest.approx(40 * k, abs=2)
+
+
+@pytest.mark.parametrize("orientation", [1, 6], ids=["tifffile", "turned-by-pillow"])
+def test_a_tiffs_exif_keeps_its_rationals_and_none_of_its_structure(tmp_path, orientation):
+    # Read by tifffile (upright) or by Pillow (turned): the same camera EXIF comes out, its
+    # rationals as rationals, and no width, strips or profile of the TIFF it was read from.
+    from PIL.TiffImagePlugin import IFDRational
+
+    exif = Image.Exif()
+    exif[MAKE], exif[ORIENTATION] = "Canon", orientation
+    exif.get_ifd(0x8769)[0x829A] = IFDRational(1, 250)  # ExposureTime
+    gps = exif.get_ifd(0x8825)
+    gps[1], gps[2] = "N", (IFDRational(48), IFDRational(51), IFDRational(30))
+    source = tmp_path / "camera.tif"
+    Image.fromarray(np.full((40, 60, 3), 90, np.uint8)).save(source, exif=exif.tobytes())
+    ok("pool", "--format", "jpg", source, "-o", tmp_path / "out")
+    with Image.open(tmp_path / "out" / "camera_pool-max-f2-s2.jpg") as im:
+        found = im.getexif()
+        assert found[MAKE] == "Canon" and found[ORIENTATION] == 1
+        assert float(found.get_ifd(0x8769)[0x829A]) == pytest.approx(1 / 250)
+        assert [float(v) for v in found.get_ifd(0x8825)[2]] == [48, 51, 30]
+        assert not {256, 257, 273, 279, 34675} & set(found)  # ImageWidth ... a profile

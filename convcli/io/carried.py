@@ -469,13 +469,15 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
-    return replace(header, dpi=dpi, exif=_upright_exif(found, upright), jpeg=jpeg_coding(im))
+    # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
+    only = frozenset(_TIFF_CAMERA_TAGS + (_EXIF_IFD, _GPS_IFD)) if im.format == "TIFF" else None
+    return replace(header, dpi=dpi, exif=_upright_exif(found, upright, only), jpeg=jpeg_coding(im))
 
 
-def _upright_exif(found, upright: bool = True) -> bytes | None:
+def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
     """Pillow's EXIF `found`, with its camera (dates, exposure) and GPS blocks and orientation
     1 (or as it is, not `upright`), as bytes; None where there is none, or it cannot be
-    written again."""
+    written again. `only`: the tags of its first directory to keep (all where None)."""
     if not len(found):
         return None
     from PIL import Image
@@ -486,6 +488,8 @@ def _upright_exif(found, upright: bool = True) -> bytes | None:
         for ifd in (0x8769, 0x8825):
             if ifd in found:
                 tags.get_ifd(ifd)
+        for code in [code for code in tags if only is not None and code not in only]:
+            del tags[code]  # the width, strips and compression of the file read, not of ours
         if upright:
             tags[ORIENTATION] = 1
         exif = tags.tobytes()
@@ -583,11 +587,37 @@ def _tiff_exif(tags) -> bytes | None:
         for ifd, values, registry in directories:
             block = exif.get_ifd(ifd)
             for name, value in values.items():
-                block[registry[name] if isinstance(name, str) else name] = value
+                code = registry[name] if isinstance(name, str) else name
+                block[code] = _rationals(value) if code in _RATIONAL_TAGS[ifd] else value
         data = exif.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
     return _without_exif_header(data)
+
+
+# The tags of EXIF's and GPS's directories whose values are RATIONAL or SRATIONAL, which
+# tifffile gives flat, (numerator, denominator, ...): written so, each would be two numbers.
+_RATIONAL_TAGS = {
+    _EXIF_IFD: frozenset(
+        (0x829A, 0x829D, 0x9102, 0x9201, 0x9202, 0x9203, 0x9204, 0x9205, 0x9206, 0x920A)
+        + (0x9400, 0x9401, 0x9402, 0x9403, 0x9404, 0x9405, 0xA20B, 0xA20E, 0xA20F, 0xA215)
+        + (0xA404, 0xA432, 0xA500)
+    ),
+    _GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
+}
+
+
+def _rationals(value):
+    """tifffile's flat (numerator, denominator, ...) as Pillow's rationals (one, or a tuple);
+    any other value as it is."""
+    from PIL.TiffImagePlugin import IFDRational
+
+    if not (isinstance(value, tuple) and value and len(value) % 2 == 0):
+        return value
+    if not all(isinstance(v, int) for v in value):
+        return value
+    pairs = tuple(IFDRational(n, d) for n, d in zip(value[::2], value[1::2], strict=True))
+    return pairs[0] if len(pairs) == 1 else pairs
 
 
 def _ratio(value) -> float:
