@@ -189,6 +189,21 @@ def test_tiff_in_tiff_out_keeps_the_profile_and_the_resolution(tmp_path, profile
             assert x[0] / x[1] == pytest.approx(100) and y[0] / y[1] == pytest.approx(100)
 
 
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_a_resolution_in_centimetres_stays_in_centimetres(tmp_path, memory):
+    values = np.random.default_rng(7).integers(0, 256, (700, 600, 3), np.uint8)
+    tifffile.imwrite(
+        tmp_path / "scan.tif", values, resolution=(118.11, 118.11), resolutionunit="CENTIMETER"
+    )
+    extra = ["--memory", memory] if memory else []
+    ok("pool", "--size", "2", tmp_path / "scan.tif", "-o", tmp_path / "out", *extra)
+    with tifffile.TiffFile(tmp_path / "out" / "scan_pool-max-f2-s2.tiff") as tif:
+        tags = tif.pages[0].tags
+        assert tags["ResolutionUnit"].value == 3  # centimetre, as the input's
+        x = tags["XResolution"].value
+        assert x[0] / x[1] == pytest.approx(118.11 / 2, rel=1e-5)
+
+
 def test_a_format_that_holds_none_of_it_says_so(tmp_path, pixels, profile):
     pytest.importorskip("zarr")
     values = np.random.default_rng(5).integers(0, 256, (70, 60), np.uint8)

@@ -48,6 +48,9 @@ class Carried:
     jpeg : JpegCoding or None
         A JPEG's quantization tables and chroma subsampling: a JPEG of it is
         written with them, at the input's quality.
+    per_cm : bool
+        Whether a TIFF gives its resolution in pixels a centimetre (ResolutionUnit 3), as
+        a TIFF of it does then.
     """
 
     icc_profile: bytes | None = None
@@ -57,6 +60,7 @@ class Carried:
     physical: PhysicalSize | None = None
     ome: bool = False
     jpeg: JpegCoding | None = None
+    per_cm: bool = False
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -71,7 +75,9 @@ class Carried:
     def without_colour(self) -> Carried:
         """Resolution, georeference and physical size alone: for values that are no colours
         of the input's space (a map), which no JPEG coding of the input suits."""
-        return Carried(dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome)
+        return Carried(
+            dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome, per_cm=self.per_cm
+        )
 
     def profile_name(self) -> str | None:
         """The profile's description ("Adobe RGB (1998)"), or None."""
@@ -200,7 +206,10 @@ class Carried:
             options["metadata"] = {} if self.physical is None else self.physical.ome_metadata()
         if self.icc_profile is not None:
             options["iccprofile"] = self.icc_profile
-        if self.dpi is not None:
+        if self.dpi is not None and self.per_cm:
+            options["resolution"] = (self.dpi[0] / 2.54, self.dpi[1] / 2.54)
+            options["resolutionunit"] = "CENTIMETER"
+        elif self.dpi is not None:
             options["resolution"] = self.dpi
             options["resolutionunit"] = "INCH"
         if self.geo is not None:
@@ -520,6 +529,7 @@ def from_pillow_info(im) -> Carried:
         dpi_of(im.info.get("dpi")),
         physical=physical_size(description) if ome else None,
         ome=ome,
+        per_cm=im.format == "TIFF" and im.tag_v2.get(296) == 3,  # ResolutionUnit
     )
 
 
@@ -553,6 +563,7 @@ def from_tiff_page(page) -> Carried:
         _geo_tags(tags),
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
+        per_cm=dpi is not None and int(unit.value) == 3,
     )
 
 
