@@ -255,13 +255,16 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     georeference and physical pixel size, moved to the output's grid
     (:meth:`Operation.output_grid`); those whose
     every channel holds the input's levels (mapping ``clip``: pad, pool, a
-    kernel that keeps levels) keep the colour profile and EXIF too. Maps of
+    kernel that keeps levels) keep the colour profile and EXIF too, the profile
+    only where it is for the pixels written (:meth:`Carried.for_pixels`: no RGB
+    profile on one channel written grey). Maps of
     other values keep neither, raw values and figures nothing. An image named
     ``.ome.tif`` or ``.ome.tiff`` is an OME-TIFF, as is one of an OME-TIFF.
     """
     if out.kind in ("raw", "grid"):
         return NOTHING
     kept = _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
+    kept = kept.for_pixels(grey=out.kind == "channel")
     return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
 
 
@@ -288,7 +291,7 @@ def carried_note(task, pic) -> tuple[str, str]:
     fmt = task.fmt
     kept = _on_output(
         task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
-    )
+    ).for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
     held = kept.held_by(fmt)
     lost = [
         name

@@ -48,6 +48,7 @@ from .names import FORMATS, Output
 from .ops import result_and_summary
 from .outputs import (
     carried_for,
+    carried_note,
     kept_by,
     mapped_channels,
     mappings_for,
@@ -515,7 +516,12 @@ def process_stack(
                 task,
             )
     timings["encode"] = time.perf_counter() - start
-    notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
+    carried, lost = carried_note(task, replace(frames.stands_for(), carried=plan.carried))
+    notes = (
+        stack_notes(plan, frames)
+        + ([lost] if lost else [])
+        + ([frames.summary] if frames.summary else [])
+    )
     kept = len(outputs) - len(written.paths)
     return FileResult(
         task.source,
@@ -525,4 +531,5 @@ def process_stack(
         timings,
         records=tuple(written.records),
         hints=run_hints(task, plan.channels, plan.carried),
+        kept=carried,
     )

@@ -48,6 +48,9 @@ class Carried:
     jpeg : JpegCoding or None
         A JPEG's quantization tables and chroma subsampling: a JPEG of it is
         written with them, at the input's quality.
+    per_cm : bool
+        Whether a TIFF gives its resolution in pixels a centimetre (ResolutionUnit 3), as
+        a TIFF of it does then.
     """
 
     icc_profile: bytes | None = None
@@ -57,6 +60,7 @@ class Carried:
     physical: PhysicalSize | None = None
     ome: bool = False
     jpeg: JpegCoding | None = None
+    per_cm: bool = False
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -71,11 +75,29 @@ class Carried:
     def without_colour(self) -> Carried:
         """Resolution, georeference and physical size alone: for values that are no colours
         of the input's space (a map), which no JPEG coding of the input suits."""
-        return Carried(dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome)
+        return Carried(
+            dpi=self.dpi, geo=self.geo, physical=self.physical, ome=self.ome, per_cm=self.per_cm
+        )
 
     def profile_name(self) -> str | None:
         """The profile's description ("Adobe RGB (1998)"), or None."""
         return None if self.icc_profile is None else _profile_description(self.icc_profile)
+
+    def profile_space(self) -> str | None:
+        """The colour space the profile is for, from its header ("RGB", "GRAY", "CMYK"), or
+        None."""
+        if self.icc_profile is None or len(self.icc_profile) < 20:
+            return None
+        return self.icc_profile[16:20].decode("latin-1").strip()
+
+    def for_pixels(self, grey: bool) -> Carried:
+        """The same, without a profile of another colour space than the pixels written:
+        `grey` ones (one channel) keep a grey profile only, colour ones an RGB or grey one
+        (never a CMYK file's, read as RGB)."""
+        space = self.profile_space()
+        if space is None or space == "GRAY" or (space == "RGB" and not grey):
+            return self
+        return replace(self, icc_profile=None)
 
     def kept_text(self) -> str:
         """What an output kept, in words ("" for nothing)."""
@@ -184,7 +206,10 @@ class Carried:
             options["metadata"] = {} if self.physical is None else self.physical.ome_metadata()
         if self.icc_profile is not None:
             options["iccprofile"] = self.icc_profile
-        if self.dpi is not None:
+        if self.dpi is not None and self.per_cm:
+            options["resolution"] = (self.dpi[0] / 2.54, self.dpi[1] / 2.54)
+            options["resolutionunit"] = "CENTIMETER"
+        elif self.dpi is not None:
             options["resolution"] = self.dpi
             options["resolutionunit"] = "INCH"
         if self.geo is not None:
@@ -453,13 +478,15 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
-    return replace(header, dpi=dpi, exif=_upright_exif(found, upright), jpeg=jpeg_coding(im))
+    # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
+    only = frozenset(_TIFF_CAMERA_TAGS + (_EXIF_IFD, _GPS_IFD)) if im.format == "TIFF" else None
+    return replace(header, dpi=dpi, exif=_upright_exif(found, upright, only), jpeg=jpeg_coding(im))
 
 
-def _upright_exif(found, upright: bool = True) -> bytes | None:
+def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
     """Pillow's EXIF `found`, with its camera (dates, exposure) and GPS blocks and orientation
     1 (or as it is, not `upright`), as bytes; None where there is none, or it cannot be
-    written again."""
+    written again. `only`: the tags of its first directory to keep (all where None)."""
     if not len(found):
         return None
     from PIL import Image
@@ -470,6 +497,8 @@ def _upright_exif(found, upright: bool = True) -> bytes | None:
         for ifd in (0x8769, 0x8825):
             if ifd in found:
                 tags.get_ifd(ifd)
+        for code in [code for code in tags if only is not None and code not in only]:
+            del tags[code]  # the width, strips and compression of the file read, not of ours
         if upright:
             tags[ORIENTATION] = 1
         exif = tags.tobytes()
@@ -500,6 +529,7 @@ def from_pillow_info(im) -> Carried:
         dpi_of(im.info.get("dpi")),
         physical=physical_size(description) if ome else None,
         ome=ome,
+        per_cm=im.format == "TIFF" and im.tag_v2.get(296) == 3,  # ResolutionUnit
     )
 
 
@@ -533,6 +563,7 @@ def from_tiff_page(page) -> Carried:
         _geo_tags(tags),
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
+        per_cm=dpi is not None and int(unit.value) == 3,
     )
 
 
@@ -567,11 +598,37 @@ def _tiff_exif(tags) -> bytes | None:
         for ifd, values, registry in directories:
             block = exif.get_ifd(ifd)
             for name, value in values.items():
-                block[registry[name] if isinstance(name, str) else name] = value
+                code = registry[name] if isinstance(name, str) else name
+                block[code] = _rationals(value) if code in _RATIONAL_TAGS[ifd] else value
         data = exif.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
     return _without_exif_header(data)
+
+
+# The tags of EXIF's and GPS's directories whose values are RATIONAL or SRATIONAL, which
+# tifffile gives flat, (numerator, denominator, ...): written so, each would be two numbers.
+_RATIONAL_TAGS = {
+    _EXIF_IFD: frozenset(
+        (0x829A, 0x829D, 0x9102, 0x9201, 0x9202, 0x9203, 0x9204, 0x9205, 0x9206, 0x920A)
+        + (0x9400, 0x9401, 0x9402, 0x9403, 0x9404, 0x9405, 0xA20B, 0xA20E, 0xA20F, 0xA215)
+        + (0xA404, 0xA432, 0xA500)
+    ),
+    _GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
+}
+
+
+def _rationals(value):
+    """tifffile's flat (numerator, denominator, ...) as Pillow's rationals (one, or a tuple);
+    any other value as it is."""
+    from PIL.TiffImagePlugin import IFDRational
+
+    if not (isinstance(value, tuple) and value and len(value) % 2 == 0):
+        return value
+    if not all(isinstance(v, int) for v in value):
+        return value
+    pairs = tuple(IFDRational(n, d) for n, d in zip(value[::2], value[1::2], strict=True))
+    return pairs[0] if len(pairs) == 1 else pairs
 
 
 def _ratio(value) -> float:
