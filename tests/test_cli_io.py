@@ -9,7 +9,16 @@ import sys
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import assert_one_line_error, make_image, names, ok, outputs_in, read, run
+from helpers import (
+    assert_one_line_error,
+    assert_same_file,
+    make_image,
+    names,
+    ok,
+    outputs_in,
+    read,
+    run,
+)
 from PIL import Image
 
 from convcli.cli.main import main
@@ -130,7 +139,7 @@ def test_o_file_convcli_did_not_write_is_replaced_with_overwrite(photo, tmp_path
     assert run("pool", photo, "-o", target, "--overwrite").exit_code == 0
     reference = _folder_run(photo, tmp_path / "ref", "pool")
     (whole,) = [p for p in reference.iterdir() if p.name.endswith("s2.png")]
-    assert target.read_bytes() == whole.read_bytes()
+    assert_same_file(target, whole)
 
 
 def test_overwrite_keeps_a_file_convcli_did_not_write_in_a_folder(photo, tmp_path):

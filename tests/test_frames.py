@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, digests, manifest_records, ok, run
+from helpers import assert_one_line_error, assert_same_file, digests, manifest_records, ok, run
 from PIL import Image
 
 from convcli import conv_forward, pool_forward
@@ -484,7 +484,7 @@ def test_frames_in_groups_under_memory_give_the_same_files(tmp_path, name, args)
     assert names == sorted(p.name for p in grouped.iterdir()) and len(names) > 1
     for n in names:
         if not n.endswith(".jsonl"):
-            assert (whole / n).read_bytes() == (grouped / n).read_bytes(), n
+            assert_same_file(whole / n, grouped / n)
 
 
 @pytest.mark.parametrize("memory", [None, 2 << 20])
@@ -496,7 +496,7 @@ def test_a_robust_scale_taken_in_two_passes_gives_the_same_levels(tmp_path, monk
     two = process_file(Task(str(path), str(tmp_path / "two"), "a", op, memory=memory))
     assert one.status == two.status == "done" and one.records == two.records
     name = "a_conv-sobel-x-sum.png"
-    assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    assert_same_file(tmp_path / "one" / name, tmp_path / "two" / name)
 
 
 def test_a_corrupt_frame_fails_a_grouped_stack_before_anything_is_written(tmp_path):

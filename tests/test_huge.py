@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, names, run
+from helpers import assert_one_line_error, assert_same_file, names, run
 from PIL import Image
 
 SAMPLES = __import__("pathlib").Path(__file__).parents[1] / "sample_images"
@@ -69,7 +69,7 @@ def test_strips_write_the_whole_image_paths_bytes(tiffs, tmp_path, command, name
                 output,
             )
         elif output != "convcli-manifest.jsonl":
-            assert (strips / output).read_bytes() == (whole / output).read_bytes(), output
+            assert_same_file(strips / output, whole / output)
     assert _records(strips) == _records(whole)
 
 

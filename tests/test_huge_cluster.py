@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tifffile
-from helpers import names, run
+from helpers import assert_same_file, names, run
 from PIL import Image
 
 distributed = pytest.importorskip("distributed")
@@ -84,9 +84,7 @@ def test_band_tasks_write_the_local_runs_tiff_bytes(cluster, tiffs, tmp_path):
     assert names(tmp_path / "remote") == names(tmp_path / "local")
     for name in names(tmp_path / "local"):
         if name != "convcli-manifest.jsonl":
-            assert (tmp_path / "remote" / name).read_bytes() == (
-                tmp_path / "local" / name
-            ).read_bytes(), name
+            assert_same_file(tmp_path / "remote" / name, tmp_path / "local" / name)
     assert _records(tmp_path / "remote") == _records(tmp_path / "local")
 
 

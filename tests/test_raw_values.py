@@ -9,7 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import HEIGHT, WIDTH, assert_one_line_error, imagemagick, names, ok, pixels, run
+from helpers import (
+    HEIGHT,
+    WIDTH,
+    assert_one_line_error,
+    assert_same_file,
+    imagemagick,
+    names,
+    ok,
+    pixels,
+    run,
+)
 from PIL import Image
 from reference import conv_forward_loop, pad_loop
 
@@ -155,9 +165,10 @@ def test_pad_per_side_and_equal_sides_keep_the_single_number_names(tmp_path, pho
     ok("conv", "-k", "vertical", "--pad", "2,2,2,2", photo, "-o", tmp_path / "a")
     ok("conv", "-k", "vertical", "--pad", "2", photo, "-o", tmp_path / "b")
     assert names(tmp_path / "a") == names(tmp_path / "b") == ["photo_conv-vertical-p2-sum.png"]
-    assert (tmp_path / "a" / "photo_conv-vertical-p2-sum.png").read_bytes() == (
-        tmp_path / "b" / "photo_conv-vertical-p2-sum.png"
-    ).read_bytes()
+    assert_same_file(
+        tmp_path / "a" / "photo_conv-vertical-p2-sum.png",
+        tmp_path / "b" / "photo_conv-vertical-p2-sum.png",
+    )
 
 
 @pytest.mark.parametrize("command", ["conv", "pad"])

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from helpers import hide_modules, make_image, make_truncated_png, names, run
+from helpers import assert_same_file, hide_modules, make_image, make_truncated_png, names, run
 
 from convcli.app import ops
 from convcli.app.run import Reporter, RunOptions, run_batch
@@ -61,7 +61,7 @@ def test_a_script_runs_a_folder_as_the_command_line_does(folder, tmp_path):
     assert run("conv", "-k", "sobel-x", folder, "-o", theirs).exit_code == 0
     assert names(ours) == names(theirs)
     for name in names(theirs):
-        assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+        assert_same_file(ours / name, theirs / name)
 
 
 def test_skips_overwrites_and_failures_follow_the_command_lines_rules(folder, tmp_path):
@@ -169,7 +169,7 @@ def test_an_engine_is_one_class_and_one_entry(folder, tmp_path, monkeypatch):
     assert names(out) == names(reference)
     for name in names(reference):
         if name.endswith(".png"):
-            assert (out / name).read_bytes() == (reference / name).read_bytes()
+            assert_same_file(out / name, reference / name)
 
 
 def test_the_engine_option_lists_the_engines_of_the_registry():
