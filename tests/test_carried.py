@@ -332,6 +332,47 @@ def test_a_png_says_it_holds_no_georeference(tmp_path):
     assert "georeference not kept: png outputs hold none" in result.stderr
 
 
+def _not_kept(stderr: str) -> list[str]:
+    """The lines of `stderr` that say a format cannot hold something."""
+    return [line for line in stderr.splitlines() if "not kept" in line]
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_folder_of_geotiffs_to_png_says_so_once(tmp_path, jobs, memory):
+    # Said once a run, not once a file: worker processes' results are said in the run.
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    rng = np.random.default_rng(13)
+    for name in ("a", "b", "c"):
+        _geotiff(folder / f"{name}.tif", rng.uniform(0, 900, (400, 300)).astype(np.float32))
+    extra = ["--memory", memory] if memory else []
+    result = ok("pool", folder, "-o", tmp_path / "out", "--format", "png", "-v", "-j", jobs, *extra)
+    assert result.stderr.count("processed in strips") == (3 if memory else 0)
+    assert result.stderr.count(": done, 1 written") == 3
+    assert _not_kept(result.stderr) == [
+        "convcli: georeference not kept: png outputs hold none (tiff and zarr outputs do)"
+    ]
+
+
+def test_photos_with_a_profile_to_zarr_say_so_once(tmp_path, profile):
+    pytest.importorskip("zarr")
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for k in range(3):
+        Image.fromarray(np.full((40, 50, 3), 60 * k, np.uint8)).save(
+            folder / f"p{k}.png", icc_profile=profile, dpi=(300, 300)
+        )
+    result = ok("pool", folder, "-o", tmp_path / "out", "--format", "zarr", "-v", "-j", "2")
+    assert result.stderr.count(": done, 1 written") == 3
+    assert sorted(_not_kept(result.stderr)) == [
+        "convcli: colour profile not kept: zarr outputs hold none (png, jpg and tiff outputs do)",
+        "convcli: resolution not kept: zarr outputs hold none (png, jpg and tiff outputs do)",
+    ]
+    quiet = ok("pool", folder, "-o", tmp_path / "quiet", "--format", "zarr", "-q")
+    assert quiet.stderr == ""
+
+
 def _shape_over_hidden_magenta(path):
     """An RGBA PNG: an opaque green disc, half-transparent ring, magenta where transparent."""
     y, x = np.mgrid[0:60, 0:80]
@@ -486,6 +527,20 @@ def test_frames_say_what_they_keep_and_what_their_format_cannot_hold(tmp_path, p
     assert "done, 1 written (2 frames; kept: colour profile 'sRGB built-in')" in kept.stderr
     lost = ok("pool", "--format", "npy", tmp_path / "anim.png", "-o", tmp_path / "b")
     assert "colour profile not kept: npy outputs hold none" in lost.stderr
+
+
+def test_animations_whose_format_cannot_hold_their_profile_say_so_once(tmp_path, profile):
+    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(2)]
+    for name in ("a", "b", "c"):
+        frames[0].save(
+            tmp_path / f"{name}.png", save_all=True, append_images=frames[1:], icc_profile=profile
+        )
+    sources = [tmp_path / f"{name}.png" for name in ("a", "b", "c")]
+    result = ok("pool", "--format", "npy", *sources, "-o", tmp_path / "out", "-v", "-j", "2")
+    assert result.stderr.count("done, 1 written (2 frames)") == 3
+    assert _not_kept(result.stderr) == [
+        "convcli: colour profile not kept: npy outputs hold none (png, jpg and tiff outputs do)"
+    ]
 
 
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])

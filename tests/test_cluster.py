@@ -118,6 +118,23 @@ def test_pool_on_the_cluster_with_overwrite(cluster, photos, tmp_path):
     assert digests(out) == before
 
 
+def test_what_a_format_cannot_hold_is_said_once_for_the_cluster_run(cluster, tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    for k in range(4):
+        Image.new("L", (40, 30), 50 * k).save(folder / f"s{k}.png", dpi=(300, 300))
+    args = [folder, "-o", tmp_path / "out", "--format", "npy", "-v", "--files-per-task", "1"]
+    result = _convcli("pool", *args, "--scheduler", cluster.address)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count(": done, 1 written") == 4
+    said = [line for line in result.stderr.splitlines() if "not kept" in line]
+    assert said == [
+        "convcli: resolution not kept: npy outputs hold none (png, jpg and tiff outputs do)"
+    ]
+
+
 def test_relative_paths_name_the_clients_files_on_workers_started_elsewhere(tmp_path):
     here, there = tmp_path / "client", tmp_path / "worker"
     make_folder(here / "data", 3, (32, 24))

@@ -282,37 +282,60 @@ def kept_by(task, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     return carried_for(task.op, carried, out, scales).held_by(task.fmt)
 
 
-def carried_note(task, pic) -> tuple[str, str]:
+def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     """What the outputs of `pic` keep of what it carries (:func:`carried_for`: the colour
-    profile where one of its result channels keeps the input's levels), said with ``-v``,
-    and what they lose for their format, always said; "" for either where there is none."""
+    profile where one of its result channels keeps the input's levels), said with ``-v``
+    ("" for nothing), and a line for each thing they lose for their format
+    (:func:`not_held`): hints, said once a run however many files lose it."""
     if pic.carried == NOTHING:
-        return "", ""
-    fmt = task.fmt
+        return "", ()
     kept = _on_output(
         task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
     ).for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
-    held = kept.held_by(fmt)
-    lost = [
-        name
-        for name, was, now in (
-            ("colour profile", kept.icc_profile, held.icc_profile),
-            ("resolution", kept.dpi, held.dpi),
-            ("EXIF", kept.exif, held.exif),
-            ("georeference", kept.geo, held.geo),
-        )
-        if was is not None and now is None
-    ]
+    held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
-    lost_said = f"{', '.join(lost)} not kept: {fmt} outputs hold none" if lost else ""
-    return kept_said, lost_said
+    return kept_said, not_held(kept, task.fmt)
 
 
-def run_hints(task, channels: tuple[str, ...], carried: Carried) -> tuple[str, ...]:
+# What a file carries that a format may not hold: its name in words, its field of Carried.
+_HELD_OR_NOT = (
+    ("colour profile", "icc_profile"),
+    ("resolution", "dpi"),
+    ("EXIF", "exif"),
+    ("georeference", "geo"),
+    ("physical pixel size", "physical"),
+)
+_FORMATS_THAT_HOLD = ("png", "jpg", "tiff", "zarr")
+
+
+def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
+    """A line for each thing of `kept` (what an output keeps of its input) that outputs of
+    format `fmt` cannot hold, naming the formats that do: ``georeference not kept: png
+    outputs hold none (tiff and zarr outputs do)``. The same line for every file, so that
+    the run says it once."""
+    held = kept.held_by(fmt)
+    lines = []
+    for name, attr in _HELD_OR_NOT:
+        value = getattr(kept, attr)
+        if value is None or getattr(held, attr) is not None:
+            continue
+        alone = replace(NOTHING, **{attr: value})
+        others = [f for f in _FORMATS_THAT_HOLD if getattr(alone.held_by(f), attr) is not None]
+        do = f" ({_listed(others)} outputs do)" if others else ""
+        lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
+    return tuple(lines)
+
+
+def _listed(words: list[str]) -> str:
+    """`words` in a sentence: "tiff", "tiff and zarr", "png, jpg and tiff"."""
+    return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]]))
+
+
+def run_hints(task, channels: tuple[str, ...]) -> tuple[str, ...]:
     """What a run says once (not for each file): the operation's tips for an input with
-    these `channels`, the inputs of a format convcli cannot write that keep their format
-    (:func:`output_format`) written as PNG, and where `task`'s format cannot hold the
-    physical pixel size of an OME image (`carried`) that its outputs keep."""
+    these `channels`, and the inputs of a format convcli cannot write that keep their
+    format (:func:`output_format`) written as PNG. What a format cannot hold is said once
+    too (:func:`carried_note`)."""
     hints = getattr(task.op, "hints", None)
     said = tuple(hints(channels)) if hints is not None else ()
     suffix = Path(task.source).suffix.lower()
@@ -325,11 +348,6 @@ def run_hints(task, channels: tuple[str, ...], carried: Carried) -> tuple[str, .
         said += (
             f"{suffix} inputs are written as {task.fmt}: convcli does not write "
             f"{suffix} files (--format names another)",
-        )
-    if carried.physical is not None and carried.held_by(task.fmt).physical is None:
-        said += (
-            f"physical pixel size not kept: {task.fmt} outputs hold none "
-            "(tiff and zarr outputs do)",
         )
     return said
 

@@ -221,11 +221,11 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     return FileResult(
         task.source,
         "done",
-        _notes(pic, [lost, summary], data, kept),
+        _notes(pic, [summary], data, kept),
         tuple(written.paths),
         timings,
         records=tuple(written.records),
-        hints=run_hints(task, pic.channels, pic.carried),
+        hints=run_hints(task, pic.channels) + lost,
         kept=carried,
     )
 
@@ -273,11 +273,9 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         records = written.records
         where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
         carried, lost = carried_note(task, part("strips").shape_only(source))
-        notes = (
-            list(source.notes)
-            + ([lost] if lost else [])
-            + [f"processed in strips{where} (its work would take about {size_text(size)}; {why})"]
-        )
+        notes = list(source.notes) + [
+            f"processed in strips{where} (its work would take about {size_text(size)}; {why})"
+        ]
     kept = len(outputs) - len(records)
     return FileResult(
         task.source,
@@ -286,7 +284,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         tuple(written.paths),
         timings,
         records=tuple(records),
-        hints=run_hints(task, tuple(source.channels), source.carried),
+        hints=run_hints(task, tuple(source.channels)) + lost,
         kept=carried,
     )
 
@@ -447,8 +445,8 @@ def _write_output(
 
 
 def _notes(pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
-    """The note of a processed file: the picture's notes, then `said` (what its outputs
-    lose of what it carries, the operation's summary), the result's."""
+    """The note of a processed file: the picture's notes, then `said` (the operation's
+    summary), the result's."""
     notes = list(pic.notes) + [note for note in said if note]
     return _file_notes(notes, count_not_finite(data), kept)
 

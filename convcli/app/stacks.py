@@ -517,11 +517,7 @@ def process_stack(
             )
     timings["encode"] = time.perf_counter() - start
     carried, lost = carried_note(task, replace(frames.stands_for(), carried=plan.carried))
-    notes = (
-        stack_notes(plan, frames)
-        + ([lost] if lost else [])
-        + ([frames.summary] if frames.summary else [])
-    )
+    notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)
     return FileResult(
         task.source,
@@ -530,6 +526,6 @@ def process_stack(
         tuple(written.paths),
         timings,
         records=tuple(written.records),
-        hints=run_hints(task, plan.channels, plan.carried),
+        hints=run_hints(task, plan.channels) + lost,
         kept=carried,
     )

@@ -58,7 +58,8 @@ class FileResult:
         What the manifest says of each output written (its name, and for an
         image how values became levels): see :mod:`convcli.app.manifest`.
     hints : tuple of str
-        Tips about the options, said once per run however many files give them.
+        Tips about the options, and what the outputs' format cannot hold of what
+        the input carries: said once per run however many files give them.
     usage : bool
         The file failed for a usage error (``--frames`` picks a frame past its
         end): the run goes on with the other files, and exits 2.
