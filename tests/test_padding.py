@@ -418,3 +418,37 @@ def test_border_terms_give_what_np_pad_gives(mode, n, before, after):
     terms = border_terms(n, before, after, mode)
     made = (np.where(terms.sources >= 0, row[terms.sources], 0) * terms.weights).sum(axis=1)
     np.testing.assert_array_equal(made, np.pad(row, (before, after), **NP_PAD_ARGUMENTS[mode]))
+
+
+@pytest.mark.parametrize("widths", [(2, 1, 3, 0), (1, 1, 1, 1), (4, 0, 0, 5)])
+def test_a_computed_border_pads_folds_and_streams_as_np_pad_makes_it(monkeypatch, widths):
+    # A border whose values are computed from several pixels (numpy's odd reflection,
+    # 2 * edge - mirrored, standing in for "reflect" here) needs nothing but its np.pad
+    # arguments: padding, the gradient's fold and the strips' border rows follow them.
+    from convcli.app.grad import unpad_grad
+    from convcli.app.ops import PadOp
+    from convcli.app.strips import PictureRows, _band, plan_strips, row_geometry
+    from convcli.layers import padding
+
+    odd = {"mode": "reflect", "reflect_type": "odd"}
+    monkeypatch.setitem(padding.NP_PAD_ARGUMENTS, "reflect", odd)
+    X = batch(7, (2, 6, 7, 3)).astype(np.float32)
+    X[0, 0, 0, 0] = np.inf  # an infinity reaches only the values that read it
+    top, bottom, left, right = widths
+    expected = np.pad(X, ((0, 0), (top, bottom), (left, right), (0, 0)), **odd)
+    padded = pad_images(X, widths, mode="reflect")
+    np.testing.assert_array_equal(padded, expected)
+    G = batch(8, padded.shape)
+    back = unpad_grad(G, widths, mode="reflect")
+    finite = np.isfinite(X)
+    X_finite = np.where(finite, X, 0).astype(np.float64)
+    dot_padded = np.sum(np.pad(X_finite, ((0, 0), (top, bottom), (left, right), (0, 0)), **odd) * G)
+    assert np.isclose(dot_padded, np.sum(X_finite * back), rtol=1e-10)
+    op = PadOp(pad=widths, mode="reflect")
+    source = PictureRows(X[1], ("R", "G", "B"), 255.0, 8)
+    geometry = row_geometry(op, 6, 7)
+    for strip in plan_strips(geometry, 6, 2):
+        band = _band(source, strip, "reflect", np.zeros(3, np.float32))
+        np.testing.assert_array_equal(
+            band, expected[1, strip.in0 + top : strip.in1 + top, left : left + 7]
+        )

@@ -240,16 +240,19 @@ def _fill_axis(X_pad, terms: BorderTerms, axis: int, before: int, rows, value) -
         if np.any(src >= 0):
             X_pad[at(border[src >= 0])] = X_pad[at(src[src >= 0] + before)]
         return
+    shape = [1] * X_pad.ndim
+    shape[axis] = border.size
     total = np.zeros_like(X_pad[at(border)])
     for k in range(sources.shape[1]):
-        used = sources[:, k] >= 0
-        weight = terms.weights[border[used], k].astype(X_pad.dtype)
-        shape = [1] * X_pad.ndim
-        shape[axis] = weight.size
-        part = total[at(np.flatnonzero(used))]
-        part += weight.reshape(shape) * X_pad[at(sources[used, k] + before)]
-        total[at(np.flatnonzero(used))] = part
+        read = sources[:, k] >= 0
+        weight = np.where(read, terms.weights[border, k], 0).astype(X_pad.dtype)
+        values = X_pad[at(np.where(read, sources[:, k], 0) + before)]
+        # a term that reads nothing adds nothing (not 0 times an infinity)
+        total += np.where(read.reshape(shape), weight.reshape(shape) * values, 0)
     X_pad[at(border)] = total
+    empty = sources.max(axis=1) < 0
+    if np.any(empty):
+        X_pad[at(border[empty])] = value
 
 
 class BorderTerms(NamedTuple):
