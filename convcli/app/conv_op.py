@@ -7,7 +7,7 @@ computed in :mod:`convcli.app.conv_pixels` and shown as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -17,7 +17,7 @@ from ..errors import OptionError
 from ..io.figures import Grid
 from ..kernels import Kernel
 from ..layers._engine.alignment import tile_rows
-from ..layers.padding import pad_mode
+from ..layers.padding import copies_pixels, pad_images, pad_mode
 from ..levels.mapping import Mapping
 from .conv_levels import auto_mapping, conv_figure, conv_mappings, robust_margin
 from .conv_pixels import (
@@ -31,6 +31,7 @@ from .conv_pixels import (
 from .geometry import RowGeometry
 from .names import Tags, number
 from .op_helpers import (
+    as_batch,
     finite_option,
     frame_size,
     like_picture,
@@ -210,15 +211,19 @@ class ConvOp:
         return padded(self, A, self.pad_widths(kernel))
 
     def compute(self, pic) -> np.ndarray:
-        # Kernels of one size make one layer input: the channels are summed into it.
-        if alpha_weighted(self, pic.channels):
-            return like_picture(alpha_weighted_maps(self, pic), pic)
-        A = layer_source(self, pic, sum_later=len({k.size for k in self.kernels}) == 1)
-        Z = depthwise_maps(self, A) if self.channels == "each" else summed_maps(self, A)
+        weighted = alpha_weighted(self, pic.channels)
+        if pic.has_alpha and not copies_pixels(self.border) and self._borders():
+            Z = _maps_of_bordered(self, pic, weighted)  # a computed border: of the samples
+        else:
+            Z = _maps(self, pic, weighted)
         if self.combine is not None:
-            n = A.shape[3] if self.channels == "each" else 1
+            n = pic.colour_channels if self.channels == "each" else 1
             Z = COMBINERS[self.combine](Z.reshape(Z.shape[:3] + (len(self.kernels), n)))
         return like_picture(Z, pic)
+
+    def _borders(self) -> bool:
+        """Whether some kernel's pad is not zeros."""
+        return any(any(self.pad_widths(k)) for k in self.kernels)
 
     # --- levels and figures ---
 
@@ -276,6 +281,39 @@ class ConvOp:
         too: outside the image is transparent, as the whole image's layer input pads it
         (its colours weighted by alpha, :func:`convcli.app.conv_pixels.alpha_weighted_maps`)."""
         return self.border, np.zeros(len(channels), np.float32)
+
+
+def _maps(op: ConvOp, pic, weighted: bool) -> np.ndarray:
+    """`op`'s uncombined (m, H', W', C') maps of `pic`; `weighted`: colours weighted by alpha
+    and alpha convolved (:func:`alpha_weighted`)."""
+    if weighted:
+        return alpha_weighted_maps(op, pic)
+    # Kernels of one size make one layer input: the channels are summed into it.
+    A = layer_source(op, pic, sum_later=len({k.size for k in op.kernels}) == 1)
+    return depthwise_maps(op, A) if op.channels == "each" else summed_maps(op, A)
+
+
+def _maps_of_bordered(op: ConvOp, pic, weighted: bool) -> np.ndarray:
+    """`op`'s uncombined maps of a picture with alpha under a computed border: each kernel's
+    on the picture's samples, alpha included, bordered as its strips' rows beyond the image
+    are (then weighted by alpha), so that the whole image and its strips agree bit for bit.
+
+    A border that copies pixels gives the same values either way (the weighting commutes
+    with copying), and the layer input is bordered after the weighting, as it is cheaper.
+    """
+    widths_of = [op.pad_widths(k) for k in op.kernels]
+    blocks: list[np.ndarray | None] = [None] * len(op.kernels)
+    for widths in dict.fromkeys(widths_of):
+        at = [i for i, w in enumerate(widths_of) if w == widths]
+        pixels = pad_images(as_batch(pic.pixels), widths, mode=op.border)
+        bordered = replace(pic, samples=pixels if pic.pixels.ndim == 4 else pixels[0])
+        kernels = tuple(op.kernels[i] for i in at)
+        flat = replace(op, kernels=kernels, pad=(0, 0, 0, 0), combine=None)
+        Z = _maps(flat, bordered, weighted)
+        per_kernel = Z.shape[3] // len(at)
+        for j, i in enumerate(at):
+            blocks[i] = Z[..., j * per_kernel : (j + 1) * per_kernel]
+    return np.concatenate(blocks, axis=3)
 
 
 def alpha_weighted(op: ConvOp, channels: tuple[str, ...]) -> bool:

@@ -312,6 +312,16 @@ def border_terms(n: int, before: int, after: int, mode: str) -> BorderTerms:
     return BorderTerms(sources, weights, n)
 
 
+def copies_pixels(mode: str) -> bool:
+    """Whether `mode`'s border values are copies of pixels (or its fill), not computed from
+    several: then padding commutes with any operation on each pixel's values.
+
+    >>> copies_pixels("wrap")
+    True
+    """
+    return border_terms(3, 2, 2, mode).copies() is not None
+
+
 def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
     """Which of `n` positions each of the ``before + n + after`` padded ones copies, for a
     mode whose border copies pixels (:meth:`BorderTerms.copies`): -1 where a position reads
