@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import tifffile
-from helpers import ok
+from helpers import assert_same_file, ok
 from PIL import Image, ImageCms
 
 MAKE, ORIENTATION = 0x010F, 0x0112
@@ -495,10 +497,119 @@ def test_gdal_nodata_is_missing_never_averaged_and_written_as_nodata(tmp_path, m
         assert tif.pages[0].tags[42113].value == "-9999"
         got = tif.pages[0].asarray()
     windows = z.reshape(200, 2, 150, 2).transpose(0, 2, 1, 3).reshape(200, 150, 4)
-    missing = (windows == -9999).any(axis=2)
-    assert missing.sum() == 20 * 20  # the windows that hold a missing value, no others
+    lost = windows == -9999
+    missing = lost.all(axis=2)
+    assert missing.sum() == 18 * 18  # the windows of missing values alone, no others
+    assert (lost.any(axis=2) & ~missing).sum() == 20 * 20 - 18 * 18  # half in the hole
     np.testing.assert_array_equal(got[missing], -9999)
-    np.testing.assert_allclose(got[~missing], windows[~missing].mean(axis=1), rtol=1e-6)
+    valid_mean = np.where(lost, 0, windows).sum(axis=2) / np.maximum((~lost).sum(axis=2), 1)
+    np.testing.assert_allclose(got[~missing], valid_mean[~missing], rtol=1e-6)
+
+
+def _byte_geotiff(path, values, nodata: int):
+    """A Byte (uint8) or UInt16 GeoTIFF with GDAL's nodata value, as gdal_translate writes one
+    (`path` a file, or a tifffile.TiffWriter: a page of it)."""
+    write = path.write if isinstance(path, tifffile.TiffWriter) else partial(tifffile.imwrite, path)
+    write(
+        values,
+        tile=(64, 64),
+        photometric="rgb" if values.ndim == 3 else "minisblack",
+        extratags=[
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+            (34735, "H", len(_GEO_KEYS), _GEO_KEYS, True),
+            (42113, "s", 0, str(nodata), True),
+        ],
+    )
+    return path
+
+
+def _pooled_windows(values: np.ndarray, nodata: int):
+    """Each 2x2 window's values (H/2, W/2, C, 4), and which of them are nodata."""
+    h, w = values.shape[0] // 2, values.shape[1] // 2
+    windows = values.reshape(h, 2, w, 2, -1).transpose(0, 2, 4, 1, 3).reshape(h, w, -1, 4)
+    return windows.astype(np.float64), windows == nodata
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+@pytest.mark.parametrize(
+    "dtype, nodata, channels", [(np.uint8, 0, 1), (np.uint8, 255, 3), (np.uint16, 65535, 1)]
+)
+def test_the_nodata_of_an_integer_geotiff_is_never_averaged_and_written_back(
+    tmp_path, memory, dtype, nodata, channels
+):
+    """Byte and UInt16 GeoTIFFs: nodata pixels never reach a window's mean or maximum, a
+    window of nodata alone is nodata, the levels stay the input's, and the tag is kept."""
+    import json
+
+    rng = np.random.default_rng(13)
+    top = np.iinfo(dtype).max
+    values = rng.integers(1, top, (160, 200, channels), dtype=dtype)
+    values[41:80, 21:60] = nodata  # a hole whose edges cut windows in two
+    values[rng.random(values.shape) < 0.1] = nodata  # and scattered samples, band by band
+    source = _byte_geotiff(tmp_path / "scene.tif", values.squeeze(), nodata)
+    windows, lost = _pooled_windows(values, nodata)
+    missing, count = lost.all(axis=3), (~lost).sum(axis=3)
+    assert missing.sum() >= 19 * 19 * channels and ((count > 0) & (count < 4)).sum() > 500
+    name = "scene_pool-{}-f2-s2" + ("-L" if channels == 1 else "")
+    for mode, expected in (
+        ("average", np.rint(np.where(lost, 0, windows).sum(axis=3) / np.maximum(count, 1))),
+        ("max", np.where(lost, -1, windows).max(axis=3)),
+    ):
+        result = ok("pool", "--mode", mode, source, "-o", tmp_path / "out", "-v", *memory)
+        assert ("processed in strips" in result.stderr) == bool(memory)
+        with tifffile.TiffFile(tmp_path / "out" / f"{name.format(mode)}.tiff") as tif:
+            assert tif.pages[0].tags[42113].value == str(nodata)
+            got = tif.pages[0].asarray().reshape(expected.shape)
+        assert got.dtype == dtype  # the input's levels
+        np.testing.assert_array_equal(got[missing], nodata)
+        np.testing.assert_array_equal(got[~missing], expected[~missing])
+    records = (tmp_path / "out" / "convcli-manifest.jsonl").read_text().splitlines()
+    assert [json.loads(line)["kept"]["nodata"] for line in records] == [nodata, nodata]
+
+
+def test_no_valid_integer_result_takes_the_nodata_value(tmp_path):
+    """A mean of valid levels that rounds to the nodata value is written one level away, on
+    its side; in strips the same bytes; a pad's border of the nodata value is nodata."""
+    windows = [  # 2x2 windows, nodata 100: their valid means, and what is written
+        ((99, 101, 100, 100), 101),  # 100 exactly: above
+        ((99, 99, 101, 100), 99),  # 99.67: below
+        ((101, 101, 99, 100), 101),  # 100.33: above
+        ((100, 100, 100, 100), 100),  # nodata alone
+        ((98, 100, 100, 100), 98),
+    ]
+    values = np.array([w for w, _ in windows] * 60, np.uint8).reshape(-1, 2, 2)
+    values = np.tile(values.transpose(1, 0, 2).reshape(2, -1), (150, 1))  # 300 x 600
+    source = _byte_geotiff(tmp_path / "mid.tif", values, 100)
+    for memory in ([], ["--memory", "64K"]):
+        out = tmp_path / f"out{len(memory)}"
+        for command in (["pool", "--mode", "average"], ["pad", "--pad", "2", "--value", "100"]):
+            result = ok(*command, source, "-o", out, "-v", *memory)
+            assert ("processed in strips" in result.stderr) == bool(memory)
+    for name in ("mid_pool-average-f2-s2-L.tiff", "mid_pad-constant-2-v100-L.tiff"):
+        assert_same_file(tmp_path / "out0" / name, tmp_path / "out2" / name)
+    pooled = tifffile.imread(tmp_path / "out0" / "mid_pool-average-f2-s2-L.tiff")
+    assert pooled.shape == (150, 300)
+    np.testing.assert_array_equal(pooled[:, :5], [[w for _, w in windows]] * 150)
+    padded = tifffile.imread(tmp_path / "out0" / "mid_pad-constant-2-v100-L.tiff")
+    assert (padded[:2] == 100).all() and (padded[2:-2, 2:-2] == values).all()
+
+
+def test_the_pages_of_an_integer_geotiff_keep_its_nodata(tmp_path):
+    """A stack of Byte pages pooled page by page: the same rule as one image."""
+    pages = np.full((2, 40, 40), 200, np.uint8)
+    pages[:, :20] = 0  # the top half of each page is nodata
+    pages[1, 20:] = 50
+    with tifffile.TiffWriter(tmp_path / "stack.tif") as tif:
+        for page in pages:
+            _byte_geotiff(tif, page, 0)
+    ok("pool", "--mode", "average", "--frames", "all", tmp_path / "stack.tif", "-o", tmp_path)
+    with tifffile.TiffFile(tmp_path / "stack_pool-average-f2-s2-L.tiff") as tif:
+        assert [page.tags[42113].value for page in tif.pages] == ["0", "0"]
+        pooled = np.stack([page.asarray() for page in tif.pages])
+    assert pooled.dtype == np.uint8
+    np.testing.assert_array_equal(pooled[:, :10], 0)
+    np.testing.assert_array_equal(pooled[:, 10:], [[[200]], [[50]]] * np.ones((10, 20), int))
 
 
 def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profile):

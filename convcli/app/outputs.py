@@ -153,11 +153,39 @@ def mappings_for(task, pic) -> list:
     """Each result channel's mapping to levels (:meth:`Operation.mappings`), where a float
     file's values stay floats: a result in the input's scale (mapping ``clip``: pad, pool)
     of a file of float samples is written as its values (``none``) in a format that holds
-    floats (TIFF, Zarr), never clipped to levels."""
+    floats (TIFF, Zarr), never clipped to levels. The input's levels of a GeoTIFF with
+    GDAL's nodata value keep it, in a format that holds it: their missing level
+    (:func:`kept_missing`), alpha's aside (a mask of its own, never missing)."""
     mappings = task.op.mappings(pic)
-    if not (pic.floats and FORMATS[task.fmt].floats):
+    if pic.floats and FORMATS[task.fmt].floats:
+        mappings = [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
+    nodata = pic.carried.held_by(task.fmt).nodata
+    if nodata is None:
         return mappings
-    return [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
+    names = getattr(task.op, "channel_names", list)(pic.channels)  # each kernel's, in turn
+    return [
+        m._replace(missing=nodata) if m.method == "clip" and names[i % len(names)] != "A" else m
+        for i, m in enumerate(mappings)
+    ]
+
+
+def kept_missing(levels: np.ndarray, values: np.ndarray, mapping: Mapping) -> np.ndarray:
+    """`levels` of `values` (same shape) with their missing values (NaN) at the mapping's
+    missing level (GDAL's nodata value), and no other value there: a value whose level it
+    would be goes to the next level on its side (above, for the nodata value itself, unless
+    that is the top level)."""
+    missing = mapping.missing
+    if missing is None:
+        return levels
+    lost = np.isnan(values)
+    clash = levels == missing
+    clash &= ~lost
+    if clash.any():
+        top = np.iinfo(levels.dtype).max
+        above = values[clash] * np.float64(top / mapping.white) >= missing
+        levels[clash] = np.where(above & (missing < top) | (missing == 0), missing + 1, missing - 1)
+    levels[lost] = missing
+    return levels
 
 
 RAW_SCALE = LevelScale(RAW_VALUES, 1.0, 0.0)
@@ -223,12 +251,18 @@ def output_array(out: Output, result: np.ndarray, levels: ResultLevels) -> np.nd
     the picture too)."""
     if out.kind == "raw":
         return result
+    mappings = levels.mappings
     if out.kind == "whole":
-        return result if written_as_values(out, levels.mappings) else levels.whole_levels(result)
+        if written_as_values(out, mappings):
+            return result
+        whole = levels.whole_levels(result)
+        for i, mapping in enumerate(mappings):  # in place, channel by channel
+            kept_missing(whole[:, :, i], result[:, :, i], mapping)
+        return whole
     planes = [
         result[:, :, i]
-        if levels.mappings[i].method == RAW_VALUES
-        else levels.channel_levels(i, result)
+        if mappings[i].method == RAW_VALUES
+        else kept_missing(levels.channel_levels(i, result), result[:, :, i], mappings[i])
         for i in channels_of(out)
     ]
     return planes[0] if out.kind == "channel" else np.stack(planes, axis=2)
@@ -264,6 +298,8 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     if out.kind in ("raw", "grid"):
         return NOTHING
     kept = _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
+    if not all(s.mapping in ("clip", RAW_VALUES) for s in scales):
+        kept = kept.without_nodata()  # a map's levels: no missing level (kept_missing)
     kept = kept.for_pixels(grey=out.kind == "channel")
     return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
 

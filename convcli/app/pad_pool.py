@@ -125,6 +125,8 @@ class PadOp(_Channelwise):
         pixels = as_batch(pic.pixels)
         _, fill = self.border_fill(pic.channels, pic.white)
         colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=float(fill[0]))
+        if pic.carried.nodata is not None:  # a border of GDAL's nodata value is missing
+            colour[colour == np.float32(pic.carried.nodata)] = np.nan
         if not pic.has_alpha:
             return like_picture(colour, pic)
         alpha = pad_images(pixels[..., n:], self.pad, mode=self.mode, value=float(fill[-1]))
@@ -205,6 +207,8 @@ class PoolOp(_Channelwise):
 
     def compute(self, pic) -> np.ndarray:
         hp = {"f": self.size, "stride": self.stride, "pad": self.pad, "ceil_mode": self.ceil}
+        if pic.carried.nodata is not None:
+            return like_picture(_pool_of_valid(pic, hp, self.mode), pic)
         if pic.has_alpha:
             return like_picture(_alpha_weighted_pool(pic, hp, self.mode), pic)
         out, _ = pool_forward(as_batch(pic.pixels), hp, self.mode)
@@ -252,15 +256,44 @@ def _alpha_weighted_pool(pic, hp: dict, mode: str) -> np.ndarray:
     n = pic.colour_channels
     colour, alpha = pixels[..., :n], pixels[..., n:]
     alpha_out, _ = pool_forward(alpha, hp, mode)
-    if mode == "average":
-        weight = alpha / np.float32(pic.white or 1.0)
-        pooled, _ = pool_forward(np.concatenate([colour * weight, weight], axis=3), hp, mode)
-        total = pooled[..., n:]
-        colour_out = np.divide(
-            pooled[..., :n], total, out=np.zeros_like(pooled[..., :n]), where=total > 0
-        )
-    else:
-        hidden = np.float32(-np.inf)
-        pooled, _ = pool_forward(np.where(alpha > 0, colour, hidden), hp, mode)
-        colour_out = np.where(pooled == hidden, np.float32(0), pooled)
+    weight = alpha / np.float32(pic.white or 1.0)
+    colour_out = _weighted_pool(colour, weight, hp, mode, np.float32(0))
     return np.concatenate([colour_out, alpha_out], axis=3)
+
+
+def _pool_of_valid(pic, hp: dict, mode: str) -> np.ndarray:
+    """Pooling of a GeoTIFF with GDAL's nodata value: its missing values (NaN) never reach a
+    window's average or maximum, the mean or the largest of the others; a window of missing
+    values alone is missing, and with alpha (never missing), one where no valid pixel shows
+    (the colour weighted as :func:`_alpha_weighted_pool` weighs it, alpha pooled as it
+    pools it). Windows without missing values get the values of plain pooling, bit for bit
+    (their weights are 1)."""
+    pixels = as_batch(pic.pixels)
+    n = pic.colour_channels
+    colour, alpha = pixels[..., :n], pixels[..., n:]
+    lost = np.isnan(colour)
+    if not pic.has_alpha and not lost.any():
+        return pool_forward(pixels, hp, mode)[0]
+    weight = np.where(lost, np.float32(0), np.float32(1))
+    if pic.has_alpha:
+        weight *= alpha / np.float32(pic.white or 1.0)
+    values = np.where(lost, np.float32(0), colour)
+    colour_out = _weighted_pool(values, weight, hp, mode, np.float32(np.nan))
+    if not pic.has_alpha:
+        return colour_out
+    return np.concatenate([colour_out, pool_forward(alpha, hp, mode)[0]], axis=3)
+
+
+def _weighted_pool(values, weight, hp: dict, mode: str, empty: np.float32) -> np.ndarray:
+    """Pooling of `values` with a `weight` each (0 leaves a value out): average
+    ``sum(v * w) / sum(w)``, max the largest value of weight above 0; `empty` for a window
+    whose weights are all 0."""
+    n = values.shape[3]
+    if mode == "average":
+        pooled, _ = pool_forward(np.concatenate([values * weight, weight], axis=3), hp, mode)
+        total = pooled[..., n:]
+        out = np.full_like(pooled[..., :n], empty)
+        return np.divide(pooled[..., :n], total, out=out, where=total > 0)
+    hidden = np.float32(-np.inf)
+    pooled, _ = pool_forward(np.where(weight > 0, values, hidden), hp, mode)
+    return np.where(pooled == hidden, empty, pooled)

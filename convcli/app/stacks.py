@@ -228,7 +228,12 @@ class _Frames:
 
     def _picture(self, pixels: list[np.ndarray]) -> Picture:
         return Picture(
-            np.stack(pixels), self.plan.channels, self.white, self.depth, floats=self.floats
+            np.stack(pixels),
+            self.plan.channels,
+            self.white,
+            self.depth,
+            carried=self.plan.carried,
+            floats=self.floats,
         )
 
     def _stack_of(self, frames: list[_Frame]) -> None:
@@ -253,7 +258,14 @@ class _Frames:
     def stands_for(self) -> Picture:
         """A picture of the stack's channels, white and depth, whose pixels take no memory."""
         pixels = np.broadcast_to(np.float32(0), (1, 1, len(self.plan.channels)))
-        return Picture(pixels, self.plan.channels, self.white, self.depth, floats=self.floats)
+        return Picture(
+            pixels,
+            self.plan.channels,
+            self.white,
+            self.depth,
+            carried=self.plan.carried,
+            floats=self.floats,
+        )
 
 
 class _Scales:

@@ -123,9 +123,19 @@ class Carried:
             return None
 
     def for_samples(self, dtype) -> Carried:
-        """As written with samples of `dtype`: a nodata value only with float values (the
-        levels of a map have none)."""
-        if self.geo is None or not self.geo.nodata or np.dtype(dtype).kind == "f":
+        """As written with samples of `dtype`: a nodata value they can hold (any with floats,
+        a whole number in their range with integers)."""
+        nodata, dtype = self.nodata, np.dtype(dtype)
+        if dtype.kind == "f":
+            return self
+        held = nodata is not None and nodata.is_integer() and dtype.kind in "ui"
+        if held and np.iinfo(dtype).min <= nodata <= np.iinfo(dtype).max:
+            return self
+        return self.without_nodata()
+
+    def without_nodata(self) -> Carried:
+        """The same without GDAL's nodata value (a map's levels have no missing values)."""
+        if self.geo is None or not self.geo.nodata:
             return self
         return replace(self, geo=replace(self.geo, nodata=""))
 
@@ -264,14 +274,19 @@ class GeoTags:
         )
 
     def record(self) -> dict:
-        """Its coordinate system (an EPSG code where the keys give one), pixel size and
-        top-left corner (of the tiepoint's pixel, on the ground)."""
+        """Its coordinate system (an EPSG code where the keys give one), pixel size, top-left
+        corner (of the tiepoint's pixel, on the ground) and GDAL's nodata value."""
         crs = None
         for k in range(4, len(self.keys) - 3, 4):
             if self.keys[k] in (3072, 2048) and self.keys[k + 1] == 0:  # projected, geographic
                 crs = f"EPSG:{self.keys[k + 3]}"
                 break
-        return {"crs": crs, "pixel_size": list(self.scale[:2]), "tiepoint": list(self.tiepoint)}
+        return {
+            "crs": crs,
+            "pixel_size": list(self.scale[:2]),
+            "tiepoint": list(self.tiepoint),
+            **({"nodata": _number_or_text(self.nodata)} if self.nodata else {}),
+        }
 
     def attributes(self) -> dict:
         """What a Zarr store's attributes say of it: :meth:`record` and GDAL's geotransform
@@ -281,7 +296,6 @@ class GeoTags:
         return {
             **self.record(),
             "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
-            **({"nodata": _number_or_text(self.nodata)} if self.nodata else {}),
         }
 
     def extratags(self) -> list[tuple]:
@@ -398,10 +412,12 @@ def jpeg_coding(im) -> JpegCoding | None:
 
 
 def _number_or_text(text: str) -> float | str:
+    """`text` as a number, or as it is where it gives no finite one ("nan": JSON has none)."""
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return text
+    return number if np.isfinite(number) else text
 
 
 def _number(value: float) -> str:

@@ -171,7 +171,7 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
     carried = carried.for_samples(image.dtype)
     options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options()}
-    if carried.nodata is not None:  # a GeoTIFF's missing values (NaN) as its nodata value
+    if carried.nodata is not None and data.dtype.kind == "f":  # missing values (NaN) as nodata
         data = np.where(np.isnan(data), np.float32(carried.nodata), data)
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)

@@ -72,7 +72,7 @@ import tifffile
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import check_rows, float_white
-from .carried import from_tiff_page
+from .carried import Carried, from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
@@ -197,6 +197,17 @@ def _layout(page) -> _Layout | None:
     if photometric == _RGB:
         return _colour_layout(page, ("R", "G", "B"))
     return None
+
+
+def _with_nodata_read(carried: Carried, layout: _Layout, dtype: np.dtype) -> Carried:
+    """`carried` with GDAL's nodata value where its pixels are read as missing: float
+    samples, and integers read as stored (not inverted, 1-bit or narrowed) where the value
+    is one of their levels (a whole number from 0 to the white), as outputs keep it."""
+    nodata = carried.nodata
+    if nodata is None or layout.white is None:
+        return carried
+    stored = layout.convert == "same" and dtype.kind in "ui" and nodata.is_integer()
+    return carried if stored and 0 <= nodata <= layout.white else carried.without_nodata()
 
 
 def _codecs_here(page) -> bool:
@@ -370,6 +381,8 @@ class RegionSource:
         Its colour profile and resolution (:mod:`convcli.io.carried`).
     floats : bool
         It holds float samples.
+    nodata : float or None
+        GDAL's nodata value where its pixels are read as missing (NaN).
 
     Notes
     -----
@@ -387,9 +400,9 @@ class RegionSource:
         self.notes = notes
         self.frame_count = len(tif.pages)  # the strips read the first
         self.dtype = np.dtype(page.dtype)
-        self.carried = from_tiff_page(page)
         self.floats = layout.white is None  # white from the values: float samples
-        self._nodata = self.carried.nodata if self.floats else None
+        self.carried = _with_nodata_read(from_tiff_page(page), layout, self.dtype)
+        self.nodata = self.carried.nodata
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
@@ -448,7 +461,9 @@ class RegionSource:
                 self._convert(self._segments(k, lo - top, hi - top), out[lo - r0 : hi - r0])
 
     def _convert(self, samples: np.ndarray, out: np.ndarray) -> None:
-        """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale."""
+        """Write stored `samples` (rows, width, samples) into `out` in ``read_image``'s scale;
+        GDAL's missing values (:attr:`nodata`) as NaN, never averaged in (not alpha's: a mask
+        of its own)."""
         kept = samples[:, :, : out.shape[2]]  # an unspecified extra sample is dropped
         convert = self._layout.convert
         if convert == "high byte":
@@ -458,8 +473,9 @@ class RegionSource:
             out *= 255.0
         if convert == "inverted":
             np.subtract(255.0, out, out=out)
-        if self._nodata is not None:  # GDAL's missing values: NaN, never averaged in
-            out[out == self._nodata] = np.nan
+        if self.nodata is not None:  # alpha aside; integers kept only as stored (exact)
+            colour = out[:, :, : len(self.channels) - (self.channels[-1] == "A")]
+            colour[colour == self.nodata] = np.nan
 
     def _reads_rows_directly(self) -> bool:
         return _uncompressed_strips(self._page)

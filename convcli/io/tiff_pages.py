@@ -22,6 +22,7 @@ from .regions import (
     _Layout,
     _layout,
     _tifffile_quiet,
+    _with_nodata_read,
 )
 
 
@@ -56,7 +57,7 @@ class TiffPages:
         page = tif.pages[0]
         self.channels = layout.channels
         self.sample_bytes = max(1, np.dtype(page.dtype).itemsize) if page.dtype else 4
-        self.carried = from_tiff_page(page)
+        self.carried = _with_nodata_read(from_tiff_page(page), layout, np.dtype(page.dtype))
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
         self.notes = (layout.note,) if layout.note else ()
@@ -95,7 +96,8 @@ class TiffPages:
             return None
         _check_segments(self._tif, page, close=False)
         source = RegionSource(self._tif, page, layout, ())
-        stored = page.dtype == np.uint8 and layout.convert == "same"
+        # uint8 as stored, or float32 that holds missing values (NaN) where there may be some
+        stored = page.dtype == np.uint8 and layout.convert == "same" and source.nodata is None
         samples = np.empty(
             (source.height, source.width, len(self.channels)), np.uint8 if stored else np.float32
         )

@@ -79,11 +79,13 @@ def top_level(depth: int) -> int:
 
 
 class Mapping(NamedTuple):
-    """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth."""
+    """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth,
+    and the level of its missing values (NaN) where the output keeps GDAL's nodata value."""
 
     method: str
     white: float
     margin: int = 0
+    missing: float | None = None
 
 
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)
