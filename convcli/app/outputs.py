@@ -40,13 +40,13 @@ def output_format(op, source: str, fmt: str | None) -> str:
 
     Else an image changed (:attr:`Operation.writes_image`: pad, pool) keeps its
     input's format, as every peer tool does (a JPEG stays a JPEG, a TIFF a TIFF,
-    a Zarr store a store), and one that convcli cannot write (WebP, GIF, BMP, or
-    standard input) becomes PNG (:func:`run_hints` says so); maps (conv, grad)
-    are PNG.
+    a Zarr store a store), and one in a format convcli does not write (not in
+    :data:`convcli.io.formats.FORMATS`), or standard input, becomes PNG
+    (:func:`run_hints` says so); maps (conv, grad) are PNG.
 
     >>> from convcli.app.ops import ConvOp, PoolOp
     >>> from convcli.kernels import get_kernel
-    >>> output_format(PoolOp(), "a/photo.JPEG", None), output_format(PoolOp(), "a.webp", None)
+    >>> output_format(PoolOp(), "a/photo.JPEG", None), output_format(PoolOp(), "a.bmp", None)
     ('jpg', 'png')
     >>> edges = ConvOp([get_kernel("edge")])
     >>> output_format(edges, "photo.jpg", None), output_format(PoolOp(), "a.jpg", "tiff")

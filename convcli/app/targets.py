@@ -96,7 +96,7 @@ def run_target(out_dir: str, options, op, stack: ExitStack) -> Target:
 
 
 def check_not_an_image_name(out_dir: str) -> None:
-    """An OptionError for ``-o`` naming an image format convcli does not write (``r.webp``).
+    """An OptionError for ``-o`` naming an image format convcli does not write (``r.bmp``).
 
     Such a name would otherwise be a folder of PNGs named like an image.
     """
