@@ -29,3 +29,7 @@ def conv_cmd(
     """
     op = conv_op(kernels, stride, pad, bias, channels, border, combine, normalize, dilation)
     run_command(op, inputs, **common)
+
+
+COMMAND = conv_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

@@ -58,3 +58,7 @@ def explain_pool_cmd(mode, size, stride, pad, ceil, target):
 def explain_pad_cmd(pad, value, mode, target):
     """Explain pad with these options."""
     _explain(operation("PadOp", pad=pad, value=value, mode=mode.lower()), target)
+
+
+COMMAND = explain_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

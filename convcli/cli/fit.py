@@ -96,3 +96,7 @@ def _fit(run, *, quiet: bool) -> None:
         for line in lines:
             say(line)
         say(f"wrote {', '.join(written)}")
+
+
+COMMAND = fit_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

@@ -97,3 +97,7 @@ def grad_conv_cmd(
     conv = conv_op(kernels, stride, pad, bias, channels, border, combine, "auto", dilation)
     op = operation("GradConvOp", conv, loss=loss.lower(), normalize=normalize.lower())
     run_command(op, inputs, **common)
+
+
+COMMAND = grad_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

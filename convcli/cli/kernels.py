@@ -57,3 +57,7 @@ def kernels_cmd(name, check):
     size = f"{kernel.size[0]}x{kernel.size[1]}"
     heading = f"# {kernel.name} ({size}): {kernel.description}".rstrip(": ")
     write_text(f"{heading}\n{format_kernel_grid(kernel)}\n")
+
+
+COMMAND = kernels_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

@@ -11,18 +11,12 @@ fast as click itself.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
 
-from .conv import conv_cmd
-from .explain import explain_cmd
-from .fit import fit_cmd
-from .grad import grad_cmd
-from .kernels import kernels_cmd
-from .pad import pad_cmd
-from .pool import pool_cmd
 from .runner import CONTEXT_SETTINGS
 from .terminal import say
 
@@ -105,9 +99,20 @@ def main():
             raise click.UsageError(problem)
 
 
-# One module a command; the order of their help.
-for _command in (pad_cmd, conv_cmd, pool_cmd, fit_cmd, grad_cmd, explain_cmd, kernels_cmd):
-    main.add_command(_command)
+def _add_commands() -> None:
+    """Add each command of this package to :func:`main`: the ``COMMAND`` of every module that
+    has one, a module a command, so that a new command is a new module."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(folder)):
+        stem, extension = os.path.splitext(name)
+        if extension == ".py" and stem not in ("__init__", "__main__", "main"):
+            module = importlib.import_module(f"{__package__}.{stem}")
+            command = getattr(module, "COMMAND", None)
+            if command is not None:
+                main.add_command(command)
+
+
+_add_commands()
 
 
 if __name__ == "__main__":

@@ -25,3 +25,7 @@ def pad_cmd(pad, value, mode, inputs, **common):
       convcli pad --mode reflect --pad 8 -o padded sample_images
     """
     run_command(operation("PadOp", pad=pad, value=value, mode=mode.lower()), inputs, **common)
+
+
+COMMAND = pad_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""

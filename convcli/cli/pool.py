@@ -25,3 +25,7 @@ def pool_cmd(mode, size, stride, pad, ceil, inputs, **common):
       convcli pool --mode average --size 5 --stride 3 sample_images
     """
     run_command(pool_op(mode, size, stride, pad, ceil), inputs, **common)
+
+
+COMMAND = pool_cmd
+"""What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""
