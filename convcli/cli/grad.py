@@ -23,15 +23,20 @@ def grad_cmd():
 _GRAD_NORMALIZE = [m for m in NORMALIZE_CHOICES if m != "auto"]
 
 
+def _normalize(default: str, help_text: str):
+    """A gradient's ``--normalize``: the mappings but ``auto``, `default` the one it takes."""
+    return click.option(
+        "--normalize",
+        type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
 @grad_cmd.command("pool")
 @pool_options
-@click.option(
-    "--normalize",
-    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-    default="robust",
-    show_default=True,
-    help="Values to image levels (robust: the 99.5th percentile white).",
-)
+@_normalize("robust", "Values to image levels (robust: the 99.5th percentile white).")
 @common_options
 def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
     """Where pooling sends its gradient (pool_backward's dA_prev for ones).
@@ -61,13 +66,7 @@ def grad_pool_cmd(mode, size, stride, pad, ceil, normalize, inputs, **common):
     "sum: L = sum(Z), each pixel's weight in all responses (zero inside the "
     "image for a zero-sum kernel).",
 )
-@click.option(
-    "--normalize",
-    type=click.Choice(_GRAD_NORMALIZE, case_sensitive=False),
-    default="offset",
-    show_default=True,
-    help="Values to image levels (offset: zero mid-grey).",
-)
+@_normalize("offset", "Values to image levels (offset: zero mid-grey).")
 @common_options
 def grad_conv_cmd(
     kernels,
