@@ -243,6 +243,24 @@ def test_a_zarr_store_declaring_huge_sides_is_refused_from_its_header(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_a_zarr_store_of_the_longest_sides_is_refused_in_convclis_words(tmp_path):
+    # 2147483647 x 2147483647 is within the side limit, but its samples are more bytes than
+    # numpy can address: "array is too big; `arr.size * arr.dtype.itemsize` is larger ...".
+    zarr = pytest.importorskip("zarr")
+    side = 2**31 - 1
+    zarr.open_array(
+        str(tmp_path / "huge.zarr"), mode="w", shape=(side, side), dtype="uint8", chunks=(1, 1)
+    )
+    for dry in ((), ("-n",)):
+        result = run(
+            "pool", tmp_path / "huge.zarr", "-o", tmp_path / "out", "--max-pixels", "0", *dry
+        )
+        assert result.exit_code == 1, result.output
+        assert "pixels an image can have here" in result.stderr
+        assert "numpy" not in result.stderr and "itemsize" not in result.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_a_tiff_of_strips_of_zero_rows_says_so(tmp_path):
     # "self.rowsperstrip=0 < 1": tifffile's own words.
     import numpy as np

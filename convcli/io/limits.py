@@ -23,6 +23,10 @@ from ..errors import ImageError, PixelLimitError
 MAX_SIDE = 2**31 - 1
 """The most rows or columns an image may have, whatever ``--max-pixels`` says."""
 
+MAX_AREA = 2**58
+"""The most pixels an image may have, whatever ``--max-pixels`` says: up to 4 float64
+samples each, its values stay within the bytes numpy can address (2**63)."""
+
 STORED_RATIO = 100_000
 """Bytes of samples a file may declare for each byte of image data it stores."""
 
@@ -73,8 +77,8 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
     """Raise :class:`PixelLimitError` if an image of `size` (width, height) is over `max_pixels`.
 
     0 means no limit. Every read checks it from the header, whole or in strips, before
-    anything is decoded or written; a side over :data:`MAX_SIDE` is refused whatever
-    `max_pixels` says.
+    anything is decoded or written; a side over :data:`MAX_SIDE`, or more pixels than
+    :data:`MAX_AREA`, is refused whatever `max_pixels` says.
 
     Examples
     --------
@@ -94,6 +98,11 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
         raise ImageError(
             f"image is {width}x{height}: over the {MAX_SIDE:,} rows or columns "
             "an image can have here"
+        )
+    if width * height > MAX_AREA:
+        raise ImageError(
+            f"image is {width}x{height} = {width * height:,} pixels: over the {MAX_AREA:,} "
+            "pixels an image can have here"
         )
 
 
