@@ -50,10 +50,15 @@ class _StuckFS(fsspec_asyn.AsyncFileSystem):
             raise FileNotFoundError(path)
         return self.objects[path]
 
+    async def _find(self, path, **kwargs):
+        await self._block("find")
+        return sorted(k for k in self.objects if k.startswith(path.rstrip("/") + "/"))
+
     async def _rm(self, path, recursive=False, **kwargs):
         await self._block("rm")
-        for key in [k for k in self.objects if k == path or k.startswith(path + "/")]:
-            del self.objects[key]
+        for one in path if isinstance(path, list) else [path]:
+            for key in [k for k in self.objects if k == one or k.startswith(one + "/")]:
+                del self.objects[key]
 
 
 @pytest.fixture

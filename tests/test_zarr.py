@@ -575,6 +575,59 @@ def test_a_run_whose_store_another_run_claimed_stops_and_leaves_it(pairs, monkey
     assert fs.exists("/zarr-claims/taken/tall_pool-max-f2-s2-L.zarr/0/.zarray")
 
 
+def test_of_two_runs_that_start_together_one_writes_the_store_and_the_other_says_so(
+    pairs, monkeypatch
+):
+    """The second claim lands between the first run's claim and its removal of what was
+    there: the first run stops on one line before writing, removes neither the other's
+    claim nor its objects, and the other run's store is left to it. (Each run used to
+    remove the store before claiming it, so each deleted the other's claim and objects:
+    both failed, one with zarr's own text, and left a store no later run would replace.)"""
+    pytest.importorskip("fsspec")
+    from convcli.io import store_claims
+    from convcli.io.store_claims import CLAIM_NAME
+
+    name = "tall_pool-max-f2-s2-L.zarr"
+    store = f"/zarr-claims/together/{name}"
+    fs, _ = _memory_store("memory://zarr-claims/together")
+    real_claim = store_claims.claim
+
+    def another_claims_after_us(url, options=None):
+        token = real_claim(url, options)
+        fs.pipe_file(f"{store}/{CLAIM_NAME}", b"the other run")
+        fs.pipe_file(f"{store}/0/.zarray", b"the other run's array")
+        return token
+
+    monkeypatch.setattr(store_claims, "claim", another_claims_after_us)
+    values = np.random.default_rng(4).integers(0, 256, (300, 200), np.uint8)
+    tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
+    result = run(
+        "pool",
+        "--format",
+        "zarr",
+        pairs.parent / "tall.tif",
+        "-o",
+        "memory://zarr-claims/together",
+        "-q",
+    )
+    assert_one_line_error(result, 1, "another run is writing this Zarr store now")
+    assert fs.cat_file(f"{store}/{CLAIM_NAME}") == b"the other run"
+    assert fs.cat_file(f"{store}/0/.zarray") == b"the other run's array"
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.find(store)) == [CLAIM_NAME, ".zarray"]
+
+
+def test_a_store_is_replaced_but_its_claim(pairs):
+    pytest.importorskip("fsspec")
+    from convcli.io.storage import remove_tree
+    from convcli.io.store_claims import CLAIM_NAME
+
+    fs, _ = _memory_store("memory://zarr-claims/spared")
+    for key in (CLAIM_NAME, ".zgroup", "0/.zarray", "0/0/0", f"0/{CLAIM_NAME}"):
+        fs.pipe_file(f"/zarr-claims/spared/s.zarr/{key}", b"x")
+    remove_tree("memory://zarr-claims/spared/s.zarr", keep=CLAIM_NAME)
+    assert fs.find("/zarr-claims/spared/s.zarr") == [f"/zarr-claims/spared/s.zarr/{CLAIM_NAME}"]
+
+
 def test_a_band_task_of_a_run_gone_writes_nothing_into_a_store_claimed_since(tmp_path):
     """The tasks of a client that died still run: each checks the claim before writing."""
     pytest.importorskip("fsspec")

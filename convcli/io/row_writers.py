@@ -277,14 +277,19 @@ def remote_store(url: str, storage_options: dict | None = None) -> Iterator[str]
     """Write a Zarr store at the object-storage prefix `url` in the block; this run's claim
     on it is yielded (:mod:`convcli.io.store_claims`).
 
-    Objects cannot be renamed: a store there already (to be replaced, the
-    checks done) is removed first and the store claimed. The group's
-    attributes, with convcli's marker, are written last, and the claim then
-    removed. A block that raises removes the store while the claim is its own:
-    never what another run has claimed since.
+    Objects cannot be renamed: the store is claimed first, then what is there
+    already (to be replaced, the checks done) is removed but the claim, the
+    claim checked before and after: of two runs that start together, the one
+    whose claim was overwritten stops (:class:`convcli.io.store_claims.StoreTaken`,
+    one line), before removing anything where the other's claim came first.
+    The group's attributes, with convcli's marker, are written last, and the
+    claim then removed. A block that raises removes the store while the claim
+    is its own: never what another run has claimed since.
     """
-    remove_tree(url, storage_options)
     claim = store_claims.claim(url, storage_options)
+    store_claims.check(url, claim, storage_options)  # taken already: nothing removed
+    remove_tree(url, storage_options, keep=store_claims.CLAIM_NAME)
+    store_claims.check(url, claim, storage_options)
     try:
         yield claim
     except BaseException as exc:

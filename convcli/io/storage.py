@@ -31,6 +31,7 @@ import contextlib
 import errno
 import json
 import os
+import posixpath
 import re
 import sys
 import threading
@@ -481,12 +482,21 @@ def list_names(folder: str, options: dict | None = None) -> set[str]:
     }
 
 
-def remove_tree(url: str, options: dict | None = None, *, timeout: float | None = None) -> None:
-    """Remove every object under the prefix `url` (none there: nothing to do); `timeout`
-    seconds at most, if given (a TimeoutError)."""
+def remove_tree(
+    url: str, options: dict | None = None, *, timeout: float | None = None, keep: str | None = None
+) -> None:
+    """Remove every object under the prefix `url` (none there: nothing to do), but the object
+    named `keep` right under it, if given; `timeout` seconds at most a request, if given
+    (a TimeoutError)."""
     fs, path = filesystem(url, options)
     try:
-        _request(fs, "rm", path, True, timeout=timeout)
+        if keep is None:
+            _request(fs, "rm", path, True, timeout=timeout)
+            return
+        spared = posixpath.join(path.rstrip("/"), keep).lstrip("/")
+        found = [p for p in _request(fs, "find", path, timeout=timeout) if p.lstrip("/") != spared]
+        if found:
+            _request(fs, "rm", found, timeout=timeout)
     except FileNotFoundError:
         pass
 

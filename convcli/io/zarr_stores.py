@@ -356,8 +356,10 @@ def create_store(
     zarr = require_zarr("--format zarr needs zarr")
     from numcodecs import Blosc
 
-    # On object storage the prefix holds this run's claim already (and nothing else).
-    mode = "a" if "://" in str(location) else "w-"
+    # On object storage the prefix holds this run's claim already, and nothing else but what
+    # a run whose claim this one overwrote may still write there before it stops: replaced.
+    remote = "://" in str(location)
+    mode = "a" if remote else "w-"
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
@@ -370,6 +372,7 @@ def create_store(
                 chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
                 compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
                 chunk_key_encoding={"name": "v2", "separator": "/"},
+                overwrite=remote,
             )
         )
     return group, arrays
