@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -182,3 +184,29 @@ def test_zarr_requests_left_in_flight_by_ctrl_c_are_cancelled():
     asyncio.run_coroutine_threadsafe(never_ends(), sync._get_loop())
     zarr_stores.cancel_zarr_requests(5.0)
     assert ended.is_set()
+
+
+def test_a_run_that_ends_stopped_or_failed_leaves_nothing_running_in_zarrs_loop(tmp_path):
+    """A run stopped while zarr read a store of small chunks left its requests in zarr's
+    event loop, and zarr's clean-up at exit printed a traceback ("Cannot close a running
+    event loop"): the command line cancels them as it ends on a non-zero status."""
+    pytest.importorskip("zarr")
+    script = tmp_path / "left_running.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from zarr.core import sync\n"
+        "from convcli.cli.main import main\n"
+        "async def never_ends():\n"
+        "    await asyncio.Event().wait()\n"
+        "pending = asyncio.run_coroutine_threadsafe(never_ends(), sync._get_loop())\n"
+        "try:\n"
+        "    main(['pool', 'no-such-file.png', '-q'])\n"
+        "finally:\n"
+        "    print('cancelled:', pending.cancelled(), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 1
+    assert "cancelled: True" in done.stderr
+    assert "Traceback" not in done.stderr and "destroyed but it is pending" not in done.stderr

@@ -46,11 +46,25 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
         except click.Abort:
             say("interrupted")
+            _end_zarr_requests()
             sys.exit(130)
         except _stream_error() as exc:  # standard output closed or full
             say(str(exc))
             sys.exit(1)
+        if code:  # stopped (Ctrl-C, SIGTERM) or failed: what zarr still reads or writes ends
+            _end_zarr_requests()
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _end_zarr_requests() -> None:
+    """Cancel what still runs in zarr's event loop, where zarr was used: a run stopped while
+    it read or wrote a store leaves requests there, and zarr's own clean-up at exit then
+    printed a traceback ("Cannot close a running event loop")."""
+    if "zarr.core.sync" in sys.modules:
+        from ..io.storage import CANCEL_SECONDS
+        from ..io.zarr_stores import cancel_zarr_requests
+
+        cancel_zarr_requests(CANCEL_SECONDS)
 
 
 def _stream_error() -> type[Exception]:
