@@ -459,3 +459,32 @@ def test_the_last_line_names_the_input_whose_result_the_file_holds(tmp_path, mon
     records = [r for r in manifest_records(out) if r["output"] == name]
     assert records[-1]["input"] == str(sources["b"])
     assert all("identity" not in r and "_file" not in r for r in records)
+
+
+def test_a_ctrl_c_while_the_manifest_object_is_put_still_puts_its_lines(monkeypatch):
+    """The outputs were in the bucket with no manifest line, and a later run skipped them
+    without recording them: the run's object is put once more, then the run stops."""
+    pytest.importorskip("fsspec")
+    import fsspec
+
+    from convcli.app import manifest as manifest_module
+    from convcli.app.manifest import Manifest
+    from convcli.app.ops import PoolOp
+
+    real_put, calls = manifest_module.put_text, []
+
+    def interrupted_once(url, text, options=None):
+        calls.append(url)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_put(url, text, options)
+
+    monkeypatch.setattr(manifest_module, "put_text", interrupted_once)
+    run = Manifest(PoolOp(), fmt="png", argv=["convcli", "pool"])
+    run.pending["memory://manifest-ctrl-c/out"] = ['{"output": "a.png"}\n']
+    with pytest.raises(KeyboardInterrupt):
+        run.close()
+    fs = fsspec.filesystem("memory")
+    (put,) = fs.find("/manifest-ctrl-c/out")
+    assert fs.cat_file(put) == b'{"output": "a.png"}\n'
+    assert run.put_folders == {"memory://manifest-ctrl-c/out"}

@@ -453,15 +453,24 @@ class Manifest:
         :attr:`put_folders` holds the folders where it was put.
         """
         name = run_manifest_name()
+        stopped = False
         for folder, new in self.pending.items():
             url = storage.join(folder, name)
             try:
-                put_text(url, "".join(new), self.storage_options)
+                try:
+                    put_text(url, "".join(new), self.storage_options)
+                except KeyboardInterrupt:
+                    # Its outputs are there already: their lines are put even so, once more
+                    # (a few kilobytes; a second Ctrl-C stops at once), then the run stops.
+                    stopped = True
+                    put_text(url, "".join(new), self.storage_options)
             except OSError as exc:
                 self._failed(url, exc, len(new))
             else:
                 self.put_folders.add(folder)
         self.pending.clear()
+        if stopped:
+            raise KeyboardInterrupt
         return list(self.errors)
 
 
