@@ -542,6 +542,13 @@ def test_a_store_on_object_storage_a_run_never_finished_is_written_again(pairs):
         assert not fs.exists(f"/zarr-claims/killed{len(extra)}/{name}/{CLAIM_NAME}")
 
 
+def _pool_tall(pairs, shape: tuple[int, int], folder: str):
+    """``pool --format zarr`` of a seeded grey tiled TIFF ``tall.tif`` of `shape` into `folder`."""
+    values = np.random.default_rng(shape[0]).integers(0, 256, shape, np.uint8)
+    tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
+    return run("pool", "--format", "zarr", pairs.parent / "tall.tif", "-o", folder, "-q")
+
+
 def test_a_run_whose_store_another_run_claimed_stops_and_leaves_it(pairs, monkeypatch):
     """Two runs writing one store name: the one whose claim was taken fails on one line, and
     removes nothing of the other's (its cleanup used to delete the winner's dataset)."""
@@ -559,17 +566,7 @@ def test_a_run_whose_store_another_run_claimed_stops_and_leaves_it(pairs, monkey
         fs.pipe_file(claim, b"the other run")  # another run claims the store meanwhile
 
     monkeypatch.setattr(zarr_stores._StoreLevel, "_write", taken_after_the_first_band)
-    values = np.random.default_rng(3).integers(0, 256, (1100, 300), np.uint8)
-    tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
-    result = run(
-        "pool",
-        "--format",
-        "zarr",
-        pairs.parent / "tall.tif",
-        "-o",
-        "memory://zarr-claims/taken",
-        "-q",
-    )
+    result = _pool_tall(pairs, (1100, 300), "memory://zarr-claims/taken")
     assert_one_line_error(result, 1, "another run is writing this Zarr store now")
     assert fs.cat_file(claim) == b"the other run"
     assert fs.exists("/zarr-claims/taken/tall_pool-max-f2-s2-L.zarr/0/.zarray")
@@ -599,17 +596,7 @@ def test_of_two_runs_that_start_together_one_writes_the_store_and_the_other_says
         return token
 
     monkeypatch.setattr(store_claims, "claim", another_claims_after_us)
-    values = np.random.default_rng(4).integers(0, 256, (300, 200), np.uint8)
-    tifffile.imwrite(pairs.parent / "tall.tif", values, tile=(64, 64))
-    result = run(
-        "pool",
-        "--format",
-        "zarr",
-        pairs.parent / "tall.tif",
-        "-o",
-        "memory://zarr-claims/together",
-        "-q",
-    )
+    result = _pool_tall(pairs, (300, 200), "memory://zarr-claims/together")
     assert_one_line_error(result, 1, "another run is writing this Zarr store now")
     assert fs.cat_file(f"{store}/{CLAIM_NAME}") == b"the other run"
     assert fs.cat_file(f"{store}/0/.zarray") == b"the other run's array"
