@@ -23,7 +23,7 @@ import numpy as np
 
 from ..io.carried import NOTHING, Carried
 from ..io.images import Picture
-from ..layers.padding import border_terms
+from ..layers.padding import border_terms, sum_of_terms
 from .geometry import RowGeometry
 
 
@@ -200,16 +200,8 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
         block = source.read_rows(low, int(needed[-1]) + 1)
     else:  # wrapped rows: read each run of consecutive rows once
         block = _read_runs(source, needed, low)
-    filled = read.any(axis=1)
-    if sources.shape[1] == 1 and np.all(weights[read] == 1):  # copies of rows
-        band = np.empty(shape, np.float32)
-        band[filled] = block[sources[filled, 0] - low]
-    else:  # a computed border: each row the weighted sum of those it reads
-        band = np.zeros(shape, np.float32)
-        for k in range(sources.shape[1]):
-            at = read[:, k]
-            band[at] += weights[at, k, None, None].astype(np.float32) * block[sources[at, k] - low]
-    band[~filled] = fill
+    band = sum_of_terms(block, np.where(read, sources - low, -1), weights, axis=0)
+    band[~read.any(axis=1)] = fill
     return band
 
 

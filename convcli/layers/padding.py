@@ -231,28 +231,44 @@ def _fill_axis(X_pad, terms: BorderTerms, axis: int, before: int, rows, value) -
         where[axis - 1] = positions
         return (slice(None), *where)
 
-    sources = terms.sources[border]
-    copies = terms.copies()
-    if copies is not None:  # copies of pixels, or the fill: gathered
-        src = copies[border]
-        if np.any(src < 0):
-            X_pad[at(border[src < 0])] = value
-        if np.any(src >= 0):
-            X_pad[at(border[src >= 0])] = X_pad[at(src[src >= 0] + before)]
-        return
-    shape = [1] * X_pad.ndim
-    shape[axis] = border.size
-    total = np.zeros_like(X_pad[at(border)])
-    for k in range(sources.shape[1]):
-        read = sources[:, k] >= 0
-        weight = np.where(read, terms.weights[border, k], 0).astype(X_pad.dtype)
-        values = X_pad[at(np.where(read, sources[:, k], 0) + before)]
-        # a term that reads nothing adds nothing (not 0 times an infinity)
-        total += np.where(read.reshape(shape), weight.reshape(shape) * values, 0)
-    X_pad[at(border)] = total
+    sources, weights = terms.sources[border], terms.weights[border]
+    inside = X_pad[at(slice(before, before + terms.inside))]
+    X_pad[at(border)] = sum_of_terms(inside, sources, weights, axis=axis)
     empty = sources.max(axis=1) < 0
     if np.any(empty):
         X_pad[at(border[empty])] = value
+
+
+def sum_of_terms(values: np.ndarray, sources, weights, *, axis: int) -> np.ndarray:
+    """Each position's ``sum over k of weights[p, k] * values[sources[p, k]]`` along `axis`:
+    a copy where the position reads one value with weight 1, as it is.
+
+    `sources` and `weights` are (P, K), a source of -1 unused (:class:`BorderTerms`); a
+    position with none holds ``values[0]`` (a copy) or 0 (a sum): the caller fills it.
+    """
+    read = sources >= 0
+    if not read.any():  # only fills (an empty row, say: nothing to read)
+        shape = list(values.shape)
+        shape[axis] = len(sources)
+        return np.zeros(shape, values.dtype)
+    if sources.shape[1] == 1 and np.all(weights[read] == 1):  # copies: gathered
+        return values[_along(axis, np.where(read[:, 0], sources[:, 0], 0))]
+    shape = [1] * values.ndim
+    shape[axis] = len(sources)
+    total = None
+    for k in range(sources.shape[1]):
+        weight = np.where(read[:, k], weights[:, k], 0).astype(values.dtype).reshape(shape)
+        taken = values[_along(axis, np.where(read[:, k], sources[:, k], 0))]
+        # a term that reads nothing adds nothing (not 0 times an infinity)
+        term = np.where(read[:, k].reshape(shape), weight * taken, 0).astype(values.dtype)
+        total = term if total is None else total + term
+    return total
+
+
+def _along(axis: int, index: np.ndarray) -> tuple:
+    """The index of positions `index` along `axis` (a view is gathered in place: np.take
+    copies a strided view whole first)."""
+    return (slice(None),) * axis + (index,)
 
 
 class BorderTerms(NamedTuple):
@@ -272,7 +288,7 @@ class BorderTerms(NamedTuple):
 
     def copies(self) -> np.ndarray | None:
         """Where every position copies one pixel or holds the fill: the pixel each copies
-        (-1: the fill), as :func:`border_source` gives it; else None (a computed border)."""
+        (-1: the fill); else None (a computed border)."""
         used = self.sources >= 0
         if np.all(used.sum(axis=1) <= 1) and np.all(self.weights[used] == 1):
             return np.where(used.any(axis=1), self.sources.max(axis=1), -1)
@@ -320,24 +336,6 @@ def copies_pixels(mode: str) -> bool:
     True
     """
     return border_terms(3, 2, 2, mode).copies() is not None
-
-
-def border_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
-    """Which of `n` positions each of the ``before + n + after`` padded ones copies, for a
-    mode whose border copies pixels (:meth:`BorderTerms.copies`): -1 where a position reads
-    none (``constant``: the fill value).
-
-    Examples
-    --------
-    >>> border_source(4, 2, 2, "reflect").tolist()
-    [2, 1, 0, 1, 2, 3, 2, 1]
-    >>> border_source(4, 1, 1, "constant").tolist()
-    [-1, 0, 1, 2, 3, -1]
-    """
-    copies = border_terms(n, before, after, mode).copies()
-    if copies is None:
-        raise ValueError(f"mode {mode!r} computes its border values: see border_terms")
-    return copies
 
 
 def _check_fill_value(value, dtype: np.dtype):
