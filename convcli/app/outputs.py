@@ -341,7 +341,6 @@ _HELD_OR_NOT = (
     ("georeference", "geo"),
     ("physical pixel size", "physical"),
 )
-_FORMATS_THAT_HOLD = ("png", "jpg", "tiff", "zarr")
 
 
 def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
@@ -356,7 +355,7 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         if value is None or getattr(held, attr) is not None:
             continue
         alone = replace(NOTHING, **{attr: value})
-        others = [f for f in _FORMATS_THAT_HOLD if getattr(alone.held_by(f), attr) is not None]
+        others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)
