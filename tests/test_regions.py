@@ -151,11 +151,6 @@ def _orientation(path):
     tifffile.imwrite(path, _levels((20, 30)), extratags=[(274, "H", 1, 6, True)])
 
 
-def _jpeg(path):
-    pytest.importorskip("imagecodecs")  # tifffile writes JPEG with it
-    tifffile.imwrite(path, _levels((32, 32, 3)), **RGB, compression="jpeg", tile=(16, 16))
-
-
 FALLBACKS = {
     "palette": lambda p: tifffile.imwrite(
         p, _levels((20, 30)), photometric="palette", colormap=_levels((3, 256), np.uint16)
@@ -165,7 +160,6 @@ FALLBACKS = {
     "premultiplied alpha": lambda p: tifffile.imwrite(
         p, _levels((20, 30, 4)), **RGB, extrasamples=["assocalpha"]
     ),
-    "jpeg": _jpeg,
     "png": lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40)),
     "not tiff at all": lambda p: p.write_bytes(b"plain text"),
     "corrupt header": lambda p: p.write_bytes(b"II*\0" + bytes(4) + b"junk"),

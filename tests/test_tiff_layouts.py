@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 import tifffile
-from helpers import ok, run
+from helpers import assert_one_line_error, ok, run, run_without
 from PIL import Image
 
 from convcli.io import spill, tiff_pages
@@ -458,3 +458,89 @@ def test_a_damaged_tiff_is_refused_or_read_alike_whole_and_in_strips(tmp_path, d
         assert whole == strips == "cannot decode the image"
     else:
         assert _same(whole, strips)
+
+
+def _jpeg_layouts():
+    """JPEG-compressed TIFFs as tifffile (libjpeg-turbo through imagecodecs) writes them:
+    grey, and RGB stored as subsampled YCbCr; both byte orders, classic and BigTIFF, strips
+    and tiles."""
+    both = (False, True)
+    for channels, byteorder, bigtiff, tiled in itertools.product((1, 3), "<>", both, both):
+        yield channels, dict(byteorder=byteorder, bigtiff=bigtiff, tile=(16, 16) if tiled else None)
+
+
+def _photo(channels: int) -> np.ndarray:
+    """A smooth picture with an edge, as JPEG is made for (noise would only test the codec)."""
+    rows, columns = np.mgrid[0 : SHAPE[0], 0 : SHAPE[1]]
+    grey = (rows * 5 + columns * 3 + 60 * (columns > 20)) % 256
+    picture = np.stack([grey, 255 - grey, (grey * 2) % 256], axis=-1).astype(np.uint8)
+    return picture[..., 0] if channels == 1 else picture
+
+
+def test_jpeg_tiffs_are_read_with_tifffiles_values_whole_and_in_strips(tmp_path):
+    for k, (channels, options) in enumerate(_jpeg_layouts()):
+        path = tmp_path / f"{k}.tif"
+        tifffile.imwrite(path, _photo(channels), compression="jpeg", rowsperstrip=8, **options)
+        expected = tifffile.imread(path).astype(np.float32).reshape(*SHAPE, channels)
+        whole = read_image(path)
+        assert whole.channels == ("L",) if channels == 1 else ("R", "G", "B"), options
+        assert _same(whole.pixels, expected), options
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, expected), options
+
+
+def test_a_jpeg_tiff_with_shared_tables_is_read_alike_by_pillow_and_by_strips(tmp_path):
+    path = tmp_path / "libtiff.tif"
+    Image.fromarray(_photo(3)).save(path, compression="jpeg")  # libtiff: JPEGTables, RGB
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].jpegtables is not None
+    with Image.open(path) as im:
+        expected = np.asarray(im, np.float32)
+    whole = _pool_by_one(path, tmp_path / "whole")
+    strips = _pool_by_one(path, tmp_path / "strips", "--memory", "16K")
+    assert _same(whole, strips) and _same(whole.reshape(expected.shape), expected)
+
+
+def test_without_imagecodecs_jpeg_tiffs_are_pillows_or_refused_saying_so(tmp_path):
+    little = tmp_path / "little.tif"
+    tifffile.imwrite(little, _photo(3), compression="jpeg")
+    big = tmp_path / "big.tif"
+    tifffile.imwrite(big, _photo(3), compression="jpeg", byteorder=">", bigtiff=True)
+    options = ("pool", "--size", "1", "--stride", "1", "--format", "npy", "-q")
+    read = run_without("imagecodecs", *options, little, "-o", tmp_path / "pillow")
+    assert read.returncode == 0, read.stderr  # Pillow's libtiff decodes it
+    with Image.open(little) as im:
+        expected = np.asarray(im, np.float32)
+    written = np.load(tmp_path / "pillow" / "little_pool-max-f1-s1.npy")
+    assert _same(written.reshape(expected.shape), expected)
+    refused = run_without("imagecodecs", *options, big, "-o", tmp_path / "big")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        f"convcli: {big}: cannot decode the image: its compression (JPEG) needs imagecodecs: "
+        "pip install 'convcli[deep]'"
+    ]
+    budget = run_without("imagecodecs", *options, "--memory", "16K", little, "-o", tmp_path / "m")
+    assert budget.returncode == 1
+    (line,) = budget.stderr.splitlines()
+    assert line.endswith(
+        "is read whole (its JPEG compression is read in strips only with imagecodecs: "
+        "pip install 'convcli[deep]'): raise --memory"
+    ), line
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"photometric": "palette", "colormap": np.zeros((3, 256), np.uint16)}, "(palette) is"),
+        ({"photometric": "rgb", "extratags": [(274, "H", 1, 3, True)]}, "Orientation tag"),
+    ],
+    ids=["palette", "orientation"],
+)
+def test_a_tiff_read_whole_over_its_budget_is_refused_saying_why(tmp_path, options, why):
+    path = tmp_path / "whole.tif"
+    values = _photo(3 if options["photometric"] == "rgb" else 1)
+    tifffile.imwrite(path, values, **options)
+    command = ("pool", "--size", "1", "--stride", "1", "--memory", "16K", "-q")
+    result = run(*command, path, "-o", tmp_path / "o")
+    assert_one_line_error(result, 1, why, "never read in strips", "raise --memory")
+    assert "only TIFFs and Zarr stores" not in result.stderr

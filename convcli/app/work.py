@@ -15,6 +15,7 @@ whole runs, less the peak of the same run on a 64x64 file
 
 from __future__ import annotations
 
+from ..io.formats import load
 from ..units import size_text
 
 WORK_FIXED = 1 << 20
@@ -87,7 +88,7 @@ def check_whole_work(
         elif task.op.computed_whole:
             why = "a gradient is computed whole"
         else:
-            why = "only TIFFs and Zarr stores are read in strips"
+            why = load("tiff pages").whole_read_reason(task.source)
         subject = "its work" if what == "it" else f"the work of {what}"
         raise ValueError(
             f"{subject} would take about {size_text(work)}, over --memory "

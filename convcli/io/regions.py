@@ -15,9 +15,9 @@ The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
 first series at full resolution), tiled or in strips, its samples contiguous
 or planar (configuration "separate": each sample in segments of its own),
 TIFF or BigTIFF, either byte order, uncompressed or compressed with deflate (both codes), LZW,
-PackBits, LZMA or Zstandard, with or without a predictor, as far as tifffile
-decodes them here (LZW and the floating-point predictor need imagecodecs),
-and these layouts:
+PackBits, LZMA, Zstandard or JPEG, with or without a predictor, as far as tifffile
+decodes them here (LZW, JPEG and the floating-point predictor need imagecodecs),
+and these layouts (8-bit JPEG: grey, RGB, and YCbCr read as RGB):
 
 =========================================  ===========  ==============  =====
 samples (PhotometricInterpretation)        channels     white           depth
@@ -44,8 +44,8 @@ exact), as tifffile's values converted.
 
 Everything else returns None, and the caller reads the file whole with
 Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
-(JPEG-compressed or subsampled), CIELab and other colour spaces, JPEG or
-other lossy compression (Pillow's decoder and imagecodecs' may differ),
+other than JPEG's, CIELab and other colour spaces, old-style JPEG and
+other lossy compression,
 associated (premultiplied) alpha, an orientation other than top-left, fill
 order 2, signed or 32-bit integers other than grey, floats other than grey,
 RGB and RGBA, volumes (SGI ImageDepth), a compression or predictor tifffile
@@ -81,9 +81,10 @@ from .zarr_regions import StoreRegions, open_store_regions
 MAX_SEGMENT_PIXELS = 1 << 24
 """The largest compressed tile or strip read by regions (pixels); larger ones are read whole."""
 
-# none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard
+# none, LZW, deflate, PackBits, deflate (old code), LZMA, Zstandard; and JPEG
 _LOSSLESS = {1, 5, 8, 32773, 32946, 34925, 50000}
-_MINISWHITE, _MINISBLACK, _RGB = 0, 1, 2
+_JPEG = 7
+_MINISWHITE, _MINISBLACK, _RGB, _YCBCR = 0, 1, 2, 6
 _FLOAT = 3  # SampleFormat IEEEFP
 _SEPARATE = 2  # PlanarConfiguration: each sample in segments of its own
 _UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
@@ -172,16 +173,19 @@ def _float_colour_layout(page) -> _Layout | None:
 
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
+    jpeg = page.compression == _JPEG  # its YCbCr and subsampling are undone by the codec
     if (
         page.fillorder != 1
         or page.imagedepth != 1
-        or page.is_subsampled
-        or page.compression not in _LOSSLESS
+        or (page.is_subsampled and not jpeg)
+        or (page.compression not in _LOSSLESS and not jpeg)
         or page.tags.valueof(274, 1) != 1
     ):  # Orientation: top-left only
         return None
     bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
     samples = page.samplesperpixel
+    if jpeg:
+        return _jpeg_layout(page)
     if bits == 1 and samples == 1 and photometric in (_MINISBLACK, _MINISWHITE):
         return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
     if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
@@ -196,6 +200,18 @@ def _layout(page) -> _Layout | None:
         return _colour_layout(page, ("L",))
     if photometric == _RGB:
         return _colour_layout(page, ("R", "G", "B"))
+    return None
+
+
+def _jpeg_layout(page) -> _Layout | None:
+    """The layout of an 8-bit JPEG-compressed grey, RGB or YCbCr page, or None."""
+    if page.bitspersample != 8 or page.sampleformat != 1:
+        return None
+    if page.photometric == _YCBCR:  # decoded to RGB by the codec, samples contiguous only
+        plain = page.samplesperpixel == 3 and page.planarconfig != _SEPARATE
+        return _Layout(("R", "G", "B"), 255.0, 8) if plain else None
+    if page.photometric in (_MINISBLACK, _RGB):
+        return _colour_layout(page, ("L",) if page.photometric == _MINISBLACK else ("R", "G", "B"))
     return None
 
 
@@ -535,11 +551,11 @@ class RegionSource:
         ]
         offsets = [page.dataoffsets[i] for i in indices]
         counts = [page.databytecounts[i] for i in indices]
-        decode = page.decode
+        tables = {"jpegtables": page.jpegtables} if page.compression == _JPEG else {}
         for data, index in self._tif.filehandle.read_segments(
             offsets, counts, indices=indices, length=len(indices), sort=True
         ):
-            segment, (first, _, _, left, _), _ = decode(data, index)
+            segment, (first, _, _, left, _), _ = page.decode(data, index, **tables)
             if segment is None:
                 continue  # a segment the file does not hold: left at 0, as tifffile does
             block = segment[0, : len(out), : c1 - left]

@@ -14,6 +14,7 @@ import tifffile
 from ..errors import ImageError
 from .carried import from_tiff_page
 from .regions import (
+    _JPEG,
     _SEPARATE,
     RegionSource,
     _check_segments,
@@ -126,13 +127,30 @@ def _whole_layout(page) -> _Layout | None:
     if layout is None or 0 in page.shape:
         return None
     if not _codecs_here(page):
-        codec = getattr(page.compression, "name", page.compression)
-        predictor = getattr(page.predictor, "name", page.predictor)
-        raise ImageError(
-            f"cannot decode the image: its compression ({codec}) or predictor "
-            f"({predictor}) needs imagecodecs: pip install 'convcli[deep]'"
-        )
+        tif = page.parent
+        if page.compression == _JPEG and not (tif.is_bigtiff and tif.byteorder == ">"):
+            return None  # Pillow's libtiff decodes JPEG alike; Pillow opens no big-endian BigTIFF
+        raise _needs_codecs(page)
     return layout
+
+
+def _name(kind, code: int) -> str:
+    """The name tifffile gives `code` of enum `kind` ("JPEG"), or the number."""
+    try:
+        return kind(code).name
+    except ValueError:
+        return str(code)
+
+
+def _needs_codecs(page) -> ImageError:
+    """The error of a page whose compression or predictor tifffile decodes only with imagecodecs."""
+    codec = _name(tifffile.COMPRESSION, page.compression)
+    predictor = _name(tifffile.PREDICTOR, page.predictor)
+    predictor = "" if page.predictor == 1 else f" or predictor ({predictor})"
+    return ImageError(
+        f"cannot decode the image: its compression ({codec}){predictor} needs imagecodecs: "
+        "pip install 'convcli[deep]'"
+    )
 
 
 def open_tiff_pages(path: str) -> TiffPages | None:
@@ -189,11 +207,37 @@ def unread_error(path: str, frame: int = 0) -> ImageError | None:
             with tifffile.TiffFile(path) as tif:
                 page = tif.pages[frame]
                 if _layout(page) is not None:
-                    return None
+                    return None if _codecs_here(page) else _needs_codecs(page)
                 held = _held(page)
         except Exception:  # not a TIFF tifffile parses: Pillow's word stands
             return None
     return ImageError(f"{held}, which convcli does not read")
+
+
+def whole_read_reason(path: str) -> str:
+    """Why `path`, read whole, is not read in strips: a few words for a ``--memory`` refusal.
+
+    "only TIFFs and Zarr stores are read in strips" for other files; for a
+    TIFF, what in its first page keeps it whole.
+    """
+    other = "only TIFFs and Zarr stores are read in strips"
+    with _tifffile_quiet():
+        try:
+            with tifffile.TiffFile(path) as tif:
+                page = tif.pages[0]
+                if page.tags.valueof(274, 1) != 1:
+                    return "a TIFF turned by its Orientation tag is never read in strips"
+                if _layout(page) is None:
+                    return f"{_held(page)} is never read in strips"
+                if not _codecs_here(page):
+                    codec = _name(tifffile.COMPRESSION, page.compression)
+                    return (
+                        f"its {codec} compression is read in strips only with imagecodecs: "
+                        "pip install 'convcli[deep]'"
+                    )
+                return "each of its tiles or strips holds too many pixels to be read by parts"
+        except Exception:  # not a TIFF tifffile parses
+            return other
 
 
 def _held(page) -> str:
