@@ -56,14 +56,18 @@ def photo(tmp_path, photo_seed):
 
 @pytest.fixture
 def small_strips(monkeypatch):
-    """Strips of at least 4 MiB of work (not 8 MiB): a test image of a few megabytes
-    under ``--memory 1M`` is then cut into several strips, as a large image is.
+    """Strips of at least 4 MiB of work (not 8 MiB) and the convolution engine's row tiles
+    of 32K values (not 512K): a test image of a few megabytes under ``--memory 1M`` is then
+    cut into several strips, as a large image is (a strip holds whole row tiles).
 
     In this process only (runs through :func:`helpers.run`).
     """
     from convcli.app import streamed
+    from convcli.layers._engine import correlate, depthwise, separable
 
     monkeypatch.setattr(streamed, "MIN_STRIP_WORK", 4 << 20)
+    for engine in (correlate, depthwise, separable):
+        monkeypatch.setattr(engine, "TILE_VALUES", 1 << 15)
     return "1M"
 
 

@@ -385,3 +385,45 @@ def test_a_zarr_store_without_chunks_is_refused_before_anything_is_written(tmp_p
     result = run("pool", path, "-o", out, "-q", "--max-pixels", "10000000")
     assert_one_line_error(result, 1, "empty.zarr", "bytes of image data", "--max-pixels 0")
     assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("dtype", "options"),
+    [
+        ("uint8", {"channels": "sum", "combine": "magnitude"}),
+        ("float32", {"channels": "sum", "combine": "magnitude"}),
+        ("uint8", {"channels": "each"}),
+    ],
+)
+@pytest.mark.parametrize("budget", [64 << 10, 1 << 20, 20 << 20])
+def test_strips_read_each_row_about_once_whatever_the_budget(tmp_path, dtype, options, budget):
+    # A strip computes whole engine row tiles (128 or 256 rows of a 3000-pixel-wide image):
+    # strips of 10 rows computed a tile each, every row 24 times (11x the whole run's time).
+    # The native engine computes each row on its own, and its strips no whole tiles.
+    import numpy as np
+    import tifffile
+
+    from convcli.app import streamed
+    from convcli.app.ops import ConvOp
+    from convcli.app.plan import Task
+    from convcli.app.strips import plan_strips, row_geometry
+    from convcli.io.formats import open_regions
+    from convcli.kernels import get_kernel, parse_kernel_spec
+    from convcli.layers._engine import native
+
+    path = tmp_path / "wide.tif"
+    tifffile.imwrite(path, np.zeros((2500, 3000, 3), dtype), photometric="rgb", tile=(256, 256))
+    (tmp_path / "k.txt").write_text("0.3 -1.7 2.9\n1.1 0.5 -0.25\n-2 0.7 1.3\n")
+    kernels = (parse_kernel_spec(str(tmp_path / "k.txt")), get_kernel("emboss"))
+    op = ConvOp(kernels, dilation=2, border="reflect", **options)
+    task = Task(str(path), str(tmp_path / "out"), "wide", op, memory=budget)
+    with open_regions(task.source) as source:
+        rows = streamed.plan_in_strips(task, source, [], budget)[2]
+        geometry = row_geometry(op, source.height, source.width)
+        strips = plan_strips(geometry, source.height, rows)
+    assert rows % geometry.align == 0 and len(strips) > 1
+    read = sum(strip.in1 - strip.in0 for strip in strips)
+    if native.active():  # each row computed on its own: strips of any height, and their halo
+        assert geometry.align == 1 and read <= 1.5 * source.height, (read, len(strips))
+    else:  # whole tiles, and the tile above each strip's first (for its pad) dropped
+        assert geometry.align > 1 and read <= 2.1 * source.height, (read, len(strips))

@@ -105,7 +105,7 @@ def test_nan_and_inf_rows_are_the_plain_paths():
     np.testing.assert_allclose(Z[finite], exact[finite], rtol=1e-5, atol=1e-4)
 
 
-def test_bands_aligned_on_the_tiles_get_the_whole_images_rows(monkeypatch):
+def test_bands_aligned_on_the_tiles_get_the_whole_images_rows(monkeypatch, numpy_engine):
     """Large images go in strips of rows aligned on the tiles: they get the values, bit for bit."""
     rng = np.random.default_rng(2)
     A = (rng.random((1, 90, 75, 1)) * 765).astype(np.float32)

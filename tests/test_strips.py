@@ -264,7 +264,7 @@ def test_a_photo_in_strips_of_any_height():
         assert_strips_equal_whole(gray, pic, 5)
 
 
-def test_strips_cover_the_result_once_and_read_only_their_band():
+def test_strips_cover_the_result_once_and_read_only_their_band(numpy_engine):
     geometry = row_geometry(ops.PoolOp(size=3, stride=2, pad=1, ceil=True), 101)
     strips = plan_strips(geometry, 101, 8)
     assert geometry.out_rows == 51
@@ -384,7 +384,7 @@ def test_strips_of_more_than_four_maps_are_written_to_npy(tmp_path):
 
 
 @pytest.mark.parametrize("options", [(), ("--normalize", "none"), ("--channels", "each")])
-def test_a_tiff_output_is_the_same_file_whole_and_in_strips(tmp_path, options):
+def test_a_tiff_output_is_the_same_file_whole_and_in_strips(tmp_path, options, small_strips):
     # Whole: an untiled TIFF; in strips: a tiled BigTIFF with reduced levels. The format,
     # tiling, compression and levels depend on the file and the options alone.
     import tifffile
@@ -392,7 +392,7 @@ def test_a_tiff_output_is_the_same_file_whole_and_in_strips(tmp_path, options):
 
     values = np.random.default_rng(3).integers(0, 256, (300, 520, 3)).astype(np.uint8)
     tifffile.imwrite(tmp_path / "a.tif", values, photometric="rgb")
-    for name, extra in (("whole", ()), ("strips", ("--memory", "1M"))):
+    for name, extra in (("whole", ()), ("strips", ("--memory", small_strips))):
         ok(
             "conv",
             "-k",

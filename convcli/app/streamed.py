@@ -72,10 +72,17 @@ height)."""
 
 
 def rows_for_budget(op, source, budget: int) -> int:
-    """Output rows of a strip whose work fits `budget` bytes (at least one row)."""
+    """Output rows of a strip whose work fits `budget` bytes: a multiple of the engine's row
+    tile (:attr:`convcli.app.geometry.RowGeometry.align`), at least one tile.
+
+    A strip computes whole engine tiles whatever its height, so that its rows
+    equal the whole image's; a strip of fewer rows than a tile would compute a
+    tile for each, a 2500-row image of 10-row strips 24 times over.
+    """
     geometry = row_geometry(op, source.height, source.width)
     per_output_row = source_work_bytes(op, source) / max(1, geometry.out_rows)
-    return max(1, int(budget // max(1.0, STRIP_WORK_FACTOR * per_output_row)))
+    rows = int(budget // max(1.0, STRIP_WORK_FACTOR * per_output_row))
+    return max(1, rows // geometry.align) * geometry.align
 
 
 def shape_only(source) -> Picture:

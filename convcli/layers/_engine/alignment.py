@@ -4,13 +4,15 @@ A result row's value depends on where it falls in its engine's row tiles
 (BLAS's blocks): rows computed from tiles starting on the same row are equal
 bit for bit. :func:`tile_rows` gives the tile of every engine a convolution
 may take, so that a band starting on a multiple of it has the whole image's
-values.
+values. The native engine computes each row on its own: where it takes the
+call, any band has the whole image's values (a tile of one row).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from .correlate import _crop, _Plan, tile_rows_fit
 from .separable import passes
 from .separable import tile_rows as separable_rows
@@ -22,8 +24,12 @@ def tile_rows(shape, kernel, stride, pads, n_C) -> int:
     `kernel` is (f_h, f_w), `pads` (top, bottom, left, right). Where the
     separable engine may take the call (one channel, stride 1, a kernel size
     it takes), the larger of its tile and this engine's (both powers of two:
-    a multiple of both).
+    a multiple of both). 1 where the native engine takes the call (float32,
+    as the convolutions of ``convcli conv`` are): its direct correlation and
+    its separable passes compute every row alike, wherever a band starts.
     """
+    if native.active() and native.direct_takes(shape[3], n_C, depthwise=False):
+        return 1
     A = np.broadcast_to(np.float32(0), shape)
     A, pads = _crop(A, pads)
     plan = _Plan(A.shape, kernel, stride, pads, n_C, np.dtype(np.float32))
