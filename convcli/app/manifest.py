@@ -17,7 +17,10 @@ back would lose the lines of a run writing to the same prefix meanwhile: there
 each run puts its own object, ``convcli-manifest-<UTC time>Z-<random>.jsonl``,
 once at its end, and a folder's manifest is all of them (and a
 ``convcli-manifest.jsonl`` that earlier versions wrote) in name order:
-:func:`read_manifest`.
+:func:`read_manifest`. As it goes, a run also puts the lines it has so far
+in objects of their own (:class:`convcli.app.manifest_objects.Checkpoints`),
+deleted once its object is put: a run killed before its end leaves the lines
+of the outputs it put.
 
 A Dask task also writes its files' lines to a hidden fragment beside them
 before it returns (:func:`write_fragment`), which the main process deletes
@@ -50,50 +53,22 @@ except ImportError:  # not POSIX: appends are not locked
 from .._version import __version__
 from ..engines.base import RunHooks
 from ..io import storage
-from ..io.safeio import file_identity, random_hex, staging_folder, write_atomic
+from ..io.safeio import file_identity, random_hex, write_atomic
+from .manifest_objects import (
+    RUN_PREFIX,
+    Checkpoints,
+    put_fragment,
+    put_text,
+    run_manifest_name,
+    url_fragment_name,
+)
 from .outputs import checking_outputs
 
 MANIFEST_NAME = "convcli-manifest.jsonl"
 """The manifest's file name, in each output folder."""
 
-RUN_PREFIX = "convcli-manifest-"
-"""On object storage, the start of the name of each run's manifest object."""
-
 FRAGMENT_PREFIX = ".convcli-manifest-part-"
 """The start of the name of a Dask task's manifest fragment (:func:`write_fragment`)."""
-
-
-def _utc_stamp(now: float | None = None) -> str:
-    """`now` (default: the time now) as ``YYYYmmddTHHMMSS.ffffffZ``, in UTC."""
-    now = time.time() if now is None else now
-    seconds = math.floor(now)
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
-    micro = min(999999, round((now - seconds) * 1e6))
-    return f"{stamp}.{micro:06d}Z"
-
-
-def run_manifest_name(now: float | None = None) -> str:
-    """A name for one run's manifest object: the UTC time, then 8 random hex digits.
-
-    Names sort as the times they were made (to the microsecond: the run's
-    end), and two runs never share one.
-
-    >>> run_manifest_name(0)[:-15], run_manifest_name(1.5)[:-15]
-    ('convcli-manifest-19700101T000000.000000Z', 'convcli-manifest-19700101T000001.500000Z')
-    """
-    return f"{RUN_PREFIX}{_utc_stamp(now)}-{random_hex(4)}.jsonl"
-
-
-def url_fragment_name(run_key: str, task_key: str, now: float | None = None) -> str:
-    """The name of a Dask task's manifest fragment object on object storage.
-
-    A manifest object's name (:func:`is_manifest_name`), so that readers take
-    its lines, with the time it was put: it sorts among the runs' objects.
-
-    >>> url_fragment_name("convcli-run-1f", "3", 0)
-    'convcli-manifest-19700101T000000.000000Z-part-convcli-run-1f-3.jsonl'
-    """
-    return f"{RUN_PREFIX}{_utc_stamp(now)}-part-{run_key}-{task_key}.jsonl"
 
 
 def is_manifest_name(name: str) -> bool:
@@ -315,38 +290,6 @@ def write_fragment(folder: str, name: str, text: str) -> str | None:
     return path
 
 
-def put_text(url: str, text: str, storage_options: dict | None = None) -> None:
-    """Put the object `url` holding `text`, in one put (whole, or not at all).
-
-    Raises
-    ------
-    OSError
-        It could not be put.
-    """
-    name = storage.basename(url)
-    with staging_folder() as staging:
-        local = os.path.join(staging, name)
-        with open(local, "w", encoding="utf-8") as f:
-            f.write(text)
-        storage.upload(local, url, storage_options)
-
-
-def put_fragment(
-    folder: str, name: str, text: str, storage_options: dict | None = None
-) -> str | None:
-    """Put the lines `text` in the fragment object `name` in the URL `folder`.
-
-    Returns its URL, or None where it could not be put (the main process
-    then records the lines as for any result).
-    """
-    url = storage.join(folder, name)
-    try:
-        put_text(url, text, storage_options)
-    except OSError:
-        return None
-    return url
-
-
 def merge_fragments(
     folder: str, names: Iterable[str] | None = None, *, min_age: float = 0.0
 ) -> int:
@@ -424,12 +367,15 @@ class Manifest:
         self.pending: dict[str, list[str]] = {}  # object-storage folder: its new lines
         self.errors: list[str] = []
         self.put_folders: set[str] = set()  # object-storage folders: this run's object is there
+        self.checkpoints = Checkpoints(storage_options)
 
     def add(self, result) -> None:
         """Record the outputs of one result (a :class:`convcli.engines.processes.FileResult`)."""
         for folder, entries in self.lines.entries(result).items():
             if storage.is_url(folder):
-                self.pending.setdefault(folder, []).extend(line for _, _, line in entries)
+                lines = [line for _, _, line in entries]
+                self.pending.setdefault(folder, []).extend(lines)
+                self.checkpoints.add(folder, lines)
             else:
                 self._append(os.path.join(folder, MANIFEST_NAME), entries)
 
@@ -454,6 +400,7 @@ class Manifest:
         """
         name = run_manifest_name()
         stopped = False
+        self.checkpoints.stop()
         for folder, new in self.pending.items():
             url = storage.join(folder, name)
             try:
@@ -469,6 +416,7 @@ class Manifest:
             else:
                 self.put_folders.add(folder)
         self.pending.clear()
+        self.checkpoints.remove(self.put_folders)  # copies of lines now in the run's objects
         if stopped:
             raise KeyboardInterrupt
         return list(self.errors)
