@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -72,27 +70,9 @@ def _tile_data(
             tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
         return isal_zlib.compress(tile, ISAL_LEVEL)
 
-    yield from _in_order(deflated, squares, tiles.THREADS)
-
-
-def _in_order(deflate, squares: Iterator[np.ndarray], workers: int) -> Iterator[bytes]:
-    """``deflate(square)`` of each of `squares`, in their order, on `workers` threads.
-
-    ISA-L deflates without the GIL: the reduced levels, written once the full
-    size is, and the full size beside the computation use every core (a
-    16000 x 16000 float32 conv's pyramid took a third of its deflate on one).
-    """
-    if workers < 2:
-        yield from map(deflate, squares)
-        return
-    with ThreadPoolExecutor(workers, thread_name_prefix="convcli-deflate") as pool:
-        waiting: deque = deque()
-        for square in squares:
-            waiting.append(pool.submit(deflate, square))
-            if len(waiting) >= 2 * workers:
-                yield waiting.popleft().result()
-        while waiting:
-            yield waiting.popleft().result()
+    # ISA-L deflates without the GIL: the full size beside the computation, and the reduced
+    # levels, written once the full size is, on every core.
+    yield from tiles.map_in_order(deflated, squares)
 
 
 def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:

@@ -16,6 +16,7 @@ the cores (``cores // jobs``) instead.
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import threading
@@ -221,6 +222,27 @@ def thread_count(n_tiles: int, work: float | None = None) -> int:
     if work is not None:
         n = min(n, int(work // WORK_PER_THREAD))
     return max(1, n)
+
+
+def map_in_order(function, items, workers: int | None = None):
+    """``function(item)`` of each of `items` (an iterator), in their order, on `workers`
+    threads (THREADS by default), a few items ahead at most.
+
+    For work that runs without the GIL on items that come one by one: deflating
+    and inflating the tiles of a TIFF read or written in strips.
+    """
+    workers = THREADS if workers is None else workers
+    if workers < 2:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="convcli-codec") as pool:
+        waiting: collections.deque = collections.deque()
+        for item in items:
+            waiting.append(pool.submit(function, item))
+            if len(waiting) >= 2 * workers:
+                yield waiting.popleft().result()
+        while waiting:
+            yield waiting.popleft().result()
 
 
 def run_tiles(
