@@ -252,11 +252,14 @@ class ClusterRun(_Stopping):
                 self._wait_for_results()
                 self._fill()  # workers that joined meanwhile get tasks
                 continue
+            # Every finished task of the batch is collected before any result is yielded: a
+            # caller that stops after a result leaves the others in _unreported (see stop()),
+            # not in a batch taken from the pending futures and never collected.
             for future in done:
                 self._unreported.extend(self._collect(future))
-                self._fill()
-                while self._unreported:  # what is not taken when the caller stops: see stop()
-                    yield self._unreported.pop(0)
+            self._fill()
+            while self._unreported:
+                yield self._unreported.pop(0)
         self._watch.note_last_departures()
         self._record.forget()
 
