@@ -544,3 +544,14 @@ def test_a_tiff_read_whole_over_its_budget_is_refused_saying_why(tmp_path, optio
     result = run(*command, path, "-o", tmp_path / "o")
     assert_one_line_error(result, 1, why, "never read in strips", "raise --memory")
     assert "only TIFFs and Zarr stores" not in result.stderr
+
+
+def test_a_tiff_of_one_large_compressed_strip_over_its_budget_says_so(tmp_path, monkeypatch):
+    from convcli.io import regions
+
+    monkeypatch.setattr(regions, "MAX_SEGMENT_PIXELS", 64 * 63)  # one strip of 64 x 64: whole
+    path = tmp_path / "one-strip.tif"
+    tifffile.imwrite(path, _photo(3)[:32, :32].repeat(2, 0).repeat(2, 1), compression="zlib")
+    command = ("pool", "--size", "1", "--stride", "1", "--memory", "16K", "-q")
+    result = run(*command, path, "-o", tmp_path / "o")
+    assert_one_line_error(result, 1, "each of its tiles or strips holds too many pixels")

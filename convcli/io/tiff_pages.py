@@ -19,6 +19,7 @@ from .regions import (
     RegionSource,
     _check_segments,
     _codecs_here,
+    _decodable,
     _decode_errors,
     _Layout,
     _layout,
@@ -235,9 +236,11 @@ def whole_read_reason(path: str) -> str:
                         f"its {codec} compression is read in strips only with imagecodecs: "
                         "pip install 'convcli[deep]'"
                     )
-                return "each of its tiles or strips holds too many pixels to be read by parts"
+                if not _decodable(page):
+                    return "each of its tiles or strips holds too many pixels to be read by parts"
         except Exception:  # not a TIFF tifffile parses
-            return other
+            pass
+    return other
 
 
 def _held(page) -> str:
