@@ -400,7 +400,10 @@ class Manifest:
         """
         name = run_manifest_name()
         stopped = False
-        self.checkpoints.stop()
+        try:
+            self.checkpoints.stop()
+        except KeyboardInterrupt:  # its put in flight goes on; this run's object is put first
+            stopped = True
         for folder, new in self.pending.items():
             url = storage.join(folder, name)
             try:

@@ -135,7 +135,10 @@ class Checkpoints:
             for folder, new in batch.items():
                 count += 1
                 name = url_fragment_name(self.run_key, str(count))
-                url = put_fragment(folder, name, "".join(new), self.options)
+                try:
+                    url = put_fragment(folder, name, "".join(new), self.options)
+                except Exception:  # noqa: BLE001 - the run's own object carries the lines
+                    url = None
                 if url is not None:
                     self.put.append((folder, url))
 
