@@ -555,3 +555,15 @@ def test_a_tiff_of_one_large_compressed_strip_over_its_budget_says_so(tmp_path, 
     command = ("pool", "--size", "1", "--stride", "1", "--memory", "16K", "-q")
     result = run(*command, path, "-o", tmp_path / "o")
     assert_one_line_error(result, 1, "each of its tiles or strips holds too many pixels")
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+def test_the_results_of_nodata_windows_are_said_missing_not_only_not_finite(tmp_path, memory):
+    # "4 result values are not finite (overflow, or NaN/inf in the input)" for a GeoTIFF
+    # whose input held no NaN: its nodata pixels, read as missing.
+    bands = RNG.uniform(0, 900, (64, 48)).astype(np.float32)
+    bands[10:14, 6:10] = -9999  # four 2x2 windows of nodata only
+    tifffile.imwrite(tmp_path / "scene.tif", bands, extratags=GEO_TAGS)
+    command = ("pool", "--mode", "average", "--format", "tiff", "-v", tmp_path / "scene.tif")
+    result = ok(*command, "-o", tmp_path / "out", *memory)
+    assert "4 result values are missing (windows of nodata pixels, -9999) or not" in result.stderr

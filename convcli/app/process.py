@@ -280,7 +280,7 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
     return FileResult(
         task.source,
         "done",
-        _file_notes(notes, not_finite, kept),
+        _file_notes(notes, not_finite, kept, nodata=source.carried.nodata),
         tuple(written.paths),
         timings,
         records=tuple(records),
@@ -448,14 +448,20 @@ def _notes(pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
     """The note of a processed file: the picture's notes, then `said` (the operation's
     summary), the result's."""
     notes = list(pic.notes) + [note for note in said if note]
-    return _file_notes(notes, count_not_finite(data), kept)
+    return _file_notes(notes, count_not_finite(data), kept, nodata=pic.carried.nodata)
 
 
-def _file_notes(notes: list[str], not_finite: int, kept: int) -> str:
-    """`notes`, then what the result's values and the outputs kept call for, in one line."""
+def _file_notes(notes: list[str], not_finite: int, kept: int, nodata: float | None = None) -> str:
+    """`notes`, then what the result's values and the outputs kept call for, in one line.
+
+    An input with GDAL's nodata (`nodata`) has its missing pixels read as NaN:
+    the results of their windows are missing too, and said so.
+    """
     if not_finite:
+        missing = "" if nodata is None else f"missing (windows of nodata pixels, {nodata:g}) or "
         notes.append(
-            f"{not_finite:,} result values are not finite (overflow, or NaN/inf in the input)"
+            f"{not_finite:,} result values are {missing}not finite "
+            "(overflow, or NaN/inf in the input)"
         )
     if kept:
         notes.append(f"kept {kept} existing output(s) (use --overwrite to replace them)")
