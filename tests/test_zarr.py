@@ -630,3 +630,27 @@ def test_a_band_task_of_a_run_gone_writes_nothing_into_a_store_claimed_since(tmp
         )
     fs, path = _memory_store(url)
     assert not fs.exists(f"{path}/0/0/0")
+
+
+def test_a_float_store_is_missing_its_values_as_nan_for_gdal_too(tmp_path):
+    # fill_value 0 made GDAL's Zarr driver take every 0.0 for a nodata pixel (NoData Value=0).
+    values = np.zeros((40, 30), np.float32)
+    values[5:9, 5:9] = np.nan  # missing pixels, and zeros that are values
+    tifffile.imwrite(tmp_path / "flat.tif", values)
+    ok(
+        "pool",
+        "--size",
+        "1",
+        "--stride",
+        "1",
+        "--format",
+        "zarr",
+        tmp_path / "flat.tif",
+        "-o",
+        tmp_path / "out",
+    )
+    (store,) = (tmp_path / "out").glob("*.zarr")
+    array = zarr.open_group(str(store), mode="r")["0"]
+    assert np.isnan(array.fill_value)
+    read = array[:]
+    assert np.isnan(read).sum() == 16 and (read == 0).sum() == 40 * 30 - 16

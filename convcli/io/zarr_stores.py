@@ -362,12 +362,15 @@ def create_store(
     mode = "a" if remote else "w-"
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
+    # Float values are missing as NaN (GDAL's nodata pixels, read so): the fill value, which
+    # GDAL and xarray take for the missing value; 0 made every 0.0 a nodata pixel in GDAL.
+    fill = np.nan if np.dtype(dtype).kind == "f" else 0
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
         arrays.append(
             group.create_array(
                 str(index),
                 dtype=dtype,
-                fill_value=0,
+                fill_value=fill,
                 shape=(height, width) if channels == 1 else (channels, height, width),
                 chunks=(TILE, TILE) if channels == 1 else (channels, TILE, TILE),
                 compressors=Blosc(cname="zstd", clevel=5, shuffle=Blosc.SHUFFLE),
