@@ -654,3 +654,13 @@ def test_a_float_store_is_missing_its_values_as_nan_for_gdal_too(tmp_path):
     assert np.isnan(array.fill_value)
     read = array[:]
     assert np.isnan(read).sum() == 16 and (read == 0).sum() == 40 * 30 - 16
+
+
+def test_a_store_of_levels_claims_no_nodata_value(tmp_path, photo):
+    # fill_value 0: GDAL's Zarr driver took every black pixel of an edge map for nodata.
+    ok("conv", "-k", "vertical", "--format", "zarr", photo, "-o", tmp_path / "out")
+    (store,) = (tmp_path / "out").glob("*.zarr")
+    array = zarr.open_group(str(store), mode="r")["0"]
+    assert array.dtype == np.uint8 and array.fill_value is None
+    assert json.loads((store / "0" / ".zarray").read_text())["fill_value"] is None
+    assert (array[:] == 0).any()  # black pixels, read as values
