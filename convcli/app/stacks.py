@@ -173,43 +173,57 @@ class _Frames:
             return
         for frame in self._read():  # a corrupt frame fails the file here, before any write
             self._stack_of([frame])
-            shape_only = np.broadcast_to(np.float32(0), (1,) + frame.picture.pixels.shape)
+            shape_only = np.broadcast_to(np.float32(0), (1,) + frame.picture.shape)
             self.task.op.check(Picture(shape_only, self.plan.channels, self.white, self.depth))
 
-    def each(self) -> Iterator[_Frame]:
-        """Every frame with its result, in order: the kept ones, or computed again in groups."""
+    def each(self, *, pictures: bool = False) -> Iterator[_Frame]:
+        """Every frame with its result, in order: the kept ones, or computed again in groups.
+
+        A group is computed as soon as it is full, before the next frame is
+        read. Without `pictures`, a frame computed in a group keeps its result
+        and lets its samples go (only a figure draws them): the frames before
+        and after it are not held beside it.
+        """
         if self._kept is not None:
             yield from self._kept
             return
         self.summary, self._dWs, self.not_finite = "", None, 0
         group: list[_Frame] = []
         for frame in self._read():
-            if group and (
-                len(group) == self.group_frames
-                or frame.picture.pixels.shape != group[0].picture.pixels.shape
-            ):
-                yield from self._computed(group)
+            if group and frame.picture.shape != group[0].picture.shape:
+                yield from self._computed(group, pictures)
                 group = []
             group.append(frame)
+            del frame  # the group holds it
+            if len(group) == self.group_frames:
+                yield from self._computed(group, pictures)
+                group = []
         if group:
-            yield from self._computed(group)
+            yield from self._computed(group, pictures)
 
-    def _computed(self, group: list[_Frame]) -> list[_Frame]:
+    def _computed(self, group: list[_Frame], pictures: bool) -> list[_Frame]:
         self._compute(group)
+        if not pictures:
+            for frame in group:
+                shape, kind = frame.picture.shape, frame.picture.samples.dtype
+                samples = np.broadcast_to(np.zeros((), kind), shape)  # no memory
+                frame.picture = replace(frame.picture, samples=samples)
         return group
 
     def _compute_by_size(self, frames: list[_Frame]) -> None:
         self.summary, self._dWs, self.not_finite = "", None, 0
         sizes: dict[tuple[int, ...], list[_Frame]] = {}
         for frame in frames:
-            sizes.setdefault(frame.picture.pixels.shape, []).append(frame)
+            sizes.setdefault(frame.picture.shape, []).append(frame)
         for group in sizes.values():
             self._compute(group)
 
     def _compute(self, group: list[_Frame]) -> None:
         """The results of frames of one size, through the operation as one (m, H, W, C) picture."""
         op = self.task.op
-        pic = self._picture([f.picture.pixels for f in group])
+        # The samples as decoded (8-bit, or float32): each frame's float32 copy (pixels) would
+        # stay with its frame, beside the stack's (a 20 MP RGB frame: 229 MB more each).
+        pic = self._picture([f.picture.samples for f in group])
         op.check(pic)
         if hasattr(op, "dW_text"):  # grad conv: dW summed over every frame
             data, dWs = op.gradients(pic)
@@ -393,8 +407,9 @@ def _write_pass(
         if out.frame >= 0:
             per_frame.setdefault(plan.position[out.frame], []).append(out)
     drawn = []
+    figures = any(out.kind == "grid" for out in todo)
     with _stack_files(todo, task, plan, scales) as writers:
-        for frame in frames.each():
+        for frame in frames.each(pictures=figures):
             for out, writer in writers.items():
                 if writer is not None:
                     array = output_array(out, frame.result, scales)
@@ -404,7 +419,7 @@ def _write_pass(
                 array = output_array(out, frame.result, scales)
                 ok = save_output(out, array, task, _kept(out, task, plan, scales))
                 _record(out, ok, scales, written, record, plan, task)
-            if any(out.kind == "grid" for out in todo) and len(drawn) < FIGURE_FRAMES:
+            if figures and len(drawn) < FIGURE_FRAMES:
                 drawn.append(frame)
     for out, writer in writers.items():
         _record(out, writer is not None, scales, written, record, plan, task)
