@@ -93,8 +93,7 @@ class _ChunkFiles:
         self._folder = Path(array.store.root) / array.path
         self._codec = array.compressors[0]
         self._key = array.metadata.encode_chunk_key
-        fill = array.metadata.fill_value
-        self._fill = 0 if fill is None else fill  # an edge chunk's padding
+        self._fill = array.metadata.fill_value  # an edge chunk's padding
         self._chunk = tuple(int(n) for n in array.chunks)
         self._shape = tuple(int(n) for n in array.shape)
 
@@ -364,9 +363,10 @@ def create_store(
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     # The fill value is what GDAL's Zarr driver takes for the nodata value: NaN for floats,
-    # missing as NaN (GDAL's nodata pixels, read so), none for levels (0 made every black
-    # pixel, and every 0.0, a nodata pixel). A level kept for nodata is in `georeference`.
-    fill = np.nan if np.dtype(dtype).kind == "f" else None
+    # missing as NaN (GDAL's nodata pixels, read so; 0 made every 0.0 a nodata pixel). Levels
+    # keep 0: zarr writes no chunk that is all fill value, and one of no fill value would be
+    # undefined in the v2 format.
+    fill = np.nan if np.dtype(dtype).kind == "f" else 0
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
         arrays.append(
             group.create_array(
