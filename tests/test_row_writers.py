@@ -365,3 +365,32 @@ def test_files_compared_by_content_differ_in_nothing_but_their_deflate_streams(t
         a, b, c = (tmp_path / f"{n}.{suffix}" for n in "abc")
         assert a.read_bytes() != b.read_bytes()
         assert content(a) == content(b) != content(c)
+
+
+def test_a_tiff_write_that_fails_leaves_no_deflate_threads(tmp_path, monkeypatch):
+    # tifffile stopping on an error (a full disk) left the tile iterator, and its deflate
+    # threads, waiting until the writer was collected.
+    import threading
+
+    import tifffile
+
+    from convcli.layers._engine import tiles
+
+    monkeypatch.setattr(tiles, "THREADS", 4)
+    real = tifffile.TiffWriter.write
+
+    def full_disk(self, data, *args, **kwargs):
+        if hasattr(data, "__next__"):
+            for _ in range(3):
+                next(data)
+            raise OSError(28, "No space left on device")
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(tifffile.TiffWriter, "write", full_disk)
+    options = {"fmt": "tiff", "height": 600, "width": 700, "channels": 1, "dtype": np.float32}
+    with pytest.raises(OSError):
+        with open_row_writer(tmp_path / "out.tiff", **options) as out:
+            for _ in range(6):
+                out.write(np.ones((100, 700), np.float32))
+    assert not [t for t in threading.enumerate() if t.name.startswith("convcli-codec")]
+    assert not list(tmp_path.iterdir())

@@ -163,14 +163,17 @@ class TiffSink:
         self._thread.start()
 
     def _write_full_size(self) -> None:
+        tiles = _tile_data(self._queued_bands(), self._dtype, self._nodata)
         try:
             self._tiff.write(
-                _tile_data(self._queued_bands(), self._dtype, self._nodata),
+                tiles,
                 subifds=len(self._levels) or None,
                 **{**_tiff_options(self._shape, self._dtype), **self._carried.tiff_options()},
             )
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
+        finally:
+            tiles.close()  # its deflate threads end here, also where tifffile stopped early
 
     def _queued_bands(self) -> Iterator[np.ndarray]:
         while True:
@@ -228,11 +231,13 @@ class TiffSink:
             for level in self._levels:
                 carry = level.finish(carry)
             for level in self._levels:
-                self._tiff.write(
-                    _tile_data(level.bands(), self._dtype, self._nodata),
-                    subfiletype=1,
-                    **_tiff_options(level.shape, self._dtype),
-                )
+                tiles = _tile_data(level.bands(), self._dtype, self._nodata)
+                try:
+                    self._tiff.write(
+                        tiles, subfiletype=1, **_tiff_options(level.shape, self._dtype)
+                    )
+                finally:
+                    tiles.close()
             self._tiff.close()
         finally:
             self._remove_levels()
