@@ -533,8 +533,9 @@ def test_without_imagecodecs_jpeg_tiffs_are_pillows_or_refused_saying_so(tmp_pat
     [
         ({"photometric": "palette", "colormap": np.zeros((3, 256), np.uint16)}, "(palette) is"),
         ({"photometric": "rgb", "extratags": [(274, "H", 1, 3, True)]}, "Orientation tag"),
+        ({"photometric": "rgb", "compression": "webp"}, "its WEBP compression is never read"),
     ],
-    ids=["palette", "orientation"],
+    ids=["palette", "orientation", "webp"],
 )
 def test_a_tiff_read_whole_over_its_budget_is_refused_saying_why(tmp_path, options, why):
     path = tmp_path / "whole.tif"

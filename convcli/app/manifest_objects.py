@@ -140,7 +140,8 @@ class Checkpoints:
                 except Exception:  # noqa: BLE001 - the run's own object carries the lines
                     url = None
                 if url is not None:
-                    self.put.append((folder, url))
+                    with self._changed:
+                        self.put.append((folder, url))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every line added is put (or failed to be); whether it is."""
@@ -158,8 +159,19 @@ class Checkpoints:
             self._thread.join()
 
     def remove(self, folders: set[str]) -> None:
-        """Delete the fragments put in `folders` (where the run's own object is)."""
-        for folder, url in self.put:
+        """Delete the fragments put in `folders` (where the run's own object is).
+
+        A put that a Ctrl-C left in flight (:meth:`stop` interrupted) is waited
+        for a few seconds; one that ends later stays (its lines are read once).
+        """
+        if self._thread is not None and self._thread.is_alive():
+            try:
+                self._thread.join(timeout=5)
+            except KeyboardInterrupt:
+                pass
+        with self._changed:
+            put = list(self.put)
+        for folder, url in put:
             if folder in folders:
                 try:
                     storage.remove_object(url, self.options)

@@ -15,6 +15,7 @@ from ..errors import ImageError
 from .carried import from_tiff_page
 from .regions import (
     _JPEG,
+    _LOSSLESS,
     _SEPARATE,
     RegionSource,
     _check_segments,
@@ -226,12 +227,14 @@ def whole_read_reason(path: str) -> str:
         try:
             with tifffile.TiffFile(path) as tif:
                 page = tif.pages[0]
+                codec = _name(tifffile.COMPRESSION, page.compression)
+                if page.compression not in _LOSSLESS and page.compression != _JPEG:
+                    return f"its {codec} compression is never read in strips"
                 if page.tags.valueof(274, 1) != 1:
                     return "a TIFF turned by its Orientation tag is never read in strips"
                 if _layout(page) is None:
                     return f"{_held(page)} is never read in strips"
                 if not _codecs_here(page):
-                    codec = _name(tifffile.COMPRESSION, page.compression)
                     return (
                         f"its {codec} compression is read in strips only with imagecodecs: "
                         "pip install 'convcli[deep]'"
