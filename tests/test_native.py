@@ -365,3 +365,32 @@ def test_a_channel_gets_the_same_bits_alone_or_with_others(kernel):
             np.testing.assert_array_equal(
                 together[..., c].view(np.uint32), alone[..., 0].view(np.uint32)
             )
+
+
+@st.composite
+def _halved_rows(draw):
+    """Float32 rows (2k, W, C) of any magnitude, with NaN, inf and subnormal values."""
+    k, width, channels = draw(st.integers(0, 4)), draw(st.integers(1, 37)), draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** float(rng.integers(-44, 38))
+    rows = (rng.standard_normal((2 * k, width, channels)) * scale).astype(np.float32)
+    if rows.size:
+        specials = [np.nan, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45]
+        rows.flat[rng.integers(0, rows.size, 4)] = rng.choice(specials, 4)
+    return rows
+
+
+@built
+@given(rows=_halved_rows())
+@settings(max_examples=200, deadline=None)
+def test_the_pyramids_2x2_means_are_numpys_bits_at_every_vector_level(rows):
+    from convcli.io.pyramid import _mean_2x2
+
+    with engine("numpy"), np.errstate(all="ignore"):
+        expected = _mean_2x2(rows)
+    for level in native.vector_levels():
+        with engine("native"), vector_level(level):
+            got = native.mean_2x2(rows)
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..layers._engine.native import mean_2x2
 from .spill import BandFile, piece_columns, spills
 
 TILE = 256
@@ -29,6 +30,10 @@ def _mean_2x2(rows: np.ndarray) -> np.ndarray:
 
     Levels are rounded half up; float32 values are summed in float64.
     """
+    if rows.dtype == _FLOAT:
+        native = mean_2x2(rows)  # the same bits, without float64 copies
+        if native is not None:
+            return native
     if rows.shape[1] % 2:
         rows = np.concatenate([rows, rows[:, -1:]], axis=1)
     wide = {np.dtype(np.uint8): np.uint16, np.dtype(np.uint16): np.uint32}.get(

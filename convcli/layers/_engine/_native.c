@@ -342,6 +342,31 @@ static PyObject *native_levels_u8(PyObject *self, PyObject *args)
     return PyBool_FromLong(all_within);
 }
 
+static PyObject *native_mean_2x2(PyObject *self, PyObject *args)
+{
+    Py_buffer x, out;
+    Py_ssize_t k, W, C;
+    if (!PyArg_ParseTuple(args, "y*w*(nnn)", &x, &out, &k, &W, &C))
+        return NULL;
+    const Py_ssize_t value = (Py_ssize_t)sizeof(float);
+    int ok = k >= 0 && W > 0 && C > 0 && x.len == value * 2 * k * W * C
+             && out.len == value * k * ((W + 1) / 2) * C;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "mean_2x2: inconsistent shapes");
+    } else {
+        const float *src = x.buf;
+        float *dst = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(mean_2x2, (src, k, W, C, dst));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *native_spread_claims(PyObject *self, PyObject *args)
 {
     Py_buffer dA, claimed, dA_prev;
@@ -426,6 +451,9 @@ static PyMethodDef native_methods[] = {
     {"levels_u8", native_levels_u8, METH_VARARGS,
      "levels_u8(x, out, scale, big): out = rint(clip(|x| * scale, 0, 255)) as uint8; False "
      "where an |x| is NaN or over big."},
+    {"mean_2x2", native_mean_2x2, METH_VARARGS,
+     "mean_2x2(x, out, (k, W, C)): out (k, ceil(W / 2), C) = the 2 x 2 means of float32 rows "
+     "x (2k, W, C), an odd last column with itself, summed in double."},
     {"spread_claims", native_spread_claims, METH_VARARGS,
      "spread_claims(dA, claimed, dA_prev, (m, n_H, n_W, n_C), (Hc, Wc), (H, W), f, "
      "(i0, i1, h0, h1)): dA_prev = dA * claimed over the f x f windows of those rows."},

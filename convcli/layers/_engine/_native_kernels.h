@@ -524,6 +524,29 @@ static int FN(levels_u8)(const float *x, Py_ssize_t n, float scale, float big,
     return ok;
 }
 
+/* --- a pyramid's 2 x 2 means --------------------------------------------------------------- */
+
+/* out (k, ceil(W / 2), C) = the means of the 2 x 2 blocks of x (2k, W, C), an odd last
+ * column with itself: ((top + bottom) + (top' + bottom')) / 4 in double, rounded to float,
+ * as numpy sums the row pairs, then the column pairs, in float64. */
+static void FN(mean_2x2)(const float *x, Py_ssize_t k, Py_ssize_t W, Py_ssize_t C, float *out)
+{
+    const Py_ssize_t half = (W + 1) / 2;
+    for (Py_ssize_t r = 0; r < k; r++) {
+        const float *top = x + 2 * r * W * C, *bottom = top + W * C;
+        float *row = out + r * half * C;
+        for (Py_ssize_t j = 0; j < half; j++) {
+            const Py_ssize_t left = 2 * j * C;
+            const Py_ssize_t right = 2 * j + 1 < W ? left + C : left;
+            for (Py_ssize_t c = 0; c < C; c++) {
+                double pair = (double)top[left + c] + (double)bottom[left + c];
+                double next = (double)top[right + c] + (double)bottom[right + c];
+                row[j * C + c] = (float)((pair + next) / 4.0);
+            }
+        }
+    }
+}
+
 /* --- max pooling's backward pass --------------------------------------------------------- */
 
 /* dA_prev = dA * claimed over the f x f windows of output rows [h0, h1) of

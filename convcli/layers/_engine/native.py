@@ -211,6 +211,18 @@ def levels_u8(x, scale: float, big: float):
     return levels if within else None
 
 
+def mean_2x2(rows):
+    """2 x 2 means of float32 `rows` (2k, W, C), an odd last column with itself: (k, ceil(W / 2),
+    C), as numpy's float64 sums rounded to float32 give them; None where the native engine is
+    not active."""
+    if not active() or not rows.shape[1] or not rows.shape[2]:
+        return None
+    k, W, C = len(rows) // 2, rows.shape[1], rows.shape[2]
+    out = np.empty((k, (W + 1) // 2, C), np.float32)
+    _native.mean_2x2(np.ascontiguousarray(rows[: 2 * k], np.float32), out, (k, W, C))
+    return out
+
+
 def spread_takes(dA, claimed, dA_prev) -> bool:
     """Whether :func:`spread_claims` takes these arrays: the native engine, float32,
     C-contiguous arrays (the claims a forward pass kept)."""
