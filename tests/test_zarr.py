@@ -662,3 +662,40 @@ def test_a_float_store_is_missing_its_values_as_nan_for_gdal_too(tmp_path, where
 
             fsspec.filesystem("memory").rm("/zarr-nan", recursive=True)
     np.testing.assert_array_equal(read, values)
+
+
+@pytest.mark.parametrize("where", ["disk", "object storage"])
+def test_a_store_of_levels_claims_no_nodata_and_holds_every_chunk(tmp_path, where):
+    # fill_value 0: GDAL's Zarr driver took every black pixel of an edge map for nodata. With
+    # no fill value, a chunk zarr leaves out (all black) would be undefined: each is written.
+    values = np.zeros((300, 300), np.uint8)
+    values[256:, 256:] = 200  # the other chunks all black
+    Image.fromarray(values).save(tmp_path / "dark.png")
+    out = tmp_path / "out" if where == "disk" else "memory://zarr-levels/out"
+    import fsspec
+
+    try:
+        ok(
+            "pool",
+            "--size",
+            "1",
+            "--stride",
+            "1",
+            "--format",
+            "zarr",
+            tmp_path / "dark.png",
+            "-o",
+            out,
+        )
+        url = f"{out}/dark_pool-max-f1-s1-L.zarr"
+        group = zarr.open_group(url, mode="r")
+        assert group["0"].fill_value is None
+        fs, path = fsspec.core.url_to_fs(f"{url}/0")
+        names = [name[len(path.rstrip("/")) + 1 :] for name in fs.find(path)]
+        chunks = sorted(name for name in names if not name.startswith("."))
+        read = group["0"][:]
+    finally:
+        if where != "disk":
+            fsspec.filesystem("memory").rm("/zarr-levels", recursive=True)
+    assert chunks == ["0/0", "0/1", "1/0", "1/1"]
+    np.testing.assert_array_equal(read, values)

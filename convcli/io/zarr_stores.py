@@ -22,6 +22,7 @@ stores convcli wrote (:func:`store_marked`).
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +94,8 @@ class _ChunkFiles:
         self._folder = Path(array.store.root) / array.path
         self._codec = array.compressors[0]
         self._key = array.metadata.encode_chunk_key
-        self._fill = array.metadata.fill_value  # an edge chunk's padding
+        fill = array.metadata.fill_value
+        self._fill = 0 if fill is None else fill  # an edge chunk's padding
         self._chunk = tuple(int(n) for n in array.chunks)
         self._shape = tuple(int(n) for n in array.shape)
 
@@ -363,13 +365,12 @@ def create_store(
     group = zarr.open_group(store=_store(location, storage_options), mode=mode, zarr_format=2)
     channels, arrays = shape[2], []
     # The fill value is what GDAL's Zarr driver takes for the nodata value: NaN for floats,
-    # missing as NaN (GDAL's nodata pixels, read so; 0 made every 0.0 a nodata pixel). Levels
-    # keep 0: zarr writes no chunk that is all fill value, and one of no fill value would be
-    # undefined in the v2 format.
-    fill = np.nan if np.dtype(dtype).kind == "f" else 0
+    # missing as NaN (GDAL's nodata pixels, read so), none for levels (0 made every 0.0,
+    # and every black pixel, a nodata pixel). Every chunk is written (_every_chunk).
+    fill = np.nan if np.dtype(dtype).kind == "f" else None
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
-        arrays.append(
-            group.create_array(
+        with _every_chunk(zarr):
+            array = group.create_array(
                 str(index),
                 dtype=dtype,
                 fill_value=fill,
@@ -379,8 +380,17 @@ def create_store(
                 chunk_key_encoding={"name": "v2", "separator": "/"},
                 overwrite=remote,
             )
-        )
+        arrays.append(array)
     return group, arrays
+
+
+@contextmanager
+def _every_chunk(zarr):
+    """Arrays opened inside write every chunk, one that is all fill value too (zarr leaves
+    those out): in the v2 format a chunk missing from an array with no fill value is
+    undefined, and readers give whatever memory held."""
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        yield
 
 
 def band_levels(band_rows: int, levels: int) -> int:
@@ -422,7 +432,8 @@ class StoreBand(_LevelRows):
         store_claims.check(str(location), claim, storage_options)  # a task of a run gone
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
-        arrays = [group[str(k)] for k in range(len(sizes))]
+        with _every_chunk(zarr):
+            arrays = [group[str(k)] for k in range(len(sizes))]
         super().__init__(
             arrays,
             sizes,
@@ -485,7 +496,9 @@ def _halve_piece(
     for depth, k in enumerate(range(written, len(sizes)), start=1):
         halvers.append(RowHalver(above, channels, dtype))
         above = halvers[-1].shape[:2]
-        levels.append(_StoreLevel(group[str(k)], above, channels, dtype, left=c0 >> depth))
+        with _every_chunk(require_zarr("--format zarr needs zarr")):
+            level = group[str(k)]
+        levels.append(_StoreLevel(level, above, channels, dtype, left=c0 >> depth))
     for top in range(0, height, 2 * TILE):
         where = (slice(top, top + 2 * TILE), slice(c0, c0 + step))
         rows = source[where] if channels == 1 else source[(slice(None),) + where]
