@@ -96,8 +96,7 @@ class Checkpoints:
         self.options = storage_options
         self.run_key = f"convcli-run-{random_hex(4)}"
         self.put: list[tuple[str, str]] = []  # (folder, url) of each fragment put
-        self._lines: dict[str, list[str]] = {}
-        self._sent: dict[str, int] = {}  # folder: its lines already in fragments
+        self._waiting: dict[str, list[str]] = {}  # folder: its lines not put yet
         self._busy = False
         self._stopped = False
         self._changed = threading.Condition()
@@ -106,18 +105,11 @@ class Checkpoints:
     def add(self, folder: str, lines: list[str]) -> None:
         """Put `lines` of the URL `folder` soon (returns at once)."""
         with self._changed:
-            self._lines.setdefault(folder, []).extend(lines)
+            self._waiting.setdefault(folder, []).extend(lines)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True)
                 self._thread.start()
             self._changed.notify_all()
-
-    def _unsent(self) -> dict[str, list[str]]:
-        return {
-            folder: lines[self._sent.get(folder, 0) :]
-            for folder, lines in self._lines.items()
-            if len(lines) > self._sent.get(folder, 0)
-        }
 
     def _run(self) -> None:
         count = 0
@@ -125,12 +117,11 @@ class Checkpoints:
             with self._changed:
                 self._busy = False
                 self._changed.notify_all()
-                while not self._stopped and not self._unsent():
+                while not self._stopped and not self._waiting:
                     self._changed.wait()
                 if self._stopped:
                     return
-                batch = self._unsent()
-                self._sent.update({folder: len(self._lines[folder]) for folder in batch})
+                batch, self._waiting = self._waiting, {}
                 self._busy = True
             for folder, new in batch.items():
                 count += 1
@@ -147,7 +138,7 @@ class Checkpoints:
         """Wait until every line added is put (or failed to be); whether it is."""
         with self._changed:
             return self._changed.wait_for(
-                lambda: self._stopped or not (self._busy or self._unsent()), timeout
+                lambda: self._stopped or not (self._busy or self._waiting), timeout
             )
 
     def stop(self) -> None:
