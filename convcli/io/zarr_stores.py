@@ -369,7 +369,7 @@ def create_store(
     # and every black pixel, a nodata pixel). Every chunk is written (_every_chunk).
     fill = np.nan if np.dtype(dtype).kind == "f" else None
     for index, (height, width) in enumerate(level_sizes(shape[0], shape[1])):
-        with _every_chunk(zarr):
+        with _every_chunk():
             array = group.create_array(
                 str(index),
                 dtype=dtype,
@@ -385,12 +385,18 @@ def create_store(
 
 
 @contextmanager
-def _every_chunk(zarr):
+def _every_chunk():
     """Arrays opened inside write every chunk, one that is all fill value too (zarr leaves
     those out): in the v2 format a chunk missing from an array with no fill value is
     undefined, and readers give whatever memory held."""
-    with zarr.config.set({"array.write_empty_chunks": True}):
+    with require_zarr("--format zarr needs zarr").config.set({"array.write_empty_chunks": True}):
         yield
+
+
+def _level(group, index: int):
+    """Level `index`'s array of a store, opened to write (every chunk: :func:`_every_chunk`)."""
+    with _every_chunk():
+        return group[str(index)]
 
 
 def band_levels(band_rows: int, levels: int) -> int:
@@ -432,8 +438,7 @@ class StoreBand(_LevelRows):
         store_claims.check(str(location), claim, storage_options)  # a task of a run gone
         group = zarr.open_group(store=_store(location, storage_options), mode="r+")
         sizes = level_sizes(shape[0], shape[1])[:levels]
-        with _every_chunk(zarr):
-            arrays = [group[str(k)] for k in range(len(sizes))]
+        arrays = [_level(group, k) for k in range(len(sizes))]
         super().__init__(
             arrays,
             sizes,
@@ -496,9 +501,7 @@ def _halve_piece(
     for depth, k in enumerate(range(written, len(sizes)), start=1):
         halvers.append(RowHalver(above, channels, dtype))
         above = halvers[-1].shape[:2]
-        with _every_chunk(require_zarr("--format zarr needs zarr")):
-            level = group[str(k)]
-        levels.append(_StoreLevel(level, above, channels, dtype, left=c0 >> depth))
+        levels.append(_StoreLevel(_level(group, k), above, channels, dtype, left=c0 >> depth))
     for top in range(0, height, 2 * TILE):
         where = (slice(top, top + 2 * TILE), slice(c0, c0 + step))
         rows = source[where] if channels == 1 else source[(slice(None),) + where]
