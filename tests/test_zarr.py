@@ -632,35 +632,33 @@ def test_a_band_task_of_a_run_gone_writes_nothing_into_a_store_claimed_since(tmp
     assert not fs.exists(f"{path}/0/0/0")
 
 
+def _pooled_by_one_into_store(tmp_path, source, where: str, bucket: str):
+    """`pool --size 1 --stride 1` of `source` into a Zarr store on disk, or on object storage
+    (memory://`bucket`, removed after): its level 0's fill value, chunk names and values."""
+    import fsspec
+
+    out = tmp_path / "out" if where == "disk" else f"memory://{bucket}/out"
+    try:
+        ok("pool", "--size", "1", "--stride", "1", "--format", "zarr", source, "-o", out)
+        url = f"{out}/{source.stem}_pool-max-f1-s1-L.zarr"
+        array = zarr.open_group(url, mode="r")["0"]
+        fs, path = fsspec.core.url_to_fs(f"{url}/0")
+        names = [name[len(path.rstrip("/")) + 1 :] for name in fs.find(path)]
+        return array.fill_value, sorted(n for n in names if not n.startswith(".")), array[:]
+    finally:
+        if where != "disk":
+            fsspec.filesystem("memory").rm(f"/{bucket}", recursive=True)
+
+
 @pytest.mark.parametrize("where", ["disk", "object storage"])
 def test_a_float_store_is_missing_its_values_as_nan_for_gdal_too(tmp_path, where):
     # fill_value 0 made GDAL's Zarr driver take every 0.0 for a nodata pixel (NoData Value=0).
-    # zarr writes no chunk that is all fill value: a chunk of NaN is read back from it.
     values = np.zeros((300, 300), np.float32)
     values[:256, :256] = np.nan  # a whole chunk missing, and chunks of zeros that are values
     tifffile.imwrite(tmp_path / "flat.tif", values)
-    out = tmp_path / "out" if where == "disk" else "memory://zarr-nan/out"
-    try:
-        ok(
-            "pool",
-            "--size",
-            "1",
-            "--stride",
-            "1",
-            "--format",
-            "zarr",
-            tmp_path / "flat.tif",
-            "-o",
-            out,
-        )
-        group = zarr.open_group(f"{out}/flat_pool-max-f1-s1-L.zarr", mode="r")
-        assert np.isnan(group["0"].fill_value)
-        read = group["0"][:]
-    finally:
-        if where != "disk":
-            import fsspec
-
-            fsspec.filesystem("memory").rm("/zarr-nan", recursive=True)
+    fill, chunks, read = _pooled_by_one_into_store(tmp_path, tmp_path / "flat.tif", where, "zn")
+    assert np.isnan(fill)
+    assert chunks == ["0/0", "0/1", "1/0", "1/1"]
     np.testing.assert_array_equal(read, values)
 
 
@@ -671,31 +669,7 @@ def test_a_store_of_levels_claims_no_nodata_and_holds_every_chunk(tmp_path, wher
     values = np.zeros((300, 300), np.uint8)
     values[256:, 256:] = 200  # the other chunks all black
     Image.fromarray(values).save(tmp_path / "dark.png")
-    out = tmp_path / "out" if where == "disk" else "memory://zarr-levels/out"
-    import fsspec
-
-    try:
-        ok(
-            "pool",
-            "--size",
-            "1",
-            "--stride",
-            "1",
-            "--format",
-            "zarr",
-            tmp_path / "dark.png",
-            "-o",
-            out,
-        )
-        url = f"{out}/dark_pool-max-f1-s1-L.zarr"
-        group = zarr.open_group(url, mode="r")
-        assert group["0"].fill_value is None
-        fs, path = fsspec.core.url_to_fs(f"{url}/0")
-        names = [name[len(path.rstrip("/")) + 1 :] for name in fs.find(path)]
-        chunks = sorted(name for name in names if not name.startswith("."))
-        read = group["0"][:]
-    finally:
-        if where != "disk":
-            fsspec.filesystem("memory").rm("/zarr-levels", recursive=True)
+    fill, chunks, read = _pooled_by_one_into_store(tmp_path, tmp_path / "dark.png", where, "zl")
+    assert fill is None
     assert chunks == ["0/0", "0/1", "1/0", "1/1"]
     np.testing.assert_array_equal(read, values)
