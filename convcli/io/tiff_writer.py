@@ -163,17 +163,22 @@ class TiffSink:
         self._thread.start()
 
     def _write_full_size(self) -> None:
-        tiles = _tile_data(self._queued_bands(), self._dtype, self._nodata)
         try:
-            self._tiff.write(
-                tiles,
+            self._write_level(
+                self._queued_bands(),
                 subifds=len(self._levels) or None,
                 **{**_tiff_options(self._shape, self._dtype), **self._carried.tiff_options()},
             )
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
+
+    def _write_level(self, bands: Iterator[np.ndarray], **options) -> None:
+        """tifffile writes one level's tiles, from `bands`, with `options`."""
+        data = _tile_data(bands, self._dtype, self._nodata)
+        try:
+            self._tiff.write(data, **options)
         finally:
-            tiles.close()  # its deflate threads end here, also where tifffile stopped early
+            data.close()  # its deflate threads end here, also where tifffile stopped early
 
     def _queued_bands(self) -> Iterator[np.ndarray]:
         while True:
@@ -231,13 +236,9 @@ class TiffSink:
             for level in self._levels:
                 carry = level.finish(carry)
             for level in self._levels:
-                tiles = _tile_data(level.bands(), self._dtype, self._nodata)
-                try:
-                    self._tiff.write(
-                        tiles, subfiletype=1, **_tiff_options(level.shape, self._dtype)
-                    )
-                finally:
-                    tiles.close()
+                self._write_level(
+                    level.bands(), subfiletype=1, **_tiff_options(level.shape, self._dtype)
+                )
             self._tiff.close()
         finally:
             self._remove_levels()
