@@ -173,19 +173,14 @@ def _float_colour_layout(page) -> _Layout | None:
 
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
-    jpeg = page.compression == _JPEG  # its YCbCr and subsampling are undone by the codec
-    if (
-        page.fillorder != 1
-        or page.imagedepth != 1
-        or (page.is_subsampled and not jpeg)
-        or (page.compression not in _LOSSLESS and not jpeg)
-        or page.tags.valueof(274, 1) != 1
-    ):  # Orientation: top-left only
+    if page.fillorder != 1 or page.imagedepth != 1 or page.tags.valueof(274, 1) != 1:
+        return None  # Orientation: top-left only
+    if page.compression == _JPEG:  # its YCbCr and subsampling are undone by the codec
+        return _jpeg_layout(page)
+    if page.is_subsampled or page.compression not in _LOSSLESS:
         return None
     bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
     samples = page.samplesperpixel
-    if jpeg:
-        return _jpeg_layout(page)
     if bits == 1 and samples == 1 and photometric in (_MINISBLACK, _MINISWHITE):
         return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
     if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
