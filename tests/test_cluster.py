@@ -491,6 +491,13 @@ def _writes_slowly(job):
     return FileResult(job.source, "done", outputs=(job.marker,))
 
 
+def _recorded_at_once(job):
+    """Writes the file `job.marker` at once, with its manifest record."""
+    Path(job.marker).write_text(job.source)
+    record = {"output": Path(job.marker).name}
+    return FileResult(job.source, "done", outputs=(job.marker,), records=(record,))
+
+
 def _writes_at_once(job):
     Path(job.marker).write_text(job.source)
     return FileResult(job.source, "done", outputs=(job.marker,))
@@ -963,3 +970,34 @@ def test_no_lost_workers_line_once_the_scheduler_is_lost():
     assert engine.deaths_note().startswith("1 Dask worker(s) were lost during the run")
     engine._run = SimpleNamespace(lost_scheduler=True)
     assert engine.deaths_note() is None
+
+
+def test_a_run_stopped_at_once_merges_the_fragments_of_results_it_took(own_local_client, tmp_path):
+    # A second Ctrl-C ended stop() with results taken from finished tasks and not recorded:
+    # their fragments stayed beside outputs that no manifest named (1 run of the suite).
+    from convcli.app.manifest import ManifestHooks, ManifestLines, operation_record, read_manifest
+    from convcli.app.ops import PoolOp
+
+    lines = ManifestLines({"command": "convcli pool", **operation_record(PoolOp())}, {})
+    jobs = [_Job(str(n), str(tmp_path / f"{n}.out")) for n in range(4)]
+    run = ClusterRun(
+        own_local_client,
+        jobs,
+        _recorded_at_once,
+        files_per_task=2,
+        in_flight=2,
+        hooks=ManifestHooks(lines),
+    )
+    pending = run._flight.pending  # every task done before the run looks: one batch
+    run._flight.wait = lambda: wait_until(lambda: pending.queue.qsize() == 2, 60)
+    next(iter(run))  # the caller records nothing: the second Ctrl-C comes now
+
+    def second_ctrl_c(force):
+        raise KeyboardInterrupt
+
+    run._stop = second_ctrl_c
+    with pytest.raises(KeyboardInterrupt):
+        run.stop()
+    assert not list(tmp_path.glob(".convcli-manifest-part-*"))
+    named = sorted(record["output"] for record in read_manifest(str(tmp_path)))
+    assert named == sorted(f"{n}.out" for n in range(4))

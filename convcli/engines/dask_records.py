@@ -10,6 +10,7 @@ or, for tasks whose results never arrived, merges them into the manifests.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 from ..io.storage import dirname, is_url
@@ -177,6 +178,16 @@ class Fragments:
             else:
                 kept.append(url)
         self.put_after_manifest = kept
+
+    def merge_unrecorded(self, run_key: str) -> None:
+        """Merge the local fragments of the tasks whose results arrived but will not all be
+        recorded (the run stops at once): a line of a result recorded already comes twice,
+        and is read once (:func:`convcli.app.manifest.read_manifest`)."""
+        for task_key, (_, paths) in self._left.items():
+            for folder in {os.path.dirname(path) for path in paths if not is_url(path)}:
+                self._hooks.merge_records(folder, run_key, task_key)
+        self._left.clear()
+        self._task_of.clear()
 
     def merge(self, run_key: str, unfinished: Iterable[tuple]) -> None:
         """Merge the manifest fragments of the tasks whose results never arrived.

@@ -47,6 +47,9 @@ class _Stopping:
         """
         try:
             return self._stop(force)
+        except BaseException:  # a second Ctrl-C: the results taken are never recorded
+            self._fragments.merge_unrecorded(self._run_key)
+            raise
         finally:
             self._fragments.merge(self._run_key, self._sent.values())
 
