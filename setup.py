@@ -29,7 +29,10 @@ setup(
         Extension(
             "convcli.layers._engine._native",
             sources=["convcli/layers/_engine/_native.c"],
-            depends=["convcli/layers/_engine/_native_kernels.h"],
+            depends=[
+                "convcli/layers/_engine/_native_kernels.h",
+                "convcli/layers/_engine/_native_deflate.h",
+            ],
             optional=True,
         )
     ],

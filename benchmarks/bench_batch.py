@@ -50,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from installed import convcli_command, engine_line
 from PIL import Image, ImageOps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,9 +148,7 @@ def python_env(pycache: Path) -> dict[str, str]:
 def batch_commands(photos: list[Path], out: Path, args) -> dict[str, callable]:
     """Label -> a function that runs the whole batch into `out` once."""
     convcli = [
-        sys.executable,
-        "-m",
-        "convcli",
+        *convcli_command(),
         "conv",
         "-k",
         "vertical",
@@ -230,9 +229,7 @@ def check_opencv_matches(photo: Path, out: Path) -> int:
         theirs = np.asarray(im).astype(int)
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "convcli",
+            *convcli_command(),
             "conv",
             "-k",
             "vertical",
@@ -293,12 +290,17 @@ def stage_split(photos: list[Path], out: Path) -> dict[str, float]:
 def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
     """(encoder, ms, bytes) for the PNG encoders that are installed, on `levels`."""
     from convcli.io import png
+    from convcli.layers._engine import native
 
-    def ours(backend):
+    def ours(backend, engine="numpy"):
         def encode():
-            buf = io.BytesIO()
-            png.write_png(buf, levels, backend=backend)
-            return buf.getvalue()
+            before = native.use_engine(engine)
+            try:
+                buf = io.BytesIO()
+                png.write_png(buf, levels, backend=backend)
+                return buf.getvalue()
+            finally:
+                native.use_engine(before)
 
         return encode
 
@@ -328,7 +330,9 @@ def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
     except ImportError:
         pass
     if png.deflate_backend() == "isal":
-        encoders["numpy Up + ISA-L level 1 (convcli)"] = ours("isal")
+        encoders["numpy Up + ISA-L level 1 (numpy engines)"] = ours("isal")
+        if native.active():
+            encoders["Up + native Huffman or ISA-L (convcli)"] = ours("isal", "native")
     try:
         import cv2
 
@@ -426,7 +430,7 @@ def main(argv=None) -> None:
 
     print(
         f"\n{n} photos of 2400x1800 (JPEG q90), {cpus} CPUs, medians of {args.repeat} "
-        "interleaved rounds"
+        f"interleaved rounds; convcli's {engine_line()}"
     )
     default = medians["convcli (default jobs)"]
     print(f"{'command':48s} {'seconds':>8s} {'photos/s':>9s} {'convcli default vs it':>22s}")

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from installed import convcli_command, engine_line
+
 ROOT = Path(__file__).resolve().parent.parent
 MASK = "3 3 1 0\n1 0 -1\n1 0 -1\n1 0 -1\n"  # vips matrix: width height scale offset
 TIFF_OUT = "[tile,tile-width=256,tile-height=256,pyramid,compression=deflate,bigtiff]"
@@ -109,13 +111,13 @@ def hiding(folder: Path, modules: list[str]) -> dict | None:
     for name in modules:
         (stubs / name).mkdir(parents=True, exist_ok=True)
         (stubs / name / "__init__.py").write_text(f"raise ImportError('{name} hidden')\n")
-    path = os.pathsep.join(filter(None, [str(stubs), str(ROOT), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(stubs), os.environ.get("PYTHONPATH")]))
     return dict(os.environ, PYTHONPATH=path)
 
 
 def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
     """The pairs of commands: (convcli, libvips) for each job."""
-    convcli = [sys.executable, "-m", "convcli"]
+    convcli = convcli_command()
     # The images are over the default --max-pixels on purpose.
     return {
         "conv vertical, float32": [
@@ -190,6 +192,7 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     mask = folder / "vertical.mat"
     mask.write_text(MASK)
+    print(f"convcli's {engine_line(hiding(folder, args.hide))}")
     print(
         "| image | job | convcli s | libvips s | ratio (libvips / convcli) "
         "| convcli peak MB | libvips peak MB |"

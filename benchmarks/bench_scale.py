@@ -39,6 +39,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(_HERE), str(_HERE.parent / "tests")]
 from bench_batch import make_photos  # noqa: E402
 from helpers import DaskProcesses  # noqa: E402  (the cluster the tests start, too)
+from installed import convcli_command  # noqa: E402
 
 
 def time_command(cmd: list[str], out_dir: Path, repeat: int) -> float:
@@ -146,9 +147,7 @@ def main(argv=None) -> None:
     cluster = DaskProcesses(work, 2)
     try:
         job = [
-            sys.executable,
-            "-m",
-            "convcli",
+            *convcli_command(),
             "conv",
             "-k",
             "vertical",

@@ -16,12 +16,12 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from installed import convcli_command
 from PIL import Image
 
 
@@ -42,9 +42,7 @@ def run(stack: Path, out: Path, memory: str) -> tuple[float, float]:
     command = [
         "/usr/bin/time",
         "-v",
-        sys.executable,
-        "-m",
-        "convcli",
+        *convcli_command(),
         "conv",
         str(stack),
         "-k",

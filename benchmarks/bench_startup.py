@@ -27,16 +27,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from installed import convcli_command
 from PIL import Image, ImageOps
 
 ROOT = Path(__file__).resolve().parent.parent
 VERTICAL = "3x3: 1,0,-1 1,0,-1 1,0,-1"
-
-
-def convcli_command() -> list[str]:
-    """The installed ``convcli`` script beside this Python, as users run it."""
-    script = Path(sys.executable).with_name("convcli")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "convcli"]
 
 
 def imagemagick() -> str | None:

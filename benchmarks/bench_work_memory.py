@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import tifffile
+from installed import convcli_command
 
 CASES = {
     "pad": "pad --pad 2",
@@ -137,7 +138,7 @@ def main(argv=None) -> None:
         print(estimate_bytes(args.estimate[0], Path(args.estimate[1])))
         return
     width, height = args.side
-    convcli = [sys.executable, "-m", "convcli"]
+    convcli = convcli_command()
     folder = Path(tempfile.mkdtemp(prefix="convcli-work-"))
     ratios = []
     print(f"{width}x{height} inputs; work = peak - peak on 64x64; MiB")

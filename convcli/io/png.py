@@ -3,12 +3,14 @@
 Pillow's PNG writer tries every row filter on every row and has no option to
 choose one; that search took about half of its time on a 2400x1800 edge map
 (110 ms in all). Here every row gets the Up filter (the row minus the row
-above, byte by byte: one numpy subtraction), and the rows are deflated by
-ISA-L (the ``isal`` package, a dependency) at level 1, or by Python's
-zlib at level 1 with the run-length strategy where ISA-L is missing: 14 ms or
-41 ms for that map, files within 7% of Pillow's (``benchmarks/bench_batch.py``
-compares the encoders). The stream is a standard PNG: IHDR, the text chunks,
-IDAT, IEND.
+above, byte by byte: one numpy subtraction), and the rows are deflated a
+block at a time (:mod:`convcli.io.zlib_stream`): by the native engine's
+Huffman code of single bytes where a sample of the block says it is about as
+small, else by ISA-L (the ``isal`` package, a dependency) at level 1, or by
+Python's zlib at level 1 with the run-length strategy where ISA-L is missing.
+For that map: 5 ms, 14 ms or 41 ms, files within 7% of Pillow's
+(``benchmarks/bench_batch.py`` compares the encoders). The stream is a
+standard PNG: IHDR, the text chunks, IDAT, IEND.
 
 :func:`write_apng` writes a stack of frames as an animated PNG (APNG): every
 frame whole, drawn in place of the one before (no frame is merged, cropped or
@@ -28,6 +30,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .formats import PNG_SIGNATURE
+from .zlib_stream import ZlibStream
 
 FAST_CODECS_VARIABLE = "CONVCLI_FAST_CODECS"
 """Set to ``0`` to use only Pillow, numpy and Python's zlib, even where the optional
@@ -57,17 +60,6 @@ def deflate_backend() -> str:
         else:
             return "isal"
     return "zlib"
-
-
-def _compressor(backend: str):
-    if backend == "isal":
-        from isal import isal_zlib
-
-        return isal_zlib.compressobj(1)
-    # Run-length matching suits Up-filtered rows: on a 2400x1800 edge map, 41 ms for
-    # 2743 KB against 66 ms for 2963 KB with the default strategy (RGB photo: 105 ms
-    # / 4826 KB against 123 ms / 5096 KB).
-    return zlib.compressobj(1, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
 
 
 def _chunk(fh: BinaryIO, kind: bytes, data: bytes) -> None:
@@ -201,7 +193,7 @@ class PngRowEncoder:
         height, width, channels = self._shape
         self._row_bytes = width * channels * self._dtype.itemsize
         self._block_rows = max(1, _BLOCK_BYTES // self._row_bytes)
-        self._compressor = _compressor(backend or deflate_backend())
+        self._stream = ZlibStream(backend or deflate_backend())
         self._filtered = np.empty((min(self._block_rows, height), 1 + self._row_bytes), np.uint8)
         self._filtered[:, 0] = _UP
         self._previous = np.zeros((1, self._row_bytes), np.uint8)  # above the first row: zeros
@@ -251,7 +243,7 @@ class PngRowEncoder:
         if self._pending_rows:
             self._encode(self._pending[: self._pending_rows])
             self._pending_rows = 0
-        self._data(self._compressor.flush())
+        self._data(self._stream.finish())
 
     def _data(self, data: bytes) -> None:
         """Write a piece of the deflate stream: an IDAT chunk."""
@@ -267,7 +259,7 @@ class PngRowEncoder:
         np.subtract(raw[:1], self._previous, out=out[:1, 1:])
         np.subtract(raw[1:], raw[:-1], out=out[1:, 1:])
         self._previous = raw[-1:].copy()
-        data = self._compressor.compress(out)
+        data = self._stream.compress(out)
         if data:
             self._data(data)
 

@@ -53,6 +53,8 @@ typedef struct {
 /* How far ahead (in floats) the vertical passes fetch the rows they read first. */
 #define PREFETCH_VALUES 256
 
+#include "_native_deflate.h"
+
 #define SUFFIX _base
 #define vec v4f
 #define veci v4i
@@ -406,6 +408,38 @@ static PyObject *native_spread_claims(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *native_huffman_block(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*n", &data, &limit))
+        return NULL;
+    if (data.len > ((Py_ssize_t)1 << 30)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "huffman_block: at most 1 GiB at a time");
+        return NULL;
+    }
+    PyObject *block = PyBytes_FromStringAndSize(NULL, huffman_block_bound(data.len));
+    if (block == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    const unsigned char *src = data.buf;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(block);
+    Py_ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    written = huffman_block(src, data.len, limit, dst);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (written < 0) {
+        Py_DECREF(block);
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&block, written) < 0)
+        return NULL;
+    return block;
+}
+
 static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
@@ -457,6 +491,10 @@ static PyMethodDef native_methods[] = {
     {"spread_claims", native_spread_claims, METH_VARARGS,
      "spread_claims(dA, claimed, dA_prev, (m, n_H, n_W, n_C), (Hc, Wc), (H, W), f, "
      "(i0, i1, h0, h1)): dA_prev = dA * claimed over the f x f windows of those rows."},
+    {"huffman_block", native_huffman_block, METH_VARARGS,
+     "huffman_block(data, limit): the bytes of data as one dynamic-Huffman deflate block of "
+     "literals (not the last), then an empty stored block, so that it ends on a byte boundary; "
+     "None where that is more than limit bytes (limit < 0: no limit)."},
     {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
     {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
     {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},

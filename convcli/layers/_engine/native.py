@@ -245,3 +245,11 @@ def spread_claims(dA, claimed, dA_prev, f: int, tile) -> None:
     _native.spread_claims(
         dA, claimed, dA_prev, dA.shape, claimed.shape[1:3], dA_prev.shape[1:3], f, tile
     )
+
+
+def huffman_block(data, limit: int = -1) -> bytes | None:
+    """The bytes of `data` (a C-contiguous buffer) as one deflate block of Huffman-coded
+    literals, not the last, followed by an empty stored block so that it ends on a byte
+    boundary; None where that would be more than `limit` bytes (negative: no limit). For
+    the native engine only (:func:`active`)."""
+    return _native.huffman_block(data, limit)
