@@ -23,6 +23,14 @@ built = pytest.mark.skipif(native._native is None, reason="the C extension was n
 LAST_EMPTY_BLOCK = b"\x03\x00"
 
 
+@pytest.fixture
+def native_engine():
+    """The native engine active during the test, whatever CONVCLI_ENGINE says."""
+    before = native.use_engine("native")
+    yield
+    native.use_engine(before)
+
+
 def inflate_raw(blocks: bytes) -> bytes:
     """Bare deflate blocks, ended by an empty last block, inflated (checks the end is reached)."""
     inflater = zlib.decompressobj(-15)
@@ -154,7 +162,7 @@ def test_rows_with_long_repeats_keep_the_librarys_size(picture):
 
 
 @built
-def test_blocks_of_both_coders_make_one_stream(monkeypatch):
+def test_blocks_of_both_coders_make_one_stream(monkeypatch, native_engine):
     rng = np.random.default_rng(8)
     noisy = [(rng.geometric(0.2, 300_000) % 256).astype(np.uint8).tobytes() for _ in range(5)]
     flat = bytes(300_000)
@@ -181,5 +189,5 @@ def test_without_the_native_engine_the_stream_is_the_librarys(numpy_engine):
 
 
 @built
-def test_an_empty_stream_is_a_valid_one():
+def test_an_empty_stream_is_a_valid_one(native_engine):
     assert zlib.decompress(zlib_stream.ZlibStream(png.deflate_backend()).finish()) == b""
