@@ -76,6 +76,7 @@ from .carried import Carried, from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
+from .tile_inflate import deflate_decoder
 from .zarr_regions import StoreRegions, open_store_regions
 
 MAX_SEGMENT_PIXELS = 1 << 24
@@ -419,6 +420,7 @@ class RegionSource:
         self._segment_rows = min(self._segment_rows or self.height, self.height)
         self._kept = SegmentRows()
         self._lock = threading.Lock()
+        self._decode = deflate_decoder(page) or page.decode
 
     def stored_bytes(self) -> tuple[int, int]:
         """The bytes of samples the page declares, and those of image data it stores
@@ -550,7 +552,7 @@ class RegionSource:
         for data, index in self._tif.filehandle.read_segments(
             offsets, counts, indices=indices, length=len(indices), sort=True
         ):
-            segment, (first, _, _, left, _), _ = page.decode(data, index, **tables)
+            segment, (first, _, _, left, _), _ = self._decode(data, index, **tables)
             if segment is None:
                 continue  # a segment the file does not hold: left at 0, as tifffile does
             block = segment[0, : len(out), : c1 - left]

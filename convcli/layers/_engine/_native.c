@@ -440,6 +440,55 @@ static PyObject *native_huffman_block(PyObject *self, PyObject *args)
     return block;
 }
 
+/* A TIFF's horizontal differencing (Predictor 2) undone in place: each sample plus the
+ * same sample of the pixel before it, along each row, modulo 2**bits. */
+static void undo_differencing_u8(unsigned char *data, Py_ssize_t rows, Py_ssize_t width)
+{
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        unsigned char *row = data + r * width;
+        unsigned char sum = row[0];
+        for (Py_ssize_t i = 1; i < width; i++)
+            row[i] = sum = (unsigned char)(sum + row[i]);
+    }
+}
+
+static PyObject *native_undo_differencing(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t rows, cols, samples, itemsize;
+    if (!PyArg_ParseTuple(args, "w*(nnnn)", &buf, &rows, &cols, &samples, &itemsize))
+        return NULL;
+    int ok = rows >= 0 && cols >= 0 && samples > 0 && (itemsize == 1 || itemsize == 2) &&
+             buf.len == rows * cols * samples * itemsize;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "undo_differencing: inconsistent shapes");
+    } else if (samples == 1 && itemsize == 1) {
+        unsigned char *data = buf.buf;
+        Py_BEGIN_ALLOW_THREADS
+        undo_differencing_u8(data, rows, cols);
+        Py_END_ALLOW_THREADS
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        const Py_ssize_t width = cols * samples;
+        for (Py_ssize_t r = 0; r < rows; r++) {
+            if (itemsize == 1) {
+                unsigned char *row = (unsigned char *)buf.buf + r * width;
+                for (Py_ssize_t i = samples; i < width; i++)
+                    row[i] = (unsigned char)(row[i] + row[i - samples]);
+            } else {
+                uint16_t *row = (uint16_t *)buf.buf + r * width;
+                for (Py_ssize_t i = samples; i < width; i++)
+                    row[i] = (uint16_t)(row[i] + row[i - samples]);
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&buf);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
@@ -495,6 +544,9 @@ static PyMethodDef native_methods[] = {
      "huffman_block(data, limit): the bytes of data as one dynamic-Huffman deflate block of "
      "literals (not the last), then an empty stored block, so that it ends on a byte boundary; "
      "None where that is more than limit bytes (limit < 0: no limit)."},
+    {"undo_differencing", native_undo_differencing, METH_VARARGS,
+     "undo_differencing(data, (rows, cols, samples, itemsize)): a TIFF's horizontal "
+     "differencing undone in place, rows of cols pixels of 8- or 16-bit samples (native order)."},
     {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
     {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
     {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},

@@ -253,3 +253,10 @@ def huffman_block(data, limit: int = -1) -> bytes | None:
     boundary; None where that would be more than `limit` bytes (negative: no limit). For
     the native engine only (:func:`active`)."""
     return _native.huffman_block(data, limit)
+
+
+def undo_differencing(segment) -> None:
+    """A TIFF's horizontal differencing (Predictor 2) undone in place in `segment`: (rows,
+    columns, samples) uint8 or uint16 in native byte order, C-contiguous; native engine only."""
+    rows, columns, samples = segment.shape
+    _native.undo_differencing(segment, (rows, columns, samples, segment.itemsize))
