@@ -200,11 +200,7 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
         block = source.read_rows(low, int(needed[-1]) + 1)
     else:  # wrapped rows: read each run of consecutive rows once
         block = _read_runs(source, needed, low)
-    rows = np.where(read, sources - low, -1)
-    if rows.shape[1] == 1 and np.array_equal(rows[:, 0], np.arange(len(block))):
-        if np.all(weights == 1):  # every row inside the image, in order: as read
-            return block
-    band = sum_of_terms(block, rows, weights, axis=0)
+    band = sum_of_terms(block, np.where(read, sources - low, -1), weights, axis=0)
     band[~read.any(axis=1)] = fill
     return band
 
