@@ -115,8 +115,8 @@ def hiding(folder: Path, modules: list[str]) -> dict | None:
     return dict(os.environ, PYTHONPATH=path)
 
 
-def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
-    """The pairs of commands: (convcli, libvips) for each job."""
+def jobs(image: Path, out: Path, mask: Path, memory: str) -> dict[str, list[list[str]]]:
+    """The pairs of commands: (convcli, libvips) for each job; convcli in strips under `memory`."""
     convcli = convcli_command()
     # The images are over the default --max-pixels on purpose.
     return {
@@ -134,6 +134,8 @@ def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
                 "-q",
                 "--max-pixels",
                 "0",
+                "--memory",
+                memory,
                 str(image),
                 "-o",
                 str(out / "convcli-conv.tiff"),
@@ -162,6 +164,8 @@ def jobs(image: Path, out: Path, mask: Path) -> dict[str, list[list[str]]]:
                 "-q",
                 "--max-pixels",
                 "0",
+                "--memory",
+                memory,
                 str(image),
                 "-o",
                 str(out / "convcli-pool.tiff"),
@@ -185,6 +189,9 @@ def main() -> None:
         "--hide", nargs="*", default=[], help="Modules convcli runs without (imagecodecs, isal)"
     )
     parser.add_argument("--only", choices=["conv", "pool"], default=None)
+    parser.add_argument(
+        "--memory", default="100M", help="convcli's --memory (default 100M: in strips)"
+    )
     args = parser.parse_args()
     if shutil.which("vips") is None:
         sys.exit("bench_huge: needs libvips' command line (apt-get install libvips-tools)")
@@ -203,7 +210,7 @@ def main() -> None:
         out = folder / "out"
         out.mkdir(exist_ok=True)
         env = hiding(folder, args.hide)
-        for job, (ours, theirs) in jobs(image, out, mask).items():
+        for job, (ours, theirs) in jobs(image, out, mask, args.memory).items():
             if args.only and not job.startswith(args.only.replace("pool", "average")):
                 continue
             figures = {0: [], 1: []}
