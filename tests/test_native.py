@@ -414,5 +414,8 @@ def test_not_finite_values_are_counted_as_numpy_counts_them(size, specials, seed
         assert native.count_not_finite(values) == expected
         assert native.count_not_finite(values[::2]) is None  # not contiguous: numpy counts
         assert native.count_not_finite(values[:0]) == 0
+        unaligned = np.frombuffer(b"\0" + values.tobytes(), np.float32, size, offset=1)
+        assert not unaligned.flags.aligned
+        assert native.count_not_finite(unaligned) is None  # numpy counts those
     with engine("numpy"):
         assert native.count_not_finite(values) is None

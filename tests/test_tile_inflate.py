@@ -8,6 +8,7 @@ hands back to tifffile, are checked too.
 from __future__ import annotations
 
 import itertools
+import zlib
 
 import numpy as np
 import pytest
@@ -30,13 +31,16 @@ def native_engine():
 
 
 def write(path, dtype, byteorder, samples, planar, tiled, predictor, compression="zlib"):
-    rng = np.random.default_rng(hash((dtype, byteorder, samples, planar, tiled)) % 2**32)
+    """A TIFF of random values in this layout; its values (rows, columns[, samples])."""
+    seed = zlib.crc32(repr((dtype, byteorder, samples, planar, tiled, predictor)).encode())
+    rng = np.random.default_rng(seed)
     shape = SHAPE if samples == 1 else (*SHAPE, samples)
     values = rng.integers(0, np.iinfo(dtype).max + 1, shape).astype(dtype)
     layout = {"tile": (16, 16)} if tiled else {"rowsperstrip": 8}
+    stored = np.moveaxis(values, -1, 0) if planar == "separate" else values  # planes first
     tifffile.imwrite(
         path,
-        values,
+        stored,
         byteorder=byteorder,
         compression=compression,
         predictor=predictor,
@@ -56,30 +60,45 @@ LAYOUTS = [
 ]
 
 
+class CountingPage:
+    """A page whose ``decode`` counts its calls: the segments handed back to tifffile."""
+
+    def __init__(self, page):
+        self.page, self.calls = page, 0
+
+    def __getattr__(self, name):
+        return getattr(self.page, name)
+
+    def decode(self, *args, **kwargs):
+        self.calls += 1
+        return self.page.decode(*args, **kwargs)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: "-".join(map(str, layout)))
 def test_every_segment_is_tifffiles(tmp_path, native_engine, layout):
     path = tmp_path / "a.tif"
     values = write(path, *layout)
     with tifffile.TiffFile(path) as tif:
         page = tif.pages[0]
-        decode = tile_inflate.deflate_decoder(page)
+        assert page.samplesperpixel == (values.shape[2] if values.ndim == 3 else 1)
+        counting = CountingPage(page)
+        decode = tile_inflate.deflate_decoder(counting)
         assert decode is not None
         indices = list(range(len(page.dataoffsets)))
         segments = tif.filehandle.read_segments(
             page.dataoffsets, page.databytecounts, indices=indices, length=len(indices)
         )
         for data, index in segments:
-            ours, ours_place, _ = decode(data, index)
-            theirs, theirs_place, _ = page.decode(data, index)
-            rows, columns = ours.shape[1:3]
-            np.testing.assert_array_equal(ours, theirs[:, :rows, :columns])
+            ours, ours_place, ours_shape = decode(data, index)
+            theirs, theirs_place, theirs_shape = page.decode(data, index)
+            assert ours.shape == theirs.shape == ours_shape == theirs_shape
+            np.testing.assert_array_equal(ours, theirs)
             assert ours.dtype.isnative and ours.dtype.itemsize == values.itemsize
-            assert ours_place[0] == theirs_place[0] and ours_place[3] == theirs_place[3]
-    source = open_regions(path)  # None where strips do not read the layout (planar RGB)
-    if source is not None:
-        with source:
-            rows = source.read_rows(0, SHAPE[0])
-        np.testing.assert_array_equal(rows.reshape(values.shape), values)
+            assert ours_place[0] == theirs_place[0] and ours_place[2:4] == theirs_place[2:4]
+        assert counting.calls == 0  # every segment inflated here, none handed back
+    with open_regions(path) as source:
+        rows = source.read_rows(0, SHAPE[0])
+    np.testing.assert_array_equal(rows.reshape(values.shape), values)
 
 
 @pytest.mark.parametrize(

@@ -191,3 +191,35 @@ def test_without_the_native_engine_the_stream_is_the_librarys(numpy_engine):
 @built
 def test_an_empty_stream_is_a_valid_one(native_engine):
     assert zlib.decompress(zlib_stream.ZlibStream(png.deflate_backend()).finish()) == b""
+
+
+def test_the_library_forgets_the_rows_before_a_huffman_block(monkeypatch, native_engine):
+    # The same rows before and after a Huffman block: were the library's history kept, its
+    # matches in the third block would point at the first, where the Huffman block now is.
+    rng = np.random.default_rng(4)
+    repeated = np.tile(rng.integers(0, 256, 64, dtype=np.uint8), 100).tobytes()
+    noisy = (rng.geometric(0.2, 5_000) % 256).astype(np.uint8).tobytes()  # within 32 KB
+    limits = iter([None, -1, None])  # library, Huffman (no limit), library
+    monkeypatch.setattr(zlib_stream.ZlibStream, "_huffman_limit", lambda self, block: next(limits))
+    coded = spy_on_huffman(monkeypatch)
+    stream = zlib_stream.ZlibStream(png.deflate_backend())
+    blocks = [repeated, noisy, repeated]
+    data = b"".join(stream.compress(block) for block in blocks) + stream.finish()
+    assert coded == [True]
+    assert len(data) < len(noisy) + 2_000  # the repeated rows: a few hundred bytes each
+    assert zlib.decompress(data) == b"".join(blocks)
+
+
+def test_with_the_fast_codecs_off_a_png_is_the_librarys(monkeypatch, native_engine):
+    levels = edge_map()
+    monkeypatch.setenv(png.FAST_CODECS_VARIABLE, "0")
+    png.deflate_backend.cache_clear()
+    try:
+        coded = spy_on_huffman(monkeypatch)
+        off = encoded(levels, "native")
+        assert coded == []
+        assert off == encoded(levels, "numpy")  # one zlib compressor, as without the engine
+        np.testing.assert_array_equal(read_back(off), levels)
+    finally:
+        monkeypatch.delenv(png.FAST_CODECS_VARIABLE)
+        png.deflate_backend.cache_clear()

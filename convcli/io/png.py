@@ -33,8 +33,8 @@ from .formats import PNG_SIGNATURE
 from .zlib_stream import ZlibStream
 
 FAST_CODECS_VARIABLE = "CONVCLI_FAST_CODECS"
-"""Set to ``0`` to use only Pillow, numpy and Python's zlib, even where the optional
-libraries of the ``fast`` and ``deep`` extras are installed."""
+"""Set to ``0`` to use only Pillow, numpy and Python's zlib for images, even where ISA-L,
+libjpeg-turbo, imagecodecs and the native engine's codecs could take part."""
 
 _UP = 2  # the PNG filter type "Up"
 # PNG colour types by the number of channels: grey, grey + alpha, RGB, RGBA.
@@ -193,7 +193,7 @@ class PngRowEncoder:
         height, width, channels = self._shape
         self._row_bytes = width * channels * self._dtype.itemsize
         self._block_rows = max(1, _BLOCK_BYTES // self._row_bytes)
-        self._stream = ZlibStream(backend or deflate_backend())
+        self._stream = ZlibStream(backend or deflate_backend(), huffman=fast_codecs_allowed())
         self._filtered = np.empty((min(self._block_rows, height), 1 + self._row_bytes), np.uint8)
         self._filtered[:, 0] = _UP
         self._previous = np.zeros((1, self._row_bytes), np.uint8)  # above the first row: zeros

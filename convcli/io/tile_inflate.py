@@ -12,7 +12,7 @@ that is 4 s of the thread that reads it.
 with no predictor or horizontal differencing, where the native engine is
 active and the fast codecs are allowed; any segment it cannot take whole (a
 corrupt or short stream, a missing segment) goes to tifffile, which says what
-is wrong or fills it as it always does.
+is wrong, or leaves a missing segment at 0, as it always does.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def deflate_decoder(page) -> Callable | None:
     Returns
     -------
     callable or None
-        ``decode(data, index, **tables) -> (segment, (first sample, 0, 0, left, 0),
-        shape)``, the segment (1, rows, columns, samples) in native byte order; None
-        where tifffile decodes the page itself.
+        ``decode(data, index, **tables) -> (segment, (first sample, 0, top, left, 0),
+        shape)``, the segment (1, rows, columns, samples) in native byte order and
+        `shape` its shape, as tifffile gives them; None where tifffile decodes the
+        page itself.
     """
     try:
         from isal import isal_zlib
@@ -88,16 +89,17 @@ class _SegmentInflater:
         if not self._page.is_tiled:  # the last strip holds the rows left
             rows = min(rows, self._height - down * rows)
         shape = (rows, self._columns, self._samples)
+        count = rows * self._columns * self._samples
         try:
-            inflated = self._inflate(data)
+            inflated = self._inflate(data, bufsize=count * self._dtype.itemsize + 1)
         except self._error:
             return self._page.decode(data, index, **tables)  # tifffile says what is wrong
-        count = rows * self._columns * self._samples
         if len(inflated) < count * self._dtype.itemsize:
-            return self._page.decode(data, index, **tables)  # short: tifffile fills it
+            return self._page.decode(data, index, **tables)  # short: tifffile says so
         stored = np.frombuffer(inflated, self._dtype, count).reshape(shape)
         segment = stored.astype(self._dtype.newbyteorder("="))  # a writable copy
         if self._page.predictor == _DIFFERENCING:
             native.undo_differencing(segment)
         first = plane * self._samples
-        return segment[None], (first, 0, 0, across * self._columns, 0), shape
+        place = (first, 0, down * self._rows, across * self._columns, 0)
+        return segment[None], place, (1, *shape)

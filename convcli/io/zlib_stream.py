@@ -5,16 +5,18 @@ Huffman coding of single bytes, which the native engine writes
 (``huffman_block`` in ``_native.c``) in 5 ms for a 2400x1800 edge map, where
 ISA-L's level 1 takes 13 ms for a file 3% larger. Rows with long repeats (flat
 areas, a photo's sky, a repeating pattern) deflate far smaller with the
-library's match search. So the library deflates a sample of each block (up to
+library's match search. So the library deflates a sample of a block (up to
 four slices of 4 KB), and the block gets the Huffman code where its size,
 counted before it is written, is within ``HUFFMAN_SLACK`` of what the sample
 says the library's would be; the library's deflate otherwise (ISA-L, or
-Python's zlib where isal is missing).
+Python's zlib where isal is missing), as it does without a sample for the few
+blocks after one whose byte counts put the Huffman code far out of reach.
 
 Every block ends on a byte boundary (the library's with a full flush, which
 also forgets the rows before it), so blocks of either coder follow one another
-in one standard zlib stream. Where the native engine is not active the stream
-is the library's alone, as one compressor object gives it.
+in one standard zlib stream. Where the native engine is not active
+(or the fast codecs are turned off, ``CONVCLI_FAST_CODECS=0``) the stream is
+the library's alone, as one compressor object gives it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ SLICE_BYTES = 4096
 # rows made their encoding 6% slower than the library's alone, 3% with this.
 FAR_OFF = 1.1
 UNSAMPLED_BLOCKS = 3
+# The most bytes the native engine codes at once.
+HUFFMAN_MAX_BYTES = 1 << 30
 # A zlib stream's header (deflate, a 32 KB window, the fastest level) and its empty last block.
 _ZLIB_HEADER = b"\x78\x01"
 _LAST_EMPTY_BLOCK = b"\x03\x00"
@@ -72,6 +76,8 @@ class ZlibStream:
     backend : {"isal", "zlib"}
         The library that deflates blocks with long repeats (all blocks where the
         native engine is not active).
+    huffman : bool
+        Whether blocks may get the native engine's Huffman code (where it is active).
 
     Examples
     --------
@@ -81,9 +87,9 @@ class ZlibStream:
     True
     """
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, *, huffman: bool = True):
         self._backend = backend
-        self._mixed = native.active()
+        self._mixed = huffman and native.active()
         if self._mixed:
             self._library = library_compressor(backend, raw=True)
             self._trial = library_compressor(backend, raw=True)  # for the samples
@@ -102,7 +108,9 @@ class ZlibStream:
         self._started = True
         self._checksum = self._adler32(block, self._checksum)
         limit = None
-        if self._unsampled:  # the blocks before were far from the Huffman code's reach
+        if len(block) > HUFFMAN_MAX_BYTES:
+            pass  # a row over a gigabyte: the library's
+        elif self._unsampled:  # the blocks before were far from the Huffman code's reach
             self._unsampled -= 1
         else:
             limit = self._huffman_limit(np.frombuffer(block, np.uint8))

@@ -3,7 +3,7 @@
  * The rows of an edge map or a photo, Up-filtered, hold few repeats that an
  * LZ77 search could find: their deflate is mostly the Huffman coding of single
  * bytes. One pass counts the bytes, a prefix code is built from the counts (at
- * most 15 bits, as deflate requires), and a second pass writes each byte's
+ * most 14 bits: deflate allows 15), and a second pass writes each byte's
  * code: one dynamic block, then an empty stored block, so that the block ends
  * on a byte boundary and any deflate stream can go on after it.
  */
@@ -145,8 +145,7 @@ static inline void store_le64(unsigned char *dst, uint64_t bits)
 #endif
 }
 
-/* Append the low `n` (at most 32) bits of `value`; whole bytes go out at once.
- * The output needs 8 bytes of room past the last byte written. */
+/* Append the low `n` (at most 32) bits of `value`; whole bytes go out four at a time. */
 static inline void put_bits(bit_writer *w, uint32_t value, int n)
 {
     w->bits |= (uint64_t)value << w->count;
@@ -172,8 +171,8 @@ static void flush_bits(bit_writer *w)
     w->count = 0;
 }
 
-/* The most bytes huffman_block writes for n input bytes: 15 bits each, the header,
- * the end of block and the stored block, with room for put_bits' stores. */
+/* The most bytes huffman_block writes for n input bytes: 14 bits each, the header,
+ * the end of block and the stored block, with room for store_le64's 8-byte stores. */
 static Py_ssize_t huffman_block_bound(Py_ssize_t n)
 {
     return n * 2 + 512;

@@ -263,8 +263,10 @@ def undo_differencing(segment) -> None:
 
 
 def count_not_finite(values) -> int | None:
-    """How many values of the float32 C-contiguous array `values` are NaN or infinite, in
-    one pass; None where the native engine is not active or `values` is not such an array."""
-    if not active() or values.dtype != np.float32 or not values.flags.c_contiguous:
+    """How many values of the float32 C-contiguous, aligned array `values` are NaN or
+    infinite, in one pass; None where the native engine is not active or `values` is not
+    such an array."""
+    flags = values.flags
+    if not active() or values.dtype != np.float32 or not (flags.c_contiguous and flags.aligned):
         return None
     return _native.count_not_finite(values)
