@@ -311,7 +311,7 @@ def png_encoders(levels: np.ndarray) -> list[tuple[str, float, int]]:
         return buf.getvalue()
 
     encoders = {
-        "Pillow, level 1 (convcli before)": pillow,
+        "Pillow, level 1": pillow,
         "numpy Up + zlib level 1 RLE (fallback)": ours("zlib"),
     }
     try:
