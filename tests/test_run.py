@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from helpers import assert_same_file, hide_modules, make_image, make_truncated_png, names, run
+from helpers import (
+    assert_same_file,
+    hide_modules,
+    make_image,
+    make_truncated_png,
+    manifest_records,
+    names,
+    run,
+)
 
 from convcli.app import ops
+from convcli.app.manifest import Manifest
 from convcli.app.run import Reporter, RunOptions, run_batch
 from convcli.cli.options import common_options
 from convcli.engines import base as engines
@@ -144,6 +155,54 @@ class SerialEngine(Engine):
     @property
     def running(self) -> int:
         return 0
+
+
+class StoppedEngine(SerialEngine):
+    """Runs the first task, is then stopped (a Ctrl-C), and finishes the others in stop(),
+    as an engine whose workers finish the files they are writing."""
+
+    name = "stopped"
+
+    @property
+    def runs_here(self) -> bool:
+        return False
+
+    def start(self, tasks, worker, *, count=None, stop_requests=lambda: 0) -> Iterator:
+        self.tasks, self.worker = list(tasks), worker
+        first = run_guarded(worker, self.tasks[0])
+        os.kill(os.getpid(), signal.SIGINT)  # counted: the run stops after this result
+        return iter([first])
+
+    def stop(self, *, force: bool = False) -> list:
+        return [run_guarded(self.worker, task) for task in self.tasks[1:]]
+
+    @property
+    def running(self) -> int:
+        return len(self.tasks) - 1
+
+
+def test_a_ctrl_c_while_the_last_results_are_recorded_loses_none(folder, tmp_path, monkeypatch):
+    monkeypatch.setitem(engines.ENGINES, "stopped", f"{__name__}:StoppedEngine")
+    real_add = Manifest.add
+    added = []
+
+    def add_then_ctrl_c(self, result):
+        real_add(self, result)
+        added.append(result.source)
+        if len(added) == 2:  # the first result stop() returned: Ctrl-C again
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Manifest, "add", add_then_ctrl_c)
+    out = tmp_path / "out"
+    options = RunOptions(out_dir=str(out), engine="stopped")
+    try:
+        status = run_batch(_conv(), [str(folder)], options, Recorder())
+    except KeyboardInterrupt:
+        pytest.fail("the second Ctrl-C was raised while the last results were recorded")
+    assert status == 130
+    written = sorted(p.name for p in out.glob("*.png"))
+    assert len(added) == 2 and len(written) == 2
+    assert sorted(record["output"] for record in manifest_records(out)) == written
 
 
 def test_an_engine_is_one_class_and_one_entry(folder, tmp_path, monkeypatch):

@@ -396,8 +396,10 @@ class _BatchRun:
                     "(Ctrl-C again to stop at once)"
                 )
             late = engine.stop()
-        for result in late:
-            self._add(result)
+            # Recorded while stop requests are still counted: a Ctrl-C now must not
+            # leave the outputs of finished files without their manifest lines.
+            for result in late:
+                self._add(result)
         if engine.stop_note:
             self.reporter.say(engine.stop_note)
         deaths = engine.deaths_note()
