@@ -396,9 +396,7 @@ class _BatchRun:
                     "(Ctrl-C again to stop at once)"
                 )
             late = engine.stop()
-            # Recorded while stop requests are still counted: a Ctrl-C now must not
-            # leave the outputs of finished files without their manifest lines.
-            for result in late:
+            for result in late:  # a Ctrl-C is still counted here, not raised mid-record
                 self._add(result)
         if engine.stop_note:
             self.reporter.say(engine.stop_note)
