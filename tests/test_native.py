@@ -394,28 +394,3 @@ def test_the_pyramids_2x2_means_are_numpys_bits_at_every_vector_level(rows):
             got = native.mean_2x2(rows)
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
-
-
-@built
-@settings(max_examples=40, deadline=None)
-@given(
-    size=st.integers(3, 3000),
-    specials=st.lists(
-        st.sampled_from([np.nan, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, -0.0]), max_size=20
-    ),
-    seed=st.integers(0, 2**16),
-)
-def test_not_finite_values_are_counted_as_numpy_counts_them(size, specials, seed):
-    rng = np.random.default_rng(seed)
-    values = rng.normal(0, 1e3, size).astype(np.float32)
-    values[rng.integers(0, size, len(specials))] = specials
-    expected = size - int(np.count_nonzero(np.isfinite(values)))
-    with engine("native"):
-        assert native.count_not_finite(values) == expected
-        assert native.count_not_finite(values[::2]) is None  # not contiguous: numpy counts
-        assert native.count_not_finite(values[:0]) == 0
-        unaligned = np.frombuffer(b"\0" + values.tobytes(), np.float32, size, offset=1)
-        assert not unaligned.flags.aligned
-        assert native.count_not_finite(unaligned) is None  # numpy counts those
-    with engine("numpy"):
-        assert native.count_not_finite(values) is None

@@ -489,28 +489,6 @@ static PyObject *native_undo_differencing(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *native_count_not_finite(PyObject *self, PyObject *args)
-{
-    Py_buffer x;
-    if (!PyArg_ParseTuple(args, "y*", &x))
-        return NULL;
-    if (x.len % (Py_ssize_t)sizeof(float)) {
-        PyBuffer_Release(&x);
-        PyErr_SetString(PyExc_ValueError, "count_not_finite: float32 values");
-        return NULL;
-    }
-    const uint32_t *bits = x.buf;
-    const Py_ssize_t n = x.len / (Py_ssize_t)sizeof(float);
-    Py_ssize_t count = 0;
-    Py_BEGIN_ALLOW_THREADS
-    /* NaN and the infinities: every exponent bit set. */
-    for (Py_ssize_t i = 0; i < n; i++)
-        count += (bits[i] & 0x7f800000u) == 0x7f800000u;
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&x);
-    return PyLong_FromSsize_t(count);
-}
-
 static PyObject *native_vector_level(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(use_avx2 ? "avx2" : BASELINE_NAME);
@@ -569,8 +547,6 @@ static PyMethodDef native_methods[] = {
     {"undo_differencing", native_undo_differencing, METH_VARARGS,
      "undo_differencing(data, (rows, cols, samples, itemsize)): a TIFF's horizontal "
      "differencing undone in place, rows of cols pixels of 8- or 16-bit samples (native order)."},
-    {"count_not_finite", native_count_not_finite, METH_VARARGS,
-     "count_not_finite(x): how many float32 values of x are NaN or infinite."},
     {"vector_level", native_vector_level, METH_NOARGS, "The vector level the kernels run at."},
     {"vector_levels", native_vector_levels, METH_NOARGS, "The vector levels this CPU runs."},
     {"set_vector_level", native_set_vector_level, METH_O, "Run the kernels at another level."},

@@ -260,13 +260,3 @@ def undo_differencing(segment) -> None:
     columns, samples) uint8 or uint16 in native byte order, C-contiguous; native engine only."""
     rows, columns, samples = segment.shape
     _native.undo_differencing(segment, (rows, columns, samples, segment.itemsize))
-
-
-def count_not_finite(values) -> int | None:
-    """How many values of the float32 C-contiguous, aligned array `values` are NaN or
-    infinite, in one pass; None where the native engine is not active or `values` is not
-    such an array."""
-    flags = values.flags
-    if not active() or values.dtype != np.float32 or not (flags.c_contiguous and flags.aligned):
-        return None
-    return _native.count_not_finite(values)
