@@ -76,7 +76,7 @@ from .carried import Carried, from_tiff_page
 from .formats import is_store_name, starts_as_tiff
 from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
-from .tile_inflate import deflate_decoder
+from .tile_inflate import deflate_decoder, samples_per_segment
 from .zarr_regions import StoreRegions, open_store_regions
 
 MAX_SEGMENT_PIXELS = 1 << 24
@@ -234,18 +234,13 @@ def _codecs_here(page) -> bool:
     return True
 
 
-def _samples_per_segment(page) -> int:
-    """The samples of a pixel that one segment holds: all (contiguous), or one (planar)."""
-    return 1 if page.planarconfig == _SEPARATE else int(page.samplesperpixel)
-
-
 def _decodable(page) -> bool:
     """Whether tifffile decodes `page`'s compression and predictor here, in small segments."""
     if not _codecs_here(page):
         return False
     if _uncompressed_strips(page):
         return True  # rows are read straight from the file
-    segment = page.chunks[-3:-1] if _samples_per_segment(page) > 1 else page.chunks[-2:]
+    segment = page.chunks[-3:-1] if samples_per_segment(page) > 1 else page.chunks[-2:]
     return int(np.prod(segment)) <= MAX_SEGMENT_PIXELS
 
 
@@ -496,7 +491,7 @@ class RegionSource:
     def _file_rows(self, r0: int, r1: int) -> np.ndarray:
         """Rows of uncompressed strips, read straight from the file: (rows, width, samples)."""
         page, fh = self._page, self._tif.filehandle
-        samples, per_strip = page.samplesperpixel, _samples_per_segment(page)
+        samples, per_strip = page.samplesperpixel, samples_per_segment(page)
         dtype = np.dtype(self._tif.byteorder + self.dtype.char)
         row_bytes = self.width * per_strip * dtype.itemsize
         rows = np.empty((r1 - r0, self.width, samples), dtype)
@@ -540,7 +535,7 @@ class RegionSource:
         tile = int(page.tilewidth) if page.is_tiled else self.width
         across = -(-self.width // tile)
         plane = across * -(-self.height // self._segment_rows)  # segments of one plane
-        planes = page.samplesperpixel // _samples_per_segment(page)
+        planes = page.samplesperpixel // samples_per_segment(page)
         indices = [
             p * plane + i
             for p in range(planes)

@@ -26,7 +26,7 @@ from .png import fast_codecs_allowed
 
 _DEFLATE_CODES = (8, 32946)  # Adobe's deflate and the old code for it
 _NO_PREDICTOR, _DIFFERENCING = 1, 2
-_CONTIGUOUS = 1
+_SEPARATE = 2  # PlanarConfiguration: each sample in segments of its own
 
 
 def deflate_decoder(page) -> Callable | None:
@@ -64,13 +64,19 @@ def deflate_decoder(page) -> Callable | None:
     return _SegmentInflater(page, isal_zlib).decode
 
 
+def samples_per_segment(page) -> int:
+    """The samples of a pixel that one segment of `page` holds: all (contiguous), or one
+    (planar)."""
+    return 1 if page.planarconfig == _SEPARATE else int(page.samplesperpixel)
+
+
 class _SegmentInflater:
     """Where each segment of a page lies, and its decoding (:func:`deflate_decoder`)."""
 
     def __init__(self, page, isal_zlib):
         self._page, self._inflate, self._error = page, isal_zlib.decompress, isal_zlib.error
         self._height, self._width = int(page.imagelength), int(page.imagewidth)
-        self._samples = int(page.samplesperpixel) if page.planarconfig == _CONTIGUOUS else 1
+        self._samples = samples_per_segment(page)
         if page.is_tiled:
             self._rows, self._columns = int(page.tilelength), int(page.tilewidth)
         else:
