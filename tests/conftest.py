@@ -82,6 +82,16 @@ def numpy_engine():
 
 
 @pytest.fixture
+def native_engine():
+    """The native engine is active during the test, whatever CONVCLI_ENGINE says."""
+    from convcli.layers._engine import native
+
+    before = native.use_engine("native")
+    yield
+    native.use_engine(before)
+
+
+@pytest.fixture
 def out(tmp_path):
     """The output folder ``tmp_path / "out"`` (not made: the command line makes it)."""
     return tmp_path / "out"

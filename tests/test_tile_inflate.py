@@ -23,13 +23,6 @@ pytestmark = pytest.mark.skipif(native._native is None, reason="the C extension 
 SHAPE = (37, 45)  # tiles of 16 leave partial tiles on both edges; strips of 8, a short last one
 
 
-@pytest.fixture
-def native_engine():
-    before = native.use_engine("native")
-    yield
-    native.use_engine(before)
-
-
 def write(path, dtype, byteorder, samples, planar, tiled, predictor, compression="zlib"):
     """A TIFF of random values in this layout; its values (rows, columns[, samples])."""
     seed = zlib.crc32(repr((dtype, byteorder, samples, planar, tiled, predictor)).encode())

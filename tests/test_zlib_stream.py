@@ -23,14 +23,6 @@ built = pytest.mark.skipif(native._native is None, reason="the C extension was n
 LAST_EMPTY_BLOCK = b"\x03\x00"
 
 
-@pytest.fixture
-def native_engine():
-    """The native engine active during the test, whatever CONVCLI_ENGINE says."""
-    before = native.use_engine("native")
-    yield
-    native.use_engine(before)
-
-
 def inflate_raw(blocks: bytes) -> bytes:
     """Bare deflate blocks, ended by an empty last block, inflated (checks the end is reached)."""
     inflater = zlib.decompressobj(-15)
