@@ -23,14 +23,13 @@ from __future__ import annotations
 import functools
 import os
 import struct
-import zlib
 from collections.abc import Iterable
 from typing import BinaryIO
 
 import numpy as np
 
 from .formats import PNG_SIGNATURE
-from .zlib_stream import ZlibStream
+from .zlib_stream import ZlibStream, library
 
 FAST_CODECS_VARIABLE = "CONVCLI_FAST_CODECS"
 """Set to ``0`` to use only Pillow, numpy and Python's zlib for images, even where ISA-L,
@@ -66,17 +65,8 @@ def _chunk(fh: BinaryIO, kind: bytes, data: bytes) -> None:
     fh.write(struct.pack(">I", len(data)))
     fh.write(kind)
     fh.write(data)
-    crc32 = _crc32()
+    crc32 = library(deflate_backend()).crc32
     fh.write(struct.pack(">I", crc32(data, crc32(kind))))
-
-
-def _crc32():
-    """zlib's crc32, or ISA-L's where it deflates (the same checksum, 3 times as fast)."""
-    if deflate_backend() == "isal":
-        from isal import isal_zlib
-
-        return isal_zlib.crc32
-    return zlib.crc32
 
 
 def write_png(
