@@ -96,7 +96,7 @@ class ZlibStream:
             self._trial = library_compressor(backend, raw=True)  # for the samples
             self._adler32 = library(backend).adler32
             self._checksum = 1
-            self._started = False
+            self._header = _ZLIB_HEADER  # not written yet
             self._unsampled = 0  # blocks left to give the library without a sample
         else:
             self._library = library_compressor(backend)
@@ -105,8 +105,7 @@ class ZlibStream:
         """The stream's bytes for `block` (a C-contiguous buffer of bytes), maybe none yet."""
         if not self._mixed:
             return self._library.compress(block)
-        head = b"" if self._started else _ZLIB_HEADER
-        self._started = True
+        head, self._header = self._header, b""  # before the stream's first bytes
         self._checksum = self._adler32(block, self._checksum)
         limit = None
         if len(block) > HUFFMAN_MAX_BYTES:
@@ -124,8 +123,7 @@ class ZlibStream:
         """The rest of the stream: the last block and the checksum."""
         if not self._mixed:
             return self._library.flush()
-        head = b"" if self._started else _ZLIB_HEADER
-        self._started = True
+        head, self._header = self._header, b""  # before the stream's first bytes
         return head + _LAST_EMPTY_BLOCK + self._checksum.to_bytes(4, "big")
 
     def _huffman_limit(self, block: np.ndarray) -> int | None:
@@ -141,8 +139,9 @@ class ZlibStream:
         shares = np.bincount(sample, minlength=256) / len(sample)
         shares = shares[shares > 0]
         bits_per_byte = max(1.0, -float(np.sum(shares * np.log2(shares))))
-        if len(block) * bits_per_byte / 8 > limit:
-            if len(block) * bits_per_byte / 8 > FAR_OFF * limit:
+        floor_bytes = len(block) * bits_per_byte / 8
+        if floor_bytes > limit:
+            if floor_bytes > FAR_OFF * limit:
                 self._unsampled = UNSAMPLED_BLOCKS
             return None
         return int(limit)
