@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -267,6 +268,92 @@ def test_the_channel_sum_equals_numpys(channels):
         top, _, left, _ = widths
         inside = ours[:, top : top + 23, left : left + 37, 0]
         np.testing.assert_array_equal(inside, colour.sum(axis=3, dtype=np.int64))
+
+
+_SUMMED_KERNELS = {
+    "vertical": [[1, 0, -1]] * 3,
+    "sobel": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
+    "box 5x5": np.full((5, 5), 1 / 25),
+    "gaussian 7x3": np.outer([1, 6, 15, 20, 15, 6, 1], [1, 2, 1]) / 256,
+    "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],  # not rank 1: the old path
+}
+
+
+def _summed_op(weights, widths, border, bias):
+    kernel = SimpleNamespace(weights=np.asarray(weights, np.float32))
+    kernel.size = kernel.weights.shape
+    return SimpleNamespace(
+        kernels=[kernel],
+        channels="sum",
+        stride=1,
+        dilation=1,
+        border=border,
+        bias=bias,
+        pad_widths=lambda _: widths,
+    )
+
+
+@built
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 19), st.integers(1, 23), st.integers(2, 4)),
+    kernel=st.sampled_from(sorted(_SUMMED_KERNELS)),
+    widths=st.tuples(*[st.integers(0, 6)] * 4),
+    border=st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]),
+    bias=st.sampled_from([0.0, 0.5, -3.0]),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_channel_sum_correlated_in_one_pass_has_the_bits_of_the_summed_picture(
+    seed, shape, kernel, widths, border, bias
+):
+    # The 8-bit channels summed row by row inside the passes give what the float32 sum,
+    # bordered and handed to conv_forward, gives: the same bits, at every vector level.
+    from convcli.app import conv_pixels
+
+    rng = np.random.default_rng(seed)
+    colour = rng.integers(0, 256, shape, dtype=np.uint8)
+    weights = np.asarray(_SUMMED_KERNELS[kernel], np.float32)
+    top, bottom, left, right = widths
+    if shape[1] + top + bottom < weights.shape[0] or shape[2] + left + right < weights.shape[1]:
+        return  # no window fits
+    op = _summed_op(weights, widths, border, bias)
+    with engine("native"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conv_pixels, "summed_in_one_pass", lambda *_: None)
+        expected = conv_pixels.summed_maps(op, colour)
+    for level in native.vector_levels():
+        with engine("native"), vector_level(level):
+            got = conv_pixels.summed_in_one_pass(op, colour, op.kernels[0])
+        if kernel == "laplacian":
+            assert got is None
+            continue
+        assert got is not None and got.shape == expected.shape
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+@built
+def test_a_channel_sum_whose_passes_overflow_takes_the_summed_picture():
+    # inf from huge weights: the rows are the plain path's, as conv_forward gives them.
+    from convcli.app import conv_pixels
+
+    colour = np.full((1, 9, 11, 3), 255, np.uint8)
+    op = _summed_op(np.outer([1, 1, 1], [3e38, 0, -3e38]), (1, 1, 1, 1), "reflect", 0.0)
+    with engine("native"):
+        assert conv_pixels.summed_in_one_pass(op, colour, op.kernels[0]) is None
+        Z = conv_pixels.summed_maps(op, colour)
+    assert np.isnan(Z).any() or np.isinf(Z).any()
+
+
+@built
+def test_a_border_source_outside_the_picture_is_refused():
+    colour = np.zeros((1, 4, 5, 3), np.uint8)
+    rows, columns = np.array([0, 0, 1, 2, 3, 3]), np.array([0, 0, 1, 2, 3, 4, 4])  # edge
+    u = v = np.ones(3, np.float32)
+    rows[0] = 4  # the picture has rows 0..3
+    with pytest.raises(ValueError, match="row source outside"):
+        native.sum_correlate_separable(colour, u, v, rows, columns, 1, 0.0)
+    rows[0], columns[-1] = -1, 5  # -1: a zero, allowed
+    with pytest.raises(ValueError, match="column source outside"):
+        native.sum_correlate_separable(colour, u, v, rows, columns, 1, 0.0)
 
 
 def _levels_by_numpy(x, scale):

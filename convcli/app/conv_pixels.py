@@ -10,9 +10,10 @@ import numpy as np
 
 from ..choices import COMBINE_MODES, keyed_by
 from ..layers._engine import native
+from ..layers._engine.separable import rank_one_factors
 from ..layers.conv import conv_forward
 from ..layers.depthwise import depthwise_conv_forward
-from ..layers.padding import fill_border, pad_images, pad_images_as
+from ..layers.padding import border_terms, fill_border, pad_images, pad_images_as
 from ..levels.mapping import luminance
 from .op_helpers import as_batch
 
@@ -135,15 +136,48 @@ def summed_maps(op, A: np.ndarray) -> np.ndarray:
         while stop < len(op.kernels) and op.kernels[stop].size == shape:
             stop += 1
         group = op.kernels[start:stop]
-        A_in, pad = padded(op, A, op.pad_widths(group[0]))
-        hp = {"stride": op.stride, "pad": pad, "dilation": op.dilation}
-        W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
-        b = np.full((1, 1, 1, len(group)), op.bias, np.float32)
-        Z, _ = conv_forward(A_in, W, b, hp)
-        del A_in
+        Z = summed_in_one_pass(op, A, group[0]) if len(group) == 1 else None
+        if Z is None:
+            A_in, pad = padded(op, A, op.pad_widths(group[0]))
+            hp = {"stride": op.stride, "pad": pad, "dilation": op.dilation}
+            W = np.stack([k.weights for k in group], axis=-1).astype(np.float32)[:, :, None, :]
+            b = np.full((1, 1, 1, len(group)), op.bias, np.float32)
+            Z, _ = conv_forward(A_in, W, b, hp)
+            del A_in
         results.append(Z)
         start = stop
     return np.concatenate(results, axis=3) if len(results) > 1 else results[0]
+
+
+def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
+    """:func:`summed_maps`' Z for one `kernel` of the sum of 8-bit `A`'s channels, made from the
+    8-bit pixels in one pass; None where conv_forward would not take the native engine's
+    separable passes (as its ``_separable`` decides) or the border is computed, not copied.
+
+    The same values, without the picture-sized float32 sum written and read again (17 MB
+    for a 2400x1800 photo): each bordered row of the sum is made once, in cache, as the
+    passes need it (:func:`convcli.layers._engine.native.sum_correlate_separable`).
+    """
+    m, H, W, C = A.shape
+    weights = np.asarray(kernel.weights, np.float32)
+    if (
+        op.channels != "sum"
+        or A.dtype != np.uint8
+        or C < 2
+        or min(H, W) < 1
+        or op.stride != 1
+        or op.dilation != 1
+        or not native.active()
+        or not native.separable_is_cheaper(*weights.shape)
+    ):
+        return None
+    factors = rank_one_factors(weights)
+    top, bottom, left, right = op.pad_widths(kernel)
+    rows = border_terms(H, top, bottom, op.border).copies()
+    columns = border_terms(W, left, right, op.border).copies()
+    if factors is None or rows is None or columns is None:
+        return None
+    return native.sum_correlate_separable(A, *factors, rows, columns, left, op.bias)
 
 
 def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarray:

@@ -261,6 +261,90 @@ done:
     Py_RETURN_NONE;
 }
 
+/* sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, flags,
+ *               (m, H_in, W_in, C), (W, left, ring_rows), bias, (i, h0, h1)):
+ * rows [h0, h1) of image i of Z (m, n_H, n_W) from the 8-bit pixels (m, H_in, W_in, C)
+ * as sum_separable_rows makes them; n_H and n_W follow from row_src and col_src (int64,
+ * one per padded row and column, each checked to be -1 or inside the picture). */
+static PyObject *native_sum_separable(PyObject *self, PyObject *args)
+{
+    Py_buffer pixels, u, v, row_src, col_src, Z, scratch, tags, flags;
+    sep_args a = {0};
+    Py_ssize_t m, H_in, W_in, C, W, left, ring_rows, i, h0, h1;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*(nnnn)(nnn)f(nnn)", &pixels, &u, &v,
+                          &row_src, &col_src, &Z, &scratch, &tags, &flags, &m, &H_in, &W_in,
+                          &C, &W, &left, &ring_rows, &a.bias, &i, &h0, &h1))
+        return NULL;
+    int ok = 0;
+    Py_ssize_t H = row_src.len / (Py_ssize_t)sizeof(int64_t);
+    a.f_h = u.len / (Py_ssize_t)sizeof(float);
+    a.f_w = v.len / (Py_ssize_t)sizeof(float);
+    a.W = W;
+    a.n_H = H - a.f_h + 1;
+    a.n_W = W - a.f_w + 1;
+    a.step = 1;
+    if (m < 1 || H_in < 1 || W_in < 1 || C < 1 || left < 0 || left + W_in > W ||
+        u.len != a.f_h * (Py_ssize_t)sizeof(float) || v.len != a.f_w * (Py_ssize_t)sizeof(float) ||
+        col_src.len != W * (Py_ssize_t)sizeof(int64_t) || a.f_h < 1 || a.f_w < 1 ||
+        a.f_h > MAX_TAPS || a.n_H < 1 || a.n_W < 1 || ring_rows < a.f_h + ROWS_AT_ONCE - 1 ||
+        pixels.len != m * H_in * W_in * C || i < 0 || i >= m || h0 < 0 || h1 > a.n_H ||
+        tags.len < ring_rows * (Py_ssize_t)sizeof(int64_t) || flags.len < h1 - h0 ||
+        Z.len != m * a.n_H * a.n_W * (Py_ssize_t)sizeof(float) ||
+        scratch.len < (Py_ssize_t)sizeof(float) * (ring_rows + ROWS_AT_ONCE + 1) * W) {
+        PyErr_SetString(PyExc_ValueError, "sum_separable: inconsistent shapes");
+        goto done;
+    }
+    const int64_t *rs = row_src.buf, *cs = col_src.buf;
+    for (Py_ssize_t y = 0; y < H; y++)
+        if (rs[y] < -1 || rs[y] >= H_in) {
+            PyErr_SetString(PyExc_ValueError, "sum_separable: a row source outside the picture");
+            goto done;
+        }
+    for (Py_ssize_t x = 0; x < W; x++)
+        if (cs[x] < -1 || cs[x] >= W_in) {
+            PyErr_SetString(PyExc_ValueError, "sum_separable: a column source outside the picture");
+            goto done;
+        }
+    ok = 1;
+    if (h1 <= h0)
+        goto done;
+    a.u = u.buf;
+    a.v = v.buf;
+    a.Z = (float *)Z.buf + i * a.n_H * a.n_W;
+    a.symmetric_u = a.symmetric_v = 1;
+    for (Py_ssize_t k = 0; k < a.f_h; k++)
+        a.symmetric_u &= a.u[k] == a.u[a.f_h - 1 - k];
+    for (Py_ssize_t k = 0; k < a.f_w; k++)
+        a.symmetric_v &= a.v[k] == a.v[a.f_w - 1 - k];
+    float *ring = scratch.buf, *lines = ring + ring_rows * W, *zeros = lines + ROWS_AT_ONCE * W;
+    memset(zeros, 0, sizeof(float) * W);
+    memset(lines, 0, sizeof(float) * ROWS_AT_ONCE * W);
+    const unsigned char *picture = (const unsigned char *)pixels.buf + i * H_in * W_in * C;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_BUILD
+    if (use_avx2)
+        sum_separable_rows_avx2(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
+                                ring_rows, lines, zeros, flags.buf);
+    else
+#endif
+        sum_separable_rows_base(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
+                                ring_rows, lines, zeros, flags.buf);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&pixels);
+    PyBuffer_Release(&u);
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&row_src);
+    PyBuffer_Release(&col_src);
+    PyBuffer_Release(&Z);
+    PyBuffer_Release(&scratch);
+    PyBuffer_Release(&tags);
+    PyBuffer_Release(&flags);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 #ifdef HAVE_AVX2_BUILD
 #define DISPATCH(name, args) (use_avx2 ? name##_avx2 args : name##_base args)
 #else
@@ -527,6 +611,10 @@ static PyMethodDef native_methods[] = {
      "separable(A, u, v, Z, scratch, not_finite, (m, H, W), (f_h, f_w), (n_H, n_W), (top, bottom, left, right), "
      "bias, step, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
      "NaN or inf."},
+    {"sum_separable", native_sum_separable, METH_VARARGS,
+     "sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, not_finite, (m, H, W, C), "
+     "(padded width, left, ring rows), bias, (i, h0, h1)): rows h0..h1 of image i of Z, the 8-bit "
+     "channels' sum bordered by copies and correlated with outer(u, v)."},
     {"sum_channels", native_sum_channels, METH_VARARGS,
      "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "
      "of rows of W pixels, as float32, into out's rows from value `offset`, `stride` apart."},

@@ -458,6 +458,68 @@ static void FN(sum_channels_u8)(const unsigned char *colour, Py_ssize_t rows, Py
     }
 }
 
+/* The sum of the C 8-bit channels of pixel row `pixels` (W_in pixels) as row `row` of a
+ * padded sum: the inside from column `left` on, the border columns copies of it
+ * (col_src[x]: the inside column padded column x copies, -1 for a zero). */
+static void FN(bordered_sum_row)(const unsigned char *pixels, Py_ssize_t W_in, Py_ssize_t C,
+                                 Py_ssize_t left, const int64_t *col_src, Py_ssize_t W,
+                                 float *row)
+{
+    FN(sum_channels_u8)(pixels, 1, W_in, C, row + left, W);
+    for (Py_ssize_t x = 0; x < W; x++) {
+        if (x == left)
+            x += W_in;
+        if (x < W)
+            row[x] = col_src[x] < 0 ? 0.0f : row[left + col_src[x]];
+    }
+}
+
+/* Output rows [h0, h1) of the channel sum of one 8-bit picture (H_in rows of W_in
+ * pixels of C channels), bordered by copies (row_src[y]: the picture row padded row y
+ * copies, -1 for zeros; col_src likewise for the columns, `left` of them before the
+ * inside), correlated with outer(u, v): the values separable_rows gives of that
+ * padded sum, without it. a->W is the padded width. Each padded row is summed once
+ * into `ring` (ring_rows rows of a->W; tags[s] the padded row slot s holds), so the
+ * vertical passes read rows from the cache. not_finite as separable_rows. */
+static void FN(sum_separable_rows)(const sep_args *a, const unsigned char *pixels,
+                                   Py_ssize_t W_in, Py_ssize_t C, Py_ssize_t left,
+                                   const int64_t *row_src, const int64_t *col_src,
+                                   Py_ssize_t h0, Py_ssize_t h1, float *ring, int64_t *tags,
+                                   Py_ssize_t ring_rows, float *lines, const float *zeros,
+                                   char *not_finite)
+{
+    const Py_ssize_t W = a->W, f_h = a->f_h;
+    const float *rows[MAX_TAPS + ROWS_AT_ONCE];
+    float *line[ROWS_AT_ONCE];
+    for (int r = 0; r < ROWS_AT_ONCE; r++)
+        line[r] = lines + r * W;
+    for (Py_ssize_t s = 0; s < ring_rows; s++)
+        tags[s] = -1;
+    for (Py_ssize_t h = h0; h < h1; h += ROWS_AT_ONCE) {
+        int count = (int)(h1 - h < ROWS_AT_ONCE ? h1 - h : ROWS_AT_ONCE);
+        /* f_h + count - 1 <= ring_rows consecutive rows: each has a slot of its own. */
+        for (Py_ssize_t k = 0; k < f_h + count - 1; k++) {
+            Py_ssize_t y = h + k, slot = y % ring_rows;
+            if (row_src[y] < 0) {
+                rows[k] = zeros;
+                continue;
+            }
+            float *row = ring + slot * W;
+            if (tags[slot] != y) {
+                FN(bordered_sum_row)(pixels + row_src[y] * W_in * C, W_in, C, left, col_src, W,
+                                     row);
+                tags[slot] = y;
+            }
+            rows[k] = row;
+        }
+        FN(vertical_rows)(a, rows, line, count);
+        for (int r = 0; r < count; r++) {
+            float *out = a->Z + (h + r) * a->n_W;
+            not_finite[h + r - h0] = (char)FN(horizontal_row)(a, line[r], out);
+        }
+    }
+}
+
 /* |x| of the values of a (H, W) float32 map at least `threshold`, leaving out
  * `margin` rows and columns on every side, into `out` (up to `capacity` of
  * them, in row order); returns how many there are. */

@@ -57,6 +57,9 @@ SEPARABLE_SHARE = 0.75
 SEPARABLE_ROWS_AT_ONCE = 4
 # Multiply-adds per pass of numpy over one value (tiles.WORK_PER_THREAD's unit).
 MULTIPLY_ADDS_PER_PASS = 8
+# The most bytes of a thread's channel-sum rows (sum_correlate_separable): a kernel taller
+# than that leaves the sum to a picture-sized array.
+SUM_RING_BYTES = 4 << 20
 
 
 def direct_takes(C: int, n: int, *, depthwise: bool) -> bool:
@@ -172,6 +175,60 @@ def correlate_separable(A, u, v, pads, bias):
     if not same:
         np.add(Z, biases, out=Z)
     return Z, sorted(not_finite)
+
+
+def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int, bias: float):
+    """The sum of the 8-bit channels of `colour` (m, H, W, C), bordered by copies, correlated
+    with ``outer(u, v)``: Z (m, n_H, n_W, 1) float32, or None where a row is not finite.
+
+    `row_sources` and `column_sources` (one per padded row and column) name the picture's
+    row and column each copies, -1 for a zero; `left` columns come before the inside. The
+    values of :func:`correlate_separable` on the padded sum, without that picture-sized
+    float32 sum: each padded row is summed once into a few rows that stay in cache. None
+    also where a thread's rows of the sum would not fit in :data:`SUM_RING_BYTES`.
+    """
+    colour = np.ascontiguousarray(colour, np.uint8)
+    m, H, W_in, C = colour.shape
+    u32, v32 = np.ascontiguousarray(u, np.float32), np.ascontiguousarray(v, np.float32)
+    rows = np.ascontiguousarray(row_sources, np.int64)
+    columns = np.ascontiguousarray(column_sources, np.int64)
+    W = len(columns)
+    n_H, n_W = len(rows) - len(u32) + 1, W - len(v32) + 1
+    ring_rows = len(u32) + SEPARABLE_ROWS_AT_ONCE - 1
+    if 4 * ring_rows * W > SUM_RING_BYTES or min(m, H, W_in, n_H, n_W) < 1:
+        return None
+    Z = np.empty((m, n_H, n_W, 1), np.float32)
+    shape, geometry = (m, H, W_in, C), (W, left, ring_rows)
+    not_finite = []  # list.append is atomic
+
+    def work(scratch, tile):
+        i0, i1, h0, h1 = tile
+        flags = scratch.take("flags", (h1 - h0,), np.uint8)
+        ring = scratch.take("ring", ((ring_rows + SEPARABLE_ROWS_AT_ONCE + 1) * W,))
+        tags = scratch.take("tags", (ring_rows,), np.int64)
+        for i in range(i0, i1):
+            _native.sum_separable(
+                colour,
+                u32,
+                v32,
+                rows,
+                columns,
+                Z,
+                ring,
+                tags,
+                flags,
+                shape,
+                geometry,
+                float(bias),
+                (i, h0, h1),
+            )
+            if flags.any():
+                not_finite.append(i)
+
+    tiles = RowTiles(m, n_H, max(1, 4 * TILE_VALUES // n_W))
+    cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
+    run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
+    return None if not_finite else Z
 
 
 def sum_channels(colour, out, top: int, left: int) -> None:
