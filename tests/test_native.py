@@ -356,6 +356,34 @@ def test_a_border_source_outside_the_picture_is_refused():
         native.sum_correlate_separable(colour, u, v, rows, columns, 1, 0.0)
 
 
+@built
+@given(seed=st.integers(0, 2**32 - 1), shift=st.sampled_from([8, 12, 16]))
+@settings(max_examples=40, deadline=None)
+def test_magnitude_bins_count_numpys_patterns(seed, shift):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((23, 31)) * 10.0 ** float(rng.integers(-40, 30))).astype(np.float32)
+    whole = rng.random(x.shape) < 0.3
+    x[whole] = np.round(x[whole])
+    x.flat[rng.integers(0, x.size, 5)] = [np.nan, np.inf, -np.inf, -0.0, 1e-45]
+    r0, c0 = int(rng.integers(0, 23)), int(rng.integers(0, 31))
+    r1, c1 = int(rng.integers(r0, 24)), int(rng.integers(c0, 32))
+    bins, mixed = np.zeros(1 << (31 - shift), np.int64), np.zeros(1 << (31 - shift), np.uint8)
+    bins[3], mixed[5] = 7, 1  # counted on top of what is there
+    count, largest = native.magnitude_bins(x, (r0, r1, c0, c1), bins, mixed, shift)
+    window = np.abs(x[r0:r1, c0:c1])
+    finite = window[np.isfinite(window)]
+    patterns = finite.view(np.uint32)
+    expected = np.bincount(patterns >> shift, minlength=bins.size)
+    expected[3] += 7
+    np.testing.assert_array_equal(bins, expected)
+    expected_mixed = np.zeros_like(mixed)
+    expected_mixed[patterns[(patterns & ((1 << shift) - 1)) != 0] >> shift] = 1
+    expected_mixed[5] = 1
+    np.testing.assert_array_equal(mixed, expected_mixed)
+    assert count == finite.size
+    assert largest == (float(finite.max()) if finite.size else 0.0)
+
+
 def _levels_by_numpy(x, scale):
     """The float32 steps of the numpy path: |x|, times scale, clip, rint."""
     v = np.abs(x) * np.float32(scale)

@@ -308,10 +308,14 @@ class _Scales:
         self.whole = level_stats.StreamedMapping(
             "clip", white=stands_for.white, depth=self.depth, height=max(whole, 1), width=1
         )
-        self.passes = max((p.passes for p in self.plans.values()), default=0)
         self._rows: dict[int, int] = {}
         self._levels_of: np.ndarray | None = None
         self._levels: dict[int, np.ndarray] = {}
+
+    @property
+    def passes(self) -> int:
+        """Passes of statistics over the frames before the outputs (those of the plans)."""
+        return max((p.passes for p in self.plans.values()), default=0)
 
     def add(self, pass_index: int, result: np.ndarray) -> None:
         """Take the statistics of one frame's (H', W', C') result, in the pass under way."""
@@ -523,7 +527,7 @@ def process_stack(
     scales = _Scales(task, plan, frames, todo)
     timings["decode"] = time.perf_counter() - start
     start = time.perf_counter()
-    for pass_index in range(scales.passes):
+    for pass_index in level_stats.pass_indices(scales):
         for frame in frames.each():
             scales.add(pass_index, frame.result)
     timings["compute"] = time.perf_counter() - start

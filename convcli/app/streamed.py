@@ -7,7 +7,8 @@ BigTIFF, OME-TIFF, Zarr) when its work would not fit the memory budget
 
 1. **Statistics.** A mapping that needs the whole map's (``robust``,
    ``minmax``, ``abs``, ``offset``) takes them in one or two passes over the
-   strips (:class:`convcli.levels.stats.StreamedMapping`), computing them again.
+   strips (:class:`convcli.levels.stats.StreamedMapping`), computing them again;
+   whether ``robust`` needs its second is known at the end of the first.
 2. **Output.** A last pass computes each strip once more and hands its rows
    to every output, each written as it comes
    (:func:`convcli.io.row_writers.open_row_writer`): ``.npy``, PNG, a tiled
@@ -30,7 +31,7 @@ from ..io.figures import save_grid
 from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..levels.mapping import LevelScale, count_not_finite
-from ..levels.stats import StreamedMapping
+from ..levels.stats import StreamedMapping, pass_indices
 from .outputs import (
     carried_for,
     channels_of,
@@ -142,7 +143,7 @@ def process_in_strips(
     """
     op, start = task.op, time.perf_counter()
     grids, files, rows, size, plans = plan_in_strips(task, source, todo, budget)
-    for pass_index in range(plans.passes):
+    for pass_index in pass_indices(plans):
         for strip, result in strip_results(op, source, rows_per_strip=rows):
             plans.add(pass_index, strip.out0, result)
     strips, overview = strip_results(op, source, rows_per_strip=rows), None
@@ -244,7 +245,11 @@ class _Outputs:
             if any(out.kind == "whole" for out in todo)
             else None
         )
-        self.passes = max([m.passes for m in self.maps.values()], default=0)
+
+    @property
+    def passes(self) -> int:
+        """Passes of statistics over the strips before the outputs (those of the mappings)."""
+        return max([m.passes for m in self.maps.values()], default=0)
 
     def check_space(self, folder: Path) -> None:
         """A ValueError naming the size if the outputs would not fit the free disk space."""

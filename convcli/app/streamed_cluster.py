@@ -43,6 +43,7 @@ from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
 from ..levels.mapping import count_not_finite
+from ..levels.stats import pass_indices
 from .outputs import kept_by, output_array, output_record, output_scales, store_place
 from .streamed import (
     _Outputs,
@@ -234,7 +235,7 @@ def process_on_cluster(
     bands = plan_bands(op, source, rows, chunk_rows=_chunk_rows(rows) if zarr else 1)
     job = BandJob(task.source, task.storage_options, op, rows, layer_threads(client, workers))
     [job] = client.scatter([job], hash=False)
-    for pass_index in range(plans.passes):
+    for pass_index in pass_indices(plans):
         _statistics(client, job, bands, plans, pass_index, in_flight)
     overview = (
         _Overview(_overview_factor(source.height, source.width), size[1], size[2])

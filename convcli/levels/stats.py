@@ -1,4 +1,4 @@
-"""Result maps to image levels strip by strip, never holding a map whole (numpy only).
+"""Result maps to image levels strip by strip, never holding a map whole.
 
 An image larger than memory is processed in row strips (full width,
 consecutive row ranges, top to bottom). :class:`StreamedMapping` maps each
@@ -11,10 +11,12 @@ passes over the strips:
 - ``abs``, ``minmax``, ``offset``: one (the smallest and largest values, and
   whether there are NaN or infinite ones);
 - ``robust``: one where the largest magnitudes that decide its percentile
-  (and at least 65536 of them) fit in `max_kept`; two otherwise, an exact
-  radix selection on the float32 bit patterns of |x|: a histogram of their
-  high 16 bits, then of the low 16 bits in the one or two bins that hold the
-  ranks numpy interpolates between.
+  (and at least 65536 of them) fit in `max_kept`; otherwise an exact radix
+  selection on the float32 bit patterns of |x|: a histogram of their high 19
+  bits, which ends it where every pattern in the one or two bins that hold the
+  ranks numpy interpolates between has its low 12 bits zero (the integers of
+  a conv of 8- or 16-bit samples by an integer kernel, up to 2**11), else a
+  second pass counts the low 12 bits of the patterns in those bins.
 
 The statistics of a pass may also be taken in parts, rows in any order and
 anywhere (the bands of a Dask cluster): :meth:`StreamedMapping.part` gives an
@@ -28,9 +30,11 @@ from __future__ import annotations
 
 import copy
 import numbers
+from collections.abc import Iterator
 
 import numpy as np
 
+from ..layers._engine import native
 from .mapping import (
     RULES,
     LevelScale,
@@ -55,8 +59,9 @@ from .percentiles import (
 KEPT_MAGNITUDES = 1 << 20
 """How many magnitudes (4 MiB of float32) ``robust`` keeps between strips to need one pass."""
 
-_HIGH_BINS = 1 << 15  # high 16 bits of finite non-negative float32 patterns: below 0x7F80
-_LOW_BINS = 1 << 16
+_LOW_BITS = 12  # of a float32 pattern: those the second pass counts
+_HIGH_BINS = 1 << (31 - _LOW_BITS)  # the high bits of finite non-negative patterns (sign 0)
+_LOW_BINS = 1 << _LOW_BITS
 
 
 class StreamedMapping:
@@ -81,19 +86,20 @@ class StreamedMapping:
     Attributes
     ----------
     passes : int
-        Passes of statistics over the strips before :meth:`scale` (0, 1 or 2).
+        Passes of statistics over the strips before :meth:`scale` (0, 1 or 2); a
+        ``robust`` mapping's 2 may become 1 at the end of the first pass.
 
     Notes
     -----
     Give every strip of each pass, top to bottom, to :meth:`add`; then
     :meth:`levels` maps any rows. Memory is that of a strip, plus at most
-    ``2 * max_kept`` float32 magnitudes (or 1.3 MB of histograms) for ``robust``.
+    ``2 * max_kept`` float32 magnitudes (or 4.5 MB of histograms) for ``robust``.
 
     Examples
     --------
     >>> x = np.arange(12, dtype=np.float32).reshape(4, 3) - 4
     >>> plan = StreamedMapping("minmax", white=255, depth=8, height=4, width=3)
-    >>> for pass_index in range(plan.passes):
+    >>> for pass_index in pass_indices(plan):
     ...     for row0 in (0, 2):
     ...         plan.add(pass_index, row0, x[row0:row0 + 2])
     >>> plan.scale()
@@ -132,12 +138,15 @@ class StreamedMapping:
             if RULES[method].percentile
             else None
         )
-        if not RULES[method].from_values:
-            self.passes = 0  # the white's scale: no pass over the values
-        else:
-            self.passes = self._robust.passes if self._robust else 1
         self._pass = self._next_row = 0
         self._scale = None
+
+    @property
+    def passes(self) -> int:
+        """Passes of statistics before :meth:`scale`; none for the white's scale."""
+        if not RULES[self.method].from_values:
+            return 0
+        return self._robust.passes if self._robust else 1
 
     def add(self, pass_index: int, row0: int, values: np.ndarray) -> None:
         """Take the statistics of one strip: rows ``row0 .. row0 + h`` of the map.
@@ -256,6 +265,19 @@ class StreamedMapping:
         return self._scale
 
 
+def pass_indices(plan) -> Iterator[int]:
+    """0, 1, ... while under ``plan.passes``, read again after each pass: a ``robust``
+    mapping's second pass may turn out not to be needed (`plan`: anything with ``passes``).
+
+    >>> list(pass_indices(StreamedMapping("minmax", white=255, depth=8, height=2, width=2)))
+    [0]
+    """
+    pass_index = 0
+    while pass_index < plan.passes:
+        yield pass_index
+        pass_index += 1
+
+
 class MappingPart:
     """The statistics of one pass over some rows of a map, mergeable with other parts.
 
@@ -337,7 +359,7 @@ class _ValueRange:
 class _RobustTop:
     """:func:`convcli.levels.percentiles.robust_top` of a map, from its strips: the exact percentile
     of the finite |x| inside the margin, by the largest kept (one pass) or a radix
-    selection (two)."""
+    selection (one pass where the high bits decide it, else two)."""
 
     def __init__(self, height: int, width: int, margin: int, max_kept: int):
         left_out = _margin_left_out((height, width), margin)
@@ -348,14 +370,28 @@ class _RobustTop:
         # The ranks interpolated and up, and all of a map under 65536 values
         # (map_levels takes numpy's percentile of those): fewer values never need more.
         self._keep = max(inside - below, min(inside, 1 << 16))
-        self.passes = 1 if self._keep <= max_kept else 2
+        self._selects = self._keep > max_kept  # by the bit patterns' histograms
+        self.passes = 2 if self._selects else 1
         self._count, self._largest = 0, 0.0
         self._kept, self._floor = np.empty(0, np.float32), None
-        self._high = np.zeros(_HIGH_BINS, np.int64) if self.passes == 2 else None
+        self._high = np.zeros(_HIGH_BINS, np.int64) if self._selects else None
+        # Whether some pattern in a high bin has low bits that are not zero.
+        self._mixed = np.zeros(_HIGH_BINS, np.uint8) if self._selects else None
         self._targets: list[tuple[int, int]] = []  # (high bin, rank in it) of each rank
         self._low: dict[int, np.ndarray] = {}  # low-bit histogram of each such bin
 
     def add(self, pass_index: int, row0: int, values: np.ndarray) -> None:
+        if pass_index == 0 and self._selects and native.active():
+            start, stop = self._window(row0, values.shape[0])
+            if stop <= start:
+                return
+            window = (start - row0, stop - row0, self._columns.start, self._columns.stop)
+            count, largest = native.magnitude_bins(
+                values, window, self._high, self._mixed, _LOW_BITS
+            )
+            self._count += count
+            self._largest = max(self._largest, largest)
+            return
         magnitudes = self._magnitudes(row0, values)
         if not magnitudes.size:
             return
@@ -363,17 +399,23 @@ class _RobustTop:
             self._count_low_bits(magnitudes.view(np.uint32).ravel())
             return
         self._count += magnitudes.size
-        if self.passes == 1:
+        if not self._selects:
             self._keep_largest(magnitudes.ravel())
-        else:
-            self._largest = max(self._largest, float(magnitudes.max()))
-            self._high += np.bincount(
-                (magnitudes.view(np.uint32) >> 16).ravel(), minlength=_HIGH_BINS
-            )
+            return
+        self._largest = max(self._largest, float(magnitudes.max()))
+        patterns = magnitudes.view(np.uint32).ravel()
+        high = patterns >> _LOW_BITS
+        counts = np.bincount(high)  # up to the largest bin used
+        self._high[: counts.size] += counts
+        self._mixed[high[(patterns & (_LOW_BINS - 1)) != 0]] = 1
+
+    def _window(self, row0: int, rows: int) -> tuple[int, int]:
+        """The map rows of a strip's rows ``row0 .. row0 + rows`` inside the margin."""
+        return max(self._rows[0], row0), min(self._rows[1], row0 + rows)
 
     def _magnitudes(self, row0: int, values: np.ndarray) -> np.ndarray:
         """|x| of the finite values of the strip's rows and columns inside the margin."""
-        start, stop = max(self._rows[0], row0), min(self._rows[1], row0 + values.shape[0])
+        start, stop = self._window(row0, values.shape[0])
         inside = values[max(0, start - row0) : max(0, stop - row0), self._columns]
         if inside.size and np.isfinite(inside.min()) and np.isfinite(inside.max()):
             return np.abs(inside)
@@ -394,9 +436,9 @@ class _RobustTop:
         """A copy with nothing counted, for the rows of a part of pass `pass_index`."""
         part = copy.copy(self)
         part._count, part._largest, part._kept, part._floor = 0, 0.0, np.empty(0, np.float32), None
-        part._high = (
-            np.zeros(_HIGH_BINS, np.int64) if pass_index == 0 and self.passes == 2 else None
-        )
+        first = pass_index == 0 and self._selects
+        part._high = np.zeros(_HIGH_BINS, np.int64) if first else None
+        part._mixed = np.zeros(_HIGH_BINS, np.uint8) if first else None
         part._low = (
             {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin in self._low}
             if pass_index == 1
@@ -413,12 +455,33 @@ class _RobustTop:
             self._keep_largest(other._kept)
         if other._high is not None:
             self._high += other._high
+            self._mixed |= other._mixed
         for high_bin, counts in other._low.items():
             self._low[high_bin] += counts
 
+    def __getstate__(self) -> dict:
+        """Pickled with the histograms' used bins only (a part goes to and from a cluster)."""
+        state = dict(self.__dict__)
+        if self._high is not None:
+            used = np.flatnonzero(self._high)
+            state["_high"] = (used, self._high[used])
+            state["_mixed"] = np.flatnonzero(self._mixed)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if state["_high"] is not None:
+            used, counts = state["_high"]
+            state["_high"] = np.zeros(_HIGH_BINS, np.int64)
+            state["_high"][used] = counts
+            mixed = np.zeros(_HIGH_BINS, np.uint8)
+            mixed[state["_mixed"]] = 1
+            state["_mixed"] = mixed
+        self.__dict__.update(state)
+
     def end_pass(self, pass_index: int) -> None:
-        """After the high bits: the bin of each rank numpy interpolates between."""
-        if pass_index != 0 or self.passes != 2 or not self._count:
+        """After the high bits: the bin of each rank numpy interpolates between, and whether
+        those bins' patterns are all alike (their low bits zero), which ends the selection."""
+        if pass_index != 0 or not self._selects or not self._count:
             return
         below, _ = _linear_rank(self._count, ROBUST_PERCENTILE)
         cumulative = np.cumsum(self._high)
@@ -426,27 +489,34 @@ class _RobustTop:
             high_bin = int(np.searchsorted(cumulative, rank, side="right"))
             before_bin = int(cumulative[high_bin] - self._high[high_bin])
             self._targets.append((high_bin, rank - before_bin))
-        self._low = {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin, _ in self._targets}
+        mixed = {high_bin for high_bin, _ in self._targets if self._mixed[high_bin]}
+        self._low = {high_bin: np.zeros(_LOW_BINS, np.int64) for high_bin in mixed}
+        if not mixed:
+            self.passes = 1
 
     def _count_low_bits(self, bits: np.ndarray) -> None:
-        """Histograms of the low 16 bits of the patterns in each rank's high bin."""
-        high = bits >> 16
+        """Histograms of the low bits of the patterns in each rank's high bin."""
+        high = bits >> _LOW_BITS
         for high_bin, counts in self._low.items():
-            counts += np.bincount(bits[high == high_bin] & 0xFFFF, minlength=_LOW_BINS)
+            counts += np.bincount(bits[high == high_bin] & (_LOW_BINS - 1), minlength=_LOW_BINS)
 
     def top(self) -> float:
         """The robust top, as :func:`convcli.levels.percentiles.robust_top` of the whole map."""
         if self._count == 0:
             return 1.0
-        if self.passes == 1:
+        if not self._selects:
             if self._kept.size == self._count:  # all of them: as map_levels
                 return _top_of_magnitudes(self._kept, ROBUST_PERCENTILE)
             return _top_or_largest(
                 _percentile_of_largest(self._kept, self._count, ROBUST_PERCENTILE), self._kept.max
             )
         patterns = [
-            high_bin << 16
-            | int(np.searchsorted(np.cumsum(self._low[high_bin]), rank, side="right"))
+            high_bin << _LOW_BITS
+            | (
+                int(np.searchsorted(np.cumsum(self._low[high_bin]), rank, side="right"))
+                if high_bin in self._low
+                else 0  # every pattern of the bin has low bits zero
+            )
             for high_bin, rank in self._targets
         ]
         lower, upper = np.array(patterns, np.uint32).view(np.float32)

@@ -403,6 +403,56 @@ static PyObject *native_abs_at_least(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
+/* magnitude_bins(x, bins, inexact, (H, W), (r0, r1, c0, c1), shift): for each finite value
+ * of rows [r0, r1) and columns [c0, c1) of the float32 map x, its |x| pattern's high bits
+ * (pattern >> shift) counted in the int64 `bins`, and inexact[bin] set where its low
+ * `shift` bits are not all zero; returns (count, largest |x|). */
+static PyObject *native_magnitude_bins(PyObject *self, PyObject *args)
+{
+    Py_buffer x, bins, inexact;
+    Py_ssize_t H, W, r0, r1, c0, c1;
+    int shift;
+    if (!PyArg_ParseTuple(args, "y*w*w*(nn)(nnnn)i", &x, &bins, &inexact, &H, &W, &r0, &r1, &c0,
+                          &c1, &shift))
+        return NULL;
+    Py_ssize_t n_bins = shift >= 1 && shift <= 23 ? (Py_ssize_t)1 << (31 - shift) : 0;
+    int ok = n_bins && H >= 0 && W >= 0 && x.len == (Py_ssize_t)sizeof(float) * H * W &&
+             bins.len == (Py_ssize_t)sizeof(int64_t) * n_bins && inexact.len == n_bins &&
+             0 <= r0 && r0 <= r1 && r1 <= H && 0 <= c0 && c0 <= c1 && c1 <= W;
+    long long count = 0;
+    uint32_t largest = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "magnitude_bins: inconsistent shapes");
+    } else {
+        int64_t *counts = bins.buf;
+        unsigned char *mixed = inexact.buf;
+        const uint32_t low_mask = ((uint32_t)1 << shift) - 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t y = r0; y < r1; y++) {
+            const uint32_t *row = (const uint32_t *)x.buf + y * W;
+            for (Py_ssize_t i = c0; i < c1; i++) {
+                uint32_t magnitude = row[i] & 0x7FFFFFFFu;
+                if (magnitude >= 0x7F800000u) /* inf or NaN */
+                    continue;
+                uint32_t bin = magnitude >> shift;
+                counts[bin]++;
+                mixed[bin] |= (magnitude & low_mask) != 0;
+                largest = magnitude > largest ? magnitude : largest;
+                count++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&bins);
+    PyBuffer_Release(&inexact);
+    if (!ok)
+        return NULL;
+    float top;
+    memcpy(&top, &largest, sizeof top);
+    return Py_BuildValue("Ld", count, (double)top);
+}
+
 static PyObject *native_levels_u8(PyObject *self, PyObject *args)
 {
     Py_buffer x, out;
@@ -621,6 +671,9 @@ static PyMethodDef native_methods[] = {
     {"abs_at_least", native_abs_at_least, METH_VARARGS,
      "abs_at_least(x, out, (H, W), margin, threshold): |x| of the values of a float32 map at "
      "least threshold, margin left out on every side, into out (as many as fit); their count."},
+    {"magnitude_bins", native_magnitude_bins, METH_VARARGS,
+     "magnitude_bins(x, bins, inexact, (H, W), (r0, r1, c0, c1), shift): the finite |x| of a "
+     "window of a float32 map counted by their patterns' high bits; (count, largest)."},
     {"levels_u8", native_levels_u8, METH_VARARGS,
      "levels_u8(x, out, scale, big): out = rint(clip(|x| * scale, 0, 255)) as uint8; False "
      "where an |x| is NaN or over big."},

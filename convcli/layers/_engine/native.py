@@ -260,6 +260,16 @@ def abs_at_least(x, margin: int, threshold: float, capacity: int):
     return out[:count] if count <= capacity else None
 
 
+def magnitude_bins(x, window, bins, inexact, shift: int) -> tuple[int, float]:
+    """Count the finite |x| of `window` ``(r0, r1, c0, c1)`` of the float32 map `x` (H, W) by
+    their bit patterns' high bits (pattern >> `shift`) into the int64 `bins`, and set
+    ``inexact[bin]`` (uint8) where a pattern's low `shift` bits are not all zero; returns
+    their count and the largest |x| (0 where none)."""
+    return _native.magnitude_bins(
+        np.ascontiguousarray(x, np.float32), bins, inexact, x.shape, window, shift
+    )
+
+
 def levels_u8(x, scale: float, big: float):
     """8-bit levels ``rint(clip(|x| * scale, 0, 255))`` of float32 `x`, as numpy's float32
     arithmetic gives them; None where an |x| is NaN or over `big`."""
