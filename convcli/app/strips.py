@@ -187,7 +187,7 @@ def strip_results(
 
 def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarray:
     """The input rows of `strip`, those beyond the image made as the border `mode` makes them."""
-    if mode is None:
+    if mode is None or (strip.in0 >= 0 and strip.in1 <= source.height):  # no border row
         return source.read_rows(strip.in0, strip.in1)
     sources, weights = source_rows(strip.in0, strip.in1, source.height, mode)
     read = sources >= 0
