@@ -150,20 +150,21 @@ def summed_maps(op, A: np.ndarray) -> np.ndarray:
 
 
 def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
-    """:func:`summed_maps`' Z for one `kernel` of the sum of 8-bit `A`'s channels, made from the
-    8-bit pixels in one pass; None where conv_forward would not take the native engine's
-    separable passes (as its ``_separable`` decides) or the border is computed, not copied.
+    """:func:`summed_maps`' Z for one `kernel` of the sum of 8-bit `A`'s channels (one channel:
+    itself), made from the 8-bit pixels in one pass; None where conv_forward would not take
+    the native engine's separable passes (as its ``_separable`` decides) or the border is
+    computed, not copied.
 
-    The same values, without the picture-sized float32 sum written and read again (17 MB
-    for a 2400x1800 photo): each bordered row of the sum is made once, in cache, as the
-    passes need it (:func:`convcli.layers._engine.native.sum_correlate_separable`).
+    The same values, without the picture-sized float32 input written and read again (17 MB
+    for a 2400x1800 photo, 1 GB for a 16000x16000 grey one): each bordered row of the sum
+    is made once, in cache, as the passes need it
+    (:func:`convcli.layers._engine.native.sum_correlate_separable`).
     """
     m, H, W, C = A.shape
     weights = np.asarray(kernel.weights, np.float32)
     if (
         op.channels != "sum"
         or A.dtype != np.uint8
-        or C < 2
         or min(H, W) < 1
         or op.stride != 1
         or op.dilation != 1

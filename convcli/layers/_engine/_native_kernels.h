@@ -441,7 +441,10 @@ static void FN(sum_channels_u8)(const unsigned char *colour, Py_ssize_t rows, Py
     for (Py_ssize_t y = 0; y < rows; y++) {
         const unsigned char *p = colour + y * W * C;
         float *o = out + y * out_stride;
-        if (C == 3) {
+        if (C == 1) {
+            for (Py_ssize_t x = 0; x < W; x++)
+                o[x] = (float)p[x];
+        } else if (C == 3) {
             for (Py_ssize_t x = 0; x < W; x++)
                 o[x] = (float)(p[3 * x] + p[3 * x + 1] + p[3 * x + 2]);
         } else if (C == 4) {
