@@ -310,6 +310,16 @@ def test_robust_of_integer_maps_takes_one_pass_of_histograms(engine, values):
     assert scale == want
 
 
+def test_robust_of_a_map_with_nothing_finite_inside_takes_one_pass():
+    x = np.full((300, 420), np.nan, np.float32)
+    x[0, :] = 7.0  # in the margin only
+    levels, scale, passes = streamed(x, "robust", depth=8, white=255, margin=2, max_kept=RADIX)
+    assert passes == 1
+    want_levels, want = map_levels(x, "robust", white=255, depth=8, margin=2)
+    np.testing.assert_array_equal(levels, want_levels)
+    assert scale == want
+
+
 def test_passes_of_each_mapping():
     def passes(method, **options):
         return StreamedMapping(

@@ -14,8 +14,8 @@ passes over the strips:
   (and at least 65536 of them) fit in `max_kept`; otherwise an exact radix
   selection on the float32 bit patterns of |x|: a histogram of their high 19
   bits, which ends it where every pattern in the one or two bins that hold the
-  ranks numpy interpolates between has its low 12 bits zero (the integers of
-  a conv of 8- or 16-bit samples by an integer kernel, up to 2**11), else a
+  ranks numpy interpolates between has its low 12 bits zero (whole numbers
+  below 2**12, as a conv of 8-bit samples by an integer kernel gives), else a
   second pass counts the low 12 bits of the patterns in those bins.
 
 The statistics of a pass may also be taken in parts, rows in any order and
@@ -481,7 +481,10 @@ class _RobustTop:
     def end_pass(self, pass_index: int) -> None:
         """After the high bits: the bin of each rank numpy interpolates between, and whether
         those bins' patterns are all alike (their low bits zero), which ends the selection."""
-        if pass_index != 0 or not self._selects or not self._count:
+        if pass_index != 0 or not self._selects:
+            return
+        if not self._count:  # nothing finite inside the margin: top() needs no more
+            self.passes = 1
             return
         below, _ = _linear_rank(self._count, ROBUST_PERCENTILE)
         cumulative = np.cumsum(self._high)

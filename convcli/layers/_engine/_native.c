@@ -287,6 +287,7 @@ static PyObject *native_sum_separable(PyObject *self, PyObject *args)
         u.len != a.f_h * (Py_ssize_t)sizeof(float) || v.len != a.f_w * (Py_ssize_t)sizeof(float) ||
         col_src.len != W * (Py_ssize_t)sizeof(int64_t) || a.f_h < 1 || a.f_w < 1 ||
         a.f_h > MAX_TAPS || a.n_H < 1 || a.n_W < 1 || ring_rows < a.f_h + ROWS_AT_ONCE - 1 ||
+        ring_rows > MAX_TAPS + ROWS_AT_ONCE ||
         pixels.len != m * H_in * W_in * C || i < 0 || i >= m || h0 < 0 || h1 > a.n_H ||
         tags.len < ring_rows * (Py_ssize_t)sizeof(int64_t) || flags.len < h1 - h0 ||
         Z.len != m * a.n_H * a.n_W * (Py_ssize_t)sizeof(float) ||
