@@ -132,6 +132,22 @@ def test_random_bands_match_read_image(files, data, name):
             np.testing.assert_array_equal(band, picture.pixels[r0:r1])
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_samples_are_the_stored_8_bit_values_where_read_image_keeps_them(files, name):
+    # Strips read these (uint8 where a whole read keeps uint8), so that a strip's picture is
+    # a whole read's rows: the same dtype and values.
+    path, _ = files[name]
+    picture = read_image(path)  # its own: asking for pixels makes a picture's samples float32
+    with open_regions(path) as source:
+        rows = source.read_samples(1, source.height)
+        assert rows.dtype == (np.uint8 if source.reads_as_stored else np.float32)
+        if source.reads_as_stored:
+            assert picture.samples.dtype == np.uint8
+            np.testing.assert_array_equal(rows, picture.samples[1:])
+        np.testing.assert_array_equal(rows.astype(np.float32), picture.pixels[1:])
+    assert name not in ("grey strips", "rgb tiled lzw", "grey alpha tiled") or source.reads_as_stored
+
+
 def test_sixteen_bit_colour_without_imagecodecs_is_the_high_byte(tmp_path, monkeypatch):
     monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
     path = tmp_path / "rgb16.tif"

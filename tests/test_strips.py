@@ -150,6 +150,46 @@ def test_conv_in_strips_is_the_whole_conv(
         assert_strips_equal_whole(op, pic, rows, dense=dense, cuts=tuple(cuts))
 
 
+@pytest.fixture(scope="module")
+def eight_bit_tiffs(tmp_path_factory):
+    """Tiled deflate TIFFs of 8-bit samples, grey, RGB and RGBA: channels -> path."""
+    import tifffile
+
+    folder, rng, paths = tmp_path_factory.mktemp("eight-bit"), np.random.default_rng(8), {}
+    for n, options in ((1, {}), (3, {"photometric": "rgb"}), (4, {"photometric": "rgb"})):
+        values = rng.integers(0, 256, (37, 29, n)).astype(np.uint8)
+        if n == 4:
+            options = {**options, "extrasamples": ["unassalpha"]}
+        paths[n] = folder / f"c{n}.tif"
+        tifffile.imwrite(paths[n], values[..., 0] if n == 1 else values, tile=(16, 16),
+                         compression="zlib", **options)  # fmt: skip
+    return paths
+
+
+@given(op=conv_ops(), n_channels=st.sampled_from([1, 3, 4]), rows=st.integers(1, 12))
+def test_strips_of_an_8_bit_tiff_read_as_stored_are_the_whole_conv(
+    eight_bit_tiffs, op, n_channels, rows
+):
+    # The strips' bands hold the stored uint8 values, as a whole read's picture does (the
+    # border rows copied from them, or float32 where a wrapped border or a fill needs it).
+    from convcli.io.images import read_image
+    from convcli.io.regions import open_regions
+
+    path = eight_bit_tiffs[n_channels]
+    pic = read_image(path)
+    try:
+        op.check(pic)
+    except ValueError:
+        return  # too small for the kernel
+    with np.errstate(all="ignore"), open_regions(path) as source:
+        assert source.reads_as_stored
+        whole = np.asarray(op.compute(pic), np.float32)
+        parts = [rows for _, rows in strip_results(op, source, rows_per_strip=rows)]
+    strips = np.concatenate(parts, axis=0)
+    assert strips.shape == whole.shape
+    np.testing.assert_array_equal(strips.view(np.uint32), whole.view(np.uint32))
+
+
 @given(
     op=conv_ops(alpha_weighted=True),
     seed=st.integers(0, 2**16),

@@ -186,9 +186,12 @@ def strip_results(
 
 
 def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarray:
-    """The input rows of `strip`, those beyond the image made as the border `mode` makes them."""
+    """The input rows of `strip`, those beyond the image made as the border `mode` makes them:
+    the samples as a whole read gives them (a TIFF's 8-bit values as stored, where it keeps
+    them), else float32."""
+    read_rows = getattr(source, "read_samples", source.read_rows)
     if mode is None or (strip.in0 >= 0 and strip.in1 <= source.height):  # no border row
-        return source.read_rows(strip.in0, strip.in1)
+        return read_rows(strip.in0, strip.in1)
     sources, weights = source_rows(strip.in0, strip.in1, source.height, mode)
     read = sources >= 0
     needed = np.unique(sources[read])
@@ -197,9 +200,13 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
         return np.broadcast_to(fill, shape).copy()
     low = int(needed[0])
     if needed[-1] - low + 1 == needed.size:
-        block = source.read_rows(low, int(needed[-1]) + 1)
+        block = read_rows(low, int(needed[-1]) + 1)
     else:  # wrapped rows: read each run of consecutive rows once
         block = _read_runs(source, needed, low)
+    if block.dtype != np.float32 and not (
+        np.all(fill == fill.astype(block.dtype)) and np.all(weights[read] == 1)
+    ):
+        block = block.astype(np.float32)  # a fill or border the samples cannot hold
     band = sum_of_terms(block, np.where(read, sources - low, -1), weights, axis=0)
     band[~read.any(axis=1)] = fill
     return band

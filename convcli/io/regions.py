@@ -433,6 +433,22 @@ class RegionSource:
             self._white = float_white(self, self._layout.least_white)
         return self._white
 
+    @property
+    def reads_as_stored(self) -> bool:
+        """Whether the samples read are the stored 8-bit values as they are (no conversion,
+        no missing values): then ``read_image`` keeps them as uint8, and so may strips."""
+        return self.dtype == np.uint8 and self._layout.convert == "same" and self.nodata is None
+
+    def read_samples(self, r0: int, r1: int) -> np.ndarray:
+        """Rows `r0` to `r1` as ``read_image(path).samples[r0:r1]``: uint8 where
+        :attr:`reads_as_stored`, else float32 (:meth:`read_rows`)."""
+        if not self.reads_as_stored:
+            return self.read_rows(r0, r1)
+        check_rows(r0, r1, self.height)
+        out = np.empty((r1 - r0, self.width, len(self.channels)), np.uint8)
+        self._read_into(r0, out)
+        return out
+
     def read_rows(self, r0: int, r1: int) -> np.ndarray:
         """Rows `r0` to `r1` (excluded), all columns, as ``read_image(path).pixels[r0:r1]``.
 

@@ -100,9 +100,9 @@ class TiffPages:
         _check_segments(self._tif, page, close=False)
         source = RegionSource(self._tif, page, layout, ())
         # uint8 as stored, or float32 that holds missing values (NaN) where there may be some
-        stored = page.dtype == np.uint8 and layout.convert == "same" and source.nodata is None
         samples = np.empty(
-            (source.height, source.width, len(self.channels)), np.uint8 if stored else np.float32
+            (source.height, source.width, len(self.channels)),
+            np.uint8 if source.reads_as_stored else np.float32,
         )
         try:
             source._read_into(0, samples)
