@@ -145,7 +145,9 @@ def test_samples_are_the_stored_8_bit_values_where_read_image_keeps_them(files, 
             assert picture.samples.dtype == np.uint8
             np.testing.assert_array_equal(rows, picture.samples[1:])
         np.testing.assert_array_equal(rows.astype(np.float32), picture.pixels[1:])
-    assert name not in ("grey strips", "rgb tiled lzw", "grey alpha tiled") or source.reads_as_stored
+    assert (
+        name not in ("grey strips", "rgb tiled lzw", "grey alpha tiled") or source.reads_as_stored
+    )
 
 
 def test_sixteen_bit_colour_without_imagecodecs_is_the_high_byte(tmp_path, monkeypatch):

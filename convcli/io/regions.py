@@ -435,31 +435,27 @@ class RegionSource:
 
     @property
     def reads_as_stored(self) -> bool:
-        """Whether the samples read are the stored 8-bit values as they are (no conversion,
-        no missing values): then ``read_image`` keeps them as uint8, and so may strips."""
+        """Whether the samples are 8-bit values read as stored (``read_image`` keeps uint8)."""
         return self.dtype == np.uint8 and self._layout.convert == "same" and self.nodata is None
 
     def read_samples(self, r0: int, r1: int) -> np.ndarray:
         """Rows `r0` to `r1` as ``read_image(path).samples[r0:r1]``: uint8 where
         :attr:`reads_as_stored`, else float32 (:meth:`read_rows`)."""
-        if not self.reads_as_stored:
-            return self.read_rows(r0, r1)
-        check_rows(r0, r1, self.height)
-        out = np.empty((r1 - r0, self.width, len(self.channels)), np.uint8)
-        self._read_into(r0, out)
-        return out
+        return self.read_rows(r0, r1, np.uint8 if self.reads_as_stored else np.float32)
 
-    def read_rows(self, r0: int, r1: int) -> np.ndarray:
+    def read_rows(self, r0: int, r1: int, dtype=np.float32) -> np.ndarray:
         """Rows `r0` to `r1` (excluded), all columns, as ``read_image(path).pixels[r0:r1]``.
 
         Parameters
         ----------
         r0, r1 : int
             ``0 <= r0 <= r1 <= height``.
+        dtype : float32 or uint8
+            uint8 only where :attr:`reads_as_stored` (:meth:`read_samples`).
 
         Returns
         -------
-        (r1 - r0, width, C) float32 ndarray
+        (r1 - r0, width, C) ndarray of `dtype`
 
         Raises
         ------
@@ -467,7 +463,7 @@ class RegionSource:
             A truncated or corrupt segment.
         """
         check_rows(r0, r1, self.height)
-        out = np.empty((r1 - r0, self.width, len(self.channels)), np.float32)
+        out = np.empty((r1 - r0, self.width, len(self.channels)), dtype)
         self._read_into(r0, out)
         return out
 
