@@ -100,12 +100,8 @@ class TiffPages:
         _check_segments(self._tif, page, close=False)
         source = RegionSource(self._tif, page, layout, ())
         # uint8 as stored, or float32 that holds missing values (NaN) where there may be some
-        samples = np.empty(
-            (source.height, source.width, len(self.channels)),
-            np.uint8 if source.reads_as_stored else np.float32,
-        )
         try:
-            source._read_into(0, samples)
+            samples = source.read_samples(0, source.height)
         finally:
             source._kept.forget()
         white, floats = layout.white, layout.white is None  # white from the values: floats
