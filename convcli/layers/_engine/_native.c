@@ -191,6 +191,17 @@ done:
     Py_RETURN_NONE;
 }
 
+/* Whether each pass's taps read the same backwards (a->u, a->v set): a symmetric
+ * kernel adds the pair of values under equal taps first. */
+static void set_symmetry(sep_args *a)
+{
+    a->symmetric_u = a->symmetric_v = 1;
+    for (Py_ssize_t k = 0; k < a->f_h; k++)
+        a->symmetric_u &= a->u[k] == a->u[a->f_h - 1 - k];
+    for (Py_ssize_t k = 0; k < a->f_w; k++)
+        a->symmetric_v &= a->v[k] == a->v[a->f_w - 1 - k];
+}
+
 static PyObject *native_separable(PyObject *self, PyObject *args)
 {
     Py_buffer A, u, v, Z, scratch, flags;
@@ -231,11 +242,7 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     }
     float *lines = scratch.buf, *zeros = lines + ROWS_AT_ONCE * a.line_len;
     memset(zeros, 0, sizeof(float) * a.W);
-    a.symmetric_u = a.symmetric_v = 1;
-    for (Py_ssize_t k = 0; k < a.f_h; k++)
-        a.symmetric_u &= a.u[k] == a.u[a.f_h - 1 - k];
-    for (Py_ssize_t k = 0; k < a.f_w; k++)
-        a.symmetric_v &= a.v[k] == a.v[a.f_w - 1 - k];
+    set_symmetry(&a);
     if (flags.len < h1 - h0) {
         PyErr_SetString(PyExc_ValueError, "separable: a flag for each row is needed");
         ok = 0;
@@ -312,11 +319,7 @@ static PyObject *native_sum_separable(PyObject *self, PyObject *args)
     a.u = u.buf;
     a.v = v.buf;
     a.Z = (float *)Z.buf + i * a.n_H * a.n_W;
-    a.symmetric_u = a.symmetric_v = 1;
-    for (Py_ssize_t k = 0; k < a.f_h; k++)
-        a.symmetric_u &= a.u[k] == a.u[a.f_h - 1 - k];
-    for (Py_ssize_t k = 0; k < a.f_w; k++)
-        a.symmetric_v &= a.v[k] == a.v[a.f_w - 1 - k];
+    set_symmetry(&a);
     float *ring = scratch.buf, *lines = ring + ring_rows * W, *zeros = lines + ROWS_AT_ONCE * W;
     memset(zeros, 0, sizeof(float) * W);
     memset(lines, 0, sizeof(float) * ROWS_AT_ONCE * W);
