@@ -10,7 +10,6 @@ import numpy as np
 
 from ..choices import COMBINE_MODES, keyed_by
 from ..layers._engine import native
-from ..layers._engine.separable import rank_one_factors
 from ..layers.conv import conv_forward
 from ..layers.depthwise import depthwise_conv_forward
 from ..layers.padding import border_terms, fill_border, pad_images, pad_images_as
@@ -152,8 +151,8 @@ def summed_maps(op, A: np.ndarray) -> np.ndarray:
 def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
     """:func:`summed_maps`' Z for one `kernel` of the sum of 8-bit `A`'s channels (one channel:
     itself), made from the 8-bit pixels in one pass; None where conv_forward would not take
-    the native engine's separable passes (as its ``_separable`` decides) or the border is
-    computed, not copied.
+    the native engine's separable passes (:func:`~convcli.layers._engine.native.separable_factors`)
+    or the border is computed, not copied.
 
     The same values, without the picture-sized float32 input written and read again (17 MB
     for a 2400x1800 photo, 1 GB for a 16000x16000 grey one): each bordered row of the sum
@@ -169,10 +168,9 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
         or op.stride != 1
         or op.dilation != 1
         or not native.active()
-        or not native.separable_is_cheaper(*weights.shape)
     ):
         return None
-    factors = rank_one_factors(weights)
+    factors = native.separable_factors(weights)
     top, bottom, left, right = op.pad_widths(kernel)
     rows = border_terms(H, top, bottom, op.border).copies()
     columns = border_terms(W, left, right, op.border).copies()

@@ -324,8 +324,7 @@ def _separable(A, Wa, geometry, pads, dtype, bias, *, depthwise=False):
     ):
         return None
     if native.active():
-        cheaper = native.separable_is_cheaper(f_h, f_w)
-        return _native_separable(A, Wa, pads, bias) if cheaper else None
+        return _native_separable(A, Wa, pads, bias)
     if C != 1 or passes(f_h, f_w) >= min(tap_passes(Wa), matmul_passes(Wa)):
         return None
     factors = rank_one_factors(Wa[:, :, 0, 0])
@@ -336,13 +335,14 @@ def _separable(A, Wa, geometry, pads, dtype, bias, *, depthwise=False):
 
 
 def _native_separable(A, Wa, pads, bias):
-    """Each channel by the native separable passes where its kernel is rank 1; else None.
+    """Each channel by the native separable passes where its kernel is rank 1 and cheaper so
+    (:func:`~convcli.layers._engine.native.separable_factors`); else None.
 
     Channels with one kernel run together (interleaved, as each would alone);
     a channel whose kernel is not rank 1 takes the direct correlation.
     """
     C = Wa.shape[2]
-    factors = [rank_one_factors(Wa[:, :, c, 0]) for c in range(C)]
+    factors = [native.separable_factors(Wa[:, :, c, 0]) for c in range(C)]
     if all(f is None for f in factors):
         return None
     if C > 1 and np.all(Wa == Wa[:, :, :1]):  # one kernel for every channel

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .separable import rank_one_factors
 from .tiles import RowTiles, Scratch, covered, run_tiles, window_count
 from .which import (  # noqa: F401  (the engine's state, for the layers and the tests)
     _native,
@@ -74,6 +75,13 @@ def direct_takes(C: int, n: int, *, depthwise: bool) -> bool:
 def separable_is_cheaper(f_h: int, f_w: int) -> bool:
     """Whether a rank-1 (f_h, f_w) kernel runs faster as two passes than as :func:`correlate`."""
     return f_h + f_w < SEPARABLE_SHARE * f_h * f_w
+
+
+def separable_factors(K) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(u, v)`` of the 2-D kernel `K` where this engine runs it as two passes: rank 1
+    (:func:`~convcli.layers._engine.separable.rank_one_factors`) and cheaper so
+    (:func:`separable_is_cheaper`); else None."""
+    return rank_one_factors(K) if separable_is_cheaper(*np.shape(K)) else None
 
 
 def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
