@@ -171,7 +171,7 @@ def test_strips_of_an_8_bit_tiff_read_as_stored_are_the_whole_conv(
     eight_bit_tiffs, op, n_channels, rows
 ):
     # The strips' bands hold the stored uint8 values, as a whole read's picture does (the
-    # border rows copied from them, or float32 where a wrapped border or a fill needs it).
+    # border rows copied from them, or float32 where a fill needs it).
     from convcli.io.images import read_image
     from convcli.io.regions import open_regions
 
@@ -188,6 +188,24 @@ def test_strips_of_an_8_bit_tiff_read_as_stored_are_the_whole_conv(
     strips = np.concatenate(parts, axis=0)
     assert strips.shape == whole.shape
     np.testing.assert_array_equal(strips.view(np.uint32), whole.view(np.uint32))
+
+
+@pytest.mark.parametrize("border", PAD_MODES)
+@pytest.mark.parametrize("n_channels", [1, 3])
+def test_bordered_strips_of_an_8_bit_tiff_are_the_whole_conv(eight_bit_tiffs, border, n_channels):
+    # Strips of 1 to 7 rows: the first and last hold border rows, which a wrapped border
+    # reads from both ends of the image in two runs.
+    from convcli.io.images import read_image
+    from convcli.io.regions import open_regions
+
+    kernel = _kernel(4, 5, 5, "k5")
+    op = ops.ConvOp((kernel,), stride=1, pad="same", border=border, channels="sum")
+    path = eight_bit_tiffs[n_channels]
+    whole = np.asarray(op.compute(read_image(path)), np.float32)
+    for rows in range(1, 8):
+        with open_regions(path) as source:
+            parts = [part for _, part in strip_results(op, source, rows_per_strip=rows)]
+        np.testing.assert_array_equal(np.concatenate(parts, axis=0), whole)
 
 
 @given(

@@ -202,7 +202,7 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
     if needed[-1] - low + 1 == needed.size:
         block = read_rows(low, int(needed[-1]) + 1)
     else:  # wrapped rows: read each run of consecutive rows once
-        block = _read_runs(source, needed, low)
+        block = _read_runs(read_rows, needed, low)
     if block.dtype != np.float32 and not (
         np.all(fill == fill.astype(block.dtype)) and np.all(weights[read] == 1)
     ):
@@ -212,12 +212,15 @@ def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarra
     return band
 
 
-def _read_runs(source, needed: np.ndarray, low: int) -> np.ndarray:
-    """Rows ``low ..`` of `source` where `needed` lists them (other rows left unread)."""
-    block = np.empty((int(needed[-1]) - low + 1, source.width, len(source.channels)), np.float32)
-    breaks = np.flatnonzero(np.diff(needed) != 1) + 1
-    for run in np.split(needed, breaks):
-        block[run[0] - low : run[-1] + 1 - low] = source.read_rows(int(run[0]), int(run[-1]) + 1)
+def _read_runs(read_rows, needed: np.ndarray, low: int) -> np.ndarray:
+    """Rows ``low ..`` where `needed` lists them, each run of consecutive rows read by
+    ``read_rows(r0, r1)`` (other rows left unread)."""
+    block = None
+    for run in np.split(needed, np.flatnonzero(np.diff(needed) != 1) + 1):
+        rows = read_rows(int(run[0]), int(run[-1]) + 1)
+        if block is None:  # of the rows' own dtype
+            block = np.empty((int(needed[-1]) - low + 1, *rows.shape[1:]), rows.dtype)
+        block[run[0] - low : run[-1] + 1 - low] = rows
     return block
 
 
