@@ -22,7 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..layers._engine import native
-from .png import fast_codecs_allowed
+from .png import deflate_backend
+from .zlib_stream import library
 
 _DEFLATE_CODES = (8, 32946)  # Adobe's deflate and the old code for it
 _NO_PREDICTOR, _DIFFERENCING = 1, 2
@@ -45,13 +46,9 @@ def deflate_decoder(page) -> Callable | None:
         `shape` its shape, as tifffile gives them; None where tifffile decodes the
         page itself.
     """
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return None
     taken = (
         native.active()
-        and fast_codecs_allowed()
+        and deflate_backend() == "isal"  # installed, and the fast codecs allowed
         and page.compression in _DEFLATE_CODES
         and page.predictor in (_NO_PREDICTOR, _DIFFERENCING)
         and np.dtype(page.dtype) in (np.uint8, np.uint16)
@@ -61,7 +58,7 @@ def deflate_decoder(page) -> Callable | None:
     )
     if not taken:
         return None
-    return _SegmentInflater(page, isal_zlib).decode
+    return _SegmentInflater(page, library("isal")).decode
 
 
 def samples_per_segment(page) -> int:
