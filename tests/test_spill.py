@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import errno
+import io
+import os
 import tracemalloc
 
 import numpy as np
@@ -25,13 +26,40 @@ def spill_everything(monkeypatch):
     monkeypatch.setattr(spill, "PIECE_BYTES", 1)
 
 
+def _short_calls(call):
+    """A band file's read or write call that moves 7 bytes of one buffer at most."""
+
+    def short(self, offset, buffers, reading):
+        return call(self, offset, [buffers[0][:7]], reading)
+
+    return short
+
+
+def _transfers(mode: str, patch: pytest.MonkeyPatch) -> None:
+    """Band files read and write as `mode` says: ``vectored`` (as the system allows),
+    ``plain`` (one buffer a call, as on Windows) or ``short`` (3 buffers a call and
+    calls that stop short)."""
+    if mode == "plain":
+        patch.setattr(spill, "_VECTORED", False)
+    elif mode == "short":
+        patch.setattr(spill, "_IOV_MAX", 3)
+        patch.setattr(BandFile, "_call", _short_calls(BandFile._call))
+
+
+@pytest.mark.parametrize("transfers", ["vectored", "plain", "short"])
 @given(
     data=st.data(),
     channels=st.sampled_from([1, 3]),
     dtype=st.sampled_from([np.uint8, np.uint16, np.float32]),
 )
 @settings(max_examples=30, deadline=None, derandomize=True)
-def test_a_band_file_gives_back_the_rows_and_pieces_written(data, channels, dtype):
+def test_a_band_file_gives_back_the_rows_and_pieces_written(data, channels, dtype, transfers):
+    with pytest.MonkeyPatch.context() as patch:
+        _transfers(transfers, patch)
+        _write_and_read_a_band_file(data, channels, dtype)
+
+
+def _write_and_read_a_band_file(data, channels, dtype):
     rows = data.draw(st.integers(1, 20), label="rows")
     width = data.draw(st.integers(1, 700), label="width")
     tile = data.draw(st.sampled_from([16, 64, 256]), label="tile")
@@ -254,19 +282,19 @@ def test_strips_through_band_files_write_the_whole_image_paths_bytes(tmp_path, c
             assert_same_file(strips, whole)
 
 
-class _FullDisk:
-    """A file whose writes find no space left."""
+class _FullDisk(io.FileIO):
+    """A file whose writes find no space left, plain or vectored: the system's /dev/full."""
 
-    def seek(self, offset):
-        return offset
-
-    def write(self, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    def close(self):
-        pass
+    def __init__(self):
+        super().__init__("/dev/full", "r+")
 
 
+_NO_FULL_DEVICE = pytest.mark.skipif(
+    not os.path.exists("/dev/full"), reason="no /dev/full to stand for a full disk"
+)
+
+
+@_NO_FULL_DEVICE
 def test_a_band_that_cannot_be_kept_on_disk_is_an_error_naming_the_folder(tmp_path):
     band = BandFile(4, 600, 1, np.uint8, folder=tmp_path)
     band._fh.close()
@@ -276,8 +304,10 @@ def test_a_band_that_cannot_be_kept_on_disk_is_an_error_naming_the_folder(tmp_pa
         match=f"cannot keep rows of 600 pixels on disk in {tmp_path}: No space left on device",
     ):
         band.write_rows(0, np.zeros((4, 600, 1), np.uint8))
+    band.close()
 
 
+@_NO_FULL_DEVICE
 def test_a_full_temporary_folder_fails_the_file_on_one_line(tmp_path, monkeypatch):
     from helpers import assert_one_line_error, run
 

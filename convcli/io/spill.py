@@ -23,6 +23,20 @@ import numpy as np
 SPILL_BYTES = 4 << 20
 """A band larger than this is kept in a :class:`BandFile` rather than in memory."""
 
+_VECTORED = hasattr(os, "preadv") and hasattr(os, "pwritev")
+"""Whether the system reads and writes lists of buffers in one call (not Windows)."""
+
+
+def _iov_max() -> int:
+    """The most buffers the system takes in one vectored call (1024 at most)."""
+    try:
+        return max(1, min(1024, os.sysconf("SC_IOV_MAX")))
+    except (AttributeError, ValueError, OSError):  # no such setting: POSIX's least
+        return 16
+
+
+_IOV_MAX = _iov_max()
+
 PIECE_BYTES = 2 << 20
 """About the bytes of one column piece of a :class:`BandFile` (at least one tile wide)."""
 
@@ -128,47 +142,86 @@ class BandFile:
             yield r0, end
             r0 = end
 
+    def _transfer(self, offset: int, buffers: list, *, reading: bool) -> None:
+        """Write `buffers` (byte memoryviews) to the file one after another from byte
+        `offset`, or fill them from there: one vectored call per :data:`_IOV_MAX` of
+        them where the system has it, as many as short writes or reads take."""
+        with self._errors():
+            if not _VECTORED:  # one buffer of them all (a copy), as a plain call takes it
+                whole = bytearray(sum(buffer.nbytes for buffer in buffers))
+                if not reading:
+                    whole[:] = b"".join(buffers)
+                buffers, joined = [memoryview(whole)], buffers
+            index = 0
+            while index < len(buffers):
+                done = self._call(offset, buffers[index : index + _IOV_MAX], reading)
+                if not done:  # (buffers of no bytes are never given)
+                    raise OSError("the file was cut short" if reading else "no byte was written")
+                offset += done
+                while index < len(buffers) and done >= buffers[index].nbytes:
+                    done -= buffers[index].nbytes
+                    index += 1
+                if done:  # a buffer done in part: the rest of it next
+                    buffers[index] = buffers[index][done:]
+            if not _VECTORED and reading:
+                start = 0
+                for buffer in joined:
+                    buffer[:] = whole[start : start + buffer.nbytes]
+                    start += buffer.nbytes
+
+    def _call(self, offset: int, buffers: list, reading: bool) -> int:
+        """One read or write of `buffers` at `offset`: the bytes it moved."""
+        if _VECTORED:
+            call = os.preadv if reading else os.pwritev
+            return call(self._fh.fileno(), buffers, offset)
+        self._fh.seek(offset)
+        return (self._fh.readinto if reading else self._fh.write)(buffers[0]) or 0
+
+    def _piece_rows(self, flat: memoryview, r0: int, r1: int, index: int) -> list:
+        """Piece `index` of rows `r0` to `r1` - 1 of `flat`, the bytes of (n, width,
+        channels) rows from row 0: one byte memoryview a row, left to right."""
+        c0, c1 = self.pieces[index]
+        row = self.shape[1] * self._pixel
+        first, last = c0 * self._pixel, c1 * self._pixel
+        return [flat[r * row + first : r * row + last] for r in range(r0, r1)]
+
     def write_piece(self, index: int, r0: int, values: np.ndarray) -> None:
         """Rows ``r0 ..`` of piece `index`, within one band: `values` (n, c1 - c0, channels)."""
         values = np.ascontiguousarray(values, self.dtype)
-        if not values.size:
-            return
-        data = memoryview(values).cast("B")
-        with self._errors():
-            self._fh.seek(self._offset(index, r0))
-            written = 0
-            while written < data.nbytes:  # a raw write may take fewer bytes than given
-                written += self._fh.write(data[written:])
+        if values.size:
+            self._transfer(self._offset(index, r0), [memoryview(values).cast("B")], reading=False)
 
     def read_piece(self, index: int, r0: int, r1: int) -> np.ndarray:
         """Rows `r0` to `r1` - 1 of piece `index`, within one band: (r1 - r0, c1 - c0, channels)."""
         c0, c1 = self.pieces[index]
         out = np.empty((r1 - r0, c1 - c0, self.shape[2]), self.dtype)
-        if not out.size:
-            return out
-        view = memoryview(out).cast("B")
-        with self._errors():
-            self._fh.seek(self._offset(index, r0))
-            done = 0
-            while done < view.nbytes:
-                got = self._fh.readinto(view[done:])
-                if not got:
-                    raise OSError("the file was cut short")
-                done += got
+        if out.size:
+            self._transfer(self._offset(index, r0), [memoryview(out).cast("B")], reading=True)
         return out
 
     def write_rows(self, r0: int, values: np.ndarray) -> None:
-        """Rows ``r0 ..``, all columns: `values` (n, width, channels)."""
+        """Rows ``r0 ..``, all columns: `values` (n, width, channels); each piece's rows
+        written from where they lie in `values`, in one call."""
+        values = np.ascontiguousarray(values, self.dtype)
+        if not values.size:
+            return
+        flat = memoryview(values).cast("B")
         for a, b in self._within_bands(r0, r0 + len(values)):
-            for index, (c0, c1) in enumerate(self.pieces):
-                self.write_piece(index, a, values[a - r0 : b - r0, c0:c1])
+            for index in range(len(self.pieces)):
+                rows = self._piece_rows(flat, a - r0, b - r0, index)
+                self._transfer(self._offset(index, a), rows, reading=False)
 
     def read_rows(self, r0: int, r1: int) -> np.ndarray:
-        """Rows `r0` to `r1` - 1, all columns."""
+        """Rows `r0` to `r1` - 1, all columns; each piece's rows read to where they lie in
+        the rows returned, in one call."""
         out = np.empty((r1 - r0,) + self.shape[1:], self.dtype)
+        if not out.size:
+            return out
+        flat = memoryview(out).cast("B")
         for a, b in self._within_bands(r0, r1):
-            for index, (c0, c1) in enumerate(self.pieces):
-                out[a - r0 : b - r0, c0:c1] = self.read_piece(index, a, b)
+            for index in range(len(self.pieces)):
+                rows = self._piece_rows(flat, a - r0, b - r0, index)
+                self._transfer(self._offset(index, a), rows, reading=True)
         return out
 
     def close(self) -> None:

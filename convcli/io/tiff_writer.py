@@ -26,10 +26,12 @@ def _tiles(bands: Iterator) -> Iterator[np.ndarray]:
     for band in bands:
         for piece in band_pieces(band):
             rows, width, channels = piece.shape
-            padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), piece.dtype)
-            padded[:rows, :width] = piece
+            if rows < TILE or width % TILE:
+                padded = np.zeros((TILE, -(-width // TILE) * TILE, channels), piece.dtype)
+                padded[:rows, :width] = piece
+                piece = padded
             for left in range(0, width, TILE):
-                yield np.ascontiguousarray(padded[:, left : left + TILE])
+                yield piece[:, left : left + TILE].copy()  # a tile of its own: changed in place
 
 
 ISAL_LEVEL = 1
