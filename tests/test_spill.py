@@ -94,10 +94,10 @@ def _image(height, width, channels, dtype, seed=0):
     return values
 
 
-def _write(path, values, fmt, rows_per_write=37):
+def _write(path, values, fmt, rows_per_write=37, **options):
     height, width, channels = values.shape
     with open_row_writer(
-        path, fmt=fmt, height=height, width=width, channels=channels, dtype=values.dtype
+        path, fmt=fmt, height=height, width=width, channels=channels, dtype=values.dtype, **options
     ) as out:
         for top in range(0, height, rows_per_write):
             out.write(values[top : top + rows_per_write])
@@ -115,6 +115,53 @@ def test_a_tiff_written_through_band_files_is_the_same_file(tmp_path, monkeypatc
         page = tif.pages[0]
         assert np.array_equal(page.asarray().reshape(values.shape), values)
         assert len(page.subifds) == 3  # 1101 wide: 551, 276, 138
+
+
+def _full_width_band_files(monkeypatch, width: int) -> list:
+    """The band files of `width` columns and :data:`TILE` rows made from now on (those
+    :class:`convcli.io.pyramid.RowBands` makes for the full size), as a list that grows."""
+    made = []
+    make = BandFile.__init__
+
+    def counted(self, rows, columns, *args, **options):
+        make(self, rows, columns, *args, **options)
+        if (rows, columns) == (TILE, width):
+            made.append(self)
+
+    monkeypatch.setattr(BandFile, "__init__", counted)
+    return made
+
+
+def test_a_budget_holds_a_tiffs_wide_bands_in_memory_and_writes_the_same_file(
+    tmp_path, monkeypatch
+):
+    values = _image(2 * TILE + 30, 5200, 1, np.float32)  # a band of 5.3 MB: over SPILL_BYTES
+    made = _full_width_band_files(monkeypatch, 5200)
+    _write(tmp_path / "default.tif", values, "tiff")
+    assert len(made) == 2  # filled and read in turn
+    _write(tmp_path / "small.tif", values, "tiff", spill_limit=spill.spill_limit(60 << 20))
+    assert len(made) == 4  # a twelfth of 60 MB is 5 MB
+    _write(tmp_path / "budget.tif", values, "tiff", spill_limit=spill.spill_limit(64 << 20))
+    assert len(made) == 4  # 5.3 MB, held in memory
+    assert_same_file(tmp_path / "budget.tif", tmp_path / "default.tif")
+    with tifffile.TiffFile(tmp_path / "budget.tif") as tif:
+        assert np.array_equal(tif.pages[0].asarray(), values[:, :, 0])
+
+
+def test_the_memory_budget_decides_where_the_bands_of_a_tiff_in_strips_wait(tmp_path, monkeypatch):
+    from helpers import ok
+
+    _tiled_tiff(tmp_path / "in.tif", 700, 9000)
+    monkeypatch.setattr(spill, "BUDGET_SHARE", 1)  # a band of 9.2 MB under 10 MB
+    made = _full_width_band_files(monkeypatch, 9000)
+    outputs = {}
+    for memory in ("8M", "10M"):
+        out = tmp_path / memory
+        ok("conv", "-k", "vertical", "--normalize", "none", "--format", "tiff",
+           "--memory", memory, "-v", tmp_path / "in.tif", "-o", out)  # fmt: skip
+        outputs[memory] = out / "in_conv-vertical-none-sum.tiff"
+        assert len(made) == 2  # the smaller budget's two files, none for the larger one
+    assert_same_file(outputs["8M"], outputs["10M"])
 
 
 def test_a_zarr_store_written_through_band_files_holds_the_same_levels(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ import numpy as np
 from ..io.figures import save_grid
 from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
+from ..io.spill import spill_limit
 from ..levels.mapping import LevelScale, count_not_finite
 from ..levels.stats import StreamedMapping, pass_indices
 from .outputs import (
@@ -116,7 +117,7 @@ def plan_in_strips(task, source, todo, budget: int):
     files = [out for out in todo if out.kind != "grid"]
     rows = rows_for_budget(task.op, source, min(max(budget, MIN_STRIP_WORK), STRIP_WORK))
     size = _result_size(task.op, source)
-    plans = _Outputs(task, whole, files, size)
+    plans = _Outputs(task, whole, files, size, spill_limit(budget))
     plans.check_space(Path(task.out_dir))
     return grids, files, rows, size, plans
 
@@ -223,8 +224,11 @@ def _result_size(op, source) -> tuple[int, int, int]:
 class _Outputs:
     """The outputs of one file: the mapping of each channel and the writer of each file."""
 
-    def __init__(self, task, whole: Picture, todo, size: tuple[int, int, int]):
+    def __init__(
+        self, task, whole: Picture, todo, size: tuple[int, int, int], band_bytes: int | None = None
+    ):
         self.task, self.todo, self.size = task, todo, size
+        self.band_bytes = band_bytes  # the largest band of rows a TIFF holds in memory
         self.depth = output_depth(whole.depth, task.fmt)
         self.carried = whole.carried
         self.mappings = mappings_for(task, whole)
@@ -266,14 +270,13 @@ class _Outputs:
     def _layout(self, out) -> dict:
         height, width, channels = self.size
         fmt = self.task.fmt
+        place = dict(fmt=fmt, height=height, width=width, spill_limit=self.band_bytes)
         if out.kind == "raw":
-            return dict(fmt=fmt, height=height, width=width, channels=channels, dtype=np.float32)
+            return dict(place, channels=channels, dtype=np.float32)
         count = len(channels_of(out)) if out.kind != "whole" else channels
         raw = written_as_values(out, self.mappings)
         levels = np.uint16 if self.depth > 8 else np.uint8
-        return dict(
-            fmt=fmt, height=height, width=width, channels=count, dtype=np.float32 if raw else levels
-        )
+        return dict(place, channels=count, dtype=np.float32 if raw else levels)
 
     def write(self, strips, written: list[str], records: list[dict]) -> int:
         """Write every output from the strips of the last pass; the non-finite values' count.

@@ -161,7 +161,8 @@ class RowBands:
     :class:`_FileRows` whose file goes back to the pool once it has been read
     (``done``); `wait` takes a file from the pool (a function of the pool's
     queue: it may check for its reader's failure while waiting). `piece_bytes`
-    sizes the files' pieces (:class:`convcli.io.spill.BandFile`).
+    sizes the files' pieces (:class:`convcli.io.spill.BandFile`); `spill_limit`
+    is the largest band held in memory (:func:`convcli.io.spill.spill_limit`).
     """
 
     def __init__(
@@ -174,11 +175,12 @@ class RowBands:
         files: int = 2,
         piece_bytes: int | None = None,
         wait: Callable[[queue.Queue], BandFile] | None = None,
+        spill_limit: int | None = None,
     ):
         self.rows, self._shape, self._dtype = rows, shape, dtype
         self._files: list[BandFile] = []
         self._free: queue.Queue | None = None
-        if spills(rows, *shape[1:], dtype):
+        if spills(rows, *shape[1:], dtype, spill_limit):
             self._free = queue.Queue()
             for _ in range(files):
                 self._files.append(

@@ -157,6 +157,7 @@ def open_row_writer(
     store_url: str | None = None,
     storage_options: dict | None = None,
     carried: Carried = NOTHING,
+    spill_limit: int | None = None,
 ) -> Iterator[RowWriter]:
     """Write an image file from its rows, given in order in bands of any height.
 
@@ -176,6 +177,8 @@ def open_row_writer(
         ``zarr``: the object-storage prefix written in place (:func:`remote_store`).
     carried : Carried
         What a ``png`` or ``tiff`` keeps of its input (:mod:`convcli.io.carried`).
+    spill_limit : int, optional
+        ``tiff``: the bytes of the largest band held in memory (:func:`.spill.spill_limit`).
 
     Yields
     ------
@@ -199,10 +202,8 @@ def open_row_writer(
     (True, [0.0, 0.0, 2.0, 2.0])
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
-    shape = (int(height), int(width), int(channels))
-    with _written_rows(
-        path, fmt, shape, dtype, overwrite, store_url, storage_options, carried
-    ) as writer:
+    place = (path, fmt, (int(height), int(width), int(channels)), dtype, overwrite)
+    with _written_rows(*place, store_url, storage_options, carried, spill_limit) as writer:
         yield writer
 
 
@@ -216,6 +217,7 @@ def _written_rows(
     store_url: str | None,
     storage_options: dict | None,
     carried: Carried,
+    spill_limit: int | None,
 ) -> Iterator[RowWriter]:
     """:func:`open_row_writer` of checked arguments: a :class:`RowWriter` into the sink of
     :func:`_open_sink` at the output's temporary place, finished after the block and put in
@@ -225,7 +227,15 @@ def _written_rows(
     ) as output:
         with ExitStack() as stack:
             sink = _open_sink(
-                stack, output.temporary, fmt, shape, dtype, store_url, storage_options, carried
+                stack,
+                output.temporary,
+                fmt,
+                shape,
+                dtype,
+                store_url,
+                storage_options,
+                carried,
+                spill_limit,
             )
             writer = RowWriter(sink, shape, dtype)  # `path` stands for a `store_url` here
             try:
@@ -247,6 +257,7 @@ def _open_sink(
     store_url: str | None,
     storage_options: dict | None,
     carried: Carried = NOTHING,
+    spill_limit: int | None = None,
 ):
     """The sink writing an output at `temporary` (or `store_url`); None where it is kept."""
     if temporary is None:
@@ -254,6 +265,8 @@ def _open_sink(
     if store_url is not None:
         location, claim = store_location(stack, temporary, store_url, storage_options)
         return StoreSink(location, shape, dtype, storage_options, claim, carried=carried)
+    if fmt == "tiff":
+        return _sink(fmt)(temporary, shape, dtype, carried=carried, spill_limit=spill_limit)
     return _sink(fmt)(temporary, shape, dtype, carried=carried)
 
 
@@ -429,7 +442,9 @@ def _sink(fmt: str):
     return _SINKS[fmt] or load("tiff writer").TiffSink
 
 
-def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> int:
+def space_needed(
+    fmt: str, *, height: int, width: int, channels: int, dtype, spill_limit: int | None = None
+) -> int:
     """Bytes an output may take on its disk while it is written, at most (temporaries included).
 
     ``npy``: its exact size. ``png`` and ``tiff``: the samples' bytes with
@@ -438,14 +453,15 @@ def space_needed(fmt: str, *, height: int, width: int, channels: int, dtype) -> 
     also in temporary files. ``zarr``: the samples' and the reduced levels'
     bytes with Blosc's worst case (16 bytes a chunk) and a file's block each.
     Both: and, where a band of :data:`TILE` rows is kept on disk while the rows
-    wait for their row of tiles (:class:`convcli.io.pyramid.RowBands`), two bands a level.
+    wait for their row of tiles (:class:`convcli.io.pyramid.RowBands`), two bands a level
+    (a ``tiff``'s full size under `spill_limit`, as :func:`open_row_writer` takes it).
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     samples = height * width * channels * dtype.itemsize
     if fmt == "npy":
         return samples + 128  # np.save's header for an (H, W, C) float32 array
     bands = 0
-    if spills(TILE, width, channels, dtype):
+    if spills(TILE, width, channels, dtype, spill_limit if fmt == "tiff" else None):
         bands = 2 * TILE * width * channels * dtype.itemsize * 4 // 3
     if fmt == "zarr":
         chunks = -(-height // TILE) * -(-width // TILE)

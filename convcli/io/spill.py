@@ -21,7 +21,16 @@ from contextlib import contextmanager
 import numpy as np
 
 SPILL_BYTES = 4 << 20
-"""A band larger than this is kept in a :class:`BandFile` rather than in memory."""
+"""A band larger than this is kept in a :class:`BandFile` rather than in memory, where no
+``--memory`` budget allows more (:func:`spill_limit`); 0 keeps every band on disk."""
+
+BUDGET_SHARE = 12
+"""A band of rows is kept in memory where it takes at most this share of the ``--memory``
+budget: a tiled writer holds three at once (filled, queued, written), in a quarter of it."""
+
+HELD_BAND_BYTES = 64 << 20
+"""The largest band kept in memory whatever the budget: beyond it the bands' memory would
+grow with the image's width, for the same gain (the bands' copies through the file cache)."""
 
 _VECTORED = hasattr(os, "preadv") and hasattr(os, "pwritev")
 """Whether the system reads and writes lists of buffers in one call (not Windows)."""
@@ -56,9 +65,24 @@ def piece_columns(rows: int, pixel_bytes: int, tile: int, piece_bytes: int | Non
     return max(1, piece_bytes // max(1, rows * pixel_bytes * tile)) * tile
 
 
-def spills(rows: int, width: int, channels: int, dtype) -> bool:
-    """Whether a band of this size is kept on disk (larger than :data:`SPILL_BYTES`)."""
-    return rows * width * channels * np.dtype(dtype).itemsize > SPILL_BYTES
+def spill_limit(budget: int | None = None) -> int:
+    """The bytes of the largest band of rows kept in memory under a ``--memory`` `budget`
+    (bytes; None: no budget said): :data:`SPILL_BYTES`, or a :data:`BUDGET_SHARE` of the
+    budget where that is more, up to :data:`HELD_BAND_BYTES`.
+
+    >>> spill_limit() >> 20, spill_limit(100 << 20) >> 20, spill_limit(600 << 20) >> 20
+    (4, 8, 50)
+    """
+    if budget is None or not SPILL_BYTES:
+        return SPILL_BYTES
+    return max(SPILL_BYTES, min(budget // BUDGET_SHARE, HELD_BAND_BYTES))
+
+
+def spills(rows: int, width: int, channels: int, dtype, limit: int | None = None) -> bool:
+    """Whether a band of this size is kept on disk: larger than `limit` bytes
+    (:func:`spill_limit`; :data:`SPILL_BYTES` by default)."""
+    limit = SPILL_BYTES if limit is None else limit
+    return rows * width * channels * np.dtype(dtype).itemsize > limit
 
 
 class BandFile:

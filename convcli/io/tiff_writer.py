@@ -136,6 +136,7 @@ class TiffSink:
         dtype: np.dtype,
         *,
         carried: Carried = NOTHING,
+        spill_limit: int | None = None,
     ):
         self._shape, self._dtype = shape, dtype
         self._carried = carried.for_samples(dtype)
@@ -152,7 +153,12 @@ class TiffSink:
         self._failure: BaseException | None = None
         try:
             self._gathered = RowBands(
-                TILE, shape, dtype, folder=temporary.parent, wait=self._free_file
+                TILE,
+                shape,
+                dtype,
+                folder=temporary.parent,
+                wait=self._free_file,
+                spill_limit=spill_limit,
             )
         except BaseException:
             self._tiff.close()
