@@ -164,6 +164,26 @@ def test_the_memory_budget_decides_where_the_bands_of_a_tiff_in_strips_wait(tmp_
     assert_same_file(outputs["8M"], outputs["10M"])
 
 
+def test_the_memory_budget_decides_where_the_rows_of_tiles_read_in_strips_wait(
+    tmp_path, monkeypatch
+):
+    from helpers import ok
+
+    _tiled_tiff(tmp_path / "in.tif", 2 * TILE + 44, 20000)  # rows of tiles of 5.1 MB
+    monkeypatch.setattr(spill, "BUDGET_SHARE", 1)
+    made = _full_width_band_files(monkeypatch, 20000)
+    outputs = {}
+    for memory, files in (("4M", 4), ("12M", 0)):  # a limit of 4 MB, then of 12 MB
+        out = tmp_path / memory
+        ok("conv", "-k", "vertical", "--format", "png", "--memory", memory, "-v",
+           tmp_path / "in.tif", "-o", out)  # fmt: skip
+        # two full rows of tiles, read by the statistics' pass and the writing one
+        assert len(made) == files
+        made.clear()
+        outputs[memory] = out / "in_conv-vertical-sum.png"
+    assert_same_file(outputs["4M"], outputs["12M"])
+
+
 def test_a_zarr_store_written_through_band_files_holds_the_same_levels(tmp_path, monkeypatch):
     zarr = pytest.importorskip("zarr")
     values = _image(2 * TILE + 9, 5 * TILE + 3, 3, np.uint8, seed=3)

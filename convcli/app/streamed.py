@@ -144,6 +144,8 @@ def process_in_strips(
     """
     op, start = task.op, time.perf_counter()
     grids, files, rows, size, plans = plan_in_strips(task, source, todo, budget)
+    if hasattr(source, "kept_rows"):  # a file's rows of tiles: in memory where they fit
+        source.kept_rows.spill_limit = spill_limit(budget)
     for pass_index in pass_indices(plans):
         for strip, result in strip_results(op, source, rows_per_strip=rows):
             plans.add(pass_index, strip.out0, result)

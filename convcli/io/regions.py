@@ -393,10 +393,10 @@ class RegionSource:
 
     Notes
     -----
-    The last two rows of segments decoded are kept
-    (:class:`convcli.io.spill.SegmentRows`: a wide row of tiles on disk), so that
-    bands that overlap (a halo) decode each segment once when read top to
-    bottom. One source serves one thread at a time.
+    The last two rows of segments decoded are kept in ``kept_rows``
+    (:class:`convcli.io.spill.SegmentRows`: a wide row of tiles on disk, unless its
+    ``spill_limit`` holds it in memory), so that bands that overlap (a halo) decode
+    each segment once when read top to bottom. One source serves one thread at a time.
     """
 
     def __init__(self, tif, page, layout: _Layout, notes: tuple[str, ...]):
@@ -413,7 +413,7 @@ class RegionSource:
         self._white = layout.white
         self._segment_rows = int(page.tilelength if page.is_tiled else page.rowsperstrip)
         self._segment_rows = min(self._segment_rows or self.height, self.height)
-        self._kept = SegmentRows()
+        self.kept_rows = SegmentRows()
         self._lock = threading.Lock()
         self._decode = deflate_decoder(page) or page.decode
 
@@ -530,7 +530,7 @@ class RegionSource:
         page = self._page
         top = k * self._segment_rows
         shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
-        return self._kept.read(
+        return self.kept_rows.read(
             k,
             lo,
             hi,
@@ -567,7 +567,7 @@ class RegionSource:
 
     def close(self) -> None:
         """Close the file (and forget the kept segments)."""
-        self._kept.forget()
+        self.kept_rows.forget()
         self._tif.close()
 
     def __enter__(self) -> RegionSource:

@@ -266,10 +266,13 @@ class SegmentRows:
     kept : int
         How many rows of segments are kept (the first decoded goes first): two,
         so that a band whose halo reaches back into the row above finds it.
+    spill_limit : int, optional
+        The bytes of the largest row of segments kept in memory
+        (:func:`spill_limit`; the attribute may be set, for the rows decoded next).
     """
 
-    def __init__(self, kept: int = 2):
-        self.kept = kept
+    def __init__(self, kept: int = 2, spill_limit: int | None = None):
+        self.kept, self.spill_limit = kept, spill_limit
         self._rows: dict[int, np.ndarray | BandFile] = {}
 
     def read(
@@ -293,7 +296,7 @@ class SegmentRows:
         if k not in self._rows:
             while len(self._rows) >= self.kept:
                 self.forget(next(iter(self._rows)))
-            self._rows[k] = _decoded(shape, dtype, tile, decode)
+            self._rows[k] = _decoded(shape, dtype, tile, decode, self.spill_limit)
         rows = self._rows[k]
         return rows.read_rows(lo, hi) if isinstance(rows, BandFile) else rows[lo:hi]
 
@@ -305,9 +308,10 @@ class SegmentRows:
                 rows.close()
 
 
-def _decoded(shape: tuple[int, int, int], dtype, tile: int | None, decode):
-    """A row of segments decoded: in memory, or on disk a piece at a time where it spills."""
-    if tile is None or not spills(*shape, dtype):
+def _decoded(shape: tuple[int, int, int], dtype, tile: int | None, decode, limit: int | None):
+    """A row of segments decoded: in memory, or on disk a piece at a time where it spills
+    (over `limit` bytes)."""
+    if tile is None or not spills(*shape, dtype, limit):
         rows = np.zeros(shape, dtype)
         decode(0, shape[1], rows)
         return rows

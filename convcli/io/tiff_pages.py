@@ -103,7 +103,7 @@ class TiffPages:
         try:
             samples = source.read_samples(0, source.height)
         finally:
-            source._kept.forget()
+            source.kept_rows.forget()
         white, floats = layout.white, layout.white is None  # white from the values: floats
         if floats:
             finite = samples[np.isfinite(samples)]

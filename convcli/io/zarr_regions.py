@@ -116,9 +116,9 @@ class StoreRegions:
     Attributes as :class:`convcli.io.regions.RegionSource`: ``height``,
     ``width``, ``channels``, ``white``, ``depth``, ``notes``, ``dtype``, and
     ``carried`` (an OME image's physical size, :func:`convcli.io.ome.physical_of`).
-    The last two rows of chunks read are kept (:class:`convcli.io.spill.SegmentRows`:
-    on disk where wide), so that bands that overlap (a halo)
-    read each chunk once when read top to bottom.
+    The last two rows of chunks read are kept in ``kept_rows``
+    (:class:`convcli.io.spill.SegmentRows`: on disk where wider than its ``spill_limit``),
+    so that bands that overlap (a halo) read each chunk once when read top to bottom.
     """
 
     def __init__(self, array, axes: tuple[str, ...], carried: Carried = NOTHING):
@@ -146,7 +146,7 @@ class StoreRegions:
         )
         self._step = int(array.chunks[axes.index("y")])
         self._chunk_columns = int(array.chunks[axes.index("x")])
-        self._kept = SegmentRows()
+        self.kept_rows = SegmentRows()
 
     def stored_bytes(self) -> tuple[int, int]:
         """The bytes of samples of the image read, and those the array stores (its chunks
@@ -173,7 +173,7 @@ class StoreRegions:
             top = k * step
             lo, hi = max(r0, top), min(r1, top + step)
             shape = (min(step, self.height - top), self.width, len(self.channels))
-            out[lo - r0 : hi - r0] = self._kept.read(
+            out[lo - r0 : hi - r0] = self.kept_rows.read(
                 k,
                 lo - top,
                 hi - top,
@@ -201,7 +201,7 @@ class StoreRegions:
 
     def close(self) -> None:
         """Forget the kept chunks (a store holds no open file)."""
-        self._kept.forget()
+        self.kept_rows.forget()
 
     def __enter__(self) -> StoreRegions:
         return self
