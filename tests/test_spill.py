@@ -132,20 +132,30 @@ def _full_width_band_files(monkeypatch, width: int) -> list:
     return made
 
 
-def test_a_budget_holds_a_tiffs_wide_bands_in_memory_and_writes_the_same_file(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("fmt, files", [("tiff", 2), ("zarr", 1)])  # the band files of one write
+def test_a_budget_holds_wide_bands_in_memory_and_writes_the_same_output(
+    tmp_path, monkeypatch, fmt, files
 ):
+    if fmt == "zarr":
+        zarr = pytest.importorskip("zarr")
     values = _image(2 * TILE + 30, 5200, 1, np.float32)  # a band of 5.3 MB: over SPILL_BYTES
     made = _full_width_band_files(monkeypatch, 5200)
-    _write(tmp_path / "default.tif", values, "tiff")
-    assert len(made) == 2  # filled and read in turn
-    _write(tmp_path / "small.tif", values, "tiff", spill_limit=spill.spill_limit(60 << 20))
-    assert len(made) == 4  # a twelfth of 60 MB is 5 MB
-    _write(tmp_path / "budget.tif", values, "tiff", spill_limit=spill.spill_limit(64 << 20))
-    assert len(made) == 4  # 5.3 MB, held in memory
-    assert_same_file(tmp_path / "budget.tif", tmp_path / "default.tif")
-    with tifffile.TiffFile(tmp_path / "budget.tif") as tif:
-        assert np.array_equal(tif.pages[0].asarray(), values[:, :, 0])
+    _write(tmp_path / f"default.{fmt}", values, fmt)
+    assert len(made) == files
+    _write(tmp_path / f"small.{fmt}", values, fmt, spill_limit=spill.spill_limit(60 << 20))
+    assert len(made) == 2 * files  # a twelfth of 60 MB is 5 MB
+    _write(tmp_path / f"budget.{fmt}", values, fmt, spill_limit=spill.spill_limit(64 << 20))
+    assert len(made) == 2 * files  # 5.3 MB, held in memory
+    if fmt == "tiff":
+        assert_same_file(tmp_path / "budget.tiff", tmp_path / "default.tiff")
+        with tifffile.TiffFile(tmp_path / "budget.tiff") as tif:
+            assert np.array_equal(tif.pages[0].asarray(), values[:, :, 0])
+        return
+    default, budget = (zarr.open_group(tmp_path / f"{name}.zarr") for name in ("default", "budget"))
+    assert sorted(budget.array_keys()) == sorted(default.array_keys()) == list("012345")
+    for key in default.array_keys():
+        assert np.array_equal(budget[key][:], default[key][:])
+    assert np.array_equal(budget["0"][:].reshape(values.shape[:2]), values[:, :, 0])
 
 
 def test_the_memory_budget_decides_where_the_bands_of_a_tiff_in_strips_wait(tmp_path, monkeypatch):

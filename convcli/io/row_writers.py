@@ -178,7 +178,7 @@ def open_row_writer(
     carried : Carried
         What a ``png`` or ``tiff`` keeps of its input (:mod:`convcli.io.carried`).
     spill_limit : int, optional
-        ``tiff``: the bytes of the largest band held in memory (:func:`.spill.spill_limit`).
+        ``tiff``, ``zarr``: the largest band held in memory, bytes (:func:`.spill.spill_limit`).
 
     Yields
     ------
@@ -264,8 +264,10 @@ def _open_sink(
         return None
     if store_url is not None:
         location, claim = store_location(stack, temporary, store_url, storage_options)
-        return StoreSink(location, shape, dtype, storage_options, claim, carried=carried)
-    if fmt == "tiff":
+        return StoreSink(
+            location, shape, dtype, storage_options, claim, carried=carried, spill_limit=spill_limit
+        )
+    if fmt in _BANDED:
         return _sink(fmt)(temporary, shape, dtype, carried=carried, spill_limit=spill_limit)
     return _sink(fmt)(temporary, shape, dtype, carried=carried)
 
@@ -437,6 +439,10 @@ _SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": None, "zarr": StoreSink}
 """The sink of each format; the TIFF's (tifffile's) is loaded on first use: :func:`_sink`."""
 
 
+_BANDED = ("tiff", "zarr")
+"""The formats whose rows wait for their row of tiles or chunks in bands (`spill_limit`)."""
+
+
 def _sink(fmt: str):
     """The class that writes `fmt` (:data:`_SINKS`)."""
     return _SINKS[fmt] or load("tiff writer").TiffSink
@@ -454,14 +460,14 @@ def space_needed(
     bytes with Blosc's worst case (16 bytes a chunk) and a file's block each.
     Both: and, where a band of :data:`TILE` rows is kept on disk while the rows
     wait for their row of tiles (:class:`convcli.io.pyramid.RowBands`), two bands a level
-    (a ``tiff``'s full size under `spill_limit`, as :func:`open_row_writer` takes it).
+    (none under a `spill_limit` that holds them, as :func:`open_row_writer` takes it).
     """
     dtype = _checked_layout(fmt, height, width, channels, dtype)
     samples = height * width * channels * dtype.itemsize
     if fmt == "npy":
         return samples + 128  # np.save's header for an (H, W, C) float32 array
     bands = 0
-    if spills(TILE, width, channels, dtype, spill_limit if fmt == "tiff" else None):
+    if spills(TILE, width, channels, dtype, spill_limit):
         bands = 2 * TILE * width * channels * dtype.itemsize * 4 // 3
     if fmt == "zarr":
         chunks = -(-height // TILE) * -(-width // TILE)

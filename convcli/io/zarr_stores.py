@@ -166,6 +166,7 @@ class _StoreLevel:
         dtype: np.dtype,
         top: int = 0,
         left: int = 0,
+        spill_limit: int | None = None,
     ):
         self._array = array
         self._files = _ChunkFiles.of(array)
@@ -176,6 +177,7 @@ class _StoreLevel:
             dtype,
             files=1,
             piece_bytes=(rows * WRITE_PIECE_COLUMNS * channels * np.dtype(dtype).itemsize),
+            spill_limit=spill_limit,
         )
         self._top = top  # the band's first row in the image
         self._left = left  # its first column: `size` may be a column piece
@@ -225,10 +227,12 @@ class _LevelRows:
         dtype: np.dtype,
         top: int = 0,
         claim: tuple | None = None,
+        spill_limit: int | None = None,
     ):
-        """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written."""
+        """`arrays`: the levels' zarr arrays, of `sizes`; `top`: level 0's first row written;
+        `spill_limit`: the largest band each level holds in memory (:func:`.spill.spill_limit`)."""
         self._levels = [
-            _StoreLevel(array, size, shape[2], dtype, top=top >> k)
+            _StoreLevel(array, size, shape[2], dtype, top=top >> k, spill_limit=spill_limit)
             for k, (array, size) in enumerate(zip(arrays, sizes, strict=True))
         ]
         self._halvers = [RowHalver(size, shape[2], dtype) for size in sizes[:-1]]
@@ -284,6 +288,7 @@ class StoreSink(_LevelRows):
         claim: str | None = None,
         *,
         carried: Carried = NOTHING,
+        spill_limit: int | None = None,
     ):
         self._shape, self._carried, self._dtype = shape, carried, np.dtype(dtype)
         self._group, arrays = create_store(temporary, shape, dtype, storage_options)
@@ -293,6 +298,7 @@ class StoreSink(_LevelRows):
             shape,
             dtype,
             claim=(str(temporary), claim, storage_options) if claim else None,
+            spill_limit=spill_limit,
         )
 
     def close(self) -> None:
