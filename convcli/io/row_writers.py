@@ -32,9 +32,9 @@ ceil(n / 2). Levels are made until one fits in a tile. They are accumulated
 while the rows arrive, in temporary files beside the output, and written
 after the full-resolution image; the temporaries are removed at the end.
 The full-size rows wait for their row of tiles in memory, or, where a band
-of 256 rows is wider than :data:`convcli.io.spill.SPILL_BYTES`, in such files
-too (:class:`convcli.io.pyramid.RowBands`): tiles are made a column piece at a time, so that the
-memory held does not grow with the image's width.
+of 256 rows is larger than the writer's ``spill_limit`` (:func:`convcli.io.spill.spill_limit`),
+in such files too (:class:`convcli.io.pyramid.RowBands`): tiles are made a column piece at a
+time, so that the memory held does not grow with the image's width.
 Deflate is TIFF's compression code 8 ("Adobe deflate", the one libtiff,
 vips and every viewer read; code 32946 is the obsolete one), done by
 Python's zlib where imagecodecs is missing.
