@@ -172,6 +172,11 @@ def test_the_memory_budget_decides_where_the_bands_of_a_tiff_in_strips_wait(tmp_
         outputs[memory] = out / "in_conv-vertical-none-sum.tiff"
         assert len(made) == 2  # the smaller budget's two files, none for the larger one
     assert_same_file(outputs["8M"], outputs["10M"])
+    # two outputs share the budget: 5 MB each, and their bands wait in files again
+    ok("conv", "-k", "vertical,horizontal", "--normalize", "none", "--format", "tiff",
+       "--memory", "10M", tmp_path / "in.tif", "-o", tmp_path / "two")  # fmt: skip
+    assert len(made) == 2 + 2 * 2
+    assert_same_file(tmp_path / "two" / "in_conv-vertical-none-sum.tiff", outputs["8M"])
 
 
 def test_the_memory_budget_decides_where_the_rows_of_tiles_read_in_strips_wait(

@@ -117,7 +117,8 @@ def plan_in_strips(task, source, todo, budget: int):
     files = [out for out in todo if out.kind != "grid"]
     rows = rows_for_budget(task.op, source, min(max(budget, MIN_STRIP_WORK), STRIP_WORK))
     size = _result_size(task.op, source)
-    plans = _Outputs(task, whole, files, size, spill_limit(budget))
+    # each output's bands in its share of the budget
+    plans = _Outputs(task, whole, files, size, spill_limit(budget // max(1, len(files))))
     plans.check_space(Path(task.out_dir))
     return grids, files, rows, size, plans
 

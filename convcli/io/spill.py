@@ -26,7 +26,8 @@ SPILL_BYTES = 4 << 20
 
 BUDGET_SHARE = 12
 """A band of rows is kept in memory where it takes at most this share of the ``--memory``
-budget: a tiled writer holds three at once (filled, queued, written), in a quarter of it."""
+budget (of an output's part of it, where there are several): a tiled writer holds three at
+once (filled, queued, written), in a quarter of it."""
 
 HELD_BAND_BYTES = 64 << 20
 """The largest band kept in memory whatever the budget: beyond it the bands' memory would
