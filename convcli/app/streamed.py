@@ -228,10 +228,11 @@ class _Outputs:
     """The outputs of one file: the mapping of each channel and the writer of each file."""
 
     def __init__(
-        self, task, whole: Picture, todo, size: tuple[int, int, int], band_bytes: int | None = None
+        self, task, whole: Picture, todo, size: tuple[int, int, int], spill_limit: int | None = None
     ):
         self.task, self.todo, self.size = task, todo, size
-        self.band_bytes = band_bytes  # the largest band of rows a TIFF holds in memory
+        self.spill_limit = spill_limit  # the largest band of rows a TIFF or Zarr output holds
+
         self.depth = output_depth(whole.depth, task.fmt)
         self.carried = whole.carried
         self.mappings = mappings_for(task, whole)
@@ -273,7 +274,7 @@ class _Outputs:
     def _layout(self, out) -> dict:
         height, width, channels = self.size
         fmt = self.task.fmt
-        place = dict(fmt=fmt, height=height, width=width, spill_limit=self.band_bytes)
+        place = dict(fmt=fmt, height=height, width=width, spill_limit=self.spill_limit)
         if out.kind == "raw":
             return dict(place, channels=channels, dtype=np.float32)
         count = len(channels_of(out)) if out.kind != "whole" else channels

@@ -267,7 +267,7 @@ def _open_sink(
         return StoreSink(
             location, shape, dtype, storage_options, claim, carried=carried, spill_limit=spill_limit
         )
-    if fmt in _BANDED:
+    if FORMATS[fmt].by_rows:  # tiled: its rows wait in bands for their row of tiles
         return _sink(fmt)(temporary, shape, dtype, carried=carried, spill_limit=spill_limit)
     return _sink(fmt)(temporary, shape, dtype, carried=carried)
 
@@ -437,10 +437,6 @@ class _PngSink:
 
 _SINKS = {"npy": _NpySink, "png": _PngSink, "tiff": None, "zarr": StoreSink}
 """The sink of each format; the TIFF's (tifffile's) is loaded on first use: :func:`_sink`."""
-
-
-_BANDED = ("tiff", "zarr")
-"""The formats whose rows wait for their row of tiles or chunks in bands (`spill_limit`)."""
 
 
 def _sink(fmt: str):
