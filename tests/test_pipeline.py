@@ -18,7 +18,7 @@ from convcli.app.plan import Task, find_inputs, plan_tasks
 from convcli.app.process import process_file
 from convcli.choices import BORDER_MODES, CHANNEL_MODES
 from convcli.engines.processes import FileResult, iter_results
-from convcli.kernels import get_kernel, parse_kernel_spec
+from convcli.kernels import Kernel, get_kernel, parse_kernel_spec
 from convcli.levels.mapping import count_not_finite
 
 
@@ -488,3 +488,36 @@ def test_a_files_note_counts_the_values_that_are_not_finite(bad):
     data.flat[[3, 17, 40, 99][: len(bad)]] = bad
     assert count_not_finite(data) == len(bad) == data.size - np.isfinite(data).sum()
     assert count_not_finite(data[:0]) == 0
+
+
+def _integer_pic(dtype, channels, seed=0, shape=(9, 11)):
+    from convcli.io.images import Picture
+
+    top = np.iinfo(dtype).max
+    samples = np.random.default_rng(seed).integers(0, top, shape + (len(channels),), endpoint=True)
+    return Picture(samples.astype(dtype), channels, float(top), 16 if top > 255 else 8)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels", "weight", "combine", "vouched"),
+    [
+        (np.uint8, ("R", "G", "B"), 1.0, None, True),
+        (np.uint16, ("R", "G", "B", "A"), 1e3, "magnitude", True),
+        (np.uint8, ("L",), 1e13, "magnitude", True),  # 255 * 9e13: squares well in float32
+        (np.uint8, ("R", "G", "B"), 3e37, None, False),  # overflows: counted
+        (np.uint16, ("L", "A"), 1e12, "magnitude", False),  # over the bound: counted
+    ],
+)
+def test_conv_vouches_for_finite_results_only_where_they_cannot_overflow(
+    dtype, channels, weight, combine, vouched
+):
+    """``finite_results`` spares the count of values that are not finite; where it says
+    True the values are finite, and where overflow is possible it says False."""
+    kernels = (Kernel("big", "all one weight", np.full((3, 3), weight)), get_kernel("horizontal"))
+    op = ConvOp(kernels, combine=combine)
+    pic = _integer_pic(dtype, channels)
+    assert op.finite_results(pic) is vouched
+    data = op.compute(pic)
+    if vouched:
+        assert np.isfinite(data).all()
+    assert op.finite_results(_pic()) is False  # float samples: only a pass can tell

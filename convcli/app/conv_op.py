@@ -43,6 +43,10 @@ from .op_helpers import (
 )
 from .work import whole_work_bytes
 
+_FINITE_BOUND = 1e17
+"""The largest result a kernel may give for :meth:`ConvOp.finite_results` to vouch for it: its
+square, summed over thousands of kernels (``magnitude``), stays finite in float32."""
+
 
 @dataclass(frozen=True)
 class ConvOp:
@@ -242,6 +246,24 @@ class ConvOp:
 
     def figure(self, pic, data: np.ndarray) -> Grid:
         return conv_figure(self, pic, data)
+
+    def finite_results(self, pic) -> bool:
+        """Whether every result value of `pic` is finite, known without a pass over them.
+
+        True where the picture's samples are still integers (no NaN: a nodata
+        pixel reads as float) and the largest value its kernels and bias can
+        give stays far inside float32's range, squares (``magnitude``)
+        included. The alpha weighting divides by white, so a sample can grow
+        by at most the sample type's largest value over white.
+        """
+        if pic.samples.dtype.kind not in "ui":
+            return False
+        largest = float(np.iinfo(pic.samples.dtype).max)
+        if pic.has_alpha:
+            largest *= largest / pic.white
+        weights = max(float(np.abs(k.weights).sum()) for k in self.kernels)
+        bound = largest * len(pic.channels) * weights + abs(self.bias)
+        return bool(np.isfinite(bound)) and bound < _FINITE_BOUND
 
     computed_whole: ClassVar[bool] = False
     """Computed in strips where the whole image's work would not fit the memory budget."""

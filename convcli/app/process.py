@@ -221,7 +221,7 @@ def _process(task: Task, timings: dict, written: _Written) -> FileResult:
     return FileResult(
         task.source,
         "done",
-        _notes(pic, [summary], data, kept),
+        _notes(op, pic, [summary], data, kept),
         tuple(written.paths),
         timings,
         records=tuple(written.records),
@@ -444,11 +444,17 @@ def _write_output(
     return save_output(out, array, task, carried_for(task.op, pic.carried, out, scales)), scales
 
 
-def _notes(pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
+def _notes(op, pic: Picture, said: list[str], data: np.ndarray, kept: int) -> str:
     """The note of a processed file: the picture's notes, then `said` (the operation's
-    summary), the result's."""
+    summary), the result's.
+
+    The values that are not finite are counted unless the operation vouches for them
+    (``finite_results``: a conv of integer samples, 1 ms a photo spared).
+    """
     notes = list(pic.notes) + [note for note in said if note]
-    return _file_notes(notes, count_not_finite(data), kept, nodata=pic.carried.nodata)
+    finite = getattr(op, "finite_results", None)
+    not_finite = 0 if finite is not None and finite(pic) else count_not_finite(data)
+    return _file_notes(notes, not_finite, kept, nodata=pic.carried.nodata)
 
 
 def _file_notes(notes: list[str], not_finite: int, kept: int, nodata: float | None = None) -> str:
