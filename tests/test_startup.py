@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 
 # Raises KeyboardInterrupt in the middle of loading the modules, as a Ctrl-C in
@@ -149,3 +150,74 @@ def test_a_small_file_to_one_output_loads_only_what_it_uses(tmp_path):
     with Image.open(tmp_path / "out.png") as written:
         assert written.size == (64, 64)
     assert [name for name in _NOT_FOR_A_SMALL_FILE if name in loaded] == []
+
+
+# Runs `convcli ARGS` as the installed command does, with a thread still running and an
+# exit handler, each leaving a file.
+_ENDING = """
+import atexit, sys, threading, time
+folder = sys.argv[1]
+def mark(name):
+    open(folder + "/" + name, "w").close()
+threading.Thread(target=lambda: (time.sleep(0.2), mark("thread"))).start()
+atexit.register(mark, "handler")
+sys.argv = ["convcli", *sys.argv[2:]]
+import convcli.__main__
+convcli.__main__.command_line()
+"""
+
+
+def test_the_command_ends_after_its_threads_and_exit_handlers_with_its_status(tmp_path):
+    """The process ends as Python's exit would: status, output, threads and handlers."""
+    for args, status in ((["kernels"], 0), (["conv", "-k", "nosuch", "x.png"], 2)):
+        for name in ("thread", "handler"):
+            (tmp_path / name).unlink(missing_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", _ENDING, str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == status, proc.stderr
+        assert ("vertical" in proc.stdout) == (status == 0)
+        assert ("unknown kernel 'nosuch'" in proc.stderr) == (status == 2)
+        assert (tmp_path / "thread").exists() and (tmp_path / "handler").exists()
+
+
+class _Ended(Exception):
+    """os._exit, in a test: the status it was given."""
+
+
+def test_the_command_ends_the_process_once_python_exits_first_steps_are_done(monkeypatch):
+    """Streams flushed, threads joined, exit handlers run, then ``os._exit`` with the
+    command's status; a stopped run (130, 143), a text status and a stream that cannot be
+    flushed are left to Python's exit (``SystemExit`` raised on)."""
+    import atexit
+    import threading
+
+    import convcli.__main__
+    import convcli.cli.main
+
+    steps = []
+    monkeypatch.setattr(threading, "_shutdown", lambda: steps.append("threads"))
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: steps.append("handlers"))
+    monkeypatch.setattr(convcli.__main__, "_flushed", lambda: steps.append("flushed") or True)
+
+    def ended(code):
+        raise _Ended(code)
+
+    monkeypatch.setattr(convcli.__main__.os, "_exit", ended)
+    for code, ends in ((0, 0), (None, 0), (2, 2), (130, None), (143, None), ("text", None)):
+        steps.clear()
+        monkeypatch.setattr(convcli.cli.main, "main", lambda code=code: sys.exit(code))
+        try:
+            convcli.__main__.command_line()
+        except _Ended as exc:
+            assert exc.args == (ends,)
+            assert steps == ["flushed", "threads", "handlers", "flushed"]
+        except SystemExit as exc:
+            assert ends is None and exc.code == code and "threads" not in steps
+    monkeypatch.setattr(convcli.__main__, "_flushed", lambda: False)
+    monkeypatch.setattr(convcli.cli.main, "main", lambda: sys.exit(0))
+    with pytest.raises(SystemExit):  # a stream that cannot be flushed: Python's exit says so
+        convcli.__main__.command_line()
