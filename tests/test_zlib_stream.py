@@ -58,10 +58,11 @@ def sample_bytes(kind: str, size: int, seed: int) -> bytes:
 @settings(max_examples=60, deadline=None)
 @given(
     kind=st.sampled_from(["uniform", "skewed", "one value", "two values", "fibonacci"]),
-    size=st.integers(0, 70_000),
+    size=st.one_of(st.integers(0, 70_000), st.integers(65_000, 300_000)),
     seed=st.integers(0, 2**16),
 )
 def test_a_huffman_block_inflates_to_its_bytes(kind, size, seed):
+    """Blocks from 64 KiB on are coded from the counts of a quarter of their bytes."""
     data = sample_bytes(kind, size, seed)
     block = native.huffman_block(data)
     assert inflate_raw(block) == data
@@ -79,9 +80,24 @@ def test_codes_deeper_than_deflate_allows_are_shortened():
 
 
 @built
+def test_bytes_the_sampled_counts_never_saw_still_get_a_code():
+    """From 64 KiB on, one KiB in four is counted: a byte value only in the others is coded."""
+    data = bytearray(b"\x05" * 300_000)
+    unseen = [1500, 70_000 + 2048, 299_000]  # none in a counted KiB (the first of each 4)
+    assert all(position % 4096 >= 1024 for position in unseen)
+    for position, value in zip(unseen, (77, 200, 0), strict=True):
+        data[position] = value
+    block = native.huffman_block(bytes(data))
+    assert inflate_raw(block) == bytes(data)
+    assert len(block) < len(data) / 6  # the common value keeps its short code
+
+
+@built
+@pytest.mark.parametrize("size", [50_000, 200_000])
 @pytest.mark.parametrize("kind", ["uniform", "skewed", "one value", "fibonacci"])
-def test_the_size_limit_is_the_blocks_exact_size(kind):
-    data = sample_bytes(kind, 50_000, 1)
+def test_the_size_limit_is_the_blocks_exact_size(kind, size):
+    """Counted whole (50 KB) or sampled (200 KB): the limit is against the size written."""
+    data = sample_bytes(kind, size, 1)
     block = native.huffman_block(data)
     assert native.huffman_block(data, len(block)) == block
     assert native.huffman_block(data, len(block) - 1) is None
