@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -116,3 +118,51 @@ def test_robust_levels_by_rows_are_the_whole_map_levels(
         np.testing.assert_array_equal(levels_and_scale[0], want[0])
         assert levels_and_scale[0].dtype == np.uint8 and levels_and_scale[1] == want[1]
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("engine", ["native_engine", "numpy_engine"])
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(width=32, allow_nan=True, allow_infinity=True)
+        | st.sampled_from([0.0, -0.0, 1.0, 255.0, math.nan, -math.nan]),  # ties, NaN of either sign
+        min_size=1,
+        max_size=3000,
+    ),
+    where=st.floats(0, 1),
+    gap=st.sampled_from([0, 1, 2, 50]),
+)
+def test_ranked_values_are_the_partitions(request, engine, values, where, gap):
+    """Both engines' values of two ranks are those np.partition puts there: negative
+    values, ties, infinities and NaN (last) included; the values are left unchanged."""
+    from convcli.layers._engine import native
+
+    if engine == "native_engine" and native._native is None:
+        pytest.skip("the C extension was not built")
+    request.getfixturevalue(engine)
+    a = np.array(values, np.float32)
+    before = a.copy()
+    first = int(where * (a.size - 1))
+    second = min(first + gap, a.size - 1)
+    expected = np.partition(a, [first, second])[[first, second]]
+    got = np.array(percentiles.ranked(a, first, second), np.float32)
+    np.testing.assert_array_equal(got, expected)  # equal values (0.0 == -0.0), NaN where NaN
+    np.testing.assert_array_equal(a, before)
+
+
+def test_ranked_values_of_a_large_map_take_every_pass(native_engine):
+    """86,000 magnitudes, as a photo's candidates for its top: three passes of the radix
+    selection, the second rank tied with the first or the next value above it."""
+    g = np.random.default_rng(5)
+    a = np.abs(g.standard_normal(86_000)).astype(np.float32)
+    a[:501] = a[501]  # 502 equal values
+    tie = int((a < a[501]).sum())  # the rank of the first of them
+    for first in (0, 40_000, 85_998, tie + 10, tie + 501):  # the last two: tied, then above
+        second = first + 1
+        expected = np.partition(a, [first, second])[[first, second]]
+        assert percentiles.ranked(a, first, second) == tuple(expected)
+    assert (
+        percentiles.ranked(a, tie + 10, tie + 11)[0] == percentiles.ranked(a, tie + 10, tie + 11)[1]
+    )
+    low, high = percentiles.ranked(a, tie + 501, tie + 502)
+    assert low == a[501] < high

@@ -248,22 +248,9 @@ class ConvOp:
         return conv_figure(self, pic, data)
 
     def finite_results(self, pic) -> bool:
-        """Whether every result value of `pic` is finite, known without a pass over them.
-
-        True where the picture's samples are still integers (no NaN: a nodata
-        pixel reads as float) and the largest value its kernels and bias can
-        give stays far inside float32's range, squares (``magnitude``)
-        included. The alpha weighting divides by white, so a sample can grow
-        by at most the sample type's largest value over white.
-        """
-        if pic.samples.dtype.kind not in "ui":
-            return False
-        largest = float(np.iinfo(pic.samples.dtype).max)
-        if pic.has_alpha:
-            largest *= largest / pic.white
-        weights = max(float(np.abs(k.weights).sum()) for k in self.kernels)
-        bound = largest * len(pic.channels) * weights + abs(self.bias)
-        return bool(np.isfinite(bound)) and bound < _FINITE_BOUND
+        """Whether every result value of `pic` is finite, known without a pass over them
+        (:func:`_finite_results`)."""
+        return _finite_results(self, pic)
 
     computed_whole: ClassVar[bool] = False
     """Computed in strips where the whole image's work would not fit the memory budget."""
@@ -303,6 +290,22 @@ class ConvOp:
         too: outside the image is transparent, as the whole image's layer input pads it
         (its colours weighted by alpha, :func:`convcli.app.conv_pixels.alpha_weighted_maps`)."""
         return self.border, np.zeros(len(channels), np.float32)
+
+
+def _finite_results(op: ConvOp, pic) -> bool:
+    """True where the picture's samples are still integers (no NaN: a nodata pixel reads
+    as float) and the largest value `op`'s kernels and bias can give stays far inside
+    float32's range, squares (``magnitude``) included. The alpha weighting divides by
+    white, so a sample can grow by at most the sample type's largest value over white.
+    """
+    if pic.samples.dtype.kind not in "ui":
+        return False
+    largest = float(np.iinfo(pic.samples.dtype).max)
+    if pic.has_alpha:
+        largest *= largest / pic.white
+    weights = max(float(np.abs(k.weights).sum()) for k in op.kernels)
+    bound = largest * len(pic.channels) * weights + abs(op.bias)
+    return bool(np.isfinite(bound)) and bound < _FINITE_BOUND
 
 
 def _maps(op: ConvOp, pic, weighted: bool) -> np.ndarray:

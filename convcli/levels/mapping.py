@@ -24,6 +24,7 @@ from .percentiles import (
     _percentile_of_largest,
     _top_of_magnitudes,
     _top_or_largest,
+    ranked,
     robust_top,
 )
 
@@ -236,7 +237,7 @@ def _sampled_robust_top(x: np.ndarray, margin: int, buffer: np.ndarray) -> float
         return None
     sample = np.abs(inside[::8, ::8])
     rank = max(0, sample.size - 1 - 4 * (wanted * sample.size // n + 1))
-    threshold = np.partition(sample, rank, axis=None)[rank]
+    threshold = ranked(sample, rank, rank)[0]
     top = native.abs_at_least(x, kept, threshold, n // 8) if native.active() else None
     if top is None:
         tops = []

@@ -546,6 +546,95 @@ static PyObject *native_spread_claims(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* --- order statistics --------------------------------------------------------------- */
+
+/* A float32 pattern as a key that orders as the values do; NaN of either sign after inf,
+ * as numpy puts it (its key is the largest, a NaN's pattern again). */
+static inline uint32_t order_key(uint32_t bits)
+{
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return 0xffffffffu;
+    return bits ^ ((bits >> 31) ? 0xffffffffu : 0x80000000u);
+}
+
+static inline uint32_t key_bits(uint32_t key)
+{
+    return key ^ ((key >> 31) ? 0x80000000u : 0xffffffffu);
+}
+
+/* The key of rank k (0: the smallest) of the n keys, selected on 11, 11 and 10 bits: each
+ * pass counts the candidates by the next bits and keeps the group rank k falls in
+ * (`scratch`: room for n keys). */
+static uint32_t select_key(const uint32_t *keys, Py_ssize_t n, Py_ssize_t k, uint32_t *scratch)
+{
+    static const int shifts[3] = {21, 10, 0};
+    static const uint32_t masks[3] = {0x7ff, 0x7ff, 0x3ff};
+    const uint32_t *candidates = keys;
+    uint32_t prefix = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int shift = shifts[pass];
+        const uint32_t mask = masks[pass];
+        Py_ssize_t counts[2048] = {0};
+        for (Py_ssize_t i = 0; i < n; i++)
+            counts[(candidates[i] >> shift) & mask]++;
+        uint32_t group = 0;
+        while (k >= counts[group])
+            k -= counts[group++];
+        prefix |= group << shift;
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (((candidates[i] >> shift) & mask) == group)
+                scratch[kept++] = candidates[i];
+        candidates = scratch;
+        n = kept;
+    }
+    return prefix;
+}
+
+/* select_ranks(values, scratch, (k0, k1)): the float32 patterns of ranks k0 <= k1 of
+ * the float32 values (as np.partition orders them: NaN last), the values left as they
+ * are. Rank k0 + 1 is found from k0's key in one pass more. */
+static PyObject *native_select_ranks(PyObject *self, PyObject *args)
+{
+    Py_buffer values, scratch;
+    Py_ssize_t k0, k1;
+    if (!PyArg_ParseTuple(args, "y*w*(nn)", &values, &scratch, &k0, &k1))
+        return NULL;
+    Py_ssize_t n = values.len / (Py_ssize_t)sizeof(uint32_t);
+    if (values.len % (Py_ssize_t)sizeof(uint32_t) || scratch.len < 2 * values.len || k0 < 0 ||
+        k1 < k0 || k1 >= n) {
+        PyBuffer_Release(&values);
+        PyBuffer_Release(&scratch);
+        PyErr_SetString(PyExc_ValueError, "select_ranks: inconsistent sizes or ranks");
+        return NULL;
+    }
+    const uint32_t *bits = values.buf;
+    uint32_t *keys = scratch.buf, *left = keys + n, first, second;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        keys[i] = order_key(bits[i]);
+    first = select_key(keys, n, k0, left);
+    second = first;
+    if (k1 == k0 + 1) {
+        /* Rank k0 + 1: the same key where more than k0 + 1 keys are at most it, else the
+         * smallest key above it. */
+        Py_ssize_t at_most = 0;
+        uint32_t above = 0xffffffffu;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            at_most += keys[i] <= first;
+            if (keys[i] > first && keys[i] < above)
+                above = keys[i];
+        }
+        second = at_most > k1 ? first : above;
+    } else if (k1 > k0) {
+        second = select_key(keys, n, k1, left);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&scratch);
+    return Py_BuildValue("(kk)", (unsigned long)key_bits(first), (unsigned long)key_bits(second));
+}
+
 static PyObject *native_huffman_block(PyObject *self, PyObject *args)
 {
     Py_buffer data;
@@ -672,6 +761,9 @@ static PyMethodDef native_methods[] = {
     {"sum_channels", native_sum_channels, METH_VARARGS,
      "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "
      "of rows of W pixels, as float32, into out's rows from value `offset`, `stride` apart."},
+    {"select_ranks", native_select_ranks, METH_VARARGS,
+     "select_ranks(values, scratch, (k0, k1)): the float32 patterns of ranks k0 <= k1 of the "
+     "float32 values, NaN last; scratch holds two uint32 per value."},
     {"abs_at_least", native_abs_at_least, METH_VARARGS,
      "abs_at_least(x, out, (H, W), margin, threshold): |x| of the values of a float32 map at "
      "least threshold, margin left out on every side, into out (as many as fit); their count."},

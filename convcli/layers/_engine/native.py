@@ -21,9 +21,10 @@ What the C kernels compute:
 - :func:`spread_claims`: max pooling's backward pass where the windows
   tile the input, from the claims the forward pass kept.
 - Around the layers, for a photo's edge map: :func:`sum_channels` (8-bit
-  channels summed into the float32 layer input), :func:`abs_at_least` and
-  :func:`levels_u8` (the robust 8-bit levels, as numpy's float32 steps
-  give them).
+  channels summed into the float32 layer input), :func:`abs_at_least`,
+  :func:`select_ranks` (the ranks np.partition finds, for the robust
+  percentile) and :func:`levels_u8` (the robust 8-bit levels, as numpy's
+  float32 steps give them).
 
 With integer samples and integer weights every sum is exact, so the
 results equal the numpy engines' bit for bit; otherwise they agree within
@@ -320,6 +321,18 @@ def spread_claims(dA, claimed, dA_prev, f: int, tile) -> None:
     _native.spread_claims(
         dA, claimed, dA_prev, dA.shape, claimed.shape[1:3], dA_prev.shape[1:3], f, tile
     )
+
+
+def select_ranks(values: np.ndarray, first: int, second: int) -> tuple[np.float32, np.float32]:
+    """The values of ranks `first` <= `second` (0: the smallest) of the float32 array
+    `values`, as ``np.partition(values, [first, second])`` puts them there (NaN last), by
+    radix selection on their bits: 0.1 ms for 86,000 values, where the partition takes
+    0.5. `values` is left as it is. For the native engine only (:func:`active`)."""
+    flat = np.ascontiguousarray(values, np.float32).reshape(-1)
+    scratch = np.empty(2 * flat.size, np.uint32)
+    patterns = _native.select_ranks(flat, scratch, (first, second))
+    low, high = np.array(patterns, np.uint32).view(np.float32)
+    return low, high
 
 
 def huffman_block(data, limit: int = -1) -> bytes | None:
