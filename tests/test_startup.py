@@ -193,12 +193,15 @@ def test_the_command_ends_the_process_once_python_exits_first_steps_are_done(mon
     command's status; a stopped run (130, 143), a text status and a stream that cannot be
     flushed are left to Python's exit (``SystemExit`` raised on)."""
     import atexit
+    import signal
     import threading
 
     import convcli.__main__
     import convcli.cli.main
 
     steps = []
+    # A stopped run's handlers for a further signal (main's) are not left in this process.
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: steps.append("handler"))
     monkeypatch.setattr(threading, "_shutdown", lambda: steps.append("threads"))
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: steps.append("handlers"))
     monkeypatch.setattr(convcli.__main__, "_flushed", lambda: steps.append("flushed") or True)
@@ -217,6 +220,7 @@ def test_the_command_ends_the_process_once_python_exits_first_steps_are_done(mon
             assert steps == ["flushed", "threads", "handlers", "flushed"]
         except SystemExit as exc:
             assert ends is None and exc.code == code and "threads" not in steps
+            assert steps == (["handler"] * 2 if code in (130, 143) else [])
     monkeypatch.setattr(convcli.__main__, "_flushed", lambda: False)
     monkeypatch.setattr(convcli.cli.main, "main", lambda: sys.exit(0))
     with pytest.raises(SystemExit):  # a stream that cannot be flushed: Python's exit says so
