@@ -502,10 +502,11 @@ def _integer_pic(dtype, channels, seed=0, shape=(9, 11)):
     ("dtype", "channels", "weight", "combine", "vouched"),
     [
         (np.uint8, ("R", "G", "B"), 1.0, None, True),
-        (np.uint16, ("R", "G", "B", "A"), 1e3, "magnitude", True),
-        (np.uint8, ("L",), 1e13, "magnitude", True),  # 255 * 9e13: squares well in float32
+        (np.uint16, ("R", "G", "B"), 1e3, "magnitude", True),
+        (np.uint8, ("L",), 1e13, "magnitude", True),  # 2 x 255 x 9e13: squares well in float32
+        (np.uint16, ("R", "G", "B", "A"), 1.0, None, False),  # alpha weighting: counted
         (np.uint8, ("R", "G", "B"), 3e37, None, False),  # overflows: counted
-        (np.uint16, ("L", "A"), 1e12, "magnitude", False),  # over the bound: counted
+        (np.uint16, ("L",), 1e12, "magnitude", False),  # over the bound: counted
     ],
 )
 def test_conv_vouches_for_finite_results_only_where_they_cannot_overflow(
@@ -521,3 +522,12 @@ def test_conv_vouches_for_finite_results_only_where_they_cannot_overflow(
     if vouched:
         assert np.isfinite(data).all()
     assert op.finite_results(_pic()) is False  # float samples: only a pass can tell
+
+
+def test_conv_vouches_for_finite_results_only_for_few_enough_kernels():
+    """The kernels' sum and sum of squares grow with their number: so does the bound."""
+    pic = _integer_pic(np.uint8, ("L",))
+    weights = np.full((3, 3), 1e13)  # 255 x 9e13 = 2.3e16 a kernel
+    one = ConvOp((Kernel("k0", "big", weights),), combine=None)
+    five = ConvOp(tuple(Kernel(f"k{i}", "big", weights) for i in range(5)), combine="sum")
+    assert one.finite_results(pic) and not five.finite_results(pic)

@@ -44,8 +44,8 @@ from .op_helpers import (
 from .work import whole_work_bytes
 
 _FINITE_BOUND = 1e17
-"""The largest result a kernel may give for :meth:`ConvOp.finite_results` to vouch for it: its
-square, summed over thousands of kernels (``magnitude``), stays finite in float32."""
+"""The bound :meth:`ConvOp.finite_results` vouches under: a result at most this large, its
+square and its kernels' sum of squares (``magnitude``) stay finite in float32."""
 
 
 @dataclass(frozen=True)
@@ -294,17 +294,15 @@ class ConvOp:
 
 def _finite_results(op: ConvOp, pic) -> bool:
     """True where the picture's samples are still integers (no NaN: a nodata pixel reads
-    as float) and the largest value `op`'s kernels and bias can give stays far inside
-    float32's range, squares (``magnitude``) included. The alpha weighting divides by
-    white, so a sample can grow by at most the sample type's largest value over white.
+    as float), it has no alpha (whose weighting divides by a convolved alpha), and the
+    largest value `op`'s kernels and bias can give, times the number of kernels (their
+    ``sum``, and their squares' for ``magnitude``), stays far inside float32's range.
     """
-    if pic.samples.dtype.kind not in "ui":
+    if pic.samples.dtype.kind not in "ui" or pic.has_alpha:
         return False
     largest = float(np.iinfo(pic.samples.dtype).max)
-    if pic.has_alpha:
-        largest *= largest / pic.white
     weights = max(float(np.abs(k.weights).sum()) for k in op.kernels)
-    bound = largest * len(pic.channels) * weights + abs(op.bias)
+    bound = (largest * len(pic.channels) * weights + abs(op.bias)) * len(op.kernels)
     return bool(np.isfinite(bound)) and bound < _FINITE_BOUND
 
 
