@@ -181,8 +181,8 @@ static Py_ssize_t huffman_block_bound(Py_ssize_t n)
 /* Blocks of at least COUNT_SAMPLED_FROM bytes have their bytes counted in one slice of
  * COUNT_SLICE bytes in every COUNT_EVERY: a quarter of the counting (0.3 of a 2400x1800
  * edge map's 0.77 ms a block), for a code within a fraction of a percent of the one the
- * whole counts give. Every byte value then gets a code (each count is at least 1), and the
- * block's size is known only once it is written. */
+ * whole counts give where the slices are like the rest. Every byte value then gets a code
+ * (each count is at least 1), and the block's size is known only once it is written. */
 #define COUNT_SLICE 1024
 #define COUNT_EVERY 4
 #define COUNT_SAMPLED_FROM ((Py_ssize_t)1 << 16)
@@ -246,18 +246,17 @@ static Py_ssize_t huffman_block(const unsigned char *data, Py_ssize_t n, Py_ssiz
     while (header_codes > 4 && length_lengths[length_code_order[header_codes - 1]] == 0)
         header_codes--;
 
-    if (limit >= 0) {
+    if (limit >= 0 && !sampled) {
         /* The block's size: its header, the codes, the end of block; 3 bits and the pad
-         * to a byte of the stored block, and its 4 bytes. */
+         * to a byte of the stored block, and its 4 bytes. (Sampled counts cannot tell it:
+         * slices unlike the rest of the block put it far off. Those blocks are written,
+         * and their size checked at the end.) */
         uint64_t bits = 3 + 5 + 5 + 4 + 3 * (uint64_t)header_codes;
         for (int s = 0; s < LITLEN_CODES + 2; s++)
             bits += length_lengths[sent[s]];
         for (int s = 0; s < LITLEN_CODES; s++)
             bits += count[s] * lengths[s];
-        /* Sampled counts tell the size to within a few percent: where they put it well
-         * over the limit, nothing is written; the size written is checked at the end. */
-        Py_ssize_t bytes = (Py_ssize_t)((bits + 3 + 7) / 8 + 4);
-        if ((sampled ? bytes - bytes / 16 : bytes) > limit)
+        if ((Py_ssize_t)((bits + 3 + 7) / 8 + 4) > limit)
             return -1;
     }
 
