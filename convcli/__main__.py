@@ -5,6 +5,9 @@ import os
 import sys
 import threading
 
+STOPPED = (130, 143)
+"""The statuses of a run stopped by Ctrl-C or SIGTERM."""
+
 
 def main() -> None:
     """Run the command line; a Ctrl-C while it starts ends it quietly (status 130).
@@ -27,7 +30,7 @@ def main() -> None:
     try:
         command()
     except SystemExit as exc:
-        if exc.code in (130, 143):  # stopped: another Ctrl-C while Python exits ends it now
+        if exc.code in STOPPED:  # stopped: another Ctrl-C while Python exits ends it now
             import signal
 
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -78,13 +81,13 @@ def _end_process(code) -> None:
     Python would then free every object and module one by one, 10 to 15 ms of every run
     (numpy's, Pillow's, click's ...) that no one needs: the run has closed its files.
     Returns, leaving the exit to Python, for a status that is not a number, for a stopped
-    run (130, 143: see :func:`main`), where a stream cannot be flushed, and where this
+    run (:data:`STOPPED`, see :func:`main`), where a stream cannot be flushed, and where this
     Python lacks the two steps.
     """
     code = 0 if code is None else code
     join_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if not isinstance(code, int) or code in (130, 143) or not (join_threads and run_exit_handlers):
+    if not isinstance(code, int) or code in STOPPED or not (join_threads and run_exit_handlers):
         return
     if not _flushed():
         return
