@@ -82,7 +82,7 @@ def spill_limit(budget: int | None = None) -> int:
 def spills(rows: int, width: int, channels: int, dtype, limit: int | None = None) -> bool:
     """Whether a band of this size is kept on disk: larger than `limit` bytes
     (:func:`spill_limit`; :data:`SPILL_BYTES` by default)."""
-    limit = SPILL_BYTES if limit is None else limit
+    limit = spill_limit() if limit is None else limit
     return rows * width * channels * np.dtype(dtype).itemsize > limit
 
 
