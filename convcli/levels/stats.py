@@ -62,6 +62,7 @@ KEPT_MAGNITUDES = 1 << 20
 _LOW_BITS = 12  # of a float32 pattern: those the second pass counts
 _HIGH_BINS = 1 << (31 - _LOW_BITS)  # the high bits of finite non-negative patterns (sign 0)
 _LOW_BINS = 1 << _LOW_BITS
+_SELECTION_VALUES = 1 << 16  # values counted at a time by the numpy engine's selection
 
 
 class StreamedMapping:
@@ -392,21 +393,31 @@ class _RobustTop:
             self._count += count
             self._largest = max(self._largest, largest)
             return
-        magnitudes = self._magnitudes(row0, values)
-        if not magnitudes.size:
-            return
-        if pass_index == 1:
-            self._count_low_bits(magnitudes.view(np.uint32).ravel())
-            return
-        self._count += magnitudes.size
         if not self._selects:
-            self._keep_largest(magnitudes.ravel())
+            magnitudes = self._magnitudes(row0, values)
+            self._count += magnitudes.size
+            if magnitudes.size:
+                self._keep_largest(magnitudes.ravel())
             return
-        self._largest = max(self._largest, float(magnitudes.max()))
+        # A few rows at a time: the temporaries of a wide strip stay small.
+        step = max(1, _SELECTION_VALUES // max(1, values.shape[1]))
+        for first in range(0, values.shape[0], step):
+            magnitudes = self._magnitudes(row0 + first, values[first : first + step])
+            if magnitudes.size:
+                self._count_bits(pass_index, magnitudes)
+
+    def _count_bits(self, pass_index: int, magnitudes: np.ndarray) -> None:
+        """The histograms of the bit patterns of some finite |x| (pass 0: high bits; 1: low)."""
         patterns = magnitudes.view(np.uint32).ravel()
+        if pass_index == 1:
+            self._count_low_bits(patterns)
+            return
+        self._count += patterns.size
+        self._largest = max(self._largest, float(magnitudes.max()))
         high = patterns >> _LOW_BITS
-        counts = np.bincount(high)  # up to the largest bin used
-        self._high[: counts.size] += counts
+        lowest = int(high.min())
+        counts = np.bincount(high - lowest)  # the bins from the lowest used to the highest
+        self._high[lowest : lowest + counts.size] += counts
         self._mixed[high[(patterns & (_LOW_BINS - 1)) != 0]] = 1
 
     def _window(self, row0: int, rows: int) -> tuple[int, int]:
