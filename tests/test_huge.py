@@ -227,3 +227,31 @@ def test_outputs_in_place_before_a_later_one_fails_are_recorded(tiffs, tmp_path,
     on_disk = sorted(p.name for p in tmp_path.glob("*.png"))
     recorded = sorted(r["output"] for r in _records(tmp_path))
     assert on_disk and recorded == on_disk
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "1M"]], ids=["whole", "strips"])
+@pytest.mark.parametrize(("weight", "counted"), [("1", False), ("3e38", True)])
+def test_an_8_bit_tiffs_results_are_counted_only_where_the_conv_can_overflow(
+    tiffs, tmp_path, monkeypatch, small_strips, memory, weight, counted
+):
+    """A conv of 8-bit samples read as stored, whole or in strips, is finite by its kernel's
+    bound (ConvOp.finite_results): no pass counts its values; 3e38 weights are counted."""
+    from convcli.app import ops
+
+    counts, count = [], ops.count_not_finite
+    monkeypatch.setattr(
+        ops, "count_not_finite", lambda data: counts.append(data.size) or count(data)
+    )
+    kernel = tmp_path / "k.txt"
+    kernel.write_text(f"{weight} 0 -{weight}\n" * 3)
+    command = ("conv", "-k", kernel, "--normalize", "none", "--format", "tiff", "-v", *memory)
+    result = run(*command, tiffs / "grey.tif", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert ("processed in strips" in result.stderr) is bool(memory)
+    values = tifffile.imread(next((tmp_path / "out").glob("*.tif*")))
+    assert values.dtype == np.float32 and values.shape == (900, 333)
+    if counted:  # every value once: in one call whole, a call a strip in strips
+        assert sum(counts) == values.size and (len(counts) > 1) is bool(memory)
+        assert "result values are not finite" in result.stderr
+    else:
+        assert counts == [] and np.isfinite(values).all() and np.abs(values).max() <= 3 * 255

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from ..errors import OptionError
-from ..levels.mapping import Mapping
+from ..levels.mapping import Mapping, count_not_finite
 from .conv_op import ConvOp
 from .conv_pixels import channel_sum_padded, sum_channels
 from .geometry import RowGeometry
@@ -53,6 +53,7 @@ __all__ = [
     "channels_as_images",
     "frame_size",
     "like_picture",
+    "not_finite_count",
     "pad_option",
     "pad_text",
     "result_and_summary",
@@ -132,6 +133,14 @@ def result_and_summary(op: Operation, pic) -> tuple[np.ndarray, str]:
     with_summary = getattr(op, "compute_with_summary", None)
     data, summary = with_summary(pic) if with_summary is not None else (op.compute(pic), "")
     return np.asarray(data, dtype=np.float32), summary
+
+
+def not_finite_count(op: Operation, pic, data: np.ndarray) -> int:
+    """How many of `data` (`op`'s result for `pic`, or some of its rows) are NaN or infinite:
+    0 without a pass over them where `op` vouches for every result on `pic` (an operation's
+    optional ``finite_results(pic)``: a conv of integer samples, :class:`ConvOp`)."""
+    vouches = getattr(op, "finite_results", None)
+    return 0 if vouches is not None and vouches(pic) else count_not_finite(data)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (PadOp, ConvOp, PoolOp, GradPoolOp, GradConvOp)

@@ -34,10 +34,10 @@ from ..io.safeio import (
 )
 from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
-from ..levels.mapping import LevelScale, count_not_finite, map_levels
+from ..levels.mapping import LevelScale, map_levels
 from ..units import size_text
 from .names import Output, planned_outputs
-from .ops import result_and_summary
+from .ops import not_finite_count, result_and_summary
 from .outputs import (
     carried_for,
     carried_note,
@@ -449,12 +449,10 @@ def _notes(op, pic: Picture, said: list[str], data: np.ndarray, kept: int) -> st
     summary), the result's.
 
     The values that are not finite are counted unless the operation vouches for them
-    (``finite_results``: a conv of integer samples, 1 ms a photo spared).
+    (:func:`convcli.app.ops.not_finite_count`: 1 ms a photo spared).
     """
     notes = list(pic.notes) + [note for note in said if note]
-    finite = getattr(op, "finite_results", None)
-    not_finite = 0 if finite is not None and finite(pic) else count_not_finite(data)
-    return _file_notes(notes, not_finite, kept, nodata=pic.carried.nodata)
+    return _file_notes(notes, not_finite_count(op, pic, data), kept, nodata=pic.carried.nodata)
 
 
 def _file_notes(notes: list[str], not_finite: int, kept: int, nodata: float | None = None) -> str:

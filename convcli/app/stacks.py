@@ -42,10 +42,10 @@ from ..io.images import Picture, check_stack_pixels, open_image
 from ..io.safeio import make_output_folder
 from ..layers._engine.tiles import memory_budget
 from ..levels import stats as level_stats
-from ..levels.mapping import LevelScale, _inside, _margin_left_out, count_not_finite
+from ..levels.mapping import LevelScale, _inside, _margin_left_out
 from ..units import size_text
 from .names import FORMATS, Output
-from .ops import result_and_summary
+from .ops import not_finite_count, result_and_summary
 from .outputs import (
     carried_for,
     carried_note,
@@ -235,8 +235,8 @@ class _Frames:
             data, summary = result_and_summary(op, pic)
             self.summary = summary or self.summary
         data = np.asarray(data, np.float32)
+        self.not_finite += not_finite_count(op, pic, data)
         del pic
-        self.not_finite += count_not_finite(data)
         for frame, result in zip(group, data, strict=True):
             frame.result = result
 

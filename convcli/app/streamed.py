@@ -31,8 +31,9 @@ from ..io.figures import save_grid
 from ..io.images import Picture
 from ..io.row_writers import ROW_FORMATS, free_space_problem, open_row_writer, space_needed
 from ..io.spill import spill_limit
-from ..levels.mapping import LevelScale, count_not_finite
+from ..levels.mapping import LevelScale
 from ..levels.stats import StreamedMapping, pass_indices
+from .ops import not_finite_count
 from .outputs import (
     carried_for,
     channels_of,
@@ -46,7 +47,7 @@ from .outputs import (
     store_place,
     written_as_values,
 )
-from .strips import row_geometry, source_picture, strip_results
+from .strips import row_geometry, samples_picture, source_picture, strip_results
 
 STREAMED_FORMATS = ROW_FORMATS
 """The formats written in strips (JPEG is at most 65535 pixels a side)."""
@@ -118,7 +119,8 @@ def plan_in_strips(task, source, todo, budget: int):
     rows = rows_for_budget(task.op, source, min(max(budget, MIN_STRIP_WORK), STRIP_WORK))
     size = _result_size(task.op, source)
     # each output's bands in its share of the budget
-    plans = _Outputs(task, whole, files, size, spill_limit(budget // max(1, len(files))))
+    limit = spill_limit(budget // max(1, len(files)))
+    plans = _Outputs(task, whole, files, size, limit, samples_picture(source))
     plans.check_space(Path(task.out_dir))
     return grids, files, rows, size, plans
 
@@ -228,10 +230,18 @@ class _Outputs:
     """The outputs of one file: the mapping of each channel and the writer of each file."""
 
     def __init__(
-        self, task, whole: Picture, todo, size: tuple[int, int, int], spill_limit: int | None = None
+        self,
+        task,
+        whole: Picture,
+        todo,
+        size: tuple[int, int, int],
+        spill_limit: int | None = None,
+        samples: Picture | None = None,
     ):
         self.task, self.todo, self.size = task, todo, size
         self.spill_limit = spill_limit  # the largest band of rows a TIFF or Zarr output holds
+        # What every strip's picture is, known without its rows (samples_picture): else `whole`.
+        self.samples = whole if samples is None else samples
 
         self.depth = output_depth(whole.depth, task.fmt)
         self.carried = whole.carried
@@ -308,10 +318,15 @@ class _Outputs:
                     )
                 )
             for _, result in strips:
-                not_finite += count_not_finite(result)
+                not_finite += self.not_finite(result)
                 for out, writer in zip(self.todo, writers, strict=True):
                     writer.write(output_array(out, result, self))
         return not_finite
+
+    def not_finite(self, result: np.ndarray) -> int:
+        """The NaN and infinities among a strip's `result` (none counted where the operation
+        vouches for every strip: :func:`convcli.app.ops.not_finite_count`)."""
+        return not_finite_count(self.task.op, self.samples, result)
 
     def _record(
         self, out, writers: list, index: int, written: list[str], records: list[dict]

@@ -42,7 +42,6 @@ from ..io.image_files import written_by_convcli
 from ..io.row_writers import TILE, store_location
 from ..io.safeio import atomic_output
 from ..io.zarr_stores import StoreBand, band_levels, create_store, finish_store, level_sizes
-from ..levels.mapping import count_not_finite
 from ..levels.stats import pass_indices
 from .outputs import kept_by, output_array, output_record, output_scales, store_place
 from .streamed import (
@@ -149,7 +148,7 @@ def band_into_stores(
     try:
         with np.errstate(all="ignore"):
             for _, result in _band_strips(job, band):
-                not_finite += count_not_finite(result)
+                not_finite += plans.not_finite(result)
                 for store, writer in zip(stores, writers, strict=True):
                     writer.write(output_array(store.out, result, plans))
                 if keep:

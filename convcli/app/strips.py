@@ -185,11 +185,23 @@ def strip_results(
         yield strip, result[strip.skip : strip.skip + strip.out1 - strip.out0]
 
 
+def samples_picture(source) -> Picture:
+    """A picture of none of `source`'s rows, its samples of the type strips read them in:
+    what an operation can know of every strip's picture without its rows
+    (:func:`convcli.app.ops.not_finite_count`)."""
+    return source_picture(source, _sample_reader(source)(0, 0))
+
+
+def _sample_reader(source):
+    """``read_rows(r0, r1)`` of `source`'s samples as a whole read gives them (a TIFF's 8-bit
+    values as stored, where it keeps them), else float32."""
+    return getattr(source, "read_samples", source.read_rows)
+
+
 def _band(source, strip: Strip, mode: str | None, fill: np.ndarray) -> np.ndarray:
-    """The input rows of `strip`, those beyond the image made as the border `mode` makes them:
-    the samples as a whole read gives them (a TIFF's 8-bit values as stored, where it keeps
-    them), else float32."""
-    read_rows = getattr(source, "read_samples", source.read_rows)
+    """The input rows of `strip`, those beyond the image made as the border `mode` makes them,
+    in the samples' type (:func:`_sample_reader`) where they hold them, else float32."""
+    read_rows = _sample_reader(source)
     if mode is None or (strip.in0 >= 0 and strip.in1 <= source.height):  # no border row
         return read_rows(strip.in0, strip.in1)
     sources, weights = source_rows(strip.in0, strip.in1, source.height, mode)
