@@ -142,6 +142,38 @@ def test_o_file_convcli_did_not_write_is_replaced_with_overwrite(photo, tmp_path
     assert_same_file(target, whole)
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry run"])
+def test_o_file_keeps_an_existing_npy_whoever_wrote_it_without_overwrite(photo, tmp_path, dry_run):
+    """A .npy has no place for convcli's mark: one named with -o is kept, even convcli's own,
+    and the run fails on one line; --overwrite replaces it."""
+    mine = tmp_path / "results.npy"
+    np.save(mine, np.arange(1000.0))
+    before = mine.read_bytes()
+    result = run("conv", "-k", "sobel-x", photo, "-o", mine, *dry_run)
+    assert_one_line_error(result, 1, f"{mine}: an existing .npy is kept", "--overwrite replaces")
+    assert mine.read_bytes() == before
+    convcli_own = tmp_path / "edges.npy"
+    ok("conv", "-k", "sobel-x", photo, "-o", convcli_own)
+    assert run("conv", "-k", "edge", photo, "-o", convcli_own, *dry_run).exit_code == 1
+    assert run("conv", "-k", "sobel-x", photo, "-o", mine, "--overwrite", *dry_run).exit_code == 0
+    if not dry_run:
+        values = np.load(mine)
+        np.testing.assert_array_equal(values, np.load(convcli_own))
+        assert values.dtype == np.float32 and values.shape[2] == 1
+
+
+def test_overwrite_replaces_npy_outputs_in_a_folder(photo, tmp_path):
+    """In a folder convcli names the .npy outputs: --overwrite replaces them there."""
+    out = tmp_path / "out"
+    ok("conv", "-k", "sobel-x", "--format", "npy", photo, "-o", out)
+    (written,) = out.glob("*.npy")
+    np.save(written, np.zeros(3, np.float32))
+    result = ok("conv", "-k", "sobel-x", "--format", "npy", photo, "-o", out, "--overwrite")
+    assert "1 processed, 0 skipped" in result.stderr
+    ok("conv", "-k", "sobel-x", "--format", "npy", photo, "-o", tmp_path / "reference")
+    np.testing.assert_array_equal(np.load(written), np.load(tmp_path / "reference" / written.name))
+
+
 def test_overwrite_keeps_a_file_convcli_did_not_write_in_a_folder(photo, tmp_path):
     out = tmp_path / "out"
     assert run("pool", photo, "-o", out).exit_code == 0

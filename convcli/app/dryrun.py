@@ -23,7 +23,7 @@ from ..io.frames import select_frames
 from ..io.image_files import written_by_convcli
 from ..io.images import check_pixels, open_image
 from ..io.limits import check_stored
-from ..io.safeio import staging_folder
+from ..io.safeio import kept_file_text, staging_folder
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .outputs import outputs_to_write
@@ -102,12 +102,8 @@ def _check_named_file(task: Task, todo: list[Output]) -> None:
     if not task.out_file or task.replace_any or is_url(task.out_file):
         return
     for out in todo:
-        if os.path.exists(out.path) and not written_by_convcli(out.path):
-            raise FileExistsError(
-                f"{out.path}: the existing file was not written by convcli "
-                "and is kept (choose another -o; --overwrite replaces a file "
-                "named with -o)"
-            )
+        if os.path.exists(out.path) and not written_by_convcli(out.path, marked=True):
+            raise FileExistsError(f"{out.path}: {kept_file_text(out.path, marked=True)}")
 
 
 def _size(out: Output, columns: int, rows: int, count: int) -> str:

@@ -29,7 +29,7 @@ from ..io.limits import check_stored
 from ..io.safeio import (
     make_output_folder,
     remove_stale_staging,
-    replacing_any,
+    replacing,
     staging_folder,
 )
 from ..io.storage import is_url
@@ -115,6 +115,14 @@ class _Written:
     todo: int = -1
 
 
+def _replacing(task: Task) -> str:
+    """What ``--overwrite`` (or ``-o FILE``) may replace for `task`
+    (:func:`convcli.io.safeio.replacing`)."""
+    if not task.out_file:
+        return "convcli's"
+    return "any" if task.replace_any else "marked"
+
+
 def process_file(task: Task) -> FileResult:
     """Read one image, apply the task's operation, write its outputs.
 
@@ -135,7 +143,7 @@ def process_file(task: Task) -> FileResult:
     said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
-        with np.errstate(all="ignore"), library_messages(said), replacing_any(task.replace_any):
+        with np.errstate(all="ignore"), library_messages(said), replacing(_replacing(task)):
             if is_url(task.source) or is_url(task.out_dir):
                 result = _process_staged(task, timings, written)
             else:

@@ -24,7 +24,7 @@ from .carried import NOTHING, Carried
 from .formats import FORMATS, MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .png import ApngWriter, write_png
-from .safeio import atomic_output, write_atomic
+from .safeio import atomic_output, replacing_now, write_atomic
 
 JPEG_QUALITY = 95
 
@@ -34,20 +34,25 @@ _PIL_FORMATS = {name: f.pillow for name, f in FORMATS.items() if f.pillow}
 _TIFF_SOFTWARE = 305
 
 
-def written_by_convcli(path: str | os.PathLike) -> bool:
-    """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``.
+def written_by_convcli(path: str | os.PathLike, *, marked: bool | None = None) -> bool:
+    """Whether `path` is an image that carries convcli's :data:`MARKER`, or a valid ``.npy``
+    convcli named.
 
     A folder is a Zarr store whose attributes carry ``"convcli"``
     (:func:`convcli.io.zarr_stores.store_marked`).
 
-    Only the header is read, never the pixels. A ``.npy`` is never an image
-    input, so any file with a valid ``.npy`` header (``numpy.lib.format``) may
-    be replaced by an ``.npy`` output.
+    Only the header is read, never the pixels. A ``.npy`` has no place for a
+    mark: one with a valid header (``numpy.lib.format``) counts as convcli's
+    where convcli chose its name (an output in a folder), never where the mark
+    is needed, `marked` (by default: a file named with ``-o FILE``,
+    :func:`convcli.io.safeio.replacing`).
     """
     path = os.fspath(path)
     if os.path.isdir(path):  # a Zarr store: its group's attributes say
         return load("zarr stores").store_marked(path)
     if path.lower().endswith(".npy"):
+        if marked if marked is not None else replacing_now() == "marked":
+            return False
         try:
             with open(path, "rb") as fh:
                 version = np.lib.format.read_magic(fh)

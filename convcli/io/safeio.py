@@ -444,35 +444,56 @@ def _may_write(
     if (
         overwrite
         and replaceable is not None
-        and not _REPLACE_ANY.get()
+        and _REPLACING.get() != "any"
         and path.exists()
         and not replaceable(path)
     ):
-        raise FileExistsError(
-            errno.EEXIST,
-            "the existing file was not written by convcli and is kept "
-            "(choose another -o; --overwrite replaces a file named with -o)",
-            str(path),
-        )
+        raise FileExistsError(errno.EEXIST, kept_file_text(path), str(path))
     return True
 
 
-_REPLACE_ANY: ContextVar[bool] = ContextVar("convcli_replace_any", default=False)
+def kept_file_text(path: str | os.PathLike, *, marked: bool | None = None) -> str:
+    """Why an existing file named with ``-o`` is kept: convcli did not write it, or, for a
+    ``.npy`` (a format with no place for convcli's mark) where the mark is needed, `marked`
+    (by default: :func:`replacing` says ``"marked"``), cannot tell that it did."""
+    marked = replacing_now() == "marked" if marked is None else marked
+    why = (
+        "an existing .npy is kept: convcli cannot tell it wrote one"
+        if marked and os.fspath(path).lower().endswith(".npy")
+        else "the existing file was not written by convcli and is kept"
+    )
+    return f"{why} (choose another -o; --overwrite replaces a file named with -o)"
+
+
+REPLACING = ("convcli's", "marked", "any")
+"""What ``overwrite`` may replace (:func:`replacing`)."""
+
+_REPLACING: ContextVar[str] = ContextVar("convcli_replacing", default=REPLACING[0])
 
 
 @contextmanager
-def replacing_any(on: bool = True) -> Iterator[None]:
-    """Inside the block (in this thread), an existing output is replaced whoever wrote it.
+def replacing(which: str) -> Iterator[None]:
+    """Inside the block (in this thread), the existing outputs that ``overwrite`` replaces.
 
-    For the one file a user named with ``-o FILE --overwrite``, as ``convert``
-    replaces the file it is told to write. Elsewhere ``overwrite`` replaces
-    only what convcli wrote.
+    ``"convcli's"`` (outside any block): those that `replaceable` says convcli
+    wrote, where it named them. ``"marked"``: for the file a user named with
+    ``-o FILE``, only one that carries convcli's mark; a ``.npy``, which has no
+    place for one, is kept (:func:`convcli.io.image_files.written_by_convcli`).
+    ``"any"``: whoever wrote it, for ``-o FILE --overwrite``, as ``convert``
+    replaces the file it is told to write.
     """
-    token = _REPLACE_ANY.set(on)
+    if which not in REPLACING:
+        raise ValueError(f"which must be one of {REPLACING}, got {which!r}")
+    token = _REPLACING.set(which)
     try:
         yield
     finally:
-        _REPLACE_ANY.reset(token)
+        _REPLACING.reset(token)
+
+
+def replacing_now() -> str:
+    """What ``overwrite`` may replace in this thread now (:func:`replacing`)."""
+    return _REPLACING.get()
 
 
 def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
