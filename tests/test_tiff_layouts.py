@@ -558,6 +558,39 @@ def test_a_tiff_of_one_large_compressed_strip_over_its_budget_says_so(tmp_path, 
     assert_one_line_error(result, 1, "each of its tiles or strips holds too many pixels")
 
 
+@pytest.mark.parametrize("memory", [[], ["--memory", "1M"]], ids=["whole", "strips"])
+def test_valid_values_equal_to_the_nodata_value_are_moved_off_it(tmp_path, small_strips, memory):
+    """A Byte GeoTIFF whose nodata value is 0, its raw conv values in a float TIFF: the flat
+    areas' valid 0s are written one float32 step above 0, so that only the windows that
+    reach a missing pixel read as nodata (GDAL would mask every 0)."""
+    grey = np.full((600, 400), 100, np.uint8)
+    grey[:, 200:] = 150
+    grey[300, 100] = 0  # missing: 9 windows reach it
+    tags = [*GEO_TAGS[:3], (42113, "s", 0, "0", True)]
+    tifffile.imwrite(tmp_path / "dem.tif", grey, extratags=tags, tile=(64, 64))
+    command = ("conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", "-v")
+    result = ok(*command, *memory, tmp_path / "dem.tif", "-o", tmp_path / "edges.tif")
+    assert ("processed in strips" in result.stderr) is bool(memory)
+    with tifffile.TiffFile(tmp_path / "edges.tif") as tif:
+        assert tif.pages[0].tags[42113].value == "0"
+        values = tif.asarray()
+    reference = _sobel_x_reflect(grey.astype(np.float64))
+    missing = np.zeros(grey.shape, bool)
+    missing[299:302, 99:102] = True
+    assert (values == 0).sum() == missing.sum() and (values[missing] == 0).all()
+    moved = (reference == 0) & ~missing
+    assert moved.sum() > 100_000
+    assert (values[moved] == np.nextafter(np.float32(0), np.float32(1))).all()
+    np.testing.assert_array_equal(values[~missing & ~moved], reference[~missing & ~moved])
+
+
+def _sobel_x_reflect(x: np.ndarray) -> np.ndarray:
+    """Cross-correlation with convcli's sobel-x (1 0 -1, 2 0 -2, 1 0 -1), reflect-101 border."""
+    padded = np.pad(x, 1, mode="reflect")
+    rows = padded[:-2] + 2 * padded[1:-1] + padded[2:]
+    return rows[:, :-2] - rows[:, 2:]
+
+
 @pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
 def test_the_results_of_nodata_windows_are_said_missing_not_only_not_finite(tmp_path, memory):
     # "4 result values are not finite (overflow, or NaN/inf in the input)" for a GeoTIFF

@@ -23,6 +23,7 @@ from PIL import Image
 from .carried import NOTHING, Carried
 from .formats import FORMATS, MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
+from .nodata import missing_as_nodata
 from .png import ApngWriter, write_png
 from .safeio import atomic_output, replacing_now, write_atomic
 
@@ -177,7 +178,7 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     carried = carried.for_samples(image.dtype)
     options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options()}
     if carried.nodata is not None and data.dtype.kind == "f":  # missing values (NaN) as nodata
-        data = np.where(np.isnan(data), np.float32(carried.nodata), data)
+        data = missing_as_nodata(data, carried.nodata)
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:

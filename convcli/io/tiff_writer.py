@@ -16,6 +16,7 @@ import tifffile
 from ..layers._engine import tiles
 from .carried import NOTHING, Carried
 from .formats import tiff_page_tags
+from .nodata import missing_as_nodata
 from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
 from .spill import BandFile, piece_columns
 
@@ -51,7 +52,7 @@ def _tile_data(
     bands: Iterator[np.ndarray], dtype: np.dtype, nodata: float | None = None
 ) -> Iterator:
     """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L; with
-    `nodata`, a GeoTIFF's missing values (NaN) written as that value.
+    `nodata`, a GeoTIFF's missing values (NaN) written as that value (:func:`missing_as_nodata`).
 
     tifffile deflates with imagecodecs, or Python's zlib without it (50 times
     slower than ISA-L on a float32 map); where python-isal is installed the
@@ -62,7 +63,7 @@ def _tile_data(
     isal_zlib = _isal_zlib()
     squares = _tiles(bands)
     if nodata is not None:
-        squares = (np.where(np.isnan(tile), np.float32(nodata), tile) for tile in squares)
+        squares = (missing_as_nodata(tile, nodata) for tile in squares)
     if isal_zlib is None:
         yield from squares
         return
