@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 import tifffile
 from helpers import assert_same_file, ok
 from PIL import Image, ImageCms
+
+from convcli.kernels import get_kernel
 
 MAKE, ORIENTATION = 0x010F, 0x0112
 
@@ -241,6 +244,36 @@ def test_an_elevation_model_stays_float_with_its_negative_values(tmp_path, comma
     np.testing.assert_allclose(values, reduce(z), rtol=1e-6, atol=1e-3)
     with Image.open(tmp_path / "dem.tif") as im:  # PNG holds levels: mapped as before
         assert im.mode == "F"
+
+
+@pytest.mark.parametrize(
+    ("normalize", "kernel"),
+    [([], "box-blur"), (["--normalize", "clip"], "box-blur"), (["--normalize", "clip"], "sobel-x")],
+)
+def test_an_elevation_model_is_clipped_only_where_clip_is_asked_for(tmp_path, normalize, kernel):
+    """A blur of float values keeps them (auto's clip is for levels); an explicit
+    ``--normalize clip`` clips to 0..white and writes 16-bit levels, as its name says."""
+    z = np.random.default_rng(7).uniform(-600, 2800, (60, 40)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "dem.tif", z)
+    command = ("conv", "-k", kernel, *normalize, "--format", "tiff", "--border", "edge")
+    ok(*command, tmp_path / "dem.tif", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    record = json.loads((tmp_path / "out" / "convcli-manifest.jsonl").read_text())
+    values = tifffile.imread(written)
+    weights = np.float64(get_kernel(kernel).weights)
+    padded = np.pad(np.float64(z), 1, mode="edge")
+    expected = sum(
+        weights[i, j] * padded[i : i + 60, j : j + 40] for i in range(3) for j in range(3)
+    )
+    if not normalize:
+        assert record["mapping"] == "none" and values.dtype == np.float32
+        np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-3)
+        return
+    white = float(z.max())
+    assert ("-clip-" in written.name) and record["mapping"] == "clip"
+    assert values.dtype == np.uint16 and record["scale"] == pytest.approx(65535 / white)
+    levels = np.clip(expected, 0, white) * (65535 / white)
+    assert np.abs(values - levels).max() <= 0.5 + 1e-3 * 65535 / white
 
 
 # A north-up UTM 33N grid: 10 m pixels, the top-left corner at (500000, 4600000); PixelIsArea.

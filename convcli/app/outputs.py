@@ -151,13 +151,15 @@ def store_place(task, path) -> dict:
 
 def mappings_for(task, pic) -> list:
     """Each result channel's mapping to levels (:meth:`Operation.mappings`), where a float
-    file's values stay floats: a result in the input's scale (mapping ``clip``: pad, pool)
-    of a file of float samples is written as its values (``none``) in a format that holds
-    floats (TIFF, Zarr), never clipped to levels. The input's levels of a GeoTIFF with
-    GDAL's nodata value keep it, in a format that holds it: their missing level
+    file's values stay floats: a result in the input's scale (mapping ``clip``: pad, pool,
+    ``--normalize auto``'s for a kernel that keeps levels) of a file of float samples is
+    written as its values (``none``) in a format that holds floats (TIFF, Zarr), never
+    clipped to levels; an explicit ``--normalize clip`` clips. The input's levels of a
+    GeoTIFF with GDAL's nodata value keep it, in a format that holds it: their missing level
     (:func:`kept_missing`), alpha's aside (a mask of its own, never missing)."""
     mappings = task.op.mappings(pic)
-    if pic.floats and FORMATS[task.fmt].floats:
+    chosen = getattr(task.op, "normalize", "auto") != "auto"  # --normalize given
+    if pic.floats and FORMATS[task.fmt].floats and not chosen:
         mappings = [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
     nodata = pic.carried.held_by(task.fmt).nodata
     if nodata is None:
