@@ -5,6 +5,7 @@ See :mod:`convcli.io.row_writers`, whose ``tiff`` format this is.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Iterator
@@ -49,7 +50,7 @@ def _isal_zlib():
 
 
 def _tile_data(
-    bands: Iterator[np.ndarray], dtype: np.dtype, nodata: float | None = None
+    bands: Iterator[np.ndarray], dtype: np.dtype, channels: int, nodata: float | None = None
 ) -> Iterator:
     """What tifffile writes of `bands`: their tiles, or each tile deflated by ISA-L; with
     `nodata`, a GeoTIFF's missing values (NaN) written as that value (:func:`missing_as_nodata`).
@@ -62,20 +63,32 @@ def _tile_data(
     """
     isal_zlib = _isal_zlib()
     squares = _tiles(bands)
-    if nodata is not None:
-        squares = (missing_as_nodata(tile, nodata) for tile in squares)
     if isal_zlib is None:
-        yield from squares
+        yield from squares if nodata is None else (missing_as_nodata(t, nodata) for t in squares)
         return
 
-    def deflated(tile: np.ndarray) -> bytes:
-        if dtype.kind == "u":
-            tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
-        return isal_zlib.compress(tile, ISAL_LEVEL)
+    def deflated(group: list[np.ndarray]) -> list[bytes]:
+        encoded = []
+        for tile in group:
+            if nodata is not None:
+                tile = missing_as_nodata(tile, nodata)
+            if dtype.kind == "u":
+                tile[:, 1:] -= tile[:, :-1].copy()  # TIFF's predictor 2, wrapping as it does
+            encoded.append(isal_zlib.compress(tile, ISAL_LEVEL))
+        return encoded
 
     # ISA-L deflates without the GIL: the full size beside the computation, and the reduced
-    # levels, written once the full size is, on every core.
-    yield from tiles.map_in_order(deflated, squares)
+    # levels, written once the full size is, on every core. A task takes about 1 MiB of
+    # tiles: handing one to a thread costs as much as deflating 10 KB.
+    tile_bytes = TILE * TILE * np.dtype(dtype).itemsize * channels
+    for group in tiles.map_in_order(deflated, _groups(squares, max(1, (1 << 20) // tile_bytes))):
+        yield from group
+
+
+def _groups(items: Iterator, size: int) -> Iterator[list]:
+    """Lists of `size` of `items` in turn (the last one shorter)."""
+    while group := list(itertools.islice(items, size)):
+        yield group
 
 
 def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
@@ -183,7 +196,7 @@ class TiffSink:
 
     def _write_level(self, bands: Iterator[np.ndarray], **options) -> None:
         """tifffile writes one level's tiles, from `bands`, with `options`."""
-        data = _tile_data(bands, self._dtype, self._nodata)
+        data = _tile_data(bands, self._dtype, self._shape[2], self._nodata)
         try:
             self._tiff.write(data, **options)
         finally:
