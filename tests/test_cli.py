@@ -600,7 +600,7 @@ def test_gif_and_multipage_tiff_with_frames_first_use_the_first_frame_and_say_so
     result = ok("pool", gif, tif, "-o", out, "--format", "npy", "--frames", "first")
     assert f"{gif}: used the first of 3 frames" in result.stderr
     assert f"{tif}: used the first of 2 frames" in result.stderr
-    assert np.all(np.load(out / "anim_pool-max-f2-s2.npy") == 60)
+    assert np.all(np.load(out / "anim_pool-max-f2-s2-frames0.npy") == 60)
     quiet = ok("pool", gif, "-o", tmp_path / "q", "-q", "--frames", "first")
     assert quiet.stderr == ""
 

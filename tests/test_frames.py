@@ -91,7 +91,7 @@ def test_a_frame_past_the_end_of_one_file_leaves_the_others_processed(tmp_path):
     assert result.exit_code == 2
     assert "short.tiff: --frames: frame 3 is past the end: the file has 2 frames" in result.output
     expected, _ = pool_forward(np.stack(_frames(4))[3:].astype(np.float32), {"f": 2, "stride": 2})
-    written = np.load(tmp_path / "o" / "long_pool-max-f2-s2.npy")
+    written = np.load(tmp_path / "o" / "long_pool-max-f2-s2-frames3.npy")
     np.testing.assert_array_equal(written, expected[0])  # one frame picked: one picture
     assert not list((tmp_path / "o").glob("short*"))
 
@@ -235,9 +235,9 @@ def test_tiff_output_is_multipage_and_jpg_one_file_per_frame(tmp_path):
     ok("pool", path, "-o", out, "--format", "jpg", "--frames", "2,0", "--separate")
     names = sorted(p.name for p in out.glob("*.jpg"))
     assert names == sorted(
-        f"a_pool-max-f2-s2{c}_f{k}.jpg" for c in ("", "-R", "-G", "-B") for k in (0, 2)
+        f"a_pool-max-f2-s2{c}-frames2,0_f{k}.jpg" for c in ("", "-R", "-G", "-B") for k in (0, 2)
     )
-    with Image.open(out / "a_pool-max-f2-s2-G_f2.jpg") as im:
+    with Image.open(out / "a_pool-max-f2-s2-G-frames2,0_f2.jpg") as im:
         assert np.abs(np.asarray(im).astype(float) - expected[2, ..., 1]).mean() < 3
     records = [r for r in manifest_records(out) if r["output"].endswith(".jpg")]
     assert {r["frame"] for r in records} == {0, 2}
@@ -371,7 +371,8 @@ def test_one_frame_picked_is_written_as_a_picture(tmp_path):
     result = ok("pool", path, "-o", tmp_path / "o", "--format", "npy", "--frames", "2")
     assert "used frame 2 of 3 frames" in result.stderr
     expected, _ = pool_forward(arrays[2][None].astype(np.float32), {"f": 2, "stride": 2})
-    np.testing.assert_array_equal(np.load(tmp_path / "o" / "a_pool-max-f2-s2.npy"), expected[0])
+    written = np.load(tmp_path / "o" / "a_pool-max-f2-s2-frames2.npy")
+    np.testing.assert_array_equal(written, expected[0])
 
 
 def _corrupt_tiff_of_3_frames(path, frame: int, garbage):
@@ -417,7 +418,7 @@ def test_figure_draws_a_row_per_frame_and_says_how_many_are_left_out(tmp_path):
     ok("pool", path, "-o", tmp_path / "one", "--figure", "--frames", "first")
     with (
         Image.open(tmp_path / "o" / "a_pool-max-f2-s2_grid.png") as two,
-        Image.open(tmp_path / "one" / "a_pool-max-f2-s2_grid.png") as one,
+        Image.open(tmp_path / "one" / "a_pool-max-f2-s2-frames0_grid.png") as one,
     ):
         assert two.width == one.width and two.height > 1.5 * one.height  # a row per frame
 
@@ -611,3 +612,40 @@ def test_frames_in_groups_hold_about_one_frames_work(tmp_path):
     one = _traced_peak("pool", *options, "--frames", "0", path, "-o", tmp_path / "one")
     grouped = _traced_peak("pool", *options, "--frames", "all", path, "-o", tmp_path / "all")
     assert grouped <= 1.5 * one, (grouped / 2**20, one / 2**20)
+
+
+def test_runs_with_other_frames_write_files_of_their_own(tmp_path):
+    """--frames is in the names: a run of every frame after one of frame 0 (or of 2,0) is not
+    skipped for the earlier run's file, and the dry run names the files the run writes."""
+    arrays = _frames(3)
+    path = _save(tmp_path / "a.tiff", arrays)
+    out = tmp_path / "o"
+    expected, _ = pool_forward(np.stack(arrays).astype(np.float32), {"f": 2, "stride": 2})
+    runs = {"0": "-frames0", "2,0": "-frames2,0", "all": ""}
+    for frames, tag in runs.items():
+        command = ("pool", path, "-o", out, "--format", "npy", "--frames", frames)
+        name = out / f"a_pool-max-f2-s2{tag}.npy"
+        planned = run(*command, "--dry-run")
+        assert planned.exit_code == 0 and f"-> {name} (" in planned.stdout
+        assert "1 processed, 0 skipped" in ok(*command).stderr
+        assert name.exists()
+    assert sorted(p.name for p in out.glob("*.npy")) == [
+        "a_pool-max-f2-s2-frames0.npy",
+        "a_pool-max-f2-s2-frames2,0.npy",
+        "a_pool-max-f2-s2.npy",
+    ]
+    np.testing.assert_array_equal(np.load(out / "a_pool-max-f2-s2-frames0.npy"), expected[0])
+    np.testing.assert_array_equal(np.load(out / "a_pool-max-f2-s2-frames2,0.npy"), expected[[2, 0]])
+    np.testing.assert_array_equal(np.load(out / "a_pool-max-f2-s2.npy"), expected)
+
+
+def test_the_dry_run_of_o_file_names_each_frames_file(tmp_path):
+    """-o FILE with a file per frame: the dry run names the files the run writes."""
+    path = _save(tmp_path / "a.tiff", _frames(3))
+    target = tmp_path / "o" / "f.jpg"
+    planned = run("pool", path, "--format", "jpg", "-o", target, "--dry-run")
+    assert planned.exit_code == 0
+    names = [line.split(" -> ")[1].split(" (")[0] for line in planned.stdout.splitlines()]
+    assert names == [str(target.with_name(f"f_f{k}.jpg")) for k in range(3)]
+    ok("pool", path, "--format", "jpg", "-o", target)
+    assert sorted(map(str, target.parent.iterdir())) == names

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from ..io import storage
 from ..io.formats import is_store_name, open_regions
@@ -44,9 +45,9 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     that cannot be read, or is too small for the operation.
     """
     with _local_copy(task) as source_path:
-        width, height, channels, stack, strips = _header(task, source_path)
-    frames = (stack.frames, stack.count) if stack is not None and stack.per_frame else None
-    outputs = planned_outputs(task, channels, frames=frames)
+        width, height, channels, stack, strips, frames = _header(task, source_path)
+    per_frame = stack is not None and stack.per_frame
+    outputs = planned_outputs(task, channels, frames=frames, per_frame=per_frame)
     todo = outputs_to_write(task, outputs, exists=lambda out: _exists(out, task))
     _check_named_file(task, todo)
     if not todo:
@@ -69,10 +70,12 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     return lines
 
 
-def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan | None, bool]:
+def _header(
+    task: Task, path: str
+) -> tuple[int, int, tuple[str, ...], StackPlan | None, bool, tuple[tuple[int, ...], int]]:
     """(width, height, channels) as the run would read them, with its checks, the plan
-    of the frames where ``--frames`` picks several of the file, and whether it is read in
-    strips.
+    of the frames where ``--frames`` picks several of the file, whether it is read in
+    strips, and the frames picked with the file's frame count.
 
     A file the run reads in strips (:func:`convcli.app.process.strips_reason`)
     is checked as the strips are (their formats); every file against ``--max-pixels``.
@@ -82,11 +85,13 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
         with source:
             check_pixels((source.width, source.height), task.max_pixels)
             check_stored(*source.stored_bytes(), task.max_pixels)
+            count = getattr(source, "frame_count", 1)
+            picked = (select_frames(task.frames, count), count)
             if not reads_as_frames(task, source) and strips_reason(task, source)[0] is not None:
                 check_strips(task, source)
-                return source.width, source.height, tuple(source.channels), None, True
+                return source.width, source.height, tuple(source.channels), None, True, picked
             if is_store_name(path):  # read whole through zarr: no Pillow
-                return source.width, source.height, tuple(source.channels), None, False
+                return source.width, source.height, tuple(source.channels), None, False, picked
     with open_image(path, max_pixels=task.max_pixels) as image:
         width, height = image.upright_size
         count = image.frame_count
@@ -94,7 +99,7 @@ def _header(task: Task, path: str) -> tuple[int, int, tuple[str, ...], StackPlan
         stack = plan_stack(task.fmt, image, frames, count) if len(frames) > 1 else None
         if stack is not None:
             width, height = stack.sizes[0]
-        return width, height, image.channels, stack, False
+        return width, height, image.channels, stack, False, (frames, count)
 
 
 def _check_named_file(task: Task, todo: list[Output]) -> None:
@@ -118,7 +123,7 @@ def _size(out: Output, columns: int, rows: int, count: int) -> str:
 
 def _name(out: Output, task: Task, names: dict) -> str:
     """The output as the user named its place: the URL of an output on object storage."""
-    if task.out_file:
+    if task.out_file and out.path == Path(task.out_file):  # not a frame's file of its own
         return names.get(task.out_file, task.out_file)
     if is_url(task.out_dir):
         return task.out_dir.rstrip("/") + "/" + out.path.name

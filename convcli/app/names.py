@@ -153,7 +153,11 @@ def channels_written(task, tags: Tags) -> bool:
 
 
 def planned_outputs(
-    task, channels: tuple[str, ...], *, frames: tuple[tuple[int, ...], int] | None = None
+    task,
+    channels: tuple[str, ...],
+    *,
+    frames: tuple[tuple[int, ...], int] | None = None,
+    per_frame: bool = False,
 ) -> list[Output]:
     """The files `task` writes for an input with these channels, in writing order.
 
@@ -162,11 +166,13 @@ def planned_outputs(
     :func:`channels_written` says. With ``out_file``, the
     one output of :func:`single_output`, written to that path; a ValueError
     if the run makes several images. `frames`, ``(frame numbers, the file's
-    frame count)``, writes each output one file per frame (the figure grid
-    stays one), named with :func:`convcli.io.frames.frame_label`.
+    frame count)``: the frames ``--frames`` picks, named in every output
+    (:func:`frames_tag`) unless they are all the file's, in order; `per_frame`
+    writes each output one file per frame (the figure grid stays one), named
+    with :func:`convcli.io.frames.frame_label`.
     """
-    outputs = _outputs(task, channels)
-    if frames is None:
+    outputs = _outputs(task, channels, frames_tag(*frames) if frames is not None else "")
+    if not per_frame:
         return outputs
     numbers, count = frames
     return [
@@ -184,25 +190,47 @@ def planned_outputs(
     ]
 
 
-def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
-    """:func:`planned_outputs` of a picture."""
+def frames_tag(numbers: tuple[int, ...], count: int) -> str:
+    """The end of output names for frames `numbers` of a file of `count`: none for all of
+    them in order, else ``-frames`` and the numbers, runs of three or more as ranges, so
+    that a run with other frames never takes these files for its own.
+
+    >>> frames_tag((0, 1, 2), 3), frames_tag((0,), 3), frames_tag((3, 1, 0), 4)
+    ('', '-frames0', '-frames3,1,0')
+    >>> frames_tag((0, *range(10, 20)), 24)
+    '-frames0,10-19'
+    """
+    if numbers == tuple(range(count)):
+        return ""
+    runs: list[list[int]] = []
+    for k in numbers:
+        if runs and k == runs[-1][-1] + 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs]
+    return "-frames" + ",".join(parts)
+
+
+def _outputs(task, channels: tuple[str, ...], frames: str) -> list[Output]:
+    """:func:`planned_outputs` of a picture; `frames`, the names' :func:`frames_tag`."""
     op, out, fmt = task.op, Path(task.out_dir), FORMATS[task.fmt]
     tags = op.tags(channels)
     base = f"{task.stem}_{op.name}-"
+    ext = f"{frames}.{fmt.extension}"
     if fmt.raw:
-        outputs = [Output(out / f"{base}{tags.raw}.{fmt.extension}", "raw")]
+        outputs = [Output(out / f"{base}{tags.raw}{ext}", "raw")]
     else:
         separate = channels_written(task, tags)
         outputs = [
-            Output(out / f"{base}{tag}.{fmt.extension}", "channel", i)
+            Output(out / f"{base}{tag}{ext}", "channel", i)
             for i, tag in enumerate(tags.channels)
             if separate
         ]
         if tags.whole is not None:
-            outputs.append(Output(out / f"{base}{tags.whole}.{fmt.extension}", "whole"))
+            outputs.append(Output(out / f"{base}{tags.whole}{ext}", "whole"))
         outputs += [
-            Output(out / f"{base}{tag}.{fmt.extension}", "group", group=group)
-            for tag, group in tags.groups
+            Output(out / f"{base}{tag}{ext}", "group", group=group) for tag, group in tags.groups
         ]
     if task.out_file:
         single = single_output(outputs)
@@ -213,7 +241,7 @@ def _outputs(task, channels: tuple[str, ...]) -> list[Output]:
             )
         return [Output(Path(task.out_file), single.kind, single.index, single.group)]
     if task.figure:
-        outputs.append(Output(out / f"{base}{tags.raw}{_GRID_TAIL}", "grid"))
+        outputs.append(Output(out / f"{base}{tags.raw}{frames}{_GRID_TAIL}", "grid"))
     return outputs
 
 

@@ -261,7 +261,10 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         why, size, budget = strips_reason(task, source)
         if why is None:
             return None
-        outputs = planned_outputs(task, source.channels)
+        count = getattr(source, "frame_count", 1)
+        outputs = planned_outputs(
+            task, source.channels, frames=(select_frames(task.frames, count), count)
+        )
         todo = outputs_to_write(task, outputs)
         if not todo:
             return FileResult(
@@ -366,11 +369,11 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
         if len(frames) > 1:
             plan = part("stacks").plan_stack(task.fmt, source, frames, count)
             outputs = planned_outputs(
-                task, source.channels, frames=(frames, count) if plan.per_frame else None
+                task, source.channels, frames=(frames, count), per_frame=plan.per_frame
             )
             todo = outputs_to_write(task, outputs)
             return (plan if todo else None), outputs, todo
-        outputs = planned_outputs(task, source.channels)
+        outputs = planned_outputs(task, source.channels, frames=(frames, count))
         todo = outputs_to_write(task, outputs)
         if not todo:
             return None, outputs, todo
