@@ -649,3 +649,27 @@ def test_the_dry_run_of_o_file_names_each_frames_file(tmp_path):
     assert names == [str(target.with_name(f"f_f{k}.jpg")) for k in range(3)]
     ok("pool", path, "--format", "jpg", "-o", target)
     assert sorted(map(str, target.parent.iterdir())) == names
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
+def test_o_file_keeps_a_users_file_in_the_way_of_a_frames_file_and_writes_nothing(
+    tmp_path, overwrite
+):
+    """-o x.png of 3 frames of different sizes writes x_f0.png ... x_f2.png: a user's
+    x_f1.png fails the run before anything is written, --overwrite or not (it replaces the
+    file named, x.png, only)."""
+    sizes = [(W, H), (W - 4, H - 2), (W, H)]
+    path = _save(
+        tmp_path / "mixed.tiff", [_frames(1, size, seed=k)[0] for k, size in enumerate(sizes)]
+    )
+    out = tmp_path / "o"
+    out.mkdir()
+    mine = out / "x_f1.png"
+    Image.fromarray(_frames(1, seed=9)[0]).save(mine)
+    before = mine.read_bytes()
+    for dry_run in ([], ["--dry-run"]):
+        result = run("conv", "-k", "sobel-x", path, "-o", out / "x.png", *overwrite, *dry_run)
+        assert_one_line_error(result, 1, f"{mine}: the existing file was not written by convcli")
+        assert "--overwrite replaces only the file named" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["x_f1.png"]
+    assert mine.read_bytes() == before

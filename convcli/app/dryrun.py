@@ -21,10 +21,9 @@ from pathlib import Path
 from ..io import storage
 from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
-from ..io.image_files import written_by_convcli
 from ..io.images import check_pixels, open_image
 from ..io.limits import check_stored
-from ..io.safeio import kept_file_text, staging_folder
+from ..io.safeio import staging_folder
 from ..io.storage import is_url
 from .names import FORMATS, GRID_FORMAT, Output, planned_outputs
 from .outputs import outputs_to_write
@@ -49,7 +48,6 @@ def dry_run_lines(task: Task, names: dict) -> list[str]:
     per_frame = stack is not None and stack.per_frame
     outputs = planned_outputs(task, channels, frames=frames, per_frame=per_frame)
     todo = outputs_to_write(task, outputs, exists=lambda out: _exists(out, task))
-    _check_named_file(task, todo)
     if not todo:
         return [f"{names.get(task.source, task.source)}: skip (outputs exist)"]
     count = len(task.op.tags(channels).channels)
@@ -100,15 +98,6 @@ def _header(
         if stack is not None:
             width, height = stack.sizes[0]
         return width, height, image.channels, stack, False, (frames, count)
-
-
-def _check_named_file(task: Task, todo: list[Output]) -> None:
-    """The run's refusal of an ``-o FILE`` that convcli did not write, unless --overwrite."""
-    if not task.out_file or task.replace_any or is_url(task.out_file):
-        return
-    for out in todo:
-        if os.path.exists(out.path) and not written_by_convcli(out.path, marked=True):
-            raise FileExistsError(f"{out.path}: {kept_file_text(out.path, marked=True)}")
 
 
 def _size(out: Output, columns: int, rows: int, count: int) -> str:

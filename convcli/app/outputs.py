@@ -11,6 +11,7 @@ the manifest records of it (:func:`output_record`). A ``task`` is a
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,8 +27,8 @@ from ..engines.process_state import library_section
 from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
-from ..io.image_files import save_levels, save_npy
-from ..io.safeio import path_key, published_identity
+from ..io.image_files import save_levels, save_npy, written_by_convcli
+from ..io.safeio import kept_file_text, path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 
@@ -109,7 +110,22 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
             raise ValueError(
                 f"output {out.path.name} would replace an input file of this run; choose another -o"
             )
+    if task.out_file and not storage.is_url(task.out_file):
+        _check_named_outputs(task, todo, exists)
     return todo
+
+
+def _check_named_outputs(task, todo: list[Output], exists) -> None:
+    """A FileExistsError, before anything is written, for an existing output of ``-o FILE``
+    that convcli may not replace: the file named, unless ``--overwrite``, and each frame's
+    file made from its name, whatever, unless convcli's mark says it wrote it."""
+    for out in todo:
+        named = out.path == Path(task.out_file)
+        if named and task.replace_any or not exists(out):
+            continue
+        if not written_by_convcli(out.path, marked=True):
+            text = kept_file_text(out.path, marked=True, named=named)
+            raise FileExistsError(errno.EEXIST, text, str(out.path))
 
 
 def save_store(path: Path, image: np.ndarray, task, carried: Carried = NOTHING) -> bool:

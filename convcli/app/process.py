@@ -143,7 +143,11 @@ def process_file(task: Task) -> FileResult:
     said: list[str] = []
     try:
         # Overflow and NaN are reported once per file (below), not as numpy warnings.
-        with np.errstate(all="ignore"), library_messages(said), replacing(_replacing(task)):
+        with (
+            np.errstate(all="ignore"),
+            library_messages(said),
+            replacing(_replacing(task), task.out_file),
+        ):
             if is_url(task.source) or is_url(task.out_dir):
                 result = _process_staged(task, timings, written)
             else:

@@ -444,47 +444,57 @@ def _may_write(
     if (
         overwrite
         and replaceable is not None
-        and _REPLACING.get() != "any"
+        and not _replaces_any(path)
         and path.exists()
         and not replaceable(path)
     ):
-        raise FileExistsError(errno.EEXIST, kept_file_text(path), str(path))
+        named = _REPLACING.get()[1]
+        text = kept_file_text(path, named=not named or Path(named) == Path(path))
+        raise FileExistsError(errno.EEXIST, text, str(path))
     return True
 
 
-def kept_file_text(path: str | os.PathLike, *, marked: bool | None = None) -> str:
-    """Why an existing file named with ``-o`` is kept: convcli did not write it, or, for a
-    ``.npy`` (a format with no place for convcli's mark) where the mark is needed, `marked`
-    (by default: :func:`replacing` says ``"marked"``), cannot tell that it did."""
+def kept_file_text(
+    path: str | os.PathLike, *, marked: bool | None = None, named: bool = True
+) -> str:
+    """Why an existing file named with ``-o`` (or, not `named`, a frame's file made from
+    that name) is kept: convcli did not write it, or, for a ``.npy`` (a format with no place
+    for convcli's mark) where the mark is needed, `marked` (by default: :func:`replacing`
+    says ``"marked"``), cannot tell that it did."""
     marked = replacing_now() == "marked" if marked is None else marked
     why = (
         "an existing .npy is kept: convcli cannot tell it wrote one"
         if marked and os.fspath(path).lower().endswith(".npy")
         else "the existing file was not written by convcli and is kept"
     )
+    if not named:
+        return f"{why} (choose another -o, or move it: --overwrite replaces only the file named)"
     return f"{why} (choose another -o; --overwrite replaces a file named with -o)"
 
 
 REPLACING = ("convcli's", "marked", "any")
 """What ``overwrite`` may replace (:func:`replacing`)."""
 
-_REPLACING: ContextVar[str] = ContextVar("convcli_replacing", default=REPLACING[0])
+_REPLACING: ContextVar[tuple[str, str]] = ContextVar(
+    "convcli_replacing", default=(REPLACING[0], "")
+)
 
 
 @contextmanager
-def replacing(which: str) -> Iterator[None]:
+def replacing(which: str, named: str | os.PathLike = "") -> Iterator[None]:
     """Inside the block (in this thread), the existing outputs that ``overwrite`` replaces.
 
     ``"convcli's"`` (outside any block): those that `replaceable` says convcli
     wrote, where it named them. ``"marked"``: for the file a user named with
-    ``-o FILE``, only one that carries convcli's mark; a ``.npy``, which has no
-    place for one, is kept (:func:`convcli.io.image_files.written_by_convcli`).
-    ``"any"``: whoever wrote it, for ``-o FILE --overwrite``, as ``convert``
-    replaces the file it is told to write.
+    ``-o FILE`` (and each frame's file made from its name), only one that
+    carries convcli's mark; a ``.npy``, which has no place for one, is kept
+    (:func:`convcli.io.image_files.written_by_convcli`). ``"any"``: the file
+    `named` whoever wrote it, for ``-o FILE --overwrite``, as ``convert``
+    replaces the file it is told to write; the others as ``"marked"``.
     """
     if which not in REPLACING:
         raise ValueError(f"which must be one of {REPLACING}, got {which!r}")
-    token = _REPLACING.set(which)
+    token = _REPLACING.set((which, os.fspath(named)))
     try:
         yield
     finally:
@@ -492,8 +502,15 @@ def replacing(which: str) -> Iterator[None]:
 
 
 def replacing_now() -> str:
-    """What ``overwrite`` may replace in this thread now (:func:`replacing`)."""
-    return _REPLACING.get()
+    """What ``overwrite`` may replace in this thread now (:func:`replacing`): ``"any"``
+    is ``"marked"`` here, for the files other than the one named."""
+    which, _ = _REPLACING.get()
+    return "marked" if which == "any" else which
+
+
+def _replaces_any(path: Path) -> bool:
+    which, named = _REPLACING.get()
+    return which == "any" and bool(named) and Path(path) == Path(named)
 
 
 def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
