@@ -673,3 +673,21 @@ def test_o_file_keeps_a_users_file_in_the_way_of_a_frames_file_and_writes_nothin
         assert "--overwrite replaces only the file named" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["x_f1.png"]
     assert mine.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("source", "fmt", "said"),
+    [("a.png", "tiff", True), ("a.gif", "npy", True), ("a.png", "png", False)]
+    + [("a.tiff", "tiff", False)],
+)
+def test_an_animations_frame_durations_lost_by_its_format_are_said(tmp_path, source, fmt, said):
+    """Only an animated PNG holds frame durations: other formats say they lose them, once;
+    a multi-page TIFF has none to lose."""
+    timing = {"duration": [50, 120, 200], "loop": 3} if source != "a.tiff" else {}
+    path = _save(tmp_path / source, _frames(3), **timing)
+    result = ok("pool", path, "--format", fmt, "-o", tmp_path / "o")
+    line = f"convcli: frame durations not kept: {fmt} outputs hold none (png outputs do)"
+    assert (line in result.stderr.splitlines()) is said
+    if fmt == "png" and source == "a.png":
+        with Image.open(next((tmp_path / "o").glob("*.png"))) as im:
+            assert im.n_frames == 3 and im.info.get("loop") == 3

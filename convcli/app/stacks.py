@@ -161,6 +161,7 @@ class _Frames:
         self.group_frames = len(work) if self.kept else max(1, int(budget // max(work)))
         self.white, self.depth, self.floats = 0.0, 8, False
         self.summary, self.not_finite, self._dWs = "", 0, None
+        self.timed = False  # a frame read gave its duration (an animation)
         self._kept: list[_Frame] | None = None
 
     def first_pass(self) -> None:
@@ -267,6 +268,7 @@ class _Frames:
             for position in range(len(self.plan.frames)):
                 with library_section():
                     picture, duration = next(frames)
+                self.timed = self.timed or duration is not None
                 yield _Frame(position, picture, duration)
 
     def stands_for(self) -> Picture:
@@ -504,6 +506,16 @@ def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
     return notes
 
 
+def _timing_lost(task, plan: StackPlan, frames: _Frames) -> tuple[str, ...]:
+    """A line where an animation's frame durations and loop count are not written: an
+    animated PNG of every frame holds them, no other output."""
+    if not frames.timed and plan.loop is None or task.fmt == "png" and not plan.per_frame:
+        return ()
+    if task.fmt == "png":
+        return ("frame durations not kept: frames of several sizes are written one file each",)
+    return (f"frame durations not kept: {task.fmt} outputs hold none (png outputs do)",)
+
+
 def process_stack(
     task,
     plan: StackPlan,
@@ -557,6 +569,6 @@ def process_stack(
         tuple(written.paths),
         timings,
         records=tuple(written.records),
-        hints=run_hints(task, plan.channels) + lost,
+        hints=run_hints(task, plan.channels) + lost + _timing_lost(task, plan, frames),
         kept=carried,
     )
