@@ -18,6 +18,7 @@ with numbers in :func:`number`; this module puts the names together
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -199,6 +200,11 @@ def frames_tag(numbers: tuple[int, ...], count: int) -> str:
     ('', '-frames0', '-frames3,1,0')
     >>> frames_tag((0, *range(10, 20)), 24)
     '-frames0,10-19'
+
+    A list longer than 60 characters is named by its count, ends and digest:
+
+    >>> frames_tag(tuple(range(0, 100, 2)), 100)
+    '-frames50-of-0-to-98-751d2d24841a'
     """
     if numbers == tuple(range(count)):
         return ""
@@ -209,7 +215,15 @@ def frames_tag(numbers: tuple[int, ...], count: int) -> str:
         else:
             runs.append([k])
     parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs]
-    return "-frames" + ",".join(parts)
+    listed = ",".join(parts)
+    if len(listed) > _FRAMES_LISTED:  # a name the file system takes: the list's digest instead
+        digest = hashlib.sha256(listed.encode()).hexdigest()[:12]
+        listed = f"{len(numbers)}-of-{numbers[0]}-to-{numbers[-1]}-{digest}"
+    return "-frames" + listed
+
+
+_FRAMES_LISTED = 60
+"""The longest list of frames :func:`frames_tag` writes out in a name."""
 
 
 def _outputs(task, channels: tuple[str, ...], frames: str) -> list[Output]:
