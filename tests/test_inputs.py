@@ -222,3 +222,28 @@ def test_an_output_name_too_long_fails_on_one_line_without_overwrite(tmp_path):
     failed = [line for line in result.stderr.splitlines() if "failed in" not in line]
     assert len(failed) == 1 and failed[0].endswith("output name too long for the file system")
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("layout", ["mirror", "two inputs"])
+def test_outputs_in_another_input_folders_output_folder_are_not_read_back(tmp_path, layout):
+    """`-r w/sub -o w`: the outputs of w/sub/sub go to w/sub, an input folder itself; and
+    `A B -o A`: B's outputs go to A. A rerun skips every file (the outputs are not inputs),
+    and --overwrite redoes the images alone."""
+    if layout == "mirror":
+        images = [tmp_path / "w/sub/sub/x.png", tmp_path / "w/sub/sub/sub/y.png"]
+        command = ("-r", tmp_path / "w/sub", "-o", tmp_path / "w")
+    else:
+        images = [tmp_path / "A/a.png", tmp_path / "B/q.png"]
+        command = (tmp_path / "A", tmp_path / "B", "-o", tmp_path / "A")
+    for k, image in enumerate(images):
+        image.parent.mkdir(parents=True, exist_ok=True)
+        make_image(image, "RGB", seed=k)
+    first = run("conv", "-k", "vertical", *command)
+    assert first.exit_code == 0 and "2 processed, 0 skipped" in first.stderr
+    written = sorted(p for p in tmp_path.rglob("*.png") if p not in images)
+    assert len(written) == 2 and all("_conv-vertical-sum" in p.name for p in written)
+    again = run("conv", "-k", "vertical", *command)
+    assert again.exit_code == 0 and "0 processed, 2 skipped" in again.stderr
+    forced = run("conv", "-k", "vertical", *command, "--overwrite")
+    assert forced.exit_code == 0 and "2 processed, 0 skipped" in forced.stderr
+    assert sorted(p for p in tmp_path.rglob("*.png") if p not in images) == written

@@ -82,9 +82,34 @@ def _out_folder(out_dir: str, rel: str) -> str:
     return str(Path(out_dir) / rel)
 
 
-def _without_earlier_outputs(names: list[str]) -> list[str]:
-    outputs = earlier_outputs(names, OPERATION_NAMES)
+def _without_earlier_outputs(names: list[str], sources: Iterable[str] = ()) -> list[str]:
+    """`names` (of one folder) less the outputs of earlier runs of its own images, and of
+    the images named `sources` (of the input folders whose outputs go to this folder)."""
+    others = [n for n in sources if n not in set(names)]
+    outputs = earlier_outputs(names + others, OPERATION_NAMES)
     return [n for n in names if n not in outputs] if outputs else names
+
+
+def _mirror_sources(folder: str, out_dir: str, roots: list[str]) -> list[str]:
+    """The image names in the input folders (of the INPUT folders `roots`, mirrored under
+    `out_dir`) whose outputs go to `folder`, other than `folder` itself: a folder in
+    the output folder can be the output folder of another input folder."""
+    try:
+        rel = os.path.relpath(resolved(folder), resolved(out_dir))
+    except ValueError:  # another drive
+        return []
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return []
+    names = []
+    for root in roots:
+        source = os.path.join(root, rel)
+        if resolved(source) == resolved(folder) or not os.path.isdir(source):
+            continue
+        try:
+            names += [n for n in _scan(source)[1] if _is_input_name(n)]
+        except OSError:
+            continue
+    return names
 
 
 def _url_folders(
@@ -148,14 +173,16 @@ def _is_loop(entry: os.DirEntry) -> bool:
 
 
 def _local_folders(
-    top: str, out_dir: str, *, recursive: bool, notes: list[str]
+    top: str, out_dir: str, *, recursive: bool, notes: list[str], roots: list[str]
 ) -> Iterator[InputFolder | InputFile]:
     """The folders of one local INPUT folder, depth first in name order.
 
     A folder that cannot be listed (the named one, or a subfolder met with
     `recursive`) is an :class:`InputFile` itself, so that it fails on its own
     line when it is opened (:func:`convcli.io.images.open_image` raises the
-    listing's error). The output folder is passed over.
+    listing's error). The output folder is passed over, and in a folder that
+    is the output folder of its own images or of another folder's of `roots`
+    (the run's local INPUT folders), the outputs of earlier runs.
     """
     local_out = not is_url(out_dir)
     out_real = resolved(out_dir) if local_out else None
@@ -181,8 +208,9 @@ def _local_folders(
             )
         images = [n for n in names if _is_input_name(n) or n in loops]
         same = local_out and resolved(out_folder) == resolved(folder)
-        if same:
-            images = _without_earlier_outputs(images)
+        sources = _mirror_sources(folder, out_dir, roots) if local_out else []
+        if same or sources:
+            images = _without_earlier_outputs(images, sources)
         if images:
             count += len(images)
             yield InputFolder(
@@ -203,8 +231,9 @@ def input_folders(
 ) -> Iterator[InputFolder | InputFile]:
     """Each INPUT as the folders it holds, or as one :class:`InputFile` for a file."""
     top_out = _out_folder(out_dir, ".")
+    args = [str(arg) for arg in args]
+    roots = [a for a in args if not is_store_name(a) and not is_url(a) and os.path.isdir(a)]
     for arg in args:
-        arg = str(arg)
         if is_store_name(arg):  # a Zarr store is one image, wherever it is
             yield InputFile(arg, top_out)
         elif is_url(arg):
@@ -215,7 +244,7 @@ def input_folders(
             else:
                 yield InputFile(arg, top_out)
         elif os.path.isdir(arg):  # False for a name too long, or a link loop
-            yield from _local_folders(arg, out_dir, recursive=recursive, notes=notes)
+            yield from _local_folders(arg, out_dir, recursive=recursive, notes=notes, roots=roots)
         else:
             yield InputFile(arg, top_out)
 
