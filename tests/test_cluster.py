@@ -1001,3 +1001,36 @@ def test_a_run_stopped_at_once_merges_the_fragments_of_results_it_took(own_local
     assert not list(tmp_path.glob(".convcli-manifest-part-*"))
     named = sorted(record["output"] for record in read_manifest(str(tmp_path)))
     assert named == sorted(f"{n}.out" for n in range(4))
+
+
+class _Started:
+    """A stand-in for a local cluster in Dask's list of clusters."""
+
+
+def test_a_stop_while_the_local_cluster_starts_leaves_no_cluster_for_dasks_exit(monkeypatch):
+    """Ctrl-C (or SIGTERM) inside ``LocalCluster(...)``: the half-started cluster leaves
+    Dask's list (its exit handler printed a traceback closing it) and asyncio's log is
+    silenced; a cluster that was there before stays listed."""
+    import logging
+
+    from convcli.engines import dask as engine
+
+    listed = distributed.SpecCluster._instances
+    earlier, half = _Started(), _Started()
+    listed.add(earlier)
+
+    def interrupted(**options):
+        listed.add(half)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "LocalCluster", interrupted)
+    asyncio_log = logging.getLogger("asyncio")
+    level = asyncio_log.level
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine._client(distributed, "local", None, jobs=2, timeout=1.0)
+        assert half not in listed and earlier in listed
+        assert not asyncio_log.isEnabledFor(logging.CRITICAL)
+    finally:
+        listed.discard(earlier)
+        asyncio_log.setLevel(level)

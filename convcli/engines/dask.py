@@ -41,9 +41,11 @@ The modules, each importing only those before it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
+from collections.abc import Iterator
 
 from .._version import __version__
 from ..errors import OptionError
@@ -123,13 +125,14 @@ def _client(
     if scheduler == "local":
         # The scheduler's HTTP server on a free loopback port: with the dashboard
         # off it would still take 8787, and warn when another cluster holds it.
-        cluster = distributed.LocalCluster(
-            n_workers=jobs,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
-        )
+        with _forgotten_if_stopped(distributed):
+            cluster = distributed.LocalCluster(
+                n_workers=jobs,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.ERROR,
+            )
         client = distributed.Client(cluster, set_as_default=False)
         client._convcli_cluster = cluster  # closed with the client, see close()
         return client
@@ -138,6 +141,26 @@ def _client(
             scheduler_file=scheduler_file, timeout=timeout, set_as_default=False
         )
     return distributed.Client(scheduler, timeout=timeout, set_as_default=False)
+
+
+@contextlib.contextmanager
+def _forgotten_if_stopped(distributed) -> Iterator[None]:
+    """Where the block ends on an exception (Ctrl-C or SIGTERM while a local cluster
+    starts), the clusters it made are taken out of Dask's list of clusters, whose exit
+    handler would try to close them half started and print a traceback, and asyncio's
+    log is silenced, which would report their abandoned start-up tasks as Python exits
+    (their workers are daemon processes, ended then)."""
+    import logging
+
+    instances = getattr(getattr(distributed, "SpecCluster", None), "_instances", None)
+    before = set(instances) if instances is not None else set()
+    try:
+        yield
+    except BaseException:
+        for cluster in set(instances or ()) - before:
+            instances.discard(cluster)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
+        raise
 
 
 def _without_abandoned_gathers(loop, context: dict) -> None:
