@@ -78,10 +78,11 @@ def _tile_data(
         return encoded
 
     # ISA-L deflates without the GIL: the full size beside the computation, and the reduced
-    # levels, written once the full size is, on every core. A task takes about 1 MiB of
-    # tiles: handing one to a thread costs as much as deflating 10 KB.
+    # levels, written once the full size is, on every core. A task takes up to 256 KiB of
+    # tiles (four 8-bit grey tiles, one float32 tile): handing one to a thread costs as much
+    # as deflating 10 KB, and the tasks queued hold no more than one float32 tile each did.
     tile_bytes = TILE * TILE * np.dtype(dtype).itemsize * channels
-    for group in tiles.map_in_order(deflated, _groups(squares, max(1, (1 << 20) // tile_bytes))):
+    for group in tiles.map_in_order(deflated, _groups(squares, max(1, (1 << 18) // tile_bytes))):
         yield from group
 
 
