@@ -228,7 +228,9 @@ def test_conv_kernel_specs_rotation_file_and_case(photo, out, tmp_path):
         "npy",
     )
     (npy,) = outputs_in(out)
-    assert npy.name == "photo_conv-sobel-x_rot90+diag+vertical-sum.npy"
+    diag = load_kernel_file(kfile).label  # "diag-" and six hex digits of its weights
+    assert diag.startswith("diag-") and len(diag) == len("diag-") + 6
+    assert npy.name == f"photo_conv-sobel-x_rot90+{diag}+vertical-sum.npy"
     Z = np.load(npy)
     A = pixels(photo)[None]
     stack = np.stack(
@@ -327,8 +329,10 @@ def test_conv_even_sided_kernel_file_with_pad_same_names_the_file(photo, out, tm
         "--pad valid",
     )
     ok("conv", photo, "-o", out, "-k", kfile, "--pad", "valid", "--format", "npy")
-    h, w = load_kernel_file(kfile).size
-    assert np.load(out / "photo_conv-k-p0-sum.npy").shape == (HEIGHT - h + 1, WIDTH - w + 1, 1)
+    kernel = load_kernel_file(kfile)
+    h, w = kernel.size
+    written = np.load(out / f"photo_conv-{kernel.label}-p0-sum.npy")
+    assert written.shape == (HEIGHT - h + 1, WIDTH - w + 1, 1)
 
 
 def test_conv_pad_same_keeps_the_size_with_an_odd_kernel_that_is_not_square(photo, out, tmp_path):
@@ -336,9 +340,10 @@ def test_conv_pad_same_keeps_the_size_with_an_odd_kernel_that_is_not_square(phot
     kfile.write_text("1 2 0 -2 -1\n")
     ok("conv", photo, "-o", out, "-k", kfile, "--format", "npy")
     ok("conv", photo, "-o", out, "-k", kfile, "--pad", "0,0,2,2", "--format", "npy")
-    same = np.load(out / "photo_conv-k-sum.npy")
+    label = load_kernel_file(kfile).label
+    same = np.load(out / f"photo_conv-{label}-sum.npy")
     assert same.shape == (HEIGHT, WIDTH, 1)
-    np.testing.assert_array_equal(same, np.load(out / "photo_conv-k-p0-0-2-2-sum.npy"))
+    np.testing.assert_array_equal(same, np.load(out / f"photo_conv-{label}-p0-0-2-2-sum.npy"))
 
 
 def test_conv_channels_each_is_depthwise_kernel_major(photo, out):
@@ -837,3 +842,35 @@ def test_a_blur_of_colour_pictures_summed_says_once_that_each_keeps_colour(tmp_p
     ):
         args = args if "-o" in args else [*args, folder, "-o", tmp_path / "b", "--overwrite"]
         assert "--channels each" not in ok("conv", *args).stderr
+
+
+def test_another_kernel_file_of_the_same_name_writes_files_of_its_own(photo, out, tmp_path):
+    """-k a/k.txt, then -k b/k.txt (or the file edited, or a file named as a shipped kernel)
+    into one folder: each run writes its own values, none is skipped for another's file."""
+    runs = {"a/k.txt": "1 0 -1\n", "b/k.txt": "0 1 0\n", "edge": "-1 -1 -1\n-1 8 -1\n-1 -1 -1\n"}
+    expected = {}
+    for name, grid in runs.items():
+        kfile = tmp_path / name
+        kfile.parent.mkdir(exist_ok=True)
+        kfile.write_text(grid)
+        result = ok("conv", photo, "-o", out, "-k", kfile, "--format", "npy", "-v")
+        assert "1 processed, 0 skipped" in result.stderr
+        expected[load_kernel_file(kfile).label] = load_kernel_file(kfile).weights
+    result = ok("conv", photo, "-o", out, "-k", "edge", "--format", "npy", "-v")
+    assert "1 processed, 0 skipped" in result.stderr
+    A = pixels(photo)[None].sum(axis=3, keepdims=True)
+    for label, weights in expected.items():
+        written = np.load(out / f"photo_conv-{label}-sum.npy")
+        np.testing.assert_allclose(written, _correlate_same(A, weights), rtol=1e-5, atol=1e-3)
+    assert len(list(out.glob("*.npy"))) == 4
+
+
+def _correlate_same(A: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(H, W, 1) cross-correlation of (1, H, W, 1) `A` by an odd kernel, reflect-101 border."""
+    h, w = weights.shape
+    padded = np.pad(A[0, :, :, 0].astype(np.float64), ((h // 2,) * 2, (w // 2,) * 2), "reflect")
+    rows, cols = A.shape[1:3]
+    total = sum(
+        weights[i, j] * padded[i : i + rows, j : j + cols] for i in range(h) for j in range(w)
+    )
+    return total[:, :, None]

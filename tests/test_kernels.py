@@ -541,7 +541,7 @@ def test_spec_path_with_angle(tmp_path):
     path.write_text("1 -1\n")
     k = parse_kernel_spec(f"{path}:90")
     np.testing.assert_array_equal(k.weights, [[1], [-1]])
-    assert k.name == "diff:90" and k.source == str(path) and k.label == "diff_rot90"
+    assert k.name == "diff:90" and k.source == str(path) and k.label.startswith("diff_rot90-")
     assert parse_kernel_spec(path).source == str(path)
 
 
@@ -564,7 +564,7 @@ def test_plain_text_grid(tmp_path):
     path.write_text("# a comment\n\n1, 2, 3,\n4\t5  6  # trailing comment\n-7,-8,-9\n")
     k = load_kernel_file(path)
     np.testing.assert_array_equal(k.weights, [[1, 2, 3], [4, 5, 6], [-7, -8, -9]])
-    assert k.name == "my kernel" and k.label == "my-kernel" and k.source == str(path)
+    assert k.name == "my kernel" and k.label.startswith("my-kernel-") and k.source == str(path)
     assert k.description == "" and k.aliases == ()
 
 
@@ -899,3 +899,18 @@ def test_a_source_tree_without_the_kernel_files_package_reads_the_projects_folde
     monkeypatch.setattr(resources, "files", missing)
     folder = shipped._kernel_folder()
     assert (folder / "vertical.toml").is_file()
+
+
+def test_a_files_label_names_its_weights(tmp_path):
+    """A kernel file's label ends in six hex digits of its weights: the same weights give
+    the same label wherever the file is; other weights, or a shipped kernel of the same
+    name, another label."""
+    first, moved, edited = tmp_path / "a" / "k.txt", tmp_path / "b" / "k.txt", tmp_path / "k.txt"
+    for path, grid in ((first, "1 0 -1\n"), (moved, "1 0 -1\n"), (edited, "1 0 -2\n")):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(grid)
+    labels = [load_kernel_file(p).label for p in (first, moved, edited)]
+    assert labels[0] == labels[1] != labels[2]
+    assert re.fullmatch(r"k-[0-9a-f]{6}", labels[0])
+    (tmp_path / "edge.txt").write_text("-1 -1 -1\n-1 8 -1\n-1 -1 -1\n")
+    assert load_kernel_file(tmp_path / "edge.txt").label != get_kernel("edge").label == "edge"

@@ -8,6 +8,7 @@ a grid of rows or an array into such a float64 array, or raises a one-line
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import re
 import reprlib
@@ -104,9 +105,17 @@ class Kernel:
         """The name made safe for file names: only ``[a-z0-9._-]``.
 
         A rotation ``:90`` becomes ``_rot90``, so ``"sobel-x:90"`` gives ``"sobel-x_rot90"``.
+        A kernel read from a file adds six hex digits of its weights' SHA-256
+        (``k-3e8f1a``): a file edited, or another file of the same name (or a
+        shipped kernel's), never takes the outputs of these weights for its own.
         """
         text = self.name.strip().lower().replace(":", "_rot")
-        return _LABEL_UNSAFE.sub("-", text).strip("-.") or "kernel"
+        label = _LABEL_UNSAFE.sub("-", text).strip("-.") or "kernel"
+        if self.source == _BUILTIN:
+            return label
+        grid = np.ascontiguousarray(self.weights, "<f8")
+        digest = hashlib.sha256(repr(grid.shape).encode() + grid.tobytes()).hexdigest()
+        return f"{label}-{digest[:6]}"
 
 
 # --- validation -----------------------------------------------------------------------------
