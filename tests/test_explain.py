@@ -563,3 +563,30 @@ def test_a_border_scipy_and_opencv_lack_is_padded_by_numpy(
     assert "np.pad(" in script and "mode='reflect'" in script
     assert NO_EQUIVALENT in explained(op, *args)
     _check(tmp_path, monkeypatch, op, args, target, images["RGB"])
+
+
+def test_pillow_scripts_refuse_16_bit_colour_which_opencvs_read(tmp_path, monkeypatch):
+    """Pillow reads 16-bit colour PNG and TIFF as 8-bit: its scripts stop on one line
+    naming the file instead of giving other values; OpenCV's give convcli's."""
+    cv2 = pytest.importorskip("cv2")
+    deep = tmp_path / "deep.png"
+    values = np.random.default_rng(4).integers(0, 65536, (9, 12, 3), dtype=np.uint16)
+    cv2.imwrite(str(deep), values)
+    for target in ("scipy", "torch"):
+        if importlib.util.find_spec(PYTHON_TARGETS[target]) is None:
+            continue
+        with pytest.raises(SystemExit, match=f"{deep}: 16-bit colour, which Pillow reads as 8"):
+            _script_values(tmp_path, monkeypatch, ["conv", "-k", "sobel-x", "--as", target], deep)
+    _check(tmp_path, monkeypatch, "conv", ["-k", "sobel-x", "--channels", "each"], "opencv", deep)
+
+
+@pytest.mark.parametrize(
+    "op, args", [("conv", ["-k", "sobel-x", "--channels", "each"]), ("pool", ["--mode", "max"])]
+)
+def test_the_opencv_script_reads_grey_and_alpha_as_two_channels(tmp_path, monkeypatch, op, args):
+    """OpenCV reads a PNG of grey and alpha as BGRA: its script keeps grey and alpha."""
+    pytest.importorskip("cv2")
+    grey_alpha = tmp_path / "la.png"
+    samples = np.random.default_rng(5).integers(0, 256, (9, 12, 2), dtype=np.uint8)
+    Image.fromarray(samples, "LA").save(grey_alpha)
+    _check(tmp_path, monkeypatch, op, args, "opencv", grey_alpha)

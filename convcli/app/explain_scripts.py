@@ -23,6 +23,9 @@ from .pad_pool import PadOp, PoolOp
 _READ_PILLOW = """\
 with Image.open(sys.argv[1]) as im:
     im.seek(0)  # the first frame of an animation or a multi-page TIFF
+    if im.mode in ("RGB", "RGBA") and im.tile and ";16" in str(im.tile[0][3]):
+        sys.exit(f"{sys.argv[1]}: 16-bit colour, which Pillow reads as 8-bit: "
+                 "use --as opencv, or read it with tifffile or imageio")
     im = ImageOps.exif_transpose(im)  # upright, as convcli reads it
     if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
         # Palette, bilevel, CMYK ...: grey or colour samples, as convcli reads them.
@@ -40,6 +43,10 @@ _READ_OPENCV = """\
 raw = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
 if raw is None:
     sys.exit(f"cannot read {sys.argv[1]}")
+with open(sys.argv[1], "rb") as file:  # a PNG of grey and alpha: OpenCV gives BGRA
+    header = file.read(26)
+if header[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and header[25:26] == b"\\x04" and raw.ndim == 3:
+    raw = raw[:, :, [0, 3]]
 pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
 if pixels.ndim == 2:
     pixels = pixels[:, :, None]
