@@ -337,7 +337,11 @@ _CONV_OPTIONS = [
         "filled as --border says.",
     ),
     click.option(
-        "--bias", type=float, default=0.0, show_default=True, help="Added to every output value."
+        "--bias",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Added to each kernel's result, before --combine (as conv_forward's b).",
     ),
     click.option(
         "--channels",
