@@ -85,17 +85,18 @@ def _out_folder(out_dir: str, rel: str) -> str:
 def _without_earlier_outputs(names: list[str], sources: Iterable[str] = ()) -> list[str]:
     """`names` (of one folder) less the outputs of earlier runs of its own images, and of
     the images named `sources` (of the input folders whose outputs go to this folder)."""
-    others = [n for n in sources if n not in set(names)]
-    outputs = earlier_outputs(names + others, OPERATION_NAMES)
+    own = set(names)
+    outputs = earlier_outputs(names + [n for n in sources if n not in own], OPERATION_NAMES)
     return [n for n in names if n not in outputs] if outputs else names
 
 
-def _mirror_sources(folder: str, out_dir: str, roots: list[str]) -> list[str]:
+def _mirror_sources(folder_real: str, out_real: str, roots: list[str]) -> list[str]:
     """The image names in the input folders (of the INPUT folders `roots`, mirrored under
-    `out_dir`) whose outputs go to `folder`, other than `folder` itself: a folder in
-    the output folder can be the output folder of another input folder."""
+    the output folder `out_real`) whose outputs go to the folder `folder_real` (both
+    resolved), other than that folder itself: a folder in the output folder can be the
+    output folder of another input folder."""
     try:
-        rel = os.path.relpath(resolved(folder), resolved(out_dir))
+        rel = os.path.relpath(folder_real, out_real)
     except ValueError:  # another drive
         return []
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
@@ -103,7 +104,7 @@ def _mirror_sources(folder: str, out_dir: str, roots: list[str]) -> list[str]:
     names = []
     for root in roots:
         source = os.path.join(root, rel)
-        if resolved(source) == resolved(folder) or not os.path.isdir(source):
+        if not os.path.isdir(source) or resolved(source) == folder_real:
             continue
         try:
             names += [n for n in _scan(source)[1] if _is_input_name(n)]
@@ -207,8 +208,9 @@ def _local_folders(
                 (os.path.join(folder, d), d if rel == "." else f"{rel}/{d}") for d in reversed(dirs)
             )
         images = [n for n in names if _is_input_name(n) or n in loops]
-        same = local_out and resolved(out_folder) == resolved(folder)
-        sources = _mirror_sources(folder, out_dir, roots) if local_out else []
+        folder_real = resolved(folder) if local_out else ""
+        same = local_out and resolved(out_folder) == folder_real
+        sources = _mirror_sources(folder_real, out_real, roots) if local_out else []
         if same or sources:
             images = _without_earlier_outputs(images, sources)
         if images:
