@@ -29,8 +29,8 @@ from ..io.limits import check_stored
 from ..io.safeio import (
     make_output_folder,
     remove_stale_staging,
-    replacing,
     staging_folder,
+    writing_named,
 )
 from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
@@ -115,14 +115,6 @@ class _Written:
     todo: int = -1
 
 
-def _replacing(task: Task) -> str:
-    """What ``--overwrite`` (or ``-o FILE``) may replace for `task`
-    (:func:`convcli.io.safeio.replacing`)."""
-    if not task.out_file:
-        return "convcli's"
-    return "any" if task.replace_any else "marked"
-
-
 def process_file(task: Task) -> FileResult:
     """Read one image, apply the task's operation, write its outputs.
 
@@ -146,7 +138,7 @@ def process_file(task: Task) -> FileResult:
         with (
             np.errstate(all="ignore"),
             library_messages(said),
-            replacing(_replacing(task), task.out_file),
+            writing_named(task.out_file, replace_any=task.replace_any),
         ):
             if is_url(task.source) or is_url(task.out_dir):
                 result = _process_staged(task, timings, written)

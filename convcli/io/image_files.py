@@ -25,7 +25,7 @@ from .formats import FORMATS, MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .nodata import missing_as_nodata
 from .png import ApngWriter, write_png
-from .safeio import atomic_output, replacing_now, write_atomic
+from .safeio import atomic_output, marks_needed, write_atomic
 
 JPEG_QUALITY = 95
 
@@ -46,13 +46,13 @@ def written_by_convcli(path: str | os.PathLike, *, marked: bool | None = None) -
     mark: one with a valid header (``numpy.lib.format``) counts as convcli's
     where convcli chose its name (an output in a folder), never where the mark
     is needed, `marked` (by default: a file named with ``-o FILE``,
-    :func:`convcli.io.safeio.replacing`).
+    :func:`convcli.io.safeio.writing_named`).
     """
     path = os.fspath(path)
     if os.path.isdir(path):  # a Zarr store: its group's attributes say
         return load("zarr stores").store_marked(path)
     if path.lower().endswith(".npy"):
-        if marked if marked is not None else replacing_now() == "marked":
+        if marks_needed() if marked is None else marked:
             return False
         try:
             with open(path, "rb") as fh:

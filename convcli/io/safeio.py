@@ -448,7 +448,7 @@ def _may_write(
         and path.exists()
         and not replaceable(path)
     ):
-        named = _REPLACING.get()[1]
+        named = _NAMED.get()[0]
         text = kept_file_text(path, named=not named or Path(named) == Path(path))
         raise FileExistsError(errno.EEXIST, text, str(path))
     return True
@@ -459,9 +459,9 @@ def kept_file_text(
 ) -> str:
     """Why an existing file named with ``-o`` (or, not `named`, a frame's file made from
     that name) is kept: convcli did not write it, or, for a ``.npy`` (a format with no place
-    for convcli's mark) where the mark is needed, `marked` (by default: :func:`replacing`
-    says ``"marked"``), cannot tell that it did."""
-    marked = replacing_now() == "marked" if marked is None else marked
+    for convcli's mark) where the mark is needed, `marked` (by default: :func:`marks_needed`),
+    cannot tell that it did."""
+    marked = marks_needed() if marked is None else marked
     why = (
         "an existing .npy is kept: convcli cannot tell it wrote one"
         if marked and os.fspath(path).lower().endswith(".npy")
@@ -472,45 +472,37 @@ def kept_file_text(
     return f"{why} (choose another -o; --overwrite replaces a file named with -o)"
 
 
-REPLACING = ("convcli's", "marked", "any")
-"""What ``overwrite`` may replace (:func:`replacing`)."""
-
-_REPLACING: ContextVar[tuple[str, str]] = ContextVar(
-    "convcli_replacing", default=(REPLACING[0], "")
-)
+_NAMED: ContextVar[tuple[str, bool]] = ContextVar("convcli_named_output", default=("", False))
 
 
 @contextmanager
-def replacing(which: str, named: str | os.PathLike = "") -> Iterator[None]:
-    """Inside the block (in this thread), the existing outputs that ``overwrite`` replaces.
+def writing_named(path: str | os.PathLike, *, replace_any: bool = False) -> Iterator[None]:
+    """Inside the block (in this thread), outputs are written for the file a user named
+    with ``-o FILE`` (`path`; "" for none, outputs convcli named itself).
 
-    ``"convcli's"`` (outside any block): those that `replaceable` says convcli
-    wrote, where it named them. ``"marked"``: for the file a user named with
-    ``-o FILE`` (and each frame's file made from its name), only one that
-    carries convcli's mark; a ``.npy``, which has no place for one, is kept
-    (:func:`convcli.io.image_files.written_by_convcli`). ``"any"``: the file
-    `named` whoever wrote it, for ``-o FILE --overwrite``, as ``convert``
-    replaces the file it is told to write; the others as ``"marked"``.
+    ``overwrite`` then replaces only files that carry convcli's mark, and a
+    ``.npy``, which has no place for one, is kept
+    (:func:`convcli.io.image_files.written_by_convcli`); with `replace_any`
+    (``--overwrite``) the file named is replaced whoever wrote it, as ``convert``
+    replaces the file it is told to write, each frame's file made from its name
+    still only where convcli's mark says it wrote it.
     """
-    if which not in REPLACING:
-        raise ValueError(f"which must be one of {REPLACING}, got {which!r}")
-    token = _REPLACING.set((which, os.fspath(named)))
+    token = _NAMED.set((os.fspath(path), replace_any))
     try:
         yield
     finally:
-        _REPLACING.reset(token)
+        _NAMED.reset(token)
 
 
-def replacing_now() -> str:
-    """What ``overwrite`` may replace in this thread now (:func:`replacing`): ``"any"``
-    is ``"marked"`` here, for the files other than the one named."""
-    which, _ = _REPLACING.get()
-    return "marked" if which == "any" else which
+def marks_needed() -> bool:
+    """Whether an existing output must carry convcli's mark to be replaced in this thread
+    now: inside :func:`writing_named` of a file."""
+    return bool(_NAMED.get()[0])
 
 
 def _replaces_any(path: Path) -> bool:
-    which, named = _REPLACING.get()
-    return which == "any" and bool(named) and Path(path) == Path(named)
+    named, replace_any = _NAMED.get()
+    return replace_any and bool(named) and Path(path) == Path(named)
 
 
 def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
