@@ -509,7 +509,8 @@ def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
 def _timing_lost(task, plan: StackPlan, frames: _Frames) -> tuple[str, ...]:
     """A line where an animation's frame durations and loop count are not written: an
     animated PNG of every frame holds them, no other output."""
-    if not frames.timed and plan.loop is None or task.fmt == "png" and not plan.per_frame:
+    timed = frames.timed or plan.loop is not None
+    if not timed or (task.fmt == "png" and not plan.per_frame):
         return ()
     if task.fmt == "png":
         return ("frame durations not kept: frames of several sizes are written one file each",)
