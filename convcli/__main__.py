@@ -5,6 +5,8 @@ import os
 import sys
 import threading
 
+from .startup import pause_collection
+
 STOPPED = (130, 143)
 """The statuses of a run stopped by Ctrl-C or SIGTERM."""
 
@@ -22,6 +24,7 @@ def main() -> None:
     nothing heavy (see ``convcli/__init__.py``).
     """
     _short_blas_spin()
+    pause_collection()  # until the run's work begins (convcli.startup)
     try:
         from .cli.main import main as command
     except KeyboardInterrupt:

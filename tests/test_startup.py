@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
 import pytest
 from PIL import Image
+
+import convcli.startup
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_it_was():
+    """The tests that start the command line in this process leave the garbage collector
+    on, as they found it (the command line turns it off while it starts)."""
+    enabled = gc.isenabled()
+    yield
+    convcli.startup._paused = False
+    if enabled:
+        gc.enable()
+
 
 # Raises KeyboardInterrupt in the middle of loading the modules, as a Ctrl-C in
 # the first few tenths of a second does, then starts the command line.
@@ -225,3 +240,77 @@ def test_the_command_ends_the_process_once_python_exits_first_steps_are_done(mon
     monkeypatch.setattr(convcli.cli.main, "main", lambda: sys.exit(0))
     with pytest.raises(SystemExit):  # a stream that cannot be flushed: Python's exit says so
         convcli.__main__.command_line()
+
+
+# Runs a batch of two files in this process through the command line, and prints whether
+# the garbage collector was on while the run planned, and while it processed each file
+# (and whether start-up's objects were frozen by then).
+_COLLECTOR_DURING_A_RUN = """
+import gc, sys
+import numpy as np
+from PIL import Image
+folder = sys.argv[1]
+for i in range(2):
+    Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(f"{folder}/in{i}.png")
+import convcli.__main__
+from convcli.app import process, run
+seen = []
+planning = run._BatchRun._plan
+def watched_plan(self, *args):
+    seen.append(("plan", gc.isenabled()))
+    return planning(self, *args)
+run._BatchRun._plan = watched_plan
+processing = process.process_file
+def watched_file(task):
+    seen.append(("file", gc.isenabled(), gc.get_freeze_count() > 0))
+    return processing(task)
+process.process_file = watched_file
+sys.argv = ["convcli", "conv", "-k", "vertical", folder, "-o", folder + "/out", "-q", "-j", "1"]
+try:
+    convcli.__main__.main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(seen, gc.isenabled())
+"""
+
+
+def test_start_up_runs_without_the_collector_and_the_work_with_it(tmp_path):
+    """The collections that start-up's allocations trigger free nothing (20 ms of a
+    batch's start): the collector is off until the work begins, then on, with
+    start-up's objects frozen out of its sight."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _COLLECTOR_DURING_A_RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "[('plan', False), ('file', True, True), ('file', True, True)] True"
+    )
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == [
+        "in0_conv-vertical-sum.png",
+        "in1_conv-vertical-sum.png",
+    ]
+
+
+def test_the_collector_is_turned_back_on_only_where_start_up_turned_it_off():
+    """Used as a library, convcli leaves the collector as its caller set it."""
+    gc.disable()
+    try:
+        convcli.startup.startup_over()
+        assert not gc.isenabled()
+        convcli.startup.pause_collection()  # already off: not convcli's to turn on
+        convcli.startup.startup_over()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    convcli.startup.pause_collection()
+    assert not gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        convcli.startup.startup_over()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()

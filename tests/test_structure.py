@@ -80,7 +80,13 @@ TIERS = {"layers": 0, "kernels": 1, "levels": 1, "io": 1, "engines": 2, "app": 3
 """Each package's tier: a module imports only from its own tier or lower ones
 (cli -> app -> engines -> io, levels, kernels -> layers)."""
 
-BASE = {"convcli.errors", "convcli.choices", "convcli.units", "convcli._version"}
+BASE = {
+    "convcli.errors",
+    "convcli.choices",
+    "convcli.units",
+    "convcli._version",
+    "convcli.startup",
+}
 """Modules of the package root that import nothing of convcli's: any module may import them."""
 
 LAZY_PLACES = ("convcli.cli", "convcli.__main__", "convcli")

@@ -24,6 +24,7 @@ from ..io.safeio import write_atomic
 from ..kernels import Kernel, KernelError, get_kernel, list_kernels, load_kernel_file
 from ..layers.padding import pad_images
 from ..levels.mapping import RULES, values_from_levels
+from ..startup import startup_over
 from .conv_op import ConvOp
 from .fit_solver import UNEXPLAINED, Fit, fit_kernel, layer_output_shape
 from .manifest import MANIFEST_NAME, record_of
@@ -479,6 +480,7 @@ def run_fit(run: FitRun, *, progress=None) -> tuple[list[str], list[str]]:
     """Check, read, fit, write: the lines to print and the paths written."""
     check_outputs(run)
     A_in, Y, notes, clipped = prepare(run)
+    startup_over()
     with np.errstate(all="ignore"):
         fit = fit_kernel(
             A_in,

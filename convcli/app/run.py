@@ -37,6 +37,7 @@ from ..io.safeio import STALE_SECONDS, remove_stale_temporaries
 from ..io.storage import StoreError, for_terminal, is_url, local_path
 from ..layers._engine import native
 from ..layers._engine.tiles import memory_budget
+from ..startup import startup_over
 from . import inputs, plan, process
 from .manifest import Manifest, ManifestHooks, merge_fragments
 from .parts import part
@@ -238,7 +239,6 @@ class _BatchRun:
 
     def _plan(self, paths: list[str], target: Target):
         """The run's task stream and its first tasks; ends the run if there are none."""
-
         notes: list[str] = []
         self.listing = dict(
             out_dir=target.folder,
@@ -322,7 +322,6 @@ class _BatchRun:
 
     def _run_planned(self, paths, target: Target, shown: dict, tasks, first) -> int | None:
         """Run the tasks with the manifest recording what is written; the exit status."""
-
         if self.total is None and self.reporter.wants_total():
             self.count = inputs.count_in_background(paths, **self.listing)
         self.shown = shown
@@ -367,6 +366,7 @@ class _BatchRun:
         status, late = None, []
 
         engine.hooks = ManifestHooks(self.manifest.lines if self.manifest is not None else None)
+        startup_over()  # before the engine forks its workers: they share what start-up made
         with requests.installed():
             results = engine.start(
                 tasks, process.process_file, count=self.total, stop_requests=requests
