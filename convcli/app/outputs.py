@@ -375,6 +375,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         alone = replace(NOTHING, **{attr: value})
         others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""
+        if attr == "geo" and not value.placed:
+            name = "nodata value"
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)
 

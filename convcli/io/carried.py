@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .geotags import GeoTags, geo_tags
 from .physical import PhysicalSize, physical_size
 
 METRES_PER_INCH = 0.0254
@@ -39,7 +40,7 @@ class Carried:
         The EXIF block (a TIFF structure, without JPEG's ``Exif\\0\\0``), its
         orientation set to 1: the pixels are read upright.
     geo : GeoTags or None
-        A GeoTIFF's georeference.
+        A GeoTIFF's georeference, and GDAL's nodata value (:mod:`convcli.io.geotags`).
     physical : PhysicalSize or None
         An OME image's pixel size on the specimen (OME-XML's PhysicalSizeX/Y).
     ome : bool
@@ -109,14 +110,14 @@ class Carried:
         if self.exif is not None:
             kept.append("EXIF")
         if self.geo is not None:
-            kept.append("georeference")
+            kept.append("georeference" if self.geo.placed else f"nodata {self.geo.nodata}")
         if self.physical is not None:
             kept.append(f"pixel size {self.physical.text()}")
         return ", ".join(kept)  # not the JPEG coding: every JPEG has one, the manifest says it
 
     @property
     def nodata(self) -> float | None:
-        """GDAL's nodata value of a GeoTIFF, or None."""
+        """GDAL's nodata value, or None."""
         try:
             return float(self.geo.nodata) if self.geo is not None and self.geo.nodata else None
         except ValueError:
@@ -137,7 +138,7 @@ class Carried:
         """The same without GDAL's nodata value (a map's levels have no missing values)."""
         if self.geo is None or not self.geo.nodata:
             return self
-        return replace(self, geo=replace(self.geo, nodata=""))
+        return replace(self, geo=replace(self.geo, nodata="") if self.geo.placed else None)
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
@@ -227,109 +228,6 @@ class Carried:
         return options
 
 
-# GeoTIFF's tags: ModelPixelScale, ModelTiepoint, GeoKeyDirectory, GeoDoubleParams,
-# GeoAsciiParams; GDAL's nodata value.
-PIXEL_SCALE, TIEPOINT, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NODATA = (
-    33550,
-    33922,
-    34735,
-    34736,
-    34737,
-    42113,
-)
-_RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
-
-
-@dataclass(frozen=True)
-class GeoTags:
-    """A north-up GeoTIFF's georeference: pixel scale, one tiepoint, the keys that name the
-    coordinate system (kept as they are), and GDAL's nodata value."""
-
-    scale: tuple[float, float, float]
-    tiepoint: tuple[float, float, float, float, float, float]
-    keys: tuple[int, ...]
-    doubles: tuple[float, ...] = ()
-    ascii: str = ""
-    nodata: str = ""
-
-    @property
-    def pixel_is_point(self) -> bool:
-        """Whether the tiepoint names a pixel's centre (GTRasterTypeGeoKey: PixelIsPoint)."""
-        keys = self.keys
-        for k in range(4, len(keys) - 3, 4):
-            if keys[k] == _RASTER_TYPE_KEY and keys[k + 1] == 0:
-                return keys[k + 3] == _PIXEL_IS_POINT
-        return False
-
-    def on_grid(self, step: int, top: float, left: float) -> GeoTags:
-        """The same place on the ground for an output pixel grid (see :meth:`Carried.on_grid`)."""
-        i, j, k, x, y, z = self.tiepoint
-        if self.pixel_is_point:  # centres: the first output pixel's centre, in pixel indices
-            left, top = left + (step - 1) / 2, top + (step - 1) / 2
-        sx, sy, sz = self.scale
-        return replace(
-            self,
-            scale=(sx * step, sy * step, sz),
-            tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z),
-        )
-
-    def record(self) -> dict:
-        """Its coordinate system (an EPSG code where the keys give one), pixel size, top-left
-        corner (of the tiepoint's pixel, on the ground) and GDAL's nodata value."""
-        crs = None
-        for k in range(4, len(self.keys) - 3, 4):
-            if self.keys[k] in (3072, 2048) and self.keys[k + 1] == 0:  # projected, geographic
-                crs = f"EPSG:{self.keys[k + 3]}"
-                break
-        return {
-            "crs": crs,
-            "pixel_size": list(self.scale[:2]),
-            "tiepoint": list(self.tiepoint),
-            **({"nodata": _number_or_text(self.nodata)} if self.nodata else {}),
-        }
-
-    def attributes(self) -> dict:
-        """What a Zarr store's attributes say of it: :meth:`record` and GDAL's geotransform
-        (x of the top-left corner, pixel width, 0, y of the corner, 0, -pixel height)."""
-        i, j, _, x, y, _ = self.tiepoint
-        sx, sy = self.scale[:2]
-        return {
-            **self.record(),
-            "geotransform": [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy],
-        }
-
-    def extratags(self) -> list[tuple]:
-        """tifffile ``extratags`` that write it."""
-        tags = [
-            (PIXEL_SCALE, "d", 3, self.scale, True),
-            (TIEPOINT, "d", 6, self.tiepoint, True),
-            (GEO_KEYS, "H", len(self.keys), self.keys, True),
-        ]
-        if self.doubles:
-            tags.append((GEO_DOUBLES, "d", len(self.doubles), self.doubles, True))
-        if self.ascii:
-            tags.append((GEO_ASCII, "s", 0, self.ascii, True))
-        if self.nodata:
-            tags.append((GDAL_NODATA, "s", 0, self.nodata, True))
-        return tags
-
-
-def _geo_tags(tags) -> GeoTags | None:
-    """The georeference of a TIFF page's `tags`, where it has one tiepoint and a pixel scale."""
-    scale, tiepoint, keys = (tags.get(code) for code in (PIXEL_SCALE, TIEPOINT, GEO_KEYS))
-    if scale is None or tiepoint is None or keys is None or len(tiepoint.value) != 6:
-        return None
-    doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
-    return GeoTags(
-        tuple(float(v) for v in scale.value),
-        tuple(float(v) for v in tiepoint.value),
-        tuple(int(v) for v in keys.value),
-        tuple(float(v) for v in doubles.value) if doubles is not None else (),
-        str(ascii_.value) if ascii_ is not None else "",
-        str(nodata.value) if nodata is not None else "",
-    )
-
-
 @functools.lru_cache(maxsize=16)
 def _profile_description(icc_profile: bytes) -> str:
     """The description an ICC profile gives itself, read once for all the outputs that keep
@@ -409,15 +307,6 @@ def jpeg_coding(im) -> JpegCoding | None:
 
 
 """Nothing carried."""
-
-
-def _number_or_text(text: str) -> float | str:
-    """`text` as a number, or as it is where it gives no finite one ("nan": JSON has none)."""
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if np.isfinite(number) else text
 
 
 def _number(value: float) -> str:
@@ -522,7 +411,7 @@ def from_tiff_page(page) -> Carried:
         bytes(icc.value) if icc is not None else None,
         dpi,
         _tiff_exif(tags),
-        _geo_tags(tags),
+        geo_tags(tags),
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,

@@ -38,7 +38,7 @@ def ome_attributes(
         of them (where its pixel (0, 0)'s centre lies).
     carried : Carried
         A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
-        (:meth:`convcli.io.carried.GeoTags.attributes`), and an OME image's physical size
+        (:meth:`convcli.io.geotags.GeoTags.attributes`), and an OME image's physical size
         (:class:`convcli.io.physical.PhysicalSize`): the axes' units, the scales and
         translations in them; a Zarr store holds nothing else of it.
     dtype : numpy dtype

@@ -1,0 +1,204 @@
+"""A GeoTIFF's georeference and GDAL's nodata value (:class:`GeoTags`), read from a TIFF
+page's tags (:func:`geo_tags`) and written back for an output's pixel grid.
+
+GeoTIFF places the pixel grid on the ground in one of three ways, all kept: a pixel scale
+and one tiepoint (a north-up grid), a transformation matrix (ModelTransformationTag: a
+rotated or sheared grid, as GDAL writes one), or tiepoints alone (ground control points).
+The keys that name the coordinate system are kept as they are. GDAL's nodata value is kept
+with them, or alone in a TIFF that has no georeference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+# GeoTIFF's tags: ModelPixelScale, ModelTiepoint, ModelTransformation, GeoKeyDirectory,
+# GeoDoubleParams, GeoAsciiParams; GDAL's nodata value.
+PIXEL_SCALE, TIEPOINT, TRANSFORMATION, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NODATA = (
+    33550,
+    33922,
+    34264,
+    34735,
+    34736,
+    34737,
+    42113,
+)
+_RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
+
+
+@dataclass(frozen=True)
+class GeoTags:
+    """A GeoTIFF's georeference and GDAL's nodata value, as its tags give them.
+
+    Attributes
+    ----------
+    scale : (float, float, float) or None
+        ModelPixelScale: the pixel's size on the ground (with one tiepoint).
+    tiepoint : tuple of float or None
+        ModelTiepoint: (i, j, k, x, y, z) for each point, raster then ground.
+    keys : tuple of int
+        GeoKeyDirectory, kept as it is; empty for GDAL's nodata value alone.
+    doubles, ascii
+        GeoDoubleParams and GeoAsciiParams, kept as they are.
+    nodata : str
+        GDAL's nodata value, as written ("" for none).
+    matrix : tuple of 16 float or None
+        ModelTransformation, row by row: raster (i, j, k, 1) to the ground.
+    """
+
+    scale: tuple[float, float, float] | None = None
+    tiepoint: tuple[float, ...] | None = None
+    keys: tuple[int, ...] = ()
+    doubles: tuple[float, ...] = ()
+    ascii: str = ""
+    nodata: str = ""
+    matrix: tuple[float, ...] | None = None
+
+    @property
+    def placed(self) -> bool:
+        """Whether it places the pixels on the ground (else: GDAL's nodata value alone)."""
+        return bool(self.keys) or self.matrix is not None or self.tiepoint is not None
+
+    @property
+    def pixel_is_point(self) -> bool:
+        """Whether the raster coordinates name pixels' centres (GTRasterTypeGeoKey:
+        PixelIsPoint)."""
+        keys = self.keys
+        for k in range(4, len(keys) - 3, 4):
+            if keys[k] == _RASTER_TYPE_KEY and keys[k + 1] == 0:
+                return keys[k + 3] == _PIXEL_IS_POINT
+        return False
+
+    def on_grid(self, step: int, top: float, left: float) -> GeoTags:
+        """The same place on the ground for an output pixel grid (see
+        :meth:`convcli.io.carried.Carried.on_grid`): output pixel (0, 0) at input raster
+        coordinates (`top`, `left`), a pixel every `step` input pixels."""
+        if self.pixel_is_point:  # centres: the first output pixel's centre, in pixel indices
+            left, top = left + (step - 1) / 2, top + (step - 1) / 2
+        if self.matrix is not None:  # ground = matrix @ (left + step * i, top + step * j, k, 1)
+            m = np.array(self.matrix, dtype=np.float64).reshape(4, 4)
+            m[:, 3] += m[:, 0] * left + m[:, 1] * top
+            m[:, :2] *= step
+            return replace(self, matrix=tuple(float(v) for v in m.ravel()))
+        if self.tiepoint is None:
+            return self
+        if self.scale is None:  # control points: each at its place in the output's pixels
+            points = np.array(self.tiepoint, dtype=np.float64).reshape(-1, 6)
+            points[:, 0] = (points[:, 0] - left) / step
+            points[:, 1] = (points[:, 1] - top) / step
+            return replace(self, tiepoint=tuple(float(v) for v in points.ravel()))
+        i, j, k, x, y, z = self.tiepoint
+        sx, sy, sz = self.scale
+        return replace(
+            self,
+            scale=(sx * step, sy * step, sz),
+            tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z),
+        )
+
+    def _crs(self) -> str | None:
+        """An EPSG code, where the keys give one for the projected or geographic system."""
+        for k in range(4, len(self.keys) - 3, 4):
+            if self.keys[k] in (3072, 2048) and self.keys[k + 1] == 0:
+                return f"EPSG:{self.keys[k + 3]}"
+        return None
+
+    def geotransform(self) -> list[float] | None:
+        """GDAL's geotransform (x of the top-left corner, pixel width, row rotation, y of
+        the corner, column rotation, pixel height), where the grid is affine; else None."""
+        if self.matrix is not None:
+            m = self.matrix
+            return [m[3], m[0], m[1], m[7], m[4], m[5]]
+        if self.scale is None or self.tiepoint is None:
+            return None
+        i, j, _, x, y, _ = self.tiepoint
+        sx, sy = self.scale[:2]
+        return [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy]
+
+    def record(self) -> dict:
+        """What the manifest says of it: the coordinate system (an EPSG code where the keys
+        give one), the grid as the file gives it (pixel size and tiepoint, transformation
+        matrix, or control points) and GDAL's nodata value."""
+        record: dict = {}
+        if self.placed:
+            record["crs"] = self._crs()
+        if self.matrix is not None:
+            record["transformation"] = list(self.matrix)
+        elif self.tiepoint is not None and self.scale is not None:
+            record["pixel_size"] = list(self.scale[:2])
+            record["tiepoint"] = list(self.tiepoint)
+        elif self.tiepoint is not None:
+            record["control_points"] = list(self.tiepoint)
+        if self.nodata:
+            record["nodata"] = number_or_text(self.nodata)
+        return record
+
+    def attributes(self) -> dict:
+        """What a Zarr store's attributes say of it: :meth:`record` and, where the grid is
+        affine, GDAL's geotransform."""
+        transform = self.geotransform()
+        return {**self.record(), **({"geotransform": transform} if transform else {})}
+
+    def extratags(self) -> list[tuple]:
+        """tifffile ``extratags`` that write it."""
+        tags = []
+        if self.scale is not None:
+            tags.append((PIXEL_SCALE, "d", 3, self.scale, True))
+        if self.tiepoint is not None:
+            tags.append((TIEPOINT, "d", len(self.tiepoint), self.tiepoint, True))
+        if self.matrix is not None:
+            tags.append((TRANSFORMATION, "d", 16, self.matrix, True))
+        if self.keys:
+            tags.append((GEO_KEYS, "H", len(self.keys), self.keys, True))
+        if self.doubles:
+            tags.append((GEO_DOUBLES, "d", len(self.doubles), self.doubles, True))
+        if self.ascii:
+            tags.append((GEO_ASCII, "s", 0, self.ascii, True))
+        if self.nodata:
+            tags.append((GDAL_NODATA, "s", 0, self.nodata, True))
+        return tags
+
+
+def geo_tags(tags) -> GeoTags | None:
+    """The georeference and nodata value of a TIFF page's `tags` (tifffile's), or None.
+
+    A grid is read where the tags give one: a transformation matrix of 16 values, or
+    tiepoints (six values each) with or without a pixel scale; with a pixel scale, one
+    tiepoint. Tags that give none (a pixel scale without a tiepoint, say) are no
+    georeference: the keys are then not kept either, as they would name a system with
+    no grid in it.
+    """
+    scale, tiepoint, matrix, keys = (
+        tags.get(code) for code in (PIXEL_SCALE, TIEPOINT, TRANSFORMATION, GEO_KEYS)
+    )
+    doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
+    nodata_text = str(nodata.value).strip("\0 ") if nodata is not None else ""
+    points = _floats(tiepoint)
+    grid = {}
+    if matrix is not None and len(matrix.value) == 16:
+        grid = {"matrix": _floats(matrix)}
+    elif points and len(points) % 6 == 0 and (scale is None or len(points) == 6):
+        grid = {"tiepoint": points, "scale": _floats(scale) if scale is not None else None}
+    if grid and keys is not None:
+        return GeoTags(
+            keys=tuple(int(v) for v in keys.value),
+            doubles=_floats(doubles) or (),
+            ascii=str(ascii_.value) if ascii_ is not None else "",
+            nodata=nodata_text,
+            **grid,
+        )
+    return GeoTags(nodata=nodata_text) if nodata_text else None
+
+
+def _floats(tag) -> tuple[float, ...] | None:
+    return None if tag is None else tuple(float(v) for v in tag.value)
+
+
+def number_or_text(text: str) -> float | str:
+    """`text` as a number, or as it is where it gives no finite one ("nan": JSON has none)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if np.isfinite(number) else text

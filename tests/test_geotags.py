@@ -1,0 +1,125 @@
+"""GeoTIFFs placed on the ground otherwise than by a pixel scale and one tiepoint (a
+transformation matrix, control points), and GDAL's nodata value in a TIFF with no
+georeference: kept, moved with the output's pixel grid, and the nodata pixels left out."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import ok
+
+from convcli.io.geotags import GeoTags
+
+# UTM 33N, PixelIsArea.
+_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+# A grid turned and sheared, as GDAL writes a geotransform (500000, 10, 1, 4000000, 1, -10):
+# ground x = 500000 + 10 i + 1 j, y = 4000000 + 1 i - 10 j, for the raster's column i, row j.
+_MATRIX = (10.0, 1.0, 0.0, 500000.0, 1.0, -10.0, 0.0, 4000000.0) + (0.0,) * 7 + (1.0,)
+
+
+def _tiff(path, values, *tags):
+    tifffile.imwrite(path, values, extratags=list(tags))
+    return path
+
+
+def _ground(matrix, i, j):
+    m = np.asarray(matrix).reshape(4, 4)
+    return tuple((m @ [i, j, 0.0, 1.0])[:2])
+
+
+def _pooled(tmp_path, source, *options):
+    ok("pool", "--mode", "average", "--format", "tiff", source, "-o", tmp_path / "out", *options)
+    (written,) = (tmp_path / "out").glob("*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        return written, tif.pages[0].asarray(), {k: t.value for k, t in tif.pages[0].tags.items()}
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_a_turned_grid_keeps_its_place_and_its_nodata_is_left_out(tmp_path, memory):
+    values = np.full((200, 300), 100, np.uint8)
+    values[0, 0] = 0  # missing
+    values[10:12, 20:22] = [[0, 50], [60, 70]]
+    source = _tiff(
+        tmp_path / "turned.tif",
+        values,
+        (34264, "d", 16, _MATRIX, True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+        (42113, "s", 0, "0", True),
+    )
+    _, got, tags = _pooled(tmp_path, source, *(["--memory", memory] if memory else []))
+    assert got[0, 0] == 100  # the valid three of its window, not 75
+    assert got[5, 10] == 60  # (50 + 60 + 70) / 3
+    assert tags[42113] == "0" and tags[34735] == _KEYS
+    # Output pixel (i, j) covers input pixels 2i, 2j on: the same corners on the ground.
+    matrix = tags[34264]
+    for i, j in ((0, 0), (1, 0), (0, 1), (149, 99)):
+        assert _ground(matrix, i, j) == pytest.approx(_ground(_MATRIX, 2 * i, 2 * j))
+
+
+@pytest.mark.skipif(shutil.which("gdalinfo") is None, reason="GDAL's gdalinfo")
+def test_gdal_reads_the_turned_grid_of_a_pooled_output(tmp_path):
+    values = np.arange(64 * 48, dtype=np.float32).reshape(48, 64)
+    source = _tiff(
+        tmp_path / "turned.tif",
+        values,
+        (34264, "d", 16, _MATRIX, True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+    )
+    written, _, _ = _pooled(tmp_path, source, "--size", "4")
+    info = json.loads(
+        subprocess.run(
+            ["gdalinfo", "-json", str(written)], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    assert info["geoTransform"] == pytest.approx([500000, 40, 4, 4000000, 4, -40])
+    assert "32633" in info["coordinateSystem"]["wkt"]
+
+
+def test_control_points_move_with_the_output_pixels(tmp_path):
+    points = (0, 0, 0, 500000, 4000000, 0) + (63, 0, 0, 500630, 4000000, 0)
+    points += (0, 47, 0, 500000, 3999530, 0)
+    source = _tiff(
+        tmp_path / "gcps.tif",
+        np.zeros((48, 64), np.uint8),
+        (33922, "d", len(points), points, True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+    )
+    _, _, tags = _pooled(tmp_path, source)
+    got = np.reshape(tags[33922], (-1, 6))
+    np.testing.assert_allclose(got[:, :2], [[0, 0], [31.5, 0], [0, 23.5]])
+    np.testing.assert_allclose(got[:, 3:5], np.reshape(points, (-1, 6))[:, 3:5])
+    assert 33550 not in tags and 34264 not in tags
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_gdal_nodata_alone_is_kept_and_left_out(tmp_path, memory):
+    """A TIFF with GDAL's nodata value and no georeference: GDAL honours it, so does
+    convcli; a PNG output says it is not kept."""
+    values = np.full((100, 80), 100, np.uint8)
+    values[0, 0] = 0
+    source = _tiff(tmp_path / "plain.tif", values, (42113, "s", 0, "0", True))
+    _, got, tags = _pooled(tmp_path, source, *(["--memory", memory] if memory else []))
+    assert got[0, 0] == 100 and tags[42113] == "0"
+    assert not {33550, 33922, 34264, 34735} & set(tags)
+    result = ok("pool", "--format", "png", source, "-o", tmp_path / "png", "-v")
+    assert "nodata value not kept: png outputs hold none (tiff and zarr outputs do)" in (
+        result.stderr
+    )
+    assert "georeference" not in result.stderr
+
+
+def test_the_manifest_records_the_grid_as_the_file_gives_it():
+    turned = GeoTags(keys=_KEYS, matrix=_MATRIX, nodata="-9999")
+    assert turned.record() == {
+        "crs": "EPSG:32633",
+        "transformation": list(_MATRIX),
+        "nodata": -9999,
+    }
+    assert turned.geotransform() == [500000.0, 10.0, 1.0, 4000000.0, 1.0, -10.0]
+    assert GeoTags(nodata="0").record() == {"nodata": 0.0}
+    assert GeoTags(nodata="0").geotransform() is None
