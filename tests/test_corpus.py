@@ -4,7 +4,8 @@ Every format convcli reads often (PNG, JPEG, GIF, TIFF, BMP, WebP) is written
 from a sample photo, then truncated, bit-flipped and given edited headers
 (seeded). Whole batches of the corpus must end without a traceback or a hang,
 name every file that fails on one line, and write for every other file exactly
-what a run on that file alone writes, with one process or two.
+what a run on that file alone writes, with one process or two. A file that
+Pillow's decoder rejects always fails.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def test_corrupt_corpus_in_one_batch(corpus, tmp_path, command):
         if result.exit_code:
             failing.add(name)
             assert _failed(result.stderr).keys() == {name}
+        else:  # what Pillow's own decoder rejects is never taken for pixels
+            with Image.open(corpus / name) as im:
+                im.load()
     for ext in FORMATS:
         assert f"{ext}-good.{ext}" not in failing
     assert failing, "no mutation broke any file"
@@ -113,3 +117,24 @@ def test_corrupt_corpus_in_one_batch(corpus, tmp_path, command):
         assert set(_failed(proc.stderr)) == failing
         assert digests(out) == digests(alone)
     assert digests(corpus) == before  # inputs untouched
+
+
+def test_a_png_with_corrupt_pixel_data_fails_and_writes_nothing(tmp_path):
+    """A byte changed inside a PNG's compressed pixels: Pillow's decoder stops on it, and
+    reading the PNG's EXIF (which makes Pillow decode the pixels) must not hide that, or
+    the half-decoded pixels would be taken for the image."""
+    data = (ROOT / "sample_images" / "camera.png").read_bytes()
+    start = data.index(b"IDAT") + 4
+    for offset in (1000, 5000, 40000):
+        flipped = bytearray(data)
+        flipped[start + offset] ^= 0xFF
+        path = tmp_path / f"flip{offset}.png"
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(OSError), Image.open(path) as im:
+            im.load()
+        for command in (["pool"], ["conv", "-k", "vertical"]):
+            result = run(*command, path, "-o", tmp_path / "out", "-q")
+            assert result.exit_code == 1, result.output
+            assert _failed(result.stderr).keys() == {path.name}
+            assert "cannot decode the image" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -318,13 +318,21 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     """What the Pillow image `im` (opened, not necessarily loaded) carries: its profile and
     resolution (:func:`from_pillow_info`), its EXIF and a JPEG's coding.
 
+    Raises OSError where reading a PNG's EXIF, which makes Pillow decode its pixels (an
+    ``eXIf`` chunk may follow them), finds them corrupt: the pixels Pillow then keeps are
+    what it decoded before the error.
+
     `upright`: its pixels are turned upright (a picture), so the EXIF's orientation is set
     to 1; else (the frames of a stack, as stored) it is kept.
     """
     header = from_pillow_info(im)
     try:
         found = im.getexif()
-    except (OSError, ValueError, TypeError, KeyError, struct.error):
+    except OSError:
+        if im.format == "PNG":  # Pillow decodes a PNG to find its EXIF: the pixels are bad
+            raise
+        return header
+    except (ValueError, TypeError, KeyError, struct.error):
         return header
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:

@@ -260,7 +260,8 @@ class ImageSource:
     def stack_carried(self) -> Carried:
         """What its frames are written with (:func:`convcli.io.carried.from_pillow`): the
         EXIF's orientation as it is, since the frames are not turned upright."""
-        return from_pillow(self._im, upright=False)
+        with _pillow_errors(parsing=True):
+            return from_pillow(self._im, upright=False)
 
     @property
     def loop(self) -> int | None:
