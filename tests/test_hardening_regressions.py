@@ -163,6 +163,35 @@ def test_a_manifest_that_is_a_symbolic_link_is_never_appended_to(tmp_path):
     assert (tmp_path / "target.txt").read_text() == "kept\n"
 
 
+def test_a_manifest_line_cut_short_by_a_full_disk_is_taken_back_and_said(tmp_path, monkeypatch):
+    """A full disk lets write take part of a line and refuses the rest: the part is cut
+    off again (the next run would append to half a line), and the run says so, exit 1."""
+    import errno
+    import os
+
+    from convcli.app import manifest
+
+    image = make_image(tmp_path / "a.png")
+    (tmp_path / "out").mkdir()
+    earlier = '{"output": "earlier.png"}\n'
+    (tmp_path / "out" / "convcli-manifest.jsonl").write_text(earlier)
+    real_write, calls = os.write, []
+
+    def full_disk(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[:10])  # the first 10 bytes fit
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(manifest.os, "write", full_disk)
+    result = run("pool", image, "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert "the manifest could not be written: No space left on device" in result.stderr
+    assert len(calls) == 2 and calls[1] == calls[0] - 10  # the rest was tried
+    assert (tmp_path / "out" / "convcli-manifest.jsonl").read_text() == earlier
+    assert (tmp_path / "out" / "a_pool-max-f2-s2.png").is_file()
+
+
 def test_convclis_own_lines_stay_lines_while_a_name_is_escaped(tmp_path):
     # The dW grid of grad conv is convcli's own text of several lines.
     image = make_image(tmp_path / "x\nFAKE.png")

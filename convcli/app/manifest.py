@@ -263,10 +263,31 @@ def append_checked(path: str, entries: list[tuple[str, list | None, str]]) -> in
             if identity is None or list(file_identity(output) or ()) == list(identity)
         ]
         if kept:
-            os.write(fd, "".join(kept).encode("utf-8"))
+            _append_whole(fd, "".join(kept).encode("utf-8"))
     finally:
         os.close(fd)
     return len(kept)
+
+
+def _append_whole(fd: int, data: bytes) -> None:
+    """Append all of `data` to the open manifest `fd`, or none of it.
+
+    A full disk may let ``write`` take part of the bytes and refuse the rest:
+    what was taken is cut off again, so that no half line is left for the next
+    run to append to, and the refusal is raised (OSError).
+    """
+    start = os.fstat(fd).st_size
+    done = 0
+    try:
+        while done < len(data):
+            written = os.write(fd, data[done:])
+            if written <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += written
+    except OSError:
+        if done:
+            os.ftruncate(fd, start)
+        raise
 
 
 def fragment_name(run_key: str, task_key: str) -> str:
