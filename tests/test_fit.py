@@ -185,6 +185,38 @@ def test_fit_command_takes_convs_options(tmp_path, options, kernel):
     assert f"closest named kernel: {kernel} x 1 " in result.stderr
 
 
+def test_fit_outputs_that_cannot_be_written_are_one_line(tmp_path, monkeypatch):
+    """A file where the output's folder should be, and a full disk for the kernel file and
+    for the figure: one line naming the output, exit 1, nothing left behind."""
+    import errno
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    src = make_image(tmp_path / "photo.png", "L", seed=17)
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    (tmp_path / "afile").write_text("mine\n")
+    blocked = tmp_path / "afile" / "k.toml"
+    assert_one_line_error(run("fit", src, after, "-o", blocked), 1, f"{blocked}: cannot be written")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "out" / "k.toml"
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "write_text", full_disk)
+        assert_one_line_error(
+            run("fit", src, after, "-o", out), 1, f"{out}: cannot be written: No space left"
+        )
+    assert list((tmp_path / "out").iterdir()) == []
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    figure = tmp_path / "out" / "k_grid.png"
+    result = run("fit", src, after, "-o", out, "--figure")
+    assert_one_line_error(result, 1, f"{figure}: cannot be written: No space left")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["k.toml"]
+
+
 def test_fit_default_name_figure_and_overwrite_rules(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     src = make_image(tmp_path / "photo.png", "L", seed=17)

@@ -124,6 +124,25 @@ def test_an_output_name_too_long_fails_before_anything_is_written(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_write_that_fails_on_a_read_only_disk_raises_its_own_error(tmp_path, monkeypatch):
+    """The temporary never made cannot be removed either (a read-only disk refuses both):
+    the write's error is raised, not the removal's, which names the temporary."""
+    import errno
+
+    def read_only(*args):
+        raise OSError(errno.EROFS, "Read-only file system", str(args[0]))
+
+    monkeypatch.setattr(safeio.os, "unlink", read_only)
+
+    def write(path):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    with pytest.raises(OSError) as raised:
+        safeio.write_atomic(tmp_path / "out.png", write)
+    assert raised.value.errno == errno.EROFS
+    assert raised.value.__context__ is None  # not raised while handling another error
+
+
 def test_long_stems_are_written_and_too_long_inputs_fail_on_their_own_line(tmp_path):
     limit = safeio.name_max(tmp_path)
     long_stem = "b" * (limit - len("_pool-max-f2-s2-L.png"))  # the longest output name that fits

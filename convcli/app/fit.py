@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -383,9 +385,6 @@ def describe(fit: Fit, run: FitRun, match: Match | None, clipped: float = 0.0) -
 def write_results(fit: Fit, run: FitRun, match: Match | None, match_lines: list[str]) -> list[str]:
     """Write the kernel file (and the figure, beside the `match`); the paths written."""
     path = run.out_path()
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
     text = kernel_toml(
         fit.weights,
         description=_one_line(
@@ -407,8 +406,10 @@ def write_results(fit: Fit, run: FitRun, match: Match | None, match_lines: list[
         _check_read_back(tmp, path, fit.weights)
 
     written = []
-    if not write_atomic(path, write, overwrite=run.overwrite, replaceable=_written_by_fit):
-        raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
+    with _writing(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if not write_atomic(path, write, overwrite=run.overwrite, replaceable=_written_by_fit):
+            raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
     written.append(path)
     if run.figure:
         named = None
@@ -419,17 +420,31 @@ def write_results(fit: Fit, run: FitRun, match: Match | None, match_lines: list[
                 grid * match.scale,
             )
         figure = run.figure_path()
-        if not save_fit_figure(
-            figure,
-            fit.weights,
-            fit.losses,
-            named=named,
-            title=f"convcli fit: {os.path.basename(run.before)} -> {os.path.basename(run.after)}",
-            overwrite=run.overwrite,
-        ):
+        with _writing(figure):
+            saved = save_fit_figure(
+                figure,
+                fit.weights,
+                fit.losses,
+                named=named,
+                title=f"convcli fit: {os.path.basename(run.before)} -> "
+                f"{os.path.basename(run.after)}",
+                overwrite=run.overwrite,
+            )
+        if not saved:
             raise FitError(f"{figure}: exists (--overwrite replaces it, or choose another -o)")
         written.append(figure)
     return written
+
+
+@contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """Turn the OSError of writing `path` (its folder cannot be made, a read-only or full
+    disk) into a FitError naming it."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise FitError(f"{_one_line(path)}: cannot be written: {reason}") from None
 
 
 _MARK = "convcli fit:"

@@ -370,7 +370,7 @@ def atomic_output(
         else:
             try:
                 os.unlink(output.temporary)
-            except FileNotFoundError:
+            except OSError:  # never written (a read-only disk): the write's own error is raised
                 pass
 
 
