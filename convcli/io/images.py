@@ -258,10 +258,9 @@ class ImageSource:
 
     @property
     def stack_carried(self) -> Carried:
-        """What its frames are written with (:func:`convcli.io.carried.from_pillow`): the
-        EXIF's orientation as it is, since the frames are not turned upright."""
+        """What its frames are written with (:func:`~convcli.io.carried.from_pillow`)."""
         with _pillow_errors(parsing=True):
-            return from_pillow(self._im, upright=False)
+            return from_pillow(self._im, upright=False)  # frames are not turned upright
 
     @property
     def loop(self) -> int | None:
