@@ -300,6 +300,39 @@ def test_conv_too_small_for_the_kernel(tmp_path):
     assert_one_line_error(result, 1, "p.png", "too small for the 5x5 kernel 'gaussian-5x5'")
 
 
+@pytest.mark.parametrize("dry_run", [[], ["-n"]], ids=["run", "dry-run"])
+@pytest.mark.parametrize("fmt", ["png", "tiff"])
+def test_too_small_for_the_window_names_the_option_in_every_path(tmp_path, fmt, dry_run):
+    """A TIFF (its size known from its header) and the dry run say it as a PNG's run does,
+    not in the library's words (hparameters["f"])."""
+    src = tmp_path / f"p.{fmt}"
+    Image.fromarray(np.zeros((7, 9), np.uint16 if fmt == "tiff" else np.uint8)).save(src)
+    for command in (["pool"], ["grad", "pool"]):
+        result = run(*command, *dry_run, "--size", "9", src, "-o", tmp_path / "o", "-q")
+        assert_one_line_error(
+            result, 1, "p.", "image is 9x7 pixels, too small for the 9x9 pooling window (--size)"
+        )
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("dry_run", [[], ["-n"]], ids=["run", "dry-run"])
+@pytest.mark.parametrize(
+    "options, needles",
+    [
+        (["--pad", "100000"], ["--pad 100000 makes the image 200008 x 200008", "machine's memory"]),
+        (["--pad", "9" * 20], [f"--pad {'9' * 20} makes the image", "at most 2147483647 per axis"]),
+        (["--dilation", "10000000000"], ["--pad same with --dilation 10000000000", "at most"]),
+    ],
+    ids=["memory", "axis", "dilation"],
+)
+def test_a_padded_image_too_large_to_hold_names_the_option(tmp_path, options, needles, dry_run):
+    """Refused before anything that size is made, in the default channel sum's path too
+    (not numpy's error, nor an internal one)."""
+    src = make_image(tmp_path / "p.png", "RGB", size=(8, 8))
+    result = run("conv", "-k", "vertical", *options, *dry_run, src, "-o", tmp_path / "o", "-q")
+    assert_one_line_error(result, 1, "p.png", *needles)
+
+
 # --- usage errors ----------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from ..io.figures import Grid
 from ..kernels import Kernel
 from ..layers._engine.alignment import tile_rows
 from ..layers.padding import copies_pixels, pad_images, pad_mode
+from ..layers.validation import check_result_size
 from ..levels.mapping import Mapping
 from .conv_levels import auto_mapping, conv_figure, conv_mappings, robust_margin
 from .conv_pixels import (
@@ -201,7 +202,7 @@ class ConvOp:
     # --- pixels ---
 
     def check(self, pic) -> None:
-        _check_size(self, pic)
+        _check_size(self, *frame_size(pic))
 
     def conv_input(self, pic) -> np.ndarray:
         """The (m, H, W, C) float32 array the library is called on (C = 1 unless ``each``).
@@ -270,7 +271,9 @@ class ConvOp:
         )
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """The (height, width) of the result on an image of `height` x `width`."""
+        """The (height, width) of the result on an image of `height` x `width` (a ValueError,
+        as :meth:`check` raises, where it cannot be computed)."""
+        _check_size(self, height, width)
         (left, right), span = self.pad_widths(self.kernels[0])[2:], self.span(self.kernels[0])[1]
         return (
             self.row_geometry(height, width).out_rows,
@@ -494,12 +497,16 @@ def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
     )
 
 
-def _check_size(op: ConvOp, pic) -> None:
-    """:meth:`ConvOp.check`: a ValueError where the padded picture is smaller than a kernel."""
-    h, w = frame_size(pic)
+def _check_size(op: ConvOp, h: int, w: int) -> None:
+    """:meth:`ConvOp.check` of an `h` x `w` picture: a ValueError where padded it is smaller
+    than a kernel, or larger than this machine could hold (said before it is made)."""
     for k in op.kernels:
         top, bottom, left, right = op.pad_widths(k)
         span = op.span(k)
+        cause = f"--pad {pad_text(op.pad)}"
+        if op.dilation != 1:
+            cause += f" with --dilation {op.dilation}"
+        check_result_size((h + top + bottom, w + left + right), np.float32, cause, "the image")
         if h + top + bottom < span[0] or w + left + right < span[1]:
             p = top if len({top, bottom, left, right}) == 1 else pad_text(op.pad)
             dilated = f" (dilation {op.dilation}: {span[0]}x{span[1]})"

@@ -49,7 +49,9 @@ class _Gradient:
         return None
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """The input's size: a gradient with respect to the input."""
+        """The input's size: a gradient with respect to the input, of a size its forward
+        operation takes (a ValueError, as :meth:`check` raises, where it does not)."""
+        self.forward.output_size(height, width)
         return height, width
 
     def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
@@ -107,6 +109,10 @@ class GradPoolOp(_Gradient):
             whole=None,
             raw=self.details,
         )
+
+    @property
+    def forward(self) -> PoolOp:
+        return self.pool
 
     def check(self, pic) -> None:
         self.pool.check(pic)
@@ -182,6 +188,10 @@ class GradConvOp(_Gradient):
             whole=None,
             raw=f"conv-{kernels}{options}-{self.conv.channels}",
         )
+
+    @property
+    def forward(self) -> ConvOp:
+        return self.conv
 
     def check(self, pic) -> None:
         self.conv.check(pic)

@@ -110,7 +110,8 @@ class Operation(Protocol):
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of its result on an image of `height` x `width`: what the dry
-        run says and the memory budget counts."""
+        run says and the memory budget counts. Raises the ValueError of :meth:`check` where
+        an image of that size cannot be processed."""
 
     def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
         """The border rows beyond the image hold (a ``--border`` mode), None where no window

@@ -197,7 +197,10 @@ class PoolOp(_Channelwise):
         return text + (f"-p{self.pad}" if self.pad else "") + ("-ceil" if self.ceil else "")
 
     def check(self, pic) -> None:
-        h, w = frame_size(pic)
+        self._check_size(*frame_size(pic))
+
+    def _check_size(self, h: int, w: int) -> None:
+        """A ValueError where an image of `h` x `w` pixels is smaller than the window."""
         if min(h, w) + 2 * self.pad < self.size:
             with_pad = f" with pad {self.pad}" if self.pad else ""
             raise ValueError(
@@ -227,7 +230,9 @@ class PoolOp(_Channelwise):
         return RowGeometry(self.stride, (self.pad,), (self.size,), rows, bordered=False)
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """The (height, width) of the result on an image of `height` x `width`."""
+        """The (height, width) of the result on an image of `height` x `width` (a ValueError,
+        as :meth:`check` raises, where the image is smaller than the window)."""
+        self._check_size(height, width)
         return (
             self.row_geometry(height).out_rows,
             _pooled_size(width, self.size, self.stride, self.pad, self.ceil),
