@@ -806,3 +806,24 @@ def test_a_tiffs_exif_keeps_its_rationals_and_none_of_its_structure(tmp_path, or
         assert float(found.get_ifd(0x8769)[0x829A]) == pytest.approx(1 / 250)
         assert [float(v) for v in found.get_ifd(0x8825)[2]] == [48, 51, 30]
         assert not {256, 257, 273, 279, 34675} & set(found)  # ImageWidth ... a profile
+
+
+def test_alpha_that_a_jpeg_drops_is_said_once(tmp_path):
+    """A JPEG has no alpha: the colours (weighted by alpha) are written alone, and the run
+    says so once, naming the formats that keep it; --separate writes alpha as a file."""
+    pixels = np.zeros((64, 48, 4), np.uint8)
+    pixels[..., 0], pixels[:, 24:, 3] = 255, 255  # red, the left half transparent
+    for k in range(2):
+        Image.fromarray(pixels).save(tmp_path / f"clear{k}.png")
+    result = ok("pool", "--format", "jpg", tmp_path, "-o", tmp_path / "out")
+    lost = "convcli: alpha not kept: jpg outputs hold none (png, tiff, npy and zarr outputs do)"
+    assert result.stderr.splitlines().count(lost) == 1
+    with Image.open(tmp_path / "out" / "clear0_pool-max-f2-s2.jpg") as im:
+        assert im.mode == "RGB"
+        left, right = np.asarray(im)[:, :10], np.asarray(im)[:, -10:]
+    assert left.max() <= 3 and abs(int(right[..., 0].mean()) - 255) <= 3  # transparent: black
+    kept = ok("pool", "--format", "png", tmp_path, "-o", tmp_path / "png")
+    assert "alpha not kept" not in kept.stderr
+    split = ok("pool", "--format", "jpg", "--separate", tmp_path, "-o", tmp_path / "sep")
+    assert "alpha not kept" not in split.stderr
+    assert (tmp_path / "sep" / "clear0_pool-max-f2-s2-A.jpg").is_file()

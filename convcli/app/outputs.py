@@ -341,14 +341,25 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     profile where one of its result channels keeps the input's levels), said with ``-v``
     ("" for nothing), and a line for each thing they lose for their format
     (:func:`not_held`): hints, said once a run however many files lose it."""
+    alpha = _alpha_lost(task, pic)
     if pic.carried == NOTHING:
-        return "", ()
+        return "", alpha
     kept = _on_output(
         task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
     ).for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
-    return kept_said, not_held(kept, task.fmt)
+    return kept_said, alpha + not_held(kept, task.fmt)
+
+
+def _alpha_lost(task, pic) -> tuple[str, ...]:
+    """The line for the alpha of an image written whole (pad, pool) in a format that drops
+    it (JPEG: the colours, weighted by alpha, are written alone), naming the formats that
+    keep it; none where ``--separate`` writes alpha as a file of its own."""
+    if not pic.has_alpha or not task.op.writes_image or task.separate or FORMATS[task.fmt].alpha:
+        return ()
+    others = _listed([name for name, f in FORMATS.items() if f.alpha])
+    return (f"alpha not kept: {task.fmt} outputs hold none ({others} outputs do)",)
 
 
 # What a file carries that a format may not hold: its name in words, its field of Carried.

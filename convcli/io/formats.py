@@ -46,6 +46,8 @@ class Format:
         Whether an image is written by :func:`convcli.io.row_writers.open_row_writer`,
         whole or in strips alike: the same file, tiles, compression and reduced levels
         whatever the memory budget (TIFF, Zarr).
+    alpha : bool
+        Whether an image's alpha is written with its colours (JPEG has none).
     """
 
     extension: str
@@ -57,11 +59,12 @@ class Format:
     strips: bool = True
     stacks: bool = True
     by_rows: bool = False
+    alpha: bool = True
 
 
 FORMATS = {
     "png": Format("png", pillow="PNG"),
-    "jpg": Format("jpg", max_depth=8, pillow="JPEG", strips=False, stacks=False),
+    "jpg": Format("jpg", max_depth=8, pillow="JPEG", strips=False, stacks=False, alpha=False),
     "tiff": Format("tiff", floats=True, pillow="TIFF", by_rows=True),
     "npy": Format("npy", raw=True, floats=True),
     "zarr": Format("zarr", floats=True, folder=True, stacks=False, by_rows=True),
