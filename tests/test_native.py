@@ -344,6 +344,41 @@ def test_a_channel_sum_whose_passes_overflow_takes_the_summed_picture():
 
 
 @built
+@pytest.mark.parametrize("f_h", [native.SEPARABLE_MAX_TAPS, native.SEPARABLE_MAX_TAPS + 1])
+def test_a_rank_1_kernel_taller_than_the_passes_take_gives_the_numpy_engines_values(f_h):
+    # _native.c's passes take at most 4096 rows (MAX_TAPS); a taller kernel takes another path.
+    A = np.arange(f_h * 3, dtype=np.float32).reshape(1, f_h, 3, 1) % 7
+    K = np.ones((f_h, 2, 1, 1), np.float32)
+    b = np.full((1, 1, 1, 1), 0.5, np.float32)
+    with engine("numpy"):
+        expected, _ = conv_forward(A, K, b, {"stride": 1, "pad": 0})
+    with engine("native"):
+        got, _ = conv_forward(A, K, b, {"stride": 1, "pad": 0})
+    np.testing.assert_array_equal(got, expected)
+    assert (native.separable_factors(K[:, :, 0, 0]) is None) == (f_h > native.SEPARABLE_MAX_TAPS)
+
+
+@built
+@pytest.mark.parametrize("f_h", [native.SEPARABLE_MAX_TAPS, native.SEPARABLE_MAX_TAPS + 1])
+def test_a_channel_sum_with_a_kernel_taller_than_the_passes_take_is_the_summed_pictures(f_h):
+    # A picture 3 columns wide keeps the sum's rows under SUM_RING_BYTES: only the taps' limit
+    # turns the one-pass path away.
+    from convcli.app import conv_pixels
+
+    colour = (np.arange(f_h * 9).reshape(1, f_h, 3, 3) % 251).astype(np.uint8)
+    op = _summed_op(np.ones((f_h, 2)), (0, 0, 0, 0), "constant", 0.0)
+    with engine("numpy"):
+        expected = conv_pixels.summed_maps(op, colour)
+    with engine("native"):
+        got = conv_pixels.summed_maps(op, colour)
+        ring = native.sum_correlate_separable(
+            colour, np.ones(f_h), np.ones(2), np.arange(f_h), np.arange(3), 0, 0.0
+        )
+    np.testing.assert_array_equal(got, expected)
+    assert (ring is None) == (f_h > native.SEPARABLE_MAX_TAPS)
+
+
+@built
 def test_a_border_source_outside_the_picture_is_refused():
     colour = np.zeros((1, 4, 5, 3), np.uint8)
     rows, columns = np.array([0, 0, 1, 2, 3, 3]), np.array([0, 0, 1, 2, 3, 4, 4])  # edge

@@ -57,6 +57,9 @@ DIRECT_CHANNELS = 16
 SEPARABLE_SHARE = 0.75
 # Output rows whose vertical passes _native.c makes together (its ROWS_AT_ONCE).
 SEPARABLE_ROWS_AT_ONCE = 4
+# The most rows of a kernel that the separable passes take (_native.c's MAX_TAPS, the size
+# of a stack array of row pointers): a taller rank-1 kernel takes the direct correlation.
+SEPARABLE_MAX_TAPS = 4096
 # Multiply-adds per pass of numpy over one value (tiles.WORK_PER_THREAD's unit).
 MULTIPLY_ADDS_PER_PASS = 8
 # The most bytes of a thread's channel-sum rows (sum_correlate_separable): a kernel taller
@@ -80,9 +83,12 @@ def separable_is_cheaper(f_h: int, f_w: int) -> bool:
 
 def separable_factors(K) -> tuple[np.ndarray, np.ndarray] | None:
     """``(u, v)`` of the 2-D kernel `K` where this engine runs it as two passes: rank 1
-    (:func:`~convcli.layers._engine.separable.rank_one_factors`) and cheaper so
-    (:func:`separable_is_cheaper`); else None."""
-    return rank_one_factors(K) if separable_is_cheaper(*np.shape(K)) else None
+    (:func:`~convcli.layers._engine.separable.rank_one_factors`), cheaper so
+    (:func:`separable_is_cheaper`) and at most :data:`SEPARABLE_MAX_TAPS` rows; else None."""
+    f_h, f_w = np.shape(K)
+    if f_h > SEPARABLE_MAX_TAPS or not separable_is_cheaper(f_h, f_w):
+        return None
+    return rank_one_factors(K)
 
 
 def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
@@ -139,7 +145,8 @@ def correlate_separable(A, u, v, pads, bias):
     """Correlate each channel of float32 images A (m, H, W, C) with ``outer(u, v)``, stride 1.
 
     `pads` is (top, bottom, left, right), none negative; `bias` one value per
-    channel. Each channel gets the values it gets alone: the passes run on the
+    channel; `u` at most :data:`SEPARABLE_MAX_TAPS` taps (as :func:`separable_factors`
+    gives them). Each channel gets the values it gets alone: the passes run on the
     interleaved pixels, the horizontal taps C values apart, and a bias that
     differs between channels is added after them (as the C kernel adds one).
     Returns ``(Z, rows)`` as :func:`convcli.layers._engine.separable.correlate_separable`
@@ -194,7 +201,8 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
     row and column each copies, -1 for a zero; `left` columns come before the inside. The
     values of :func:`correlate_separable` on the padded sum, without that picture-sized
     float32 sum: each padded row is summed once into a few rows that stay in cache. None
-    also where a thread's rows of the sum would not fit in :data:`SUM_RING_BYTES`.
+    also where a thread's rows of the sum would not fit in :data:`SUM_RING_BYTES`, or `u`
+    has more than :data:`SEPARABLE_MAX_TAPS` taps.
     """
     colour = np.ascontiguousarray(colour, np.uint8)
     m, H, W_in, C = colour.shape
@@ -204,7 +212,9 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
     W = len(columns)
     n_H, n_W = len(rows) - len(u32) + 1, W - len(v32) + 1
     ring_rows = len(u32) + SEPARABLE_ROWS_AT_ONCE - 1
-    if 4 * ring_rows * W > SUM_RING_BYTES or min(m, H, W_in, n_H, n_W) < 1:
+    if len(u32) > SEPARABLE_MAX_TAPS or 4 * ring_rows * W > SUM_RING_BYTES:
+        return None
+    if min(m, H, W_in, n_H, n_W) < 1:
         return None
     Z = np.empty((m, n_H, n_W, 1), np.float32)
     shape, geometry = (m, H, W_in, C), (W, left, ring_rows)
