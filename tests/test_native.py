@@ -544,3 +544,99 @@ def test_the_pyramids_2x2_means_are_numpys_bits_at_every_vector_level(rows):
             got = native.mean_2x2(rows)
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+# --- arrays at odd addresses --------------------------------------------------------------------
+
+
+def _unaligned(x):
+    """A copy of `x` one byte past an aligned address: C-contiguous, not aligned."""
+    out = np.frombuffer(bytearray(x.nbytes + 1), x.dtype, x.size, offset=1).reshape(x.shape)
+    out[...] = x
+    assert out.flags.c_contiguous and not out.flags.aligned
+    return out
+
+
+def _handed_over(monkeypatch, name):
+    """The arrays handed to the C kernel `name` in each of its calls during the test; the
+    kernel still runs."""
+    kernel, calls = getattr(native._native, name), []
+
+    def record(*args):
+        calls.append([a for a in args if isinstance(a, np.ndarray)])
+        return kernel(*args)
+
+    monkeypatch.setattr(native._native, name, record)
+    return calls
+
+
+def _all_aligned(calls):
+    return all(a.flags.c_contiguous and a.flags.aligned for arrays in calls for a in arrays)
+
+
+@built
+@pytest.mark.parametrize(
+    ("kernel", "c_kernel"), [("general", "correlate"), ("gaussian", "separable")]
+)
+def test_an_unaligned_input_is_copied_before_the_c_kernels_read_it(monkeypatch, kernel, c_kernel):
+    # np.ascontiguousarray keeps a float32 array at an odd address: the C code's float
+    # reads of it are undefined behaviour (UBSan: misaligned address).
+    rng = np.random.default_rng(13)
+    A = (rng.standard_normal((2, 30, 37, 1)) * 50).astype(np.float32)
+    g = np.array([1, 6, 15, 20, 15, 6, 1], np.float32) / 64
+    K = {"general": rng.standard_normal((3, 4, 1, 2)), "gaussian": np.outer(g, g)[:, :, None, None]}
+    W = K[kernel].astype(np.float32)
+    b = np.full((1, 1, 1, W.shape[3]), 0.5, np.float32)
+    hp = {"stride": 1, "pad": 0}
+    with engine("native"):
+        expected, _ = conv_forward(A, W, b, hp)
+        calls = _handed_over(monkeypatch, c_kernel)
+        got, _ = conv_forward(_unaligned(A), W, b, hp)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert calls and _all_aligned(calls)
+
+
+@built
+def test_max_pooling_of_unaligned_arrays_hands_the_c_kernels_aligned_ones(monkeypatch):
+    from convcli import pool_backward, pool_forward
+
+    rng = np.random.default_rng(17)
+    A = rng.integers(0, 4, (2, 14, 11, 3)).astype(np.float32)  # ties
+    hp = {"f": 2, "stride": 2}
+    with engine("native"):
+        out, cache = pool_forward(A, hp, mode="max")
+        dA = rng.standard_normal(out.shape).astype(np.float32)
+        expected = pool_backward(dA, cache, mode="max")
+        calls = _handed_over(monkeypatch, "spread_claims")
+        out_unaligned, cache_unaligned = pool_forward(_unaligned(A), hp, mode="max")
+        got = pool_backward(_unaligned(dA), cache_unaligned, mode="max")
+    np.testing.assert_array_equal(out_unaligned, out)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert _all_aligned(calls)  # the unaligned dA: numpy's spread, not the C kernel's
+
+
+@built
+def test_ranks_of_unaligned_values_are_selected_from_an_aligned_copy(monkeypatch):
+    rng = np.random.default_rng(19)
+    values = rng.standard_normal(1001).astype(np.float32)
+    values[[5, 500]] = np.nan, -np.inf
+    expected = np.partition(values, [3, 700])[[3, 700]]
+    calls = _handed_over(monkeypatch, "select_ranks")
+    got = native.select_ranks(_unaligned(values), 3, 700)
+    np.testing.assert_array_equal(np.array(got), expected)
+    assert calls and _all_aligned(calls)
+
+
+@built
+def test_arrays_written_in_place_at_odd_addresses_are_refused():
+    # A copy would be written, not the caller's array: a clear error instead.
+    x = np.ones((3, 4), np.float32)
+    bins, mixed = _unaligned(np.zeros(1 << 15, np.int64)), np.zeros(1 << 15, np.uint8)
+    with pytest.raises(ValueError, match="magnitude_bins: .* aligned"):
+        native.magnitude_bins(x, (0, 3, 0, 4), bins, mixed, 16)
+    with pytest.raises(ValueError, match="undo_differencing: .* aligned"):
+        native.undo_differencing(_unaligned(np.zeros((2, 3, 1), np.uint16)))
+    with pytest.raises(ValueError, match="sum_channels: .* aligned"):
+        native.sum_channels(
+            np.zeros((1, 2, 2, 3), np.uint8), _unaligned(x.reshape(1, 3, 4, 1)), 0, 0
+        )

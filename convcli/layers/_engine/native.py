@@ -67,6 +67,29 @@ MULTIPLY_ADDS_PER_PASS = 8
 SUM_RING_BYTES = 4 << 20
 
 
+def _c_array(x, dtype) -> np.ndarray:
+    """`x` as the C kernels read it: a C-contiguous, aligned `dtype` array, copied only where
+    it is not one.
+
+    The kernels read through ``float *`` and ``uint32_t *``: a float32 array at an odd
+    address, which ``np.ascontiguousarray`` keeps as it is, is undefined behaviour there.
+    """
+    return np.require(x, dtype, ["C", "A"])
+
+
+def _c_ready(*arrays) -> bool:
+    """Whether the C kernels may take `arrays` as they are (to write them in place): each
+    C-contiguous and aligned (:func:`_c_array`)."""
+    return all(a.flags.c_contiguous and a.flags.aligned for a in arrays)
+
+
+def _written_in_place(name: str, *arrays) -> None:
+    """A ValueError naming the kernel `name` unless the `arrays` it writes are
+    :func:`_c_ready`: a copy of them would not be written."""
+    if not _c_ready(*arrays):
+        raise ValueError(f"{name}: the arrays written in place must be C-contiguous and aligned")
+
+
 def direct_takes(C: int, n: int, *, depthwise: bool) -> bool:
     """Whether :func:`correlate` beats the numpy engines on C input channels and n kernels.
 
@@ -99,7 +122,7 @@ def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
     kernels, output channel ``k * C + c``. `bias` has one value per output
     channel. No pad may be negative. Returns Z (m, n_H, n_W, n_out) float32.
     """
-    A = np.ascontiguousarray(A, np.float32)
+    A = _c_array(A, np.float32)
     m, H, W_in, C = A.shape
     f_h, f_w, _, n = W.shape
     top, bottom, left, right = pads
@@ -110,10 +133,10 @@ def correlate(A, W, stride, pads, bias, *, dilation=1, depthwise=False):
         groups, Cg = C, 1
     else:
         K, groups, Cg = W.astype(np.float32)[None], 1, C
-    K = np.ascontiguousarray(K)
+    K = _c_array(K, np.float32)
     n_out = n * groups
     Z = np.empty((m, n_H, n_W, n_out), np.float32)
-    bias = np.ascontiguousarray(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (n_out,)))
+    bias = _c_array(np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (n_out,)), np.float32)
     if Z.size == 0:
         return Z
     if C == 0:
@@ -153,10 +176,10 @@ def correlate_separable(A, u, v, pads, bias):
     does: Z (m, n_H, n_W, C) float32, and the ``(image, row)`` pairs whose
     results are not finite in some channel, for the caller's plain path.
     """
-    A = np.ascontiguousarray(A, np.float32)
+    A = _c_array(A, np.float32)
     m, H, W_in, C = A.shape
     top, bottom, left, right = pads
-    u32, v32 = np.asarray(u, np.float32), np.asarray(v, np.float32)
+    u32, v32 = _c_array(u, np.float32), _c_array(v, np.float32)
     n_H, n_W = H + top + bottom - len(u32) + 1, W_in + left + right - len(v32) + 1
     Z = np.empty((m, n_H, n_W, C), np.float32)
     if Z.size == 0:
@@ -204,11 +227,10 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
     also where a thread's rows of the sum would not fit in :data:`SUM_RING_BYTES`, or `u`
     has more than :data:`SEPARABLE_MAX_TAPS` taps.
     """
-    colour = np.ascontiguousarray(colour, np.uint8)
+    colour = _c_array(colour, np.uint8)
     m, H, W_in, C = colour.shape
-    u32, v32 = np.ascontiguousarray(u, np.float32), np.ascontiguousarray(v, np.float32)
-    rows = np.ascontiguousarray(row_sources, np.int64)
-    columns = np.ascontiguousarray(column_sources, np.int64)
+    u32, v32 = _c_array(u, np.float32), _c_array(v, np.float32)
+    rows, columns = _c_array(row_sources, np.int64), _c_array(column_sources, np.int64)
     W = len(columns)
     n_H, n_W = len(rows) - len(u32) + 1, W - len(v32) + 1
     ring_rows = len(u32) + SEPARABLE_ROWS_AT_ONCE - 1
@@ -257,12 +279,12 @@ def sum_channels(colour, out, top: int, left: int) -> None:
     Exact (at most ``255 * C``), so the same values as numpy's uint16 sum.
     """
     m, H, W, C = colour.shape
-    if not out.flags.c_contiguous or out.dtype != np.float32:
-        raise ValueError("sum_channels: out must be a C-contiguous float32 array")
+    if out.dtype != np.float32 or not _c_ready(out):
+        raise ValueError("sum_channels: out must be a C-contiguous, aligned float32 array")
     _, H_out, W_out, _ = out.shape
     for i in range(m):
         _native.sum_channels(
-            np.ascontiguousarray(colour[i]),
+            _c_array(colour[i], np.uint8),
             out,
             (H, W, C),
             ((i * H_out + top) * W_out + left, W_out),
@@ -273,9 +295,7 @@ def abs_at_least(x, margin: int, threshold: float, capacity: int):
     """|x| of the float32 map `x` (H, W) at least `threshold`, `margin` rows and columns left
     out on every side, in row order; None where more than `capacity` are."""
     out = np.empty(capacity, np.float32)
-    count = _native.abs_at_least(
-        np.ascontiguousarray(x, np.float32), out, x.shape, margin, threshold
-    )
+    count = _native.abs_at_least(_c_array(x, np.float32), out, x.shape, margin, threshold)
     return out[:count] if count <= capacity else None
 
 
@@ -284,16 +304,15 @@ def magnitude_bins(x, window, bins, inexact, shift: int) -> tuple[int, float]:
     their bit patterns' high bits (pattern >> `shift`) into the int64 `bins`, and set
     ``inexact[bin]`` (uint8) where a pattern's low `shift` bits are not all zero; returns
     their count and the largest |x| (0 where none)."""
-    return _native.magnitude_bins(
-        np.ascontiguousarray(x, np.float32), bins, inexact, x.shape, window, shift
-    )
+    _written_in_place("magnitude_bins", bins, inexact)
+    return _native.magnitude_bins(_c_array(x, np.float32), bins, inexact, x.shape, window, shift)
 
 
 def levels_u8(x, scale: float, big: float):
     """8-bit levels ``rint(clip(|x| * scale, 0, 255))`` of float32 `x`, as numpy's float32
     arithmetic gives them; None where an |x| is NaN or over `big`."""
     levels = np.empty(x.shape, np.uint8)
-    within = _native.levels_u8(np.ascontiguousarray(x, np.float32), levels, scale, big)
+    within = _native.levels_u8(_c_array(x, np.float32), levels, scale, big)
     return levels if within else None
 
 
@@ -305,19 +324,19 @@ def mean_2x2(rows):
         return None
     k, W, C = len(rows) // 2, rows.shape[1], rows.shape[2]
     out = np.empty((k, (W + 1) // 2, C), np.float32)
-    _native.mean_2x2(np.ascontiguousarray(rows[: 2 * k], np.float32), out, (k, W, C))
+    _native.mean_2x2(_c_array(rows[: 2 * k], np.float32), out, (k, W, C))
     return out
 
 
 def spread_takes(dA, claimed, dA_prev) -> bool:
     """Whether :func:`spread_claims` takes these arrays: the native engine, float32,
-    C-contiguous arrays (the claims a forward pass kept)."""
+    C-contiguous and aligned arrays (:func:`_c_ready`; the claims a forward pass kept)."""
     return (
         active()
         and dA.dtype == np.float32
         and dA_prev.dtype == np.float32
         and claimed.dtype == np.bool_
-        and all(a.flags.c_contiguous for a in (dA, claimed, dA_prev))
+        and _c_ready(dA, claimed, dA_prev)
     )
 
 
@@ -338,7 +357,7 @@ def select_ranks(values: np.ndarray, first: int, second: int) -> tuple[np.float3
     `values`, as ``np.partition(values, [first, second])`` puts them there (NaN last), by
     radix selection on their bits: 0.1 ms for 86,000 values, where the partition takes
     0.5. `values` is left as it is. For the native engine only (:func:`active`)."""
-    flat = np.ascontiguousarray(values, np.float32).reshape(-1)
+    flat = _c_array(values, np.float32).reshape(-1)
     scratch = np.empty(2 * flat.size, np.uint32)
     patterns = _native.select_ranks(flat, scratch, (first, second))
     low, high = np.array(patterns, np.uint32).view(np.float32)
@@ -355,6 +374,8 @@ def huffman_block(data, limit: int = -1) -> bytes | None:
 
 def undo_differencing(segment) -> None:
     """A TIFF's horizontal differencing (Predictor 2) undone in place in `segment`: (rows,
-    columns, samples) uint8 or uint16 in native byte order, C-contiguous; native engine only."""
+    columns, samples) uint8 or uint16 in native byte order, C-contiguous and aligned; native
+    engine only."""
     rows, columns, samples = segment.shape
+    _written_in_place("undo_differencing", segment)
     _native.undo_differencing(segment, (rows, columns, samples, segment.itemsize))
