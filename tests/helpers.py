@@ -476,3 +476,22 @@ def hide_modules(monkeypatch, *modules) -> None:
         if name.split(".")[0] in modules:
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(builtins, "__import__", refusing)
+
+
+def alpha_weighted_pool(levels: np.ndarray, f: int, mode: str, white: float) -> np.ndarray:
+    """Pooling of (H, W, C) `levels` whose last channel is alpha, f x f windows of stride f,
+    in float64 as docs/formats.md says ``pool`` weighs colours by alpha: alpha pooled as any
+    channel; average: each colour ``sum(c * a) / sum(a)``, max: the largest colour of alpha
+    above 0; a window of transparent pixels alone gives colour 0."""
+    h, w = levels.shape[0] // f * f, levels.shape[1] // f * f
+    windows = levels[:h, :w].astype(np.float64).reshape(h // f, f, w // f, f, -1)
+    windows = windows.swapaxes(1, 2).reshape(h // f, w // f, f * f, -1)
+    colour, alpha = windows[..., :-1], windows[..., -1:]
+    if mode == "max":
+        seen = np.where(alpha > 0, colour, -np.inf).max(axis=2)
+        return np.concatenate([np.where(np.isinf(seen), 0, seen), alpha.max(axis=2)], axis=-1)
+    weight = alpha / white
+    total = weight.sum(axis=2)
+    out = np.zeros(total.shape[:2] + (colour.shape[-1],))
+    np.divide((colour * weight).sum(axis=2), total, out=out, where=total > 0)
+    return np.concatenate([out, alpha.mean(axis=2)], axis=-1)

@@ -9,11 +9,12 @@ value in silence (Pillow decoded big-endian floats with deflate as 8.8e-44).
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, ok, run, run_without
+from helpers import alpha_weighted_pool, assert_one_line_error, ok, run, run_without
 from PIL import Image
 
 from convcli.io import spill, tiff_pages
@@ -208,6 +209,63 @@ def test_planar_layouts_are_read_with_tifffiles_values_whole_and_in_strips(
         assert strips is not None and _same(strips, expected), layout
         checked += 1
     assert checked >= 40
+
+
+def _grey_and_alpha_16(alpha: str, planar: str = "contig") -> dict:
+    """tifffile's options for 16-bit grey + `alpha` ("unassalpha" or "assocalpha")."""
+    return {"photometric": "minisblack", "planarconfig": planar, "extrasamples": [alpha]}
+
+
+@pytest.mark.parametrize("alpha", ["unassalpha", "assocalpha"])
+@pytest.mark.parametrize("planar", ["contig", "separate"])
+def test_16_bit_grey_and_alpha_is_read_at_16_bits_whole_and_in_strips(tmp_path, alpha, planar):
+    """Pillow opens no 16-bit grey + alpha TIFF: the TIFF reader reads it, either alpha as
+    stored (as imagecodecs reads 16-bit RGBA), whatever is installed."""
+    checked = 0
+    values = _values("uint16", 2)
+    samples = values if planar == "contig" else np.moveaxis(values, -1, 0)
+    for path, layout in _written(tmp_path, "uint16", samples, _grey_and_alpha_16(alpha, planar)):
+        whole = read_image(path)
+        assert (whole.channels, whole.white, whole.depth) == (("L", "A"), 65535.0, 16), layout
+        assert whole.notes == () and _same(whole.pixels, values.astype(np.float32)), layout
+        strips = _read_strips(path)
+        assert strips is not None and _same(strips, values.astype(np.float32)), layout
+        checked += 1
+    assert checked >= 40
+
+
+def test_16_bit_grey_and_alpha_tiff_needs_no_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "imagecodecs", None)
+    monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
+    values = _values("uint16", 2)
+    path = tmp_path / "la.tif"
+    tifffile.imwrite(path, values, **_grey_and_alpha_16("unassalpha"))
+    whole = read_image(path)
+    assert (whole.depth, whole.notes) == (16, ())
+    assert _same(whole.pixels, values.astype(np.float32))
+    assert _same(_read_strips(path), whole.pixels)
+
+
+@pytest.mark.parametrize("alpha", ["unassalpha", "assocalpha"])
+@pytest.mark.parametrize("memory", [[], ["--memory", "1M"]])
+def test_16_bit_grey_and_alpha_is_pooled_into_16_bit_levels_whole_and_in_strips(
+    tmp_path, alpha, memory
+):
+    values = RNG.integers(0, 65536, (24, 34, 2)).astype(np.uint16)  # an odd column left over
+    values[..., 1][RNG.random((24, 34)) < 0.3] = 0  # transparent pixels: their grey never shows
+    values[:2, :2, 1] = 0  # a window of transparent pixels alone
+    path = tmp_path / "la.tif"
+    tifffile.imwrite(path, values, rowsperstrip=3, **_grey_and_alpha_16(alpha))
+    for mode in ("max", "average"):
+        result = ok("pool", "--mode", mode, "-v", path, "-o", tmp_path / mode, *memory)
+        assert ("in strips" in result.stderr) == bool(memory), result.stderr
+        pooled = tifffile.imread(tmp_path / mode / f"la_pool-{mode}-f2-s2.tiff")
+        assert pooled.dtype == np.uint16
+        expected = alpha_weighted_pool(values, 2, mode, 65535.0)
+        # the average grey within a level (float32), the rest exact
+        atol = 1 if mode == "average" else 0
+        np.testing.assert_allclose(pooled[..., 0], np.rint(expected[..., 0]), rtol=0, atol=atol)
+        np.testing.assert_array_equal(pooled[..., 1], np.rint(expected[..., 1]))
 
 
 def test_planar_tiles_read_through_band_files_give_tifffiles_values(tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ samples (PhotometricInterpretation)        channels     white           depth
 =========================================  ===========  ==============  =====
 1-bit, 8-bit grey (min-is-black or white)  L            255             8
 8-bit grey + unassociated alpha            L A          255             8
+16-bit grey + alpha of either kind         L A          65535           16
 signed 8-bit grey                          L            255             8
 16-bit unsigned grey                       L            65535           16
 signed 16-bit, 32-bit integer grey         L            max(65535, m)   16
@@ -42,16 +43,16 @@ the first use of :attr:`RegionSource.white` reads the image once, band by
 band. Float samples are read as float32 (64-bit values rounded, 16-bit ones
 exact), as tifffile's values converted.
 
-Everything else returns None, and the caller reads the file whole with
-Pillow: files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr
-other than JPEG's, CIELab and other colour spaces, old-style JPEG and
-other lossy compression,
-associated (premultiplied) alpha, an orientation other than top-left, fill
-order 2, signed or 32-bit integers other than grey, floats other than grey,
-RGB and RGBA, volumes (SGI ImageDepth), a compression or predictor tifffile
-cannot decode here, and compressed segments of more than
-:data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be
-a whole decode).
+Everything else returns None, and the caller reads the file whole with Pillow:
+files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr other than
+JPEG's, CIELab and other colour spaces, old-style JPEG and other lossy
+compression, associated (premultiplied) alpha other than 16-bit grey's (its
+values kept as stored, as imagecodecs keeps 16-bit RGBA's), an orientation other
+than top-left, fill order 2, signed or 32-bit integers other than grey, floats
+other than grey, RGB and RGBA, volumes (SGI ImageDepth), a compression or
+predictor tifffile cannot decode here, and compressed segments of more than
+:data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be a
+whole decode).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ _JPEG = 7
 _MINISWHITE, _MINISBLACK, _RGB, _YCBCR = 0, 1, 2, 6
 _FLOAT = 3  # SampleFormat IEEEFP
 _SEPARATE = 2  # PlanarConfiguration: each sample in segments of its own
-_UNSPECIFIED, _UNASSOCIATED = 0, 2  # ExtraSamples values
+_UNSPECIFIED, _ASSOCIATED, _UNASSOCIATED = 0, 1, 2  # ExtraSamples values
 
 
 @dataclass(frozen=True)
@@ -139,16 +140,15 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     extras = tuple(page.extrasamples)
     if page.samplesperpixel != len(colour) + len(extras) or len(extras) > 1:
         return None
-    if extras and extras[0] not in (_UNSPECIFIED, _UNASSOCIATED):
+    deep_grey = colour == ("L",) and page.bitspersample == 16  # either alpha: tifffile's alone
+    alpha = ("A",) if extras == (_UNASSOCIATED,) or (deep_grey and extras == (_ASSOCIATED,)) else ()
+    if extras and not alpha and extras != (_UNSPECIFIED,):
         return None
-    alpha = ("A",) if extras == (_UNASSOCIATED,) else ()
     if page.bitspersample == 8:
         return _Layout(colour + alpha, 255.0, 8)
-    if colour == ("L",):
-        return None if extras else _Layout(("L",), 65535.0, 16)
     if extras == (_UNSPECIFIED,):
         return None
-    if _deep_colour_read():
+    if deep_grey or _deep_colour_read():
         return _Layout(colour + alpha, 65535.0, 16)
     return _Layout(
         colour + alpha,
