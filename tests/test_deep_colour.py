@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
-from helpers import ok, run, run_without
+from helpers import alpha_weighted_pool, ok, run, run_without
 from PIL import Image
 
 from convcli.io import image_files
@@ -98,14 +100,21 @@ def test_16_bit_colour_outputs_are_replaced_only_with_overwrite(tmp_path):
     np.testing.assert_array_equal(decode(path), arr[::-1])
 
 
-def test_without_the_fast_codecs_deep_colour_is_read_at_8_bits_with_a_note(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ext", ["png", "tiff"])
+def test_without_the_fast_codecs_deep_colour_is_read_at_8_bits_with_a_note(
+    tmp_path, monkeypatch, ext
+):
     monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
     arr = deep_pixels(3)
-    path = tmp_path / "deep.png"
+    path = tmp_path / f"deep.{ext}"
     write_deep(path, arr)
     pic = read_image(path)
     assert (pic.white, pic.depth) == (255.0, 8)
-    assert pic.notes[0].startswith("16-bit colour read as 8-bit")
+    # imagecodecs is installed: the note names what turned it off, not the extra
+    assert pic.notes == (
+        "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
+        "CONVCLI_FAST_CODECS=0 turns imagecodecs off)",
+    )
     np.testing.assert_array_equal(pic.pixels, (arr >> 8).astype(np.float32))
 
 
@@ -141,10 +150,56 @@ def test_run_helper_reads_deep_colour(tmp_path):
     assert "8-bit" not in result.stderr
 
 
-def test_16_bit_grey_and_alpha_stays_with_pillow(tmp_path):
-    """Not colour: Pillow's reading (8 bits, with the note) as before."""
-    arr = deep_pixels(2)
-    path = tmp_path / "la.png"
+def write_grey_and_alpha(path, seed: int = 0) -> np.ndarray:
+    """A 16-bit grey + alpha PNG (libpng's; Pillow opens it as 8-bit RGBA), some of it
+    transparent: its samples."""
+    arr = deep_pixels(2, seed)
+    arr[..., 1][np.random.default_rng(seed).random((H, W)) < 0.3] = 0
+    arr[:2, :2, 1] = 0  # a window of transparent pixels alone
     path.write_bytes(imagecodecs.png_encode(arr))
+    return arr
+
+
+def test_16_bit_grey_and_alpha_png_is_read_at_full_depth(tmp_path):
+    path = tmp_path / "la.png"
+    arr = write_grey_and_alpha(path)
     pic = read_image(path)
-    assert pic.depth == 8 and pic.notes[0].startswith("16-bit colour read as 8-bit")
+    assert (pic.channels, pic.white, pic.depth, pic.notes) == (("L", "A"), 65535.0, 16, ())
+    np.testing.assert_array_equal(pic.pixels, arr.astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pool_writes_16_bit_grey_and_alpha_png_weighing_the_grey_by_alpha(tmp_path, mode):
+    src = tmp_path / "la.png"
+    arr = write_grey_and_alpha(src, seed=5)
+    result = ok("pool", "--mode", mode, "-v", src, "-o", tmp_path / "out", "-j", 1)
+    assert "8-bit" not in result.stderr
+    pooled = decode(tmp_path / "out" / f"la_pool-{mode}-f2-s2.png")
+    assert pooled.dtype == np.uint16 and pooled.shape == (H // 2, W // 2, 2)
+    expected = alpha_weighted_pool(arr, 2, mode, 65535.0)
+    # the average grey within a level (float32), the rest exact
+    atol = 1 if mode == "average" else 0
+    np.testing.assert_allclose(pooled[..., 0], np.rint(expected[..., 0]), rtol=0, atol=atol)
+    np.testing.assert_array_equal(pooled[..., 1], np.rint(expected[..., 1]))
+
+
+@pytest.mark.parametrize(
+    "off, why",
+    [
+        ("environment", "CONVCLI_FAST_CODECS=0 turns imagecodecs off"),
+        ("missing", "install convcli[deep] for 16"),
+    ],
+)
+def test_16_bit_grey_and_alpha_read_by_pillow_is_8_bit_saying_why(tmp_path, monkeypatch, off, why):
+    if off == "environment":
+        monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
+    else:
+        monkeypatch.setitem(sys.modules, "imagecodecs", None)
+    path = tmp_path / "la.png"
+    arr = write_grey_and_alpha(path)
+    pic = read_image(path)
+    assert (pic.channels, pic.white, pic.depth) == (("L", "A"), 255.0, 8)
+    assert pic.notes == (
+        f"16-bit grey + alpha read as 8-bit (Pillow reads grey + alpha at 8 bits; {why})",
+    )
+    np.testing.assert_array_equal(pic.pixels, (arr >> 8).astype(np.float32))

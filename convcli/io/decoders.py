@@ -14,7 +14,7 @@ import struct
 import numpy as np
 from PIL import Image
 
-from .png import fast_codecs_allowed
+from .png import FAST_CODECS_VARIABLE, fast_codecs_allowed
 
 SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 """Pillow's modes of 16-bit grey."""
@@ -63,15 +63,20 @@ def fast_jpeg(im: Image.Image, path: str) -> np.ndarray | None:
     return pixels if pixels is not None and pixels.shape[:2] == (height, width) else None
 
 
+DEEP_CHANNELS = (("L", "A"), ("R", "G", "B"), ("R", "G", "B", "A"))
+"""The channels whose 16-bit samples Pillow reads at 8 bits, and imagecodecs at 16."""
+
+
 def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """The 16-bit RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs, or None.
+    """The 16-bit grey + alpha, RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs,
+    or None.
 
     imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
     depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
     Pillow would use. Anything that does not come out as the header says
-    (the channels, the size) is left to Pillow.
+    (the channels, the size) is left to Pillow: :func:`narrow_note` says why.
     """
-    if im.format not in ("PNG", "TIFF") or channels[:3] != ("R", "G", "B"):
+    if im.format not in ("PNG", "TIFF") or channels not in DEEP_CHANNELS:
         return None
     name = "png_decode" if im.format == "PNG" else "tiff_decode"
     pixels = decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
@@ -83,6 +88,31 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     ):
         return None
     return pixels
+
+
+def deep_codecs_missing() -> str | None:
+    """Why imagecodecs cannot read 16-bit colour here, in a few words, or None where it can:
+    it is not installed (the ``deep`` extra), or :data:`FAST_CODECS_VARIABLE` turns it off."""
+    if not fast_codecs_allowed():
+        return f"{FAST_CODECS_VARIABLE}=0 turns imagecodecs off"
+    try:
+        import imagecodecs  # noqa: F401
+    except ImportError:
+        return "install convcli[deep] for 16"
+    return None
+
+
+def narrow_note(channels: tuple[str, ...], why: str | None = None) -> str:
+    """The note of a 16-bit file of `channels` (colour, or grey + alpha) read at 8 bits,
+    saying why: `why`, else :func:`deep_codecs_missing`'s reason, else that imagecodecs,
+    there and allowed, did not read the file.
+
+    >>> narrow_note(("R", "G", "B"), "imagecodecs is off")
+    '16-bit colour read as 8-bit (Pillow reads colour at 8 bits; imagecodecs is off)'
+    """
+    what = "grey + alpha" if channels[0] == "L" else "colour"
+    why = why or deep_codecs_missing() or "imagecodecs did not read this file"
+    return f"16-bit {what} read as 8-bit (Pillow reads {what} at 8 bits; {why})"
 
 
 def decoded_by(module: str, path: str, decode) -> np.ndarray | None:
@@ -118,15 +148,25 @@ def exif_upright(pixels: np.ndarray, orientation) -> np.ndarray:
     return pixels
 
 
+def _raw_modes(im: Image.Image) -> list[str]:
+    """The raw modes of `im`'s tiles: how its file stores the samples ("LA;16B"), before load()."""
+    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
+    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
+    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
+    return [r for r in raw_modes if isinstance(r, str)]
+
+
 def is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
     if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
-    # A tile's arguments are its raw mode (PNG), or a tuple that starts with it (TIFF).
-    args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
-    raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
     bits = im.info.get("bits") or getattr(im, "bits", 8)
-    return any(isinstance(r, str) and ";16" in r for r in raw_modes) or bits == 16
+    return any(";16" in r for r in _raw_modes(im)) or bits == 16
+
+
+def is_deep_grey_alpha(im: Image.Image) -> bool:
+    """Whether the file stores 16-bit grey + alpha, which Pillow reads as 8-bit RGBA (a PNG)."""
+    return im.mode == "RGBA" and any(r.startswith("LA;16") for r in _raw_modes(im))
 
 
 def to_array(

@@ -70,6 +70,8 @@ from .decoders import (
     exif_upright,
     fast_jpeg,
     is_deep_colour,
+    is_deep_grey_alpha,
+    narrow_note,
     to_array,
 )
 from .formats import load, starts_as_tiff
@@ -202,7 +204,7 @@ def _channels_for(im: Image.Image) -> tuple[str, ...]:
     mode = im.mode
     if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
         return ("L",)
-    if mode in ("LA", "La"):
+    if mode in ("LA", "La") or is_deep_grey_alpha(im):
         return ("L", "A")
     if mode in ("RGBA", "RGBa", "PA"):
         return ("R", "G", "B", "A")
@@ -336,10 +338,7 @@ class ImageSource:
             if is_deep_colour(im):  # before load(), which forgets the file's layout
                 decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
                 if decoded is None:
-                    notes.append(
-                        "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; "
-                        "install convcli[deep] for 16)"
-                    )
+                    notes.append(narrow_note(self.channels))
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG

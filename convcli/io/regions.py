@@ -74,8 +74,8 @@ from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import check_rows, float_white
 from .carried import Carried, from_tiff_page
+from .decoders import deep_codecs_missing, narrow_note
 from .formats import is_store_name, starts_as_tiff
-from .png import fast_codecs_allowed
 from .spill import SegmentRows, SpillError
 from .tile_inflate import deflate_decoder, samples_per_segment
 from .zarr_regions import StoreRegions, open_store_regions
@@ -124,17 +124,6 @@ def _uncompressed_strips(page) -> bool:
     return page.compression == 1 and not page.is_tiled and page.bitspersample in (8, 16, 32, 64)
 
 
-def _deep_colour_read() -> bool:
-    """Whether ``read_image`` reads 16-bit colour at full depth here (imagecodecs, allowed)."""
-    if not fast_codecs_allowed():
-        return False
-    try:
-        import imagecodecs  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     """The layout of an 8- or 16-bit grey or RGB page with its extra sample, or None."""
     extras = tuple(page.extrasamples)
@@ -148,15 +137,10 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
         return _Layout(colour + alpha, 255.0, 8)
     if extras == (_UNSPECIFIED,):
         return None
-    if deep_grey or _deep_colour_read():
+    why = None if deep_grey else deep_codecs_missing()  # as read_image reads it
+    if why is None:
         return _Layout(colour + alpha, 65535.0, 16)
-    return _Layout(
-        colour + alpha,
-        255.0,
-        8,
-        "high byte",
-        "16-bit colour read as 8-bit (Pillow reads colour at 8 bits; install convcli[deep] for 16)",
-    )
+    return _Layout(colour + alpha, 255.0, 8, "high byte", narrow_note(colour + alpha, why))
 
 
 def _float_colour_layout(page) -> _Layout | None:
