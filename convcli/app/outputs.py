@@ -96,10 +96,12 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     """The outputs to write: all with ``--overwrite``, else those that do not exist.
 
     A ValueError if one of them would replace an input file of the run.
-    `exists(output)` says whether an output exists (default: on this disk).
-    Inside :func:`checking_outputs`, its check has the last word.
+    `exists(output)` says whether an output exists (default: on this disk, where a
+    symbolic link at its name, even one that names nothing, is one, as
+    :func:`~convcli.io.safeio.write_atomic` finds it). Inside :func:`checking_outputs`,
+    its check has the last word.
     """
-    exists = exists or (lambda out: os.path.exists(out.path))
+    exists = exists or (lambda out: os.path.lexists(out.path))
     todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
     check = _OUTPUTS_CHECK.get()
     if check is not None:

@@ -437,17 +437,14 @@ def _may_write(
         raise OSError(errno.ENAMETOOLONG, "output name too long for the file system", str(path))
     if not folder and path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder has the output's name", str(path))
-    if folder and path.exists() and not path.is_dir():
+    there = os.path.lexists(path)  # a symbolic link is there, even one that names nothing
+    if folder and there and not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "a file has the output's name", str(path))
-    if not overwrite and path.exists():
+    if not overwrite and there:
         return False
-    if (
-        overwrite
-        and replaceable is not None
-        and not _replaces_any(path)
-        and path.exists()
-        and not replaceable(path)
-    ):
+    if overwrite and replaceable is not None and not _replaces_any(path) and there:
+        if replaceable(path):
+            return True
         named = _NAMED.get()[0]
         text = kept_file_text(path, named=not named or Path(named) == Path(path))
         raise FileExistsError(errno.EEXIST, text, str(path))
