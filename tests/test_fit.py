@@ -165,6 +165,27 @@ def test_fit_command_recovers_a_random_kernel_from_a_512_photo(tmp_path):
     assert np.linalg.norm(Z - Y) / np.linalg.norm(Y) < 1e-3
 
 
+@pytest.mark.parametrize("bias, printed", [("3", "3"), ("0", None), ("-0.123456", "-0.123")])
+def test_fit_prints_the_bias_to_3_significant_digits_like_the_error(tmp_path, bias, printed):
+    """The printed line rounds the bias as it rounds the error; the kernel file keeps it whole."""
+    src = make_image(tmp_path / "photo.png", "L", seed=18, size=(48, 40))
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--bias", bias, "--format", "npy", "-o", after, src)
+    out = tmp_path / "k.toml"
+    first = ok("fit", src, after, "-o", out).stderr.splitlines()[0]
+    match = re.fullmatch(
+        r"convcli: relative error (\S+) after \d+ steps \(converged\); bias (\S+)", first
+    )
+    assert match, first
+    error, shown = match.groups()
+    assert error == f"{float(error):.3g}"
+    assert shown == f"{float(shown):.3g}"
+    if printed is not None:
+        assert shown == printed
+    full = re.search(r"--bias (\S+) ", out.read_text()).group(1)
+    assert float(full) == pytest.approx(float(bias), abs=1e-4)
+
+
 @pytest.mark.parametrize(
     "options, kernel",
     [

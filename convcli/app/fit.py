@@ -352,7 +352,7 @@ def describe(fit: Fit, run: FitRun, match: Match | None, clipped: float = 0.0) -
     why = "converged" if fit.stopped == "converged" else "--steps reached: raise it"
     lines = [
         f"relative error {fit.relative_error:.3g} after {fit.steps} steps ({why}); "
-        f"bias {fit.bias!r}"
+        f"bias {fit.bias:.3g}"
     ]
     if fit.relative_error > UNEXPLAINED and clipped >= CLIPPED:
         lines.append(
