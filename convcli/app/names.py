@@ -18,7 +18,6 @@ with numbers in :func:`number`; this module puts the names together
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -217,6 +216,8 @@ def frames_tag(numbers: tuple[int, ...], count: int) -> str:
     parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs]
     listed = ",".join(parts)
     if len(listed) > _FRAMES_LISTED:  # a name the file system takes: the list's digest instead
+        import hashlib  # long frame lists only (OpenSSL's start, 4 ms)
+
         digest = hashlib.sha256(listed.encode()).hexdigest()[:12]
         listed = f"{len(numbers)}-of-{numbers[0]}-to-{numbers[-1]}-{digest}"
     return "-frames" + listed

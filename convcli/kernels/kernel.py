@@ -8,7 +8,6 @@ a grid of rows or an array into such a float64 array, or raises a one-line
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import re
 import reprlib
@@ -113,6 +112,8 @@ class Kernel:
         label = _LABEL_UNSAFE.sub("-", text).strip("-.") or "kernel"
         if self.source == _BUILTIN:
             return label
+        import hashlib  # kernel files only: OpenSSL's start, 4 ms, spared the others
+
         grid = np.ascontiguousarray(self.weights, "<f8")
         digest = hashlib.sha256(repr(grid.shape).encode() + grid.tobytes()).hexdigest()
         return f"{label}-{digest[:6]}"
