@@ -183,6 +183,33 @@ def test_a_symbolic_link_that_names_nothing_at_an_output_name_is_an_existing_fil
     assert not (tmp_path / "nowhere.png").exists()
 
 
+def test_a_run_that_writes_nothing_leaves_no_folder_it_made(tmp_path, monkeypatch):
+    """Every file failing at its write (a full disk) left the -o folder, and the parents
+    made for it, empty behind; a folder that was there before the run stays."""
+    import errno
+
+    from convcli.io import safeio
+
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "in").mkdir()
+    images = [make_image(tmp_path / "in" / f"{k}.png") for k in range(2)]
+    monkeypatch.setattr(safeio, "_PUBLISH_CHECKS", [full_disk])
+    result = run("pool", *images, "-o", tmp_path / "new" / "deeper" / "out")
+    assert result.exit_code == 1 and "no space left on the device" in result.stderr
+    assert "no outputs written" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+    (tmp_path / "there").mkdir()
+    assert run("pool", *images, "-o", tmp_path / "there" / "out").exit_code == 1
+    assert list((tmp_path / "there").iterdir()) == []  # "there" stays, "out" goes
+    result = run("pool", images[0], "-o", tmp_path / "named" / "x.png")
+    assert result.exit_code == 1 and not (tmp_path / "named").exists()
+    monkeypatch.setattr(safeio, "_PUBLISH_CHECKS", [])
+    assert run("pool", *images, "-o", tmp_path / "new" / "out").exit_code == 0
+    assert len(list((tmp_path / "new" / "out").glob("*.png"))) == 2
+
+
 def test_a_manifest_line_cut_short_by_a_full_disk_is_taken_back_and_said(tmp_path, monkeypatch):
     """A full disk lets write take part of a line and refuses the rest: the part is cut
     off again (the next run would append to half a line), and the run says so, exit 1."""

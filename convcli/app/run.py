@@ -55,6 +55,7 @@ from .targets import (
     check_folder,
     check_one_image,
     in_memory_path,
+    remove_unused_folders,
     target_and_inputs,
 )
 
@@ -161,8 +162,9 @@ def run_batch(
     reporter = reporter or Reporter()
     if reporter.debug:
         reporter.say(f"engine: {native.description()}")
+    run = _BatchRun(operation, inputs, options, reporter)
     try:
-        return _BatchRun(operation, inputs, options, reporter).run()
+        return run.run()
     except _Ended as ended:
         return ended.status
     except StreamError as exc:  # standard input or output (its temporaries are removed)
@@ -171,6 +173,9 @@ def run_batch(
     except Terminated:  # SIGTERM before the run's own handlers (see run)
         reporter.say("stopped (SIGTERM)")
         return 143
+    finally:
+        if not run.written and hasattr(run, "made_in"):  # the folder made for nothing
+            remove_unused_folders(*run.made_in)
 
 
 class _BatchRun:
@@ -214,7 +219,7 @@ class _BatchRun:
             tasks, first = self._plan(paths, target)
             if self.options.dry_run:
                 return _dry_run(itertools.chain(first, tasks), tasks, shown, target, self.reporter)
-            check_folder(target.folder)  # before a cluster is started or reached
+            self.made_in = target.folder, check_folder(target.folder)  # before a cluster starts
             self._open_engine(stack)
             # One file to -o FILE or -o -: nothing said on success (as cp and convert), -v says it.
             self.out_file_run = bool(target.out_file)

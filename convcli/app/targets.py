@@ -8,6 +8,7 @@ started or reached.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from contextlib import ExitStack
@@ -225,15 +226,18 @@ def check_one_image(tasks, out_dir: str) -> None:
         )
 
 
-def check_folder(folder: str) -> None:
+def check_folder(folder: str) -> str | None:
     """An OptionError if the output folder could not be made; nothing is created here.
 
     The folder is made when the first output is written. What would stop it
     is said now: a file in the way, or a parent folder that cannot be
     written. Object storage has no folders to make.
+
+    Returns the folder that the output folder is to be made in (its nearest
+    ancestor that exists), or None where it exists (or is on object storage).
     """
     if is_url(folder):
-        return
+        return None
     path = Path(folder)
     made = False  # whether a folder is to be made below `path`
     while not os.path.lexists(path) and path != path.parent:
@@ -244,3 +248,23 @@ def check_folder(folder: str) -> None:
         )
     if made and not os.access(path, os.W_OK | os.X_OK):
         raise OptionError(f"cannot create the folder {folder}: {path}: Permission denied", "-o")
+    return str(path) if made else None
+
+
+def remove_unused_folders(folder: str, made_in: str | None) -> None:
+    """Remove the output `folder` (with the folders a run made in it) and the parents it was
+    made with in `made_in` (:func:`check_folder`), those that hold nothing: a run that
+    wrote nothing leaves no folder behind (a disk that filled, every file failed). Only
+    empty folders go (``os.rmdir``): one that another run writes to meanwhile stays."""
+    if made_in is None or not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    for root, _, _ in os.walk(folder, topdown=False):
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
+    path = Path(folder).parent
+    while path != Path(made_in) and path != path.parent:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        path = path.parent
