@@ -620,6 +620,47 @@ def test_cli_reports_the_file_whose_worker_died_and_keeps_outputs_whole(tmp_path
     assert digests(tmp_path / "two") == expected  # byte-identical, no temporaries
 
 
+def _dies_after_writing(task):
+    """Writes p03's outputs, then kills its own worker the first time (before its result,
+    with the outputs' manifest lines, is sent); a marker beside the outputs remembers."""
+    result = _process_file(task)
+    marker = Path(task.out_dir).parent / "died"
+    if Path(task.source).name == "p03.png" and not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+
+
+def test_outputs_a_dead_worker_put_in_place_are_written_again_with_their_lines(
+    tmp_path, monkeypatch
+):
+    """Run again, its file's outputs were kept as existing ('use --overwrite'), with no
+    manifest line; they are now written again and recorded, and an output there before
+    the run (not the dead worker's) stays as it was."""
+    src = make_folder(tmp_path / "in", 6, (60, 40))
+    reference = run("pool", "--figure", src, "-o", tmp_path / "one", "-j", 1, "-q")
+    assert reference.exit_code == 0, reference.output
+    out = tmp_path / "two"
+    out.mkdir()
+    before = out / "p05_pool-max-f2-s2.png"
+    before.write_bytes((tmp_path / "one" / before.name).read_bytes())
+    old = time.time() - 3600
+    os.utime(before, (old, old))  # an output of an earlier run
+    monkeypatch.setattr("convcli.app.process.process_file", _dies_after_writing)
+    result = run("pool", "--figure", src, "-o", out, "-j", 2)
+    assert (tmp_path / "died").exists()
+    assert result.exit_code == 1, result.output  # a worker died: said, and an error
+    assert "1 worker process(es) died (signal 9) and were replaced" in result.stderr
+    kept = [line for line in result.stderr.splitlines() if "kept" in line]
+    assert len(kept) == 1 and "p05.png: kept 1 existing output(s)" in kept[0]
+    assert digests(out) == digests(tmp_path / "one")
+    recorded = {r["output"] for r in manifest_records(out)}
+    written = {p.name for p in out.iterdir() if p.name != "convcli-manifest.jsonl"}
+    assert recorded == written - {before.name}  # every output this run wrote, once each
+    assert len(manifest_records(out)) == len(recorded)
+    assert before.stat().st_mtime == old
+
+
 # --- stopping: the pool's own thread, the count of files being processed ----------------------
 
 

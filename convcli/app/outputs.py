@@ -102,7 +102,11 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     its check has the last word.
     """
     exists = exists or (lambda out: os.path.lexists(out.path))
-    todo = outputs if task.overwrite else [o for o in outputs if not exists(o)]
+    since = getattr(task, "again_since", None)  # a task run again (Task.again)
+    if task.overwrite and since is None:
+        todo = outputs
+    else:
+        todo = [o for o in outputs if not exists(o) or _changed_since(o.path, since)]
     check = _OUTPUTS_CHECK.get()
     if check is not None:
         todo = check(outputs, todo)
@@ -115,6 +119,17 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     if task.out_file and not storage.is_url(task.out_file):
         _check_named_outputs(task, todo, exists)
     return todo
+
+
+def _changed_since(path, since: float | None) -> bool:
+    """Whether the file at `path` was changed at `since` or later (a second's leeway for
+    the file system's clock); False for None."""
+    if since is None:
+        return False
+    try:
+        return os.lstat(path).st_mtime >= since - 1.0
+    except OSError:
+        return False
 
 
 def _check_named_outputs(task, todo: list[Output], exists) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..io.frames import DEFAULT_FRAMES
@@ -86,6 +86,10 @@ class Task:
     out_root : str
         The run's output folder where `out_dir` is a subfolder made in it
         (``-r``), else "": no folder between them may be a symbolic link.
+    again_since : float or None
+        For a task run again after its worker died (:meth:`again`): outputs
+        changed since then (``time.time()``) are written again, as the
+        worker's own, whose manifest lines it took with it.
     """
 
     source: str
@@ -109,6 +113,17 @@ class Task:
     replace_any: bool = False
     frames: str | tuple[int, ...] = DEFAULT_FRAMES
     out_root: str = ""
+    again_since: float | None = None
+
+    def again(self, since: float) -> Task:
+        """This task to run again after its worker died, the run's work having begun at
+        `since` (``time.time()``).
+
+        The outputs the worker put in place have no manifest line (it died with them):
+        those changed since are replaced, as with ``--overwrite`` (convcli's files only),
+        and recorded; an output there before the run stays, as this task would keep it.
+        """
+        return self if self.overwrite else replace(self, overwrite=True, again_since=since)
 
 
 def _identity(path: str):

@@ -149,8 +149,8 @@ class BatchRun:
     died: ``"signal 9"``) so that the caller can say so. So every task runs at
     most twice, a file that kills its worker every time fails once and
     cannot stop the batch, and every result is yielded exactly once.
-    Outputs stay whole: files are written under a temporary name and renamed,
-    and a task run again keeps the outputs its first run completed.
+    Outputs stay whole: files are written under a temporary name and renamed;
+    a task runs again as :func:`_run_again` makes it, its first outputs rewritten.
     """
 
     def __init__(
@@ -177,6 +177,7 @@ class BatchRun:
         self._alone = False  # the one task in flight runs alone (a suspect)
         self._unsent: set = set()  # futures of tasks that a broken executor refused
         self._unexplained: str | None = None  # how a worker died, no suspect blamed yet
+        self._began = time.time()  # when its work began (_run_again)
         self.recovered_deaths: list[str] = []
 
     def __iter__(self) -> Iterator[FileResult]:
@@ -256,7 +257,7 @@ class BatchRun:
         if self._suspects:
             if not self._pending:
                 self._alone = True
-                self._submit(self._suspects.popleft())
+                self._submit(_run_again(self._suspects.popleft(), self._began))
             return
         if self._alone:
             if self._pending:
@@ -377,6 +378,15 @@ def _death(codes: dict[int, int]) -> str:
         return ""
     (code,) = codes.values()
     return f" (signal {-code})" if code < 0 else f" (exit status {code})"
+
+
+def _run_again(task, began: float):
+    """`task` as it runs again after its worker died: what its ``again(began)`` method
+    gives (:meth:`convcli.app.plan.Task.again`: the outputs the dead worker put in place
+    since the run's work `began`, ``time.time()``, are written again, with their records,
+    which died with it), or itself."""
+    again = getattr(task, "again", None)
+    return again(began) if callable(again) else task
 
 
 def iter_results(tasks: Iterable, worker: Callable, *, jobs: int = 1) -> Iterator[FileResult]:
