@@ -661,6 +661,22 @@ def test_outputs_a_dead_worker_put_in_place_are_written_again_with_their_lines(
     assert before.stat().st_mtime == old
 
 
+def test_a_task_on_object_storage_runs_again_as_it_is():
+    """Staged outputs on object storage are downloaded afresh: their times say nothing of
+    the run, so a task writing there is run again unchanged (outputs from before the run
+    stay); a local one replaces what changed since, and one with --overwrite is as it was."""
+    op = ops.PoolOp()
+    local = plan.Task("a.png", "/tmp/out", "a", op)
+    again = local.again(1000.0)
+    assert (again.overwrite, again.again_since) == (True, 1000.0)
+    for task in (
+        plan.Task("a.png", "memory://b/out", "a", op),
+        plan.Task("a.png", "/tmp/stage", "a", op, stores_at="s3://b/out"),
+        plan.Task("a.png", "/tmp/out", "a", op, overwrite=True),
+    ):
+        assert task.again(1000.0) is task
+
+
 # --- stopping: the pool's own thread, the count of files being processed ----------------------
 
 

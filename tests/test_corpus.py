@@ -138,3 +138,26 @@ def test_a_png_with_corrupt_pixel_data_fails_and_writes_nothing(tmp_path):
             assert _failed(result.stderr).keys() == {path.name}
             assert "cannot decode the image" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_png_cut_short_after_its_pixels_keeps_them(tmp_path):
+    """A text chunk after the pixels, cut off where the file ends: every pixel is whole,
+    and the PNG is read as it was before its EXIF was looked for (the chunk's loss costs
+    the EXIF alone)."""
+    import io
+    import struct
+    import zlib
+
+    pixels = (np.arange(32 * 32) % 256).reshape(32, 32).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    data = buffer.getvalue()
+    body = b"Comment\0" + b"x" * 100
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body
+    chunk += struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    path = tmp_path / "tail.png"
+    path.write_bytes(data[: data.rindex(b"IEND") - 4] + chunk[:40])
+    result = run("pool", "--size", "1", "--stride", "1", path, "-o", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.output
+    with Image.open(tmp_path / "out" / "tail_pool-max-f1-s1-L.png") as im:
+        np.testing.assert_array_equal(np.asarray(im), pixels)

@@ -174,6 +174,8 @@ def test_a_symbolic_link_that_names_nothing_at_an_output_name_is_an_existing_fil
     link.symlink_to(tmp_path / "nowhere.png")
     result = run("pool", image, "-o", out)
     assert result.exit_code == 0 and "1 skipped" in result.stderr, result.output
+    result = run("pool", image, "-o", out, "-n")  # the dry run says what the run does
+    assert result.exit_code == 0 and "skip (outputs exist)" in result.stdout, result.output
     result = run("pool", image, "-o", out, "--overwrite")
     assert result.exit_code == 1 and "was not written by convcli and is kept" in result.stderr
     assert link.is_symlink() and not (tmp_path / "nowhere.png").exists()

@@ -242,11 +242,11 @@ def test_the_command_ends_the_process_once_python_exits_first_steps_are_done(mon
         convcli.__main__.command_line()
 
 
-# Runs a batch of two files in this process through the command line, and prints whether
-# the garbage collector was on while the run planned, and while it processed each file
-# (and whether start-up's objects were frozen by then).
+# Runs a batch of two files in this process through the command line (or its dry run),
+# and prints whether the garbage collector was on as the run began, while it planned,
+# and while it processed each file (and whether start-up's objects were frozen by then).
 _COLLECTOR_DURING_A_RUN = """
-import gc, sys
+import gc, os, sys
 import numpy as np
 from PIL import Image
 folder = sys.argv[1]
@@ -255,6 +255,11 @@ for i in range(2):
 import convcli.__main__
 from convcli.app import process, run
 seen = []
+running = run.run_batch
+def watched_run(*args, **kwargs):
+    seen.append(("run", gc.isenabled()))
+    return running(*args, **kwargs)
+run.run_batch = watched_run
 planning = run._BatchRun._plan
 def watched_plan(self, *args):
     seen.append(("plan", gc.isenabled()))
@@ -266,6 +271,7 @@ def watched_file(task):
     return processing(task)
 process.process_file = watched_file
 sys.argv = ["convcli", "conv", "-k", "vertical", folder, "-o", folder + "/out", "-q", "-j", "1"]
+sys.argv += os.environ.get("EXTRA", "").split()  # -n: the dry run
 try:
     convcli.__main__.main()
 except SystemExit as exc:
@@ -274,10 +280,12 @@ print(seen, gc.isenabled())
 """
 
 
-def test_start_up_runs_without_the_collector_and_the_work_with_it(tmp_path):
+@pytest.mark.parametrize("extra", ["", "-n"], ids=["run", "dry-run"])
+def test_start_up_runs_without_the_collector_and_the_work_with_it(tmp_path, extra, monkeypatch):
     """The collections that start-up's allocations trigger free nothing (20 ms of a
-    batch's start): the collector is off until the work begins, then on, with
-    start-up's objects frozen out of its sight."""
+    batch's start): the collector is off while the modules load, then on, with start-up's
+    objects frozen out of its sight, for planning and the work, and in a dry run."""
+    monkeypatch.setenv("EXTRA", extra)
     proc = subprocess.run(
         [sys.executable, "-c", _COLLECTOR_DURING_A_RUN, str(tmp_path)],
         capture_output=True,
@@ -285,13 +293,10 @@ def test_start_up_runs_without_the_collector_and_the_work_with_it(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == (
-        "[('plan', False), ('file', True, True), ('file', True, True)] True"
-    )
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == [
-        "in0_conv-vertical-sum.png",
-        "in1_conv-vertical-sum.png",
-    ]
+    files = "" if extra else ", ('file', True, True), ('file', True, True)"
+    assert proc.stdout.splitlines()[-1] == f"[('run', False), ('plan', True){files}] True"
+    expected = [] if extra else ["in0_conv-vertical-sum.png", "in1_conv-vertical-sum.png"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == expected
 
 
 def test_the_collector_is_turned_back_on_only_where_start_up_turned_it_off():

@@ -18,7 +18,7 @@ from ..io.figures import Grid
 from ..kernels import Kernel
 from ..layers._engine.alignment import tile_rows
 from ..layers.padding import copies_pixels, pad_images, pad_mode
-from ..layers.validation import check_result_size
+from ..layers.validation import check_axes
 from ..levels.mapping import Mapping
 from .conv_levels import auto_mapping, conv_figure, conv_mappings, robust_margin
 from .conv_pixels import (
@@ -499,14 +499,15 @@ def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
 
 def _check_size(op: ConvOp, h: int, w: int) -> None:
     """:meth:`ConvOp.check` of an `h` x `w` picture: a ValueError where padded it is smaller
-    than a kernel, or larger than this machine could hold (said before it is made)."""
+    than a kernel, or longer on a side than any array can be (the memory a whole image's
+    padding would take is checked where it is made: in strips it never is)."""
     for k in op.kernels:
         top, bottom, left, right = op.pad_widths(k)
         span = op.span(k)
         cause = f"--pad {pad_text(op.pad)}"
         if op.dilation != 1:
             cause += f" with --dilation {op.dilation}"
-        check_result_size((h + top + bottom, w + left + right), np.float32, cause, "the image")
+        check_axes((h + top + bottom, w + left + right), cause, "the image")
         if h + top + bottom < span[0] or w + left + right < span[1]:
             p = top if len({top, bottom, left, right}) == 1 else pad_text(op.pad)
             dilated = f" (dilation {op.dilation}: {span[0]}x{span[1]})"

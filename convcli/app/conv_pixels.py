@@ -13,6 +13,7 @@ from ..layers._engine import native
 from ..layers.conv import conv_forward
 from ..layers.depthwise import depthwise_conv_forward
 from ..layers.padding import border_terms, fill_border, pad_images, pad_images_as
+from ..layers.validation import check_result_size
 from ..levels.mapping import luminance
 from .op_helpers import as_batch
 
@@ -172,6 +173,8 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
         return None
     factors = native.separable_factors(weights)
     top, bottom, left, right = op.pad_widths(kernel)
+    size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
+    check_result_size(size, np.float32, f"width = {(top, bottom, left, right)}", "the result")
     rows = border_terms(H, top, bottom, op.border).copies()
     columns = border_terms(W, left, right, op.border).copies()
     if factors is None or rows is None or columns is None:
@@ -221,7 +224,9 @@ def channel_sum_padded(
     """
     top, bottom, left, right = widths
     m, H, W, _ = colour.shape
-    bordered = np.empty((m, H + top + bottom, W + left + right, 1), np.float32)
+    shape = (m, H + top + bottom, W + left + right, 1)
+    check_result_size(shape, np.float32, f"width = {widths}", "the padded input")
+    bordered = np.empty(shape, np.float32)
     if native.active():  # one pass, straight into the float32 input
         native.sum_channels(colour, bordered, top, left)
         return fill_border(bordered, widths, mode=border)

@@ -122,7 +122,7 @@ def _name(out: Output, task: Task, names: dict) -> str:
 def _exists(out: Output, task: Task) -> bool:
     if task.existing is not None:  # an output folder on object storage, listed once
         return out.path.name in task.existing
-    return os.path.exists(out.path)
+    return os.path.lexists(out.path)  # a link that names nothing is there, as the run finds
 
 
 @contextmanager

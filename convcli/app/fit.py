@@ -482,7 +482,7 @@ def check_outputs(run: FitRun) -> None:
     for path, ours in paths:
         if os.path.isdir(path):
             raise FitError(f"{path}: is a folder")
-        if os.path.exists(path):
+        if os.path.lexists(path):
             if not run.overwrite:
                 raise FitError(f"{path}: exists (--overwrite replaces it, or choose another -o)")
             if not ours(path):

@@ -122,12 +122,12 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
 
 
 def _changed_since(path, since: float | None) -> bool:
-    """Whether the file at `path` was changed at `since` or later (a second's leeway for
-    the file system's clock); False for None."""
+    """Whether the file at `path` was changed at `since` or later (50 ms of leeway: the
+    file system's clock ticks coarser than ``time.time()``); False for None."""
     if since is None:
         return False
     try:
-        return os.lstat(path).st_mtime >= since - 1.0
+        return os.lstat(path).st_mtime >= since - 0.05
     except OSError:
         return False
 

@@ -122,8 +122,12 @@ class Task:
         The outputs the worker put in place have no manifest line (it died with them):
         those changed since are replaced, as with ``--overwrite`` (convcli's files only),
         and recorded; an output there before the run stays, as this task would keep it.
+        Outputs on object storage (staged, or Zarr stores written in place) have no time
+        to tell them by: there the task runs again as it is.
         """
-        return self if self.overwrite else replace(self, overwrite=True, again_since=since)
+        if self.overwrite or is_url(self.out_dir) or self.stores_at:
+            return self
+        return replace(self, overwrite=True, again_since=since)
 
 
 def _identity(path: str):

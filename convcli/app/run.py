@@ -158,6 +158,9 @@ def run_batch(
     OptionError, MissingExtra
         Options that cannot work; nothing was written.
     """
+    # The modules are loaded: what planning and the work make is collected from here on,
+    # and workers forked later share what start-up made, frozen (convcli.startup).
+    startup_over()
     options = options or RunOptions()
     reporter = reporter or Reporter()
     if reporter.debug:
@@ -371,7 +374,6 @@ class _BatchRun:
         status, late = None, []
 
         engine.hooks = ManifestHooks(self.manifest.lines if self.manifest is not None else None)
-        startup_over()  # before the engine forks its workers: they share what start-up made
         with requests.installed():
             results = engine.start(
                 tasks, process.process_file, count=self.total, stop_requests=requests

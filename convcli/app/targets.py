@@ -254,9 +254,16 @@ def check_folder(folder: str) -> str | None:
 def remove_unused_folders(folder: str, made_in: str | None) -> None:
     """Remove the output `folder` (with the folders a run made in it) and the parents it was
     made with in `made_in` (:func:`check_folder`), those that hold nothing: a run that
-    wrote nothing leaves no folder behind (a disk that filled, every file failed). Only
-    empty folders go (``os.rmdir``): one that another run writes to meanwhile stays."""
-    if made_in is None or not os.path.isdir(folder) or os.path.islink(folder):
+    wrote nothing leaves no folder behind (a disk that filled, every file failed).
+
+    Only empty folders go (``os.rmdir``): one that another run has written into stays.
+    A path through ``..`` is left alone: its folders, named by their text, may not be
+    the ones made. Two runs into one new folder: the other may have made its folder,
+    and not yet its first file, when this one removes it: its write then fails.
+    """
+    if made_in is None or ".." in Path(folder).parts:
+        return
+    if not os.path.isdir(folder) or os.path.islink(folder):
         return
     for root, _, _ in os.walk(folder, topdown=False):
         with contextlib.suppress(OSError):

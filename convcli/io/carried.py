@@ -320,7 +320,8 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
 
     Raises OSError where reading a PNG's EXIF, which makes Pillow decode its pixels (an
     ``eXIf`` chunk may follow them), finds them corrupt: the pixels Pillow then keeps are
-    what it decoded before the error.
+    what it decoded before the error. A chunk after the pixels cut short costs the EXIF
+    alone.
 
     `upright`: its pixels are turned upright (a picture), so the EXIF's orientation is set
     to 1; else (the frames of a stack, as stored) it is kept.
@@ -328,8 +329,10 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     header = from_pillow_info(im)
     try:
         found = im.getexif()
-    except OSError:
-        if im.format == "PNG":  # Pillow decodes a PNG to find its EXIF: the pixels are bad
+    except OSError as exc:
+        # Pillow decodes a PNG to find its EXIF: its decoder's error ("... when reading image
+        # file") is of the pixels; a chunk after them cut short (the pixels whole) is not.
+        if im.format == "PNG" and str(exc).endswith("when reading image file"):
             raise
         return header
     except (ValueError, TypeError, KeyError, struct.error):

@@ -100,15 +100,23 @@ def _memory_bytes() -> int:
 MAX_BYTES = _memory_bytes()
 
 
+def check_axes(shape, cause: str, what: str = "the result") -> None:
+    """Raise ValueError where an axis of `shape` is longer than any array's can be
+    (:data:`MAX_AXIS`), whatever the memory: `cause` and `what` as for
+    :func:`check_result_size`."""
+    if any(n > MAX_AXIS for n in shape):
+        dims = " x ".join(map(str, shape))
+        raise ValueError(f"{cause} makes {what} {dims}, too large (at most {MAX_AXIS} per axis)")
+
+
 def check_result_size(shape, dtype, cause: str, what: str = "the result") -> None:
     """Raise ValueError when an array of `shape` could not be allocated.
 
     `cause` names the argument responsible (``'hparameters["pad"] = 5'``);
     `what` the array (``"the padded input"``).
     """
+    check_axes(shape, cause, what)
     dims = " x ".join(map(str, shape))
-    if any(n > MAX_AXIS for n in shape):
-        raise ValueError(f"{cause} makes {what} {dims}, too large (at most {MAX_AXIS} per axis)")
     nbytes = np.dtype(dtype).itemsize
     for n in shape:
         nbytes *= n
