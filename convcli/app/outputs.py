@@ -11,12 +11,12 @@ the manifest records of it (:func:`output_record`). A ``task`` is a
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -28,7 +28,7 @@ from ..io import storage
 from ..io.carried import NOTHING, Carried
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
-from ..io.safeio import kept_file_text, path_key, published_identity
+from ..io.safeio import path_key, published_identity, refusal
 from ..levels.mapping import LevelScale, Mapping, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 
@@ -136,13 +136,12 @@ def _check_named_outputs(task, todo: list[Output], exists) -> None:
     """A FileExistsError, before anything is written, for an existing output of ``-o FILE``
     that convcli may not replace: the file named, unless ``--overwrite``, and each frame's
     file made from its name, whatever, unless convcli's mark says it wrote it."""
+    ours = partial(written_by_convcli, marked=True)
     for out in todo:
-        named = out.path == Path(task.out_file)
-        if named and task.replace_any or not exists(out):
-            continue
-        if not written_by_convcli(out.path, marked=True):
-            text = kept_file_text(out.path, marked=True, named=named)
-            raise FileExistsError(errno.EEXIST, text, str(out.path))
+        if exists(out):
+            refused = refusal(out.path, ours, task.out_file, task.replace_any, marked=True)
+            if refused is not None:
+                raise refused
 
 
 def save_store(path: Path, image: np.ndarray, task, carried: Carried = NOTHING) -> bool:

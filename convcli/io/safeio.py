@@ -442,13 +442,34 @@ def _may_write(
         raise NotADirectoryError(errno.ENOTDIR, "a file has the output's name", str(path))
     if not overwrite and there:
         return False
-    if overwrite and replaceable is not None and not _replaces_any(path) and there:
-        if replaceable(path):
-            return True
-        named = _NAMED.get()[0]
-        text = kept_file_text(path, named=not named or Path(named) == Path(path))
-        raise FileExistsError(errno.EEXIST, text, str(path))
+    if overwrite and replaceable is not None and there:
+        refused = refusal(path, replaceable, *_NAMED.get())
+        if refused is not None:
+            raise refused
     return True
+
+
+def refusal(
+    path,
+    replaceable: Callable[[Path], bool],
+    named: str,
+    replace_any: bool,
+    *,
+    marked: bool | None = None,
+) -> FileExistsError | None:
+    """Why ``overwrite`` may not replace the existing `path`, as the error to raise, or None
+    where it may: `replaceable` says convcli wrote it, or it is the file named with
+    ``-o FILE`` (`named`; "" for none) and `replace_any` (``--overwrite``) replaces that
+    whoever wrote it. `marked` as for :func:`kept_file_text`.
+
+    The one rule for the check at the write (:func:`atomic_output`) and the check of
+    every output before any is written (:func:`convcli.app.outputs.outputs_to_write`).
+    """
+    is_named = bool(named) and Path(path) == Path(named)
+    if (replace_any and is_named) or replaceable(path):
+        return None
+    text = kept_file_text(path, marked=marked, named=not named or is_named)
+    return FileExistsError(errno.EEXIST, text, str(path))
 
 
 def kept_file_text(
@@ -495,11 +516,6 @@ def marks_needed() -> bool:
     """Whether an existing output must carry convcli's mark to be replaced in this thread
     now: inside :func:`writing_named` of a file."""
     return bool(_NAMED.get()[0])
-
-
-def _replaces_any(path: Path) -> bool:
-    named, replace_any = _NAMED.get()
-    return replace_any and bool(named) and Path(path) == Path(named)
 
 
 def _move_folder_into_place(tmp: Path, path: Path, overwrite: bool) -> bool:
