@@ -501,12 +501,12 @@ def _check_size(op: ConvOp, h: int, w: int) -> None:
     """:meth:`ConvOp.check` of an `h` x `w` picture: a ValueError where padded it is smaller
     than a kernel, or longer on a side than any array can be (the memory a whole image's
     padding would take is checked where it is made: in strips it never is)."""
+    cause = f"--pad {pad_text(op.pad)}"
+    if op.dilation != 1:
+        cause += f" with --dilation {op.dilation}"
     for k in op.kernels:
         top, bottom, left, right = op.pad_widths(k)
         span = op.span(k)
-        cause = f"--pad {pad_text(op.pad)}"
-        if op.dilation != 1:
-            cause += f" with --dilation {op.dilation}"
         check_axes((h + top + bottom, w + left + right), cause, "the image")
         if h + top + bottom < span[0] or w + left + right < span[1]:
             p = top if len({top, bottom, left, right}) == 1 else pad_text(op.pad)

@@ -173,12 +173,12 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
         return None
     factors = native.separable_factors(weights)
     top, bottom, left, right = op.pad_widths(kernel)
-    size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
-    check_result_size(size, np.float32, f"width = {(top, bottom, left, right)}", "the result")
     rows = border_terms(H, top, bottom, op.border).copies()
     columns = border_terms(W, left, right, op.border).copies()
     if factors is None or rows is None or columns is None:
-        return None
+        return None  # channel_sum_padded checks the padded input it makes
+    size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
+    check_result_size(size, np.float32, f"width = {(top, bottom, left, right)}", "the result")
     return native.sum_correlate_separable(A, *factors, rows, columns, left, op.bias)
 
 
