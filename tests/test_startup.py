@@ -23,6 +23,16 @@ def _collector_as_it_was():
         gc.enable()
 
 
+def _python(script: str, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`script` run by this Python in a process of its own, with `args` as its sys.argv[1:]."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 # Raises KeyboardInterrupt in the middle of loading the modules, as a Ctrl-C in
 # the first few tenths of a second does, then starts the command line.
 _INTERRUPTED_IMPORT = """
@@ -40,9 +50,7 @@ convcli.__main__.main()
 
 
 def test_ctrl_c_while_modules_load_is_one_line_and_status_130():
-    proc = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_IMPORT], capture_output=True, text=True, timeout=60
-    )
+    proc = _python(_INTERRUPTED_IMPORT)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "convcli: interrupted\n"
     assert proc.stdout == ""
@@ -53,7 +61,7 @@ def test_the_package_loads_nothing_heavy_until_used():
         "import sys, convcli; heavy = {'numpy', 'PIL', 'click'} & set(sys.modules); "
         "print(sorted(heavy)); print(convcli.zero_pad.__module__, convcli.__version__ != '')"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = _python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "convcli.layers.padding True"]
 
@@ -109,12 +117,7 @@ def test_blas_threads_sleep_at_once_unless_the_environment_says(monkeypatch):
             monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
         else:
             monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", given)
-        proc = subprocess.run(
-            [sys.executable, "-c", _BLAS_TIMEOUT_AT_NUMPY_IMPORT],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = _python(_BLAS_TIMEOUT_AT_NUMPY_IMPORT)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.splitlines()[-1] == expected
 
@@ -152,12 +155,7 @@ _NOT_FOR_A_SMALL_FILE = (
 
 
 def test_a_small_file_to_one_output_loads_only_what_it_uses(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", _SMALL_RUN, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _python(_SMALL_RUN, tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # -o FILE: nothing to say on success
     loaded = set(proc.stdout.split())
@@ -187,12 +185,7 @@ def test_the_command_ends_after_its_threads_and_exit_handlers_with_its_status(tm
     for args, status in ((["kernels"], 0), (["conv", "-k", "nosuch", "x.png"], 2)):
         for name in ("thread", "handler"):
             (tmp_path / name).unlink(missing_ok=True)
-        proc = subprocess.run(
-            [sys.executable, "-c", _ENDING, str(tmp_path), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = _python(_ENDING, tmp_path, *args)
         assert proc.returncode == status, proc.stderr
         assert ("vertical" in proc.stdout) == (status == 0)
         assert ("unknown kernel 'nosuch'" in proc.stderr) == (status == 2)
@@ -286,12 +279,7 @@ def test_start_up_runs_without_the_collector_and_the_work_with_it(tmp_path, extr
     batch's start): the collector is off while the modules load, then on, with start-up's
     objects frozen out of its sight, for planning and the work, and in a dry run."""
     monkeypatch.setenv("EXTRA", extra)
-    proc = subprocess.run(
-        [sys.executable, "-c", _COLLECTOR_DURING_A_RUN, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _python(_COLLECTOR_DURING_A_RUN, tmp_path)
     assert proc.returncode == 0, proc.stderr
     files = "" if extra else ", ('file', True, True), ('file', True, True)"
     assert proc.stdout.splitlines()[-1] == f"[('run', False), ('plan', True){files}] True"
