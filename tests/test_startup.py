@@ -145,6 +145,7 @@ _NOT_FOR_A_SMALL_FILE = (
     "numpy.ma",  # np.percentile's first call: 8 ms
     "threadpoolctl",  # BLAS thread limits for work spread over threads: 2.4 ms
     "socket",  # the claims of stores on object storage: 3 ms
+    "xml.etree.ElementTree",  # OME-XML: 5 ms
     "matplotlib",
     "tifffile",
     "dask",

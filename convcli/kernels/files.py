@@ -33,7 +33,6 @@ import math
 import os
 import re
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +71,8 @@ def _checked_name(value, where: str, what: str) -> str:
 
 def _checked_scale(value, where: str) -> float:
     if isinstance(value, str):
+        from fractions import Fraction  # only for a scale written as text (5 ms to load)
+
         try:
             scale = float(Fraction(value.strip()))
         except (ValueError, ZeroDivisionError):

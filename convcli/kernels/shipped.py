@@ -8,10 +8,10 @@ and names and aliases are unique across the files.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from .files import _parse_toml
@@ -22,7 +22,7 @@ _PACKAGE = "convcli.kernel_files"
 
 
 def _build_registry(files: Iterable) -> tuple[tuple[Kernel, ...], dict[str, Kernel]]:
-    """Load kernel files (Paths or importlib.resources Traversables) into a lookup table.
+    """Load kernel files (Paths) into a lookup table.
 
     Each must be a TOML file with a name equal to its stem and a description;
     names and aliases must be unique across the files.
@@ -46,17 +46,21 @@ def _build_registry(files: Iterable) -> tuple[tuple[Kernel, ...], dict[str, Kern
     return tuple(sorted(kernels, key=lambda k: k.name)), lookup
 
 
-def _kernel_folder():
-    """The folder of the shipped kernel files (an importlib.resources Traversable)."""
-    try:
-        return resources.files(_PACKAGE)
-    except ModuleNotFoundError:
-        # convcli imported straight from a source tree (not installed, or shadowing a
-        # non-editable install): there the files are in the project's kernels/ folder.
-        folder = Path(__file__).resolve().parents[2] / "kernels"
-        if folder.is_dir():
-            return folder
-        raise
+def _kernel_folder() -> Path:
+    """The folder of the shipped kernel files.
+
+    Found from the package's import spec, not ``importlib.resources`` (15 ms of
+    every run's start to load): the files are installed as plain files.
+    """
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    # convcli imported straight from a source tree (not installed, or shadowing a
+    # non-editable install): there the files are in the project's kernels/ folder.
+    folder = Path(__file__).resolve().parents[2] / "kernels"
+    if folder.is_dir():
+        return folder
+    raise ModuleNotFoundError(f"No module named {_PACKAGE!r}", name=_PACKAGE)
 
 
 @lru_cache(maxsize=1)
