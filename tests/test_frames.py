@@ -691,3 +691,14 @@ def test_an_animations_frame_durations_lost_by_its_format_are_said(tmp_path, sou
     if fmt == "png" and source == "a.png":
         with Image.open(next((tmp_path / "o").glob("*.png"))) as im:
             assert im.n_frames == 3 and im.info.get("loop") == 3
+
+
+def test_a_gif_without_a_loop_count_gives_an_animation_that_plays_once(tmp_path):
+    # A GIF without the NETSCAPE extension plays once; acTL's 0 would play it for ever.
+    path = _save(tmp_path / "a.gif", _frames(3), duration=DURATIONS[:3])
+    with Image.open(path) as im:
+        assert "loop" not in im.info
+    out = tmp_path / "o"
+    ok("pool", path, "-o", out)
+    frames, durations, loop = _read_frames(out / "a_pool-max-f2-s2.png")
+    assert (len(frames), durations, loop) == (3, DURATIONS[:3], 1)

@@ -266,8 +266,9 @@ class ImageSource:
 
     @property
     def loop(self) -> int | None:
-        """How many times an animation plays (0: for ever), or None where the file does not say."""
-        loop = self._im.info.get("loop")
+        """How many times an animation plays (0: for ever), or None where the file does not say
+        (a GIF without a loop count plays once: 1)."""
+        loop = self._im.info.get("loop", 1 if self._im.format == "GIF" else None)
         return int(loop) if isinstance(loop, (int, np.integer)) else None
 
     def frame_sizes(self, frames: tuple[int, ...]) -> list[tuple[int, int]]:
