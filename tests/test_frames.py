@@ -702,3 +702,25 @@ def test_a_gif_without_a_loop_count_gives_an_animation_that_plays_once(tmp_path)
     ok("pool", path, "-o", out)
     frames, durations, loop = _read_frames(out / "a_pool-max-f2-s2.png")
     assert (len(frames), durations, loop) == (3, DURATIONS[:3], 1)
+
+
+def test_an_8_bit_page_among_16_bit_pages_is_widened_to_their_scale(tmp_path):
+    # A page's 254 of 255 is near white: among 16-bit pages it is 254 * 257, not 254 of 65535.
+    gen = np.random.default_rng(11)
+    low = gen.integers(0, 256, (H, W), dtype=np.uint8)
+    high = gen.integers(0, 65536, (H, W), dtype=np.uint16)
+    path = tmp_path / "depths.tif"
+    with tifffile.TiffWriter(path) as tif:
+        tif.write(low)
+        tif.write(high)
+    widened = np.stack([low.astype(np.uint16) * 257, high])
+    out = tmp_path / "o"
+    ok("pool", path, "-o", out, "--size", "1")
+    (written,) = out.glob("depths_pool-*.tiff")
+    with tifffile.TiffFile(written) as tif:
+        pages = np.stack([page.asarray() for page in tif.pages])
+    np.testing.assert_array_equal(pages, widened)
+    ok("conv", path, "-o", out, "-k", "identity", "--format", "npy", "--normalize", "none")
+    (values,) = [np.load(p) for p in out.glob("depths_conv-identity-*.npy")]
+    np.testing.assert_array_equal(values[..., 0], widened.astype(np.float32))
+    np.testing.assert_array_equal(read_stack(path).pixels[..., 0], widened.astype(np.float32))

@@ -36,6 +36,7 @@ import numpy as np
 from ..engines.process_state import library_section
 from ..engines.processes import FileResult
 from ..io.carried import NOTHING, Carried
+from ..io.decoders import stack_samples
 from ..io.figures import Grid, save_grid
 from ..io.image_files import frame_writer
 from ..io.images import Picture, check_stack_pixels, open_image
@@ -224,7 +225,7 @@ class _Frames:
         op = self.task.op
         # The samples as decoded (8-bit, or float32): each frame's float32 copy (pixels) would
         # stay with its frame, beside the stack's (a 20 MP RGB frame: 229 MB more each).
-        pic = self._picture([f.picture.samples for f in group])
+        pic = self._picture([f.picture for f in group])
         op.check(pic)
         if hasattr(op, "dW_text"):  # grad conv: dW summed over every frame
             data, dWs = op.gradients(pic)
@@ -241,9 +242,9 @@ class _Frames:
         for frame, result in zip(group, data, strict=True):
             frame.result = result
 
-    def _picture(self, pixels: list[np.ndarray]) -> Picture:
+    def _picture(self, pictures: list[Picture]) -> Picture:
         return Picture(
-            np.stack(pixels),
+            stack_samples(pictures, self.depth, self.floats),
             self.plan.channels,
             self.white,
             self.depth,
@@ -470,7 +471,12 @@ def _save_figure(out: Output, task, plan: StackPlan, frames: _Frames, drawn: lis
     pictures = [
         (
             plan.frames[f.position],
-            Picture(f.picture.pixels, plan.channels, stands_for.white, stands_for.depth),
+            Picture(
+                stack_samples([f.picture], frames.depth, frames.floats)[0],
+                plan.channels,
+                stands_for.white,
+                stands_for.depth,
+            ),
             f.result,
         )
         for f in drawn

@@ -169,6 +169,23 @@ def is_deep_grey_alpha(im: Image.Image) -> bool:
     return im.mode == "RGBA" and any(r.startswith("LA;16") for r in _raw_modes(im))
 
 
+def stack_samples(pictures, depth: int, floats: bool = False) -> np.ndarray:
+    """The samples of `pictures` (frames of one size) as one (m, H, W, C) array, on one scale.
+
+    `depth` and `floats` are the whole stack's. In a 16-bit stack of integer
+    samples, an 8-bit frame's levels are widened to 16 bits (times 257: 255
+    becomes 65535), as a 16-bit file of the same picture holds them; other
+    frames keep their samples as decoded (8-bit integers stay uint8).
+    """
+    widen = depth == 16 and not floats
+    return np.stack(
+        [
+            p.samples.astype(np.float32) * np.float32(257) if widen and p.depth == 8 else p.samples
+            for p in pictures
+        ]
+    )
+
+
 def to_array(
     im: Image.Image, channels: tuple[str, ...], *, integers: bool = False
 ) -> tuple[np.ndarray, float, int]:

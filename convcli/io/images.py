@@ -72,6 +72,7 @@ from .decoders import (
     is_deep_colour,
     is_deep_grey_alpha,
     narrow_note,
+    stack_samples,
     to_array,
 )
 from .formats import load, starts_as_tiff
@@ -434,9 +435,6 @@ def _pillow_limit_off() -> None:
     Image.MAX_IMAGE_PIXELS = None
 
 
-"""The most rows or columns of an image: what numpy indexes in 32 bits and TIFF can hold."""
-
-
 @contextmanager
 def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     """Open an image file lazily and check its size before anything is decoded.
@@ -590,11 +588,12 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         frames = [pic for pic, _ in source.read_frames(tuple(range(count)))]
     if len({f.pixels.shape for f in frames}) > 1:
         raise ImageError(f"its {count} frames differ in size: a stack needs frames of one size")
+    depth, floats = max(f.depth for f in frames), any(f.floats for f in frames)
     return Picture(
-        np.stack([f.pixels for f in frames]),
+        stack_samples(frames, depth, floats),  # an 8-bit frame among 16-bit ones widened
         frames[0].channels,
         max(f.white for f in frames),
-        max(f.depth for f in frames),
+        depth,
         (f"{count} frames",),
-        floats=any(f.floats for f in frames),
+        floats=floats,
     )
