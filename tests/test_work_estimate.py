@@ -123,7 +123,7 @@ def test_more_memory_reads_whole_the_same_files_and_the_dry_run_says_so(tiffs, t
                 assert_same_file(folder / name, first / name)
 
 
-@pytest.mark.parametrize("case", ["png", "frames", "gradient"])
+@pytest.mark.parametrize("case", ["png", "frames", "tiff frame", "gradient"])
 def test_an_image_read_whole_over_a_memory_given_is_refused_before_it_is_decoded(
     tmp_path, monkeypatch, case
 ):
@@ -142,6 +142,13 @@ def test_an_image_read_whole_over_a_memory_given_is_refused_before_it_is_decoded
         frames = [Image.new("RGB", (1000, 800), (40 * k, 0, 0)) for k in range(3)]
         frames[0].save(path, save_all=True, append_images=frames[1:])
         why = "frames are never read in strips"
+    elif case == "tiff frame":
+        # Said "only TIFFs and Zarr stores are read in strips" of this TIFF.
+        path, command = tmp_path / "pages.tif", ["pool", "--frames", "1"]
+        with tifffile.TiffWriter(path) as tif:
+            for _ in range(2):
+                tif.write(np.zeros((1500, 2000), np.uint8), tile=(256, 256), metadata=None)
+        why = "only the first frame of a TIFF is read in strips"
     else:
         path, command = tmp_path / "big.tif", ["grad", "pool"]
         tifffile.imwrite(path, np.zeros((1500, 2000), np.uint8), tile=(256, 256))

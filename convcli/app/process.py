@@ -374,7 +374,9 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
         if not todo:
             return None, outputs, todo
         width, height = source.frame_sizes(frames)[0]
-        check_whole_work(task, width, height, len(source.channels), source.sample_bytes)
+        check_whole_work(
+            task, width, height, len(source.channels), source.sample_bytes, frame=frames[0]
+        )
         return _read_frame(source, frames[0], count), outputs, todo
 
 

@@ -60,7 +60,14 @@ def whole_work_bytes(
 
 
 def check_whole_work(
-    task, width: int, height: int, channels: int, sample_bytes: int, *, what: str = "it"
+    task,
+    width: int,
+    height: int,
+    channels: int,
+    sample_bytes: int,
+    *,
+    what: str = "it",
+    frame: int = 0,
 ) -> None:
     """Refuse, before anything is decoded, an image read whole whose work is over ``--memory``.
 
@@ -69,7 +76,8 @@ def check_whole_work(
     refused depends on the file and the options alone. An image that can be read
     in strips never comes here over its budget.
 
-    `what` names the image in the message ("it", or "each frame").
+    `what` names the image in the message ("it", or "each frame"); `frame` is
+    the one frame of the file read (a TIFF's first alone is read in strips).
 
     Raises
     ------
@@ -88,7 +96,7 @@ def check_whole_work(
         elif task.op.computed_whole:
             why = "a gradient is computed whole"
         else:
-            why = load("tiff pages").whole_read_reason(task.source)
+            why = load("tiff pages").whole_read_reason(task.source, frame)
         subject = "its work" if what == "it" else f"the work of {what}"
         raise ValueError(
             f"{subject} would take about {size_text(work)}, over --memory "

@@ -212,16 +212,19 @@ def unread_error(path: str, frame: int = 0) -> ImageError | None:
     return ImageError(f"{held}, which convcli does not read")
 
 
-def whole_read_reason(path: str) -> str:
+def whole_read_reason(path: str, frame: int = 0) -> str:
     """Why `path`, read whole, is not read in strips: a few words for a ``--memory`` refusal.
 
     "only TIFFs and Zarr stores are read in strips" for other files; for a
-    TIFF, what in its first page keeps it whole.
+    TIFF, that its `frame` is not the first (the strips read the first only),
+    or what in its first page keeps it whole.
     """
     other = "only TIFFs and Zarr stores are read in strips"
     with _tifffile_quiet():
         try:
             with tifffile.TiffFile(path) as tif:
+                if frame:
+                    return "only the first frame of a TIFF is read in strips"
                 page = tif.pages[0]
                 codec = _name(tifffile.COMPRESSION, page.compression)
                 if page.compression not in _LOSSLESS and page.compression != _JPEG:
