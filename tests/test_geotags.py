@@ -123,3 +123,34 @@ def test_the_manifest_records_the_grid_as_the_file_gives_it():
     assert turned.geotransform() == [500000.0, 10.0, 1.0, 4000000.0, 1.0, -10.0]
     assert GeoTags(nodata="0").record() == {"nodata": 0.0}
     assert GeoTags(nodata="0").geotransform() is None
+
+
+# UTM 33N, PixelIsPoint: the raster coordinates name pixels' centres.
+_POINT_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 2, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+
+
+def test_the_geotransform_of_pixel_centres_is_of_the_corner_as_gdal_reads_it():
+    # gdalinfo reads these two files' geotransforms as (499990, 20, 0, 4600010, 0, -20)
+    # and (499994.5, 10, 1, 4000004.5, 1, -10): half a pixel up and left of the centre.
+    scaled = GeoTags((20.0, 20.0, 0.0), (0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0), _POINT_KEYS)
+    assert scaled.geotransform() == [499990.0, 20.0, 0.0, 4600010.0, 0.0, -20.0]
+    turned = GeoTags(keys=_POINT_KEYS, matrix=_MATRIX)
+    assert turned.geotransform() == [499994.5, 10.0, 1.0, 4000004.5, 1.0, -10.0]
+
+
+def test_a_zarr_store_of_pixel_centres_says_the_corner_of_its_first_pixel(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    source = _tiff(
+        tmp_path / "points.tif",
+        np.arange(60 * 40, dtype=np.float32).reshape(60, 40),
+        (33550, "d", 3, (20.0, 20.0, 0.0), True),
+        (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4600000.0, 0.0), True),
+        (34735, "H", len(_POINT_KEYS), _POINT_KEYS, True),
+    )
+    ok("pool", "--size", "2", "--format", "zarr", source, "-o", tmp_path / "out")
+    (store,) = (tmp_path / "out").glob("*.zarr")
+    geo = zarr.open_group(str(store), mode="r").attrs["georeference"]
+    # The first output pixel spans input pixels 0 and 1: its corner is the input's corner,
+    # 10 m up and left of input pixel (0, 0)'s centre; its centre is the tiepoint's.
+    assert geo["geotransform"] == [499990.0, 40.0, 0.0, 4600010.0, 0.0, -40.0]
+    assert geo["tiepoint"] == [0.0, 0.0, 0.0, 500010.0, 4599990.0, 0.0]

@@ -106,15 +106,24 @@ class GeoTags:
 
     def geotransform(self) -> list[float] | None:
         """GDAL's geotransform (x of the top-left corner, pixel width, row rotation, y of
-        the corner, column rotation, pixel height), where the grid is affine; else None."""
+        the corner, column rotation, pixel height), where the grid is affine; else None.
+
+        Always of the top-left pixel's corner, as GDAL reads it: where the raster
+        coordinates name pixels' centres (PixelIsPoint), half a pixel up and left of them.
+        """
         if self.matrix is not None:
             m = self.matrix
-            return [m[3], m[0], m[1], m[7], m[4], m[5]]
-        if self.scale is None or self.tiepoint is None:
+            transform = [m[3], m[0], m[1], m[7], m[4], m[5]]
+        elif self.scale is None or self.tiepoint is None:
             return None
-        i, j, _, x, y, _ = self.tiepoint
-        sx, sy = self.scale[:2]
-        return [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy]
+        else:
+            i, j, _, x, y, _ = self.tiepoint
+            sx, sy = self.scale[:2]
+            transform = [x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy]
+        if self.pixel_is_point:
+            transform[0] -= (transform[1] + transform[2]) / 2
+            transform[3] -= (transform[4] + transform[5]) / 2
+        return transform
 
     def record(self) -> dict:
         """What the manifest says of it: the coordinate system (an EPSG code where the keys
