@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 from helpers import (
     HEIGHT,
     MODES,
@@ -92,6 +93,35 @@ def test_pad_value_outside_the_range_is_clipped_in_images_kept_in_npy(photo, out
     ok("pad", photo, "-o", out, "--value", 300, "--format", "npy")
     assert read(out / "photo_pad-constant-2-v300-R.png")[0, 0] == 255
     assert np.load(out / "photo_pad-constant-2-v300.npy")[0, 0, 0] == 300
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_pad_value_past_the_range_is_said_with_what_the_border_holds(
+    tmp_path, out, small_strips, memory
+):
+    grey = np.random.default_rng(5).integers(0, 256, (1200, 1000), np.uint8)
+    tifffile.imwrite(tmp_path / "grey.tif", grey)
+    deep = tmp_path / "deep.png"
+    Image.fromarray(np.full((20, 30), 1000, np.uint16)).save(deep)
+    extra = ["--memory", memory] if memory else []
+    result = ok("pad", tmp_path / "grey.tif", deep, "-o", out, "--value", -5, "-v", *extra)
+    said = "--value -5 is past the samples' range, 0 to 255: the border holds 0"
+    assert f"grey.tif: done, 1 written ({'processed in strips' if memory else said}" in (
+        result.stderr
+    )
+    assert said in result.stderr
+    assert "deep.png: done, 1 written (--value -5 is past the samples' range, 0 to 65535: " in (
+        result.stderr
+    )
+    padded = tifffile.imread(out / "grey_pad-constant-2-v-5-L.tiff")
+    assert padded[0, 0] == 0 and np.array_equal(padded[2:-2, 2:-2], grey)
+    with Image.open(out / "deep_pad-constant-2-v-5-L.png") as written:
+        assert np.asarray(written)[0, 0] == 0  # -5 is past 16-bit's range too
+    ok("pad", deep, "-o", out, "--value", 300, "--overwrite")
+    result = ok("pad", deep, "-o", out, "--value", 300, "--overwrite", "-v")
+    assert "past the samples' range" not in result.stderr  # 300 is a 16-bit level
+    with Image.open(out / "deep_pad-constant-2-v300-L.png") as written:
+        assert np.asarray(written)[0, 0] == 300
 
 
 def test_pad_alpha_border_is_opaque_in_constant_mode(tmp_path, out):

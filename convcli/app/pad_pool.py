@@ -120,6 +120,22 @@ class PadOp(_Channelwise):
     def check(self, pic) -> None:
         pass
 
+    def compute_with_summary(self, pic) -> tuple[np.ndarray, str]:
+        """The padded picture, and :meth:`fill_note` for it."""
+        return self.compute(pic), self.fill_note(pic.white, pic.floats)
+
+    def fill_note(self, white: float, floats: bool) -> str:
+        """What the border holds where ``--value`` is past the samples' range, 0 to
+        `white`, of an image of integer samples (not `floats`): its outputs hold the
+        nearest end, as they hold any level; "" where the value is in range."""
+        if self.mode != "constant" or floats or 0 <= self.value <= white:
+            return ""
+        held = min(max(self.value, 0), white)
+        return (
+            f"--value {number(self.value)} is past the samples' range, 0 to {number(white)}: "
+            f"the border holds {number(held)}"
+        )
+
     def compute(self, pic) -> np.ndarray:
         n = pic.colour_channels
         pixels = as_batch(pic.pixels)

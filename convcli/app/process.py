@@ -278,11 +278,8 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
             records=written.records,
         )
         records = written.records
-        where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
         carried, lost = carried_note(task, part("strips").shape_only(source))
-        notes = list(source.notes) + [
-            f"processed in strips{where} (its work would take about {size_text(size)}; {why})"
-        ]
+        notes = _strips_notes(task, source, tasks, f"{size_text(size)}; {why}")
     kept = len(outputs) - len(records)
     return FileResult(
         task.source,
@@ -294,6 +291,17 @@ def _process_streamed(task: Task, timings: dict, written: _Written) -> FileResul
         hints=run_hints(task, tuple(source.channels)) + lost,
         kept=carried,
     )
+
+
+def _strips_notes(task: Task, source, tasks: int, why: str) -> list[str]:
+    """The notes of an image processed in strips (`tasks` of them on a Dask cluster, or 0
+    here) for the reason `why`: the source's, that, and the operation's (pad's ``--value``
+    past the samples' range)."""
+    where = f", in {tasks} tasks on the Dask cluster" if tasks else ""
+    notes = [*source.notes, f"processed in strips{where} (its work would take about {why})"]
+    fill_note = getattr(task.op, "fill_note", None)
+    said = fill_note(source.white, source.floats) if fill_note is not None else ""
+    return notes + [said] if said else notes
 
 
 def _in_strips(task: Task, source, todo: list[Output], **kwargs) -> tuple[int, int]:
