@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -724,3 +726,45 @@ def test_an_8_bit_page_among_16_bit_pages_is_widened_to_their_scale(tmp_path):
     (values,) = [np.load(p) for p in out.glob("depths_conv-identity-*.npy")]
     np.testing.assert_array_equal(values[..., 0], widened.astype(np.float32))
     np.testing.assert_array_equal(read_stack(path).pixels[..., 0], widened.astype(np.float32))
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
+def _apng_16_bit(path, frames: np.ndarray, delay_ms: int = 100) -> Path:
+    """A 16-bit RGB animated PNG of `frames` (m, H, W, 3), which Pillow cannot write."""
+    m, h, w, _ = frames.shape
+    chunks = [_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))]
+    chunks.append(_chunk(b"acTL", struct.pack(">II", m, 0)))
+    sequence = 0
+    for k, frame in enumerate(frames):
+        control = struct.pack(">IIIIIHHBB", sequence, w, h, 0, 0, delay_ms, 1000, 0, 0)
+        chunks.append(_chunk(b"fcTL", control))
+        rows = b"".join(b"\0" + row.astype(">u2").tobytes() for row in frame)
+        data = zlib.compress(rows)
+        if k == 0:
+            chunks.append(_chunk(b"IDAT", data))
+            sequence += 1
+        else:
+            chunks.append(_chunk(b"fdAT", (sequence + 1).to_bytes(4, "big") + data))
+            sequence += 2
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"".join(chunks) + _chunk(b"IEND", b""))
+    return path
+
+
+def test_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path):
+    deep = np.random.default_rng(21).integers(0, 65536, (3, H, W, 3), dtype=np.uint16)
+    path = _apng_16_bit(tmp_path / "deep.png", deep)
+    with Image.open(path) as im:
+        assert (im.n_frames, im.mode) == (3, "RGB")
+    result = ok("pad", "--pad", "1", path, "-o", tmp_path / "o", "-v")
+    assert "deep.png: done, 1 written (3 frames; 16-bit colour read as 8-bit (" in result.stderr
+    frames, durations, _ = _read_frames(tmp_path / "o" / "deep_pad-constant-1.png")
+    assert durations == [100] * 3
+    # Each frame as Pillow reads it: the high byte of every sample.
+    for frame, samples in zip(frames, deep, strict=True):
+        assert np.array_equal(frame[1:-1, 1:-1], (samples >> 8).astype(np.uint8))
+    plain = _save(tmp_path / "plain.png", _frames(3), duration=DURATIONS[:3])
+    result = ok("pad", "--pad", "1", plain, "-o", tmp_path / "o", "-v")
+    assert "16-bit" not in result.stderr

@@ -163,6 +163,7 @@ class _Frames:
         self.white, self.depth, self.floats = 0.0, 8, False
         self.summary, self.not_finite, self._dWs = "", 0, None
         self.timed = False  # a frame read gave its duration (an animation)
+        self.notes: dict[str, None] = {}  # what frames' reads said, once each, in order
         self._kept: list[_Frame] | None = None
 
     def first_pass(self) -> None:
@@ -254,6 +255,7 @@ class _Frames:
 
     def _stack_of(self, frames: list[_Frame]) -> None:
         for frame in frames:
+            self.notes.update(dict.fromkeys(frame.picture.notes))
             self.white = max(self.white, frame.picture.white)
             self.depth = max(self.depth, frame.picture.depth)
             self.floats = self.floats or frame.picture.floats
@@ -495,7 +497,7 @@ def _save_figure(out: Output, task, plan: StackPlan, frames: _Frames, drawn: lis
 def stack_notes(plan: StackPlan, frames: _Frames) -> list[str]:
     """What the user should know of a stack: the frames used, sizes, groups."""
     m = len(plan.frames)
-    notes = [f"{m} frames" if m == plan.count else f"{m} of {plan.count} frames"]
+    notes = [f"{m} frames" if m == plan.count else f"{m} of {plan.count} frames", *frames.notes]
     sizes = len(set(plan.sizes))
     if sizes > 1:
         notes.append(

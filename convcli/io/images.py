@@ -240,11 +240,10 @@ class ImageSource:
     def frame_count(self) -> int:
         """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG.
 
-        1 for the other formats, whose further images are no frames of a
-        stack (the preview or depth map of a phone's MPO JPEG, the sizes of
-        an icon): ``read()`` takes their first, as it always has. An APNG's
-        default image, which is no frame of its animation, is not counted.
-        Counted once (an APNG's chunks are walked to count them).
+        1 for the other formats, whose further images are no frames of a stack (the preview or
+        depth map of a phone's MPO JPEG, the sizes of an icon): ``read()`` takes their first, as
+        it always has. An APNG's default image, which is no frame of its animation, is not
+        counted. Counted once (an APNG's chunks are walked to count them).
         """
         if self._im.format not in STACK_FORMATS:
             return 1
@@ -289,22 +288,23 @@ class ImageSource:
     def read_frames(self, frames: tuple[int, ...]) -> Iterator[tuple[Picture, int | None]]:
         """Decode `frames`, in order: each a :class:`Picture` and its duration (ms) or None.
 
-        A GIF's, APNG's or WebP's frame is the canvas a viewer shows: the
-        frames before it drawn, disposed and blended as the file says
-        (Pillow composites them). Every frame has the channels of the file's
-        first (:attr:`channels`), and is read by Pillow (8 bits for colour);
-        the EXIF orientation is not applied. An error names the frame.
+        A GIF's, APNG's or WebP's frame is the canvas a viewer shows: the frames before it
+        drawn, disposed and blended as the file says (Pillow composites them). Every frame has
+        the first's channels (:attr:`channels`) and is read by Pillow (8 bits for colour, said
+        in a 16-bit frame's notes), without the EXIF orientation. An error names the frame.
         """
         count = self.frame_count
         for k in frames:
             with _frame_errors(k, count, self.path):
                 self._im.seek(k + self._first_frame)
                 check_pixels(self._im.size, self.max_pixels)
+                deep = is_deep_colour(self._im)  # before load(), which forgets the layout
                 self._im.load()
                 duration = self._im.info.get("duration")
                 pixels, white, depth = to_array(self._im, self.channels)
+            notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) if deep else ()
             yield (
-                Picture(pixels, self.channels, white, depth),
+                Picture(pixels, self.channels, white, depth, notes),
                 int(duration) if isinstance(duration, (int, float)) else None,
             )
 
