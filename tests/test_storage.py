@@ -13,7 +13,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from helpers import digests, make_folder, make_image, run, run_without
+from helpers import assert_one_line_error, digests, make_folder, make_image, run, run_without
 
 from convcli.cli.main import main
 
@@ -252,6 +252,16 @@ def test_a_missing_backend_names_the_extra(tmp_path):
 def test_a_storage_option_must_be_key_value(tmp_path):
     result = run("pool", "s3://b/in", "-o", tmp_path / "out", "--storage-option", "anon")
     assert result.exit_code == 2 and "--storage-option" in result.stderr
+
+
+def test_a_storage_option_given_twice_is_a_usage_error(photo, tmp_path):
+    # the last value used to win, the first one silently dropped
+    result = run(
+        "pool", photo, "-o", tmp_path / "out",
+        "--storage-option", "anon=true", "--storage-option", "anon=false",
+    )  # fmt: skip
+    assert_one_line_error(result, 2, "--storage-option", "'anon' is given twice")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,9 @@ def _storage_options(ctx, param, values):
             key, value = parse_option(text)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
+        if key in options:
+            # Only the name is said: the values may be secrets.
+            raise click.BadParameter(f"{key!r} is given twice: give each option once", ctx, param)
         options[key] = value
     return options or None
 
