@@ -316,6 +316,13 @@ def test_dash_twice_is_a_usage_error(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_empty_o_is_a_usage_error(photo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty -o was taken as the current folder
+    result = run("pool", photo, "-o", "")
+    assert_one_line_error(result, 2, "'-o'", "empty")
+    assert list(tmp_path.iterdir()) == [photo]
+
+
 # --- usage errors and empty runs make no folder ----------------------------------------------
 
 

@@ -260,6 +260,15 @@ def test_fit_default_name_figure_and_overwrite_rules(tmp_path, monkeypatch):
     assert mine.read_text() == "weights = [[1]]\n"
 
 
+def test_fit_with_an_empty_o_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty -o was taken as the default name
+    src = make_image(tmp_path / "photo.png", "L", seed=17)
+    after = tmp_path / "after.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", "-o", after, src)
+    assert_one_line_error(run("fit", src, after, "-o", ""), 2, "'-o'", "empty")
+    assert not (tmp_path / "convcli-out").exists()
+
+
 def test_fit_says_when_no_kernel_explains_the_pair(tmp_path):
     src = make_image(tmp_path / "photo.png", "L", seed=18)
     other = make_image(tmp_path / "other.png", "L", seed=19)

@@ -10,6 +10,7 @@ Their choices come from :mod:`convcli.choices` and :data:`convcli.engines.base.E
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from ..choices import (
     BORDER_MODES,
@@ -51,6 +52,16 @@ def _storage_options(ctx, param, values):
             raise click.BadParameter(f"{key!r} is given twice: give each option once", ctx, param)
         options[key] = value
     return options or None
+
+
+def _named_output(ctx, param, value):
+    """``-o`` as given; an empty name (an unset shell variable) is a usage error.
+
+    An empty name used to stand for the current folder, or for fit's default file.
+    """
+    if value == "" and ctx.get_parameter_source(param.name) != ParameterSource.DEFAULT:
+        raise click.BadParameter("is empty: give a folder or file name", ctx, param)
+    return value
 
 
 def _frames(ctx, param, value):
@@ -160,6 +171,7 @@ _COMMON_OPTIONS = [
         default="convcli-out",
         show_default=True,
         metavar="DIR|FILE|-",
+        callback=_named_output,
         help="Folder for the results (created if needed); or, for one input "
         "giving one image, a file named with its format's extension, or "
         "- for standard output.",
@@ -502,6 +514,7 @@ _FIT_OPTIONS = [
         "--out",
         default="",
         metavar="FILE",
+        callback=_named_output,
         help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]",
     ),
     click.option(
