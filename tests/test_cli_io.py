@@ -220,6 +220,18 @@ def test_o_naming_an_existing_folder_with_an_extension_is_a_folder(photo, tmp_pa
     assert names(folder) == ["photo_conv-vertical-sum.png"]
 
 
+def test_o_file_with_a_trailing_slash_is_a_usage_error(photo, tmp_path):
+    # it failed per file, calling the new name a folder or an existing file
+    result = run("pool", photo, "-o", f"{tmp_path / 'small.png'}/")
+    assert_one_line_error(result, 2, "'-o'", "small.png/", "ends in /")
+    assert names(tmp_path) == ["photo.png"]
+
+
+def test_o_zarr_store_with_a_trailing_slash_is_the_store(photo, tmp_path):
+    ok("pool", photo, "-o", f"{tmp_path / 'small.zarr'}/")
+    assert (tmp_path / "small.zarr").is_dir()
+
+
 # --- standard input and output ---------------------------------------------------------------
 
 

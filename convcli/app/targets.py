@@ -68,6 +68,7 @@ def run_target(out_dir: str, options, op, stack: ExitStack) -> Target:
     :class:`convcli.app.run.RunOptions`: the format, --figure); errors name ``-o``."""
     fmt = format_name(options.fmt or "png")
     named = "" if out_dir == "-" else file_format(out_dir)
+    out_dir = named_without_slash(out_dir, named)
     if out_dir != "-" and not named and not os.path.isdir(out_dir):
         check_not_an_image_name(out_dir)
     store = bool(named) and FORMATS[named].folder  # -o out.zarr: one output, a folder
@@ -94,6 +95,26 @@ def run_target(out_dir: str, options, op, stack: ExitStack) -> Target:
     check_raw_values(op, target.fmt)
     check_folder_format(target)
     return target
+
+
+def named_without_slash(out_dir: str, named: str | None) -> str:
+    """``-o`` naming a `named` format file, without a trailing slash.
+
+    A Zarr store is a folder, so ``-o out.zarr/`` is the store ``out.zarr``; for
+    any other format a trailing slash (``-o out.png/``) is an OptionError,
+    unless a folder of that name exists (then it is that folder).
+    """
+    if not named or not out_dir.endswith(("/", os.sep)):
+        return out_dir
+    if FORMATS[named].folder:
+        return out_dir.rstrip("/" + os.sep) or out_dir
+    if not os.path.isdir(out_dir):
+        raise OptionError(
+            f"{out_dir!r} ends in / as a folder does, but names a {named} file: give the file "
+            "without the /, or a folder name without an image extension",
+            "-o",
+        )
+    return out_dir
 
 
 def check_not_an_image_name(out_dir: str) -> None:
