@@ -58,7 +58,7 @@ def fit_cmd(
         stride=stride,
         dilation=dilation,
         steps=steps,
-        out=out,
+        out=out or "",  # None: the default name
         figure=figure,
         overwrite=overwrite,
         max_pixels=max_pixels,

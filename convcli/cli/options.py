@@ -10,7 +10,6 @@ Their choices come from :mod:`convcli.choices` and :data:`convcli.engines.base.E
 from __future__ import annotations
 
 import click
-from click.core import ParameterSource
 
 from ..choices import (
     BORDER_MODES,
@@ -57,9 +56,10 @@ def _storage_options(ctx, param, values):
 def _named_output(ctx, param, value):
     """``-o`` as given; an empty name (an unset shell variable) is a usage error.
 
-    An empty name used to stand for the current folder, or for fit's default file.
+    An empty name used to stand for the current folder, or for fit's default file
+    (its default is None).
     """
-    if value == "" and ctx.get_parameter_source(param.name) != ParameterSource.DEFAULT:
+    if value == "":
         raise click.BadParameter("is empty: give a folder or file name", ctx, param)
     return value
 
@@ -512,7 +512,7 @@ _FIT_OPTIONS = [
     click.option(
         "-o",
         "--out",
-        default="",
+        default=None,
         metavar="FILE",
         callback=_named_output,
         help="The kernel file to write  [default: convcli-out/<stem>_fit-FxF.toml]",
