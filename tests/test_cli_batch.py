@@ -332,21 +332,44 @@ def test_a_padded_image_longer_than_any_array_names_the_option(tmp_path, options
     assert_one_line_error(result, 1, "p.png", *needles)
 
 
-@pytest.mark.parametrize("options", [[], ["--dilation", "2"], ["--channels", "gray"]])
-def test_a_padded_image_larger_than_memory_is_refused_before_it_is_made(tmp_path, options):
+@pytest.mark.parametrize(
+    "options, cause",
+    [
+        ([], "--pad 100000 makes the"),
+        (["--dilation", "2"], "--pad 100000 with --dilation 2 makes the"),
+        (["--channels", "gray"], "--pad 100000 makes the"),
+        (["--channels", "each"], "--pad 100000 makes the"),
+    ],
+)
+def test_a_padded_image_larger_than_memory_is_refused_before_it_is_made(tmp_path, options, cause):
     """The channel sum's paths check the memory as the layers' do (a 149 GiB padded input
-    took 3.6 s to fail as 'not enough memory'); the dry run plans it, as strips could."""
+    took 3.6 s to fail as 'not enough memory'), in the options' words; the dry run plans
+    it, as strips could."""
     src = make_image(tmp_path / "p.png", "RGB", size=(8, 8))
     result = run(
         "conv", "-k", "vertical", "--pad", "100000", *options, src, "-o", tmp_path / "o", "-q"
     )
-    assert_one_line_error(
-        result,
-        1,
-        "p.png",
-        "width = (100000, 100000, 100000, 100000) makes the",
-        "(149 GiB), more than this machine's memory",
-    )
+    assert_one_line_error(result, 1, "p.png", cause, "(149 GiB), more than this machine's memory")
+    assert "width" not in result.output
+
+
+@pytest.mark.parametrize(
+    "command, cause",
+    [
+        (["pad", "--pad", "100000"], "--pad 100000 makes the padded image"),
+        (["fit", "--pad", "100000"], "--pad 100000 makes the padded image"),
+        (["fit", "--dilation", "100000"], "--pad same with --dilation 100000 makes the"),
+    ],
+)
+def test_pad_and_fit_refuse_a_padded_image_larger_than_memory_in_the_options_words(
+    tmp_path, command, cause
+):
+    src = make_image(tmp_path / "p.png", "RGB", size=(8, 8))
+    target = ["-o", tmp_path / ("k.toml" if command[0] == "fit" else "o")]
+    inputs = [src, src] if command[0] == "fit" else [src]
+    result = run(*command, *inputs, *target, "-q")
+    assert_one_line_error(result, 1, "p.png", cause, "GiB), more than this machine's memory")
+    assert "width" not in result.output and not (tmp_path / "o").exists()
 
 
 def test_an_image_larger_than_memory_is_still_sized_for_strips():

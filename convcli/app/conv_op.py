@@ -27,6 +27,7 @@ from .conv_pixels import (
     depthwise_maps,
     layer_source,
     padded,
+    size_cause,
     summed_maps,
 )
 from .geometry import RowGeometry
@@ -501,9 +502,7 @@ def _check_size(op: ConvOp, h: int, w: int) -> None:
     """:meth:`ConvOp.check` of an `h` x `w` picture: a ValueError where padded it is smaller
     than a kernel, or longer on a side than any array can be (the memory a whole image's
     padding would take is checked where it is made: in strips it never is)."""
-    cause = f"--pad {pad_text(op.pad)}"
-    if op.dilation != 1:
-        cause += f" with --dilation {op.dilation}"
+    cause = size_cause(op)
     for k in op.kernels:
         top, bottom, left, right = op.pad_widths(k)
         span = op.span(k)

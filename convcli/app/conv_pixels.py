@@ -15,7 +15,7 @@ from ..layers.depthwise import depthwise_conv_forward
 from ..layers.padding import border_terms, fill_border, pad_images, pad_images_as
 from ..layers.validation import check_result_size
 from ..levels.mapping import luminance
-from .op_helpers import as_batch
+from .op_helpers import as_batch, check_padded_size, pad_option
 
 COMBINERS = keyed_by(
     COMBINE_MODES,
@@ -106,14 +106,23 @@ def alpha_weighted_maps(op, pic) -> np.ndarray:
     return Z
 
 
+def size_cause(op) -> str:
+    """The options that set the padding of `op`, as the command line gives them, for the
+    errors of sizes: ``--pad same with --dilation 9``."""
+    cause = f"--pad {pad_option(op.pad)}"
+    return cause + f" with --dilation {op.dilation}" if op.dilation != 1 else cause
+
+
 def padded(op, A: np.ndarray, widths: tuple[int, int, int, int]) -> tuple[np.ndarray, int]:
     """The float32 layer input and the pad conv_forward adds: zeros are its own, the rest ours.
 
     conv_forward pads every side alike; other widths are padded here first, as
     `op`'s border fills them. Integers (:func:`layer_source`) are written
     straight into the padded input; for ``sum``, several 8-bit channels are
-    summed into it.
+    summed into it. Its size is checked first, in the options' words.
     """
+    channels = 1 if op.channels == "sum" else A.shape[3]
+    check_padded_size(A.shape[:3] + (channels,), widths, size_cause(op))
     zeros_by_the_layer = len(set(widths)) == 1 and (op.border == "constant" or widths[0] == 0)
     if op.channels == "sum" and A.shape[3] > 1 and A.dtype == np.uint8:
         own = (0, 0, 0, 0) if zeros_by_the_layer else widths
@@ -173,12 +182,12 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
         return None
     factors = native.separable_factors(weights)
     top, bottom, left, right = op.pad_widths(kernel)
+    size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
+    check_result_size(size, np.float32, size_cause(op), "the result")  # before the borders
     rows = border_terms(H, top, bottom, op.border).copies()
     columns = border_terms(W, left, right, op.border).copies()
     if factors is None or rows is None or columns is None:
-        return None  # channel_sum_padded checks the padded input it makes
-    size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
-    check_result_size(size, np.float32, f"width = {(top, bottom, left, right)}", "the result")
+        return None
     return native.sum_correlate_separable(A, *factors, rows, columns, left, op.bias)
 
 

@@ -28,9 +28,10 @@ from ..layers.padding import pad_images
 from ..levels.mapping import RULES, values_from_levels
 from ..startup import startup_over
 from .conv_op import ConvOp
+from .conv_pixels import size_cause
 from .fit_solver import UNEXPLAINED, Fit, fit_kernel, layer_output_shape
 from .manifest import MANIFEST_NAME, record_of
-from .op_helpers import as_batch, channels_as_images, pad_option
+from .op_helpers import as_batch, channels_as_images, check_padded_size, pad_option
 from .process import describe_error
 
 
@@ -39,9 +40,13 @@ def _dilation_option(dilation: int) -> str:
     return f" --dilation {dilation}" if dilation != 1 else ""
 
 
-def zero_padded(A: np.ndarray, pad: int) -> np.ndarray:
-    """`A` with conv_forward's own zero padding made part of it (so the input can be centred)."""
-    return pad_images(A, pad) if pad else A
+def zero_padded(A: np.ndarray, pad: int, cause: str) -> np.ndarray:
+    """`A` with conv_forward's own zero padding made part of it (so the input can be centred);
+    `cause`, the options that set it, in the error where it would not fit the memory."""
+    if not pad:
+        return A
+    check_padded_size(A.shape, (pad,) * 4, cause)
+    return pad_images(A, pad)
 
 
 @dataclass(frozen=True)
@@ -301,13 +306,11 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     frames = A.shape[0]
     # A channel of a frame per image, frame-major: every pair teaches the one kernel.
     A = channels_as_images(A, np.float64)
-    try:
+    try:  # errors in the options' words: a pad (or dilated kernel) too large for memory
         A_in, pad = conv.layer_input(A, conv.kernels[0])
-        A_in = zero_padded(A_in, pad)
-    except ValueError as exc:  # a pad (or dilated kernel) too large for the input
-        raise FitError(
-            f"{run.before}: --pad {pad_option(run.pad)}{_dilation_option(run.dilation)}: {exc}"
-        ) from None
+        A_in = zero_padded(A_in, pad, size_cause(conv))
+    except ValueError as exc:
+        raise FitError(f"{run.before}: {exc}") from None
     levels = _read_after(run.after, run.max_pixels)
     Y, notes = _undo_levels(run.after, levels)
     Y_frames = _frames_of_after(Y, frames, run)

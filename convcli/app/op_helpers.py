@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import OptionError
 from ..io.figures import Panel
+from ..layers.validation import check_result_size
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """The largest float32: values beyond it cannot be results."""
@@ -58,6 +59,16 @@ def side_widths(pad) -> tuple[int, int, int, int] | int:
         )
     widths = tuple(int(w) for w in widths)
     return widths[0] if len(set(widths)) == 1 else widths
+
+
+def check_padded_size(shape, widths, cause: str) -> None:
+    """A ValueError naming the option (`cause`, ``"--pad 30"``) where the image of `shape`
+    (m, H, W, C), padded by `widths` (top, bottom, left, right), would not fit this
+    machine's memory in float32, before anything is made."""
+    m, h, w, c = shape
+    top, bottom, left, right = widths
+    padded_shape = (m, h + top + bottom, w + left + right, c)
+    check_result_size(padded_shape, np.float32, cause, "the padded image")
 
 
 def pad_text(pad) -> str:

@@ -21,11 +21,13 @@ from .names import Tags, number
 from .op_helpers import (
     FLOAT32_MAX,
     as_batch,
+    check_padded_size,
     finite_option,
     frame_size,
     like_picture,
     mode_option,
     original_panel,
+    pad_option,
     pad_text,
     side_widths,
     whole_option,
@@ -139,6 +141,8 @@ class PadOp(_Channelwise):
     def compute(self, pic) -> np.ndarray:
         n = pic.colour_channels
         pixels = as_batch(pic.pixels)
+        widths = self.pad if isinstance(self.pad, tuple) else (self.pad,) * 4
+        check_padded_size(pixels.shape, widths, f"--pad {pad_option(self.pad)}")
         _, fill = self.border_fill(pic.channels, pic.white)
         colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=float(fill[0]))
         if pic.carried.nodata is not None:  # a border of GDAL's nodata value is missing
