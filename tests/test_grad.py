@@ -448,3 +448,29 @@ def test_grad_usage_errors(tmp_path):
     result = run("grad", "pool", "--size", "50", src, "-o", tmp_path / "o2")
     assert result.exit_code == 1
     assert "too small" in result.stderr
+
+
+def test_grad_conv_each_of_a_blur_on_rgba_writes_one_map_per_colour(tmp_path):
+    """Alpha is no input of the layer grad conv differentiates: a blur's maps, as an edge
+    kernel's, are of the colours over black, named R, G and B (it failed on a 4th map, A)."""
+    src = make_image(tmp_path / "photo.png", "RGBA", seed=7, size=(9, 7))
+    out = tmp_path / "out"
+    for kernel in ("box", "sobel-x"):
+        ok("grad", "conv", "-k", kernel, "--channels", "each", src, "-o", out)
+        ok("grad", "conv", "-k", kernel, "--channels", "each", src, "-o", out, "--format", "npy")
+    names = [p.name for p in outputs_in(out)]
+    for label in ("box-blur", "sobel-x"):
+        assert [n for n in names if label in n and n.endswith(".png")] == [
+            f"photo_grad-conv-{label}-energy-{c}.png" for c in "BGR"
+        ]
+    rgba = pixels(src, "RGBA").astype(np.float64)
+    over_black = rgba[None, :, :, :3] * rgba[None, :, :, 3:] / 255
+    W = get_kernel("box").weights[:, :, None, None]
+    data = np.load(out / "photo_grad-conv-box-blur-energy-each.npy")
+    assert data.shape == (7, 9, 3)
+    for c in range(3):
+        channel = pad_images(over_black[..., c : c + 1], 1, mode="reflect")
+        hp = {"stride": 1, "pad": 0}
+        dA, _ = conv_grads(channel, W, np.zeros((1, 1, 1, 1)), hp, loss="energy")
+        expected = unpad_grad(dA, 1, mode="reflect")[0, :, :, 0]
+        np.testing.assert_allclose(data[:, :, c], expected, rtol=1e-4, atol=1e-3)

@@ -152,10 +152,11 @@ class GradConvOp(_Gradient):
     The input and the layer are those of `conv` (:class:`ConvOp`, without
     ``combine``): with ``--channels sum`` the gradient with respect to the
     channel sum, which is that of every colour channel; with ``each`` one map
-    per channel; a border other than zeros is folded back onto the pixels it
-    copies. One map per kernel, written as
-    ``<stem>_grad-conv-<kernel><options>-<loss>-<channel>``, mapped ``offset``
-    (zero mid-grey) unless `normalize` says otherwise. Each file's message
+    per colour channel (of the colours over black where there is alpha); a
+    border other than zeros is folded back onto the pixels it copies. One
+    map per kernel, written as
+    ``<stem>_grad-conv-<kernel><options>-<loss>-<channel>``, mapped
+    ``offset`` (zero mid-grey) unless `normalize` says otherwise. Each file's message
     gives dW, the gradient of L with respect to the kernel, as a grid.
     """
 
@@ -179,7 +180,7 @@ class GradConvOp(_Gradient):
     def tags(self, channels: tuple[str, ...]) -> Tags:
         options = self._options()
         mapping = f"-{self.normalize}" if self.normalize != "offset" else ""
-        names = self.conv.channel_names(channels)
+        names = self.map_names(channels)
         kernels = "+".join(k.label for k in self.conv.kernels)
         return Tags(
             channels=[
@@ -192,6 +193,17 @@ class GradConvOp(_Gradient):
     @property
     def forward(self) -> ConvOp:
         return self.conv
+
+    def map_names(self, channels: tuple[str, ...]) -> list[str]:
+        """What each map of a kernel is named after: the channels of the layer's input.
+
+        The colour channels for ``each``, never alpha: the layer takes the
+        colours as they show over black (also for a blur, which ``conv``
+        weighs by alpha), else the channel mode.
+        """
+        if self.conv.channels == "each":
+            return [c for c in channels if c != "A"]
+        return [self.conv.channels]
 
     def check(self, pic) -> None:
         self.conv.check(pic)
@@ -240,11 +252,11 @@ class GradConvOp(_Gradient):
         return "sum(Z)" if self.loss == "sum" else "sum(Z^2)/2"
 
     def mappings(self, pic) -> list[Mapping]:
-        n = len(self.conv.channel_names(pic.channels)) * len(self.conv.kernels)
+        n = len(self.map_names(pic.channels)) * len(self.conv.kernels)
         return [Mapping(self.normalize, pic.white)] * n
 
     def figure(self, pic, data: np.ndarray) -> Grid:
-        names = self.conv.channel_names(pic.channels)
+        names = self.map_names(pic.channels)
         titles = [f"dA_prev, {k.name}: {c}" for k in self.conv.kernels for c in names]
         panels = [original_panel(pic)] + _gradient_panels(data, titles, signed=True)
         return Grid(
