@@ -531,3 +531,31 @@ def test_on_object_storage_a_run_killed_before_its_end_leaves_its_lines():
     finally:
         if fs.exists("/convcli-killed"):
             fs.rm("/convcli-killed", recursive=True)
+
+
+def test_outputs_written_before_an_internal_error_keep_their_lines(tmp_path, photo, monkeypatch):
+    """A bug part way through a file fails it with its traceback for --debug, and the outputs
+    it had put in place are recorded (as those of a file failing for a bad input are)."""
+    from convcli.app import process
+
+    write = process._write_output
+    calls = []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug in the second output")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(process, "_write_output", second_fails)
+    out = tmp_path / "out"
+    result = run("conv", "-k", "vertical,horizontal", photo, "-o", out)
+    assert result.exit_code == 1
+    assert "internal error: RuntimeError: a bug in the second output" in result.stderr
+    (written,) = [p for p in out.iterdir() if p.suffix == ".png"]
+    assert written.name == "photo_conv-vertical-sum.png"
+    records = manifest_records(out)
+    assert [r["output"] for r in records] == [written.name]
+    assert records[0]["input"] == str(photo) and records[0]["operation"] == "conv"
+    levels = np.asarray(Image.open(written))
+    assert levels.shape == read(photo).shape[:2]

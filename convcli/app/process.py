@@ -6,6 +6,7 @@ for every :class:`convcli.app.plan.Task`, in this process or in another.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -153,6 +154,11 @@ def process_file(task: Task) -> FileResult:
         if isinstance(exc, storage.StoreError):  # the store failed: the run stops
             result = replace(result, fatal=exc.strerror)
         return replace(result, usage=True) if isinstance(exc, FramesPastEnd) else result
+    except Exception as exc:  # a bug: failed with its traceback (run_guarded), and the
+        # outputs it had written keep their manifest lines
+        with contextlib.suppress(AttributeError):  # an exception without a __dict__
+            exc.written_before = _partial(task, "failed", "", written, timings)
+        raise
     except KeyboardInterrupt:
         finished = written.todo == len(written.paths)
         return _partial(

@@ -471,15 +471,24 @@ def run_guarded(worker: Callable, task) -> FileResult:
 
     Workers report the errors they expect (a bad file) themselves; anything
     else is a bug, reported for that file with its traceback in ``detail``
-    so the batch goes on and ``--debug`` can show it.
+    so the batch goes on and ``--debug`` can show it, and with the outputs the
+    worker had written before it, where the exception holds them
+    (``written_before``, a FileResult), so that they keep their manifest lines.
     """
     try:
         return worker(task)
     except Exception as exc:  # noqa: BLE001 - reported to the user, never swallowed
         source = str(getattr(task, "source", task))
-        message = f"internal error: {type(exc).__name__}: {exc}"
+        message = " ".join(f"internal error: {type(exc).__name__}: {exc}".split())
+        # The outputs written before it, with their records, where the worker gave them.
+        before = getattr(exc, "written_before", None)
         return FileResult(
-            source, "failed", " ".join(message.split()), detail=traceback.format_exc()
+            source,
+            "failed",
+            message,
+            getattr(before, "outputs", ()),
+            detail=traceback.format_exc(),
+            records=getattr(before, "records", ()),
         )
 
 
