@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 import tomllib
-from helpers import assert_one_line_error, make_image, ok, pixels, run
+from helpers import MANIFEST, assert_one_line_error, make_image, ok, pixels, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -449,3 +450,17 @@ def test_a_clipped_after_is_said_to_be_clipped_not_the_wrong_size(tmp_path):
     ok("conv", "-k", "sharpen", "--channels", "each", photo, "-o", tmp_path / "sharp.npy")
     values = run("fit", photo, tmp_path / "sharp.npy", "--size", "3", "-o", tmp_path / "v.toml")
     assert "black or white" not in values.stderr
+
+
+def test_a_float_tiff_after_holds_values_not_levels(tmp_path):
+    """conv --normalize none --format tiff -o FILE writes raw float32 values and no manifest:
+    fitted as they are, with no note of levels it cannot undo nor of clipped ones."""
+    src = make_image(tmp_path / "photo.png", "L", seed=23)
+    after = tmp_path / "after.tif"
+    ok("conv", "-k", "sobel-x", "--normalize", "none", "--format", "tiff", src, "-o", after)
+    assert tifffile.imread(after).dtype == np.float32 and not (tmp_path / MANIFEST).exists()
+    result = ok("fit", src, after, "-o", tmp_path / "k.toml")
+    assert "levels" not in result.stderr and "clipped" not in result.stderr
+    assert "closest named kernel: sobel-x x 1 (cosine 1.0000)" in result.stderr
+    weights = load_kernel_file(tmp_path / "k.toml").weights
+    assert np.allclose(weights, get_kernel("sobel-x").weights, atol=1e-6)

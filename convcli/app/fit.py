@@ -181,8 +181,10 @@ class FitRun:
         return os.path.splitext(self.out_path())[0] + "_grid.png"
 
 
-def _read_after(path: str, max_pixels: int) -> np.ndarray:
-    """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an image."""
+def _read_after(path: str, max_pixels: int) -> tuple[np.ndarray, bool]:
+    """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an
+    image; and whether they are raw values (a ``.npy``, a float TIFF), not levels."""
+    raw = True
     if path.lower().endswith(".npy"):
         try:
             Y = load_npy_checked(path)
@@ -198,27 +200,28 @@ def _read_after(path: str, max_pixels: int) -> np.ndarray:
             )
     else:
         pic = _read_picture(path, max_pixels)
-        Y = pic.pixels[..., : pic.colour_channels]
+        Y, raw = pic.pixels[..., : pic.colour_channels], pic.floats
     if not np.isfinite(Y).all():
         raise FitError(f"{path}: holds values that are not finite (NaN or inf)")
-    return Y
+    return Y, raw
 
 
 CLIPPED = 0.01
 """The share of AFTER's levels at black or white from which they are taken to be clipped."""
 
 
-def clipped_share(path: str, levels: np.ndarray) -> float:
-    """The share of an image's levels at 0 or at its top (255, or 65535 past 255): 0 for a
-    ``.npy``, whose values were never cut."""
-    if path.lower().endswith(".npy") or not levels.size:
+def clipped_share(levels: np.ndarray, raw: bool) -> float:
+    """The share of an image's levels at 0 or at its top (255, or 65535 past 255): 0 for
+    `raw` values (a ``.npy``, a float TIFF), which were never cut."""
+    if raw or not levels.size:
         return 0.0
     top = 255.0 if float(levels.max()) <= 255 else 65535.0
     return float(np.mean((levels <= 0) | (levels >= top)))
 
 
-def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """AFTER's values, where it is an image convcli wrote: its levels undone, and what was done.
+def _undo_levels(path: str, Y: np.ndarray, raw: bool) -> tuple[np.ndarray, list[str]]:
+    """AFTER's values, where it is an image of levels convcli wrote (not `raw` values: a
+    ``.npy``, a float TIFF): its levels undone, and what was done.
 
     The manifest beside it records how values became levels (``level = scale
     * x + offset``): a signed mapping is undone, ``x = (level - offset) /
@@ -226,7 +229,7 @@ def _undo_levels(path: str, Y: np.ndarray) -> tuple[np.ndarray, list[str]]:
     a FitError. Without a record the levels are fitted as they are, with a note.
     """
 
-    if path.lower().endswith(".npy") or not written_by_convcli(path):
+    if raw or not written_by_convcli(path):
         return Y, []
     raw = "--format npy keeps the raw values"
     record = record_of(path)
@@ -311,14 +314,14 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
         A_in = zero_padded(A_in, pad, size_cause(conv))
     except ValueError as exc:
         raise FitError(f"{run.before}: {exc}") from None
-    levels = _read_after(run.after, run.max_pixels)
-    Y, notes = _undo_levels(run.after, levels)
+    levels, raw = _read_after(run.after, run.max_pixels)
+    Y, notes = _undo_levels(run.after, levels, raw)
     Y_frames = _frames_of_after(Y, frames, run)
     Y = Y_frames[0]
     m = A_in.shape[0] // frames
     expected = layer_output_shape(A_in.shape, (run.size, run.size), run.stride, run.dilation)
     _check_after_shape(Y.shape, (expected[1], expected[2], m), pic.colour_channels, run)
-    return (A_in, channels_as_images(Y_frames, np.float64), notes, clipped_share(run.after, levels))
+    return (A_in, channels_as_images(Y_frames, np.float64), notes, clipped_share(levels, raw))
 
 
 def _check_after_shape(
