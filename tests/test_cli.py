@@ -702,6 +702,14 @@ def test_pad_value_beyond_float32_is_a_usage_error(photo, out):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["conv"], ["grad", "conv"]])
+def test_a_bias_beyond_float32_is_a_usage_error(photo, out, command):
+    # 1e300 made every result infinite, written as a map of non-finite values, exit 0.
+    result = run(*command, "-k", "vertical", "--bias", "1e300", photo, "-o", out)
+    usage_error(result, "--bias", "1e+300 is beyond the float32 range")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("spec", ["sobel-x", "Vertical", "sobel-x:90", "edge", "box", "gaussian5"])
 def test_kernels_name_prints_a_grid_that_is_a_kernel_file(tmp_path, spec):
     result = run("kernels", spec)

@@ -34,7 +34,7 @@ from .geometry import RowGeometry
 from .names import Tags, number
 from .op_helpers import (
     as_batch,
-    finite_option,
+    float32_option,
     frame_size,
     like_picture,
     mode_option,
@@ -377,7 +377,7 @@ def _checked_options(op: ConvOp) -> dict[str, object]:
     }
     one_of(CHANNEL_MODES, op.channels, "--channels")
     one_of(NORMALIZE_CHOICES, op.normalize, "--normalize")
-    finite_option(op.bias, "--bias")
+    float32_option(op.bias, "--bias")
     checked["border"] = mode_option(pad_mode, op.border, "--border")
     if op.combine is not None:
         one_of(COMBINE_MODES, op.combine, "--combine")

@@ -88,6 +88,19 @@ def finite_option(value: float, option: str) -> float:
     return value
 
 
+def float32_option(value: float, option: str) -> float:
+    """`value` if it is a finite number that float32 results can hold (a fill value, a
+    bias); else an OptionError naming `option`."""
+    finite_option(value, option)
+    if abs(value) > FLOAT32_MAX:
+        raise OptionError(
+            f"{value:g} is beyond the float32 range of the results "
+            "(magnitude at most about 3.4e38)",
+            option,
+        )
+    return value
+
+
 def whole_option(value, option: str, *, minimum: int) -> int:
     """`value` as an int if it is a whole number >= `minimum`; else an OptionError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:

@@ -19,10 +19,9 @@ from ..levels.mapping import Mapping
 from .geometry import RowGeometry
 from .names import Tags, number
 from .op_helpers import (
-    FLOAT32_MAX,
     as_batch,
     check_padded_size,
-    finite_option,
+    float32_option,
     frame_size,
     like_picture,
     mode_option,
@@ -104,13 +103,7 @@ class PadOp(_Channelwise):
             object.__setattr__(self, "pad", side_widths(self.pad))
         else:
             object.__setattr__(self, "pad", whole_option(self.pad, "--pad", minimum=0))
-        finite_option(self.value, "--value")
-        if abs(self.value) > FLOAT32_MAX:
-            raise OptionError(
-                f"{number(self.value)} is beyond the float32 range of the results "
-                "(magnitude at most about 3.4e38)",
-                "--value",
-            )
+        float32_option(self.value, "--value")
 
     @property
     def details(self) -> str:
