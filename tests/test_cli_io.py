@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 
@@ -489,3 +490,12 @@ def test_frames_written_to_files_of_their_own_are_named_in_the_summary(tmp_path)
     assert result.stderr.rstrip().endswith(
         f"6 outputs in {tmp_path} (x_f0.jpg ... x_f5.jpg), not {tmp_path / 'x.jpg'}"
     )
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_output_that_cannot_be_made_is_named_not_its_temporary(photo):
+    # /proc takes no new files: the temporary's name (.convcli-x.png.<pid>-<hex>.part) was said.
+    result = run("pad", photo, "-o", "/proc/convcli-x.png")
+    assert result.exit_code == 1
+    assert "photo.png: /proc/convcli-x.png: " in result.stderr
+    assert ".part" not in result.stderr and ".convcli-" not in result.stderr

@@ -13,7 +13,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,6 +312,14 @@ def write_atomic(
     return output.written
 
 
+def _name_the_output(exc: OSError, temporary: Path, path: Path) -> None:
+    """Make `exc`, raised while `path`'s temporary (file or folder) was written, name `path`."""
+    for key in ("filename", "filename2"):
+        name = getattr(exc, key, None)
+        if isinstance(name, str) and name.startswith(str(temporary)):
+            setattr(exc, key, str(path) + name[len(str(temporary)) :])
+
+
 @dataclass
 class AtomicOutput:
     """The file an :func:`atomic_output` block writes: under `temporary`, None if kept."""
@@ -331,15 +339,14 @@ def atomic_output(
 ) -> Iterator[AtomicOutput]:
     """:func:`write_atomic` for content written over time: the block writes ``.temporary``.
 
-    The checks come first (an existing file kept without `overwrite`:
-    ``.temporary`` is None, nothing is to be written); a block that ends
-    normally gives the temporary file its final name (``.written`` says
-    whether it did); one that raises leaves no file behind.
+    The checks come first (an existing file kept without `overwrite`: ``.temporary`` is None,
+    nothing is to be written); a block that ends normally gives the temporary file its final
+    name (``.written`` says whether it did); one that raises leaves no file behind, and its
+    OSError names the output, not the temporary.
 
-    With `folder`, the output is a folder (a Zarr store) that the block
-    makes at ``.temporary``; it is renamed into place whole. Replacing an
-    existing one (`overwrite`) takes two renames: the old folder is moved
-    aside, the new one put in its place, then the old one removed.
+    With `folder`, the output is a folder (a Zarr store) that the block makes at ``.temporary``;
+    it is renamed into place whole. Replacing an existing one (`overwrite`) takes two renames:
+    the old folder is moved aside, the new one put in its place, then the old one removed.
 
     Examples
     --------
@@ -364,14 +371,15 @@ def atomic_output(
         output.written = move(output.temporary, path, overwrite)
         if output.written:
             _published(path, identity)
+    except OSError as exc:  # said of the output, not of its temporary name
+        _name_the_output(exc, output.temporary, path)
+        raise
     finally:
         if folder:
             shutil.rmtree(output.temporary, ignore_errors=True)
-        else:
-            try:
+        else:  # never written (a read-only disk): the write's own error is raised
+            with suppress(OSError):
                 os.unlink(output.temporary)
-            except OSError:  # never written (a read-only disk): the write's own error is raised
-                pass
 
 
 _PUBLISH_CHECKS: list[Callable[[], None]] = []
