@@ -336,6 +336,22 @@ def test_an_empty_o_is_a_usage_error(photo, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == [photo]
 
 
+@pytest.mark.parametrize(
+    "arguments, named",
+    [
+        (["pool", ""], "'INPUT...'"),
+        (["conv", "-k", "vertical", "PHOTO", ""], "'INPUT...'"),
+        (["fit", "", "PHOTO"], "'BEFORE'"),
+        (["fit", "PHOTO", ""], "'AFTER'"),
+    ],
+)
+def test_an_empty_input_name_is_a_usage_error(photo, tmp_path, monkeypatch, arguments, named):
+    monkeypatch.chdir(tmp_path)  # said as "convcli: : No such file or directory"
+    result = run(*[photo if a == "PHOTO" else a for a in arguments], "-o", tmp_path / "o")
+    assert_one_line_error(result, 2, named, "empty")
+    assert not (tmp_path / "o").exists()
+
+
 # --- usage errors and empty runs make no folder ----------------------------------------------
 
 

@@ -53,6 +53,20 @@ def _storage_options(ctx, param, values):
     return options or None
 
 
+def _named_inputs(ctx, param, values):
+    """The inputs as given; an empty name (an unset shell variable) is a usage error."""
+    if "" in values:
+        raise click.BadParameter("one is empty: give a file, folder or URL name", ctx, param)
+    return values
+
+
+def _named_file(ctx, param, value):
+    """A file argument as given; an empty name is a usage error."""
+    if value == "":
+        raise click.BadParameter("is empty: give a file name", ctx, param)
+    return value
+
+
 def _named_output(ctx, param, value):
     """``-o`` as given; an empty name (an unset shell variable) is a usage error.
 
@@ -164,6 +178,7 @@ _COMMON_OPTIONS = [
         nargs=-1,
         required=True,
         type=click.Path(path_type=str, readable=False),
+        callback=_named_inputs,
     ),
     click.option(
         "-o",
@@ -461,8 +476,8 @@ target_option = click.option(
 
 
 _FIT_OPTIONS = [
-    click.argument("before", type=click.Path(path_type=str, readable=False)),
-    click.argument("after", type=click.Path(path_type=str, readable=False)),
+    click.argument("before", type=click.Path(path_type=str, readable=False), callback=_named_file),
+    click.argument("after", type=click.Path(path_type=str, readable=False), callback=_named_file),
     click.option(
         "--size",
         type=click.IntRange(min=1, max=31),
