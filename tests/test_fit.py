@@ -464,3 +464,11 @@ def test_a_float_tiff_after_holds_values_not_levels(tmp_path):
     assert "closest named kernel: sobel-x x 1 (cosine 1.0000)" in result.stderr
     weights = load_kernel_file(tmp_path / "k.toml").weights
     assert np.allclose(weights, get_kernel("sobel-x").weights, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["k.png", "k.npy", "k.tiff"])
+def test_fit_refuses_to_write_its_kernel_under_an_image_name(tmp_path, name):
+    src = make_image(tmp_path / "photo.png", "L", seed=29)
+    result = run("fit", src, src, "-o", tmp_path / name)
+    assert_one_line_error(result, 2, "'-o'", f"{name}' names a", "kernel file")
+    assert not (tmp_path / name).exists()

@@ -43,10 +43,17 @@ def fit_cmd(
       convcli fit photo.png edges.npy -o learned.toml --figure
     """
     from ..app.fit import FitRun
+    from ..app.names import file_format
 
     if out and os.path.isdir(out):
         raise click.BadParameter(
             f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
+        )
+    if out and file_format(out):  # TOML text under an image's name
+        raise click.BadParameter(
+            f"{out!r} names a {file_format(out)} file: -o names the kernel file, TOML text "
+            "(learned.toml)",
+            param_hint="'-o'",
         )
     run = FitRun(
         before,
