@@ -289,6 +289,7 @@ def _summed_op(weights, widths, border, bias):
         dilation=1,
         border=border,
         bias=bias,
+        pad=widths,
         pad_widths=lambda _: widths,
     )
 
