@@ -768,3 +768,11 @@ def test_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path):
     plain = _save(tmp_path / "plain.png", _frames(3), duration=DURATIONS[:3])
     result = ok("pad", "--pad", "1", plain, "-o", tmp_path / "o", "-v")
     assert "16-bit" not in result.stderr
+
+
+def test_one_frame_of_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path):
+    # --frames 1 replaced the frame's notes with "used frame 1 of 3 frames"
+    deep = np.random.default_rng(22).integers(0, 65536, (3, H, W, 3), dtype=np.uint16)
+    path = _apng_16_bit(tmp_path / "deep.png", deep)
+    result = ok("pad", "--pad", "1", "--frames", "1", path, "-o", tmp_path / "o", "-v")
+    assert "used frame 1 of 3 frames; 16-bit colour read as 8-bit (" in result.stderr

@@ -399,7 +399,7 @@ def _read_frame(source, frame: int, count: int) -> Picture:
     if frame == 0:
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
-    return replace(pic, notes=(f"used frame {frame} of {count} frames",))
+    return replace(pic, notes=(f"used frame {frame} of {count} frames", *pic.notes))
 
 
 def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
