@@ -466,7 +466,7 @@ def test_a_float_tiff_after_holds_values_not_levels(tmp_path):
     assert np.allclose(weights, get_kernel("sobel-x").weights, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["k.png", "k.npy", "k.tiff"])
+@pytest.mark.parametrize("name", ["k.png", "k.npy", "k.tiff", "k.bmp", "k.gif", "k.webp"])
 def test_fit_refuses_to_write_its_kernel_under_an_image_name(tmp_path, name):
     src = make_image(tmp_path / "photo.png", "L", seed=29)
     result = run("fit", src, src, "-o", tmp_path / name)

@@ -43,18 +43,8 @@ def fit_cmd(
       convcli fit photo.png edges.npy -o learned.toml --figure
     """
     from ..app.fit import FitRun
-    from ..app.names import file_format
 
-    if out and os.path.isdir(out):
-        raise click.BadParameter(
-            f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
-        )
-    if out and file_format(out):  # TOML text under an image's name
-        raise click.BadParameter(
-            f"{out!r} names a {file_format(out)} file: -o names the kernel file, TOML text "
-            "(learned.toml)",
-            param_hint="'-o'",
-        )
+    _check_kernel_file_name(out)
     run = FitRun(
         before,
         after,
@@ -107,3 +97,22 @@ def _fit(run, *, quiet: bool) -> None:
 
 COMMAND = fit_cmd
 """What ``convcli`` adds of this module (:func:`convcli.cli.main.main`)."""
+
+
+def _check_kernel_file_name(out: str | None) -> None:
+    """A usage error naming -o where it is a folder, or named as an image (also one convcli
+    reads only: .bmp, .gif), under which TOML text would be written."""
+    from ..app.names import file_format
+    from ..io.images import is_image_name
+
+    if out and os.path.isdir(out):
+        raise click.BadParameter(
+            f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
+        )
+    suffix = os.path.splitext(out)[1][1:].lower() if out else ""
+    image = out and (file_format(out) or (is_image_name(out) and suffix))
+    if image:
+        raise click.BadParameter(
+            f"{out!r} names a {image} file: -o names the kernel file, TOML text (learned.toml)",
+            param_hint="'-o'",
+        )
