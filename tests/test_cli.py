@@ -105,7 +105,10 @@ def test_pad_value_past_the_range_is_said_with_what_the_border_holds(
     Image.fromarray(np.full((20, 30), 1000, np.uint16)).save(deep)
     extra = ["--memory", memory] if memory else []
     result = ok("pad", tmp_path / "grey.tif", deep, "-o", out, "--value", -5, "-v", *extra)
-    said = "--value -5 is past the samples' range, 0 to 255: the border holds 0"
+    said = (
+        "--value -5 is past the samples' range, 0 to 255: the border is 0 in image files "
+        "(-5 in npy)"
+    )
     assert f"grey.tif: done, 1 written ({'processed in strips' if memory else said}" in (
         result.stderr
     )
@@ -117,6 +120,8 @@ def test_pad_value_past_the_range_is_said_with_what_the_border_holds(
     assert padded[0, 0] == 0 and np.array_equal(padded[2:-2, 2:-2], grey)
     with Image.open(out / "deep_pad-constant-2-v-5-L.png") as written:
         assert np.asarray(written)[0, 0] == 0  # -5 is past 16-bit's range too
+    ok("pad", tmp_path / "grey.tif", "-o", out, "--value", -5, "--format", "npy", *extra)
+    assert np.load(out / "grey_pad-constant-2-v-5.npy")[0, 0, 0] == -5  # as the note says
     ok("pad", deep, "-o", out, "--value", 300, "--overwrite")
     result = ok("pad", deep, "-o", out, "--value", 300, "--overwrite", "-v")
     assert "past the samples' range" not in result.stderr  # 300 is a 16-bit level

@@ -472,3 +472,11 @@ def test_fit_refuses_to_write_its_kernel_under_an_image_name(tmp_path, name):
     result = run("fit", src, src, "-o", tmp_path / name)
     assert_one_line_error(result, 2, "'-o'", f"{name}' names a", "kernel file")
     assert not (tmp_path / name).exists()
+
+
+def test_fit_refuses_an_o_named_as_a_folder(tmp_path):
+    # k.toml/ made a folder k.toml, then failed: "a folder has the output's name".
+    src = make_image(tmp_path / "photo.png", "L", seed=31)
+    result = run("fit", src, src, "-o", f"{tmp_path / 'k.toml'}/")
+    assert_one_line_error(result, 2, "'-o'", "is a folder: -o names the kernel file")
+    assert not (tmp_path / "k.toml").exists()

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import OptionError
 from ..io.figures import Panel
 from ..layers.validation import check_result_size
+from .names import number
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """The largest float32: values beyond it cannot be results."""
@@ -94,7 +95,7 @@ def float32_option(value: float, option: str) -> float:
     finite_option(value, option)
     if abs(value) > FLOAT32_MAX:
         raise OptionError(
-            f"{value:g} is beyond the float32 range of the results "
+            f"{number(value)} is beyond the float32 range of the results "
             "(magnitude at most about 3.4e38)",
             option,
         )

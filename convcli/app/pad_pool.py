@@ -121,14 +121,15 @@ class PadOp(_Channelwise):
 
     def fill_note(self, white: float, floats: bool) -> str:
         """What the border holds where ``--value`` is past the samples' range, 0 to
-        `white`, of an image of integer samples (not `floats`): its outputs hold the
-        nearest end, as they hold any level; "" where the value is in range."""
+        `white`, of an image of integer samples (not `floats`): image files hold the
+        nearest end, as they hold any level, and npy files the value; "" where it is in
+        range."""
         if self.mode != "constant" or floats or 0 <= self.value <= white:
             return ""
         held = min(max(self.value, 0), white)
         return (
             f"--value {number(self.value)} is past the samples' range, 0 to {number(white)}: "
-            f"the border holds {number(held)}"
+            f"the border is {number(held)} in image files ({number(self.value)} in npy)"
         )
 
     def compute(self, pic) -> np.ndarray:

@@ -100,12 +100,13 @@ COMMAND = fit_cmd
 
 
 def _check_kernel_file_name(out: str | None) -> None:
-    """A usage error naming -o where it is a folder, or named as an image (also one convcli
-    reads only: .bmp, .gif), under which TOML text would be written."""
+    """A usage error naming -o where it is a folder (or named as one: ``k.toml/``), or named
+    as an image (also one convcli reads only: .bmp, .gif), under which TOML text would be
+    written."""
     from ..app.names import file_format
     from ..io.images import is_image_name
 
-    if out and os.path.isdir(out):
+    if out and (os.path.isdir(out) or out.endswith(("/", os.sep))):
         raise click.BadParameter(
             f"{out!r} is a folder: -o names the kernel file", param_hint="'-o'"
         )

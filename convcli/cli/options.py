@@ -74,7 +74,8 @@ def _named_output(ctx, param, value):
     (its default is None).
     """
     if value == "":
-        raise click.BadParameter("is empty: give a folder or file name", ctx, param)
+        named = "a file name" if param.name == "out" else "a folder or file name"  # fit: a file
+        raise click.BadParameter(f"is empty: give {named}", ctx, param)
     return value
 
 
