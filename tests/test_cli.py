@@ -129,6 +129,26 @@ def test_pad_value_past_the_range_is_said_with_what_the_border_holds(
         assert np.asarray(written)[0, 0] == 300
 
 
+@pytest.mark.parametrize(
+    "value, level, what",
+    [
+        ("100.4", 100, "is no whole level"),
+        ("101.5", 102, "is no whole level"),  # the even level at a half, as levels are made
+        ("254.6", 255, "is no whole level"),
+        ("255.4", 255, "is past the samples' range"),
+    ],
+)
+def test_pad_value_between_levels_is_said_with_the_level_written(photo, out, value, level, what):
+    result = ok("pad", photo, "-o", out, "--value", value)
+    said = (
+        f"--value {value} {what}, 0 to 255: the border is {level} in image files ({value} in npy)"
+    )
+    assert said in result.stderr
+    assert read(out / f"photo_pad-constant-2-v{value}.png")[0, 0].tolist() == [level] * 3
+    quiet = ok("pad", photo, "-o", out, "--value", "100", "-v")
+    assert "whole level" not in quiet.stderr and "past the samples" not in quiet.stderr
+
+
 def test_pad_alpha_border_is_opaque_in_constant_mode(tmp_path, out):
     src = make_image(tmp_path / "a.png", "RGBA")
     ok("pad", src, "-o", out, "--format", "npy", "--value", 7)

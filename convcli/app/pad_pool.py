@@ -120,15 +120,18 @@ class PadOp(_Channelwise):
         return self.compute(pic), self.fill_note(pic.white, pic.floats)
 
     def fill_note(self, white: float, floats: bool) -> str:
-        """What the border holds where ``--value`` is past the samples' range, 0 to
-        `white`, of an image of integer samples (not `floats`): image files hold the
-        nearest end, as they hold any level, and npy files the value; "" where it is in
-        range."""
-        if self.mode != "constant" or floats or 0 <= self.value <= white:
+        """What the border holds where ``--value`` is no level of an image of integer
+        samples (not `floats`), 0 to `white`: image files hold the nearest level, as they
+        hold any value (the nearest end past the range, the even level at a half), and
+        npy files the value; "" where it is a level."""
+        if self.mode != "constant" or floats:
             return ""
-        held = min(max(self.value, 0), white)
+        held = float(np.rint(np.clip(np.float32(self.value), 0, white)))  # as levels are made
+        if held == self.value:
+            return ""
+        what = "is no whole level" if 0 <= self.value <= white else "is past the samples' range"
         return (
-            f"--value {number(self.value)} is past the samples' range, 0 to {number(white)}: "
+            f"--value {number(self.value)} {what}, 0 to {number(white)}: "
             f"the border is {number(held)} in image files ({number(self.value)} in npy)"
         )
 
