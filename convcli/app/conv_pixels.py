@@ -230,12 +230,11 @@ def channel_sum_padded(
     the sum is exact in uint16, made a block of rows at a time in a buffer that
     stays in cache and written straight into the padded array, with no
     picture-sized sum (8.6 MB for a 2400x1800 photo) and no pass to convert it.
+    :func:`padded`, its caller, checks first that it fits the memory.
     """
     top, bottom, left, right = widths
     m, H, W, _ = colour.shape
-    shape = (m, H + top + bottom, W + left + right, 1)
-    check_result_size(shape, np.float32, f"width = {widths}", "the padded input")
-    bordered = np.empty(shape, np.float32)
+    bordered = np.empty((m, H + top + bottom, W + left + right, 1), np.float32)
     if native.active():  # one pass, straight into the float32 input
         native.sum_channels(colour, bordered, top, left)
         return fill_border(bordered, widths, mode=border)

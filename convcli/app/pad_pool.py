@@ -106,6 +106,11 @@ class PadOp(_Channelwise):
         float32_option(self.value, "--value")
 
     @property
+    def widths(self) -> tuple[int, int, int, int]:
+        """The pad's (top, bottom, left, right) widths."""
+        return self.pad if isinstance(self.pad, tuple) else (self.pad,) * 4
+
+    @property
     def details(self) -> str:
         text = f"{self.mode}-{pad_text(self.pad)}"
         if self.mode == "constant" and self.value != 0:
@@ -138,8 +143,7 @@ class PadOp(_Channelwise):
     def compute(self, pic) -> np.ndarray:
         n = pic.colour_channels
         pixels = as_batch(pic.pixels)
-        widths = self.pad if isinstance(self.pad, tuple) else (self.pad,) * 4
-        check_padded_size(pixels.shape, widths, f"--pad {pad_option(self.pad)}")
+        check_padded_size(pixels.shape, self.widths, f"--pad {pad_option(self.pad)}")
         _, fill = self.border_fill(pic.channels, pic.white)
         colour = pad_images(pixels[..., :n], self.pad, mode=self.mode, value=float(fill[0]))
         if pic.carried.nodata is not None:  # a border of GDAL's nodata value is missing
@@ -157,17 +161,17 @@ class PadOp(_Channelwise):
 
     def row_geometry(self, height: int, width: int = 1) -> RowGeometry:
         """How the output rows read the input rows (:class:`RowGeometry`)."""
-        top, bottom = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[:2]
+        top, bottom = self.widths[:2]
         return RowGeometry(1, (top,), (1,), height + top + bottom)
 
     def output_grid(self) -> tuple[int, float, float]:
         """The input's grid, moved by the pad above and on the left."""
-        top, left = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[0::2]
+        top, left = self.widths[0::2]
         return 1, float(-top), float(-left)
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """The (height, width) of the result on an image of `height` x `width`."""
-        left, right = (self.pad, self.pad) if isinstance(self.pad, int) else self.pad[2:]
+        left, right = self.widths[2:]
         return self.row_geometry(height).out_rows, width + left + right
 
     def border_fill(self, channels: tuple[str, ...], white: float) -> tuple[str | None, np.ndarray]:
