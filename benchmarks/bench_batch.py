@@ -58,8 +58,14 @@ VERTICAL = "3x3: 1,0,-1 1,0,-1 1,0,-1"
 VERTICAL_WEIGHTS = np.array([[1, 0, -1], [1, 0, -1], [1, 0, -1]], np.float32)
 
 
-def make_photos(folder: Path, count: int, size=(2400, 1800)) -> list[Path]:
-    """Write `count` JPEG photos of `size` made from the sample images."""
+def make_photos(data: Path, count: int, size=(2400, 1800)) -> list[Path]:
+    """Write `count` JPEG photos of `size` made from the sample images.
+
+    They go in a folder of their own under `data`, one per count: convcli is
+    given the folder, the other tools the files, so the folder holds exactly
+    these photos (a folder shared by counts would give convcli the others too).
+    """
+    folder = data / f"photos-{count}"
     folder.mkdir(parents=True, exist_ok=True)
     sources = sorted((ROOT / "sample_images").glob("*.png"))
     rng = np.random.default_rng(0)
@@ -77,6 +83,8 @@ def make_photos(folder: Path, count: int, size=(2400, 1800)) -> list[Path]:
         # Mild per-photo noise so no two files are alike.
         arr = np.asarray(img, dtype=np.int16) + rng.integers(-3, 4, (size[1], size[0], 3))
         Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).save(path, quality=90)
+    if sorted(folder.iterdir()) != paths:
+        raise SystemExit(f"{folder} holds other files than the {count} photos: remove it")
     return paths
 
 
@@ -418,7 +426,7 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
 
-    photos = make_photos(args.data / "photos", args.count)
+    photos = make_photos(args.data, args.count)
     out = args.data / "out"
     n = len(photos)
     cpus = os.cpu_count()

@@ -140,8 +140,7 @@ def main(argv=None) -> None:
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "convcli-bench")
     args = parser.parse_args(argv)
 
-    photos = args.data / "photos"
-    make_photos(photos, args.count)
+    photos = make_photos(args.data, args.count)[0].parent
     out = args.data / "out-scale"
     work = Path(tempfile.mkdtemp(prefix="convcli-scale-"))
     cluster = DaskProcesses(work, 2)
