@@ -662,6 +662,31 @@ def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profil
         assert im.info.get("dpi") == pytest.approx((100, 100), abs=0.02)
 
 
+@pytest.mark.parametrize("frame", ["0", "1"])
+def test_one_frame_picked_keeps_the_profile_resolution_and_exif(tmp_path, profile, frame):
+    # Frame 0 is read as a one-frame file, turned upright (orientation 1); another frame as
+    # stored, so it keeps the animation's orientation, as the frames of a stack do.
+    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(2)]
+    exif = Image.Exif()
+    exif[MAKE], exif[ORIENTATION] = "Canon", 6
+    frames[0].save(
+        tmp_path / "anim.png",
+        save_all=True,
+        append_images=frames[1:],
+        icc_profile=profile,
+        dpi=(200, 200),
+        exif=exif,
+    )
+    result = ok("pool", "--frames", frame, tmp_path / "anim.png", "-o", tmp_path / "out", "-v")
+    assert "kept: colour profile 'sRGB built-in', 100x100 dpi, EXIF" in result.stderr
+    icc, dpi, make, orientation, levels = _read(
+        tmp_path / "out" / f"anim_pool-max-f2-s2-frames{frame}.png"
+    )
+    assert icc == profile and dpi == pytest.approx((100, 100), abs=0.02) and make == "Canon"
+    assert (orientation, levels.shape) == ((1, (25, 20, 3)) if frame == "0" else (6, (20, 25, 3)))
+    assert levels.mean() == 30 * int(frame)
+
+
 def test_frames_say_what_they_keep_and_what_their_format_cannot_hold(tmp_path, profile):
     frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(2)]
     frames[0].save(

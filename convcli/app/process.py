@@ -395,11 +395,14 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
 
 
 def _read_frame(source, frame: int, count: int) -> Picture:
-    """One frame of a file as a picture: the first as a one-frame file's, else by frame."""
+    """One frame of a file as a picture: the first as a one-frame file's, else by frame, with
+    what the file carries as its frames keep it (their EXIF orientation as stored: a frame
+    is not turned)."""
     if frame == 0:
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
-    return replace(pic, notes=(f"used frame {frame} of {count} frames", *pic.notes))
+    notes = (f"used frame {frame} of {count} frames", *pic.notes)
+    return replace(pic, notes=notes, carried=source.stack_carried)
 
 
 def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
