@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_same_file, ok
+from helpers import assert_same_file, manifest_records, ok
 from PIL import Image, ImageCms
 
 from convcli.kernels import get_kernel
@@ -831,6 +831,22 @@ def test_a_tiffs_exif_keeps_its_rationals_and_none_of_its_structure(tmp_path, or
         assert float(found.get_ifd(0x8769)[0x829A]) == pytest.approx(1 / 250)
         assert [float(v) for v in found.get_ifd(0x8825)[2]] == [48, 51, 30]
         assert not {256, 257, 273, 279, 34675} & set(found)  # ImageWidth ... a profile
+
+
+@pytest.mark.parametrize("mode", ["P", "CMYK"])
+def test_a_tiff_without_camera_tags_has_no_exif_to_keep(tmp_path, mode):
+    # Pillow reads these TIFFs: their own tags (width, strips, compression) are no EXIF, and
+    # no EXIF of an orientation alone is made up for them, nor said to be lost.
+    source = tmp_path / "plain.tif"
+    Image.fromarray(np.full((20, 30, 3), 90, np.uint8)).convert(mode).save(source)
+    kept = ok("pool", source, "-o", tmp_path / "tiff", "-v")
+    assert "EXIF" not in kept.stderr
+    png = ok("pool", "--format", "png", source, "-o", tmp_path / "png", "-v")
+    assert "EXIF" not in png.stderr
+    with Image.open(tmp_path / "png" / "plain_pool-max-f2-s2.png") as im:
+        assert "exif" not in im.info and not im.getexif()
+    (record,) = manifest_records(tmp_path / "png")
+    assert "exif" not in record.get("kept", {})
 
 
 def test_alpha_that_a_jpeg_drops_is_said_once(tmp_path):

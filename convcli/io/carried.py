@@ -361,6 +361,8 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
                 tags.get_ifd(ifd)
         for code in [code for code in tags if only is not None and code not in only]:
             del tags[code]  # the width, strips and compression of the file read, not of ours
+        if not len(tags):
+            return None  # a TIFF's structure alone: no EXIF, not even an orientation
         if upright:
             tags[ORIENTATION] = 1
         exif = tags.tobytes()
