@@ -462,6 +462,30 @@ def test_no_hidden_magenta_ever_shows(tmp_path, command):
         assert np.abs(rgba[visible][:, :3] - (40, 160, 60)).max() <= 1
 
 
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+@pytest.mark.parametrize(
+    "command", [["pool", "--mode", "average"], ["pool"], ["pad", "--mode", "edge"]]
+)
+def test_a_pngs_transparent_colour_is_alpha(tmp_path, mode, command):
+    """A grey or RGB PNG whose tRNS chunk names a transparent colour (magenta here) has
+    alpha, as a palette PNG's does: the magenta never shows, and the output keeps it."""
+    y, x = np.mgrid[0:60, 0:80]
+    disc = np.hypot(y - 30, x - 40) < 20
+    rgb = np.where(disc[..., None], np.uint8([40, 160, 60]), np.uint8([255, 0, 255]))
+    image = Image.fromarray(rgb.astype(np.uint8))
+    key = (255, 0, 255) if mode == "RGB" else image.convert("L").getpixel((0, 0))
+    image.convert(mode).save(tmp_path / "disc.png", transparency=key)
+    ok(*command, tmp_path / "disc.png", "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob("*.png")
+    with Image.open(written) as im:
+        assert im.mode == mode + "A"
+        levels = np.asarray(im).astype(int)
+    visible = levels[..., -1] > 0
+    assert visible.sum() > 100 and (~visible).sum() > 100
+    shown = [40, 160, 60] if mode == "RGB" else image.convert("L").getpixel((40, 30))
+    assert np.abs(levels[visible][:, :-1] - shown).max() <= 1
+
+
 @pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
 def test_the_manifest_says_what_each_output_kept(tmp_path, profile, memory):
     import json

@@ -78,6 +78,18 @@ def test_palette_transparency_becomes_alpha(tmp_path):
     np.testing.assert_array_equal(pic.pixels[:, :, 3] == 0, index == 0)
 
 
+@pytest.mark.parametrize("mode", ["L", "RGB"])
+def test_a_transparent_colour_becomes_alpha(tmp_path, mode):
+    # A grey or RGB PNG's tRNS chunk: the pixels of that one colour are transparent.
+    levels = np.arange(48, dtype=np.uint8).reshape(6, 8) * 5
+    image = Image.fromarray(levels).convert(mode)
+    image.save(tmp_path / "keyed.png", transparency=image.getpixel((1, 0)))
+    pic = read_image(tmp_path / "keyed.png")
+    assert pic.channels == (("L", "A") if mode == "L" else ("R", "G", "B", "A"))
+    np.testing.assert_array_equal(pic.pixels[..., -1] == 0, levels == 5)
+    np.testing.assert_array_equal(pic.pixels, _pillow(tmp_path / "keyed.png", mode + "A"))
+
+
 def test_sixteen_bit_keeps_its_scale(tmp_path):
     path = make_image(tmp_path / "deep.png", "I;16")
     pic = read_image(path)

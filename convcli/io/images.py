@@ -202,14 +202,13 @@ class Picture:
 
 
 def _channels_for(im: Image.Image) -> tuple[str, ...]:
-    mode = im.mode
+    """A transparent colour (tRNS) of an 8-bit palette, grey or RGB image is alpha."""
+    mode, keyed = im.mode, "transparency" in im.info and not is_deep_colour(im)
+    if mode in ("LA", "La") or (mode in ("1", "L") and keyed) or is_deep_grey_alpha(im):
+        return ("L", "A")
     if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
         return ("L",)
-    if mode in ("LA", "La") or is_deep_grey_alpha(im):
-        return ("L", "A")
-    if mode in ("RGBA", "RGBa", "PA"):
-        return ("R", "G", "B", "A")
-    if mode == "P" and "transparency" in im.info:
+    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
         return ("R", "G", "B", "A")
     return ("R", "G", "B")
 
