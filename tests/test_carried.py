@@ -66,6 +66,21 @@ def test_pool_keeps_the_profile_the_exif_and_the_resolution_over_the_stride(
         assert icc == (profile if name.endswith("s2") else None)
 
 
+@pytest.mark.parametrize("fmt", ["png", "jpg"])
+@pytest.mark.parametrize("source", ["photo.jpg", "photo.png"])
+def test_the_exif_resolution_is_divided_by_the_stride_too(tmp_path, pixels, fmt, source):
+    # A camera gives its resolution in EXIF (X/YResolution, here in centimetres) as well as,
+    # or instead of, JFIF's density: both say the output's, never one the input's.
+    exif = Image.Exif()
+    exif[MAKE], exif[0x011A], exif[0x011B], exif[0x0128] = "Canon", 240.0, 120.0, 3
+    Image.fromarray(pixels).save(tmp_path / source, exif=exif.tobytes())
+    ok("pool", "--size", "3", "--format", fmt, tmp_path / source, "-o", tmp_path / "out")
+    with Image.open(tmp_path / "out" / f"photo_pool-max-f3-s3.{fmt}") as im:
+        found = im.getexif()
+    assert found[MAKE] == "Canon" and found[0x0128] == 3
+    assert (float(found[0x011A]), float(found[0x011B])) == pytest.approx((80, 40))
+
+
 def test_the_pixels_are_the_same_with_or_without_a_profile(tmp_path, pixels, profile):
     """Nothing is converted: the profile goes along, the levels are those of the file."""
     _jpeg(tmp_path / "with.jpg", pixels, profile)

@@ -71,7 +71,8 @@ class Carried:
         )
         geo = None if self.geo is None else self.geo.on_grid(step, top, left)
         physical = None if self.physical is None else self.physical.on_grid(step, top, left)
-        return replace(self, dpi=dpi, geo=geo, physical=physical)
+        exif = self.exif if self.exif is None or step == 1 else _exif_on_grid(self.exif, step)
+        return replace(self, dpi=dpi, exif=exif, geo=geo, physical=physical)
 
     def without_colour(self) -> Carried:
         """Resolution, georeference and physical size alone: for values that are no colours
@@ -369,6 +370,26 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
     return _without_exif_header(exif)
+
+
+def _exif_on_grid(exif: bytes, step: int) -> bytes | None:
+    """EXIF bytes `exif` for an output with a pixel every `step` input pixels: its
+    X/YResolution (in its own unit) divided by `step`, as the output's resolution is; None
+    where they cannot be written again."""
+    from PIL import Image
+
+    try:
+        tags = Image.Exif()
+        tags.load(exif)
+        for ifd in (_EXIF_IFD, _GPS_IFD):
+            if ifd in tags:
+                tags.get_ifd(ifd)
+        for code in (0x011A, 0x011B):  # XResolution, YResolution
+            if code in tags and float(tags[code]) > 0:
+                tags[code] = float(tags[code]) / step
+        return _without_exif_header(tags.tobytes())
+    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError, struct.error):
+        return None
 
 
 def _without_exif_header(exif: bytes) -> bytes:
