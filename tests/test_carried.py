@@ -888,6 +888,25 @@ def test_a_tiff_without_camera_tags_has_no_exif_to_keep(tmp_path, mode):
     assert "exif" not in record.get("kept", {})
 
 
+def test_exif_too_large_for_a_jpeg_is_left_out_and_said(tmp_path, pixels):
+    # A JPEG's EXIF segment holds 64 KB: a larger EXIF (a raw converter's maker notes) is
+    # kept by PNG, and left out of a JPEG, which is written all the same.
+    exif = Image.Exif()
+    exif[MAKE] = "Canon"
+    exif.get_ifd(0x8769)[0x927C] = bytes(range(256)) * 400  # MakerNote, 100 KB
+    Image.fromarray(pixels).save(tmp_path / "raw.png", exif=exif.tobytes())
+    result = ok("pool", "--format", "jpg", tmp_path / "raw.png", "-o", tmp_path / "jpg", "-v")
+    assert "EXIF over 64 KB not kept: jpg outputs hold none (png outputs do)" in result.stderr
+    with Image.open(tmp_path / "jpg" / "raw_pool-max-f2-s2.jpg") as im:
+        assert im.size == (80, 60) and not im.getexif()
+    (record,) = manifest_records(tmp_path / "jpg")
+    assert "exif" not in record.get("kept", {})
+    ok("pool", "--format", "png", tmp_path / "raw.png", "-o", tmp_path / "png")
+    with Image.open(tmp_path / "png" / "raw_pool-max-f2-s2.png") as im:
+        assert im.getexif()[MAKE] == "Canon"
+        assert len(im.getexif().get_ifd(0x8769)[0x927C]) == 102400
+
+
 def test_alpha_that_a_jpeg_drops_is_said_once(tmp_path):
     """A JPEG has no alpha: the colours (weighted by alpha) are written alone, and the run
     says so once, naming the formats that keep it; --separate writes alpha as a file."""

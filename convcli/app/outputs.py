@@ -404,6 +404,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo" and not value.placed:
             name = "nodata value"
+        if attr == "exif" and fmt == "jpg":  # only EXIF too large for a JPEG's segment
+            name = "EXIF over 64 KB"
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)
 

@@ -24,6 +24,9 @@ from .physical import PhysicalSize, physical_size
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
+JPEG_EXIF_BYTES = 65527
+"""The most EXIF bytes a JPEG holds: its APP1 segment's 64 KB, less its length and
+``Exif\\0\\0``."""
 
 
 @dataclass(frozen=True)
@@ -143,12 +146,13 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size, TIFF no EXIF, Zarr the georeference and physical size, the others
-        nothing; the JPEG coding (:class:`JpegCoding`) JPEG alone."""
-        if fmt in ("png", "jpg"):
-            return replace(
-                self, geo=None, physical=None, ome=False, jpeg=self.jpeg if fmt == "jpg" else None
-            )
+        physical size (JPEG no EXIF over :data:`JPEG_EXIF_BYTES`), TIFF no EXIF, Zarr the
+        georeference and physical size, the others nothing; the JPEG coding
+        (:class:`JpegCoding`) JPEG alone."""
+        if fmt == "png":
+            return replace(self, geo=None, physical=None, ome=False, jpeg=None)
+        if fmt == "jpg":
+            return replace(self, exif=self._jpeg_exif, geo=None, physical=None, ome=False)
         if fmt == "tiff":
             return replace(self, exif=None, ome=self.ome_tiff, jpeg=None)
         if fmt == "zarr":  # in the group's attributes
@@ -195,11 +199,16 @@ class Carried:
             options["icc_profile"] = self.icc_profile
         if self.dpi is not None:
             options["dpi"] = self.dpi
-        if self.exif is not None:
-            options["exif"] = b"Exif\0\0" + self.exif
+        if self._jpeg_exif is not None:
+            options["exif"] = b"Exif\0\0" + self._jpeg_exif
         if self.jpeg is not None:
             options.update(self.jpeg.pillow_options())
         return options
+
+    @property
+    def _jpeg_exif(self) -> bytes | None:
+        """The EXIF a JPEG of it holds: all of it, or none over :data:`JPEG_EXIF_BYTES`."""
+        return self.exif if self.exif is not None and len(self.exif) <= JPEG_EXIF_BYTES else None
 
     @property
     def ome_tiff(self) -> bool:
