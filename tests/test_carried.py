@@ -159,6 +159,63 @@ def test_a_cmyk_profile_is_not_kept_on_the_rgb_it_is_read_as(tmp_path):
         assert im.mode == "RGB" and im.info.get("icc_profile") is None
 
 
+def _with_chunks(path, pixels, chunks):
+    """A PNG of `pixels` with `chunks` (kind, data) after its header, as a camera app or a
+    renderer writes them."""
+    import struct
+    import zlib
+
+    Image.fromarray(pixels).save(path)
+    data = path.read_bytes()
+    made = b"".join(
+        struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d)) for k, d in chunks
+    )
+    path.write_bytes(data[:33] + made + data[33:])  # the signature and IHDR are 33 bytes
+    return path
+
+
+def test_a_pngs_gamma_and_chromaticities_go_with_its_levels(tmp_path, pixels):
+    # A linear render (gAMA 1.0) and a wide-gamut file (cHRM) say their colour space in
+    # chunks of their own, not as a profile: outputs of their levels keep them, maps do not.
+    import struct
+
+    chroma = struct.pack(">8I", 31270, 32900, 64000, 33000, 21000, 71000, 15000, 6000)
+    source = _with_chunks(
+        tmp_path / "linear.png",
+        pixels,
+        [(b"cHRM", chroma), (b"gAMA", struct.pack(">I", 100000))],
+    )
+    result = ok("pool", source, "-o", tmp_path / "out", "-v")
+    assert "kept: cHRM and gAMA" in result.stderr
+    ok("conv", "-k", "gaussian-3x3", "--channels", "each", source, "-o", tmp_path / "out")
+    ok("conv", "-k", "vertical", source, "-o", tmp_path / "out")
+    for name, kept in [
+        ("linear_pool-max-f2-s2", True),
+        ("linear_conv-gaussian-3x3-each", True),
+        ("linear_conv-vertical-sum", False),
+    ]:
+        with Image.open(tmp_path / "out" / f"{name}.png") as im:
+            assert im.info.get("gamma") == (1.0 if kept else None)
+            assert im.info.get("chromaticity") == (
+                (0.3127, 0.329, 0.64, 0.33, 0.21, 0.71, 0.15, 0.06) if kept else None
+            )
+    records = {r["output"]: r for r in manifest_records(tmp_path / "out")}
+    assert records["linear_pool-max-f2-s2.png"]["kept"] == {"png_colour": ["cHRM", "gAMA"]}
+    lost = ok("pool", "--format", "jpg", source, "-o", tmp_path / "jpg")
+    assert "PNG gamma, chromaticities and sRGB not kept: jpg outputs hold none" in lost.stderr
+
+
+def test_a_pngs_srgb_chunk_is_kept(tmp_path, pixels):
+    import struct
+
+    source = _with_chunks(
+        tmp_path / "web.png", pixels, [(b"sRGB", b"\x00"), (b"gAMA", struct.pack(">I", 45455))]
+    )
+    ok("pad", source, "-o", tmp_path / "out")
+    with Image.open(tmp_path / "out" / "web_pad-constant-2.png") as im:
+        assert (im.info.get("srgb"), im.info.get("gamma")) == (0, 0.45455)
+
+
 def test_an_upright_photo_is_written_with_orientation_1_and_its_other_exif(
     tmp_path, pixels, profile
 ):

@@ -381,6 +381,7 @@ def _alpha_lost(task, pic) -> tuple[str, ...]:
 # What a file carries that a format may not hold: its name in words, its field of Carried.
 _HELD_OR_NOT = (
     ("colour profile", "icc_profile"),
+    ("PNG gamma, chromaticities and sRGB", "png_colour"),
     ("resolution", "dpi"),
     ("EXIF", "exif"),
     ("georeference", "geo"),

@@ -55,6 +55,10 @@ class Carried:
     per_cm : bool
         Whether a TIFF gives its resolution in pixels a centimetre (ResolutionUnit 3), as
         a TIFF of it does then.
+    png_colour : tuple of (bytes, bytes) or None
+        A PNG's colour space in chunks (kind, data) of its own: ``cHRM``, ``gAMA`` and
+        ``sRGB`` (a linear render's gamma 1), which the pixels' levels go with, as with a
+        profile.
     """
 
     icc_profile: bytes | None = None
@@ -65,6 +69,7 @@ class Carried:
     ome: bool = False
     jpeg: JpegCoding | None = None
     per_cm: bool = False
+    png_colour: tuple[tuple[bytes, bytes], ...] | None = None
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -109,6 +114,9 @@ class Carried:
         kept = []
         if self.icc_profile is not None:
             kept.append(f"colour profile {self.profile_name()!r}")
+        if self.png_colour is not None:
+            kinds = [kind.decode() for kind, _ in self.png_colour]  # "cHRM, gAMA and sRGB"
+            kept.append(" and ".join(filter(None, [", ".join(kinds[:-1]), kinds[-1]])))
         if self.dpi is not None:
             kept.append(f"{_number(self.dpi[0])}x{_number(self.dpi[1])} dpi")
         if self.exif is not None:
@@ -152,9 +160,11 @@ class Carried:
         if fmt == "png":
             return replace(self, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
-            return replace(self, exif=self._jpeg_exif, geo=None, physical=None, ome=False)
+            return replace(
+                self, exif=self._jpeg_exif, geo=None, physical=None, ome=False, png_colour=None
+            )
         if fmt == "tiff":
-            return replace(self, exif=None, ome=self.ome_tiff, jpeg=None)
+            return replace(self, exif=None, ome=self.ome_tiff, jpeg=None, png_colour=None)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
@@ -165,6 +175,8 @@ class Carried:
         record: dict = {}
         if self.icc_profile is not None:
             record["colour_profile"] = self.profile_name()
+        if self.png_colour is not None:
+            record["png_colour"] = [kind.decode() for kind, _ in self.png_colour]
         if self.dpi is not None:
             record["dpi"] = [round(d, 6) for d in self.dpi]
         if self.exif is not None:
@@ -181,7 +193,11 @@ class Carried:
 
     def png_chunks(self) -> list[tuple[bytes, bytes]]:
         """The PNG chunks (kind, data) that hold what is carried, to go before the pixels."""
-        chunks = []
+        chunks = [
+            (kind, data)
+            for kind, data in self.png_colour or ()
+            if kind != b"sRGB" or self.icc_profile is None  # one or the other, never both
+        ]
         if self.icc_profile is not None:
             name = (self.profile_name() or "ICC profile").encode("latin-1", "replace")[:79]
             chunks.append((b"iCCP", name + b"\0\0" + zlib.compress(self.icc_profile)))
@@ -424,7 +440,24 @@ def from_pillow_info(im) -> Carried:
         physical=physical_size(description) if ome else None,
         ome=ome,
         per_cm=im.format == "TIFF" and im.tag_v2.get(296) == 3,  # ResolutionUnit
+        png_colour=_png_colour(im.info) if im.format == "PNG" else None,
     )
+
+
+def _png_colour(info: dict) -> tuple[tuple[bytes, bytes], ...] | None:
+    """A PNG's cHRM, gAMA and sRGB chunks (kind, data) from Pillow's `info`, or None."""
+    chunks = []
+    try:
+        if info.get("chromaticity") is not None:
+            points = [round(v * 100000) for v in info["chromaticity"]]
+            chunks.append((b"cHRM", struct.pack(">8I", *points)))
+        if info.get("gamma"):
+            chunks.append((b"gAMA", struct.pack(">I", round(info["gamma"] * 100000))))
+        if info.get("srgb") is not None:
+            chunks.append((b"sRGB", struct.pack(">B", info["srgb"])))
+    except (TypeError, ValueError, struct.error):
+        return None  # out of range for its chunk: a file that is not as the format says
+    return tuple(chunks) or None
 
 
 def dpi_of(value) -> tuple[float, float] | None:
