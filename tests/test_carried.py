@@ -697,6 +697,27 @@ def test_the_nodata_of_an_integer_geotiff_is_never_averaged_and_written_back(
     assert [json.loads(line)["kept"]["nodata"] for line in records] == [nodata, nodata]
 
 
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+def test_an_int8_geotiff_is_pooled_as_values_with_its_nodata(tmp_path, memory):
+    """Signed 8-bit samples are values, as Int16's are: their negative means are kept (not
+    clipped to 0 as levels), and the nodata value -128 never reaches a window's mean."""
+    values = np.random.default_rng(14).integers(-127, 128, (160, 200), dtype=np.int8)
+    values[41:80, 21:60] = -128
+    source = _byte_geotiff(tmp_path / "scene.tif", values, -128)
+    windows, lost = _pooled_windows(values[:, :, None], -128)
+    missing, count = lost.all(axis=3), (~lost).sum(axis=3)
+    expected = np.where(lost, 0, windows).sum(axis=3) / np.maximum(count, 1)
+    result = ok("pool", "--mode", "average", source, "-o", tmp_path / "out", "-v", *memory)
+    assert ("processed in strips" in result.stderr) == bool(memory)
+    with tifffile.TiffFile(tmp_path / "out" / "scene_pool-average-f2-s2-L.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "-128"
+        got = tif.pages[0].asarray().reshape(expected.shape)
+    assert got.dtype == np.float32 and missing.sum() == 19 * 19
+    np.testing.assert_array_equal(got[missing], -128)
+    np.testing.assert_allclose(got[~missing], expected[~missing], rtol=1e-6)
+    assert (got[~missing] < 0).sum() > 3000
+
+
 def test_no_valid_integer_result_takes_the_nodata_value(tmp_path):
     """A mean of valid levels that rounds to the nodata value is written one level away, on
     its side; in strips the same bytes; a pad's border of the nodata value is nodata."""

@@ -102,14 +102,20 @@ class _Layout:
     convert: str = "same"  # or "inverted" (255 - value), "high byte" (value >> 8)
     note: str | None = None
     least_white: float = 1.0
+    signed: bool = False  # integers below 0: values, as float samples are, never levels
+
+    @property
+    def values(self) -> bool:
+        """Whether the samples are read as values (floats, signed integers), not as levels."""
+        return self.white is None or self.signed
 
 
 # Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
 # values are kept as they are; the white follows Pillow's modes "I" (integers, at least
 # 65535) and "F" (floats, at least 1). Signed 8-bit samples keep their sign (Pillow
-# reads them as unsigned: -57 as 199).
+# reads them as unsigned: -57 as 199), and are values, as Int16's are (white 255).
 _WIDE_GREY = {
-    (8, 2): _Layout(("L",), 255.0, 8),
+    (8, 2): _Layout(("L",), 255.0, 8, signed=True),
     (16, 2): _Layout(("L",), None, 16, least_white=65535.0),
     (32, 1): _Layout(("L",), None, 16, least_white=65535.0),
     (32, 2): _Layout(("L",), None, 16, least_white=65535.0),
@@ -197,10 +203,11 @@ def _jpeg_layout(page) -> _Layout | None:
 
 def _with_nodata_read(carried: Carried, layout: _Layout, dtype: np.dtype) -> Carried:
     """`carried` with GDAL's nodata value where its pixels are read as missing: float
-    samples, and integers read as stored (not inverted, 1-bit or narrowed) where the value
-    is one of their levels (a whole number from 0 to the white), as outputs keep it."""
+    samples and signed integers (values), and integers read as stored (not inverted, 1-bit
+    or narrowed) where the value is one of their levels (a whole number from 0 to the
+    white), as outputs keep it."""
     nodata = carried.nodata
-    if nodata is None or layout.white is None:
+    if nodata is None or layout.values:
         return carried
     stored = layout.convert == "same" and dtype.kind in "ui" and nodata.is_integer()
     return carried if stored and 0 <= nodata <= layout.white else carried.without_nodata()
@@ -391,7 +398,7 @@ class RegionSource:
         self.notes = notes
         self.frame_count = len(tif.pages)  # the strips read the first
         self.dtype = np.dtype(page.dtype)
-        self.floats = layout.white is None  # white from the values: float samples
+        self.floats = layout.values  # float samples, or signed integers
         self.carried = _with_nodata_read(from_tiff_page(page), layout, self.dtype)
         self.nodata = self.carried.nodata
         self._white = layout.white

@@ -104,8 +104,8 @@ class TiffPages:
             samples = source.read_samples(0, source.height)
         finally:
             source.kept_rows.forget()
-        white, floats = layout.white, layout.white is None  # white from the values: floats
-        if floats:
+        white, floats = layout.white, layout.values  # floats and signed integers: values
+        if white is None:  # white from the values
             finite = samples[np.isfinite(samples)]
             white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
         return samples, white, layout.depth, floats
