@@ -113,6 +113,49 @@ def test_gdal_nodata_alone_is_kept_and_left_out(tmp_path, memory):
     assert "georeference" not in result.stderr
 
 
+_GDAL_METADATA = """<GDALMetadata>
+  <Item name="STATISTICS_MEAN" sample="0">1234</Item>
+  <Item name="OFFSET" sample="0" role="offset">5</Item>
+  <Item name="SCALE" sample="0" role="scale">0.01</Item>
+  <Item name="UNITTYPE" sample="0" role="unittype">metre</Item>
+</GDALMetadata>"""
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_the_scale_and_offset_of_values_stay_with_them(tmp_path, memory):
+    """An Int16 DEM in centimetres above 5 m (GDAL's scale 0.01, offset 5): outputs of its
+    values (pool, a blur) keep the scale, offset and unit, not its statistics; an edge map,
+    whose values are no heights, keeps none."""
+    values = np.random.default_rng(3).integers(-3000, 30000, (400, 300)).astype(np.int16)
+    source = _tiff(
+        tmp_path / "dem.tif",
+        values,
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0, 0, 0, 500000.0, 4000000.0, 0), True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+        (42112, "s", 0, _GDAL_METADATA, True),
+    )
+    extra = ["--memory", memory] if memory else []
+    out = tmp_path / "out"
+    for command in (["pool"], ["conv", "-k", "gaussian-3x3"], ["conv", "-k", "sobel-x"]):
+        result = ok(*command, "--format", "tiff", source, "-o", out, "-v", *extra)
+        assert ("processed in strips" in result.stderr) == bool(memory)
+    for name in ("dem_pool-max-f2-s2-L.tiff", "dem_conv-gaussian-3x3-sum.tiff"):
+        with tifffile.TiffFile(out / name) as tif:
+            metadata = tif.pages[0].tags[42112].value
+        assert 'role="scale">0.01<' in metadata and 'role="offset">5<' in metadata
+        assert 'role="unittype">metre<' in metadata and "STATISTICS" not in metadata
+    with tifffile.TiffFile(out / "dem_conv-sobel-x-sum.tiff") as tif:
+        assert 42112 not in tif.pages[0].tags and 34735 in tif.pages[0].tags
+    records = [
+        json.loads(line)
+        for line in (out / "convcli-manifest.jsonl").read_text().split("\n")
+        if line
+    ]
+    kept = [r["kept"].get("band_values") for r in records]
+    assert kept == [[{"band": 0, "offset": 5.0, "scale": 0.01, "unittype": "metre"}]] * 2 + [None]
+
+
 def test_the_manifest_records_the_grid_as_the_file_gives_it():
     turned = GeoTags(keys=_KEYS, matrix=_MATRIX, nodata="-9999")
     assert turned.record() == {

@@ -334,8 +334,35 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     kept = _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
     if not all(s.mapping in ("clip", RAW_VALUES) for s in scales):
         kept = kept.without_nodata()  # a map's levels: no missing level (kept_missing)
+    if not _band_values_hold(op, out, scales, kept):
+        kept = kept.without_band_values()
     kept = kept.for_pixels(grey=out.kind == "channel")
     return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
+
+
+def _band_values_hold(op, out, scales: list[LevelScale], kept: Carried) -> bool:
+    """Whether GDAL's scale and offset of the input's bands say what `out` holds: the
+    input's values (:func:`_input_values`), the image in its bands (``whole``, ``group``)
+    or a map of the one band they are given for (sample 0)."""
+    if kept.geo is None or not kept.geo.values:
+        return False
+    if not _input_values(op, [s.mapping for s in scales]):
+        return False
+    return out.kind in ("whole", "group") or all(s == 0 for s, _, _ in kept.geo.values)
+
+
+def _input_values(op, methods: list[str]) -> bool:
+    """Whether channels of these mapping `methods` hold the input's values: pad, pool, a
+    kernel that keeps levels, with no bias or combination; not a gradient, an edge map."""
+    if not methods or not all(m in ("clip", RAW_VALUES) for m in methods) or op.name == "grad":
+        return False
+    kernels = getattr(op, "kernels", None)
+    if kernels is None:
+        return True
+    if op.combine is not None or op.bias != 0:
+        return False
+    sums = [(float(k.weights.sum()), float(np.abs(k.weights).sum())) for k in kernels]
+    return all(abs(total - 1) <= 1e-6 * size for total, size in sums)
 
 
 def _on_output(op, carried: Carried, in_its_colours: bool) -> Carried:
@@ -360,9 +387,11 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     alpha = _alpha_lost(task, pic)
     if pic.carried == NOTHING:
         return "", alpha
-    kept = _on_output(
-        task.op, pic.carried, any(m.method == "clip" for m in mappings_for(task, pic))
-    ).for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
+    mappings = mappings_for(task, pic)
+    kept = _on_output(task.op, pic.carried, any(m.method == "clip" for m in mappings))
+    kept = kept.for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
+    if not _input_values(task.op, [m.method for m in mappings]):
+        kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
     return kept_said, alpha + not_held(kept, task.fmt)
@@ -403,8 +432,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         alone = replace(NOTHING, **{attr: value})
         others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""
-        if attr == "geo" and not value.placed:
-            name = "nodata value"
+        if attr == "geo":
+            name = value.what
         if attr == "exif" and fmt == "jpg":  # only EXIF too large for a JPEG's segment
             name = "EXIF over 64 KB"
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")

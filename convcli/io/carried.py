@@ -122,7 +122,7 @@ class Carried:
         if self.exif is not None:
             kept.append("EXIF")
         if self.geo is not None:
-            kept.append("georeference" if self.geo.placed else f"nodata {self.geo.nodata}")
+            kept.append(self.geo.kept_text())
         if self.physical is not None:
             kept.append(f"pixel size {self.physical.text()}")
         return ", ".join(kept)  # not the JPEG coding: every JPEG has one, the manifest says it
@@ -150,7 +150,18 @@ class Carried:
         """The same without GDAL's nodata value (a map's levels have no missing values)."""
         if self.geo is None or not self.geo.nodata:
             return self
-        return replace(self, geo=replace(self.geo, nodata="") if self.geo.placed else None)
+        return self._with_geo(replace(self.geo, nodata=""))
+
+    def without_band_values(self) -> Carried:
+        """The same without GDAL's scale and offset of the bands' values (a map of other
+        values than the input's)."""
+        if self.geo is None or not self.geo.values:
+            return self
+        return self._with_geo(replace(self.geo, values=()))
+
+    def _with_geo(self, geo: GeoTags) -> Carried:
+        """The same with `geo`, where it holds anything."""
+        return replace(self, geo=geo if geo.placed or geo.nodata or geo.values else None)
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or

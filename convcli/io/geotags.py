@@ -5,7 +5,9 @@ GeoTIFF places the pixel grid on the ground in one of three ways, all kept: a pi
 and one tiepoint (a north-up grid), a transformation matrix (ModelTransformationTag: a
 rotated or sheared grid, as GDAL writes one), or tiepoints alone (ground control points).
 The keys that name the coordinate system are kept as they are. GDAL's nodata value is kept
-with them, or alone in a TIFF that has no georeference.
+with them, or alone in a TIFF that has no georeference, and so are the scale, offset and
+unit GDAL gives a band's values (GDAL_METADATA's items of those roles: a DEM of Int16
+centimetres, scale 0.01), which say what the values are.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ PIXEL_SCALE, TIEPOINT, TRANSFORMATION, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NO
     34737,
     42113,
 )
+GDAL_METADATA = 42112
 _RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
+_VALUE_ROLES = ("scale", "offset", "unittype")  # GDAL_METADATA's roles kept: what values are
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class GeoTags:
         GDAL's nodata value, as written ("" for none).
     matrix : tuple of 16 float or None
         ModelTransformation, row by row: raster (i, j, k, 1) to the ground.
+    values : tuple of (int, str, str)
+        GDAL's scale, offset and unit of the bands' values: (sample, role, text) for each
+        item of GDAL_METADATA whose role is ``scale``, ``offset`` or ``unittype``.
     """
 
     scale: tuple[float, float, float] | None = None
@@ -55,6 +62,7 @@ class GeoTags:
     ascii: str = ""
     nodata: str = ""
     matrix: tuple[float, ...] | None = None
+    values: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def placed(self) -> bool:
@@ -70,6 +78,20 @@ class GeoTags:
             if keys[k] == _RASTER_TYPE_KEY and keys[k + 1] == 0:
                 return keys[k + 3] == _PIXEL_IS_POINT
         return False
+
+    @property
+    def what(self) -> str:
+        """What it is, in words: ``georeference``, or GDAL's ``nodata value`` or ``value
+        scale and offset`` alone."""
+        if self.placed:
+            return "georeference"
+        return "nodata value" if self.nodata else "value scale and offset"
+
+    def kept_text(self) -> str:
+        """What an output keeps of it, in words: ``georeference``, ``nodata -9999``, and
+        ``value scale and offset``."""
+        words = ["georeference"] if self.placed else [f"nodata {self.nodata}"] * bool(self.nodata)
+        return ", ".join(words + ["value scale and offset"] * bool(self.values))
 
     def on_grid(self, step: int, top: float, left: float) -> GeoTags:
         """The same place on the ground for an output pixel grid (see
@@ -141,6 +163,11 @@ class GeoTags:
             record["control_points"] = list(self.tiepoint)
         if self.nodata:
             record["nodata"] = number_or_text(self.nodata)
+        if self.values:
+            bands: dict[int, dict] = {}
+            for sample, role, text in self.values:
+                bands.setdefault(sample, {"band": sample})[role] = number_or_text(text)
+            record["band_values"] = [bands[k] for k in sorted(bands)]
         return record
 
     def attributes(self) -> dict:
@@ -166,6 +193,8 @@ class GeoTags:
             tags.append((GEO_ASCII, "s", 0, self.ascii, True))
         if self.nodata:
             tags.append((GDAL_NODATA, "s", 0, self.nodata, True))
+        if self.values:
+            tags.append((GDAL_METADATA, "s", 0, _gdal_metadata(self.values), True))
         return tags
 
 
@@ -183,6 +212,7 @@ def geo_tags(tags) -> GeoTags | None:
     )
     doubles, ascii_, nodata = (tags.get(code) for code in (GEO_DOUBLES, GEO_ASCII, GDAL_NODATA))
     nodata_text = str(nodata.value).strip("\0 ") if nodata is not None else ""
+    values = band_values(tags)
     points = _floats(tiepoint)
     grid = {}
     if matrix is not None and len(matrix.value) == 16:
@@ -195,9 +225,42 @@ def geo_tags(tags) -> GeoTags | None:
             doubles=_floats(doubles) or (),
             ascii=str(ascii_.value) if ascii_ is not None else "",
             nodata=nodata_text,
+            values=values,
             **grid,
         )
-    return GeoTags(nodata=nodata_text) if nodata_text else None
+    return GeoTags(nodata=nodata_text, values=values) if nodata_text or values else None
+
+
+def band_values(tags) -> tuple[tuple[int, str, str], ...]:
+    """The scale, offset and unit GDAL gives each band's values in a TIFF page's `tags`
+    (the items of GDAL_METADATA with those roles), as (sample, role, text); none where
+    the tag is missing or is not GDAL's XML."""
+    tag = tags.get(GDAL_METADATA)
+    if tag is None or not isinstance(tag.value, str) or "<GDALMetadata" not in tag.value:
+        return ()
+    from xml.etree import ElementTree  # only for GDAL's metadata
+
+    try:
+        root = ElementTree.fromstring(tag.value.strip("\0 "))
+    except (ElementTree.ParseError, ValueError):
+        return ()
+    found = []
+    for item in root.iter("Item"):
+        role, sample, text = item.get("role"), item.get("sample", ""), (item.text or "").strip()
+        if role in _VALUE_ROLES and sample.isdigit() and text:
+            found.append((int(sample), role, text))
+    return tuple(sorted(found))
+
+
+def _gdal_metadata(values: tuple[tuple[int, str, str], ...]) -> str:
+    """GDAL_METADATA's XML holding `values` (:attr:`GeoTags.values`)."""
+    from xml.sax.saxutils import escape
+
+    items = [
+        f'  <Item name="{role.upper()}" sample="{sample}" role="{role}">{escape(text)}</Item>'
+        for sample, role, text in values
+    ]
+    return "\n".join(["<GDALMetadata>", *items, "</GDALMetadata>"])
 
 
 def _floats(tag) -> tuple[float, ...] | None:
