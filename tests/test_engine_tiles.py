@@ -428,6 +428,28 @@ def test_merged_forward_tiles_give_the_row_tiles_values_bit_for_bit(
     assert_matches(merged, conv_forward_windows(A, W, b, hparameters), np.float32)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_merged_forward_tiles_with_matmul_chunks_longer_than_a_row_tile(dtype, monkeypatch):
+    # A matmul chunk of 20 rows, row tiles of 8 blocks, results laid out as Z: a row
+    # tile followed by a single one of its merged tile has 16 rows of Z from its start,
+    # fewer than its chunk, so its last matmul goes through the scratch Y; its 8 rows,
+    # not the 16, are the ones written from it (the next row tile writes its own).
+    monkeypatch.setattr(correlate_engine, "TILE_VALUES", 2 * 4 * 210)
+    monkeypatch.setattr(correlate_engine, "MERGED_VALUES", 10**6)
+    monkeypatch.setattr(correlate_engine, "MIN_CHUNK", 20)
+    monkeypatch.setattr(correlate_engine, "MATMUL_WORK", 1)
+    monkeypatch.setattr(tiles, "THREADS", 1)
+    rng = np.random.default_rng(14)
+    A = rng.standard_normal((1, 150, 31, 3)).astype(dtype)
+    W = rng.standard_normal((5, 5, 3, 3)).astype(dtype)
+    b = rng.standard_normal((1, 1, 1, 3)).astype(dtype)
+    hparameters = {"stride": 2, "pad": 2}
+    plan = correlate_engine._Plan(A.shape, (5, 5), 2, (2,) * 4, 3, np.dtype(dtype))
+    assert plan.merge > 2 and plan.chunk == 20 and plan.tiles.rows * plan.nbw == 8
+    Z, _ = conv_forward(A, W, b, hparameters)
+    assert_matches(Z, conv_forward_windows(A, W, b, hparameters), dtype)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize(
     "height, width, nan_at, rows_hit",

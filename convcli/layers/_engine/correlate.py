@@ -384,10 +384,11 @@ def correlate(A, W, stride, pads, dtype, bias=None, *, partial=False):
 
 
 def _chunked_matmul(X, T, nq, chunk, y, Y):
-    """``y = X[:nq] @ T`` in matmuls of `chunk` rows, the last one through the scratch `Y`.
+    """``y[:nq] = X[:nq] @ T`` in matmuls of `chunk` rows, the last one through the scratch `Y`.
 
     The same matmuls as one batched call over ``ceil(nq / chunk)`` chunks,
-    so the same values (BLAS's sums depend on the shapes).
+    so the same values (BLAS's sums depend on the shapes). `y` may go on
+    past `nq` (the rows of later row tiles): those rows are left as they are.
     """
     full = nq // chunk
     if full:
@@ -399,7 +400,7 @@ def _chunked_matmul(X, T, nq, chunk, y, Y):
     rest = nq - full * chunk
     if rest:
         np.matmul(X[full * chunk : (full + 1) * chunk].reshape(1, chunk, -1), T, out=Y[:1])
-        y[full * chunk :] = Y[0, :rest]
+        y[full * chunk : nq] = Y[0, :rest]
 
 
 def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
