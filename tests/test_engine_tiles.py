@@ -111,6 +111,29 @@ def test_conv_on_tiny_tiles_matches_window_reference(case, tile_values, threads)
         assert_matches(got, want, A.dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_backward_gives_the_same_bits_on_any_number_of_threads(stride, dtype):
+    # dW sums the row tiles' parts: it must not depend on which thread took which
+    # tile, so that convcli fit writes the same weights on any machine.
+    rng = np.random.default_rng(15)
+    A = rng.standard_normal((3, 40, 23, 3)).astype(dtype)
+    W = rng.standard_normal((3, 3, 3, 2)).astype(dtype)
+    b = rng.standard_normal((1, 1, 1, 2)).astype(dtype)
+    hparameters = {"stride": stride, "pad": 1}
+    Z, cache = conv_forward(A, W, b, hparameters)
+    dZ = rng.standard_normal(Z.shape).astype(dtype)
+    grads = {}
+    for threads in (1, 2, 3, 5):
+        with engine(400, threads):
+            grads[threads] = conv_backward(dZ, cache)
+    for threads in (2, 3, 5):
+        for got, want in zip(grads[threads], grads[1], strict=True):
+            assert got.tobytes() == want.tobytes()
+    for got, want in zip(grads[1], conv_backward_windows(dZ, A, W, hparameters), strict=True):
+        assert_matches(got, want, dtype)
+
+
 @given(
     case=conv_cases(),
     tile_values=st.sampled_from(TILE_SIZES),

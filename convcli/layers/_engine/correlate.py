@@ -408,7 +408,10 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
 
     ``dW[di, dj] = sum over outputs of (input under kernel offset (di, dj)).T @ dZ``,
     computed with the tiles and the matrix X of the forward pass: ``X.T @ dZ``
-    gives the gradient of the banded matrix T, whose bands add up to dW.
+    gives the gradient of the banded matrix T, whose bands add up to dW. The
+    row tiles are summed in runs of consecutive tiles (:func:`_runs`), each
+    run by one thread, and the runs' sums in their order: the same additions,
+    so the same bits, on any number of threads.
     """
     f_h, f_w = kernel
     m, _, _, C = A.shape
@@ -416,29 +419,39 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
     plan = _Plan(A.shape, kernel, stride, pads, n_C, dtype)
     if m == 0 or C == 0 or n_C == 0:
         return np.zeros((f_h, f_w, C, n_C), dtype)
+    tiles = list(plan.tiles)
+    count = min(len(tiles), WEIGHT_GRAD_RUNS, max(1, RUN_SUMS_VALUES // (plan.K * plan.N)))
+    runs = list(enumerate(_runs(tiles, count)))
+    sums = [None] * count  # each run's, written by the one thread that takes the run
 
     def new_state():
         staged, X = plan.buffers(dtype, merged=False)
         # Outputs past the edges stay zero, so they add nothing to dW.
         Y = np.zeros((plan.max_chunks * plan.chunk, plan.N), dtype)
-        part = np.empty((plan.max_chunks, plan.K, plan.N), dtype)
-        return staged, X, Y, part, np.zeros((plan.K, plan.N), dtype)
+        return staged, X, Y, np.empty((plan.max_chunks, plan.K, plan.N), dtype)
 
-    def work(state, tile):
-        staged, X, Y, part, dT = state
-        nq = plan.fill(staged, X, A, *tile)
-        n = ceil_div(nq, plan.chunk)
-        Y[nq : n * plan.chunk] = 0
-        i0, i1, h0, h1 = tile
-        plan.outputs(Y, *tile)[...] = dZ[i0:i1, h0:h1]
-        x = X[: n * plan.chunk].reshape(n, plan.chunk, -1)
-        y = Y[: n * plan.chunk].reshape(n, plan.chunk, -1)
-        with np.errstate(invalid="ignore", over="ignore"):  # dW is checked at the end
-            np.matmul(x.swapaxes(1, 2), y, out=part[:n])
-            dT += part[:n].sum(axis=0)
+    def work(state, run):
+        staged, X, Y, part = state
+        r, run_tiles_ = run
+        dT = np.zeros((plan.K, plan.N), dtype)
+        for tile in run_tiles_:
+            nq = plan.fill(staged, X, A, *tile)
+            n = ceil_div(nq, plan.chunk)
+            Y[nq : n * plan.chunk] = 0
+            i0, i1, h0, h1 = tile
+            plan.outputs(Y, *tile)[...] = dZ[i0:i1, h0:h1]
+            x = X[: n * plan.chunk].reshape(n, plan.chunk, -1)
+            y = Y[: n * plan.chunk].reshape(n, plan.chunk, -1)
+            with np.errstate(invalid="ignore", over="ignore"):  # dW is checked at the end
+                np.matmul(x.swapaxes(1, 2), y, out=part[:n])
+                dT += part[:n].sum(axis=0)
+        sums[r] = dT
 
-    states = run_tiles(plan.tiles, work, new_state)
-    dT = sum(dT for *_, dT in states)
+    run_tiles(runs, work, new_state)
+    dT = sums[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for other in sums[1:]:  # in the runs' order, whichever threads took them
+            dT += other
     # Collect the bands: pixel b*s + dj of block b, output b.
     B, s = plan.B, plan.s
     dT = dT.reshape(f_h, plan.span, C, B, n_C)
@@ -446,6 +459,29 @@ def correlate_weights_grad(A, dZ, kernel, stride, pads, dtype):
     for b in range(B):
         dW += dT[:, b * s : b * s + f_w, :, b, :]
     return dW if _finite(dW) else None
+
+
+# dW's row tiles are summed in at most this many runs of consecutive tiles (so by at most
+# this many threads), and their sums of (K, N) values take at most RUN_SUMS_VALUES in all
+# (or one run): numbers of the shapes alone, never of the threads, so that the sums are
+# the same on any machine.
+WEIGHT_GRAD_RUNS = 16
+RUN_SUMS_VALUES = 1 << 23
+
+
+def _runs(items, count):
+    """`items` (a list) cut into `count` runs of consecutive items, as even as can be.
+
+    >>> _runs(list(range(7)), 3)
+    [[0, 1, 2], [3, 4], [5, 6]]
+    """
+    size, longer = divmod(len(items), count)
+    runs, start = [], 0
+    for r in range(count):
+        stop = start + size + (r < longer)
+        runs.append(items[start:stop])
+        start = stop
+    return runs
 
 
 def _crop(A, pads):
