@@ -838,6 +838,17 @@ def test_pool_input_without_rows_is_refused_naming_f():
         pool_forward(np.zeros((1, 0, 5, 1)), {"f": 1, "stride": 1})
 
 
+@pytest.mark.parametrize("shape", [(1, 0, 5, 1), (2, 5, 0, 3), (1, 0, 0, 1)])
+@pytest.mark.parametrize("mode", POOL_MODES)
+def test_padded_pool_input_without_rows_or_columns_is_refused_naming_f(shape, mode):
+    # Padding is never part of a window: a window over the padding alone would have
+    # no pixels (a max of -inf, a mean of 0 / 0).
+    with pytest.raises(ValueError, match=r'hparameters\["f"\] = 2 is larger than the input size 0'):
+        pool_forward(np.zeros(shape), {"f": 2, "stride": 1, "pad": 1}, mode)
+    with pytest.raises(ValueError, match=r'hparameters\["f"\] = 2'):
+        pool_backward(np.ones((1, 1, 1, 1)), (np.zeros(shape), {"f": 2, "stride": 1, "pad": 1}))
+
+
 @pytest.mark.parametrize("stride", [10**6, 2**63])
 @pytest.mark.parametrize("mode", POOL_MODES)
 def test_pool_huge_stride_takes_the_first_window(stride, mode):

@@ -119,8 +119,12 @@ class _Geometry:
 
 
 def _pooled_size(size, f, stride, pad, ceil_mode):
-    """PyTorch's pooled size; in ceil mode the last window starts inside the input or left pad."""
-    n = output_size(size + 2 * pad, f, stride, 'hparameters["f"] =')
+    """PyTorch's pooled size; in ceil mode the last window starts inside the input or left pad.
+
+    An input with no rows (or columns) is refused whatever the pad, as PyTorch
+    refuses it: padding is never part of a window, so a window would hold no pixel.
+    """
+    n = output_size(size + 2 * pad if size else 0, f, stride, 'hparameters["f"] =')
     if ceil_mode and (size + 2 * pad - f) % stride:
         n += 1
         if (n - 1) * stride >= size + pad:
