@@ -934,6 +934,36 @@ def test_padding_never_wins_a_max(value):
     np.testing.assert_array_equal(out, -np.inf)
 
 
+def test_padded_max_window_of_minus_inf_sends_its_gradient_to_its_first_pixel():
+    # Each window holds one pixel, all -inf: three windows start in the padding, the
+    # last at its pixel; every one sends its gradient to its pixel, as PyTorch does.
+    A = np.full((1, 2, 2, 1), -np.inf)
+    _, cache = pool_forward(A, {"f": 2, "stride": 2, "pad": 1}, "max")
+    dA = np.array([1.0, 2.0, 3.0, 4.0]).reshape(1, 2, 2, 1)
+    np.testing.assert_array_equal(pool_backward(dA, cache, "max"), dA)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "f, stride, pad, ceil_mode",
+    [(3, 1, 1, False), (2, 2, 1, True), (4, 3, 2, True), (5, 2, 2, False)],
+)
+def test_padded_max_pool_gradient_of_minus_inf_windows_is_conserved(
+    f, stride, pad, ceil_mode, dtype
+):
+    rng = np.random.default_rng(f * 100 + stride * 10 + pad)
+    A = rng.integers(-2, 2, (2, 9, 8, 3)).astype(dtype)
+    A[:, :5, :4] = -np.inf  # whole windows of -inf, starting in the padding and not
+    A[1, 6:, 5:, 1] = -np.inf
+    hparameters = {"f": f, "stride": stride, "pad": pad, "ceil_mode": ceil_mode}
+    out, cache = pool_forward(A, hparameters, "max")
+    assert np.isneginf(out).any()
+    dA = rng.standard_normal(out.shape).astype(dtype)
+    dA_prev = pool_backward(dA, cache, "max")
+    assert_matches(dA_prev, pool_backward_loop(dA, A, hparameters, "max"), dtype)
+    np.testing.assert_allclose(dA_prev.sum(), dA.sum(), rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "hparameters, error, message",
     [

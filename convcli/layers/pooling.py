@@ -278,10 +278,9 @@ def pool_backward(dA, cache, mode="max"):
         ``dA[i, h, w, c]`` back to its own window: all of it to the window's
         first maximum (max mode), or an equal share to every position
         (average mode: to the window's real pixels, padding excluded).
-        Positions no window covers get zero. Always A_prev's shape. With
-        padding, a max window whose real pixels are all -inf sends its
-        gradient to the padding, that is nowhere (PyTorch: to its first
-        pixel).
+        Positions no window covers get zero. Always A_prev's shape. A max
+        window whose real pixels are all -inf sends its gradient to the first
+        of them, never to the padding (PyTorch's rule).
 
     Examples
     --------
@@ -307,12 +306,28 @@ def pool_backward(dA, cache, mode="max"):
             return pool_backward_tiles(dA, A, f, stride, mode, claimed)
         if mode == "max":
             X = geometry.pad_input(A.astype(dA.dtype, copy=False), -np.inf)
-            dX = pool_backward_tiles(dA, X, f, stride, mode)
-        else:  # the sum mode reads no input values, only their shape
-            X = np.broadcast_to(np.zeros((), dA.dtype), geometry.padded_shape(A.shape))
-            shares = dA / geometry.counts(*A.shape[1:3], dA.dtype)
-            dX = pool_backward_tiles(shares, X, f, stride, "sum")
+            dA_prev = geometry.crop(pool_backward_tiles(dA, X, f, stride, mode), A.shape)
+            if geometry.pad and np.isneginf(A).any():
+                _minus_inf_windows(dA_prev, dA, X, geometry)
+            return dA_prev
+        # The sum mode reads no input values, only their shape.
+        X = np.broadcast_to(np.zeros((), dA.dtype), geometry.padded_shape(A.shape))
+        shares = dA / geometry.counts(*A.shape[1:3], dA.dtype)
+        dX = pool_backward_tiles(shares, X, f, stride, "sum")
         return geometry.crop(dX, A.shape)
+
+
+def _minus_inf_windows(dA_prev, dA, X, geometry):
+    """Add to `dA_prev` the gradient of each max window that starts in the padding and holds
+    only -inf: the -inf padding X holds ties with its pixels and comes first, so the
+    window's first maximum was padding; its first pixel gets the gradient instead.
+    """
+    f, s, p = geometry.f, geometry.stride, geometry.pad
+    rows, cols = np.arange(geometry.n_H) * s - p, np.arange(geometry.n_W) * s - p
+    in_padding = (rows[:, None] < 0) | (cols[None, :] < 0)
+    lost = (pool_forward_tiles(X, f, s, "max") == -np.inf) & in_padding[None, :, :, None]
+    i, h, w, c = np.nonzero(lost)
+    np.add.at(dA_prev, (i, np.maximum(rows[h], 0), np.maximum(cols[w], 0), c), dA[lost])
 
 
 def create_mask_from_window(x):
