@@ -116,6 +116,18 @@ def test_conv_single_step_float32_gives_float32():
     assert np.isclose(Z, -6.999089450680221, rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("bias", [0.5, 2, True])
+def test_conv_single_step_float32_with_a_python_scalar_bias_gives_float32(bias):
+    # A Python number takes the slice's dtype, as in numpy's arithmetic; a float64
+    # array or numpy scalar is float64 input, which wins when mixed.
+    a, W, _ = (x.astype(np.float32) for x in seed1_single_step())
+    Z = conv_single_step(a, W, bias)
+    assert type(Z) is np.float32
+    assert Z == np.sum(a * W, dtype=np.float32) + np.float32(bias)
+    assert type(conv_single_step(a, W, np.float64(bias))) is np.float64
+    assert type(conv_single_step(a.astype(np.uint8), W.astype(np.uint8), bias)) is np.float64
+
+
 def test_conv_single_step_adds_bias_once():
     # The 2017 edition prints -23.16021220252078 for the same draw: that is
     # sum(a * W + b), the bias added to each of the 48 products.

@@ -53,7 +53,8 @@ def conv_single_step(a_slice_prev, W, b):
     W : (f, f, n_C_prev) ndarray
         Weights of one filter.
     b : (1, 1, 1) ndarray or scalar
-        Bias of that filter, added once.
+        Bias of that filter, added once. A Python number takes the dtype
+        of the slice and weights; an array or numpy scalar counts as input.
 
     Returns
     -------
@@ -68,6 +69,8 @@ def conv_single_step(a_slice_prev, W, b):
     >>> conv_single_step(np.ones((2, 2, 1)), np.full((2, 2, 1), 0.5), np.array([[[1.0]]]))
     np.float64(3.0)
     """
+    # A Python number (not a numpy scalar, which np.float64 is too) has no dtype of its own.
+    python_number = isinstance(b, (int, float)) and not isinstance(b, np.generic)
     a = as_real_array(a_slice_prev, "a_slice_prev")
     W = as_real_array(W, "W")
     b = as_real_array(b, "b")
@@ -77,7 +80,7 @@ def conv_single_step(a_slice_prev, W, b):
         )
     if b.size != 1:
         raise ValueError(f"b must hold exactly one value, got shape {b.shape}")
-    dtype = compute_dtype(a, W, b)
+    dtype = compute_dtype(a, W) if python_number else compute_dtype(a, W, b)
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
         total = np.sum(np.multiply(a, W, dtype=dtype), dtype=dtype)
         return dtype.type(total + dtype.type(b.reshape(())))
