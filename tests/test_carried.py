@@ -718,6 +718,27 @@ def test_an_int8_geotiff_is_pooled_as_values_with_its_nodata(tmp_path, memory):
     assert (got[~missing] < 0).sum() > 3000
 
 
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+def test_a_float64_nodata_past_float32s_range_is_clamped_as_gdal_does(tmp_path, memory):
+    """A Float64 GeoTIFF's nodata -1.797e308 (GDAL's usual one) is no float32: the float32
+    output holds -3.4e38 for it, tag and pixels, as gdal_translate -ot Float32 writes it (it
+    was -inf in the pixels, with numpy's overflow warning, and the tag kept -1.797e308)."""
+    lowest = float(-np.finfo(np.float64).max)
+    values = np.random.default_rng(15).normal(0, 100, (120, 160))
+    values[:20, :20] = lowest
+    write = partial(tifffile.imwrite, tmp_path / "dem.tif", values, tile=(64, 64))
+    write(extratags=[(33550, "d", 3, (10.0, 10.0, 0.0), True), (42113, "s", 0, repr(lowest), True)])
+    result = ok("pool", "--mode", "average", tmp_path / "dem.tif", "-o", tmp_path / "out", *memory)
+    assert "RuntimeWarning" not in result.stderr
+    with tifffile.TiffFile(tmp_path / "out" / "dem_pool-average-f2-s2-L.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "-3.4028234663852886e+38"
+        got = tif.pages[0].asarray()
+    assert got.dtype == np.float32 and np.isfinite(got).all()
+    assert (got[:10, :10] == -np.finfo(np.float32).max).all()
+    expected = values[20:].reshape(50, 2, 80, 2).mean(axis=(1, 3))
+    np.testing.assert_allclose(got[10:], expected, rtol=1e-6, atol=1e-4)  # float32 sums
+
+
 def test_no_valid_integer_result_takes_the_nodata_value(tmp_path):
     """A mean of valid levels that rounds to the nodata value is written one level away, on
     its side; in strips the same bytes; a pad's border of the nodata value is nodata."""

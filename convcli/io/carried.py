@@ -23,6 +23,7 @@ from .geotags import GeoTags, geo_tags
 from .physical import PhysicalSize, physical_size
 
 METRES_PER_INCH = 0.0254
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 ORIENTATION = 0x0112
 JPEG_EXIF_BYTES = 65527
 """The most EXIF bytes a JPEG holds: its APP1 segment's 64 KB, less its length and
@@ -137,10 +138,17 @@ class Carried:
 
     def for_samples(self, dtype) -> Carried:
         """As written with samples of `dtype`: a nodata value they can hold (any with floats,
-        a whole number in their range with integers)."""
+        a whole number in their range with integers). A float32 file holds a finite nodata
+        value past its range (a Float64 file's -1.797e308) as its largest value of that
+        sign, as GDAL's gdal_translate clamps it: a value beyond it would be -inf there."""
         nodata, dtype = self.nodata, np.dtype(dtype)
         if dtype.kind == "f":
-            return self
+            if dtype != np.float32 or nodata is None or not abs(nodata) > _FLOAT32_MAX:
+                return self
+            if nodata in (np.inf, -np.inf):
+                return self
+            clamped = _FLOAT32_MAX if nodata > 0 else -_FLOAT32_MAX
+            return self._with_geo(replace(self.geo, nodata=repr(clamped)))
         held = nodata is not None and nodata.is_integer() and dtype.kind in "ui"
         if held and np.iinfo(dtype).min <= nodata <= np.iinfo(dtype).max:
             return self
