@@ -18,14 +18,31 @@ import subprocess
 import sys
 import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from PIL import Image, ImageOps
 
 from convcli.app.manifest import is_manifest_name
 from convcli.cli.main import main
+from convcli.layers._engine import native
+
+built = pytest.mark.skipif(native._native is None, reason="the C extension was not built")
+"""Marks a test of the native engine's C kernels: skipped where they were not built."""
+
+
+@contextmanager
+def vector_level(level):
+    """The native kernels at vector `level` (``sse2``, ``avx2`` ...) inside the block."""
+    before = native.set_vector_level(level)
+    try:
+        yield
+    finally:
+        native.set_vector_level(before)
+
 
 WIDTH, HEIGHT = 40, 30
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import run, run_without
+from helpers import built, run, run_without, vector_level
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import conv_forward_loop, depthwise_conv_forward_loop
@@ -25,8 +25,6 @@ from convcli.layers._engine import native
 
 EPS32 = float(np.finfo(np.float32).eps)
 
-built = pytest.mark.skipif(native._native is None, reason="the C extension was not built")
-
 
 @contextmanager
 def engine(name):
@@ -35,15 +33,6 @@ def engine(name):
         yield
     finally:
         native.use_engine(before)
-
-
-@contextmanager
-def vector_level(level):
-    before = native.set_vector_level(level)
-    try:
-        yield
-    finally:
-        native.set_vector_level(before)
 
 
 def test_the_extension_is_built_where_ci_asks_for_it():

@@ -8,23 +8,11 @@ around a vector's and the last pixels a vector loop leaves), NaN, inf and the ca
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
+from helpers import built, vector_level
 
 from convcli.layers._engine import native
-
-built = pytest.mark.skipif(native._native is None, reason="the C extension was not built")
-
-
-@contextmanager
-def vector_level(level):
-    before = native.set_vector_level(level)
-    try:
-        yield
-    finally:
-        native.set_vector_level(before)
 
 
 def at_every_level(compute):

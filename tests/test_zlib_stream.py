@@ -12,6 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
+from helpers import built
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -19,7 +20,6 @@ from PIL import Image
 from convcli.io import png, zlib_stream
 from convcli.layers._engine import native
 
-built = pytest.mark.skipif(native._native is None, reason="the C extension was not built")
 LAST_EMPTY_BLOCK = b"\x03\x00"
 
 
