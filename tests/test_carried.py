@@ -783,16 +783,21 @@ def test_the_pages_of_an_integer_geotiff_keep_its_nodata(tmp_path):
     np.testing.assert_array_equal(pooled[:, 10:], [[[200]], [[50]]] * np.ones((10, 20), int))
 
 
-def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profile):
-    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(3)]
+def _animation(path, count: int, profile: bytes, **options) -> None:
+    """An APNG of `count` flat RGB frames with colour profile `profile`, 200 dpi and `options`."""
+    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(count)]
     frames[0].save(
-        tmp_path / "anim.png",
+        path,
         save_all=True,
         append_images=frames[1:],
         icc_profile=profile,
         dpi=(200, 200),
-        duration=50,
+        **options,
     )
+
+
+def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profile):
+    _animation(tmp_path / "anim.png", 3, profile, duration=50)
     ok("pool", "--frames", "all", tmp_path / "anim.png", "-o", tmp_path / "out")
     with Image.open(tmp_path / "out" / "anim_pool-max-f2-s2.png") as im:
         assert getattr(im, "n_frames", 1) == 3
@@ -804,17 +809,9 @@ def test_frames_of_an_animation_keep_its_profile_and_resolution(tmp_path, profil
 def test_one_frame_picked_keeps_the_profile_resolution_and_exif(tmp_path, profile, frame):
     # Frame 0 is read as a one-frame file, turned upright (orientation 1); another frame as
     # stored, so it keeps the animation's orientation, as the frames of a stack do.
-    frames = [Image.fromarray(np.full((40, 50, 3), 30 * k, np.uint8)) for k in range(2)]
     exif = Image.Exif()
     exif[MAKE], exif[ORIENTATION] = "Canon", 6
-    frames[0].save(
-        tmp_path / "anim.png",
-        save_all=True,
-        append_images=frames[1:],
-        icc_profile=profile,
-        dpi=(200, 200),
-        exif=exif,
-    )
+    _animation(tmp_path / "anim.png", 2, profile, exif=exif)
     result = ok("pool", "--frames", frame, tmp_path / "anim.png", "-o", tmp_path / "out", "-v")
     assert "kept: colour profile 'sRGB built-in', 100x100 dpi, EXIF" in result.stderr
     icc, dpi, make, orientation, levels = _read(
