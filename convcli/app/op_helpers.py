@@ -13,11 +13,8 @@ import numpy as np
 
 from ..errors import OptionError
 from ..io.figures import Panel
-from ..layers.validation import check_result_size
+from ..layers.validation import FLOAT32_MAX, check_result_size
 from .names import number
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-"""The largest float32: values beyond it cannot be results."""
 
 
 def as_batch(pixels: np.ndarray) -> np.ndarray:

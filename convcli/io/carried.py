@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..layers.validation import FLOAT32_MAX
 from .geotags import GeoTags, geo_tags
 from .physical import PhysicalSize, physical_size
 
 METRES_PER_INCH = 0.0254
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 ORIENTATION = 0x0112
 JPEG_EXIF_BYTES = 65527
 """The most EXIF bytes a JPEG holds: its APP1 segment's 64 KB, less its length and
@@ -143,11 +143,9 @@ class Carried:
         sign, as GDAL's gdal_translate clamps it: a value beyond it would be -inf there."""
         nodata, dtype = self.nodata, np.dtype(dtype)
         if dtype.kind == "f":
-            if dtype != np.float32 or nodata is None or not abs(nodata) > _FLOAT32_MAX:
+            if dtype != np.float32 or nodata is None or not FLOAT32_MAX < abs(nodata) < np.inf:
                 return self
-            if nodata in (np.inf, -np.inf):
-                return self
-            clamped = _FLOAT32_MAX if nodata > 0 else -_FLOAT32_MAX
+            clamped = FLOAT32_MAX if nodata > 0 else -FLOAT32_MAX
             return self._with_geo(replace(self.geo, nodata=repr(clamped)))
         held = nodata is not None and nodata.is_integer() and dtype.kind in "ui"
         if held and np.iinfo(dtype).min <= nodata <= np.iinfo(dtype).max:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_FLOAT32_MAX = np.finfo(np.float32).max
+from ..layers.validation import FLOAT32_MAX
 
 
 def missing_as_nodata(values: np.ndarray, nodata: float) -> np.ndarray:
@@ -24,6 +24,6 @@ def missing_as_nodata(values: np.ndarray, nodata: float) -> np.ndarray:
     written = np.where(np.isnan(values), marker, values).astype(np.float32, copy=False)
     clash = values == marker
     if clash.any():
-        away = np.float32(-np.inf) if marker >= _FLOAT32_MAX else np.float32(np.inf)
+        away = np.float32(-np.inf) if marker >= FLOAT32_MAX else np.float32(np.inf)
         written[clash] = np.nextafter(marker, away)
     return written

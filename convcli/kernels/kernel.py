@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..layers.validation import FLOAT32_MAX
+
 # The source of a shipped kernel, and what a kernel's label may not hold.
 _BUILTIN = "builtin"
 _LABEL_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
 # Images are convolved in float32: larger weights would overflow to infinity.
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # Values from a file shown in messages: short, and never recursing into nested lists or
 # tables (TOML dotted keys a.a.a... = 1 make dicts thousands of levels deep with no
@@ -158,7 +159,7 @@ def _checked_weights(weights, where: str, *, rows_named=None) -> np.ndarray:
                 f"{where}: {cell(i, j)}: {str(out[i, j])!r}; weights must be finite numbers"
             )
         raise KernelError(f"{where}: {cell(i, j)} is {out[i, j]}; weights must be finite numbers")
-    big = np.argwhere(np.abs(out) > _FLOAT32_MAX)
+    big = np.argwhere(np.abs(out) > FLOAT32_MAX)
     if big.size:
         i, j = big[0]
         raise KernelError(
@@ -190,7 +191,7 @@ def _check_grid(weights, where: str, cell, rows_named) -> None:
         for j, value in enumerate(row):
             if not _is_number(value):
                 raise KernelError(f"{where}: {cell(i, j)}: {_short(value)} is not a number")
-            if isinstance(value, numbers.Integral) and abs(value) > _FLOAT32_MAX:
+            if isinstance(value, numbers.Integral) and abs(value) > FLOAT32_MAX:
                 # Too large even for float64 conversion, possibly.
                 raise KernelError(
                     f"{where}: {_row_column(i, j)} is an integer of "

@@ -89,6 +89,9 @@ def output_size(size: int, window: int, stride: int, what: str) -> int:
 # the machine's memory); they are refused first, naming the argument.
 MAX_AXIS = 2**31 - 1
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest float32: values beyond it cannot be results, nor float32 samples."""
+
 
 def _memory_bytes() -> int:
     try:
