@@ -567,35 +567,35 @@ static Py_ssize_t FN(abs_at_least)(const float *x, Py_ssize_t H, Py_ssize_t W, P
         /* Four vectors at a time first: most hold no value at the threshold and are
          * passed over after one test. */
         for (; i + 4 * VL <= end; i += 4 * VL) {
+#if VL == 8
+            /* Each vector's mask of the values at the threshold, then those values alone. */
+            const __m256 sign = _mm256_set1_ps(-0.0f), at = _mm256_set1_ps(threshold);
+            unsigned masks[4], any = 0;
+            for (int b = 0; b < 4; b++) {
+                __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(row + i + VL * b));
+                masks[b] = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, at, _CMP_GE_OQ));
+                any |= masks[b];
+            }
+            if (!any)
+                continue;
+            for (int b = 0; b < 4; b++) {
+                for (unsigned mask = masks[b]; mask; mask &= mask - 1) {
+                    if (count < capacity)
+                        out[count] = fabsf(row[i + VL * b + __builtin_ctz(mask)]);
+                    count++;
+                }
+            }
+#else
             veci at_least = (veci){0};
             for (int b = 0; b < 4; b++) {
                 veci bits = (veci)FN(load)(row + i + VL * b) & 0x7fffffff; /* |x| */
                 at_least |= (vec)bits >= threshold;
             }
-#if VL == 8
-            if (!_mm256_movemask_ps((__m256)at_least))
-                continue;
-#else
             int any = 0;
             for (int k = 0; k < VL; k++)
                 any |= at_least[k];
             if (!any)
                 continue;
-#endif
-#if VL == 8
-            /* Only the values at the threshold, found from each vector's mask. */
-            for (int b = 0; b < 4; b++) {
-                const float *block = row + i + VL * b;
-                __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(block));
-                unsigned mask = (unsigned)_mm256_movemask_ps(
-                    _mm256_cmp_ps(a, _mm256_set1_ps(threshold), _CMP_GE_OQ));
-                for (; mask; mask &= mask - 1) {
-                    if (count < capacity)
-                        out[count] = fabsf(block[__builtin_ctz(mask)]);
-                    count++;
-                }
-            }
-#else
             for (int k = 0; k < 4 * VL; k++) {
                 float a = fabsf(row[i + k]);
                 if (a >= threshold) {
