@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from reference import pad_loop
 
 from convcli import PAD_MODES, pad_images, zero_pad
-from convcli.layers.padding import NP_PAD_ARGUMENTS, border_terms, fill_border, pad_images_as
+from convcli.layers.padding import (
+    NP_PAD_ARGUMENTS,
+    border_copies,
+    border_terms,
+    fill_border,
+    pad_images_as,
+)
 
 # The row "a b c d" (here 1 2 3 4) padded by 2 on each side, by hand.
 ROW_PADDED_BY_2 = {
@@ -452,3 +458,22 @@ def test_a_computed_border_pads_folds_and_streams_as_np_pad_makes_it(monkeypatch
         np.testing.assert_array_equal(
             band, expected[1, strip.in0 + top : strip.in1 + top, left : left + 7]
         )
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_border_copies_are_the_border_terms_copies(mode):
+    for n in range(1, 8):
+        for before in range(0, 13, 3):
+            for after in (0, 1, 5, 12):
+                expected = border_terms(n, before, after, mode).copies()
+                np.testing.assert_array_equal(border_copies(n, before, after, mode), expected)
+
+
+def test_border_copies_follow_the_np_pad_arguments(monkeypatch):
+    from convcli.layers import padding
+
+    assert border_copies(5, 2, 2, "reflect") is not None  # kept for the next call
+    monkeypatch.setitem(
+        padding.NP_PAD_ARGUMENTS, "reflect", {"mode": "reflect", "reflect_type": "odd"}
+    )
+    assert border_copies(5, 2, 2, "reflect") is None  # a computed border: no copies

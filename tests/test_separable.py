@@ -192,6 +192,17 @@ def test_rank_one_within_float32_rounding_and_no_further():
         assert rank_one_factors(weights) is None
 
 
+def test_rank_one_factors_kept_for_the_next_call_are_not_shared():
+    weights = np.outer([1.0, 2.0, 1.0], [1.0, 0.0, -1.0])
+    u, v = rank_one_factors(weights)
+    u[:] = 7  # the caller's copy
+    again = rank_one_factors(weights)
+    np.testing.assert_array_equal(np.outer(*again), weights)
+    big = np.outer(np.arange(1.0, 70.0), np.ones(70))  # past the kept size: the same rule
+    assert big.size > separable.CACHED_KERNEL_WEIGHTS
+    np.testing.assert_array_equal(np.outer(*rank_one_factors(big)), big)
+
+
 # --- convcli kernels --check ----------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from ..choices import COMBINE_MODES, keyed_by
 from ..layers._engine import native
 from ..layers.conv import conv_forward
 from ..layers.depthwise import depthwise_conv_forward
-from ..layers.padding import border_terms, fill_border, pad_images, pad_images_as
+from ..layers.padding import border_copies, fill_border, pad_images, pad_images_as
 from ..layers.validation import check_result_size
 from ..levels.mapping import luminance
 from .op_helpers import as_batch, check_padded_size, pad_option
@@ -184,8 +184,8 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
     top, bottom, left, right = op.pad_widths(kernel)
     size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
     check_result_size(size, np.float32, size_cause(op), "the result")  # before the borders
-    rows = border_terms(H, top, bottom, op.border).copies()
-    columns = border_terms(W, left, right, op.border).copies()
+    rows = border_copies(H, top, bottom, op.border)
+    columns = border_copies(W, left, right, op.border)
     if factors is None or rows is None or columns is None:
         return None
     return native.sum_correlate_separable(A, *factors, rows, columns, left, op.bias)

