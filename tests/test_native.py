@@ -286,18 +286,20 @@ def _summed_op(weights, widths, border, bias):
 @built
 @given(
     seed=st.integers(0, 2**32 - 1),
-    shape=st.tuples(st.integers(1, 2), st.integers(1, 19), st.integers(1, 23), st.integers(1, 4)),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 19), st.integers(1, 41), st.integers(1, 4)),
     kernel=st.sampled_from(sorted(_SUMMED_KERNELS)),
     widths=st.tuples(*[st.integers(0, 6)] * 4),
     border=st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]),
     bias=st.sampled_from([0.0, 0.5, -3.0]),
+    streamed=st.booleans(),
 )
 @settings(max_examples=150, deadline=None)
 def test_the_channel_sum_correlated_in_one_pass_has_the_bits_of_the_summed_picture(
-    seed, shape, kernel, widths, border, bias
+    seed, shape, kernel, widths, border, bias, streamed
 ):
     # The 8-bit channels summed row by row inside the passes give what the float32 sum,
-    # bordered and handed to conv_forward, gives: the same bits, at every vector level.
+    # bordered and handed to conv_forward, gives: the same bits, at every vector level,
+    # the results stored past the caches (as a photo's are) or not.
     from convcli.app import conv_pixels
 
     rng = np.random.default_rng(seed)
@@ -311,7 +313,8 @@ def test_the_channel_sum_correlated_in_one_pass_has_the_bits_of_the_summed_pictu
         patch.setattr(conv_pixels, "summed_in_one_pass", lambda *_: None)
         expected = conv_pixels.summed_maps(op, colour)
     for level in native.vector_levels():
-        with engine("native"), vector_level(level):
+        with engine("native"), vector_level(level), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(native, "STREAMED_BYTES", 0 if streamed else 1 << 62)
             got = conv_pixels.summed_in_one_pass(op, colour, op.kernels[0])
         if kernel == "laplacian":
             assert got is None

@@ -43,6 +43,7 @@ typedef struct {
     float bias;
     Py_ssize_t top, left, line_len, step; /* step: values between horizontal taps */
     int symmetric_u, symmetric_v; /* u[k] == u[f_h - 1 - k] for every k; likewise v */
+    int stream; /* outputs stored past the caches where aligned (AVX2 build): they are many */
 } sep_args;
 
 /* The most taps of a separable pass (the rows one output reads). */
@@ -270,18 +271,18 @@ done:
 }
 
 /* sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, flags,
- *               (m, H_in, W_in, C), (W, left, ring_rows), bias, (i, h0, h1)):
+ *               (m, H_in, W_in, C), (W, left, ring_rows), bias, stream, (i, h0, h1)):
  * rows [h0, h1) of image i of Z (m, n_H, n_W) from the 8-bit pixels (m, H_in, W_in, C)
- * as sum_separable_rows makes them; n_H and n_W follow from row_src and col_src (int64,
+ * as sum_separable_rows makes them, stored past the caches where `stream` (AVX2); n_H and n_W follow from row_src and col_src (int64,
  * one per padded row and column, each checked to be -1 or inside the picture). */
 static PyObject *native_sum_separable(PyObject *self, PyObject *args)
 {
     Py_buffer pixels, u, v, row_src, col_src, Z, scratch, tags, flags;
     sep_args a = {0};
     Py_ssize_t m, H_in, W_in, C, W, left, ring_rows, i, h0, h1;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*(nnnn)(nnn)f(nnn)", &pixels, &u, &v,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*(nnnn)(nnn)fp(nnn)", &pixels, &u, &v,
                           &row_src, &col_src, &Z, &scratch, &tags, &flags, &m, &H_in, &W_in,
-                          &C, &W, &left, &ring_rows, &a.bias, &i, &h0, &h1))
+                          &C, &W, &left, &ring_rows, &a.bias, &a.stream, &i, &h0, &h1))
         return NULL;
     int ok = 0;
     Py_ssize_t H = row_src.len / (Py_ssize_t)sizeof(int64_t);
@@ -327,10 +328,11 @@ static PyObject *native_sum_separable(PyObject *self, PyObject *args)
     const unsigned char *picture = (const unsigned char *)pixels.buf + i * H_in * W_in * C;
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_BUILD
-    if (use_avx2)
+    if (use_avx2) {
         sum_separable_rows_avx2(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
                                 ring_rows, lines, zeros, flags.buf);
-    else
+        _mm_sfence(); /* the streamed stores done before the caller reads them */
+    } else
 #endif
         sum_separable_rows_base(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
                                 ring_rows, lines, zeros, flags.buf);
@@ -757,8 +759,8 @@ static PyMethodDef native_methods[] = {
      "NaN or inf."},
     {"sum_separable", native_sum_separable, METH_VARARGS,
      "sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, not_finite, (m, H, W, C), "
-     "(padded width, left, ring rows), bias, (i, h0, h1)): rows h0..h1 of image i of Z, the 8-bit "
-     "channels' sum bordered by copies and correlated with outer(u, v)."},
+     "(padded width, left, ring rows), bias, stream, (i, h0, h1)): rows h0..h1 of image i of Z, "
+     "the 8-bit channels' sum bordered by copies and correlated with outer(u, v)."},
     {"sum_channels", native_sum_channels, METH_VARARGS,
      "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "
      "of rows of W pixels, as float32, into out's rows from value `offset`, `stride` apart."},

@@ -372,7 +372,12 @@ static int FN(horizontal_row)(const sep_args *a, const float *line, float *out)
         for (int b = 0; b < 4; b++) {
             acc[b] += a->bias;
             finite += acc[b] - acc[b];
-            FN(store)(out + w + VL * b, acc[b]);
+#if VL == 8
+            if (a->stream && !((uintptr_t)(out + w) & 31)) /* aligned, as Z rows of 8k values */
+                _mm256_stream_ps(out + w + VL * b, (__m256)acc[b]);
+            else
+#endif
+                FN(store)(out + w + VL * b, acc[b]);
         }
     }
     for (; w < n8; w += VL) {

@@ -65,6 +65,10 @@ MULTIPLY_ADDS_PER_PASS = 8
 # The most bytes of a thread's channel-sum rows (sum_correlate_separable): a kernel taller
 # than that leaves the sum to a picture-sized array.
 SUM_RING_BYTES = 4 << 20
+# Results of at least so many bytes are stored past the caches (sum_correlate_separable): a
+# photo's 17 MB map, 6.6 to 6.0 ms a conv stage (medians of 6 stage splits of 16 photos,
+# interleaved). Smaller ones stay in the cache for the mapping that reads them next.
+STREAMED_BYTES = 8 << 20
 
 
 def _c_array(x, dtype) -> np.ndarray:
@@ -238,7 +242,8 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
         return None
     if min(m, H, W_in, n_H, n_W) < 1:
         return None
-    Z = np.empty((m, n_H, n_W, 1), np.float32)
+    Z = _aligned_empty((m, n_H, n_W, 1))
+    stream = Z.nbytes >= STREAMED_BYTES
     shape, geometry = (m, H, W_in, C), (W, left, ring_rows)
     not_finite = []  # list.append is atomic
 
@@ -261,6 +266,7 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
                 shape,
                 geometry,
                 float(bias),
+                stream,
                 (i, h0, h1),
             )
             if flags.any():
@@ -270,6 +276,15 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
     cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
     run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
     return None if not_finite else Z
+
+
+def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised float32 array of `shape` that starts on a 64-byte boundary (a cache
+    line), as the streamed stores of 32 bytes need it."""
+    size = int(np.prod(shape))
+    memory = np.empty(size + 16, np.float32)
+    start = (-memory.ctypes.data % 64) // 4
+    return memory[start : start + size].reshape(shape)
 
 
 def sum_channels(colour, out, top: int, left: int) -> None:
