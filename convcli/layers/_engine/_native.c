@@ -555,9 +555,8 @@ static PyObject *native_spread_claims(PyObject *self, PyObject *args)
  * as numpy puts it (its key is the largest, a NaN's pattern again). */
 static inline uint32_t order_key(uint32_t bits)
 {
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-        return 0xffffffffu;
-    return bits ^ ((bits >> 31) ? 0xffffffffu : 0x80000000u);
+    uint32_t nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    return (bits ^ ((uint32_t)((int32_t)bits >> 31) | 0x80000000u)) | (0u - nan);
 }
 
 static inline uint32_t key_bits(uint32_t key)
@@ -565,9 +564,28 @@ static inline uint32_t key_bits(uint32_t key)
     return key ^ ((key >> 31) ? 0x80000000u : 0xffffffffu);
 }
 
+/* How many of the n keys have each value of (key >> shift) & mask (at most 2048 of them),
+ * into `counts`: four tallies in turn, so that runs of equal keys (a photo's candidates
+ * fall in a few groups) do not wait on one count. */
+static void count_groups(const uint32_t *keys, Py_ssize_t n, int shift, uint32_t mask,
+                         Py_ssize_t *counts)
+{
+    Py_ssize_t tallies[4][2048];
+    for (int t = 0; t < 4; t++)
+        memset(tallies[t], 0, sizeof(Py_ssize_t) * (mask + 1));
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int t = 0; t < 4; t++)
+            tallies[t][(keys[i + t] >> shift) & mask]++;
+    for (; i < n; i++)
+        tallies[0][(keys[i] >> shift) & mask]++;
+    for (uint32_t g = 0; g <= mask; g++)
+        counts[g] = tallies[0][g] + tallies[1][g] + tallies[2][g] + tallies[3][g];
+}
+
 /* The key of rank k (0: the smallest) of the n keys, selected on 11, 11 and 10 bits: each
  * pass counts the candidates by the next bits and keeps the group rank k falls in
- * (`scratch`: room for n keys). */
+ * (`scratch`: room for n keys), with no branch on the keys. */
 static uint32_t select_key(const uint32_t *keys, Py_ssize_t n, Py_ssize_t k, uint32_t *scratch)
 {
     static const int shifts[3] = {21, 10, 0};
@@ -577,17 +595,20 @@ static uint32_t select_key(const uint32_t *keys, Py_ssize_t n, Py_ssize_t k, uin
     for (int pass = 0; pass < 3; pass++) {
         const int shift = shifts[pass];
         const uint32_t mask = masks[pass];
-        Py_ssize_t counts[2048] = {0};
-        for (Py_ssize_t i = 0; i < n; i++)
-            counts[(candidates[i] >> shift) & mask]++;
+        Py_ssize_t counts[2048];
+        count_groups(candidates, n, shift, mask, counts);
         uint32_t group = 0;
         while (k >= counts[group])
             k -= counts[group++];
         prefix |= group << shift;
+        if (pass == 2)
+            break;
         Py_ssize_t kept = 0;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (((candidates[i] >> shift) & mask) == group)
-                scratch[kept++] = candidates[i];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t key = candidates[i];
+            scratch[kept] = key;
+            kept += ((key >> shift) & mask) == group;
+        }
         candidates = scratch;
         n = kept;
     }
@@ -624,9 +645,9 @@ static PyObject *native_select_ranks(PyObject *self, PyObject *args)
         Py_ssize_t at_most = 0;
         uint32_t above = 0xffffffffu;
         for (Py_ssize_t i = 0; i < n; i++) {
-            at_most += keys[i] <= first;
-            if (keys[i] > first && keys[i] < above)
-                above = keys[i];
+            uint32_t key = keys[i], higher = key > first ? key : 0xffffffffu;
+            at_most += key <= first;
+            above = higher < above ? higher : above;
         }
         second = at_most > k1 ? first : above;
     } else if (k1 > k0) {
