@@ -445,6 +445,29 @@ def test_values_at_least_a_threshold_are_numpys(margin):
 
 
 @built
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_large_maps_bands_give_the_whole_maps_values(threads, monkeypatch):
+    # Over a band's worth of values (TILE_VALUES): bands on the layer threads, each scan
+    # into room for an eighth of its values; a band with more is scanned again.
+    from convcli.layers._engine import tiles
+
+    monkeypatch.setattr(tiles, "THREADS", threads)
+    rng = np.random.default_rng(threads)
+    x = (rng.standard_normal((1500, 1500)) * 10).astype(np.float32)
+    x[300:340] = 100  # one band's values nearly all at the threshold
+    margin, threshold = 5, np.float32(17.5)
+    assert (len(native._bands(range(margin, 1500 - margin), 1500)) > 1) == (threads > 1)
+    inside = np.abs(x[margin:-margin, margin:-margin])
+    expected = inside[inside >= threshold]
+    np.testing.assert_array_equal(native.abs_at_least(x, margin, threshold, x.size), expected)
+    assert native.abs_at_least(x, margin, threshold, expected.size) is not None
+    assert native.abs_at_least(x, margin, threshold, expected.size - 1) is None
+    np.testing.assert_array_equal(native.levels_u8(x, np.float32(3), 3e38), _levels_by_numpy(x, 3))
+    x[-1, -1] = np.nan  # in the last band only
+    assert native.levels_u8(x, np.float32(3), 3e38) is None
+
+
+@built
 @given(
     seed=st.integers(0, 2**32 - 1),
     margin=st.sampled_from([0, 1, 5]),
