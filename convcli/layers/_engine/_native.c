@@ -207,7 +207,7 @@ static void set_symmetry(sep_args *a)
 static PyObject *native_separable(PyObject *self, PyObject *args)
 {
     Py_buffer A, u, v, Z, scratch, flags;
-    sep_args a;
+    sep_args a = {0}; /* stream off: its results go on to the next pass in the cache */
     Py_ssize_t i, h0, h1, bottom, right;
     if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)fn(nnn)", &A, &u, &v, &Z,
                           &scratch, &flags, &a.m, &a.H,
