@@ -1022,3 +1022,57 @@ def test_alpha_that_a_jpeg_drops_is_said_once(tmp_path):
     split = ok("pool", "--format", "jpg", "--separate", tmp_path, "-o", tmp_path / "sep")
     assert "alpha not kept" not in split.stderr
     assert (tmp_path / "sep" / "clear0_pool-max-f2-s2-A.jpg").is_file()
+
+
+def _sized_exif(width: int, height: int) -> bytes:
+    """A camera's EXIF that gives the image's size (PixelXDimension, PixelYDimension)."""
+    exif = Image.Exif()
+    exif[MAKE] = "Canon"
+    exif.get_ifd(0x8769).update({0xA002: width, 0xA003: height, 0x9003: "2024:01:02 03:04:05"})
+    return exif.tobytes()
+
+
+def _exif_size(path) -> tuple[int, int, tuple[int, int]]:
+    """The EXIF's image size, and the pixels' (width, height), as Pillow reads them."""
+    with Image.open(path) as im:
+        block = im.getexif().get_ifd(0x8769)
+        assert block[0x9003] == "2024:01:02 03:04:05"  # the rest of the block kept
+        return block[0xA002], block[0xA003], im.size
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpg"])
+@pytest.mark.parametrize(
+    "command", [("pool", "--size", "2"), ("pad", "--pad", "3"), ("conv", "-k", "box", "--pad", "0")]
+)
+def test_the_exif_image_size_is_the_outputs(tmp_path, pixels, fmt, command):
+    # A camera's EXIF gives the image's size: an output's file gives the output's, never the
+    # input's (exiftool's ExifImageWidth and ExifImageHeight).
+    source = tmp_path / "photo.jpg"
+    Image.fromarray(pixels).save(source, exif=_sized_exif(160, 120))
+    ok(*command, "--format", fmt, source, "-o", tmp_path / "out")
+    (written,) = (tmp_path / "out").glob(f"*.{fmt}")
+    width, height, size = _exif_size(written)
+    assert (width, height) == size != (160, 120)
+
+
+def test_the_exif_image_size_of_frames_and_strips_is_the_outputs(tmp_path, profile):
+    _animation(tmp_path / "anim.png", 3, profile, exif=_sized_exif(50, 40))
+    ok("pool", "--frames", "all", tmp_path / "anim.png", "-o", tmp_path / "out")
+    assert _exif_size(tmp_path / "out" / "anim_pool-max-f2-s2.png") == (25, 20, (25, 20))
+    scan = np.random.default_rng(6).integers(0, 256, (700, 600, 3), np.uint8)
+    Image.fromarray(scan).save(tmp_path / "scan.tif", exif=_sized_exif(600, 700))
+    result = ok(
+        "pool",
+        "--size",
+        "3",
+        "--format",
+        "png",
+        tmp_path / "scan.tif",
+        "-o",
+        tmp_path / "s",
+        "-v",
+        "--memory",
+        "1M",
+    )
+    assert "processed in strips" in result.stderr
+    assert _exif_size(tmp_path / "s" / "scan_pool-max-f3-s3.png") == (200, 233, (200, 233))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..layers.validation import FLOAT32_MAX
+from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, without_exif_header
 from .geotags import GeoTags, geo_tags
 from .physical import PhysicalSize, physical_size
 
@@ -80,7 +81,7 @@ class Carried:
         )
         geo = None if self.geo is None else self.geo.on_grid(step, top, left)
         physical = None if self.physical is None else self.physical.on_grid(step, top, left)
-        exif = self.exif if self.exif is None or step == 1 else _exif_on_grid(self.exif, step)
+        exif = self.exif if self.exif is None or step == 1 else exif_on_grid(self.exif, step)
         return replace(self, dpi=dpi, exif=exif, geo=geo, physical=physical)
 
     def without_colour(self) -> Carried:
@@ -208,8 +209,9 @@ class Carried:
             record["jpeg_quality"] = self.jpeg.quality
         return record
 
-    def png_chunks(self) -> list[tuple[bytes, bytes]]:
-        """The PNG chunks (kind, data) that hold what is carried, to go before the pixels."""
+    def png_chunks(self, size: tuple[int, int] | None = None) -> list[tuple[bytes, bytes]]:
+        """The PNG chunks (kind, data) that hold what is carried, to go before the pixels of
+        an image of `size` (width, height), which its EXIF then gives (:meth:`exif_for`)."""
         chunks = [
             (kind, data)
             for kind, data in self.png_colour or ()
@@ -222,18 +224,25 @@ class Carried:
             x, y = (max(1, round(d / METRES_PER_INCH)) for d in self.dpi)
             chunks.append((b"pHYs", struct.pack(">IIB", x, y, 1)))
         if self.exif is not None:
-            chunks.append((b"eXIf", self.exif))
+            chunks.append((b"eXIf", self.exif_for(size)))
         return chunks
 
-    def pillow_options(self) -> dict:
-        """Pillow ``save`` options (JPEG) that hold what is carried."""
+    def exif_for(self, size: tuple[int, int] | None) -> bytes | None:
+        """The EXIF of an image of `size` (width, height): its image size that one, where it
+        gives one (:func:`~convcli.io.exif.exif_sized`), not the input's."""
+        if self.exif is None or size is None:
+            return self.exif
+        return exif_sized(self.exif, *size) or self.exif
+
+    def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
+        """Pillow ``save`` options (JPEG) that hold what is carried, for an image of `size`."""
         options: dict = {}
         if self.icc_profile is not None:
             options["icc_profile"] = self.icc_profile
         if self.dpi is not None:
             options["dpi"] = self.dpi
         if self._jpeg_exif is not None:
-            options["exif"] = b"Exif\0\0" + self._jpeg_exif
+            options["exif"] = b"Exif\0\0" + self.exif_for(size)
         if self.jpeg is not None:
             options.update(self.jpeg.pillow_options())
         return options
@@ -384,7 +393,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
-    only = frozenset(_TIFF_CAMERA_TAGS + (_EXIF_IFD, _GPS_IFD)) if im.format == "TIFF" else None
+    only = frozenset(_TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
     return replace(header, dpi=dpi, exif=_upright_exif(found, upright, only), jpeg=jpeg_coding(im))
 
 
@@ -411,33 +420,7 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
         exif = tags.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
-    return _without_exif_header(exif)
-
-
-def _exif_on_grid(exif: bytes, step: int) -> bytes | None:
-    """EXIF bytes `exif` for an output with a pixel every `step` input pixels: its
-    X/YResolution (in its own unit) divided by `step`, as the output's resolution is; None
-    where they cannot be written again."""
-    from PIL import Image
-
-    try:
-        tags = Image.Exif()
-        tags.load(exif)
-        for ifd in (_EXIF_IFD, _GPS_IFD):
-            if ifd in tags:
-                tags.get_ifd(ifd)
-        for code in (0x011A, 0x011B):  # XResolution, YResolution
-            if code in tags and float(tags[code]) > 0:
-                tags[code] = float(tags[code]) / step
-        return _without_exif_header(tags.tobytes())
-    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError, struct.error):
-        return None
-
-
-def _without_exif_header(exif: bytes) -> bytes:
-    """EXIF bytes as Pillow writes them, without the ``Exif\\0\\0`` header a JPEG's APP1
-    segment starts with (:meth:`Carried.pillow_options` puts it back)."""
-    return exif[6:] if exif.startswith(b"Exif\0\0") else exif
+    return without_exif_header(exif)
 
 
 def from_pillow_info(im) -> Carried:
@@ -514,7 +497,6 @@ def from_tiff_page(page) -> Carried:
 # The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
 # DateTime, Artist, Copyright), and its EXIF and GPS directories.
 _TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
-_EXIF_IFD, _GPS_IFD = 0x8769, 0x8825
 
 
 def _tiff_exif(tags) -> bytes | None:
@@ -528,8 +510,8 @@ def _tiff_exif(tags) -> bytes | None:
     directories = [
         (ifd, tags[code].value, registry)
         for code, ifd, registry in (
-            (34665, _EXIF_IFD, tifffile.TIFF.EXIF_TAGS),
-            (34853, _GPS_IFD, tifffile.TIFF.GPS_TAGS),
+            (34665, EXIF_IFD, tifffile.TIFF.EXIF_TAGS),
+            (34853, GPS_IFD, tifffile.TIFF.GPS_TAGS),
         )
         if code in tags and isinstance(tags[code].value, dict)
     ]
@@ -547,18 +529,18 @@ def _tiff_exif(tags) -> bytes | None:
         data = exif.tobytes()
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
-    return _without_exif_header(data)
+    return without_exif_header(data)
 
 
 # The tags of EXIF's and GPS's directories whose values are RATIONAL or SRATIONAL, which
 # tifffile gives flat, (numerator, denominator, ...): written so, each would be two numbers.
 _RATIONAL_TAGS = {
-    _EXIF_IFD: frozenset(
+    EXIF_IFD: frozenset(
         (0x829A, 0x829D, 0x9102, 0x9201, 0x9202, 0x9203, 0x9204, 0x9205, 0x9206, 0x920A)
         + (0x9400, 0x9401, 0x9402, 0x9403, 0x9404, 0x9405, 0xA20B, 0xA20E, 0xA20F, 0xA215)
         + (0xA404, 0xA432, 0xA500)
     ),
-    _GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
+    GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
 }
 
 

@@ -129,7 +129,8 @@ def save_levels(
 
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as fh:
-                write_png(fh, arr, text={"Software": MARKER}, chunks=carried.png_chunks())
+                chunks = carried.png_chunks(size=(arr.shape[1], arr.shape[0]))
+                write_png(fh, arr, text={"Software": MARKER}, chunks=chunks)
 
         return write_atomic(path, write, overwrite=overwrite, replaceable=written_by_convcli)
     if fmt == "tiff":
@@ -154,7 +155,7 @@ def _save_jpeg(
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     im = Image.fromarray(arr)
-    options = {"comment": MARKER, **carried.pillow_options()}
+    options = {"comment": MARKER, **carried.pillow_options(size=im.size)}
     if "qtables" not in options:  # an input's tables are its quality
         options["quality"] = JPEG_QUALITY
 
@@ -293,7 +294,7 @@ class FrameWriter:
                 count=self._count,
                 loop=self._loop,
                 text={"Software": MARKER},
-                chunks=self._carried.png_chunks(),
+                chunks=self._carried.png_chunks(size=(shape[1], shape[0])),
             )
         self._writer.add(frame, duration)
 

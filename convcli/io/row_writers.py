@@ -418,7 +418,7 @@ class _PngSink:
                 shape=shape,
                 dtype=dtype,
                 text={"Software": MARKER},
-                chunks=carried.png_chunks(),
+                chunks=carried.png_chunks(size=(shape[1], shape[0])),
             )
         except BaseException:
             self._fh.close()
