@@ -730,6 +730,7 @@ def test_a_float64_nodata_past_float32s_range_is_clamped_as_gdal_does(tmp_path, 
     write(extratags=[(33550, "d", 3, (10.0, 10.0, 0.0), True), (42113, "s", 0, repr(lowest), True)])
     result = ok("pool", "--mode", "average", tmp_path / "dem.tif", "-o", tmp_path / "out", *memory)
     assert "RuntimeWarning" not in result.stderr
+    assert "nodata -1.79769e+308 written as -3.40282e+38, float32's largest" in result.stderr
     with tifffile.TiffFile(tmp_path / "out" / "dem_pool-average-f2-s2-L.tiff") as tif:
         assert tif.pages[0].tags[42113].value == "-3.4028234663852886e+38"
         got = tif.pages[0].asarray()

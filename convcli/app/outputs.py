@@ -394,7 +394,19 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
-    return kept_said, alpha + not_held(kept, task.fmt)
+    return kept_said, alpha + not_held(kept, task.fmt) + _nodata_clamped(kept, mappings)
+
+
+def _nodata_clamped(kept: Carried, mappings: list) -> tuple[str, ...]:
+    """The line for a nodata value past float32's range in outputs of float32 values
+    (:meth:`Carried.for_samples`: a Float64 file's -1.797e308 written as -3.4e38)."""
+    clamped = kept.for_samples(np.float32).nodata
+    if clamped == kept.nodata or not any(m.method == RAW_VALUES for m in mappings):
+        return ()
+    return (
+        f"nodata {kept.nodata:g} written as {clamped:g}, float32's largest of its sign "
+        "(as gdal_translate -ot Float32 writes it)",
+    )
 
 
 def _alpha_lost(task, pic) -> tuple[str, ...]:
