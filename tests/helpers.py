@@ -35,6 +35,16 @@ built = pytest.mark.skipif(native._native is None, reason="the C extension was n
 
 
 @contextmanager
+def engine(name):
+    """The layers on engine `name` (``native`` or ``numpy``) inside the block."""
+    before = native.use_engine(name)
+    try:
+        yield
+    finally:
+        native.use_engine(before)
+
+
+@contextmanager
 def vector_level(level):
     """The native kernels at vector `level` (``sse2``, ``avx2`` ...) inside the block."""
     before = native.set_vector_level(level)

@@ -6,11 +6,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import engine as engine_of
 from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli.choices import MAPPINGS
-from convcli.layers._engine import native
 from convcli.levels.mapping import map_levels
 from convcli.levels.percentiles import ROBUST_PERCENTILE, _linear_rank
 from convcli.levels.stats import StreamedMapping
@@ -293,8 +293,7 @@ def test_robust_of_integer_maps_takes_one_pass_of_histograms(engine, values):
     if values == "fractions":
         x += np.float32(0.25)
     x[5, 7], x[200, 1] = np.nan, np.inf
-    before = native.use_engine(engine)
-    try:
+    with engine_of(engine):
         plan = StreamedMapping(
             "robust", white=255, depth=8, height=300, width=420, margin=2, max_kept=RADIX
         )
@@ -302,8 +301,6 @@ def test_robust_of_integer_maps_takes_one_pass_of_histograms(engine, values):
         levels, scale, passes = streamed(
             x, "robust", depth=8, white=255, margin=2, cuts=[1, 100, 299], max_kept=RADIX
         )
-    finally:
-        native.use_engine(before)
     assert passes == (1 if values == "integers" else 2)
     want_levels, want = map_levels(x, "robust", white=255, depth=8, margin=2)
     np.testing.assert_array_equal(levels, want_levels)

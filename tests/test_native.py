@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import built, run, run_without, vector_level
+from helpers import built, engine, run, run_without, vector_level
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import conv_forward_loop, depthwise_conv_forward_loop
@@ -24,15 +23,6 @@ from convcli import conv_forward, depthwise_conv_forward
 from convcli.layers._engine import native
 
 EPS32 = float(np.finfo(np.float32).eps)
-
-
-@contextmanager
-def engine(name):
-    before = native.use_engine(name)
-    try:
-        yield
-    finally:
-        native.use_engine(before)
 
 
 def test_the_extension_is_built_where_ci_asks_for_it():

@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 import tifffile
+from helpers import engine
 
 from convcli.io import tile_inflate
 from convcli.io.images import ImageError
@@ -127,11 +128,9 @@ def test_a_corrupt_segment_is_tifffiles_error(tmp_path, native_engine):
     data[offset + 2 : offset + 40] = bytes(38)  # the deflate stream of tile 4, broken
     path.write_bytes(bytes(data))
     messages = []
-    for engine in ("native", "numpy"):
-        native.use_engine(engine)
-        with open_regions(path) as source, pytest.raises(ImageError) as caught:
+    for name in ("native", "numpy"):
+        with engine(name), open_regions(path) as source, pytest.raises(ImageError) as caught:
             source.read_rows(0, SHAPE[0])
         messages.append(str(caught.value))
-    native.use_engine("native")
     assert messages[0] == messages[1]
     assert messages[0].startswith("cannot decode the image")

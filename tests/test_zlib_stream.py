@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 from helpers import built
+from helpers import engine as engine_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -141,13 +142,10 @@ def spy_on_huffman(monkeypatch) -> list[bool]:
 
 
 def encoded(levels: np.ndarray, engine: str) -> bytes:
-    before = native.use_engine(engine)
-    try:
+    with engine_of(engine):
         buf = io.BytesIO()
         png.write_png(buf, levels)
         return buf.getvalue()
-    finally:
-        native.use_engine(before)
 
 
 def read_back(data: bytes) -> np.ndarray:
