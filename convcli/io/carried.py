@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..layers.validation import FLOAT32_MAX
-from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, without_exif_header
+from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
 from .geotags import GeoTags, geo_tags
 from .physical import PhysicalSize, physical_size
 
@@ -403,14 +403,8 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
     written again. `only`: the tags of its first directory to keep (all where None)."""
     if not len(found):
         return None
-    from PIL import Image
-
     try:
-        tags = Image.Exif()  # a copy: Pillow's own is read again to turn the pixels upright
-        tags.load(found.tobytes())
-        for ifd in (0x8769, 0x8825):
-            if ifd in found:
-                tags.get_ifd(ifd)
+        tags = exif_tags(found.tobytes())  # a copy: Pillow's own turns the pixels upright
         for code in [code for code in tags if only is not None and code not in only]:
             del tags[code]  # the width, strips and compression of the file read, not of ours
         if not len(tags):

@@ -38,17 +38,24 @@ def exif_sized(exif: bytes, width: int, height: int) -> bytes | None:
 def _edited_exif(exif: bytes, edit) -> bytes | None:
     """EXIF bytes `exif` after ``edit(tags)`` on Pillow's tags, their camera and GPS blocks
     loaded (`exif` itself where it changed none); None where they cannot be written again."""
-    from PIL import Image
-
     try:
-        tags = Image.Exif()
-        tags.load(exif)
-        for ifd in (EXIF_IFD, GPS_IFD):
-            if ifd in tags:
-                tags.get_ifd(ifd)
+        tags = exif_tags(exif)
         return without_exif_header(tags.tobytes()) if edit(tags) else exif
     except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError, struct.error):
         return None
+
+
+def exif_tags(exif: bytes):
+    """Pillow's tags of the EXIF bytes `exif`, their camera and GPS blocks loaded, so that
+    they are written again with them."""
+    from PIL import Image
+
+    tags = Image.Exif()
+    tags.load(exif)
+    for ifd in (EXIF_IFD, GPS_IFD):
+        if ifd in tags:
+            tags.get_ifd(ifd)
+    return tags
 
 
 def without_exif_header(exif: bytes) -> bytes:
