@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -154,6 +155,83 @@ def test_the_scale_and_offset_of_values_stay_with_them(tmp_path, memory):
     ]
     kept = [r["kept"].get("band_values") for r in records]
     assert kept == [[{"band": 0, "offset": 5.0, "scale": 0.01, "unittype": "metre"}]] * 2 + [None]
+
+
+def _band_metadata(path) -> dict[int, dict[str, str]]:
+    """GDAL_METADATA's band items of a TIFF, by sample: {sample: {role: text}}."""
+    with tifffile.TiffFile(path) as tif:
+        tag = tif.pages[0].tags.get(42112)
+        if tag is None:
+            return {}
+        items = ElementTree.fromstring(tag.value).iter("Item")
+    by_sample: dict[int, dict[str, str]] = {}
+    for item in items:
+        if item.get("role"):
+            by_sample.setdefault(int(item.get("sample")), {})[item.get("role")] = item.text
+    return by_sample
+
+
+def _three_bands(path, scaled):
+    """A 3-band uint16 TIFF with GDAL's scale and offset for the bands in `scaled`."""
+    items = "".join(
+        f'<Item name="SCALE" sample="{band}" role="scale">{scale}</Item>'
+        f'<Item name="OFFSET" sample="{band}" role="offset">{offset}</Item>'
+        for band, (scale, offset) in scaled.items()
+    )
+    values = np.random.default_rng(5).integers(0, 1000, (300, 400, 3)).astype(np.uint16)
+    tifffile.imwrite(
+        path,
+        values,
+        photometric="rgb",
+        extratags=[(42112, "s", 0, f"<GDALMetadata>{items}</GDALMetadata>", True)],
+    )
+    return path
+
+
+_BANDS = {0: ("0.01", "5"), 1: ("0.5", "-3"), 2: ("2", "1")}
+
+
+@pytest.mark.parametrize("memory", [None, "1M"], ids=["whole", "strips"])
+def test_each_band_file_keeps_its_own_bands_scale_and_offset(tmp_path, memory):
+    """pool --separate and conv --channels each of a 3-band TIFF with a scale and offset for
+    each band: each channel's file holds that band's values, and gets that band's scale and
+    offset as its own (sample 0); the whole image and the colour result keep all three."""
+    source = _three_bands(tmp_path / "bands.tif", _BANDS)
+    out = tmp_path / "out"
+    extra = ["--memory", memory] if memory else []
+    for command in (["pool", "--separate"], ["conv", "-k", "box-blur", "--channels", "each"]):
+        result = ok(*command, "--format", "tiff", source, "-o", out, "-v", *extra)
+        assert ("processed in strips" in result.stderr) == bool(memory)
+    expected = {band: {"scale": s, "offset": o} for band, (s, o) in _BANDS.items()}
+    for tag in ("pool-max-f2-s2", "conv-box-blur"):
+        for band, name in enumerate("RGB"):
+            assert _band_metadata(out / f"bands_{tag}-{name}.tiff") == {0: expected[band]}
+    assert _band_metadata(out / "bands_pool-max-f2-s2.tiff") == expected
+    assert _band_metadata(out / "bands_conv-box-blur-each.tiff") == expected
+    records = {
+        r["output"]: r["kept"].get("band_values")
+        for r in map(json.loads, (out / "convcli-manifest.jsonl").read_text().splitlines())
+    }
+    assert records["bands_pool-max-f2-s2-G.tiff"] == [{"band": 0, "offset": -3.0, "scale": 0.5}]
+    assert len(records["bands_conv-box-blur-each.tiff"]) == 3
+
+
+def test_a_sum_of_bands_keeps_no_bands_scale(tmp_path):
+    """conv --channels sum of a 3-band TIFF whose first band alone has a scale and offset:
+    the map holds R + G + B, none of which the first band's scale describes, and is written
+    without it, and -v does not say it kept one; --channels each gives R's file R's."""
+    source = _three_bands(tmp_path / "first.tif", {0: _BANDS[0]})
+    out = tmp_path / "out"
+    blur = ("conv", "-k", "box-blur", "--format", "tiff", source, "-o", out, "-v")
+    summed = ok(*blur, "--normalize", "none")
+    assert _band_metadata(out / "first_conv-box-blur-none-sum.tiff") == {}
+    assert "value scale" not in summed.stderr
+    each = ok(*blur, "--channels", "each")
+    assert "kept: value scale and offset" in each.stderr
+    assert _band_metadata(out / "first_conv-box-blur-R.tiff") == {
+        0: {"scale": "0.01", "offset": "5"}
+    }
+    assert _band_metadata(out / "first_conv-box-blur-G.tiff") == {}
 
 
 def test_the_manifest_records_the_grid_as_the_file_gives_it():

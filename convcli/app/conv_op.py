@@ -495,7 +495,18 @@ def _tags(op: ConvOp, channels: tuple[str, ...]) -> Tags:
         whole=None,
         raw=f"{raw}-{op.channels}",
         groups=groups,
+        bands=_bands(op, channels) * len(maps),
     )
+
+
+def _bands(op: ConvOp, channels: tuple[str, ...]) -> tuple[int | None, ...]:
+    """The input channel each map of one kernel is made from alone (:attr:`Tags.bands`):
+    each channel's own with ``--channels each``; else the one colour channel where there
+    is one, or None (a sum or a luminance of several)."""
+    if op.channels == "each":
+        return tuple(channels.index(c) for c in op.channel_names(channels))
+    colour = [i for i, c in enumerate(channels) if c != "A"]
+    return (colour[0] if len(colour) == 1 else None,)
 
 
 def _check_size(op: ConvOp, h: int, w: int) -> None:

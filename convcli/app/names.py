@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,12 +93,18 @@ class Tags:
     groups : tuple of (str, tuple of int)
         More colour images: the tag of each, and the result channels it holds
         (conv's per-kernel colour results with ``--channels each``).
+    bands : tuple of (int or None)
+        For each result channel, the input channel it is made from alone (pad, pool, a
+        kernel over each channel or over the one colour channel), or None (a sum of
+        channels); empty where none is. Whether it holds that channel's values (and so
+        its scale and offset) is :func:`convcli.app.outputs.carried_for`'s to say.
     """
 
     channels: list[str]
     whole: str | None
     raw: str
     groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    bands: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class Output:
     index: int = -1  # the result's channel, for kind "channel"
     group: tuple[int, ...] = ()  # the result's channels, for kind "group"
     frame: int = -1  # the input's frame, for an output of one frame of a stack
+    bands: tuple[int | None, ...] = ()  # the input channel each of its channels is made from
 
 
 _GRID_TAIL = f"_grid.{GRID_FORMAT}"
@@ -178,12 +185,10 @@ def planned_outputs(
     return [
         out
         if out.kind == "grid"
-        else Output(
-            out.path.with_name(f"{out.path.stem}_{frame_label(k, count)}{out.path.suffix}"),
-            out.kind,
-            out.index,
-            out.group,
-            k,
+        else replace(
+            out,
+            path=out.path.with_name(f"{out.path.stem}_{frame_label(k, count)}{out.path.suffix}"),
+            frame=k,
         )
         for out in outputs
         for k in (numbers if out.kind != "grid" else (-1,))
@@ -237,15 +242,22 @@ def _outputs(task, channels: tuple[str, ...], frames: str) -> list[Output]:
         outputs = [Output(out / f"{base}{tags.raw}{ext}", "raw")]
     else:
         separate = channels_written(task, tags)
+        bands = tags.bands or (None,) * len(tags.channels)
         outputs = [
-            Output(out / f"{base}{tag}{ext}", "channel", i)
+            Output(out / f"{base}{tag}{ext}", "channel", i, bands=(bands[i],))
             for i, tag in enumerate(tags.channels)
             if separate
         ]
         if tags.whole is not None:
-            outputs.append(Output(out / f"{base}{tags.whole}{ext}", "whole"))
+            outputs.append(Output(out / f"{base}{tags.whole}{ext}", "whole", bands=bands))
         outputs += [
-            Output(out / f"{base}{tag}{ext}", "group", group=group) for tag, group in tags.groups
+            Output(
+                out / f"{base}{tag}{ext}",
+                "group",
+                group=group,
+                bands=tuple(bands[i] for i in group),
+            )
+            for tag, group in tags.groups
         ]
     if task.out_file:
         single = single_output(outputs)
@@ -254,7 +266,7 @@ def _outputs(task, channels: tuple[str, ...], frames: str) -> list[Output]:
             raise ValueError(
                 f"the result is {count} images, and -o names one file: give a folder instead"
             )
-        return [Output(Path(task.out_file), single.kind, single.index, single.group)]
+        return [replace(single, path=Path(task.out_file))]
     if task.figure:
         outputs.append(Output(out / f"{base}{tags.raw}{frames}{_GRID_TAIL}", "grid"))
     return outputs

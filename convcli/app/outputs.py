@@ -325,8 +325,9 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     every channel holds the input's levels (mapping ``clip``: pad, pool, a
     kernel that keeps levels) keep the colour profile and EXIF too, the profile
     only where it is for the pixels written (:meth:`Carried.for_pixels`: no RGB
-    profile on one channel written grey). Maps of
-    other values keep neither, raw values and figures nothing. An image named
+    profile on one channel written grey). A channel of one input band's values
+    keeps GDAL's scale and offset of that band (:attr:`Output.bands`). Maps of
+    other values keep none of these, raw values and figures nothing. An image named
     ``.ome.tif`` or ``.ome.tiff`` is an OME-TIFF, as is one of an OME-TIFF.
     """
     if out.kind in ("raw", "grid"):
@@ -334,21 +335,12 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     kept = _on_output(op, carried, bool(scales) and all(s.mapping == "clip" for s in scales))
     if not all(s.mapping in ("clip", RAW_VALUES) for s in scales):
         kept = kept.without_nodata()  # a map's levels: no missing level (kept_missing)
-    if not _band_values_hold(op, out, scales, kept):
+    if _input_values(op, [s.mapping for s in scales]):
+        kept = kept.with_band_values_of(out.bands)  # each band's own, on its sample
+    else:
         kept = kept.without_band_values()
     kept = kept.for_pixels(grey=out.kind == "channel")
     return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
-
-
-def _band_values_hold(op, out, scales: list[LevelScale], kept: Carried) -> bool:
-    """Whether GDAL's scale and offset of the input's bands say what `out` holds: the
-    input's values (:func:`_input_values`), the image in its bands (``whole``, ``group``)
-    or a map of the one band they are given for (sample 0)."""
-    if kept.geo is None or not kept.geo.values:
-        return False
-    if not _input_values(op, [s.mapping for s in scales]):
-        return False
-    return out.kind in ("whole", "group") or all(s == 0 for s, _, _ in kept.geo.values)
 
 
 def _input_values(op, methods: list[str]) -> bool:
@@ -390,7 +382,9 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     mappings = mappings_for(task, pic)
     kept = _on_output(task.op, pic.carried, any(m.method == "clip" for m in mappings))
     kept = kept.for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
-    if not _input_values(task.op, [m.method for m in mappings]):
+    if _input_values(task.op, [m.method for m in mappings]):
+        kept = kept.with_band_values_of(task.op.tags(pic.channels).bands)
+    else:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""

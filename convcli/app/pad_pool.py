@@ -51,6 +51,7 @@ class _Channelwise:
             channels=[f"{self.details}-{c}" for c in channels],
             whole=self.details if len(channels) > 1 else None,
             raw=self.details,
+            bands=tuple(range(len(channels))),
         )
 
     def mappings(self, pic) -> list[Mapping]:

@@ -166,6 +166,27 @@ class Carried:
             return self
         return self._with_geo(replace(self.geo, values=()))
 
+    def with_band_values_of(self, bands: tuple[int | None, ...]) -> Carried:
+        """The same with GDAL's scale and offset of input band ``bands[k]`` given for the
+        output's sample k (none for a None): each file of one band keeps that band's.
+
+        >>> from convcli.io.geotags import GeoTags
+        >>> scaled = Carried(geo=GeoTags(values=((0, "scale", "0.01"), (2, "scale", "2"))))
+        >>> scaled.with_band_values_of((2,)).geo.values
+        ((0, 'scale', '2'),)
+        >>> scaled.with_band_values_of((None,)).geo is None
+        True
+        """
+        if self.geo is None or not self.geo.values:
+            return self
+        values = tuple(
+            (sample, role, text)
+            for sample, band in enumerate(bands)
+            for given, role, text in self.geo.values
+            if band is not None and given == band
+        )
+        return self._with_geo(replace(self.geo, values=values))
+
     def _with_geo(self, geo: GeoTags) -> Carried:
         """The same with `geo`, where it holds anything."""
         return replace(self, geo=geo if geo.placed or geo.nodata or geo.values else None)
