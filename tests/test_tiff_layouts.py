@@ -216,20 +216,32 @@ def _grey_and_alpha_16(alpha: str, planar: str = "contig") -> dict:
     return {"photometric": "minisblack", "planarconfig": planar, "extrasamples": [alpha]}
 
 
+def _as_read(values: np.ndarray, alpha: str) -> np.ndarray:
+    """16-bit `values` (..., C) as read with `alpha`: associated alpha's colours divided by
+    it (c * 65535 / alpha, rounded half up, at most 65535; 0 where alpha is 0)."""
+    if alpha != "assocalpha":
+        return values
+    colour, opacity = values[..., :-1].astype(np.float64), values[..., -1:].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        divided = np.minimum(np.floor(colour * 65535 / opacity + 0.5), 65535)
+    return np.concatenate([np.where(opacity == 0, 0, divided), opacity], axis=-1).astype(np.uint16)
+
+
 @pytest.mark.parametrize("alpha", ["unassalpha", "assocalpha"])
 @pytest.mark.parametrize("planar", ["contig", "separate"])
 def test_16_bit_grey_and_alpha_is_read_at_16_bits_whole_and_in_strips(tmp_path, alpha, planar):
-    """Pillow opens no 16-bit grey + alpha TIFF: the TIFF reader reads it, either alpha as
-    stored (as imagecodecs reads 16-bit RGBA), whatever is installed."""
+    """Pillow opens no 16-bit grey + alpha TIFF: the TIFF reader reads it, whatever is
+    installed; associated alpha's grey divided by it, as 16-bit RGBA's colours are."""
     checked = 0
     values = _values("uint16", 2)
     samples = values if planar == "contig" else np.moveaxis(values, -1, 0)
+    expected = _as_read(values, alpha).astype(np.float32)
     for path, layout in _written(tmp_path, "uint16", samples, _grey_and_alpha_16(alpha, planar)):
         whole = read_image(path)
         assert (whole.channels, whole.white, whole.depth) == (("L", "A"), 65535.0, 16), layout
-        assert whole.notes == () and _same(whole.pixels, values.astype(np.float32)), layout
+        assert whole.notes == () and _same(whole.pixels, expected), layout
         strips = _read_strips(path)
-        assert strips is not None and _same(strips, values.astype(np.float32)), layout
+        assert strips is not None and _same(strips, expected), layout
         checked += 1
     assert checked >= 40
 
@@ -261,11 +273,34 @@ def test_16_bit_grey_and_alpha_is_pooled_into_16_bit_levels_whole_and_in_strips(
         assert ("in strips" in result.stderr) == bool(memory), result.stderr
         pooled = tifffile.imread(tmp_path / mode / f"la_pool-{mode}-f2-s2.tiff")
         assert pooled.dtype == np.uint16
-        expected = alpha_weighted_pool(values, 2, mode, 65535.0)
+        expected = alpha_weighted_pool(_as_read(values, alpha), 2, mode, 65535.0)
         # the average grey within a level (float32), the rest exact
         atol = 1 if mode == "average" else 0
         np.testing.assert_allclose(pooled[..., 0], np.rint(expected[..., 0]), rtol=0, atol=atol)
         np.testing.assert_array_equal(pooled[..., 1], np.rint(expected[..., 1]))
+
+
+def test_16_bit_rgba_of_associated_alpha_is_read_with_its_colours_divided_by_it(tmp_path):
+    """A 16-bit RGBA TIFF of premultiplied colours (imagecodecs reads the stored values) is
+    read as unassociated RGBA, as Pillow reads an 8-bit one: a half-transparent orange
+    stays orange, and pad writes it back with its colours, as unassociated alpha."""
+    pytest.importorskip("imagecodecs")
+    opacity = np.linspace(0, 1, 40)[None, :, None] * np.ones((30, 1, 1))
+    colour = np.array([0.8, 0.4, 0.2]) * opacity  # premultiplied
+    values = np.round(np.concatenate([colour, opacity], axis=-1) * 65535).astype(np.uint16)
+    path = tmp_path / "assoc.tif"
+    tifffile.imwrite(path, values, photometric="rgb", extrasamples=["assocalpha"])
+    picture = read_image(path)
+    assert (picture.channels, picture.depth) == (("R", "G", "B", "A"), 16)
+    expected = _as_read(values, "assocalpha")
+    np.testing.assert_array_equal(picture.pixels, expected)
+    # Where alpha is high enough to hold them, the colours are the orange's, to a level.
+    opaque = values[..., 3] > 6553
+    assert np.abs(expected[opaque][:, :3] / 65535 - [0.8, 0.4, 0.2]).max() < 2e-4
+    ok("pad", "--pad", "0", "--format", "tiff", path, "-o", tmp_path / "out")
+    with tifffile.TiffFile(tmp_path / "out" / "assoc_pad-constant-0.tiff") as tif:
+        assert tif.pages[0].extrasamples == (2,)  # unassociated
+        np.testing.assert_array_equal(tif.pages[0].asarray(), expected)
 
 
 def test_planar_tiles_read_through_band_files_give_tifffiles_values(tmp_path, monkeypatch):

@@ -20,6 +20,8 @@ SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 """Pillow's modes of 16-bit grey."""
 
 ORIENTATION = 0x0112  # the EXIF tag
+EXTRA_SAMPLES = 338  # the TIFF tag; its value 1: associated (premultiplied) alpha
+ASSOCIATED_ALPHA = 1
 
 
 def apng_frame_controls(path: str) -> int:
@@ -87,7 +89,31 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
         or pixels.shape != (height, width, len(channels))
     ):
         return None
+    if im.format == "TIFF" and tuple(im.tag_v2.get(EXTRA_SAMPLES, ())) == (ASSOCIATED_ALPHA,):
+        return unassociated(pixels, 65535)
     return pixels
+
+
+def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
+    """Integer `samples` (rows, width, C) whose last channel is associated (premultiplied)
+    alpha, each colour divided by it: ``round(c * top / alpha)``, at most `top`, and 0 where
+    alpha is 0, as Pillow reads an 8-bit ``RGBa`` TIFF as ``RGBA`` (it cuts where this rounds).
+
+    >>> unassociated(np.array([[[13107, 32768], [100, 0], [65535, 65535]]], np.uint16), 65535)
+    array([[[26214, 32768],
+            [    0,     0],
+            [65535, 65535]]], dtype=uint16)
+    """
+    result = np.empty_like(samples)
+    row_size = int(np.prod(samples.shape[1:]))
+    rows = max(1, (1 << 20) // max(1, row_size))  # int64 blocks of about 8 MB
+    for r in range(0, len(samples), rows):
+        block = samples[r : r + rows].astype(np.int64)
+        alpha = block[..., -1:]
+        colour = (block[..., :-1] * (2 * top) + alpha) // np.maximum(2 * alpha, 1)
+        result[r : r + rows, ..., :-1] = np.where(alpha == 0, 0, np.minimum(colour, top))
+        result[r : r + rows, ..., -1] = block[..., -1]
+    return result
 
 
 def deep_codecs_missing() -> str | None:

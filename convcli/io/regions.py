@@ -46,8 +46,8 @@ exact), as tifffile's values converted.
 Everything else returns None, and the caller reads the file whole with Pillow:
 files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr other than
 JPEG's, CIELab and other colour spaces, old-style JPEG and other lossy
-compression, associated (premultiplied) alpha other than 16-bit grey's (its
-values kept as stored, as imagecodecs keeps 16-bit RGBA's), an orientation other
+compression, associated (premultiplied) alpha other than 16-bit grey's (whose
+colours are divided by it, as ``read_image`` does 16-bit RGBA's), an orientation other
 than top-left, fill order 2, signed or 32-bit integers other than grey, floats
 other than grey, RGB and RGBA, volumes (SGI ImageDepth), a compression or
 predictor tifffile cannot decode here, and compressed segments of more than
@@ -74,7 +74,7 @@ from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import check_rows, float_white
 from .carried import Carried, from_tiff_page
-from .decoders import deep_codecs_missing, narrow_note
+from .decoders import deep_codecs_missing, narrow_note, unassociated
 from .formats import is_store_name, starts_as_tiff
 from .spill import SegmentRows, SpillError
 from .tile_inflate import deflate_decoder, samples_per_segment
@@ -103,6 +103,7 @@ class _Layout:
     note: str | None = None
     least_white: float = 1.0
     signed: bool = False  # integers below 0: values, as float samples are, never levels
+    associated: bool = False  # premultiplied alpha: the colours are divided by it
 
     @property
     def values(self) -> bool:
@@ -145,7 +146,7 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
         return None
     why = None if deep_grey else deep_codecs_missing()  # as read_image reads it
     if why is None:
-        return _Layout(colour + alpha, 65535.0, 16)
+        return _Layout(colour + alpha, 65535.0, 16, associated=extras == (_ASSOCIATED,))
     return _Layout(colour + alpha, 255.0, 8, "high byte", narrow_note(colour + alpha, why))
 
 
@@ -476,6 +477,8 @@ class RegionSource:
         GDAL's missing values (:attr:`nodata`) as NaN, never averaged in (not alpha's: a mask
         of its own)."""
         kept = samples[:, :, : out.shape[2]]  # an unspecified extra sample is dropped
+        if self._layout.associated:
+            kept = unassociated(kept, 65535)
         convert = self._layout.convert
         if convert == "high byte":
             kept = kept >> 8
