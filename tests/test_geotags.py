@@ -234,6 +234,31 @@ def test_a_sum_of_bands_keeps_no_bands_scale(tmp_path):
     assert _band_metadata(out / "first_conv-box-blur-G.tiff") == {}
 
 
+@pytest.mark.parametrize(
+    ("model", "codes", "crs"),
+    [
+        (1, {2048: 4326, 3072: 32633}, "EPSG:32633"),  # projected, with its base's code too
+        (2, {2048: 4326}, "EPSG:4326"),
+        (1, {2048: 4326, 3072: 32767}, None),  # a projection the file defines itself
+    ],
+)
+def test_the_coordinate_system_is_the_one_the_model_type_names(tmp_path, model, codes, crs):
+    keys = [1, 1, 0, 1 + len(codes), 1024, 0, 1, model]
+    for key, code in sorted(codes.items()):
+        keys += [key, 0, 1, code]
+    source = _tiff(
+        tmp_path / "placed.tif",
+        np.zeros((40, 60), np.uint8),
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+        (34735, "H", len(keys), tuple(keys), True),
+    )
+    _pooled(tmp_path, source)
+    lines = (tmp_path / "out" / "convcli-manifest.jsonl").read_text().splitlines()
+    (record,) = map(json.loads, lines)
+    assert record["kept"]["crs"] == crs
+
+
 def test_the_manifest_records_the_grid_as_the_file_gives_it():
     turned = GeoTags(keys=_KEYS, matrix=_MATRIX, nodata="-9999")
     assert turned.record() == {

@@ -29,6 +29,9 @@ PIXEL_SCALE, TIEPOINT, TRANSFORMATION, GEO_KEYS, GEO_DOUBLES, GEO_ASCII, GDAL_NO
 )
 GDAL_METADATA = 42112
 _RASTER_TYPE_KEY, _PIXEL_IS_POINT = 1025, 2
+# GeoKeys: the model type (1 projected, 2 geographic), the systems' EPSG codes, and the
+# code of a system the file defines itself.
+_MODEL_TYPE, _PROJECTED, _GEODETIC_CRS, _PROJECTED_CRS, _USER_DEFINED = 1024, 1, 2048, 3072, 32767
 _VALUE_ROLES = ("scale", "offset", "unittype")  # GDAL_METADATA's roles kept: what values are
 
 
@@ -120,11 +123,25 @@ class GeoTags:
         )
 
     def _crs(self) -> str | None:
-        """An EPSG code, where the keys give one for the projected or geographic system."""
-        for k in range(4, len(self.keys) - 3, 4):
-            if self.keys[k] in (3072, 2048) and self.keys[k + 1] == 0:
-                return f"EPSG:{self.keys[k + 3]}"
-        return None
+        """The EPSG code of the system the model type (GTModelTypeGeoKey) names: the projected
+        one's (ProjectedCRSGeoKey) or the geographic one's (GeodeticCRSGeoKey), which a
+        projected file gives too, as its projection's base; None for a user-defined system.
+
+        >>> utm = (1, 1, 0, 3, 1024, 0, 1, 1, 2048, 0, 1, 4326, 3072, 0, 1, 32633)
+        >>> GeoTags(keys=utm)._crs(), GeoTags(keys=utm[:4] + (1024, 0, 1, 2) + utm[8:])._crs()
+        ('EPSG:32633', 'EPSG:4326')
+        """
+        codes = {
+            self.keys[k]: self.keys[k + 3]
+            for k in range(4, len(self.keys) - 3, 4)
+            if self.keys[k + 1] == 0
+        }
+        model = codes.get(_MODEL_TYPE)
+        if model == _PROJECTED or model is None:
+            code = codes.get(_PROJECTED_CRS, codes.get(_GEODETIC_CRS))
+        else:
+            code = codes.get(_GEODETIC_CRS)
+        return f"EPSG:{code}" if code and code != _USER_DEFINED else None
 
     def geotransform(self) -> list[float] | None:
         """GDAL's geotransform (x of the top-left corner, pixel width, row rotation, y of
