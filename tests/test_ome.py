@@ -305,3 +305,59 @@ def test_units_and_ome_xml_are_read():
         )
         is None
     )
+
+
+def test_an_ome_zarr_images_own_transformations_apply_after_its_levels():
+    """OME-NGFF: the image's own scale and translation apply after level 0's, so a pixel's
+    size is their product, and its place level 0's translation scaled, then moved."""
+    image = {
+        "axes": [{"name": "y", "unit": "micrometer"}, {"name": "x", "unit": "micrometer"}],
+        "datasets": [
+            {
+                "path": "0",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [2.0, 1.0]},
+                    {"type": "translation", "translation": [4.0, 8.0]},
+                ],
+            }
+        ],
+        "coordinateTransformations": [
+            {"type": "scale", "scale": [0.5, 0.25]},
+            {"type": "translation", "translation": [100.0, 200.0]},
+        ],
+    }
+    # y: 0.5 * (2 * i + 4) + 100; x: 0.25 * (1 * j + 8) + 200.
+    assert physical_of(image) == PhysicalSize(0.25, 1.0, MICRO, MICRO, (102.0, 202.0))
+    del image["coordinateTransformations"][1]  # a scale alone
+    assert physical_of(image) == PhysicalSize(0.25, 1.0, MICRO, MICRO, (2.0, 2.0))
+
+
+def test_a_pooled_ome_zarr_of_image_wide_transformations_keeps_its_pixel_size(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    group = zarr.open_group(str(tmp_path / "wide.zarr"), mode="w", zarr_format=2)
+    group.create_array("0", data=np.arange(40 * 60, dtype=np.uint16).reshape(40, 60))
+    axes = [{"name": n, "type": "space", "unit": "micrometer"} for n in "yx"]
+    group.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": axes,
+            "datasets": [
+                {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}
+            ],
+            "coordinateTransformations": [
+                {"type": "scale", "scale": [0.5, 0.25]},
+                {"type": "translation", "translation": [100.0, 200.0]},
+            ],
+        }
+    ]
+    ok(
+        "pool",
+        "--size",
+        "2",
+        "--format",
+        "tiff",
+        tmp_path / "wide.zarr",
+        "-o",
+        tmp_path / "p.ome.tif",
+    )
+    assert _ome_sizes(tmp_path / "p.ome.tif") == [(0.5, 1.0, MICRO, MICRO)]

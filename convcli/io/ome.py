@@ -107,18 +107,21 @@ def _omero(channels: int, dtype) -> dict:
 
 def physical_of(image: dict) -> PhysicalSize | None:
     """The physical size of an OME-Zarr image (one entry of ``multiscales``): its level 0's
-    scale and translation on the y and x axes, in their units; None where the axes have no
-    units or the level no scale."""
+    scale and translation on the y and x axes, then the image's own (applied after the
+    level's, as OME-NGFF says), in their units; None where the axes have no units or the
+    level no scale."""
     try:
         axes = [a if isinstance(a, dict) else {"name": a} for a in image["axes"]]
         names = [str(a.get("name", "")).lower() for a in axes]
         iy, ix = names.index("y"), names.index("x")
-        found = {
-            t.get("type"): t.get(t.get("type"))
-            for t in image["datasets"][0]["coordinateTransformations"]
-        }
-        scale = [float(v) for v in found.get("scale") or ()]
-        origin = [float(v) for v in found.get("translation") or [0.0] * len(names)]
+        found = _by_type(image["datasets"][0]["coordinateTransformations"])
+        outer = _by_type(image.get("coordinateTransformations") or ())
+        ones, zeros = [1.0] * len(names), [0.0] * len(names)
+        outer_scale = [float(v) for v in outer.get("scale") or ones]
+        outer_shift = [float(v) for v in outer.get("translation") or zeros]
+        scale = [a * float(v) for a, v in zip(outer_scale, found.get("scale") or (), strict=False)]
+        shift = zip(outer_scale, found.get("translation") or zeros, outer_shift, strict=False)
+        origin = [a * float(v) + b for a, v, b in shift]
         y_unit, x_unit = axes[iy].get("unit"), axes[ix].get("unit")
     except (TypeError, KeyError, IndexError, ValueError, AttributeError):
         return None
@@ -129,3 +132,8 @@ def physical_of(image: dict) -> PhysicalSize | None:
     return PhysicalSize(
         scale[ix], scale[iy], unit_symbol(x_unit), unit_symbol(y_unit), (origin[iy], origin[ix])
     )
+
+
+def _by_type(transformations) -> dict:
+    """OME-NGFF coordinate transformations by type: ``{"scale": [...], "translation": [...]}``."""
+    return {t.get("type"): t.get(t.get("type")) for t in transformations}
