@@ -193,7 +193,7 @@ def test_png_output_is_an_animation_with_the_durations_loop_and_one_mapping(tmp_
     out = tmp_path / "o"
     ok("conv", path, "-o", out, "-k", "sobel-x")
     frames, durations, loop = _read_frames(out / "a_conv-sobel-x-sum.png")
-    assert (len(frames), durations, loop) == (4, DURATIONS, 3)
+    assert (len(frames), durations, loop) == (4, DURATIONS, 4)  # the GIF's 3 repeats: 4 plays
     (record,) = manifest_records(out)
     assert record["frames"] == 4 and record["mapping"] == "robust"
     shown, _, _ = _read_frames(path, "RGB")
@@ -553,7 +553,7 @@ def test_a_stack_on_a_local_dask_cluster_gives_the_files_of_a_local_run(tmp_path
         )
     assert digests(tmp_path / "dask") == digests(tmp_path / "here")
     frames, durations, loop = _read_frames(tmp_path / "dask" / "a_pool-max-f2-s2.png")
-    assert (len(frames), durations, loop) == (3, DURATIONS[:3], 2)
+    assert (len(frames), durations, loop) == (3, DURATIONS[:3], 3)
 
 
 @pytest.mark.parametrize("suffix, fmt", [(".webp", None), (".png", None), (".webp", "jpg")])
@@ -693,6 +693,29 @@ def test_an_animations_frame_durations_lost_by_its_format_are_said(tmp_path, sou
     if fmt == "png" and source == "a.png":
         with Image.open(next((tmp_path / "o").glob("*.png"))) as im:
             assert im.n_frames == 3 and im.info.get("loop") == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "loop", "plays"), [("a.gif", 1, 2), ("a.gif", 0, 0), ("a.png", 2, 2), ("a.webp", 2, 2)]
+)
+def test_an_animation_plays_as_often_as_its_input(tmp_path, name, loop, plays):
+    """A GIF's loop count is of the repeats after the first play (browsers play a GIF of
+    NETSCAPE count 1 twice); an APNG's num_plays, and WebP's count, are of all the plays."""
+    path = _save(tmp_path / name, _frames(3), duration=DURATIONS[:3], loop=loop)
+    ok("pool", path, "-o", tmp_path / "o")
+    with open(next((tmp_path / "o").glob("*.png")), "rb") as f:
+        data = f.read()
+    at = data.index(b"acTL")
+    assert struct.unpack(">II", data[at + 4 : at + 12]) == (3, plays)
+
+
+def test_an_apng_frame_of_a_fifteenth_of_a_second_lasts_67_ms(tmp_path):
+    path = _save(tmp_path / "a.png", _frames(3), duration=[200 / 3] * 3, loop=0)
+    with Image.open(path) as im:
+        assert abs(im.info["duration"] - 200 / 3) < 1e-9  # stored as 1/15 s
+    ok("pool", path, "-o", tmp_path / "o")
+    _, durations, _ = _read_frames(tmp_path / "o" / "a_pool-max-f2-s2.png")
+    assert durations == [67, 67, 67]  # 66 before: cut, not rounded
 
 
 def test_a_gif_without_a_loop_count_gives_an_animation_that_plays_once(tmp_path):

@@ -265,10 +265,12 @@ class ImageSource:
 
     @property
     def loop(self) -> int | None:
-        """How many times an animation plays (0: for ever), or None where the file does not say
-        (a GIF without a loop count plays once: 1)."""
-        loop = self._im.info.get("loop", 1 if self._im.format == "GIF" else None)
-        return int(loop) if isinstance(loop, (int, np.integer)) else None
+        """How many times an animation plays (0: for ever), or None where the file does not say;
+        a GIF's count is of the plays after the first (as browsers play it), none: once."""
+        gif, loop = self._im.format == "GIF", self._im.info.get("loop")
+        if not isinstance(loop, (int, np.integer)):
+            return 1 if gif else None
+        return int(loop) + (gif and loop > 0)
 
     def frame_sizes(self, frames: tuple[int, ...]) -> list[tuple[int, int]]:
         """(width, height) of each of `frames`: a TIFF's own pages, an animation's canvas.
@@ -304,7 +306,7 @@ class ImageSource:
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) if deep else ()
             yield (
                 Picture(pixels, self.channels, white, depth, notes),
-                int(duration) if isinstance(duration, (int, float)) else None,
+                round(duration) if isinstance(duration, (int, float)) else None,
             )
 
     @property
