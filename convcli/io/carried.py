@@ -162,30 +162,12 @@ class Carried:
     def without_band_values(self) -> Carried:
         """The same without GDAL's scale and offset of the bands' values (a map of other
         values than the input's)."""
-        if self.geo is None or not self.geo.values:
-            return self
-        return self._with_geo(replace(self.geo, values=()))
+        return self.with_band_values_of(())
 
     def with_band_values_of(self, bands: tuple[int | None, ...]) -> Carried:
-        """The same with GDAL's scale and offset of input band ``bands[k]`` given for the
-        output's sample k (none for a None): each file of one band keeps that band's.
-
-        >>> from convcli.io.geotags import GeoTags
-        >>> scaled = Carried(geo=GeoTags(values=((0, "scale", "0.01"), (2, "scale", "2"))))
-        >>> scaled.with_band_values_of((2,)).geo.values
-        ((0, 'scale', '2'),)
-        >>> scaled.with_band_values_of((None,)).geo is None
-        True
-        """
-        if self.geo is None or not self.geo.values:
-            return self
-        values = tuple(
-            (sample, role, text)
-            for sample, band in enumerate(bands)
-            for given, role, text in self.geo.values
-            if band is not None and given == band
-        )
-        return self._with_geo(replace(self.geo, values=values))
+        """The same with input band ``bands[k]``'s GDAL scale and offset given for the output's
+        sample k (:meth:`GeoTags.for_bands`): each file of one band keeps that band's."""
+        return self if self.geo is None else self._with_geo(self.geo.for_bands(bands))
 
     def _with_geo(self, geo: GeoTags) -> Carried:
         """The same with `geo`, where it holds anything."""

@@ -122,6 +122,22 @@ class GeoTags:
             tiepoint=(0.0, 0.0, k, x + (left - i) * sx, y - (top - j) * sy, z),
         )
 
+    def for_bands(self, bands: tuple[int | None, ...]) -> GeoTags:
+        """The same with the scale and offset of input band ``bands[k]`` given for sample k
+        (none for a None).
+
+        >>> scaled = GeoTags(values=((0, "scale", "0.01"), (2, "scale", "2")))
+        >>> scaled.for_bands((2,)).values, scaled.for_bands((None,)).values
+        (((0, 'scale', '2'),), ())
+        """
+        values = tuple(
+            (sample, role, text)
+            for sample, band in enumerate(bands)
+            for given, role, text in self.values
+            if band is not None and given == band
+        )
+        return replace(self, values=values)
+
     def _crs(self) -> str | None:
         """The EPSG code of the system the model type (GTModelTypeGeoKey) names: the projected
         one's (ProjectedCRSGeoKey) or the geographic one's (GeodeticCRSGeoKey), which a
