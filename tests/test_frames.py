@@ -184,6 +184,62 @@ def test_an_apng_frame_blended_over_the_last_is_read_as_a_viewer_shows_it(tmp_pa
     np.testing.assert_array_equal(stack, np.stack([red, expected]).astype(np.float32))
 
 
+def _rgba(colour, box=None):
+    """An (H, W, 4) RGBA frame: `colour` in `box` (rows, columns slices), transparent black
+    elsewhere; all of it without a box."""
+    frame = np.zeros((H, W, 4), np.uint8)
+    frame[box or (slice(None), slice(None))] = colour
+    return frame
+
+
+def _npy_frames(path, tmp_path, *options) -> np.ndarray:
+    out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
+    ok("pool", path, "-o", out, "--format", "npy", "--size", "1", *options)
+    return np.load(next(out.glob("*.npy")))
+
+
+def test_an_apng_frame_disposed_to_the_previous_canvas_gives_the_next_its_canvas(tmp_path):
+    """dispose_op "previous": the green frame's region is put back as it was before it (red)
+    before the third frame is drawn over it, whether every frame is read or that one."""
+    red, green = _rgba((255, 0, 0, 255)), _rgba((0, 255, 0, 255), (slice(0, 6), slice(None)))
+    blue = _rgba((0, 0, 255, 255), (slice(0, 1), slice(0, 1)))
+    path = _save(
+        tmp_path / "p.png", [red, green, blue], duration=50, disposal=[0, 2, 0], blend=[0, 1, 1]
+    )
+    expected = red.copy()
+    expected[0, 0] = (0, 0, 255, 255)
+    every = _npy_frames(path, tmp_path)
+    np.testing.assert_array_equal(every[2], expected)
+    alone = _npy_frames(path, tmp_path, "--frames", "2")  # one frame: (H, W, C)
+    np.testing.assert_array_equal(alone, expected)
+    np.testing.assert_array_equal(every[1][:6], np.broadcast_to(green[0, 0], (6, W, 4)))
+
+
+def test_apng_over_composites_half_transparent_pixels_as_the_specification_says(tmp_path):
+    """blend_op "over": alpha 1 - (1 - a)(1 - b), colours weighted by their share of it
+    (half-transparent blue over half-transparent red: 85, 0, 170, 192)."""
+    red, blue = _rgba((255, 0, 0, 128)), _rgba((0, 0, 255, 128))
+    path = _save(tmp_path / "h.png", [red, blue], duration=50, blend=[0, 1], disposal=0)
+    stack = _npy_frames(path, tmp_path)
+    np.testing.assert_array_equal(stack[1], np.broadcast_to([85, 0, 170, 192], (H, W, 4)))
+
+
+def test_an_apngs_frames_are_read_in_any_order(tmp_path):
+    frames = [_rgba((255, 255, 255, 255), (slice(k, k + 1), slice(k, k + 1))) for k in range(4)]
+    path = _save(tmp_path / "s.png", [f[..., :3] for f in frames], duration=50)
+    stack = _npy_frames(path, tmp_path, "--frames", "2,1")
+    np.testing.assert_array_equal(stack, np.stack([frames[2], frames[1]])[..., :3])
+
+
+def test_an_apng_cut_short_is_said_in_one_line_naming_its_frame(tmp_path):
+    path = _save(tmp_path / "c.png", _frames(4), duration=50)
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rindex(b"fdAT") + 20])  # inside the last frame's data
+    result = run("pool", path, "-o", tmp_path / "o", "-q")
+    assert_one_line_error(result, 1, "c.png", "frame 3 of 4", "ends inside its fdAT chunk")
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").glob("*.png"))
+
+
 # --- outputs keep the frames -------------------------------------------------------------------
 
 

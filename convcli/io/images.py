@@ -39,7 +39,6 @@ Files out: :mod:`convcli.io.image_files`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import os
@@ -47,20 +46,16 @@ import shutil
 import stat
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import (
-    Image,
-    ImageFile,
-    ImageOps,
-    UnidentifiedImageError,
-)
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError, PixelLimitError  # noqa: F401 (imported from here)
+from .apng import CompositedFrames
 from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
@@ -289,20 +284,25 @@ class ImageSource:
     def read_frames(self, frames: tuple[int, ...]) -> Iterator[tuple[Picture, int | None]]:
         """Decode `frames`, in order: each a :class:`Picture` and its duration (ms) or None.
 
-        A GIF's, APNG's or WebP's frame is the canvas a viewer shows: the frames before it
-        drawn, disposed and blended as the file says (Pillow composites them). Every frame has
-        the first's channels (:attr:`channels`) and is read by Pillow (8 bits for colour, said
-        in a 16-bit frame's notes), without the EXIF orientation. An error names the frame.
+        A frame of an animation is the canvas a viewer shows, composited as the file says (by
+        Pillow; an 8-bit APNG's by :mod:`convcli.io.apng`). Every frame has the first's channels
+        (:attr:`channels`) and is read by Pillow (8 bits for colour, said in a 16-bit frame's
+        notes), without the EXIF orientation. An error names the frame.
         """
         count = self.frame_count
+        apng = CompositedFrames.of(self.path) if self._im.format == "PNG" and count > 1 else None
         for k in frames:
             with _frame_errors(k, count, self.path):
-                self._im.seek(k + self._first_frame)
-                check_pixels(self._im.size, self.max_pixels)
-                deep = is_deep_colour(self._im)  # before load(), which forgets the layout
-                self._im.load()
-                duration = self._im.info.get("duration")
-                pixels, white, depth = to_array(self._im, self.channels)
+                if apng is not None:  # its canvas checked before it is made
+                    check_pixels(self._im.size, self.max_pixels)
+                    im, duration, deep = *apng.frame(k), False
+                else:
+                    self._im.seek(k + self._first_frame)
+                    check_pixels(self._im.size, self.max_pixels)
+                    im, deep = self._im, is_deep_colour(self._im)  # before load()
+                    im.load()
+                    duration = im.info.get("duration")
+                pixels, white, depth = to_array(im, self.channels)
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) if deep else ()
             yield (
                 Picture(pixels, self.channels, white, depth, notes),
@@ -478,7 +478,7 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         raise ImageError("empty file (0 bytes)")
     pages = _tiff_pages(shown)
     if pages is not None:
-        with contextlib.closing(TiffSource(pages, shown, max_pixels)) as source:
+        with closing(TiffSource(pages, shown, max_pixels)) as source:
             check_page(pages, 0, max_pixels)
             yield source
         return

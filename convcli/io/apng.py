@@ -1,0 +1,156 @@
+"""An animated PNG's frames, composited as the APNG specification says.
+
+Pillow composites an APNG's frames itself, with two faults (Pillow 13): where a frame
+was loaded before the next one is sought, a ``dispose_op`` of "previous" reverts its
+region to the canvas with that frame on it, not to the canvas before it; and a
+``blend_op`` of "over" pastes the frame through its alpha instead of compositing it,
+so that half-transparent pixels come out wrong in colour and alpha. Here Pillow
+decodes each frame's own pixels alone, from a PNG made of the frame's chunks (the
+file's header at the frame's size, its palette and transparency, the frame's data),
+and the frames are composited with numpy on a canvas of transparent black, as the
+specification says: each frame blended where its ``fcTL`` puts it, the canvas
+shown, then the frame's region disposed of before the next.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+from PIL import Image
+
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_DECODING = (b"PLTE", b"tRNS")  # the chunks a frame's own PNG takes from the file
+_DISPOSE_BACKGROUND, _DISPOSE_PREVIOUS = 1, 2
+_BLEND_OVER = 1
+_MAX_CHUNK = 1 << 31  # the PNG specification's largest chunk length
+
+
+def composited_frames(path: str) -> Iterator[tuple[np.ndarray, float]]:
+    """The frames of the APNG `path` as a viewer shows them: an (H, W, 4) uint8 RGBA
+    canvas (a copy) and the frame's duration in milliseconds, in order. The default
+    image is a frame only where the file makes it the first (an ``fcTL`` before ``IDAT``).
+
+    Raises
+    ------
+    ValueError
+        The file is no PNG, ends early, or a frame does not fit its canvas.
+    """
+    with open(path, "rb") as fh:
+        if fh.read(len(_SIGNATURE)) != _SIGNATURE:
+            raise ValueError("not a PNG file")
+        chunks = _chunks(fh)
+        kind, header = next(chunks, (b"", b""))
+        if kind != b"IHDR" or len(header) != 13:
+            raise ValueError("a PNG file without its header")
+        width, height = struct.unpack(">II", header[:8])
+        canvas = np.zeros((height, width, 4), np.uint8)
+        decoding: list[tuple[bytes, bytes]] = []
+        control, data, shown = None, [], 0
+        for kind, body in chunks:
+            if kind in _DECODING:
+                decoding.append((kind, body))
+            elif kind in (b"IDAT", b"fdAT") and control is not None:
+                data.append(body if kind == b"IDAT" else body[4:])  # fdAT: a sequence number
+            elif kind in (b"fcTL", b"IEND") and control is not None:
+                pixels = _frame(header, decoding, control, data)
+                yield from _drawn(canvas, control, pixels, first=shown == 0)
+                control, data, shown = None, [], shown + 1
+            if kind == b"fcTL":
+                if len(body) < 26:
+                    raise ValueError("a frame control chunk too short")
+                control = struct.unpack(">IIIIHHBB", body[4:26])
+            if kind == b"IEND":
+                return
+    raise ValueError("the PNG file ends before its IEND chunk")
+
+
+class CompositedFrames:
+    """The frames of the APNG `path` by number, in any order (:func:`composited_frames`
+    again from the first where a frame before the last one given is asked for), or None
+    from :meth:`of` for a file of 16-bit samples, which Pillow composites as it reads them."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._frames: Iterator[tuple[np.ndarray, float]] = iter(())
+        self._next = 0  # the number of the frame _frames gives next
+
+    @classmethod
+    def of(cls, path: str) -> CompositedFrames | None:
+        with open(path, "rb") as fh:
+            header = fh.read(len(_SIGNATURE) + 8 + 13)[len(_SIGNATURE) + 8 :]  # IHDR's data
+        return cls(path) if len(header) == 13 and header[8] <= 8 else None  # its bit depth
+
+    def frame(self, number: int) -> tuple[Image.Image, float]:
+        """Frame `number` (from 0) as an RGBA image, and its duration in milliseconds."""
+        if number < self._next:
+            self._frames, self._next = iter(()), 0
+        if self._next == 0:
+            self._frames = composited_frames(self.path)
+        for canvas, duration in self._frames:
+            self._next += 1
+            if self._next > number:
+                return Image.fromarray(canvas, "RGBA"), duration
+        raise ValueError(f"the animation has no frame {number}")
+
+
+def _chunks(fh) -> Iterator[tuple[bytes, bytes]]:
+    """(kind, data) of each chunk of the open PNG `fh`, from after its signature."""
+    while len(head := fh.read(8)) == 8:
+        length, kind = struct.unpack(">I4s", head)
+        body = fh.read(length) if length < _MAX_CHUNK else b""
+        if len(body) != length or len(fh.read(4)) != 4:  # the data, then its CRC
+            raise ValueError(f"the PNG file ends inside its {kind.decode('latin-1')} chunk")
+        yield kind, body
+
+
+def _frame(header: bytes, decoding: list, control: tuple, data: list[bytes]) -> np.ndarray:
+    """One frame's own pixels, (h, w, 4) RGBA, decoded by Pillow from a PNG of its chunks."""
+    width, height = control[:2]
+    chunks = [(b"IHDR", struct.pack(">II", width, height) + header[8:]), *decoding]
+    chunks += [(b"IDAT", part) for part in data] + [(b"IEND", b"")]
+    png = _SIGNATURE + b"".join(
+        struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        for kind, body in chunks
+    )
+    with Image.open(io.BytesIO(png)) as im:
+        pixels = np.asarray(im.convert("RGBA"))
+    if pixels.shape[:2] != (height, width):
+        raise ValueError("a frame's pixels are not of its size")
+    return pixels
+
+
+def _drawn(canvas: np.ndarray, control: tuple, pixels: np.ndarray, *, first: bool):
+    """Draw a frame on the canvas (blended as its ``fcTL`` says), yield the canvas shown (a
+    copy) and the frame's duration, then dispose of the frame's region: leave it, clear it
+    to transparent black, or put back what was there before (a first frame's "previous"
+    is "background", as the specification says)."""
+    width, height, x, y, delay, per_second, dispose, blend = control
+    if x + width > canvas.shape[1] or y + height > canvas.shape[0]:
+        raise ValueError("a frame reaches past the edge of the image")
+    region = canvas[y : y + height, x : x + width]
+    before = region.copy() if dispose == _DISPOSE_PREVIOUS and not first else None
+    region[...] = over(pixels, region) if blend == _BLEND_OVER else pixels
+    yield canvas.copy(), 1000.0 * delay / (per_second or 100)
+    if before is not None:
+        region[...] = before
+    elif dispose in (_DISPOSE_BACKGROUND, _DISPOSE_PREVIOUS):
+        region[...] = 0
+
+
+def over(source: np.ndarray, below: np.ndarray) -> np.ndarray:
+    """8-bit RGBA `source` composited over `below` (neither premultiplied), rounded, as the
+    APNG specification's ``APNG_BLEND_OP_OVER`` says.
+
+    >>> over(np.array([[0, 0, 255, 128]], np.uint8), np.array([[255, 0, 0, 128]], np.uint8))
+    array([[ 85,   0, 170, 192]], dtype=uint8)
+    """
+    alpha, alpha_below = source[..., 3:].astype(np.int32), below[..., 3:].astype(np.int32)
+    weight, weight_below = alpha * 255, (255 - alpha) * alpha_below
+    total = weight + weight_below  # the result's alpha, times 255
+    colour = source[..., :3] * weight + below[..., :3] * weight_below
+    colour = (colour + total // 2) // np.maximum(total, 1)
+    return np.concatenate([colour, (total + 127) // 255], axis=-1).astype(np.uint8)
