@@ -240,6 +240,51 @@ def test_an_apng_cut_short_is_said_in_one_line_naming_its_frame(tmp_path):
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").glob("*.png"))
 
 
+@pytest.mark.parametrize(
+    ("first", "later", "said"),
+    [
+        (
+            "rgb",
+            "rgba",
+            "a frame's transparency not kept: every frame is read with the first "
+            "frame's channels (R G B)",
+        ),
+        (
+            "grey",
+            "rgb",
+            "a frame's colours read as grey: every frame is read with the first "
+            "frame's channels (L)",
+        ),
+        ("rgb", "opaque", None),  # alpha of 255 everywhere: nothing to lose
+    ],
+)
+def test_a_later_page_that_loses_alpha_or_colour_says_so(tmp_path, first, later, said):
+    """Frames are read with the first page's channels: a later page's transparency or colour
+    that they cannot hold is said (it was dropped without a word)."""
+    colour = np.zeros((H, W, 4), np.uint8)
+    colour[...] = (0, 200, 0, 0)
+    colour[: H // 2] = (255, 0, 0, 255)
+    pages = {
+        "rgb": (colour[..., :3], {"photometric": "rgb"}),
+        "grey": (colour[..., 1], {"photometric": "minisblack"}),
+        "rgba": (colour, {"photometric": "rgb", "extrasamples": ["unassalpha"]}),
+        "opaque": (
+            colour + [0, 0, 0, 255] * (colour[..., 3:] == 0),
+            {"photometric": "rgb", "extrasamples": ["unassalpha"]},
+        ),
+    }
+    path = tmp_path / "pages.tif"
+    with tifffile.TiffWriter(path) as tif:
+        for name in (first, later):
+            values, options = pages[name]
+            tif.write(values.astype(np.uint8), **options)
+    result = ok("pool", "--size", "1", "--format", "npy", path, "-o", tmp_path / "o")
+    if said is not None:
+        assert said in result.stderr
+    else:
+        assert "transparency not kept" not in result.stderr and "as grey" not in result.stderr
+
+
 # --- outputs keep the frames -------------------------------------------------------------------
 
 

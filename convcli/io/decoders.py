@@ -116,6 +116,17 @@ def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
     return result
 
 
+def frame_loss_note(im: Image.Image, own: tuple[str, ...], channels: tuple[str, ...]) -> tuple:
+    """The note of a frame whose own channels (`own`) hold what a stack's, the first frame's
+    (`channels`), cannot: a transparency it shows, or colour, read as grey; none else."""
+    first = f"every frame is read with the first frame's channels ({' '.join(channels)})"
+    if "A" in own and "A" not in channels and im.convert("RGBA").getextrema()[3][0] < 255:
+        return (f"a frame's transparency not kept: {first}",)
+    if "R" in own and "R" not in channels:
+        return (f"a frame's colours read as grey: {first}",)
+    return ()
+
+
 def deep_codecs_missing() -> str | None:
     """Why imagecodecs cannot read 16-bit colour here, in a few words, or None where it can:
     it is not installed (the ``deep`` extra), or :data:`FAST_CODECS_VARIABLE` turns it off."""

@@ -64,6 +64,7 @@ from .decoders import (
     deep_colour,
     exif_upright,
     fast_jpeg,
+    frame_loss_note,
     is_deep_colour,
     is_deep_grey_alpha,
     narrow_note,
@@ -232,13 +233,10 @@ class ImageSource:
 
     @functools.cached_property
     def frame_count(self) -> int:
-        """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG.
-
-        1 for the other formats, whose further images are no frames of a stack (the preview or
-        depth map of a phone's MPO JPEG, the sizes of an icon): ``read()`` takes their first, as
-        it always has. An APNG's default image, which is no frame of its animation, is not
-        counted. Counted once (an APNG's chunks are walked to count them).
-        """
+        """The frames of the file: pages of a TIFF, frames of a GIF, WebP or APNG (not its
+        default image, unless a frame; its chunks are walked to count them, once). 1 for the
+        other formats, whose further images are no frames of a stack (the preview or depth map
+        of a phone's MPO JPEG, the sizes of an icon): ``read()`` takes their first."""
         if self._im.format not in STACK_FORMATS:
             return 1
         with _pillow_errors(parsing=True):
@@ -295,15 +293,16 @@ class ImageSource:
             with _frame_errors(k, count, self.path):
                 if apng is not None:  # its canvas checked before it is made
                     check_pixels(self._im.size, self.max_pixels)
-                    im, duration, deep = *apng.frame(k), False
+                    im, duration, deep, lost = *apng.frame(k), False, ()
                 else:
                     self._im.seek(k + self._first_frame)
                     check_pixels(self._im.size, self.max_pixels)
                     im, deep = self._im, is_deep_colour(self._im)  # before load()
                     im.load()
                     duration = im.info.get("duration")
+                    lost = frame_loss_note(im, _channels_for(im), self.channels)
                 pixels, white, depth = to_array(im, self.channels)
-            notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) if deep else ()
+            notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
             yield (
                 Picture(pixels, self.channels, white, depth, notes),
                 round(duration) if isinstance(duration, (int, float)) else None,
