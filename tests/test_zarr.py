@@ -397,6 +397,39 @@ def test_a_bad_store_is_one_line_naming_it(tmp_path):
         assert needle in line and "Traceback" not in result.output
 
 
+def _labelled(path, count: int, labels) -> None:
+    """An OME-Zarr image of `count` channels, with ``omero`` channel `labels` (None: none)."""
+    planes = np.arange(count * 40 * 60, dtype=np.uint16).reshape(count, 40, 60)
+    _ome(path, planes, "cyx")
+    if labels is not None:
+        group = zarr.open_group(str(path), mode="a")
+        group.attrs["omero"] = {"channels": [{"label": label} for label in labels]}
+
+
+@pytest.mark.parametrize(
+    ("count", "labels"), [(2, ("DAPI", "GFP")), (2, None), (4, ("a", "b", "c", "d"))]
+)
+def test_an_ome_zarr_image_of_channels_that_are_no_alpha_is_not_read_with_alpha(
+    tmp_path, count, labels
+):
+    """OME-NGFF has no alpha: a 2- or 4-channel image (a fluorescence image's DAPI and GFP)
+    is not read as grey or colour + alpha, whose alpha would weigh the others in a pool."""
+    _labelled(tmp_path / "cells.zarr", count, labels)
+    result = run("pool", tmp_path / "cells.zarr", "-o", tmp_path / "out", "-q")
+    named = f" ({', '.join(labels)})" if labels else ""
+    assert_one_line_error(result, 1, "cells.zarr", f"{count} channels{named}, none of them alpha")
+
+
+def test_an_ome_zarr_images_own_channel_labels_are_read_and_others_said(tmp_path):
+    _labelled(tmp_path / "own.zarr", 2, ("L", "A"))  # as convcli writes grey + alpha
+    _labelled(tmp_path / "three.zarr", 3, ("DAPI", "GFP", "mCherry"))
+    result = ok("pool", tmp_path / "own.zarr", tmp_path / "three.zarr", "-o", tmp_path / "out")
+    assert "own.zarr" not in result.stderr
+    assert "three.zarr: channel names not kept: DAPI, GFP, mCherry read as R, G, B" in (
+        result.stderr
+    )
+
+
 def test_without_zarr_each_use_is_one_line_naming_the_extra(pairs, tmp_path, monkeypatch):
     hide_modules(monkeypatch, "zarr")
     result = run("pool", pairs / "grey" / "zarr" / "a.zarr", "-o", tmp_path / "a")

@@ -11,7 +11,9 @@ band are read. A store is either
   among t, c, z, y, x; the first time point and plane are read, the channel
   axis moved last.
 
-C is 1 to 4 (L, L A, R G B, R G B A); samples are uint8 (white 255, depth 8),
+C is 1 to 4 (L, L A, R G B, R G B A); an OME-Zarr image's channels are no alpha
+(OME-NGFF has none), unless labelled so as convcli labels them, and other labels
+are said as not kept. Samples are uint8 (white 255, depth 8),
 uint16 (65535, 16) or float32 (white the larger of 1 and the largest finite
 value, depth 16, as for a float TIFF).
 """
@@ -69,8 +71,25 @@ def open_store_regions(path, *, storage_options: dict | None = None) -> StoreReg
         node = zarr.open(store=store, mode="r")
     except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
         raise ImageError(f"not a Zarr array or OME-Zarr image ({_first_line(exc)})") from None
-    array, axes, physical = _full_resolution(zarr, node)
-    return StoreRegions(array, axes, Carried(physical=physical) if physical else NOTHING)
+    array, axes, physical, labels = _full_resolution(zarr, node)
+    carried = Carried(physical=physical) if physical else NOTHING
+    return StoreRegions(array, axes, carried, labels)
+
+
+def _labels_note(labels: tuple | None, channels: tuple[str, ...]) -> tuple[str, ...]:
+    """The note of an OME-Zarr image's channel `labels` that the channels read as
+    (`channels`) do not keep; an ImageError where the image would be read with alpha (2 or
+    4 channels) but its labels are not convcli's L A or R G B A: OME-NGFF has no alpha."""
+    if labels is None or labels == channels:
+        return ()
+    shown = ", ".join(labels) if len(labels) == len(channels) and all(labels) else ""
+    if "A" in channels:
+        raise ImageError(
+            f"an OME-Zarr image of {len(channels)} channels{f' ({shown})' if shown else ''}, "
+            "none of them alpha: convcli reads OME-Zarr images of 1 or 3 channels, and of "
+            f"{len(channels)} labelled {', '.join(channels)} as it writes them (alpha last)"
+        )
+    return (f"channel names not kept: {shown} read as {', '.join(channels)}",) if shown else ()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -78,16 +97,17 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize | None]:
-    """The array to read, its axes' names and physical size: the node itself, or an OME
-    image's level 0 (:func:`convcli.io.ome.physical_of`)."""
+def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize | None, tuple]:
+    """The array to read, its axes' names, physical size and channel labels: the node itself
+    (no labels: None), or an OME image's level 0 (:func:`convcli.io.ome.physical_of`) and
+    its ``omero`` channels' labels (none given: empty)."""
     if isinstance(node, zarr.Array):
         if node.ndim not in (2, 3):
             raise ImageError(
                 f"a Zarr array of {node.ndim} dimensions: convcli reads "
                 "(height, width) or (height, width, channels)"
             )
-        return node, ("y", "x", "c")[: node.ndim], None
+        return node, ("y", "x", "c")[: node.ndim], None, None
     attrs = dict(node.attrs)
     scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
     try:
@@ -107,7 +127,10 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
         raise ImageError(
             f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads t, c, z, y, x"
         )
-    return array, axes, physical_of(image)
+    omero = attrs.get("omero") or (attrs.get("ome") or {}).get("omero") or {}
+    channels = omero.get("channels") if isinstance(omero, dict) else None
+    labels = tuple(str(c.get("label", "")) for c in channels or () if isinstance(c, dict))
+    return array, axes, physical_of(image), labels
 
 
 class StoreRegions:
@@ -121,7 +144,9 @@ class StoreRegions:
     so that bands that overlap (a halo) read each chunk once when read top to bottom.
     """
 
-    def __init__(self, array, axes: tuple[str, ...], carried: Carried = NOTHING):
+    def __init__(
+        self, array, axes: tuple[str, ...], carried: Carried = NOTHING, labels: tuple | None = None
+    ):
         self._array, self._axes = array, axes
         size = dict(zip(axes, (int(n) for n in array.shape), strict=True))
         self.height, self.width = size["y"], size["x"]
@@ -143,7 +168,7 @@ class StoreRegions:
         names = {"t": "time points", "z": "planes"}
         self.notes = tuple(
             f"used the first of {size[a]} {names[a]}" for a in "tz" if size.get(a, 1) > 1
-        )
+        ) + _labels_note(labels, self.channels)
         self._step = int(array.chunks[axes.index("y")])
         self._chunk_columns = int(array.chunks[axes.index("x")])
         self.kept_rows = SegmentRows()
