@@ -430,6 +430,24 @@ def test_an_ome_zarr_images_own_channel_labels_are_read_and_others_said(tmp_path
     )
 
 
+def test_a_stores_georeference_that_is_not_read_back_is_said(tmp_path):
+    keys = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+    tifffile.imwrite(
+        tmp_path / "geo.tif",
+        np.zeros((40, 60), np.uint8),
+        extratags=[
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0, 0, 0, 500000.0, 4600000.0, 0), True),
+            (34735, "H", len(keys), keys, True),
+        ],
+    )
+    ok("pool", tmp_path / "geo.tif", "--format", "zarr", "-o", tmp_path / "z")
+    (store,) = (tmp_path / "z").glob("*.zarr")
+    assert "georeference" in zarr.open_group(str(store), mode="r").attrs
+    result = ok("pool", store, "--format", "tiff", "-o", tmp_path / "t")
+    assert "georeference not kept: convcli reads none from a Zarr store" in result.stderr
+
+
 def test_without_zarr_each_use_is_one_line_naming_the_extra(pairs, tmp_path, monkeypatch):
     hide_modules(monkeypatch, "zarr")
     result = run("pool", pairs / "grey" / "zarr" / "a.zarr", "-o", tmp_path / "a")

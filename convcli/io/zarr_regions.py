@@ -73,7 +73,10 @@ def open_store_regions(path, *, storage_options: dict | None = None) -> StoreReg
         raise ImageError(f"not a Zarr array or OME-Zarr image ({_first_line(exc)})") from None
     array, axes, physical, labels = _full_resolution(zarr, node)
     carried = Carried(physical=physical) if physical else NOTHING
-    return StoreRegions(array, axes, carried, labels)
+    regions = StoreRegions(array, axes, carried, labels)
+    if "georeference" in node.attrs:  # convcli's own attribute, which it does not read back
+        regions.notes += ("georeference not kept: convcli reads none from a Zarr store",)
+    return regions
 
 
 def _labels_note(labels: tuple | None, channels: tuple[str, ...]) -> tuple[str, ...]:
