@@ -268,6 +268,7 @@ def test_the_manifest_records_the_grid_as_the_file_gives_it():
     }
     assert turned.geotransform() == [500000.0, 10.0, 1.0, 4000000.0, 1.0, -10.0]
     assert GeoTags(nodata="0").record() == {"nodata": 0.0}
+    assert GeoTags(keys=_POINT_KEYS, matrix=_MATRIX).record()["area_or_point"] == "Point"
     assert GeoTags(nodata="0").geotransform() is None
 
 
@@ -300,3 +301,4 @@ def test_a_zarr_store_of_pixel_centres_says_the_corner_of_its_first_pixel(tmp_pa
     # 10 m up and left of input pixel (0, 0)'s centre; its centre is the tiepoint's.
     assert geo["geotransform"] == [499990.0, 40.0, 0.0, 4600010.0, 0.0, -40.0]
     assert geo["tiepoint"] == [0.0, 0.0, 0.0, 500010.0, 4599990.0, 0.0]
+    assert geo["area_or_point"] == "Point"  # the tiepoint names a pixel's centre

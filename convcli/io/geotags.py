@@ -183,10 +183,13 @@ class GeoTags:
     def record(self) -> dict:
         """What the manifest says of it: the coordinate system (an EPSG code where the keys
         give one), the grid as the file gives it (pixel size and tiepoint, transformation
-        matrix, or control points) and GDAL's nodata value."""
+        matrix, or control points; ``"area_or_point": "Point"``, as GDAL says it, where its
+        raster coordinates name pixels' centres) and GDAL's nodata value."""
         record: dict = {}
         if self.placed:
             record["crs"] = self._crs()
+            if self.pixel_is_point:
+                record["area_or_point"] = "Point"
         if self.matrix is not None:
             record["transformation"] = list(self.matrix)
         elif self.tiepoint is not None and self.scale is not None:
