@@ -368,6 +368,12 @@ def _as_pillow_reads(path) -> np.ndarray:
     return arr[:, :, None] if arr.ndim == 2 else arr
 
 
+CMYK_NOTE = (
+    "CMYK read as RGB by Pillow's formula, with no colour profile of its own that LittleCMS can "
+    "use: colours approximate"
+)
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_jpeg_reads_as_pillow_with_and_without_the_fast_decoder(tmp_path, monkeypatch, fast):
     decoder = pytest.importorskip("simplejpeg") if fast else None
@@ -390,7 +396,9 @@ def test_jpeg_reads_as_pillow_with_and_without_the_fast_decoder(tmp_path, monkey
         np.testing.assert_array_equal(pic.samples, expected, err_msg=path.name)
         assert pic.pixels.dtype == np.float32
         np.testing.assert_array_equal(pic.pixels, expected, err_msg=path.name)
-        assert (pic.white, pic.depth, pic.notes) == (255.0, 8, ())
+        # A CMYK JPEG without a colour profile is read by Pillow's formula, and says so.
+        said = (CMYK_NOTE,) if path.stem == "cmyk" else ()
+        assert (pic.white, pic.depth, pic.notes) == (255.0, 8, said)
     # Every plain RGB or grey JPEG went through the fast decoder (CMYK did not).
     assert len(calls) == (len(paths) - 1 if fast else 0)
 
@@ -455,3 +463,32 @@ def test_every_tiff_written_is_deflated_with_the_predictor(tmp_path, mode):
             values = page.asarray()
         with Image.open(tmp_path / "png" / path.with_suffix(".png").name) as png:
             np.testing.assert_array_equal(values, np.asarray(png))
+
+
+CMYK_PROFILE = Path("/usr/share/color/icc/ghostscript/default_cmyk.icc")
+
+
+def test_a_cmyk_jpeg_is_read_through_its_own_colour_profile(tmp_path):
+    """A print-ready CMYK JPEG (SWOP profile) is read into sRGB through its profile by
+    LittleCMS, as ImageMagick and libvips convert it, not by Pillow's formula (255 - C - K
+    and the like), which put a pink of 237, 24, 126 at 255, 0, 218."""
+    if not CMYK_PROFILE.exists():
+        pytest.skip("no CMYK colour profile here (Ghostscript's, /usr/share/color/icc)")
+    from PIL import ImageCms
+
+    y, x = np.mgrid[0:32, 0:48]
+    rgb = np.stack([x * 255 // 47, y * 255 // 31, np.full_like(x, 128)], -1).astype(np.uint8)
+    swop = ImageCms.ImageCmsProfile(str(CMYK_PROFILE))
+    cmyk = ImageCms.profileToProfile(
+        Image.fromarray(rgb), ImageCms.createProfile("sRGB"), swop, outputMode="CMYK"
+    )
+    cmyk.save(tmp_path / "print.jpg", quality=95, icc_profile=swop.tobytes())
+    pic = read_image(tmp_path / "print.jpg")
+    back = ImageCms.profileToProfile(
+        Image.open(tmp_path / "print.jpg"), swop, ImageCms.createProfile("sRGB"), outputMode="RGB"
+    )
+    assert pic.notes == ()
+    np.testing.assert_array_equal(pic.pixels, np.asarray(back).astype(np.float32))
+    # Near the picture it was made from (the SWOP gamut and JPEG aside), unlike the formula.
+    assert np.abs(pic.pixels - rgb).mean() < 12
+    assert np.abs(np.asarray(Image.open(tmp_path / "print.jpg").convert("RGB")) - rgb).mean() > 20

@@ -7,7 +7,9 @@ an APNG's frames counted from its chunks.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import io
 import os
 import struct
 
@@ -127,6 +129,35 @@ def frame_loss_note(im: Image.Image, own: tuple[str, ...], channels: tuple[str, 
     return ()
 
 
+def cmyk_note(im: Image.Image) -> tuple[str, ...]:
+    """The note of a CMYK image read as RGB: through its own colour profile into sRGB (as
+    :func:`to_array` reads it, and as ImageMagick and libvips convert it), or, without one
+    that LittleCMS can use, by Pillow's formula, whose colours are only near."""
+    if im.mode != "CMYK" or _cmyk_to_srgb(im.info.get("icc_profile")) is not None:
+        return ()
+    return (
+        "CMYK read as RGB by Pillow's formula, with no colour profile of its own that LittleCMS "
+        "can use: colours approximate",
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _cmyk_to_srgb(profile: bytes | None):
+    """LittleCMS's transform (Pillow's ImageCms) from the CMYK colour `profile` to sRGB, or
+    None where there is no profile, or LittleCMS cannot read it or make the transform."""
+    if not profile:
+        return None
+    from PIL import ImageCms
+
+    try:
+        source = ImageCms.ImageCmsProfile(io.BytesIO(profile))
+        if source.profile.xcolor_space.strip() != "CMYK":
+            return None
+        return ImageCms.buildTransform(source, ImageCms.createProfile("sRGB"), "CMYK", "RGB")
+    except (OSError, ValueError, ImageCms.PyCMSError):
+        return None
+
+
 def deep_codecs_missing() -> str | None:
     """Why imagecodecs cannot read 16-bit colour here, in a few words, or None where it can:
     it is not installed (the ``deep`` extra), or :data:`FAST_CODECS_VARIABLE` turns it off."""
@@ -241,7 +272,10 @@ def to_array(
         white = 65535.0 if mode == "I" else 1.0
         return arr[:, :, None], max(white, top), 16
     target = {("L",): "L", ("L", "A"): "LA", ("R", "G", "B"): "RGB"}.get(channels, "RGBA")
-    if mode != target:
+    transform = _cmyk_to_srgb(im.info.get("icc_profile")) if mode == "CMYK" else None
+    if transform is not None and target == "RGB":  # through its own profile (cmyk_note)
+        im = transform.apply(im)
+    elif mode != target:
         im = im.convert(target)
     arr = np.asarray(im)
     if not (integers and arr.dtype == np.uint8):

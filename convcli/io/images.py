@@ -61,6 +61,7 @@ from .decoders import (
     ORIENTATION,
     SIXTEEN_BIT_MODES,
     apng_frame_controls,
+    cmyk_note,
     deep_colour,
     exif_upright,
     fast_jpeg,
@@ -322,9 +323,8 @@ class ImageSource:
         Raises
         ------
         ImageError
-            If the file is truncated or corrupt; :class:`PixelLimitError` if the
-            frame is over the pixel limit (a GIF's first frame may be larger
-            than its header says).
+            If the file is truncated or corrupt; :class:`PixelLimitError` if the frame is
+            over the pixel limit (a GIF's first frame may be larger than its header says).
         """
         im = self._im
         notes = []
@@ -356,6 +356,7 @@ class ImageSource:
             ImageOps.exif_transpose(im, in_place=True)  # no copy when upright
         with _pillow_errors():
             samples, white, depth = to_array(im, self.channels, integers=True)
+            notes += cmyk_note(im)
         return Picture(
             samples, self.channels, white, depth, tuple(notes), carried, floats=im.mode == "F"
         )
