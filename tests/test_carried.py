@@ -1078,3 +1078,41 @@ def test_the_exif_image_size_of_frames_and_strips_is_the_outputs(tmp_path, profi
     )
     assert "processed in strips" in result.stderr
     assert _exif_size(tmp_path / "s" / "scan_pool-max-f3-s3.png") == (200, 233, (200, 233))
+
+
+_XMP = (
+    b'<?xpacket begin=""?><x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf='
+    b'"http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description xmlns:dc='
+    b'"http://purl.org/dc/elements/1.1/"><dc:creator>Jane</dc:creator></rdf:Description>'
+    b'</rdf:RDF></x:xmpmeta><?xpacket end="w"?>'
+)
+
+
+def test_xmp_iptc_and_png_text_that_no_output_keeps_are_said(tmp_path):
+    """convcli writes no XMP, IPTC or PNG text: an image of its input's colours (pool) says
+    so once a run, as it says what else its format loses; an edge map keeps none of what
+    its input carries (EXIF, profile) and says none of it."""
+    from PIL import PngImagePlugin
+
+    pixels = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.jpg", xmp=_XMP)
+    data = (tmp_path / "a.jpg").read_bytes()
+    iptc = b"Photoshop 3.0\0" + b"8BIM\x04\x04\0\0\0\0\0\x08" + b"\x1c\x02\x50\0\x04Jane"
+    app13 = b"\xff\xed" + (len(iptc) + 2).to_bytes(2, "big") + iptc
+    (tmp_path / "b.jpg").write_bytes(data[:2] + app13 + data[2:])  # after the SOI marker
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Author", "Jane")
+    info.add_itxt("Copyright", "(c) Jane")
+    Image.fromarray(pixels).save(tmp_path / "c.png", pnginfo=info)
+    with Image.open(tmp_path / "b.jpg") as im:
+        assert [marker for marker, _ in im.applist].count("APP13") == 1
+    inputs = [tmp_path / name for name in ("a.jpg", "b.jpg", "c.png")]
+    pooled = ok("pool", *inputs, "-o", tmp_path / "pooled").stderr.splitlines()
+    for line in (
+        "convcli: XMP not kept: convcli writes none",
+        "convcli: IPTC not kept: convcli writes none",
+        "convcli: PNG text (Author, Copyright) not kept: convcli writes none",
+    ):
+        assert pooled.count(line) == 1  # once a run
+    edges = ok("conv", "-k", "vertical", *inputs, "-o", tmp_path / "edges").stderr
+    assert "not kept" not in edges

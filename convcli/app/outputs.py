@@ -380,7 +380,8 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     if pic.carried == NOTHING:
         return "", alpha
     mappings = mappings_for(task, pic)
-    kept = _on_output(task.op, pic.carried, any(m.method == "clip" for m in mappings))
+    colours = any(m.method == "clip" for m in mappings)  # images of its colours: pad, pool, ...
+    kept = _on_output(task.op, pic.carried, colours)
     kept = kept.for_pixels(grey=len(pic.channels) - ("A" in pic.channels) == 1)
     if _input_values(task.op, [m.method for m in mappings]):
         kept = kept.with_band_values_of(task.op.tags(pic.channels).bands)
@@ -388,7 +389,9 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
-    return kept_said, alpha + not_held(kept, task.fmt) + _nodata_clamped(kept, mappings)
+    # XMP, IPTC and text: said where EXIF is kept; maps of other values keep none, unsaid.
+    unkept = tuple(f"{what} not kept: convcli writes none" for what in pic.carried.unkept * colours)
+    return kept_said, alpha + not_held(kept, task.fmt) + _nodata_clamped(kept, mappings) + unkept
 
 
 def _nodata_clamped(kept: Carried, mappings: list) -> tuple[str, ...]:

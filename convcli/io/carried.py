@@ -72,6 +72,7 @@ class Carried:
     jpeg: JpegCoding | None = None
     per_cm: bool = False
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
+    unkept: tuple[str, ...] = ()  # what convcli writes none of: XMP, IPTC, a PNG's text
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -397,7 +398,25 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
     only = frozenset(_TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
-    return replace(header, dpi=dpi, exif=_upright_exif(found, upright, only), jpeg=jpeg_coding(im))
+    exif = _upright_exif(found, upright, only)
+    return replace(header, dpi=dpi, exif=exif, jpeg=jpeg_coding(im), unkept=_unkept(im))
+
+
+def _unkept(im) -> tuple[str, ...]:
+    """What the Pillow image `im` carries that convcli writes none of: XMP, IPTC (a JPEG's
+    APP13, a TIFF's tag), and a PNG's text chunks other than its Software (loaded)."""
+    tags = im.tag_v2 if im.format == "TIFF" else {}
+    app13 = [data for marker, data in getattr(im, "applist", ()) if marker == "APP13"]
+    text = [k for k in getattr(im, "text", {}) if k not in ("Software", "XML:com.adobe.xmp")]
+    return tuple(
+        what
+        for what, held in (
+            ("XMP", im.info.get("xmp") or 700 in tags),
+            ("IPTC", 33723 in tags or any(d.startswith(b"Photoshop 3.0") for d in app13)),
+            (f"PNG text ({', '.join(text)})", im.format == "PNG" and text),
+        )
+        if held
+    )
 
 
 def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
