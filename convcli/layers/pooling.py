@@ -11,7 +11,7 @@ regions and saturated highlights in photos do this all the time), the
 gradient of that window goes to exactly one of them, the first in row-major
 window order, which is PyTorch's rule. The gradient is therefore conserved:
 ``dA_prev.sum() == dA.sum()``. A window holding NaN has NaN as its maximum
-and sends its gradient to the first NaN.
+and sends its gradient to the first NaN (PyTorch's goes to the last).
 """
 
 from __future__ import annotations
