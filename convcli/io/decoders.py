@@ -153,7 +153,9 @@ def _cmyk_to_srgb(profile: bytes | None):
         source = ImageCms.ImageCmsProfile(io.BytesIO(profile))
         if source.profile.xcolor_space.strip() != "CMYK":
             return None
-        return ImageCms.buildTransform(source, ImageCms.createProfile("sRGB"), "CMYK", "RGB")
+        # No cache of the last pixel in the transform: threads (Dask's) share it.
+        srgb, flags = ImageCms.createProfile("sRGB"), ImageCms.Flags.NOCACHE
+        return ImageCms.buildTransform(source, srgb, "CMYK", "RGB", flags=flags)
     except (OSError, ValueError, ImageCms.PyCMSError):
         return None
 
