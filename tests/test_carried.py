@@ -1116,3 +1116,29 @@ def test_xmp_iptc_and_png_text_that_no_output_keeps_are_said(tmp_path):
         assert pooled.count(line) == 1  # once a run
     edges = ok("conv", "-k", "vertical", *inputs, "-o", tmp_path / "edges").stderr
     assert "not kept" not in edges
+
+
+def test_a_tiffs_xmp_is_said_and_a_photoshop_block_without_iptc_is_not(tmp_path):
+    pixels = np.random.default_rng(1).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    tifffile.imwrite(
+        tmp_path / "x.tif", pixels, photometric="rgb", extratags=[(700, "B", len(_XMP), _XMP, True)]
+    )
+    Image.fromarray(pixels).save(tmp_path / "p.jpg")
+    data = (tmp_path / "p.jpg").read_bytes()
+    resolution = b"Photoshop 3.0\0" + b"8BIM\x03\xed\0\0\0\0\0\x10" + bytes(16)  # 1005 alone
+    app13 = b"\xff\xed" + (len(resolution) + 2).to_bytes(2, "big") + resolution
+    (tmp_path / "p.jpg").write_bytes(data[:2] + app13 + data[2:])
+    said = ok("pool", tmp_path / "x.tif", tmp_path / "p.jpg", "-o", tmp_path / "o").stderr
+    assert "XMP not kept: convcli writes none" in said
+    assert "IPTC" not in said
+
+
+def test_an_input_carrying_only_what_no_output_keeps_records_no_kept(tmp_path):
+    from PIL import PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", "a test")
+    Image.new("RGB", (20, 10), (1, 2, 3)).save(tmp_path / "t.png", pnginfo=info)
+    ok("pool", tmp_path / "t.png", "-o", tmp_path / "o")
+    (record,) = manifest_records(tmp_path / "o")
+    assert "kept" not in record

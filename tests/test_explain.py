@@ -155,6 +155,16 @@ def test_scripts_read_other_modes_as_convcli(tmp_path, monkeypatch, images, targ
     _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, images[mode])
 
 
+def test_a_cmyk_images_scripts_read_it_through_its_profile_as_convcli(tmp_path, monkeypatch):
+    profile = Path("/usr/share/color/icc/ghostscript/default_cmyk.icc")
+    if not profile.exists():
+        pytest.skip("no CMYK colour profile here (Ghostscript's, /usr/share/color/icc)")
+    cmyk = np.random.default_rng(4).integers(0, 256, (17, 23, 4), dtype=np.uint8)
+    path = tmp_path / "print.tif"
+    Image.fromarray(cmyk, "CMYK").save(path, icc_profile=profile.read_bytes())
+    _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], "scipy", path)
+
+
 def test_skimage_script_gives_convcli_values(tmp_path, monkeypatch, images):
     pytest.importorskip("skimage")
     pytest.importorskip("scipy.ndimage")
@@ -291,7 +301,7 @@ def test_each_script_first_says_what_to_install(kind, target):
         return
     needs = text.split('"""', 2)[1].splitlines()[2]
     assert needs.startswith("Needs: pip install ")
-    modules = set(re.findall(r"^(?:import|from) (\w+)", text, flags=re.M)) - {"sys"}
+    modules = set(re.findall(r"^(?:import|from) (\w+)", text, flags=re.M)) - {"sys", "io"}
     assert modules and {PACKAGES[m] for m in modules} == set(needs.split()[3:])
 
 

@@ -285,6 +285,56 @@ def test_a_later_page_that_loses_alpha_or_colour_says_so(tmp_path, first, later,
         assert "transparency not kept" not in result.stderr and "as grey" not in result.stderr
 
 
+def _apng_chunks(path) -> list[tuple[bytes, bytes]]:
+    data, at, chunks = path.read_bytes(), 8, []
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        chunks.append((kind, data[at + 8 : at + 8 + length]))
+        at += 12 + length
+    return chunks
+
+
+def _apng_of(path, chunks) -> None:
+    body = b"".join(
+        struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d)) for k, d in chunks
+    )
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+
+
+def test_an_apng_frame_larger_than_its_canvas_is_refused_before_it_is_decoded(tmp_path):
+    """A frame's fcTL size is checked against the canvas (which the pixel limit checks)
+    before its data is decoded: a 12x16 canvas claiming a 40000x40000 frame is one line."""
+    path = _save(tmp_path / "a.png", _frames(2), duration=50)
+    chunks = _apng_chunks(path)
+    k = [i for i, (kind, _) in enumerate(chunks) if kind == b"fcTL"][1]
+    body = chunks[k][1]
+    chunks[k] = (b"fcTL", body[:4] + struct.pack(">II", 40000, 40000) + body[12:])
+    _apng_of(path, chunks)
+    result = run("pool", path, "-o", tmp_path / "o", "-q")
+    assert_one_line_error(result, 1, "a.png", "frame 1 of 2", "a frame of 40000x40000 at (0, 0)")
+
+
+def test_an_apng_without_its_end_chunk_gives_its_whole_frames(tmp_path):
+    path = _save(tmp_path / "a.png", _frames(3), duration=50)
+    shown, _, _ = _read_frames(path, "RGB")
+    _apng_of(path, _apng_chunks(path)[:-1])  # no IEND, as Pillow reads it too
+    stack = _npy_frames(path, tmp_path)
+    np.testing.assert_array_equal(stack, np.stack(shown).astype(np.float32))
+
+
+def test_a_grey_gifs_later_frame_of_a_palette_of_its_own_is_not_said_to_lose_colour(tmp_path):
+    """Pillow reads a grey GIF's first frame as L and a later frame of a palette of its own
+    as P: its greys are no colours that reading it as grey loses."""
+    ramp = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    later = Image.fromarray(ramp // 32 * 32)
+    Image.fromarray(ramp).save(tmp_path / "g.gif", save_all=True, append_images=[later])
+    with Image.open(tmp_path / "g.gif") as im:
+        im.seek(1)
+        im.load()
+        assert im.mode == "P"
+    assert "as grey" not in ok("pool", tmp_path / "g.gif", "-o", tmp_path / "o").stderr
+
+
 # --- outputs keep the frames -------------------------------------------------------------------
 
 

@@ -398,16 +398,19 @@ def test_a_bad_store_is_one_line_naming_it(tmp_path):
 
 
 def _labelled(path, count: int, labels) -> None:
-    """An OME-Zarr image of `count` channels, with ``omero`` channel `labels` (None: none)."""
+    """An OME-Zarr image of `count` channels, with ``omero`` channel `labels` (None: none;
+    not a tuple: that value as the channels, which are no list)."""
     planes = np.arange(count * 40 * 60, dtype=np.uint16).reshape(count, 40, 60)
     _ome(path, planes, "cyx")
     if labels is not None:
         group = zarr.open_group(str(path), mode="a")
-        group.attrs["omero"] = {"channels": [{"label": label} for label in labels]}
+        channels = [{"label": x} for x in labels] if isinstance(labels, tuple) else labels
+        group.attrs["omero"] = {"channels": channels}
 
 
 @pytest.mark.parametrize(
-    ("count", "labels"), [(2, ("DAPI", "GFP")), (2, None), (4, ("a", "b", "c", "d"))]
+    ("count", "labels"),
+    [(2, ("DAPI", "GFP")), (2, None), (4, ("a", "b", "c", "d")), (2, 3)],  # 3: not a list
 )
 def test_an_ome_zarr_image_of_channels_that_are_no_alpha_is_not_read_with_alpha(
     tmp_path, count, labels
@@ -416,7 +419,7 @@ def test_an_ome_zarr_image_of_channels_that_are_no_alpha_is_not_read_with_alpha(
     is not read as grey or colour + alpha, whose alpha would weigh the others in a pool."""
     _labelled(tmp_path / "cells.zarr", count, labels)
     result = run("pool", tmp_path / "cells.zarr", "-o", tmp_path / "out", "-q")
-    named = f" ({', '.join(labels)})" if labels else ""
+    named = f" ({', '.join(labels)})" if isinstance(labels, tuple) else ""
     assert_one_line_error(result, 1, "cells.zarr", f"{count} channels{named}, none of them alpha")
 
 

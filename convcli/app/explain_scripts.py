@@ -27,6 +27,16 @@ with Image.open(sys.argv[1]) as im:
         sys.exit(f"{sys.argv[1]}: 16-bit colour, which Pillow reads as 8-bit: "
                  "use --as opencv, or read it with tifffile or imageio")
     im = ImageOps.exif_transpose(im)  # upright, as convcli reads it
+    if im.mode == "CMYK" and im.info.get("icc_profile"):
+        # CMYK through its own colour profile into sRGB, as convcli reads it (LittleCMS).
+        from PIL import ImageCms
+
+        try:
+            source = ImageCms.ImageCmsProfile(io.BytesIO(im.info["icc_profile"]))
+            srgb = ImageCms.createProfile("sRGB")
+            im = ImageCms.profileToProfile(im, source, srgb, outputMode="RGB")
+        except (OSError, ValueError, ImageCms.PyCMSError):
+            pass  # a profile LittleCMS cannot use: Pillow's formula, as convcli then
     if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
         # Palette, bilevel, CMYK ...: grey or colour samples, as convcli reads them.
         alpha = im.mode in ("PA", "RGBa", "La") or "transparency" in im.info
@@ -139,7 +149,7 @@ def _script(target: str, title: str, body: str) -> str:
     )
     return (
         head
-        + "import sys\n\n"
+        + ("import io\nimport sys\n\n" if reader is _READ_PILLOW else "import sys\n\n")
         + _IMPORTS[target]
         + "\n"
         + reader

@@ -31,13 +31,16 @@ _MAX_CHUNK = 1 << 31  # the PNG specification's largest chunk length
 
 def composited_frames(path: str) -> Iterator[tuple[np.ndarray, float]]:
     """The frames of the APNG `path` as a viewer shows them: an (H, W, 4) uint8 RGBA
-    canvas (a copy) and the frame's duration in milliseconds, in order. The default
-    image is a frame only where the file makes it the first (an ``fcTL`` before ``IDAT``).
+    canvas (the canvas itself: valid until the next frame is drawn) and the frame's duration
+    in milliseconds, in order. The default image is a frame only where the file makes it
+    the first (an ``fcTL`` before ``IDAT``). A file that ends after a whole frame without
+    its IEND chunk gives the frames before its end, as Pillow reads it.
 
     Raises
     ------
     ValueError
-        The file is no PNG, ends early, or a frame does not fit its canvas.
+        The file is no PNG, ends inside a chunk, or a frame is empty or does not fit its
+        canvas (checked before its data is decoded).
     """
     with open(path, "rb") as fh:
         if fh.read(len(_SIGNATURE)) != _SIGNATURE:
@@ -50,7 +53,7 @@ def composited_frames(path: str) -> Iterator[tuple[np.ndarray, float]]:
         canvas = np.zeros((height, width, 4), np.uint8)
         decoding: list[tuple[bytes, bytes]] = []
         control, data, shown = None, [], 0
-        for kind, body in chunks:
+        for kind, body in _ended(chunks):
             if kind in _DECODING:
                 decoding.append((kind, body))
             elif kind in (b"IDAT", b"fdAT") and control is not None:
@@ -60,12 +63,27 @@ def composited_frames(path: str) -> Iterator[tuple[np.ndarray, float]]:
                 yield from _drawn(canvas, control, pixels, first=shown == 0)
                 control, data, shown = None, [], shown + 1
             if kind == b"fcTL":
-                if len(body) < 26:
-                    raise ValueError("a frame control chunk too short")
-                control = struct.unpack(">IIIIHHBB", body[4:26])
+                control = _control(body, width, height)
             if kind == b"IEND":
                 return
-    raise ValueError("the PNG file ends before its IEND chunk")
+
+
+def _ended(chunks: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+    """`chunks`, then an IEND chunk where the file ends without one."""
+    yield from chunks
+    yield b"IEND", b""
+
+
+def _control(body: bytes, width: int, height: int) -> tuple:
+    """A frame control chunk's size, place, delay and operations, checked against the
+    canvas (`width` x `height`) before any of the frame's data is decoded."""
+    if len(body) < 26:
+        raise ValueError("a frame control chunk too short")
+    control = struct.unpack(">IIIIHHBB", body[4:26])
+    w, h, x, y = control[:4]
+    if not (0 < w and 0 < h and x + w <= width and y + h <= height):
+        raise ValueError(f"a frame of {w}x{h} at ({x}, {y}) on a canvas of {width}x{height}")
+    return control
 
 
 class CompositedFrames:
@@ -93,7 +111,7 @@ class CompositedFrames:
         for canvas, duration in self._frames:
             self._next += 1
             if self._next > number:
-                return Image.fromarray(canvas, "RGBA"), duration
+                return Image.fromarray(canvas.copy(), "RGBA"), duration
         raise ValueError(f"the animation has no frame {number}")
 
 
@@ -124,17 +142,15 @@ def _frame(header: bytes, decoding: list, control: tuple, data: list[bytes]) -> 
 
 
 def _drawn(canvas: np.ndarray, control: tuple, pixels: np.ndarray, *, first: bool):
-    """Draw a frame on the canvas (blended as its ``fcTL`` says), yield the canvas shown (a
-    copy) and the frame's duration, then dispose of the frame's region: leave it, clear it
+    """Draw a frame on the canvas (blended as its ``fcTL`` says), yield the canvas shown and
+    the frame's duration, then dispose of the frame's region: leave it, clear it
     to transparent black, or put back what was there before (a first frame's "previous"
     is "background", as the specification says)."""
     width, height, x, y, delay, per_second, dispose, blend = control
-    if x + width > canvas.shape[1] or y + height > canvas.shape[0]:
-        raise ValueError("a frame reaches past the edge of the image")
     region = canvas[y : y + height, x : x + width]
     before = region.copy() if dispose == _DISPOSE_PREVIOUS and not first else None
     region[...] = over(pixels, region) if blend == _BLEND_OVER else pixels
-    yield canvas.copy(), 1000.0 * delay / (per_second or 100)
+    yield canvas, 1000.0 * delay / (per_second or 100)
     if before is not None:
         region[...] = before
     elif dispose in (_DISPOSE_BACKGROUND, _DISPOSE_PREVIOUS):

@@ -15,7 +15,7 @@ import functools
 import io
 import struct
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class Carried:
     jpeg: JpegCoding | None = None
     per_cm: bool = False
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
-    unkept: tuple[str, ...] = ()  # what convcli writes none of: XMP, IPTC, a PNG's text
+    unkept: tuple[str, ...] = field(default=(), compare=False)  # XMP, IPTC, a PNG's text
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -404,19 +404,19 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
 
 def _unkept(im) -> tuple[str, ...]:
     """What the Pillow image `im` carries that convcli writes none of: XMP, IPTC (a JPEG's
-    APP13, a TIFF's tag), and a PNG's text chunks other than its Software (loaded)."""
+    IPTC-NAA resource, a TIFF's tag), and a PNG's text chunks other than its Software."""
     tags = im.tag_v2 if im.format == "TIFF" else {}
-    app13 = [data for marker, data in getattr(im, "applist", ()) if marker == "APP13"]
     text = [k for k in getattr(im, "text", {}) if k not in ("Software", "XML:com.adobe.xmp")]
-    return tuple(
-        what
-        for what, held in (
-            ("XMP", im.info.get("xmp") or 700 in tags),
-            ("IPTC", 33723 in tags or any(d.startswith(b"Photoshop 3.0") for d in app13)),
-            (f"PNG text ({', '.join(text)})", im.format == "PNG" and text),
-        )
-        if held
+    iptc = 0x0404 in (im.info.get("photoshop") or {})  # a JPEG's APP13 resource
+    return unkept_of(tags, bool(im.info.get("xmp")), iptc) + (
+        (f"PNG text ({', '.join(text)})",) if im.format == "PNG" and text else ()
     )
+
+
+def unkept_of(tags, xmp: bool = False, iptc: bool = False) -> tuple[str, ...]:
+    """XMP and IPTC, where a TIFF page's `tags` (tag number -> value) or the flags say the
+    file holds them: what convcli writes none of (:attr:`Carried.unkept`)."""
+    return ("XMP",) * (xmp or 700 in tags) + ("IPTC",) * (iptc or 33723 in tags)
 
 
 def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
@@ -507,6 +507,7 @@ def from_tiff_page(page) -> Carried:
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,
+        unkept=unkept_of(tags),
     )
 
 

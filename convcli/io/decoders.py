@@ -124,8 +124,9 @@ def frame_loss_note(im: Image.Image, own: tuple[str, ...], channels: tuple[str, 
     first = f"every frame is read with the first frame's channels ({' '.join(channels)})"
     if "A" in own and "A" not in channels and im.convert("RGBA").getextrema()[3][0] < 255:
         return (f"a frame's transparency not kept: {first}",)
-    if "R" in own and "R" not in channels:
-        return (f"a frame's colours read as grey: {first}",)
+    rgb = np.asarray(im.convert("RGB")) if "R" in own and "R" not in channels else None
+    if rgb is not None and ((rgb[..., 0] != rgb[..., 1]) | (rgb[..., 1] != rgb[..., 2])).any():
+        return (f"a frame's colours read as grey: {first}",)  # not where they are grey
     return ()
 
 

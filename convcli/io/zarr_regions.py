@@ -132,7 +132,8 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
         )
     omero = attrs.get("omero") or (attrs.get("ome") or {}).get("omero") or {}
     channels = omero.get("channels") if isinstance(omero, dict) else None
-    labels = tuple(str(c.get("label", "")) for c in channels or () if isinstance(c, dict))
+    channels = channels if isinstance(channels, list) else []
+    labels = tuple(str(c.get("label", "")) for c in channels if isinstance(c, dict))
     return array, axes, physical_of(image), labels
 
 
