@@ -406,7 +406,13 @@ def _unkept(im) -> tuple[str, ...]:
     """What the Pillow image `im` carries that convcli writes none of: XMP, IPTC (a JPEG's
     IPTC-NAA resource, a TIFF's tag), and a PNG's text chunks other than its Software."""
     tags = im.tag_v2 if im.format == "TIFF" else {}
-    text = [k for k in getattr(im, "text", {}) if k not in ("Software", "XML:com.adobe.xmp")]
+    # An animation's text before its frames: Pillow's `text` would decode every frame first.
+    chunks = im.info if getattr(im, "is_animated", False) else getattr(im, "text", {})
+    text = [
+        k
+        for k, v in chunks.items()
+        if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp")
+    ]
     iptc = 0x0404 in (im.info.get("photoshop") or {})  # a JPEG's APP13 resource
     return unkept_of(tags, bool(im.info.get("xmp")), iptc) + (
         (f"PNG text ({', '.join(text)})",) if im.format == "PNG" and text else ()
