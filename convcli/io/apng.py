@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import io
 import struct
-import zlib
 from collections.abc import Iterator
 
 import numpy as np
 from PIL import Image
+
+from .png import write_chunk
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _DECODING = (b"PLTE", b"tRNS")  # the chunks a frame's own PNG takes from the file
@@ -130,11 +131,12 @@ def _frame(header: bytes, decoding: list, control: tuple, data: list[bytes]) -> 
     width, height = control[:2]
     chunks = [(b"IHDR", struct.pack(">II", width, height) + header[8:]), *decoding]
     chunks += [(b"IDAT", part) for part in data] + [(b"IEND", b"")]
-    png = _SIGNATURE + b"".join(
-        struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        for kind, body in chunks
-    )
-    with Image.open(io.BytesIO(png)) as im:
+    png = io.BytesIO(_SIGNATURE)
+    png.seek(len(_SIGNATURE))
+    for kind, body in chunks:
+        write_chunk(png, kind, body)
+    png.seek(0)
+    with Image.open(png) as im:
         pixels = np.asarray(im.convert("RGBA"))
     if pixels.shape[:2] != (height, width):
         raise ValueError("a frame's pixels are not of its size")

@@ -61,7 +61,8 @@ def deflate_backend() -> str:
     return "zlib"
 
 
-def _chunk(fh: BinaryIO, kind: bytes, data: bytes) -> None:
+def write_chunk(fh: BinaryIO, kind: bytes, data: bytes) -> None:
+    """Write one PNG chunk to `fh`: its length, `kind`, `data` and their CRC."""
     fh.write(struct.pack(">I", len(data)))
     fh.write(kind)
     fh.write(data)
@@ -224,7 +225,7 @@ class PngRowEncoder:
     def close(self) -> None:
         """Write the last rows and the end of the stream; ValueError if rows are missing."""
         self._end_data()
-        _chunk(self._fh, b"IEND", b"")
+        write_chunk(self._fh, b"IEND", b"")
 
     def _end_data(self) -> None:
         """Deflate the last rows and end the deflate stream; ValueError if rows are missing."""
@@ -237,7 +238,7 @@ class PngRowEncoder:
 
     def _data(self, data: bytes) -> None:
         """Write a piece of the deflate stream: an IDAT chunk."""
-        _chunk(self._fh, b"IDAT", data)
+        write_chunk(self._fh, b"IDAT", data)
 
     def _encode(self, block: np.ndarray) -> None:
         """Up-filter and deflate `block` (rows, W * C); an IDAT chunk if the deflate gives bytes."""
@@ -376,7 +377,7 @@ class ApngWriter:
             raise ValueError(f"more than the {self._count} frames announced")
         height, width = self._shape[:2]
         numerator, denominator = _delay(duration)
-        _chunk(
+        write_chunk(
             self._fh,
             b"fcTL",
             struct.pack(
@@ -392,16 +393,16 @@ class ApngWriter:
     def _frame_data(self, data: bytes) -> None:
         """A piece of a frame's deflate stream: IDAT for the first frame, else numbered fdAT."""
         if self._added == 0:
-            _chunk(self._fh, b"IDAT", data)
+            write_chunk(self._fh, b"IDAT", data)
         else:
-            _chunk(self._fh, b"fdAT", struct.pack(">I", self._sequence) + data)
+            write_chunk(self._fh, b"fdAT", struct.pack(">I", self._sequence) + data)
             self._sequence += 1
 
     def close(self) -> None:
         """Write the end of the stream; ValueError if frames are missing."""
         if self._added != self._count:
             raise ValueError(f"{self._added} frames written of {self._count}")
-        _chunk(self._fh, b"IEND", b"")
+        write_chunk(self._fh, b"IEND", b"")
 
 
 def _header(
@@ -419,7 +420,7 @@ def _header(
     `chunks` (kind, data), before the pixels."""
     height, width, channels = shape
     fh.write(PNG_SIGNATURE)
-    _chunk(
+    write_chunk(
         fh,
         b"IHDR",
         struct.pack(
@@ -434,11 +435,11 @@ def _header(
         ),
     )
     if frames is not None:
-        _chunk(fh, b"acTL", struct.pack(">II", frames, int(loop or 0)))
+        write_chunk(fh, b"acTL", struct.pack(">II", frames, int(loop or 0)))
     for key, value in (text or {}).items():
-        _chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
+        write_chunk(fh, b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1"))
     for kind, data in chunks:
-        _chunk(fh, kind, data)
+        write_chunk(fh, kind, data)
 
 
 def _delay(duration) -> tuple[int, int]:
