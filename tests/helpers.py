@@ -35,23 +35,23 @@ built = pytest.mark.skipif(native._native is None, reason="the C extension was n
 
 
 @contextmanager
+def _set_within(setter, value):
+    """``setter(value)`` inside the block, and what it gave back (the setting before) after."""
+    before = setter(value)
+    try:
+        yield
+    finally:
+        setter(before)
+
+
 def engine(name):
     """The layers on engine `name` (``native`` or ``numpy``) inside the block."""
-    before = native.use_engine(name)
-    try:
-        yield
-    finally:
-        native.use_engine(before)
+    return _set_within(native.use_engine, name)
 
 
-@contextmanager
 def vector_level(level):
     """The native kernels at vector `level` (``sse2``, ``avx2`` ...) inside the block."""
-    before = native.set_vector_level(level)
-    try:
-        yield
-    finally:
-        native.set_vector_level(before)
+    return _set_within(native.set_vector_level, level)
 
 
 WIDTH, HEIGHT = 40, 30

@@ -295,10 +295,7 @@ def _apng_chunks(path) -> list[tuple[bytes, bytes]]:
 
 
 def _apng_of(path, chunks) -> None:
-    body = b"".join(
-        struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d)) for k, d in chunks
-    )
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"".join(_chunk(k, d) for k, d in chunks))
 
 
 def test_an_apng_frame_larger_than_its_canvas_is_refused_before_it_is_decoded(tmp_path):

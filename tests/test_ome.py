@@ -271,6 +271,24 @@ def test_the_physical_size_moves_to_the_output_grid():
     ]
 
 
+def _transformations(scale, translation) -> list[dict]:
+    return [
+        {"type": "scale", "scale": scale},
+        {"type": "translation", "translation": translation},
+    ]
+
+
+def _ome_image(unit: str, scale, translation) -> dict:
+    """An OME-Zarr image's ``multiscales`` entry: y and x in `unit`, level 0 at `scale` and
+    `translation`."""
+    return {
+        "axes": [{"name": "y", "unit": unit}, {"name": "x", "unit": unit}],
+        "datasets": [
+            {"path": "0", "coordinateTransformations": _transformations(scale, translation)}
+        ],
+    }
+
+
 def test_units_and_ome_xml_are_read():
     assert unit_symbol("micrometer") == unit_symbol("um") == unit_symbol("\u03bcm") == MICRO
     xml = (
@@ -281,18 +299,7 @@ def test_units_and_ome_xml_are_read():
     assert physical_size(xml) == PhysicalSize(0.1, 0.2, MICRO, "nm")
     assert physical_size("<OME><Image><Pixels/></Image></OME>") is None
     assert physical_size("not xml") is None
-    image = {
-        "axes": [{"name": "y", "unit": "millimeter"}, {"name": "x", "unit": "millimeter"}],
-        "datasets": [
-            {
-                "path": "0",
-                "coordinateTransformations": [
-                    {"type": "scale", "scale": [2.0, 1.0]},
-                    {"type": "translation", "translation": [5.0, 6.0]},
-                ],
-            }
-        ],
-    }
+    image = _ome_image("millimeter", [2.0, 1.0], [5.0, 6.0])
     assert physical_of(image) == PhysicalSize(1.0, 2.0, "mm", "mm", (5.0, 6.0))
     assert (
         physical_of(
@@ -310,22 +317,8 @@ def test_units_and_ome_xml_are_read():
 def test_an_ome_zarr_images_own_transformations_apply_after_its_levels():
     """OME-NGFF: the image's own scale and translation apply after level 0's, so a pixel's
     size is their product, and its place level 0's translation scaled, then moved."""
-    image = {
-        "axes": [{"name": "y", "unit": "micrometer"}, {"name": "x", "unit": "micrometer"}],
-        "datasets": [
-            {
-                "path": "0",
-                "coordinateTransformations": [
-                    {"type": "scale", "scale": [2.0, 1.0]},
-                    {"type": "translation", "translation": [4.0, 8.0]},
-                ],
-            }
-        ],
-        "coordinateTransformations": [
-            {"type": "scale", "scale": [0.5, 0.25]},
-            {"type": "translation", "translation": [100.0, 200.0]},
-        ],
-    }
+    image = _ome_image("micrometer", [2.0, 1.0], [4.0, 8.0])
+    image["coordinateTransformations"] = _transformations([0.5, 0.25], [100.0, 200.0])
     # y: 0.5 * (2 * i + 4) + 100; x: 0.25 * (1 * j + 8) + 200.
     assert physical_of(image) == PhysicalSize(0.25, 1.0, MICRO, MICRO, (102.0, 202.0))
     del image["coordinateTransformations"][1]  # a scale alone
