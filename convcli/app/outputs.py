@@ -377,7 +377,7 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     ("" for nothing), and a line for each thing they lose for their format
     (:func:`not_held`): hints, said once a run however many files lose it."""
     alpha = _alpha_lost(task, pic)
-    if pic.carried == NOTHING and not pic.carried.unkept:  # unkept: not compared
+    if pic.carried == NOTHING:
         return "", alpha
     mappings = mappings_for(task, pic)
     colours = any(m.method == "clip" for m in mappings)  # images of its colours: pad, pool, ...

@@ -15,7 +15,7 @@ import functools
 import io
 import struct
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class Carried:
     jpeg: JpegCoding | None = None
     per_cm: bool = False
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
-    unkept: tuple[str, ...] = field(default=(), compare=False)  # XMP, IPTC, a PNG's text
+    unkept: tuple[str, ...] = ()  # what convcli writes none of: XMP, IPTC, a PNG's text
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -161,8 +161,7 @@ class Carried:
         return self._with_geo(replace(self.geo, nodata=""))
 
     def without_band_values(self) -> Carried:
-        """The same without GDAL's scale and offset of the bands' values (a map of other
-        values than the input's)."""
+        """The same without GDAL's band scales and offsets (a map of other values)."""
         return self.with_band_values_of(())
 
     def with_band_values_of(self, bands: tuple[int | None, ...]) -> Carried:
@@ -178,15 +177,16 @@ class Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
         physical size (JPEG no EXIF over :data:`JPEG_EXIF_BYTES`), TIFF no EXIF, Zarr the
         georeference and physical size, the others nothing; the JPEG coding
-        (:class:`JpegCoding`) JPEG alone."""
+        (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
+        held = replace(self, unkept=())
         if fmt == "png":
-            return replace(self, geo=None, physical=None, ome=False, jpeg=None)
+            return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
             return replace(
-                self, exif=self._jpeg_exif, geo=None, physical=None, ome=False, png_colour=None
+                held, exif=self._jpeg_exif, geo=None, physical=None, ome=False, png_colour=None
             )
         if fmt == "tiff":
-            return replace(self, exif=None, ome=self.ome_tiff, jpeg=None, png_colour=None)
+            return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, png_colour=None)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
