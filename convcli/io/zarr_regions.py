@@ -79,6 +79,11 @@ def open_store_regions(path, *, storage_options: dict | None = None) -> StoreReg
     return regions
 
 
+def _ome_attribute(attrs: dict, name: str):
+    """An OME-Zarr group's attribute `name`: at the top (0.4) or under ``ome`` (0.5)."""
+    return attrs.get(name) or (attrs.get("ome") or {}).get(name)
+
+
 def _labels_note(labels: tuple | None, channels: tuple[str, ...]) -> tuple[str, ...]:
     """The note of an OME-Zarr image's channel `labels` that the channels read as
     (`channels`) do not keep; an ImageError where the image would be read with alpha (2 or
@@ -112,7 +117,7 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
             )
         return node, ("y", "x", "c")[: node.ndim], None, None
     attrs = dict(node.attrs)
-    scales = attrs.get("multiscales") or (attrs.get("ome") or {}).get("multiscales")
+    scales = _ome_attribute(attrs, "multiscales")
     try:
         image = scales[0]
         array = node[str(image["datasets"][0]["path"])]
@@ -130,7 +135,7 @@ def _full_resolution(zarr, node) -> tuple[object, tuple[str, ...], PhysicalSize 
         raise ImageError(
             f"an OME-Zarr image with axes {', '.join(axes)}: convcli reads t, c, z, y, x"
         )
-    omero = attrs.get("omero") or (attrs.get("ome") or {}).get("omero") or {}
+    omero = _ome_attribute(attrs, "omero") or {}
     channels = omero.get("channels") if isinstance(omero, dict) else None
     channels = channels if isinstance(channels, list) else []
     labels = tuple(str(c.get("label", "")) for c in channels if isinstance(c, dict))
