@@ -25,7 +25,7 @@ import numpy as np
 from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..io import storage
-from ..io.carried import NOTHING, Carried
+from ..io.carried import NOTHING, Carried, kept_record, kept_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.safeio import path_key, published_identity, refusal
@@ -388,8 +388,8 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     else:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
-    kept_said = f"kept: {held.kept_text()}" if held.kept_text() else ""
-    # XMP, IPTC and text: said where EXIF is kept; maps of other values keep none, unsaid.
+    kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
+    # IPTC and text: said where EXIF is kept; maps of other values keep none, unsaid.
     unkept = tuple(f"{what} not kept: convcli writes none" for what in pic.carried.unkept * colours)
     return kept_said, alpha + not_held(kept, task.fmt) + _nodata_clamped(kept, mappings) + unkept
 
@@ -422,6 +422,7 @@ _HELD_OR_NOT = (
     ("PNG gamma, chromaticities and sRGB", "png_colour"),
     ("resolution", "dpi"),
     ("EXIF", "exif"),
+    ("XMP", "xmp"),
     ("georeference", "geo"),
     ("physical pixel size", "physical"),
 )
@@ -443,8 +444,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":
             name = value.what
-        if attr == "exif" and fmt == "jpg":  # only EXIF too large for a JPEG's segment
-            name = "EXIF over 64 KB"
+        if attr in ("exif", "xmp") and fmt == "jpg":  # too large for a JPEG's segment
+            name = f"{name} over 64 KB"
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)
 
@@ -491,13 +492,14 @@ def output_record(
     For an image, "mapping", "scale" and "offset" with ``level = scale * x +
     offset`` (``scale * |x| + offset`` where "absolute"), before rounding and
     clipping to 0.."top"; a colour image has lists, one entry per channel; and
-    "kept", what it holds of what its input carries (:meth:`Carried.record`). Its
+    "kept", what it holds of what its input carries (:func:`~convcli.io.carried.kept_record`).
+    Its
     ``identity``: the file as this process put it in place, if it did (:class:`OutputRecord`).
     """
     record = OutputRecord(output=out.path.name, kind=out.kind)
     record.identity = published_identity(out.path)
     if kept != NOTHING:
-        record["kept"] = kept.record()
+        record["kept"] = kept_record(kept)
     if not scales:
         return record
     each = [scale_fields(s) for s in scales]

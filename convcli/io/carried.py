@@ -22,10 +22,13 @@ import numpy as np
 from ..layers.validation import FLOAT32_MAX
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
 from .geotags import GeoTags, geo_tags
+from .jpeg_coding import JpegCoding, jpeg_coding
 from .physical import PhysicalSize, physical_size
+from .xmp import JPEG_XMP_BYTES, upright_xmp, xmp_sized
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
+XMP_TAG = 700
 JPEG_EXIF_BYTES = 65527
 """The most EXIF bytes a JPEG holds: its APP1 segment's 64 KB, less its length and
 ``Exif\\0\\0``."""
@@ -61,6 +64,11 @@ class Carried:
         A PNG's colour space in chunks (kind, data) of its own: ``cHRM``, ``gAMA`` and
         ``sRGB`` (a linear render's gamma 1), which the pixels' levels go with, as with a
         profile.
+    xmp : bytes or None
+        The XMP packet, its orientation set to 1 where the pixels are read upright; an
+        image of them gets it with its own size and resolution (:mod:`convcli.io.xmp`).
+    unkept : tuple of str
+        What the file carries that convcli writes none of: IPTC, a PNG's text.
     """
 
     icc_profile: bytes | None = None
@@ -72,7 +80,8 @@ class Carried:
     jpeg: JpegCoding | None = None
     per_cm: bool = False
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
-    unkept: tuple[str, ...] = ()  # what convcli writes none of: XMP, IPTC, a PNG's text
+    xmp: bytes | None = None
+    unkept: tuple[str, ...] = ()
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
         """The same, for an output with a pixel every `step` input pixels, its pixel (0, 0)'s
@@ -111,24 +120,6 @@ class Carried:
         if space is None or space == "GRAY" or (space == "RGB" and not grey):
             return self
         return replace(self, icc_profile=None)
-
-    def kept_text(self) -> str:
-        """What an output kept, in words ("" for nothing)."""
-        kept = []
-        if self.icc_profile is not None:
-            kept.append(f"colour profile {self.profile_name()!r}")
-        if self.png_colour is not None:
-            kinds = [kind.decode() for kind, _ in self.png_colour]  # "cHRM, gAMA and sRGB"
-            kept.append(" and ".join(filter(None, [", ".join(kinds[:-1]), kinds[-1]])))
-        if self.dpi is not None:
-            kept.append(f"{_number(self.dpi[0])}x{_number(self.dpi[1])} dpi")
-        if self.exif is not None:
-            kept.append("EXIF")
-        if self.geo is not None:
-            kept.append(self.geo.kept_text())
-        if self.physical is not None:
-            kept.append(f"pixel size {self.physical.text()}")
-        return ", ".join(kept)  # not the JPEG coding: every JPEG has one, the manifest says it
 
     @property
     def nodata(self) -> float | None:
@@ -175,7 +166,8 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size (JPEG no EXIF over :data:`JPEG_EXIF_BYTES`), TIFF no EXIF, Zarr the
+        physical size (JPEG no EXIF or XMP over 64 KB: :data:`JPEG_EXIF_BYTES`,
+        :data:`~convcli.io.xmp.JPEG_XMP_BYTES`), TIFF no EXIF, Zarr the
         georeference and physical size, the others nothing; the JPEG coding
         (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
         held = replace(self, unkept=())
@@ -183,35 +175,19 @@ class Carried:
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
             return replace(
-                held, exif=self._jpeg_exif, geo=None, physical=None, ome=False, png_colour=None
+                held,
+                exif=self._jpeg_exif,
+                xmp=self.xmp if self.xmp is None or len(self.xmp) <= JPEG_XMP_BYTES else None,
+                geo=None,
+                physical=None,
+                ome=False,
+                png_colour=None,
             )
         if fmt == "tiff":
             return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, png_colour=None)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
-
-    def record(self) -> dict:
-        """What the manifest says of it: the profile's name, the dpi, EXIF kept, the
-        coordinate system and the output's grid on the ground, the physical pixel size."""
-        record: dict = {}
-        if self.icc_profile is not None:
-            record["colour_profile"] = self.profile_name()
-        if self.png_colour is not None:
-            record["png_colour"] = [kind.decode() for kind, _ in self.png_colour]
-        if self.dpi is not None:
-            record["dpi"] = [round(d, 6) for d in self.dpi]
-        if self.exif is not None:
-            record["exif"] = True
-        if self.geo is not None:
-            record.update(self.geo.record())
-        if self.physical is not None:
-            record["physical_size"] = self.physical.record()
-        if self.ome:
-            record["ome"] = True
-        if self.jpeg is not None:
-            record["jpeg_quality"] = self.jpeg.quality
-        return record
 
     def png_chunks(self, size: tuple[int, int] | None = None) -> list[tuple[bytes, bytes]]:
         """The PNG chunks (kind, data) that hold what is carried, to go before the pixels of
@@ -229,6 +205,8 @@ class Carried:
             chunks.append((b"pHYs", struct.pack(">IIB", x, y, 1)))
         if self.exif is not None:
             chunks.append((b"eXIf", self.exif_for(size)))
+        if self.xmp is not None:  # an iTXt chunk, uncompressed, of no language
+            chunks.append((b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + self.xmp_for(size)))
         return chunks
 
     def exif_for(self, size: tuple[int, int] | None) -> bytes | None:
@@ -237,6 +215,13 @@ class Carried:
         if self.exif is None or size is None:
             return self.exif
         return exif_sized(self.exif, *size) or self.exif
+
+    def xmp_for(self, size: tuple[int, int] | None) -> bytes | None:
+        """The XMP packet of an image of `size` (width, height) and of its resolution
+        (:func:`~convcli.io.xmp.xmp_sized`)."""
+        if self.xmp is None or size is None:
+            return self.xmp
+        return xmp_sized(self.xmp, *size, self.dpi)
 
     def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
         """Pillow ``save`` options (JPEG) that hold what is carried, for an image of `size`."""
@@ -247,6 +232,9 @@ class Carried:
             options["dpi"] = self.dpi
         if self._jpeg_exif is not None:
             options["exif"] = b"Exif\0\0" + self.exif_for(size)
+        if self.xmp is not None and len(self.xmp) <= JPEG_XMP_BYTES:
+            sized = self.xmp_for(size)  # as it was, where its own size and resolution overflow
+            options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else self.xmp
         if self.jpeg is not None:
             options.update(self.jpeg.pillow_options())
         return options
@@ -265,9 +253,10 @@ class Carried:
         """tifffile ``TiffWriter`` options: an OME-TIFF where it is one (:attr:`ome_tiff`)."""
         return {"ome": True} if self.ome_tiff else {}
 
-    def tiff_options(self) -> dict:
-        """tifffile ``write`` options that hold the profile, the resolution, the
-        georeference and, in an OME-TIFF (:meth:`tiff_writer_options`), the physical size."""
+    def tiff_options(self, size: tuple[int, int] | None = None) -> dict:
+        """tifffile ``write`` options that hold the profile, the resolution, the XMP, the
+        georeference and, in an OME-TIFF (:meth:`tiff_writer_options`), the physical size,
+        for an image of `size` (width, height)."""
         options: dict = {}
         if self.ome_tiff:
             options["metadata"] = {} if self.physical is None else self.physical.ome_metadata()
@@ -279,8 +268,12 @@ class Carried:
         elif self.dpi is not None:
             options["resolution"] = self.dpi
             options["resolutionunit"] = "INCH"
-        if self.geo is not None:
-            options["extratags"] = self.geo.extratags()
+        extratags = [] if self.geo is None else self.geo.extratags()
+        if self.xmp is not None:
+            packet = self.xmp_for(size)
+            extratags.append((XMP_TAG, "B", len(packet), packet, True))
+        if extratags:
+            options["extratags"] = extratags
         return options
 
 
@@ -298,71 +291,49 @@ def _profile_description(icc_profile: bytes) -> str:
 
 
 NOTHING = Carried()
-
-
-# fmt: off
-_IJG_LUMINANCE = (  # 8 x 8, row by row
-     16,  11,  10,  16,  24,  40,  51,  61,
-     12,  12,  14,  19,  26,  58,  60,  55,
-     14,  13,  16,  24,  40,  57,  69,  56,
-     14,  17,  22,  29,  51,  87,  80,  62,
-     18,  22,  37,  56,  68, 109, 103,  77,
-     24,  35,  55,  64,  81, 104, 113,  92,
-     49,  64,  78,  87, 103, 121, 120, 101,
-     72,  92,  95,  98, 112, 100, 103,  99,
-)
-# fmt: on
-"""The JPEG standard's luminance table (Annex K, natural order), which libjpeg scales by
-its quality: :meth:`JpegCoding.quality`."""
-
-
-@dataclass(frozen=True)
-class JpegCoding:
-    """How a JPEG was coded: its quantization tables (Pillow's ``quantization``, natural
-    order) and chroma subsampling (Pillow's 0 4:4:4, 1 4:2:2, 2 4:2:0; -1 other)."""
-
-    tables: tuple[tuple[int, ...], ...]
-    subsampling: int = -1
-
-    @property
-    def quality(self) -> int:
-        """The libjpeg quality (1-100) whose luminance table is nearest the first table,
-        as ImageMagick's ``identify`` estimates it.
-
-        >>> JpegCoding((tuple(max(1, (v * 34 + 50) // 100) for v in _IJG_LUMINANCE),)).quality
-        83
-        """
-        table = np.asarray(self.tables[0][:64], dtype=np.int64)
-        base = np.asarray(_IJG_LUMINANCE, dtype=np.int64)
-        qualities = np.arange(1, 101)
-        scales = np.where(qualities < 50, 5000 // qualities, 200 - 2 * qualities)
-        scaled = np.clip((base[None, :] * scales[:, None] + 50) // 100, 1, 255)
-        return int(qualities[np.argmin(np.abs(scaled - table[None, :]).sum(axis=1))])
-
-    def pillow_options(self) -> dict:
-        """Pillow ``save`` options that code a JPEG the same way (no ``quality``: Pillow
-        would scale the tables by it)."""
-        options: dict = {"qtables": [list(t) for t in self.tables]}
-        if self.subsampling >= 0:
-            options["subsampling"] = self.subsampling
-        return options
-
-
-def jpeg_coding(im) -> JpegCoding | None:
-    """The coding of the Pillow JPEG `im`, or None (not a JPEG, or no tables read)."""
-    tables = getattr(im, "quantization", None) if im.format == "JPEG" else None
-    if not tables or any(len(t) != 64 for t in tables.values()):
-        return None
-    from PIL import JpegImagePlugin
-
-    try:
-        subsampling = JpegImagePlugin.get_sampling(im)
-    except (AttributeError, TypeError, ValueError):
-        subsampling = -1
-    return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)), subsampling)
-
-
 """Nothing carried."""
+
+
+def kept_text(kept: Carried) -> str:
+    """What an output kept of what its input carries (`kept`), in words ("" for nothing)."""
+    said = []
+    if kept.icc_profile is not None:
+        said.append(f"colour profile {kept.profile_name()!r}")
+    if kept.png_colour is not None:
+        kinds = [kind.decode() for kind, _ in kept.png_colour]  # "cHRM, gAMA and sRGB"
+        said.append(" and ".join(filter(None, [", ".join(kinds[:-1]), kinds[-1]])))
+    if kept.dpi is not None:
+        said.append(f"{_number(kept.dpi[0])}x{_number(kept.dpi[1])} dpi")
+    said += ["EXIF"] * (kept.exif is not None) + ["XMP"] * (kept.xmp is not None)
+    if kept.geo is not None:
+        said.append(kept.geo.kept_text())
+    if kept.physical is not None:
+        said.append(f"pixel size {kept.physical.text()}")
+    return ", ".join(said)  # not the JPEG coding: every JPEG has one, the manifest says it
+
+
+def kept_record(kept: Carried) -> dict:
+    """What the manifest says an output kept (`kept`): the profile's name, the dpi, EXIF
+    and XMP kept, the coordinate system and the output's grid on the ground, the physical
+    pixel size."""
+    record: dict = {}
+    if kept.icc_profile is not None:
+        record["colour_profile"] = kept.profile_name()
+    if kept.png_colour is not None:
+        record["png_colour"] = [kind.decode() for kind, _ in kept.png_colour]
+    if kept.dpi is not None:
+        record["dpi"] = [round(d, 6) for d in kept.dpi]
+    record.update({"exif": True} if kept.exif is not None else {})
+    record.update({"xmp": True} if kept.xmp is not None else {})
+    if kept.geo is not None:
+        record.update(kept.geo.record())
+    if kept.physical is not None:
+        record["physical_size"] = kept.physical.record()
+    if kept.ome:
+        record["ome"] = True
+    if kept.jpeg is not None:
+        record["jpeg_quality"] = kept.jpeg.quality
+    return record
 
 
 def _number(value: float) -> str:
@@ -399,12 +370,23 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
     only = frozenset(_TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
     exif = _upright_exif(found, upright, only)
-    return replace(header, dpi=dpi, exif=exif, jpeg=jpeg_coding(im), unkept=_unkept(im))
+    xmp = _packet(im.info.get("xmp"), upright)
+    return replace(header, dpi=dpi, exif=exif, jpeg=jpeg_coding(im), xmp=xmp, unkept=_unkept(im))
+
+
+def _packet(found, upright: bool = True) -> bytes | None:
+    """The XMP packet `found` (bytes or text), its orientation 1 where the pixels are read
+    `upright`; None for none."""
+    if not found or not isinstance(found, str | bytes | bytearray):
+        return None
+    packet = found.encode() if isinstance(found, str) else bytes(found)
+    return upright_xmp(packet) if upright else packet
 
 
 def _unkept(im) -> tuple[str, ...]:
-    """What the Pillow image `im` carries that convcli writes none of: XMP, IPTC (a JPEG's
-    IPTC-NAA resource, a TIFF's tag), and a PNG's text chunks other than its Software."""
+    """What the Pillow image `im` carries that convcli writes none of: IPTC (a JPEG's
+    IPTC-NAA resource, a TIFF's tag), and a PNG's text chunks other than its Software and
+    its XMP."""
     tags = im.tag_v2 if im.format == "TIFF" else {}
     # An animation's text before its frames: Pillow's `text` would decode every frame first.
     chunks = im.info if getattr(im, "is_animated", False) else getattr(im, "text", {})
@@ -414,15 +396,15 @@ def _unkept(im) -> tuple[str, ...]:
         if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp")
     ]
     iptc = 0x0404 in (im.info.get("photoshop") or {})  # a JPEG's APP13 resource
-    return unkept_of(tags, bool(im.info.get("xmp")), iptc) + (
+    return unkept_of(tags, iptc) + (
         (f"PNG text ({', '.join(text)})",) if im.format == "PNG" and text else ()
     )
 
 
-def unkept_of(tags, xmp: bool = False, iptc: bool = False) -> tuple[str, ...]:
-    """XMP and IPTC, where a TIFF page's `tags` (tag number -> value) or the flags say the
-    file holds them: what convcli writes none of (:attr:`Carried.unkept`)."""
-    return ("XMP",) * (xmp or 700 in tags) + ("IPTC",) * (iptc or 33723 in tags)
+def unkept_of(tags, iptc: bool = False) -> tuple[str, ...]:
+    """IPTC, where a TIFF page's `tags` (tag number -> value) or the flag say the file
+    holds it: what convcli writes none of (:attr:`Carried.unkept`)."""
+    return ("IPTC",) * (iptc or 33723 in tags)
 
 
 def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
@@ -513,6 +495,7 @@ def from_tiff_page(page) -> Carried:
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,
+        xmp=_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
         unkept=unkept_of(tags),
     )
 

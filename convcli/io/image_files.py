@@ -177,7 +177,8 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     channels = image.shape[2] if image.ndim == 3 else 1
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
     carried = carried.for_samples(image.dtype)
-    options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options()}
+    size = (image.shape[1], image.shape[0])
+    options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options(size=size)}
     if carried.nodata is not None and data.dtype.kind == "f":  # missing values (NaN) as nodata
         data = missing_as_nodata(data, carried.nodata)
     if isinstance(file, tifffile.TiffWriter):

@@ -190,7 +190,10 @@ class TiffSink:
             self._write_level(
                 self._queued_bands(),
                 subifds=len(self._levels) or None,
-                **{**_tiff_options(self._shape, self._dtype), **self._carried.tiff_options()},
+                **{
+                    **_tiff_options(self._shape, self._dtype),
+                    **self._carried.tiff_options(size=(self._shape[1], self._shape[0])),
+                },
             )
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc

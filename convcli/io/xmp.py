@@ -1,0 +1,85 @@
+"""A file's XMP packet, as an image of its pixels keeps it.
+
+XMP (Adobe's Extensible Metadata Platform, RDF in XML) holds a photo's title,
+caption, keywords, rating, creator and rights, and copies of some of its TIFF
+and EXIF fields. An output keeps the packet as it is, but for the fields that
+describe the pixels, each changed where the packet has it: ``tiff:Orientation``
+(1: convcli reads the pixels upright), ``tiff:ImageWidth``/``ImageLength`` and
+``exif:PixelXDimension``/``PixelYDimension`` (the output's size), and
+``tiff:XResolution``/``YResolution`` (its resolution, in the packet's unit).
+A field is found in either of RDF's forms, an attribute (``tiff:Orientation="6"``)
+or an element (``<tiff:Orientation>6</tiff:Orientation>``), under whatever
+prefix the packet gives the namespace; nothing is added or removed, so the
+packet stays byte for byte what it was elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+TIFF_NAMESPACE = b"http://ns.adobe.com/tiff/1.0/"
+EXIF_NAMESPACE = b"http://ns.adobe.com/exif/1.0/"
+JPEG_XMP_BYTES = 65504
+"""The most XMP bytes a JPEG holds: its APP1 segment's 64 KB, less its length and XMP's
+namespace name (an extended XMP, split over several segments, is not written)."""
+
+
+def upright_xmp(packet: bytes) -> bytes:
+    """`packet` with its orientation, where it gives one, set to 1 (upright)."""
+    return _set(packet, TIFF_NAMESPACE, b"Orientation", b"1")
+
+
+def xmp_sized(
+    packet: bytes, width: int, height: int, dpi: tuple[float, float] | None = None
+) -> bytes:
+    """`packet` with the size it gives set to `width` x `height`, and the resolution it
+    gives to `dpi` (pixels per inch across and down; in pixels per centimetre where the
+    packet's ``tiff:ResolutionUnit`` is 3), where `dpi` is known.
+
+    >>> xmp_sized(b'<d xmlns:t="http://ns.adobe.com/tiff/1.0/" t:ImageWidth="640"/>', 32, 24)
+    b'<d xmlns:t="http://ns.adobe.com/tiff/1.0/" t:ImageWidth="32"/>'
+    """
+    for namespace, across, down in (
+        (TIFF_NAMESPACE, b"ImageWidth", b"ImageLength"),
+        (EXIF_NAMESPACE, b"PixelXDimension", b"PixelYDimension"),
+    ):
+        packet = _set(packet, namespace, across, str(width).encode())
+        packet = _set(packet, namespace, down, str(height).encode())
+    if dpi is not None:
+        per_cm = _values(packet, TIFF_NAMESPACE, b"ResolutionUnit") == [b"3"]
+        for name, value in zip((b"XResolution", b"YResolution"), dpi, strict=True):
+            ratio = Fraction(value / 2.54 if per_cm else value).limit_denominator(10000)
+            packet = _set(packet, TIFF_NAMESPACE, name, f"{ratio.numerator}/{ratio.denominator}")
+    return packet
+
+
+def _set(packet: bytes, namespace: bytes, name: bytes, value: bytes | str) -> bytes:
+    """`packet` with field `name` of `namespace` set to `value` wherever it is given."""
+    value = value.encode() if isinstance(value, str) else value
+    for attribute, element in _patterns(packet, namespace, name):
+        packet = attribute.sub(lambda m: m[1] + m[2] + value + m[2], packet)
+        packet = element.sub(lambda m: m[1] + value, packet)
+    return packet
+
+
+def _values(packet: bytes, namespace: bytes, name: bytes) -> list[bytes]:
+    """The values field `name` of `namespace` is given in `packet`, stripped."""
+    found = []
+    for attribute, element in _patterns(packet, namespace, name):
+        found += [m[3].strip() for m in attribute.finditer(packet)]
+        found += [m[2].strip() for m in element.finditer(packet)]
+    return found
+
+
+def _patterns(packet: bytes, namespace: bytes, name: bytes):
+    """For each prefix `packet` binds to `namespace`: the patterns of field `name` as an
+    attribute (groups: what comes before the value, its quote, the value) and as an
+    element (groups: the opening tag, the value, and the closing tag)."""
+    bound = rb"xmlns:([A-Za-z_][\w.-]*)\s*=\s*[\"']" + re.escape(namespace) + rb"[\"']"
+    for prefix in sorted(set(re.findall(bound, packet))):
+        field = re.escape(prefix + b":" + name)
+        yield (
+            re.compile(rb"(\s" + field + rb"\s*=\s*)([\"'])([^\"'<]*)\2"),
+            re.compile(rb"(<" + field + rb"(?:\s[^>]*)?>)([^<]*)(?=</" + field + rb"\s*>)"),
+        )
