@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_same_file, manifest_records, ok
+from helpers import assert_same_file, manifest_records, ok, outputs_in
 from PIL import Image, ImageCms
 
 from convcli.kernels import get_kernel
@@ -739,6 +739,51 @@ def test_a_float64_nodata_past_float32s_range_is_clamped_as_gdal_does(tmp_path, 
     assert (got[:10, :10] == -np.finfo(np.float32).max).all()
     expected = values[20:].reshape(50, 2, 80, 2).mean(axis=(1, 3))
     np.testing.assert_allclose(got[10:], expected, rtol=1e-6, atol=1e-4)  # float32 sums
+    (record,) = manifest_records(tmp_path / "out")
+    assert record["kept"]["nodata"] == float(-np.finfo(np.float32).max)  # as the file holds it
+
+
+@pytest.mark.parametrize("memory", [[], ["--memory", "64K"]], ids=["whole", "strips"])
+@pytest.mark.parametrize(
+    ("nodata", "said"),
+    [(-9999.0, "the nearest 16-bit level"), (np.nan, "the lowest 16-bit level")],
+)
+def test_levels_that_cannot_hold_the_nodata_value_hold_their_nearest(
+    tmp_path, memory, nodata, said
+):
+    """``--normalize clip`` writes a float DEM as 16-bit levels, which hold no -9999 or NaN:
+    its missing pixels take level 0, as gdal_translate -ot UInt16 clamps the nodata value,
+    and no valid pixel does (it raised an OverflowError)."""
+    values = np.random.default_rng(16).uniform(0, 500, (120, 160)).astype(np.float32)
+    values[:8, :8] = nodata
+    values[60:64, 60:64] = 0.0  # valid pixels of level 0
+    extratags = [(33550, "d", 3, (10.0, 10.0, 0.0), True), (42113, "s", 0, f"{nodata:g}", True)]
+    tifffile.imwrite(tmp_path / "dem.tif", values, tile=(64, 64), extratags=extratags)
+    args = ["-k", "box", "--normalize", "clip", "--format", "tiff", tmp_path / "dem.tif"]
+    result = ok("conv", *args, "-o", tmp_path / "o", *memory)
+    assert f"nodata {nodata:g} written as 0, {said} (as gdal_translate -ot UInt16" in result.stderr
+    (path,) = outputs_in(tmp_path / "o")
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].tags[42113].value == "0"
+        got = tif.pages[0].asarray()
+    assert got.dtype == np.uint16
+    missing = np.zeros(values.shape, bool)
+    missing[:9, :9] = True  # the 3x3 windows that reach a missing pixel
+    assert (got[missing] == 0).all() and (got[~missing] > 0).all()
+    (record,) = manifest_records(tmp_path / "o")
+    assert record["kept"]["nodata"] == 0.0
+
+
+def test_a_nan_nodata_kept_as_nan_is_not_said_clamped(tmp_path):
+    values = np.random.default_rng(17).normal(0, 1, (40, 60)).astype(np.float32)
+    values[:4, :4] = np.nan
+    extratags = [(33550, "d", 3, (10.0, 10.0, 0.0), True), (42113, "s", 0, "nan", True)]
+    tifffile.imwrite(tmp_path / "dem.tif", values, extratags=extratags)
+    result = ok("pool", tmp_path / "dem.tif", "-o", tmp_path / "o")
+    assert "written as" not in result.stderr
+    with tifffile.TiffFile(tmp_path / "o" / "dem_pool-max-f2-s2-L.tiff") as tif:
+        assert tif.pages[0].tags[42113].value == "nan"
+        assert np.isnan(tif.pages[0].asarray()[:2, :2]).all()
 
 
 def test_no_valid_integer_result_takes_the_nodata_value(tmp_path):

@@ -29,7 +29,7 @@ from ..io.carried import NOTHING, Carried, kept_record, kept_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.safeio import path_key, published_identity, refusal
-from ..levels.mapping import LevelScale, Mapping, scale_fields, top_level
+from ..levels.mapping import LevelScale, Mapping, level_type, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 
 KEPT_FORMAT_FALLBACK = "png"
@@ -188,12 +188,14 @@ def mappings_for(task, pic) -> list:
     written as its values (``none``) in a format that holds floats (TIFF, Zarr), never
     clipped to levels; an explicit ``--normalize clip`` clips. The input's levels of a
     GeoTIFF with GDAL's nodata value keep it, in a format that holds it: their missing level
-    (:func:`kept_missing`), alpha's aside (a mask of its own, never missing)."""
+    (:func:`kept_missing`), the level nearest it where the levels cannot hold it
+    (:meth:`Carried.for_samples`), alpha's aside (a mask of its own, never missing)."""
     mappings = task.op.mappings(pic)
     chosen = getattr(task.op, "normalize", "auto") != "auto"  # --normalize given
     if pic.floats and FORMATS[task.fmt].floats and not chosen:
         mappings = [Mapping(RAW_VALUES, m.white) if m.method == "clip" else m for m in mappings]
-    nodata = pic.carried.held_by(task.fmt).nodata
+    depth = output_depth(pic.depth, task.fmt)
+    nodata = pic.carried.held_by(task.fmt).for_samples(level_type(depth)).nodata
     if nodata is None:
         return mappings
     names = getattr(task.op, "channel_names", list)(pic.channels)  # each kernel's, in turn
@@ -391,19 +393,28 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
     # IPTC and text: said where EXIF is kept; maps of other values keep none, unsaid.
     unkept = tuple(f"{what} not kept: convcli writes none" for what in pic.carried.unkept * colours)
-    return kept_said, alpha + not_held(kept, task.fmt) + _nodata_clamped(kept, mappings) + unkept
+    clamped = _nodata_clamped(held, mappings, output_depth(pic.depth, task.fmt))
+    return kept_said, alpha + not_held(kept, task.fmt) + clamped + unkept
 
 
-def _nodata_clamped(kept: Carried, mappings: list) -> tuple[str, ...]:
-    """The line for a nodata value past float32's range in outputs of float32 values
-    (:meth:`Carried.for_samples`: a Float64 file's -1.797e308 written as -3.4e38)."""
-    clamped = kept.for_samples(np.float32).nodata
-    if clamped == kept.nodata or not any(m.method == RAW_VALUES for m in mappings):
-        return ()
-    return (
-        f"nodata {kept.nodata:g} written as {clamped:g}, float32's largest of its sign "
-        "(as gdal_translate -ot Float32 writes it)",
-    )
+def _nodata_clamped(kept: Carried, mappings: list, depth: int) -> tuple[str, ...]:
+    """The line for a nodata value that outputs of the input's values or levels cannot hold,
+    written as the nearest they can (:meth:`Carried.for_samples`): a Float64 file's
+    -1.797e308 as float32's -3.4e38, -9999 as level 0."""
+    lines = []
+    for method in sorted({m.method for m in mappings} & {RAW_VALUES, "clip"}):
+        dtype = np.float32 if method == RAW_VALUES else level_type(depth)
+        clamped = kept.for_samples(dtype).nodata
+        if clamped is None or clamped == kept.nodata or np.isnan([clamped, kept.nodata]).all():
+            continue
+        if method == RAW_VALUES:
+            nearest, gdal = "float32's largest of its sign", "Float32 writes it"
+        else:
+            nearest = f"the {'lowest' if np.isnan(kept.nodata) else 'nearest'} {depth}-bit level"
+            gdal = f"{'Byte' if depth == 8 else 'UInt16'} clamps it"
+        said = f"nodata {kept.nodata:g} written as {clamped:g}, {nearest}"
+        lines.append(f"{said} (as gdal_translate -ot {gdal})")
+    return tuple(lines)
 
 
 def _alpha_lost(task, pic) -> tuple[str, ...]:
@@ -498,8 +509,9 @@ def output_record(
     """
     record = OutputRecord(output=out.path.name, kind=out.kind)
     record.identity = published_identity(out.path)
-    if kept != NOTHING:
-        record["kept"] = kept_record(kept)
+    if kept != NOTHING:  # its nodata value as its samples hold it
+        values = bool(scales) and scales[0].mapping == RAW_VALUES
+        record["kept"] = kept_record(kept.for_samples(np.float32 if values else level_type(depth)))
     if not scales:
         return record
     each = [scale_fields(s) for s in scales]

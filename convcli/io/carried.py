@@ -130,20 +130,24 @@ class Carried:
             return None
 
     def for_samples(self, dtype) -> Carried:
-        """As written with samples of `dtype`: a nodata value they can hold (any with floats,
-        a whole number in their range with integers). A float32 file holds a finite nodata
-        value past its range (a Float64 file's -1.797e308) as its largest value of that
-        sign, as GDAL's gdal_translate clamps it: a value beyond it would be -inf there."""
+        """As written with samples of `dtype`: a nodata value they can hold, as GDAL's
+        gdal_translate ``-ot`` clamps it. A float32 file holds a finite nodata value past its
+        range (a Float64 file's -1.797e308) as its largest value of that sign (a value beyond
+        it would be -inf there); integer levels hold the nearest one in their range (-9999
+        as 0), and NaN as their lowest."""
         nodata, dtype = self.nodata, np.dtype(dtype)
+        if nodata is None:
+            return self
         if dtype.kind == "f":
-            if dtype != np.float32 or nodata is None or not FLOAT32_MAX < abs(nodata) < np.inf:
+            if dtype != np.float32 or not FLOAT32_MAX < abs(nodata) < np.inf:
                 return self
             clamped = FLOAT32_MAX if nodata > 0 else -FLOAT32_MAX
             return self._with_geo(replace(self.geo, nodata=repr(clamped)))
-        held = nodata is not None and nodata.is_integer() and dtype.kind in "ui"
-        if held and np.iinfo(dtype).min <= nodata <= np.iinfo(dtype).max:
-            return self
-        return self.without_nodata()
+        if dtype.kind not in "ui":
+            return self.without_nodata()
+        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+        level = low if np.isnan(nodata) else round(min(max(nodata, low), high))
+        return self if level == nodata else self._with_geo(replace(self.geo, nodata=str(level)))
 
     def without_nodata(self) -> Carried:
         """The same without GDAL's nodata value (a map's levels have no missing values)."""

@@ -79,6 +79,11 @@ def top_level(depth: int) -> int:
     return 255 if depth == 8 else 65535
 
 
+def level_type(depth: int) -> type:
+    """The samples of a `depth`-bit image's levels (8 or 16)."""
+    return np.uint8 if depth == 8 else np.uint16
+
+
 class Mapping(NamedTuple):
     """How one result channel becomes levels: the arguments of :func:`to_levels` besides depth,
     and the level of its missing values (NaN) where the output keeps GDAL's nodata value."""
@@ -345,7 +350,7 @@ def _rounded_levels(
         levels = _scaled_levels(x, method, scale, offset, lo, magnitudes)
     np.clip(levels, 0, top, out=levels)
     np.rint(levels, out=levels)
-    return levels.astype(np.uint8 if depth == 8 else np.uint16)
+    return levels.astype(level_type(depth))
 
 
 def _check_mapping_arguments(method, white, depth) -> None:
