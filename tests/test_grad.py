@@ -99,6 +99,40 @@ def test_conv_grads_match_centred_differences():
     np.testing.assert_allclose(dW, numerical_gradient(loss, W), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("loss", choices.LOSSES)
+@pytest.mark.parametrize("stride, pad, dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2)])
+def test_finite_only_grads_leave_out_the_responses_that_missing_values_reach(
+    loss, stride, pad, dilation
+):
+    """With missing values (NaN, GDAL's nodata) L sums the responses whose windows hold
+    none: the loop's gradients with dZ = 0 where a window holds one, and NaN at each missing
+    value; a numerical gradient of that L agrees."""
+    rng = np.random.default_rng(8)
+    A = rng.normal(size=(2, 9, 8, 1))
+    A[0, 2, 3, 0] = A[1, 7, 0, 0] = np.nan
+    A[1, 4, 6, 0] = np.inf
+    W = rng.normal(size=(3, 3, 1, 1))
+    b = np.full((1, 1, 1, 1), 0.25)
+    hp = {"stride": stride, "pad": pad, "dilation": dilation}
+    dA, dW = conv_grads(A, W, b, hp, loss=loss, finite_only=True)
+    missing = ~np.isfinite(A)
+    filled = np.where(missing, 0.0, A)
+    reached = np.isnan(conv_forward_loop(np.where(missing, np.nan, 0.0), W, b, hp))
+    assert reached.any() and not reached.all()
+    Z = conv_forward_loop(filled, W, b, hp)
+    dZ = np.where(reached, 0.0, np.ones_like(Z) if loss == "sum" else Z)
+    dA_loop, dW_loop, _ = conv_backward_loop(dZ, filled, W, hp)
+    dA_loop[missing] = np.nan
+    np.testing.assert_allclose(dA, dA_loop, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dW, dW_loop, rtol=1e-10, atol=1e-10)
+
+    def finite_loss():
+        Z = conv_forward(filled, W, b, hp)[0][~reached]
+        return float(Z.sum()) if loss == "sum" else 0.5 * float(np.sum(Z * Z))
+
+    np.testing.assert_allclose(dW, numerical_gradient(finite_loss, W), rtol=1e-6, atol=1e-6)
+
+
 def test_conv_grads_refuse_an_unknown_loss():
     with pytest.raises(ValueError, match="loss"):
         conv_grads(
@@ -253,6 +287,30 @@ def test_grad_conv_writes_da_prev_and_prints_dw(tmp_path):
     conv = line["options"]["conv"]
     assert conv["operation"] == "conv" and conv["options"]["border"] == "constant"
     assert conv["options"]["kernels"][0]["weights"] == W[:, :, 0, 0].tolist()
+
+
+def test_grad_conv_of_a_dem_with_nodata_leaves_its_missing_pixels_out(tmp_path):
+    """GDAL's nodata pixels are missing: the responses they reach are left out of L, dW is
+    finite (it was NaN, and refused as a kernel), and dA_prev is missing at them."""
+    import tifffile
+
+    values = np.random.default_rng(9).uniform(100, 200, (20, 24)).astype(np.float32)
+    values[5:7, 9] = -9999.0
+    tifffile.imwrite(tmp_path / "dem.tif", values, extratags=[(42113, "s", 0, "-9999", True)])
+    args = ["--loss", "energy", "--border", "constant", "--format", "npy"]
+    result = ok("grad", "conv", "-k", "vertical", *args, tmp_path / "dem.tif", "-o", tmp_path / "o")
+    data = np.load(tmp_path / "o" / "dem_grad-conv-vertical-Bconstant-energy-sum.npy")
+    A = np.where(values == -9999.0, np.nan, values).astype(np.float64)[None, :, :, None]
+    W = get_kernel("vertical").weights[:, :, None, None]
+    hp = {"stride": 1, "pad": 1}
+    dA, dW = conv_grads(A, W, np.zeros((1, 1, 1, 1)), hp, loss="energy", finite_only=True)
+    assert np.isfinite(dW).all() and np.isnan(dA).sum() == 2
+    np.testing.assert_array_equal(np.isnan(data), np.isnan(dA[0]))
+    np.testing.assert_allclose(data, dA[0], rtol=1e-4, atol=1e-3 * np.nanmax(np.abs(dA)))
+    lines = result.stderr.splitlines()
+    printed = np.array([[float(x) for x in line.split(";")[0].split()] for line in lines[1:4]])
+    tolerance = 1e-5 * np.abs(dW).max()  # float32 sums of large terms of both signs
+    np.testing.assert_allclose(printed, dW[:, :, 0, 0], rtol=1e-5, atol=tolerance)
 
 
 def test_grad_pool_takes_pool_pad_and_ceil(tmp_path):

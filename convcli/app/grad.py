@@ -55,7 +55,13 @@ def pool_input_grad(
 
 
 def conv_grads(
-    A_prev: np.ndarray, W: np.ndarray, b: np.ndarray, hparameters: dict, *, loss: str = "sum"
+    A_prev: np.ndarray,
+    W: np.ndarray,
+    b: np.ndarray,
+    hparameters: dict,
+    *,
+    loss: str = "sum",
+    finite_only: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """dA_prev and dW of :func:`convcli.conv_forward` for L = sum(Z) or L = sum(Z**2) / 2.
 
@@ -67,6 +73,12 @@ def conv_grads(
         ``sum``: dZ = 1, so dA_prev counts how much each pixel adds to all
         responses; ``energy``: dZ = Z, the pixels that would most change the
         response where it is strong.
+    finite_only : bool
+        L sums the finite responses alone: those whose windows hold a value
+        that is not finite (a missing one, NaN: GDAL's nodata) are left out
+        (dZ = 0, as ``numpy.nansum``'s gradient), and such a value's own
+        gradient is NaN (missing). Otherwise NaN and inf spread as the
+        arithmetic takes them (every dW NaN).
 
     Returns
     -------
@@ -75,9 +87,19 @@ def conv_grads(
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    left_out = ~np.isfinite(A_prev) if finite_only else None
+    if left_out is not None and left_out.any():
+        reached = conv_forward(left_out.astype(A_prev.dtype), np.abs(W) + 1, b * 0, hparameters)[0]
+        A_prev = np.where(left_out, 0, A_prev).astype(A_prev.dtype, copy=False)
+    else:
+        left_out = reached = None
     Z, cache = conv_forward(A_prev, W, b, hparameters)
     dZ = np.ones_like(Z) if loss == "sum" else Z
+    if reached is not None:
+        dZ = np.where(reached > 0, 0, dZ).astype(Z.dtype, copy=False)
     dA_prev, dW, _ = conv_backward(dZ, cache)
+    if left_out is not None:
+        dA_prev[left_out] = np.nan
     return dA_prev, dW
 
 

@@ -223,7 +223,7 @@ class GradConvOp(_Gradient):
             A_in, pad = self.conv.layer_input(A, kernel)
             W = kernel.weights.astype(np.float32)[:, :, None, None]
             hp = {"stride": self.conv.stride, "pad": pad, "dilation": self.conv.dilation}
-            dA, dW = conv_grads(A_in, W, b, hp, loss=self.loss)
+            dA, dW = conv_grads(A_in, W, b, hp, loss=self.loss, finite_only=True)
             del A_in
             if pad == 0:  # bordered by us: fold the border's gradient back onto its pixels
                 dA = unpad_grad(dA, self.conv.pad_widths(kernel), mode=self.conv.border)
