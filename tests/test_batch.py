@@ -518,6 +518,49 @@ def test_every_output_left_by_a_stop_has_its_manifest_line_and_is_counted(tmp_pa
     assert f"interrupted: {expected // 4} processed" in stderr.splitlines()[-1]
 
 
+# A pool whose one worker writes its process id, then works for two minutes.
+_ORPHANED_WORKER = """
+import os, sys, time
+from convcli.engines.pool import LocalProcessPool
+def work(path):
+    with open(path + ".part", "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(path + ".part", path)
+    time.sleep(120)
+if __name__ == "__main__":
+    LocalProcessPool(1).submit(work, sys.argv[1])
+    time.sleep(120)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` is gone (or a zombie: ended, not reaped by its new parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_worker_whose_parent_was_killed_ends_instead_of_waiting_forever(tmp_path):
+    """SIGKILL of the process that started a pool (or the out-of-memory killer): its worker
+    stops its file as at a second stop request and exits; it used to wait for tasks forever,
+    holding its memory."""
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHANED_WORKER)
+    pid_file = tmp_path / "worker.pid"
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file)])
+    try:
+        assert wait_until(pid_file.exists, 60)
+        worker = int(pid_file.read_text())
+        assert not _ended(worker)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert wait_until(lambda: _ended(worker), 60)
+
+
 def test_a_file_stopped_part_way_reports_the_outputs_it_wrote(photo, out, monkeypatch):
     real = process._write_output
     calls = []

@@ -173,6 +173,32 @@ def _worker_init(threads: int, pid_queue, busy, stopping) -> None:
     if not os.environ.get("CONVCLI_THREADS"):
         set_threads(threads)
     keep_freed_memory()
+    _watch_parent(os.getppid())
+
+
+# How often a worker looks whether its parent is still there, and how long an orphaned
+# worker's file has to stop where it is (as at a second stop request) before it exits.
+_PARENT_POLL_SECONDS = 0.5
+_ORPHAN_GRACE_SECONDS = 2.0
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker once the process that started it is gone (SIGKILL, the out-of-memory
+    killer): the file being processed stops where it is, its temporary files removed, as at
+    a second stop request; then the worker exits. It would otherwise wait for tasks forever,
+    since it holds an end of the task queue's pipe itself."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_SECONDS)
+        if _in_task:
+            os.kill(os.getpid(), signal.SIGUSR1)  # _interrupt_task
+            deadline = time.monotonic() + _ORPHAN_GRACE_SECONDS
+            while _in_task and time.monotonic() < deadline:
+                time.sleep(0.05)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="convcli-parent-watch", daemon=True).start()
 
 
 def _interrupt_task(signum, frame):
