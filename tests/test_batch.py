@@ -449,6 +449,26 @@ def test_interrupted_summary_counts_every_finished_file(tmp_path):
     assert done == len(complete)
 
 
+def test_a_ctrl_c_while_the_manifest_is_written_lets_the_run_end_as_it_would(tmp_path, monkeypatch):
+    """A Ctrl-C landing as the run ends (writing its manifest: a second one, on a cluster,
+    once the files being written were finished) is counted, as during the run: the manifest
+    is written whole and the summary said; it used to end the run there ("interrupted")."""
+    from convcli.app.manifest import Manifest
+
+    src = make_folder(tmp_path / "in", 3, (30, 20))
+    real_close = Manifest.close
+
+    def close(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_close(self)
+
+    monkeypatch.setattr(Manifest, "close", close)
+    result = run("pool", src, "-o", tmp_path / "out", "-j", 1)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1].startswith("convcli: 3 processed, 0 skipped, 0 failed")
+    assert len(manifest_records(tmp_path / "out")) == 3
+
+
 @pytest.mark.slow
 def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     proc, out = _start_batch(tmp_path, 6, (1600, 1200))

@@ -339,16 +339,19 @@ class _BatchRun:
                 self.op, fmt=fmt, shown=shown, storage_options=self.options.storage_options
             )
         self.reporter.begin(self.total, self.count)
-        try:
-            status = self._run_tasks(itertools.chain(first, tasks))
-        finally:
-            lost = self.manifest.close() if self.manifest else []
-            if self.manifest:  # the fragment objects of recorded results are copies now
-                self.engine.records_published(
-                    self.manifest.put_folders, self.options.storage_options
-                )
-            for line in lost:
-                self.reporter.say(line)
+        # A Ctrl-C as the run ends (a second one, after its files were finished) is counted
+        # too: the manifest is written whole, and the copies of its lines on the way deleted.
+        with self.requests.installed():
+            try:
+                status = self._run_tasks(itertools.chain(first, tasks))
+            finally:
+                lost = self.manifest.close() if self.manifest else []
+                if self.manifest:  # the fragment objects of recorded results are copies now
+                    self.engine.records_published(
+                        self.manifest.put_folders, self.options.storage_options
+                    )
+        for line in lost:
+            self.reporter.say(line)
         # Outputs without their manifest lines: the run did not do all it says it does.
         return status or (1 if lost else None)
 
