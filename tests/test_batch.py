@@ -469,6 +469,30 @@ def test_a_ctrl_c_while_the_manifest_is_written_lets_the_run_end_as_it_would(tmp
     assert len(manifest_records(tmp_path / "out")) == 3
 
 
+class _RaisesWhenCollected:
+    def __del__(self):
+        raise ValueError("raised in a finalizer")
+
+
+def test_an_error_python_cannot_raise_is_printed_as_python_prints_it(tmp_path, monkeypatch):
+    """The run's unraisable hook hands what is not a stop request to the one before it (it
+    was handed to itself, once the handlers were installed twice: RecursionError)."""
+    real = process.process_file
+
+    def process_file(task):
+        _RaisesWhenCollected()
+        return real(task)
+
+    monkeypatch.setattr(process, "process_file", process_file)
+    src = make_folder(tmp_path / "in", 1, (30, 20))
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    result = run("pool", src, "-o", tmp_path / "out", "-j", 1)
+    assert result.exit_code == 0, result.output
+    assert [str(u.exc_value) for u in seen] == ["raised in a finalizer"]
+    assert sys.unraisablehook == seen.append
+
+
 @pytest.mark.slow
 def test_second_interrupt_stops_at_once_and_leaves_no_temporaries(tmp_path):
     proc, out = _start_batch(tmp_path, 6, (1600, 1200))

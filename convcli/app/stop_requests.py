@@ -41,6 +41,7 @@ class StopRequests:
         self.owed = False  # a raise that a finalizer swallowed, to raise again
         self.in_hook = False
         self._unraisable = sys.unraisablehook
+        self._installed = False
 
     def __call__(self) -> int:
         return len(self.signals)
@@ -78,9 +79,16 @@ class StopRequests:
         raise KeyboardInterrupt if self.signals[0] == signal.SIGINT else Terminated
 
     def installed(self) -> ExitStack:
-        """A context in which SIGINT and SIGTERM are counted here; the handlers are restored."""
+        """A context in which SIGINT and SIGTERM are counted here; the handlers are restored.
+
+        Within another such context it does nothing: the outer one restores what was there
+        (the previous ``sys.unraisablehook``, not this object's own)."""
         stack = ExitStack()
+        if self._installed:
+            return stack
         if threading.current_thread() is threading.main_thread():
+            self._installed = True
+            stack.callback(setattr, self, "_installed", False)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 stack.callback(signal.signal, sig, signal.signal(sig, self.handle))
             if hasattr(signal, "SIGALRM"):
