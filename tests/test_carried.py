@@ -774,6 +774,24 @@ def test_levels_that_cannot_hold_the_nodata_value_hold_their_nearest(
     assert record["kept"]["nodata"] == 0.0
 
 
+def test_a_store_of_levels_gives_the_nodata_value_its_levels_hold(tmp_path):
+    pytest.importorskip("zarr")
+    import zarr
+
+    values = np.random.default_rng(18).uniform(0, 500, (40, 60)).astype(np.float32)
+    values[:4, :4] = -9999.0
+    extratags = [(33550, "d", 3, (10.0, 10.0, 0.0), True), (42113, "s", 0, "-9999", True)]
+    tifffile.imwrite(tmp_path / "dem.tif", values, extratags=extratags)
+    args = ["-k", "box", "--normalize", "clip", "--format", "zarr", tmp_path / "dem.tif"]
+    ok("conv", *args, "-o", tmp_path / "o")
+    (path,) = outputs_in(tmp_path / "o")
+    group = zarr.open_group(str(path), mode="r")
+    assert group.attrs["georeference"]["nodata"] == 0.0  # as the manifest and the message
+    assert manifest_records(tmp_path / "o")[0]["kept"]["nodata"] == 0.0
+    levels = np.asarray(group["0"])
+    assert levels.dtype == np.uint16 and (levels[:5, :5] == 0).all() and (levels[6:] > 0).all()
+
+
 def test_a_nan_nodata_kept_as_nan_is_not_said_clamped(tmp_path):
     values = np.random.default_rng(17).normal(0, 1, (40, 60)).astype(np.float32)
     values[:4, :4] = np.nan

@@ -38,7 +38,8 @@ def ome_attributes(
         of them (where its pixel (0, 0)'s centre lies).
     carried : Carried
         A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
-        (:meth:`convcli.io.geotags.GeoTags.attributes`), and an OME image's physical size
+        (:meth:`convcli.io.geotags.GeoTags.attributes`), its nodata value as the samples hold
+        it (:meth:`~convcli.io.carried.Carried.for_samples`), and an OME image's physical size
         (:class:`convcli.io.physical.PhysicalSize`): the axes' units, the scales and
         translations in them; a Zarr store holds nothing else of it.
     dtype : numpy dtype
@@ -79,8 +80,9 @@ def ome_attributes(
     }
     if channel:
         attributes["omero"] = _omero(shape[2], dtype)
-    if carried.geo is not None:
-        attributes["georeference"] = carried.geo.attributes()
+    geo = carried.for_samples(dtype).geo  # a nodata value the samples hold
+    if geo is not None:
+        attributes["georeference"] = geo.attributes()
     return attributes
 
 
