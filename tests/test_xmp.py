@@ -8,6 +8,7 @@ from PIL import Image, PngImagePlugin
 
 from convcli.io.xmp import upright_xmp, xmp_sized
 
+TIFF_NS = b"http://ns.adobe.com/tiff/1.0/"
 TIFF = 'xmlns:tiff="http://ns.adobe.com/tiff/1.0/"'
 EXIF = 'xmlns:exif="http://ns.adobe.com/exif/1.0/"'
 
@@ -42,6 +43,9 @@ def test_the_fields_of_the_pixels_are_set_in_either_form_and_nothing_else_change
     assert xmp_sized(other, 5, 7) == other.replace(b"'9'", b"'7'")
     # No namespace bound: nothing to set.
     assert xmp_sized(b"<d tiff:ImageWidth='5'/>", 1, 1) == b"<d tiff:ImageWidth='5'/>"
+    # Words in a text or a comment are no fields.
+    said = f'<d {TIFF}><dc:title>tiff:Orientation="6"</dc:title><!-- tiff:Orientation="6" -->'
+    assert upright_xmp(said.encode()) == said.encode()
 
 
 @pytest.mark.parametrize(
@@ -98,6 +102,37 @@ def test_a_pooled_photo_keeps_its_xmp_upright_with_its_own_size_and_resolution(t
     assert packet == expected
     (record,) = manifest_records(tmp_path / "o")
     assert record["kept"]["xmp"] is True
+
+
+@pytest.mark.parametrize(
+    ("field", "turned"), [('tiff:Orientation="6"', True), ('T:Orientation="6"', False)]
+)
+def test_the_xmp_orientation_says_1_only_where_the_pixels_were_turned(tmp_path, field, turned):
+    """Without EXIF, Pillow turns the pixels by an XMP orientation it reads (under the prefix
+    ``tiff``): the output's says 1; one it does not read, the pixels as stored, is kept."""
+    packet = _packet(field).replace(TIFF.encode(), TIFF.encode() + b' xmlns:T="' + TIFF_NS + b'"')
+    pixels = np.random.default_rng(5).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "x.jpg", xmp=packet)
+    ok("pad", "--pad", "0", tmp_path / "x.jpg", "-o", tmp_path / "o")
+    (out,) = outputs_in(tmp_path / "o")
+    with Image.open(out) as im:
+        assert im.size == ((30, 40) if turned else (40, 30))
+    if turned:
+        packet = packet.replace(b'Orientation="6"', b'Orientation="1"')
+    assert _xmp_of(out) == packet
+
+
+def test_a_packet_that_its_sizes_take_past_a_jpegs_segment_loses_its_padding(tmp_path):
+    bare = _packet('tiff:ImageWidth="1"')
+    padding = b" " * (65503 - len(bare) - 1) + b"\n"  # 65503 bytes in all: 1 to spare
+    packet = bare.replace(b"<?xpacket end", padding + b"<?xpacket end")
+    Image.new("RGB", (400, 300), (10, 20, 30)).save(tmp_path / "p.jpg", xmp=packet)
+    assert len(packet) == 65503
+    ok("pad", "--pad", "1000", tmp_path / "p.jpg", "-o", tmp_path / "o")
+    (out,) = outputs_in(tmp_path / "o")
+    written = _xmp_of(out)
+    assert b'tiff:ImageWidth="2400"' in written and len(written) < len(packet)
+    assert written.replace(b'"2400"', b'"1"') == packet.replace(padding, b"\n")
 
 
 def test_an_edge_map_keeps_no_xmp(tmp_path):

@@ -24,7 +24,7 @@ from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, withou
 from .geotags import GeoTags, geo_tags
 from .jpeg_coding import JpegCoding, jpeg_coding
 from .physical import PhysicalSize, physical_size
-from .xmp import JPEG_XMP_BYTES, upright_xmp, xmp_sized
+from .xmp import JPEG_XMP_BYTES, upright_xmp, without_padding, xmp_sized
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
@@ -237,7 +237,9 @@ class Carried:
         if self._jpeg_exif is not None:
             options["exif"] = b"Exif\0\0" + self.exif_for(size)
         if self.xmp is not None and len(self.xmp) <= JPEG_XMP_BYTES:
-            sized = self.xmp_for(size)  # as it was, where its own size and resolution overflow
+            sized = self.xmp_for(size)
+            if len(sized) > JPEG_XMP_BYTES:  # its size and resolution overflow: its padding goes
+                sized = without_padding(sized)
             options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else self.xmp
         if self.jpeg is not None:
             options.update(self.jpeg.pillow_options())
@@ -374,7 +376,9 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
     only = frozenset(_TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
     exif = _upright_exif(found, upright, only)
-    xmp = _packet(im.info.get("xmp"), upright)
+    # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
+    # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
+    xmp = _packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
     return replace(header, dpi=dpi, exif=exif, jpeg=jpeg_coding(im), xmp=xmp, unkept=_unkept(im))
 
 

@@ -7,16 +7,20 @@ describe the pixels, each changed where the packet has it: ``tiff:Orientation``
 (1: convcli reads the pixels upright), ``tiff:ImageWidth``/``ImageLength`` and
 ``exif:PixelXDimension``/``PixelYDimension`` (the output's size), and
 ``tiff:XResolution``/``YResolution`` (its resolution, in the packet's unit).
-A field is found in either of RDF's forms, an attribute (``tiff:Orientation="6"``)
-or an element (``<tiff:Orientation>6</tiff:Orientation>``), under whatever
-prefix the packet gives the namespace; nothing is added or removed, so the
-packet stays byte for byte what it was elsewhere.
+A field is found in either of RDF's forms, an attribute in an element's tag
+(``tiff:Orientation="6"``) or an element's text
+(``<tiff:Orientation>6</tiff:Orientation>``; not in a CDATA section), under
+whatever prefix the packet gives the namespace; nothing is added or removed,
+so the packet stays byte for byte what it was elsewhere. The orientation is set
+where the pixels were turned upright: by EXIF's orientation, or by the packet's
+own where Pillow reads it (``tiff:Orientation``, without EXIF's).
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import partial
 
 TIFF_NAMESPACE = b"http://ns.adobe.com/tiff/1.0/"
 EXIF_NAMESPACE = b"http://ns.adobe.com/exif/1.0/"
@@ -54,13 +58,29 @@ def xmp_sized(
     return packet
 
 
+def without_padding(packet: bytes) -> bytes:
+    """`packet` without the blank padding XMP writers leave before its ``<?xpacket end``
+    (room to edit it in place), for a JPEG segment it would overflow."""
+    return re.sub(rb"\s+(?=<\?xpacket end)", b"\n", packet)
+
+
 def _set(packet: bytes, namespace: bytes, name: bytes, value: bytes | str) -> bytes:
-    """`packet` with field `name` of `namespace` set to `value` wherever it is given."""
+    """`packet` with field `name` of `namespace` set to `value` wherever it is given: in an
+    element's opening tag (not in text or a comment), or as an element's text."""
     value = value.encode() if isinstance(value, str) else value
     for attribute, element in _patterns(packet, namespace, name):
-        packet = attribute.sub(lambda m: m[1] + m[2] + value + m[2], packet)
+        packet = _TAG.sub(partial(_set_in_tag, attribute, value), packet)
         packet = element.sub(lambda m: m[1] + value, packet)
     return packet
+
+
+def _set_in_tag(attribute: re.Pattern, value: bytes, tag: re.Match) -> bytes:
+    """The opening `tag` with the `attribute` it gives set to `value`."""
+    return attribute.sub(lambda m: m[1] + m[2] + value + m[2], tag[0])
+
+
+_TAG = re.compile(rb"<[^<>!?/][^<>]*>")
+"""An element's opening tag (not a comment, a processing instruction or a closing tag)."""
 
 
 def _values(packet: bytes, namespace: bytes, name: bytes) -> list[bytes]:
