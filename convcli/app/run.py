@@ -339,8 +339,7 @@ class _BatchRun:
                 self.op, fmt=fmt, shown=shown, storage_options=self.options.storage_options
             )
         self.reporter.begin(self.total, self.count)
-        # A Ctrl-C as the run ends (a second one, after its files were finished) is counted
-        # too: the manifest is written whole, and the copies of its lines on the way deleted.
+        # A Ctrl-C as the run ends is counted too: its manifest written whole, its parts gone.
         with self.requests.installed():
             try:
                 status = self._run_tasks(itertools.chain(first, tasks))

@@ -37,11 +37,10 @@ def ome_attributes(
         `k`'s scale ``2 ** k`` pixels of level 0, and its translation ``(2 ** k - 1) / 2``
         of them (where its pixel (0, 0)'s centre lies).
     carried : Carried
-        A GeoTIFF's georeference, moved to the output's grid, as ``"georeference"``
-        (:meth:`convcli.io.geotags.GeoTags.attributes`), its nodata value as the samples hold
-        it (:meth:`~convcli.io.carried.Carried.for_samples`), and an OME image's physical size
-        (:class:`convcli.io.physical.PhysicalSize`): the axes' units, the scales and
-        translations in them; a Zarr store holds nothing else of it.
+        A GeoTIFF's georeference on the output's grid, as ``"georeference"`` (its nodata
+        value as the samples hold it: :meth:`~convcli.io.carried.Carried.for_samples`), and
+        an OME image's physical size: the axes' units, the scales and translations in them;
+        a Zarr store holds nothing else of it.
     dtype : numpy dtype
         The samples: the windows of ``omero``'s channels are 0 to 255, 0 to 65535, or 0
         to 1 for floats.
@@ -80,8 +79,7 @@ def ome_attributes(
     }
     if channel:
         attributes["omero"] = _omero(shape[2], dtype)
-    geo = carried.for_samples(dtype).geo  # a nodata value the samples hold
-    if geo is not None:
+    if (geo := carried.for_samples(dtype).geo) is not None:  # a nodata value the samples hold
         attributes["georeference"] = geo.attributes()
     return attributes
 
