@@ -1151,16 +1151,19 @@ _XMP = (
 )
 
 
-def test_iptc_and_png_text_that_no_output_keeps_are_said(tmp_path):
-    """convcli writes no IPTC or PNG text: an image of its input's colours (pool) says so
-    once a run, as it says what else its format loses, and keeps the XMP; an edge map keeps
-    none of what its input carries (EXIF, profile, XMP) and says none of it."""
+def test_png_text_that_no_output_keeps_is_said_and_iptc_is_kept(tmp_path):
+    """convcli writes no PNG text: an image of its input's colours (pool) says so once a run,
+    as it says what else its format loses, and keeps the XMP and a JPEG's IPTC (in a
+    Photoshop segment of its own); an edge map keeps none of what its input carries (EXIF,
+    profile, XMP, IPTC) and says none of it."""
     from PIL import PngImagePlugin
 
     pixels = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
     Image.fromarray(pixels).save(tmp_path / "a.jpg", xmp=_XMP)
     data = (tmp_path / "a.jpg").read_bytes()
-    iptc = b"Photoshop 3.0\0" + b"8BIM\x04\x04\0\0\0\0\0\x08" + b"\x1c\x02\x50\0\x04Jane"
+    records = b"\x1c\x02\x50\0\x04Jane"
+    iptc = b"Photoshop 3.0\0" + b"8BIM\x04\x04\0\0\0\0\0\x09" + records + b"\0"  # even
+    iptc += b"8BIM\x04\x0c\0\0\0\0\0\x02\xff\xd8"  # a thumbnail's resource: not kept
     app13 = b"\xff\xed" + (len(iptc) + 2).to_bytes(2, "big") + iptc
     (tmp_path / "b.jpg").write_bytes(data[:2] + app13 + data[2:])  # after the SOI marker
     info = PngImagePlugin.PngInfo()
@@ -1171,14 +1174,43 @@ def test_iptc_and_png_text_that_no_output_keeps_are_said(tmp_path):
         assert [marker for marker, _ in im.applist].count("APP13") == 1
     inputs = [tmp_path / name for name in ("a.jpg", "b.jpg", "c.png")]
     pooled = ok("pool", *inputs, "-o", tmp_path / "pooled").stderr.splitlines()
-    assert not any("XMP" in line for line in pooled)
-    for line in (
-        "convcli: IPTC not kept: convcli writes none",
-        "convcli: PNG text (Author, Copyright) not kept: convcli writes none",
-    ):
-        assert pooled.count(line) == 1  # once a run
+    assert not any("XMP" in line or "IPTC" in line for line in pooled)
+    assert pooled.count("convcli: PNG text (Author, Copyright) not kept: convcli writes none") == 1
+    with Image.open(tmp_path / "pooled" / "b_pool-max-f2-s2.jpg") as im:
+        assert im.info["photoshop"] == {0x0404: records}
     edges = ok("conv", "-k", "vertical", *inputs, "-o", tmp_path / "edges").stderr
     assert "not kept" not in edges
+    with Image.open(tmp_path / "edges" / "b_conv-vertical-sum.png") as im:
+        assert "photoshop" not in im.info
+
+
+@pytest.mark.parametrize("byte_order", ["<", ">"])
+def test_a_tiffs_iptc_is_kept_by_tiffs_and_jpegs_and_said_lost_by_pngs(tmp_path, byte_order):
+    """Photoshop writes the IPTC tag as LONG: its numbers are packed back in the file's byte
+    order, so that the records come out as they were."""
+    records = b"\x1c\x02\x78\0\x07Harbour"  # an odd length: a LONG tag pads it
+    padded = records + b"\0" * (-len(records) % 4)
+    longs = np.frombuffer(padded, dtype=f"{byte_order}u4")
+    pixels = np.random.default_rng(2).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    tifffile.imwrite(
+        tmp_path / "x.tif",
+        pixels,
+        photometric="rgb",
+        byteorder=byte_order,
+        extratags=[(33723, "I", len(longs), tuple(int(v) for v in longs), True)],
+    )
+    for fmt in ("tiff", "jpg", "png"):
+        said = ok("pool", tmp_path / "x.tif", "--format", fmt, "-o", tmp_path / fmt, "-v").stderr
+        (out,) = sorted((tmp_path / fmt).glob("x_*"))
+        if fmt == "tiff":
+            with tifffile.TiffFile(out) as tif:
+                assert bytes(tif.pages[0].tags.valueof(33723)) == padded
+        elif fmt == "jpg":
+            with Image.open(out) as im:
+                assert im.info["photoshop"] == {0x0404: padded}
+        else:
+            assert "IPTC not kept: png outputs hold none (jpg and tiff outputs do)" in said
+        assert ("IPTC" in said.split("kept: ")[1].split(")")[0]) == (fmt != "png")
 
 
 def test_a_tiffs_xmp_is_kept_and_a_photoshop_block_without_iptc_is_not_said(tmp_path):

@@ -391,7 +391,7 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
-    # IPTC and text: said where EXIF is kept; maps of other values keep none, unsaid.
+    # A PNG's text: said where EXIF is kept; maps of other values keep none, unsaid.
     unkept = tuple(f"{what} not kept: convcli writes none" for what in pic.carried.unkept * colours)
     clamped = _nodata_clamped(held, mappings, output_depth(pic.depth, task.fmt))
     return kept_said, alpha + not_held(kept, task.fmt) + clamped + unkept
@@ -434,6 +434,7 @@ _HELD_OR_NOT = (
     ("resolution", "dpi"),
     ("EXIF", "exif"),
     ("XMP", "xmp"),
+    ("IPTC", "iptc"),
     ("georeference", "geo"),
     ("physical pixel size", "physical"),
 )
@@ -455,7 +456,7 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":
             name = value.what
-        if attr in ("exif", "xmp") and fmt == "jpg":  # too large for a JPEG's segment
+        if attr in ("exif", "xmp", "iptc") and fmt == "jpg":  # too large for a JPEG's segment
             name = f"{name} over 64 KB"
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)

@@ -5,7 +5,7 @@ Read from an image (:func:`from_pillow`, :func:`from_tiff_page`) into a
 :class:`Carried`, and written by each output format as it can hold them: PNG
 as ``iCCP``, ``pHYs`` and ``eXIf`` chunks (:meth:`Carried.png_chunks`), JPEG
 through Pillow (:meth:`Carried.pillow_options`), TIFF as the ICC profile tag,
-X/YResolution, GeoTIFF tags and OME-XML (:meth:`Carried.tiff_options`). Which
+X/YResolution, XMP, IPTC, GeoTIFF tags and OME-XML (:func:`tiff_options`). Which
 output keeps what is the application's rule (:func:`convcli.app.outputs.carried_for`).
 """
 
@@ -22,9 +22,10 @@ import numpy as np
 from ..layers.validation import FLOAT32_MAX
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
 from .geotags import GeoTags, geo_tags
+from .iptc import IPTC_RESOURCE, IPTC_TAG, JPEG_IPTC_BYTES, iptc_bytes, photoshop_segment
 from .jpeg_coding import JpegCoding, jpeg_coding
 from .physical import PhysicalSize, physical_size
-from .xmp import JPEG_XMP_BYTES, upright_xmp, without_padding, xmp_sized
+from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
@@ -67,8 +68,11 @@ class Carried:
     xmp : bytes or None
         The XMP packet, its orientation set to 1 where the pixels are read upright; an
         image of them gets it with its own size and resolution (:mod:`convcli.io.xmp`).
+    iptc : bytes or None
+        The IPTC-IIM records (caption, keywords, credit), as the file holds them: a JPEG's
+        IPTC-NAA resource, a TIFF's tag 33723.
     unkept : tuple of str
-        What the file carries that convcli writes none of: IPTC, a PNG's text.
+        What the file carries that convcli writes none of: a PNG's text.
     """
 
     icc_profile: bytes | None = None
@@ -81,6 +85,7 @@ class Carried:
     per_cm: bool = False
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
     xmp: bytes | None = None
+    iptc: bytes | None = None
     unkept: tuple[str, ...] = ()
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
@@ -170,18 +175,19 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size (JPEG no EXIF or XMP over 64 KB: :data:`JPEG_EXIF_BYTES`,
-        :data:`~convcli.io.xmp.JPEG_XMP_BYTES`), TIFF no EXIF, Zarr the
+        physical size, PNG no IPTC (JPEG none of EXIF, XMP or IPTC over 64 KB), TIFF no EXIF,
+        Zarr the
         georeference and physical size, the others nothing; the JPEG coding
         (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
         held = replace(self, unkept=())
         if fmt == "png":
-            return replace(held, geo=None, physical=None, ome=False, jpeg=None)
+            return replace(held, geo=None, physical=None, ome=False, jpeg=None, iptc=None)
         if fmt == "jpg":
             return replace(
                 held,
                 exif=self._jpeg_exif,
                 xmp=self.xmp if self.xmp is None or len(self.xmp) <= JPEG_XMP_BYTES else None,
+                iptc=self._jpeg_iptc,
                 geo=None,
                 physical=None,
                 ome=False,
@@ -241,9 +247,16 @@ class Carried:
             if len(sized) > JPEG_XMP_BYTES:  # its size and resolution overflow: its padding goes
                 sized = without_padding(sized)
             options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else self.xmp
+        if self._jpeg_iptc is not None:
+            options["extra"] = photoshop_segment(self._jpeg_iptc)
         if self.jpeg is not None:
             options.update(self.jpeg.pillow_options())
         return options
+
+    @property
+    def _jpeg_iptc(self) -> bytes | None:
+        """The IPTC a JPEG of it holds: all of it, or none over :data:`JPEG_IPTC_BYTES`."""
+        return self.iptc if self.iptc is not None and len(self.iptc) <= JPEG_IPTC_BYTES else None
 
     @property
     def _jpeg_exif(self) -> bytes | None:
@@ -258,29 +271,6 @@ class Carried:
     def tiff_writer_options(self) -> dict:
         """tifffile ``TiffWriter`` options: an OME-TIFF where it is one (:attr:`ome_tiff`)."""
         return {"ome": True} if self.ome_tiff else {}
-
-    def tiff_options(self, size: tuple[int, int] | None = None) -> dict:
-        """tifffile ``write`` options that hold the profile, the resolution, the XMP, the
-        georeference and, in an OME-TIFF (:meth:`tiff_writer_options`), the physical size,
-        for an image of `size` (width, height)."""
-        options: dict = {}
-        if self.ome_tiff:
-            options["metadata"] = {} if self.physical is None else self.physical.ome_metadata()
-        if self.icc_profile is not None:
-            options["iccprofile"] = self.icc_profile
-        if self.dpi is not None and self.per_cm:
-            options["resolution"] = (self.dpi[0] / 2.54, self.dpi[1] / 2.54)
-            options["resolutionunit"] = "CENTIMETER"
-        elif self.dpi is not None:
-            options["resolution"] = self.dpi
-            options["resolutionunit"] = "INCH"
-        extratags = [] if self.geo is None else self.geo.extratags()
-        if self.xmp is not None:
-            packet = self.xmp_for(size)
-            extratags.append((XMP_TAG, "B", len(packet), packet, True))
-        if extratags:
-            options["extratags"] = extratags
-        return options
 
 
 @functools.lru_cache(maxsize=16)
@@ -300,6 +290,32 @@ NOTHING = Carried()
 """Nothing carried."""
 
 
+def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
+    """tifffile ``write`` options that hold what a TIFF of `size` (width, height) keeps
+    (`kept`): the profile, the resolution, the XMP and IPTC, the georeference and, in an
+    OME-TIFF (:meth:`Carried.tiff_writer_options`), the physical size."""
+    options: dict = {}
+    if kept.ome_tiff:
+        options["metadata"] = {} if kept.physical is None else kept.physical.ome_metadata()
+    if kept.icc_profile is not None:
+        options["iccprofile"] = kept.icc_profile
+    if kept.dpi is not None and kept.per_cm:
+        options["resolution"] = (kept.dpi[0] / 2.54, kept.dpi[1] / 2.54)
+        options["resolutionunit"] = "CENTIMETER"
+    elif kept.dpi is not None:
+        options["resolution"] = kept.dpi
+        options["resolutionunit"] = "INCH"
+    extratags = [] if kept.geo is None else kept.geo.extratags()
+    if kept.xmp is not None:
+        packet = kept.xmp_for(size)
+        extratags.append((XMP_TAG, "B", len(packet), packet, True))
+    if kept.iptc is not None:  # UNDEFINED: the records' bytes in any byte order
+        extratags.append((IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
+    if extratags:
+        options["extratags"] = extratags
+    return options
+
+
 def kept_text(kept: Carried) -> str:
     """What an output kept of what its input carries (`kept`), in words ("" for nothing)."""
     said = []
@@ -310,7 +326,11 @@ def kept_text(kept: Carried) -> str:
         said.append(" and ".join(filter(None, [", ".join(kinds[:-1]), kinds[-1]])))
     if kept.dpi is not None:
         said.append(f"{_number(kept.dpi[0])}x{_number(kept.dpi[1])} dpi")
-    said += ["EXIF"] * (kept.exif is not None) + ["XMP"] * (kept.xmp is not None)
+    said += [
+        name
+        for name, held in (("EXIF", kept.exif), ("XMP", kept.xmp), ("IPTC", kept.iptc))
+        if held is not None
+    ]
     if kept.geo is not None:
         said.append(kept.geo.kept_text())
     if kept.physical is not None:
@@ -331,6 +351,7 @@ def kept_record(kept: Carried) -> dict:
         record["dpi"] = [round(d, 6) for d in kept.dpi]
     record.update({"exif": True} if kept.exif is not None else {})
     record.update({"xmp": True} if kept.xmp is not None else {})
+    record.update({"iptc": True} if kept.iptc is not None else {})
     if kept.geo is not None:
         record.update(kept.geo.record())
     if kept.physical is not None:
@@ -378,24 +399,23 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     exif = _upright_exif(found, upright, only)
     # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
-    xmp = _packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
-    return replace(header, dpi=dpi, exif=exif, jpeg=jpeg_coding(im), xmp=xmp, unkept=_unkept(im))
-
-
-def _packet(found, upright: bool = True) -> bytes | None:
-    """The XMP packet `found` (bytes or text), its orientation 1 where the pixels are read
-    `upright`; None for none."""
-    if not found or not isinstance(found, str | bytes | bytearray):
-        return None
-    packet = found.encode() if isinstance(found, str) else bytes(found)
-    return upright_xmp(packet) if upright else packet
+    xmp = xmp_packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
+    return replace(
+        header,
+        dpi=dpi,
+        exif=exif,
+        jpeg=jpeg_coding(im),
+        xmp=xmp,
+        iptc=_iptc(im),
+        unkept=_unkept(im),
+    )
 
 
 def _unkept(im) -> tuple[str, ...]:
-    """What the Pillow image `im` carries that convcli writes none of: IPTC (a JPEG's
-    IPTC-NAA resource, a TIFF's tag), and a PNG's text chunks other than its Software and
-    its XMP."""
-    tags = im.tag_v2 if im.format == "TIFF" else {}
+    """What the Pillow image `im` carries that convcli writes none of: a PNG's text chunks
+    other than its Software and its XMP."""
+    if im.format != "PNG":
+        return ()
     # An animation's text before its frames: Pillow's `text` would decode every frame first.
     chunks = im.info if getattr(im, "is_animated", False) else getattr(im, "text", {})
     text = [
@@ -403,16 +423,16 @@ def _unkept(im) -> tuple[str, ...]:
         for k, v in chunks.items()
         if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp")
     ]
-    iptc = 0x0404 in (im.info.get("photoshop") or {})  # a JPEG's APP13 resource
-    return unkept_of(tags, iptc) + (
-        (f"PNG text ({', '.join(text)})",) if im.format == "PNG" and text else ()
-    )
+    return (f"PNG text ({', '.join(text)})",) if text else ()
 
 
-def unkept_of(tags, iptc: bool = False) -> tuple[str, ...]:
-    """IPTC, where a TIFF page's `tags` (tag number -> value) or the flag say the file
-    holds it: what convcli writes none of (:attr:`Carried.unkept`)."""
-    return ("IPTC",) * (iptc or 33723 in tags)
+def _iptc(im) -> bytes | None:
+    """The IPTC-IIM records of the Pillow image `im`: a JPEG's IPTC-NAA resource, a TIFF's
+    tag 33723; None for none."""
+    if im.format == "TIFF":
+        return iptc_bytes(im.tag_v2.get(IPTC_TAG), getattr(im.tag_v2, "_endian", "<"))
+    found = (im.info.get("photoshop") or {}).get(IPTC_RESOURCE)
+    return iptc_bytes(found, ">")
 
 
 def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
@@ -503,8 +523,8 @@ def from_tiff_page(page) -> Carried:
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,
-        xmp=_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
-        unkept=unkept_of(tags),
+        xmp=xmp_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
+        iptc=iptc_bytes(tags.valueof(IPTC_TAG), page.parent.byteorder),
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .carried import NOTHING, Carried
+from .carried import NOTHING, Carried, tiff_options
 from .formats import FORMATS, MARKER, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .nodata import missing_as_nodata
@@ -178,7 +178,7 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     data = image[:, :, 0] if image.ndim == 3 and channels == 1 else image
     carried = carried.for_samples(image.dtype)
     size = (image.shape[1], image.shape[0])
-    options = {**tiff_page_tags(channels, image.dtype), **carried.tiff_options(size=size)}
+    options = {**tiff_page_tags(channels, image.dtype), **tiff_options(carried, size)}
     if carried.nodata is not None and data.dtype.kind == "f":  # missing values (NaN) as nodata
         data = missing_as_nodata(data, carried.nodata)
     if isinstance(file, tifffile.TiffWriter):

@@ -15,7 +15,7 @@ import numpy as np
 import tifffile
 
 from ..layers._engine import tiles
-from .carried import NOTHING, Carried
+from .carried import NOTHING, Carried, tiff_options
 from .formats import tiff_page_tags
 from .nodata import missing_as_nodata
 from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
@@ -192,7 +192,7 @@ class TiffSink:
                 subifds=len(self._levels) or None,
                 **{
                     **_tiff_options(self._shape, self._dtype),
-                    **self._carried.tiff_options(size=(self._shape[1], self._shape[0])),
+                    **tiff_options(self._carried, (self._shape[1], self._shape[0])),
                 },
             )
         except BaseException as exc:  # handed to the caller's thread

@@ -103,3 +103,12 @@ def _patterns(packet: bytes, namespace: bytes, name: bytes):
             re.compile(rb"(\s" + field + rb"\s*=\s*)([\"'])([^\"'<]*)\2"),
             re.compile(rb"(<" + field + rb"(?:\s[^>]*)?>)([^<]*)(?=</" + field + rb"\s*>)"),
         )
+
+
+def xmp_packet(found, upright: bool = True) -> bytes | None:
+    """The XMP packet `found` (bytes or text), its orientation 1 where the pixels are read
+    `upright`; None for none."""
+    if not found or not isinstance(found, str | bytes | bytearray):
+        return None
+    packet = found.encode() if isinstance(found, str) else bytes(found)
+    return upright_xmp(packet) if upright else packet
