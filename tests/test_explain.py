@@ -155,6 +155,48 @@ def test_scripts_read_other_modes_as_convcli(tmp_path, monkeypatch, images, targ
     _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, images[mode])
 
 
+def _transparent_colour_images(folder: Path) -> dict[str, Path]:
+    """PNGs of a transparent colour (tRNS): grey, RGB and bilevel; and a JPEG on its side."""
+    rng = np.random.default_rng(11)
+    grey = rng.choice([0, 60, 120, 240], (9, 14)).astype(np.uint8)
+    rgb = rng.choice([0, 80, 160, 200], (9, 14, 3)).astype(np.uint8)
+    rgb[2:4, 3:6] = (80, 160, 0)
+    Image.fromarray(grey).save(folder / "grey_trns.png", transparency=60)
+    Image.fromarray(rgb).save(folder / "rgb_trns.png", transparency=(80, 160, 0))
+    Image.fromarray(grey > 100).save(folder / "bilevel_trns.png", transparency=0)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turned 90 degrees clockwise to be upright
+    Image.fromarray(rgb).save(folder / "turned.jpg", exif=exif, quality=95)
+    return {p.stem: p for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("target", PYTHON_TARGETS)
+def test_scripts_read_a_transparent_colour_and_an_orientation_as_convcli(
+    tmp_path, monkeypatch, target
+):
+    """A PNG's transparent grey level or colour is alpha (Pillow's scripts left it out, and
+    OpenCV drops a grey one); OpenCV does not turn a JPEG upright by its EXIF orientation
+    where it keeps the samples as stored: its script turns them as its BGR reading does."""
+    (tmp_path / "in").mkdir()
+    for name, image in _transparent_colour_images(tmp_path / "in").items():
+        if name == "turned" and target != "opencv":
+            continue
+        _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, image)
+        _check(tmp_path, monkeypatch, "conv", ["-k", "box-blur"], target, image)
+
+
+@pytest.mark.parametrize("args", [["-k", "sobel-x"], ["-k", "gaussian-5x5", "--border", "wrap"]])
+def test_torch_scripts_pad_by_numpy_where_f_pad_cannot(tmp_path, monkeypatch, args):
+    """F.pad reflects by less than a side and wraps by at most one: a 1x17 image, or a
+    5x5 kernel on a 2x2 one, is padded wider, as convcli (and numpy) pad it."""
+    for size in ((17, 1), (2, 2)):
+        image = make_image(tmp_path / f"small{size[0]}.png", "L", seed=4, size=size)
+        _check(tmp_path, monkeypatch, "conv", args, "torch", image)
+    image = make_image(tmp_path / "rgb3.png", "RGB", seed=4, size=(3, 3))
+    _check(tmp_path, monkeypatch, "pad", ["--mode", "reflect", "--pad", "5"], "torch", image)
+    _check(tmp_path, monkeypatch, "pad", ["--mode", "wrap", "--pad", "5"], "torch", image)
+
+
 def test_a_cmyk_images_scripts_read_it_through_its_profile_as_convcli(tmp_path, monkeypatch):
     profile = Path("/usr/share/color/icc/ghostscript/default_cmyk.icc")
     if not profile.exists():

@@ -10,6 +10,7 @@ bias, then ``--combine``) and saves to ``argv[2]`` a ``.npy`` with the values of
 from __future__ import annotations
 
 import shlex
+import textwrap
 
 import numpy as np
 
@@ -37,9 +38,12 @@ with Image.open(sys.argv[1]) as im:
             im = ImageCms.profileToProfile(im, source, srgb, outputMode="RGB")
         except (OSError, ValueError, ImageCms.PyCMSError):
             pass  # a profile LittleCMS cannot use: Pillow's formula, as convcli then
-    if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
+    alpha = im.mode in ("PA", "RGBa", "La") or "transparency" in im.info
+    if alpha and im.mode in ("1", "L", "RGB"):
+        # A transparent grey level or colour (a PNG's tRNS): alpha, as convcli reads it.
+        im = im.convert("RGBA" if im.mode == "RGB" else "LA")
+    elif im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16", "I;16B", "I;16L"):
         # Palette, bilevel, CMYK ...: grey or colour samples, as convcli reads them.
-        alpha = im.mode in ("PA", "RGBa", "La") or "transparency" in im.info
         im = im.convert("RGBA" if alpha else "L" if im.mode == "1" else "RGB")
     raw = np.asarray(im)
 pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
@@ -48,15 +52,38 @@ if pixels.ndim == 2:
 """
 
 _READ_OPENCV = """\
-# IMREAD_UNCHANGED keeps 16-bit samples and alpha (it does not apply EXIF orientation,
-# and gives a CMYK TIFF's four channels: convert such files to RGB first).
+# IMREAD_UNCHANGED keeps 16-bit samples and alpha (it gives a CMYK TIFF's four channels:
+# convert such files to RGB first; a CMYK JPEG without a colour profile it converts by its
+# own formula, up to 2 levels from Pillow's that convcli uses: --as scipy matches it).
 raw = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
 if raw is None:
     sys.exit(f"cannot read {sys.argv[1]}")
-with open(sys.argv[1], "rb") as file:  # a PNG of grey and alpha: OpenCV gives BGRA
-    header = file.read(26)
-if header[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and header[25:26] == b"\\x04" and raw.ndim == 3:
-    raw = raw[:, :, [0, 3]]
+# It does not apply the EXIF orientation, which IMREAD_COLOR does: the one of the eight turns
+# and flips that gives that image turns the samples upright, as convcli reads them.
+shown = cv2.imread(sys.argv[1], cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH)
+base = raw if raw.ndim == 3 else raw[:, :, None]
+base = base[:, :, :3] if base.shape[2] >= 3 else np.repeat(base[:, :, :1], 3, axis=2)
+for turn in range(8 if isinstance(shown, np.ndarray) else 0):  # 4 to 7: mirrored first
+    if np.array_equal(np.rot90(base[:, :: 1 - 2 * (turn // 4)], turn), shown):
+        raw = np.rot90(raw[:, :: 1 - 2 * (turn // 4)], turn)
+        break
+with open(sys.argv[1], "rb") as file:
+    data = file.read()
+if data[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and data[25:26] == b"\\x04" and raw.ndim == 3:
+    raw = raw[:, :, [0, 3]]  # a PNG of grey and alpha: OpenCV gives BGRA
+elif data[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and data[25:26] == b"\\x00" and raw.ndim == 2:
+    # A grey PNG's transparent level (tRNS), which OpenCV drops: alpha, as convcli reads it.
+    at, levels = 8, []
+    while at + 8 <= len(data) and data[at + 4:at + 8] not in (b"IDAT", b"IEND"):
+        size = int.from_bytes(data[at:at + 4], "big")
+        if data[at + 4:at + 8] == b"tRNS":
+            levels.append(int.from_bytes(data[at + 8:at + 10], "big"))
+        at += 12 + size
+    for level in levels[:1]:
+        depth = data[24]  # OpenCV gives 1, 2 and 4-bit samples on 0-255
+        level = level if depth >= 8 else level * 255 // (2 ** depth - 1)
+        top = 255 if raw.dtype == np.uint8 else 65535
+        raw = np.dstack([raw, np.where(raw == level, 0, top).astype(raw.dtype)])
 pixels = raw.astype(np.float32)  # the file's own scale: 0-255 for 8-bit, 0-65535 for 16-bit
 if pixels.ndim == 2:
     pixels = pixels[:, :, None]
@@ -283,7 +310,13 @@ def _correlate_torch(op: ConvOp, name: str | None) -> str:
         pad = (
             "    x = torch.from_numpy(np.ascontiguousarray(plane))[None, None]\n"
             f"    # F.pad takes (left, right, top, bottom); convcli's {border!r} is {name!r}.\n"
-            f"    x = F.pad(x, (l, r, t, b), mode={name!r})\n"
+            + _torch_padded(
+                name,
+                "plane",
+                "    ",
+                f"x = F.pad(x, (l, r, t, b), mode={name!r})\n",
+                f"x = torch.from_numpy({_np_pad(('t', 'b', 'l', 'r'), border)})[None, None]\n",
+            )
         )
     return (
         "def correlate(plane, weights, widths):\n"
@@ -293,6 +326,24 @@ def _correlate_torch(op: ConvOp, name: str | None) -> str:
         "    w = torch.from_numpy(weights)[None, None]\n"
         f"    out = F.conv2d(x, w, bias=torch.tensor([{bias}]), stride={s})\n"
         "    return out[0, 0].numpy()\n"
+    )
+
+
+def _torch_padded(name: str, array: str, indent: str, padded: str, numpy_padded: str) -> str:
+    """Code that runs `padded` (lines, `indent` inside) where F.pad pads `array` (rows and
+    columns first) by t, b, l, r in mode `name`, and `numpy_padded` where it cannot: a
+    reflection as wide as a side or wider, a circle wider than it."""
+    below = {"reflect": " < ", "circular": " <= "}.get(name)
+    if below is None:
+        return textwrap.indent(padded, indent)
+    inner = indent + "    "
+    return (
+        f"{indent}# F.pad pads a side by less than its length"
+        f"{' or as much' * (name == 'circular')}: numpy pads wider ones, as convcli.\n"
+        f"{indent}if max(t, b){below}{array}.shape[0] and max(l, r){below}{array}.shape[1]:\n"
+        + textwrap.indent(padded, inner)
+        + f"{indent}else:\n"
+        + textwrap.indent(numpy_padded, inner)
     )
 
 
@@ -506,15 +557,22 @@ def pad_script(op: PadOp, target: str) -> str:
             "    return out if out.ndim == 3 else out[:, :, None]\n"
         )
     elif target == "torch" and name is not None:
+        extra = ", constant_values=fill" if mode == "constant" else ""
         main = (
             f"# F.pad takes (left, right, top, bottom); convcli's {mode!r} is {name!r}.\n"
             "def pad(channels, fill):\n"
-            "    x = np.ascontiguousarray(channels.transpose(2, 0, 1))\n"
-            "    x = torch.from_numpy(x)[None]\n"
-            f"    x = F.pad(x, ({l}, {r}, {t}, {b}), mode={name!r}"
-            + (", value=fill" if mode == "constant" else "")
-            + ")\n"
-            "    return x[0].numpy().transpose(1, 2, 0)\n"
+            f"    t, b, l, r = {t}, {b}, {l}, {r}  # noqa: E741\n"
+            + _torch_padded(
+                name,
+                "channels",
+                "    ",
+                "x = torch.from_numpy(np.ascontiguousarray(channels.transpose(2, 0, 1)))[None]\n"
+                f"x = F.pad(x, (l, r, t, b), mode={name!r}"
+                + (", value=fill" if mode == "constant" else "")
+                + ")\n"
+                "return x[0].numpy().transpose(1, 2, 0)\n",
+                f"return np.pad(channels, ((t, b), (l, r), (0, 0)), {np_pad_mode(mode)}{extra})\n",
+            )
         )
     else:
         why = (
