@@ -185,9 +185,9 @@ class Carried:
         if fmt == "jpg":
             return replace(
                 held,
-                exif=self._jpeg_exif,
-                xmp=self.xmp if self.xmp is None or len(self.xmp) <= JPEG_XMP_BYTES else None,
-                iptc=self._jpeg_iptc,
+                exif=_within(self.exif, JPEG_EXIF_BYTES),
+                xmp=_within(self.xmp, JPEG_XMP_BYTES),
+                iptc=_within(self.iptc, JPEG_IPTC_BYTES),
                 geo=None,
                 physical=None,
                 ome=False,
@@ -234,34 +234,25 @@ class Carried:
         return xmp_sized(self.xmp, *size, self.dpi)
 
     def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
-        """Pillow ``save`` options (JPEG) that hold what is carried, for an image of `size`."""
-        options: dict = {}
-        if self.icc_profile is not None:
-            options["icc_profile"] = self.icc_profile
-        if self.dpi is not None:
-            options["dpi"] = self.dpi
-        if self._jpeg_exif is not None:
-            options["exif"] = b"Exif\0\0" + self.exif_for(size)
-        if self.xmp is not None and len(self.xmp) <= JPEG_XMP_BYTES:
-            sized = self.xmp_for(size)
+        """Pillow ``save`` options (JPEG) that hold what a JPEG of `size` holds of it
+        (:meth:`held_by`)."""
+        held, options = self.held_by("jpg"), {}
+        if held.icc_profile is not None:
+            options["icc_profile"] = held.icc_profile
+        if held.dpi is not None:
+            options["dpi"] = held.dpi
+        if held.exif is not None:
+            options["exif"] = b"Exif\0\0" + held.exif_for(size)
+        if held.xmp is not None:
+            sized = held.xmp_for(size)
             if len(sized) > JPEG_XMP_BYTES:  # its size and resolution overflow: its padding goes
                 sized = without_padding(sized)
-            options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else self.xmp
-        if self._jpeg_iptc is not None:
-            options["extra"] = photoshop_segment(self._jpeg_iptc)
-        if self.jpeg is not None:
-            options.update(self.jpeg.pillow_options())
+            options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else held.xmp
+        if held.iptc is not None:
+            options["extra"] = photoshop_segment(held.iptc)
+        if held.jpeg is not None:
+            options.update(held.jpeg.pillow_options())
         return options
-
-    @property
-    def _jpeg_iptc(self) -> bytes | None:
-        """The IPTC a JPEG of it holds: all of it, or none over :data:`JPEG_IPTC_BYTES`."""
-        return self.iptc if self.iptc is not None and len(self.iptc) <= JPEG_IPTC_BYTES else None
-
-    @property
-    def _jpeg_exif(self) -> bytes | None:
-        """The EXIF a JPEG of it holds: all of it, or none over :data:`JPEG_EXIF_BYTES`."""
-        return self.exif if self.exif is not None and len(self.exif) <= JPEG_EXIF_BYTES else None
 
     @property
     def ome_tiff(self) -> bool:
@@ -288,6 +279,11 @@ def _profile_description(icc_profile: bytes) -> str:
 
 NOTHING = Carried()
 """Nothing carried."""
+
+
+def _within(value: bytes | None, limit: int) -> bytes | None:
+    """`value` where it is at most `limit` bytes (a JPEG segment's room), else None."""
+    return value if value is not None and len(value) <= limit else None
 
 
 def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
@@ -339,8 +335,8 @@ def kept_text(kept: Carried) -> str:
 
 
 def kept_record(kept: Carried) -> dict:
-    """What the manifest says an output kept (`kept`): the profile's name, the dpi, EXIF
-    and XMP kept, the coordinate system and the output's grid on the ground, the physical
+    """What the manifest says an output kept (`kept`): the profile's name, the dpi, EXIF,
+    XMP and IPTC kept, the coordinate system and the output's grid on the ground, the physical
     pixel size."""
     record: dict = {}
     if kept.icc_profile is not None:
