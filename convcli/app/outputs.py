@@ -397,14 +397,19 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
     return kept_said, alpha + not_held(kept, task.fmt) + clamped + unkept
 
 
+def _samples_type(method: str | None, depth: int) -> type:
+    """The samples an output of a result channel mapped by `method` is written in: float32
+    for its values (:data:`RAW_VALUES`), else `depth`-bit levels."""
+    return np.float32 if method == RAW_VALUES else level_type(depth)
+
+
 def _nodata_clamped(kept: Carried, mappings: list, depth: int) -> tuple[str, ...]:
     """The line for a nodata value that outputs of the input's values or levels cannot hold,
     written as the nearest they can (:meth:`Carried.for_samples`): a Float64 file's
     -1.797e308 as float32's -3.4e38, -9999 as level 0."""
     lines = []
     for method in sorted({m.method for m in mappings} & {RAW_VALUES, "clip"}):
-        dtype = np.float32 if method == RAW_VALUES else level_type(depth)
-        clamped = kept.for_samples(dtype).nodata
+        clamped = kept.for_samples(_samples_type(method, depth)).nodata
         if clamped is None or clamped == kept.nodata or np.isnan([clamped, kept.nodata]).all():
             continue
         if method == RAW_VALUES:
@@ -511,8 +516,8 @@ def output_record(
     record = OutputRecord(output=out.path.name, kind=out.kind)
     record.identity = published_identity(out.path)
     if kept != NOTHING:  # its nodata value as its samples hold it
-        values = bool(scales) and scales[0].mapping == RAW_VALUES
-        record["kept"] = kept_record(kept.for_samples(np.float32 if values else level_type(depth)))
+        method = scales[0].mapping if scales else None
+        record["kept"] = kept_record(kept.for_samples(_samples_type(method, depth)))
     if not scales:
         return record
     each = [scale_fields(s) for s in scales]
