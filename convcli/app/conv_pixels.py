@@ -160,20 +160,32 @@ def summed_maps(op, A: np.ndarray) -> np.ndarray:
 
 def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
     """:func:`summed_maps`' Z for one `kernel` of the sum of 8-bit `A`'s channels (one channel:
-    itself), made from the 8-bit pixels in one pass; None where conv_forward would not take
-    the native engine's separable passes (:func:`~convcli.layers._engine.native.separable_factors`)
-    or the border is computed, not copied.
+    itself), made from the 8-bit pixels in one pass (:func:`one_pass_arguments`); None where
+    that pass is not taken.
 
     The same values, without the picture-sized float32 input written and read again (17 MB
     for a 2400x1800 photo, 1 GB for a 16000x16000 grey one): each bordered row of the sum
     is made once, in cache, as the passes need it
     (:func:`convcli.layers._engine.native.sum_correlate_separable`).
     """
-    m, H, W, C = A.shape
+    arguments = one_pass_arguments(op, A, kernel) if op.channels == "sum" else None
+    if arguments is None:
+        return None
+    return native.sum_correlate_separable(A, *arguments, op.bias)
+
+
+def one_pass_arguments(op, A: np.ndarray, kernel) -> tuple | None:
+    """The factors and border copies with which
+    :func:`~convcli.layers._engine.native.sum_correlate_separable` correlates 8-bit `A`
+    (m, H, W, C) with `kernel` in one pass: ``(u, v, row_sources, column_sources, left)``;
+    None where conv_forward would not take the native engine's separable passes
+    (:func:`~convcli.layers._engine.native.separable_factors`), the border is computed, not
+    copied, or `A` is not 8-bit. The size of one result channel is checked first.
+    """
+    m, H, W, _ = A.shape
     weights = np.asarray(kernel.weights, np.float32)
     if (
-        op.channels != "sum"
-        or A.dtype != np.uint8
+        A.dtype != np.uint8
         or min(H, W) < 1
         or op.stride != 1
         or op.dilation != 1
@@ -188,7 +200,7 @@ def summed_in_one_pass(op, A: np.ndarray, kernel) -> np.ndarray | None:
     columns = border_copies(W, left, right, op.border)
     if factors is None or rows is None or columns is None:
         return None
-    return native.sum_correlate_separable(A, *factors, rows, columns, left, op.bias)
+    return (*factors, rows, columns, left)
 
 
 def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarray:
@@ -198,17 +210,29 @@ def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarra
     and channel (element by element, in the same order), but the library's
     temporaries are the size of one channel, not of the whole result: the
     peak memory of a 3-kernel RGB run fell from 7 to 4 times the picture's
-    float32 size. The result is a (m, H, W, n) view of (n, m, H, W) planes, so
-    that each map is contiguous for its mapping and file. `bias`: another than
-    `op`'s.
+    float32 size. An 8-bit channel the native passes take in one pass
+    (:func:`one_pass_arguments`) is read from the pixels as they are and
+    written straight into its map, with no float32 copy of it. The result is
+    a (m, H, W, n) view of (n, m, H, W) planes, so that each map is
+    contiguous for its mapping and file. `bias`: another than `op`'s.
     """
     n_in = A.shape[3]
     out = None
-    b = np.full((1, 1, 1, 1), op.bias if bias is None else bias, np.float32)
+    bias = op.bias if bias is None else bias
+    b = np.full((1, 1, 1, 1), bias, np.float32)
     for k, kernel in enumerate(op.kernels):
         pad = op.pad_widths(kernel)
         W = kernel.weights.astype(np.float32)[:, :, None, None]
+        arguments = one_pass_arguments(op, A, kernel)
         for c in range(n_in):
+            if arguments is not None:
+                if out is None:
+                    size = (len(arguments[2]) - len(W) + 1, len(arguments[3]) - W.shape[1] + 1)
+                    out = np.empty((len(op.kernels) * n_in, A.shape[0]) + size, np.float32)
+                plane = out[k * n_in + c]
+                Z = native.sum_correlate_separable(A, *arguments, bias, channel=c, out=plane)
+                if Z is not None:
+                    continue  # else a row is not finite: the plain path's values
             A_in, p = padded(op, A[:, :, :, c : c + 1], pad)
             hp = {"stride": op.stride, "pad": p, "dilation": op.dilation}
             Z, _ = depthwise_conv_forward(A_in, W, b, hp)

@@ -271,18 +271,22 @@ done:
 }
 
 /* sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, flags,
- *               (m, H_in, W_in, C), (W, left, ring_rows), bias, stream, (i, h0, h1)):
- * rows [h0, h1) of image i of Z (m, n_H, n_W) from the 8-bit pixels (m, H_in, W_in, C)
- * as sum_separable_rows makes them, stored past the caches where `stream` (AVX2); n_H and n_W follow from row_src and col_src (int64,
- * one per padded row and column, each checked to be -1 or inside the picture). */
+ *               (m, H_in, W_in, C, first, n_summed), (W, left, ring_rows), bias, stream,
+ *               (i, h0, h1)):
+ * rows [h0, h1) of image i of Z (m, n_H, n_W) from the sum of channels [first,
+ * first + n_summed) of the 8-bit pixels (m, H_in, W_in, C) as sum_separable_rows makes
+ * them, stored past the caches where `stream` (AVX2); n_H and n_W follow from row_src and
+ * col_src (int64, one per padded row and column, each checked to be -1 or inside the
+ * picture). */
 static PyObject *native_sum_separable(PyObject *self, PyObject *args)
 {
     Py_buffer pixels, u, v, row_src, col_src, Z, scratch, tags, flags;
     sep_args a = {0};
-    Py_ssize_t m, H_in, W_in, C, W, left, ring_rows, i, h0, h1;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*(nnnn)(nnn)fp(nnn)", &pixels, &u, &v,
+    Py_ssize_t m, H_in, W_in, C, first, n_summed, W, left, ring_rows, i, h0, h1;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*(nnnnnn)(nnn)fp(nnn)", &pixels, &u, &v,
                           &row_src, &col_src, &Z, &scratch, &tags, &flags, &m, &H_in, &W_in,
-                          &C, &W, &left, &ring_rows, &a.bias, &a.stream, &i, &h0, &h1))
+                          &C, &first, &n_summed, &W, &left, &ring_rows, &a.bias, &a.stream, &i,
+                          &h0, &h1))
         return NULL;
     int ok = 0;
     Py_ssize_t H = row_src.len / (Py_ssize_t)sizeof(int64_t);
@@ -292,7 +296,8 @@ static PyObject *native_sum_separable(PyObject *self, PyObject *args)
     a.n_H = H - a.f_h + 1;
     a.n_W = W - a.f_w + 1;
     a.step = 1;
-    if (m < 1 || H_in < 1 || W_in < 1 || C < 1 || left < 0 || left + W_in > W ||
+    if (m < 1 || H_in < 1 || W_in < 1 || C < 1 || first < 0 || n_summed < 1 || first + n_summed > C ||
+        left < 0 || left + W_in > W ||
         u.len != a.f_h * (Py_ssize_t)sizeof(float) || v.len != a.f_w * (Py_ssize_t)sizeof(float) ||
         col_src.len != W * (Py_ssize_t)sizeof(int64_t) || a.f_h < 1 || a.f_w < 1 ||
         a.f_h > MAX_TAPS || a.n_H < 1 || a.n_W < 1 || ring_rows < a.f_h + ROWS_AT_ONCE - 1 ||
@@ -329,13 +334,13 @@ static PyObject *native_sum_separable(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_BUILD
     if (use_avx2) {
-        sum_separable_rows_avx2(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
-                                ring_rows, lines, zeros, flags.buf);
+        sum_separable_rows_avx2(&a, picture, W_in, C, first, n_summed, left, rs, cs, h0, h1, ring,
+                                tags.buf, ring_rows, lines, zeros, flags.buf);
         _mm_sfence(); /* the streamed stores done before the caller reads them */
     } else
 #endif
-        sum_separable_rows_base(&a, picture, W_in, C, left, rs, cs, h0, h1, ring, tags.buf,
-                                ring_rows, lines, zeros, flags.buf);
+        sum_separable_rows_base(&a, picture, W_in, C, first, n_summed, left, rs, cs, h0, h1, ring,
+                                tags.buf, ring_rows, lines, zeros, flags.buf);
     Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&pixels);
@@ -779,9 +784,10 @@ static PyMethodDef native_methods[] = {
      "bias, step, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
      "NaN or inf."},
     {"sum_separable", native_sum_separable, METH_VARARGS,
-     "sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, not_finite, (m, H, W, C), "
-     "(padded width, left, ring rows), bias, stream, (i, h0, h1)): rows h0..h1 of image i of Z, "
-     "the 8-bit channels' sum bordered by copies and correlated with outer(u, v)."},
+     "sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, not_finite, "
+     "(m, H, W, C, first, n_summed), (padded width, left, ring rows), bias, stream, (i, h0, h1)): "
+     "rows h0..h1 of image i of Z, the sum of 8-bit channels first..first+n_summed bordered by "
+     "copies and correlated with outer(u, v)."},
     {"sum_channels", native_sum_channels, METH_VARARGS,
      "sum_channels(colour, out, (rows, W, C), (offset, stride)): the sum of the 8-bit channels "
      "of rows of W pixels, as float32, into out's rows from value `offset`, `stride` apart."},

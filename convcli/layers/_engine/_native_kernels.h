@@ -460,6 +460,27 @@ static Py_ssize_t FN(sum3_u8)(const unsigned char *p, Py_ssize_t W, float *o)
     }
     return x;
 }
+
+/* Channel `first` (0 to 2) of the first pixels of a row of 3-channel 8-bit pixels, 8 at a
+ * time, read as sum3_u8 reads them; returns how many it did (the rest to the caller).
+ * Each 128-bit lane spreads its 4 pixels' bytes of that channel to 4 bytes each, the
+ * other three zero: the channel's values as 32-bit integers. */
+static Py_ssize_t FN(pick3_u8)(const unsigned char *p, Py_ssize_t W, int first, float *o)
+{
+    char order[16];
+    for (int j = 0; j < 16; j++)
+        order[j] = (char)(j % 4 == 0 ? 3 * (j / 4) + first : -1);
+    const __m256i spread = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)order));
+    Py_ssize_t x = 0;
+    for (; x + 10 <= W; x += 8) {
+        const unsigned char *q = p + 3 * x;
+        __m256i bytes = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q)),
+            _mm_loadu_si128((const __m128i *)(q + 12)), 1);
+        _mm256_storeu_ps(o + x, _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, spread)));
+    }
+    return x;
+}
 #endif
 
 /* The sum of the C 8-bit channels of `rows` rows of W pixels, as float32,
@@ -496,14 +517,37 @@ static void FN(sum_channels_u8)(const unsigned char *colour, Py_ssize_t rows, Py
     }
 }
 
-/* The sum of the C 8-bit channels of pixel row `pixels` (W_in pixels) as row `row` of a
- * padded sum: the inside from column `left` on, the border columns copies of it
- * (col_src[x]: the inside column padded column x copies, -1 for a zero). */
-static void FN(bordered_sum_row)(const unsigned char *pixels, Py_ssize_t W_in, Py_ssize_t C,
-                                 Py_ssize_t left, const int64_t *col_src, Py_ssize_t W,
-                                 float *row)
+/* The sum of channels [first, first + n_summed) of a row of W 8-bit pixels of C channels, as
+ * float32, into `o`: all of them as sum_channels_u8 makes it, or one channel alone. */
+static void FN(sum_some_channels_u8)(const unsigned char *p, Py_ssize_t W, Py_ssize_t C,
+                                     Py_ssize_t first, Py_ssize_t n_summed, float *o)
 {
-    FN(sum_channels_u8)(pixels, 1, W_in, C, row + left, W);
+    if (first == 0 && n_summed == C) {
+        FN(sum_channels_u8)(p, 1, W, C, o, W);
+        return;
+    }
+    Py_ssize_t x = 0;
+#if VL == 8
+    if (C == 3 && n_summed == 1)
+        x = FN(pick3_u8)(p, W, (int)first, o);
+#endif
+    for (; x < W; x++) {
+        int total = 0;
+        for (Py_ssize_t c = first; c < first + n_summed; c++)
+            total += p[x * C + c];
+        o[x] = (float)total;
+    }
+}
+
+/* The sum of channels [first, first + n_summed) of the C 8-bit channels of pixel row `pixels`
+ * (W_in pixels) as row `row` of a padded sum: the inside from column `left` on, the
+ * border columns copies of it (col_src[x]: the inside column padded column x copies, -1
+ * for a zero). */
+static void FN(bordered_sum_row)(const unsigned char *pixels, Py_ssize_t W_in, Py_ssize_t C,
+                                 Py_ssize_t first, Py_ssize_t n_summed, Py_ssize_t left,
+                                 const int64_t *col_src, Py_ssize_t W, float *row)
+{
+    FN(sum_some_channels_u8)(pixels, W_in, C, first, n_summed, row + left);
     for (Py_ssize_t x = 0; x < W; x++) {
         if (x == left)
             x += W_in;
@@ -512,17 +556,19 @@ static void FN(bordered_sum_row)(const unsigned char *pixels, Py_ssize_t W_in, P
     }
 }
 
-/* Output rows [h0, h1) of the channel sum of one 8-bit picture (H_in rows of W_in
- * pixels of C channels), bordered by copies (row_src[y]: the picture row padded row y
+/* Output rows [h0, h1) of the sum of channels [first, first + n_summed) of one 8-bit
+ * picture (H_in rows of W_in pixels of C channels; one channel alone where n_summed is 1),
+ * bordered by copies (row_src[y]: the picture row padded row y
  * copies, -1 for zeros; col_src likewise for the columns, `left` of them before the
  * inside), correlated with outer(u, v): the values separable_rows gives of that
  * padded sum, without it. a->W is the padded width. Each padded row is summed once
  * into `ring` (ring_rows rows of a->W; tags[s] the padded row slot s holds), so the
  * vertical passes read rows from the cache. not_finite as separable_rows. */
 static void FN(sum_separable_rows)(const sep_args *a, const unsigned char *pixels,
-                                   Py_ssize_t W_in, Py_ssize_t C, Py_ssize_t left,
-                                   const int64_t *row_src, const int64_t *col_src,
-                                   Py_ssize_t h0, Py_ssize_t h1, float *ring, int64_t *tags,
+                                   Py_ssize_t W_in, Py_ssize_t C, Py_ssize_t first,
+                                   Py_ssize_t n_summed, Py_ssize_t left, const int64_t *row_src,
+                                   const int64_t *col_src, Py_ssize_t h0, Py_ssize_t h1,
+                                   float *ring, int64_t *tags,
                                    Py_ssize_t ring_rows, float *lines, const float *zeros,
                                    char *not_finite)
 {
@@ -544,8 +590,8 @@ static void FN(sum_separable_rows)(const sep_args *a, const unsigned char *pixel
             }
             float *row = ring + slot * W;
             if (tags[slot] != y) {
-                FN(bordered_sum_row)(pixels + row_src[y] * W_in * C, W_in, C, left, col_src, W,
-                                     row);
+                FN(bordered_sum_row)(pixels + row_src[y] * W_in * C, W_in, C, first, n_summed, left,
+                                     col_src, W, row);
                 tags[slot] = y;
             }
             rows[k] = row;

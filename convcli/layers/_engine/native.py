@@ -220,9 +220,12 @@ def correlate_separable(A, u, v, pads, bias):
     return Z, sorted(not_finite)
 
 
-def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int, bias: float):
+def sum_correlate_separable(
+    colour, u, v, row_sources, column_sources, left: int, bias: float, *, channel=None, out=None
+):
     """The sum of the 8-bit channels of `colour` (m, H, W, C), bordered by copies, correlated
     with ``outer(u, v)``: Z (m, n_H, n_W, 1) float32, or None where a row is not finite.
+    `channel`: that channel alone, not the sum; `out`: Z's array (:func:`_result_array`).
 
     `row_sources` and `column_sources` (one per padded row and column) name the picture's
     row and column each copies, -1 for a zero; `left` columns come before the inside. The
@@ -242,9 +245,10 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
         return None
     if min(m, H, W_in, n_H, n_W) < 1:
         return None
-    Z = _aligned_empty((m, n_H, n_W, 1))
+    Z = _result_array("sum_correlate_separable", (m, n_H, n_W, 1), out)
     stream = Z.nbytes >= STREAMED_BYTES
-    shape, geometry = (m, H, W_in, C), (W, left, ring_rows)
+    summed = (0, C) if channel is None else (channel, 1)
+    shape, geometry = (m, H, W_in, C) + summed, (W, left, ring_rows)
     not_finite = []  # list.append is atomic
 
     def work(scratch, tile):
@@ -276,6 +280,15 @@ def sum_correlate_separable(colour, u, v, row_sources, column_sources, left: int
     cost = Z.size * (len(u32) + len(v32)) / MULTIPLY_ADDS_PER_PASS
     run_tiles(tiles, work, lambda: Scratch(np.float32), cost=cost, as_free=True, blas=False)
     return None if not_finite else Z
+
+
+def _result_array(name: str, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
+    """`out` seen as `shape`, for kernel `name` to write (C-contiguous: else a ValueError),
+    or a new :func:`_aligned_empty` one where `out` is None."""
+    if out is None:
+        return _aligned_empty(shape)
+    _written_in_place(name, out)
+    return out.reshape(shape)
 
 
 def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
