@@ -192,6 +192,52 @@ def test_tiff_reads_back_through_pillow_and_by_regions(tmp_path, case):
         np.testing.assert_array_equal(source.read_rows(0, source.height), values)
 
 
+@pytest.mark.parametrize("case", TIFF_CASES[:4], ids=str)
+def test_a_tiff_that_fits_in_4_gib_is_a_classic_tiff_and_a_larger_one_a_bigtiff(
+    tmp_path, case, monkeypatch
+):
+    # Classic, as GDAL and libvips write it: the readers that open no BigTIFF open it.
+    values = _values(case.shape, case.dtype, seed=5)
+    _write(tmp_path / "classic.tif", values, [7], "tiff")
+    monkeypatch.setattr(tiff_writer, "CLASSIC_TIFF_BYTES", 0)  # as if it might not fit
+    _write(tmp_path / "big.tif", values, [7], "tiff")
+    for name, big in (("classic.tif", False), ("big.tif", True)):
+        with tifffile.TiffFile(tmp_path / name) as tif:
+            assert tif.is_bigtiff is big
+        expected = values
+        for _, stored in _tiff_levels(tmp_path / name):  # the same pyramid in both
+            np.testing.assert_array_equal(stored.reshape(expected.shape), expected)
+            expected = _halved(expected)
+        with open_regions(tmp_path / name) as source:
+            np.testing.assert_array_equal(source.read_rows(0, source.height), values)
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, big",
+    [
+        ((50000, 50000, 1), np.uint8, False),  # 2.5 GB and its levels, 0.8 GB: 3.4 GB
+        ((60000, 60000, 1), np.uint8, True),  # 3.6 GB and 1.2 GB: 4.8 GB
+        ((30000, 30000, 1), np.float32, True),  # 3.6 GB at full size
+        ((24000, 24000, 3), np.uint16, True),  # 3.5 GB and 1.2 GB
+        ((17000, 17000, 1), np.float32, False),  # 1.2 GB and 0.4 GB
+        ((1, 1, 1), np.uint8, False),
+    ],
+)
+def test_bigtiff_is_needed_where_tiles_of_every_level_might_pass_4_gib(shape, dtype, big):
+    from convcli.io.carried import NOTHING
+
+    assert tiff_writer.bigtiff_needed(shape, np.dtype(dtype), NOTHING) is big
+
+
+def test_what_a_tiff_carries_counts_toward_its_4_gib():
+    from convcli.io.carried import NOTHING, Carried
+
+    shape, dtype = (56000, 56000, 1), np.dtype(np.uint8)  # 3.1 GB and 1.0 GB: 4.2 GB
+    assert not tiff_writer.bigtiff_needed(shape, dtype, NOTHING)
+    profile = bytes(200 << 20)  # an ICC profile of 200 MB (no real one is)
+    assert tiff_writer.bigtiff_needed(shape, dtype, Carried(icc_profile=profile))
+
+
 def _failing_bands(values):
     yield values[:3]
     raise RuntimeError("the computation failed")

@@ -13,8 +13,9 @@ npy      float32, (H, W, C)              what :func:`convcli.io.image_files.save
                                          byte for byte
 png      uint8 / uint16 levels, C 1..4   what :func:`convcli.io.png.write_png` writes
                                          (and so ``save_levels``), byte for byte
-tiff     uint8 / uint16 levels or        a tiled BigTIFF (256 x 256 tiles, deflate,
-         float32 values, C 1..4          horizontal predictor for levels) with reduced
+tiff     uint8 / uint16 levels or        a tiled TIFF (256 x 256 tiles, deflate,
+         float32 values, C 1..4          horizontal predictor for levels; a BigTIFF where
+                                         it might pass 4 GiB) with reduced
                                          levels as SubIFDs, each half the one above
 zarr     uint8 / uint16 levels or        a folder: an OME-Zarr image with the same
          float32 values, C 1..4          reduced levels (:mod:`convcli.io.zarr_stores`;

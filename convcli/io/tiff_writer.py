@@ -1,4 +1,4 @@
-"""The TIFF output written in row bands: a tiled, deflated BigTIFF with its reduced levels.
+"""The TIFF output written in row bands: a tiled, deflated TIFF with its reduced levels.
 
 See :mod:`convcli.io.row_writers`, whose ``tiff`` format this is.
 """
@@ -111,6 +111,31 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
     }
 
 
+CLASSIC_TIFF_BYTES = 2**32 - 2**25
+"""The most bytes a TIFF output is written as a classic TIFF in (32-bit offsets): tifffile's
+own margin under 4 GiB."""
+
+
+def bigtiff_needed(shape: tuple[int, int, int], dtype: np.dtype, carried: Carried) -> bool:
+    """Whether the tiled TIFF of `shape` with its reduced levels (:func:`_reduced_levels`)
+    might pass :data:`CLASSIC_TIFF_BYTES`: every level's tiles whole and as deflate stores
+    what it cannot shrink, and what the file carries. A classic TIFF otherwise, as GDAL
+    and libvips write: every TIFF reader opens one, where older readers (and Windows' own
+    viewers) open no BigTIFF.
+    """
+    height, width, channels = shape
+    tile_bytes = TILE * TILE * channels * np.dtype(dtype).itemsize
+    stored = tile_bytes + tile_bytes // 1000 + 64  # deflate's stored blocks and zlib's header
+    blobs = (carried.icc_profile, carried.xmp, carried.iptc, carried.exif)
+    total = sum(len(blob) for blob in blobs if blob is not None) + (1 << 20)  # and the tags
+    size = (height, width)
+    while True:
+        total += -(-size[0] // TILE) * -(-size[1] // TILE) * stored
+        if max(size) <= TILE:
+            return total > CLASSIC_TIFF_BYTES
+        size = (-(-size[0] // 2), -(-size[1] // 2))
+
+
 def _reduced_levels(
     temporary: Path, shape: tuple[int, int, int], dtype: np.dtype
 ) -> list[_ReducedLevel]:
@@ -136,7 +161,8 @@ _END, _ABORT = "end", "abort"  # what the writing thread is told after the bands
 
 
 class TiffSink:
-    """A tiled, deflated BigTIFF with its reduced levels as SubIFDs.
+    """A tiled, deflated TIFF with its reduced levels as SubIFDs: a BigTIFF where it might
+    pass 4 GiB (:func:`bigtiff_needed`).
 
     tifffile pulls the full-size tiles from an iterator; the rows are pushed.
     So tifffile writes in a thread that takes each band of :data:`TILE` rows
@@ -160,7 +186,9 @@ class TiffSink:
         self._levels = _reduced_levels(temporary, shape, dtype)
         try:
             self._tiff = tifffile.TiffWriter(
-                temporary, bigtiff=True, **self._carried.tiff_writer_options()
+                temporary,
+                bigtiff=bigtiff_needed(shape, dtype, self._carried),
+                **self._carried.tiff_writer_options(),
             )
         except BaseException:
             self._remove_levels()
