@@ -180,6 +180,28 @@ def test_missing_objects_fail_on_one_line(s3, s3_bucket, tmp_path):
     )
 
 
+def test_a_missing_bucket_is_named_on_one_line_before_any_file(s3, s3_bucket, tmp_path):
+    # To a bucket that is not there: the listing of -o says so, and no file is tried. From
+    # one: the store's failure, which stops the run, names the bucket, where it said "No
+    # such file or directory".
+    env, fs = s3
+    photos = _gray_photos(tmp_path / "in", "p", 3)
+    missing = s3_bucket + "-none"
+    result = _convcli(env, "pool", photos, "-o", f"s3://{missing}/out")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"convcli: s3://{missing}/out: the bucket '{missing}' does not exist"
+    ]
+    for source in (f"s3://{missing}/in", f"s3://{missing}/in/p00.png"):
+        result = _convcli(env, "pool", source, "-o", tmp_path / "out")
+        assert result.returncode == 1, result.stderr
+        first, summary = result.stderr.splitlines()
+        assert first == f"convcli: {source}: the bucket '{missing}' does not exist; the run stops"
+        assert summary.startswith("convcli: stopped: 0 processed, 0 skipped, 1 failed in ")
+        assert not (tmp_path / "out").exists()
+    assert not fs.exists(missing)
+
+
 # --- without a cluster or a server ------------------------------------------------------------
 
 

@@ -230,6 +230,11 @@ def store_errors(url: str, *, one_object: bool = False):
         yield
     except StoreError:
         raise
+    except FileNotFoundError as exc:
+        if not _no_such_bucket(exc):
+            raise
+        bucket = url.split("://", 1)[-1].split("/", 1)[0]
+        raise StoreError(url, f"the bucket {bucket!r} does not exist") from None
     except PermissionError:
         if one_object:
             raise
@@ -239,6 +244,16 @@ def store_errors(url: str, *, one_object: bool = False):
         if reason is None:
             raise
         raise StoreError(url, reason) from None
+
+
+def _no_such_bucket(exc: BaseException) -> bool:
+    """Whether s3fs' FileNotFoundError `exc` comes of a NoSuchBucket answer (its cause's)."""
+    for _ in range(8):  # the chain of causes, not followed for ever
+        error = getattr(exc, "response", None)
+        if isinstance(error, dict) and error.get("Error", {}).get("Code") == "NoSuchBucket":
+            return True
+        exc = getattr(exc, "__cause__", None) or getattr(exc, "__context__", None)
+    return False
 
 
 _UNKNOWN_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
