@@ -11,6 +11,7 @@ import tifffile
 from helpers import assert_same_file, manifest_records, ok, outputs_in
 from PIL import Image, ImageCms
 
+from convcli.io.iptc import photoshop_resources, png_iptc
 from convcli.kernels import get_kernel
 
 MAKE, ORIENTATION = 0x010F, 0x0112
@@ -1185,9 +1186,10 @@ def test_png_text_that_no_output_keeps_is_said_and_iptc_is_kept(tmp_path):
 
 
 @pytest.mark.parametrize("byte_order", ["<", ">"])
-def test_a_tiffs_iptc_is_kept_by_tiffs_and_jpegs_and_said_lost_by_pngs(tmp_path, byte_order):
+def test_a_tiffs_iptc_is_kept_by_tiffs_jpegs_and_pngs(tmp_path, byte_order):
     """Photoshop writes the IPTC tag as LONG: its numbers are packed back in the file's byte
-    order, so that the records come out as they were."""
+    order, so that the records come out as they were. A PNG holds them as ImageMagick's raw
+    profile text, which exiftool reads."""
     records = b"\x1c\x02\x78\0\x07Harbour"  # an odd length: a LONG tag pads it
     padded = records + b"\0" * (-len(records) % 4)
     longs = np.frombuffer(padded, dtype=f"{byte_order}u4")
@@ -1209,8 +1211,56 @@ def test_a_tiffs_iptc_is_kept_by_tiffs_and_jpegs_and_said_lost_by_pngs(tmp_path,
             with Image.open(out) as im:
                 assert im.info["photoshop"] == {0x0404: padded}
         else:
-            assert "IPTC not kept: png outputs hold none (jpg and tiff outputs do)" in said
-        assert ("IPTC" in said.split("kept: ")[1].split(")")[0]) == (fmt != "png")
+            with Image.open(out) as im:
+                text = im.info["Raw profile type iptc"]
+            assert text.split()[:2] == ["iptc", str(12 + len(padded))]  # in an 8BIM resource
+            assert png_iptc(text) == padded
+        assert "IPTC not kept" not in said
+        assert "IPTC" in said.split("kept: ")[1].split(")")[0]
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["8BIM", "bare"])
+def test_a_pngs_raw_iptc_profile_is_read_and_kept_not_said_lost_as_png_text(tmp_path, wrapped):
+    # ImageMagick and exiftool write a PNG's IPTC as hex text; some writers leave out the
+    # Photoshop resource around the records.
+    from PIL import PngImagePlugin
+
+    records = b"\x1c\x02\x19\0\x06harbor\x1c\x02\x78\0\x05Boats"
+    block = photoshop_resources(records) if wrapped else records
+    digits = block.hex()
+    lines = "\n".join(digits[i : i + 72] for i in range(0, len(digits), 72))
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Raw profile type iptc", f"\niptc\n{len(block):8d}\n{lines}\n", zip=True)
+    pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "in.png", pnginfo=info)
+    for fmt in ("png", "jpg", "tiff"):
+        said = ok("pool", tmp_path / "in.png", "--format", fmt, "-o", tmp_path / fmt, "-v")
+        assert "not kept" not in said.stderr, said.stderr
+        (out,) = sorted((tmp_path / fmt).glob("in_*"))
+        with Image.open(out) as im:
+            if fmt == "png":
+                assert png_iptc(im.info["Raw profile type iptc"]) == records
+            elif fmt == "jpg":
+                assert im.info["photoshop"] == {0x0404: records}
+            else:
+                assert bytes(im.tag_v2[33723]) == records
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "iptc",
+        "\niptc\n  many\n1c02",
+        "\niptc\n 4\nzz11",  # not hex
+        "\niptc\n 12\n" + (b"8BIM\x04\x0c\0\0\0\0\0\x02\xff\xd8").hex(),  # a thumbnail alone
+        "\niptc\n 9\n" + b"8BIM\x04\x04\0".hex(),  # cut short
+        "\niptc\n 0\n",
+    ],
+)
+def test_a_raw_iptc_profile_without_records_gives_none(text):
+    assert png_iptc(text) is None
 
 
 def test_a_tiffs_xmp_is_kept_and_a_photoshop_block_without_iptc_is_not_said(tmp_path):

@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..layers.validation import FLOAT32_MAX
+from . import iptc as iim
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
 from .geotags import GeoTags, geo_tags
-from .iptc import IPTC_RESOURCE, IPTC_TAG, JPEG_IPTC_BYTES, iptc_bytes, photoshop_segment
 from .jpeg_coding import JpegCoding, jpeg_coding
 from .physical import PhysicalSize, physical_size
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
@@ -175,19 +175,18 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size, PNG no IPTC (JPEG none of EXIF, XMP or IPTC over 64 KB), TIFF no EXIF,
-        Zarr the
+        physical size (JPEG none of EXIF, XMP or IPTC over 64 KB), TIFF no EXIF, Zarr the
         georeference and physical size, the others nothing; the JPEG coding
         (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
         held = replace(self, unkept=())
         if fmt == "png":
-            return replace(held, geo=None, physical=None, ome=False, jpeg=None, iptc=None)
+            return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
             return replace(
                 held,
                 exif=_within(self.exif, JPEG_EXIF_BYTES),
                 xmp=_within(self.xmp, JPEG_XMP_BYTES),
-                iptc=_within(self.iptc, JPEG_IPTC_BYTES),
+                iptc=_within(self.iptc, iim.JPEG_IPTC_BYTES),
                 geo=None,
                 physical=None,
                 ome=False,
@@ -217,6 +216,8 @@ class Carried:
             chunks.append((b"eXIf", self.exif_for(size)))
         if self.xmp is not None:  # an iTXt chunk, uncompressed, of no language
             chunks.append((b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + self.xmp_for(size)))
+        if self.iptc is not None:
+            chunks.append((b"zTXt", iim.png_iptc_chunk(self.iptc)))
         return chunks
 
     def exif_for(self, size: tuple[int, int] | None) -> bytes | None:
@@ -249,7 +250,7 @@ class Carried:
                 sized = without_padding(sized)
             options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else held.xmp
         if held.iptc is not None:
-            options["extra"] = photoshop_segment(held.iptc)
+            options["extra"] = iim.photoshop_segment(held.iptc)
         if held.jpeg is not None:
             options.update(held.jpeg.pillow_options())
         return options
@@ -306,7 +307,7 @@ def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
         packet = kept.xmp_for(size)
         extratags.append((XMP_TAG, "B", len(packet), packet, True))
     if kept.iptc is not None:  # UNDEFINED: the records' bytes in any byte order
-        extratags.append((IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
+        extratags.append((iim.IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
     if extratags:
         options["extratags"] = extratags
     return options
@@ -417,18 +418,20 @@ def _unkept(im) -> tuple[str, ...]:
     text = [
         k
         for k, v in chunks.items()
-        if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp")
+        if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp", iim.PNG_IPTC_KEYWORD)
     ]
     return (f"PNG text ({', '.join(text)})",) if text else ()
 
 
 def _iptc(im) -> bytes | None:
     """The IPTC-IIM records of the Pillow image `im`: a JPEG's IPTC-NAA resource, a TIFF's
-    tag 33723; None for none."""
+    tag 33723, a PNG's raw profile text; None for none."""
     if im.format == "TIFF":
-        return iptc_bytes(im.tag_v2.get(IPTC_TAG), getattr(im.tag_v2, "_endian", "<"))
-    found = (im.info.get("photoshop") or {}).get(IPTC_RESOURCE)
-    return iptc_bytes(found, ">")
+        return iim.iptc_bytes(im.tag_v2.get(iim.IPTC_TAG), getattr(im.tag_v2, "_endian", "<"))
+    if im.format == "PNG":
+        return iim.png_iptc(im.info.get(iim.PNG_IPTC_KEYWORD))
+    found = (im.info.get("photoshop") or {}).get(iim.IPTC_RESOURCE)
+    return iim.iptc_bytes(found, ">")
 
 
 def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
@@ -520,7 +523,7 @@ def from_tiff_page(page) -> Carried:
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,
         xmp=xmp_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
-        iptc=iptc_bytes(tags.valueof(IPTC_TAG), page.parent.byteorder),
+        iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
     )
 
 
