@@ -148,3 +148,24 @@ def test_a_result_array_that_is_not_contiguous_is_refused():
         colour + 7, one, one, rows, columns, 0, 0.0, channel=1, out=written
     )
     assert (written == 7).all()
+
+
+@built
+def test_the_maps_start_on_a_cache_line_for_the_streamed_stores():
+    # The passes stream 32-byte stores only to aligned addresses: a plane of 8k values
+    # starts on one where the result does.
+    # (Megabytes, as a photo's maps: memory of its own, where malloc's header comes first.)
+    colour = np.random.default_rng(3).integers(0, 256, (1, 200, 2048, 3), dtype=np.uint8)
+    op = each_op([KERNELS["vertical"]], (1, 1, 1, 1), "reflect", 0.0)
+    with engine("native"):
+        got = conv_pixels.depthwise_maps(op, colour)
+    start = got.__array_interface__["data"][0]
+    assert start % 64 == 0 and got.strides[3] == 200 * 2048 * 4  # (n, m, H, W) planes
+
+
+@built
+def test_a_kernel_larger_than_the_picture_is_said_by_the_layer():
+    colour = np.zeros((1, 1, 5, 3), np.uint8)
+    op = each_op([KERNELS["sobel"]], (0, 0, 0, 0), "constant", 0.0)
+    with engine("native"), pytest.raises(ValueError, match="larger than the input"):
+        conv_pixels.depthwise_maps(op, colour)

@@ -205,6 +205,28 @@ def test_a_missing_bucket_is_named_on_one_line_before_any_file(s3, s3_bucket, tm
 # --- without a cluster or a server ------------------------------------------------------------
 
 
+def test_only_a_missing_object_raised_from_a_nosuchbucket_answer_is_a_missing_bucket():
+    from convcli.io import storage
+
+    class Answer(Exception):
+        response = {"Error": {"Code": "NoSuchBucket"}}  # as botocore's ClientError holds it
+
+    def raised(exc, *, cause=None, context=None):
+        with pytest.raises(Exception) as caught, storage.store_errors("s3://have/a.png"):
+            try:
+                raise context
+            except Exception:
+                raise exc from cause
+        return caught.value
+
+    missing = raised(FileNotFoundError("gone"), cause=Answer(), context=Answer())
+    assert isinstance(missing, storage.StoreError)
+    assert missing.strerror == "the bucket 'have' does not exist"
+    # another object's error, met while the answer was being handled: the object's own
+    other = raised(FileNotFoundError("gone"), context=Answer())
+    assert type(other) is FileNotFoundError
+
+
 def test_memory_urls_in_this_process(tmp_path):
     import fsspec
 

@@ -195,6 +195,8 @@ def one_pass_arguments(op, A: np.ndarray, kernel) -> tuple | None:
     factors = native.separable_factors(weights)
     top, bottom, left, right = op.pad_widths(kernel)
     size = (m, H + top + bottom - len(weights) + 1, W + left + right - weights.shape[1] + 1, 1)
+    if min(size[1:3]) < 1:  # no window fits: the layer says so
+        return None
     check_result_size(size, np.float32, size_cause(op), "the result")  # before the borders
     rows = border_copies(H, top, bottom, op.border)
     columns = border_copies(W, left, right, op.border)
@@ -226,9 +228,9 @@ def depthwise_maps(op, A: np.ndarray, *, bias: float | None = None) -> np.ndarra
         arguments = one_pass_arguments(op, A, kernel)
         for c in range(n_in):
             if arguments is not None:
-                if out is None:
+                if out is None:  # planes on cache lines, for the passes' streamed stores
                     size = (len(arguments[2]) - len(W) + 1, len(arguments[3]) - W.shape[1] + 1)
-                    out = np.empty((len(op.kernels) * n_in, A.shape[0]) + size, np.float32)
+                    out = native.aligned_empty((len(op.kernels) * n_in, A.shape[0]) + size)
                 plane = out[k * n_in + c]
                 Z = native.sum_correlate_separable(A, *arguments, bias, channel=c, out=plane)
                 if Z is not None:

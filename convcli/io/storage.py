@@ -247,12 +247,12 @@ def store_errors(url: str, *, one_object: bool = False):
 
 
 def _no_such_bucket(exc: BaseException) -> bool:
-    """Whether s3fs' FileNotFoundError `exc` comes of a NoSuchBucket answer (its cause's)."""
+    """Whether s3fs' FileNotFoundError `exc` was raised from a NoSuchBucket answer (its cause)."""
     for _ in range(8):  # the chain of causes, not followed for ever
         error = getattr(exc, "response", None)
         if isinstance(error, dict) and error.get("Error", {}).get("Code") == "NoSuchBucket":
             return True
-        exc = getattr(exc, "__cause__", None) or getattr(exc, "__context__", None)
+        exc = getattr(exc, "__cause__", None)
     return False
 
 

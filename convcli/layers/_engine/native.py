@@ -284,14 +284,14 @@ def sum_correlate_separable(
 
 def _result_array(name: str, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
     """`out` seen as `shape`, for kernel `name` to write (C-contiguous: else a ValueError),
-    or a new :func:`_aligned_empty` one where `out` is None."""
+    or a new :func:`aligned_empty` one where `out` is None."""
     if out is None:
-        return _aligned_empty(shape)
+        return aligned_empty(shape)
     _written_in_place(name, out)
     return out.reshape(shape)
 
 
-def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
     """An uninitialised float32 array of `shape` that starts on a 64-byte boundary (a cache
     line), as the streamed stores of 32 bytes need it."""
     size = int(np.prod(shape))
