@@ -591,9 +591,3 @@ def is_folder(url: str, options: dict | None = None) -> bool:
             return bool(fs.isdir(path))
     except FileNotFoundError:
         return False
-
-
-def makedirs(url: str, options: dict | None = None) -> None:
-    fs, path = filesystem(url, options)
-    with store_errors(url):
-        fs.makedirs(path, exist_ok=True)
