@@ -15,7 +15,7 @@ from helpers import assert_same_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcli.io import row_writers, tiff_writer
+from convcli.io import formats, row_writers, tiff_writer
 from convcli.io.image_files import save_levels, save_npy, written_by_convcli
 from convcli.io.images import read_image
 from convcli.io.regions import open_regions
@@ -199,7 +199,7 @@ def test_a_tiff_that_fits_in_4_gib_is_a_classic_tiff_and_a_larger_one_a_bigtiff(
     # Classic, as GDAL and libvips write it: the readers that open no BigTIFF open it.
     values = _values(case.shape, case.dtype, seed=5)
     _write(tmp_path / "classic.tif", values, [7], "tiff")
-    monkeypatch.setattr(tiff_writer, "CLASSIC_TIFF_BYTES", 0)  # as if it might not fit
+    monkeypatch.setattr(formats, "CLASSIC_TIFF_BYTES", 0)  # as if it might not fit
     _write(tmp_path / "big.tif", values, [7], "tiff")
     for name, big in (("classic.tif", False), ("big.tif", True)):
         with tifffile.TiffFile(tmp_path / name) as tif:
@@ -226,16 +226,16 @@ def test_a_tiff_that_fits_in_4_gib_is_a_classic_tiff_and_a_larger_one_a_bigtiff(
 def test_bigtiff_is_needed_where_tiles_of_every_level_might_pass_4_gib(shape, dtype, big):
     from convcli.io.carried import NOTHING
 
-    assert tiff_writer.bigtiff_needed(shape, np.dtype(dtype), NOTHING) is big
+    assert tiff_writer.pyramid_bigtiff_needed(shape, np.dtype(dtype), NOTHING) is big
 
 
 def test_what_a_tiff_carries_counts_toward_its_4_gib():
     from convcli.io.carried import NOTHING, Carried
 
     shape, dtype = (56000, 56000, 1), np.dtype(np.uint8)  # 3.1 GB and 1.0 GB: 4.2 GB
-    assert not tiff_writer.bigtiff_needed(shape, dtype, NOTHING)
-    profile = bytes(200 << 20)  # an ICC profile of 200 MB (no real one is)
-    assert tiff_writer.bigtiff_needed(shape, dtype, Carried(icc_profile=profile))
+    assert not tiff_writer.pyramid_bigtiff_needed(shape, dtype, NOTHING)
+    profile = bytes(100 << 20)  # an ICC profile of 100 MB (no real one is), on both pages
+    assert tiff_writer.pyramid_bigtiff_needed(shape, dtype, Carried(icc_profile=profile))
 
 
 def _failing_bands(values):
@@ -440,3 +440,38 @@ def test_a_tiff_write_that_fails_leaves_no_deflate_threads(tmp_path, monkeypatch
                 out.write(np.ones((100, 700), np.float32))
     assert not [t for t in threading.enumerate() if t.name.startswith("convcli-codec")]
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("stack", [False, True], ids=["image", "stack"])
+def test_a_whole_tiff_and_a_stacks_tiff_are_bigtiffs_where_they_might_pass_4_gib(
+    tmp_path, monkeypatch, stack
+):
+    # A stack of many frames passes 4 GiB page by page: a classic TIFF stops there with
+    # "data too large for non-BigTIFF file". The rule of the tiled outputs decides it.
+    from convcli.io.image_files import save_frames, save_levels
+
+    rng = np.random.default_rng(8)
+    levels = rng.integers(0, 256, (3, 20, 30) if stack else (20, 30, 3), dtype=np.uint8)
+
+    def written(name):
+        path = tmp_path / name
+        if stack:
+            assert save_frames(path, levels, fmt="tiff")
+        else:
+            assert save_levels(path, levels, fmt="tiff")
+        with tifffile.TiffFile(path) as tif:
+            np.testing.assert_array_equal(tif.asarray(), levels)
+            return tif.is_bigtiff
+
+    assert written("classic.tif") is False
+    monkeypatch.setattr(formats, "CLASSIC_TIFF_BYTES", levels.nbytes)  # its samples alone
+    assert written("big.tif") is True
+
+
+def test_bigtiff_is_needed_past_4_gib_with_deflates_worst_case_and_the_tags():
+    fits = formats.CLASSIC_TIFF_BYTES
+    assert not formats.bigtiff_needed(3 << 30, 1000, 2000, 0)  # 3 GiB in 2000 pages
+    assert formats.bigtiff_needed(fits, 0, 0, 0)  # as many samples as fit, stored whole
+    assert formats.bigtiff_needed(fits - fits // 2000, 0, 0, 0)  # with deflate's 0.1%
+    assert formats.bigtiff_needed(3 << 30, 0, 100_000, 10_000)  # the metadata of each page
+    assert not formats.bigtiff_needed(3 << 30, 0, 100_000, 0)

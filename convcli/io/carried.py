@@ -220,6 +220,11 @@ class Carried:
             chunks.append((b"zTXt", iim.png_iptc_chunk(self.iptc)))
         return chunks
 
+    def metadata_bytes(self) -> int:
+        """The bytes of its profile, EXIF, XMP and IPTC: what a file that keeps them holds."""
+        blobs = (self.icc_profile, self.exif, self.xmp, self.iptc)
+        return sum(len(blob) for blob in blobs if blob is not None)
+
     def exif_for(self, size: tuple[int, int] | None) -> bytes | None:
         """The EXIF of an image of `size` (width, height): its image size that one, where it
         gives one (:func:`~convcli.io.exif.exif_sized`), not the input's."""

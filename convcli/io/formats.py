@@ -147,6 +147,23 @@ def tiff_page_tags(channels: int, dtype) -> dict:
     return tags
 
 
+CLASSIC_TIFF_BYTES = 2**32 - 2**25
+"""The most bytes a TIFF output is written as a classic TIFF in (32-bit offsets): tifffile's
+own margin under 4 GiB."""
+
+
+def bigtiff_needed(sample_bytes: int, pieces: int, pages: int, metadata_bytes: int) -> bool:
+    """Whether a TIFF of `sample_bytes` of samples, deflated in `pieces` tiles or strips on
+    `pages` pages that each carry `metadata_bytes` (profile, XMP, IPTC), might pass
+    :data:`CLASSIC_TIFF_BYTES`: deflate stores what it cannot shrink (well under 0.1% more,
+    and a zlib header a piece), a page's tags take up to 4 KB and its offsets 16 bytes a
+    piece. A classic TIFF otherwise, as GDAL and libvips write: every TIFF reader opens one,
+    where older readers (and Windows' own viewers) open no BigTIFF.
+    """
+    stored = sample_bytes + sample_bytes // 1000 + 80 * pieces
+    return stored + pages * (metadata_bytes + 4096) > CLASSIC_TIFF_BYTES
+
+
 def starts_as_tiff(path) -> bool:
     """Whether the file `path` starts as a TIFF or BigTIFF does (:data:`TIFF_SIGNATURES`).
 

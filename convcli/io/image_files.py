@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from .carried import NOTHING, Carried, tiff_options
-from .formats import FORMATS, MARKER, load, tiff_page_tags
+from .formats import FORMATS, MARKER, bigtiff_needed, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .nodata import missing_as_nodata
 from .png import ApngWriter, write_png
@@ -184,7 +184,8 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:
-        tifffile.imwrite(file, data, **carried.tiff_writer_options(), **options)
+        big = bigtiff_needed(data.nbytes, -(-data.nbytes // 8192), 1, carried.metadata_bytes())
+        tifffile.imwrite(file, data, bigtiff=big, **carried.tiff_writer_options(), **options)
 
 
 def save_frames(
@@ -315,8 +316,13 @@ class FrameWriter:
     def _tiff(self, frame: np.ndarray) -> None:
         import tifffile  # only where a TIFF is written
 
-        if self._writer is None:
-            self._writer = tifffile.TiffWriter(self._fh, **self._carried.tiff_writer_options())
+        if self._writer is None:  # a BigTIFF where all the frames might pass 4 GiB
+            metadata, count = self._carried.metadata_bytes(), self._count
+            big = bigtiff_needed(
+                count * frame.nbytes, count * -(-frame.nbytes // 8192), count, metadata
+            )
+            options = self._carried.tiff_writer_options()
+            self._writer = tifffile.TiffWriter(self._fh, bigtiff=big, **options)
         write_tiff(self._writer, frame, self._carried)
 
     def close(self) -> None:

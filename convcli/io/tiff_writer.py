@@ -16,7 +16,7 @@ import tifffile
 
 from ..layers._engine import tiles
 from .carried import NOTHING, Carried, tiff_options
-from .formats import tiff_page_tags
+from .formats import bigtiff_needed, tiff_page_tags
 from .nodata import missing_as_nodata
 from .pyramid import TILE, RowBands, _ReducedLevel, band_pieces
 from .spill import BandFile, piece_columns
@@ -111,29 +111,19 @@ def _tiff_options(shape: tuple[int, int, int], dtype: np.dtype) -> dict:
     }
 
 
-CLASSIC_TIFF_BYTES = 2**32 - 2**25
-"""The most bytes a TIFF output is written as a classic TIFF in (32-bit offsets): tifffile's
-own margin under 4 GiB."""
-
-
-def bigtiff_needed(shape: tuple[int, int, int], dtype: np.dtype, carried: Carried) -> bool:
+def pyramid_bigtiff_needed(shape: tuple[int, int, int], dtype: np.dtype, carried: Carried) -> bool:
     """Whether the tiled TIFF of `shape` with its reduced levels (:func:`_reduced_levels`)
-    might pass :data:`CLASSIC_TIFF_BYTES`: every level's tiles whole and as deflate stores
-    what it cannot shrink, and what the file carries. A classic TIFF otherwise, as GDAL
-    and libvips write: every TIFF reader opens one, where older readers (and Windows' own
-    viewers) open no BigTIFF.
-    """
+    might pass 4 GiB (:func:`~convcli.io.formats.bigtiff_needed`): every level's tiles
+    counted whole."""
     height, width, channels = shape
-    tile_bytes = TILE * TILE * channels * np.dtype(dtype).itemsize
-    stored = tile_bytes + tile_bytes // 1000 + 64  # deflate's stored blocks and zlib's header
-    blobs = (carried.icc_profile, carried.xmp, carried.iptc, carried.exif)
-    total = sum(len(blob) for blob in blobs if blob is not None) + (1 << 20)  # and the tags
-    size = (height, width)
+    tiles, pages, size = 0, 0, (height, width)
     while True:
-        total += -(-size[0] // TILE) * -(-size[1] // TILE) * stored
+        tiles, pages = tiles + -(-size[0] // TILE) * -(-size[1] // TILE), pages + 1
         if max(size) <= TILE:
-            return total > CLASSIC_TIFF_BYTES
+            break
         size = (-(-size[0] // 2), -(-size[1] // 2))
+    tile_bytes = TILE * TILE * channels * np.dtype(dtype).itemsize
+    return bigtiff_needed(tiles * tile_bytes, tiles, pages, carried.metadata_bytes())
 
 
 def _reduced_levels(
@@ -162,7 +152,7 @@ _END, _ABORT = "end", "abort"  # what the writing thread is told after the bands
 
 class TiffSink:
     """A tiled, deflated TIFF with its reduced levels as SubIFDs: a BigTIFF where it might
-    pass 4 GiB (:func:`bigtiff_needed`).
+    pass 4 GiB (:func:`pyramid_bigtiff_needed`).
 
     tifffile pulls the full-size tiles from an iterator; the rows are pushed.
     So tifffile writes in a thread that takes each band of :data:`TILE` rows
@@ -187,7 +177,7 @@ class TiffSink:
         try:
             self._tiff = tifffile.TiffWriter(
                 temporary,
-                bigtiff=bigtiff_needed(shape, dtype, self._carried),
+                bigtiff=pyramid_bigtiff_needed(shape, dtype, self._carried),
                 **self._carried.tiff_writer_options(),
             )
         except BaseException:
