@@ -1288,3 +1288,46 @@ def test_an_input_carrying_only_what_no_output_keeps_records_no_kept(tmp_path):
     ok("pool", tmp_path / "t.png", "-o", tmp_path / "o")
     (record,) = manifest_records(tmp_path / "o")
     assert "kept" not in record
+
+
+def test_a_resolution_no_jfif_header_holds_is_said_not_wrapped_around(tmp_path):
+    # An electron micrograph at 0.05 um a pixel: 508,000 dpi, 254,000 once pooled. Pillow
+    # would write 254000 modulo 65536 (57392) into the JPEG's 16-bit JFIF density.
+    pixels = np.random.default_rng(5).integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    tifffile.imwrite(
+        tmp_path / "em.tif",
+        pixels,
+        photometric="rgb",
+        resolution=(200000, 200000),
+        resolutionunit="CENTIMETER",
+    )
+    jpg = ok("pool", tmp_path / "em.tif", "--format", "jpg", "-o", tmp_path / "j").stderr
+    assert (
+        "254000x254000 dpi not kept: jpg outputs hold 1 to 65535 dpi (png and tiff outputs do)"
+        in jpg
+    )
+    with Image.open(tmp_path / "j" / "em_pool-max-f2-s2.jpg") as im:
+        assert im.info["jfif_unit"] == 0 and im.info["jfif_density"] == (1, 1)  # no density
+    png = ok("pool", tmp_path / "em.tif", "-o", tmp_path / "p", "-v").stderr
+    assert "not kept" not in png and "kept: 254000x254000 dpi" in png
+    with tifffile.TiffFile(tmp_path / "p" / "em_pool-max-f2-s2.tiff") as tif:
+        x, unit = tif.pages[0].tags["XResolution"].value, tif.pages[0].tags["ResolutionUnit"]
+        assert x[0] / x[1] == 100000 and unit.value == 3  # a centimetre's pixels
+
+
+@pytest.mark.parametrize(
+    "dpi, held",
+    [
+        ((1, 1), True),
+        ((72, 300), True),
+        ((65535, 65535), True),
+        ((0.4, 300), False),
+        ((300, 65535.6), False),
+        ((254000, 254000), False),
+        (None, False),
+    ],
+)
+def test_jfif_holds_whole_dpi_from_1_to_65535(dpi, held):
+    from convcli.io.jpeg_coding import jfif_holds
+
+    assert jfif_holds(dpi) is held

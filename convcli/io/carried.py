@@ -23,7 +23,7 @@ from ..layers.validation import FLOAT32_MAX
 from . import iptc as iim
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
 from .geotags import GeoTags, geo_tags
-from .jpeg_coding import JpegCoding, jpeg_coding
+from .jpeg_coding import JpegCoding, jfif_holds, jpeg_coding
 from .physical import PhysicalSize, physical_size
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
 
@@ -175,15 +175,16 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size (JPEG none of EXIF, XMP or IPTC over 64 KB), TIFF no EXIF, Zarr the
-        georeference and physical size, the others nothing; the JPEG coding
-        (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
+        physical size (JPEG no EXIF, XMP or IPTC over 64 KB, no dpi JFIF cannot hold), TIFF
+        no EXIF, Zarr the georeference and physical size, the others nothing; the JPEG
+        coding (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
         held = replace(self, unkept=())
         if fmt == "png":
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
             return replace(
                 held,
+                dpi=self.dpi if jfif_holds(self.dpi) else None,
                 exif=_within(self.exif, JPEG_EXIF_BYTES),
                 xmp=_within(self.xmp, JPEG_XMP_BYTES),
                 iptc=_within(self.iptc, iim.JPEG_IPTC_BYTES),

@@ -55,6 +55,17 @@ class JpegCoding:
         return options
 
 
+JFIF_DENSITY_MAX = 65535
+"""The largest density a JPEG's JFIF header holds (16 bits)."""
+
+
+def jfif_holds(dpi: tuple[float, float] | None) -> bool:
+    """Whether a JPEG's JFIF header holds the resolution `dpi` (x, y) as Pillow writes it:
+    whole dots per inch, 1 to :data:`JFIF_DENSITY_MAX` (Pillow writes a larger one modulo
+    65536, a smaller one as no density at all)."""
+    return dpi is not None and all(1 <= round(d) <= JFIF_DENSITY_MAX for d in dpi)
+
+
 def jpeg_coding(im) -> JpegCoding | None:
     """The coding of the Pillow JPEG `im`, or None (not a JPEG, or no tables read)."""
     tables = getattr(im, "quantization", None) if im.format == "JPEG" else None
