@@ -1294,20 +1294,26 @@ def test_a_resolution_no_jfif_header_holds_is_said_not_wrapped_around(tmp_path):
     # An electron micrograph at 0.05 um a pixel: 508,000 dpi, 254,000 once pooled. Pillow
     # would write 254000 modulo 65536 (57392) into the JPEG's 16-bit JFIF density.
     pixels = np.random.default_rng(5).integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    xmp = (  # its XMP gives the resolution too, per centimetre: that of the output
+        b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/'
+        b'22-rdf-syntax-ns#"><rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" '
+        b'tiff:XResolution="200000/1" tiff:YResolution="200000/1" tiff:ResolutionUnit="3"/>'
+        b"</rdf:RDF></x:xmpmeta>"
+    )
     tifffile.imwrite(
         tmp_path / "em.tif",
         pixels,
         photometric="rgb",
         resolution=(200000, 200000),
         resolutionunit="CENTIMETER",
+        extratags=[(700, "B", len(xmp), xmp, True)],
     )
     jpg = ok("pool", tmp_path / "em.tif", "--format", "jpg", "-o", tmp_path / "j").stderr
-    assert (
-        "254000x254000 dpi not kept: jpg outputs hold 1 to 65535 dpi (png and tiff outputs do)"
-        in jpg
-    )
+    said = "254000x254000 dpi not kept: a jpg's JFIF header holds 1 to 65535 dpi"
+    assert f"{said} (png and tiff outputs do)" in jpg
     with Image.open(tmp_path / "j" / "em_pool-max-f2-s2.jpg") as im:
         assert im.info["jfif_unit"] == 0 and im.info["jfif_density"] == (1, 1)  # no density
+        assert b'tiff:XResolution="100000/1"' in im.info["xmp"]
     png = ok("pool", tmp_path / "em.tif", "-o", tmp_path / "p", "-v").stderr
     assert "not kept" not in png and "kept: 254000x254000 dpi" in png
     with tifffile.TiffFile(tmp_path / "p" / "em_pool-max-f2-s2.tiff") as tif:

@@ -465,7 +465,7 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             name = f"{name} over 64 KB"
         if attr == "dpi" and fmt == "jpg":  # beyond the JFIF header's whole numbers
             dpi = "x".join(f"{d:.6g}" for d in value)
-            lines.append(f"{dpi} dpi not kept: jpg outputs hold 1 to 65535 dpi{do}")
+            lines.append(f"{dpi} dpi not kept: a jpg's JFIF header holds 1 to 65535 dpi{do}")
             continue
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)

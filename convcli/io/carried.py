@@ -251,7 +251,7 @@ class Carried:
         if held.exif is not None:
             options["exif"] = b"Exif\0\0" + held.exif_for(size)
         if held.xmp is not None:
-            sized = held.xmp_for(size)
+            sized = self.xmp_for(size)  # its resolution too, where no JFIF density holds it
             if len(sized) > JPEG_XMP_BYTES:  # its size and resolution overflow: its padding goes
                 sized = without_padding(sized)
             options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else held.xmp
