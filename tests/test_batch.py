@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -653,6 +654,57 @@ def test_a_worker_that_dies_fails_its_file_once_and_the_batch_goes_on():
         "g": "the worker processing it died (signal 9)",
     }
     assert all(r.outputs == (r.source,) for r in results if r.status == "done")
+
+
+class _BrokenAsItSubmits:
+    """A pool that breaks as the run submits: CPython's pool fails the tasks it holds, but
+    one submitted as it broke is left unfinished for ever, and its manager thread is gone."""
+
+    def __init__(self):
+        from concurrent.futures import Future
+
+        self.futures = []
+        self._future = Future
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = self._future()
+        if not self.futures:  # the task whose worker died
+            future.set_exception(BrokenProcessPool("a worker died"))
+        self.futures.append(future)  # the others: never finished
+        return future
+
+    def cannot_finish(self) -> bool:
+        return True
+
+    def terminate(self) -> list[int]:
+        return []
+
+
+def test_a_task_the_broken_pool_never_finishes_runs_again_instead_of_hanging_the_run():
+    broken = _BrokenAsItSubmits()
+    run = batch.BatchRun(
+        list("abc"), _dies_on_b, executor=broken, in_flight=3, new_executor=_new_pool
+    )
+    results = list(run)
+    assert sorted(r.source for r in results) == ["a", "b", "c"]
+    assert not any(f.done() for f in broken.futures[1:])  # never finished by the broken pool
+    failed = {r.source: r.message for r in results if r.status == "failed"}
+    assert failed == {"b": "the worker processing it died (signal 9)"}  # run again, alone
+
+
+def test_a_broken_pool_says_it_cannot_finish_once_its_manager_thread_ends():
+    pool = _new_pool()
+    try:
+        assert not pool.cannot_finish()
+        future = pool.submit(_dies_on_b, "b")
+        with pytest.raises(BrokenProcessPool):
+            future.result(timeout=120)
+        deadline = time.monotonic() + 120  # a bound, not a timing: the thread ends
+        while not pool.cannot_finish() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.cannot_finish()
+    finally:
+        pool.terminate()
 
 
 def test_a_worker_that_dies_without_a_replacement_aborts_the_run():

@@ -99,6 +99,13 @@ class LocalProcessPool(ProcessPoolExecutor):
             time.sleep(0.01)
         return {}
 
+    def cannot_finish(self) -> bool:
+        """Whether the pool broke and its manager thread has ended: a future not done by now
+        never will be. CPython's pool fails the pending tasks without the lock that
+        ``submit`` holds, so a task submitted as it broke can be left so."""
+        thread = getattr(self, "_executor_manager_thread", None)
+        return bool(getattr(self, "_broken", False)) and not (thread and thread.is_alive())
+
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the workers' tasks (SIGUSR1): each ends its file now.
 

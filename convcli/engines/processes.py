@@ -220,12 +220,11 @@ class BatchRun:
 
     def _replace_executor(self, broken: list, *, blame: bool) -> list[FileResult]:
         """Replace the broken executor; return the failure of the task that broke it, if known."""
-        # The other tasks in flight fail (or finish) too: the executor is broken.
-        wait(self._pending)
+        _settle(self._pending, self._executor)  # the others in flight fail or finish too
         results = []
         for future in self._pending:
             task = self._task_of.pop(future)
-            if isinstance(future.exception(), BrokenExecutor):
+            if not future.done() or isinstance(future.exception(), BrokenExecutor):
                 broken.append(task)
             else:
                 results.append(future.result())
@@ -348,6 +347,16 @@ class BatchRun:
         self._pending, self._unreported = set(), []
         self._executor.shutdown(wait=not force, cancel_futures=True)
         return late
+
+
+def _settle(pending: set, executor) -> None:
+    """Wait until each future of `pending` is done, or the broken `executor` can finish none
+    of those left (its ``cannot_finish()``): CPython's pool leaves a task submitted as it
+    broke unfinished for ever, and the run waited for it for ever."""
+    cannot_finish = getattr(executor, "cannot_finish", None)
+    while wait(pending, timeout=_POLL_SECONDS).not_done:
+        if callable(cannot_finish) and cannot_finish():
+            return
 
 
 # Whether a task is being processed in this process's main thread now (one job).
