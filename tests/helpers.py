@@ -20,6 +20,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -57,6 +58,37 @@ def vector_level(level):
 WIDTH, HEIGHT = 40, 30
 
 # mode -> file extension it is written as
+ONE_PASS_KERNELS = {
+    "vertical": [[1, 0, -1]] * 3,
+    "sobel": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
+    "box 5x5": np.full((5, 5), 1 / 25),
+    "gaussian 7x3": np.outer([1, 6, 15, 20, 15, 6, 1], [1, 2, 1]) / 256,
+    "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],  # not rank 1: no one-pass path
+}
+"""Kernels for the native one-pass correlation of 8-bit pictures (the channel sum, each
+channel), against the float32 path."""
+
+
+def conv_options(kernels, widths, border, bias, *, channels):
+    """The options of ``convcli conv`` that :mod:`convcli.app.conv_pixels` reads, for
+    `kernels` (2-D weights), the pad `widths` (top, bottom, left, right) filled as `border`."""
+    made = []
+    for weights in kernels:
+        kernel = SimpleNamespace(weights=np.asarray(weights, np.float32))
+        kernel.size = kernel.weights.shape
+        made.append(kernel)
+    return SimpleNamespace(
+        kernels=made,
+        channels=channels,
+        stride=1,
+        dilation=1,
+        border=border,
+        bias=bias,
+        pad=widths,
+        pad_widths=lambda _: widths,
+    )
+
+
 MODES = {
     "1": "png",
     "L": "png",

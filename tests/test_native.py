@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import built, engine, run, run_without, vector_level
+from helpers import ONE_PASS_KERNELS, built, conv_options, engine, run, run_without, vector_level
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import conv_forward_loop, depthwise_conv_forward_loop
@@ -249,35 +248,11 @@ def test_the_channel_sum_equals_numpys(channels):
         np.testing.assert_array_equal(inside, colour.sum(axis=3, dtype=np.int64))
 
 
-_SUMMED_KERNELS = {
-    "vertical": [[1, 0, -1]] * 3,
-    "sobel": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
-    "box 5x5": np.full((5, 5), 1 / 25),
-    "gaussian 7x3": np.outer([1, 6, 15, 20, 15, 6, 1], [1, 2, 1]) / 256,
-    "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],  # not rank 1: the old path
-}
-
-
-def _summed_op(weights, widths, border, bias):
-    kernel = SimpleNamespace(weights=np.asarray(weights, np.float32))
-    kernel.size = kernel.weights.shape
-    return SimpleNamespace(
-        kernels=[kernel],
-        channels="sum",
-        stride=1,
-        dilation=1,
-        border=border,
-        bias=bias,
-        pad=widths,
-        pad_widths=lambda _: widths,
-    )
-
-
 @built
 @given(
     seed=st.integers(0, 2**32 - 1),
     shape=st.tuples(st.integers(1, 2), st.integers(1, 19), st.integers(1, 41), st.integers(1, 4)),
-    kernel=st.sampled_from(sorted(_SUMMED_KERNELS)),
+    kernel=st.sampled_from(sorted(ONE_PASS_KERNELS)),
     widths=st.tuples(*[st.integers(0, 6)] * 4),
     border=st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]),
     bias=st.sampled_from([0.0, 0.5, -3.0]),
@@ -294,11 +269,11 @@ def test_the_channel_sum_correlated_in_one_pass_has_the_bits_of_the_summed_pictu
 
     rng = np.random.default_rng(seed)
     colour = rng.integers(0, 256, shape, dtype=np.uint8)
-    weights = np.asarray(_SUMMED_KERNELS[kernel], np.float32)
+    weights = np.asarray(ONE_PASS_KERNELS[kernel], np.float32)
     top, bottom, left, right = widths
     if shape[1] + top + bottom < weights.shape[0] or shape[2] + left + right < weights.shape[1]:
         return  # no window fits
-    op = _summed_op(weights, widths, border, bias)
+    op = conv_options([weights], widths, border, bias, channels="sum")
     with engine("native"), pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv_pixels, "summed_in_one_pass", lambda *_: None)
         expected = conv_pixels.summed_maps(op, colour)
@@ -319,7 +294,9 @@ def test_a_channel_sum_whose_passes_overflow_takes_the_summed_picture():
     from convcli.app import conv_pixels
 
     colour = np.full((1, 9, 11, 3), 255, np.uint8)
-    op = _summed_op(np.outer([1, 1, 1], [3e38, 0, -3e38]), (1, 1, 1, 1), "reflect", 0.0)
+    op = conv_options(
+        [np.outer([1, 1, 1], [3e38, 0, -3e38])], (1, 1, 1, 1), "reflect", 0.0, channels="sum"
+    )
     with engine("native"):
         assert conv_pixels.summed_in_one_pass(op, colour, op.kernels[0]) is None
         Z = conv_pixels.summed_maps(op, colour)
@@ -349,7 +326,7 @@ def test_a_channel_sum_with_a_kernel_taller_than_the_passes_take_is_the_summed_p
     from convcli.app import conv_pixels
 
     colour = (np.arange(f_h * 9).reshape(1, f_h, 3, 3) % 251).astype(np.uint8)
-    op = _summed_op(np.ones((f_h, 2)), (0, 0, 0, 0), "constant", 0.0)
+    op = conv_options([np.ones((f_h, 2))], (0, 0, 0, 0), "constant", 0.0, channels="sum")
     with engine("numpy"):
         expected = conv_pixels.summed_maps(op, colour)
     with engine("native"):

@@ -8,43 +8,14 @@ float32 copy of the channel and calls depthwise_conv_forward.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
-from helpers import built, engine, vector_level
+from helpers import ONE_PASS_KERNELS, built, conv_options, engine, vector_level
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convcli.app import conv_pixels
 from convcli.layers._engine import native
-
-KERNELS = {
-    "vertical": [[1, 0, -1]] * 3,
-    "sobel": [[1, 0, -1], [2, 0, -2], [1, 0, -1]],
-    "box 5x5": np.full((5, 5), 1 / 25),
-    "gaussian 7x3": np.outer([1, 6, 15, 20, 15, 6, 1], [1, 2, 1]) / 256,
-    "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],  # not rank 1: the float32 path
-}
-
-
-def each_op(kernels, widths, border, bias):
-    """The options depthwise_maps reads, for `kernels` (a list of 2-D weights)."""
-    made = []
-    for weights in kernels:
-        kernel = SimpleNamespace(weights=np.asarray(weights, np.float32))
-        kernel.size = kernel.weights.shape
-        made.append(kernel)
-    return SimpleNamespace(
-        kernels=made,
-        channels="each",
-        stride=1,
-        dilation=1,
-        border=border,
-        bias=bias,
-        pad=widths,
-        pad_widths=lambda _: widths,
-    )
 
 
 def float32_path(op, colour):
@@ -71,7 +42,7 @@ def counted_passes(patch) -> list:
 @given(
     seed=st.integers(0, 2**32 - 1),
     shape=st.tuples(st.integers(1, 2), st.integers(1, 19), st.integers(1, 41), st.integers(1, 4)),
-    kernel=st.sampled_from(sorted(KERNELS)),
+    kernel=st.sampled_from(sorted(ONE_PASS_KERNELS)),
     widths=st.tuples(*[st.integers(0, 6)] * 4),
     border=st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]),
     bias=st.sampled_from([0.0, 0.5, -3.0]),
@@ -85,11 +56,11 @@ def test_each_channel_read_from_its_8_bit_pixels_has_the_bits_of_its_float32_cop
     # 3 channels take the AVX2 shuffle, 1 the plain copy, 2 and 4 the loop over channels.
     rng = np.random.default_rng(seed)
     colour = rng.integers(0, 256, shape, dtype=np.uint8)
-    weights = np.asarray(KERNELS[kernel], np.float32)
+    weights = np.asarray(ONE_PASS_KERNELS[kernel], np.float32)
     top, bottom, left, right = widths
     if shape[1] + top + bottom < weights.shape[0] or shape[2] + left + right < weights.shape[1]:
         return  # no window fits
-    op = each_op([weights, weights[::-1, ::-1] * 2], widths, border, bias)
+    op = conv_options([weights, weights[::-1, ::-1] * 2], widths, border, bias, channels="each")
     expected = float32_path(op, colour)
     for level in native.vector_levels():
         with engine("native"), vector_level(level), pytest.MonkeyPatch.context() as patch:
@@ -108,7 +79,7 @@ def test_a_photo_sized_channel_in_one_pass_has_the_bits_of_its_float32_copy():
     # stores, for each of the three channels and kernels of two sizes.
     rng = np.random.default_rng(7)
     colour = rng.integers(0, 256, (1, 300, 2403, 3), dtype=np.uint8)
-    op = each_op([KERNELS["sobel"]], (1, 1, 1, 1), "reflect", 0.0)
+    op = conv_options([ONE_PASS_KERNELS["sobel"]], (1, 1, 1, 1), "reflect", 0.0, channels="each")
     with engine("native"), pytest.MonkeyPatch.context() as patch:
         calls = counted_passes(patch)
         got = conv_pixels.depthwise_maps(op, colour)
@@ -125,7 +96,9 @@ def test_a_photo_sized_channel_in_one_pass_has_the_bits_of_its_float32_copy():
 def test_a_channel_whose_pass_overflows_takes_the_float32_path():
     # inf - inf in the passes: the channel's values are the plain path's, NaN where it has them.
     colour = np.full((1, 9, 11, 3), 255, np.uint8)
-    op = each_op([np.outer([1, 1, 1], [3e38, 0, -3e38])], (1, 1, 1, 1), "reflect", 0.0)
+    op = conv_options(
+        [np.outer([1, 1, 1], [3e38, 0, -3e38])], (1, 1, 1, 1), "reflect", 0.0, channels="each"
+    )
     with engine("native"), pytest.MonkeyPatch.context() as patch:
         calls = counted_passes(patch)
         got = conv_pixels.depthwise_maps(op, colour)
@@ -156,7 +129,7 @@ def test_the_maps_start_on_a_cache_line_for_the_streamed_stores():
     # starts on one where the result does.
     # (Megabytes, as a photo's maps: memory of its own, where malloc's header comes first.)
     colour = np.random.default_rng(3).integers(0, 256, (1, 200, 2048, 3), dtype=np.uint8)
-    op = each_op([KERNELS["vertical"]], (1, 1, 1, 1), "reflect", 0.0)
+    op = conv_options([ONE_PASS_KERNELS["vertical"]], (1, 1, 1, 1), "reflect", 0.0, channels="each")
     with engine("native"):
         got = conv_pixels.depthwise_maps(op, colour)
     start = got.__array_interface__["data"][0]
@@ -166,6 +139,6 @@ def test_the_maps_start_on_a_cache_line_for_the_streamed_stores():
 @built
 def test_a_kernel_larger_than_the_picture_is_said_by_the_layer():
     colour = np.zeros((1, 1, 5, 3), np.uint8)
-    op = each_op([KERNELS["sobel"]], (0, 0, 0, 0), "constant", 0.0)
+    op = conv_options([ONE_PASS_KERNELS["sobel"]], (0, 0, 0, 0), "constant", 0.0, channels="each")
     with engine("native"), pytest.raises(ValueError, match="larger than the input"):
         conv_pixels.depthwise_maps(op, colour)

@@ -184,8 +184,16 @@ def write_tiff(file, image: np.ndarray, carried: Carried = NOTHING) -> None:
     if isinstance(file, tifffile.TiffWriter):
         file.write(data, **options)
     else:
-        big = bigtiff_needed(data.nbytes, -(-data.nbytes // 8192), 1, carried.metadata_bytes())
+        big = _strips_need_bigtiff(data.nbytes, 1, carried)
         tifffile.imwrite(file, data, bigtiff=big, **carried.tiff_writer_options(), **options)
+
+
+def _strips_need_bigtiff(page_bytes: int, pages: int, carried: Carried) -> bool:
+    """Whether `pages` pages of `page_bytes` of samples in strips, each page carrying what
+    `carried` holds, might pass 4 GiB (:func:`~convcli.io.formats.bigtiff_needed`): a strip
+    counted for every 8 KB, more than tifffile makes (about 256 KB each)."""
+    strips = pages * -(-page_bytes // 8192)
+    return bigtiff_needed(pages * page_bytes, strips, pages, carried.metadata_bytes())
 
 
 def save_frames(
@@ -317,10 +325,7 @@ class FrameWriter:
         import tifffile  # only where a TIFF is written
 
         if self._writer is None:  # a BigTIFF where all the frames might pass 4 GiB
-            metadata, count = self._carried.metadata_bytes(), self._count
-            big = bigtiff_needed(
-                count * frame.nbytes, count * -(-frame.nbytes // 8192), count, metadata
-            )
+            big = _strips_need_bigtiff(frame.nbytes, self._count, self._carried)
             options = self._carried.tiff_writer_options()
             self._writer = tifffile.TiffWriter(self._fh, bigtiff=big, **options)
         write_tiff(self._writer, frame, self._carried)

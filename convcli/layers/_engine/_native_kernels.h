@@ -438,6 +438,15 @@ static void FN(separable_rows)(const sep_args *a, Py_ssize_t i, Py_ssize_t h0, P
 /* --- channel sums and levels ------------------------------------------------------------ */
 
 #if VL == 8
+/* The 24 bytes of 8 pixels of 3 8-bit channels from `q`, 4 pixels in each 128-bit lane
+ * (12 of the 16 bytes each lane loads: 28 bytes from `q` are read, so the callers leave a
+ * row's last 10 pixels to their plain loops). */
+static inline __m256i FN(load8_rgb)(const unsigned char *q)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q)),
+                                   _mm_loadu_si128((const __m128i *)(q + 12)), 1);
+}
+
 /* The sums of the first pixels of a row of 3-channel 8-bit pixels, 8 at a time; returns
  * how many it did (the rest to the caller). Each 128-bit lane takes 4 pixels (12 of the 16
  * bytes it loads, so a row's last 10 pixels are left to the caller: no read past the row),
@@ -451,10 +460,7 @@ static Py_ssize_t FN(sum3_u8)(const unsigned char *p, Py_ssize_t W, float *o)
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     Py_ssize_t x = 0;
     for (; x + 10 <= W; x += 8) {
-        const unsigned char *q = p + 3 * x;
-        __m256i bytes = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q)),
-            _mm_loadu_si128((const __m128i *)(q + 12)), 1);
+        __m256i bytes = FN(load8_rgb)(p + 3 * x);
         __m256i pairs = _mm256_maddubs_epi16(_mm256_shuffle_epi8(bytes, spread), ones8);
         _mm256_storeu_ps(o + x, _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones16)));
     }
@@ -473,10 +479,7 @@ static Py_ssize_t FN(pick3_u8)(const unsigned char *p, Py_ssize_t W, int first, 
     const __m256i spread = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)order));
     Py_ssize_t x = 0;
     for (; x + 10 <= W; x += 8) {
-        const unsigned char *q = p + 3 * x;
-        __m256i bytes = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q)),
-            _mm_loadu_si128((const __m128i *)(q + 12)), 1);
+        __m256i bytes = FN(load8_rgb)(p + 3 * x);
         _mm256_storeu_ps(o + x, _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, spread)));
     }
     return x;
