@@ -28,6 +28,7 @@ from ..io import storage
 from ..io.carried import NOTHING, Carried, kept_record, kept_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
+from ..io.png_text import keywords
 from ..io.safeio import path_key, published_identity, refusal
 from ..levels.mapping import LevelScale, Mapping, level_type, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
@@ -391,7 +392,7 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.without_band_values()
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
-    # A PNG's text: said where EXIF is kept; maps of other values keep none, unsaid.
+    # A PNG's raw profile text: said where EXIF is kept; maps of other values keep none, unsaid.
     unkept = tuple(f"{what} not kept: convcli writes none" for what in pic.carried.unkept * colours)
     clamped = _nodata_clamped(held, mappings, output_depth(pic.depth, task.fmt))
     return kept_said, alpha + not_held(kept, task.fmt) + clamped + unkept
@@ -442,6 +443,7 @@ _HELD_OR_NOT = (
     ("IPTC", "iptc"),
     ("georeference", "geo"),
     ("physical pixel size", "physical"),
+    ("PNG text", "png_text"),
 )
 
 
@@ -461,6 +463,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":
             name = value.what
+        if attr == "png_text":
+            name = f"{name} ({', '.join(keywords(value))})"
         if attr in ("exif", "xmp", "iptc") and fmt == "jpg":  # too large for a JPEG's segment
             name = f"{name} over 64 KB"
         if attr == "dpi" and fmt == "jpg":  # beyond the JFIF header's whole numbers

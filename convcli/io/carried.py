@@ -1,9 +1,9 @@
 """What a file carries besides its pixels, which outputs may keep: colour profile, resolution,
-EXIF, georeference, physical pixel size (:mod:`convcli.io.physical`).
+EXIF, XMP, IPTC, PNG text, georeference, physical pixel size (:mod:`convcli.io.physical`).
 
 Read from an image (:func:`from_pillow`, :func:`from_tiff_page`) into a
 :class:`Carried`, and written by each output format as it can hold them: PNG
-as ``iCCP``, ``pHYs`` and ``eXIf`` chunks (:meth:`Carried.png_chunks`), JPEG
+as ``iCCP``, ``pHYs``, ``eXIf`` and text chunks (:meth:`Carried.png_chunks`), JPEG
 through Pillow (:meth:`Carried.pillow_options`), TIFF as the ICC profile tag,
 X/YResolution, XMP, IPTC, GeoTIFF tags and OME-XML (:func:`tiff_options`). Which
 output keeps what is the application's rule (:func:`convcli.app.outputs.carried_for`).
@@ -25,6 +25,7 @@ from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, withou
 from .geotags import GeoTags, geo_tags
 from .jpeg_coding import JpegCoding, jfif_holds, jpeg_coding
 from .physical import PhysicalSize, physical_size
+from .png_text import keywords, pillow_text
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
@@ -71,8 +72,10 @@ class Carried:
     iptc : bytes or None
         The IPTC-IIM records (caption, keywords, credit), as the file holds them: a JPEG's
         IPTC-NAA resource, a TIFF's tag 33723.
+    png_text : tuple of (bytes, bytes) or None
+        A PNG's text chunks (kind, data) that a PNG of it keeps (:mod:`convcli.io.png_text`).
     unkept : tuple of str
-        What the file carries that convcli writes none of: a PNG's text.
+        What the file carries that convcli writes none of: a PNG's raw profile text.
     """
 
     icc_profile: bytes | None = None
@@ -86,6 +89,7 @@ class Carried:
     png_colour: tuple[tuple[bytes, bytes], ...] | None = None
     xmp: bytes | None = None
     iptc: bytes | None = None
+    png_text: tuple[tuple[bytes, bytes], ...] | None = None
     unkept: tuple[str, ...] = ()
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
@@ -192,9 +196,11 @@ class Carried:
                 physical=None,
                 ome=False,
                 png_colour=None,
+                png_text=None,
             )
         if fmt == "tiff":
-            return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, png_colour=None)
+            no_png = {"png_colour": None, "png_text": None}
+            return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, **no_png)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
@@ -219,7 +225,7 @@ class Carried:
             chunks.append((b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + self.xmp_for(size)))
         if self.iptc is not None:
             chunks.append((b"zTXt", iim.png_iptc_chunk(self.iptc)))
-        return chunks
+        return chunks + list(self.png_text or ())
 
     def metadata_bytes(self) -> int:
         """The bytes of its profile, EXIF, XMP and IPTC: what a file that keeps them holds."""
@@ -338,6 +344,8 @@ def kept_text(kept: Carried) -> str:
         said.append(kept.geo.kept_text())
     if kept.physical is not None:
         said.append(f"pixel size {kept.physical.text()}")
+    if kept.png_text is not None:
+        said.append(f"PNG text ({', '.join(keywords(kept.png_text))})")
     return ", ".join(said)  # not the JPEG coding: every JPEG has one, the manifest says it
 
 
@@ -363,6 +371,8 @@ def kept_record(kept: Carried) -> dict:
         record["ome"] = True
     if kept.jpeg is not None:
         record["jpeg_quality"] = kept.jpeg.quality
+    if kept.png_text is not None:
+        record["png_text"] = keywords(kept.png_text)
     return record
 
 
@@ -403,6 +413,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
     xmp = xmp_packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
+    png_text, unkept = pillow_text(im)
     return replace(
         header,
         dpi=dpi,
@@ -410,23 +421,9 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         jpeg=jpeg_coding(im),
         xmp=xmp,
         iptc=_iptc(im),
-        unkept=_unkept(im),
+        png_text=png_text,
+        unkept=unkept,
     )
-
-
-def _unkept(im) -> tuple[str, ...]:
-    """What the Pillow image `im` carries that convcli writes none of: a PNG's text chunks
-    other than its Software and its XMP."""
-    if im.format != "PNG":
-        return ()
-    # An animation's text before its frames: Pillow's `text` would decode every frame first.
-    chunks = im.info if getattr(im, "is_animated", False) else getattr(im, "text", {})
-    text = [
-        k
-        for k, v in chunks.items()
-        if isinstance(v, str) and k not in ("Software", "XML:com.adobe.xmp", iim.PNG_IPTC_KEYWORD)
-    ]
-    return (f"PNG text ({', '.join(text)})",) if text else ()
 
 
 def _iptc(im) -> bytes | None:

@@ -1,0 +1,89 @@
+"""A PNG's text chunks (``tEXt``, ``zTXt``, ``iTXt``: a title, an author, a copyright, a
+comment, a generator's parameters), as PNG outputs keep them.
+
+They are read from Pillow's image and written again as chunks: Latin-1 text as ``tEXt``,
+other text as ``iTXt`` (UTF-8), an ``iTXt``'s language and translated keyword kept, and
+text over :data:`COMPRESSED_FROM` bytes compressed (``zTXt``, or a compressed ``iTXt``).
+Not kept: the keywords convcli writes itself (``Software``, the XMP packet's, the IPTC
+raw profile's) and ImageMagick's other raw profiles (``Raw profile type exif``, ...):
+hex copies of an EXIF or a profile that the pixels written would no longer match
+(an EXIF's orientation, its size).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from .iptc import PNG_IPTC_KEYWORD
+
+WRITTEN_BY_CONVCLI = ("Software", "XML:com.adobe.xmp", PNG_IPTC_KEYWORD)
+"""The keywords whose text convcli writes from what it reads (its marker, XMP, IPTC)."""
+RAW_PROFILE = "Raw profile type "
+"""The start of ImageMagick's keywords for a profile's bytes in hex."""
+COMPRESSED_FROM = 1024
+"""Text of this many bytes or more is written compressed, as libpng's tools do."""
+
+
+def pillow_text(im) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tuple[str, ...]]:
+    """The text chunks that PNGs of the Pillow image `im` keep (None for none), and what they
+    do not keep, said as ``PNG text (Raw profile type exif)``: () for other formats."""
+    if im.format != "PNG":
+        return None, ()
+    # An animation's text before its frames: Pillow's `text` would decode every frame first.
+    animated = getattr(im, "is_animated", False)
+    chunks, unkept = text_chunks(im.info if animated else getattr(im, "text", {}))
+    return chunks, (f"PNG text ({', '.join(unkept)})",) if unkept else ()
+
+
+def text_chunks(texts: dict) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tuple[str, ...]]:
+    """The chunks (kind, data) that keep a PNG's `texts` (Pillow's ``text``: keyword ->
+    ``str``, or ``PngImagePlugin.iTXt`` with its ``lang`` and ``tkey``), None for none; and
+    the keywords not kept, other than those convcli writes itself.
+
+    >>> chunks, unkept = text_chunks({"Author": "Jane", "Raw profile type exif": "..."})
+    >>> chunks, unkept
+    (((b'tEXt', b'Author\\x00Jane'),), ('Raw profile type exif',))
+    """
+    chunks, unkept = [], []
+    for keyword, value in texts.items():
+        if not isinstance(keyword, str) or not isinstance(value, str):
+            continue
+        if keyword in WRITTEN_BY_CONVCLI:
+            continue
+        chunk = None if keyword.startswith(RAW_PROFILE) else _chunk(keyword, value)
+        if chunk is None:
+            unkept.append(keyword)
+        else:
+            chunks.append(chunk)
+    return tuple(chunks) or None, tuple(unkept)
+
+
+def _chunk(keyword: str, value: str) -> tuple[bytes, bytes] | None:
+    """One text chunk (kind, data) for `value` under `keyword`; None where the keyword is no
+    PNG keyword (1 to 79 Latin-1 characters, no spaces at its ends, no NUL)."""
+    try:
+        key = keyword.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+    if not 1 <= len(key) <= 79 or b"\0" in key or key != key.strip(b" "):
+        return None
+    lang, tkey = getattr(value, "lang", None), getattr(value, "tkey", None)
+    if lang is None and tkey is None:
+        try:
+            latin = value.encode("latin-1")
+        except UnicodeEncodeError:
+            latin = None
+        if latin is not None:
+            if len(latin) < COMPRESSED_FROM:
+                return b"tEXt", key + b"\0" + latin
+            return b"zTXt", key + b"\0\0" + zlib.compress(latin)
+    text = str(value).encode("utf-8")
+    compressed = len(text) >= COMPRESSED_FROM
+    head = key + b"\0" + bytes([compressed, 0])
+    head += (lang or "").encode("ascii", "ignore") + b"\0" + (tkey or "").encode("utf-8") + b"\0"
+    return b"iTXt", head + (zlib.compress(text) if compressed else text)
+
+
+def keywords(chunks) -> list[str]:
+    """The keywords of text `chunks` (kind, data), in order."""
+    return [data.split(b"\0", 1)[0].decode("latin-1") for _, data in chunks or ()]

@@ -1,0 +1,135 @@
+"""A PNG's text chunks: kept by PNG images of the input's colours; their loss said where the
+output's format holds none."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from helpers import manifest_records, ok
+from PIL import Image, PngImagePlugin
+
+from convcli.io.png_text import COMPRESSED_FROM, keywords, text_chunks
+
+LONG_TEXT = "steps: 30, sampler: Euler a, seed: 1234; " * 40  # a generator's parameters
+
+
+def _texty_png(path, size=(40, 30)):
+    """An RGB PNG with a tEXt, a zTXt, a German iTXt and a long tEXt."""
+    pixels = np.random.default_rng(3).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Author", "Ada Lovelace")
+    info.add_text("Comment", "taken at dawn", zip=True)
+    info.add_itxt(
+        "Description", "Ein Bild \u2013 \u00fcber den Hafen", lang="de", tkey="Beschreibung"
+    )
+    info.add_text("parameters", LONG_TEXT)
+    info.add_text("Software", "Some Editor 1.0")  # replaced by convcli's marker
+    Image.fromarray(pixels).save(path, pnginfo=info)
+    return path
+
+
+def _chunks(path) -> dict[bytes, list[bytes]]:
+    """The chunks of the PNG file at `path`: kind -> the data of each, in order."""
+    data, at, found = path.read_bytes(), 8, {}
+    while at < len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        kind = data[at + 4 : at + 8]
+        found.setdefault(kind, []).append(data[at + 8 : at + 8 + size])
+        at += 12 + size
+    return found
+
+
+def _assert_text_kept(path):
+    with Image.open(path) as im:
+        text = im.text
+    assert text["Software"] == "convcli"
+    assert text["Author"] == "Ada Lovelace"
+    assert text["Comment"] == "taken at dawn"
+    assert text["parameters"] == LONG_TEXT
+    assert text["Description"] == "Ein Bild \u2013 \u00fcber den Hafen"
+    assert (text["Description"].lang, text["Description"].tkey) == ("de", "Beschreibung")
+    chunks = _chunks(path)
+    long_chunk = next(c for c in chunks[b"zTXt"] if c.startswith(b"parameters\0"))
+    assert zlib.decompress(long_chunk[len(b"parameters\0\0") :]).decode("latin-1") == LONG_TEXT
+    assert [c.split(b"\0")[0] for c in chunks[b"tEXt"]].count(b"Software") == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [("pool", "harbour_pool-max-f2-s2.png"), ("pad", "harbour_pad-constant-2.png")],
+)
+def test_images_of_the_inputs_colours_keep_a_pngs_text(tmp_path, command, output):
+    source = _texty_png(tmp_path / "harbour.png")
+    before = source.read_bytes()
+    result = ok(command, "-v", source, "-o", tmp_path / "out")
+    assert "not kept" not in result.stderr
+    assert "PNG text (Author, Comment, Description, parameters)" in result.stderr
+    _assert_text_kept(tmp_path / "out" / output)
+    (record,) = manifest_records(tmp_path / "out")
+    assert record["kept"]["png_text"] == ["Author", "Comment", "Description", "parameters"]
+    assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("fmt", ["jpg", "tiff"])
+def test_formats_without_png_text_say_what_they_lose_once(tmp_path, fmt):
+    _texty_png(tmp_path / "a.png")
+    _texty_png(tmp_path / "b.png")
+    result = ok("pool", "--format", fmt, tmp_path / "a.png", tmp_path / "b.png", "-o", tmp_path)
+    line = (
+        f"convcli: PNG text (Author, Comment, Description, parameters) not kept: "
+        f"{fmt} outputs hold none (png outputs do)"
+    )
+    assert result.stderr.splitlines().count(line) == 1
+    (record, _) = manifest_records(tmp_path)
+    assert "png_text" not in record.get("kept", {})
+
+
+def test_an_edge_map_keeps_no_text_and_says_none(tmp_path):
+    _texty_png(tmp_path / "a.png")
+    result = ok("conv", "-k", "vertical", tmp_path / "a.png", "-o", tmp_path / "out")
+    assert "not kept" not in result.stderr
+    with Image.open(tmp_path / "out" / "a_conv-vertical-sum.png") as im:
+        assert im.text == {"Software": "convcli"}
+
+
+def test_raw_profiles_are_not_kept_and_said(tmp_path):
+    """ImageMagick's hex copy of an EXIF would keep an orientation the pixels no longer have."""
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Title", "Dawn")
+    info.add_text("Raw profile type exif", "\nexif\n      6\n457869660000\n", zip=True)
+    Image.new("RGB", (20, 10), (200, 40, 40)).save(tmp_path / "a.png", pnginfo=info)
+    result = ok("pool", tmp_path / "a.png", "-o", tmp_path / "out")
+    assert "PNG text (Raw profile type exif) not kept: convcli writes none" in result.stderr
+    with Image.open(tmp_path / "out" / "a_pool-max-f2-s2.png") as im:
+        assert im.text == {"Software": "convcli", "Title": "Dawn"}
+
+
+def test_text_chunks_encode_each_kind():
+    itxt = PngImagePlugin.iTXt("\u65e5\u306e\u51fa", "ja", "")
+    chunks, unkept = text_chunks(
+        {
+            "Title": "Caf\u00e9",
+            "Note": "\u2713 checked",  # no Latin-1: iTXt without a language
+            "Caption": itxt,
+            "Long": "x" * COMPRESSED_FROM,
+            "": "no keyword",
+            "k" * 80: "keyword too long",
+            " padded": "keyword with a space first",
+            "Software": "Other",
+            "XML:com.adobe.xmp": "<x/>",
+            "Raw profile type iptc": "\niptc\n0\n",
+            "Raw profile type 8bim": "\n8bim\n0\n",
+        }
+    )
+    assert chunks[0] == (b"tEXt", b"Title\0Caf\xe9")
+    assert chunks[1] == (b"iTXt", b"Note\0\0\0\0\0" + "\u2713 checked".encode())
+    assert chunks[2] == (b"iTXt", b"Caption\0\0\0ja\0\0" + "\u65e5\u306e\u51fa".encode())
+    kind, data = chunks[3]
+    assert kind == b"zTXt" and data[:6] == b"Long\0\0"
+    assert zlib.decompress(data[6:]) == b"x" * COMPRESSED_FROM
+    assert len(chunks) == 4
+    assert unkept == ("", "k" * 80, " padded", "Raw profile type 8bim")
+    assert keywords(chunks) == ["Title", "Note", "Caption", "Long"]
+    assert text_chunks({}) == (None, ())
