@@ -22,7 +22,7 @@ import numpy as np
 from ..layers.validation import FLOAT32_MAX
 from . import iptc as iim
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
-from .geotags import GeoTags, geo_tags
+from .geotags import GeoTags
 from .jpeg_coding import JpegCoding, jfif_holds, jpeg_coding
 from .physical import PhysicalSize, physical_size
 from .png_text import keywords, pillow_text
@@ -408,7 +408,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
-    only = frozenset(_TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
+    only = frozenset(TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
     exif = _upright_exif(found, upright, only)
     # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
@@ -424,6 +424,11 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         png_text=png_text,
         unkept=unkept,
     )
+
+
+# The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
+# DateTime, Artist, Copyright), and its EXIF and GPS directories.
+TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
 
 
 def _iptc(im) -> bytes | None:
@@ -501,97 +506,3 @@ def dpi_of(value) -> tuple[float, float] | None:
     except (TypeError, ValueError):
         return None
     return (x, y) if x > 1 and y > 1 else None
-
-
-def from_tiff_page(page) -> Carried:
-    """What a tifffile page carries: its ICC profile, resolution, camera tags (as EXIF) and
-    georeference, and the OME-XML's physical size of an OME-TIFF's first page."""
-    tags = page.tags
-    icc = tags.get(34675)
-    dpi = None
-    x, y, unit = tags.get("XResolution"), tags.get("YResolution"), tags.get("ResolutionUnit")
-    if x is not None and y is not None and unit is not None and int(unit.value) in (2, 3):
-        per_unit = 1.0 if int(unit.value) == 2 else 2.54  # inch, centimetre
-        try:
-            dpi = dpi_of([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
-        except ZeroDivisionError:
-            dpi = None
-    ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
-    return Carried(
-        bytes(icc.value) if icc is not None else None,
-        dpi,
-        _tiff_exif(tags),
-        geo_tags(tags),
-        physical_size(page.parent.ome_metadata) if ome else None,
-        ome,
-        per_cm=dpi is not None and int(unit.value) == 3,
-        xmp=xmp_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
-        iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
-    )
-
-
-# The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
-# DateTime, Artist, Copyright), and its EXIF and GPS directories.
-_TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
-
-
-def _tiff_exif(tags) -> bytes | None:
-    """A TIFF page's camera tags and EXIF and GPS directories, as EXIF bytes (as Pillow
-    writes them, the orientation as stored: tifffile's pixels are not turned); None where
-    it has none, or they cannot be written again."""
-    import tifffile
-    from PIL import Image
-
-    found = {code: tags[code].value for code in _TIFF_CAMERA_TAGS if code in tags}
-    directories = [
-        (ifd, tags[code].value, registry)
-        for code, ifd, registry in (
-            (34665, EXIF_IFD, tifffile.TIFF.EXIF_TAGS),
-            (34853, GPS_IFD, tifffile.TIFF.GPS_TAGS),
-        )
-        if code in tags and isinstance(tags[code].value, dict)
-    ]
-    if not found and not directories:
-        return None
-    try:
-        exif = Image.Exif()
-        for code, value in found.items():
-            exif[code] = int(value) if code == ORIENTATION else value
-        for ifd, values, registry in directories:
-            block = exif.get_ifd(ifd)
-            for name, value in values.items():
-                code = registry[name] if isinstance(name, str) else name
-                block[code] = _rationals(value) if code in _RATIONAL_TAGS[ifd] else value
-        data = exif.tobytes()
-    except (OSError, ValueError, TypeError, KeyError, struct.error):
-        return None
-    return without_exif_header(data)
-
-
-# The tags of EXIF's and GPS's directories whose values are RATIONAL or SRATIONAL, which
-# tifffile gives flat, (numerator, denominator, ...): written so, each would be two numbers.
-_RATIONAL_TAGS = {
-    EXIF_IFD: frozenset(
-        (0x829A, 0x829D, 0x9102, 0x9201, 0x9202, 0x9203, 0x9204, 0x9205, 0x9206, 0x920A)
-        + (0x9400, 0x9401, 0x9402, 0x9403, 0x9404, 0x9405, 0xA20B, 0xA20E, 0xA20F, 0xA215)
-        + (0xA404, 0xA432, 0xA500)
-    ),
-    GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
-}
-
-
-def _rationals(value):
-    """tifffile's flat (numerator, denominator, ...) as Pillow's rationals (one, or a tuple);
-    any other value as it is."""
-    from PIL.TiffImagePlugin import IFDRational
-
-    if not (isinstance(value, tuple) and value and len(value) % 2 == 0):
-        return value
-    if not all(isinstance(v, int) for v in value):
-        return value
-    pairs = tuple(IFDRational(n, d) for n, d in zip(value[::2], value[1::2], strict=True))
-    return pairs[0] if len(pairs) == 1 else pairs
-
-
-def _ratio(value) -> float:
-    return value[0] / value[1] if isinstance(value, tuple) else float(value)

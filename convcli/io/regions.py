@@ -73,10 +73,11 @@ import tifffile
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
 from .bands import check_rows, float_white
-from .carried import Carried, from_tiff_page
+from .carried import Carried
 from .decoders import deep_codecs_missing, narrow_note, unassociated
 from .formats import is_store_name, starts_as_tiff
 from .spill import SegmentRows, SpillError
+from .tiff_carried import from_tiff_page
 from .tile_inflate import deflate_decoder, samples_per_segment
 from .zarr_regions import StoreRegions, open_store_regions
 

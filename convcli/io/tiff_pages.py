@@ -12,7 +12,6 @@ import numpy as np
 import tifffile
 
 from ..errors import ImageError
-from .carried import from_tiff_page
 from .regions import (
     _JPEG,
     _LOSSLESS,
@@ -27,6 +26,7 @@ from .regions import (
     _tifffile_quiet,
     _with_nodata_read,
 )
+from .tiff_carried import from_tiff_page
 
 
 class TiffPages:
