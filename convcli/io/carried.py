@@ -22,10 +22,11 @@ import numpy as np
 from ..layers.validation import FLOAT32_MAX
 from . import iptc as iim
 from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
+from .formats import MARKER
 from .geotags import GeoTags
-from .jpeg_coding import JpegCoding, jfif_holds, jpeg_coding
+from .jpeg_coding import JpegCoding, comment_segments, jfif_holds, jpeg_coding, jpeg_comments
 from .physical import PhysicalSize, physical_size
-from .png_text import keywords, pillow_text
+from .png_text import comment_chunks, keywords, pillow_text
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
@@ -74,6 +75,9 @@ class Carried:
         IPTC-NAA resource, a TIFF's tag 33723.
     png_text : tuple of (bytes, bytes) or None
         A PNG's text chunks (kind, data) that a PNG of it keeps (:mod:`convcli.io.png_text`).
+    comments : tuple of bytes or None
+        A JPEG's comments (COM segments) but convcli's marker: a JPEG of it keeps them, a
+        PNG as ``Comment`` text.
     unkept : tuple of str
         What the file carries that convcli writes none of: a PNG's raw profile text.
     """
@@ -90,6 +94,7 @@ class Carried:
     xmp: bytes | None = None
     iptc: bytes | None = None
     png_text: tuple[tuple[bytes, bytes], ...] | None = None
+    comments: tuple[bytes, ...] | None = None
     unkept: tuple[str, ...] = ()
 
     def on_grid(self, step: int, top: float = 0.0, left: float = 0.0) -> Carried:
@@ -199,7 +204,7 @@ class Carried:
                 png_text=None,
             )
         if fmt == "tiff":
-            no_png = {"png_colour": None, "png_text": None}
+            no_png = {"png_colour": None, "png_text": None, "comments": None}
             return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, **no_png)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
@@ -225,7 +230,7 @@ class Carried:
             chunks.append((b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + self.xmp_for(size)))
         if self.iptc is not None:
             chunks.append((b"zTXt", iim.png_iptc_chunk(self.iptc)))
-        return chunks + list(self.png_text or ())
+        return chunks + list(self.png_text or ()) + list(comment_chunks(self.comments or ()))
 
     def metadata_bytes(self) -> int:
         """The bytes of its profile, EXIF, XMP and IPTC: what a file that keeps them holds."""
@@ -263,6 +268,8 @@ class Carried:
             options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else held.xmp
         if held.iptc is not None:
             options["extra"] = iim.photoshop_segment(held.iptc)
+        if held.comments is not None:  # before convcli's own comment, its marker
+            options["extra"] = options.get("extra", b"") + comment_segments(held.comments)
         if held.jpeg is not None:
             options.update(held.jpeg.pillow_options())
         return options
@@ -346,6 +353,8 @@ def kept_text(kept: Carried) -> str:
         said.append(f"pixel size {kept.physical.text()}")
     if kept.png_text is not None:
         said.append(f"PNG text ({', '.join(keywords(kept.png_text))})")
+    if kept.comments is not None:
+        said.append("JPEG comment")
     return ", ".join(said)  # not the JPEG coding: every JPEG has one, the manifest says it
 
 
@@ -373,6 +382,7 @@ def kept_record(kept: Carried) -> dict:
         record["jpeg_quality"] = kept.jpeg.quality
     if kept.png_text is not None:
         record["png_text"] = keywords(kept.png_text)
+    record.update({"jpeg_comment": True} if kept.comments is not None else {})
     return record
 
 
@@ -422,6 +432,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         xmp=xmp,
         iptc=_iptc(im),
         png_text=png_text,
+        comments=jpeg_comments(im, MARKER.encode()),
         unkept=unkept,
     )
 

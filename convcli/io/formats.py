@@ -13,8 +13,8 @@ from dataclasses import dataclass
 MARKER = "convcli"
 """What every image convcli writes carries in its metadata, so that ``--overwrite``
 replaces only convcli's own files: the PNG text chunk ``Software``, the TIFF tag
-Software (305), the JPEG comment, a Zarr store's attributes. Metadata only: the
-pixels are not touched."""
+Software (305), a JPEG comment (COM) of its own after the input's, a Zarr store's
+attributes. Metadata only: the pixels are not touched."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def written_by_convcli(path: str | os.PathLike, *, marked: bool | None = None) -
             if im.format == "TIFF":
                 return im.tag_v2.get(_TIFF_SOFTWARE) == MARKER
             if im.format == "JPEG":
-                return im.info.get("comment") in (MARKER.encode(), MARKER)
+                return any(kind == "COM" and data == MARKER.encode() for kind, data in im.applist)
             return im.info.get("Software") == MARKER
     except Exception:  # anything Pillow raises on a file it cannot parse
         return _tiff_marked(path)

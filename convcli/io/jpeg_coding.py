@@ -1,5 +1,6 @@
 """How a JPEG was coded (:class:`JpegCoding`): a JPEG of its pixels is coded the same way, at
-its quality (:mod:`convcli.io.carried`)."""
+its quality (:mod:`convcli.io.carried`); and its comments (COM segments), which a JPEG of it
+keeps."""
 
 from __future__ import annotations
 
@@ -78,3 +79,27 @@ def jpeg_coding(im) -> JpegCoding | None:
     except (AttributeError, TypeError, ValueError):
         subsampling = -1
     return JpegCoding(tuple(tuple(int(v) for v in tables[k]) for k in sorted(tables)), subsampling)
+
+
+COMMENT_MARKER = b"\xff\xfe"
+"""A JPEG's comment segment (COM)."""
+
+
+def jpeg_comments(im, marker: bytes) -> tuple[bytes, ...] | None:
+    """The comments (COM segments) of the Pillow JPEG image `im` but convcli's `marker`, in
+    order; None for none."""
+    if im.format != "JPEG":
+        return None
+    found = tuple(
+        data for kind, data in getattr(im, "applist", ()) if kind == "COM" and data != marker
+    )
+    return found or None
+
+
+def comment_segments(comments: tuple[bytes, ...]) -> bytes:
+    """COM segments that hold `comments` (each at most 65533 bytes, as read from a segment).
+
+    >>> comment_segments((b"Dawn",))
+    b'\\xff\\xfe\\x00\\x06Dawn'
+    """
+    return b"".join(COMMENT_MARKER + (len(text) + 2).to_bytes(2, "big") + text for text in comments)

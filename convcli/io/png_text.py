@@ -3,7 +3,7 @@ comment, a generator's parameters), as PNG outputs keep them.
 
 They are read from Pillow's image and written again as chunks: Latin-1 text as ``tEXt``,
 other text as ``iTXt`` (UTF-8), an ``iTXt``'s language and translated keyword kept, and
-text over :data:`COMPRESSED_FROM` bytes compressed (``zTXt``, or a compressed ``iTXt``).
+text of :data:`COMPRESSED_FROM` bytes or more compressed (``zTXt``, or a compressed ``iTXt``).
 Not kept: the keywords convcli writes itself (``Software``, the XMP packet's, the IPTC
 raw profile's) and ImageMagick's other raw profiles (``Raw profile type exif``, ...):
 hex copies of an EXIF or a profile that the pixels written would no longer match
@@ -21,7 +21,7 @@ WRITTEN_BY_CONVCLI = ("Software", "XML:com.adobe.xmp", PNG_IPTC_KEYWORD)
 RAW_PROFILE = "Raw profile type "
 """The start of ImageMagick's keywords for a profile's bytes in hex."""
 COMPRESSED_FROM = 1024
-"""Text of this many bytes or more is written compressed, as libpng's tools do."""
+"""Text of this many bytes or more is written compressed."""
 
 
 def pillow_text(im) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tuple[str, ...]]:
@@ -82,6 +82,25 @@ def _chunk(keyword: str, value: str) -> tuple[bytes, bytes] | None:
     head = key + b"\0" + bytes([compressed, 0])
     head += (lang or "").encode("ascii", "ignore") + b"\0" + (tkey or "").encode("utf-8") + b"\0"
     return b"iTXt", head + (zlib.compress(text) if compressed else text)
+
+
+def comment_chunks(comments: tuple[bytes, ...]) -> tuple[tuple[bytes, bytes], ...]:
+    """``Comment`` text chunks for a JPEG's `comments`, as exiftool and ImageMagick carry a
+    JPEG's comment to a PNG: UTF-8 where the bytes are, else Latin-1.
+
+    >>> comment_chunks((b"Caf\\xc3\\xa9", b"\\xe2\\x9c\\x93"))[0]
+    (b'tEXt', b'Comment\\x00Caf\\xe9')
+    >>> comment_chunks((b"Caf\\xc3\\xa9", b"\\xe2\\x9c\\x93"))[1]
+    (b'iTXt', b'Comment\\x00\\x00\\x00\\x00\\x00\\xe2\\x9c\\x93')
+    """
+    chunks = []
+    for comment in comments:
+        try:
+            text = comment.decode("utf-8")
+        except UnicodeDecodeError:
+            text = comment.decode("latin-1")
+        chunks.append(_chunk("Comment", text))
+    return tuple(chunks)
 
 
 def keywords(chunks) -> list[str]:

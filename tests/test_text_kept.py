@@ -1,5 +1,5 @@
-"""A PNG's text chunks: kept by PNG images of the input's colours; their loss said where the
-output's format holds none."""
+"""A PNG's text chunks and a JPEG's comments: kept by images of the input's colours in formats
+that hold them; their loss said where the output's format holds none."""
 
 from __future__ import annotations
 
@@ -133,3 +133,58 @@ def test_text_chunks_encode_each_kind():
     assert unkept == ("", "k" * 80, " padded", "Raw profile type 8bim")
     assert keywords(chunks) == ["Title", "Note", "Caption", "Long"]
     assert text_chunks({}) == (None, ())
+
+
+def _commented_jpeg(path, comments):
+    """An RGB JPEG with a COM segment for each of `comments`, after its JFIF header."""
+    pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    data = path.read_bytes()
+    segments = b"".join(b"\xff\xfe" + (len(c) + 2).to_bytes(2, "big") + c for c in comments)
+    path.write_bytes(data[:20] + segments + data[20:])  # SOI and the 18-byte APP0
+    return path
+
+
+def _coms(path) -> list[bytes]:
+    with Image.open(path) as im:
+        return [data for kind, data in im.applist if kind == "COM"]
+
+
+COMMENTS = (b"Shot by Ada at dawn", b"Caf\xe9 du Port")  # ASCII, then Latin-1
+
+
+def test_jpeg_comments_are_kept_by_jpegs_and_pngs_and_said_lost_by_tiffs(tmp_path):
+    source = _commented_jpeg(tmp_path / "port.jpg", COMMENTS)
+    assert _coms(source) == list(COMMENTS)
+    result = ok("pool", "-v", source, "-o", tmp_path / "out")
+    assert "kept: JPEG comment" in result.stderr
+    out = tmp_path / "out" / "port_pool-max-f2-s2.jpg"
+    assert _coms(out) == [*COMMENTS, b"convcli"]  # convcli's marker last
+    (record,) = manifest_records(tmp_path / "out")
+    assert record["kept"]["jpeg_comment"] is True
+    # The output is still convcli's: --overwrite replaces it, and a run without it keeps it.
+    assert "1 skipped" in ok("pool", source, "-o", tmp_path / "out").stderr
+    assert "1 processed" in ok("pool", "--overwrite", source, "-o", tmp_path / "out").stderr
+    # A JPEG of convcli's as an input: its marker is not carried as a comment of its own.
+    ok("pool", out, "-o", tmp_path / "again")
+    assert _coms(tmp_path / "again" / "port_pool-max-f2-s2_pool-max-f2-s2.jpg") == [
+        *COMMENTS,
+        b"convcli",
+    ]
+
+    ok("pool", "--format", "png", source, "-o", tmp_path / "png")
+    png = tmp_path / "png" / "port_pool-max-f2-s2.png"
+    assert _chunks(png)[b"tEXt"][1:] == [b"Comment\0" + c for c in COMMENTS]  # Latin-1 text
+    with Image.open(png) as im:
+        assert im.text["Comment"] == "Caf\u00e9 du Port"  # Pillow keeps the last of a keyword
+
+    said = ok("pool", "--format", "tiff", source, "-o", tmp_path / "tiff").stderr
+    line = "convcli: JPEG comment not kept: tiff outputs hold none (png and jpg outputs do)"
+    assert said.splitlines().count(line) == 1
+
+
+def test_an_edge_map_keeps_no_jpeg_comment(tmp_path):
+    source = _commented_jpeg(tmp_path / "a.jpg", COMMENTS)
+    result = ok("conv", "-k", "vertical", "--format", "jpg", source, "-o", tmp_path / "out")
+    assert "not kept" not in result.stderr
+    assert _coms(tmp_path / "out" / "a_conv-vertical-sum.jpg") == [b"convcli"]
