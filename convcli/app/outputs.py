@@ -26,6 +26,7 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..io import storage
 from ..io.carried import NOTHING, Carried, kept_record, kept_text
+from ..io.exif import IMAGE_DESCRIPTION, exif_beyond_text, exif_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.png_text import keywords
@@ -390,6 +391,8 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.with_band_values_of(task.op.tags(pic.channels).bands)
     else:
         kept = kept.without_band_values()
+    if task.out_file and ome_tiff_name(task.out_file):  # as carried_for names it
+        kept = replace(kept, ome=True)
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
     # A PNG's raw profile text: said where EXIF is kept; maps of other values keep none, unsaid.
@@ -464,6 +467,12 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":
             name = value.what
+        if attr == "exif" and fmt == "tiff":  # its text tags are the TIFF's own
+            if _description_of(value) and not _description_of(held.tiff_text):
+                lines.append("ImageDescription not kept: an OME-TIFF's holds its OME-XML")
+            if not exif_beyond_text(value):
+                continue
+            name = "EXIF other than its text tags"
         if attr == "png_text":
             name = f"{name} ({', '.join(keywords(value))})"
         if attr in ("exif", "xmp", "iptc") and fmt == "jpg":  # too large for a JPEG's segment
@@ -474,6 +483,12 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             continue
         lines.append(f"{name} not kept: {fmt} outputs hold none{do}")
     return tuple(lines)
+
+
+def _description_of(exif_or_text) -> bool:
+    """Whether EXIF bytes, or (tag, text) pairs of them, give an ImageDescription."""
+    pairs = exif_text(exif_or_text) if isinstance(exif_or_text, bytes) else exif_or_text
+    return IMAGE_DESCRIPTION in dict(pairs or ())
 
 
 def _listed(words: list[str]) -> str:

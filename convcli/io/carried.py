@@ -21,7 +21,19 @@ import numpy as np
 
 from ..layers.validation import FLOAT32_MAX
 from . import iptc as iim
-from .exif import EXIF_IFD, GPS_IFD, exif_on_grid, exif_sized, exif_tags, without_exif_header
+from .exif import (
+    EXIF_IFD,
+    GPS_IFD,
+    IMAGE_DESCRIPTION,
+    TIFF_TEXT_TAGS,
+    exif_bytes,
+    exif_on_grid,
+    exif_sized,
+    exif_tags,
+    exif_text,
+    is_description,
+    without_exif_header,
+)
 from .formats import MARKER
 from .geotags import GeoTags
 from .jpeg_coding import JpegCoding, comment_segments, jfif_holds, jpeg_coding, jpeg_comments
@@ -75,6 +87,9 @@ class Carried:
         IPTC-NAA resource, a TIFF's tag 33723.
     png_text : tuple of (bytes, bytes) or None
         A PNG's text chunks (kind, data) that a PNG of it keeps (:mod:`convcli.io.png_text`).
+    tiff_text : tuple of (int, bytes) or None
+        What a TIFF of it holds of its EXIF: the text tags (Make, Artist, ...) of the EXIF's
+        first directory, as tags of its own (:func:`~convcli.io.exif.exif_text`).
     comments : tuple of bytes or None
         A JPEG's comments (COM segments) but convcli's marker: a JPEG of it keeps them, a
         PNG as ``Comment`` text.
@@ -94,6 +109,7 @@ class Carried:
     xmp: bytes | None = None
     iptc: bytes | None = None
     png_text: tuple[tuple[bytes, bytes], ...] | None = None
+    tiff_text: tuple[tuple[int, bytes], ...] | None = None
     comments: tuple[bytes, ...] | None = None
     unkept: tuple[str, ...] = ()
 
@@ -184,9 +200,9 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size (JPEG no EXIF, XMP or IPTC over 64 KB, no dpi JFIF cannot hold), TIFF
-        no EXIF, Zarr the georeference and physical size, the others nothing; the JPEG
-        coding (:class:`JpegCoding`) JPEG alone; no format its :attr:`unkept`."""
+        physical size (JPEG no EXIF, XMP or IPTC over 64 KB, no dpi JFIF cannot hold), TIFF of
+        its EXIF the text tags alone, Zarr the georeference and physical size, the others
+        nothing; the JPEG coding JPEG alone; no format its :attr:`unkept`."""
         held = replace(self, unkept=())
         if fmt == "png":
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
@@ -204,8 +220,8 @@ class Carried:
                 png_text=None,
             )
         if fmt == "tiff":
-            no_png = {"png_colour": None, "png_text": None, "comments": None}
-            return replace(held, exif=None, ome=self.ome_tiff, jpeg=None, **no_png)
+            kept = {"exif": None, "ome": self.ome_tiff, "jpeg": None, "tiff_text": _tiff_text(self)}
+            return replace(held, png_colour=None, png_text=None, comments=None, **kept)
         if fmt == "zarr":  # in the group's attributes
             return Carried(geo=self.geo, physical=self.physical)
         return NOTHING
@@ -301,6 +317,13 @@ NOTHING = Carried()
 """Nothing carried."""
 
 
+def _tiff_text(carried: Carried) -> tuple[tuple[int, bytes], ...] | None:
+    """The text tags of `carried`'s EXIF that a TIFF of it holds: not its ImageDescription in an
+    OME-TIFF, whose ImageDescription holds the OME-XML."""
+    text = carried.tiff_text or exif_text(carried.exif) or ()
+    return tuple((code, t) for code, t in text if not (carried.ome_tiff and code == 270)) or None
+
+
 def _within(value: bytes | None, limit: int) -> bytes | None:
     """`value` where it is at most `limit` bytes (a JPEG segment's room), else None."""
     return value if value is not None and len(value) <= limit else None
@@ -327,6 +350,8 @@ def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
         extratags.append((XMP_TAG, "B", len(packet), packet, True))
     if kept.iptc is not None:  # UNDEFINED: the records' bytes in any byte order
         extratags.append((iim.IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
+    for code, text in kept.held_by("tiff").tiff_text or ():
+        extratags.append((code, "s", 0, text, True))
     if extratags:
         options["extratags"] = extratags
     return options
@@ -355,6 +380,8 @@ def kept_text(kept: Carried) -> str:
         said.append(f"PNG text ({', '.join(keywords(kept.png_text))})")
     if kept.comments is not None:
         said.append("JPEG comment")
+    if kept.tiff_text is not None:
+        said.append(f"TIFF tags ({', '.join(TIFF_TEXT_TAGS[code] for code, _ in kept.tiff_text)})")
     return ", ".join(said)  # not the JPEG coding: every JPEG has one, the manifest says it
 
 
@@ -383,6 +410,8 @@ def kept_record(kept: Carried) -> dict:
     if kept.png_text is not None:
         record["png_text"] = keywords(kept.png_text)
     record.update({"jpeg_comment": True} if kept.comments is not None else {})
+    if kept.tiff_text is not None:
+        record["tiff_tags"] = [TIFF_TEXT_TAGS[code] for code, _ in kept.tiff_text]
     return record
 
 
@@ -418,7 +447,9 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
-    only = frozenset(TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD)) if im.format == "TIFF" else None
+    described = is_description(found.get(IMAGE_DESCRIPTION))
+    kept_tags = TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD) + ((IMAGE_DESCRIPTION,) if described else ())
+    only = frozenset(kept_tags) if im.format == "TIFF" else None
     exif = _upright_exif(found, upright, only)
     # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
@@ -460,14 +491,14 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
     if not len(found):
         return None
     try:
-        tags = exif_tags(found.tobytes())  # a copy: Pillow's own turns the pixels upright
+        tags = exif_tags(exif_bytes(found))  # a copy: Pillow's own turns the pixels upright
         for code in [code for code in tags if only is not None and code not in only]:
             del tags[code]  # the width, strips and compression of the file read, not of ours
         if not len(tags):
             return None  # a TIFF's structure alone: no EXIF, not even an orientation
         if upright:
             tags[ORIENTATION] = 1
-        exif = tags.tobytes()
+        exif = exif_bytes(tags)
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
     return without_exif_header(exif)

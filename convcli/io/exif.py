@@ -40,7 +40,7 @@ def _edited_exif(exif: bytes, edit) -> bytes | None:
     loaded (`exif` itself where it changed none); None where they cannot be written again."""
     try:
         tags = exif_tags(exif)
-        return without_exif_header(tags.tobytes()) if edit(tags) else exif
+        return without_exif_header(exif_bytes(tags)) if edit(tags) else exif
     except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError, struct.error):
         return None
 
@@ -58,7 +58,86 @@ def exif_tags(exif: bytes):
     return tags
 
 
+def exif_bytes(tags, encoding: str = "latin-1") -> bytes:
+    """Pillow's `tags` as EXIF bytes, their text as the file had it.
+
+    Pillow reads a tag's text as Latin-1 and writes text as ASCII, each other character as
+    ``?``: a UTF-8 ``© Zoë`` would come out ``?? Zo??``. Text that is not ASCII is written
+    as bytes in `encoding`: ``latin-1`` for text Pillow read (its own bytes again),
+    ``utf-8`` for text read as text (tifffile's). `tags` are left as they were.
+    """
+    blocks = [tags.get_ifd(ifd) for ifd in (EXIF_IFD, GPS_IFD) if ifd in tags]
+    texts = [
+        (block, code, value)
+        for block in (tags, *blocks)
+        for code, value in list(block.items())
+        if isinstance(value, str) and not value.isascii()
+    ]
+    try:
+        for block, code, value in texts:
+            block[code] = value.encode(encoding, "replace")
+        return tags.tobytes()
+    finally:
+        for block, code, value in texts:
+            block[code] = value
+
+
 def without_exif_header(exif: bytes) -> bytes:
     """EXIF bytes as Pillow writes them, without the ``Exif\\0\\0`` header a JPEG's APP1
     segment starts with (:meth:`Carried.pillow_options` puts it back)."""
     return exif[6:] if exif.startswith(b"Exif\0\0") else exif
+
+
+IMAGE_DESCRIPTION = 270
+TIFF_TEXT_TAGS = {
+    IMAGE_DESCRIPTION: "ImageDescription",
+    271: "Make",
+    272: "Model",
+    306: "DateTime",
+    315: "Artist",
+    33432: "Copyright",
+}
+"""The text tags of an EXIF's first directory that a TIFF holds as tags of its own."""
+_OF_THE_PIXELS = frozenset((256, 257, 274, 282, 283, 296, 305, 531, EXIF_IFD, GPS_IFD))
+"""The tags of an EXIF's first directory that any output gives of its own pixels: their
+size, orientation (written upright), resolution, software and chroma siting."""
+
+
+def exif_text(exif: bytes | None) -> tuple[tuple[int, bytes], ...] | None:
+    """The text tags (:data:`TIFF_TEXT_TAGS`) of the EXIF bytes `exif`, (tag, its bytes as
+    the EXIF holds them) in order of tag; None for none."""
+    if exif is None:
+        return None
+    try:
+        tags = exif_tags(exif)
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        return None
+    found = []
+    for code in sorted(TIFF_TEXT_TAGS):
+        value = tags.get(code)
+        if isinstance(value, str):  # Pillow's Latin-1 reading of the bytes
+            value = value.encode("latin-1", "replace")
+        if isinstance(value, bytes) and value.strip(b"\0 "):
+            found.append((code, value.rstrip(b"\0")))
+    return tuple(found) or None
+
+
+def exif_beyond_text(exif: bytes) -> bool:
+    """Whether the EXIF bytes `exif` hold more than their text tags and what any output gives
+    of its own pixels: a camera or GPS block, or other tags of the first directory."""
+    try:
+        tags = exif_tags(exif)
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        return True
+    if any(len(tags.get_ifd(ifd)) for ifd in (EXIF_IFD, GPS_IFD) if ifd in tags):
+        return True
+    return any(code not in TIFF_TEXT_TAGS and code not in _OF_THE_PIXELS for code in tags)
+
+
+def is_description(value) -> bool:
+    """Whether a TIFF's ImageDescription `value` is a description of the picture, not a
+    program's metadata written there (tifffile's JSON, OME-XML, ImageJ's header)."""
+    if not isinstance(value, str) or not value.strip("\0 "):
+        return False
+    text = value.lstrip()
+    return not text.startswith(("{", "<?xml", "<OME", "ImageJ="))

@@ -8,7 +8,14 @@ import struct
 
 from . import iptc as iim
 from .carried import ORIENTATION, TIFF_CAMERA_TAGS, XMP_TAG, Carried, dpi_of
-from .exif import EXIF_IFD, GPS_IFD, without_exif_header
+from .exif import (
+    EXIF_IFD,
+    GPS_IFD,
+    IMAGE_DESCRIPTION,
+    exif_bytes,
+    is_description,
+    without_exif_header,
+)
 from .geotags import geo_tags
 from .physical import physical_size
 from .xmp import xmp_packet
@@ -49,6 +56,8 @@ def _tiff_exif(tags) -> bytes | None:
     from PIL import Image
 
     found = {code: tags[code].value for code in TIFF_CAMERA_TAGS if code in tags}
+    if IMAGE_DESCRIPTION in tags and is_description(tags[IMAGE_DESCRIPTION].value):
+        found[IMAGE_DESCRIPTION] = tags[IMAGE_DESCRIPTION].value
     directories = [
         (ifd, tags[code].value, registry)
         for code, ifd, registry in (
@@ -68,7 +77,7 @@ def _tiff_exif(tags) -> bytes | None:
             for name, value in values.items():
                 code = registry[name] if isinstance(name, str) else name
                 block[code] = _rationals(value) if code in _RATIONAL_TAGS[ifd] else value
-        data = exif.tobytes()
+        data = exif_bytes(exif, "utf-8")  # tifffile's text: UTF-8 is how it reads it
     except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None
     return without_exif_header(data)

@@ -1,0 +1,173 @@
+"""EXIF text as the file had it (UTF-8 ``©`` and accents, not ``?``), and a TIFF output's text
+tags (ImageDescription, Make, Model, DateTime, Artist, Copyright) from its input's EXIF or
+TIFF tags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import manifest_records, ok
+from PIL import Image
+
+from convcli.io.exif import (
+    EXIF_IFD,
+    GPS_IFD,
+    exif_beyond_text,
+    exif_bytes,
+    exif_text,
+    is_description,
+)
+
+ARTIST = "Zo\u00eb \u00d8deg\u00e5rd".encode()
+COPYRIGHT = "\u00a9 2026 Zo\u00eb".encode()
+LENS = "\u00c6rolens 35mm".encode()
+PIXELS = np.random.default_rng(6).integers(0, 256, (40, 60, 3), dtype=np.uint8)
+
+
+def _camera_jpeg(path):
+    """A JPEG whose EXIF has UTF-8 text, a camera block (exposure, lens) and a GPS block."""
+    exif = Image.Exif()
+    exif[271], exif[272], exif[315], exif[33432] = "Canon", "EOS R5", ARTIST, COPYRIGHT
+    exif.get_ifd(EXIF_IFD)[0x829A] = (1, 250)
+    exif.get_ifd(EXIF_IFD)[0xA434] = LENS
+    exif.get_ifd(GPS_IFD)[1] = "N"
+    Image.fromarray(PIXELS).save(path, exif=exif.tobytes())
+    return path
+
+
+def _exif_of(path):
+    with Image.open(path) as im:
+        exif = im.getexif()
+        return exif, exif.get_ifd(EXIF_IFD)
+
+
+def _raw(text) -> bytes:
+    """A tag's bytes from Pillow's Latin-1 reading of them."""
+    return text.encode("latin-1") if isinstance(text, str) else bytes(text).rstrip(b"\0")
+
+
+@pytest.mark.parametrize("fmt", ["jpg", "png"])
+def test_exif_text_that_is_not_ascii_is_written_as_the_file_had_it(tmp_path, fmt):
+    source = _camera_jpeg(tmp_path / "cam.jpg")
+    ok("pool", "--format", fmt, source, "-o", tmp_path)
+    exif, camera = _exif_of(tmp_path / f"cam_pool-max-f2-s2.{fmt}")
+    assert (_raw(exif[315]), _raw(exif[33432])) == (ARTIST, COPYRIGHT)
+    assert _raw(camera[0xA434]) == LENS
+    assert camera[0x829A] == _exif_of(source)[1][0x829A]  # the exposure, as it was
+
+
+def test_a_tiff_output_keeps_the_exifs_text_tags_and_says_the_rest_is_lost(tmp_path):
+    _camera_jpeg(tmp_path / "a.jpg")
+    _camera_jpeg(tmp_path / "b.jpg")
+    result = ok(
+        "pool", "-v", "--format", "tiff", tmp_path / "a.jpg", tmp_path / "b.jpg", "-o", tmp_path
+    )
+    assert "kept: TIFF tags (Make, Model, Artist, Copyright)" in result.stderr
+    line = (
+        "convcli: EXIF other than its text tags not kept: tiff outputs hold none "
+        "(png and jpg outputs do)"
+    )
+    assert result.stderr.splitlines().count(line) == 1
+    with tifffile.TiffFile(tmp_path / "a_pool-max-f2-s2.tiff") as tif:
+        tags = tif.pages[0].tags
+        assert (tags["Make"].value, tags["Model"].value) == ("Canon", "EOS R5")
+        assert tags["Artist"].value == ARTIST.decode()
+        assert tags["Copyright"].value == COPYRIGHT.decode()
+        assert tags["Software"].value == "convcli"
+        assert "ImageDescription" not in tags
+    assert manifest_records(tmp_path)[0]["kept"]["tiff_tags"] == [
+        "Make",
+        "Model",
+        "Artist",
+        "Copyright",
+    ]
+
+
+def _described_tiff(path, description: bytes):
+    extratags = [(270, "s", 0, description, True), (315, "s", 0, ARTIST, True)]
+    tifffile.imwrite(path, PIXELS, photometric="rgb", metadata=None, extratags=extratags)
+    return path
+
+
+def test_a_tiffs_description_and_artist_are_kept_by_tiffs_and_in_the_exif_of_pngs(tmp_path):
+    description = "Hafen \u2013 fr\u00fch".encode()
+    source = _described_tiff(tmp_path / "harbour.tif", description)
+    result = ok("pool", "-v", source, "-o", tmp_path / "out")
+    assert "kept: TIFF tags (ImageDescription, Artist)" in result.stderr
+    assert "not kept" not in result.stderr  # no EXIF beyond its text
+    with tifffile.TiffFile(tmp_path / "out" / "harbour_pool-max-f2-s2.tiff") as tif:
+        tags = tif.pages[0].tags
+        assert tags["ImageDescription"].value == description.decode()
+        assert tags["Artist"].value == ARTIST.decode()
+    ok("pool", "--format", "png", source, "-o", tmp_path / "png")
+    exif, _ = _exif_of(tmp_path / "png" / "harbour_pool-max-f2-s2.png")
+    assert (_raw(exif[270]), _raw(exif[315])) == (description, ARTIST)
+
+    # An OME-TIFF's ImageDescription holds its OME-XML: the description's loss is said.
+    said = ok("pool", "-v", source, "-o", tmp_path / "cells.ome.tiff").stderr
+    assert "ImageDescription not kept: an OME-TIFF's holds its OME-XML" in said
+    with tifffile.TiffFile(tmp_path / "cells.ome.tiff") as tif:
+        assert tif.pages[0].description.startswith("<?xml")
+        assert tif.pages[0].tags["Artist"].value == ARTIST.decode()
+
+
+def test_tifffiles_own_description_is_no_description_of_the_picture(tmp_path):
+    tifffile.imwrite(tmp_path / "shaped.tif", PIXELS, photometric="rgb")  # '{"shape": ...}'
+    with tifffile.TiffFile(tmp_path / "shaped.tif") as tif:
+        assert tif.pages[0].description.startswith("{")
+    result = ok("pool", "-v", tmp_path / "shaped.tif", "-o", tmp_path / "out")
+    assert "ImageDescription" not in result.stderr
+    with tifffile.TiffFile(tmp_path / "out" / "shaped_pool-max-f2-s2.tiff") as tif:
+        assert "ImageDescription" not in tif.pages[0].tags
+
+
+def test_exif_bytes_keeps_the_texts_bytes_and_leaves_the_tags_as_they_were():
+    exif = Image.Exif()
+    exif[315] = ARTIST
+    exif.get_ifd(EXIF_IFD)[0xA434] = LENS
+    loaded = Image.Exif()
+    loaded.load(exif.tobytes())
+    assert loaded[315] == ARTIST.decode("latin-1")  # Pillow's reading: Latin-1
+    written = exif_bytes(loaded)
+    assert loaded[315] == ARTIST.decode("latin-1")  # unchanged
+    again = Image.Exif()
+    again.load(written)
+    assert _raw(again[315]) == ARTIST
+    assert _raw(again.get_ifd(EXIF_IFD)[0xA434]) == LENS
+    # Text read as text (tifffile's) goes out as UTF-8.
+    text = Image.Exif()
+    text[315] = ARTIST.decode()
+    back = Image.Exif()
+    back.load(exif_bytes(text, "utf-8"))
+    assert _raw(back[315]) == ARTIST
+
+
+def test_exif_text_and_what_lies_beyond_it():
+    exif = Image.Exif()
+    exif[271], exif[274], exif[282], exif[315] = "Nikon", 6, 300.0, ARTIST
+    data = exif.tobytes()
+    assert exif_text(data) == ((271, b"Nikon"), (315, ARTIST))
+    assert not exif_beyond_text(data)  # the orientation and resolution are the pixels'
+    exif[0x9286] = "a note"  # UserComment in the first directory: not a TIFF tag of ours
+    assert exif_beyond_text(exif.tobytes())
+    gps = Image.Exif()
+    gps.get_ifd(GPS_IFD)[1] = "N"
+    assert exif_beyond_text(gps.tobytes())
+    assert exif_text(None) is None
+    assert exif_text(Image.Exif().tobytes()) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "described"),
+    [
+        ("Harbour at dawn", True),
+        ('{"shape": [40, 60, 3]}', False),
+        ('<?xml version="1.0"?><OME/>', False),
+        ("ImageJ=1.54f\nimages=3\n", False),
+        ("  \0", False),
+        (None, False),
+    ],
+)
+def test_is_description(value, described):
+    assert is_description(value) is described
