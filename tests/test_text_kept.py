@@ -157,11 +157,11 @@ def test_jpeg_comments_are_kept_by_jpegs_and_pngs_and_said_lost_by_tiffs(tmp_pat
     source = _commented_jpeg(tmp_path / "port.jpg", COMMENTS)
     assert _coms(source) == list(COMMENTS)
     result = ok("pool", "-v", source, "-o", tmp_path / "out")
-    assert "kept: JPEG comment" in result.stderr
+    assert "kept: comment" in result.stderr
     out = tmp_path / "out" / "port_pool-max-f2-s2.jpg"
     assert _coms(out) == [*COMMENTS, b"convcli"]  # convcli's marker last
     (record,) = manifest_records(tmp_path / "out")
-    assert record["kept"]["jpeg_comment"] is True
+    assert record["kept"]["comment"] is True
     # The output is still convcli's: --overwrite replaces it, and a run without it keeps it.
     assert "1 skipped" in ok("pool", source, "-o", tmp_path / "out").stderr
     assert "1 processed" in ok("pool", "--overwrite", source, "-o", tmp_path / "out").stderr
@@ -179,7 +179,7 @@ def test_jpeg_comments_are_kept_by_jpegs_and_pngs_and_said_lost_by_tiffs(tmp_pat
         assert im.text["Comment"] == "Caf\u00e9 du Port"  # Pillow keeps the last of a keyword
 
     said = ok("pool", "--format", "tiff", source, "-o", tmp_path / "tiff").stderr
-    line = "convcli: JPEG comment not kept: tiff outputs hold none (png and jpg outputs do)"
+    line = "convcli: comment not kept: tiff outputs hold none (png and jpg outputs do)"
     assert said.splitlines().count(line) == 1
 
 
@@ -188,3 +188,18 @@ def test_an_edge_map_keeps_no_jpeg_comment(tmp_path):
     result = ok("conv", "-k", "vertical", "--format", "jpg", source, "-o", tmp_path / "out")
     assert "not kept" not in result.stderr
     assert _coms(tmp_path / "out" / "a_conv-vertical-sum.jpg") == [b"convcli"]
+
+
+@pytest.mark.parametrize("frames", [1, 3])
+def test_a_gifs_comment_is_kept_by_its_png(tmp_path, frames):
+    images = [Image.new("RGB", (30, 20), (i * 80, 40, 200 - i * 60)) for i in range(frames)]
+    images[0].save(
+        tmp_path / "a.gif", save_all=True, append_images=images[1:], comment=b"Made by Ada"
+    )
+    result = ok("pool", "-v", tmp_path / "a.gif", "-o", tmp_path / "out")
+    assert "kept: comment" in result.stderr
+    with Image.open(tmp_path / "out" / "a_pool-max-f2-s2.png") as im:
+        assert getattr(im, "n_frames", 1) == frames
+        assert im.info["Comment"] == "Made by Ada"
+    said = ok("pool", "--format", "tiff", tmp_path / "a.gif", "-o", tmp_path / "tiff").stderr
+    assert "comment not kept: tiff outputs hold none (png and jpg outputs do)" in said

@@ -447,7 +447,7 @@ _HELD_OR_NOT = (
     ("georeference", "geo"),
     ("physical pixel size", "physical"),
     ("PNG text", "png_text"),
-    ("JPEG comment", "comments"),
+    ("comment", "comments"),
 )
 
 

@@ -36,7 +36,7 @@ from .exif import (
 )
 from .formats import MARKER
 from .geotags import GeoTags
-from .jpeg_coding import JpegCoding, comment_segments, jfif_holds, jpeg_coding, jpeg_comments
+from .jpeg_coding import JpegCoding, comment_segments, comments_of, jfif_holds, jpeg_coding
 from .physical import PhysicalSize, physical_size
 from .png_text import comment_chunks, keywords, pillow_text
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
@@ -91,8 +91,8 @@ class Carried:
         What a TIFF of it holds of its EXIF: the text tags (Make, Artist, ...) of the EXIF's
         first directory, as tags of its own (:func:`~convcli.io.exif.exif_text`).
     comments : tuple of bytes or None
-        A JPEG's comments (COM segments) but convcli's marker: a JPEG of it keeps them, a
-        PNG as ``Comment`` text.
+        A JPEG's comments (COM segments) but convcli's marker, or a GIF's comment: a JPEG of
+        it keeps them as COM segments, a PNG as ``Comment`` text.
     unkept : tuple of str
         What the file carries that convcli writes none of: a PNG's raw profile text.
     """
@@ -379,7 +379,7 @@ def kept_text(kept: Carried) -> str:
     if kept.png_text is not None:
         said.append(f"PNG text ({', '.join(keywords(kept.png_text))})")
     if kept.comments is not None:
-        said.append("JPEG comment")
+        said.append("comment")
     if kept.tiff_text is not None:
         said.append(f"TIFF tags ({', '.join(TIFF_TEXT_TAGS[code] for code, _ in kept.tiff_text)})")
     return ", ".join(said)  # not the JPEG coding: every JPEG has one, the manifest says it
@@ -409,7 +409,7 @@ def kept_record(kept: Carried) -> dict:
         record["jpeg_quality"] = kept.jpeg.quality
     if kept.png_text is not None:
         record["png_text"] = keywords(kept.png_text)
-    record.update({"jpeg_comment": True} if kept.comments is not None else {})
+    record.update({"comment": True} if kept.comments is not None else {})
     if kept.tiff_text is not None:
         record["tiff_tags"] = [TIFF_TEXT_TAGS[code] for code, _ in kept.tiff_text]
     return record
@@ -463,7 +463,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         xmp=xmp,
         iptc=_iptc(im),
         png_text=png_text,
-        comments=jpeg_comments(im, MARKER.encode()),
+        comments=comments_of(im, MARKER.encode()),
         unkept=unkept,
     )
 

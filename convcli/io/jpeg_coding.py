@@ -1,6 +1,6 @@
 """How a JPEG was coded (:class:`JpegCoding`): a JPEG of its pixels is coded the same way, at
-its quality (:mod:`convcli.io.carried`); and its comments (COM segments), which a JPEG of it
-keeps."""
+its quality (:mod:`convcli.io.carried`); and a JPEG's or a GIF's comments, which a JPEG of it
+keeps as COM segments."""
 
 from __future__ import annotations
 
@@ -85,15 +85,16 @@ COMMENT_MARKER = b"\xff\xfe"
 """A JPEG's comment segment (COM)."""
 
 
-def jpeg_comments(im, marker: bytes) -> tuple[bytes, ...] | None:
-    """The comments (COM segments) of the Pillow JPEG image `im` but convcli's `marker`, in
-    order; None for none."""
-    if im.format != "JPEG":
+def comments_of(im, marker: bytes) -> tuple[bytes, ...] | None:
+    """The comments of the Pillow image `im` but convcli's `marker`, in order: a JPEG's COM
+    segments, a GIF's comment; None for none."""
+    if im.format == "JPEG":
+        found = tuple(data for kind, data in getattr(im, "applist", ()) if kind == "COM")
+    elif im.format == "GIF" and isinstance(im.info.get("comment"), bytes):
+        found = (im.info["comment"],)
+    else:
         return None
-    found = tuple(
-        data for kind, data in getattr(im, "applist", ()) if kind == "COM" and data != marker
-    )
-    return found or None
+    return tuple(data for data in found if data and data != marker) or None
 
 
 def comment_segments(comments: tuple[bytes, ...]) -> bytes:
