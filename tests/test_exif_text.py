@@ -171,3 +171,69 @@ def test_exif_text_and_what_lies_beyond_it():
 )
 def test_is_description(value, described):
     assert is_description(value) is described
+
+
+def test_a_tiffs_exif_block_keeps_exifs_own_codes_and_its_user_comment(tmp_path):
+    """tifffile names the TIFF/EP codes (0x920E, 0x9214) as EXIF's (0xA20E, 0xA214), and gives
+    a UserComment without its character code."""
+    from PIL import TiffImagePlugin
+    from PIL.TiffImagePlugin import IFDRational
+
+    info = TiffImagePlugin.ImageFileDirectory_v2()
+    info[271] = "Cam"
+    comment = "t\u00efff comment"
+    info[EXIF_IFD] = {
+        0xA20E: IFDRational(5000, 1),  # FocalPlaneXResolution
+        0xA214: (30, 20),  # SubjectLocation
+        0x9286: b"UNICODE\0" + comment.encode("utf-16-le"),  # in the file's order: Pillow's II
+    }
+    Image.fromarray(PIXELS).save(tmp_path / "e.tif", tiffinfo=info)
+    ok("pool", "--format", "jpg", tmp_path / "e.tif", "-o", tmp_path)
+    _, camera = _exif_of(tmp_path / "e_pool-max-f2-s2.jpg")
+    assert 0x920E not in camera and 0x9214 not in camera
+    assert camera[0xA20E] == 5000
+    assert tuple(camera[0xA214]) == (30, 20)
+    user_comment = camera[0x9286]
+    assert user_comment[:8] == b"UNICODE\0"
+    assert user_comment[8:].decode("utf-16-be") == comment
+
+
+def test_tiff_pages_that_pillow_turns_upright_say_orientation_1(tmp_path):
+    stored = PIXELS.copy()
+    stored[:10, :20] = 255  # a white corner at the top left, as stored
+    with tifffile.TiffWriter(tmp_path / "turned.tif") as tif:
+        for _ in range(2):
+            tif.write(stored, photometric="rgb", metadata=None, extratags=[(274, 3, 1, 6, True)])
+    ok("pool", "--format", "png", tmp_path / "turned.tif", "-o", tmp_path)
+    with Image.open(tmp_path / "turned_pool-max-f2-s2.png") as im:
+        assert im.n_frames == 2
+        assert im.size == (20, 30)  # 60x40 turned a quarter, then pooled
+        assert im.getexif().get(0x0112, 1) == 1
+        pixels = np.asarray(im.convert("RGB"))
+    assert (pixels[:10, -5:] == 255).all()  # Orientation 6: the top left goes to the top right
+
+
+def test_an_animations_frames_keep_their_orientation_in_a_tiff(tmp_path):
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    frames = [Image.fromarray(np.roll(PIXELS, k, axis=1)) for k in range(3)]
+    frames[0].save(tmp_path / "a.png", save_all=True, append_images=frames[1:], exif=exif)
+    ok("pool", "--format", "tiff", tmp_path / "a.png", "-o", tmp_path)
+    with tifffile.TiffFile(tmp_path / "a_pool-max-f2-s2.tiff") as tif:
+        assert len(tif.pages) == 3
+        assert tif.pages[0].shape[:2] == (20, 30)  # as stored: viewers turn it
+        assert tif.pages[0].tags["Orientation"].value == 6
+
+
+@pytest.mark.parametrize("fmt", ["jpg", "png", "tiff"])
+def test_a_quarter_turn_swaps_the_resolution_across_and_down(tmp_path, fmt):
+    exif = Image.Exif()
+    exif[0x0112], exif[282], exif[283], exif[296] = 6, 300.0, 150.0, 2
+    Image.fromarray(PIXELS).save(tmp_path / "fax.jpg", dpi=(300, 150), exif=exif.tobytes())
+    ok("pool", "--format", fmt, tmp_path / "fax.jpg", "-o", tmp_path)
+    with Image.open(tmp_path / f"fax_pool-max-f2-s2.{fmt}") as im:
+        assert im.size == (20, 30)
+        assert tuple(round(d) for d in im.info["dpi"]) == (75, 150)
+        if fmt != "tiff":
+            written = im.getexif()
+            assert (written[282], written[283]) == (75, 150)

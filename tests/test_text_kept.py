@@ -203,3 +203,36 @@ def test_a_gifs_comment_is_kept_by_its_png(tmp_path, frames):
         assert im.info["Comment"] == "Made by Ada"
     said = ok("pool", "--format", "tiff", tmp_path / "a.gif", "-o", tmp_path / "tiff").stderr
     assert "comment not kept: tiff outputs hold none (png and jpg outputs do)" in said
+
+
+def test_imagemagicks_properties_are_not_kept_and_said_once_by_namespace(tmp_path):
+    """ImageMagick writes its properties as PNG text: the file's dates, and copies of the
+    EXIF that a pooled image would contradict (its size, its resolution)."""
+    info = PngImagePlugin.PngInfo()
+    for keyword, value in (
+        ("date:create", "2026-11-29T07:00:00+00:00"),
+        ("exif:PixelXDimension", "40"),
+        ("exif:Artist", "Ada"),
+        ("tiff:XResolution", "300/1"),
+        ("Title", "Dawn"),
+    ):
+        info.add_text(keyword, value)
+    Image.new("RGB", (40, 30), (10, 120, 200)).save(tmp_path / "m.png", pnginfo=info)
+    result = ok("pool", tmp_path / "m.png", "-o", tmp_path / "out")
+    line = "convcli: PNG text (date:*, exif:*, tiff:*) not kept: convcli writes none"
+    assert result.stderr.splitlines().count(line) == 1
+    with Image.open(tmp_path / "out" / "m_pool-max-f2-s2.png") as im:
+        assert im.text == {"Software": "convcli", "Title": "Dawn"}
+
+
+def test_a_jpegs_extended_xmp_is_said_lost(tmp_path):
+    packet = (
+        b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/'
+        b'22-rdf-syntax-ns#"><rdf:Description xmlns:xmpNote="http://ns.adobe.com/xmp/note/" '
+        b'xmpNote:HasExtendedXMP="0123456789ABCDEF0123456789ABCDEF"/></rdf:RDF></x:xmpmeta>'
+    )
+    Image.new("RGB", (40, 30), (90, 60, 30)).save(tmp_path / "x.jpg", xmp=packet)
+    pooled = ok("pool", tmp_path / "x.jpg", "-o", tmp_path / "out").stderr
+    assert pooled.splitlines().count("convcli: extended XMP not kept: convcli writes none") == 1
+    edges = ok("conv", "-k", "vertical", tmp_path / "x.jpg", "-o", tmp_path / "edges").stderr
+    assert "not kept" not in edges

@@ -28,6 +28,7 @@ from .exif import (
     TIFF_TEXT_TAGS,
     exif_bytes,
     exif_on_grid,
+    exif_orientation,
     exif_sized,
     exif_tags,
     exif_text,
@@ -43,6 +44,8 @@ from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
+TURNS = (5, 6, 7, 8)
+"""The EXIF orientations that turn the picture a quarter: its width is the file's height."""
 XMP_TAG = 700
 JPEG_EXIF_BYTES = 65527
 """The most EXIF bytes a JPEG holds: its APP1 segment's 64 KB, less its length and
@@ -94,7 +97,8 @@ class Carried:
         A JPEG's comments (COM segments) but convcli's marker, or a GIF's comment: a JPEG of
         it keeps them as COM segments, a PNG as ``Comment`` text.
     unkept : tuple of str
-        What the file carries that convcli writes none of: a PNG's raw profile text.
+        What the file carries that convcli writes none of: a PNG's raw profile text, a
+        JPEG's extended XMP.
     """
 
     icc_profile: bytes | None = None
@@ -352,6 +356,9 @@ def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
         extratags.append((iim.IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
     for code, text in kept.held_by("tiff").tiff_text or ():
         extratags.append((code, "s", 0, text, True))
+    turned = exif_orientation(kept.exif)  # frames as stored (an animation's): viewers turn them
+    if turned not in (None, 1):
+        extratags.append((ORIENTATION, "H", 1, turned, True))
     if extratags:
         options["extratags"] = extratags
     return options
@@ -446,6 +453,8 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     dpi = header.dpi
     if im.format == "JPEG" and im.info.get("jfif_unit") not in (1, 2) and 0x011A not in found:
         dpi = None  # Pillow's 72 where the file gives an aspect ratio only, not a density
+    if dpi is not None and upright and found.get(ORIENTATION) in TURNS:  # across is down
+        dpi = (dpi[1], dpi[0])
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
     described = is_description(found.get(IMAGE_DESCRIPTION))
     kept_tags = TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD) + ((IMAGE_DESCRIPTION,) if described else ())
@@ -455,6 +464,8 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
     xmp = xmp_packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
     png_text, unkept = pillow_text(im)
+    if xmp is not None and b"HasExtendedXMP" in xmp:  # a JPEG's further APP1 segments
+        unkept += ("extended XMP",)
     return replace(
         header,
         dpi=dpi,
@@ -496,6 +507,8 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
             del tags[code]  # the width, strips and compression of the file read, not of ours
         if not len(tags):
             return None  # a TIFF's structure alone: no EXIF, not even an orientation
+        if upright and tags.get(ORIENTATION) in TURNS and 282 in tags and 283 in tags:
+            tags[282], tags[283] = tags[283], tags[282]  # the resolution across is down
         if upright:
             tags[ORIENTATION] = 1
         exif = exif_bytes(tags)

@@ -141,3 +141,14 @@ def is_description(value) -> bool:
         return False
     text = value.lstrip()
     return not text.startswith(("{", "<?xml", "<OME", "ImageJ="))
+
+
+def exif_orientation(exif: bytes | None) -> int | None:
+    """The orientation (1 to 8) the EXIF bytes `exif` give, or None."""
+    if exif is None:
+        return None
+    try:
+        value = exif_tags(exif).get(0x0112)
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
+        return None
+    return int(value) if isinstance(value, int) and 1 <= value <= 8 else None

@@ -253,9 +253,9 @@ class ImageSource:
 
     @property
     def stack_carried(self) -> Carried:
-        """What its frames are written with (:func:`~convcli.io.carried.from_pillow`)."""
+        """What its frames are written with: a TIFF's pages upright (Pillow turns them)."""
         with _pillow_errors(parsing=True):
-            return from_pillow(self._im, upright=False)  # frames are not turned upright
+            return from_pillow(self._im, upright=self._im.format == "TIFF")
 
     @property
     def loop(self) -> int | None:

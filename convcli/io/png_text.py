@@ -5,9 +5,10 @@ They are read from Pillow's image and written again as chunks: Latin-1 text as `
 other text as ``iTXt`` (UTF-8), an ``iTXt``'s language and translated keyword kept, and
 text of :data:`COMPRESSED_FROM` bytes or more compressed (``zTXt``, or a compressed ``iTXt``).
 Not kept: the keywords convcli writes itself (``Software``, the XMP packet's, the IPTC
-raw profile's) and ImageMagick's other raw profiles (``Raw profile type exif``, ...):
-hex copies of an EXIF or a profile that the pixels written would no longer match
-(an EXIF's orientation, its size).
+raw profile's), ImageMagick's other raw profiles (``Raw profile type exif``, ...) and its
+properties (``exif:PixelXDimension``, ``date:create``, ...): copies of an EXIF or a
+profile that the pixels written would no longer match (an EXIF's orientation, its size),
+and the dates of the file read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ WRITTEN_BY_CONVCLI = ("Software", "XML:com.adobe.xmp", PNG_IPTC_KEYWORD)
 """The keywords whose text convcli writes from what it reads (its marker, XMP, IPTC)."""
 RAW_PROFILE = "Raw profile type "
 """The start of ImageMagick's keywords for a profile's bytes in hex."""
+MAGICK_PROPERTIES = ("date", "exif", "tiff", "xmp", "icc", "iptc", "8bim", "jpeg", "png")
+"""The namespaces of ImageMagick's properties that it writes as PNG text (``date:create``,
+``exif:PixelXDimension``, ``tiff:XResolution``): the file's dates and copies of its
+metadata, which the pixels written would no longer match."""
 COMPRESSED_FROM = 1024
 """Text of this many bytes or more is written compressed."""
 
@@ -49,6 +54,11 @@ def text_chunks(texts: dict) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tu
         if not isinstance(keyword, str) or not isinstance(value, str):
             continue
         if keyword in WRITTEN_BY_CONVCLI:
+            continue
+        namespace = keyword.partition(":")[0] if ":" in keyword else None
+        if namespace in MAGICK_PROPERTIES:
+            said = f"{namespace}:*"  # said once for all of its namespace
+            unkept += [said] if said not in unkept else []
             continue
         chunk = None if keyword.startswith(RAW_PROFILE) else _chunk(keyword, value)
         if chunk is None:

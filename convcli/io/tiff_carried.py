@@ -75,7 +75,10 @@ def _tiff_exif(tags) -> bytes | None:
         for ifd, values, registry in directories:
             block = exif.get_ifd(ifd)
             for name, value in values.items():
-                code = registry[name] if isinstance(name, str) else name
+                # tifffile names TIFF/EP's codes (0x920E) as EXIF's (0xA20E): EXIF's, the larger
+                code = max(registry.getall(name)) if isinstance(name, str) else name
+                if code == USER_COMMENT and isinstance(value, str):
+                    value = _user_comment(value)
                 block[code] = _rationals(value) if code in _RATIONAL_TAGS[ifd] else value
         data = exif_bytes(exif, "utf-8")  # tifffile's text: UTF-8 is how it reads it
     except (OSError, ValueError, TypeError, KeyError, struct.error):
@@ -93,6 +96,21 @@ _RATIONAL_TAGS = {
     ),
     GPS_IFD: frozenset((2, 4, 6, 7, 11, 13, 15, 17, 20, 22, 24, 26, 31)),
 }
+
+
+USER_COMMENT = 0x9286
+
+
+def _user_comment(text: str) -> bytes:
+    """EXIF's UserComment of `text` (tifffile gives it without its 8-byte character code): ASCII,
+    or UCS-2 in the big-endian order of the EXIF that Pillow writes.
+
+    >>> _user_comment("Dawn"), _user_comment("Zo\u00eb")[:10]
+    (b'ASCII\\x00\\x00\\x00Dawn', b'UNICODE\\x00\\x00Z')
+    """
+    if text.isascii():
+        return b"ASCII\0\0\0" + text.encode("ascii")
+    return b"UNICODE\0" + text.encode("utf-16-be", "replace")
 
 
 def _rationals(value):
