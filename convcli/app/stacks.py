@@ -376,9 +376,15 @@ def _file_format(out: Output, scales: _Scales, fmt: str) -> str:
     return fmt
 
 
-def _kept(out: Output, task, plan: StackPlan, scales: _Scales):
-    """What `out` keeps of what the file carries (:func:`convcli.app.outputs.carried_for`)."""
-    return carried_for(task.op, plan.carried, out, scales.of(out))
+def _kept(out: Output, task, carried: Carried, scales: _Scales):
+    """What `out` keeps of what the file or a frame carries (:func:`carried_for`)."""
+    return carried_for(task.op, carried, out, scales.of(out))
+
+
+def _carried(frame: _Frame, plan: StackPlan) -> Carried:
+    """What `frame` carries: a TIFF page's own, an animation's frame the file's (its picture
+    carries nothing of its own: :data:`NOTHING` itself)."""
+    return plan.carried if frame.picture.carried is NOTHING else frame.picture.carried
 
 
 @contextmanager
@@ -397,7 +403,7 @@ def _stack_files(todo: list[Output], task, plan: StackPlan, scales: _Scales):
                             count=len(plan.frames),
                             loop=plan.loop,
                             overwrite=task.overwrite,
-                            carried=_kept(out, task, plan, scales),
+                            carried=_kept(out, task, plan.carried, scales),
                         )
                     )
         yield writers
@@ -419,15 +425,16 @@ def _write_pass(
     figures = any(out.kind == "grid" for out in todo)
     with _stack_files(todo, task, plan, scales) as writers:
         for frame in frames.each(pictures=figures):
+            carried = _carried(frame, plan)
             for out, writer in writers.items():
                 if writer is not None:
                     array = output_array(out, frame.result, scales)
                     with library_section():
-                        writer.add(array, frame.duration)
+                        writer.add(array, frame.duration, _kept(out, task, carried, scales))
             for out in per_frame.get(frame.position, []):
                 array = output_array(out, frame.result, scales)
-                ok = save_output(out, array, task, _kept(out, task, plan, scales))
-                _record(out, ok, scales, written, record, plan, task)
+                ok = save_output(out, array, task, _kept(out, task, carried, scales))
+                _record(out, ok, scales, written, record, plan, task, carried)
             if figures and len(drawn) < FIGURE_FRAMES:
                 drawn.append(frame)
     for out, writer in writers.items():
@@ -435,15 +442,16 @@ def _write_pass(
     return drawn
 
 
-def _record(out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan, task) -> None:
-    """Add `out`, if written, to `written`, with its manifest record (its frames); else count
-    it as kept."""
+def _record(
+    out: Output, ok: bool, scales: _Scales, written, record, plan: StackPlan, task, carried=None
+) -> None:
+    """Add `out`, if written, to `written`, with its manifest record (its frames; what it kept
+    of `carried`, a frame's, or the file's); else count it as kept."""
     if not ok:
         written.todo -= 1
         return
-    entry = record(
-        out, scales.of(out), scales.depth, kept_by(task, plan.carried, out, scales.of(out))
-    )
+    carried = plan.carried if carried is None else carried
+    entry = record(out, scales.of(out), scales.depth, kept_by(task, carried, out, scales.of(out)))
     if out.kind != "grid":
         entry.update({"frame": out.frame} if out.frame >= 0 else {"frames": len(plan.frames)})
     written.paths.append(str(out.path))

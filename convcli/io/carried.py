@@ -521,7 +521,8 @@ def from_pillow_info(im) -> Carried:
     """The colour profile, resolution and an OME-TIFF's physical size of the Pillow image
     `im`, read from its header alone (no EXIF: the frames of a stack have no orientation of
     their own)."""
-    icc = im.info.get("icc_profile") or None
+    # A TIFF's page's own: Pillow keeps an earlier page's profile in `info` past a page without
+    icc = (im.tag_v2.get(34675) if im.format == "TIFF" else im.info.get("icc_profile")) or None
     description = im.tag_v2.get(270) if im.format == "TIFF" else None  # ImageDescription
     ome = (
         isinstance(description, str)

@@ -279,10 +279,11 @@ class FrameWriter:
         self._carried = carried
         self._added, self._writer = 0, None
 
-    def add(self, frame: np.ndarray, duration=None) -> None:
+    def add(self, frame: np.ndarray, duration=None, carried: Carried | None = None) -> None:
         """Write the next frame: levels (H, W[, C]), or float32 values (``npy``, ``F`` TIFF).
 
-        `duration` (ms, None: 100) is that of an animated PNG's frame.
+        `duration` (ms, None: 100) is that of an animated PNG's frame; `carried`, what a
+        TIFF's page carries where it is not the file's (a PNG's is the file's).
         """
         if self._added == self._count:
             raise ValueError(f"more than the {self._count} frames announced")
@@ -291,7 +292,7 @@ class FrameWriter:
         elif self._fmt == "npy":
             self._npy(np.asarray(frame, np.float32))
         else:
-            self._tiff(np.ascontiguousarray(frame))
+            self._tiff(np.ascontiguousarray(frame), self._carried if carried is None else carried)
         self._added += 1
 
     def _png(self, frame: np.ndarray, duration) -> None:
@@ -321,14 +322,14 @@ class FrameWriter:
             raise ValueError(f"a frame must be {self._writer}; got {frame.shape}")
         self._fh.write(np.ascontiguousarray(frame).tobytes())
 
-    def _tiff(self, frame: np.ndarray) -> None:
+    def _tiff(self, frame: np.ndarray, carried: Carried) -> None:
         import tifffile  # only where a TIFF is written
 
         if self._writer is None:  # a BigTIFF where all the frames might pass 4 GiB
             big = _strips_need_bigtiff(frame.nbytes, self._count, self._carried)
             options = self._carried.tiff_writer_options()
             self._writer = tifffile.TiffWriter(self._fh, bigtiff=big, **options)
-        write_tiff(self._writer, frame, self._carried)
+        write_tiff(self._writer, frame, carried)
 
     def close(self) -> None:
         """Finish the file; ValueError if frames are missing."""

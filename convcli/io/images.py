@@ -284,9 +284,9 @@ class ImageSource:
         """Decode `frames`, in order: each a :class:`Picture` and its duration (ms) or None.
 
         A frame of an animation is the canvas a viewer shows, composited as the file says (by
-        Pillow; an 8-bit APNG's by :mod:`convcli.io.apng`). Every frame has the first's channels
-        (:attr:`channels`) and is read by Pillow (8 bits for colour, said in a 16-bit frame's
-        notes), without the EXIF orientation. An error names the frame.
+        Pillow; an 8-bit APNG's by :mod:`convcli.io.apng`), as stored; a TIFF's page is turned
+        upright and carries its own metadata. Every frame has the first's channels, read by
+        Pillow (8 bits for colour, said in a 16-bit frame's notes). An error names the frame.
         """
         count = self.frame_count
         apng = CompositedFrames.of(self.path) if self._im.format == "PNG" and count > 1 else None
@@ -294,18 +294,19 @@ class ImageSource:
             with _frame_errors(k, count, self.path):
                 if apng is not None:  # its canvas checked before it is made
                     check_pixels(self._im.size, self.max_pixels)
-                    im, duration, deep, lost = *apng.frame(k), False, ()
+                    im, duration, deep, lost, carried = *apng.frame(k), False, (), NOTHING
                 else:
                     self._im.seek(k + self._first_frame)
                     check_pixels(self._im.size, self.max_pixels)
                     im, deep = self._im, is_deep_colour(self._im)  # before load()
+                    carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
                     im.load()
                     duration = im.info.get("duration")
                     lost = frame_loss_note(im, _channels_for(im), self.channels)
                 pixels, white, depth = to_array(im, self.channels)
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
             yield (
-                Picture(pixels, self.channels, white, depth, notes),
+                Picture(pixels, self.channels, white, depth, notes, carried),
                 round(duration) if isinstance(duration, (int, float)) else None,
             )
 
@@ -516,10 +517,8 @@ class TiffSource:
     def __init__(self, pages, path: str, max_pixels: int = DEFAULT_MAX_PIXELS):
         self._pages = pages
         self._pillow_source: ImageSource | None = None
-        self.path = path
-        self.max_pixels = max_pixels
-        self.channels = pages.channels
-        self.sample_bytes = pages.sample_bytes
+        self.path, self.max_pixels = path, max_pixels
+        self.channels, self.sample_bytes = pages.channels, pages.sample_bytes
         self.stack_carried = pages.carried
         self.size = self.upright_size = pages.size
         self.frame_count = pages.frame_count
@@ -542,7 +541,8 @@ class TiffSource:
                 yield next(self._pillow().read_frames((k,)))
                 continue
             samples, white, depth, floats = read
-            yield Picture(samples, self.channels, white, depth, floats=floats), None
+            carried = self._pages.page_carried(k)
+            yield Picture(samples, self.channels, white, depth, (), carried, floats), None
 
     def read(self) -> Picture:
         """Decode the first page into a :class:`Picture`, as :meth:`ImageSource.read`."""

@@ -85,6 +85,16 @@ class TiffPages:
                 self._last = (k, self._tif.pages[k])
         return self._last[1]
 
+    def page_carried(self, k: int):
+        """What page `k` carries, its own profile, resolution and tags (:attr:`carried` for
+        the first: a fax's pages may each have a resolution of their own)."""
+        if k == 0:
+            return self.carried
+        page = self._page(k)
+        with _tifffile_quiet(), _decode_errors():
+            layout, carried = _whole_layout(page), from_tiff_page(page)
+        return carried if layout is None else _with_nodata_read(carried, layout, page.dtype)
+
     def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool] | None:
         """Page `k`'s samples (H, W, C), white, depth and whether it holds float samples;
         None where Pillow reads the page.
