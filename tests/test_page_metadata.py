@@ -59,3 +59,57 @@ def test_a_multipage_tiffs_frame_files_keep_their_pages_metadata(tmp_path, orien
     records = {r["output"]: r for r in manifest_records(tmp_path)}
     assert records["fax_pool-max-f2-s2_f2.jpg"]["kept"]["dpi"] == [108.0, 108.0]
     assert "colour_profile" not in records["fax_pool-max-f2-s2_f2.jpg"]["kept"]
+
+
+_UTM_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+
+
+def test_pillow_read_pages_have_their_own_resolution_and_the_file_its_first_pages(tmp_path):
+    """Pages that Pillow reads (turned by their Orientation): a page without a resolution has
+    none, where Pillow keeps the page before's; the file's own is its first page's."""
+    rng = np.random.default_rng(10)
+    with tifffile.TiffWriter(tmp_path / "two.tif") as tif:
+        for k, resolution in enumerate(((300, 300), None)):
+            tif.write(
+                rng.integers(0, 256, (40, 60, 3), dtype=np.uint8),
+                photometric="rgb",
+                metadata=None,
+                resolution=resolution,
+                resolutionunit="INCH" if resolution else "NONE",
+                extratags=[(274, "H", 1, 6, True), (315, "s", 0, f"artist{k}", True)],
+            )
+    ok("pool", "--format", "jpg", tmp_path / "two.tif", "-o", tmp_path / "jpg")
+    with Image.open(tmp_path / "jpg" / "two_pool-max-f2-s2_f1.jpg") as im:
+        assert im.info["jfif_unit"] == 0  # no density: not the first page's 150 dpi
+        assert im.getexif()[315] == "artist1"
+    result = ok("pool", "-v", "--format", "png", tmp_path / "two.tif", "-o", tmp_path / "png")
+    assert "150x150 dpi" in result.stderr  # the first page's, pooled
+    with Image.open(tmp_path / "png" / "two_pool-max-f2-s2.png") as im:
+        assert im.getexif()[315] == "artist0"
+        assert tuple(round(d) for d in im.info["dpi"]) == (150, 150)
+
+
+def test_what_a_later_page_loses_is_said_too(tmp_path):
+    """Only the second page is placed on the ground: a PNG of the stack cannot hold that."""
+    rng = np.random.default_rng(11)
+    geo = [
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0, 0, 0, 500000.0, 4000000.0, 0), True),
+        (34735, "H", len(_UTM_KEYS), _UTM_KEYS, True),
+    ]
+    with tifffile.TiffWriter(tmp_path / "scenes.tif") as tif:
+        for tags in ([], geo):
+            tif.write(rng.integers(0, 256, (40, 60), dtype=np.uint8), extratags=tags)
+    said = ok("pool", "--format", "png", tmp_path / "scenes.tif", "-o", tmp_path).stderr
+    line = "convcli: georeference not kept: png outputs hold none (tiff and zarr outputs do)"
+    assert said.splitlines().count(line) == 1
+
+
+def test_an_ome_tiff_stacks_pages_all_keep_its_physical_pixel_size(tmp_path):
+    stack = np.random.default_rng(12).integers(0, 256, (3, 40, 60), dtype=np.uint8)
+    metadata = {"axes": "ZYX", "PhysicalSizeX": 0.5, "PhysicalSizeY": 0.5}
+    tifffile.imwrite(tmp_path / "cells.ome.tif", stack, ome=True, metadata=metadata)
+    ok("pool", tmp_path / "cells.ome.tif", "-o", tmp_path / "out.ome.tiff")
+    with tifffile.TiffFile(tmp_path / "out.ome.tiff") as tif:
+        xml = tif.ome_metadata
+    assert xml.count('PhysicalSizeX="1.0"') == 3, xml

@@ -236,3 +236,20 @@ def test_a_jpegs_extended_xmp_is_said_lost(tmp_path):
     assert pooled.splitlines().count("convcli: extended XMP not kept: convcli writes none") == 1
     edges = ok("conv", "-k", "vertical", tmp_path / "x.jpg", "-o", tmp_path / "edges").stderr
     assert "not kept" not in edges
+
+
+def test_a_comment_over_a_jpeg_segment_is_said_lost_not_a_crash(tmp_path):
+    Image.new("P", (16, 16)).save(tmp_path / "long.gif", comment=b"y" * 65534)
+    said = ok("pool", "--format", "jpg", tmp_path / "long.gif", "-o", tmp_path).stderr
+    assert "comment over 64 KB not kept: jpg outputs hold none (png outputs do)" in said
+    with Image.open(tmp_path / "long_pool-max-f2-s2.jpg") as im:
+        assert [data for kind, data in im.applist if kind == "COM"] == [b"convcli"]
+    ok("pool", "--format", "png", tmp_path / "long.gif", "-o", tmp_path / "png")
+    with Image.open(tmp_path / "png" / "long_pool-max-f2-s2.png") as im:
+        assert im.info["Comment"] == "y" * 65534
+
+
+def test_a_keyword_with_a_line_break_is_no_png_keyword(tmp_path):
+    chunks, unkept = text_chunks({"line\nbreak": "x", "Tab\there": "y", "Title": "ok"})
+    assert keywords(chunks) == ["Title"]
+    assert unkept == ("line\nbreak", "Tab\there")

@@ -344,7 +344,12 @@ def carried_for(op, carried: Carried, out, scales: list[LevelScale]) -> Carried:
     else:
         kept = kept.without_band_values()
     kept = kept.for_pixels(grey=out.kind == "channel")
-    return replace(kept, ome=True) if ome_tiff_name(out.path) else kept
+    return _as_named(kept, out.path)
+
+
+def _as_named(kept: Carried, path) -> Carried:
+    """`kept` in a file named `path`: an OME-TIFF where it is named ``.ome.tif(f)``."""
+    return replace(kept, ome=True) if path and ome_tiff_name(path) else kept
 
 
 def _input_values(op, methods: list[str]) -> bool:
@@ -391,8 +396,7 @@ def carried_note(task, pic) -> tuple[str, tuple[str, ...]]:
         kept = kept.with_band_values_of(task.op.tags(pic.channels).bands)
     else:
         kept = kept.without_band_values()
-    if task.out_file and ome_tiff_name(task.out_file):  # as carried_for names it
-        kept = replace(kept, ome=True)
+    kept = _as_named(kept, task.out_file)
     held = kept.held_by(task.fmt)
     kept_said = f"kept: {kept_text(held)}" if kept_text(held) else ""
     # A PNG's raw profile text: said where EXIF is kept; maps of other values keep none, unsaid.
@@ -475,7 +479,7 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             name = "EXIF other than its text tags"
         if attr == "png_text":
             name = f"{name} ({', '.join(keywords(value))})"
-        if attr in ("exif", "xmp", "iptc") and fmt == "jpg":  # too large for a JPEG's segment
+        if attr in ("exif", "xmp", "iptc", "comments") and fmt == "jpg":  # over a segment
             name = f"{name} over 64 KB"
         if attr == "dpi" and fmt == "jpg":  # beyond the JFIF header's whole numbers
             dpi = "x".join(f"{d:.6g}" for d in value)

@@ -164,6 +164,7 @@ class _Frames:
         self.summary, self.not_finite, self._dWs = "", 0, None
         self.timed = False  # a frame read gave its duration (an animation)
         self.notes: dict[str, None] = {}  # what frames' reads said, once each, in order
+        self.carried_seen: list[Carried] = []  # the pages' own, where they differ
         self._kept: list[_Frame] | None = None
 
     def first_pass(self) -> None:
@@ -256,6 +257,9 @@ class _Frames:
     def _stack_of(self, frames: list[_Frame]) -> None:
         for frame in frames:
             self.notes.update(dict.fromkeys(frame.picture.notes))
+            carried = frame.picture.carried
+            if carried is not NOTHING and carried not in self.carried_seen:
+                self.carried_seen.append(carried)
             self.white = max(self.white, frame.picture.white)
             self.depth = max(self.depth, frame.picture.depth)
             self.floats = self.floats or frame.picture.floats
@@ -577,6 +581,9 @@ def process_stack(
             )
     timings["encode"] = time.perf_counter() - start
     carried, lost = carried_note(task, replace(frames.stands_for(), carried=plan.carried))
+    for other in frames.carried_seen:  # what a later page of its own loses is said too
+        more = carried_note(task, replace(frames.stands_for(), carried=other))[1]
+        lost += tuple(line for line in more if line not in lost)
     notes = stack_notes(plan, frames) + ([frames.summary] if frames.summary else [])
     kept = len(outputs) - len(written.paths)
     return FileResult(

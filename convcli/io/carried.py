@@ -37,7 +37,14 @@ from .exif import (
 )
 from .formats import MARKER
 from .geotags import GeoTags
-from .jpeg_coding import JpegCoding, comment_segments, comments_of, jfif_holds, jpeg_coding
+from .jpeg_coding import (
+    COMMENT_BYTES,
+    JpegCoding,
+    comment_segments,
+    comments_of,
+    jfif_holds,
+    jpeg_coding,
+)
 from .physical import PhysicalSize, physical_size
 from .png_text import comment_chunks, keywords, pillow_text
 from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
@@ -222,6 +229,7 @@ class Carried:
                 ome=False,
                 png_colour=None,
                 png_text=None,
+                comments=_comments_within(self.comments),
             )
         if fmt == "tiff":
             kept = {"exif": None, "ome": self.ome_tiff, "jpeg": None, "tiff_text": _tiff_text(self)}
@@ -325,7 +333,14 @@ def _tiff_text(carried: Carried) -> tuple[tuple[int, bytes], ...] | None:
     """The text tags of `carried`'s EXIF that a TIFF of it holds: not its ImageDescription in an
     OME-TIFF, whose ImageDescription holds the OME-XML."""
     text = carried.tiff_text or exif_text(carried.exif) or ()
-    return tuple((code, t) for code, t in text if not (carried.ome_tiff and code == 270)) or None
+    ome = carried.ome_tiff
+    return tuple((code, t) for code, t in text if not (ome and code == IMAGE_DESCRIPTION)) or None
+
+
+def _comments_within(comments: tuple[bytes, ...] | None) -> tuple[bytes, ...] | None:
+    """`comments` where a JPEG's COM segments hold each (65533 bytes), else None (a GIF's
+    comment has no limit): all or none, so that a loss is said."""
+    return comments if comments and max(map(len, comments)) <= COMMENT_BYTES else None
 
 
 def _within(value: bytes | None, limit: int) -> bytes | None:
@@ -464,7 +479,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     # or its own (`tiff:Orientation="6"`); one Pillow does not read leaves them as they are.
     xmp = xmp_packet(im.info.get("xmp"), upright and found.get(ORIENTATION) is not None)
     png_text, unkept = pillow_text(im)
-    if xmp is not None and b"HasExtendedXMP" in xmp:  # a JPEG's further APP1 segments
+    if im.format == "JPEG" and xmp is not None and b"HasExtendedXMP" in xmp:  # more APP1s
         unkept += ("extended XMP",)
     return replace(
         header,
@@ -531,12 +546,22 @@ def from_pillow_info(im) -> Carried:
     )
     return Carried(
         bytes(icc) if icc else None,
-        dpi_of(im.info.get("dpi")),
+        _pillow_tiff_dpi(im.tag_v2) if im.format == "TIFF" else dpi_of(im.info.get("dpi")),
         physical=physical_size(description) if ome else None,
         ome=ome,
         per_cm=im.format == "TIFF" and im.tag_v2.get(296) == 3,  # ResolutionUnit
         png_colour=_png_colour(im.info) if im.format == "PNG" else None,
     )
+
+
+def _pillow_tiff_dpi(tags) -> tuple[float, float] | None:
+    """A TIFF page's dpi from its own tags (Pillow keeps an earlier page's in ``info`` past a
+    page that gives none in inches or centimetres): no unit is inches, as Pillow reads it."""
+    x, y, unit = tags.get(282), tags.get(283), tags.get(296, 2)
+    if x is None or y is None or unit not in (2, 3):
+        return None
+    per_unit = 1.0 if unit == 2 else 2.54
+    return dpi_of([float(x) * per_unit, float(y) * per_unit])
 
 
 def _png_colour(info: dict) -> tuple[tuple[bytes, bytes], ...] | None:

@@ -88,8 +88,7 @@ animated GIF, WebP and PNG."""
 def image_extensions() -> frozenset[str]:
     """Lower-case extensions (with the dot) of the formats Pillow can decode here.
 
-    Found on first use: loading every Pillow plugin takes time that a run on
-    named files does not need (``Image.open`` loads the plugin it needs).
+    Found on first use: ``Image.open`` of a named file loads the one plugin it needs.
     """
     Image.init()
     skip = set(_UNDECODABLE)
@@ -255,6 +254,7 @@ class ImageSource:
     def stack_carried(self) -> Carried:
         """What its frames are written with: a TIFF's pages upright (Pillow turns them)."""
         with _pillow_errors(parsing=True):
+            self._im.seek(self._first_frame)  # the first frame's, where frame_sizes left another
             return from_pillow(self._im, upright=self._im.format == "TIFF")
 
     @property

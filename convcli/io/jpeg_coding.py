@@ -83,6 +83,8 @@ def jpeg_coding(im) -> JpegCoding | None:
 
 COMMENT_MARKER = b"\xff\xfe"
 """A JPEG's comment segment (COM)."""
+COMMENT_BYTES = 65533
+"""The most bytes one COM segment holds: 64 KB less its length."""
 
 
 def comments_of(im, marker: bytes) -> tuple[bytes, ...] | None:

@@ -70,12 +70,13 @@ def text_chunks(texts: dict) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tu
 
 def _chunk(keyword: str, value: str) -> tuple[bytes, bytes] | None:
     """One text chunk (kind, data) for `value` under `keyword`; None where the keyword is no
-    PNG keyword (1 to 79 Latin-1 characters, no spaces at its ends, no NUL)."""
+    PNG keyword (1 to 79 printable Latin-1 characters, no spaces at its ends)."""
     try:
         key = keyword.encode("latin-1")
     except UnicodeEncodeError:
         return None
-    if not 1 <= len(key) <= 79 or b"\0" in key or key != key.strip(b" "):
+    printable = all(32 <= c <= 126 or c >= 161 for c in key)  # PNG's keyword characters
+    if not 1 <= len(key) <= 79 or not printable or key != key.strip(b" "):
         return None
     lang, tkey = getattr(value, "lang", None), getattr(value, "tkey", None)
     if lang is None and tkey is None:

@@ -7,6 +7,7 @@ decode a page by the same code (:class:`convcli.io.regions.RegionSource`).
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import numpy as np
 import tifffile
@@ -93,6 +94,8 @@ class TiffPages:
         page = self._page(k)
         with _tifffile_quiet(), _decode_errors():
             layout, carried = _whole_layout(page), from_tiff_page(page)
+        # An OME-TIFF's physical size is the file's, in its first page's OME-XML
+        carried = replace(carried, physical=self.carried.physical, ome=self.carried.ome)
         return carried if layout is None else _with_nodata_read(carried, layout, page.dtype)
 
     def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool] | None:
