@@ -191,7 +191,7 @@ def test_a_tiffs_exif_block_keeps_exifs_own_codes_and_its_user_comment(tmp_path)
     ok("pool", "--format", "jpg", tmp_path / "e.tif", "-o", tmp_path)
     _, camera = _exif_of(tmp_path / "e_pool-max-f2-s2.jpg")
     assert 0x920E not in camera and 0x9214 not in camera
-    assert camera[0xA20E] == 5000
+    assert camera[0xA20E] == 2500  # pooled by 2, as the resolution is
     assert tuple(camera[0xA214]) == (30, 20)
     user_comment = camera[0x9286]
     assert user_comment[:8] == b"UNICODE\0"
@@ -237,3 +237,16 @@ def test_a_quarter_turn_swaps_the_resolution_across_and_down(tmp_path, fmt):
         if fmt != "tiff":
             written = im.getexif()
             assert (written[282], written[283]) == (75, 150)
+
+
+def test_pooling_divides_the_focal_plane_resolution_as_the_resolution(tmp_path):
+    exif = Image.Exif()
+    exif[282], exif[283], exif[296] = 300.0, 300.0, 2
+    exif.get_ifd(EXIF_IFD)[0xA20E] = 5000.0  # FocalPlaneXResolution, pixels a sensor unit
+    exif.get_ifd(EXIF_IFD)[0xA20F] = 4000.0
+    exif.get_ifd(EXIF_IFD)[0xA210] = 3  # its unit: centimetres, as it was
+    Image.fromarray(PIXELS).save(tmp_path / "cam.jpg", exif=exif.tobytes(), dpi=(300, 300))
+    ok("pool", "--size", "4", "--stride", "4", tmp_path / "cam.jpg", "-o", tmp_path)
+    written, camera = _exif_of(tmp_path / "cam_pool-max-f4-s4.jpg")
+    assert (written[282], written[283]) == (75, 75)
+    assert (camera[0xA20E], camera[0xA20F], camera[0xA210]) == (1250, 1000, 3)

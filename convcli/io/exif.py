@@ -11,13 +11,18 @@ EXIF_IFD, GPS_IFD = 0x8769, 0x8825
 
 def exif_on_grid(exif: bytes, step: int) -> bytes | None:
     """EXIF bytes `exif` for an output with a pixel every `step` input pixels: its
-    X/YResolution (in its own unit) divided by `step`, as the output's resolution is."""
+    X/YResolution and its camera block's FocalPlaneX/YResolution (pixels a unit of the
+    sensor) divided by `step`, as the output's resolution is."""
 
     def divide(tags) -> bool:
-        codes = [code for code in (0x011A, 0x011B) if code in tags and float(tags[code]) > 0]
-        for code in codes:  # XResolution, YResolution
-            tags[code] = float(tags[code]) / step
-        return bool(codes)
+        found, blocks = 0, [(tags, (0x011A, 0x011B))]
+        if EXIF_IFD in tags:  # not made where there is none
+            blocks.append((tags.get_ifd(EXIF_IFD), (0xA20E, 0xA20F)))
+        for block, codes in blocks:
+            for code in [code for code in codes if code in block and float(block[code]) > 0]:
+                block[code] = float(block[code]) / step
+                found += 1
+        return bool(found)
 
     return _edited_exif(exif, divide)
 
