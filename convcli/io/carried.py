@@ -32,7 +32,7 @@ from .exif import (
     exif_sized,
     exif_tags,
     exif_text,
-    is_description,
+    tiff_exif_tags,
     without_exif_header,
 )
 from .formats import MARKER
@@ -369,7 +369,7 @@ def tiff_options(kept: Carried, size: tuple[int, int] | None = None) -> dict:
         extratags.append((XMP_TAG, "B", len(packet), packet, True))
     if kept.iptc is not None:  # UNDEFINED: the records' bytes in any byte order
         extratags.append((iim.IPTC_TAG, 7, len(kept.iptc), kept.iptc, True))
-    for code, text in kept.held_by("tiff").tiff_text or ():
+    for code, text in _tiff_text(kept) or ():
         extratags.append((code, "s", 0, text, True))
     turned = exif_orientation(kept.exif)  # frames as stored (an animation's): viewers turn them
     if turned not in (None, 1):
@@ -471,8 +471,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if dpi is not None and upright and found.get(ORIENTATION) in TURNS:  # across is down
         dpi = (dpi[1], dpi[0])
     # A TIFF's EXIF is its own directory: its camera's tags alone, as tifffile's pages give
-    described = is_description(found.get(IMAGE_DESCRIPTION))
-    kept_tags = TIFF_CAMERA_TAGS + (EXIF_IFD, GPS_IFD) + ((IMAGE_DESCRIPTION,) if described else ())
+    kept_tags = tiff_exif_tags(found.get(IMAGE_DESCRIPTION)) + (EXIF_IFD, GPS_IFD)
     only = frozenset(kept_tags) if im.format == "TIFF" else None
     exif = _upright_exif(found, upright, only)
     # Its orientation fields are 1 where Pillow turned the pixels by an orientation, EXIF's
@@ -492,11 +491,6 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
         comments=comments_of(im, MARKER.encode()),
         unkept=unkept,
     )
-
-
-# The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
-# DateTime, Artist, Copyright), and its EXIF and GPS directories.
-TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
 
 
 def _iptc(im) -> bytes | None:
@@ -556,12 +550,18 @@ def from_pillow_info(im) -> Carried:
 
 def _pillow_tiff_dpi(tags) -> tuple[float, float] | None:
     """A TIFF page's dpi from its own tags (Pillow keeps an earlier page's in ``info`` past a
-    page that gives none in inches or centimetres): no unit is inches, as Pillow reads it."""
-    x, y, unit = tags.get(282), tags.get(283), tags.get(296, 2)
-    if x is None or y is None or unit not in (2, 3):
+    page that gives none): no unit is inches, as Pillow reads it."""
+    x, y = tags.get(282), tags.get(283)
+    return None if x is None or y is None else tiff_dpi(float(x), float(y), tags.get(296, 2))
+
+
+def tiff_dpi(x: float, y: float, unit) -> tuple[float, float] | None:
+    """Dots per inch from a TIFF's X/YResolution in its ResolutionUnit (2: inch, 3:
+    centimetre); None in any other unit, or none."""
+    if unit not in (2, 3):
         return None
     per_unit = 1.0 if unit == 2 else 2.54
-    return dpi_of([float(x) * per_unit, float(y) * per_unit])
+    return dpi_of([x * per_unit, y * per_unit])
 
 
 def _png_colour(info: dict) -> tuple[tuple[bytes, bytes], ...] | None:

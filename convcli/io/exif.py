@@ -139,6 +139,17 @@ def exif_beyond_text(exif: bytes) -> bool:
     return any(code not in TIFF_TEXT_TAGS and code not in _OF_THE_PIXELS for code in tags)
 
 
+TIFF_CAMERA_TAGS = (271, 272, 274, 306, 315, 33432)
+"""The camera's tags of a TIFF's own directory that EXIF holds (Make, Model, Orientation,
+DateTime, Artist, Copyright)."""
+
+
+def tiff_exif_tags(description) -> tuple[int, ...]:
+    """The tags of a TIFF's own directory that its EXIF takes: the camera's, and its
+    ImageDescription where it describes the picture (:func:`is_description`)."""
+    return TIFF_CAMERA_TAGS + ((IMAGE_DESCRIPTION,) if is_description(description) else ())
+
+
 def is_description(value) -> bool:
     """Whether a TIFF's ImageDescription `value` is a description of the picture, not a
     program's metadata written there (tifffile's JSON, OME-XML, ImageJ's header)."""

@@ -7,13 +7,13 @@ from __future__ import annotations
 import struct
 
 from . import iptc as iim
-from .carried import ORIENTATION, TIFF_CAMERA_TAGS, XMP_TAG, Carried, dpi_of
+from .carried import ORIENTATION, XMP_TAG, Carried, tiff_dpi
 from .exif import (
     EXIF_IFD,
     GPS_IFD,
     IMAGE_DESCRIPTION,
     exif_bytes,
-    is_description,
+    tiff_exif_tags,
     without_exif_header,
 )
 from .geotags import geo_tags
@@ -28,10 +28,9 @@ def from_tiff_page(page) -> Carried:
     icc = tags.get(34675)
     dpi = None
     x, y, unit = tags.get("XResolution"), tags.get("YResolution"), tags.get("ResolutionUnit")
-    if x is not None and y is not None and unit is not None and int(unit.value) in (2, 3):
-        per_unit = 1.0 if int(unit.value) == 2 else 2.54  # inch, centimetre
+    if x is not None and y is not None and unit is not None:
         try:
-            dpi = dpi_of([_ratio(x.value) * per_unit, _ratio(y.value) * per_unit])
+            dpi = tiff_dpi(_ratio(x.value), _ratio(y.value), int(unit.value))
         except ZeroDivisionError:
             dpi = None
     ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
@@ -55,9 +54,8 @@ def _tiff_exif(tags) -> bytes | None:
     import tifffile
     from PIL import Image
 
-    found = {code: tags[code].value for code in TIFF_CAMERA_TAGS if code in tags}
-    if IMAGE_DESCRIPTION in tags and is_description(tags[IMAGE_DESCRIPTION].value):
-        found[IMAGE_DESCRIPTION] = tags[IMAGE_DESCRIPTION].value
+    own = tiff_exif_tags(tags.valueof(IMAGE_DESCRIPTION))
+    found = {code: tags[code].value for code in own if code in tags}
     directories = [
         (ifd, tags[code].value, registry)
         for code, ifd, registry in (
