@@ -135,6 +135,23 @@ def test_a_packet_that_its_sizes_take_past_a_jpegs_segment_loses_its_padding(tmp
     assert written.replace(b'"2400"', b'"1"') == packet.replace(padding, b"\n")
 
 
+def test_a_packet_that_its_sizes_take_past_a_jpegs_segment_without_padding_is_said(tmp_path):
+    """No padding to drop: the packet with its new size would not fit, and the input's,
+    of the old size, would be wrong; it is left out and said, as a packet over 64 KB."""
+    bare = _packet('tiff:ImageWidth="1"', "<dc:description></dc:description>")
+    filler = b"x" * (65504 - len(bare))  # 65504 bytes in all: none to spare
+    packet = bare.replace(b"</dc:description>", filler + b"</dc:description>")
+    assert len(packet) == 65504
+    Image.new("RGB", (400, 300), (10, 20, 30)).save(tmp_path / "p.jpg", xmp=packet)
+    said = ok("pad", "--pad", "1000", tmp_path / "p.jpg", "-o", tmp_path / "o").stderr
+    (out,) = outputs_in(tmp_path / "o")
+    assert _xmp_of(out) is None
+    assert said.count("XMP over 64 KB not kept: jpg outputs hold none") == 1
+    ok("pad", "--pad", "1000", tmp_path / "p.jpg", "--format", "png", "-o", tmp_path / "png")
+    (out,) = outputs_in(tmp_path / "png")
+    assert _xmp_of(out) == packet.replace(b'"1"', b'"2400"')
+
+
 def test_an_edge_map_keeps_no_xmp(tmp_path):
     _turned_photo(tmp_path / "harbour.jpg")
     ok("conv", "-k", "vertical", tmp_path / "harbour.jpg", "-o", tmp_path / "o")

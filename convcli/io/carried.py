@@ -47,7 +47,7 @@ from .jpeg_coding import (
 )
 from .physical import PhysicalSize, physical_size
 from .png_text import comment_chunks, keywords, pillow_text
-from .xmp import JPEG_XMP_BYTES, without_padding, xmp_packet, xmp_sized
+from .xmp import JPEG_XMP_BYTES, fits_jpeg, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
 ORIENTATION = 0x0112
@@ -211,9 +211,10 @@ class Carried:
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or
-        physical size (JPEG no EXIF, XMP or IPTC over 64 KB, no dpi JFIF cannot hold), TIFF of
-        its EXIF the text tags alone, Zarr the georeference and physical size, the others
-        nothing; the JPEG coding JPEG alone; no format its :attr:`unkept`."""
+        physical size (JPEG no EXIF, XMP or IPTC over 64 KB, XMP as sized for it; no dpi JFIF
+        cannot hold), TIFF of its EXIF the text tags alone, Zarr the georeference and
+        physical size, the others nothing; the JPEG coding JPEG alone; no format its
+        :attr:`unkept`."""
         held = replace(self, unkept=())
         if fmt == "png":
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
@@ -222,7 +223,7 @@ class Carried:
                 held,
                 dpi=self.dpi if jfif_holds(self.dpi) else None,
                 exif=_within(self.exif, JPEG_EXIF_BYTES),
-                xmp=_within(self.xmp, JPEG_XMP_BYTES),
+                xmp=self.xmp if self.xmp is not None and fits_jpeg(self.xmp, self.dpi) else None,
                 iptc=_within(self.iptc, iim.JPEG_IPTC_BYTES),
                 geo=None,
                 physical=None,
@@ -291,9 +292,8 @@ class Carried:
             options["exif"] = b"Exif\0\0" + held.exif_for(size)
         if held.xmp is not None:
             sized = self.xmp_for(size)  # its resolution too, where no JFIF density holds it
-            if len(sized) > JPEG_XMP_BYTES:  # its size and resolution overflow: its padding goes
-                sized = without_padding(sized)
-            options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else held.xmp
+            # Its size and resolution overflow: its padding goes (it then fits: fits_jpeg).
+            options["xmp"] = sized if len(sized) <= JPEG_XMP_BYTES else without_padding(sized)
         if held.iptc is not None:
             options["extra"] = iim.photoshop_segment(held.iptc)
         if held.comments is not None:  # before convcli's own comment, its marker

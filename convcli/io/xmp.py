@@ -64,6 +64,18 @@ def without_padding(packet: bytes) -> bytes:
     return re.sub(rb"\s+(?=<\?xpacket end)", b"\n", packet)
 
 
+def fits_jpeg(packet: bytes, dpi: tuple[float, float] | None) -> bool:
+    """Whether `packet`, sized for an image of any size and of `dpi` (:func:`xmp_sized`)
+    and its padding dropped where it must be, fits a JPEG's segment (JPEG_XMP_BYTES). Each
+    size it gives is taken at 19 digits, so that the answer holds for every output.
+
+    >>> fits_jpeg(b'<d xmlns:t="http://ns.adobe.com/tiff/1.0/" t:ImageWidth="640"/>', None)
+    True
+    """
+    widest = 10**19 - 1
+    return len(without_padding(xmp_sized(packet, widest, widest, dpi))) <= JPEG_XMP_BYTES
+
+
 def _set(packet: bytes, namespace: bytes, name: bytes, value: bytes | str) -> bytes:
     """`packet` with field `name` of `namespace` set to `value` wherever it is given: in an
     element's opening tag (not in text or a comment), or as an element's text."""
