@@ -243,6 +243,18 @@ def test_a_line_put_twice_on_object_storage_is_read_once(tmp_path):
     assert record_of(str(tmp_path / "a.png")) == {"output": "a.png", "n": 1}
 
 
+def test_a_file_url_names_the_local_folder_to_read_and_write(tmp_path):
+    """``file://`` is a local path for -o, and for read_manifest too (it read none)."""
+    from convcli.app.manifest import read_manifest
+
+    (tmp_path / "in").mkdir()
+    make_image(tmp_path / "in" / "a.png", size=(8, 6))
+    ok("pool", tmp_path / "in", "-o", f"file://{tmp_path / 'out'}")
+    records = read_manifest(f"file://{tmp_path / 'out'}")
+    assert [r["output"] for r in records] == ["a_pool-max-f2-s2.png"]
+    assert records == read_manifest(str(tmp_path / "out"))
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     values=arrays(

@@ -98,7 +98,7 @@ def read_manifest(folder: str, storage_options: dict | None = None) -> list[dict
     """
     if not storage.is_url(folder):
         try:
-            with open(os.path.join(folder, MANIFEST_NAME), "rb") as f:
+            with open(os.path.join(storage.local_path(folder), MANIFEST_NAME), "rb") as f:
                 return _records([f.read()])
         except FileNotFoundError:
             return []

@@ -420,7 +420,7 @@ normalize_option = click.option(
     help="Values to image levels. auto: robust for zero-sum (edge) kernels (the "
     "99.5th percentile of |x| is white), clip for kernels that keep the level "
     "(blur, sharpen; a channel sum shown as the mean), minmax otherwise; "
-    "none: the float32 values (--format tiff or npy).",
+    "none: the float32 values (--format tiff, npy or zarr).",
 )
 
 
