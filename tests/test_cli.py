@@ -13,6 +13,7 @@ from helpers import (
     HEIGHT,
     MODES,
     WIDTH,
+    engine,
     make_exif_rotated_jpeg,
     make_gif,
     make_image,
@@ -510,6 +511,52 @@ def test_blur_and_sharpen_by_channel_are_weighted_by_alpha_and_keep_it(tmp_path,
     written = read(out / f"a_conv-{kernel}-each.png")
     assert written.shape == rgba.shape
     np.testing.assert_array_equal(written, np.clip(np.rint(got), 0, 255))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian-3x3", "gaussian-5x5"])
+def test_a_blurred_alpha_is_exact_and_rounds_its_halves_to_even_on_both_engines(tmp_path, kernel):
+    """A blur's weights are sixteenths or 256ths: its alpha, of whole levels, is exact in
+    float32, so both engines give the same levels, an exact half rounded to even."""
+    rgba = np.random.default_rng(1).integers(0, 256, (60, 50, 4), dtype=np.uint8)
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "a.png")
+    weights = get_kernel(kernel).weights.astype(np.float64)
+    f = len(weights)
+    alpha = np.pad(rgba[..., 3].astype(np.float64), f // 2, mode="reflect")
+    want = sum(  # exact: whole levels times sixteenths or 256ths
+        weights[i, j] * alpha[i : i + 60, j : j + 50] for i in range(f) for j in range(f)
+    )
+    assert np.any(want % 1 == 0.5)  # ties to round
+    for name in ("native", "numpy"):
+        with engine(name):
+            ok(
+                "conv",
+                tmp_path / "a.png",
+                "-k",
+                kernel,
+                "--channels",
+                "each",
+                "-o",
+                tmp_path / name,
+            )
+            ok(
+                "conv",
+                tmp_path / "a.png",
+                "-k",
+                kernel,
+                "--channels",
+                "each",
+                "--format",
+                "npy",
+                "-o",
+                tmp_path / name,
+            )
+        values = np.load(tmp_path / name / f"a_conv-{kernel}-each.npy")[..., 3]
+        np.testing.assert_array_equal(values, want)
+        for written in (
+            read(tmp_path / name / f"a_conv-{kernel}-A.png"),
+            read(tmp_path / name / f"a_conv-{kernel}-each.png")[..., 3],
+        ):
+            np.testing.assert_array_equal(written, np.clip(np.rint(want), 0, 255))
 
 
 def test_conv_16_bit_in_16_bit_out(tmp_path, out):

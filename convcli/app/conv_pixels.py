@@ -29,9 +29,9 @@ COMBINERS = keyed_by(
 """``--combine``: one map of the kernels' results, stacked on axis -2 of (..., kernels, maps)."""
 
 MIN_WEIGHT = 1e-3
-"""The least alpha weight (``conv(alpha / white)``) that :func:`alpha_weighted_maps` divides
-by: an output alpha of a quarter of an 8-bit level, where the weights that sharpen's negative
-taps leave are rounding errors."""
+"""The least alpha weight, a share of white (``conv(alpha) / white``), that
+:func:`alpha_weighted_maps` divides by: an output alpha of a quarter of an 8-bit level,
+where the weights that sharpen's negative taps leave are rounding errors."""
 
 # Values of the uint16 block that channel_sum_padded sums a few rows in (64 kB: in cache).
 SUM_BLOCK_VALUES = 1 << 15
@@ -85,24 +85,25 @@ def alpha_weighted_maps(op, pic) -> np.ndarray:
     """``--channels each`` of kernels that keep levels on a picture with alpha, as
     ImageMagick convolves: weighted by alpha, alpha itself convolved.
 
-    For each kernel, the colours ``conv(c * a) / conv(a)`` (``a`` the opacity,
-    0 to 1; colour 0 where ``conv(a)`` is not above :data:`MIN_WEIGHT`, a sum of
-    rounding errors as much as of opacity), so that the colour
-    hidden under transparent pixels never reaches an output pixel, then alpha,
-    ``conv(alpha)``: (m, H', W', kernels * (colours + 1)), kernel-major. The bias
-    is added to the colours.
+    For each kernel, the colours ``conv(c * alpha) / conv(alpha)`` (colour 0 where
+    ``conv(alpha)`` is not above :data:`MIN_WEIGHT` of white, a sum of rounding
+    errors as much as of opacity), so that the colour hidden under transparent
+    pixels never reaches an output pixel, then alpha, ``conv(alpha)``: (m, H', W',
+    kernels * (colours + 1)), kernel-major. The bias is added to the colours.
+    Alpha is convolved as its whole levels, not as the opacity ``alpha / white``:
+    a blur's weights (sixteenths, 256ths) then give it exactly, the same on
+    either engine, and its halves round to even.
     """
     n = pic.colour_channels
-    weight = alpha_weight(pic)
-    A = np.concatenate([as_batch(pic.pixels)[..., :n] * weight, weight], axis=3)
+    alpha = as_batch(pic.pixels)[..., n:].astype(np.float32, copy=False)
+    A = np.concatenate([as_batch(pic.pixels)[..., :n] * alpha, alpha], axis=3)
     Z = depthwise_maps(op, A, bias=0.0)
-    white = np.float32(pic.white or 1.0)
+    least = MIN_WEIGHT * np.float32(pic.white or 1.0)
     for start in range(0, Z.shape[3], n + 1):
         colours, total = Z[..., start : start + n], Z[..., start + n : start + n + 1]
-        np.divide(colours, total, out=colours, where=total > MIN_WEIGHT)
-        colours[np.broadcast_to(total <= MIN_WEIGHT, colours.shape)] = 0
+        np.divide(colours, total, out=colours, where=total > least)
+        colours[np.broadcast_to(total <= least, colours.shape)] = 0
         colours += np.float32(op.bias)
-        total *= white
     return Z
 
 
