@@ -1034,3 +1034,23 @@ def test_a_stop_while_the_local_cluster_starts_leaves_no_cluster_for_dasks_exit(
     finally:
         listed.discard(earlier)
         asyncio_log.setLevel(level)
+
+
+def _log_a_worker_error():
+    import logging
+
+    logging.getLogger("distributed.worker").error("a heartbeat that failed as the run ended")
+
+
+def test_a_local_clusters_workers_print_no_log_of_their_own(by_value, capfd):
+    """Dask's workers log their errors with tracebacks (a heartbeat to a scheduler that
+    closed first, as a run ends); the run says what happened on its own lines."""
+    from convcli.engines import dask as engine
+
+    client = engine._client(distributed, "local", None, jobs=1, timeout=10.0)
+    try:
+        client.wait_for_workers(1, timeout=60)
+        client.run(_log_a_worker_error)
+    finally:
+        engine.close(client)
+    assert "heartbeat" not in capfd.readouterr().err

@@ -124,14 +124,16 @@ def _client(
 
     if scheduler == "local":
         # The scheduler's HTTP server on a free loopback port: with the dashboard
-        # off it would still take 8787, and warn when another cluster holds it.
+        # off it would still take 8787, and warn when another cluster holds it. The
+        # workers log nothing: the run says what happened to its files itself, and Dask's
+        # errors come with tracebacks (a heartbeat to a scheduler closed first, at the end).
         with _forgotten_if_stopped(distributed):
             cluster = distributed.LocalCluster(
                 n_workers=jobs,
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address="127.0.0.1:0",
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL + 1,
             )
         client = distributed.Client(cluster, set_as_default=False)
         client._convcli_cluster = cluster  # closed with the client, see close()
