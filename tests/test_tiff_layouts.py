@@ -694,3 +694,26 @@ def test_the_results_of_nodata_windows_are_said_missing_not_only_not_finite(tmp_
     command = ("pool", "--mode", "average", "--format", "tiff", "-v", tmp_path / "scene.tif")
     result = ok(*command, "-o", tmp_path / "out", *memory)
     assert "4 result values are missing (windows of nodata pixels, -9999) or not" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("dtype", "note"),
+    [
+        (np.int32, "32-bit integer samples computed in float32"),
+        (np.uint32, "32-bit integer samples computed in float32"),
+        (np.float64, "float64 samples computed in float32"),
+    ],
+)
+def test_samples_that_float32_rounds_are_said_whole_and_in_strips(
+    tmp_path, small_strips, dtype, note
+):
+    """convcli computes in float32: a pad of 32-bit integers past 2**24, or of float64
+    values, writes them rounded to float32, which is said from the file's layout (the same
+    whole and in strips), not written silently."""
+    values = np.random.default_rng(3).integers(2**24, 2**31 - 1, (300, 200)).astype(dtype)
+    tifffile.imwrite(tmp_path / "wide.tif", values)
+    for folder, extra in (("whole", []), ("strips", ["--memory", small_strips])):
+        said = ok("pad", "--pad", "1", tmp_path / "wide.tif", "-o", tmp_path / folder, *extra)
+        assert said.stderr.count(note) == 1, said.stderr
+        written = tifffile.imread(tmp_path / folder / "wide_pad-constant-1-L.tiff")
+        np.testing.assert_array_equal(written[1:-1, 1:-1], values.astype(np.float32))

@@ -112,6 +112,10 @@ class _Layout:
         return self.white is None or self.signed
 
 
+# What a file's samples lose to convcli's float32, said for each file that stores them.
+INT32_NOTE = "32-bit integer samples computed in float32: exact to +-16,777,216, rounded beyond"
+FLOAT64_NOTE = "float64 samples computed in float32 (24 bits: about 7 significant digits)"
+
 # Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
 # values are kept as they are; the white follows Pillow's modes "I" (integers, at least
 # 65535) and "F" (floats, at least 1). Signed 8-bit samples keep their sign (Pillow
@@ -119,11 +123,11 @@ class _Layout:
 _WIDE_GREY = {
     (8, 2): _Layout(("L",), 255.0, 8, signed=True),
     (16, 2): _Layout(("L",), None, 16, least_white=65535.0),
-    (32, 1): _Layout(("L",), None, 16, least_white=65535.0),
-    (32, 2): _Layout(("L",), None, 16, least_white=65535.0),
+    (32, 1): _Layout(("L",), None, 16, note=INT32_NOTE, least_white=65535.0),
+    (32, 2): _Layout(("L",), None, 16, note=INT32_NOTE, least_white=65535.0),
     (16, 3): _Layout(("L",), None, 16),
     (32, 3): _Layout(("L",), None, 16),
-    (64, 3): _Layout(("L",), None, 16),
+    (64, 3): _Layout(("L",), None, 16, note=FLOAT64_NOTE),
 }
 
 
@@ -157,10 +161,11 @@ def _float_colour_layout(page) -> _Layout | None:
     Its white comes from its values, as a float grey page's does.
     """
     extras = tuple(page.extrasamples)
+    note = FLOAT64_NOTE if page.bitspersample == 64 else None
     if page.samplesperpixel == 3 and not extras:
-        return _Layout(("R", "G", "B"), None, 16)
+        return _Layout(("R", "G", "B"), None, 16, note=note)
     if page.samplesperpixel == 4 and extras == (_UNASSOCIATED,):
-        return _Layout(("R", "G", "B", "A"), None, 16)
+        return _Layout(("R", "G", "B", "A"), None, 16, note=note)
     return None
 
 
