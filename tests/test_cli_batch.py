@@ -190,6 +190,33 @@ def test_existing_outputs_are_skipped_unless_overwrite(tmp_path):
         assert im.size == (20, 15)
 
 
+@pytest.mark.parametrize("taken_by", ["file", "folder", "dangling link"])
+def test_an_outputs_name_taken_by_another_is_a_failure_not_a_skip(tmp_path, taken_by):
+    """Only an output convcli wrote is skipped as done; a user's file, a folder or a link
+    to nothing at its name fails the input on one line, as with --overwrite, and is kept."""
+    src = make_image(tmp_path / "p.png", "RGB")
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "p_pool-max-f2-s2.png"
+    if taken_by == "file":
+        target.write_text("precious")
+    elif taken_by == "folder":
+        target.mkdir()
+    else:
+        target.symlink_to(tmp_path / "nothing")
+    for extra in ([], ["--overwrite"]):
+        result = run("pool", src, "-o", out, *extra)
+        assert result.exit_code == 1, result.stderr
+        line = result.stderr.splitlines()[0]
+        assert line.startswith(f"convcli: {src}: {target}: ")
+        why = "a folder has the output's name" if taken_by == "folder" else "not written by convcli"
+        assert why in line
+        assert "0 processed, 0 skipped, 1 failed" in result.stderr
+    if taken_by == "file":
+        assert target.read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == [target.name]
+
+
 def test_a_half_done_file_is_completed_and_existing_outputs_kept(tmp_path):
     src = make_image(tmp_path / "p.png", "RGB")
     out = tmp_path / "out"

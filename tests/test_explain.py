@@ -642,3 +642,15 @@ def test_the_opencv_script_reads_grey_and_alpha_as_two_channels(tmp_path, monkey
     samples = np.random.default_rng(5).integers(0, 256, (9, 12, 2), dtype=np.uint8)
     Image.fromarray(samples, "LA").save(grey_alpha)
     _check(tmp_path, monkeypatch, op, args, "opencv", grey_alpha)
+
+
+@pytest.mark.parametrize("target", ["scipy", "opencv", "torch", "skimage", "magick"])
+def test_a_kernel_dilated_past_what_a_script_writes_is_refused_on_one_line(target):
+    """The scripts write the dilated kernel's every tap: --dilation 100000 would be 40
+    billion of them (convcli itself would need 298 GiB to make them)."""
+    result = run("explain", "conv", "-k", "vertical", "--dilation", "100000", "--as", target)
+    assert_one_line_error(result, 2, "--dilation")
+    assert "200001x200001" in result.stderr
+    assert run("explain", "conv", "-k", "vertical", "--dilation", "100000").exit_code == 0
+    script = run("explain", "conv", "-k", "vertical", "--dilation", "127", "--as", target)
+    assert script.exit_code == 0 and len(script.stdout) < 2_000_000

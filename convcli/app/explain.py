@@ -22,6 +22,7 @@ import subprocess
 import textwrap
 
 from ..choices import EXPLAIN_TARGETS
+from ..errors import OptionError
 from ..levels.mapping import LUMA_WEIGHTS
 from .borders import BORDERS, NO_EQUIVALENT, Nearest, border_name
 from .conv_op import ConvOp, alpha_weighted
@@ -224,10 +225,29 @@ def explain(op, target: str) -> str:
     if target not in EXPLAIN_TARGETS:
         raise ValueError(f"target must be one of {', '.join(EXPLAIN_TARGETS)}; got {target!r}")
     kind = op.name
+    if kind == "conv":
+        _check_taps(op)
     if target == "magick":
         return _magick(op, kind)
     build = {"conv": conv_script, "pool": pool_script, "pad": pad_script}[kind]
     return build(op, target)
+
+
+SCRIPT_TAPS = 65536
+"""The most taps of a dilated kernel a script writes out (256 x 256): each is a number in it."""
+
+
+def _check_taps(op: ConvOp) -> None:
+    """An OptionError naming ``--dilation`` where a kernel it spreads out has more taps than
+    a script writes (:data:`SCRIPT_TAPS`), before any is made."""
+    for k in op.kernels:
+        h, w = op.span(k)
+        if h * w > SCRIPT_TAPS:
+            raise OptionError(
+                f"{op.dilation} spreads kernel {k.label} over {h}x{w} taps, and the "
+                f"scripts write each: at most {SCRIPT_TAPS:,} (256x256)",
+                "--dilation",
+            )
 
 
 def _conv_rows(op: ConvOp) -> tuple[list[tuple[str, ...]], list[str]]:

@@ -30,7 +30,7 @@ from ..io.exif import IMAGE_DESCRIPTION, exif_beyond_text, exif_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.png_text import keywords
-from ..io.safeio import path_key, published_identity, refusal
+from ..io.safeio import check_kept, path_key, published_identity, refusal
 from ..levels.mapping import LevelScale, Mapping, level_type, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 
@@ -97,18 +97,25 @@ def checking_outputs(check: Callable[[list[Output], list[Output]], list[Output]]
 def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     """The outputs to write: all with ``--overwrite``, else those that do not exist.
 
-    A ValueError if one of them would replace an input file of the run.
+    A ValueError if one of them would replace an input file of the run. An existing
+    output on this disk is kept as done only where convcli wrote it; another program's
+    file, a folder or a link to nothing at its name raises as writing it would
+    (:func:`~convcli.io.safeio.check_kept`).
     `exists(output)` says whether an output exists (default: on this disk, where a
     symbolic link at its name, even one that names nothing, is one, as
     :func:`~convcli.io.safeio.write_atomic` finds it). Inside :func:`checking_outputs`,
     its check has the last word.
     """
+    on_disk = exists is None and not (task.staged or storage.is_url(task.out_dir))
     exists = exists or (lambda out: os.path.lexists(out.path))
     since = getattr(task, "again_since", None)  # a task run again (Task.again)
     if task.overwrite and since is None:
         todo = outputs
     else:
         todo = [o for o in outputs if not exists(o) or _changed_since(o.path, since)]
+        for out in outputs if on_disk else ():  # kept as done only where convcli wrote it
+            if out not in todo:
+                check_kept(out.path, written_by_convcli, folder=task.fmt == "zarr")
     check = _OUTPUTS_CHECK.get()
     if check is not None:
         todo = check(outputs, todo)

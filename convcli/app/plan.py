@@ -65,6 +65,10 @@ class Task:
         An object-storage folder the Zarr outputs (``--format zarr``) are
         written to in place, while `out_dir` is the local staging folder
         that stands for it (:func:`convcli.app.process._process_staged`); "": none.
+    staged : bool
+        `out_dir` is the local staging folder of an output folder on object storage
+        (:func:`convcli.app.staging.staged_task`): its empty placeholders stand for the
+        objects there, whoever wrote them.
     downloaded : bool
         `source` is a copy on this machine's disk of an object downloaded
         from object storage: a cluster's band tasks could not read it there,
@@ -106,6 +110,7 @@ class Task:
     out_file: str = ""
     storage_options: dict | None = None
     stores_at: str = ""
+    staged: bool = False
     downloaded: bool = False
     existing: tuple[str, ...] | None = None
     memory: int | None = None

@@ -59,6 +59,7 @@ def staged_task(task: Task, source: str, downloaded: bool, out: str) -> Task:
         out_dir=out,
         existing=None,
         stores_at=task.out_dir if stores else "",
+        staged=True,
         out_file=os.path.join(out, storage.basename(task.out_file)) if task.out_file else "",
         protected=tuple(
             os.path.join(out, storage.basename(p))

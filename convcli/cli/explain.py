@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..errors import OptionError
 from .options import conv_options, normalize_option, pad_options, pool_options, target_option
-from .runner import CONTEXT_SETTINGS, conv_op, operation, pool_op
+from .runner import CONTEXT_SETTINGS, conv_op, operation, pool_op, usage_error
 
 
 @click.group("explain", context_settings=CONTEXT_SETTINGS)
@@ -28,7 +29,11 @@ def _explain(op, target) -> None:
     from ..app.explain import conventions, explain
     from ..app.stdio import write_text
 
-    write_text(explain(op, target.lower()) if target else conventions(op))
+    try:
+        text = explain(op, target.lower()) if target else conventions(op)
+    except OptionError as exc:  # an option the script cannot hold
+        raise usage_error(exc) from None
+    write_text(text)
 
 
 @explain_cmd.command("conv")

@@ -432,6 +432,16 @@ def published_identity(path) -> tuple[int, ...] | None:
     return _PUBLISHED.pop(str(path), None)
 
 
+def check_kept(
+    path: str | os.PathLike, replaceable: Callable[[Path], bool], *, folder: bool = False
+) -> None:
+    """Raise, as :func:`write_atomic` with ``overwrite`` would, where the existing `path` is
+    not an output convcli may take as its own (`replaceable`): a file another program
+    wrote, a folder where a file goes, a link to nothing. An output kept as done is one
+    of these checks' survivors, never merely a name that is taken."""
+    _may_write(Path(path), True, replaceable, folder)
+
+
 def _may_write(
     path: Path, overwrite: bool, replaceable: Callable[[Path], bool] | None, folder: bool = False
 ) -> bool:
