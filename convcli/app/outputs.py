@@ -106,7 +106,7 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
     :func:`~convcli.io.safeio.write_atomic` finds it). Inside :func:`checking_outputs`,
     its check has the last word.
     """
-    on_disk = exists is None and not (task.staged or storage.is_url(task.out_dir))
+    on_disk = not (task.staged or task.existing is not None or storage.is_url(task.out_dir))
     exists = exists or (lambda out: os.path.lexists(out.path))
     since = getattr(task, "again_since", None)  # a task run again (Task.again)
     if task.overwrite and since is None:
