@@ -1279,6 +1279,27 @@ def test_dilation_numerical_gradient(layer, stride, pad, dilation):
     _check_layer_gradients(*LAYERS[layer], A, W, b, hpd(stride, pad, dilation), stride)
 
 
+@pytest.mark.parametrize("layer", ["conv", "depthwise"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("size", "pad"), [((24, 32), 300), ((624, 632), 0)])
+def test_a_kernel_dilated_far_past_its_taps_has_its_gradients_in_little_memory(
+    layer, dtype, size, pad
+):
+    """3x3 taps 300 apart over a 601x601 span: the engine's rows of the whole span would take
+    64 GiB for a 24x32 picture (padded by zeros, or by convcli's border: a 624x632 input);
+    the gradients come tap by tap, as the loops give them."""
+    A, W, b = conv_case(7, 1, *size, 2, 3, 2, dtype, depthwise=layer == "depthwise")
+    forward, backward = LAYERS[layer]
+    Z, cache = forward(A, W, b, hpd(1, pad, 300))
+    dZ = np.random.default_rng(7).standard_normal(Z.shape).astype(dtype)
+    backward_loop = LOOPS[layer == "depthwise"][1]
+    for got, want in zip(
+        backward(dZ, cache), backward_loop(dZ, A, W, hpd(1, pad, 300)), strict=True
+    ):
+        assert got.shape == want.shape
+        assert_matches(got, want, dtype)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("layer", ["conv", "depthwise"])
 def test_dilation_skips_the_pixels_between_taps(layer):
