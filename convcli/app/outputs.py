@@ -29,8 +29,9 @@ from ..io.carried import NOTHING, Carried, kept_record, kept_text
 from ..io.exif import IMAGE_DESCRIPTION, exif_beyond_text, exif_text
 from ..io.formats import load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
+from ..io.ownership import refusal
 from ..io.png_text import keywords
-from ..io.safeio import check_kept, path_key, published_identity, refusal
+from ..io.safeio import check_kept, path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, level_type, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
 

@@ -83,7 +83,7 @@ class Task:
         (:func:`convcli.app.work.check_whole_work`).
     replace_any : bool
         Replace an existing output whoever wrote it: the file named with
-        ``-o FILE --overwrite`` (:func:`convcli.io.safeio.writing_named`).
+        ``-o FILE --overwrite`` (:func:`convcli.io.ownership.writing_named`).
     frames : "first", "all" or tuple of int
         The frames of a multi-frame file to process (``--frames``,
         :func:`convcli.io.frames.parse_frames`).

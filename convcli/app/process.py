@@ -27,12 +27,8 @@ from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
 from ..io.images import Picture, PixelLimitError, check_pixels, open_image
 from ..io.limits import check_stored
-from ..io.safeio import (
-    make_output_folder,
-    remove_stale_staging,
-    staging_folder,
-    writing_named,
-)
+from ..io.ownership import writing_named
+from ..io.safeio import make_output_folder, remove_stale_staging, staging_folder
 from ..io.storage import is_url
 from ..layers._engine.tiles import memory_budget
 from ..levels.mapping import LevelScale, map_levels

@@ -24,8 +24,9 @@ from .carried import NOTHING, Carried, tiff_options
 from .formats import FORMATS, MARKER, bigtiff_needed, load, tiff_page_tags
 from .images import _pillow_limit_off
 from .nodata import missing_as_nodata
+from .ownership import marks_needed
 from .png import ApngWriter, write_png
-from .safeio import atomic_output, marks_needed, write_atomic
+from .safeio import atomic_output, write_atomic
 
 JPEG_QUALITY = 95
 
@@ -46,7 +47,7 @@ def written_by_convcli(path: str | os.PathLike, *, marked: bool | None = None) -
     mark: one with a valid header (``numpy.lib.format``) counts as convcli's
     where convcli chose its name (an output in a folder), never where the mark
     is needed, `marked` (by default: a file named with ``-o FILE``,
-    :func:`convcli.io.safeio.writing_named`).
+    :func:`convcli.io.ownership.writing_named`).
     """
     path = os.fspath(path)
     if os.path.isdir(path):  # a Zarr store: its group's attributes say
