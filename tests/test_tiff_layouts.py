@@ -717,3 +717,15 @@ def test_samples_that_float32_rounds_are_said_whole_and_in_strips(
         assert said.stderr.count(note) == 1, said.stderr
         written = tifffile.imread(tmp_path / folder / "wide_pad-constant-1-L.tiff")
         np.testing.assert_array_equal(written[1:-1, 1:-1], values.astype(np.float32))
+
+
+@pytest.mark.parametrize(("photometric", "samples"), [("minisblack", 2), ("rgb", 4)])
+def test_an_extra_sample_of_no_stated_meaning_is_left_out_and_said(tmp_path, photometric, samples):
+    """Not alpha (TIFF's ExtraSamples 0): the grey or colour samples are read, and the one
+    left out is said (libvips keeps it as a band, GDAL as an 'Undefined' one)."""
+    stored = np.random.default_rng(6).integers(0, 256, (20, 30, samples), dtype=np.uint8)
+    tifffile.imwrite(tmp_path / "x.tif", stored, photometric=photometric, extrasamples=[0])
+    said = ok("pad", "--pad", "0", "--format", "tiff", tmp_path / "x.tif", "-o", tmp_path / "o")
+    assert said.stderr.count("extra sample of no stated meaning not read") == 1, said.stderr
+    (out,) = (tmp_path / "o").glob("*.tiff")
+    np.testing.assert_array_equal(np.squeeze(tifffile.imread(out)), np.squeeze(stored[..., :-1]))

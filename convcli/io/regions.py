@@ -66,6 +66,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import tifffile
@@ -115,6 +116,7 @@ class _Layout:
 # What a file's samples lose to convcli's float32, said for each file that stores them.
 INT32_NOTE = "32-bit integer samples computed in float32: exact to +-16,777,216, rounded beyond"
 FLOAT64_NOTE = "float64 samples computed in float32 (24 bits: about 7 significant digits)"
+UNSPECIFIED_NOTE = "its extra sample of no stated meaning not read (TIFF ExtraSamples 0: not alpha)"
 
 # Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
 # values are kept as they are; the white follows Pillow's modes "I" (integers, at least
@@ -145,8 +147,9 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     alpha = ("A",) if extras == (_UNASSOCIATED,) or (deep_grey and extras == (_ASSOCIATED,)) else ()
     if extras and not alpha and extras != (_UNSPECIFIED,):
         return None
+    unread = UNSPECIFIED_NOTE if extras and not alpha else None
     if page.bitspersample == 8:
-        return _Layout(colour + alpha, 255.0, 8)
+        return _Layout(colour + alpha, 255.0, 8, note=unread)
     if extras == (_UNSPECIFIED,):
         return None
     why = None if deep_grey else deep_codecs_missing()  # as read_image reads it
@@ -530,14 +533,10 @@ class RegionSource:
         page = self._page
         top = k * self._segment_rows
         shape = (min(self._segment_rows, self.height - top), self.width, page.samplesperpixel)
+        tile = int(page.tilewidth) if page.is_tiled else None
+        decode = partial(self._decode_tiles, k)  # (c0, c1, out)
         return self.kept_rows.read(
-            k,
-            lo,
-            hi,
-            shape=shape,
-            dtype=page.dtype,
-            tile=int(page.tilewidth) if page.is_tiled else None,
-            decode=lambda c0, c1, out: self._decode_tiles(k, c0, c1, out),
+            k, lo, hi, shape=shape, dtype=page.dtype, tile=tile, decode=decode
         )
 
     def _decode_tiles(self, k: int, c0: int, c1: int, out: np.ndarray) -> None:
