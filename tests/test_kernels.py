@@ -643,6 +643,9 @@ MALFORMED = [
         "row 1, column 1 is 1e+40: weights beyond the float32 range",
     ),
     ("big.txt", "1 2\n3 -1e308\n", "row 2, column 2 is -1e+308: weights beyond the float32 range"),
+    # Past float64 too: the number as written, not the 'inf' it reads as.
+    ("huge.txt", "1 2\n3 -1e400\n", "line 2: '-1e400': weights beyond the float32 range"),
+    ("hugefraction.txt", "1 1e400/2\n", "line 1: '1e400/2': weights beyond the float32 range"),
     ("desc.toml", "description = 3\nweights = [[1]]\n", "'description' must be one line"),
 ]
 

@@ -259,7 +259,21 @@ def _parse_text_grid(text: str, shown: str, name: str) -> Kernel:
         weights = _parse_fraction_rows(rows, line_numbers, shown)
     else:
         weights = _loadtxt_rows(rows, line_numbers, shown)
+    _check_past_float64(weights, rows, line_numbers, shown)
     return Kernel(name, "", _checked_weights(weights, shown, rows_named=line_numbers), (), shown)
+
+
+def _check_past_float64(weights, rows: list[str], line_numbers: list[int], shown: str) -> None:
+    """A KernelError naming the number as written where one past float64's range (``1e400``)
+    was read as an infinity, which the finite check would quote as 'inf'."""
+    for i, row in enumerate(weights):  # rows of any lengths: a ragged grid is said later
+        infinite = [j for j, value in enumerate(row) if math.isinf(value)]
+        token = rows[i].split()[infinite[0]] if infinite else "inf"
+        if "inf" not in token.lower():
+            raise KernelError(
+                f"{shown}: line {line_numbers[i]}: {_short(token)}: weights beyond the float32 "
+                "range (magnitude at most about 3.4e38) cannot be applied"
+            )
 
 
 def load_kernel_file(path) -> Kernel:
