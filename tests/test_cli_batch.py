@@ -217,6 +217,23 @@ def test_an_outputs_name_taken_by_another_is_a_failure_not_a_skip(tmp_path, take
     assert sorted(p.name for p in out.iterdir()) == [target.name]
 
 
+@pytest.mark.parametrize("fmt", ["png", "npy", "zarr"])
+def test_a_run_again_skips_its_outputs_and_figure(tmp_path, fmt):
+    """Each kind of output convcli wrote is its own (a Zarr store a folder, the figure a
+    PNG beside it): the same run again skips the file and changes none of them."""
+    if fmt == "zarr":
+        pytest.importorskip("zarr")
+    src = make_image(tmp_path / "p.png", "RGB")
+    out = tmp_path / "out"
+    args = ("conv", "-k", "sobel-x", src, "--format", fmt, "--figure", "-o", out)
+    assert run(*args).exit_code == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert any(name.endswith("_grid.png") for name in before)
+    again = run(*args)
+    assert again.exit_code == 0 and "0 processed, 1 skipped, 0 failed" in again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
 def test_a_half_done_file_is_completed_and_existing_outputs_kept(tmp_path):
     src = make_image(tmp_path / "p.png", "RGB")
     out = tmp_path / "out"

@@ -27,7 +27,7 @@ from ..engines.process_state import library_section
 from ..io import storage
 from ..io.carried import NOTHING, Carried, kept_record, kept_text
 from ..io.exif import IMAGE_DESCRIPTION, exif_beyond_text, exif_text
-from ..io.formats import load
+from ..io.formats import is_store_name, load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.ownership import refusal
 from ..io.png_text import keywords
@@ -116,7 +116,7 @@ def outputs_to_write(task, outputs: list[Output], exists=None) -> list[Output]:
         todo = [o for o in outputs if not exists(o) or _changed_since(o.path, since)]
         for out in outputs if on_disk else ():  # kept as done only where convcli wrote it
             if out not in todo:
-                check_kept(out.path, written_by_convcli, folder=task.fmt == "zarr")
+                check_kept(out.path, written_by_convcli, folder=is_store_name(str(out.path)))
     check = _OUTPUTS_CHECK.get()
     if check is not None:
         todo = check(outputs, todo)
