@@ -729,3 +729,14 @@ def test_an_extra_sample_of_no_stated_meaning_is_left_out_and_said(tmp_path, pho
     assert said.stderr.count("extra sample of no stated meaning not read") == 1, said.stderr
     (out,) = (tmp_path / "o").glob("*.tiff")
     np.testing.assert_array_equal(np.squeeze(tifffile.imread(out)), np.squeeze(stored[..., :-1]))
+
+
+def test_a_multi_page_tiffs_layout_notes_are_said_for_its_stack(tmp_path):
+    """Every page read as a frame says its layout's note, said once for the stack."""
+    pages = np.random.default_rng(8).integers(2**24, 2**31 - 1, (3, 20, 30)).astype(np.int32)
+    with tifffile.TiffWriter(tmp_path / "pages.tif") as tif:
+        for page in pages:
+            tif.write(page)
+    for n, frames in enumerate(([], ["--frames", "all"], ["--frames", "1,2"], ["--frames", "0"])):
+        said = ok("pad", "--pad", "1", tmp_path / "pages.tif", *frames, "-o", tmp_path / f"o{n}")
+        assert said.stderr.count("32-bit integer samples computed in float32") == 1, frames

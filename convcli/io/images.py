@@ -540,16 +540,15 @@ class TiffSource:
             if read is None:
                 yield next(self._pillow().read_frames((k,)))
                 continue
-            samples, white, depth, floats = read
+            samples, white, depth, floats, notes = read
             carried = self._pages.page_carried(k)
-            yield Picture(samples, self.channels, white, depth, (), carried, floats), None
+            yield Picture(samples, self.channels, white, depth, notes, carried, floats), None
 
     def read(self) -> Picture:
         """Decode the first page into a :class:`Picture`, as :meth:`ImageSource.read`."""
         count = self.frame_count
-        notes = ((f"used the first of {count} frames",) if count > 1 else ()) + self._pages.notes
-        read = self._pages.read_page(0)
-        samples, white, depth, floats = read
+        samples, white, depth, floats, notes = self._pages.read_page(0)
+        notes = ((f"used the first of {count} frames",) if count > 1 else ()) + notes
         return Picture(samples, self.channels, white, depth, notes, self._pages.carried, floats)
 
     def _pillow(self) -> ImageSource:

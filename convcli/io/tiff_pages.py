@@ -48,8 +48,6 @@ class TiffPages:
         The first page's (width, height).
     frame_count : int
         The number of pages.
-    notes : tuple of str
-        The first page's note, if its samples are read at a lower depth.
     sample_bytes : int
         Bytes of one of the first page's samples as stored.
     carried : Carried
@@ -64,7 +62,6 @@ class TiffPages:
         self.carried = _with_nodata_read(from_tiff_page(page), layout, np.dtype(page.dtype))
         self.size = (int(page.imagewidth), int(page.imagelength))
         self.frame_count = len(tif.pages)
-        self.notes = (layout.note,) if layout.note else ()
         self._last = (0, page)
 
     def page_size(self, k: int) -> tuple[int, int]:
@@ -98,9 +95,10 @@ class TiffPages:
         carried = replace(carried, physical=self.carried.physical, ome=self.carried.ome)
         return carried if layout is None else _with_nodata_read(carried, layout, page.dtype)
 
-    def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool] | None:
-        """Page `k`'s samples (H, W, C), white, depth and whether it holds float samples;
-        None where Pillow reads the page.
+    def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool, tuple[str, ...]] | None:
+        """Page `k`'s samples (H, W, C), white, depth, whether it holds float samples, and
+        the notes of its layout (samples read at a lower depth, or rounded); None where
+        Pillow reads the page.
 
         The samples are uint8 where the page stores 8-bit values as they
         are read, else float32. An :class:`ImageError` for damaged data.
@@ -121,7 +119,7 @@ class TiffPages:
         if white is None:  # white from the values
             finite = samples[np.isfinite(samples)]
             white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
-        return samples, white, layout.depth, floats
+        return samples, white, layout.depth, floats, (layout.note,) if layout.note else ()
 
     def close(self) -> None:
         self._tif.close()
