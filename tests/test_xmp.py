@@ -152,6 +152,30 @@ def test_a_packet_that_its_sizes_take_past_a_jpegs_segment_without_padding_is_sa
     assert _xmp_of(out) == packet.replace(b'"1"', b'"2400"')
 
 
+def test_a_packet_near_a_jpegs_segment_is_kept_where_its_sizes_fit_and_lost_by_its_resolution(
+    tmp_path,
+):
+    """Sizes are taken at a JPEG's longest (5 digits): a packet 6 bytes short of the limit
+    keeps its place; its resolution fields, written out as 72.26 dpi, take it past, and the
+    loss names the formats that hold it, not jpg."""
+    bare = _packet(
+        'tiff:ImageWidth="40" tiff:XResolution="1/1"', "<dc:description></dc:description>"
+    )
+    packet = bare.replace(b"</dc:description>", b"x" * (65498 - len(bare)) + b"</dc:description>")
+    Image.new("RGB", (40, 30), (10, 20, 30)).save(tmp_path / "near.jpg", xmp=packet)
+    ok("pad", "--pad", "0", tmp_path / "near.jpg", "-o", tmp_path / "o")
+    (out,) = outputs_in(tmp_path / "o")
+    assert _xmp_of(out) == packet
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", packet.decode())
+    Image.new("RGB", (40, 30)).save(tmp_path / "res.png", pnginfo=info, dpi=(72.26, 72.26))
+    said = ok("pad", "--pad", "0", tmp_path / "res.png", "--format", "jpg", "-o", tmp_path / "r")
+    line = "XMP over 64 KB not kept: jpg outputs hold none (png and tiff outputs do)"
+    assert said.stderr.count(line) == 1, said.stderr
+    (out,) = outputs_in(tmp_path / "r")
+    assert _xmp_of(out) is None
+
+
 def test_an_edge_map_keeps_no_xmp(tmp_path):
     _turned_photo(tmp_path / "harbour.jpg")
     ok("conv", "-k", "vertical", tmp_path / "harbour.jpg", "-o", tmp_path / "o")

@@ -474,7 +474,10 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         value = getattr(kept, attr)
         if value is None or getattr(held, attr) is not None:
             continue
-        alone = replace(NOTHING, **{attr: value})
+        # XMP with the resolution it is sized to: its fields decide whether a JPEG holds it.
+        alone = replace(
+            NOTHING, **({attr: value, "dpi": kept.dpi} if attr == "xmp" else {attr: value})
+        )
         others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":

@@ -29,6 +29,10 @@ JPEG_XMP_BYTES = 65504
 namespace name (an extended XMP, split over several segments, is not written)."""
 
 
+JPEG_SIDE = 65535
+"""The most pixels a JPEG has across or down."""
+
+
 def upright_xmp(packet: bytes) -> bytes:
     """`packet` with its orientation, where it gives one, set to 1 (upright)."""
     return _set(packet, TIFF_NAMESPACE, b"Orientation", b"1")
@@ -67,12 +71,13 @@ def without_padding(packet: bytes) -> bytes:
 def fits_jpeg(packet: bytes, dpi: tuple[float, float] | None) -> bool:
     """Whether `packet`, sized for an image of any size and of `dpi` (:func:`xmp_sized`)
     and its padding dropped where it must be, fits a JPEG's segment (JPEG_XMP_BYTES). Each
-    size it gives is taken at 19 digits, so that the answer holds for every output.
+    size it gives is taken at its longest, a JPEG's 65535 pixels a side, so that the
+    answer holds for every JPEG output.
 
     >>> fits_jpeg(b'<d xmlns:t="http://ns.adobe.com/tiff/1.0/" t:ImageWidth="640"/>', None)
     True
     """
-    widest = 10**19 - 1
+    widest = JPEG_SIDE
     return len(without_padding(xmp_sized(packet, widest, widest, dpi))) <= JPEG_XMP_BYTES
 
 
