@@ -1286,9 +1286,9 @@ def test_a_kernel_dilated_far_past_its_taps_has_its_gradients_in_little_memory(
     layer, dtype, size, pad
 ):
     """3x3 taps 300 apart over a 601x601 span: the engine's rows of the whole span would take
-    64 GiB for a 24x32 picture (padded by zeros, or by convcli's border: a 624x632 input);
+    64 GiB a channel for a 24x32 picture (padded by zeros, or by its border: 624x632 input);
     the gradients come tap by tap, as the loops give them."""
-    A, W, b = conv_case(7, 1, *size, 2, 3, 2, dtype, depthwise=layer == "depthwise")
+    A, W, b = conv_case(7, 1, *size, 8, 3, 8, dtype, depthwise=layer == "depthwise")
     forward, backward = LAYERS[layer]
     Z, cache = forward(A, W, b, hpd(1, pad, 300))
     dZ = np.random.default_rng(7).standard_normal(Z.shape).astype(dtype)

@@ -282,19 +282,22 @@ def _conv_forward(A_prev, W, b, hparameters):
         Z = _native_direct(A, Wa, geometry, pads, dtype, bias, depthwise=False)
     if Z is not None:
         return Z, (A_prev, W, b, hparameters)
+    d, s = geometry.dilation, geometry.stride
     if Wa.shape[2:] == (1, 1) and taps_are_cheaper(Wa):
         # One channel in and out is a depthwise correlation; with unit weights
         # (edge kernels) the tap engine's adds beat the matmul engine.
-        Z = correlate_depthwise(
-            A, Wa, geometry.stride, pads[0], dtype, bias, dilation=geometry.dilation
-        )
+        Z = correlate_depthwise(A, Wa, s, pads[0], dtype, bias, dilation=d)
         return Z, (A_prev, W, b, hparameters)
-    Wd = _dilated(Wa.astype(dtype, copy=False), geometry.dilation)
-    Z, not_finite = correlate(A, Wd, geometry.stride, pads, dtype, bias, partial=True)
+    Wa = Wa.astype(dtype, copy=False)
+    Z, not_finite = None, True  # taps far apart (_sparse): all of it tap by tap
+    if not _sparse(Wa, d):
+        Z, not_finite = correlate(A, _dilated(Wa, d), s, pads, dtype, bias, partial=True)
     if not_finite:  # those row tiles by the plain path
-        plain = _conv_forward_plain(A, Wd, geometry.stride, pads[0], out_shape, geometry.dilation)
+        plain = _conv_forward_plain(A, Wa, s, pads[0], out_shape, d)
         with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, no warning
             plain += bias
+        if Z is None:
+            return plain, (A_prev, W, b, hparameters)
         _replace_tiles(Z, plain, not_finite)
     return Z, (A_prev, W, b, hparameters)
 
@@ -437,21 +440,16 @@ def _zero_padded(A, pad, dtype):
     return A_pad
 
 
-def _conv_forward_plain(A, Wc, stride, pad, out_shape, dilation):
-    """One matmul per kernel offset; the path for non-finite input.
-
-    Only values under a window's taps are multiplied, so NaN and inf reach
-    exactly the outputs whose windows hold them (the engine's banded blocks
-    would also multiply neighbours by zero, and ``0 * inf`` is NaN). Wc is
-    the dilated kernel; only its taps, every `dilation`-th offset, count.
-    """
+def _conv_forward_plain(A, W, stride, pad, out_shape, dilation):
+    """One matmul per tap of W (`dilation` values apart), for non-finite input and sparse
+    kernels: NaN and inf reach exactly the outputs whose windows hold them (the engine's
+    banded blocks also multiply neighbours by zero, and ``0 * inf`` is NaN)."""
     _, n_H, n_W, _ = out_shape
-    A_pad = _zero_padded(A, pad, Wc.dtype)
-    Z = np.zeros(out_shape, Wc.dtype)
+    A_pad = _zero_padded(A, pad, W.dtype)
+    Z = np.zeros(out_shape, W.dtype)
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
-        for di in range(0, Wc.shape[0], dilation):
-            for dj in range(0, Wc.shape[1], dilation):
-                Z += _window_view(A_pad, di, dj, stride, n_H, n_W) @ Wc[di, dj]
+        for i, j in np.ndindex(W.shape[:2]):
+            Z += _window_view(A_pad, i * dilation, j * dilation, stride, n_H, n_W) @ W[i, j]
     return Z
 
 
@@ -514,14 +512,14 @@ def _conv_backward(dZ, cache):
         return np.zeros(A.shape, dtype), np.zeros(Wc.shape, dtype), db
     X, pads = _engine_input(A, geometry, pad, dtype)
     stride, pad_x, d = geometry.stride, pads[0], geometry.dilation
-    Wd = _dilated(Wc, d)
     dW = dX = None
-    if Wd.shape[0] * Wd.shape[1] <= SPARSE_SPAN * Wc.shape[0] * Wc.shape[1]:
+    if not _sparse(Wc, d):
+        Wd = _dilated(Wc, d)
         dW = correlate_weights_grad(X, dZ, Wd.shape[:2], stride, pads, dtype)
         dX = _conv_input_grad(dZ, Wd, X.shape, stride, pad_x) if dW is not None else None
+        dW = np.ascontiguousarray(dW[::d, ::d]) if d > 1 and dX is not None else dW  # taps'
     if dX is None:
-        dX, dW = _conv_backward_plain(X, dZ, Wd, stride, pad_x, d)
-    dW = np.ascontiguousarray(dW[::d, ::d]) if d > 1 else dW  # the taps' gradients
+        dX, dW = _conv_backward_plain(X, dZ, Wc, stride, pad_x, d)
     if X is A:
         return dX, dW, db
     return geometry.scatter(dX, A.shape), dW, db
@@ -573,28 +571,30 @@ def _reaching(n_out, f, stride, size, pad):
     return max(0, ceil_div(pad - f + 1, stride)), min(n_out, (size - 1 + pad) // stride + 1)
 
 
-# A dilated kernel whose span is over this many times its taps has its gradients taken tap by
-# tap: the engine's rows hold the whole span (3x3 taps 300 apart: 64 GiB for 24x32 outputs).
+# A dilated kernel whose span is over this many times its taps goes tap by tap, forward and
+# back: the engine's rows hold the whole span (3x3 taps 300 apart: 64 GiB for 24x32 outputs).
 SPARSE_SPAN = 4
 
 
-def _conv_backward_plain(A, dZ, Wc, stride, pad, dilation):
-    """(dA_prev, dW) with one matmul per kernel tap; the path for non-finite values, and for
-    kernels dilated far past their taps (:data:`SPARSE_SPAN`).
+def _sparse(W, dilation: int) -> bool:
+    spans = ((f - 1) * dilation + 1 for f in W.shape[:2])
+    return next(spans) * next(spans) > SPARSE_SPAN * W.shape[0] * W.shape[1]
 
-    Wc is the dilated kernel (see _conv_forward_plain); dW has its shape.
-    """
+
+def _conv_backward_plain(A, dZ, W, stride, pad, dilation):
+    """(dA_prev, dW) with one matmul per kernel tap (W's own, `dilation` values apart); the
+    path for non-finite values, and for kernels dilated far past their taps."""
     _, n_H, n_W, n_C = dZ.shape
     m, n_H_prev, n_W_prev, n_C_prev = A.shape
-    A_pad = _zero_padded(A, pad, Wc.dtype)
-    dA_pad = np.zeros(A_pad.shape, Wc.dtype)
-    dW = np.zeros(Wc.shape, Wc.dtype)
+    A_pad = _zero_padded(A, pad, W.dtype)
+    dA_pad = np.zeros(A_pad.shape, W.dtype)
+    dW = np.zeros(W.shape, W.dtype)
     dZ_rows = dZ.reshape(-1, n_C)
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, no warnings
-        for di in range(0, Wc.shape[0], dilation):
-            for dj in range(0, Wc.shape[1], dilation):
-                window = _window_view(A_pad, di, dj, stride, n_H, n_W)
-                dW[di, dj] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
-                _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ Wc[di, dj].T
+        for i, j in np.ndindex(W.shape[:2]):
+            di, dj = i * dilation, j * dilation
+            window = _window_view(A_pad, di, dj, stride, n_H, n_W)
+            dW[i, j] = window.reshape(len(dZ_rows), n_C_prev).T @ dZ_rows
+            _window_view(dA_pad, di, dj, stride, n_H, n_W)[...] += dZ @ W[i, j].T
     dA_prev = np.ascontiguousarray(dA_pad[:, pad : pad + n_H_prev, pad : pad + n_W_prev, :])
     return dA_prev, dW
