@@ -654,3 +654,16 @@ def test_a_kernel_dilated_past_what_a_script_writes_is_refused_on_one_line(targe
     assert run("explain", "conv", "-k", "vertical", "--dilation", "100000").exit_code == 0
     script = run("explain", "conv", "-k", "vertical", "--dilation", "127", "--as", target)
     assert script.exit_code == 0 and len(script.stdout) < 2_000_000
+
+
+@pytest.mark.parametrize("target", ["scipy", "opencv", "torch"])
+def test_a_scripts_blurred_alpha_is_convclis_exactly(tmp_path, monkeypatch, target):
+    """Both convolve alpha as its whole levels: a blur's sums are exact, so the values are
+    the same to the bit (and round alike at their exact halves)."""
+    pytest.importorskip(PYTHON_TARGETS[target])
+    rgba = np.random.default_rng(1).integers(0, 256, (60, 50, 4), dtype=np.uint8)
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "a.png")
+    command = ["conv", "-k", "gaussian-5x5", "--channels", "each"]
+    ours = _convcli_values(tmp_path, command, tmp_path / "a.png")
+    theirs = _script_values(tmp_path, monkeypatch, [*command, "--as", target], tmp_path / "a.png")
+    np.testing.assert_array_equal(theirs[..., 3], ours[..., 3])

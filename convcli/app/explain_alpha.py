@@ -66,19 +66,21 @@ if has_alpha:
 ALPHA_CONV = (
     """\
 # Kernels that keep levels, by channel, on an image with alpha: weighted by alpha, as
-# ImageMagick convolves, and alpha convolved too (the weight is one more plane).
+# ImageMagick convolves, and alpha convolved too (one more plane), both in whole levels
+# (a blur's sums of sixteenths are then exact).
 if has_alpha:
-    planes.append(weight[:, :, 0])
+    alpha = pixels[:, :, -1]
+    planes = [pixels[:, :, c] * alpha for c in range(pixels.shape[2] - 1)] + [alpha]
 """,
     """\
-if has_alpha:  # each kernel's colours conv(colour * weight) / conv(weight), then alpha
-    # (colour 0 where conv(weight) is 0.001 or less: an alpha of a quarter of a level)
+if has_alpha:  # each kernel's colours conv(colour * alpha) / conv(alpha), then alpha
+    # (colour 0 where conv(alpha) is 0.001 of white or less: a quarter of an 8-bit level)
     out = out.reshape(out.shape[:2] + (len(KERNELS), len(planes))) - np.float32(BIAS)
     total = out[:, :, :, -1:]
-    colour = np.divide(out[:, :, :, :-1], total, out=np.zeros_like(out[:, :, :, :-1]),
-                       where=total > 1e-3) + np.float32(BIAS)
     white = np.float32(65535.0 if raw.dtype == np.uint16 else 255.0)
-    out = np.concatenate([colour, total * white], axis=3).reshape(out.shape[:2] + (-1,))
+    colour = np.divide(out[:, :, :, :-1], total, out=np.zeros_like(out[:, :, :, :-1]),
+                       where=total > 1e-3 * white) + np.float32(BIAS)
+    out = np.concatenate([colour, total], axis=3).reshape(out.shape[:2] + (-1,))
 """,
 )
 """What a conv script does before and after convolving where the image has alpha and the
