@@ -30,8 +30,9 @@ def refusal(
     ``-o FILE`` (`named`; "" for none) and `replace_any` (``--overwrite``) replaces that
     whoever wrote it. `marked` as for :func:`kept_file_text`.
 
-    The one rule for the check at the write (:func:`atomic_output`) and the check of
-    every output before any is written (:func:`convcli.app.outputs.outputs_to_write`).
+    The one rule for the check at the write (:func:`convcli.io.safeio.atomic_output`) and
+    the check of every output before any is written
+    (:func:`convcli.app.outputs.outputs_to_write`).
     """
     is_named = bool(named) and Path(path) == Path(named)
     if (replace_any and is_named) or replaceable(path):
