@@ -294,3 +294,30 @@ def test_two_runs_on_one_two_thread_worker_keep_their_notes_and_limits(tmp_path,
     assert sorted(lines) == sorted(expected)
     assert len(names(tmp_path / "out-20000")) == 8
     assert names(tmp_path / "out-5000") == [f"low{i}_conv-vertical-sum.png" for i in (0, 2, 4, 6)]
+
+
+def test_fd2_is_put_back_where_a_stop_cut_a_sections_restoring_short(monkeypatch):
+    """A Ctrl-C that lands as a library section's ``finally`` begins skipped its restoring
+    of fd 2: the run's own lines, its summary among them, then went to a file's capture
+    and the run ended 130 with nothing said. The file's guard puts fd 2 back."""
+
+    from convcli.engines import process_state
+    from convcli.engines.processes import run_guarded
+
+    before = os.fstat(2)
+    real_restore = process_state.restore_stderr
+    monkeypatch.setattr(
+        process_state, "restore_stderr", lambda: (_ for _ in ()).throw(KeyboardInterrupt)
+    )
+
+    def worker(task):
+        with process_state.library_messages([]), process_state.library_section():
+            os.write(2, b"")
+        return None
+
+    with pytest.raises(KeyboardInterrupt):
+        worker(None)
+    assert os.fstat(2).st_ino != before.st_ino  # left pointing at the capture
+    monkeypatch.setattr(process_state, "restore_stderr", real_restore)
+    run_guarded(lambda task: None, None)
+    assert (os.fstat(2).st_dev, os.fstat(2).st_ino) == (before.st_dev, before.st_ino)

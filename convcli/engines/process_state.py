@@ -144,16 +144,30 @@ def _fd2_to(capture) -> Iterator[None]:
     if saved is None:
         yield
         return
-    redirected = False
     try:
         with signals_held():  # a stop request here must not leave fd 2 redirected
             os.dup2(capture.fileno(), 2)
-            redirected = True
+            _redirected.append(saved)
         yield
     finally:
-        with signals_held():
-            if redirected:
-                os.dup2(saved, 2)
+        restore_stderr()
+
+
+# The fds 2 was before each section that has it redirected now, innermost last.
+_redirected: list[int] = []
+
+
+def restore_stderr() -> None:
+    """Point fd 2 back where it was before the library sections that have it redirected.
+
+    A section does so as it ends; a stop (Ctrl-C) that lands as its ``finally`` begins,
+    before it gets there, would leave the run's own lines going to a file's capture, so
+    the file's guard (:func:`convcli.engines.processes.run_guarded`) calls this again.
+    """
+    with signals_held():
+        while _redirected:
+            saved = _redirected.pop()
+            os.dup2(saved, 2)
             os.close(saved)
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from ..errors import OptionError
 from ..io.safeio import remove_temporaries
 from .base import EngineError, EngineSettings, RunEngine
+from .process_state import restore_stderr
 from .this_process import default_jobs, keep_freed_memory
 
 
@@ -499,6 +500,8 @@ def run_guarded(worker: Callable, task) -> FileResult:
             detail=traceback.format_exc(),
             records=getattr(before, "records", ()),
         )
+    finally:
+        restore_stderr()  # where a stop cut a library section's own restoring short
 
 
 # glibc's mallopt parameters (malloc.h).
