@@ -306,9 +306,11 @@ def test_fd2_is_put_back_where_a_stop_cut_a_sections_restoring_short(monkeypatch
 
     before = os.fstat(2)
     real_restore = process_state.restore_stderr
-    monkeypatch.setattr(
-        process_state, "restore_stderr", lambda: (_ for _ in ()).throw(KeyboardInterrupt)
-    )
+
+    def stopped_before_restoring():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process_state, "restore_stderr", stopped_before_restoring)
 
     def worker(task):
         with process_state.library_messages([]), process_state.library_section():
