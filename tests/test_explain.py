@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 from helpers import (
     MODES,
     assert_one_line_error,
@@ -167,6 +168,8 @@ def _transparent_colour_images(folder: Path) -> dict[str, Path]:
     exif = Image.Exif()
     exif[0x0112] = 6  # turned 90 degrees clockwise to be upright
     Image.fromarray(rgb).save(folder / "turned.jpg", exif=exif, quality=95)
+    # Uncompressed and turned: Pillow scrambles it where it maps the file by its name.
+    tifffile.imwrite(folder / "turned_grey.tif", grey, extratags=[(274, "H", 1, 6, True)])
     return {p.stem: p for p in sorted(folder.iterdir())}
 
 
@@ -179,7 +182,9 @@ def test_scripts_read_a_transparent_colour_and_an_orientation_as_convcli(
     where it keeps the samples as stored: its script turns them as its BGR reading does."""
     (tmp_path / "in").mkdir()
     for name, image in _transparent_colour_images(tmp_path / "in").items():
-        if name == "turned" and target != "opencv":
+        if name == "turned" and target != "opencv":  # Pillow's scripts turn a JPEG
+            continue
+        if name == "turned_grey" and target == "opencv":  # OpenCV 5 cannot read it
             continue
         _check(tmp_path, monkeypatch, "pool", ["--mode", "average"], target, image)
         _check(tmp_path, monkeypatch, "conv", ["-k", "box-blur"], target, image)

@@ -22,7 +22,8 @@ from .op_helpers import pad_option
 from .pad_pool import PadOp, PoolOp
 
 _READ_PILLOW = """\
-with Image.open(sys.argv[1]) as im:
+# From a file object: by its name, Pillow scrambles an uncompressed TIFF turned a quarter.
+with open(sys.argv[1], "rb") as file, Image.open(file) as im:
     im.seek(0)  # the first frame of an animation or a multi-page TIFF
     if im.mode in ("RGB", "RGBA") and im.tile and ";16" in str(im.tile[0][3]):
         sys.exit(f"{sys.argv[1]}: 16-bit colour, which Pillow reads as 8-bit: "

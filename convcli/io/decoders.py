@@ -240,6 +240,33 @@ def is_deep_grey_alpha(im: Image.Image) -> bool:
     return im.mode == "RGBA" and any(r.startswith("LA;16") for r in _raw_modes(im))
 
 
+def channels_for(im: Image.Image) -> tuple[str, ...]:
+    """A transparent colour (tRNS) of an 8-bit palette, grey or RGB image is alpha."""
+    mode, keyed = im.mode, "transparency" in im.info and not is_deep_colour(im)
+    if mode in ("LA", "La") or (mode in ("1", "L") and keyed) or is_deep_grey_alpha(im):
+        return ("L", "A")
+    if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
+        return ("L",)
+    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
+        return ("R", "G", "B", "A")
+    return ("R", "G", "B")
+
+
+def sample_bytes_for(mode: str) -> int:
+    """Bytes of one decoded sample of a Pillow `mode`: 4 for 32-bit, 2 for 16-bit, else 1."""
+    if mode in ("I", "F"):
+        return 4
+    return 2 if mode in SIXTEEN_BIT_MODES else 1
+
+
+def stored_size(im: Image.Image) -> tuple[int, int]:
+    """(width, height) of `im` as its file stores it: a TIFF's from its tags, as Pillow gives
+    the size of a TIFF turned by its Orientation (5 to 8) turned already."""
+    if im.format == "TIFF":
+        return im.tag_v2.get(256, im.size[0]), im.tag_v2.get(257, im.size[1])
+    return im.size
+
+
 def stack_samples(pictures, depth: int, floats: bool = False) -> np.ndarray:
     """The samples of `pictures` (frames of one size) as one (m, H, W, C) array, on one scale.
 

@@ -46,7 +46,7 @@ import shutil
 import stat
 import struct
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,17 +59,18 @@ from .apng import CompositedFrames
 from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
-    SIXTEEN_BIT_MODES,
     apng_frame_controls,
+    channels_for,
     cmyk_note,
     deep_colour,
     exif_upright,
     fast_jpeg,
     frame_loss_note,
     is_deep_colour,
-    is_deep_grey_alpha,
     narrow_note,
+    sample_bytes_for,
     stack_samples,
+    stored_size,
     to_array,
 )
 from .formats import load, starts_as_tiff
@@ -197,25 +198,6 @@ class Picture:
         return len(self.channels) - int(self.has_alpha)
 
 
-def _channels_for(im: Image.Image) -> tuple[str, ...]:
-    """A transparent colour (tRNS) of an 8-bit palette, grey or RGB image is alpha."""
-    mode, keyed = im.mode, "transparency" in im.info and not is_deep_colour(im)
-    if mode in ("LA", "La") or (mode in ("1", "L") and keyed) or is_deep_grey_alpha(im):
-        return ("L", "A")
-    if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
-        return ("L",)
-    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
-        return ("R", "G", "B", "A")
-    return ("R", "G", "B")
-
-
-def _sample_bytes_for(mode: str) -> int:
-    """Bytes of one decoded sample of a Pillow `mode`: 4 for 32-bit, 2 for 16-bit, else 1."""
-    if mode in ("I", "F"):
-        return 4
-    return 2 if mode in SIXTEEN_BIT_MODES else 1
-
-
 class ImageSource:
     """An opened image file whose pixels have not been decoded yet.
 
@@ -227,9 +209,9 @@ class ImageSource:
         self._im = im
         self.path = path
         self.max_pixels = max_pixels
-        self.channels = _channels_for(im)
-        self.sample_bytes = _sample_bytes_for(im.mode)
-        self.size = im.size  # (width, height) before the EXIF orientation
+        self.channels = channels_for(im)
+        self.sample_bytes = sample_bytes_for(im.mode)
+        self.size = stored_size(im)  # (width, height) before the EXIF orientation
 
     @functools.cached_property
     def frame_count(self) -> int:
@@ -302,7 +284,7 @@ class ImageSource:
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
                     im.load()
                     duration = im.info.get("duration")
-                    lost = frame_loss_note(im, _channels_for(im), self.channels)
+                    lost = frame_loss_note(im, channels_for(im), self.channels)
                 pixels, white, depth = to_array(im, self.channels)
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
             yield (
@@ -484,11 +466,25 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
             yield source
         return
     _pillow_limit_off()
-    with _pillow_errors(tiff=shown):
-        im = Image.open(shown)
-    with im:
+    with _pillow_image(shown) as im:
         check_pixels(im.size, max_pixels)
         yield ImageSource(im, shown, max_pixels)
+
+
+@contextmanager
+def _pillow_image(path: str) -> Iterator[Image.Image]:
+    """`path` opened by Pillow from a file object (closed with the image), not by its name.
+
+    Given a name, Pillow memory-maps an uncompressed page of one strip, laid out at the size
+    it reports: for a TIFF turned by its Orientation (5 to 8) that is the size once turned,
+    and a grey, palette, 16-bit or RGBA page comes out scrambled. From a file object Pillow
+    decodes the page as stored, then turns it.
+    """
+    with open(path, "rb") as file:
+        with _pillow_errors(tiff=path):
+            im = Image.open(file)
+        with im:
+            yield im
 
 
 def _tiff_pages(path: str):
@@ -517,6 +513,7 @@ class TiffSource:
     def __init__(self, pages, path: str, max_pixels: int = DEFAULT_MAX_PIXELS):
         self._pages = pages
         self._pillow_source: ImageSource | None = None
+        self._opened = ExitStack()  # the file Pillow reads its pages from
         self.path, self.max_pixels = path, max_pixels
         self.channels, self.sample_bytes = pages.channels, pages.sample_bytes
         self.stack_carried = pages.carried
@@ -554,8 +551,7 @@ class TiffSource:
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""
         if self._pillow_source is None:
-            with _pillow_errors(tiff=self.path):
-                im = Image.open(self.path)
+            im = self._opened.enter_context(_pillow_image(self.path))
             self._pillow_source = ImageSource(im, self.path, self.max_pixels)
             self._pillow_source.channels = self.channels
             self._pillow_source.frame_count = self.frame_count  # its pages, counted already
@@ -563,8 +559,7 @@ class TiffSource:
 
     def close(self) -> None:
         self._pages.close()
-        if self._pillow_source is not None:
-            self._pillow_source._im.close()
+        self._opened.close()
 
 
 def read_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Picture:

@@ -1,0 +1,90 @@
+"""A TIFF turned by its Orientation tag (2 to 8) is read upright, whatever its samples and
+compression: the pixels are those of the same raster stored with Orientation 1, turned as the
+TIFF specification says (checked against libvips' ``autorot`` and ImageMagick's
+``-auto-orient``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+from helpers import ok, run
+from PIL import Image
+
+from convcli.io.images import read_image, read_stack
+
+UPRIGHT = {
+    1: lambda s: s,
+    2: lambda s: s[:, ::-1],
+    3: lambda s: s[::-1, ::-1],
+    4: lambda s: s[::-1],
+    5: lambda s: s.swapaxes(0, 1),
+    6: lambda s: np.rot90(s, -1),
+    7: lambda s: s.swapaxes(0, 1)[::-1, ::-1],
+    8: lambda s: np.rot90(s, 1),
+}
+"""The stored raster (rows, columns, ...) as it is shown, for each Orientation."""
+
+_RNG = np.random.default_rng(27)
+_STORED = _RNG.integers(0, 256, (40, 60, 4), dtype=np.uint8)
+_COLOURMAP = np.stack(
+    [np.arange(256) * 257, (255 - np.arange(256)) * 257, np.full(256, 30000)]
+).astype(np.uint16)
+KINDS = {
+    "grey": (_STORED[..., 0], {"photometric": "minisblack"}),
+    "grey16": (_STORED[..., 0].astype(np.uint16) * 257 + 3, {"photometric": "minisblack"}),
+    "palette": (_STORED[..., 0], {"photometric": "palette", "colormap": _COLOURMAP}),
+    "rgb": (_STORED[..., :3], {"photometric": "rgb"}),
+    "rgba": (_STORED, {"photometric": "rgb", "extrasamples": ["unassalpha"]}),
+}
+
+
+def _write(path, kind: str, orientation: int, *, pages: int = 1, compression=None):
+    stored, options = KINDS[kind]
+    with tifffile.TiffWriter(path) as tif:
+        for k in range(pages):
+            tif.write(
+                np.roll(stored, 7 * k, axis=1),
+                compression=compression,
+                metadata=None,
+                extratags=[(274, "H", 1, orientation, True)],
+                **options,
+            )
+    return path
+
+
+@pytest.mark.parametrize("compression", [None, "zlib"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_turned_tiff_is_read_upright(tmp_path, kind, compression):
+    upright = read_image(_write(tmp_path / "o1.tif", kind, 1, compression=compression)).pixels
+    for orientation in range(2, 9):
+        path = _write(tmp_path / f"o{orientation}.tif", kind, orientation, compression=compression)
+        pic = read_image(path)
+        expected = UPRIGHT[orientation](upright)
+        assert pic.pixels.shape == expected.shape, orientation
+        np.testing.assert_array_equal(pic.pixels, expected, err_msg=f"orientation {orientation}")
+
+
+@pytest.mark.parametrize("kind", ["grey", "palette", "grey16"])
+def test_the_pages_of_a_turned_tiff_are_read_upright(tmp_path, kind):
+    flat = read_stack(_write(tmp_path / "flat.tif", kind, 1, pages=2)).pixels
+    for orientation in (3, 6, 7):
+        pic = read_stack(_write(tmp_path / f"o{orientation}.tif", kind, orientation, pages=2))
+        expected = np.stack([UPRIGHT[orientation](page) for page in flat])
+        np.testing.assert_array_equal(pic.pixels, expected, err_msg=f"orientation {orientation}")
+
+
+@pytest.mark.parametrize("kind", ["grey", "rgb"])
+def test_a_turned_tiff_is_padded_upright_and_its_dry_run_says_that_size(tmp_path, kind):
+    stored = KINDS[kind][0]
+    _write(tmp_path / "scan.tif", kind, 6)
+    args = ("pad", "--pad", "1", "--format", "png", tmp_path / "scan.tif", "-o", tmp_path / "out")
+    name = "scan_pad-constant-1" + ("-L" if kind == "grey" else "")
+    dry = run(*args, "--dry-run")
+    assert dry.exit_code == 0 and f"{name}.png (42x62 png)" in dry.stdout, dry.output
+    ok(*args)
+    with Image.open(tmp_path / "out" / f"{name}.png") as im:
+        written = np.asarray(im)
+    assert written.shape[:2] == (62, 42)
+    np.testing.assert_array_equal(written[1:-1, 1:-1], np.rot90(stored, -1))
+    assert not written[0].any() and not written[:, -1].any()
