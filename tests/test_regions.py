@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convcli.io import regions
+from convcli.io.decoders import deep_codecs_missing
 from convcli.io.images import ImageError, read_image
 from convcli.io.regions import open_regions
 
@@ -73,6 +74,10 @@ CASES = {
         {**RGB, **ALPHA, "rowsperstrip": 5, "compression": "zlib"},
     ),
     "rgbx": (_levels((20, 25, 4)), {**RGB, "extrasamples": ["unspecified"]}),
+    "rgbx 16 deflate": (
+        _levels((20, 25, 4), np.uint16),
+        {**RGB, "extrasamples": ["unspecified"], "compression": "zlib"},
+    ),
     "rgb 16 tiled": (_levels((53, 71, 3), np.uint16), {**RGB, "tile": (16, 16)}),
     "rgba 16 deflate": (_levels((30, 20, 4), np.uint16), {**RGB, **ALPHA, "compression": "zlib"}),
     "float tiled predictor": (
@@ -159,6 +164,25 @@ def test_sixteen_bit_colour_without_imagecodecs_is_the_high_byte(tmp_path, monke
         assert (source.white, source.depth, source.notes) == (255.0, 8, picture.notes)
         assert "8-bit" in source.notes[0]
         np.testing.assert_array_equal(source.read_rows(3, 20), picture.pixels[3:])
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_sixteen_bit_colour_says_its_unread_extra_sample(tmp_path, monkeypatch, fast):
+    """Read at 16 bits where imagecodecs is here, else as the high byte: in both, the extra
+    sample of no stated meaning is said to be left out."""
+    monkeypatch.setenv("CONVCLI_FAST_CODECS", fast)
+    stored = _levels((20, 30, 4), np.uint16)
+    path = tmp_path / "rgbx16.tif"
+    tifffile.imwrite(path, stored, photometric="rgb", extrasamples=["unspecified"])
+    picture = read_image(path)
+    assert picture.channels == ("R", "G", "B")
+    assert picture.notes[-1].endswith(regions.UNSPECIFIED_NOTE)  # with the narrowing, if any
+    if deep_codecs_missing() is None:
+        assert picture.depth == 16
+        np.testing.assert_array_equal(picture.pixels, stored[..., :3])
+    else:
+        assert "8-bit" in picture.notes[0]
+        np.testing.assert_array_equal(picture.pixels, stored[..., :3] >> 8)
 
 
 def _cmyk(path):

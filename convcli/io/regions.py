@@ -150,12 +150,13 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
     unread = UNSPECIFIED_NOTE if extras and not alpha else None
     if page.bitspersample == 8:
         return _Layout(colour + alpha, 255.0, 8, note=unread)
-    if extras == (_UNSPECIFIED,):
-        return None
     why = None if deep_grey else deep_codecs_missing()  # as read_image reads it
     if why is None:
-        return _Layout(colour + alpha, 65535.0, 16, associated=extras == (_ASSOCIATED,))
-    return _Layout(colour + alpha, 255.0, 8, "high byte", narrow_note(colour + alpha, why))
+        return _Layout(
+            colour + alpha, 65535.0, 16, note=unread, associated=extras == (_ASSOCIATED,)
+        )
+    narrowed = "; ".join(filter(None, (narrow_note(colour + alpha, why), unread)))
+    return _Layout(colour + alpha, 255.0, 8, "high byte", narrowed)
 
 
 def _float_colour_layout(page) -> _Layout | None:
