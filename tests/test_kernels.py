@@ -646,6 +646,8 @@ MALFORMED = [
     # Past float64 too: the number as written, not the 'inf' it reads as.
     ("huge.txt", "1 2\n3 -1e400\n", "line 2: '-1e400': weights beyond the float32 range"),
     ("hugefraction.txt", "1 1e400/2\n", "line 1: '1e400/2': weights beyond the float32 range"),
+    ("huge.toml", "weights = [[1, -1_0e4_00]]\n", "'-1_0e4_00' is too large for a float64"),
+    ("hugescale.toml", "weights = [[1]]\nscale = 1e400\n", "'1e400' is too large for a float64"),
     ("desc.toml", "description = 3\nweights = [[1]]\n", "'description' must be one line"),
 ]
 

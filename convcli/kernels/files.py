@@ -29,6 +29,7 @@ and gigabytes to parse).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -136,7 +137,7 @@ def _looks_like_toml(text: str) -> bool:
 
 def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Kernel:
     try:
-        table = tomllib.loads(text)
+        table = tomllib.loads(text, parse_float=functools.partial(_toml_float, shown=shown))
     except tomllib.TOMLDecodeError as exc:
         raise KernelError(f"{shown}: invalid TOML: {exc}") from None
     except RecursionError:
@@ -179,6 +180,15 @@ def _parse_toml(text: str, shown: str, default_name: str, *, strict: bool) -> Ke
             weights = weights * _checked_scale(table["scale"], shown)
         weights = _checked_weights(weights, shown)  # an overflow to inf is an error
     return Kernel(name, description.strip(), weights, aliases, _BUILTIN if strict else shown)
+
+
+def _toml_float(text: str, *, shown: str) -> float:
+    """One float of a TOML kernel file, from its text: a number past float64's range
+    (``1e400``) is refused as written, where its value would be quoted as 'inf'."""
+    value = float(text)
+    if math.isinf(value) and "inf" not in text:
+        raise KernelError(f"{shown}: {_short(text)} is too large for a float64 number")
+    return value
 
 
 # numpy.loadtxt's messages: a value that is not a number (row counted from 0 among the
