@@ -91,7 +91,8 @@ def test_a_tiff_that_tifffile_cannot_parse_fails_on_one_line(tmp_path, memory):
     result = run("conv", "-k", "box", path, "-o", tmp_path / "o", *memory)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.splitlines()[0] == (
-        f"convcli: {path}: not an image file (Pillow cannot identify its format)"
+        f"convcli: {path}: cannot decode the image: a TIFF file whose header Pillow cannot "
+        "read (unknown pixel mode)"
     )
     assert not (tmp_path / "o").exists()
 

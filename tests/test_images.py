@@ -177,6 +177,20 @@ def test_corrupt_and_non_image_files(tmp_path):
         read_image(tmp_path / "missing.png")
 
 
+def test_a_corrupt_header_of_a_known_format_is_said_as_such(tmp_path):
+    """Pillow cannot identify a PNG whose header checksum is wrong: its PNG reader's own
+    words are said, not "not an image file"."""
+    data = bytearray(make_image(tmp_path / "ok.png", "L").read_bytes())
+    data[29] ^= 0xFF  # the IHDR chunk's CRC
+    (tmp_path / "crc.png").write_bytes(data)
+    with pytest.raises(ImageError) as caught:
+        read_image(tmp_path / "crc.png")
+    assert str(caught.value) == (
+        "cannot decode the image: a PNG file whose header Pillow cannot read "
+        "(broken PNG file (bad header checksum in b'IHDR'))"
+    )
+
+
 @pytest.mark.parametrize("make, ext", [(make_gif, "gif"), (make_multipage_tiff, "tiff")])
 def test_every_truncation_of_a_multi_frame_file_is_an_image_error(tmp_path, make, ext):
     """Counting the frames parses every frame header: a truncated one is a decode error."""

@@ -12,6 +12,7 @@ import importlib
 import io
 import os
 import struct
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -265,6 +266,32 @@ def stored_size(im: Image.Image) -> tuple[int, int]:
     if im.format == "TIFF":
         return im.tag_v2.get(256, im.size[0]), im.tag_v2.get(257, im.size[1])
     return im.size
+
+
+def unidentified_reason(path: str) -> str | None:
+    """Why Pillow cannot open `path`, where its first bytes are those of a format Pillow
+    reads: that format's reader's own words (``broken PNG file``), which ``Image.open``
+    drops, saying only that it cannot identify the file. None where no reader knows them."""
+    with open(path, "rb") as file:
+        prefix = file.read(16)
+    Image.init()  # every reader: this is the path of a file that failed already
+    for name in Image.ID:
+        factory, accept = Image.OPEN[name]
+        try:
+            known = accept is not None and accept(prefix) is True
+        except Exception:  # a reader's check of a start too short for it
+            known = False
+        if not known:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                factory(path).close()
+        except Exception as exc:  # the reader's own exception, whatever its type
+            lines = str(exc).strip().splitlines()
+            why = lines[0] if lines else type(exc).__name__
+            return f"a {name} file whose header Pillow cannot read ({why})"
+    return None
 
 
 def stack_samples(pictures, depth: int, floats: bool = False) -> np.ndarray:

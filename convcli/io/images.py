@@ -72,6 +72,7 @@ from .decoders import (
     stack_samples,
     stored_size,
     to_array,
+    unidentified_reason,
 )
 from .formats import load, starts_as_tiff
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
@@ -370,7 +371,9 @@ def _pillow_errors(
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageError(f"image too large (Pillow's decompression-bomb check): {exc}") from None
     except UnidentifiedImageError:
-        unknown = ImageError("not an image file (Pillow cannot identify its format)")
+        unknown = "not an image file (Pillow cannot identify its format)"
+        broken = tiff and unidentified_reason(tiff)
+        unknown = ImageError(f"cannot decode the image: {broken}" if broken else unknown)
         raise _unread_tiff(tiff, frame) or unknown from None
     except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
