@@ -36,12 +36,31 @@ KINDS = {
     "palette": (_STORED[..., 0], {"photometric": "palette", "colormap": _COLOURMAP}),
     "rgb": (_STORED[..., :3], {"photometric": "rgb"}),
     "rgba": (_STORED, {"photometric": "rgb", "extrasamples": ["unassalpha"]}),
+    "rgb16": (_STORED[..., :3].astype(np.uint16) * 251, {"photometric": "rgb"}),
+    "rgb16 planar": (
+        np.moveaxis(_STORED[..., :3].astype(np.uint16) * 253, -1, 0),
+        {"photometric": "rgb", "planarconfig": "separate"},
+    ),
+    "int8": (_STORED[..., 0].view(np.int8), {"photometric": "minisblack"}),
+    "uint32": (_STORED[..., 0].astype(np.uint32) * 16_000_007, {"photometric": "minisblack"}),
+    "float32 big-endian": (
+        _RNG.standard_normal((40, 60)).astype(np.float32) * 1e3,
+        {"photometric": "minisblack", "byteorder": ">", "predictor": 3},
+    ),
+    "int16 big-endian": (
+        _STORED[..., 0].astype(np.int16) * 97 - 12_000,
+        {"photometric": "minisblack", "byteorder": ">"},
+    ),
 }
 
 
 def _write(path, kind: str, orientation: int, *, pages: int = 1, compression=None):
     stored, options = KINDS[kind]
-    with tifffile.TiffWriter(path) as tif:
+    if options.get("predictor") and compression is None:
+        options = {k: v for k, v in options.items() if k != "predictor"}
+    byteorder = options.get("byteorder", "<")
+    options = {k: v for k, v in options.items() if k != "byteorder"}
+    with tifffile.TiffWriter(path, byteorder=byteorder) as tif:
         for k in range(pages):
             tif.write(
                 np.roll(stored, 7 * k, axis=1),
@@ -56,13 +75,16 @@ def _write(path, kind: str, orientation: int, *, pages: int = 1, compression=Non
 @pytest.mark.parametrize("compression", [None, "zlib"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_turned_tiff_is_read_upright(tmp_path, kind, compression):
-    upright = read_image(_write(tmp_path / "o1.tif", kind, 1, compression=compression)).pixels
+    """Its values, scale and notes are those of the page stored upright (Orientation 1)."""
+    flat = read_image(_write(tmp_path / "o1.tif", kind, 1, compression=compression))
     for orientation in range(2, 9):
         path = _write(tmp_path / f"o{orientation}.tif", kind, orientation, compression=compression)
         pic = read_image(path)
-        expected = UPRIGHT[orientation](upright)
+        expected = UPRIGHT[orientation](flat.pixels)
         assert pic.pixels.shape == expected.shape, orientation
         np.testing.assert_array_equal(pic.pixels, expected, err_msg=f"orientation {orientation}")
+        assert (pic.white, pic.depth, pic.channels) == (flat.white, flat.depth, flat.channels)
+        assert pic.notes == flat.notes
 
 
 @pytest.mark.parametrize("kind", ["grey", "palette", "grey16"])
@@ -88,3 +110,45 @@ def test_a_turned_tiff_is_padded_upright_and_its_dry_run_says_that_size(tmp_path
     assert written.shape[:2] == (62, 42)
     np.testing.assert_array_equal(written[1:-1, 1:-1], np.rot90(stored, -1))
     assert not written[0].any() and not written[:, -1].any()
+
+
+_UTM_KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
+
+
+def test_a_turned_geotiff_keeps_its_nodata_and_says_its_georeference_is_not_kept(tmp_path):
+    """Its georeference places the pixels as stored (GDAL reads them so): once they are turned
+    it no longer holds, and is said lost; GDAL's nodata value still marks missing pixels."""
+    values = np.full((40, 60), 100, np.uint8)
+    values[0, 0] = 0  # missing; shown at the top right (Orientation 6)
+    tifffile.imwrite(
+        tmp_path / "turned.tif",
+        values,
+        resolution=(300, 150),
+        resolutionunit="INCH",
+        extratags=[
+            (274, "H", 1, 6, True),
+            (33550, "d", 3, (10.0, 10.0, 0.0), True),
+            (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+            (34735, "H", len(_UTM_KEYS), _UTM_KEYS, True),
+            (42113, "s", 0, "0", True),
+        ],
+    )
+    result = ok(
+        "pool",
+        "--mode",
+        "average",
+        "--format",
+        "tiff",
+        tmp_path / "turned.tif",
+        "-o",
+        tmp_path / "out",
+    )
+    assert "its georeference not kept: it places the pixels as stored" in result.stderr
+    with tifffile.TiffFile(tmp_path / "out" / "turned_pool-average-f2-s2-L.tiff") as tif:
+        page = tif.pages[0]
+        pooled, tags = page.asarray(), {code: tag.value for code, tag in page.tags.items()}
+    assert pooled.shape == (30, 20)
+    assert pooled[0, -1] == 100  # the window's three valid pixels, the missing one left out
+    assert tags[42113] == "0" and not {33550, 33922, 34264, 34735} & set(tags)
+    assert tags.get(274, 1) == 1
+    assert tags[282] == (75, 1) and tags[283] == (150, 1)  # across is down, then pooled by 2

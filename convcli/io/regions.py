@@ -43,16 +43,16 @@ the first use of :attr:`RegionSource.white` reads the image once, band by
 band. Float samples are read as float32 (64-bit values rounded, 16-bit ones
 exact), as tifffile's values converted.
 
-Everything else returns None, and the caller reads the file whole with Pillow:
-files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr other than
-JPEG's, CIELab and other colour spaces, old-style JPEG and other lossy
-compression, associated (premultiplied) alpha other than 16-bit grey's (whose
-colours are divided by it, as ``read_image`` does 16-bit RGBA's), an orientation other
-than top-left, fill order 2, signed or 32-bit integers other than grey, floats
-other than grey, RGB and RGBA, volumes (SGI ImageDepth), a compression or
-predictor tifffile cannot decode here, and compressed segments of more than
-:data:`MAX_SEGMENT_PIXELS` pixels (one strip holding the whole image would be a
-whole decode).
+Everything else returns None, and the caller reads the file whole (a page
+turned by its Orientation with these layouts, upright: :mod:`convcli.io.tiff_pages`;
+the others with Pillow): files that are not TIFF (PNG, JPEG, ...), palette, CMYK,
+YCbCr other than JPEG's, CIELab and other colour spaces, old-style JPEG and other
+lossy compression, associated (premultiplied) alpha other than 16-bit grey's
+(whose colours are divided by it, as ``read_image`` does 16-bit RGBA's), fill
+order 2, signed or 32-bit integers other than grey, floats other than grey, RGB
+and RGBA, volumes (SGI ImageDepth), a compression or predictor tifffile cannot
+decode here, and compressed segments of more than :data:`MAX_SEGMENT_PIXELS`
+pixels (one strip holding the whole image would be a whole decode).
 """
 
 from __future__ import annotations
@@ -175,8 +175,8 @@ def _float_colour_layout(page) -> _Layout | None:
 
 def _layout(page) -> _Layout | None:
     """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
-    if page.fillorder != 1 or page.imagedepth != 1 or page.tags.valueof(274, 1) != 1:
-        return None  # Orientation: top-left only
+    if page.fillorder != 1 or page.imagedepth != 1:
+        return None
     if page.compression == _JPEG:  # its YCbCr and subsampling are undone by the codec
         return _jpeg_layout(page)
     if page.is_subsampled or page.compression not in _LOSSLESS:
@@ -331,7 +331,7 @@ def _open_first_page(shown: str):
         return None  # IndexError: a SamplesPerPixel of 0, say
     try:
         page = tif.pages[0]
-        layout = _layout(page)
+        layout = None if page.tags.valueof(274, 1) != 1 else _layout(page)  # turned: whole
         if layout is None or not _decodable(page) or 0 in page.shape:
             tif.close()
             return None

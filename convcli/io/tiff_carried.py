@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 
 from . import iptc as iim
-from .carried import ORIENTATION, XMP_TAG, Carried, tiff_dpi
+from .carried import ORIENTATION, TURNS, XMP_TAG, Carried, tiff_dpi
 from .exif import (
     EXIF_IFD,
     GPS_IFD,
@@ -16,7 +16,7 @@ from .exif import (
     tiff_exif_tags,
     without_exif_header,
 )
-from .geotags import geo_tags
+from .geotags import GeoTags, geo_tags
 from .physical import physical_size
 from .xmp import xmp_packet
 
@@ -33,24 +33,46 @@ def from_tiff_page(page) -> Carried:
             dpi = tiff_dpi(_ratio(x.value), _ratio(y.value), int(unit.value))
         except ZeroDivisionError:
             dpi = None
+    turned = orientation(page)
+    if dpi is not None and turned in TURNS:  # across is down
+        dpi = (dpi[1], dpi[0])
+    geo = geo_tags(tags)
+    if geo is not None and geo.placed and turned != 1:  # GDAL's nodata value and scale kept
+        geo = GeoTags(nodata=geo.nodata, values=geo.values) if geo.nodata or geo.values else None
     ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
     return Carried(
         bytes(icc.value) if icc is not None else None,
         dpi,
         _tiff_exif(tags),
-        geo_tags(tags),
+        geo,
         physical_size(page.parent.ome_metadata) if ome else None,
         ome,
         per_cm=dpi is not None and int(unit.value) == 3,
-        xmp=xmp_packet(tags.valueof(XMP_TAG), upright=False),  # as the pixels: as stored
+        xmp=xmp_packet(tags.valueof(XMP_TAG), upright=turned != 1),
         iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
     )
 
 
+def orientation(page) -> int:
+    """How `page`'s pixels are turned to be shown (its Orientation tag, 1 to 8; 1 for none
+    or another value): :func:`convcli.io.tiff_pages.TiffPages.read_page` reads them so."""
+    value = page.tags.valueof(274, 1)
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def turned_note(page) -> str | None:
+    """What reading `page` upright loses, in words: the georeference of a page turned by
+    its Orientation, which places the pixels as stored; else None."""
+    geo = geo_tags(page.tags) if orientation(page) != 1 else None
+    if geo is None or not geo.placed:
+        return None
+    return "its georeference not kept: it places the pixels as stored, which its Orientation turns"
+
+
 def _tiff_exif(tags) -> bytes | None:
     """A TIFF page's camera tags and EXIF and GPS directories, as EXIF bytes (as Pillow
-    writes them, the orientation as stored: tifffile's pixels are not turned); None where
-    it has none, or they cannot be written again."""
+    writes them, the orientation 1: the pixels are read upright); None where it has none,
+    or they cannot be written again."""
     import tifffile
     from PIL import Image
 
@@ -69,7 +91,7 @@ def _tiff_exif(tags) -> bytes | None:
     try:
         exif = Image.Exif()
         for code, value in found.items():
-            exif[code] = int(value) if code == ORIENTATION else value
+            exif[code] = 1 if code == ORIENTATION else value
         for ifd, values, registry in directories:
             block = exif.get_ifd(ifd)
             for name, value in values.items():

@@ -13,6 +13,8 @@ import numpy as np
 import tifffile
 
 from ..errors import ImageError
+from .carried import TURNS
+from .decoders import exif_upright
 from .regions import (
     _JPEG,
     _LOSSLESS,
@@ -27,7 +29,7 @@ from .regions import (
     _tifffile_quiet,
     _with_nodata_read,
 )
-from .tiff_carried import from_tiff_page
+from .tiff_carried import from_tiff_page, orientation, turned_note
 
 
 class TiffPages:
@@ -60,14 +62,13 @@ class TiffPages:
         self.channels = layout.channels
         self.sample_bytes = max(1, np.dtype(page.dtype).itemsize) if page.dtype else 4
         self.carried = _with_nodata_read(from_tiff_page(page), layout, np.dtype(page.dtype))
-        self.size = (int(page.imagewidth), int(page.imagelength))
+        self.size = _upright_size(page)
         self.frame_count = len(tif.pages)
         self._last = (0, page)
 
     def page_size(self, k: int) -> tuple[int, int]:
-        """(width, height) of page `k`, from its header."""
-        page = self._page(k)
-        return int(page.imagewidth), int(page.imagelength)
+        """(width, height) of page `k` upright, from its header."""
+        return _upright_size(self._page(k))
 
     def page_bytes(self, k: int) -> tuple[int, int]:
         """Page `k`'s bytes of samples as its header declares them, and the bytes of image
@@ -119,10 +120,19 @@ class TiffPages:
         if white is None:  # white from the values
             finite = samples[np.isfinite(samples)]
             white = max(layout.least_white, float(finite.max()) if finite.size else 0.0)
-        return samples, white, layout.depth, floats, (layout.note,) if layout.note else ()
+        if orientation(page) != 1:  # upright, as Pillow turns a picture
+            samples = np.ascontiguousarray(exif_upright(samples, orientation(page)))
+        notes = tuple(note for note in (layout.note, turned_note(page)) if note)
+        return samples, white, layout.depth, floats, notes
 
     def close(self) -> None:
         self._tif.close()
+
+
+def _upright_size(page) -> tuple[int, int]:
+    """(width, height) of `page` turned upright by its Orientation."""
+    size = int(page.imagewidth), int(page.imagelength)
+    return size[::-1] if orientation(page) in TURNS else size
 
 
 def _whole_layout(page) -> _Layout | None:
