@@ -92,6 +92,11 @@ CASES = {
         {"photometric": "minisblack", "compression": "packbits", "rowsperstrip": 3},
     ),
     "grey min-is-white": (_levels((53, 71)), {"photometric": "miniswhite", "compression": "zlib"}),
+    "grey 16 min-is-white": (
+        _levels((53, 71), np.uint16),
+        {"photometric": "miniswhite", "compression": "zlib", "rowsperstrip": 9},
+    ),
+    "grey 12 bits": (_levels((53, 71), np.uint16) >> 4, {"bitspersample": 12, "rowsperstrip": 5}),
     "ome-tiff three planes": (
         _levels((3, 53, 71)),
         {"ome": True, "tile": (16, 16), "compression": "zlib"},
@@ -164,6 +169,35 @@ def test_sixteen_bit_colour_without_imagecodecs_is_the_high_byte(tmp_path, monke
         assert (source.white, source.depth, source.notes) == (255.0, 8, picture.notes)
         assert "8-bit" in source.notes[0]
         np.testing.assert_array_equal(source.read_rows(3, 20), picture.pixels[3:])
+
+
+def test_a_16_bit_min_is_white_page_is_inverted_as_its_8_bit_one_is(tmp_path):
+    """MinIsWhite: 0 is white. Viewers (libvips, ImageMagick) show 65535 - value."""
+    stored = _levels((20, 30), np.uint16)
+    tifffile.imwrite(tmp_path / "w.tif", stored, photometric="miniswhite")
+    picture = read_image(tmp_path / "w.tif")
+    assert (picture.white, picture.depth, picture.notes) == (65535.0, 16, ())
+    np.testing.assert_array_equal(picture.pixels[:, :, 0], 65535 - stored.astype(np.float32))
+
+
+def test_a_12_bit_page_keeps_its_values_on_a_scale_of_4095(tmp_path):
+    """Its values as stored, 4095 white (as ImageMagick shows it: not 6% of white)."""
+    stored = _levels((20, 30), np.uint16) >> 4
+    tifffile.imwrite(tmp_path / "b12.tif", stored, bitspersample=12)
+    picture = read_image(tmp_path / "b12.tif")
+    assert (picture.white, picture.depth, picture.channels) == (4095.0, 16, ("L",))
+    np.testing.assert_array_equal(picture.pixels[:, :, 0], stored)
+
+
+def test_a_12_bit_page_without_imagecodecs_says_what_it_needs(tmp_path, monkeypatch):
+    tifffile.imwrite(tmp_path / "b12.tif", _levels((20, 30), np.uint16) >> 4, bitspersample=12)
+    monkeypatch.setitem(sys.modules, "imagecodecs", None)  # not installed
+    with pytest.raises(ImageError) as caught:
+        read_image(tmp_path / "b12.tif")
+    assert str(caught.value) == (
+        "cannot decode the image: its 12-bit samples need imagecodecs: pip install 'convcli[deep]'"
+    )
+    assert open_regions(tmp_path / "b12.tif") is None
 
 
 @pytest.mark.parametrize("fast", ["1", "0"])

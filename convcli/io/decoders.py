@@ -162,10 +162,11 @@ def _cmyk_to_srgb(profile: bytes | None):
         return None
 
 
-def deep_codecs_missing() -> str | None:
+def deep_codecs_missing(*, allowed: bool = False) -> str | None:
     """Why imagecodecs cannot read 16-bit colour here, in a few words, or None where it can:
-    it is not installed (the ``deep`` extra), or :data:`FAST_CODECS_VARIABLE` turns it off."""
-    if not fast_codecs_allowed():
+    it is not installed (the ``deep`` extra), or :data:`FAST_CODECS_VARIABLE` turns it off
+    (unless `allowed`: tifffile's own use of it)."""
+    if not (allowed or fast_codecs_allowed()):
         return f"{FAST_CODECS_VARIABLE}=0 turns imagecodecs off"
     try:
         import imagecodecs  # noqa: F401

@@ -11,13 +11,13 @@ band itself plus one row of segments, whatever the size of the image.
 
 What is read by regions
 -----------------------
-The first page (the frame Pillow reads; in an OME-TIFF the first plane of the
-first series at full resolution), tiled or in strips, its samples contiguous
-or planar (configuration "separate": each sample in segments of its own),
-TIFF or BigTIFF, either byte order, uncompressed or compressed with deflate (both codes), LZW,
-PackBits, LZMA, Zstandard or JPEG, with or without a predictor, as far as tifffile
-decodes them here (LZW, JPEG and the floating-point predictor need imagecodecs),
-and these layouts (8-bit JPEG: grey, RGB, and YCbCr read as RGB):
+The first page (the frame Pillow reads; in an OME-TIFF the first plane of the first series
+at full resolution), tiled or in strips, its samples contiguous or planar (configuration
+"separate": each sample in segments of its own), TIFF or BigTIFF, either byte order,
+uncompressed or compressed with deflate (both codes), LZW, PackBits, LZMA, Zstandard or
+JPEG, with or without a predictor, as far as tifffile decodes them here (LZW, JPEG and the
+floating-point predictor need imagecodecs), and these layouts (8-bit JPEG: grey, RGB, and
+YCbCr read as RGB):
 
 =========================================  ===========  ==============  =====
 samples (PhotometricInterpretation)        channels     white           depth
@@ -26,7 +26,8 @@ samples (PhotometricInterpretation)        channels     white           depth
 8-bit grey + unassociated alpha            L A          255             8
 16-bit grey + alpha of either kind         L A          65535           16
 signed 8-bit grey                          L            255             8
-16-bit unsigned grey                       L            65535           16
+16-bit unsigned grey (either)              L            65535           16
+9- to 15-bit unsigned grey                 L            2**bits - 1     16
 signed 16-bit, 32-bit integer grey         L            max(65535, m)   16
 16-, 32-, 64-bit float grey                L            max(1, m)       16
 8-bit RGB, RGB + unassociated alpha        R G B (A)    255             8
@@ -34,24 +35,21 @@ signed 16-bit, 32-bit integer grey         L            max(65535, m)   16
 16-, 32-, 64-bit float RGB, RGBA [2]       R G B (A)    max(1, m)       16
 =========================================  ===========  ==============  =====
 
-An extra sample marked "unspecified" is dropped from 8-bit pages, as Pillow
-drops it. [1] with imagecodecs installed and allowed (the ``deep`` extra, as
-``read_image``); otherwise the high byte, white 255, depth 8, with
-``read_image``'s note. [2] the alpha unassociated. Where the white depends on
-``m``, ``m`` is the largest finite value of the whole image (alpha included):
-the first use of :attr:`RegionSource.white` reads the image once, band by
-band. Float samples are read as float32 (64-bit values rounded, 16-bit ones
-exact), as tifffile's values converted.
+An extra sample marked "unspecified" is dropped, and said. [1] with imagecodecs installed
+and allowed (the ``deep`` extra, as ``read_image``); otherwise the high byte, white 255,
+depth 8, with ``read_image``'s note. [2] the alpha unassociated. Where the white depends on
+``m``, ``m`` is the largest finite value of the whole image (alpha included): the first use
+of :attr:`RegionSource.white` reads the image once, band by band. Float samples are read as
+float32 (64-bit values rounded, 16-bit ones exact), as tifffile's values converted.
 
-Everything else returns None, and the caller reads the file whole (a page
-turned by its Orientation with these layouts, upright: :mod:`convcli.io.tiff_pages`;
-the others with Pillow): files that are not TIFF (PNG, JPEG, ...), palette, CMYK,
-YCbCr other than JPEG's, CIELab and other colour spaces, old-style JPEG and other
-lossy compression, associated (premultiplied) alpha other than 16-bit grey's
-(whose colours are divided by it, as ``read_image`` does 16-bit RGBA's), fill
-order 2, signed or 32-bit integers other than grey, floats other than grey, RGB
-and RGBA, volumes (SGI ImageDepth), a compression or predictor tifffile cannot
-decode here, and compressed segments of more than :data:`MAX_SEGMENT_PIXELS`
+Everything else returns None, and the caller reads the file whole (a page turned by its
+Orientation with these layouts, upright: :mod:`convcli.io.tiff_pages`; the others with
+Pillow): files that are not TIFF (PNG, JPEG, ...), palette, CMYK, YCbCr other than JPEG's,
+CIELab and other colour spaces, old-style JPEG and other lossy compression, associated
+(premultiplied) alpha other than 16-bit grey's (whose colours are divided by it, as
+``read_image`` does 16-bit RGBA's), fill order 2, signed or 32-bit integers other than grey,
+floats other than grey, RGB and RGBA, volumes (SGI ImageDepth), a compression or predictor
+tifffile cannot decode here, and compressed segments of more than :data:`MAX_SEGMENT_PIXELS`
 pixels (one strip holding the whole image would be a whole decode).
 """
 
@@ -101,7 +99,7 @@ class _Layout:
     channels: tuple[str, ...]
     white: float | None  # None: the larger of least_white and the largest finite value
     depth: int
-    convert: str = "same"  # or "inverted" (255 - value), "high byte" (value >> 8)
+    convert: str = "same"  # or "inverted" (white - value), "high byte" (value >> 8)
     note: str | None = None
     least_white: float = 1.0
     signed: bool = False  # integers below 0: values, as float samples are, never levels
@@ -118,10 +116,9 @@ INT32_NOTE = "32-bit integer samples computed in float32: exact to +-16,777,216,
 FLOAT64_NOTE = "float64 samples computed in float32 (24 bits: about 7 significant digits)"
 UNSPECIFIED_NOTE = "its extra sample of no stated meaning not read (TIFF ExtraSamples 0: not alpha)"
 
-# Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their
-# values are kept as they are; the white follows Pillow's modes "I" (integers, at least
-# 65535) and "F" (floats, at least 1). Signed 8-bit samples keep their sign (Pillow
-# reads them as unsigned: -57 as 199), and are values, as Int16's are (white 255).
+# Grey samples wider than 16 bits, and signed ones: (bits, SampleFormat) -> layout. Their values
+# are kept as they are; the white follows Pillow's modes "I" (integers, at least 65535) and "F"
+# (floats, at least 1). Signed 8-bit samples keep their sign (Pillow reads -57 as 199).
 _WIDE_GREY = {
     (8, 2): _Layout(("L",), 255.0, 8, signed=True),
     (16, 2): _Layout(("L",), None, 16, least_white=65535.0),
@@ -152,9 +149,8 @@ def _colour_layout(page, colour: tuple[str, ...]) -> _Layout | None:
         return _Layout(colour + alpha, 255.0, 8, note=unread)
     why = None if deep_grey else deep_codecs_missing()  # as read_image reads it
     if why is None:
-        return _Layout(
-            colour + alpha, 65535.0, 16, note=unread, associated=extras == (_ASSOCIATED,)
-        )
+        associated = extras == (_ASSOCIATED,)
+        return _Layout(colour + alpha, 65535.0, 16, note=unread, associated=associated)
     narrowed = "; ".join(filter(None, (narrow_note(colour + alpha, why), unread)))
     return _Layout(colour + alpha, 255.0, 8, "high byte", narrowed)
 
@@ -185,8 +181,10 @@ def _layout(page) -> _Layout | None:
     samples = page.samplesperpixel
     if bits == 1 and samples == 1 and photometric in (_MINISBLACK, _MINISWHITE):
         return _Layout(("L",), 255.0, 8, "same" if photometric else "inverted")
-    if bits == 8 and kind == 1 and samples == 1 and photometric == _MINISWHITE:
-        return _Layout(("L",), 255.0, 8, "inverted")
+    if bits in (8, 16) and kind == 1 and samples == 1 and photometric == _MINISWHITE:
+        return _Layout(("L",), 2.0**bits - 1, bits, "inverted")
+    if 8 < bits < 16 and kind == 1 and samples == 1 and photometric == _MINISBLACK:
+        return _Layout(("L",), 2.0**bits - 1, 16)  # 12-bit: its values, 4095 white
     if samples == 1 and photometric == _MINISBLACK and (bits, kind) in _WIDE_GREY:
         return _WIDE_GREY[bits, kind]
     if kind == _FLOAT and bits in (16, 32, 64) and photometric == _RGB:
@@ -225,7 +223,9 @@ def _with_nodata_read(carried: Carried, layout: _Layout, dtype: np.dtype) -> Car
 
 
 def _codecs_here(page) -> bool:
-    """Whether tifffile decodes `page`'s compression and predictor here."""
+    """Whether tifffile decodes `page`'s compression, predictor and sample size here."""
+    if page.bitspersample not in (1, 8, 16, 32, 64) and deep_codecs_missing(allowed=True):
+        return False  # 12-bit integers, unpacked by imagecodecs
     try:
         if page.compression != 1:
             tifffile.TIFF.DECOMPRESSORS[page.compression]
@@ -496,7 +496,7 @@ class RegionSource:
         if kept.dtype == bool:
             out *= 255.0
         if convert == "inverted":
-            np.subtract(255.0, out, out=out)
+            np.subtract(self._layout.white, out, out=out)
         if self.nodata is not None:  # alpha aside; integers kept only as stored (exact)
             colour = out[:, :, : len(self.channels) - (self.channels[-1] == "A")]
             colour[colour == self.nodata] = np.nan

@@ -166,10 +166,10 @@ def _needs_codecs(page) -> ImageError:
     codec = _name(tifffile.COMPRESSION, page.compression)
     predictor = _name(tifffile.PREDICTOR, page.predictor)
     predictor = "" if page.predictor == 1 else f" or predictor ({predictor})"
-    return ImageError(
-        f"cannot decode the image: its compression ({codec}){predictor} needs imagecodecs: "
-        "pip install 'convcli[deep]'"
-    )
+    needs = f"its compression ({codec}){predictor} needs"
+    if page.bitspersample not in (1, 8, 16, 32, 64):
+        needs = f"its {page.bitspersample}-bit samples need"
+    return ImageError(f"cannot decode the image: {needs} imagecodecs: pip install 'convcli[deep]'")
 
 
 def open_tiff_pages(path: str) -> TiffPages | None:
