@@ -243,15 +243,34 @@ def is_deep_grey_alpha(im: Image.Image) -> bool:
 
 
 def channels_for(im: Image.Image) -> tuple[str, ...]:
-    """A transparent colour (tRNS) of an 8-bit palette, grey or RGB image is alpha."""
-    mode, keyed = im.mode, "transparency" in im.info and not is_deep_colour(im)
-    if mode in ("LA", "La") or (mode in ("1", "L") and keyed) or is_deep_grey_alpha(im):
+    """A transparent level or colour (a PNG's tRNS) of a palette, grey or RGB image is alpha,
+    at any depth (a 2- or 4-bit grey one put on Pillow's 0-255 first: :func:`grey_key`)."""
+    mode, keyed = im.mode, "transparency" in im.info
+    grey = mode in ("1", "L") or mode in SIXTEEN_BIT_MODES
+    if mode in ("LA", "La") or (grey and keyed) or is_deep_grey_alpha(im):
         return ("L", "A")
-    if mode in ("1", "L", "I", "F") or mode in SIXTEEN_BIT_MODES:
+    if grey or mode in ("I", "F"):
         return ("L",)
     if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
         return ("R", "G", "B", "A")
     return ("R", "G", "B")
+
+
+def grey_key(im: Image.Image) -> None:
+    """Put a 2- or 4-bit grey PNG's transparent level (tRNS) on the scale of the levels Pillow
+    gives (0-255): Pillow gives it on the file's, where it marks no pixel. Before load()."""
+    bits = {"L;2": 2, "L;4": 4}.get(next(iter(_raw_modes(im)), ""))
+    if im.mode == "L" and bits and isinstance(im.info.get("transparency"), int):
+        im.info["transparency"] *= 255 // (2**bits - 1)
+
+
+def narrow_key(im: Image.Image) -> tuple[str, ...]:
+    """The note of a 16-bit RGB image's transparent colour (tRNS), which Pillow's 8 bits cannot
+    mark exactly: dropped, every pixel opaque (with imagecodecs it is alpha)."""
+    if im.mode != "RGB" or "transparency" not in im.info:
+        return ()
+    del im.info["transparency"]
+    return ("its transparent colour (tRNS) not read at 8 bits: all opaque",)
 
 
 def sample_bytes_for(mode: str) -> int:
@@ -321,8 +340,11 @@ def to_array(
     """
     mode = im.mode
     if mode in SIXTEEN_BIT_MODES:
-        arr = np.asarray(im).astype(np.float32)
-        return arr[:, :, None], 65535.0, 16
+        arr = np.asarray(im).astype(np.float32)[:, :, None]
+        if channels == ("L", "A"):  # its transparent level (tRNS): alpha 0
+            alpha = np.where(arr == im.info.get("transparency"), 0, 65535).astype(np.float32)
+            arr = np.concatenate([arr, alpha], axis=2)
+        return arr, 65535.0, 16
     if mode in ("I", "F"):
         arr = np.asarray(im).astype(np.float32)
         finite = arr[np.isfinite(arr)]

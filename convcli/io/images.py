@@ -66,7 +66,9 @@ from .decoders import (
     exif_upright,
     fast_jpeg,
     frame_loss_note,
+    grey_key,
     is_deep_colour,
+    narrow_key,
     narrow_note,
     sample_bytes_for,
     stack_samples,
@@ -210,6 +212,7 @@ class ImageSource:
         self._im = im
         self.path = path
         self.max_pixels = max_pixels
+        grey_key(im)
         self.channels = channels_for(im)
         self.sample_bytes = sample_bytes_for(im.mode)
         self.size = stored_size(im)  # (width, height) before the EXIF orientation
@@ -324,7 +327,7 @@ class ImageSource:
             if is_deep_colour(im):  # before load(), which forgets the file's layout
                 decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
                 if decoded is None:
-                    notes.append(narrow_note(self.channels))
+                    notes += [narrow_note(self.channels), *narrow_key(im)]
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
