@@ -177,6 +177,20 @@ def test_corrupt_and_non_image_files(tmp_path):
         read_image(tmp_path / "missing.png")
 
 
+@pytest.mark.parametrize("maxval, bits", [(4095, 12), (65535, 16), (255, None)])
+def test_a_wide_colour_ppm_read_at_8_bits_says_so(tmp_path, maxval, bits):
+    """Pillow reads a PPM's colour samples at 8 bits whatever its maxval: on the right scale
+    (as ImageMagick does), with a note where the file holds more."""
+    samples = np.random.default_rng(7).integers(0, maxval + 1, (5, 7, 3))
+    dtype = ">u2" if maxval > 255 else np.uint8
+    (tmp_path / "c.ppm").write_bytes(b"P6\n7 5\n%d\n" % maxval + samples.astype(dtype).tobytes())
+    pic = read_image(tmp_path / "c.ppm")
+    assert (pic.white, pic.depth) == (255.0, 8)
+    assert np.abs(pic.pixels - samples * 255 / maxval).max() <= 0.5 + 1e-9
+    said = (f"{bits}-bit colour read as 8-bit (Pillow reads colour at 8 bits)",) if bits else ()
+    assert pic.notes == said
+
+
 def test_a_corrupt_header_of_a_known_format_is_said_as_such(tmp_path):
     """Pillow cannot identify a PNG whose header checksum is wrong: its PNG reader's own
     words are said, not "not an image file"."""

@@ -175,6 +175,18 @@ def deep_codecs_missing(*, allowed: bool = False) -> str | None:
     return None
 
 
+def narrowed_by_pillow(im: Image.Image) -> tuple[str, ...]:
+    """The note of a PPM or SGI file of colour samples wider than 8 bits, which Pillow reads
+    at 8 bits (and imagecodecs not at all). Before load(), which forgets the file's layout."""
+    tile = im.tile[0] if im.mode == "RGB" and im.format in ("PPM", "SGI") and im.tile else None
+    if tile is None:
+        return ()
+    args = tile.args if isinstance(tile.args, tuple) else ()
+    maxval = args[1] if tile.codec_name == "ppm" and len(args) > 1 else 255
+    bits = 16 if tile.codec_name == "SGI16" else int(maxval).bit_length()
+    return (f"{bits}-bit colour read as 8-bit (Pillow reads colour at 8 bits)",) * (bits > 8)
+
+
 def narrow_note(channels: tuple[str, ...], why: str | None = None) -> str:
     """The note of a 16-bit file of `channels` (colour, or grey + alpha) read at 8 bits,
     saying why: `why`, else :func:`deep_codecs_missing`'s reason, else that imagecodecs,

@@ -19,20 +19,19 @@ file mode (Pillow)                     channels            scale ("white")
 ``RGB``, ``CMYK``, ``YCbCr``, ...      ``R G B``           255
 ``RGBA``                               ``R G B A``         255
 16-bit RGB, RGBA (PNG, TIFF)           ``R G B (A)``       65535 (``deep`` extra), else 255
-``I;16`` (16-bit grey)                 ``L``               65535
+``I;16`` (16-bit grey; tRNS: ``L A``)   ``L``               65535
 ``I`` (32-bit integer)                 ``L``               65535, or the maximum if larger
 ``F`` (32-bit float)                   ``L``               1.0, or the maximum if larger
 =====================================  ==================  ================
 
-Animated GIFs, WebPs and PNGs, multi-page TIFFs and other multi-frame files:
-``read()`` decodes the first frame and :attr:`Picture.notes` says so;
-:meth:`ImageSource.read_frames` decodes any of them (:attr:`ImageSource.frame_count`),
-the composited canvas of an animation, and :func:`read_stack` all of them as
-one (m, H, W, C) picture. Where the optional libraries are
-installed, plain JPEGs are decoded by simplejpeg (a dependency) and 16-bit
-colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results
-as Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the
-environment leaves every file to Pillow.
+Animated GIFs, WebPs and PNGs, multi-page TIFFs and other multi-frame files: ``read()``
+decodes the first frame and :attr:`Picture.notes` says so; :meth:`ImageSource.read_frames`
+decodes any of them (:attr:`ImageSource.frame_count`), the composited canvas of an
+animation, and :func:`read_stack` all of them as one (m, H, W, C) picture. Where the
+optional libraries are installed, plain JPEGs are decoded by simplejpeg (a dependency) and
+16-bit colour PNG and TIFF by imagecodecs (the ``deep`` extra), with the same results as
+Pillow's (at full depth for 16-bit colour); ``CONVCLI_FAST_CODECS=0`` in the environment
+leaves every file to Pillow.
 
 Files out: :mod:`convcli.io.image_files`.
 """
@@ -70,6 +69,7 @@ from .decoders import (
     is_deep_colour,
     narrow_key,
     narrow_note,
+    narrowed_by_pillow,
     sample_bytes_for,
     stack_samples,
     stored_size,
@@ -314,7 +314,7 @@ class ImageSource:
             over the pixel limit (a GIF's first frame may be larger than its header says).
         """
         im = self._im
-        notes = []
+        notes = [*narrowed_by_pillow(im)]  # before load()
         # Everything that makes Pillow parse the file is guarded: counting the
         # frames reads every frame header (a truncated GIF or TIFF fails there).
         with _pillow_errors(parsing=True):
