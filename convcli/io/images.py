@@ -77,6 +77,7 @@ from .decoders import (
     unidentified_reason,
 )
 from .formats import load, starts_as_tiff
+from .gif import frame_seeker
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
 # Formats Pillow registers but cannot decode without extra software.
@@ -253,10 +254,8 @@ class ImageSource:
         return int(loop) + (gif and loop > 0)
 
     def frame_sizes(self, frames: tuple[int, ...]) -> list[tuple[int, int]]:
-        """(width, height) of each of `frames`: a TIFF's own pages, an animation's canvas.
-
-        Only the headers are read.
-        """
+        """(width, height) of each of `frames`, from the headers: a TIFF's own pages, an
+        animation's canvas."""
         if self._im.format != "TIFF":
             return [self.size] * len(frames)
         sizes = []
@@ -276,13 +275,14 @@ class ImageSource:
         """
         count = self.frame_count
         apng = CompositedFrames.of(self.path) if self._im.format == "PNG" and count > 1 else None
+        seek = frame_seeker(self._im, self.path)  # a GIF's frames each disposed of as it says
         for k in frames:
             with _frame_errors(k, count, self.path):
                 if apng is not None:  # its canvas checked before it is made
                     check_pixels(self._im.size, self.max_pixels)
                     im, duration, deep, lost, carried = *apng.frame(k), False, (), NOTHING
                 else:
-                    self._im.seek(k + self._first_frame)
+                    seek(k + self._first_frame)
                     check_pixels(self._im.size, self.max_pixels)
                     im, deep = self._im, is_deep_colour(self._im)  # before load()
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
