@@ -311,6 +311,28 @@ def test_an_apng_frame_larger_than_its_canvas_is_refused_before_it_is_decoded(tm
     assert_one_line_error(result, 1, "a.png", "frame 1 of 2", "a frame of 40000x40000 at (0, 0)")
 
 
+def test_an_rgb_apngs_canvas_cleared_by_a_disposal_says_its_transparency_is_not_kept(tmp_path):
+    """dispose_op "background" clears a frame's region to transparent black: an RGB APNG's
+    next, smaller frame leaves the rest of its canvas transparent, which RGB cannot hold."""
+    red, blue = np.full((H, W, 3), (255, 0, 0), np.uint8), np.full((5, 5, 3), (0, 0, 255), np.uint8)
+    path = _save(tmp_path / "c.png", [red, red[::-1]], duration=50, disposal=[1, 0], blend=0)
+    Image.fromarray(blue).save(tmp_path / "small.png")
+    (data,) = [d for k, d in _apng_chunks(tmp_path / "small.png") if k == b"IDAT"]
+    chunks, fctls = _apng_chunks(path), 0
+    for i, (kind, body) in enumerate(chunks):
+        if kind == b"fcTL" and (fctls := fctls + 1) == 2:  # the second frame: 5x5 at (0, 0)
+            chunks[i] = (kind, body[:4] + struct.pack(">IIII", 5, 5, 0, 0) + body[20:])
+            sequence = struct.unpack(">I", body[:4])[0] + 1
+    chunks = [c for c in chunks if c[0] != b"fdAT" and c[0] != b"IEND"]
+    _apng_of(path, [*chunks, (b"fdAT", struct.pack(">I", sequence) + data), (b"IEND", b"")])
+    result = ok("pool", "--size", "1", "--format", "npy", path, "-o", tmp_path / "o")
+    assert "a frame's transparency not kept: every frame is read with the first frame's" in (
+        result.stderr
+    )
+    frames = np.load(tmp_path / "o" / "c_pool-max-f1-s1.npy")
+    np.testing.assert_array_equal(frames[1, :5, :5], np.broadcast_to([0, 0, 255], (5, 5, 3)))
+
+
 def test_an_apng_without_its_end_chunk_gives_its_whole_frames(tmp_path):
     path = _save(tmp_path / "a.png", _frames(3), duration=50)
     shown, _, _ = _read_frames(path, "RGB")

@@ -280,7 +280,7 @@ class ImageSource:
             with _frame_errors(k, count, self.path):
                 if apng is not None:  # its canvas checked before it is made
                     check_pixels(self._im.size, self.max_pixels)
-                    im, duration, deep, lost, carried = *apng.frame(k), False, (), NOTHING
+                    im, duration, deep, carried = *apng.frame(k), False, NOTHING
                 else:
                     seek(k + self._first_frame)
                     check_pixels(self._im.size, self.max_pixels)
@@ -288,7 +288,7 @@ class ImageSource:
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
                     im.load()
                     duration = im.info.get("duration")
-                    lost = frame_loss_note(im, channels_for(im), self.channels)
+                lost = frame_loss_note(im, channels_for(im), self.channels)  # an APNG's: RGBA
                 pixels, white, depth = to_array(im, self.channels)
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
             yield (
