@@ -480,3 +480,17 @@ def test_fit_refuses_an_o_named_as_a_folder(tmp_path):
     result = run("fit", src, src, "-o", f"{tmp_path / 'k.toml'}/")
     assert_one_line_error(result, 2, "'-o'", "is a folder: -o names the kernel file")
     assert not (tmp_path / "k.toml").exists()
+
+
+def test_fit_says_what_reading_its_images_lost(tmp_path):
+    """BEFORE's and AFTER's read notes are said, each with its file (as conv says them)."""
+    rng = np.random.default_rng(23)
+    samples = rng.integers(0, 4096, (24, 30, 3))
+    before = tmp_path / "wide.ppm"
+    before.write_bytes(b"P6\n30 24\n4095\n" + samples.astype(">u2").tobytes())
+    after = tmp_path / "edges.npy"
+    ok("conv", "-k", "sobel-x", "--format", "npy", before, "-o", after)
+    result = ok("fit", before, after, "-o", tmp_path / "k.toml")
+    assert f"{before}: 12-bit colour read as 8-bit (Pillow reads colour at 8 bits)" in (
+        result.stderr
+    )

@@ -152,3 +152,10 @@ def test_a_turned_geotiff_keeps_its_nodata_and_says_its_georeference_is_not_kept
     assert tags[42113] == "0" and not {33550, 33922, 34264, 34735} & set(tags)
     assert tags.get(274, 1) == 1
     assert tags[282] == (75, 1) and tags[283] == (150, 1)  # across is down, then pooled by 2
+
+
+def test_a_stacks_picture_keeps_its_frames_notes_once(tmp_path):
+    pic = read_stack(_write(tmp_path / "u32.tif", "uint32", 6, pages=3))
+    assert pic.notes[0] == "3 frames"
+    assert pic.notes[1:] == read_image(tmp_path / "u32.tif").notes[1:]  # after "used the first"
+    assert len(pic.notes) == 2 and "32-bit integer samples" in pic.notes[1]

@@ -181,9 +181,10 @@ class FitRun:
         return os.path.splitext(self.out_path())[0] + "_grid.png"
 
 
-def _read_after(path: str, max_pixels: int) -> tuple[np.ndarray, bool]:
+def _read_after(path: str, max_pixels: int, said: list[str]) -> tuple[np.ndarray, bool]:
     """AFTER as (H', W', C') values: a ``.npy`` as ``conv --format npy`` writes it, or an
-    image; and whether they are raw values (a ``.npy``, a float TIFF), not levels."""
+    image (its read notes added to `said`); and whether they are raw values (a ``.npy``, a
+    float TIFF), not levels."""
     raw = True
     if path.lower().endswith(".npy"):
         try:
@@ -199,7 +200,7 @@ def _read_after(path: str, max_pixels: int) -> tuple[np.ndarray, bool]:
                 f"{path}: expected a real (H, W, C) or (m, H, W, C) array, got {Y.dtype} {Y.shape}"
             )
     else:
-        pic = _read_picture(path, max_pixels)
+        pic = _read_picture(path, max_pixels, said)
         Y, raw = pic.pixels[..., : pic.colour_channels], pic.floats
     if not np.isfinite(Y).all():
         raise FitError(f"{path}: holds values that are not finite (NaN or inf)")
@@ -276,13 +277,15 @@ def _undo_levels(path: str, Y: np.ndarray, raw: bool) -> tuple[np.ndarray, list[
     return values_from_levels(record, Y), [note]
 
 
-def _read_picture(path: str, max_pixels: int):
-    """The picture of `path`: (H, W, C), or (m, H, W, C) for the frames of a stack."""
-
+def _read_picture(path: str, max_pixels: int, said: list[str]):
+    """The picture of `path`: (H, W, C), or (m, H, W, C) for the frames of a stack; what
+    reading it lost or changed (its notes, as conv says them) added to `said`."""
     try:
-        return read_stack(path, max_pixels=max_pixels)
+        pic = read_stack(path, max_pixels=max_pixels)
     except (OSError, ValueError) as exc:
         raise FitError(f"{path}: {describe_error(exc, path)}") from None
+    said += [f"{path}: {note}" for note in pic.notes]
+    return pic
 
 
 def _shape_text(shape) -> str:
@@ -298,7 +301,8 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
     the levels of an AFTER convcli wrote were undone (:func:`_undo_levels`).
     """
     conv = run.conv_op()
-    pic = _read_picture(run.before, run.max_pixels)
+    said: list[str] = []
+    pic = _read_picture(run.before, run.max_pixels, said)
     try:
         conv.check(pic)
     except ValueError as exc:
@@ -314,8 +318,9 @@ def prepare(run: FitRun) -> tuple[np.ndarray, np.ndarray, list[str]]:
         A_in = zero_padded(A_in, pad, size_cause(conv))
     except ValueError as exc:
         raise FitError(f"{run.before}: {exc}") from None
-    levels, raw = _read_after(run.after, run.max_pixels)
+    levels, raw = _read_after(run.after, run.max_pixels, said)
     Y, notes = _undo_levels(run.after, levels, raw)
+    notes = said + notes
     Y_frames = _frames_of_after(Y, frames, run)
     Y = Y_frames[0]
     m = A_in.shape[0] // frames

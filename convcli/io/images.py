@@ -578,8 +578,8 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
     """Every frame of a file as one picture whose pixels are (m, H, W, C); a one-frame file's
     picture as :func:`read_image` gives it, (H, W, C).
 
-    The frames are read as :meth:`ImageSource.read_frames` reads them; an
-    ImageError if they differ in size.
+    The frames are read as :meth:`ImageSource.read_frames` reads them, their notes kept (each
+    once, after the count); an ImageError if they differ in size.
     """
     with open_image(path, max_pixels=max_pixels) as source:
         count = source.frame_count
@@ -595,6 +595,6 @@ def read_stack(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         frames[0].channels,
         max(f.white for f in frames),
         depth,
-        (f"{count} frames",),
+        (f"{count} frames", *dict.fromkeys(note for f in frames for note in f.notes)),
         floats=floats,
     )
