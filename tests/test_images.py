@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import sys
 import warnings
 from pathlib import Path
@@ -189,6 +190,23 @@ def test_a_wide_colour_ppm_read_at_8_bits_says_so(tmp_path, maxval, bits):
     assert np.abs(pic.pixels - samples * 255 / maxval).max() <= 0.5 + 1e-9
     said = (f"{bits}-bit colour read as 8-bit (Pillow reads colour at 8 bits)",) if bits else ()
     assert pic.notes == said
+
+
+def test_a_bmp_of_16_bits_a_pixel_is_not_said_to_lose_depth(tmp_path):
+    """5, 6 and 5 bits of red, green and blue (BI_BITFIELDS): nothing read at 8 bits is lost."""
+    width, height = 6, 3
+    pixels = np.random.default_rng(3).integers(0, 65536, (height, width)).astype("<u2")
+    rows = pixels[::-1].tobytes()  # bottom-up; 12 bytes a row, a multiple of 4
+    header = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 16, 3, len(rows), 2835, 2835, 0, 0)
+    masks = struct.pack("<III", 0xF800, 0x07E0, 0x001F)
+    offset = 14 + len(header) + len(masks)
+    (tmp_path / "565.bmp").write_bytes(
+        b"BM" + struct.pack("<IHHI", offset + len(rows), 0, 0, offset) + header + masks + rows
+    )
+    pic = read_image(tmp_path / "565.bmp")
+    assert (pic.channels, pic.depth, pic.notes) == (("R", "G", "B"), 8, ())
+    red = (pixels >> 11) * 255 / 31
+    assert np.abs(pic.pixels[:, :, 0] - red).max() <= 1
 
 
 def test_a_corrupt_header_of_a_known_format_is_said_as_such(tmp_path):

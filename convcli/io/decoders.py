@@ -11,6 +11,7 @@ import functools
 import importlib
 import io
 import os
+import re
 import struct
 import warnings
 
@@ -246,7 +247,11 @@ def is_deep_colour(im: Image.Image) -> bool:
     if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
     bits = im.info.get("bits") or getattr(im, "bits", 8)
-    return any(";16" in r for r in _raw_modes(im)) or bits == 16
+    return any(_SIXTEEN_BIT_SAMPLES.search(r) for r in _raw_modes(im)) or bits == 16
+
+
+# 16 bits a sample, in either byte order ("RGB;16B"); not a BMP's 16 bits a pixel ("BGR;16")
+_SIXTEEN_BIT_SAMPLES = re.compile(r";16[BLN]")
 
 
 def is_deep_grey_alpha(im: Image.Image) -> bool:
