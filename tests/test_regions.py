@@ -367,3 +367,28 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
         assert float(lines[name]) == files[name][1].pixels[:5].sum()
     assert lines["grey lzw predictor"] == "none"
     assert lines["float tiled predictor"] == "none"
+
+
+@pytest.mark.parametrize("compression", ["webp", "jpegxl", "lerc"])
+def test_a_tiff_compressed_by_a_codec_of_imagecodecs_is_read_whole(tmp_path, compression):
+    """WebP, JPEG XL, LERC ...: tifffile decodes them with imagecodecs (Pillow's libtiff
+    mostly cannot): read whole as tifffile gives them, never in strips."""
+    pytest.importorskip("imagecodecs")
+    stored = _levels((37, 53, 3))
+    path = tmp_path / f"{compression}.tif"
+    options = {"compressionargs": {"lossless": True}} if compression == "webp" else {}
+    tifffile.imwrite(path, stored, photometric="rgb", compression=compression, **options)
+    picture = read_image(path)
+    np.testing.assert_array_equal(picture.pixels, tifffile.imread(path))
+    assert (picture.channels, picture.notes) == (("R", "G", "B"), ())
+    assert open_regions(path) is None
+
+
+def test_a_webp_tiff_without_imagecodecs_says_what_it_needs(tmp_path, monkeypatch):
+    pytest.importorskip("imagecodecs")
+    path = tmp_path / "w.tif"
+    tifffile.imwrite(path, _levels((20, 30, 3)), photometric="rgb", compression="webp")
+    monkeypatch.setitem(sys.modules, "imagecodecs", None)
+    monkeypatch.setattr(tifffile.TIFF, "DECOMPRESSORS", {1: None}, raising=False)
+    with pytest.raises(ImageError, match=r"its compression \(WEBP\) needs imagecodecs"):
+        read_image(path)

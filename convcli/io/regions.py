@@ -169,13 +169,13 @@ def _float_colour_layout(page) -> _Layout | None:
     return None
 
 
-def _layout(page) -> _Layout | None:
-    """What ``read_image`` makes of `page`'s samples, or None where regions are not used."""
+def _layout(page, lossy: bool = False) -> _Layout | None:
+    """What ``read_image`` makes of `page`'s samples, or None (any compression: `lossy`)."""
     if page.fillorder != 1 or page.imagedepth != 1:
         return None
     if page.compression == _JPEG:  # its YCbCr and subsampling are undone by the codec
         return _jpeg_layout(page)
-    if page.is_subsampled or page.compression not in _LOSSLESS:
+    if page.is_subsampled or (page.compression not in _LOSSLESS and not lossy):
         return None
     bits, kind, photometric = page.bitspersample, page.sampleformat, page.photometric
     samples = page.samplesperpixel

@@ -135,6 +135,11 @@ def _upright_size(page) -> tuple[int, int]:
     return size[::-1] if orientation(page) in TURNS else size
 
 
+# Compressions imagecodecs decodes for tifffile (JPEG 2000, LERC, WebP, PNG, JPEG XR, JPEG XL):
+# read whole, never in strips, their layouts as the strips' (a YCbCr JPEG 2000 is Pillow's)
+_BY_IMAGECODECS = {22610, 33004, 33005, 34712, 34887, 34927, 34933, 34934, 50001, 50002, 52546}
+
+
 def _whole_layout(page) -> _Layout | None:
     """`page`'s layout where it is read by :class:`TiffPages`, else None (Pillow's).
 
@@ -142,7 +147,7 @@ def _whole_layout(page) -> _Layout | None:
     its compression or predictor needs imagecodecs, which is missing: Pillow
     would misread some of those (big-endian samples, PackBits with a predictor).
     """
-    layout = _layout(page)
+    layout = _layout(page, lossy=page.compression in _BY_IMAGECODECS)
     if layout is None or 0 in page.shape:
         return None
     if not _codecs_here(page):
