@@ -5,6 +5,7 @@ Each fails on its own line naming it, and the rest of the batch runs (exit 1).
 
 from __future__ import annotations
 
+import builtins
 import os
 from pathlib import Path
 
@@ -178,6 +179,7 @@ def unreadable(monkeypatch):
 
     paths: set[str] = set()
     real_scandir, real_access, real_open = os.scandir, os.access, PIL.Image.open
+    real_file = builtins.open
 
     def denied(path):
         return os.path.abspath(os.fspath(path)) in paths
@@ -195,9 +197,15 @@ def unreadable(monkeypatch):
             raise PermissionError(13, "Permission denied", os.fspath(fp))
         return real_open(fp, *args, **kwargs)
 
+    def file(path, *args, **kwargs):  # convcli gives Pillow a file of its own
+        if isinstance(path, (str, os.PathLike)) and denied(path):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_file(path, *args, **kwargs)
+
     monkeypatch.setattr(os, "scandir", scandir)
     monkeypatch.setattr(os, "access", access)
     monkeypatch.setattr(PIL.Image, "open", open_)
+    monkeypatch.setattr(builtins, "open", file)
     return paths
 
 
