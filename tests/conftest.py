@@ -3,6 +3,10 @@
 The default profile ``convcli`` runs 50 derandomized examples per property
 test with no deadline; set ``CONVCLI_HYPOTHESIS_PROFILE=thorough`` for 1000.
 
+Every test begins with the PNG encoder's backend chosen afresh (``deflate_backend``, asked
+once a process): one chosen while a test turned the fast codecs off
+(``CONVCLI_FAST_CODECS=0``) is not left to the tests after it.
+
 Fixtures: ``photo`` (an RGB picture written to ``tmp_path``, drawn with
 ``photo_seed``, which a module overrides to draw another picture), ``out``
 (the output folder ``tmp_path / "out"``, not yet made), ``cluster`` (a Dask
@@ -138,3 +142,12 @@ def s3_bucket(s3_server, request):
     name = "b-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]
     s3fs.S3FileSystem(**s3_server).mkdir(name)
     return name
+
+
+@pytest.fixture(autouse=True)
+def _deflate_backend_chosen_afresh():
+    from convcli.io import png
+
+    png.deflate_backend.cache_clear()
+    yield
+    png.deflate_backend.cache_clear()

@@ -277,8 +277,9 @@ def grey_key(im: Image.Image) -> None:
     """Put a 2- or 4-bit grey PNG's transparent level (tRNS) on the scale of the levels Pillow
     gives (0-255): Pillow gives it on the file's, where it marks no pixel. Before load()."""
     bits = {"L;2": 2, "L;4": 4}.get(next(iter(_raw_modes(im)), ""))
-    if im.mode == "L" and bits and isinstance(im.info.get("transparency"), int):
-        im.info["transparency"] *= 255 // (2**bits - 1)
+    key = im.info.get("transparency")
+    if im.mode == "L" and bits and isinstance(key, int) and key < 2**bits:  # not put already
+        im.info["transparency"] = key * (255 // (2**bits - 1))
 
 
 def narrow_key(im: Image.Image) -> tuple[str, ...]:
