@@ -323,3 +323,36 @@ def test_fd2_is_put_back_where_a_stop_cut_a_sections_restoring_short(monkeypatch
     monkeypatch.setattr(process_state, "restore_stderr", real_restore)
     run_guarded(lambda task: None, None)
     assert (os.fstat(2).st_dev, os.fstat(2).st_ino) == (before.st_dev, before.st_ino)
+
+
+def test_fd2_is_put_back_where_a_stop_lands_inside_the_restoring(monkeypatch):
+    """A Ctrl-C delivered just before the restoring holds the signals is handled inside it
+    (Python runs its handler at the next instruction, mask or not): the fd it was putting
+    back must stay recorded until fd 2 points there again, or fd 2 is left at the capture."""
+    from convcli.engines import process_state
+
+    before = os.fstat(2)
+    real_dup2, stops = os.dup2, []
+
+    def dup2_stopped_once(fd, fd2, *args, **kwargs):
+        if fd2 == 2 and not stops:
+            stops.append(fd)
+            raise KeyboardInterrupt  # as the restoring begins to put fd 2 back
+        return real_dup2(fd, fd2, *args, **kwargs)
+
+    kept = os.dup(2)  # to put the test's own fd 2 back, whatever happens
+    try:
+        with process_state.library_messages([]):
+            section = process_state.library_section()
+            section.__enter__()
+            assert os.fstat(2).st_ino != before.st_ino  # at the capture
+            monkeypatch.setattr(os, "dup2", dup2_stopped_once)
+            with pytest.raises(KeyboardInterrupt):
+                section.__exit__(None, None, None)
+            monkeypatch.setattr(os, "dup2", real_dup2)
+            process_state.restore_stderr()  # the file's guard, as run_guarded calls it
+        after = os.fstat(2)
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)
+    assert stops and (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)

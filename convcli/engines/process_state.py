@@ -146,8 +146,8 @@ def _fd2_to(capture) -> Iterator[None]:
         return
     try:
         with signals_held():  # a stop request here must not leave fd 2 redirected
+            _redirected.append(saved)  # recorded first: fd 2 is never redirected unrecorded
             os.dup2(capture.fileno(), 2)
-            _redirected.append(saved)
         yield
     finally:
         restore_stderr()
@@ -164,11 +164,12 @@ def restore_stderr() -> None:
     before it gets there, would leave the run's own lines going to a file's capture, so
     the file's guard (:func:`convcli.engines.processes.run_guarded`) calls this again.
     """
+    # Held signals still reach Python's handler where they arrived just before: each fd
+    # stays recorded until fd 2 points at it again, so that a stop here leaves it to the next call.
     with signals_held():
         while _redirected:
-            saved = _redirected.pop()
-            os.dup2(saved, 2)
-            os.close(saved)
+            os.dup2(_redirected[-1], 2)
+            os.close(_redirected.pop())
 
 
 # --- Python warnings, routed by thread ------------------------------------------------------
