@@ -12,7 +12,7 @@ import pytest
 from helpers import run
 
 from convcli.io.decoders import deep_codecs_missing
-from convcli.io.images import read_image
+from convcli.io.images import read_image, read_stack
 
 RNG = np.random.default_rng(31)
 
@@ -82,3 +82,37 @@ def test_a_16_bit_rgb_pngs_transparent_colour_is_alpha(tmp_path, monkeypatch):
     assert narrow.notes[-1] == "its transparent colour (tRNS) not read at 8 bits: all opaque"
     result = run("pad", "--pad", "0", path, "-o", tmp_path / "out")
     assert result.exit_code == 0 and "all opaque" in result.stderr
+
+
+def _apng_16_bit_rgb(path, frames: list[np.ndarray], key: tuple[int, int, int]):
+    """An APNG of 16-bit RGB `frames` (each the whole canvas), its tRNS `key`."""
+    height, width = frames[0].shape[:2]
+    chunks = [
+        (b"IHDR", struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)),
+        (b"acTL", struct.pack(">II", len(frames), 0)),
+        (b"tRNS", struct.pack(">HHH", *key)),
+    ]
+    sequence = 0
+    for n, frame in enumerate(frames):
+        control = struct.pack(">IIIIIHHBB", sequence, width, height, 0, 0, 1, 10, 0, 0)
+        chunks.append((b"fcTL", control))
+        rows = frame.astype(">u2").reshape(height, -1).view(np.uint8)
+        data = zlib.compress(b"".join(b"\0" + row.tobytes() for row in rows))
+        chunks.append(
+            (b"IDAT", data) if n == 0 else (b"fdAT", struct.pack(">I", sequence + 1) + data)
+        )
+        sequence += 1 if n == 0 else 2
+    body = b"".join(_chunk(kind, data) for kind, data in [*chunks, (b"IEND", b"")])
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+    return path
+
+
+def test_a_16_bit_rgb_animations_frames_are_opaque_at_8_bits_and_say_so(tmp_path):
+    """Pillow reads an animation's frames at 8 bits: the 16-bit key cannot mark them (it
+    marked the wrong pixels transparent); every pixel is opaque, and that is said."""
+    frames = [np.full((4, 5, 3), 100 * 257), np.full((4, 5, 3), 200 * 257)]
+    frames[0][0, 0] = (100, 100, 100)  # the key exactly: transparent at 16 bits
+    stack = read_stack(_apng_16_bit_rgb(tmp_path / "a.png", frames, (100, 100, 100)))
+    assert stack.channels == ("R", "G", "B", "A")
+    np.testing.assert_array_equal(stack.pixels[..., 3], 255)
+    assert "its transparent colour (tRNS) not read at 8 bits: all opaque" in stack.notes

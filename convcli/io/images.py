@@ -270,9 +270,8 @@ class ImageSource:
 
         A frame of an animation is the canvas a viewer shows, composited as the file says (by
         Pillow; an 8-bit APNG's by :mod:`convcli.io.apng`), as stored; a TIFF's page is turned
-        upright and carries its own metadata. Every frame has the first's channels, read by
-        Pillow (8 bits for colour, said in a 16-bit frame's notes). An error names the frame.
-        """
+        upright, with its own metadata. Every frame has the first's channels, read by Pillow
+        (8 bits for colour, said in a 16-bit frame's notes). An error names the frame."""
         count = self.frame_count
         apng = CompositedFrames.of(self.path) if self._im.format == "PNG" and count > 1 else None
         seek = frame_seeker(self._im, self.path)  # a GIF's frames each disposed of as it says
@@ -289,6 +288,7 @@ class ImageSource:
                     im.load()
                     duration = im.info.get("duration")
                 lost = frame_loss_note(im, channels_for(im), self.channels)  # an APNG's: RGBA
+                lost += narrow_key(im) if deep else ()  # 16-bit: Pillow's 8 bits, no key
                 pixels, white, depth = to_array(im, self.channels)
             notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
             yield (
