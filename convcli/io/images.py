@@ -45,7 +45,7 @@ import shutil
 import stat
 import struct
 from collections.abc import Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -479,14 +479,14 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
 
 @contextmanager
 def _pillow_image(path: str) -> Iterator[Image.Image]:
-    """`path` opened by Pillow from a file object (closed with the image), not by its name.
+    """`path` opened by Pillow, a TIFF from a file object (closed with the image).
 
     Given a name, Pillow memory-maps an uncompressed page of one strip, laid out at the size
     it reports: for a TIFF turned by its Orientation (5 to 8) that is the size once turned,
     and a grey, palette, 16-bit or RGBA page comes out scrambled. From a file object Pillow
-    decodes the page as stored, then turns it.
+    decodes the page as stored, then turns it. Other files keep the map (a large PPM or BMP).
     """
-    with open(path, "rb") as file:
+    with open(path, "rb") if starts_as_tiff(path) else nullcontext(path) as file:
         with _pillow_errors(tiff=path):
             im = Image.open(file)
         with im:
