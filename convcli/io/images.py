@@ -465,42 +465,33 @@ def open_image(path: str | os.PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS)
         raise ImageError("not a regular file (a folder, pipe or device)")
     if info.st_size == 0:
         raise ImageError("empty file (0 bytes)")
-    pages = _tiff_pages(shown)
+    tiff = starts_as_tiff(shown)  # tifffile is loaded only for a file that starts as a TIFF
+    pages = load("tiff pages").open_tiff_pages(shown) if tiff else None
     if pages is not None:
         with closing(TiffSource(pages, shown, max_pixels)) as source:
             check_page(pages, 0, max_pixels)
             yield source
         return
     _pillow_limit_off()
-    with _pillow_image(shown) as im:
+    with _pillow_image(shown, tiff) as im:
         check_pixels(im.size, max_pixels)
         yield ImageSource(im, shown, max_pixels)
 
 
 @contextmanager
-def _pillow_image(path: str) -> Iterator[Image.Image]:
-    """`path` opened by Pillow, a TIFF from a file object (closed with the image).
+def _pillow_image(path: str, tiff: bool) -> Iterator[Image.Image]:
+    """`path` opened by Pillow, a `tiff` from a file object (closed with the image).
 
     Given a name, Pillow memory-maps an uncompressed page of one strip, laid out at the size
     it reports: for a TIFF turned by its Orientation (5 to 8) that is the size once turned,
     and a grey, palette, 16-bit or RGBA page comes out scrambled. From a file object Pillow
     decodes the page as stored, then turns it. Other files keep the map (a large PPM or BMP).
     """
-    with open(path, "rb") if starts_as_tiff(path) else nullcontext(path) as file:
+    with open(path, "rb") if tiff else nullcontext(path) as file:
         with _pillow_errors(tiff=path):
             im = Image.open(file)
         with im:
             yield im
-
-
-def _tiff_pages(path: str):
-    """The TIFF reader's pages of `path` (:class:`convcli.io.tiff_pages.TiffPages`), or None.
-
-    The TIFF reader (tifffile) is loaded only for a file that starts as a TIFF does.
-    """
-    if not starts_as_tiff(path):
-        return None
-    return load("tiff pages").open_tiff_pages(path)
 
 
 class TiffSource:
@@ -557,7 +548,7 @@ class TiffSource:
     def _pillow(self) -> ImageSource:
         """The file opened by Pillow, for the pages the TIFF reader leaves to it."""
         if self._pillow_source is None:
-            im = self._opened.enter_context(_pillow_image(self.path))
+            im = self._opened.enter_context(_pillow_image(self.path, tiff=True))
             self._pillow_source = ImageSource(im, self.path, self.max_pixels)
             self._pillow_source.channels = self.channels
             self._pillow_source.frame_count = self.frame_count  # its pages, counted already
