@@ -159,3 +159,16 @@ def test_a_stacks_picture_keeps_its_frames_notes_once(tmp_path):
     assert pic.notes[0] == "3 frames"
     assert pic.notes[1:] == read_image(tmp_path / "u32.tif").notes[1:]  # after "used the first"
     assert len(pic.notes) == 2 and "32-bit integer samples" in pic.notes[1]
+
+
+@pytest.mark.parametrize("value", [0, 9])
+def test_an_orientation_tiff_does_not_define_is_read_upright_whole_and_in_strips(tmp_path, value):
+    """Orientation 0 or 9 is none of TIFF's eight: the page is read as stored, whole and in
+    strips alike (the strips took it for a turned page and left it to a whole read)."""
+    from convcli.io.regions import open_regions
+
+    stored = KINDS["grey"][0]
+    path = _write(tmp_path / "odd.tif", "grey", value)
+    np.testing.assert_array_equal(read_image(path).pixels[:, :, 0], stored)
+    with open_regions(path) as source:
+        np.testing.assert_array_equal(source.read_rows(0, source.height)[:, :, 0], stored)

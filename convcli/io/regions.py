@@ -76,7 +76,7 @@ from .carried import Carried
 from .decoders import deep_codecs_missing, narrow_note, unassociated
 from .formats import is_store_name, starts_as_tiff
 from .spill import SegmentRows, SpillError
-from .tiff_carried import from_tiff_page
+from .tiff_carried import from_tiff_page, orientation
 from .tile_inflate import deflate_decoder, samples_per_segment
 from .zarr_regions import StoreRegions, open_store_regions
 
@@ -331,7 +331,7 @@ def _open_first_page(shown: str):
         return None  # IndexError: a SamplesPerPixel of 0, say
     try:
         page = tif.pages[0]
-        layout = None if page.tags.valueof(274, 1) != 1 else _layout(page)  # turned: whole
+        layout = None if orientation(page) != 1 else _layout(page)  # turned: read whole
         if layout is None or not _decodable(page) or 0 in page.shape:
             tif.close()
             return None

@@ -255,7 +255,7 @@ def whole_read_reason(path: str, frame: int = 0) -> str:
                 codec = _name(tifffile.COMPRESSION, page.compression)
                 if page.compression not in _LOSSLESS and page.compression != _JPEG:
                     return f"its {codec} compression is never read in strips"
-                if page.tags.valueof(274, 1) != 1:
+                if orientation(page) != 1:
                     return "a TIFF turned by its Orientation tag is never read in strips"
                 if _layout(page) is None:
                     return f"{_held(page)} is never read in strips"
