@@ -623,3 +623,27 @@ def test_arrays_written_in_place_at_odd_addresses_are_refused():
         native.sum_channels(
             np.zeros((1, 2, 2, 3), np.uint8), _unaligned(x.reshape(1, 3, 4, 1)), 0, 0
         )
+
+
+@built
+@pytest.mark.parametrize("bias", [0.0, -0.0])
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("kernel", ["sobel 5x5", "box 7x7"])
+def test_zero_sums_of_the_two_passes_have_the_numpy_engines_sign(monkeypatch, kernel, sign, bias):
+    """Each pass starts from its first term, so a zero sum of negative terms (-box on
+    zeros) is -0 there; the bias added last (a zero bias taken as +0) makes it +0, as
+    numpy's sums give it: the bits, signs of zeros included, are the numpy engine's."""
+    calls, passes = [], native.correlate_separable
+    monkeypatch.setattr(native, "separable_is_cheaper", lambda *_: True)
+    monkeypatch.setattr(native, "correlate_separable", lambda *a: calls.append(1) or passes(*a))
+    A = np.zeros((1, 12, 14, 1), np.float32)
+    A[0, 6:, 7:] = np.random.default_rng(5).integers(1, 256, (6, 7, 1))
+    K = sign * np.asarray(INTEGER_KERNELS[kernel], np.float32)[:, :, None, None]
+    b = np.full((1, 1, 1, 1), bias, np.float32)
+    hp = {"stride": 1, "pad": K.shape[0] // 2}
+    with engine("native"):
+        Z_native, _ = conv_forward(A, K, b, hp)
+    with engine("numpy"):
+        Z_numpy, _ = conv_forward(A, K, b, hp)
+    assert calls and (Z_native == 0).any()
+    np.testing.assert_array_equal(Z_native.view(np.uint32), Z_numpy.view(np.uint32))

@@ -194,9 +194,11 @@ done:
 }
 
 /* Whether each pass's taps read the same backwards (a->u, a->v set): a symmetric
- * kernel adds the pair of values under equal taps first. */
+ * kernel adds the pair of values under equal taps first. A zero bias is made +0. */
 static void set_symmetry(sep_args *a)
 {
+    if (a->bias == 0) /* +0: the zero sums of the passes (maybe -0) come out +0 */
+        a->bias = 0.0f;
     a->symmetric_u = a->symmetric_v = 1;
     for (Py_ssize_t k = 0; k < a->f_h; k++)
         a->symmetric_u &= a->u[k] == a->u[a->f_h - 1 - k];

@@ -265,19 +265,23 @@ static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_s
 
 /* --- separable correlation ------------------------------------------------------------- */
 
-/* One value of a pass: taps t over f values p[0], p[step], ...: from zero, in the
- * order of the taps; a symmetric kernel adds each pair of values that share a
- * tap first, (p[k] + p[f-1-k]) * t[k], then the middle one. */
+/* One value of a pass: taps t over f values p[0], p[step], ...: in the order of the
+ * taps, the first term taken as it is (not added to a zero: a sum that is zero may then
+ * be -0, which the bias added last makes +0, as a sum from zero gives it); a symmetric
+ * kernel adds each pair of values that share a tap first, (p[k] + p[f-1-k]) * t[k],
+ * then the middle one. */
 #define PASS_SUM(T, acc, value, t, f, symmetric)                                              \
     do {                                                                                       \
-        if (symmetric) {                                                                       \
-            Py_ssize_t half = (f) / 2;                                                         \
-            for (Py_ssize_t k = 0; k < half; k++)                                              \
+        Py_ssize_t half = (symmetric) ? (f) / 2 : 0;                                           \
+        if (half > 0) {                                                                        \
+            acc = (value(0) + value((f) - 1)) * (t)[0];                                        \
+            for (Py_ssize_t k = 1; k < half; k++)                                              \
                 acc += (value(k) + value((f) - 1 - k)) * (t)[k];                               \
             if ((f) % 2)                                                                       \
                 acc += value(half) * (t)[half];                                                \
         } else {                                                                               \
-            for (Py_ssize_t k = 0; k < (f); k++)                                               \
+            acc = value(half) * (t)[half];                                                     \
+            for (Py_ssize_t k = half + 1; k < (f); k++)                                        \
                 acc += value(k) * (t)[k];                                                      \
         }                                                                                      \
     } while (0)
@@ -286,9 +290,12 @@ static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_s
  * value(k, b) is vector b's value under tap k. */
 #define PASS_SUMS(NV, acc, value, t, f, symmetric)                                             \
     do {                                                                                       \
-        if (symmetric) {                                                                       \
-            Py_ssize_t half = (f) / 2;                                                         \
-            for (Py_ssize_t k = 0; k < half; k++) {                                            \
+        Py_ssize_t half = (symmetric) ? (f) / 2 : 0;                                           \
+        if (half > 0) {                                                                        \
+            float t0 = (t)[0];                                                                 \
+            for (int b = 0; b < NV; b++)                                                       \
+                acc[b] = (value(0, b) + value((f) - 1, b)) * t0;                               \
+            for (Py_ssize_t k = 1; k < half; k++) {                                            \
                 float tk = (t)[k];                                                             \
                 for (int b = 0; b < NV; b++)                                                   \
                     acc[b] += (value(k, b) + value((f) - 1 - k, b)) * tk;                      \
@@ -297,7 +304,10 @@ static void FN(conv_tile)(const conv_args *a, Py_ssize_t i0, Py_ssize_t i1, Py_s
                 for (int b = 0; b < NV; b++)                                                   \
                     acc[b] += value(half, b) * (t)[half];                                      \
         } else {                                                                               \
-            for (Py_ssize_t k = 0; k < (f); k++) {                                             \
+            float t0 = (t)[half];                                                              \
+            for (int b = 0; b < NV; b++)                                                       \
+                acc[b] = value(half, b) * t0;                                                  \
+            for (Py_ssize_t k = half + 1; k < (f); k++) {                                      \
                 float tk = (t)[k];                                                             \
                 for (int b = 0; b < NV; b++)                                                   \
                     acc[b] += value(k, b) * tk;                                                \
