@@ -209,12 +209,12 @@ static void set_symmetry(sep_args *a)
 static PyObject *native_separable(PyObject *self, PyObject *args)
 {
     Py_buffer A, u, v, Z, scratch, flags;
-    sep_args a = {0}; /* stream off: its results go on to the next pass in the cache */
+    sep_args a = {0};
     Py_ssize_t i, h0, h1, bottom, right;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)fn(nnn)", &A, &u, &v, &Z,
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*(nnn)(nn)(nn)(nnnn)fnp(nnn)", &A, &u, &v, &Z,
                           &scratch, &flags, &a.m, &a.H,
                           &a.W, &a.f_h, &a.f_w, &a.n_H, &a.n_W, &a.top, &bottom, &a.left, &right,
-                          &a.bias, &a.step, &i, &h0, &h1))
+                          &a.bias, &a.step, &a.stream, &i, &h0, &h1))
         return NULL;
     int ok = 0;
     if (a.m < 0 || a.H < 0 || a.W < 0 || a.f_h < 1 || a.f_w < 1 || a.f_h > MAX_TAPS ||
@@ -254,9 +254,10 @@ static PyObject *native_separable(PyObject *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_BUILD
-    if (use_avx2)
+    if (use_avx2) {
         separable_rows_avx2(&a, i, h0, h1, lines, zeros, flags.buf);
-    else
+        _mm_sfence(); /* the streamed stores done before the caller reads them */
+    } else
 #endif
         separable_rows_base(&a, i, h0, h1, lines, zeros, flags.buf);
     Py_END_ALLOW_THREADS
@@ -783,8 +784,8 @@ static PyMethodDef native_methods[] = {
      "(stride, dilation, top, left), (i0, i1, h0, h1)): rows h0..h1 of images i0..i1 of Z."},
     {"separable", native_separable, METH_VARARGS,
      "separable(A, u, v, Z, scratch, not_finite, (m, H, W), (f_h, f_w), (n_H, n_W), (top, bottom, left, right), "
-     "bias, step, (i, h0, h1)): rows h0..h1 of image i of Z; not_finite[r] set where row h0 + r holds "
-     "NaN or inf."},
+     "bias, step, stream, (i, h0, h1)): rows h0..h1 of image i of Z, stored past the caches where "
+     "stream (AVX2); not_finite[r] set where row h0 + r holds NaN or inf."},
     {"sum_separable", native_sum_separable, METH_VARARGS,
      "sum_separable(pixels, u, v, row_src, col_src, Z, scratch, tags, not_finite, "
      "(m, H, W, C, first, n_summed), (padded width, left, ring rows), bias, stream, (i, h0, h1)): "

@@ -185,9 +185,10 @@ def correlate_separable(A, u, v, pads, bias):
     top, bottom, left, right = pads
     u32, v32 = _c_array(u, np.float32), _c_array(v, np.float32)
     n_H, n_W = H + top + bottom - len(u32) + 1, W_in + left + right - len(v32) + 1
-    Z = np.empty((m, n_H, n_W, C), np.float32)
+    Z = aligned_empty((m, n_H, n_W, C))
     if Z.size == 0:
         return Z, []
+    stream = Z.nbytes >= STREAMED_BYTES
     biases = np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (C,))
     same = bool(np.all(biases == biases[0]))
     line = (W_in + left + right) * C
@@ -206,7 +207,7 @@ def correlate_separable(A, u, v, pads, bias):
         flags = scratch.take("flags", (h1 - h0,), np.uint8)
         lines = scratch.take("line", (SEPARABLE_ROWS_AT_ONCE * line + W_in * C,))
         for i in range(i0, i1):
-            _native.separable(A, u32, v32, Z, lines, flags, *shapes, (i, h0, h1))
+            _native.separable(A, u32, v32, Z, lines, flags, *shapes, stream, (i, h0, h1))
             if flags.any():
                 not_finite.extend((i, h0 + int(r)) for r in np.flatnonzero(flags))
 
