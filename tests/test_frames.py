@@ -13,7 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
-from helpers import assert_one_line_error, assert_same_file, digests, manifest_records, ok, run
+from helpers import (
+    assert_one_line_error,
+    assert_same_file,
+    digests,
+    manifest_records,
+    ok,
+    run,
+    run_without,
+)
 from PIL import Image
 
 from convcli import conv_forward, pool_forward
@@ -946,13 +954,15 @@ def _apng_16_bit(path, frames: np.ndarray, delay_ms: int = 100) -> Path:
     return path
 
 
-def test_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path):
+def test_a_16_bit_colour_animation_without_imagecodecs_is_read_at_8_bits_and_says_so(tmp_path):
     deep = np.random.default_rng(21).integers(0, 65536, (3, H, W, 3), dtype=np.uint16)
     path = _apng_16_bit(tmp_path / "deep.png", deep)
     with Image.open(path) as im:
         assert (im.n_frames, im.mode) == (3, "RGB")
-    result = ok("pad", "--pad", "1", path, "-o", tmp_path / "o", "-v")
+    result = run_without("imagecodecs", "pad", "--pad", "1", path, "-o", tmp_path / "o", "-v")
+    assert result.returncode == 0, result.stderr
     assert "deep.png: done, 1 written (3 frames; 16-bit colour read as 8-bit (" in result.stderr
+    assert "install convcli[deep] for 16" in result.stderr
     frames, durations, _ = _read_frames(tmp_path / "o" / "deep_pad-constant-1.png")
     assert durations == [100] * 3
     # Each frame as Pillow reads it: the high byte of every sample.
@@ -967,5 +977,6 @@ def test_one_frame_of_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path)
     # --frames 1 replaced the frame's notes with "used frame 1 of 3 frames"
     deep = np.random.default_rng(22).integers(0, 65536, (3, H, W, 3), dtype=np.uint16)
     path = _apng_16_bit(tmp_path / "deep.png", deep)
-    result = ok("pad", "--pad", "1", "--frames", "1", path, "-o", tmp_path / "o", "-v")
+    options = ("pad", "--pad", "1", "--frames", "1", path, "-o", tmp_path / "o", "-v")
+    result = run_without("imagecodecs", *options)
     assert "used frame 1 of 3 frames; 16-bit colour read as 8-bit (" in result.stderr

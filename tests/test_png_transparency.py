@@ -107,12 +107,27 @@ def _apng_16_bit_rgb(path, frames: list[np.ndarray], key: tuple[int, int, int]):
     return path
 
 
-def test_a_16_bit_rgb_animations_frames_are_opaque_at_8_bits_and_say_so(tmp_path):
-    """Pillow reads an animation's frames at 8 bits: the 16-bit key cannot mark them (it
-    marked the wrong pixels transparent); every pixel is opaque, and that is said."""
+def test_a_16_bit_rgb_animations_frames_are_opaque_at_8_bits_and_say_so(tmp_path, monkeypatch):
+    """Without imagecodecs an animation's colour frames are read at Pillow's 8 bits: the
+    16-bit key cannot mark them (it marked the wrong pixels transparent); every pixel is
+    opaque, and that is said."""
+    monkeypatch.setenv("CONVCLI_FAST_CODECS", "0")
     frames = [np.full((4, 5, 3), 100 * 257), np.full((4, 5, 3), 200 * 257)]
     frames[0][0, 0] = (100, 100, 100)  # the key exactly: transparent at 16 bits
     stack = read_stack(_apng_16_bit_rgb(tmp_path / "a.png", frames, (100, 100, 100)))
     assert stack.channels == ("R", "G", "B", "A")
     np.testing.assert_array_equal(stack.pixels[..., 3], 255)
     assert "its transparent colour (tRNS) not read at 8 bits: all opaque" in stack.notes
+
+
+def test_a_16_bit_rgb_animations_transparent_colour_is_alpha_at_16_bits(tmp_path):
+    """With imagecodecs the frames are read at 16 bits: the key marks exactly its pixel."""
+    frames = [np.full((4, 5, 3), 100 * 257), np.full((4, 5, 3), 200 * 257)]
+    frames[0][0, 0] = (100, 100, 100)
+    stack = read_stack(_apng_16_bit_rgb(tmp_path / "a.png", frames, (100, 100, 100)))
+    assert stack.channels == ("R", "G", "B", "A") and stack.white == 65535
+    alpha = np.full((2, 4, 5), 65535.0)
+    alpha[0, 0, 0] = 0
+    np.testing.assert_array_equal(stack.pixels[..., 3], alpha)
+    np.testing.assert_array_equal(stack.pixels[1, ..., :3], 200 * 257)
+    assert not any("8 bits" in note for note in stack.notes)

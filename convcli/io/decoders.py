@@ -123,13 +123,21 @@ def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
 def frame_loss_note(im: Image.Image, own: tuple[str, ...], channels: tuple[str, ...]) -> tuple:
     """The note of a frame whose own channels (`own`) hold what a stack's, the first frame's
     (`channels`), cannot: a transparency it shows, or colour, read as grey; none else."""
-    first = f"every frame is read with the first frame's channels ({' '.join(channels)})"
     if "A" in own and "A" not in channels and im.convert("RGBA").getextrema()[3][0] < 255:
-        return (f"a frame's transparency not kept: {first}",)
+        return transparency_lost_note(channels)
     rgb = np.asarray(im.convert("RGB")) if "R" in own and "R" not in channels else None
     if rgb is not None and ((rgb[..., 0] != rgb[..., 1]) | (rgb[..., 1] != rgb[..., 2])).any():
-        return (f"a frame's colours read as grey: {first}",)  # not where they are grey
+        return (f"a frame's colours read as grey: {_first_frames(channels)}",)  # not grey ones
     return ()
+
+
+def transparency_lost_note(channels: tuple[str, ...]) -> tuple[str]:
+    """The note of a frame whose transparency the stack's `channels` cannot hold."""
+    return (f"a frame's transparency not kept: {_first_frames(channels)}",)
+
+
+def _first_frames(channels: tuple[str, ...]) -> str:
+    return f"every frame is read with the first frame's channels ({' '.join(channels)})"
 
 
 def cmyk_note(im: Image.Image) -> tuple[str, ...]:
@@ -288,7 +296,11 @@ def narrow_key(im: Image.Image) -> tuple[str, ...]:
     if im.mode != "RGB" or "transparency" not in im.info:
         return ()
     del im.info["transparency"]
-    return ("its transparent colour (tRNS) not read at 8 bits: all opaque",)
+    return (KEY_NOT_READ,)
+
+
+KEY_NOT_READ = "its transparent colour (tRNS) not read at 8 bits: all opaque"
+"""The note of a 16-bit transparent colour dropped (:func:`narrow_key`)."""
 
 
 def sample_bytes_for(mode: str) -> int:

@@ -269,9 +269,10 @@ class ImageSource:
         """Decode `frames`, in order: each a :class:`Picture` and its duration (ms) or None.
 
         A frame of an animation is the canvas a viewer shows, composited as the file says (by
-        Pillow; an 8-bit APNG's by :mod:`convcli.io.apng`), as stored; a TIFF's page is turned
-        upright, with its own metadata. Every frame has the first's channels, read by Pillow
-        (8 bits for colour, said in a 16-bit frame's notes). An error names the frame."""
+        Pillow; an APNG's by :mod:`convcli.io.apng`, 16-bit at 16 bits), as stored; a TIFF's
+        page is turned upright, with its own metadata. Every frame has the first's channels,
+        read by Pillow (8 bits for colour, said in a 16-bit frame's notes). An error names
+        the frame."""
         count = self.frame_count
         apng = CompositedFrames.of(self.path) if self._im.format == "PNG" and count > 1 else None
         seek = frame_seeker(self._im, self.path)  # a GIF's frames each disposed of as it says
@@ -279,7 +280,8 @@ class ImageSource:
             with _frame_errors(k, count, self.path):
                 if apng is not None:  # its canvas checked before it is made
                     check_pixels(self._im.size, self.max_pixels)
-                    im, duration, deep, carried = *apng.frame(k), False, NOTHING
+                    pixels, white, depth, notes, duration = apng.picture(k, self.channels)
+                    carried = NOTHING
                 else:
                     seek(k + self._first_frame)
                     check_pixels(self._im.size, self.max_pixels)
@@ -287,10 +289,11 @@ class ImageSource:
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
                     im.load()
                     duration = im.info.get("duration")
-                lost = frame_loss_note(im, channels_for(im), self.channels)  # an APNG's: RGBA
-                lost += narrow_key(im) if deep else ()  # 16-bit: Pillow's 8 bits, no key
-                pixels, white, depth = to_array(im, self.channels)
-            notes = (narrow_note(self.channels, "imagecodecs reads no animations"),) * deep + lost
+                    lost = frame_loss_note(im, channels_for(im), self.channels)
+                    lost += narrow_key(im) if deep else ()  # 16-bit: Pillow's 8 bits, no key
+                    pixels, white, depth = to_array(im, self.channels)
+                    why = "imagecodecs reads no animations"
+                    notes = (narrow_note(self.channels, why),) * deep + lost
             yield (
                 Picture(pixels, self.channels, white, depth, notes, carried),
                 round(duration) if isinstance(duration, (int, float)) else None,
