@@ -17,6 +17,7 @@ from convcli.io import regions
 from convcli.io.decoders import deep_codecs_missing
 from convcli.io.images import ImageError, read_image
 from convcli.io.regions import open_regions
+from convcli.io.tiff_pages import whole_read_reason
 
 RNG = np.random.default_rng(20)
 
@@ -198,6 +199,10 @@ def test_a_12_bit_page_without_imagecodecs_says_what_it_needs(tmp_path, monkeypa
         "cannot decode the image: its 12-bit samples need imagecodecs: pip install 'convcli[deep]'"
     )
     assert open_regions(tmp_path / "b12.tif") is None
+    # --memory's refusal says the same (it blamed the page's compression, "none")
+    assert whole_read_reason(str(tmp_path / "b12.tif")) == (
+        "its 12-bit samples are read in strips only with imagecodecs: pip install 'convcli[deep]'"
+    )
 
 
 @pytest.mark.parametrize("fast", ["1", "0"])
@@ -355,6 +360,7 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
         sys.modules["imagecodecs"] = None  # as if not installed
         import numpy as np
         from convcli.io.regions import open_regions
+from convcli.io.tiff_pages import whole_read_reason
         for name, path in {paths!r}.items():
             source = open_regions(path)
             print(name, "none" if source is None else source.read_rows(0, 5).sum())

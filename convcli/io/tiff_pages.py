@@ -260,8 +260,11 @@ def whole_read_reason(path: str, frame: int = 0) -> str:
                 if _layout(page) is None:
                     return f"{_held(page)} is never read in strips"
                 if not _codecs_here(page):
+                    held = f"{codec} compression is"
+                    if page.bitspersample not in (1, 8, 16, 32, 64):  # as _needs_codecs says
+                        held = f"{page.bitspersample}-bit samples are"
                     return (
-                        f"its {codec} compression is read in strips only with imagecodecs: "
+                        f"its {held} read in strips only with imagecodecs: "
                         "pip install 'convcli[deep]'"
                     )
                 if not _decodable(page):
