@@ -302,3 +302,51 @@ def test_a_zarr_store_of_pixel_centres_says_the_corner_of_its_first_pixel(tmp_pa
     assert geo["geotransform"] == [499990.0, 40.0, 0.0, 4600010.0, 0.0, -40.0]
     assert geo["tiepoint"] == [0.0, 0.0, 0.0, 500010.0, 4599990.0, 0.0]
     assert geo["area_or_point"] == "Point"  # the tiepoint names a pixel's centre
+
+
+def _palette_geotiff(path, *, orientation=1, nodata=None):
+    """A palette GeoTIFF (a classified map: Pillow reads it), 10 m pixels from (500000,
+    4000000); its colours 0-3 red, green, blue, white."""
+    index = np.random.default_rng(6).integers(0, 4, (20, 30), dtype=np.uint8)
+    colormap = np.zeros((3, 256), np.uint16)
+    colormap[:, :4] = np.array([[65535, 0, 0, 65535], [0, 65535, 0, 65535], [0, 0, 65535, 65535]])
+    tags = [
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+    ]
+    tags += [(274, "H", 1, orientation, True)] * (orientation != 1)
+    tags += [(42113, "s", 0, nodata, True)] * (nodata is not None)
+    tifffile.imwrite(path, index, photometric="palette", colormap=colormap, extratags=tags)
+    return path, index
+
+
+def test_a_palette_geotiffs_georeference_is_kept(tmp_path):
+    """A palette page is read by Pillow, whose path kept no georeference, without a word."""
+    source, index = _palette_geotiff(tmp_path / "classes.tif")
+    written, got, tags = _pooled(tmp_path, source, "--size", "2")
+    assert got.shape == (10, 15, 3)
+    assert tags[33550] == (20.0, 20.0, 0.0)  # two pixels a side
+    assert tags[33922][3:5] == (500000.0, 4000000.0) and tags[34735] == _KEYS
+    expected = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]]
+    np.testing.assert_array_equal(
+        got[0, 0], np.mean([expected[k] for k in index[:2, :2].ravel()], 0).round()
+    )
+
+
+def test_a_palette_geotiffs_nodata_index_is_not_applied_to_its_colours_and_said(tmp_path):
+    source, _ = _palette_geotiff(tmp_path / "classes.tif", nodata="0")
+    result = ok("pool", "--size", "2", "--format", "tiff", source, "-o", tmp_path / "out", "-v")
+    assert "its nodata index not kept: its palette is read as colours" in result.stderr
+    with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
+        tags = tif.pages[0].tags
+        assert 42113 not in tags and tags[33550].value == (20.0, 20.0, 0.0)
+
+
+def test_a_turned_palette_geotiff_says_its_georeference_is_not_kept(tmp_path):
+    source, _ = _palette_geotiff(tmp_path / "classes.tif", orientation=6)
+    result = ok("pool", "--size", "1", "--format", "tiff", source, "-o", tmp_path / "out", "-v")
+    assert "its georeference not kept: it places the pixels as stored" in result.stderr
+    with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
+        assert tif.pages[0].shape[:2] == (30, 20)  # upright
+        assert 33922 not in tif.pages[0].tags and 34735 not in tif.pages[0].tags

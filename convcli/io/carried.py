@@ -36,7 +36,7 @@ from .exif import (
     without_exif_header,
 )
 from .formats import MARKER
-from .geotags import GeoTags
+from .geotags import GeoTags, pillow_geo
 from .jpeg_coding import (
     COMMENT_BYTES,
     JpegCoding,
@@ -480,8 +480,10 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     png_text, unkept = pillow_text(im)
     if im.format == "JPEG" and xmp is not None and b"HasExtendedXMP" in xmp:  # more APP1s
         unkept += ("extended XMP",)
+    turned = upright and found.get(ORIENTATION) in range(2, 9)
     return replace(
         header,
+        geo=pillow_geo(im, turned)[0],
         dpi=dpi,
         exif=exif,
         jpeg=jpeg_coding(im),

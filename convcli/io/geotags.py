@@ -267,6 +267,43 @@ def geo_tags(tags) -> GeoTags | None:
     return GeoTags(nodata=nodata_text, values=values) if nodata_text or values else None
 
 
+TURNED_GEO_NOTE = (
+    "its georeference not kept: it places the pixels as stored, which its Orientation turns"
+)
+
+
+def pillow_geo(im, turned: bool) -> tuple[GeoTags | None, tuple[str, ...]]:
+    """The georeference and GDAL nodata value of the TIFF page Pillow's `im` reads (None
+    for another format), and the notes of what of them is not kept: a grid, which places
+    the pixels as stored, where they are `turned` upright; a palette's nodata index, where
+    its colours are read."""
+    geo = pillow_geo_tags(im.tag_v2) if im.format == "TIFF" else None
+    notes: tuple[str, ...] = ()
+    if geo is not None and geo.placed and turned:
+        notes += (TURNED_GEO_NOTE,)
+        geo = GeoTags(nodata=geo.nodata, values=geo.values)
+    if geo is not None and geo.nodata and im.mode in ("P", "PA"):
+        notes += ("its nodata index not kept: its palette is read as colours",)
+        geo = replace(geo, nodata="")
+    return (geo if geo is not None and (geo.placed or geo.nodata or geo.values) else None), notes
+
+
+def pillow_geo_tags(tags) -> GeoTags | None:
+    """:func:`geo_tags` of a TIFF page's tags as Pillow gives them (``tag_v2``: values, a
+    one-value tag's as a number, where tifffile gives tags holding tuples)."""
+
+    class Tag:
+        def __init__(self, value):
+            self.value = (value,) if isinstance(value, (int, float)) else value
+
+    class Tags:
+        def get(self, code):
+            value = tags.get(code)
+            return None if value is None else Tag(value)
+
+    return geo_tags(Tags())
+
+
 def band_values(tags) -> tuple[tuple[int, str, str], ...]:
     """The scale, offset and unit GDAL gives each band's values in a TIFF page's `tags`
     (the items of GDAL_METADATA with those roles), as (sample, role, text); none where

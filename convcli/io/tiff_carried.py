@@ -16,7 +16,7 @@ from .exif import (
     tiff_exif_tags,
     without_exif_header,
 )
-from .geotags import GeoTags, geo_tags
+from .geotags import TURNED_GEO_NOTE, GeoTags, geo_tags
 from .physical import physical_size
 from .xmp import xmp_packet
 
@@ -66,7 +66,7 @@ def turned_note(page) -> str | None:
     geo = geo_tags(page.tags) if orientation(page) != 1 else None
     if geo is None or not geo.placed:
         return None
-    return "its georeference not kept: it places the pixels as stored, which its Orientation turns"
+    return TURNED_GEO_NOTE
 
 
 def _tiff_exif(tags) -> bytes | None:
