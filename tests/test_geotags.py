@@ -15,6 +15,7 @@ import tifffile
 from helpers import ok
 
 from convcli.io.geotags import GeoTags
+from convcli.io.images import open_image, read_stack
 
 # UTM 33N, PixelIsArea.
 _KEYS = (1, 1, 0, 4, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633, 3076, 0, 1, 9001)
@@ -337,7 +338,7 @@ def test_a_palette_geotiffs_georeference_is_kept(tmp_path):
 def test_a_palette_geotiffs_nodata_index_is_not_applied_to_its_colours_and_said(tmp_path):
     source, _ = _palette_geotiff(tmp_path / "classes.tif", nodata="0")
     result = ok("pool", "--size", "2", "--format", "tiff", source, "-o", tmp_path / "out", "-v")
-    assert "its nodata index not kept: its palette is read as colours" in result.stderr
+    assert "its nodata value not kept: its palette is read as colours" in result.stderr
     with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
         tags = tif.pages[0].tags
         assert 42113 not in tags and tags[33550].value == (20.0, 20.0, 0.0)
@@ -350,3 +351,67 @@ def test_a_turned_palette_geotiff_says_its_georeference_is_not_kept(tmp_path):
     with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
         assert tif.pages[0].shape[:2] == (30, 20)  # upright
         assert 33922 not in tif.pages[0].tags and 34735 not in tif.pages[0].tags
+
+
+def test_a_cmyk_geotiffs_nodata_value_is_not_put_on_its_rgb(tmp_path):
+    """Inks 0 (the nodata value) read as white, full black as 0: the value would mark the
+    valid black pixels missing and the missing ones valid."""
+    inks = np.zeros((4, 4, 4), np.uint8)
+    inks[:, 2:, 3] = 255
+    tags = [
+        (33550, "d", 3, (10.0, 10.0, 0.0), True),
+        (33922, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+        (34735, "H", len(_KEYS), _KEYS, True),
+        (42113, "s", 0, "0", True),
+    ]
+    source = tmp_path / "cmyk.tif"
+    tifffile.imwrite(source, inks, photometric="separated", extratags=tags)
+    result = ok("pad", "--pad", "1", "--format", "tiff", source, "-o", tmp_path / "out", "-v")
+    assert "its nodata value not kept: its CMYK is read as RGB" in result.stderr
+    with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
+        tags = tif.pages[0].tags
+        assert 42113 not in tags and tags[33922].value[3:5] == (499990.0, 4000010.0)
+
+
+def test_a_turned_palette_page_of_a_stack_says_its_georeference_is_not_kept(tmp_path):
+    """Pillow turns a page upright in load(), which forgets its Orientation: the note is
+    taken before. The upright page keeps its georeference."""
+    path, index = _palette_geotiff(tmp_path / "pages.tif")
+    with tifffile.TiffFile(path) as tif:
+        colormap, tags = tif.pages[0].colormap, tif.pages[0].tags
+        geo = [
+            (code, tags[code].dtype, tags[code].count, tags[code].value, True)
+            for code in (33550, 33922, 34735)
+        ]
+    with tifffile.TiffWriter(path, append=True) as tif:
+        tif.write(
+            index,
+            photometric="palette",
+            colormap=colormap,
+            extratags=[*geo, (274, "H", 1, 6, True)],
+        )
+    with open_image(str(path)) as source:
+        (upright, _), (turned, _) = source.read_frames((0, 1))
+    assert upright.carried.geo.placed and not upright.notes
+    assert turned.pixels.shape[:2] == (30, 20) and turned.carried.geo is None
+    assert turned.notes == (
+        "its georeference not kept: it places the pixels as stored, which its Orientation turns",
+    )
+
+
+def test_an_animated_webp_with_unreadable_exif_is_read(tmp_path):
+    """Only a TIFF's frames are asked for their georeference: another's EXIF is not read."""
+    from PIL import Image
+
+    frames = [Image.new("RGB", (8, 8), (40 * k, 0, 0)) for k in range(3)]
+    path = tmp_path / "a.webp"
+    frames[0].save(
+        path,
+        save_all=True,
+        append_images=frames[1:],
+        lossless=True,
+        exif=b"Exif\x00\x00garbagegarbage",
+    )
+    stack = read_stack(str(path))
+    assert stack.pixels.shape == (3, 8, 8, 3)
+    np.testing.assert_array_equal(stack.pixels[:, 0, 0, 0], [0, 40, 80])

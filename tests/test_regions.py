@@ -360,7 +360,6 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
         sys.modules["imagecodecs"] = None  # as if not installed
         import numpy as np
         from convcli.io.regions import open_regions
-from convcli.io.tiff_pages import whole_read_reason
         for name, path in {paths!r}.items():
             source = open_regions(path)
             print(name, "none" if source is None else source.read_rows(0, 5).sum())

@@ -282,10 +282,32 @@ def pillow_geo(im, turned: bool) -> tuple[GeoTags | None, tuple[str, ...]]:
     if geo is not None and geo.placed and turned:
         notes += (TURNED_GEO_NOTE,)
         geo = GeoTags(nodata=geo.nodata, values=geo.values)
-    if geo is not None and geo.nodata and im.mode in ("P", "PA"):
-        notes += ("its nodata index not kept: its palette is read as colours",)
+    if geo is not None and geo.nodata and im.mode in _READ_AS:  # a value of other samples
+        notes += (f"its nodata value not kept: its {_READ_AS[im.mode]}",)
         geo = replace(geo, nodata="")
     return (geo if geo is not None and (geo.placed or geo.nodata or geo.values) else None), notes
+
+
+# Pillow's modes whose samples are read as other values, in words.
+_READ_AS = {
+    "P": "palette is read as colours",
+    "PA": "palette is read as colours",
+    "CMYK": "CMYK is read as RGB",
+    "YCbCr": "YCbCr is read as RGB",
+    "LAB": "Lab is read as RGB",
+    "1": "bilevel samples are read as 0 and 255",
+}
+
+
+def pillow_geo_notes(im) -> tuple[str, ...]:
+    """:func:`pillow_geo`'s notes of the Pillow image `im`, before ``load()`` (which turns a
+    TIFF upright and forgets its Orientation); none for other formats."""
+    if im.format != "TIFF":
+        return ()
+    return pillow_geo(im, im.getexif().get(_ORIENTATION) in range(2, 9))[1]
+
+
+_ORIENTATION = 0x0112  # the TIFF and EXIF tag
 
 
 def pillow_geo_tags(tags) -> GeoTags | None:

@@ -77,7 +77,7 @@ from .decoders import (
     unidentified_reason,
 )
 from .formats import load, starts_as_tiff
-from .geotags import pillow_geo
+from .geotags import pillow_geo_notes
 from .gif import frame_seeker
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
@@ -288,10 +288,10 @@ class ImageSource:
                     check_pixels(self._im.size, self.max_pixels)
                     im, deep = self._im, is_deep_colour(self._im)  # before load()
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
+                    geo_lost = pillow_geo_notes(im)  # before load(), which turns a TIFF
                     im.load()
                     duration = im.info.get("duration")
-                    lost = frame_loss_note(im, channels_for(im), self.channels)
-                    lost += pillow_geo(im, im.getexif().get(ORIENTATION) in range(2, 9))[1]
+                    lost = frame_loss_note(im, channels_for(im), self.channels) + geo_lost
                     lost += narrow_key(im) if deep else ()  # 16-bit: Pillow's 8 bits, no key
                     pixels, white, depth = to_array(im, self.channels)
                     why = "imagecodecs reads no animations"
@@ -336,7 +336,7 @@ class ImageSource:
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
-            notes += pillow_geo(im, im.getexif().get(ORIENTATION) in range(2, 9))[1]
+            notes += pillow_geo_notes(im)
             if decoded is not None:
                 upright = exif_upright(decoded, im.getexif().get(ORIENTATION, 1))
                 if upright.dtype == np.uint8 and upright.flags.c_contiguous:
