@@ -415,3 +415,30 @@ def test_an_animated_webp_with_unreadable_exif_is_read(tmp_path):
     stack = read_stack(str(path))
     assert stack.pixels.shape == (3, 8, 8, 3)
     np.testing.assert_array_equal(stack.pixels[:, 0, 0, 0], [0, 40, 80])
+
+
+@pytest.mark.parametrize("photometric", ["minisblack", "palette"])
+def test_one_frame_of_a_stack_keeps_its_own_pages_georeference(tmp_path, photometric):
+    """--frames 1 wrote the first page's georeference on the second page's pixels."""
+    path = tmp_path / "pages.tif"
+    index = np.random.default_rng(8).integers(0, 4, (20, 30), dtype=np.uint8)
+    colours = {"colormap": np.tile(np.arange(256, dtype=np.uint16) * 257, (3, 1))}
+    colours = colours if photometric == "palette" else {}
+    with tifffile.TiffWriter(path) as tif:
+        for size, x in ((10.0, 500000.0), (20.0, 600000.0)):
+            geo = [
+                (33550, "d", 3, (size, size, 0.0), True),
+                (33922, "d", 6, (0.0, 0.0, 0.0, x, 4000000.0, 0.0), True),
+                (34735, "H", len(_KEYS), _KEYS, True),
+            ]
+            tif.write(
+                index,
+                photometric=photometric,
+                extratags=geo,
+                **colours,
+            )
+    ok("pool", "--size", "2", "--frames", "1", "--format", "tiff", path, "-o", tmp_path / "out")
+    with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
+        tags = tif.pages[0].tags
+        assert tags[33550].value == (40.0, 40.0, 0.0)
+        assert tags[33922].value[3:5] == (600000.0, 4000000.0)

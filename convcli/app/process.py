@@ -22,6 +22,7 @@ from ..engines.process_state import library_messages, library_section
 from ..engines.processes import FileResult
 from ..errors import MissingExtra
 from ..io import storage
+from ..io.carried import NOTHING
 from ..io.figures import save_grid
 from ..io.formats import is_store_name, open_regions, starts_as_tiff
 from ..io.frames import FramesPastEnd, select_frames
@@ -392,13 +393,14 @@ def _decode(task: Task) -> tuple[Picture | object | None, list[Output], list[Out
 
 def _read_frame(source, frame: int, count: int) -> Picture:
     """One frame of a file as a picture: the first as a one-frame file's, else by frame, with
-    what the file carries as its frames keep it (their EXIF orientation as stored: a frame
-    is not turned)."""
+    what it carries as a stack's frames keep it: a TIFF page's own, an animation's frame
+    the file's (its EXIF orientation as stored: a frame is not turned)."""
     if frame == 0:
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
     notes = (f"used frame {frame} of {count} frames", *pic.notes)
-    return replace(pic, notes=notes, carried=source.stack_carried)
+    carried = source.stack_carried if pic.carried is NOTHING else pic.carried
+    return replace(pic, notes=notes, carried=carried)
 
 
 def _read_store(task: Task) -> tuple[Picture | None, list[Output], list[Output]]:
