@@ -372,6 +372,20 @@ def test_without_imagecodecs_deflate_and_packbits_are_read_and_lzw_is_not(files)
         assert float(lines[name]) == files[name][1].pixels[:5].sum()
     assert lines["grey lzw predictor"] == "none"
     assert lines["float tiled predictor"] == "none"
+    # --memory's refusal names the predictor (it blamed the deflate alone)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["imagecodecs"] = None
+        from convcli.io.tiff_pages import whole_read_reason
+        print(whole_read_reason({paths["float tiled predictor"]!r}))
+    """)
+    said = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert said.stdout.strip() == (
+        "its ADOBE_DEFLATE compression with predictor FLOATINGPOINT is read in strips only "
+        "with imagecodecs: pip install 'convcli[deep]'"
+    )
 
 
 @pytest.mark.parametrize("compression", ["webp", "jpegxl", "lerc"])

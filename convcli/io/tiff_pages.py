@@ -259,9 +259,12 @@ def whole_read_reason(path: str, frame: int = 0) -> str:
                     return "a TIFF turned by its Orientation tag is never read in strips"
                 if _layout(page) is None:
                     return f"{_held(page)} is never read in strips"
-                if not _codecs_here(page):
+                if not _codecs_here(page):  # what needs them, as _needs_codecs says it
                     held = f"{codec} compression is"
-                    if page.bitspersample not in (1, 8, 16, 32, 64):  # as _needs_codecs says
+                    if not _unpredicted_here(page):
+                        predictor = _name(tifffile.PREDICTOR, page.predictor)
+                        held = f"{codec} compression with predictor {predictor} is"
+                    if page.bitspersample not in (1, 8, 16, 32, 64):
                         held = f"{page.bitspersample}-bit samples are"
                     return (
                         f"its {held} read in strips only with imagecodecs: "
@@ -272,6 +275,15 @@ def whole_read_reason(path: str, frame: int = 0) -> str:
         except Exception:  # not a TIFF tifffile parses
             pass
     return other
+
+
+def _unpredicted_here(page) -> bool:
+    """Whether tifffile undoes `page`'s predictor here (some need imagecodecs)."""
+    try:
+        tifffile.TIFF.UNPREDICTORS[page.predictor]  # filled as it is asked
+    except KeyError:
+        return False
+    return True
 
 
 def _held(page) -> str:
