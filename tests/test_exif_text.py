@@ -9,6 +9,7 @@ import pytest
 import tifffile
 from helpers import manifest_records, ok
 from PIL import Image
+from PIL.TiffImagePlugin import IFDRational
 
 from convcli.io.exif import (
     EXIF_IFD,
@@ -250,3 +251,20 @@ def test_pooling_divides_the_focal_plane_resolution_as_the_resolution(tmp_path):
     written, camera = _exif_of(tmp_path / "cam_pool-max-f4-s4.jpg")
     assert (written[282], written[283]) == (75, 75)
     assert (camera[0xA20E], camera[0xA20F], camera[0xA210]) == (1250, 1000, 3)
+
+
+def test_the_focal_plane_resolution_stays_rational_and_is_turned_with_the_picture(tmp_path):
+    """Divided, it was written as a DOUBLE, which EXIF readers take for a RATIONAL's bits
+    (ImageMagick: 2000 read as 1084178432); a quarter turn left it unswapped."""
+    exif = Image.Exif()
+    exif[274] = 6  # turned a quarter to be shown
+    exif.get_ifd(EXIF_IFD)[0xA20E] = IFDRational(4000, 1)
+    exif.get_ifd(EXIF_IFD)[0xA20F] = IFDRational(3000, 1)
+    exif.get_ifd(EXIF_IFD)[0xA210] = 2
+    Image.fromarray(PIXELS).save(tmp_path / "cam.jpg", exif=exif.tobytes())
+    ok("pool", "--size", "2", tmp_path / "cam.jpg", "-o", tmp_path)
+    written, camera = _exif_of(tmp_path / "cam_pool-max-f2-s2.jpg")
+    assert written[274] == 1
+    across, down = camera[0xA20E], camera[0xA20F]
+    assert isinstance(across, IFDRational) and isinstance(down, IFDRational)  # type 5, not 12
+    assert (across, down) == (1500, 2000)  # the sensor's down is the picture's across

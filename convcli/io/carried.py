@@ -33,6 +33,7 @@ from .exif import (
     exif_tags,
     exif_text,
     tiff_exif_tags,
+    turned_focal_plane,
     without_exif_header,
 )
 from .formats import MARKER
@@ -518,8 +519,10 @@ def _upright_exif(found, upright: bool = True, only=None) -> bytes | None:
             del tags[code]  # the width, strips and compression of the file read, not of ours
         if not len(tags):
             return None  # a TIFF's structure alone: no EXIF, not even an orientation
-        if upright and tags.get(ORIENTATION) in TURNS and 282 in tags and 283 in tags:
-            tags[282], tags[283] = tags[283], tags[282]  # the resolution across is down
+        if upright and tags.get(ORIENTATION) in TURNS:  # the resolution across is down
+            if 282 in tags and 283 in tags:
+                tags[282], tags[283] = tags[283], tags[282]
+            turned_focal_plane(tags)
         if upright:
             tags[ORIENTATION] = 1
         exif = exif_bytes(tags)

@@ -20,11 +20,34 @@ def exif_on_grid(exif: bytes, step: int) -> bytes | None:
             blocks.append((tags.get_ifd(EXIF_IFD), (0xA20E, 0xA20F)))
         for block, codes in blocks:
             for code in [code for code in codes if code in block and float(block[code]) > 0]:
-                block[code] = float(block[code]) / step
+                block[code] = _divided(block[code], step)
                 found += 1
         return bool(found)
 
     return _edited_exif(exif, divide)
+
+
+def _divided(value, step: int):
+    """A RATIONAL tag's `value` divided by `step`, still a rational: Pillow writes a float
+    of a tag it does not know (FocalPlaneXResolution) as a DOUBLE, which EXIF readers take
+    for a RATIONAL's bits (2000.0 read as 1084178432)."""
+    from fractions import Fraction
+
+    from PIL.TiffImagePlugin import IFDRational
+
+    exact = Fraction(value.numerator, value.denominator) if isinstance(value, IFDRational) else None
+    exact = (exact if exact is not None else Fraction(float(value))) / step
+    if max(exact.numerator, exact.denominator) >= 2**32:  # a RATIONAL's two 32-bit numbers
+        exact = exact.limit_denominator(2**32 - 1)
+    return IFDRational(exact.numerator, exact.denominator)
+
+
+def turned_focal_plane(tags) -> None:
+    """Swap the FocalPlaneX/YResolution of the camera block of Pillow's EXIF `tags`, as
+    for a picture turned a quarter: across is down."""
+    block = tags.get_ifd(EXIF_IFD) if EXIF_IFD in tags else {}
+    if 0xA20E in block and 0xA20F in block:
+        block[0xA20E], block[0xA20F] = block[0xA20F], block[0xA20E]
 
 
 def exif_sized(exif: bytes, width: int, height: int) -> bytes | None:
