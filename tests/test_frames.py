@@ -980,3 +980,30 @@ def test_one_frame_of_a_16_bit_colour_animation_read_at_8_bits_says_so(tmp_path)
     options = ("pad", "--pad", "1", "--frames", "1", path, "-o", tmp_path / "o", "-v")
     result = run_without("imagecodecs", *options)
     assert "used frame 1 of 3 frames; 16-bit colour read as 8-bit (" in result.stderr
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_an_apngs_2_and_4_bit_grey_level_marked_transparent_is_alpha_in_every_frame(tmp_path, bits):
+    """Its tRNS level is on the file's scale (2 of 0-3 is 170), as a still PNG's is read."""
+    top = 2**bits - 1
+    levels = np.array([[0, 1, 2, top]], np.uint8)  # one row of four pixels
+    packed = np.packbits(np.unpackbits(levels[..., None], axis=2)[..., 8 - bits :].ravel())
+
+    def control(sequence):
+        return _chunk(b"fcTL", struct.pack(">IIIIIHHBB", sequence, 4, 1, 0, 0, 10, 100, 0, 0))
+
+    data = zlib.compress(b"\0" + packed.tobytes())
+    chunks = [
+        _chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 1, bits, 0, 0, 0, 0)),
+        _chunk(b"acTL", struct.pack(">II", 2, 0)),
+        _chunk(b"tRNS", struct.pack(">H", 2)),
+        control(0),
+        _chunk(b"IDAT", data),
+        control(1),
+        _chunk(b"fdAT", struct.pack(">I", 2) + data),
+    ]
+    path = tmp_path / "g.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"".join(chunks) + _chunk(b"IEND", b""))
+    stack = read_stack(path)
+    assert stack.channels == ("L", "A")
+    np.testing.assert_array_equal(stack.pixels[..., 1], [[[255, 255, 0, 255]]] * 2)

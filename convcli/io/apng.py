@@ -27,6 +27,7 @@ from .decoders import (
     KEY_NOT_READ,
     deep_codecs_missing,
     frame_loss_note,
+    grey_key,
     narrow_note,
     to_array,
     transparency_lost_note,
@@ -205,6 +206,7 @@ def _frame(header: bytes, decoding: list, control: tuple, data: list[bytes], *, 
         pixels = _deep_pixels(png, header[9], dict(decoding).get(b"tRNS"))
     else:
         with Image.open(png) as im:
+            grey_key(im)  # a 2- or 4-bit level on Pillow's 0-255, as a still PNG's
             pixels = np.asarray(im.convert("RGBA"))
     if pixels.shape[:2] != (height, width):
         raise ValueError("a frame's pixels are not of its size")
