@@ -203,3 +203,48 @@ def test_16_bit_grey_and_alpha_read_by_pillow_is_8_bit_saying_why(tmp_path, monk
         f"16-bit grey + alpha read as 8-bit (Pillow reads grey + alpha at 8 bits; {why})",
     )
     np.testing.assert_array_equal(pic.pixels, (arr >> 8).astype(np.float32))
+
+
+@pytest.mark.parametrize("channels", [2, 3, 4])
+def test_a_16_bit_jpeg_2000s_colour_is_read_whole(tmp_path, channels):
+    """Pillow reads it at 8 bits, rounding up past 255 to 0: 65408 and up came out black,
+    and an opaque alpha transparent."""
+    samples = deep_pixels(channels, seed=channels)
+    samples[0, 1:4] = np.array([65407, 65408, 65535])[:, None]  # the levels that wrapped
+    path = tmp_path / "deep.jp2"
+    path.write_bytes(imagecodecs.jpeg2k_encode(samples, level=0, codecformat="jp2"))  # lossless
+    picture = read_image(path)
+    assert (picture.white, picture.depth, picture.notes) == (65535.0, 16, ())
+    np.testing.assert_array_equal(picture.pixels, samples.astype(np.float32))
+
+
+def test_a_12_bit_jpeg_2000s_colour_is_on_16_bits_as_its_grey_is_read(tmp_path):
+    samples = np.random.default_rng(12).integers(0, 4096, (H, W, 3)).astype(np.uint16)
+    path = tmp_path / "twelve.jp2"
+    path.write_bytes(
+        imagecodecs.jpeg2k_encode(samples, level=0, bitspersample=12, codecformat="jp2")
+    )
+    picture = read_image(path)
+    assert picture.white == 65535.0
+    np.testing.assert_array_equal(picture.pixels, (samples << 4).astype(np.float32))
+    grey = tmp_path / "grey.jp2"
+    grey.write_bytes(
+        imagecodecs.jpeg2k_encode(samples[..., 0], level=0, bitspersample=12, codecformat="jp2")
+    )
+    np.testing.assert_array_equal(read_image(grey).pixels[..., 0], samples[..., 0] << 4)
+
+
+def test_without_imagecodecs_a_16_bit_jpeg_2000s_colour_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "deep.jp2"
+    path.write_bytes(imagecodecs.jpeg2k_encode(deep_pixels(3), level=0, codecformat="jp2"))
+    refused = run_without("imagecodecs", "pool", path, "-o", tmp_path / "out")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[0] == (
+        f"convcli: {path}: cannot decode the image: 16-bit JPEG 2000 colour is read only with "
+        "imagecodecs, where Pillow turns its brightest levels black (install convcli[deep] for 16)"
+    )
+    eight = tmp_path / "eight.jp2"  # 8 bits: Pillow's, as before
+    levels = np.random.default_rng(1).integers(0, 256, (H, W, 3)).astype(np.uint8)
+    eight.write_bytes(imagecodecs.jpeg2k_encode(levels, level=0, codecformat="jp2"))
+    ok("pool", "--size", "1", "--format", "npy", eight, "-o", tmp_path / "e")
+    np.testing.assert_array_equal(np.load(tmp_path / "e" / "eight_pool-max-f1-s1.npy"), levels)

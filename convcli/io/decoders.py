@@ -82,10 +82,12 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     Pillow would use. Anything that does not come out as the header says
     (the channels, the size) is left to Pillow: :func:`narrow_note` says why.
     """
-    if im.format not in ("PNG", "TIFF") or channels not in DEEP_CHANNELS:
+    if im.format not in _DEEP_DECODERS or channels not in DEEP_CHANNELS:
         return None
-    name = "png_decode" if im.format == "PNG" else "tiff_decode"
+    name = _DEEP_DECODERS[im.format]
     pixels = decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
+    if im.format == "JPEG2000":
+        return _jpeg2000_samples(pixels, path, (im.size[1], im.size[0], len(channels)))
     width, height = im.size
     if (
         pixels is None
@@ -96,6 +98,44 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     if im.format == "TIFF" and tuple(im.tag_v2.get(EXTRA_SAMPLES, ())) == (ASSOCIATED_ALPHA,):
         return unassociated(pixels, 65535)
     return pixels
+
+
+_DEEP_DECODERS = {"PNG": "png_decode", "TIFF": "tiff_decode", "JPEG2000": "jpeg2k_decode"}
+
+
+def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndarray:
+    """A JPEG 2000 file's colour samples of more than 8 bits, as imagecodecs decodes them,
+    on 16 bits (a 12-bit sample shifted up, as Pillow reads 12-bit grey); where imagecodecs
+    cannot, ImageError: Pillow wraps the brightest levels to 0 (65408 and up: black)."""
+    bits = jpeg2000_bits(path) or 16
+    if pixels is None or pixels.dtype != np.uint16 or pixels.shape != shape:
+        from ..errors import ImageError
+
+        why = deep_codecs_missing() or "imagecodecs did not read it"
+        raise ImageError(
+            f"cannot decode the image: {bits}-bit JPEG 2000 colour is read only with "
+            f"imagecodecs, where Pillow turns its brightest levels black ({why})"
+        )
+    return pixels << np.uint16(16 - bits) if bits < 16 else pixels
+
+
+def jpeg2000_bits(path: str) -> int | None:
+    """The most bits a sample of the JPEG 2000 file `path` has (its JP2 header's, or its
+    codestream's SIZ marker's), or None where neither is found in its first 4 KB."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    at = head.find(b"ihdr")
+    if at >= 0 and len(head) >= at + 15 and head[at + 14] != 0xFF:  # 0xFF: per component
+        return (head[at + 14] & 0x7F) + 1
+    at = head.find(b"\xff\x51")  # SIZ: 38 bytes, then 3 a component
+    if at < 0 or len(head) < at + 40:
+        return None
+    count = int.from_bytes(head[at + 38 : at + 40], "big")
+    sizes = head[at + 40 : at + 40 + 3 * count : 3]
+    return max(((b & 0x7F) + 1 for b in sizes), default=None)
 
 
 def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
@@ -254,6 +294,8 @@ def is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
     if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
+    if im.format == "JPEG2000":  # grey + alpha too: Pillow gives it as LA
+        return im.mode in ("LA", "RGB", "RGBA") and (jpeg2000_bits(im.filename) or 8) > 8
     bits = im.info.get("bits") or getattr(im, "bits", 8)
     return any(_SIXTEEN_BIT_SAMPLES.search(r) for r in _raw_modes(im)) or bits == 16
 
