@@ -411,6 +411,8 @@ def to_array(
     With `integers`, 8-bit pixels come as they are (uint8).
     """
     mode = im.mode
+    if im.format == "FITS" and mode in ("I;16", "I"):
+        return fits_values(im)
     if mode in SIXTEEN_BIT_MODES:
         arr = np.asarray(im).astype(np.float32)[:, :, None]
         if channels == ("L", "A"):  # its transparent level (tRNS): alpha 0
@@ -435,3 +437,42 @@ def to_array(
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return arr, 255.0, 8
+
+
+def fits_values(im: Image.Image) -> tuple[np.ndarray, float, int]:
+    """A FITS image of integers as :func:`to_array` gives pixels: its values as its header
+    says, BZERO + BSCALE x the stored ones (signed: Pillow reads 16-bit ones unsigned, so
+    that -1 was 65535 and the unsigned convention's BZERO = 32768 turned dark and bright
+    about), on a white of 65535 or their largest, as an integer TIFF's."""
+    cards = _fits_cards(im.filename)
+    stored = np.asarray(im)
+    if cards.get("BITPIX") == "16":
+        stored = stored.astype(np.uint16).view(np.int16)
+    try:
+        scale, zero = float(cards.get("BSCALE", "1")), float(cards.get("BZERO", "0"))
+    except ValueError:
+        scale, zero = 1.0, 0.0
+    values = (stored * scale + zero).astype(np.float32)
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 0.0
+    whole = scale == int(scale) and zero == int(zero)  # integers: a 16-bit white at least
+    return values[:, :, None], max(65535.0 if whole else 1.0, top), 16
+
+
+def _fits_cards(path: str) -> dict[str, str]:
+    """The keywords and values of a FITS file's first header (its 80-character cards up to
+    END), the values as written, without their comments."""
+    cards: dict[str, str] = {}
+    try:
+        with open(path, "rb") as fh:
+            while len(block := fh.read(2880)) == 2880:
+                for start in range(0, 2880, 80):
+                    card = block[start : start + 80].decode("ascii", "replace")
+                    keyword = card[:8].strip()
+                    if keyword == "END":
+                        return cards
+                    if card[8:10] == "= ":
+                        cards.setdefault(keyword, card[10:].split("/")[0].strip())
+    except OSError:
+        pass
+    return cards
