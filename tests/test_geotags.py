@@ -442,3 +442,22 @@ def test_one_frame_of_a_stack_keeps_its_own_pages_georeference(tmp_path, photome
         tags = tif.pages[0].tags
         assert tags[33550].value == (40.0, 40.0, 0.0)
         assert tags[33922].value[3:5] == (600000.0, 4000000.0)
+
+
+def test_a_lost_scale_and_offset_is_said_beside_a_lost_nodata_value(tmp_path):
+    """An Int16 file of centimetres (scale 0.01, offset 5) with nodata 0, written as npy:
+    the line named the nodata value alone, and the scale's loss went unsaid."""
+    metadata = (
+        '<GDALMetadata><Item name="SCALE" sample="0" role="scale">0.01</Item>'
+        '<Item name="OFFSET" sample="0" role="offset">5</Item></GDALMetadata>'
+    )
+    source = tmp_path / "dem.tif"
+    stored = np.arange(600, dtype=np.int16).reshape(20, 30)
+    tifffile.imwrite(
+        source, stored, extratags=[(42112, "s", 0, metadata, True), (42113, "s", 0, "0", True)]
+    )
+    result = ok("pool", "--size", "2", "--format", "npy", source, "-o", tmp_path / "out")
+    assert result.stderr.splitlines()[0] == (
+        "convcli: nodata value and value scale and offset not kept: npy outputs hold none "
+        "(tiff and zarr outputs do)"
+    )

@@ -84,11 +84,10 @@ class GeoTags:
 
     @property
     def what(self) -> str:
-        """What it is, in words: ``georeference``, or GDAL's ``nodata value`` or ``value
-        scale and offset`` alone."""
-        if self.placed:
-            return "georeference"
-        return "nodata value" if self.nodata else "value scale and offset"
+        """What it is, in words: ``georeference``, or GDAL's ``nodata value``, and ``value
+        scale and offset`` where it gives them (or them alone)."""
+        first = "georeference" if self.placed else "nodata value" if self.nodata else ""
+        return " and ".join(filter(None, [first, "value scale and offset" * bool(self.values)]))
 
     def kept_text(self) -> str:
         """What an output keeps of it, in words: ``georeference``, ``nodata -9999``, and
