@@ -538,3 +538,24 @@ def test_a_cmyk_jpeg_is_read_through_its_own_colour_profile(tmp_path):
     # Near the picture it was made from (the SWOP gamut and JPEG aside), unlike the formula.
     assert np.abs(pic.pixels - rgb).mean() < 12
     assert np.abs(np.asarray(Image.open(tmp_path / "print.jpg").convert("RGB")) - rgb).mean() > 20
+
+
+@pytest.mark.parametrize("height", [5, -5], ids=["bottom-up", "top-down"])
+def test_an_8_bit_bmp_of_a_black_and_white_palette_is_read_a_byte_a_pixel(tmp_path, height):
+    """Pillow writes a black and white P image as an 8-bit BMP of two colours, and reads
+    that palette as a 1-bit image: its own file came back garbled (mostly black)."""
+    white = np.random.default_rng(3).integers(0, 2, (5, 7)).astype(bool)
+    im = Image.fromarray(white.astype(np.uint8), "P")
+    im.putpalette([0, 0, 0, 255, 255, 255])
+    path = tmp_path / "bw.bmp"
+    im.save(path)
+    if height < 0:  # the rows stored from the top: a negative height
+        data = bytearray(path.read_bytes())
+        offset = int.from_bytes(data[10:14], "little")
+        rows = [data[offset + r * 8 : offset + (r + 1) * 8] for r in range(5)]
+        data[offset:] = b"".join(reversed(rows))
+        data[22:26] = (-5).to_bytes(4, "little", signed=True)
+        path.write_bytes(bytes(data))
+    picture = read_image(path)
+    assert picture.channels == ("L",)
+    np.testing.assert_array_equal(picture.pixels[..., 0], white * 255.0)

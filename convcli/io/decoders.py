@@ -332,6 +332,24 @@ def grey_key(im: Image.Image) -> None:
         im.info["transparency"] = key * (255 // (2**bits - 1))
 
 
+def bmp_two_colours(im: Image.Image) -> None:
+    """Read an 8-bit BMP of a black and white palette (as Pillow writes one) a byte a pixel:
+    Pillow takes such a palette for a 1-bit image and unpacks 8 pixels a byte, a picture of
+    garbled rows (mostly black). Before load()."""
+    if im.format != "BMP" or im.mode != "1" or len(im.tile) != 1 or im.tile[0][0] != "raw":
+        return
+    try:
+        with open(im.filename, "rb") as fh:
+            head = fh.read(30)
+    except (OSError, TypeError):
+        return
+    header_size = int.from_bytes(head[14:18], "little")
+    at = 24 if header_size == 12 else 28  # BITMAPCOREHEADER, or the later ones
+    if int.from_bytes(head[at : at + 2], "little") == 8:
+        tile = im.tile[0]
+        im.tile = [tile._replace(args=("1;8", *tile.args[1:]))]  # a byte, not 0 is white
+
+
 def narrow_key(im: Image.Image) -> tuple[str, ...]:
     """The note of a 16-bit RGB image's transparent colour (tRNS), which Pillow's 8 bits cannot
     mark exactly: dropped, every pixel opaque (with imagecodecs it is alpha)."""

@@ -59,6 +59,7 @@ from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
     apng_frame_controls,
+    bmp_two_colours,
     channels_for,
     cmyk_note,
     deep_colour,
@@ -215,6 +216,7 @@ class ImageSource:
         self.path = path
         self.max_pixels = max_pixels
         grey_key(im)
+        bmp_two_colours(im)
         self.channels = channels_for(im)
         self.sample_bytes = sample_bytes_for(im.mode)
         self.size = stored_size(im)  # (width, height) before the EXIF orientation
