@@ -178,13 +178,17 @@ def test_corrupt_and_non_image_files(tmp_path):
         read_image(tmp_path / "missing.png")
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["P6", "P3"])
 @pytest.mark.parametrize("maxval, bits", [(4095, 12), (65535, 16), (255, None)])
-def test_a_wide_colour_ppm_read_at_8_bits_says_so(tmp_path, maxval, bits):
+def test_a_wide_colour_ppm_read_at_8_bits_says_so(tmp_path, maxval, bits, plain):
     """Pillow reads a PPM's colour samples at 8 bits whatever its maxval: on the right scale
-    (as ImageMagick does), with a note where the file holds more."""
+    (as ImageMagick does), with a note where the file holds more (a plain P3 file's too)."""
     samples = np.random.default_rng(7).integers(0, maxval + 1, (5, 7, 3))
     dtype = ">u2" if maxval > 255 else np.uint8
-    (tmp_path / "c.ppm").write_bytes(b"P6\n7 5\n%d\n" % maxval + samples.astype(dtype).tobytes())
+    data = samples.astype(dtype).tobytes()
+    if plain:
+        data = " ".join(map(str, samples.ravel())).encode() + b"\n"
+    (tmp_path / "c.ppm").write_bytes(b"P%d\n7 5\n%d\n" % (3 if plain else 6, maxval) + data)
     pic = read_image(tmp_path / "c.ppm")
     assert (pic.white, pic.depth) == (255.0, 8)
     assert np.abs(pic.pixels - samples * 255 / maxval).max() <= 0.5 + 1e-9

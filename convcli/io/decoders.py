@@ -231,7 +231,7 @@ def narrowed_by_pillow(im: Image.Image) -> tuple[str, ...]:
     if tile is None:
         return ()
     args = tile.args if isinstance(tile.args, tuple) else ()
-    maxval = args[1] if tile.codec_name == "ppm" and len(args) > 1 else 255
+    maxval = args[1] if tile.codec_name in ("ppm", "ppm_plain") and len(args) > 1 else 255
     bits = 16 if tile.codec_name == "SGI16" else int(maxval).bit_length()
     return (f"{bits}-bit colour read as 8-bit (Pillow reads colour at 8 bits)",) * (bits > 8)
 
