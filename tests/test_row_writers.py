@@ -475,3 +475,34 @@ def test_bigtiff_is_needed_past_4_gib_with_deflates_worst_case_and_the_tags():
     assert formats.bigtiff_needed(fits - fits // 2000, 0, 0, 0)  # with deflate's 0.1%
     assert formats.bigtiff_needed(3 << 30, 0, 100_000, 10_000)  # the metadata of each page
     assert not formats.bigtiff_needed(3 << 30, 0, 100_000, 0)
+
+
+def test_each_reduced_level_holds_the_colour_profile_and_its_own_resolution(tmp_path):
+    """A viewer (libvips' thumbnail) that shows a reduced level found no profile there, and
+    a resolution of 1 a pixel: every level now holds the profile, as libvips writes them."""
+    from helpers import ok
+    from PIL import ImageCms
+
+    profile = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    source = tmp_path / "photo.tif"
+    values = np.random.default_rng(2).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
+    tifffile.imwrite(
+        source,
+        values,
+        photometric="rgb",
+        resolution=(300, 300),
+        resolutionunit="INCH",
+        iccprofile=profile,
+    )
+    ok("pool", "--size", "2", "--format", "tiff", source, "-o", tmp_path / "out")
+    with tifffile.TiffFile(tmp_path / "out" / "photo_pool-max-f2-s2.tiff") as tif:
+        levels = [tif.pages[0]]
+        for offset in tif.pages[0].subifds:
+            tif.filehandle.seek(offset)
+            levels.append(tifffile.TiffPage(tif, index=len(levels)))
+        assert [level.shape[1] for level in levels] == [800, 400, 200]
+        for index, level in enumerate(levels):
+            assert level.tags["InterColorProfile"].value == profile
+            numerator, denominator = level.tags["XResolution"].value
+            assert numerator / denominator == pytest.approx(150 / 2**index)
+            assert level.tags["ResolutionUnit"].value == 2  # inch

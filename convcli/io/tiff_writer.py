@@ -9,6 +9,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -216,6 +217,15 @@ class TiffSink:
         except BaseException as exc:  # handed to the caller's thread
             self._failure = exc
 
+    def _level_carried(self, shape: tuple[int, ...]) -> Carried:
+        """What a reduced level of `shape` holds, as libvips writes its levels: the colour
+        profile (a viewer showing a level manages its colours), and the resolution of its
+        pixels. The rest is the full size's alone."""
+        kept = self._carried
+        step = round(self._shape[1] / shape[1])
+        held = replace(NOTHING, icc_profile=kept.icc_profile, dpi=kept.dpi, per_cm=kept.per_cm)
+        return held.on_grid(step)
+
     def _write_level(self, bands: Iterator[np.ndarray], **options) -> None:
         """tifffile writes one level's tiles, from `bands`, with `options`."""
         data = _tile_data(bands, self._dtype, self._shape[2], self._nodata)
@@ -281,7 +291,10 @@ class TiffSink:
                 carry = level.finish(carry)
             for level in self._levels:
                 self._write_level(
-                    level.bands(), subfiletype=1, **_tiff_options(level.shape, self._dtype)
+                    level.bands(),
+                    subfiletype=1,
+                    **_tiff_options(level.shape, self._dtype),
+                    **tiff_options(self._level_carried(level.shape)),
                 )
             self._tiff.close()
         finally:
