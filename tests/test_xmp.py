@@ -215,3 +215,29 @@ def test_xmp_too_large_for_a_jpeg_is_said_and_kept_by_the_other_formats(tmp_path
     ok("pool", tmp_path / "p.png", "-o", tmp_path / "png")
     (out,) = outputs_in(tmp_path / "png")
     assert _xmp_of(out) == big
+
+
+def test_xmp_resolution_follows_the_exifs_where_the_file_has_no_other(tmp_path):
+    """A PNG without pHYs whose EXIF and XMP give 300 x 150 dpi, turned a quarter: the
+    EXIF came out turned and halved (75 x 150), the XMP as it was (300 x 150)."""
+    from PIL.TiffImagePlugin import IFDRational
+
+    exif = Image.Exif()
+    exif[274], exif[282], exif[283], exif[296] = 6, IFDRational(300), IFDRational(150), 2
+    packet = (
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF '
+        'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description '
+        'rdf:about="" xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="6" '
+        'tiff:XResolution="300/1" tiff:YResolution="150/1" tiff:ResolutionUnit="2"/>'
+        "</rdf:RDF></x:xmpmeta>"
+    )
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", packet)
+    Image.new("RGB", (80, 60), (99, 99, 99)).save(tmp_path / "x.png", exif=exif, pnginfo=info)
+    ok("pool", "--size", "2", tmp_path / "x.png", "-o", tmp_path / "out")
+    with Image.open(tmp_path / "out" / "x_pool-max-f2-s2.png") as im:
+        written = im.getexif()
+        xmp = im.info["xmp"]
+    xmp = xmp.decode() if isinstance(xmp, bytes) else xmp
+    assert (float(written[282]), float(written[283])) == (75.0, 150.0)
+    assert 'tiff:XResolution="75/1"' in xmp and 'tiff:YResolution="150/1"' in xmp

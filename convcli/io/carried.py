@@ -27,6 +27,7 @@ from .exif import (
     IMAGE_DESCRIPTION,
     TIFF_TEXT_TAGS,
     exif_bytes,
+    exif_dpi,
     exif_on_grid,
     exif_orientation,
     exif_sized,
@@ -279,7 +280,7 @@ class Carried:
         (:func:`~convcli.io.xmp.xmp_sized`)."""
         if self.xmp is None or size is None:
             return self.xmp
-        return xmp_sized(self.xmp, *size, self.dpi)
+        return xmp_sized(self.xmp, *size, self.dpi or exif_dpi(self.exif))  # EXIF's, if alone
 
     def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
         """Pillow ``save`` options (JPEG) that hold what a JPEG of `size` holds of it

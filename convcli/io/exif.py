@@ -50,6 +50,19 @@ def turned_focal_plane(tags) -> None:
         block[0xA20E], block[0xA20F] = block[0xA20F], block[0xA20E]
 
 
+def exif_dpi(exif: bytes | None) -> tuple[float, float] | None:
+    """The resolution (dots per inch across and down) that EXIF bytes `exif` give in their
+    X/YResolution and ResolutionUnit (2: inch, 3: centimetre), or None."""
+    try:
+        tags = exif_tags(exif) if exif is not None else {}
+        x, y, per = tags.get(0x011A), tags.get(0x011B), {2: 1.0, 3: 2.54}.get(tags.get(0x0128, 2))
+        if x is None or y is None or per is None or not (float(x) > 0 and float(y) > 0):
+            return None
+        return (float(x) * per, float(y) * per)
+    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError, struct.error):
+        return None
+
+
 def exif_sized(exif: bytes, width: int, height: int) -> bytes | None:
     """EXIF bytes `exif` whose image size (PixelXDimension and PixelYDimension of its camera
     block, where it gives them) is `width` x `height`: an output's, not its input's."""
