@@ -268,3 +268,19 @@ def test_the_focal_plane_resolution_stays_rational_and_is_turned_with_the_pictur
     across, down = camera[0xA20E], camera[0xA20F]
     assert isinstance(across, IFDRational) and isinstance(down, IFDRational)  # type 5, not 12
     assert (across, down) == (1500, 2000)  # the sensor's down is the picture's across
+
+
+def test_a_jpegs_resolution_is_said_as_its_jfif_header_holds_it(tmp_path):
+    """40 x 20 dots a centimetre (101.6 x 50.8 dpi), halved: the JFIF header holds whole dots
+    an inch, 51 x 25; -v and the manifest said 50.8 x 25.4, which the file does not hold."""
+    Image.fromarray(PIXELS).save(tmp_path / "cm.jpg", dpi=(101.6, 50.8))
+    data = bytearray((tmp_path / "cm.jpg").read_bytes())
+    at = data.find(b"JFIF\0")
+    data[at + 7 : at + 12] = bytes([2]) + (40).to_bytes(2, "big") + (20).to_bytes(2, "big")
+    (tmp_path / "cm.jpg").write_bytes(bytes(data))  # units 2: dots a centimetre
+    result = ok("pool", "--size", "2", tmp_path / "cm.jpg", "-o", tmp_path / "out", "-v")
+    with Image.open(tmp_path / "out" / "cm_pool-max-f2-s2.jpg") as im:
+        assert im.info["dpi"] == (51, 25)
+    assert "(kept: 51x25 dpi)" in result.stderr
+    (record,) = manifest_records(tmp_path / "out")
+    assert record["kept"]["dpi"] == [51.0, 25.0]

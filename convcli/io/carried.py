@@ -223,7 +223,7 @@ class Carried:
         if fmt == "jpg":
             return replace(
                 held,
-                dpi=self.dpi if jfif_holds(self.dpi) else None,
+                dpi=tuple(float(round(d)) for d in self.dpi) if jfif_holds(self.dpi) else None,
                 exif=_within(self.exif, JPEG_EXIF_BYTES),
                 xmp=self.xmp if self.xmp is not None and fits_jpeg(self.xmp, self.dpi) else None,
                 iptc=_within(self.iptc, iim.JPEG_IPTC_BYTES),
