@@ -461,3 +461,24 @@ def test_a_lost_scale_and_offset_is_said_beside_a_lost_nodata_value(tmp_path):
         "convcli: nodata value and value scale and offset not kept: npy outputs hold none "
         "(tiff and zarr outputs do)"
     )
+
+
+@pytest.mark.parametrize("photometric", ["minisblack", "palette"])
+def test_gdal_metadata_no_output_keeps_is_said(tmp_path, photometric):
+    """A dataset's items of GDAL_METADATA (its source, GDAL's copies of a JPEG's EXIF) went
+    without a word; a band's scale and offset are kept, as before."""
+    metadata = (
+        '<GDALMetadata><Item name="SOURCE">Sentinel2</Item><Item name="EXIF_Make">Cam</Item>'
+        '<Item name="SCALE" sample="0" role="scale">0.5</Item></GDALMetadata>'
+    )
+    colours = {"colormap": np.zeros((3, 256), np.uint16)} if photometric == "palette" else {}
+    source = tmp_path / "g.tif"
+    tifffile.imwrite(
+        source,
+        np.zeros((20, 30), np.uint8),
+        photometric=photometric,
+        extratags=[(42112, "s", 0, metadata, True)],
+        **colours,
+    )
+    result = ok("pool", "--size", "2", "--format", "tiff", source, "-o", tmp_path / "out", "-v")
+    assert "GDAL metadata (SOURCE, EXIF_Make) not kept: convcli writes none" in result.stderr

@@ -38,7 +38,7 @@ from .exif import (
     without_exif_header,
 )
 from .formats import MARKER
-from .geotags import GeoTags, pillow_geo
+from .geotags import GeoTags, gdal_unkept, pillow_geo, pillow_tags
 from .jpeg_coding import (
     COMMENT_BYTES,
     JpegCoding,
@@ -482,6 +482,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     png_text, unkept = pillow_text(im)
     if im.format == "JPEG" and xmp is not None and b"HasExtendedXMP" in xmp:  # more APP1s
         unkept += ("extended XMP",)
+    unkept += gdal_unkept(pillow_tags(im.tag_v2)) if im.format == "TIFF" else ()
     turned = upright and found.get(ORIENTATION) in range(2, 9)
     return replace(
         header,

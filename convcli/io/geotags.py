@@ -310,8 +310,13 @@ _ORIENTATION = 0x0112  # the TIFF and EXIF tag
 
 
 def pillow_geo_tags(tags) -> GeoTags | None:
-    """:func:`geo_tags` of a TIFF page's tags as Pillow gives them (``tag_v2``: values, a
-    one-value tag's as a number, where tifffile gives tags holding tuples)."""
+    """:func:`geo_tags` of a TIFF page's tags as Pillow gives them (``tag_v2``)."""
+    return geo_tags(pillow_tags(tags))
+
+
+def pillow_tags(tags):
+    """A TIFF page's tags as Pillow gives them (``tag_v2``: values, a one-value tag's as a
+    number) as tifffile's are read here: ``tags.get(code).value``, a tuple."""
 
     class Tag:
         def __init__(self, value):
@@ -322,28 +327,47 @@ def pillow_geo_tags(tags) -> GeoTags | None:
             value = tags.get(code)
             return None if value is None else Tag(value)
 
-    return geo_tags(Tags())
+    return Tags()
 
 
 def band_values(tags) -> tuple[tuple[int, str, str], ...]:
     """The scale, offset and unit GDAL gives each band's values in a TIFF page's `tags`
     (the items of GDAL_METADATA with those roles), as (sample, role, text); none where
     the tag is missing or is not GDAL's XML."""
-    tag = tags.get(GDAL_METADATA)
-    if tag is None or not isinstance(tag.value, str) or "<GDALMetadata" not in tag.value:
-        return ()
-    from xml.etree import ElementTree  # only for GDAL's metadata
-
-    try:
-        root = ElementTree.fromstring(tag.value.strip("\0 "))
-    except (ElementTree.ParseError, ValueError):
-        return ()
     found = []
-    for item in root.iter("Item"):
+    for item in _gdal_items(tags):
         role, sample, text = item.get("role"), item.get("sample", ""), (item.text or "").strip()
         if role in _VALUE_ROLES and sample.isdigit() and text:
             found.append((int(sample), role, text))
     return tuple(sorted(found))
+
+
+def gdal_unkept(tags) -> tuple[str, ...]:
+    """What of GDAL_METADATA in a TIFF page's `tags` no output keeps, in words (its items
+    but a band's scale, offset and unit: a dataset's source, GDAL's copies of EXIF ...)."""
+    names = [
+        item.get("name", "?")
+        for item in _gdal_items(tags)
+        if not (item.get("role") in _VALUE_ROLES and item.get("sample", "").isdigit())
+    ]
+    if not names:
+        return ()
+    listed = ", ".join(dict.fromkeys(names[:4])) + (", ..." if len(names) > 4 else "")
+    return (f"GDAL metadata ({listed})",)
+
+
+def _gdal_items(tags) -> list:
+    """The Item elements of GDAL_METADATA's XML in a TIFF page's `tags`; none where the tag
+    is missing or is not GDAL's XML."""
+    tag = tags.get(GDAL_METADATA)
+    if tag is None or not isinstance(tag.value, str) or "<GDALMetadata" not in tag.value:
+        return []
+    from xml.etree import ElementTree  # only for GDAL's metadata
+
+    try:
+        return list(ElementTree.fromstring(tag.value.strip("\0 ")).iter("Item"))
+    except (ElementTree.ParseError, ValueError):
+        return []
 
 
 def _gdal_metadata(values: tuple[tuple[int, str, str], ...]) -> str:

@@ -16,7 +16,7 @@ from .exif import (
     tiff_exif_tags,
     without_exif_header,
 )
-from .geotags import TURNED_GEO_NOTE, GeoTags, geo_tags
+from .geotags import TURNED_GEO_NOTE, GeoTags, gdal_unkept, geo_tags
 from .physical import physical_size
 from .xmp import xmp_packet
 
@@ -50,6 +50,7 @@ def from_tiff_page(page) -> Carried:
         per_cm=dpi is not None and int(unit.value) == 3,
         xmp=xmp_packet(tags.valueof(XMP_TAG), upright=turned != 1),
         iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
+        unkept=gdal_unkept(tags),
     )
 
 
