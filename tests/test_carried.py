@@ -1339,3 +1339,29 @@ def test_jfif_holds_whole_dpi_from_1_to_65535(dpi, held):
     from convcli.io.jpeg_coding import jfif_holds
 
     assert jfif_holds(dpi) is held
+
+
+@pytest.mark.parametrize("name", ["png", "jpg", "tif"])
+def test_a_resolution_of_no_unit_that_makes_pixels_oblong_is_said(tmp_path, name):
+    """A PNG's pHYs of unit 0, a JPEG's JFIF density of units 0, a TIFF's ResolutionUnit 1:
+    1 pixel a unit across and 2 down are pixels twice as wide as tall, dropped unsaid."""
+    import struct
+    import zlib
+
+    path = tmp_path / f"a.{name}"
+    if name == "tif":
+        tifffile.imwrite(path, np.zeros((4, 6), np.uint8), resolution=(1, 2), resolutionunit=1)
+    else:
+        Image.new("L", (6, 4), 90).save(path)
+        data = bytearray(path.read_bytes())
+        if name == "png":
+            body = b"pHYs" + struct.pack(">IIB", 1, 2, 0)
+            at = data.find(b"IDAT") - 4
+            chunk = struct.pack(">I", 9) + body + struct.pack(">I", zlib.crc32(body))
+            data[at:at] = chunk
+        else:
+            at = data.find(b"JFIF\0")
+            data[at + 7 : at + 12] = b"\0" + struct.pack(">HH", 1, 2)
+        path.write_bytes(bytes(data))
+    result = ok("pool", "--size", "2", path, "-o", tmp_path / "out", "-v")
+    assert "pixel aspect ratio 2:1 (width to height) not kept: convcli writes none" in result.stderr

@@ -47,7 +47,7 @@ from .jpeg_coding import (
     jfif_holds,
     jpeg_coding,
 )
-from .physical import PhysicalSize, physical_size
+from .physical import PhysicalSize, physical_size, unitless_aspect
 from .png_text import comment_chunks, keywords, pillow_text
 from .xmp import JPEG_XMP_BYTES, fits_jpeg, without_padding, xmp_packet, xmp_sized
 
@@ -483,6 +483,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if im.format == "JPEG" and xmp is not None and b"HasExtendedXMP" in xmp:  # more APP1s
         unkept += ("extended XMP",)
     unkept += gdal_unkept(pillow_tags(im.tag_v2)) if im.format == "TIFF" else ()
+    unkept += unitless_aspect(im)
     turned = upright and found.get(ORIENTATION) in range(2, 9)
     return replace(
         header,

@@ -150,3 +150,30 @@ def physical_size(ome_xml: str) -> PhysicalSize | None:
     return PhysicalSize(
         x, y, *(unit_symbol(pixels.get(f"PhysicalSize{a}Unit", "\u00b5m")) for a in "XY")
     )
+
+
+def unitless_aspect(im) -> tuple[str, ...]:
+    """What no output keeps of the Pillow image `im`'s resolution without a unit, in words:
+    the shape of its pixels (a PNG's pHYs of unit 0, a JPEG's JFIF density of units 0, a
+    TIFF's resolution of ResolutionUnit 1), where they are not square."""
+    density = None
+    if im.format == "PNG":
+        density = im.info.get("aspect")
+    elif im.format == "JPEG" and im.info.get("jfif_unit") == 0:
+        density = im.info.get("jfif_density")
+    elif im.format == "TIFF" and im.tag_v2.get(296) == 1:  # ResolutionUnit: none
+        density = (im.tag_v2.get(282), im.tag_v2.get(283))
+    return aspect_unkept(density)
+
+
+def aspect_unkept(density) -> tuple[str, ...]:
+    """The words for a resolution of no unit, (across, down) pixels a unit, where its pixels
+    are not square: ``pixel aspect ratio 2:1 (width to height)`` for (1, 2), pixels twice as
+    wide as tall; none else."""
+    try:
+        across, down = (float(value) for value in density)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return ()
+    if not (across > 0 and down > 0) or across == down:
+        return ()
+    return (f"pixel aspect ratio {down / across:.4g}:1 (width to height)",)

@@ -17,7 +17,7 @@ from .exif import (
     without_exif_header,
 )
 from .geotags import TURNED_GEO_NOTE, GeoTags, gdal_unkept, geo_tags
-from .physical import physical_size
+from .physical import aspect_unkept, physical_size
 from .xmp import xmp_packet
 
 
@@ -50,8 +50,18 @@ def from_tiff_page(page) -> Carried:
         per_cm=dpi is not None and int(unit.value) == 3,
         xmp=xmp_packet(tags.valueof(XMP_TAG), upright=turned != 1),
         iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
-        unkept=gdal_unkept(tags),
+        unkept=gdal_unkept(tags) + _unitless_aspect(tags, unit),
     )
+
+
+def _unitless_aspect(tags, unit) -> tuple[str, ...]:
+    """:func:`~convcli.io.physical.aspect_unkept` of a page's resolution of ResolutionUnit 1."""
+    if unit is None or unit.value != 1:
+        return ()
+    try:
+        return aspect_unkept([_ratio(tags[code].value) for code in (282, 283) if code in tags])
+    except ZeroDivisionError:
+        return ()
 
 
 def orientation(page) -> int:
