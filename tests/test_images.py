@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 from helpers import (
     HEIGHT,
     MODES,
@@ -563,3 +564,28 @@ def test_an_8_bit_bmp_of_a_black_and_white_palette_is_read_a_byte_a_pixel(tmp_pa
     picture = read_image(path)
     assert picture.channels == ("L",)
     np.testing.assert_array_equal(picture.pixels[..., 0], white * 255.0)
+
+
+def test_a_16_bit_grey_sgi_file_read_at_8_bits_says_so(tmp_path):
+    levels = np.random.default_rng(4).integers(0, 65536, (3, 5)).astype(">u2")
+    header = struct.pack(">hbbHHHHii", 474, 0, 2, 2, 5, 3, 1, 0, 65535).ljust(512, b"\0")
+    (tmp_path / "g.sgi").write_bytes(header + levels[::-1].tobytes())  # rows from the bottom
+    picture = read_image(tmp_path / "g.sgi")
+    assert picture.notes == ("16-bit grey read as 8-bit (Pillow reads grey at 8 bits)",)
+    assert np.abs(picture.pixels[..., 0] - levels / 257).max() <= 1  # its high byte
+
+
+def test_a_tiffs_extra_sample_beside_its_alpha_is_said_not_read(tmp_path):
+    """RGB, alpha and a sample of no stated meaning: Pillow reads RGBA, the last left out."""
+    samples = np.random.default_rng(5).integers(0, 256, (4, 5, 5), dtype=np.uint8)
+    path = tmp_path / "x.tif"
+    tifffile.imwrite(
+        path,
+        samples,
+        photometric="rgb",
+        planarconfig="contig",
+        extrasamples=["unassalpha", "unspecified"],
+    )
+    picture = read_image(path)
+    assert picture.channels == ("R", "G", "B", "A")
+    assert picture.notes == ("its 1 extra sample(s) of no stated meaning not read",)

@@ -225,15 +225,24 @@ def deep_codecs_missing(*, allowed: bool = False) -> str | None:
 
 
 def narrowed_by_pillow(im: Image.Image) -> tuple[str, ...]:
-    """The note of a PPM or SGI file of colour samples wider than 8 bits, which Pillow reads
-    at 8 bits (and imagecodecs not at all). Before load(), which forgets the file's layout."""
-    tile = im.tile[0] if im.mode == "RGB" and im.format in ("PPM", "SGI") and im.tile else None
-    if tile is None:
+    """The notes of what Pillow leaves out of a file it reads: a PPM's or SGI file's colour
+    (or an SGI file's grey) of samples wider than 8 bits, read at 8 bits (imagecodecs reads
+    neither); a TIFF's extra samples beyond its alpha. Before load(), which forgets the
+    file's layout."""
+    if im.format == "TIFF":
+        extras = im.tag_v2.get(EXTRA_SAMPLES, ())
+        count = len(extras) if isinstance(extras, tuple) else 1
+        unread = count - (im.mode[-1] in "Aa")  # "RGBA", "LA", "PA", "RGBa": one is alpha
+        return (f"its {unread} extra sample(s) of no stated meaning not read",) * (unread > 0)
+    sgi_grey = im.mode == "L" and im.format == "SGI"
+    tile = im.tile[0] if im.tile and (im.mode == "RGB" or sgi_grey) else None
+    if tile is None or im.format not in ("PPM", "SGI"):
         return ()
     args = tile.args if isinstance(tile.args, tuple) else ()
     maxval = args[1] if tile.codec_name in ("ppm", "ppm_plain") and len(args) > 1 else 255
     bits = 16 if tile.codec_name == "SGI16" else int(maxval).bit_length()
-    return (f"{bits}-bit colour read as 8-bit (Pillow reads colour at 8 bits)",) * (bits > 8)
+    what = "grey" if sgi_grey else "colour"
+    return (f"{bits}-bit {what} read as 8-bit (Pillow reads {what} at 8 bits)",) * (bits > 8)
 
 
 def narrow_note(channels: tuple[str, ...], why: str | None = None) -> str:
