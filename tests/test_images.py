@@ -589,3 +589,22 @@ def test_a_tiffs_extra_sample_beside_its_alpha_is_said_not_read(tmp_path):
     picture = read_image(path)
     assert picture.channels == ("R", "G", "B", "A")
     assert picture.notes == ("its 1 extra sample(s) of no stated meaning not read",)
+
+
+@pytest.mark.parametrize("attribute_bits", [0, 1])
+def test_a_16_bit_tgas_top_bit_is_read_as_its_descriptor_says(tmp_path, attribute_bits):
+    """Pillow read the top bit as alpha in every file, 1 transparent: pixels whose bit is
+    set came out transparent. No attribute bit: RGB; one: alpha, 1 opaque."""
+    red, green, blue, clear = 0x7C00 | 0x8000, 0x03E0 | 0x8000, 0x001F | 0x8000, 0x7FFF
+    pixels = np.array([[red, green], [blue, clear]], "<u2")
+    header = struct.pack("<BBBHHBHHHHBB", 0, 0, 2, 0, 0, 0, 0, 0, 2, 2, 16, 0x20 | attribute_bits)
+    (tmp_path / "t.tga").write_bytes(header + pixels.tobytes())  # rows from the top
+    picture = read_image(tmp_path / "t.tga")
+    colours = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]]
+    if attribute_bits:
+        assert picture.channels == ("R", "G", "B", "A")
+        expected = [c + [a] for c, a in zip(colours, [255, 255, 255, 0], strict=True)]
+    else:
+        assert picture.channels == ("R", "G", "B")
+        expected = colours
+    np.testing.assert_array_equal(picture.pixels.reshape(4, -1), expected)

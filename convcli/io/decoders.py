@@ -341,6 +341,37 @@ def grey_key(im: Image.Image) -> None:
         im.info["transparency"] = key * (255 // (2**bits - 1))
 
 
+def mend_pillow(im: Image.Image) -> None:
+    """Put right, before load(), what Pillow's reading of some headers gets wrong: a 2- or
+    4-bit grey PNG's transparent level (:func:`grey_key`), an 8-bit BMP of a black and white
+    palette (:func:`bmp_two_colours`), a 16-bit TGA's attribute bit (:func:`tga_attribute`)."""
+    grey_key(im)
+    bmp_two_colours(im)
+    tga_attribute(im)
+
+
+def tga_attribute(im: Image.Image) -> None:
+    """Read a 16-bit TGA's top bit as its header says: alpha (1 opaque) where its descriptor
+    gives one attribute bit, nothing where it gives none. Pillow reads the bit as alpha in
+    every file, 1 transparent: a picture of set bits came out wholly transparent (libvips
+    and ImageMagick show it opaque)."""
+    if im.format != "TGA" or im.mode != "RGBA" or len(im.tile) != 1:
+        return
+    tile = im.tile[0]
+    if not (isinstance(tile.args, tuple) and tile.args and tile.args[0] == "BGRA;15Z"):
+        return
+    try:
+        with open(im.filename, "rb") as fh:
+            descriptor = fh.read(18)[17]
+    except (OSError, TypeError, IndexError):
+        return
+    if descriptor & 0x0F:  # its attribute bit: alpha
+        im.tile = [tile._replace(args=("BGRA;15", *tile.args[1:]))]
+    else:
+        im._mode = "RGB"  # an unused bit: Pillow's own plugins set the mode so
+        im.tile = [tile._replace(args=("BGR;15", *tile.args[1:]))]
+
+
 def bmp_two_colours(im: Image.Image) -> None:
     """Read an 8-bit BMP of a black and white palette (as Pillow writes one) a byte a pixel:
     Pillow takes such a palette for a 1-bit image and unpacks 8 pixels a byte, a picture of

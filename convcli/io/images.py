@@ -59,15 +59,14 @@ from .carried import NOTHING, Carried, from_pillow
 from .decoders import (
     ORIENTATION,
     apng_frame_controls,
-    bmp_two_colours,
     channels_for,
     cmyk_note,
     deep_colour,
     exif_upright,
     fast_jpeg,
     frame_loss_note,
-    grey_key,
     is_deep_colour,
+    mend_pillow,
     narrow_key,
     narrow_note,
     narrowed_by_pillow,
@@ -215,8 +214,7 @@ class ImageSource:
         self._im = im
         self.path = path
         self.max_pixels = max_pixels
-        grey_key(im)
-        bmp_two_colours(im)
+        mend_pillow(im)
         self.channels = channels_for(im)
         self.sample_bytes = sample_bytes_for(im.mode)
         self.size = stored_size(im)  # (width, height) before the EXIF orientation
