@@ -608,3 +608,14 @@ def test_a_16_bit_tgas_top_bit_is_read_as_its_descriptor_says(tmp_path, attribut
         assert picture.channels == ("R", "G", "B")
         expected = colours
     np.testing.assert_array_equal(picture.pixels.reshape(4, -1), expected)
+
+
+def test_a_tgas_colour_map_of_32_bit_entries_gives_alpha(tmp_path):
+    """Pillow reads the map's alpha into its palette; the picture was read as RGB without it."""
+    entries = [(255, 0, 0, 255), (0, 255, 0, 0), (0, 0, 255, 128), (9, 9, 9, 255)]
+    colour_map = b"".join(bytes([b, g, r, a]) for r, g, b, a in entries)  # BGRA
+    header = struct.pack("<BBBHHBHHHHBB", 0, 1, 1, 0, 4, 32, 0, 0, 2, 2, 8, 0x20 | 8)
+    (tmp_path / "m.tga").write_bytes(header + colour_map + bytes([0, 1, 2, 3]))
+    picture = read_image(tmp_path / "m.tga")
+    assert picture.channels == ("R", "G", "B", "A")
+    np.testing.assert_array_equal(picture.pixels.reshape(4, 4), entries)

@@ -327,7 +327,8 @@ def channels_for(im: Image.Image) -> tuple[str, ...]:
         return ("L", "A")
     if grey or mode in ("I", "F"):
         return ("L",)
-    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
+    palette_alpha = mode == "P" and getattr(im.palette, "mode", "") == "RGBA"  # a TGA's
+    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed) or palette_alpha:
         return ("R", "G", "B", "A")
     return ("R", "G", "B")
 
