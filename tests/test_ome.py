@@ -354,3 +354,28 @@ def test_a_pooled_ome_zarr_of_image_wide_transformations_keeps_its_pixel_size(tm
         tmp_path / "p.ome.tif",
     )
     assert _ome_sizes(tmp_path / "p.ome.tif") == [(0.5, 1.0, MICRO, MICRO)]
+
+
+@pytest.mark.parametrize(
+    ("axes", "metadata", "said"),
+    [
+        (
+            "CYX",
+            {"Channel": {"Name": ["DAPI", "GFP", "RFP"]}},
+            ["OME plane order (C 3)", "OME channel names (DAPI, GFP, RFP)"],
+        ),
+        ("ZYX", {"PhysicalSizeZ": 2.0}, ["OME plane order (Z 3)", "OME Z spacing"]),
+    ],
+)
+def test_what_an_ome_tiffs_planes_carry_beyond_the_pixel_size_is_said_not_kept(
+    tmp_path, axes, metadata, said
+):
+    """Its planes are written as separate images, their channel names and Z spacing lost:
+    nothing said it but the pixel size kept."""
+    planes = np.random.default_rng(0).integers(0, 4000, (3, 40, 60), dtype=np.uint16)
+    source = tmp_path / "s.ome.tif"
+    options = {"axes": axes, "PhysicalSizeX": 0.5, "PhysicalSizeY": 0.5, **metadata}
+    tifffile.imwrite(source, planes, ome=True, photometric="minisblack", metadata=options)
+    result = ok("pool", "--size", "2", source, "-o", tmp_path / "out", "-v")
+    for what in said:
+        assert f"convcli: {what} not kept: convcli writes none" in result.stderr

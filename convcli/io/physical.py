@@ -177,3 +177,21 @@ def aspect_unkept(density) -> tuple[str, ...]:
     if not (across > 0 and down > 0) or across == down:
         return ()
     return (f"pixel aspect ratio {down / across:.4g}:1 (width to height)",)
+
+
+def ome_unkept(xml: str | None) -> tuple[str, ...]:
+    """What no output keeps of an OME-TIFF's OME-XML, in words: the order of its planes in
+    Z, C and T (an output holds them as separate images), its channels' names, its Z
+    spacing (PhysicalSizeZ)."""
+    import re
+
+    pixels = re.search(r"<Pixels\b[^>]*>", xml or "")
+    if pixels is None:
+        return ()
+    sizes = [f"{axis} {n}" for axis, n in re.findall(r'\bSize([CZT])="(\d+)"', pixels[0])]
+    planes = [size for size in sizes if int(size.split()[1]) > 1]
+    names = re.findall(r'<Channel\b[^>]*\bName="([^"]*)"', xml)
+    found = [f"OME plane order ({', '.join(planes)})"] * bool(planes)
+    if names:
+        found.append(f"OME channel names ({', '.join(names[:4])}{', ...' * (len(names) > 4)})")
+    return (*found, *["OME Z spacing"] * ("PhysicalSizeZ=" in pixels[0]))

@@ -17,7 +17,7 @@ from .exif import (
     without_exif_header,
 )
 from .geotags import TURNED_GEO_NOTE, GeoTags, gdal_unkept, geo_tags
-from .physical import aspect_unkept, physical_size
+from .physical import aspect_unkept, ome_unkept, physical_size
 from .xmp import xmp_packet
 
 
@@ -50,7 +50,11 @@ def from_tiff_page(page) -> Carried:
         per_cm=dpi is not None and int(unit.value) == 3,
         xmp=xmp_packet(tags.valueof(XMP_TAG), upright=turned != 1),
         iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
-        unkept=gdal_unkept(tags) + _unitless_aspect(tags, unit),
+        unkept=(
+            gdal_unkept(tags)
+            + _unitless_aspect(tags, unit)
+            + (ome_unkept(page.parent.ome_metadata) if ome else ())
+        ),
     )
 
 
