@@ -619,3 +619,15 @@ def test_a_tgas_colour_map_of_32_bit_entries_gives_alpha(tmp_path):
     picture = read_image(tmp_path / "m.tga")
     assert picture.channels == ("R", "G", "B", "A")
     np.testing.assert_array_equal(picture.pixels.reshape(4, 4), entries)
+
+
+def test_a_tgas_colour_map_of_16_bit_entries_is_opaque_colour(tmp_path):
+    """Pillow reads the entries' top bit as alpha, 1 transparent: set, as writers set it, it
+    made the picture wholly transparent (libvips and ImageMagick read RGB)."""
+    colours = [(0x7C00, (255, 0, 0)), (0x03E0, (0, 255, 0)), (0x001F, (0, 0, 255))]
+    colour_map = b"".join(struct.pack("<H", bits | 0x8000) for bits, _ in colours)
+    header = struct.pack("<BBBHHBHHHHBB", 0, 1, 1, 0, 3, 16, 0, 0, 3, 1, 8, 0x20)
+    (tmp_path / "m.tga").write_bytes(header + colour_map + bytes([0, 1, 2]))
+    picture = read_image(tmp_path / "m.tga")
+    assert picture.channels == ("R", "G", "B")
+    np.testing.assert_array_equal(picture.pixels.reshape(3, 3), [c for _, c in colours])

@@ -327,8 +327,7 @@ def channels_for(im: Image.Image) -> tuple[str, ...]:
         return ("L", "A")
     if grey or mode in ("I", "F"):
         return ("L",)
-    palette_alpha = mode == "P" and getattr(im.palette, "mode", "") == "RGBA"  # a TGA's
-    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed) or palette_alpha:
+    if mode in ("RGBA", "RGBa", "PA") or (mode in ("P", "RGB") and keyed):
         return ("R", "G", "B", "A")
     return ("R", "G", "B")
 
@@ -345,10 +344,28 @@ def grey_key(im: Image.Image) -> None:
 def mend_pillow(im: Image.Image) -> None:
     """Put right, before load(), what Pillow's reading of some headers gets wrong: a 2- or
     4-bit grey PNG's transparent level (:func:`grey_key`), an 8-bit BMP of a black and white
-    palette (:func:`bmp_two_colours`), a 16-bit TGA's attribute bit (:func:`tga_attribute`)."""
+    palette (:func:`bmp_two_colours`), a 16-bit TGA's attribute bit (:func:`tga_attribute`),
+    a TGA's colour map of alpha (:func:`tga_map_alpha`)."""
     grey_key(im)
     bmp_two_colours(im)
     tga_attribute(im)
+    tga_map_alpha(im)
+
+
+def tga_map_alpha(im: Image.Image) -> None:
+    """Take a TGA's colour map of 32-bit entries as a palette with alpha (their alpha made
+    its transparency, as a PNG's tRNS of a palette), which Pillow keeps in the palette and
+    convcli read as RGB. Not a map of 16-bit entries, whose top bit Pillow also reads as
+    alpha, 1 transparent: it is no alpha (libvips and ImageMagick read RGB)."""
+    if im.format != "TGA" or im.mode != "P" or getattr(im.palette, "mode", "") != "RGBA":
+        return
+    try:
+        with open(im.filename, "rb") as fh:
+            entry_bits = fh.read(8)[7]
+    except (OSError, TypeError, IndexError):
+        return
+    if entry_bits == 32:
+        im.info["transparency"] = bytes(im.palette.palette[3::4])
 
 
 def tga_attribute(im: Image.Image) -> None:
