@@ -63,3 +63,16 @@ def test_a_pooled_fits_image_is_written_from_its_physical_values(tmp_path):
     ok("pool", "--size", "2", "--format", "npy", path, "-o", tmp_path / "o")
     written = np.load(tmp_path / "o" / "u_pool-max-f2-s2.npy")
     np.testing.assert_array_equal(written[..., 0], [[52000, 60000], [20000, 28000]])
+
+
+def test_an_image_extension_after_an_empty_primary_header_is_read_by_its_own_header(tmp_path):
+    """Pillow reads the first image with data; its BITPIX and BZERO are the extension's (the
+    primary header's BITPIX 16 cut 32-bit values to 16 bits)."""
+    stored = np.array([[2500000, 2600000], [-3, 4]])
+    primary = b"".join([_card("SIMPLE", "T"), _card("BITPIX", 16), _card("NAXIS", 0)])
+    primary = (primary + b"END".ljust(80)).ljust(2880)
+    path = _fits(tmp_path / "x.fits", stored, 32, ("BZERO", "1.0D1"))  # D: a double's exponent
+    extension = path.read_bytes().replace(_card("SIMPLE", "T"), _card("XTENSION", "'IMAGE   '"), 1)
+    path.write_bytes(primary + extension)
+    picture = read_image(path)
+    np.testing.assert_array_equal(picture.pixels[..., 0], (stored + 10)[::-1])

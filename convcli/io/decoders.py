@@ -524,8 +524,8 @@ def fits_values(im: Image.Image) -> tuple[np.ndarray, float, int]:
     stored = np.asarray(im)
     if cards.get("BITPIX") == "16":
         stored = stored.astype(np.uint16).view(np.int16)
-    try:
-        scale, zero = float(cards.get("BSCALE", "1")), float(cards.get("BZERO", "0"))
+    try:  # FITS writes a double's exponent with D too
+        scale, zero = (float(cards.get(k, d).upper().replace("D", "E")) for k, d in _SCALING)
     except ValueError:
         scale, zero = 1.0, 0.0
     values = (stored * scale + zero).astype(np.float32)
@@ -535,9 +535,13 @@ def fits_values(im: Image.Image) -> tuple[np.ndarray, float, int]:
     return values[:, :, None], max(65535.0 if whole else 1.0, top), 16
 
 
+_SCALING = (("BSCALE", "1"), ("BZERO", "0"))
+
+
 def _fits_cards(path: str) -> dict[str, str]:
-    """The keywords and values of a FITS file's first header (its 80-character cards up to
-    END), the values as written, without their comments."""
+    """The keywords and values of the header of a FITS file's image that Pillow reads, the
+    first whose NAXIS is not 0 (a primary header of no data goes before extensions): its
+    80-character cards up to END, the values as written, without their comments."""
     cards: dict[str, str] = {}
     try:
         with open(path, "rb") as fh:
@@ -545,8 +549,11 @@ def _fits_cards(path: str) -> dict[str, str]:
                 for start in range(0, 2880, 80):
                     card = block[start : start + 80].decode("ascii", "replace")
                     keyword = card[:8].strip()
-                    if keyword == "END":
+                    if keyword == "END" and cards.get("NAXIS", "0") != "0":
                         return cards
+                    if keyword == "END":  # no data: the next header follows
+                        cards = {}
+                        break
                     if card[8:10] == "= ":
                         cards.setdefault(keyword, card[10:].split("/")[0].strip())
     except OSError:
