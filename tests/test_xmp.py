@@ -241,3 +241,28 @@ def test_xmp_resolution_follows_the_exifs_where_the_file_has_no_other(tmp_path):
     xmp = xmp.decode() if isinstance(xmp, bytes) else xmp
     assert (float(written[282]), float(written[283])) == (75.0, 150.0)
     assert 'tiff:XResolution="75/1"' in xmp and 'tiff:YResolution="150/1"' in xmp
+
+
+def test_an_xmp_packet_checked_for_a_jpeg_is_the_one_written(tmp_path):
+    """Its resolution from the EXIF (no other in the file) made the packet written longer
+    than the one checked: the JPEG failed with 'XMP data is too long'. It is now checked as
+    written: left out of the JPEG, and said."""
+    from PIL.TiffImagePlugin import IFDRational
+
+    exif = Image.Exif()
+    exif[282], exif[283], exif[296] = IFDRational(1234567, 1000), IFDRational(1234567, 1000), 2
+    head = (
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF '
+        'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description '
+        'rdf:about="" xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:XResolution="1" '
+        'tiff:YResolution="1" tiff:ResolutionUnit="2"><tiff:Make>'
+    )
+    tail = "</tiff:Make></rdf:Description></rdf:RDF></x:xmpmeta>"
+    packet = head + "m" * (65504 - len(head) - len(tail)) + tail  # the most a JPEG holds
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", packet)
+    Image.new("RGB", (8, 6), (9, 9, 9)).save(tmp_path / "x.png", exif=exif, pnginfo=info)
+    result = ok("pool", "--size", "1", "--format", "jpg", tmp_path / "x.png", "-o", tmp_path / "o")
+    assert "XMP over 64 KB not kept: jpg outputs hold none" in result.stderr
+    with Image.open(tmp_path / "o" / "x_pool-max-f1-s1.jpg") as im:
+        assert "xmp" not in im.info and im.getexif()[282] == 1234.567

@@ -476,7 +476,7 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             continue
         # XMP with the resolution it is sized to: its fields decide whether a JPEG holds it.
         alone = replace(
-            NOTHING, **({attr: value, "dpi": kept.dpi} if attr == "xmp" else {attr: value})
+            NOTHING, **({attr: value, "dpi": kept.xmp_dpi} if attr == "xmp" else {attr: value})
         )
         others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""

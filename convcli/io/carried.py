@@ -221,11 +221,12 @@ class Carried:
         if fmt == "png":
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
+            fits = self.xmp is not None and fits_jpeg(self.xmp, self.xmp_dpi)
             return replace(
                 held,
                 dpi=tuple(float(round(d)) for d in self.dpi) if jfif_holds(self.dpi) else None,
                 exif=_within(self.exif, JPEG_EXIF_BYTES),
-                xmp=self.xmp if self.xmp is not None and fits_jpeg(self.xmp, self.dpi) else None,
+                xmp=self.xmp if fits else None,
                 iptc=_within(self.iptc, iim.JPEG_IPTC_BYTES),
                 geo=None,
                 physical=None,
@@ -269,18 +270,20 @@ class Carried:
         return sum(len(blob) for blob in blobs if blob is not None)
 
     def exif_for(self, size: tuple[int, int] | None) -> bytes | None:
-        """The EXIF of an image of `size` (width, height): its image size that one, where it
-        gives one (:func:`~convcli.io.exif.exif_sized`), not the input's."""
+        """The EXIF of an image of `size` (width, height), its image size that one (exif_sized)."""
         if self.exif is None or size is None:
             return self.exif
         return exif_sized(self.exif, *size) or self.exif
 
     def xmp_for(self, size: tuple[int, int] | None) -> bytes | None:
-        """The XMP packet of an image of `size` (width, height) and of its resolution
-        (:func:`~convcli.io.xmp.xmp_sized`)."""
+        """The XMP packet of an image of `size` (width, height) and its resolution (xmp_sized)."""
         if self.xmp is None or size is None:
             return self.xmp
-        return xmp_sized(self.xmp, *size, self.dpi or exif_dpi(self.exif))  # EXIF's, if alone
+        return xmp_sized(self.xmp, *size, self.xmp_dpi)
+
+    @property
+    def xmp_dpi(self) -> tuple[float, float] | None:  # an XMP's: the EXIF's where no other
+        return self.dpi or exif_dpi(self.exif)
 
     def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
         """Pillow ``save`` options (JPEG) that hold what a JPEG of `size` holds of it
