@@ -1365,3 +1365,20 @@ def test_a_resolution_of_no_unit_that_makes_pixels_oblong_is_said(tmp_path, name
         path.write_bytes(bytes(data))
     result = ok("pool", "--size", "2", path, "-o", tmp_path / "out", "-v")
     assert "pixel aspect ratio 2:1 (width to height) not kept: convcli writes none" in result.stderr
+
+
+def test_a_turned_pictures_unitless_aspect_ratio_is_said_as_it_is_shown(tmp_path):
+    """1 pixel a unit across and 2 down, turned a quarter (EXIF orientation 6): the pixels
+    shown are twice as tall as wide, 0.5:1 (it said 2:1, of the stored pixels)."""
+    import struct
+
+    exif = Image.Exif()
+    exif[274] = 6
+    path = tmp_path / "a.jpg"
+    Image.new("L", (6, 4), 90).save(path, exif=exif.tobytes())
+    data = bytearray(path.read_bytes())
+    at = data.find(b"JFIF\0")
+    data[at + 7 : at + 12] = b"\0" + struct.pack(">HH", 1, 2)
+    path.write_bytes(bytes(data))
+    result = ok("pool", "--size", "1", path, "-o", tmp_path / "out", "-v")
+    assert "pixel aspect ratio 0.5:1 (width to height) not kept" in result.stderr

@@ -486,7 +486,7 @@ def from_pillow(im, *, upright: bool = True) -> Carried:
     if im.format == "JPEG" and xmp is not None and b"HasExtendedXMP" in xmp:  # more APP1s
         unkept += ("extended XMP",)
     unkept += gdal_unkept(pillow_tags(im.tag_v2)) if im.format == "TIFF" else ()
-    unkept += unitless_aspect(im)
+    unkept += unitless_aspect(im, upright and found.get(ORIENTATION) in TURNS)
     turned = upright and found.get(ORIENTATION) in range(2, 9)
     return replace(
         header,

@@ -152,10 +152,11 @@ def physical_size(ome_xml: str) -> PhysicalSize | None:
     )
 
 
-def unitless_aspect(im) -> tuple[str, ...]:
+def unitless_aspect(im, quarter: bool = False) -> tuple[str, ...]:
     """What no output keeps of the Pillow image `im`'s resolution without a unit, in words:
     the shape of its pixels (a PNG's pHYs of unit 0, a JPEG's JFIF density of units 0, a
-    TIFF's resolution of ResolutionUnit 1), where they are not square."""
+    TIFF's resolution of ResolutionUnit 1), where they are not square; across is down
+    where the picture is turned a `quarter`."""
     density = None
     if im.format == "PNG":
         density = im.info.get("aspect")
@@ -163,7 +164,7 @@ def unitless_aspect(im) -> tuple[str, ...]:
         density = im.info.get("jfif_density")
     elif im.format == "TIFF" and im.tag_v2.get(296) == 1:  # ResolutionUnit: none
         density = (im.tag_v2.get(282), im.tag_v2.get(283))
-    return aspect_unkept(density)
+    return aspect_unkept(density[::-1] if quarter and density else density)
 
 
 def aspect_unkept(density) -> tuple[str, ...]:

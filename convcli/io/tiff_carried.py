@@ -52,18 +52,20 @@ def from_tiff_page(page) -> Carried:
         iptc=iim.iptc_bytes(tags.valueof(iim.IPTC_TAG), page.parent.byteorder),
         unkept=(
             gdal_unkept(tags)
-            + _unitless_aspect(tags, unit)
+            + _unitless_aspect(tags, unit, turned in TURNS)
             + (ome_unkept(page.parent.ome_metadata) if ome else ())
         ),
     )
 
 
-def _unitless_aspect(tags, unit) -> tuple[str, ...]:
-    """:func:`~convcli.io.physical.aspect_unkept` of a page's resolution of ResolutionUnit 1."""
+def _unitless_aspect(tags, unit, quarter: bool) -> tuple[str, ...]:
+    """:func:`~convcli.io.physical.aspect_unkept` of a page's resolution of ResolutionUnit 1,
+    across and down swapped where the page is turned a `quarter`."""
     if unit is None or unit.value != 1:
         return ()
     try:
-        return aspect_unkept([_ratio(tags[code].value) for code in (282, 283) if code in tags])
+        density = [_ratio(tags[code].value) for code in (282, 283) if code in tags]
+        return aspect_unkept(density[::-1] if quarter else density)
     except ZeroDivisionError:
         return ()
 
