@@ -26,7 +26,7 @@ from ..choices import RAW_VALUES
 from ..engines.process_state import library_section
 from ..io import storage
 from ..io.carried import NOTHING, Carried, kept_record, kept_text
-from ..io.exif import IMAGE_DESCRIPTION, exif_beyond_text, exif_text
+from ..io.exif import IMAGE_DESCRIPTION, dpi_or_exifs, exif_beyond_text, exif_text
 from ..io.formats import is_store_name, load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.ownership import refusal
@@ -475,9 +475,8 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
         if value is None or getattr(held, attr) is not None:
             continue
         # XMP with the resolution it is sized to: its fields decide whether a JPEG holds it.
-        alone = replace(
-            NOTHING, **({attr: value, "dpi": kept.xmp_dpi} if attr == "xmp" else {attr: value})
-        )
+        dpi = {"dpi": dpi_or_exifs(kept.dpi, kept.exif)} if attr == "xmp" else {}
+        alone = replace(NOTHING, **{attr: value, **dpi})
         others = [f for f in FORMATS if getattr(alone.held_by(f), attr) is not None]
         do = f" ({_listed(others)} outputs do)" if others else ""
         if attr == "geo":

@@ -26,8 +26,8 @@ from .exif import (
     GPS_IFD,
     IMAGE_DESCRIPTION,
     TIFF_TEXT_TAGS,
+    dpi_or_exifs,
     exif_bytes,
-    exif_dpi,
     exif_on_grid,
     exif_orientation,
     exif_sized,
@@ -221,7 +221,7 @@ class Carried:
         if fmt == "png":
             return replace(held, geo=None, physical=None, ome=False, jpeg=None)
         if fmt == "jpg":
-            fits = self.xmp is not None and fits_jpeg(self.xmp, self.xmp_dpi)
+            fits = self.xmp is not None and fits_jpeg(self.xmp, dpi_or_exifs(self.dpi, self.exif))
             return replace(
                 held,
                 dpi=tuple(float(round(d)) for d in self.dpi) if jfif_holds(self.dpi) else None,
@@ -279,11 +279,7 @@ class Carried:
         """The XMP packet of an image of `size` (width, height) and its resolution (xmp_sized)."""
         if self.xmp is None or size is None:
             return self.xmp
-        return xmp_sized(self.xmp, *size, self.xmp_dpi)
-
-    @property
-    def xmp_dpi(self) -> tuple[float, float] | None:  # an XMP's: the EXIF's where no other
-        return self.dpi or exif_dpi(self.exif)
+        return xmp_sized(self.xmp, *size, dpi_or_exifs(self.dpi, self.exif))
 
     def pillow_options(self, size: tuple[int, int] | None = None) -> dict:
         """Pillow ``save`` options (JPEG) that hold what a JPEG of `size` holds of it

@@ -63,6 +63,12 @@ def exif_dpi(exif: bytes | None) -> tuple[float, float] | None:
         return None
 
 
+def dpi_or_exifs(dpi: tuple[float, float] | None, exif: bytes | None):
+    """`dpi` where it is given, else the resolution EXIF bytes `exif` give (:func:`exif_dpi`):
+    the resolution an XMP packet is written with."""
+    return dpi if dpi is not None else exif_dpi(exif)
+
+
 def exif_sized(exif: bytes, width: int, height: int) -> bytes | None:
     """EXIF bytes `exif` whose image size (PixelXDimension and PixelYDimension of its camera
     block, where it gives them) is `width` x `height`: an output's, not its input's."""
