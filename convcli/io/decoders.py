@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from .geotags import pillow_geo
 from .png import FAST_CODECS_VARIABLE, fast_codecs_allowed
 
 SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
@@ -122,11 +123,7 @@ def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndar
 def jpeg2000_bits(path: str) -> int | None:
     """The most bits a sample of the JPEG 2000 file `path` has (its JP2 header's, or its
     codestream's SIZ marker's), or None where neither is found in its first 4 KB."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return None
+    head = _file_head(path, 4096)
     at = head.find(b"ihdr")
     if at >= 0 and len(head) >= at + 15 and head[at + 14] != 0xFF:  # 0xFF: per component
         return (head[at + 14] & 0x7F) + 1
@@ -359,12 +356,7 @@ def tga_map_alpha(im: Image.Image) -> None:
     alpha, 1 transparent: it is no alpha (libvips and ImageMagick read RGB)."""
     if im.format != "TGA" or im.mode != "P" or getattr(im.palette, "mode", "") != "RGBA":
         return
-    try:
-        with open(im.filename, "rb") as fh:
-            entry_bits = fh.read(8)[7]
-    except (OSError, TypeError, IndexError):
-        return
-    if entry_bits == 32:
+    if _file_head(im.filename, 8)[7:8] == bytes([32]):  # the map's entries: 32 bits
         im.info["transparency"] = bytes(im.palette.palette[3::4])
 
 
@@ -378,16 +370,14 @@ def tga_attribute(im: Image.Image) -> None:
     tile = im.tile[0]
     if not (isinstance(tile.args, tuple) and tile.args and tile.args[0] == "BGRA;15Z"):
         return
-    try:
-        with open(im.filename, "rb") as fh:
-            descriptor = fh.read(18)[17]
-    except (OSError, TypeError, IndexError):
+    descriptor = _file_head(im.filename, 18)[17:18]
+    if not descriptor:
         return
-    if descriptor & 0x0F:  # its attribute bit: alpha
-        im.tile = [tile._replace(args=("BGRA;15", *tile.args[1:]))]
+    if descriptor[0] & 0x0F:  # its attribute bit: alpha
+        _unpacked_as(im, "BGRA;15")
     else:
         im._mode = "RGB"  # an unused bit: Pillow's own plugins set the mode so
-        im.tile = [tile._replace(args=("BGR;15", *tile.args[1:]))]
+        _unpacked_as(im, "BGR;15")
 
 
 def bmp_two_colours(im: Image.Image) -> None:
@@ -396,16 +386,36 @@ def bmp_two_colours(im: Image.Image) -> None:
     garbled rows (mostly black). Before load()."""
     if im.format != "BMP" or im.mode != "1" or len(im.tile) != 1 or im.tile[0][0] != "raw":
         return
-    try:
-        with open(im.filename, "rb") as fh:
-            head = fh.read(30)
-    except (OSError, TypeError):
-        return
+    head = _file_head(im.filename, 30)
     header_size = int.from_bytes(head[14:18], "little")
     at = 24 if header_size == 12 else 28  # BITMAPCOREHEADER, or the later ones
     if int.from_bytes(head[at : at + 2], "little") == 8:
-        tile = im.tile[0]
-        im.tile = [tile._replace(args=("1;8", *tile.args[1:]))]  # a byte, not 0 is white
+        _unpacked_as(im, "1;8")  # a byte, not 0 is white
+
+
+def _unpacked_as(im: Image.Image, raw_mode: str) -> None:
+    """Have Pillow unpack the one tile of `im` from `raw_mode` (before load())."""
+    tile = im.tile[0]
+    im.tile = [tile._replace(args=(raw_mode, *tile.args[1:]))]
+
+
+def _file_head(path, size: int) -> bytes:
+    """The first `size` bytes of the file `path` (fewer in a shorter file), or none where
+    it cannot be read (or the image came from no file: Pillow's filename "")."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except (OSError, TypeError):
+        return b""
+
+
+def pillow_geo_notes(im: Image.Image) -> tuple[str, ...]:
+    """:func:`~convcli.io.geotags.pillow_geo`'s notes of the Pillow image `im`, before
+    ``load()`` (which turns a TIFF upright and forgets its Orientation); none for other
+    formats."""
+    if im.format != "TIFF":
+        return ()
+    return pillow_geo(im, im.getexif().get(ORIENTATION) in range(2, 9))[1]
 
 
 def narrow_key(im: Image.Image) -> tuple[str, ...]:

@@ -298,17 +298,6 @@ _READ_AS = {
 }
 
 
-def pillow_geo_notes(im) -> tuple[str, ...]:
-    """:func:`pillow_geo`'s notes of the Pillow image `im`, before ``load()`` (which turns a
-    TIFF upright and forgets its Orientation); none for other formats."""
-    if im.format != "TIFF":
-        return ()
-    return pillow_geo(im, im.getexif().get(_ORIENTATION) in range(2, 9))[1]
-
-
-_ORIENTATION = 0x0112  # the TIFF and EXIF tag
-
-
 def pillow_geo_tags(tags) -> GeoTags | None:
     """:func:`geo_tags` of a TIFF page's tags as Pillow gives them (``tag_v2``)."""
     return geo_tags(pillow_tags(tags))

@@ -70,6 +70,7 @@ from .decoders import (
     narrow_key,
     narrow_note,
     narrowed_by_pillow,
+    pillow_geo_notes,
     sample_bytes_for,
     stack_samples,
     stored_size,
@@ -77,7 +78,6 @@ from .decoders import (
     unidentified_reason,
 )
 from .formats import load, starts_as_tiff
-from .geotags import pillow_geo_notes
 from .gif import frame_seeker
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
