@@ -209,7 +209,7 @@ class Carried:
 
     def _with_geo(self, geo: GeoTags) -> Carried:
         """The same with `geo`, where it holds anything."""
-        return replace(self, geo=geo if geo.placed or geo.nodata or geo.values else None)
+        return replace(self, geo=geo if geo.holds_anything else None)
 
     def held_by(self, fmt: str) -> Carried:
         """What an output of format `fmt` holds of it: PNG and JPEG no georeference or

@@ -72,6 +72,17 @@ class GeoTags:
         """Whether it places the pixels on the ground (else: GDAL's nodata value alone)."""
         return bool(self.keys) or self.matrix is not None or self.tiepoint is not None
 
+    def unplaced(self) -> GeoTags | None:
+        """The same without its place on the ground (a grid of the pixels as stored, where
+        they are read turned): GDAL's nodata value and band values alone, or None."""
+        unplaced = GeoTags(nodata=self.nodata, values=self.values)
+        return unplaced if unplaced.holds_anything else None
+
+    @property
+    def holds_anything(self) -> bool:
+        """Whether it places the pixels, or gives a nodata value or band values."""
+        return self.placed or bool(self.nodata) or bool(self.values)
+
     @property
     def pixel_is_point(self) -> bool:
         """Whether the raster coordinates name pixels' centres (GTRasterTypeGeoKey:
@@ -280,11 +291,11 @@ def pillow_geo(im, turned: bool) -> tuple[GeoTags | None, tuple[str, ...]]:
     notes: tuple[str, ...] = ()
     if geo is not None and geo.placed and turned:
         notes += (TURNED_GEO_NOTE,)
-        geo = GeoTags(nodata=geo.nodata, values=geo.values)
+        geo = geo.unplaced()
     if geo is not None and geo.nodata and im.mode in _READ_AS:  # a value of other samples
         notes += (f"its nodata value not kept: its {_READ_AS[im.mode]}",)
         geo = replace(geo, nodata="")
-    return (geo if geo is not None and (geo.placed or geo.nodata or geo.values) else None), notes
+    return (geo if geo is not None and geo.holds_anything else None), notes
 
 
 # Pillow's modes whose samples are read as other values, in words.

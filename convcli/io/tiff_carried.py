@@ -16,7 +16,7 @@ from .exif import (
     tiff_exif_tags,
     without_exif_header,
 )
-from .geotags import TURNED_GEO_NOTE, GeoTags, gdal_unkept, geo_tags
+from .geotags import TURNED_GEO_NOTE, gdal_unkept, geo_tags
 from .physical import aspect_unkept, ome_unkept, physical_size
 from .xmp import xmp_packet
 
@@ -38,7 +38,7 @@ def from_tiff_page(page) -> Carried:
         dpi = (dpi[1], dpi[0])
     geo = geo_tags(tags)
     if geo is not None and geo.placed and turned != 1:  # GDAL's nodata value and scale kept
-        geo = GeoTags(nodata=geo.nodata, values=geo.values) if geo.nodata or geo.values else None
+        geo = geo.unplaced()
     ome = page.index == 0 and bool(getattr(page.parent, "is_ome", False))
     return Carried(
         bytes(icc.value) if icc is not None else None,
