@@ -1,4 +1,5 @@
-"""Helpers of the readers that read an image's rows band by band (TIFF, Zarr).
+"""Helpers of the readers that read an image's rows band by band (TIFF, Zarr), and of associated
+alpha undone a band at a time (:func:`unassociated`).
 
 A source of rows has ``height``, ``width`` and ``read_rows(r0, r1)``, the
 (r1 - r0, width, C) float32 rows (:class:`convcli.io.regions.RegionSource`,
@@ -37,3 +38,25 @@ def check_rows(r0, r1, height: int) -> None:
         and 0 <= r0 <= r1 <= height
     ):
         raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {height}; got r0={r0!r}, r1={r1!r}")
+
+
+def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
+    """Integer `samples` (rows, width, C) whose last channel is associated (premultiplied)
+    alpha, each colour divided by it: ``round(c * top / alpha)``, at most `top`, and 0 where
+    alpha is 0, as Pillow reads an 8-bit ``RGBa`` TIFF as ``RGBA`` (it cuts where this rounds).
+
+    >>> unassociated(np.array([[[13107, 32768], [100, 0], [65535, 65535]]], np.uint16), 65535)
+    array([[[26214, 32768],
+            [    0,     0],
+            [65535, 65535]]], dtype=uint16)
+    """
+    result = np.empty_like(samples)
+    row_size = int(np.prod(samples.shape[1:]))
+    rows = max(1, (1 << 20) // max(1, row_size))  # int64 blocks of about 8 MB
+    for r in range(0, len(samples), rows):
+        block = samples[r : r + rows].astype(np.int64)
+        alpha = block[..., -1:]
+        colour = (block[..., :-1] * (2 * top) + alpha) // np.maximum(2 * alpha, 1)
+        result[r : r + rows, ..., :-1] = np.where(alpha == 0, 0, np.minimum(colour, top))
+        result[r : r + rows, ..., -1] = block[..., -1]
+    return result

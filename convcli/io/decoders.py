@@ -18,7 +18,9 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from .bands import unassociated
 from .geotags import pillow_geo
+from .heif import deep_heif, heif_notes, is_deep_heif
 from .png import FAST_CODECS_VARIABLE, fast_codecs_allowed
 
 SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
@@ -83,6 +85,8 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     Pillow would use. Anything that does not come out as the header says
     (the channels, the size) is left to Pillow: :func:`narrow_note` says why.
     """
+    if im.format == "HEIF":
+        return deep_heif(im, path, channels)
     if im.format not in _DEEP_DECODERS or channels not in DEEP_CHANNELS:
         return None
     name = _DEEP_DECODERS[im.format]
@@ -133,28 +137,6 @@ def jpeg2000_bits(path: str) -> int | None:
     count = int.from_bytes(head[at + 38 : at + 40], "big")
     sizes = head[at + 40 : at + 40 + 3 * count : 3]
     return max(((b & 0x7F) + 1 for b in sizes), default=None)
-
-
-def unassociated(samples: np.ndarray, top: int) -> np.ndarray:
-    """Integer `samples` (rows, width, C) whose last channel is associated (premultiplied)
-    alpha, each colour divided by it: ``round(c * top / alpha)``, at most `top`, and 0 where
-    alpha is 0, as Pillow reads an 8-bit ``RGBa`` TIFF as ``RGBA`` (it cuts where this rounds).
-
-    >>> unassociated(np.array([[[13107, 32768], [100, 0], [65535, 65535]]], np.uint16), 65535)
-    array([[[26214, 32768],
-            [    0,     0],
-            [65535, 65535]]], dtype=uint16)
-    """
-    result = np.empty_like(samples)
-    row_size = int(np.prod(samples.shape[1:]))
-    rows = max(1, (1 << 20) // max(1, row_size))  # int64 blocks of about 8 MB
-    for r in range(0, len(samples), rows):
-        block = samples[r : r + rows].astype(np.int64)
-        alpha = block[..., -1:]
-        colour = (block[..., :-1] * (2 * top) + alpha) // np.maximum(2 * alpha, 1)
-        result[r : r + rows, ..., :-1] = np.where(alpha == 0, 0, np.minimum(colour, top))
-        result[r : r + rows, ..., -1] = block[..., -1]
-    return result
 
 
 def frame_loss_note(im: Image.Image, own: tuple[str, ...], channels: tuple[str, ...]) -> tuple:
@@ -226,6 +208,8 @@ def narrowed_by_pillow(im: Image.Image) -> tuple[str, ...]:
     (or an SGI file's grey) of samples wider than 8 bits, read at 8 bits (imagecodecs reads
     neither); a TIFF's extra samples beyond its alpha. Before load(), which forgets the
     file's layout."""
+    if im.format == "HEIF":
+        return heif_notes(im)
     if im.format == "TIFF":
         extras = im.tag_v2.get(EXTRA_SAMPLES, ())
         count = len(extras) if isinstance(extras, tuple) else 1
@@ -298,6 +282,8 @@ def _raw_modes(im: Image.Image) -> list[str]:
 
 def is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
+    if im.format == "HEIF":
+        return is_deep_heif(im)
     if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
         return False
     if im.format == "JPEG2000":  # grey + alpha too: Pillow gives it as LA

@@ -79,6 +79,7 @@ from .decoders import (
 )
 from .formats import load, starts_as_tiff
 from .gif import frame_seeker
+from .heif import HEIF_EXTENSIONS, chosen_image, opened
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
 # Formats Pillow registers but cannot decode without extra software.
@@ -129,7 +130,7 @@ def is_image_name(path: str | os.PathLike) -> bool:
     Image.preinit()
     if Image.EXTENSION.get(suffix) in _FIRST_FORMATS:
         return True
-    return suffix in image_extensions()
+    return suffix in image_extensions() or suffix in HEIF_EXTENSIONS
 
 
 _FIRST_FORMATS = frozenset({"BMP", "DIB", "GIF", "JPEG", "PNG", "PPM"})
@@ -325,8 +326,7 @@ class ImageSource:
         with _pillow_errors(parsing=True):
             frames = getattr(im, "n_frames", 1)
             if frames > 1:
-                im.seek(0)
-                notes.append(f"used the first of {frames} frames")
+                notes.append(chosen_image(im, frames))
             check_pixels(im.size, self.max_pixels)  # a GIF's first frame may outgrow its header
             decoded, white, depth = None, 255.0, 8
             if is_deep_colour(im):  # before load(), which forgets the file's layout
@@ -495,7 +495,7 @@ def _pillow_image(path: str, tiff: bool) -> Iterator[Image.Image]:
     """
     with open(path, "rb") if tiff else nullcontext(path) as file:
         with _pillow_errors(tiff=path):
-            im = Image.open(file)
+            im = opened(file)
         with im:
             yield im
 

@@ -71,9 +71,9 @@ import tifffile
 
 from ..choices import DEFAULT_MAX_PIXELS
 from ..errors import ImageError
-from .bands import check_rows, float_white
+from .bands import check_rows, float_white, unassociated
 from .carried import Carried
-from .decoders import deep_codecs_missing, narrow_note, unassociated
+from .decoders import deep_codecs_missing, narrow_note
 from .formats import is_store_name, starts_as_tiff
 from .spill import SegmentRows, SpillError
 from .tiff_carried import from_tiff_page, orientation
