@@ -87,6 +87,8 @@ def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.nda
     """
     if im.format == "HEIF":
         return deep_heif(im, path, channels)
+    if im.format == "AVIF":
+        return _avif_samples(im, path, channels)
     if im.format not in _DEEP_DECODERS or channels not in DEEP_CHANNELS:
         return None
     name = _DEEP_DECODERS[im.format]
@@ -122,6 +124,35 @@ def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndar
             f"imagecodecs, where Pillow turns its brightest levels black ({why})"
         )
     return pixels << np.uint16(16 - bits) if bits < 16 else pixels
+
+
+def _avif_samples(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
+    """An AVIF file's samples of 10 or 12 bits as imagecodecs (libavif) decodes its first
+    image, shifted up to 16 bits as a JPEG 2000's are; None where it does not."""
+    bits = avif_bits(path) or 16
+    pixels = decoded_by("imagecodecs", path, lambda codecs, data: codecs.avif_decode(data, index=0))
+    width, height = im.size
+    shape = (height, width, len(channels))
+    if pixels is None or pixels.dtype != np.uint16 or pixels.size != np.prod(shape):
+        return None
+    return pixels.reshape(shape) << np.uint16(16 - bits)
+
+
+def avif_bits(path: str) -> int | None:
+    """The most bits a sample of the AVIF file `path` has (its pixi boxes', else its AV1
+    configuration's), or None where neither is in its first 64 KB."""
+    head = _file_head(path, 1 << 16)
+    bits, at = [], head.find(b"pixi")
+    while at >= 4 and len(head) > at + 8:  # version and flags, a count, a size a channel
+        bits += head[at + 9 : at + 9 + head[at + 8]]
+        at = head.find(b"pixi", at + 4)
+    if bits:
+        return max(bits)
+    at = head.find(b"av1C")  # its third byte: high_bitdepth (0x40), twelve_bit (0x20)
+    if at < 0 or len(head) < at + 7:
+        return None
+    flags = head[at + 6]
+    return 12 if flags & 0x60 == 0x60 else 10 if flags & 0x40 else 8
 
 
 def jpeg2000_bits(path: str) -> int | None:
@@ -226,17 +257,17 @@ def narrowed_by_pillow(im: Image.Image) -> tuple[str, ...]:
     return (f"{bits}-bit {what} read as 8-bit (Pillow reads {what} at 8 bits)",) * (bits > 8)
 
 
-def narrow_note(channels: tuple[str, ...], why: str | None = None) -> str:
-    """The note of a 16-bit file of `channels` (colour, or grey + alpha) read at 8 bits,
-    saying why: `why`, else :func:`deep_codecs_missing`'s reason, else that imagecodecs,
-    there and allowed, did not read the file.
+def narrow_note(channels: tuple[str, ...], why: str | None = None, bits: int = 16) -> str:
+    """The note of a file of `bits`-bit samples of `channels` (colour, grey + alpha, or an
+    AVIF's grey) read at 8 bits, saying why: `why`, else :func:`deep_codecs_missing`'s
+    reason, else that imagecodecs, there and allowed, did not read the file.
 
     >>> narrow_note(("R", "G", "B"), "imagecodecs is off")
     '16-bit colour read as 8-bit (Pillow reads colour at 8 bits; imagecodecs is off)'
     """
-    what = "grey + alpha" if channels[0] == "L" else "colour"
+    what = {("L",): "grey", ("L", "A"): "grey + alpha"}.get(channels, "colour")
     why = why or deep_codecs_missing() or "imagecodecs did not read this file"
-    return f"16-bit {what} read as 8-bit (Pillow reads {what} at 8 bits; {why})"
+    return f"{bits}-bit {what} read as 8-bit (Pillow reads {what} at 8 bits; {why})"
 
 
 def decoded_by(module: str, path: str, decode) -> np.ndarray | None:
@@ -282,14 +313,22 @@ def _raw_modes(im: Image.Image) -> list[str]:
 
 def is_deep_colour(im: Image.Image) -> bool:
     """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
+    return narrowed_bits(im) > 8
+
+
+def narrowed_bits(im: Image.Image) -> int:
+    """The bits of the file's samples where Pillow reads 8 of them: 16, or a JPEG 2000, AVIF
+    or HEIF file's own (10, 12); 8 where Pillow reads every bit (16-bit grey too)."""
     if im.format == "HEIF":
-        return is_deep_heif(im)
+        return im.info.get("bit_depth", 8) if is_deep_heif(im) else 8
     if im.mode in SIXTEEN_BIT_MODES or im.mode in ("I", "F"):
-        return False
+        return 8
     if im.format == "JPEG2000":  # grey + alpha too: Pillow gives it as LA
-        return im.mode in ("LA", "RGB", "RGBA") and (jpeg2000_bits(im.filename) or 8) > 8
+        return jpeg2000_bits(im.filename) or 8 if im.mode in ("LA", "RGB", "RGBA") else 8
+    if im.format == "AVIF":
+        return avif_bits(im.filename) or 8 if im.mode in ("L", "RGB", "RGBA") else 8
     bits = im.info.get("bits") or getattr(im, "bits", 8)
-    return any(_SIXTEEN_BIT_SAMPLES.search(r) for r in _raw_modes(im)) or bits == 16
+    return 16 if any(_SIXTEEN_BIT_SAMPLES.search(r) for r in _raw_modes(im)) or bits == 16 else 8
 
 
 # 16 bits a sample, in either byte order ("RGB;16B"); not a BMP's 16 bits a pixel ("BGR;16")

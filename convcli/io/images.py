@@ -69,6 +69,7 @@ from .decoders import (
     mend_pillow,
     narrow_key,
     narrow_note,
+    narrowed_bits,
     narrowed_by_pillow,
     pillow_geo_notes,
     sample_bytes_for,
@@ -332,7 +333,7 @@ class ImageSource:
             if is_deep_colour(im):  # before load(), which forgets the file's layout
                 decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
                 if decoded is None:
-                    notes += [narrow_note(self.channels), *narrow_key(im)]
+                    notes += [narrow_note(self.channels, bits=narrowed_bits(im)), *narrow_key(im)]
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
