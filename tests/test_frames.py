@@ -30,7 +30,7 @@ from convcli.app.plan import Task
 from convcli.app.process import process_file
 from convcli.app.stacks import FIGURE_FRAMES, stack_figure
 from convcli.io.frames import parse_frames, select_frames
-from convcli.io.images import Picture, read_stack
+from convcli.io.images import Picture, read_image, read_stack
 from convcli.io.png import write_apng
 from convcli.kernels import get_kernel, load_kernel_file
 from convcli.levels import stats as level_stats
@@ -1007,3 +1007,22 @@ def test_an_apngs_2_and_4_bit_grey_level_marked_transparent_is_alpha_in_every_fr
     stack = read_stack(path)
     assert stack.channels == ("L", "A")
     np.testing.assert_array_equal(stack.pixels[..., 1], [[[255, 255, 0, 255]]] * 2)
+
+
+def test_frame_0_of_an_apng_whose_default_image_is_no_frame_is_its_first_frame(tmp_path):
+    """Its default image (for viewers without APNG) is not frame 0: --frames 0 wrote it,
+    named frames0, where --frames 0,1 and --frames all start with the animation's first."""
+    still, *animation = (Image.fromarray(np.full((8, 8, 3), v, np.uint8)) for v in (10, 100, 200))
+    path = tmp_path / "fallback.png"
+    still.save(path, save_all=True, append_images=animation, default_image=True, duration=100)
+    ok("pool", "--size", 1, "--format", "npy", "--frames", 0, path, "-o", tmp_path / "one")
+    (written,) = (tmp_path / "one").glob("*.npy")
+    assert written.name == "fallback_pool-max-f1-s1-frames0.npy"
+    np.testing.assert_array_equal(np.load(written), np.full((8, 8, 3), 100.0))
+    ok("pool", "--size", 1, "--format", "npy", path, "-o", tmp_path / "all")
+    np.testing.assert_array_equal(
+        np.load(next((tmp_path / "all").glob("*.npy")))[0], np.load(written)
+    )
+    picture = read_image(path)  # the library's plain read: the still, said so
+    assert picture.notes == ("used its default image, no frame of its 2-frame animation",)
+    np.testing.assert_array_equal(picture.pixels, np.full((8, 8, 3), 10.0))

@@ -99,3 +99,20 @@ def frame_label(number: int, count: int) -> str:
     ('f07', 'f7')
     """
     return f"f{number:0{len(str(max(count - 1, 0)))}d}"
+
+
+def chosen_image(im, frames: int) -> str:
+    """Put the Pillow image `im` of `frames` images (more than one) at the one a plain read
+    decodes, and say which: a HEIF file's primary image (pillow-heif opens it there), an
+    APNG's default image where it is no frame of the animation, any other file's first."""
+    if im.format == "HEIF":
+        if not im.info.get("primary"):
+            for index in range(frames):
+                im.seek(index)
+                if im.info.get("primary"):
+                    break
+        return f"used the primary image of {frames}"
+    im.seek(0)
+    if im.format == "PNG" and im.info.get("default_image"):
+        return f"used its default image, no frame of its {frames - 1}-frame animation"
+    return f"used the first of {frames} frames"

@@ -123,18 +123,3 @@ def heif_notes(im: Image.Image) -> tuple[str, ...]:
         f"its colour space ({named + ', ' if named else ''}HEIF nclx primaries {primaries}, "
         f"transfer {transfer}) not kept: outputs hold no profile, and viewers take them as sRGB",
     )
-
-
-def chosen_image(im: Image.Image, frames: int) -> str:
-    """Put `im` at the image :meth:`convcli.io.images.ImageSource.read` decodes of its
-    `frames` (more than one), and say which: a HEIF file's primary image (pillow-heif opens
-    it there), any other file's first."""
-    if im.format == "HEIF":
-        if not im.info.get("primary"):  # pillow-heif opens a file at its primary image
-            for index in range(frames):
-                im.seek(index)
-                if im.info.get("primary"):
-                    break
-        return f"used the primary image of {frames}"
-    im.seek(0)
-    return f"used the first of {frames} frames"

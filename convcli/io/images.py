@@ -79,8 +79,9 @@ from .decoders import (
     unidentified_reason,
 )
 from .formats import load, starts_as_tiff
+from .frames import chosen_image
 from .gif import frame_seeker
-from .heif import HEIF_EXTENSIONS, chosen_image, opened
+from .heif import HEIF_EXTENSIONS, opened
 from .limits import MAX_SIDE, check_page, check_pixels, check_stack_pixels  # noqa: F401
 
 # Formats Pillow registers but cannot decode without extra software.
@@ -232,11 +233,11 @@ class ImageSource:
         with _pillow_errors(parsing=True):
             count = getattr(self._im, "n_frames", 1)
         if self._im.format == "PNG" and count > 1:  # acTL's count is only the file's word
-            count = min(count, self._first_frame + apng_frame_controls(self.path))
-        return count - self._first_frame
+            count = min(count, self.first_frame + apng_frame_controls(self.path))
+        return count - self.first_frame
 
     @property
-    def _first_frame(self) -> int:
+    def first_frame(self) -> int:
         """Pillow's index of frame 0: 1 past an APNG's default image, else 0."""
         return int(bool(self._im.format == "PNG" and self._im.info.get("default_image")))
 
@@ -244,7 +245,7 @@ class ImageSource:
     def stack_carried(self) -> Carried:
         """What its frames are written with: a TIFF's pages upright (Pillow turns them)."""
         with _pillow_errors(parsing=True):
-            self._im.seek(self._first_frame)  # the first frame's, where frame_sizes left another
+            self._im.seek(self.first_frame)  # the first frame's, where frame_sizes left another
             return from_pillow(self._im, upright=self._im.format == "TIFF")
 
     @property
@@ -286,7 +287,7 @@ class ImageSource:
                     pixels, white, depth, notes, duration = apng.picture(k, self.channels)
                     carried = NOTHING
                 else:
-                    seek(k + self._first_frame)
+                    seek(k + self.first_frame)
                     check_pixels(self._im.size, self.max_pixels)
                     im, deep = self._im, is_deep_colour(self._im)  # before load()
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
