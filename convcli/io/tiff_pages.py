@@ -15,6 +15,7 @@ import tifffile
 from ..errors import ImageError
 from .carried import TURNS
 from .decoders import exif_upright
+from .physical import ome_unkept
 from .regions import (
     _JPEG,
     _LOSSLESS,
@@ -92,8 +93,11 @@ class TiffPages:
         page = self._page(k)
         with _tifffile_quiet(), _decode_errors():
             layout, carried = _whole_layout(page), from_tiff_page(page)
-        # An OME-TIFF's physical size is the file's, in its first page's OME-XML
-        carried = replace(carried, physical=self.carried.physical, ome=self.carried.ome)
+        # An OME-TIFF's physical size is the file's, in its first page's OME-XML, as is
+        # what no output keeps of it (its plane order, channel names, Z spacing)
+        first = self.carried
+        unkept = carried.unkept + (ome_unkept(page.parent.ome_metadata) if first.ome else ())
+        carried = replace(carried, physical=first.physical, ome=first.ome, unkept=unkept)
         return carried if layout is None else _with_nodata_read(carried, layout, page.dtype)
 
     def read_page(self, k: int) -> tuple[np.ndarray, float, int, bool, tuple[str, ...]] | None:
