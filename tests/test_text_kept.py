@@ -72,18 +72,41 @@ def test_images_of_the_inputs_colours_keep_a_pngs_text(tmp_path, command, output
     assert source.read_bytes() == before
 
 
-@pytest.mark.parametrize("fmt", ["jpg", "tiff"])
-def test_formats_without_png_text_say_what_they_lose_once(tmp_path, fmt):
+@pytest.mark.parametrize(
+    ("fmt", "lost"),
+    [("jpg", "Author, Comment, Description, parameters"), ("tiff", "Comment, parameters")],
+)
+def test_formats_without_png_text_say_what_they_lose_once(tmp_path, fmt, lost):
     _texty_png(tmp_path / "a.png")
     _texty_png(tmp_path / "b.png")
     result = ok("pool", "--format", fmt, tmp_path / "a.png", tmp_path / "b.png", "-o", tmp_path)
-    line = (
-        f"convcli: PNG text (Author, Comment, Description, parameters) not kept: "
-        f"{fmt} outputs hold none (png outputs do)"
-    )
+    line = f"convcli: PNG text ({lost}) not kept: {fmt} outputs hold none (png outputs do)"
     assert result.stderr.splitlines().count(line) == 1
     (record, _) = manifest_records(tmp_path)
     assert "png_text" not in record.get("kept", {})
+
+
+def test_a_tiff_holds_a_pngs_author_copyright_and_description_in_its_own_tags(tmp_path):
+    """As exiftool maps them: Artist, Copyright and ImageDescription, in UTF-8; an EXIF's own
+    text tag comes first."""
+    import tifffile
+
+    source = _texty_png(tmp_path / "harbour.png")
+    result = ok("pool", "-v", "--format", "tiff", source, "-o", tmp_path / "out")
+    assert "TIFF tags (ImageDescription, Artist)" in result.stderr
+    with tifffile.TiffFile(tmp_path / "out" / "harbour_pool-max-f2-s2.tiff") as tif:
+        tags = tif.pages[0].tags
+        assert tags[315].value == "Ada Lovelace"
+        assert tags[270].value == "Ein Bild \u2013 \u00fcber den Hafen"  # in UTF-8
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Copyright", "\u00a9 PNG")
+    exif = Image.Exif()
+    exif[33432] = "(c) EXIF"
+    Image.new("RGB", (8, 8)).save(tmp_path / "both.png", pnginfo=info, exif=exif)
+    said = ok("pool", "--format", "tiff", tmp_path / "both.png", "-o", tmp_path / "both").stderr
+    assert "PNG text (Copyright) not kept: tiff outputs hold none" in said
+    with tifffile.TiffFile(tmp_path / "both" / "both_pool-max-f2-s2.tiff") as tif:
+        assert tif.pages[0].tags[33432].value == "(c) EXIF"
 
 
 def test_an_edge_map_keeps_no_text_and_says_none(tmp_path):

@@ -30,7 +30,7 @@ from ..io.exif import IMAGE_DESCRIPTION, dpi_or_exifs, exif_beyond_text, exif_te
 from ..io.formats import is_store_name, load
 from ..io.image_files import save_levels, save_npy, written_by_convcli
 from ..io.ownership import refusal
-from ..io.png_text import keywords
+from ..io.png_text import TIFF_TAGS, keywords, tiff_tags
 from ..io.safeio import check_kept, path_key, published_identity
 from ..levels.mapping import LevelScale, Mapping, level_type, scale_fields, top_level
 from .names import FORMATS, Output, file_format, ome_tiff_name
@@ -487,8 +487,13 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             if not exif_beyond_text(value):
                 continue
             name = "EXIF other than its text tags"
-        if attr == "png_text":
-            name = f"{name} ({', '.join(keywords(value))})"
+        if attr == "png_text":  # a TIFF holds three keywords' text in tags of its own
+            in_tags = tiff_tags(value).items() & set(held.tiff_text or ())
+            held_words = {word for word, code in TIFF_TAGS.items() if code in dict(in_tags)}
+            lost = [word for word in keywords(value) if word not in held_words]
+            if not lost:
+                continue
+            name = f"{name} ({', '.join(lost)})"
         if attr in ("exif", "xmp", "iptc", "comments") and fmt == "jpg":  # over a segment
             name = f"{name} over 64 KB"
         if attr == "dpi" and fmt == "jpg":  # beyond the JFIF header's whole numbers

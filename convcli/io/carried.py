@@ -48,7 +48,7 @@ from .jpeg_coding import (
     jpeg_coding,
 )
 from .physical import PhysicalSize, physical_size, unitless_aspect
-from .png_text import comment_chunks, keywords, pillow_text
+from .png_text import comment_chunks, keywords, pillow_text, tiff_tags
 from .xmp import JPEG_XMP_BYTES, fits_jpeg, without_padding, xmp_packet, xmp_sized
 
 METRES_PER_INCH = 0.0254
@@ -331,11 +331,15 @@ NOTHING = Carried()
 
 
 def _tiff_text(carried: Carried) -> tuple[tuple[int, bytes], ...] | None:
-    """The text tags of `carried`'s EXIF that a TIFF of it holds: not its ImageDescription in an
-    OME-TIFF, whose ImageDescription holds the OME-XML."""
-    text = carried.tiff_text or exif_text(carried.exif) or ()
+    """The text tags of `carried`'s EXIF, else of its PNG text, that a TIFF of it holds: not
+    its ImageDescription in an OME-TIFF, whose ImageDescription holds the OME-XML."""
+    text = {
+        **tiff_tags(carried.png_text),
+        **dict(carried.tiff_text or exif_text(carried.exif) or ()),
+    }
     ome = carried.ome_tiff
-    return tuple((code, t) for code, t in text if not (ome and code == IMAGE_DESCRIPTION)) or None
+    kept = [(code, text[code]) for code in sorted(text) if not (ome and code == IMAGE_DESCRIPTION)]
+    return tuple(kept) or None
 
 
 def _comments_within(comments: tuple[bytes, ...] | None) -> tuple[bytes, ...] | None:

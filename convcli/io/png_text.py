@@ -27,6 +27,9 @@ MAGICK_PROPERTIES = ("date", "exif", "tiff", "xmp", "icc", "iptc", "8bim", "jpeg
 metadata, which the pixels written would no longer match."""
 COMPRESSED_FROM = 1024
 """Text of this many bytes or more is written compressed."""
+TIFF_TAGS = {"Description": 270, "Author": 315, "Copyright": 33432}
+"""The keywords whose text a TIFF holds in a tag of its own, as exiftool maps them
+(ImageDescription, Artist, Copyright)."""
 
 
 def pillow_text(im) -> tuple[tuple[tuple[bytes, bytes], ...] | None, tuple[str, ...]]:
@@ -117,3 +120,27 @@ def comment_chunks(comments: tuple[bytes, ...]) -> tuple[tuple[bytes, bytes], ..
 def keywords(chunks) -> list[str]:
     """The keywords of text `chunks` (kind, data), in order."""
     return [data.split(b"\0", 1)[0].decode("latin-1") for _, data in chunks or ()]
+
+
+def tiff_tags(chunks) -> dict[int, bytes]:
+    """The TIFF tags (code -> UTF-8 text) that hold the text of `chunks` (kind, data, as
+    :func:`text_chunks` makes them) under the keywords of :data:`TIFF_TAGS`.
+
+    >>> tiff_tags(((b"tEXt", b"Author\\0Jos\\xe9"), (b"tEXt", b"Title\\0Dawn")))
+    {315: b'Jos\\xc3\\xa9'}
+    """
+    found = {}
+    for kind, data in chunks or ():
+        keyword, _, rest = data.partition(b"\0")
+        code = TIFF_TAGS.get(keyword.decode("latin-1"))
+        if code is None:
+            continue
+        if kind == b"tEXt":
+            text = rest.decode("latin-1")
+        elif kind == b"zTXt":  # a compression method, then the text deflated
+            text = zlib.decompress(rest[1:]).decode("latin-1")
+        else:  # iTXt: compressed or not, a method, a language and a translated keyword
+            body = rest[2:].split(b"\0", 2)[2]
+            text = (zlib.decompress(body) if rest[0] else body).decode("utf-8")
+        found[code] = text.encode("utf-8")
+    return found
