@@ -156,3 +156,13 @@ def test_a_heic_name_on_other_bytes_is_no_image(tmp_path):
     result = run("pool", path, "-o", tmp_path / "out")
     assert result.exit_code == 1
     assert "fake.heic: " in result.stderr and "Traceback" not in result.output
+
+
+def test_a_dry_run_without_the_extra_names_each_heif_file_as_the_run_would(tmp_path):
+    path = _heif(tmp_path / "photo.heic", rng(11).integers(0, 256, (8, 8, 3), np.uint8), "RGB")
+    result = run_without("pillow_heif", "pool", "--dry-run", path, "-o", tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "--help" not in result.stderr
+    assert f"convcli: {path}: a HEIF image needs pillow-heif: pip install 'convcli[heif]'" in (
+        result.stderr.splitlines()
+    )

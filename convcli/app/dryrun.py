@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import MissingExtra
 from ..io import storage
 from ..io.formats import is_store_name, open_regions
 from ..io.frames import select_frames
@@ -144,7 +145,7 @@ def dry_run(tasks: Iterable[Task], shown: dict, say, echo) -> Iterator[bool]:
         name = shown.get(task.source, task.source)
         try:
             lines = dry_run_lines(task, shown)
-        except EXPECTED_ERRORS as exc:
+        except (*EXPECTED_ERRORS, MissingExtra) as exc:  # as the run fails the file
             say(f"{name}: {describe_error(exc, task.source)}")
             yield False
             continue
