@@ -1026,3 +1026,12 @@ def test_frame_0_of_an_apng_whose_default_image_is_no_frame_is_its_first_frame(t
     picture = read_image(path)  # the library's plain read: the still, said so
     assert picture.notes == ("used its default image, no frame of its 2-frame animation",)
     np.testing.assert_array_equal(picture.pixels, np.full((8, 8, 3), 10.0))
+
+
+def test_a_one_frame_animation_beside_a_still_says_no_frame_was_picked(tmp_path):
+    still, frame = (Image.fromarray(np.full((8, 8, 3), v, np.uint8)) for v in (10, 100))
+    path = tmp_path / "one.png"
+    still.save(path, save_all=True, append_images=[frame], default_image=True)
+    result = ok("pool", "--size", 1, "--format", "npy", "-v", path, "-o", tmp_path / "out")
+    assert "used frame" not in result.stderr
+    np.testing.assert_array_equal(np.load(next((tmp_path / "out").glob("*.npy"))), 100.0)

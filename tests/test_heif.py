@@ -51,29 +51,50 @@ def test_an_8_bit_photo_is_read_as_pillow_heif_decodes_it(tmp_path):
         np.testing.assert_array_equal(np.asarray(im), _pooled(expected))
 
 
-def test_10_bit_colour_is_read_at_16_bits(tmp_path):
+def _levels(samples: np.ndarray, white: int) -> np.ndarray:
+    """Samples of `white` on 16-bit levels, as convcli writes them (a 12-bit TIFF's too)."""
+    return np.floor(samples * (65535 / white) + 0.5).astype(np.uint16)
+
+
+def test_10_bit_colour_is_read_on_its_own_scale(tmp_path):
     levels = rng(2).integers(0, 1024, (24, 32, 3)).astype(np.uint16)
+    levels[0, 0] = 1023
     path = _heif(tmp_path / "deep.heic", levels << 6, "RGB;16")
-    expected = _decoded(path, convert_hdr_to_8bit=False)
-    assert expected.dtype == np.uint16 and len(np.unique(expected)) > 256  # more than 8 bits
+    expected = _decoded(path, convert_hdr_to_8bit=False, hdr_to_16bit=False)
+    assert expected.dtype == np.uint16 and expected.max() == 1023  # 10 bits, all of them
     picture = read_image(path)
-    assert (picture.depth, picture.white, picture.notes) == (16, 65535.0, ())
-    np.testing.assert_array_equal(picture.pixels, expected)  # 10 bits shifted up, as libheif
+    assert (picture.depth, picture.white, picture.notes) == (16, 1023.0, ())
+    np.testing.assert_array_equal(picture.pixels, expected)
     ok("pool", "--size", 2, "--format", "tiff", path, "-o", tmp_path / "out")
     written = tifffile.imread(tmp_path / "out" / "deep_pool-max-f2-s2.tiff")
-    np.testing.assert_array_equal(written, _pooled(expected))
+    np.testing.assert_array_equal(written, _levels(_pooled(expected), 1023))  # white 65535
 
 
-def test_10_bit_grey_and_8_bit_alpha_keep_their_channels(tmp_path):
+def test_10_bit_grey_and_alpha_keep_their_channels_and_depth(tmp_path):
     levels = rng(3).integers(0, 1024, (16, 20)).astype(np.uint16)
     grey = _heif(tmp_path / "g.heic", levels << 6, "L;16")
     picture = read_image(grey)
-    assert (picture.channels, picture.depth) == (("L",), 16)
-    np.testing.assert_array_equal(picture.pixels[..., 0], _decoded(grey, convert_hdr_to_8bit=False))
+    assert (picture.channels, picture.depth, picture.white) == (("L",), 16, 1023.0)
+    raw = _decoded(grey, convert_hdr_to_8bit=False, hdr_to_16bit=False)
+    np.testing.assert_array_equal(picture.pixels[..., 0], raw)
     rgba = _heif(tmp_path / "a.heic", rng(4).integers(0, 256, (16, 20, 4), np.uint8), "RGBA")
     picture = read_image(rgba)
     assert picture.channels == ("R", "G", "B", "A")
     np.testing.assert_array_equal(picture.pixels, _decoded(rgba))
+
+
+def test_10_bit_premultiplied_alpha_is_divided_out_at_10_bits(tmp_path):
+    """Pillow's RGBa: read at 8 bits, unsaid, before."""
+    samples = rng(12).integers(0, 1024, (6, 8, 4)).astype(np.int64)
+    samples[..., :3] = samples[..., :3] * samples[..., 3:] // 1023  # associated
+    path = _heif(tmp_path / "pm.heic", samples.astype(np.uint16) << 6, "RGBa;16")
+    stored = _decoded(path, convert_hdr_to_8bit=False, hdr_to_16bit=False).astype(np.int64)
+    alpha = stored[..., 3:]
+    colour = np.minimum((stored[..., :3] * 2046 + alpha) // np.maximum(2 * alpha, 1), 1023)
+    picture = read_image(path)
+    assert (picture.channels, picture.white) == (("R", "G", "B", "A"), 1023.0)
+    np.testing.assert_array_equal(picture.pixels[..., :3], np.where(alpha == 0, 0, colour))
+    np.testing.assert_array_equal(picture.pixels[..., 3], stored[..., 3])
 
 
 def test_exif_profile_and_xmp_are_kept_and_the_picture_is_turned_once(tmp_path):
@@ -135,9 +156,17 @@ def test_heif_files_are_listed_in_folders_and_avif_is_left_to_pillow(tmp_path):
     assert is_heif(str(_heif(tmp_path / "in" / "IMG_0001.HEIC", pixels, "RGB")))
     ok("pool", "--size", 2, tmp_path / "in", "-o", tmp_path / "out")
     assert (tmp_path / "out" / "IMG_0001_pool-max-f2-s2.png").is_file()
-    avif = tmp_path / "x.avif"
-    avif.write_bytes(b"\0\0\0\x1cftypavif\0\0\0\0avifmif1miaf" + bytes(32))
-    assert not is_heif(str(avif))
+
+    def ftyp(major: bytes, *brands: bytes) -> str:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.bin"
+        box = major + bytes(4) + b"".join(brands)
+        path.write_bytes((8 + len(box)).to_bytes(4, "big") + b"ftyp" + box + bytes(32))
+        return str(path)
+
+    assert not is_heif(ftyp(b"avif", b"avif", b"mif1", b"miaf"))
+    assert not is_heif(ftyp(b"mif1", b"mif1", b"avif"))
+    assert is_heif(ftyp(b"heic", b"mif1", b"heic", b"avif"))  # a HEVC major brand decides
+    assert is_heif(ftyp(b"mif1", *[b"miaf"] * 20, b"heic"))  # a box of 100 bytes
 
 
 def test_without_the_extra_each_heif_file_fails_on_one_line_naming_it(tmp_path):

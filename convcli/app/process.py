@@ -398,7 +398,7 @@ def _read_frame(source, frame: int, count: int) -> Picture:
     if frame == 0 and not getattr(source, "first_frame", 0):  # past an APNG's default image
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
-    notes = (f"used frame {frame} of {count} frames", *pic.notes)
+    notes = (f"used frame {frame} of {count} frames",) * (count > 1) + pic.notes
     carried = source.stack_carried if pic.carried is NOTHING else pic.carried
     return replace(pic, notes=notes, carried=carried)
 

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from .avif import avif_bits, avif_samples
 from .bands import unassociated
 from .geotags import pillow_geo
 from .heif import deep_heif, heif_notes, is_deep_heif
@@ -76,19 +77,36 @@ DEEP_CHANNELS = (("L", "A"), ("R", "G", "B"), ("R", "G", "B", "A"))
 """The channels whose 16-bit samples Pillow reads at 8 bits, and imagecodecs at 16."""
 
 
-def deep_colour(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """The 16-bit grey + alpha, RGB or RGBA pixels of a PNG or TIFF file read by imagecodecs,
-    or None.
+def deep_colour(
+    im: Image.Image, path: str, channels: tuple[str, ...]
+) -> tuple[np.ndarray | None, float]:
+    """The samples wider than 8 bits that Pillow would narrow, as (H, W, C), or None; and
+    their white: 65535, or an AVIF's or HEIF file's own largest level (1023 for 10 bits).
 
-    imagecodecs (the ``deep`` extra) reads them with libpng and libtiff at full
-    depth, where Pillow keeps 8 bits. The first page of a TIFF is the frame
-    Pillow would use. Anything that does not come out as the header says
-    (the channels, the size) is left to Pillow: :func:`narrow_note` says why.
+    imagecodecs (the ``deep`` extra) reads 16-bit grey + alpha, RGB and RGBA PNG and TIFF
+    files with libpng and libtiff, JPEG 2000 and AVIF at full depth; pillow-heif a HEIF
+    file's. The first page of a TIFF is the frame Pillow would use. Anything that does
+    not come out as the header says (the channels, the size) is left to Pillow:
+    :func:`narrow_note` says why.
     """
+    if im.format not in ("AVIF", "HEIF"):
+        return _sixteen_bits(im, path, channels), 65535.0
+    white = float(2 ** narrowed_bits(im) - 1)
     if im.format == "HEIF":
-        return deep_heif(im, path, channels)
-    if im.format == "AVIF":
-        return _avif_samples(im, path, channels)
+        return deep_heif(im, path, channels), white
+    if getattr(im, "n_frames", 1) > 1:  # imagecodecs' first image of an animation: a crash
+        return None, white
+    pixels = decoded_by("imagecodecs", path, _first_avif_image)
+    return avif_samples(pixels, im.size, channels), white
+
+
+def _first_avif_image(codecs, data: bytes) -> np.ndarray:
+    """The first image of the AVIF file `data`, decoded by imagecodecs (`codecs`)."""
+    return codecs.avif_decode(data, index=0)
+
+
+def _sixteen_bits(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
+    """:func:`deep_colour`'s samples of a PNG, TIFF or JPEG 2000 file, or None."""
     if im.format not in _DEEP_DECODERS or channels not in DEEP_CHANNELS:
         return None
     name = _DEEP_DECODERS[im.format]
@@ -124,35 +142,6 @@ def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndar
             f"imagecodecs, where Pillow turns its brightest levels black ({why})"
         )
     return pixels << np.uint16(16 - bits) if bits < 16 else pixels
-
-
-def _avif_samples(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """An AVIF file's samples of 10 or 12 bits as imagecodecs (libavif) decodes its first
-    image, shifted up to 16 bits as a JPEG 2000's are; None where it does not."""
-    bits = avif_bits(path) or 16
-    pixels = decoded_by("imagecodecs", path, lambda codecs, data: codecs.avif_decode(data, index=0))
-    width, height = im.size
-    shape = (height, width, len(channels))
-    if pixels is None or pixels.dtype != np.uint16 or pixels.size != np.prod(shape):
-        return None
-    return pixels.reshape(shape) << np.uint16(16 - bits)
-
-
-def avif_bits(path: str) -> int | None:
-    """The most bits a sample of the AVIF file `path` has (its pixi boxes', else its AV1
-    configuration's), or None where neither is in its first 64 KB."""
-    head = _file_head(path, 1 << 16)
-    bits, at = [], head.find(b"pixi")
-    while at >= 4 and len(head) > at + 8:  # version and flags, a count, a size a channel
-        bits += head[at + 9 : at + 9 + head[at + 8]]
-        at = head.find(b"pixi", at + 4)
-    if bits:
-        return max(bits)
-    at = head.find(b"av1C")  # its third byte: high_bitdepth (0x40), twelve_bit (0x20)
-    if at < 0 or len(head) < at + 7:
-        return None
-    flags = head[at + 6]
-    return 12 if flags & 0x60 == 0x60 else 10 if flags & 0x40 else 8
 
 
 def jpeg2000_bits(path: str) -> int | None:

@@ -6,9 +6,9 @@ opens it again, so that a run of JPEGs never loads it; without the extra the
 file fails on one line naming it. libheif applies the file's rotation and
 mirroring as it decodes, and pillow-heif sets the EXIF orientation to 1 to
 match (the HEIF standard has the EXIF tag informative only, as libvips and
-Apple read it). Samples of 10 and 12 bits come shifted up to 16 bits, as
-libheif and libvips give them (white 65472 for 10 bits): grey by pillow-heif's
-reader, colour by :func:`deep_heif`, since Pillow holds colour at 8 bits.
+Apple read it). Samples of 10 and 12 bits keep their own scale (white 1023 for
+10 bits), as a 12-bit TIFF's do, read by :func:`deep_heif`: Pillow holds colour at
+8 bits, and pillow-heif's reader gives grey shifted up to 16.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .bands import unassociated
 HEIF_EXTENSIONS = frozenset({".heic", ".heif", ".hif"})
 """Extensions of HEIF files, which a folder lists as images with or without the extra."""
 
-# The ftyp brands of HEVC-coded HEIF; mif1 and msf1 also mark AVIF, which Pillow reads.
+# The ftyp brands of HEVC-coded HEIF; mif1, msf1 and mif2 mark AVIF too, which Pillow reads.
 _HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
 _AVIF_BRANDS = frozenset({b"avif", b"avis"})
 _GENERAL_BRANDS = frozenset({b"mif1", b"msf1", b"mif2"})
@@ -39,20 +39,21 @@ _TRANSFER_NAMES = {8: "linear", 16: "PQ", 18: "HLG"}
 
 
 def is_heif(path: str) -> bool:
-    """Whether `path` starts as a HEIF file of HEVC images (an ``ftyp`` box naming a HEIF
-    brand, and no AVIF brand: AVIF is Pillow's own)."""
+    """Whether `path` starts as a HEIF file (an ``ftyp`` box) of HEVC images: its major brand
+    a HEVC one, or a general one (``mif1``) beside a HEVC brand, or beside no AVIF brand
+    (AVIF is Pillow's own)."""
     try:
         with open(path, "rb") as file:
-            head = file.read(64)
+            head = file.read(1024)
     except OSError:
         return False
-    size = int.from_bytes(head[:4], "big")
-    if head[4:8] != b"ftyp" or not 16 <= size <= len(head):
+    size = min(int.from_bytes(head[:4], "big"), len(head))
+    if head[4:8] != b"ftyp" or size < 16:
         return False
-    brands = {head[8:12], *(head[at : at + 4] for at in range(16, size - 3, 4))}
-    if brands & _AVIF_BRANDS:
-        return False
-    return bool(brands & _HEVC_BRANDS) or head[8:12] in _GENERAL_BRANDS
+    major, brands = head[8:12], {head[at : at + 4] for at in range(16, size - 3, 4)}
+    if major in _HEVC_BRANDS or brands & _HEVC_BRANDS:
+        return major not in _AVIF_BRANDS
+    return major in _GENERAL_BRANDS and not brands & _AVIF_BRANDS
 
 
 def opened(path) -> Image.Image:
@@ -85,26 +86,30 @@ def _register() -> None:
 
 
 def is_deep_heif(im: Image.Image) -> bool:
-    """Whether `im` is a HEIF image of colour samples wider than 8 bits (Pillow's are 8)."""
-    return im.format == "HEIF" and im.mode in ("RGB", "RGBA") and im.info.get("bit_depth", 8) > 8
+    """Whether `im` is a HEIF image of samples wider than 8 bits (colour, which Pillow holds at
+    8 bits, or grey, which pillow-heif's reader gives shifted up to 16)."""
+    deep = im.format == "HEIF" and im.info.get("bit_depth", 8) > 8
+    return deep and im.mode in ("RGB", "RGBA", "RGBa", "I;16")
 
 
 def deep_heif(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """The 16-bit colour samples of the HEIF image `im` (the file's image ``im.tell()``),
-    10 and 12 bits shifted up, or None where pillow-heif does not give them so."""
+    """The 10 or 12-bit samples of the HEIF image `im` (the file's image ``im.tell()``), on
+    their own scale (white 1023 for 10 bits), or None where pillow-heif does not give them."""
     import pillow_heif
 
     try:
-        image = pillow_heif.open_heif(path, convert_hdr_to_8bit=False)[im.tell()]
+        image = pillow_heif.open_heif(path, convert_hdr_to_8bit=False, hdr_to_16bit=False)
+        image = image[im.tell()]
         pixels = np.asarray(image)
     except (OSError, ValueError, SyntaxError, RuntimeError, EOFError, IndexError):
         return None
     width, height = im.size
-    if pixels.dtype != np.uint16 or pixels.shape != (height, width, len(channels)):
+    shape = (height, width, len(channels))
+    if pixels.dtype != np.uint16 or pixels.size != np.prod(shape):
         return None
     if image.mode.startswith("RGBa"):  # associated alpha, as Pillow's RGBa
-        return unassociated(pixels, 65535)
-    return pixels
+        return unassociated(pixels, 2 ** im.info["bit_depth"] - 1)
+    return pixels.reshape(shape)
 
 
 def heif_notes(im: Image.Image) -> tuple[str, ...]:

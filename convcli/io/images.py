@@ -332,7 +332,7 @@ class ImageSource:
             check_pixels(im.size, self.max_pixels)  # a GIF's first frame may outgrow its header
             decoded, white, depth = None, 255.0, 8
             if is_deep_colour(im):  # before load(), which forgets the file's layout
-                decoded, white, depth = deep_colour(im, self.path, self.channels), 65535.0, 16
+                (decoded, white), depth = deep_colour(im, self.path, self.channels), 16
                 if decoded is None:
                     notes += [narrow_note(self.channels, bits=narrowed_bits(im)), *narrow_key(im)]
             elif frames == 1:
