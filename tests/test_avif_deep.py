@@ -68,7 +68,10 @@ def test_a_10_bit_animation_is_read_by_pillow_and_said(tmp_path):
     frames = np.random.default_rng(6).integers(0, 1024, (2, 6, 10, 3)).astype(np.uint16)
     path = _avif(tmp_path / "anim.avif", frames, 10)
     result = ok("pool", "--size", 2, "-v", path, "-o", tmp_path / "out")
-    assert "10-bit colour read as 8-bit" in result.stderr
+    assert (
+        "10-bit colour read as 8-bit (Pillow reads colour at 8 bits; imagecodecs reads no AVIF "
+        "animations)" in result.stderr
+    )
 
 
 def test_8_bit_avif_stays_pillows_and_without_imagecodecs_10_bits_are_said(tmp_path):
@@ -83,3 +86,21 @@ def test_8_bit_avif_stays_pillows_and_without_imagecodecs_10_bits_are_said(tmp_p
     result = run_without("imagecodecs", "pool", "-v", deep, "-o", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "10-bit colour read as 8-bit (Pillow reads colour at 8 bits; " in result.stderr
+
+
+def test_the_depth_is_found_past_properties_larger_than_what_is_read(tmp_path):
+    """A large box among the properties (an ICC profile, item data) ran past the first 64 KB:
+    the walk stopped there, and a 10-bit file was read at 8 bits unsaid."""
+    samples = np.random.default_rng(7).integers(0, 1024, (6, 10, 3)).astype(np.uint16)
+    data = bytearray(imagecodecs.avif_encode(samples, level=100, bitspersample=10))
+    ipco = data.find(b"ipco") - 4
+    filler = (70_008).to_bytes(4, "big") + b"free" + bytes(70_000)
+    for kind in (b"meta", b"iprp", b"ipco"):  # each box that holds the filler grows by it
+        at = data.find(kind) - 4
+        data[at : at + 4] = (int.from_bytes(data[at : at + 4], "big") + len(filler)).to_bytes(
+            4, "big"
+        )
+    end = ipco + int.from_bytes(data[ipco : ipco + 4], "big") - len(filler)
+    path = tmp_path / "big.avif"
+    path.write_bytes(bytes(data[:end]) + filler + bytes(data[end:]))
+    assert avif_bits(str(path)) == 10

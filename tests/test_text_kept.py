@@ -276,3 +276,22 @@ def test_a_keyword_with_a_line_break_is_no_png_keyword(tmp_path):
     chunks, unkept = text_chunks({"line\nbreak": "x", "Tab\there": "y", "Title": "ok"})
     assert keywords(chunks) == ["Title"]
     assert unkept == ("line\nbreak", "Tab\there")
+
+
+def test_empty_text_is_no_tag_and_an_ome_tiffs_description_says_why_it_is_lost(tmp_path):
+    import tifffile
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Author", "")
+    info.add_text("Copyright", "a\0b")
+    info.add_text("Description", "the harbour")
+    Image.new("RGB", (8, 8)).save(tmp_path / "t.png", pnginfo=info)
+    said = ok("pool", "--format", "tiff", "-v", tmp_path / "t.png", "-o", tmp_path / "out").stderr
+    assert "PNG text (Author, Copyright) not kept: tiff outputs hold none" in said
+    with tifffile.TiffFile(next((tmp_path / "out").glob("*.tiff"))) as tif:
+        tags = tif.pages[0].tags
+        assert 315 not in tags and 33432 not in tags and tags[270].value == "the harbour"
+    said = ok("pool", "-v", tmp_path / "t.png", "-o", tmp_path / "x.ome.tif").stderr
+    assert (
+        "PNG text (Description) not kept: an OME-TIFF's ImageDescription holds its OME-XML" in said
+    )

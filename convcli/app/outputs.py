@@ -491,6 +491,10 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
             in_tags = tiff_tags(value).items() & set(held.tiff_text or ())
             held_words = {word for word, code in TIFF_TAGS.items() if code in dict(in_tags)}
             lost = [word for word in keywords(value) if word not in held_words]
+            if fmt == "tiff" and kept.ome_tiff and IMAGE_DESCRIPTION in tiff_tags(value):
+                lost.remove("Description")
+                said = "an OME-TIFF's ImageDescription holds its OME-XML"
+                lines.append(f"PNG text (Description) not kept: {said}")
             if not lost:
                 continue
             name = f"{name} ({', '.join(lost)})"

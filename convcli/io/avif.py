@@ -12,7 +12,7 @@ _PROPERTIES = (b"meta", b"iprp", b"ipco")  # the boxes that hold the images' pro
 
 def avif_bits(path: str) -> int | None:
     """The most bits a sample of the AVIF file `path` has: its pixi properties', else its AV1
-    configurations', or None where its properties are not within its first 64 KB."""
+    configurations', or None where neither is within its first 64 KB."""
     try:
         with open(path, "rb") as file:
             head = file.read(_HEAD_BYTES)
@@ -46,7 +46,7 @@ def avif_samples(pixels, size: tuple[int, int], channels: tuple[str, ...]) -> np
 
 def _boxes(data: bytes, start: int, end: int):
     """(kind, start, end) of each ISO BMFF box within ``data[start:end]``, their contents'
-    bounds; the walk stops at a box that runs past `end`."""
+    bounds; a box that runs past `end` (the bytes read) is the last, cut at `end`."""
     at = start
     while at + 8 <= end:
         size, kind, header = int.from_bytes(data[at : at + 4], "big"), data[at + 4 : at + 8], 8
@@ -54,9 +54,9 @@ def _boxes(data: bytes, start: int, end: int):
             size, header = int.from_bytes(data[at + 8 : at + 16], "big"), 16
         elif size == 0:  # to the end
             size = end - at
-        if size < header or at + size > end:
+        if size < header:
             return
-        yield kind, at + header, at + size
+        yield kind, at + header, min(at + size, end)
         at += size
 
 

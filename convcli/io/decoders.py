@@ -259,6 +259,14 @@ def narrow_note(channels: tuple[str, ...], why: str | None = None, bits: int = 1
     return f"{bits}-bit {what} read as 8-bit (Pillow reads {what} at 8 bits; {why})"
 
 
+def deep_note(im: Image.Image, channels: tuple[str, ...]) -> str:
+    """:func:`narrow_note` of the file `im` read at 8 bits, of its own bits, where
+    :func:`deep_colour` gave nothing: an AVIF animation for its being one."""
+    animation = im.format == "AVIF" and getattr(im, "n_frames", 1) > 1
+    why = "imagecodecs reads no AVIF animations" if animation else None
+    return narrow_note(channels, why, narrowed_bits(im))
+
+
 def decoded_by(module: str, path: str, decode) -> np.ndarray | None:
     """``decode(module, file bytes)``, or None where the module is missing, off or fails.
 

@@ -62,6 +62,7 @@ from .decoders import (
     channels_for,
     cmyk_note,
     deep_colour,
+    deep_note,
     exif_upright,
     fast_jpeg,
     frame_loss_note,
@@ -69,7 +70,6 @@ from .decoders import (
     mend_pillow,
     narrow_key,
     narrow_note,
-    narrowed_bits,
     narrowed_by_pillow,
     pillow_geo_notes,
     sample_bytes_for,
@@ -334,7 +334,7 @@ class ImageSource:
             if is_deep_colour(im):  # before load(), which forgets the file's layout
                 (decoded, white), depth = deep_colour(im, self.path, self.channels), 16
                 if decoded is None:
-                    notes += [narrow_note(self.channels, bits=narrowed_bits(im)), *narrow_key(im)]
+                    notes += [deep_note(im, self.channels), *narrow_key(im)]
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
             carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG

@@ -142,5 +142,6 @@ def tiff_tags(chunks) -> dict[int, bytes]:
         else:  # iTXt: compressed or not, a method, a language and a translated keyword
             body = rest[2:].split(b"\0", 2)[2]
             text = (zlib.decompress(body) if rest[0] else body).decode("utf-8")
-        found[code] = text.encode("utf-8")
+        if text.strip() and "\0" not in text:  # a TIFF's text ends at its first NUL
+            found[code] = text.encode("utf-8")
     return found
