@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .formats import file_head
+
 _HEAD_BYTES = 1 << 16  # where an AVIF's meta box is (libavif writes it before the data)
 _PROPERTIES = (b"meta", b"iprp", b"ipco")  # the boxes that hold the images' properties
 
@@ -13,11 +15,7 @@ _PROPERTIES = (b"meta", b"iprp", b"ipco")  # the boxes that hold the images' pro
 def avif_bits(path: str) -> int | None:
     """The most bits a sample of the AVIF file `path` has: its pixi properties', else its AV1
     configurations', or None where neither is within its first 64 KB."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(_HEAD_BYTES)
-    except (OSError, TypeError):  # no file (Pillow's filename "")
-        return None
+    head = file_head(path, _HEAD_BYTES)
     span = _nested(head, _PROPERTIES)
     if span is None:
         return None

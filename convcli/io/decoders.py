@@ -20,6 +20,7 @@ from PIL import Image
 
 from .avif import avif_bits, avif_samples
 from .bands import unassociated
+from .formats import file_head
 from .geotags import pillow_geo
 from .heif import deep_heif, heif_notes, is_deep_heif
 from .png import FAST_CODECS_VARIABLE, fast_codecs_allowed
@@ -147,7 +148,7 @@ def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndar
 def jpeg2000_bits(path: str) -> int | None:
     """The most bits a sample of the JPEG 2000 file `path` has (its JP2 header's, or its
     codestream's SIZ marker's), or None where neither is found in its first 4 KB."""
-    head = _file_head(path, 4096)
+    head = file_head(path, 4096)
     at = head.find(b"ihdr")
     if at >= 0 and len(head) >= at + 15 and head[at + 14] != 0xFF:  # 0xFF: per component
         return (head[at + 14] & 0x7F) + 1
@@ -378,7 +379,7 @@ def tga_map_alpha(im: Image.Image) -> None:
     alpha, 1 transparent: it is no alpha (libvips and ImageMagick read RGB)."""
     if im.format != "TGA" or im.mode != "P" or getattr(im.palette, "mode", "") != "RGBA":
         return
-    if _file_head(im.filename, 8)[7:8] == bytes([32]):  # the map's entries: 32 bits
+    if file_head(im.filename, 8)[7:8] == bytes([32]):  # the map's entries: 32 bits
         im.info["transparency"] = bytes(im.palette.palette[3::4])
 
 
@@ -392,7 +393,7 @@ def tga_attribute(im: Image.Image) -> None:
     tile = im.tile[0]
     if not (isinstance(tile.args, tuple) and tile.args and tile.args[0] == "BGRA;15Z"):
         return
-    descriptor = _file_head(im.filename, 18)[17:18]
+    descriptor = file_head(im.filename, 18)[17:18]
     if not descriptor:
         return
     if descriptor[0] & 0x0F:  # its attribute bit: alpha
@@ -408,7 +409,7 @@ def bmp_two_colours(im: Image.Image) -> None:
     garbled rows (mostly black). Before load()."""
     if im.format != "BMP" or im.mode != "1" or len(im.tile) != 1 or im.tile[0][0] != "raw":
         return
-    head = _file_head(im.filename, 30)
+    head = file_head(im.filename, 30)
     header_size = int.from_bytes(head[14:18], "little")
     at = 24 if header_size == 12 else 28  # BITMAPCOREHEADER, or the later ones
     if int.from_bytes(head[at : at + 2], "little") == 8:
@@ -419,16 +420,6 @@ def _unpacked_as(im: Image.Image, raw_mode: str) -> None:
     """Have Pillow unpack the one tile of `im` from `raw_mode` (before load())."""
     tile = im.tile[0]
     im.tile = [tile._replace(args=(raw_mode, *tile.args[1:]))]
-
-
-def _file_head(path, size: int) -> bytes:
-    """The first `size` bytes of the file `path` (fewer in a shorter file), or none where
-    it cannot be read (or the image came from no file: Pillow's filename "")."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(size)
-    except (OSError, TypeError):
-        return b""
 
 
 def pillow_geo_notes(im: Image.Image) -> tuple[str, ...]:

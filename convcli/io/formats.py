@@ -164,6 +164,16 @@ def bigtiff_needed(sample_bytes: int, pieces: int, pages: int, metadata_bytes: i
     return stored + pages * (metadata_bytes + 4096) > CLASSIC_TIFF_BYTES
 
 
+def file_head(path, size: int) -> bytes:
+    """The first `size` bytes of the file `path` (fewer in a shorter file), or none where
+    it cannot be read (or the image came from no file: Pillow's filename "")."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except (OSError, TypeError):
+        return b""
+
+
 def starts_as_tiff(path) -> bool:
     """Whether the file `path` starts as a TIFF or BigTIFF does (:data:`TIFF_SIGNATURES`).
 

@@ -21,6 +21,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import MissingExtra
 from .bands import unassociated
+from .formats import file_head
 
 HEIF_EXTENSIONS = frozenset({".heic", ".heif", ".hif"})
 """Extensions of HEIF files, which a folder lists as images with or without the extra."""
@@ -42,11 +43,7 @@ def is_heif(path: str) -> bool:
     """Whether `path` starts as a HEIF file (an ``ftyp`` box) of HEVC images: its major brand
     a HEVC one, or a general one (``mif1``) beside a HEVC brand, or beside no AVIF brand
     (AVIF is Pillow's own)."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(1024)
-    except OSError:
-        return False
+    head = file_head(path, 1024)
     size = min(int.from_bytes(head[:4], "big"), len(head))
     if head[4:8] != b"ftyp" or size < 16:
         return False
