@@ -79,10 +79,11 @@ DEEP_CHANNELS = (("L", "A"), ("R", "G", "B"), ("R", "G", "B", "A"))
 
 
 def deep_colour(
-    im: Image.Image, path: str, channels: tuple[str, ...]
+    im: Image.Image, path: str, channels: tuple[str, ...], bits: int
 ) -> tuple[np.ndarray | None, float]:
     """The samples wider than 8 bits that Pillow would narrow, as (H, W, C), or None; and
     their white: 65535, or an AVIF's or HEIF file's own largest level (1023 for 10 bits).
+    `bits` is the samples' bits (:func:`narrowed_bits`).
 
     imagecodecs (the ``deep`` extra) reads 16-bit grey + alpha, RGB and RGBA PNG and TIFF
     files with libpng and libtiff, JPEG 2000 and AVIF at full depth; pillow-heif a HEIF
@@ -91,8 +92,8 @@ def deep_colour(
     :func:`narrow_note` says why.
     """
     if im.format not in ("AVIF", "HEIF"):
-        return _sixteen_bits(im, path, channels), 65535.0
-    white = float(2 ** narrowed_bits(im) - 1)
+        return _sixteen_bits(im, path, channels, bits), 65535.0
+    white = float(2**bits - 1)
     if im.format == "HEIF":
         return deep_heif(im, path, channels), white
     if getattr(im, "n_frames", 1) > 1:  # imagecodecs' first image of an animation: a crash
@@ -106,14 +107,16 @@ def _first_avif_image(codecs, data: bytes) -> np.ndarray:
     return codecs.avif_decode(data, index=0)
 
 
-def _sixteen_bits(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.ndarray | None:
-    """:func:`deep_colour`'s samples of a PNG, TIFF or JPEG 2000 file, or None."""
+def _sixteen_bits(
+    im: Image.Image, path: str, channels: tuple[str, ...], bits: int
+) -> np.ndarray | None:
+    """:func:`deep_colour`'s samples of a PNG, TIFF or JPEG 2000 file (of `bits`), or None."""
     if im.format not in _DEEP_DECODERS or channels not in DEEP_CHANNELS:
         return None
     name = _DEEP_DECODERS[im.format]
     pixels = decoded_by("imagecodecs", path, lambda codecs, data: getattr(codecs, name)(data))
     if im.format == "JPEG2000":
-        return _jpeg2000_samples(pixels, path, (im.size[1], im.size[0], len(channels)))
+        return _jpeg2000_samples(pixels, bits, (im.size[1], im.size[0], len(channels)))
     width, height = im.size
     if (
         pixels is None
@@ -129,11 +132,10 @@ def _sixteen_bits(im: Image.Image, path: str, channels: tuple[str, ...]) -> np.n
 _DEEP_DECODERS = {"PNG": "png_decode", "TIFF": "tiff_decode", "JPEG2000": "jpeg2k_decode"}
 
 
-def _jpeg2000_samples(pixels, path: str, shape: tuple[int, int, int]) -> np.ndarray:
-    """A JPEG 2000 file's colour samples of more than 8 bits, as imagecodecs decodes them,
+def _jpeg2000_samples(pixels, bits: int, shape: tuple[int, int, int]) -> np.ndarray:
+    """A JPEG 2000 file's colour samples of `bits` (more than 8), as imagecodecs decodes them,
     on 16 bits (a 12-bit sample shifted up, as Pillow reads 12-bit grey); where imagecodecs
     cannot, ImageError: Pillow wraps the brightest levels to 0 (65408 and up: black)."""
-    bits = jpeg2000_bits(path) or 16
     if pixels is None or pixels.dtype != np.uint16 or pixels.shape != shape:
         from ..errors import ImageError
 
@@ -260,12 +262,12 @@ def narrow_note(channels: tuple[str, ...], why: str | None = None, bits: int = 1
     return f"{bits}-bit {what} read as 8-bit (Pillow reads {what} at 8 bits; {why})"
 
 
-def deep_note(im: Image.Image, channels: tuple[str, ...]) -> str:
-    """:func:`narrow_note` of the file `im` read at 8 bits, of its own bits, where
+def deep_note(im: Image.Image, channels: tuple[str, ...], bits: int) -> str:
+    """:func:`narrow_note` of the file `im` of `bits`-bit samples read at 8 bits, where
     :func:`deep_colour` gave nothing: an AVIF animation for its being one."""
     animation = im.format == "AVIF" and getattr(im, "n_frames", 1) > 1
     why = "imagecodecs reads no AVIF animations" if animation else None
-    return narrow_note(channels, why, narrowed_bits(im))
+    return narrow_note(channels, why, bits)
 
 
 def decoded_by(module: str, path: str, decode) -> np.ndarray | None:
@@ -307,11 +309,6 @@ def _raw_modes(im: Image.Image) -> list[str]:
     args = [tile[3] if len(tile) > 3 else None for tile in getattr(im, "tile", ())]
     raw_modes = [a[0] if isinstance(a, tuple) and a else a for a in args]
     return [r for r in raw_modes if isinstance(r, str)]
-
-
-def is_deep_colour(im: Image.Image) -> bool:
-    """Whether the file stores more than 8 bits per colour sample (Pillow keeps 8)."""
-    return narrowed_bits(im) > 8
 
 
 def narrowed_bits(im: Image.Image) -> int:

@@ -66,10 +66,10 @@ from .decoders import (
     exif_upright,
     fast_jpeg,
     frame_loss_note,
-    is_deep_colour,
     mend_pillow,
     narrow_key,
     narrow_note,
+    narrowed_bits,
     narrowed_by_pillow,
     pillow_geo_notes,
     sample_bytes_for,
@@ -289,7 +289,7 @@ class ImageSource:
                 else:
                     seek(k + self.first_frame)
                     check_pixels(self._im.size, self.max_pixels)
-                    im, deep = self._im, is_deep_colour(self._im)  # before load()
+                    im, deep = self._im, narrowed_bits(self._im) > 8  # before load()
                     carried = from_pillow(im) if im.format == "TIFF" else NOTHING  # its own
                     geo_lost = pillow_geo_notes(im)  # before load(), which turns a TIFF
                     im.load()
@@ -331,13 +331,13 @@ class ImageSource:
                 notes.append(chosen_image(im, frames))
             check_pixels(im.size, self.max_pixels)  # a GIF's first frame may outgrow its header
             decoded, white, depth = None, 255.0, 8
-            if is_deep_colour(im):  # before load(), which forgets the file's layout
-                (decoded, white), depth = deep_colour(im, self.path, self.channels), 16
+            if (bits := narrowed_bits(im)) > 8:  # before load(), which forgets the layout
+                (decoded, white), depth = deep_colour(im, self.path, self.channels, bits), 16
                 if decoded is None:
-                    notes += [deep_note(im, self.channels), *narrow_key(im)]
+                    notes += [deep_note(im, self.channels, bits), *narrow_key(im)]
             elif frames == 1:
                 decoded = fast_jpeg(im, self.path)
-            carried = from_pillow(im)  # after is_deep_colour: Pillow's EXIF loads a PNG
+            carried = from_pillow(im)  # after narrowed_bits: Pillow's EXIF loads a PNG
             notes += pillow_geo_notes(im)
             if decoded is not None:
                 upright = exif_upright(decoded, im.getexif().get(ORIENTATION, 1))
