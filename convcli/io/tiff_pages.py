@@ -6,6 +6,7 @@ decode a page by the same code (:class:`convcli.io.regions.RegionSource`).
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import replace
 
@@ -85,6 +86,12 @@ class TiffPages:
                 self._last = (k, self._tif.pages[k])
         return self._last[1]
 
+    @functools.cached_property
+    def _ome_unkept(self) -> tuple[str, ...]:
+        """:func:`~convcli.io.physical.ome_unkept` of an OME-TIFF's OME-XML, found once for
+        all its pages (the XML of a long acquisition runs to megabytes); () for another."""
+        return ome_unkept(self._tif.ome_metadata) if self.carried.ome else ()
+
     def page_carried(self, k: int):
         """What page `k` carries, its own profile, resolution and tags (:attr:`carried` for
         the first: a fax's pages may each have a resolution of their own)."""
@@ -95,8 +102,7 @@ class TiffPages:
             layout, carried = _whole_layout(page), from_tiff_page(page)
         # An OME-TIFF's physical size is the file's, in its first page's OME-XML, as is
         # what no output keeps of it (its plane order, channel names, Z spacing)
-        first = self.carried
-        unkept = carried.unkept + (ome_unkept(page.parent.ome_metadata) if first.ome else ())
+        first, unkept = self.carried, carried.unkept + self._ome_unkept
         carried = replace(carried, physical=first.physical, ome=first.ome, unkept=unkept)
         return carried if layout is None else _with_nodata_read(carried, layout, page.dtype)
 
