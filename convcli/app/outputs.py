@@ -488,10 +488,10 @@ def not_held(kept: Carried, fmt: str) -> tuple[str, ...]:
                 continue
             name = "EXIF other than its text tags"
         if attr == "png_text":  # a TIFF holds three keywords' text in tags of its own
-            in_tags = tiff_tags(value).items() & set(held.tiff_text or ())
-            held_words = {word for word, code in TIFF_TAGS.items() if code in dict(in_tags)}
-            lost = [word for word in keywords(value) if word not in held_words]
-            if fmt == "tiff" and kept.ome_tiff and IMAGE_DESCRIPTION in tiff_tags(value):
+            mapped = tiff_tags(value)
+            in_tags = {code for code, text in held.tiff_text or () if mapped.get(code) == text}
+            lost = [word for word in keywords(value) if TIFF_TAGS.get(word) not in in_tags]
+            if fmt == "tiff" and kept.ome_tiff and IMAGE_DESCRIPTION in mapped:
                 lost.remove("Description")
                 said = "an OME-TIFF's ImageDescription holds its OME-XML"
                 lines.append(f"PNG text (Description) not kept: {said}")
