@@ -395,7 +395,7 @@ def _read_frame(source, frame: int, count: int) -> Picture:
     """One frame of a file as a picture: the first as a one-frame file's, else by frame, with
     what it carries as a stack's frames keep it: a TIFF page's own, an animation's frame
     the file's (its EXIF orientation as stored: a frame is not turned)."""
-    if frame == 0 and not getattr(source, "first_frame", 0):  # past an APNG's default image
+    if frame == 0 and not source.first_frame:  # 1: past an APNG's default image
         return source.read()
     pic, _ = next(source.read_frames((frame,)))
     notes = (f"used frame {frame} of {count} frames",) * (count > 1) + pic.notes

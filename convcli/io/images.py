@@ -513,7 +513,7 @@ class TiffSource:
     top-left (other orientations are Pillow's).
     """
 
-    loop = None
+    loop, first_frame = None, 0  # page 0 is frame 0
 
     def __init__(self, pages, path: str, max_pixels: int = DEFAULT_MAX_PIXELS):
         self._pages = pages
